@@ -1,0 +1,40 @@
+# `make demo` and `make test` work from a fresh clone: each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Stamps are keyed on pyproject.toml so that a changed dependency list reinstalls.
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[examples]"
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@ $(VENV)/.demo-installed
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/fedroc demo
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
+
+typecheck: $(VENV)/.dev-installed
+	$(BIN)/mypy
+
+unit: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test: lint typecheck unit
+
+bench: $(VENV)/.dev-installed
+	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

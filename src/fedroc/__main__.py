@@ -1,0 +1,3 @@
+from fedroc.cli import main
+
+main()

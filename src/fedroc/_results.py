@@ -1,0 +1,74 @@
+"""Shared behaviour of result objects: readable repr, JSON-ready dicts, summaries."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+
+def jsonable(value: Any) -> Any:
+    """Convert a value to plain JSON types: NaN and inf become None, tuples become lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if hasattr(value, "to_dict"):
+            return value.to_dict()
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return value
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array(shape={value.shape}, dtype={value.dtype})"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, tuple) and all(isinstance(v, float) for v in value):
+        return "(" + ", ".join(f"{v:.6g}" for v in value) + ")"
+    return repr(value)
+
+
+class ResultMixin:
+    """Mixin for frozen result dataclasses."""
+
+    def __repr__(self) -> str:
+        assert dataclasses.is_dataclass(self)
+        parts = [
+            f"{f.name}={_short(getattr(self, f.name))}" for f in dataclasses.fields(self) if f.repr
+        ]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready types (NaN as None, arrays as lists)."""
+        assert dataclasses.is_dataclass(self)
+        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def format_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> str:
+    """A two-column plain-text table used by ``summary()``."""
+    lines = [title, "-" * len(title)] if title else []
+    items = [(k, _fmt(v)) for k, v in rows]
+    width = max((len(k) for k, _ in items), default=0)
+    lines += [f"{k:<{width}}  {v}" for k, v in items]
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (float, np.floating)):
+        return "nan" if math.isnan(value) else f"{value:.4f}"
+    if isinstance(value, tuple) and len(value) == 2:
+        return f"[{_fmt(value[0])}, {_fmt(value[1])}]"
+    return str(value)

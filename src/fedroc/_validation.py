@@ -1,0 +1,130 @@
+"""Input checks shared by every entry point.
+
+Messages name the parameter and repeat the bad value, as scikit-learn's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fedroc.exceptions import InputError
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+def _preview(values: Sequence[Any] | NDArray[Any], limit: int = 5) -> str:
+    items = list(values[:limit])
+    more = ", ..." if len(values) > limit else ""
+    return "[" + ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in items) + more + "]"
+
+
+def as_1d(values: ArrayLike, name: str) -> NDArray[Any]:
+    arr = np.asarray(values)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise InputError(f"{name} must be one-dimensional; got an array of shape {arr.shape}")
+    return arr
+
+
+def check_scores(y_score: ArrayLike, name: str = "y_score") -> FloatArray:
+    """Return the scores as float64, refusing non-numeric, NaN and infinite values."""
+    raw = as_1d(y_score, name)
+    if raw.dtype.kind not in "biuf":
+        try:
+            raw = raw.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"{name} must be numeric; got values of type {raw.dtype} such as {_preview(raw)}"
+            ) from None
+    scores = np.ascontiguousarray(raw, dtype=np.float64)
+    finite = np.isfinite(scores)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise InputError(
+            f"{name} contains {bad.size} NaN or infinite value(s); first at index "
+            f"{bad[0]}: {scores[bad[0]]!r}"
+        )
+    return scores
+
+
+def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_true") -> BoolArray:
+    """Return a boolean array, True for the positive class.
+
+    Without ``pos_label`` the labels must be {0, 1}, {-1, 1} or {False, True} (or a subset);
+    the positive class is 1 / True. With ``pos_label`` any two values are allowed.
+    """
+    labels = as_1d(y_true, name)
+    if labels.size and labels.dtype.kind == "f" and np.isnan(labels).any():
+        raise InputError(f"{name} contains NaN; labels must be binary")
+    if labels.dtype.kind == "O":
+        if any(v is None for v in labels):
+            raise InputError(f"{name} contains missing values (None); labels must be binary")
+    try:
+        classes = np.unique(labels)
+    except TypeError:
+        raise InputError(f"{name} mixes label types: {_preview(labels)}") from None
+    if classes.size > 2:
+        raise InputError(
+            f"{name} must be binary; found {classes.size} distinct values: {_preview(classes)}"
+        )
+    if pos_label is None:
+        if labels.dtype.kind == "b":
+            return labels.astype(bool)
+        if (
+            labels.dtype.kind not in "iuf"
+            or not np.isin(classes, [0, 1, -1]).all()
+            or (np.isin(classes, [0]).any() and np.isin(classes, [-1]).any())
+        ):
+            raise InputError(
+                f"{name} has classes {_preview(classes)}; without pos_label the labels must "
+                "be {0, 1} or {-1, 1}; pass pos_label to say which value is positive"
+            )
+        return np.asarray(labels == 1)
+    if classes.size == 2 and not np.isin([pos_label], classes).all():
+        raise InputError(f"pos_label={pos_label!r} is not one of the classes {_preview(classes)}")
+    return np.asarray(labels == pos_label)
+
+
+def check_binary(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    *,
+    pos_label: Any = None,
+    name_true: str = "y_true",
+    name_score: str = "y_score",
+) -> tuple[BoolArray, FloatArray]:
+    """Validate a (labels, scores) pair: same length, not empty, binary, finite."""
+    y = as_1d(y_true, name_true)
+    s = as_1d(y_score, name_score)
+    if y.shape[0] != s.shape[0]:
+        raise InputError(
+            f"{name_true} has {y.shape[0]} elements but {name_score} has {s.shape[0]}; "
+            "they must have the same length"
+        )
+    if y.shape[0] == 0:
+        raise InputError(f"{name_true} and {name_score} are empty")
+    return check_labels(y, pos_label=pos_label, name=name_true), check_scores(s, name_score)
+
+
+def check_probabilities(y_prob: FloatArray, name: str = "y_prob") -> None:
+    """Refuse probabilities outside [0, 1] (Brier score, calibration)."""
+    outside = (y_prob < 0.0) | (y_prob > 1.0)
+    if outside.any():
+        bad = np.flatnonzero(outside)
+        raise InputError(
+            f"{name} must lie in [0, 1] for this metric; {bad.size} value(s) do not, first at "
+            f"index {bad[0]}: {y_prob[bad[0]]!r}"
+        )
+
+
+def check_confidence(confidence_level: float) -> float:
+    level = float(confidence_level)
+    if not 0.0 < level < 1.0:
+        raise InputError(f"confidence_level must lie in (0, 1); got {confidence_level!r}")
+    return level

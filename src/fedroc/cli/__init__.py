@@ -1,0 +1,50 @@
+"""The ``fedroc`` command line.
+
+Every command prints a readable table by default and exactly one JSON object on stdout with
+``--json``; logs and progress go to stderr. Errors print one line naming what was wrong and
+exit with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from fedroc.cli._common import err
+from fedroc.cli.demo_cmd import demo
+from fedroc.cli.evaluate_cmd import evaluate_command
+from fedroc.cli.metrics_cmd import metrics
+from fedroc.exceptions import FedrocError
+
+app = typer.Typer(
+    name="fedroc",
+    help="Validate binary classifiers on test data that cannot be pooled.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("metrics")(metrics)
+app.command("evaluate")(evaluate_command)
+app.command("demo")(demo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: fedroc's own errors become one line on stderr and exit status 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except FedrocError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(1)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

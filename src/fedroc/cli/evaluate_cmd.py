@@ -1,0 +1,164 @@
+"""``fedroc evaluate``: one method over several sites."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from fedroc.cli._common import (
+    calibration_table,
+    coerce_pos_label,
+    emit_json,
+    err,
+    grid_table,
+    kv_table,
+    load_site_data,
+    out,
+    parse_sites,
+)
+from fedroc.data import Columns, SiteData
+from fedroc.exceptions import InputError
+from fedroc.federation import Federation, Site
+from fedroc.methods import EvaluationResult, evaluate, get_method, method_names, pool_site_data
+from fedroc.privacy import DisclosurePolicy
+
+
+def build_federation(
+    data: dict[str, SiteData], *, min_count: int, audit_dir: Path | None
+) -> Federation:
+    policy = DisclosurePolicy(min_count=min_count)
+    sites = [
+        Site(
+            name, d, policy=policy, audit=None if audit_dir is None else audit_dir / f"{name}.jsonl"
+        )
+        for name, d in data.items()
+    ]
+    return Federation.from_sites(sites)
+
+
+def check_options(method: str, options: dict[str, Any]) -> None:
+    """Refuse method options that the chosen method does not take, naming them."""
+    params = inspect.signature(get_method(method).run).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    wrong = [k for k in options if k not in params]
+    if wrong:
+        flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
+        raise InputError(f"option(s) {flags} do not apply to --method {method}")
+
+
+def render_result(result: EvaluationResult) -> None:
+    out.print(grid_table("Sites", ["site", "n"], [(s["name"], s["n"]) for s in result.sites]))
+    level = f"{result.confidence_level:.0%}"
+    rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
+    rows.append((f"{level} CI", result.auc_ci))
+    for key, value in result.extra.items():
+        if key in {"calibration", "calibration_released"}:
+            continue
+        if isinstance(value, (int, float, str, tuple)) or value is None:
+            rows.append((key, value))
+        elif isinstance(value, list) and len(value) <= 4:
+            rows.append((key, tuple(value) if len(value) == 2 else str(value)))
+    rel = result.released
+    rows.append(("rounds", rel.rounds))
+    if rel.bytes_received:
+        rows.append(("bytes sent by sites", sum(rel.bytes_received.values())))
+    if rel.epsilon:
+        rows.append(("epsilon spent (max over sites)", max(rel.epsilon.values())))
+    for note in rel.notes:
+        rows.append(("released", note))
+    out.print(kv_table(f"Evaluation: {result.method}", rows))
+    cal = result.extra.get("calibration")
+    if cal is not None:
+        out.print(calibration_table("Calibration", cal))
+
+
+def write_report(path: Path, result: EvaluationResult, pooled: SiteData | None) -> None:
+    from fedroc.report import Report, calibration_figure, roc_figure
+
+    report = Report(f"fedroc evaluation: {result.method}")
+    report.add_table(["site", "n"], [(s["name"], s["n"]) for s in result.sites])
+    report.add_table(
+        ["quantity", "value"],
+        [("AUC", result.auc), ("CI", result.auc_ci)]
+        + [(k, v) for k, v in result.extra.items() if isinstance(v, (int, float, str))],
+    )
+    curves = []
+    roc = getattr(result.details, "roc_points", None)
+    if callable(roc):
+        fpr, tpr = roc()
+        curves.append((result.method, fpr, tpr))
+    report.add_figure(roc_figure(pooled, curves), "ROC curve")
+    cal = result.extra.get("calibration")
+    if cal is not None:
+        report.add_figure(calibration_figure([(result.method, cal)]), "Calibration curve")
+    report.write(path)
+
+
+def evaluate_command(
+    site: Annotated[
+        list[str] | None,
+        typer.Option("--site", help="A site as NAME=PATH (CSV or Parquet); repeat per site."),
+    ] = None,
+    sites_file: Annotated[
+        Path | None, typer.Option("--sites", help="TOML file describing the sites instead.")
+    ] = None,
+    label: Annotated[str, typer.Option(help="Label column.")] = "label",
+    score: Annotated[str, typer.Option(help="Score column.")] = "score",
+    pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
+    method: Annotated[
+        str, typer.Option(help="pooled, rocglm, histogram or mpc (those installed).")
+    ] = "",
+    seed: Annotated[int | None, typer.Option(help="Seed of the DP noise.")] = None,
+    confidence: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
+    bins: Annotated[int, typer.Option(help="Calibration bins.")] = 10,
+    min_count: Annotated[
+        int, typer.Option(help="Disclosure policy: minimum rows per released aggregate (q).")
+    ] = 5,
+    audit_dir: Annotated[
+        Path | None, typer.Option(help="Write each site's audit log (JSON lines) here.")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Evaluate a score over several sites with one method."""
+    if not method:
+        raise InputError(f"--method is required; one of {method_names()}")
+    get_method(method)
+    options: dict[str, Any] = {}
+    if sites_file is not None and site:
+        raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
+    if sites_file is not None:
+        federation = Federation.from_toml(sites_file)
+        pooled = None
+    else:
+        if not site:
+            raise InputError("give at least one --site NAME=PATH (or --sites FILE)")
+        paths = parse_sites(site)
+        data = load_site_data(paths, Columns(label, score), coerce_pos_label(pos_label))
+        federation = build_federation(data, min_count=min_count, audit_dir=audit_dir)
+        pooled = pool_site_data(data)
+        if method == "pooled":
+            options["site_sizes"] = {k: v.n for k, v in data.items()}
+            options["n_bins"] = bins
+    check_options(method, options)
+    with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
+        result = evaluate(
+            federation,
+            method,
+            pooled=pooled,
+            seed=seed,
+            confidence_level=confidence,
+            calibration_bins=bins,
+            **options,
+        )
+    if report is not None:
+        write_report(report, result, pooled)
+        err.print(f"report written to {report}")
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        render_result(result)

@@ -1,0 +1,135 @@
+"""Loading a site's table: CSV or Parquet, with a column mapping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from fedroc._validation import check_labels, check_scores
+from fedroc.exceptions import InputError
+
+__all__ = ["Columns", "SiteData", "load_table"]
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns hold the label, the score and (optionally) the cluster id."""
+
+    label: str = "label"
+    score: str = "score"
+    cluster: str | None = None
+
+
+def load_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV (``.csv``, ``.csv.gz``, ``.tsv``) or Parquet (``.parquet``, ``.pq``) file."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"data file {str(p)!r} does not exist")
+    name = p.name.lower()
+    try:
+        if name.endswith((".parquet", ".pq")):
+            return pd.read_parquet(p)
+        if name.endswith((".csv", ".csv.gz", ".txt")):
+            return pd.read_csv(p)
+        if name.endswith((".tsv", ".tsv.gz")):
+            return pd.read_csv(p, sep="\t")
+    except Exception as exc:  # pandas raises many types; the user needs the file name
+        raise InputError(f"cannot read data file {str(p)!r}: {exc}") from exc
+    raise InputError(f"data file {str(p)!r} has an unknown format; use .csv, .tsv or .parquet")
+
+
+def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Series:
+    if column not in frame.columns:
+        available = ", ".join(map(str, list(frame.columns)[:20]))
+        raise InputError(
+            f"{role} column {column!r} not found in {source}; available columns: {available}"
+        )
+    series = frame[column]
+    if series.isna().any():
+        raise InputError(
+            f"{role} column {column!r} in {source} has {int(series.isna().sum())} missing "
+            f"value(s), first at row {int(np.flatnonzero(series.isna().to_numpy())[0])}"
+        )
+    return series
+
+
+@dataclass(frozen=True, repr=False)
+class SiteData:
+    """One site's validated rows: labels (True = positive), scores, optional cluster ids.
+
+    The arrays are read-only so that site functions cannot alter the table.
+    """
+
+    label: NDArray[np.bool_]
+    score: NDArray[np.float64]
+    cluster: NDArray[Any] | None = None
+
+    def __post_init__(self) -> None:
+        for arr in (self.label, self.score, self.cluster):
+            if arr is not None:
+                arr.setflags(write=False)
+
+    def __repr__(self) -> str:
+        return f"SiteData(n={self.n}, n_pos={self.n_pos})"
+
+    @property
+    def n(self) -> int:
+        return int(self.label.size)
+
+    @property
+    def n_pos(self) -> int:
+        return int(np.count_nonzero(self.label))
+
+    @property
+    def n_neg(self) -> int:
+        return self.n - self.n_pos
+
+    @classmethod
+    def from_arrays(
+        cls,
+        label: Any,
+        score: Any,
+        cluster: Any = None,
+        *,
+        pos_label: Any = None,
+        source: str = "the data",
+    ) -> SiteData:
+        y = check_labels(np.asarray(label), pos_label=pos_label, name=f"label of {source}")
+        s = check_scores(np.asarray(score), name=f"score of {source}")
+        if y.size != s.size:
+            raise InputError(f"{source}: {y.size} labels but {s.size} scores")
+        if y.size == 0:
+            raise InputError(f"{source} has no rows")
+        c = None if cluster is None else np.asarray(cluster).copy()
+        return cls(np.ascontiguousarray(y), np.ascontiguousarray(s), c)
+
+    @classmethod
+    def from_frame(
+        cls,
+        frame: pd.DataFrame,
+        columns: Columns = Columns(),
+        *,
+        pos_label: Any = None,
+        source: str = "the data frame",
+    ) -> SiteData:
+        label = _column(frame, columns.label, "label", source).to_numpy()
+        score = _column(frame, columns.score, "score", source).to_numpy()
+        cluster = (
+            None
+            if columns.cluster is None
+            else _column(frame, columns.cluster, "cluster", source).to_numpy()
+        )
+        return cls.from_arrays(label, score, cluster, pos_label=pos_label, source=source)
+
+    @classmethod
+    def from_file(
+        cls, path: str | Path, columns: Columns = Columns(), *, pos_label: Any = None
+    ) -> SiteData:
+        return cls.from_frame(
+            load_table(path), columns, pos_label=pos_label, source=f"file {str(path)!r}"
+        )

@@ -1,0 +1,214 @@
+"""The first federated computations: distributed mean and variance, Brier score and
+calibration curve (paper 1, section 4.1).
+
+Threat model: honest-but-curious analyst. Each site releases sums over at least q rows
+(its policy's ``min_count``); the analyst learns the per-site sums and counts, nothing
+else. The calibration curve suppresses, at each site, any bin with fewer than q rows; the
+analyst computes each bin's fractions only from the sites that released it (the reference
+code kept suppressed bins in the denominator, which biased the curve).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedroc._results import ResultMixin, format_table
+from fedroc._validation import check_probabilities
+from fedroc.exceptions import InputError
+from fedroc.federation.federation import Federation
+from fedroc.federation.records import Record
+from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.metrics._calibration import CalibrationCurve, bin_edges, bin_index
+
+__all__ = [
+    "DistributedMoments",
+    "SiteCalibration",
+    "distributed_brier",
+    "distributed_calibration",
+    "distributed_mean",
+    "distributed_variance",
+    "site_sizes",
+]
+
+_COLUMNS = ("score", "label")
+_SUBSETS = ("all", "positive", "negative")
+
+
+def _values(ctx: SiteContext, args: Record) -> np.ndarray:
+    column = args.get("column", "score")
+    subset = args.get("subset", "all")
+    if column not in _COLUMNS:
+        raise InputError(f"column must be one of {_COLUMNS}; got {column!r}")
+    if subset not in _SUBSETS:
+        raise InputError(f"subset must be one of {_SUBSETS}; got {subset!r}")
+    values = ctx.data.score if column == "score" else ctx.data.label.astype(np.float64)
+    if subset == "positive":
+        return values[ctx.data.label]
+    if subset == "negative":
+        return values[~ctx.data.label]
+    return values
+
+
+def _probabilities(ctx: SiteContext) -> np.ndarray:
+    try:
+        check_probabilities(ctx.data.score, f"scores of site {ctx.site!r}")
+    except InputError as exc:
+        raise InputError(f"{exc} (the Brier score and calibration need probabilities)") from None
+    return ctx.data.score
+
+
+@site_function("fedroc.info")
+def _info(ctx: SiteContext, args: Record) -> Reply:
+    return Reply({"n": ctx.data.n}, counts={"rows": ctx.data.n})
+
+
+@site_function("fedroc.class_counts")
+def _class_counts(ctx: SiteContext, args: Record) -> Reply:
+    d = ctx.data
+    return Reply(
+        {"n_pos": d.n_pos, "n_neg": d.n_neg}, counts={"positive": d.n_pos, "negative": d.n_neg}
+    )
+
+
+@site_function("fedroc.sum")
+def _sum(ctx: SiteContext, args: Record) -> Reply:
+    v = _values(ctx, args)
+    return Reply({"n": v.size, "sum": float(v.sum())}, counts={"rows": v.size})
+
+
+@site_function("fedroc.centered_ss")
+def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
+    v = _values(ctx, args)
+    mean = float(args["mean"])
+    return Reply({"n": v.size, "ss": float(np.sum((v - mean) ** 2))}, counts={"rows": v.size})
+
+
+@site_function("fedroc.brier")
+def _brier(ctx: SiteContext, args: Record) -> Reply:
+    p = _probabilities(ctx)
+    sse = float(np.sum((ctx.data.label - p) ** 2))
+    return Reply({"n": p.size, "sse": sse}, counts={"rows": p.size})
+
+
+@site_function("fedroc.calibration")
+def _calibration(ctx: SiteContext, args: Record) -> Reply:
+    n_bins = int(args.get("n_bins", 10))
+    p = _probabilities(ctx)
+    idx = bin_index(p, n_bins)
+    count = np.bincount(idx, minlength=n_bins)
+    sum_pred = np.bincount(idx, weights=p, minlength=n_bins)
+    sum_obs = np.bincount(idx, weights=ctx.data.label.astype(np.float64), minlength=n_bins)
+    # Any bin below q rows (empty ones included) is withheld: its count is disclosive too.
+    suppressed = count < ctx.policy.min_count
+    keep = ~suppressed
+    return Reply(
+        {
+            "count": np.where(keep, count, 0).astype(np.int64),
+            "sum_predicted": np.where(keep, sum_pred, 0.0),
+            "sum_observed": np.where(keep, sum_obs, 0.0),
+            "suppressed": suppressed,
+        },
+        counts={"bin": count[keep]},
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class DistributedMoments(ResultMixin):
+    """Mean and sample variance (ddof 1) pooled over the sites (distrAVG / distrVAR)."""
+
+    mean: float
+    variance: float
+    n: int
+
+    def summary(self) -> str:
+        return format_table(
+            [("n", self.n), ("mean", self.mean), ("variance", self.variance)],
+            title="Distributed moments",
+        )
+
+
+def site_sizes(federation: Federation) -> dict[str, int]:
+    """Number of rows at each site."""
+    return {name: int(r["n"]) for name, r in federation.call("fedroc.info").items()}
+
+
+def distributed_mean(
+    federation: Federation, *, column: str = "score", subset: str = "all"
+) -> tuple[float, int]:
+    """distrAVG of paper 1: ``(sum of site sums) / (sum of site counts)``."""
+    replies = federation.call("fedroc.sum", column=column, subset=subset)
+    n = sum(int(r["n"]) for r in replies.values())
+    total = sum(float(r["sum"]) for r in replies.values())
+    return total / n, n
+
+
+def distributed_variance(
+    federation: Federation, *, column: str = "score", subset: str = "all"
+) -> DistributedMoments:
+    """distrVAR of paper 1: the mean goes out first, then centred sums of squares come back.
+
+    Two rounds, so the sample variance is computed about the global mean (numerically as
+    stable as the pooled two-pass formula), not from per-site sums of squares.
+    """
+    mean, n = distributed_mean(federation, column=column, subset=subset)
+    replies = federation.call("fedroc.centered_ss", column=column, subset=subset, mean=mean)
+    ss = sum(float(r["ss"]) for r in replies.values())
+    variance = ss / (n - 1) if n > 1 else float("nan")
+    return DistributedMoments(mean, variance, n)
+
+
+def distributed_brier(federation: Federation) -> tuple[float, int]:
+    """Brier score from each site's sum of squared residuals (paper 1, eq. 5)."""
+    replies = federation.call("fedroc.brier")
+    n = sum(int(r["n"]) for r in replies.values())
+    return sum(float(r["sse"]) for r in replies.values()) / n, n
+
+
+@dataclass(frozen=True, repr=False)
+class SiteCalibration(ResultMixin):
+    """The distributed calibration curve and which bins each site withheld."""
+
+    curve: CalibrationCurve
+    suppressed_by_site: dict[str, list[int]]
+
+    def summary(self) -> str:
+        lines = [self.curve.summary()]
+        withheld = {s: b for s, b in self.suppressed_by_site.items() if b}
+        if withheld:
+            lines.append("bins withheld (fewer than q rows at the site):")
+            lines += [f"  {site}: bins {bins}" for site, bins in withheld.items()]
+        return "\n".join(lines)
+
+
+def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> SiteCalibration:
+    """Calibration curve from per-site bin sums (paper 1, section 4.1).
+
+    A bin's predicted and observed fractions use only the sites that released it; a bin
+    withheld by any site is flagged ``suppressed`` in the curve, and
+    ``suppressed_by_site`` lists, per site, the bins it withheld.
+    """
+    edges = bin_edges(n_bins)
+    replies = federation.call("fedroc.calibration", n_bins=int(n_bins))
+    count = np.zeros(n_bins, np.int64)
+    sum_pred = np.zeros(n_bins)
+    sum_obs = np.zeros(n_bins)
+    suppressed = np.zeros(n_bins, bool)
+    per_site: dict[str, list[int]] = {}
+    for name, r in replies.items():
+        count += np.asarray(r["count"], np.int64)
+        sum_pred += r["sum_predicted"]
+        sum_obs += r["sum_observed"]
+        sup = np.asarray(r["suppressed"], bool)
+        suppressed |= sup
+        per_site[name] = np.flatnonzero(sup).tolist()
+    curve = CalibrationCurve.from_sums(edges, count, sum_pred, sum_obs, suppressed)
+    return SiteCalibration(curve, per_site)
+
+
+@site_function("fedroc.is_probability")
+def _is_probability(ctx: SiteContext, args: Record) -> Reply:
+    s = ctx.data.score
+    ok = bool(np.all((s >= 0.0) & (s <= 1.0)))
+    return Reply({"ok": ok}, counts={"rows": ctx.data.n})

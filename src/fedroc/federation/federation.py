@@ -1,0 +1,315 @@
+"""The analyst's handle on a set of sites."""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedroc._results import ResultMixin, jsonable
+from fedroc.data import Columns
+from fedroc.exceptions import InputError
+from fedroc.federation.records import Record, check_record
+from fedroc.federation.site import AuditLog, Site, split_meta
+from fedroc.federation.transport import InProcessTransport, Transport
+from fedroc.privacy.ledger import DPEvent
+from fedroc.privacy.policy import DisclosurePolicy
+
+__all__ = ["CallRecord", "Federation", "Released"]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One call of a site function, as the analyst saw it."""
+
+    function: str
+    sites: tuple[str, ...]
+    bytes_sent: dict[str, int]
+    bytes_received: dict[str, int]
+    kinds: dict[str, str]
+    dp: dict[str, list[DPEvent]]
+    seconds: float
+
+
+@dataclass(frozen=True, repr=False)
+class Released(ResultMixin):
+    """What left the sites during a computation.
+
+    Attributes
+    ----------
+    rounds : int
+        Calls of site functions (each is one round trip to every site called).
+    functions : list of str
+        Site functions called, in order of first use.
+    bytes_received, bytes_sent : dict
+        Bytes from each site to the analyst and back.
+    kinds : dict
+        Number of replies of each kind ("aggregate", "noisy", "shares").
+    dp : dict
+        Differential-privacy events per site (as dicts).
+    epsilon, delta : dict
+        Privacy spent per site by basic composition.
+    notes : list of str
+        Method-specific remarks (suppressed bins, ...).
+    """
+
+    rounds: int
+    functions: list[str]
+    bytes_received: dict[str, int]
+    bytes_sent: dict[str, int]
+    kinds: dict[str, int]
+    dp: dict[str, list[dict[str, Any]]]
+    epsilon: dict[str, float]
+    delta: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+    def with_notes(self, *notes: str) -> Released:
+        return Released(
+            self.rounds,
+            self.functions,
+            self.bytes_received,
+            self.bytes_sent,
+            self.kinds,
+            self.dp,
+            self.epsilon,
+            self.delta,
+            [*self.notes, *notes],
+        )
+
+    @classmethod
+    def from_calls(cls, calls: Sequence[CallRecord]) -> Released:
+        functions: list[str] = []
+        received: dict[str, int] = {}
+        sent: dict[str, int] = {}
+        kinds: dict[str, int] = {}
+        dp: dict[str, list[dict[str, Any]]] = {}
+        eps: dict[str, float] = {}
+        delta: dict[str, float] = {}
+        for call in calls:
+            if call.function not in functions:
+                functions.append(call.function)
+            for site in call.sites:
+                received[site] = received.get(site, 0) + call.bytes_received[site]
+                sent[site] = sent.get(site, 0) + call.bytes_sent[site]
+                kind = call.kinds[site]
+                kinds[kind] = kinds.get(kind, 0) + 1
+                for event in call.dp.get(site, []):
+                    dp.setdefault(site, []).append(jsonable(event))
+                    eps[site] = eps.get(site, 0.0) + event.epsilon
+                    delta[site] = delta.get(site, 0.0) + event.delta
+        return cls(len(calls), functions, received, sent, kinds, dp, eps, delta)
+
+    @classmethod
+    def pooled(cls, n_rows: int) -> Released:
+        """Marker for the pooled reference: every row was seen by the analyst."""
+        return cls(0, [], {}, {}, {}, {}, {}, {}, [f"all {n_rows} rows pooled (no privacy)"])
+
+
+class Federation:
+    """The analyst's handle: call a site function on every site, get one reply per site.
+
+    Parameters
+    ----------
+    transport : Transport
+        Where the sites are. Build an in-process federation with :meth:`from_sites`,
+        :meth:`from_frames`, :meth:`from_files` or :meth:`from_toml`.
+    requester : str
+        Name recorded in the sites' audit logs.
+    timeout : float or None
+        Seconds a call may take before the transport gives up (networked transports).
+    """
+
+    def __init__(
+        self, transport: Transport, *, requester: str = "analyst", timeout: float | None = None
+    ) -> None:
+        self.transport = transport
+        self.requester = requester
+        self.timeout = timeout
+        self.transcript: list[CallRecord] = []
+        if not transport.site_names:
+            raise InputError("a federation needs at least one site")
+
+    def __repr__(self) -> str:
+        return f"Federation(sites={self.site_names}, transport={type(self.transport).__name__})"
+
+    def __enter__(self) -> Federation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    @property
+    def site_names(self) -> list[str]:
+        return self.transport.site_names
+
+    # -- calls ---------------------------------------------------------------------------
+    def call(
+        self, function: str, /, *, sites: Iterable[str] | None = None, **args: Any
+    ) -> dict[str, Record]:
+        """Run ``function`` with the same ``args`` on every site (or on ``sites``)."""
+        names = list(sites) if sites is not None else self.site_names
+        record = check_record(args, f"arguments of {function!r}")
+        return self.call_each(function, {name: record for name in names})
+
+    def call_each(
+        self, function: str, args_by_site: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Record]:
+        """Run ``function`` on each site with that site's own arguments."""
+        unknown = [n for n in args_by_site if n not in self.site_names]
+        if unknown:
+            raise InputError(f"unknown site(s) {unknown}; sites are {self.site_names}")
+        records = {
+            n: check_record(a, f"arguments of {function!r}") for n, a in args_by_site.items()
+        }
+        start = time.perf_counter()
+        exchanges = self.transport.call(
+            function, records, requester=self.requester, timeout=self.timeout
+        )
+        replies: dict[str, Record] = {}
+        kinds: dict[str, str] = {}
+        dp: dict[str, list[DPEvent]] = {}
+        for name, ex in exchanges.items():
+            replies[name], kinds[name], dp[name] = split_meta(ex.reply)
+        self.transcript.append(
+            CallRecord(
+                function,
+                tuple(exchanges),
+                {n: ex.bytes_sent for n, ex in exchanges.items()},
+                {n: ex.bytes_received for n, ex in exchanges.items()},
+                kinds,
+                dp,
+                time.perf_counter() - start,
+            )
+        )
+        return replies
+
+    def mark(self) -> int:
+        """Position in the transcript; pass it to :meth:`released` to cover later calls."""
+        return len(self.transcript)
+
+    def released(self, since: int = 0) -> Released:
+        return Released.from_calls(self.transcript[since:])
+
+    # -- construction --------------------------------------------------------------------
+    @classmethod
+    def from_sites(cls, sites: Iterable[Site], **kwargs: Any) -> Federation:
+        return cls(InProcessTransport(sites), **kwargs)
+
+    @classmethod
+    def from_frames(
+        cls,
+        frames: Mapping[str, Any],
+        *,
+        label: str = "label",
+        score: str = "score",
+        cluster: str | None = None,
+        pos_label: Any = None,
+        policy: DisclosurePolicy | None = None,
+        audit_dir: str | Path | None = None,
+        **kwargs: Any,
+    ) -> Federation:
+        """In-process federation from ``{site name: pandas DataFrame}``."""
+        columns = Columns(label, score, cluster)
+        sites = [
+            Site.from_frame(
+                name,
+                frame,
+                columns,
+                pos_label=pos_label,
+                policy=policy,
+                audit=_audit_path(audit_dir, name),
+            )
+            for name, frame in frames.items()
+        ]
+        return cls.from_sites(sites, **kwargs)
+
+    @classmethod
+    def from_files(
+        cls,
+        paths: Mapping[str, str | Path],
+        *,
+        label: str = "label",
+        score: str = "score",
+        cluster: str | None = None,
+        pos_label: Any = None,
+        policy: DisclosurePolicy | None = None,
+        audit_dir: str | Path | None = None,
+        **kwargs: Any,
+    ) -> Federation:
+        """In-process federation from ``{site name: CSV or Parquet path}``."""
+        columns = Columns(label, score, cluster)
+        sites = [
+            Site.from_file(
+                name,
+                path,
+                columns,
+                pos_label=pos_label,
+                policy=policy,
+                audit=_audit_path(audit_dir, name),
+            )
+            for name, path in paths.items()
+        ]
+        return cls.from_sites(sites, **kwargs)
+
+    @classmethod
+    def from_toml(cls, path: str | Path, **kwargs: Any) -> Federation:
+        """In-process federation described by a TOML file.
+
+        ::
+
+            [columns]            # defaults for every site
+            label = "y"
+            score = "p"
+            [policy]             # defaults for every site
+            min_count = 5
+            [sites.north]
+            path = "north.csv"   # relative to this file
+            audit = "audit/north.jsonl"
+            [sites.north.policy]
+            min_count = 10
+        """
+        config_path = Path(path)
+        try:
+            with config_path.open("rb") as fh:
+                config = tomllib.load(fh)
+        except FileNotFoundError:
+            raise InputError(f"federation file {str(config_path)!r} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(
+                f"federation file {str(config_path)!r} is not valid TOML: {exc}"
+            ) from exc
+        sites_cfg = config.get("sites")
+        if not isinstance(sites_cfg, dict) or not sites_cfg:
+            raise InputError(f"federation file {str(config_path)!r} has no [sites.NAME] tables")
+        base = config_path.parent
+        sites = []
+        for name, cfg in sites_cfg.items():
+            if "path" not in cfg:
+                raise InputError(f"site {name!r} in {str(config_path)!r} has no 'path'")
+            cols = {**config.get("columns", {}), **cfg.get("columns", {})}
+            pos_label = cols.pop("pos_label", None)
+            policy = DisclosurePolicy.from_mapping(
+                {**config.get("policy", {}), **cfg.get("policy", {})}
+            )
+            audit = cfg.get("audit")
+            sites.append(
+                Site.from_file(
+                    name,
+                    base / cfg["path"],
+                    Columns(**cols),
+                    pos_label=pos_label,
+                    policy=policy,
+                    audit=None if audit is None else AuditLog(base / audit),
+                )
+            )
+        return cls.from_sites(sites, **kwargs)
+
+
+def _audit_path(audit_dir: str | Path | None, name: str) -> Path | None:
+    return None if audit_dir is None else Path(audit_dir) / f"{name}.jsonl"

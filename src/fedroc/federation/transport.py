@@ -1,0 +1,116 @@
+"""Transports: how the analyst's calls reach the sites.
+
+A transport delivers one call to a set of sites and returns one :class:`Exchange` per site,
+or raises naming the failing site(s). Arguments and replies are :mod:`records
+<fedroc.federation.records>`, so the same method code runs on every transport: in-process
+(the default, this module) and Flower (:mod:`fedroc.federation.flower`, across machines).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from fedroc.exceptions import DisclosureError, SiteError
+from fedroc.federation.records import Record, decode, encode
+from fedroc.federation.site import Site, site_names_unique
+
+__all__ = ["Exchange", "InProcessTransport", "Transport", "raise_site_failures"]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One site's answer to one call."""
+
+    reply: Record
+    bytes_sent: int  # analyst -> site
+    bytes_received: int  # site -> analyst
+    seconds: float
+
+
+class Transport(ABC):
+    """Delivers calls to sites. Implementations must not share objects with the sites."""
+
+    @property
+    @abstractmethod
+    def site_names(self) -> list[str]: ...
+
+    @abstractmethod
+    def call(
+        self,
+        function: str,
+        args_by_site: Mapping[str, Record],
+        *,
+        requester: str = "analyst",
+        timeout: float | None = None,
+    ) -> dict[str, Exchange]:
+        """Run ``function`` at each site in ``args_by_site`` with that site's arguments.
+
+        Returns one exchange per site, or raises :class:`SiteError` (or
+        :class:`DisclosureError` for a policy refusal) naming every site that failed; a
+        partial result is never returned.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections or processes."""
+
+
+def raise_site_failures(function: str, failures: Mapping[str, BaseException]) -> None:
+    """Raise one error naming every failed site (a refusal stays a DisclosureError)."""
+    if not failures:
+        return
+    names = list(failures)
+    first = failures[names[0]]
+    detail = "; ".join(f"site {n!r}: {failures[n]}" for n in names)
+    if all(isinstance(e, DisclosureError) for e in failures.values()):
+        raise DisclosureError(
+            f"{function!r} refused by {len(names)} site(s): {detail}",
+            site=names[0],
+            function=function,
+        ) from first
+    raise SiteError(
+        f"{function!r} failed at {len(names)} site(s): {detail}", site=names[0], function=function
+    ) from first
+
+
+class InProcessTransport(Transport):
+    """All sites in this process; messages still go through bytes, as on a network."""
+
+    def __init__(self, sites: Iterable[Site]) -> None:
+        sites = list(sites)
+        site_names_unique(s.name for s in sites)
+        self._sites = {s.name: s for s in sites}
+
+    @property
+    def site_names(self) -> list[str]:
+        return list(self._sites)
+
+    def call(
+        self,
+        function: str,
+        args_by_site: Mapping[str, Record],
+        *,
+        requester: str = "analyst",
+        timeout: float | None = None,
+    ) -> dict[str, Exchange]:
+        out: dict[str, Exchange] = {}
+        failures: dict[str, BaseException] = {}
+        for name, args in args_by_site.items():
+            site = self._sites.get(name)
+            if site is None:
+                failures[name] = SiteError(f"no site named {name!r}", site=name)
+                continue
+            start = time.perf_counter()
+            try:
+                sent = encode(args)
+                received = encode(site.handle(function, decode(sent), requester))
+            except Exception as exc:
+                failures[name] = exc
+                continue
+            out[name] = Exchange(
+                decode(received), len(sent), len(received), time.perf_counter() - start
+            )
+        raise_site_failures(function, failures)
+        return out

@@ -1,0 +1,218 @@
+"""Evaluation methods behind one API and one result type.
+
+Each method (one module per paper) registers a runner with :func:`register_method`; the
+runner takes :class:`EvaluationInputs` and the method's own keyword options and returns an
+:class:`EvaluationResult`. :func:`evaluate` runs one method and adds, for probability
+scores, the distributed Brier score and calibration curve unless the method gave its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedroc._results import ResultMixin, format_table, jsonable
+from fedroc.data import SiteData
+from fedroc.exceptions import InputError
+from fedroc.federation.federation import Federation, Released
+
+__all__ = [
+    "EvaluationInputs",
+    "EvaluationResult",
+    "Method",
+    "evaluate",
+    "get_method",
+    "method_names",
+    "pool_site_data",
+    "register_method",
+]
+
+
+@dataclass(frozen=True)
+class EvaluationInputs:
+    """What a method runs on.
+
+    Attributes
+    ----------
+    federation : Federation
+        The sites, reached only through site functions.
+    pooled : SiteData or None
+        The pooled rows, only when the caller holds them (tests, experiments, the pooled
+        reference). Private methods never use it for their result; they may use it to
+        report the error against the pooled curve.
+    seed : int or None
+        Seed of the statistical randomness (DP noise); None draws from OS entropy.
+    confidence_level : float
+    """
+
+    federation: Federation
+    pooled: SiteData | None = None
+    seed: int | None = None
+    confidence_level: float = 0.95
+
+
+@dataclass(frozen=True, repr=False)
+class EvaluationResult(ResultMixin):
+    """The common result of every method.
+
+    ``to_dict()`` gives the JSON object of ``fedroc evaluate --json``: ``method``, ``sites``
+    (list of ``{name, n}``), ``auc``, ``auc_ci`` (None where the method has none),
+    ``released``, then the method's own keys from ``extra``.
+    """
+
+    method: str
+    sites: list[dict[str, Any]]
+    auc: float
+    auc_ci: tuple[float, float] | None
+    released: Released
+    extra: dict[str, Any] = field(default_factory=dict)
+    confidence_level: float = 0.95
+    details: Any = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "method": self.method,
+            "sites": jsonable(self.sites),
+            "auc": jsonable(self.auc),
+            "auc_ci": None if self.auc_ci is None else jsonable(list(self.auc_ci)),
+            "released": self.released.to_dict(),
+        }
+        for key, value in self.extra.items():
+            out[key] = jsonable(value)
+        return out
+
+    def with_extra(self, **extra: Any) -> EvaluationResult:
+        return EvaluationResult(
+            self.method,
+            self.sites,
+            self.auc,
+            self.auc_ci,
+            self.released,
+            {**self.extra, **extra},
+            self.confidence_level,
+            self.details,
+        )
+
+    def summary(self) -> str:
+        rows: list[tuple[str, Any]] = [("method", self.method), ("AUC", self.auc)]
+        if self.auc_ci is not None:
+            rows.append((f"{self.confidence_level:.0%} CI", tuple(self.auc_ci)))
+        for key, value in self.extra.items():
+            if isinstance(value, (int, float, str)) or value is None:
+                rows.append((key, value))
+        rows.append(("rounds", self.released.rounds))
+        rows.append(("bytes from sites", sum(self.released.bytes_received.values())))
+        return format_table(rows, title=f"Evaluation ({self.method})")
+
+
+Runner = Callable[..., EvaluationResult]
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    run: Runner
+    description: str
+    needs_pooled: bool = False
+    demo_options: dict[str, Any] = field(default_factory=dict)
+
+
+_METHODS: dict[str, Method] = {}
+_LOADED = False
+
+
+def register_method(
+    name: str,
+    description: str,
+    *,
+    needs_pooled: bool = False,
+    demo_options: Mapping[str, Any] | None = None,
+) -> Callable[[Runner], Runner]:
+    """Register ``run(inputs: EvaluationInputs, **options) -> EvaluationResult``.
+
+    ``demo_options`` are the options ``fedroc demo`` runs the method with.
+    """
+
+    def register(fn: Runner) -> Runner:
+        _METHODS[name] = Method(name, fn, description, needs_pooled, dict(demo_options or {}))
+        return fn
+
+    return register
+
+
+def _load() -> None:
+    global _LOADED
+    if not _LOADED:
+        for info in pkgutil.iter_modules(__path__, __name__ + "."):
+            importlib.import_module(info.name)
+        _LOADED = True
+
+
+def method_names() -> list[str]:
+    _load()
+    return list(_METHODS)
+
+
+def get_method(name: str) -> Method:
+    _load()
+    try:
+        return _METHODS[name]
+    except KeyError:
+        raise InputError(f"unknown method {name!r}; available: {sorted(_METHODS)}") from None
+
+
+def pool_site_data(parts: Mapping[str, SiteData]) -> SiteData:
+    """Concatenate sites' rows (for the pooled reference only)."""
+    cluster = None
+    if all(p.cluster is not None for p in parts.values()):
+        # Cluster ids are local to a site: prefix them so two sites' ids never merge.
+        prefixed = [f"{name}:{c}" for name, p in parts.items() for c in p.cluster]  # type: ignore[union-attr]
+        cluster = np.asarray(prefixed, dtype=np.str_)
+    return SiteData(
+        np.concatenate([p.label for p in parts.values()]),
+        np.concatenate([p.score for p in parts.values()]),
+        cluster,
+    )
+
+
+def evaluate(
+    federation: Federation,
+    method: str = "pooled",
+    *,
+    pooled: SiteData | None = None,
+    seed: int | None = None,
+    confidence_level: float = 0.95,
+    calibration_bins: int | None = 10,
+    **options: Any,
+) -> EvaluationResult:
+    """Run one method on a federation.
+
+    For probability scores (all sites report scores in [0, 1]) the result also carries the
+    distributed Brier score and calibration curve (``calibration_bins`` bins; None to skip),
+    unless the method reported its own.
+    """
+    from fedroc.federation import basic
+
+    spec = get_method(method)
+    if spec.needs_pooled and pooled is None:
+        raise InputError(f"method {method!r} needs the pooled rows (pass pooled=...)")
+    inputs = EvaluationInputs(federation, pooled, seed, confidence_level)
+    result = spec.run(inputs, **options)
+    if calibration_bins is None or "brier" in result.extra or method == "pooled":
+        return result
+    start = federation.mark()
+    if not all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
+        return result.with_extra(brier=None, calibration=None)
+    brier, _ = basic.distributed_brier(federation)
+    cal = basic.distributed_calibration(federation, n_bins=calibration_bins)
+    extra_released = federation.released(start)
+    return result.with_extra(
+        brier=brier,
+        calibration=cal.curve,
+        calibration_released={"rounds": extra_released.rounds},
+    )
