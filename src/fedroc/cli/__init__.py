@@ -14,6 +14,7 @@ import typer
 from fedroc.cli._common import err
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
+from fedroc.cli.flower_cmd import flower_app
 from fedroc.cli.metrics_cmd import metrics
 from fedroc.exceptions import FedrocError
 
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.command("metrics")(metrics)
 app.command("evaluate")(evaluate_command)
 app.command("demo")(demo)
+app.add_typer(flower_app, name="flower")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,62 @@
+"""fedroc across machines on Flower (flwr 1.41): one SuperNode per site.
+
+How the pieces fit
+------------------
+* Each site runs a Flower SuperNode whose node config names its data file, columns,
+  disclosure policy and audit log (:mod:`.site_config`). fedroc's ClientApp
+  (:mod:`.apps`) answers two query messages: ``fedroc_hello`` (which site am I) and
+  ``fedroc_call`` (run one site function through :meth:`fedroc.federation.Site.handle`,
+  so the policy and audit log work exactly as in-process). The analyst never sees a path,
+  a column name or a row.
+* The analyst's code runs in fedroc's ServerApp, on a :class:`~fedroc.federation.Federation`
+  whose transport is :class:`FlowerTransport`: the same method code as in-process. A
+  *job* (:mod:`.jobs`: ``evaluate`` a registered method, ``moments``, ``sites``,
+  ``calls``) travels in the run config; :func:`submit_job` (``fedroc flower run``) starts
+  the run with ``flwr run`` and reads the JSON result back from the run's log.
+* Faults: a site that does not answer a call within the timeout fails the job with a
+  :class:`~fedroc.exceptions.SiteError` naming it; policy refusals come back as
+  :class:`~fedroc.exceptions.DisclosureError`. Nothing partial is reported.
+* :class:`LocalDeployment` (``fedroc flower up``) starts a SuperLink and N SuperNodes on
+  loopback, with TLS from a CA generated for the run, or insecure.
+* :mod:`.node` (``fedroc flower supernode``) is a SuperNode tuned for fedroc's many short
+  rounds; the stock ``flower-supernode --node-config FILE`` works too, more slowly.
+
+Privacy: Flower carries the messages (TLS between SuperNodes and SuperLink); what a site
+releases is decided by fedroc's site functions and policy. fedroc's secure aggregation
+and differential privacy are its own (inside the site functions); Flower's SecAgg+ and DP
+mods act on model-training messages and are not used.
+
+Importing this package does not import Flower; its names load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "FlowerConnection",
+    "FlowerTransport",
+    "LocalDeployment",
+    "SiteNodeConfig",
+    "TlsFiles",
+    "generate_certificates",
+    "submit_job",
+]
+
+_WHERE = {
+    "FlowerTransport": "fedroc.federation.flower.transport",
+    "FlowerConnection": "fedroc.federation.flower.deploy",
+    "LocalDeployment": "fedroc.federation.flower.deploy",
+    "TlsFiles": "fedroc.federation.flower.deploy",
+    "generate_certificates": "fedroc.federation.flower.deploy",
+    "submit_job": "fedroc.federation.flower.deploy",
+    "SiteNodeConfig": "fedroc.federation.flower.site_config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

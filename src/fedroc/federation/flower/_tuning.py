@@ -1,0 +1,108 @@
+"""Latency tuning of Flower 1.41 for fedroc's many short rounds (this process only).
+
+Flower's defaults suit model training (few, large rounds): an idle SuperNode polls the
+SuperLink every 3 s, and a receiver that sees a message before all of its parts were
+uploaded waits 1 s before retrying. fedroc's protocols are dozens of rounds of messages of a
+few hundred bytes, where these pauses dominate. The functions here change them in the
+current process only, by replacing names that Flower's modules look up at call time. They
+depend on Flower's internals, so :func:`check_flower_version` refuses any version other
+than 1.41.x and the stock components remain usable (only slower).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fedroc.exceptions import InputError
+
+__all__ = ["TASK_READY", "check_flower_version", "tune_object_pulls", "tune_supernode_polling"]
+
+SUPPORTED_FLOWER = "1.41."
+# First pause and cap (s) before pulling again a message part that is not uploaded yet.
+PULL_BACKOFF = (0.005, 0.25)
+
+# Set when the SuperNode has stored a message and created its task (wakes the executor).
+TASK_READY = threading.Event()
+
+
+def check_flower_version() -> str:
+    from flwr.supercore.version import package_version
+
+    if not str(package_version).startswith(SUPPORTED_FLOWER):
+        raise InputError(
+            f"fedroc's Flower tuning supports Flower {SUPPORTED_FLOWER}x, found "
+            f"{package_version}; use the stock components (flower-supernode --node-config)"
+        )
+    return str(package_version)
+
+
+def _fast_pulls(module: Any) -> None:
+    original = module.pull_objects
+    if getattr(original, "_fedroc", False):
+        return
+    fast = functools.partial(original, initial_backoff=PULL_BACKOFF[0], backoff_cap=PULL_BACKOFF[1])
+    fast._fedroc = True  # type: ignore[attr-defined]
+    module.pull_objects = fast
+
+
+def tune_object_pulls() -> None:
+    """Retry a not-yet-uploaded message part after 5 ms (growing to 0.25 s), not 1 s."""
+    check_flower_version()
+    import flwr.superlink.grid.http_grid as grid
+    import flwr.supernode.start_client_internal as loop
+
+    _fast_pulls(grid)
+    _fast_pulls(loop)
+
+
+class _PollClock:
+    """Stand-in for the ``time`` module of Flower's SuperNode loop (adaptive idle polls)."""
+
+    def __init__(self, real: Any, fast: float) -> None:
+        self._real = real
+        self._fast = fast
+        self._idle = fast
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def activity(self) -> None:
+        self._idle = self._fast
+
+    def sleep(self, seconds: float) -> None:
+        if seconds >= 1.0:  # "no message for me": ask again soon, then back off to Flower's
+            delay, self._idle = self._idle, min(self._idle * 1.3, seconds)
+            self._real.sleep(delay)
+        else:  # waiting for the reply this process is computing
+            self._real.sleep(min(seconds, self._fast / 2))
+
+
+def tune_supernode_polling(fast: float) -> None:
+    """After each message poll again after ``fast`` s, backing off to Flower's 3 s."""
+    check_flower_version()
+    import flwr.supernode.start_client_internal as loop
+
+    tune_object_pulls()
+    clock = _PollClock(time, fast)
+    push: Callable[..., Any] = loop._push_messages
+    pull: Callable[..., Any] = loop._pull_and_store_message
+
+    def push_and_mark(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return push(*args, **kwargs)
+        finally:
+            clock.activity()
+
+    def pull_and_wake(*args: Any, **kwargs: Any) -> Any:
+        run_id = pull(*args, **kwargs)
+        if run_id is not None:
+            TASK_READY.set()
+        return run_id
+
+    loop.time = clock  # type: ignore[assignment]
+    loop._push_messages = push_and_mark
+    loop._pull_and_store_message = pull_and_wake

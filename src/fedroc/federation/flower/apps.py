@@ -1,0 +1,259 @@
+"""fedroc's Flower apps: the ClientApp every site runs and the ServerApp the analyst runs.
+
+``client_app`` answers two query messages:
+
+* ``query.fedroc_hello``: the site's name (from its node config) and fedroc's version;
+* ``query.fedroc_call``: run one site function through :meth:`Site.handle`, so the site's
+  disclosure policy and audit log apply exactly as in-process, and reply with the released
+  record, or with an error reply (policy refusal, bad arguments, misconfigured node).
+
+State between calls: with Flower's default isolation each message runs in a new ClientApp
+process, so nothing survives in memory. The site's ``state`` (what site functions keep
+between the calls of one protocol, keyed by session id) is stored as records in the run's
+``Context.state``, which the SuperNode keeps for the run and hands to the next message.
+The privacy budget spent is summed from the site's audit log, so a site's epsilon/delta
+limits hold across runs and restarts; without an audit log it lives in ``Context.state``
+for one run (and budget limits are refused, see :mod:`.site_config`).
+
+``server_app`` runs one fedroc *job* (see :mod:`.jobs`) described by the run config key
+``fedroc-job`` (JSON), on a :class:`Federation` backed by :class:`FlowerTransport`, and
+prints the JSON result (or the error) as one marked line to its log, which
+``fedroc flower run`` reads back through ``flwr log``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import json
+import logging
+import re
+import sys
+import time
+from typing import Any
+
+from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+import fedroc
+from fedroc._results import jsonable
+from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
+from fedroc.federation.federation import Federation
+from fedroc.federation.flower._codec import (
+    CALL_KEY,
+    HELLO_KEY,
+    PROTOCOL,
+    from_recorddict,
+    to_recorddict,
+)
+from fedroc.federation.flower.site_config import audit_ledger, cached_site
+from fedroc.federation.flower.transport import (
+    ERROR_DISCLOSURE,
+    ERROR_FEDROC,
+    ERROR_INTERNAL,
+    ERROR_MISCONFIGURED,
+    FlowerTransport,
+)
+from fedroc.federation.records import decode, encode
+from fedroc.federation.site import Site
+from fedroc.privacy.ledger import BudgetLedger, DPEvent
+
+__all__ = ["JOB_KEY", "client_app", "parse_marked", "server_app"]
+
+log = logging.getLogger("fedroc.flower")
+
+JOB_KEY = "fedroc-job"
+_STATE = "fedroc.state"
+_LEDGER = "fedroc.ledger"
+_MARK = "FEDROC-OUTPUT"
+
+# Flower loads these by reference ("fedroc.federation.flower.apps:client_app"); its check
+# looks for plain assignments, so they are not annotated.
+client_app = ClientApp()
+server_app = ServerApp()
+
+
+# -- site side -------------------------------------------------------------------------------
+def _error_reply(
+    message: Message, code: int, exc_type: str, text: str, function: str | None = None
+) -> Message:
+    reason = json.dumps({"type": exc_type, "message": text, "function": function})
+    return Message(Error(code=code, reason=reason), reply_to=message)
+
+
+def _site(context: Context, message: Message) -> Site | Message:
+    """The site of this SuperNode, or an error reply that does not reveal its settings."""
+    try:
+        return cached_site(dict(context.node_config))
+    except Exception as exc:
+        name = str(dict(context.node_config).get("site", f"node {context.node_id}"))
+        # Paths, column names and file contents stay on the site: only its log sees them.
+        log.error("fedroc site %r cannot start: %s: %s", name, type(exc).__name__, exc)
+        print(f"fedroc site {name!r} cannot start: {exc}", file=sys.stderr, flush=True)
+        return _error_reply(
+            message,
+            ERROR_MISCONFIGURED,
+            "SiteError",
+            f"site {name!r} is misconfigured on its SuperNode (details in its log)",
+        )
+
+
+def _load_state(context: Context, site: Site) -> None:
+    state = context.state[_STATE] if _STATE in context.state else ConfigRecord()
+    site.state = {key: decode(bytes(blob)) for key, blob in state.items()}  # type: ignore[arg-type]
+    ledger = audit_ledger(site.audit)
+    if ledger is None:
+        events = context.state[_LEDGER]["events"] if _LEDGER in context.state else "[]"
+        ledger = BudgetLedger([DPEvent.from_json(e) for e in json.loads(str(events))])
+    site.ledger = ledger
+
+
+def _save_state(context: Context, site: Site) -> None:
+    blobs: dict[str, Any] = {}
+    for key, value in site.state.items():
+        try:
+            blobs[key] = encode(value)
+        except InputError as exc:
+            raise InputError(
+                f"site state {key!r} is not a record ({exc}); on Flower the state kept "
+                "between calls must be records"
+            ) from None
+    context.state[_STATE] = ConfigRecord(blobs)
+    if site.audit.path is None:
+        events = json.dumps([e.to_json() for e in site.ledger.events])
+        context.state[_LEDGER] = ConfigRecord({"events": events})
+
+
+@client_app.query("fedroc_hello")
+def _hello(message: Message, context: Context) -> Message:
+    site = _site(context, message)
+    if isinstance(site, Message):
+        return site
+    info: dict[str, Any] = {
+        "site": site.name,
+        "version": fedroc.__version__,
+        "protocol": PROTOCOL,
+    }
+    return Message(RecordDict({HELLO_KEY: ConfigRecord(info)}), reply_to=message)
+
+
+@client_app.query("fedroc_call")
+def _call(message: Message, context: Context) -> Message:
+    site = _site(context, message)
+    if isinstance(site, Message):
+        return site
+    function: str | None = None
+    try:
+        call: Any = message.content[CALL_KEY]
+        function = str(call["function"])
+        if int(call["protocol"]) != PROTOCOL:
+            raise InputError(
+                f"the analyst speaks fedroc protocol {call['protocol']}, site {site.name!r} "
+                f"{PROTOCOL}; install the same fedroc version on both"
+            )
+        args = from_recorddict(message.content)
+        requester = f"{call['requester']} (Flower run {context.run_id})"
+        _load_state(context, site)
+        try:
+            reply = site.handle(function, args, requester)
+        finally:
+            _save_state(context, site)
+    except DisclosureError as exc:
+        return _error_reply(message, ERROR_DISCLOSURE, "DisclosureError", str(exc), function)
+    except FedrocError as exc:
+        return _error_reply(message, ERROR_FEDROC, type(exc).__name__, str(exc), function)
+    except Exception as exc:
+        # Messages of other exceptions may quote data or paths: they stay in the site's log
+        # (and its audit log); the analyst learns the type only.
+        log.exception("site %r: %r failed", site.name, function)
+        return _error_reply(
+            message,
+            ERROR_INTERNAL,
+            "SiteError",
+            f"site {site.name!r}: {function!r} failed with {type(exc).__name__} "
+            "(details in the site's log)",
+            function,
+        )
+    return Message(to_recorddict(reply), reply_to=message)
+
+
+# -- analyst side ----------------------------------------------------------------------------
+def emit_marked(kind: str, payload: Any) -> None:
+    """Print ``payload`` as one line of the ServerApp's log: kind, checksum, base64 JSON."""
+    text = json.dumps(jsonable(payload), allow_nan=False)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    blob = base64.b64encode(text.encode()).decode()
+    sys.stdout.write(f"{_MARK} {kind} {digest} {blob}\n")
+    sys.stdout.flush()
+
+
+_MARKED = re.compile(_MARK + r" (result|error) ([0-9a-f]{16}) ([A-Za-z0-9+/=]+)")
+
+
+def parse_marked(log_text: str) -> tuple[str, Any] | None:
+    """The last marked output in a ServerApp log, checked against its checksum."""
+    found = None
+    for kind, digest, blob in _MARKED.findall(log_text):
+        text = base64.b64decode(blob).decode()
+        if hashlib.sha256(text.encode()).hexdigest()[:16] == digest:
+            found = (kind, json.loads(text))
+    return found
+
+
+def _describe(exc: BaseException) -> dict[str, Any]:
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "site": getattr(exc, "site", None),
+        "function": getattr(exc, "function", None),
+    }
+
+
+@server_app.main()
+def _main(grid: Grid, context: Context) -> None:
+    from fedroc.federation.flower._tuning import tune_object_pulls
+    from fedroc.federation.flower.jobs import run_job
+
+    try:
+        tune_object_pulls()
+    except InputError:
+        pass  # another Flower version: its default (slower) retries apply
+    try:
+        spec = json.loads(str(context.run_config[JOB_KEY]))
+        for module in spec.get("modules") or []:
+            importlib.import_module(str(module))
+        started = time.perf_counter()
+        transport = FlowerTransport(
+            grid,
+            sites=spec.get("sites"),
+            timeout=float(spec.get("timeout", 60.0)),
+            discovery_timeout=float(spec.get("discovery_timeout", 60.0)),
+            min_sites=int(spec.get("min_sites", 1)),
+        )
+        federation = Federation(
+            transport, requester=str(spec.get("requester", "analyst")), timeout=transport.timeout
+        )
+        discovered = time.perf_counter()
+        result = run_job(str(spec["job"]), federation, dict(spec.get("options", {})))
+        payload = {
+            "job": spec["job"],
+            "result": result,
+            "sites": federation.site_names,
+            "node_ids": transport.node_ids,
+            "site_versions": transport.site_versions,
+            "run_id": context.run_id,
+            "seconds": {
+                "discovery": discovered - started,
+                "job": time.perf_counter() - discovered,
+                "calls": [c.seconds for c in federation.transcript],
+            },
+        }
+    except (FedrocError, KeyError, ValueError, TypeError) as exc:
+        emit_marked("error", _describe(exc))
+        raise
+    except Exception as exc:
+        emit_marked("error", _describe(SiteError(f"{type(exc).__name__}: {exc}", site="?")))
+        raise
+    emit_marked("result", payload)

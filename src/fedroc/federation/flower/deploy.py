@@ -1,0 +1,716 @@
+"""Running fedroc on Flower: TLS certificates, a local deployment, and submitting jobs.
+
+* :func:`generate_certificates`: a self-signed CA and a SuperLink certificate signed by it
+  (``cryptography``), for a deployment's lifetime.
+* :class:`LocalDeployment`: a SuperLink and one SuperNode per site as real processes on
+  loopback, with TLS or ``insecure``; what ``fedroc flower up`` starts.
+* :func:`submit_job`: the analyst's entry point. It submits fedroc's Flower app with
+  ``flwr run`` (the job travels in the run config), follows the run with ``flwr log``
+  and returns the JSON result the ServerApp printed, or raises the error it reported
+  (:class:`SiteError` / :class:`DisclosureError` naming the site).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import fedroc
+from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
+from fedroc.federation.flower.site_config import SiteNodeConfig
+
+__all__ = [
+    "FlowerConnection",
+    "LocalDeployment",
+    "TlsFiles",
+    "flwr_executable",
+    "free_port",
+    "generate_certificates",
+    "node_config_toml",
+    "submit_job",
+]
+
+CONNECTION_NAME = "fedroc"
+_RUN_ID = re.compile(r"Successfully started run (\d+)")
+_RESTART = "--- fedroc: process started ---"
+JOB_KEY = "fedroc-job"
+
+# Every process we start: no telemetry, no update check against the network.
+QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
+
+APP_PYPROJECT = """\
+[project]
+name = "fedroc-job"
+version = "{version}"
+description = "fedroc: federated evaluation of a classifier (ROC, AUC, calibration)"
+license = "MIT"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "fedroc"
+
+[tool.flwr.app.components]
+serverapp = "fedroc.federation.flower.apps:server_app"
+clientapp = "fedroc.federation.flower.apps:client_app"
+
+[tool.flwr.app.config]
+fedroc-job = ""
+"""
+
+
+# -- certificates ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a deployment: the CA every party trusts, the SuperLink's key pair."""
+
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+
+
+def generate_certificates(
+    directory: str | Path,
+    hosts: Iterable[str] = ("127.0.0.1", "localhost"),
+    *,
+    days: int = 30,
+) -> TlsFiles:
+    """A self-signed CA and a SuperLink certificate for ``hosts`` (names or IP addresses).
+
+    The SuperLink's certificate must name every address its clients use, including
+    127.0.0.1 (its own ServerApp processes connect there); keys are ECDSA P-256.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    names = list(dict.fromkeys(["127.0.0.1", "localhost", *hosts]))
+    now = _dt.datetime.now(_dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedroc deployment CA")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    alt: list[x509.GeneralName] = []
+    for name in names:
+        try:
+            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            alt.append(x509.DNSName(name))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-1])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = TlsFiles(out / "ca.crt", out / "server.pem", out / "server.key")
+    files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    files.server_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files.server_key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    files.server_key.chmod(0o600)
+    return files
+
+
+# -- connection and jobs ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class FlowerConnection:
+    """How the analyst reaches a SuperLink, and which sites a job expects.
+
+    Attributes
+    ----------
+    address : str
+        ``host:port`` of the SuperLink (one port serves the Control, Fleet and Runtime APIs
+        in Flower 1.41).
+    root_certificates : Path or None
+        CA certificate (PEM) that signed the SuperLink's certificate.
+    insecure : bool
+        Plain HTTP, no TLS (loopback tests only).
+    sites : tuple of str or None
+        Sites a job waits for (None: every connected SuperNode).
+    """
+
+    address: str
+    root_certificates: Path | None = None
+    insecure: bool = False
+    sites: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.insecure and self.root_certificates is None:
+            raise InputError(
+                "a Flower connection needs root_certificates (the CA of the SuperLink's "
+                "certificate) unless insecure=True"
+            )
+
+    def with_sites(self, sites: Sequence[str] | None) -> FlowerConnection:
+        return FlowerConnection(
+            self.address,
+            self.root_certificates,
+            self.insecure,
+            None if sites is None else tuple(sites),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "root_certificates": None
+            if self.root_certificates is None
+            else str(self.root_certificates),
+            "insecure": self.insecure,
+            "sites": None if self.sites is None else list(self.sites),
+        }
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> FlowerConnection:
+        """Read the ``connection.json`` that ``fedroc flower up`` writes."""
+        p = Path(path)
+        if p.is_dir():
+            p = p / "connection.json"
+        try:
+            data = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise InputError(f"Flower connection file {str(p)!r} does not exist") from None
+        except ValueError as exc:
+            raise InputError(f"Flower connection file {str(p)!r} is not JSON: {exc}") from None
+        root = data.get("root_certificates")
+        sites = data.get("sites")
+        return cls(
+            str(data["address"]),
+            None if root is None else Path(root),
+            bool(data.get("insecure", False)),
+            None if sites is None else tuple(sites),
+        )
+
+    def flower_config(self) -> str:
+        """The Flower configuration file (``$FLWR_HOME/config.toml``) for this SuperLink."""
+        lines = [
+            "[superlink]",
+            f'default = "{CONNECTION_NAME}"',
+            "",
+            f"[superlink.{CONNECTION_NAME}]",
+            f"address = {json.dumps(self.address)}",
+        ]
+        if self.insecure:
+            lines.append("insecure = true")
+        else:
+            ca = Path(str(self.root_certificates)).resolve()
+            lines.append(f"root-certificates = {json.dumps(str(ca))}")
+        return "\n".join(lines) + "\n"
+
+
+def flwr_executable() -> str:
+    """The ``flwr`` command of this Python environment."""
+    here = Path(sysconfig.get_path("scripts")) / "flwr"
+    if here.exists():
+        return str(here)
+    found = shutil.which("flwr")
+    if found is None:
+        raise InputError("the 'flwr' command is not installed; pip install 'fedroc[flower]'")
+    return found
+
+
+def _flwr(
+    args: Sequence[str], env: Mapping[str, str], timeout: float | None, *, check: bool = True
+) -> str:
+    proc = subprocess.run(
+        [flwr_executable(), *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-5:]
+        raise FedrocError(f"`flwr {args[0]}` failed: " + " | ".join(detail))
+    if not check and proc.returncode != 0:
+        return proc.stdout + "\n" + proc.stderr
+    return proc.stdout
+
+
+def _raise_reported(info: Mapping[str, Any]) -> None:
+    kind = str(info.get("type"))
+    message = str(info.get("message"))
+    site = info.get("site")
+    function = info.get("function")
+    if kind == "DisclosureError":
+        raise DisclosureError(message, site=str(site), function=str(function or ""))
+    if kind == "SiteError":
+        raise SiteError(
+            message, site=str(site), function=None if function is None else str(function)
+        )
+    if kind == "InputError":
+        raise InputError(message)
+    if kind == "ProtocolError":
+        raise ProtocolError(message)
+    raise FedrocError(f"the ServerApp failed: {kind}: {message}")
+
+
+def submit_job(
+    connection: FlowerConnection,
+    job: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    timeout: float = 60.0,
+    discovery_timeout: float = 60.0,
+    run_timeout: float | None = None,
+    requester: str = "analyst",
+    min_sites: int = 1,
+    modules: Sequence[str] = (),
+    log: IO[str] | None = None,
+) -> dict[str, Any]:
+    """Run a fedroc job on a Flower federation and return what the ServerApp reported.
+
+    Parameters
+    ----------
+    connection : FlowerConnection
+    job : str
+        ``evaluate``, ``moments``, ``sites`` or ``calls`` (see :mod:`.jobs`).
+    options : mapping
+        The job's options (JSON-ready).
+    timeout : float
+        Seconds each site-function call may take; a site that does not answer in time
+        fails the job with an error naming it.
+    discovery_timeout : float
+        Seconds to wait for the sites' SuperNodes to answer at the start.
+    run_timeout : float, optional
+        Wall-clock limit of the whole run; past it the run is stopped (``flwr stop``).
+    requester : str
+        Name written to the sites' audit logs.
+    min_sites : int
+        Without ``connection.sites``: the number of SuperNodes to wait for.
+    modules : sequence of str
+        Modules the ServerApp imports before the job (the analyst's own methods, registered
+        with :func:`fedroc.methods.register_method`); they must be installed at the SuperLink.
+    log : text stream, optional
+        Receives the ServerApp's log when the run ends.
+
+    Returns
+    -------
+    dict
+        ``job``, ``result`` (the job's JSON), ``sites``, ``node_ids``, ``site_versions``,
+        ``run_id``.
+    """
+    spec = {
+        "job": job,
+        "options": dict(options or {}),
+        "sites": None if connection.sites is None else list(connection.sites),
+        "timeout": float(timeout),
+        "discovery_timeout": float(discovery_timeout),
+        "min_sites": int(min_sites),
+        "requester": requester,
+        "modules": list(modules),
+    }
+    with tempfile.TemporaryDirectory(prefix="fedroc-flower-") as tmp:
+        home = Path(tmp) / "home"
+        app = Path(tmp) / "app"
+        home.mkdir()
+        app.mkdir()
+        (home / "config.toml").write_text(connection.flower_config())
+        (app / "pyproject.toml").write_text(APP_PYPROJECT.format(version=fedroc.__version__))
+        overrides = Path(tmp) / "job.toml"
+        overrides.write_text(f"{JOB_KEY} = {json.dumps(json.dumps(spec))}\n")
+        env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(home)}
+        # One `flwr run --stream`: it starts the run, then follows its log to the end.
+        args = ["run", str(app), CONNECTION_NAME, "--run-config", str(overrides), "--stream"]
+        try:
+            text = _flwr(args, env, timeout=run_timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            found = _RUN_ID.search(partial)
+            if found is not None:
+                _flwr(["stop", found.group(1), CONNECTION_NAME], env, timeout=60.0)
+            raise FedrocError(
+                f"the Flower run did not finish within {run_timeout:g} s; it was stopped"
+            ) from None
+        found = _RUN_ID.search(text)
+        if found is None:
+            raise FedrocError(f"`flwr run` started no run: {text.strip()[-300:]}")
+        run_id = found.group(1)
+        if log is not None:
+            log.write(text)
+        from fedroc.federation.flower.apps import parse_marked
+
+        marked = parse_marked(text)
+        if marked is None:
+            status = _run_status(run_id, env)
+            tail = " | ".join(line for line in text.strip().splitlines()[-4:])
+            raise FedrocError(
+                f"Flower run {run_id} ended without a fedroc result (status: {status}); "
+                f"last log lines: {tail}"
+            )
+        kind, payload = marked
+        if kind == "error":
+            _raise_reported(payload)
+        return dict(payload)
+
+
+def _run_status(run_id: str, env: Mapping[str, str]) -> str:
+    try:
+        out = _flwr(["ls", CONNECTION_NAME, "--run-id", run_id, "--format", "json"], env, 60.0)
+        run = json.loads(out)["runs"][0]
+        return f"{run.get('status')} {run.get('status-details', '')}".strip()
+    except Exception as exc:
+        return f"unknown ({exc})"
+
+
+# -- local deployment ------------------------------------------------------------------------
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_port(host: str, port: int, deadline: float, proc: subprocess.Popen[bytes]) -> None:
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise FedrocError(f"process {proc.args!r} exited with status {proc.returncode}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise FedrocError(f"nothing listens on {host}:{port} after the start-up timeout")
+
+
+@dataclass
+class _Proc:
+    name: str
+    cmd: list[str]
+    env: dict[str, str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+    handle: IO[bytes] | None = field(default=None, repr=False)
+
+
+class LocalDeployment:
+    """A SuperLink and one SuperNode per site on this machine (real processes).
+
+    Parameters
+    ----------
+    sites : sequence of SiteNodeConfig
+        One per SuperNode (data file, columns, policy, audit log).
+    directory : path
+        Working directory: certificates, per-process ``FLWR_HOME``, node configs, logs and
+        ``connection.json`` (what ``fedroc flower run --deployment DIR`` reads).
+    insecure : bool
+        Plain HTTP instead of TLS (certificates are generated otherwise).
+    tuned : bool
+        Run ``fedroc flower supernode`` (fast polling, in-process ClientApp) instead of the
+        stock ``flower-supernode`` (new ClientApp process per message, 3 s idle polls).
+    host : str
+        Loopback address everything binds to.
+    port : int, optional
+        The SuperLink's port (default: a free one).
+    env : mapping, optional
+        Extra environment variables of every process (e.g. ``PYTHONPATH`` for site modules).
+    """
+
+    def __init__(
+        self,
+        sites: Sequence[SiteNodeConfig],
+        directory: str | Path,
+        *,
+        insecure: bool = False,
+        tuned: bool = True,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        names = [s.site for s in sites]
+        if not names:
+            raise InputError("a deployment needs at least one site")
+        if len(set(names)) != len(names):
+            raise InputError(f"site names must be unique; got {names}")
+        self.sites = {s.site: s for s in sites}
+        self.directory = Path(directory).resolve()
+        self.insecure = insecure
+        self.tuned = tuned
+        self.host = host
+        self.port = port
+        self.extra_env = dict(env or {})
+        self.tls: TlsFiles | None = None
+        self._link: _Proc | None = None
+        self._nodes: dict[str, _Proc] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> LocalDeployment:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connection(self) -> FlowerConnection:
+        return FlowerConnection(
+            self.address,
+            None if self.tls is None else self.tls.ca_cert,
+            self.insecure,
+            tuple(self.sites),
+        )
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start the SuperLink, then the SuperNodes; return once every node registered."""
+        deadline = time.monotonic() + timeout
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "logs").mkdir(exist_ok=True)
+        if not self.insecure:
+            self.tls = generate_certificates(self.directory / "certs", [self.host])
+        self.port = self.port or free_port(self.host)
+        try:
+            self._link = self._superlink()
+            self._spawn(self._link)
+            assert self._link.popen is not None
+            _wait_port(self.host, self.port, deadline, self._link.popen)
+            for name in self.sites:
+                self._nodes[name] = self._supernode(name)
+                self._spawn(self._nodes[name])
+            for name in self.sites:
+                self.wait_registered(name, deadline - time.monotonic())
+            (self.directory / "connection.json").write_text(
+                json.dumps(self.connection.to_dict(), indent=2)
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every process this deployment started (SuperNodes first)."""
+        for proc in [*self._nodes.values(), *([self._link] if self._link else [])]:
+            self._terminate(proc)
+
+    def kill_site(self, name: str) -> None:
+        """SIGKILL a site's SuperNode (and its children), as a crash would."""
+        self._terminate(self._node(name), sig=signal.SIGKILL)
+
+    def restart_site(self, name: str, timeout: float = 60.0) -> None:
+        """Start a site's SuperNode again (after :meth:`kill_site`)."""
+        proc = self._node(name)
+        self._terminate(proc)
+        self._spawn(proc)
+        self.wait_registered(name, timeout)
+
+    def is_alive(self, name: str) -> bool:
+        popen = self._node(name).popen
+        return popen is not None and popen.poll() is None
+
+    def submit(self, job: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """:func:`submit_job` on this deployment."""
+        return submit_job(self.connection, job, options, **kwargs)
+
+    def log_text(self, name: str) -> str:
+        """The log of a site's SuperNode (``"superlink"`` for the SuperLink)."""
+        proc = self._link if name == "superlink" else self._node(name)
+        if proc is None or not proc.log.exists():
+            return ""
+        return proc.log.read_text(errors="replace")
+
+    def wait_registered(self, name: str, timeout: float) -> None:
+        """Wait until a site's SuperNode has registered with the SuperLink."""
+        proc = self._node(name)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while time.monotonic() < deadline:
+            if proc.popen is None or proc.popen.poll() is not None:
+                raise FedrocError(
+                    f"the SuperNode of site {name!r} exited; see {proc.log}: "
+                    + " | ".join(self.log_text(name).strip().splitlines()[-3:])
+                )
+            # The log is appended across restarts: look at the latest start only.
+            if "SuperNode ID:" in self.log_text(name).split(_RESTART)[-1]:
+                return
+            time.sleep(0.1)
+        raise FedrocError(f"the SuperNode of site {name!r} did not register; see {proc.log}")
+
+    # -- processes ---------------------------------------------------------------------------
+    def _node(self, name: str) -> _Proc:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise InputError(f"no site {name!r} in this deployment ({list(self.sites)})") from None
+
+    def _env(self, home: Path) -> dict[str, str]:
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **QUIET_ENV, **self.extra_env, "FLWR_HOME": str(home)}
+        env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.1"  # ServerApp start-up latency
+        env["PYTHONUNBUFFERED"] = "1"
+        # Flower starts its helpers (flower-superexec, flwr-serverapp, ...) from PATH.
+        scripts = sysconfig.get_path("scripts")
+        env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])
+        return env
+
+    def _superlink(self) -> _Proc:
+        scripts = Path(sysconfig.get_path("scripts"))
+        cmd = [
+            str(scripts / "flower-superlink"),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--disable-runtime-dependency-installation",
+        ]
+        cmd += self._tls_server_args()
+        base = self.directory / "superlink"
+        return _Proc(
+            "superlink", cmd, self._env(base / "home"), self.directory / "logs" / "superlink.log"
+        )
+
+    def _tls_server_args(self) -> list[str]:
+        if self.tls is None:
+            return ["--insecure"]
+        return [
+            "--ssl-ca-certfile",
+            str(self.tls.ca_cert),
+            "--ssl-certfile",
+            str(self.tls.server_cert),
+            "--ssl-keyfile",
+            str(self.tls.server_key),
+        ]
+
+    def _supernode(self, name: str) -> _Proc:
+        base = self.directory / "nodes" / name
+        base.mkdir(parents=True, exist_ok=True)
+        config = base / "node-config.toml"
+        config.write_text(node_config_toml(self.sites[name].to_node_config()))
+        args = [
+            "--superlink",
+            self.address,
+            "--host",
+            self.host,
+            "--port",
+            str(free_port(self.host)),
+            "--node-config",
+            str(config),
+        ]
+        args += (
+            ["--insecure"] if self.tls is None else ["--root-certificates", str(self.tls.ca_cert)]
+        )
+        if self.tuned:
+            cmd = [sys.executable, "-m", "fedroc.federation.flower.node", *args]
+        else:
+            scripts = Path(sysconfig.get_path("scripts"))
+            cmd = [str(scripts / "flower-supernode"), *args, "--isolation", "subprocess"]
+        return _Proc(name, cmd, self._env(base / "home"), self.directory / "logs" / f"{name}.log")
+
+    def _spawn(self, proc: _Proc) -> None:
+        if proc.handle is not None:
+            proc.handle.close()
+        proc.log.parent.mkdir(parents=True, exist_ok=True)
+        proc.handle = proc.log.open("ab")
+        proc.handle.write(f"\n{_RESTART}\n".encode())
+        proc.handle.flush()
+        # Its own session, so that stopping it also stops the processes it starts
+        # (SuperExec, ServerApp and ClientApp processes).
+        proc.popen = subprocess.Popen(
+            proc.cmd,
+            env=proc.env,
+            stdout=proc.handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.directory,
+            start_new_session=True,
+        )
+
+    @staticmethod
+    def _terminate(proc: _Proc, sig: int = signal.SIGTERM) -> None:
+        popen = proc.popen
+        if popen is None:
+            return
+        if popen.poll() is None or sig == signal.SIGKILL:
+            try:
+                os.killpg(popen.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(popen.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                popen.wait(timeout=10)
+        # Children that outlived their parent (they exit on their own when they notice).
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if proc.handle is not None:
+            proc.handle.close()
+            proc.handle = None
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def node_config_toml(config: Mapping[str, Any]) -> str:
+    """A node config as the TOML file ``flower-supernode --node-config FILE`` reads."""
+    return "".join(f"{key} = {_toml_value(value)}\n" for key, value in config.items())

@@ -1,0 +1,141 @@
+"""Jobs the fedroc ServerApp runs: the analyst's code, unchanged, on a Flower federation.
+
+A job takes a :class:`~fedroc.federation.Federation` (here backed by
+:class:`~fedroc.federation.flower.FlowerTransport`) and JSON options and returns a
+JSON-ready dict. The same functions run on an in-process federation, which is how the
+tests compare the two transports.
+
+* ``evaluate``: one registered method via :func:`fedroc.methods.evaluate`; options
+  ``method``, ``seed``, ``confidence_level``, ``calibration_bins``, ``options`` (the
+  method's own); returns ``EvaluationResult.to_dict()``.
+* ``moments``: distributed mean and variance of a column (paper 1, distrAVG/distrVAR) and,
+  for probability scores, the Brier score.
+* ``sites``: the sites and their sizes.
+* ``calls``: a script of site-function calls (``[{"function", "args", "repeat"}]``);
+  returns every reply. Replies are what the sites release to the analyst anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fedroc._results import jsonable
+from fedroc.exceptions import InputError
+from fedroc.federation import basic
+from fedroc.federation.federation import Federation
+
+__all__ = ["flower_job", "job_names", "run_job"]
+
+JobFn = Callable[[Federation, dict[str, Any]], dict[str, Any]]
+_JOBS: dict[str, JobFn] = {}
+
+
+def flower_job(name: str) -> Callable[[JobFn], JobFn]:
+    """Register ``fn(federation, options) -> dict`` as a job the ServerApp can run."""
+
+    def register(fn: JobFn) -> JobFn:
+        _JOBS[name] = fn
+        return fn
+
+    return register
+
+
+def job_names() -> list[str]:
+    return sorted(_JOBS)
+
+
+def run_job(name: str, federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
+    """Run a job and return its JSON-ready result."""
+    try:
+        fn = _JOBS[name]
+    except KeyError:
+        raise InputError(f"unknown Flower job {name!r}; jobs: {job_names()}") from None
+    out: dict[str, Any] = jsonable(fn(federation, dict(options)))
+    return out
+
+
+def _take(options: dict[str, Any], allowed: set[str], job: str) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise InputError(
+            f"job {job!r} does not take option(s) {unknown}; it takes {sorted(allowed)}"
+        )
+
+
+@flower_job("evaluate")
+def evaluate_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
+    from fedroc.methods import evaluate, get_method
+
+    _take(
+        options, {"method", "seed", "confidence_level", "calibration_bins", "options"}, "evaluate"
+    )
+    method = str(options.get("method", ""))
+    if not method:
+        raise InputError("job 'evaluate' needs a 'method'")
+    if get_method(method).needs_pooled:
+        raise InputError(
+            f"method {method!r} needs the pooled rows, which never leave the sites on Flower"
+        )
+    seed = options.get("seed")
+    bins = options.get("calibration_bins", 10)
+    result = evaluate(
+        federation,
+        method,
+        seed=None if seed is None else int(seed),
+        confidence_level=float(options.get("confidence_level", 0.95)),
+        calibration_bins=None if bins is None else int(bins),
+        **dict(options.get("options") or {}),
+    )
+    return result.to_dict()
+
+
+@flower_job("moments")
+def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
+    _take(options, {"column", "subset"}, "moments")
+    start = federation.mark()
+    moments = basic.distributed_variance(
+        federation,
+        column=str(options.get("column", "score")),
+        subset=str(options.get("subset", "all")),
+    )
+    out: dict[str, Any] = moments.to_dict()
+    if all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
+        out["brier"], _ = basic.distributed_brier(federation)
+    else:
+        out["brier"] = None
+    out["released"] = federation.released(start).to_dict()
+    return out
+
+
+@flower_job("sites")
+def sites_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
+    _take(options, set(), "sites")
+    return {"sites": [{"name": k, "n": v} for k, v in basic.site_sizes(federation).items()]}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"bytes": value.hex()}
+    return jsonable(value)
+
+
+@flower_job("calls")
+def calls_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
+    _take(options, {"calls"}, "calls")
+    script = options.get("calls")
+    if not isinstance(script, list) or not script:
+        raise InputError("job 'calls' needs 'calls': a list of {function, args, repeat}")
+    start = federation.mark()
+    replies: list[dict[str, Any]] = []
+    for step in script:
+        function = str(step["function"])
+        for _ in range(int(step.get("repeat", 1))):
+            got = federation.call(function, **dict(step.get("args") or {}))
+            replies.append(
+                {
+                    "function": function,
+                    "replies": {s: {k: _plain(v) for k, v in r.items()} for s, r in got.items()},
+                }
+            )
+    return {"calls": replies, "released": federation.released(start).to_dict()}

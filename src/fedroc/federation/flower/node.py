@@ -1,0 +1,231 @@
+"""A SuperNode tuned for fedroc's many short rounds (``fedroc flower supernode``).
+
+A stock ``flower-supernode`` (Flower 1.41) serves fedroc correctly but slowly: while idle it
+asks the SuperLink for work every 3 s, and it starts a new ClientApp process (Python,
+Flower, fedroc, the site's data file) for every message. fedroc's protocols are many
+rounds of small messages, so each round costs 3-6 s there.
+
+This launcher runs the same ``flower-supernode`` (same flags, same Fleet API, same TLS) with
+two changes, both confined to this process:
+
+* polling: after each message the SuperNode polls again after 20 ms, backing off
+  geometrically to Flower's 3 s while nothing arrives, so a run's next round is picked up
+  at once and an idle site still polls slowly; a message part not uploaded yet is pulled
+  again after 5 ms instead of 1 s (see :mod:`._tuning`);
+* execution: the SuperNode runs in Flower's ``process`` isolation mode and a thread of this
+  process is its executor: it acquires each ClientApp task from the SuperNode's local
+  Runtime API and runs fedroc's ClientApp in this process (the site's table is loaded once).
+  It runs only fedroc's ClientApp: a run whose app names another ClientApp gets an error
+  reply, so no code shipped by an analyst ever runs at the site.
+
+Semantics are those of the stock node: state between calls still travels in the run's
+``Context.state``. Both changes use Flower internals of 1.41 (:mod:`._tuning`;
+``pull_task_input``/``push_message``/``push_task_output`` of
+``flwr.supernode.runtime.run_clientapp``), so the launcher refuses other Flower versions;
+the stock ``flower-supernode --node-config`` always works.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import tomllib
+import zipfile
+from collections.abc import Sequence
+from typing import Any
+
+from fedroc.exceptions import InputError
+from fedroc.federation.flower._tuning import (
+    TASK_READY,
+    check_flower_version,
+    tune_supernode_polling,
+)
+
+__all__ = ["CLIENT_APP_REF", "InProcessExecutor", "main", "run_supernode"]
+
+log = logging.getLogger("fedroc.flower")
+
+CLIENT_APP_REF = "fedroc.federation.flower.apps:client_app"
+FAST_POLL = float(os.environ.get("FEDROC_FLOWER_POLL", "0.02"))
+
+
+def _clientapp_ref(fab_content: bytes) -> str | None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(fab_content)) as zf:
+            config = tomllib.loads(zf.read("pyproject.toml").decode())
+        return str(config["tool"]["flwr"]["app"]["components"]["clientapp"])
+    except Exception:
+        return None
+
+
+class InProcessExecutor:
+    """Acquires the SuperNode's ClientApp tasks and runs fedroc's ClientApp in this process."""
+
+    def __init__(self, runtime_address: str, *, fast: float = FAST_POLL) -> None:
+        self.address = runtime_address
+        self.fast = fast
+        self.stop = threading.Event()
+
+    def _client(self, token: str | None) -> Any:
+        from flwr.supercore.interceptors import (
+            RuntimeTokenHttpInterceptor,
+            RuntimeVersionHttpInterceptor,
+        )
+        from flwr.supercore.retry import make_simple_http_retry_invoker
+        from flwr.supercore.runtime import RuntimeHttpClient
+
+        interceptors: list[Any] = [
+            RuntimeVersionHttpInterceptor(
+                component_name="SuperExec" if token is None else "flwr-clientapp"
+            )
+        ]
+        if token is not None:
+            interceptors.append(RuntimeTokenHttpInterceptor(token))
+        return RuntimeHttpClient.from_server_address(
+            server_address=self.address,
+            insecure=True,
+            root_certificates=None,
+            interceptors=interceptors,
+            retry_invoker=make_simple_http_retry_invoker(),
+        )
+
+    def _wait_for_api(self) -> None:
+        host, _, port = self.address.rpartition(":")
+        while not self.stop.is_set():
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+                    return
+            except OSError:
+                time.sleep(0.1)
+
+    def run(self) -> None:
+        from flwr.proto.runtime_pb2 import AcquireTaskRequest
+        from flwr.supercore.constant import TaskType
+
+        self._wait_for_api()
+        client = self._client(None)
+        while not self.stop.is_set():
+            # Cleared before asking, so a task stored after the answer still wakes us.
+            TASK_READY.clear()
+            try:
+                res = client.AcquireTask(
+                    AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
+                )
+            except Exception as exc:  # the SuperNode is shutting down or restarting
+                log.warning("fedroc executor: cannot acquire a task: %s", exc)
+                time.sleep(1.0)
+                continue
+            if res.HasField("task") and res.token:
+                self.execute(res.token)
+                continue
+            TASK_READY.wait(timeout=1.0)
+
+    def execute(self, token: str) -> None:
+        """Run one ClientApp task, as ``flwr-clientapp`` would, without a new process."""
+        from flwr.app import Error, Message
+        from flwr.common.constant import ErrorCode, SubStatus
+        from flwr.proto.runtime_pb2 import SendTaskHeartbeatRequest
+        from flwr.supernode.runtime.run_clientapp import (
+            pull_task_input,
+            push_message,
+            push_task_output,
+        )
+
+        from fedroc.federation.flower.apps import client_app
+
+        client = self._client(token)
+        done = threading.Event()
+
+        def heartbeat() -> None:  # claimed tasks expire after 30 s without one
+            while not done.wait(10.0):
+                try:
+                    client.SendTaskHeartbeat(SendTaskHeartbeatRequest())
+                except Exception:
+                    return
+
+        threading.Thread(target=heartbeat, daemon=True).start()
+        message = context = reply = None
+        status, details = SubStatus.FAILED, "ClientApp task failed"
+        try:
+            message, context, _run, fab = pull_task_input(client)
+            ref = _clientapp_ref(fab.content)
+            if ref != CLIENT_APP_REF:
+                reply = Message(
+                    Error(
+                        code=ErrorCode.LOAD_CLIENT_APP_EXCEPTION,
+                        reason=f"this SuperNode runs only fedroc's ClientApp, not {ref!r}",
+                    ),
+                    reply_to=message,
+                )
+                details = "refused a foreign ClientApp"
+            else:
+                reply = client_app(message=message, context=context)
+                status, details = SubStatus.COMPLETED, ""
+        except Exception as exc:
+            log.exception("fedroc executor: task failed")
+            details = f"{type(exc).__name__}: {exc}"
+            if message is not None:
+                reply = Message(
+                    Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=details),
+                    reply_to=message,
+                )
+        finally:
+            done.set()
+            try:
+                if reply is not None and context is not None:
+                    push_message(client, reply, context)
+                push_task_output(client, context, status, details)
+            except Exception:
+                log.exception("fedroc executor: cannot push the reply")
+            client.close()
+
+
+def _option(args: Sequence[str], name: str, default: str) -> str:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> None:
+    """Run ``flower-supernode`` with ``flower_args``, tuned as described above (blocks)."""
+    check_flower_version()
+    args = list(flower_args)
+    isolation = _option(args, "--isolation", "")
+    if isolation and isolation != "process":
+        raise InputError(
+            f"fedroc's SuperNode runs the ClientApp itself (isolation 'process'); "
+            f"got --isolation {isolation}"
+        )
+    if not isolation:
+        args += ["--isolation", "process"]
+    host = _option(args, "--host", "127.0.0.1")
+    port = _option(args, "--port", "9094")
+    runtime = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if host in ("0.0.0.0", "::"):
+        runtime = f"127.0.0.1:{port}"
+    tune_supernode_polling(fast)
+    executor = InProcessExecutor(runtime, fast=fast)
+    threading.Thread(target=executor.run, name="fedroc-executor", daemon=True).start()
+    from flwr.supernode.cli import flower_supernode
+
+    sys.argv = ["flower-supernode", *args]
+    try:
+        flower_supernode()
+    finally:
+        executor.stop.set()
+
+
+def main() -> None:
+    run_supernode(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""A site's configuration on its SuperNode (Flower node config) and the Site built from it.
+
+Each SuperNode serves one site. Its operator gives the data file, columns, disclosure policy
+and audit log in the node config (``flower-supernode --node-config site.toml``, or
+``fedroc flower supernode``); the analyst never sees any of it. Keys (kebab-case, as
+Flower's node config)::
+
+    site = "north"                  # required: the site's name
+    data = "/data/north.csv"        # required: CSV or Parquet file
+    label = "label"                 # label column (default "label")
+    score = "score"                 # score column (default "score")
+    cluster = "patient"             # optional cluster column
+    pos-label = 1                   # optional positive label value
+    min-count = 5                   # disclosure policy: q
+    allow-noisy = true
+    allow-shares = true
+    epsilon-limit = 3.0             # needs an audit log: the budget is summed from it
+    delta-limit = 1e-5
+    allowed-functions = "fedroc.info,fedroc.sum"   # comma-separated
+    policy-file = "/etc/fedroc/policy.toml"        # instead of the policy keys above
+    audit = "/var/log/fedroc/north.jsonl"          # JSON-lines audit log (recommended)
+    site-modules = "mysite.functions"              # extra modules registering site functions
+
+Unknown keys are refused (a misspelt ``min_count`` must not silently weaken the policy).
+Relative paths are taken from the SuperNode's working directory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedroc.data import Columns
+from fedroc.exceptions import InputError
+from fedroc.federation.site import AuditLog, Site
+from fedroc.privacy.ledger import BudgetLedger, DPEvent
+from fedroc.privacy.policy import DisclosurePolicy
+
+__all__ = ["NODE_CONFIG_KEYS", "SiteNodeConfig", "audit_ledger", "cached_site"]
+
+_POLICY_KEYS = {
+    "min-count": "min_count",
+    "allow-noisy": "allow_noisy",
+    "allow-shares": "allow_shares",
+    "epsilon-limit": "epsilon_limit",
+    "delta-limit": "delta_limit",
+    "allowed-functions": "allowed_functions",
+}
+NODE_CONFIG_KEYS: tuple[str, ...] = (
+    "site",
+    "data",
+    "label",
+    "score",
+    "cluster",
+    "pos-label",
+    *_POLICY_KEYS,
+    "policy-file",
+    "audit",
+    "site-modules",
+)
+
+
+@dataclass(frozen=True)
+class SiteNodeConfig:
+    """What a SuperNode needs to serve one site."""
+
+    site: str
+    data: Path
+    label: str = "label"
+    score: str = "score"
+    cluster: str | None = None
+    pos_label: Any = None
+    policy: DisclosurePolicy = field(default_factory=DisclosurePolicy)
+    audit: Path | None = None
+    site_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def from_node_config(cls, config: Mapping[str, Any]) -> SiteNodeConfig:
+        unknown = sorted(set(config) - set(NODE_CONFIG_KEYS))
+        if unknown:
+            raise InputError(
+                f"unknown node config key(s) {unknown}; fedroc knows {list(NODE_CONFIG_KEYS)}"
+            )
+        for key in ("site", "data"):
+            if not str(config.get(key, "")).strip():
+                raise InputError(f"the node config needs {key!r} (got {config.get(key)!r})")
+        policy_items = {v: config[k] for k, v in _POLICY_KEYS.items() if k in config}
+        if "policy-file" in config:
+            if policy_items:
+                raise InputError(
+                    "give the policy either as 'policy-file' or as keys "
+                    f"{sorted(k for k in _POLICY_KEYS if k in config)}, not both"
+                )
+            policy = DisclosurePolicy.from_toml(Path(str(config["policy-file"])))
+        else:
+            if "allowed_functions" in policy_items:
+                text = str(policy_items["allowed_functions"])
+                policy_items["allowed_functions"] = [
+                    f.strip() for f in text.split(",") if f.strip()
+                ]
+            policy = DisclosurePolicy.from_mapping(policy_items)
+        audit = Path(str(config["audit"])) if str(config.get("audit", "")).strip() else None
+        if audit is None and (policy.epsilon_limit is not None or policy.delta_limit is not None):
+            raise InputError(
+                "a privacy-budget limit (epsilon-limit/delta-limit) needs an 'audit' log on a "
+                "SuperNode: the budget spent is summed from it, across runs and restarts"
+            )
+        modules = tuple(
+            m.strip() for m in str(config.get("site-modules", "")).split(",") if m.strip()
+        )
+        cluster = str(config["cluster"]) if str(config.get("cluster", "")).strip() else None
+        return cls(
+            site=str(config["site"]),
+            data=Path(str(config["data"])),
+            label=str(config.get("label", "label")),
+            score=str(config.get("score", "score")),
+            cluster=cluster,
+            pos_label=config.get("pos-label"),
+            policy=policy,
+            audit=audit,
+            site_modules=modules,
+        )
+
+    def to_node_config(self) -> dict[str, Any]:
+        """The node config (for a TOML file given to ``--node-config``)."""
+        out: dict[str, Any] = {
+            "site": self.site,
+            "data": str(self.data),
+            "label": self.label,
+            "score": self.score,
+        }
+        if self.cluster is not None:
+            out["cluster"] = self.cluster
+        if self.pos_label is not None:
+            out["pos-label"] = self.pos_label
+        p = self.policy
+        out["min-count"] = int(p.min_count)
+        out["allow-noisy"] = bool(p.allow_noisy)
+        out["allow-shares"] = bool(p.allow_shares)
+        if p.epsilon_limit is not None:
+            out["epsilon-limit"] = float(p.epsilon_limit)
+        if p.delta_limit is not None:
+            out["delta-limit"] = float(p.delta_limit)
+        if p.allowed_functions is not None:
+            out["allowed-functions"] = ",".join(sorted(p.allowed_functions))
+        if self.audit is not None:
+            out["audit"] = str(self.audit)
+        if self.site_modules:
+            out["site-modules"] = ",".join(self.site_modules)
+        return out
+
+    def build(self) -> Site:
+        for module in self.site_modules:
+            importlib.import_module(module)
+        return Site.from_file(
+            self.site,
+            self.data,
+            Columns(self.label, self.score, self.cluster),
+            pos_label=self.pos_label,
+            policy=self.policy,
+            audit=self.audit,
+        )
+
+
+_CACHE: dict[tuple[Any, ...], Site] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def cached_site(config: Mapping[str, Any]) -> Site:
+    """The Site for a node config, built once per process while its data file is unchanged.
+
+    With Flower's default isolation every message runs in a fresh ClientApp process, so
+    this only saves work in a long-lived process (``fedroc flower supernode``). State
+    between calls never lives here: it travels in the run's ``Context.state``.
+    """
+    parsed = SiteNodeConfig.from_node_config(config)
+    try:
+        stat = os.stat(parsed.data)
+        stamp: tuple[Any, ...] = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        stamp = ()
+    key = (json.dumps(dict(config), sort_keys=True, default=str), *stamp)
+    with _CACHE_LOCK:
+        site = _CACHE.get(key)
+        if site is None:
+            site = parsed.build()
+            _CACHE.clear()  # one site per SuperNode: keep only the current configuration
+            _CACHE[key] = site
+        return site
+
+
+class _AuditLedger:
+    """DP events read incrementally from an audit log (complete lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.events: list[DPEvent] = []
+
+    def refresh(self) -> BudgetLedger:
+        if self.path.exists():
+            if self.path.stat().st_size < self.offset:  # log replaced: start over
+                self.offset, self.events = 0, []
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                for line in fh:
+                    if not line.endswith(b"\n"):
+                        break
+                    self.offset += len(line)
+                    if not line.strip():
+                        continue
+                    entry = json.loads(line)
+                    if entry.get("outcome") == "released":
+                        self.events += [DPEvent(**e) for e in entry.get("dp") or []]
+        return BudgetLedger(list(self.events))
+
+
+_LEDGERS: dict[Path, _AuditLedger] = {}
+
+
+def audit_ledger(audit: AuditLog) -> BudgetLedger | None:
+    """The privacy budget spent so far, summed from the site's audit log (None: no file)."""
+    if audit.path is None:
+        return None
+    path = audit.path.resolve()
+    with _CACHE_LOCK:
+        reader = _LEDGERS.setdefault(path, _AuditLedger(path))
+        return reader.refresh()

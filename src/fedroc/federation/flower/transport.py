@@ -1,0 +1,339 @@
+"""The analyst's side of the Flower transport: site-function calls as Flower messages.
+
+:class:`FlowerTransport` runs inside a Flower ``ServerApp`` and reaches the sites through
+its ``Grid``. Each call is one ``query.fedroc_call`` message per site, carrying the
+function name and requester in a ``ConfigRecord`` and the arguments as records
+(:mod:`._codec`); each site answers with its reply as records, or with a Flower error reply
+that is raised here as :class:`~fedroc.exceptions.DisclosureError` (a policy refusal) or
+:class:`~fedroc.exceptions.SiteError`, naming the site. A site that does not answer within
+the timeout (its SuperNode died, hangs or lost its connection) fails the call naming it;
+a partial set of replies is never returned.
+
+Bytes are counted on fedroc's canonical encoding (:func:`fedroc.federation.records.encode`)
+of the arguments and replies, as on the in-process transport, so ``released`` reports the
+same numbers on both; Flower's own framing (protobuf, HTTP, TLS) is not included.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flwr.app import Message, RecordDict
+from flwr.serverapp import Grid
+
+from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
+from fedroc.federation.flower._codec import (
+    CALL_KEY,
+    HELLO_KEY,
+    PROTOCOL,
+    from_recorddict,
+    to_recorddict,
+)
+from fedroc.federation.records import Record, encode
+from fedroc.federation.transport import Exchange, Transport, raise_site_failures
+
+__all__ = [
+    "ERROR_DISCLOSURE",
+    "ERROR_FEDROC",
+    "ERROR_INTERNAL",
+    "ERROR_MISCONFIGURED",
+    "FlowerTransport",
+]
+
+# Codes of fedroc's error replies (Flower's own codes are below 100).
+ERROR_DISCLOSURE = 1001  # the site's policy refused the release
+ERROR_FEDROC = 1002  # a fedroc error at the site (bad arguments, unknown function, ...)
+ERROR_INTERNAL = 1003  # any other exception; the details stay in the site's log
+ERROR_MISCONFIGURED = 1004  # the SuperNode's node config or data file is unusable
+
+CALL_TYPE = "query.fedroc_call"
+HELLO_TYPE = "query.fedroc_hello"
+
+_ERROR_CLASSES: dict[str, type[FedrocError]] = {
+    "InputError": InputError,
+    "ProtocolError": ProtocolError,
+    "SiteError": SiteError,
+}
+
+
+def error_from_reply(site: str, code: int, reason: str) -> FedrocError:
+    """Turn a site's error reply into the exception the analyst sees."""
+    try:
+        info = json.loads(reason)
+    except (TypeError, ValueError):
+        info = None
+    if not isinstance(info, dict):
+        # An error produced by Flower itself (ClientApp crashed, node unavailable, ...).
+        return SiteError(f"Flower error {code} at site {site!r}: {reason}", site=site)
+    message = str(info.get("message", ""))
+    function = info.get("function")
+    if code == ERROR_DISCLOSURE:
+        return DisclosureError(message, site=site, function=str(function or ""))
+    cls = _ERROR_CLASSES.get(str(info.get("type")))
+    if code == ERROR_FEDROC and cls is not None and cls is not SiteError:
+        return cls(message)
+    return SiteError(message, site=site, function=None if function is None else str(function))
+
+
+class FlowerTransport(Transport):
+    """Site-function calls over a Flower ``Grid`` (inside a ``ServerApp``).
+
+    On creation it asks every connected SuperNode for its site name (one
+    ``query.fedroc_hello`` message each) and keeps the nodes that serve the requested sites.
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+        The grid the ServerApp received.
+    sites : sequence of str, optional
+        Sites to use. Nodes serving other sites are ignored; a missing site fails after
+        ``discovery_timeout``. Without it, every connected node must answer and each
+        becomes a site (at least ``min_sites`` of them).
+    timeout : float
+        Seconds a call may take before the sites that did not answer are reported.
+    discovery_timeout : float
+        Seconds to wait for the SuperNodes to connect and name their sites.
+    min_sites : int
+        With ``sites=None``, the number of nodes to wait for.
+    poll_interval : (float, float)
+        First and largest pause between two pulls of replies (it grows geometrically).
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        *,
+        sites: Sequence[str] | None = None,
+        timeout: float = 60.0,
+        discovery_timeout: float = 60.0,
+        min_sites: int = 1,
+        poll_interval: tuple[float, float] = (0.005, 0.1),
+    ) -> None:
+        if timeout <= 0 or discovery_timeout <= 0:
+            raise InputError(
+                f"timeouts must be positive; got timeout={timeout!r}, "
+                f"discovery_timeout={discovery_timeout!r}"
+            )
+        if sites is not None and len(set(sites)) != len(list(sites)):
+            raise InputError(f"sites are named twice in {list(sites)}")
+        self.grid = grid
+        self.timeout = float(timeout)
+        self.poll_interval = poll_interval
+        self.site_versions: dict[str, str] = {}
+        self._calls = 0
+        self._nodes = self._discover(
+            None if sites is None else list(sites), float(discovery_timeout), int(min_sites)
+        )
+
+    # -- Transport -------------------------------------------------------------------------
+    @property
+    def site_names(self) -> list[str]:
+        return list(self._nodes)
+
+    @property
+    def node_ids(self) -> dict[str, int]:
+        """Flower node id of each site."""
+        return dict(self._nodes)
+
+    def call(
+        self,
+        function: str,
+        args_by_site: Mapping[str, Record],
+        *,
+        requester: str = "analyst",
+        timeout: float | None = None,
+    ) -> dict[str, Exchange]:
+        limit = self.timeout if timeout is None else float(timeout)
+        failures: dict[str, BaseException] = {}
+        sent: dict[str, int] = {}
+        messages: dict[str, Message] = {}
+        self._calls += 1
+        for name, args in args_by_site.items():
+            node = self._nodes.get(name)
+            if node is None:
+                failures[name] = SiteError(f"no site named {name!r}", site=name)
+                continue
+            sent[name] = len(encode(args))
+            content = to_recorddict(
+                args,
+                **{
+                    CALL_KEY: {
+                        "function": function,
+                        "requester": requester,
+                        "protocol": PROTOCOL,
+                    }
+                },
+            )
+            messages[name] = Message(
+                content,
+                dst_node_id=node,
+                message_type=CALL_TYPE,
+                group_id=str(self._calls),
+                ttl=limit + 30.0,
+            )
+        raise_site_failures(function, failures)
+        start = time.perf_counter()
+        replies, missing = self._exchange(messages, limit)
+        out: dict[str, Exchange] = {}
+        for name in messages:  # the callers' order, as on the in-process transport
+            reply = replies.get(name)
+            if reply is None:
+                continue
+            if reply.has_error():
+                failures[name] = error_from_reply(name, reply.error.code, str(reply.error.reason))
+                continue
+            try:
+                record = from_recorddict(reply.content)
+            except FedrocError as exc:
+                failures[name] = SiteError(
+                    f"site {name!r} sent a malformed reply: {exc}", site=name
+                )
+                continue
+            out[name] = Exchange(
+                record, sent[name], len(encode(record)), time.perf_counter() - start
+            )
+        for name in missing:
+            failures[name] = SiteError(
+                f"site {name!r} (Flower node {self._nodes[name]}) did not answer {function!r} "
+                f"within {limit:g} s: its SuperNode stopped, lost its connection or is stuck",
+                site=name,
+                function=function,
+            )
+        raise_site_failures(function, failures)
+        return out
+
+    # -- internals -------------------------------------------------------------------------
+    def _exchange(
+        self, messages: Mapping[str, Message], limit: float
+    ) -> tuple[dict[str, Message], list[str]]:
+        """Push one message per site, pull replies until all arrive or ``limit`` passes."""
+        names = list(messages)
+        ids = list(self.grid.push_messages([messages[n] for n in names]))
+        pending: dict[str, str] = {}
+        replies: dict[str, Message] = {}
+        for name, message_id in zip(names, ids, strict=True):
+            if not message_id:
+                raise SiteError(f"the SuperLink refused the message to site {name!r}", site=name)
+            pending[message_id] = name
+        deadline = time.monotonic() + limit
+        pause, longest = self.poll_interval
+        while pending:
+            for reply in self.grid.pull_messages(list(pending)):
+                name = pending.pop(str(reply.metadata.reply_to_message_id), "")
+                if name:
+                    replies[name] = reply
+            if not pending or time.monotonic() >= deadline:
+                break
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 1.5, longest)
+        return replies, sorted(pending.values())
+
+    def _discover(self, wanted: list[str] | None, limit: float, min_sites: int) -> dict[str, int]:
+        """Ask each connected node which site it serves."""
+        deadline = time.monotonic() + limit
+        asked: dict[str, int] = {}  # message id -> node id
+        answered: dict[int, str] = {}
+        failed: dict[int, FedrocError] = {}
+        pause, longest = self.poll_interval
+
+        def done() -> bool:
+            names = list(answered.values())
+            if wanted is not None:
+                return all(w in names for w in wanted)
+            return len(answered) + len(failed) >= max(min_sites, 1) and len(answered) + len(
+                failed
+            ) == len(set(asked.values()))
+
+        while True:
+            fresh = [n for n in self.grid.get_node_ids() if n not in asked.values()]
+            if fresh:
+                hello = [
+                    Message(
+                        RecordDict({}),
+                        dst_node_id=node,
+                        message_type=HELLO_TYPE,
+                        ttl=limit + 30.0,
+                    )
+                    for node in fresh
+                ]
+                for node, message_id in zip(fresh, self.grid.push_messages(hello), strict=True):
+                    if message_id:
+                        asked[message_id] = node
+            waiting = [m for m, n in asked.items() if n not in answered and n not in failed]
+            if waiting:
+                for reply in self.grid.pull_messages(waiting):
+                    found = asked.get(str(reply.metadata.reply_to_message_id))
+                    if found is None:
+                        continue
+                    node = found
+                    if reply.has_error():
+                        failed[node] = error_from_reply(
+                            f"node {node}", reply.error.code, str(reply.error.reason)
+                        )
+                        continue
+                    info: Any = reply.content[HELLO_KEY]
+                    if int(info["protocol"]) != PROTOCOL:
+                        failed[node] = ProtocolError(
+                            f"Flower node {node} (site {info['site']!r}) speaks fedroc "
+                            f"protocol {info['protocol']}, this analyst {PROTOCOL}; install "
+                            "the same fedroc version on both"
+                        )
+                        continue
+                    answered[node] = str(info["site"])
+                    self.site_versions[str(info["site"])] = str(info["version"])
+            if done() or time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(pause * 1.5, longest)
+        return self._assign(wanted, answered, failed, asked, limit)
+
+    @staticmethod
+    def _assign(
+        wanted: list[str] | None,
+        answered: dict[int, str],
+        failed: dict[int, FedrocError],
+        asked: dict[str, int],
+        limit: float,
+    ) -> dict[str, int]:
+        by_site: dict[str, list[int]] = {}
+        for node, name in answered.items():
+            by_site.setdefault(name, []).append(node)
+        relevant = wanted if wanted is not None else sorted(by_site)
+        twice = {n: nodes for n, nodes in by_site.items() if n in relevant and len(nodes) > 1}
+        if twice:
+            detail = "; ".join(f"site {n!r} by nodes {v}" for n, v in twice.items())
+            raise SiteError(f"two SuperNodes serve the same site: {detail}", site=next(iter(twice)))
+        if wanted is not None:
+            missing = [w for w in wanted if w not in by_site]
+            if missing:
+                hint = ""
+                if failed:
+                    hint = "; nodes that failed to start a site: " + "; ".join(
+                        str(e) for e in failed.values()
+                    )
+                raise SiteError(
+                    f"site(s) {missing} did not answer within {limit:g} s (connected sites: "
+                    f"{sorted(by_site)}){hint}",
+                    site=missing[0],
+                )
+            return {w: by_site[w][0] for w in wanted}
+        if failed:
+            first = next(iter(failed.values()))
+            raise SiteError(
+                "SuperNode(s) could not serve a site: "
+                + "; ".join(f"node {n}: {e}" for n, e in failed.items()),
+                site=getattr(first, "site", "unknown"),
+            )
+        silent = sorted(set(asked.values()) - set(answered))
+        if silent:
+            raise SiteError(
+                f"Flower node(s) {silent} did not say which site they serve within {limit:g} s; "
+                "name the sites you expect to skip nodes that are gone",
+                site=f"node {silent[0]}",
+            )
+        if not by_site:
+            raise SiteError(f"no SuperNode answered within {limit:g} s", site="none")
+        return {name: nodes[0] for name, nodes in sorted(by_site.items())}
