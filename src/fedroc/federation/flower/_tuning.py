@@ -11,19 +11,47 @@ than 1.41.x and the stock components remain usable (only slower).
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fedroc.exceptions import InputError
 
-__all__ = ["TASK_READY", "check_flower_version", "tune_object_pulls", "tune_supernode_polling"]
+__all__ = [
+    "TASK_READY",
+    "check_flower_version",
+    "pull_deadline",
+    "tune_object_pulls",
+    "tune_supernode_polling",
+]
 
 SUPPORTED_FLOWER = "1.41."
 # First pause and cap (s) before pulling again a message part that is not uploaded yet.
 PULL_BACKOFF = (0.005, 0.25)
+# Longest wait for the parts of one message when no deadline is set (Flower: 2 hours).
+PULL_MAX_TIME = 60.0
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "fedroc_pull_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def pull_deadline(deadline: float) -> Iterator[None]:
+    """Pulls of message parts started inside give up at ``deadline`` (``time.monotonic``).
+
+    A sender that dies after announcing a message but before uploading its parts would
+    otherwise hold the receiver for minutes; Flower then returns an error reply instead.
+    """
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
 
 # Set when the SuperNode has stored a message and created its task (wakes the executor).
 TASK_READY = threading.Event()
@@ -44,13 +72,22 @@ def _fast_pulls(module: Any) -> None:
     original = module.pull_objects
     if getattr(original, "_fedroc", False):
         return
-    fast = functools.partial(original, initial_backoff=PULL_BACKOFF[0], backoff_cap=PULL_BACKOFF[1])
+
+    def fast(*args: Any, **kwargs: Any) -> Any:
+        deadline = _DEADLINE.get()
+        limit = PULL_MAX_TIME if deadline is None else max(deadline - time.monotonic(), 0.05)
+        kwargs.setdefault("max_time", limit)
+        kwargs.setdefault("initial_backoff", PULL_BACKOFF[0])
+        kwargs.setdefault("backoff_cap", PULL_BACKOFF[1])
+        return original(*args, **kwargs)
+
     fast._fedroc = True  # type: ignore[attr-defined]
     module.pull_objects = fast
 
 
 def tune_object_pulls() -> None:
-    """Retry a not-yet-uploaded message part after 5 ms (growing to 0.25 s), not 1 s."""
+    """Retry a not-yet-uploaded message part after 5 ms (growing to 0.25 s), not 1 s, and
+    give up at the :func:`pull_deadline` (or after a minute), not after two hours."""
     check_flower_version()
     import flwr.superlink.grid.http_grid as grid
     import flwr.supernode.start_client_internal as loop

@@ -13,6 +13,8 @@ tests compare the two transports.
 * ``sites``: the sites and their sizes.
 * ``calls``: a script of site-function calls (``[{"function", "args", "repeat"}]``);
   returns every reply. Replies are what the sites release to the analyst anyway.
+* ``batch``: several of the above in one Flower run (``{"jobs": [{"job", "options"}]}``),
+  which saves the start-up of a run per job; each job has its own transcript.
 """
 
 from __future__ import annotations
@@ -139,3 +141,22 @@ def calls_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]
                 }
             )
     return {"calls": replies, "released": federation.released(start).to_dict()}
+
+
+@flower_job("batch")
+def batch_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
+    _take(options, {"jobs"}, "batch")
+    jobs = options.get("jobs")
+    if not isinstance(jobs, list) or not jobs:
+        raise InputError("job 'batch' needs 'jobs': a list of {job, options}")
+    results = []
+    for item in jobs:
+        name = str(item.get("job"))
+        if name == "batch":
+            raise InputError("a batch cannot contain another batch")
+        # A fresh transcript per job, so that each result reports only its own releases.
+        single = Federation(
+            federation.transport, requester=federation.requester, timeout=federation.timeout
+        )
+        results.append(run_job(name, single, dict(item.get("options") or {})))
+    return {"results": results}

@@ -32,6 +32,7 @@ from fedroc.federation.flower._codec import (
     from_recorddict,
     to_recorddict,
 )
+from fedroc.federation.flower._tuning import pull_deadline
 from fedroc.federation.records import Record, encode
 from fedroc.federation.transport import Exchange, Transport, raise_site_failures
 
@@ -48,6 +49,9 @@ ERROR_DISCLOSURE = 1001  # the site's policy refused the release
 ERROR_FEDROC = 1002  # a fedroc error at the site (bad arguments, unknown function, ...)
 ERROR_INTERNAL = 1003  # any other exception; the details stay in the site's log
 ERROR_MISCONFIGURED = 1004  # the SuperNode's node config or data file is unusable
+
+# Flower's codes for a message or reply that could not be delivered (node gone, upload cut).
+_UNDELIVERED = {3, 4, 5}
 
 CALL_TYPE = "query.fedroc_call"
 HELLO_TYPE = "query.fedroc_hello"
@@ -182,6 +186,14 @@ class FlowerTransport(Transport):
             reply = replies.get(name)
             if reply is None:
                 continue
+            if reply.has_error() and reply.error.code in _UNDELIVERED:
+                failures[name] = SiteError(
+                    f"site {name!r} (Flower node {self._nodes[name]}) did not answer "
+                    f"{function!r}: its reply never arrived complete ({reply.error.reason})",
+                    site=name,
+                    function=function,
+                )
+                continue
             if reply.has_error():
                 failures[name] = error_from_reply(name, reply.error.code, str(reply.error.reason))
                 continue
@@ -221,7 +233,9 @@ class FlowerTransport(Transport):
         deadline = time.monotonic() + limit
         pause, longest = self.poll_interval
         while pending:
-            for reply in self.grid.pull_messages(list(pending)):
+            with pull_deadline(deadline):
+                pulled = list(self.grid.pull_messages(list(pending)))
+            for reply in pulled:
                 name = pending.pop(str(reply.metadata.reply_to_message_id), "")
                 if name:
                     replies[name] = reply
@@ -264,7 +278,9 @@ class FlowerTransport(Transport):
                         asked[message_id] = node
             waiting = [m for m, n in asked.items() if n not in answered and n not in failed]
             if waiting:
-                for reply in self.grid.pull_messages(waiting):
+                with pull_deadline(deadline):
+                    pulled = list(self.grid.pull_messages(waiting))
+                for reply in pulled:
                     found = asked.get(str(reply.metadata.reply_to_message_id))
                     if found is None:
                         continue

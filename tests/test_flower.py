@@ -1,0 +1,386 @@
+"""The Flower transport without processes: codec, node config, ClientApp, transport logic.
+
+A fake Grid hands each message to fedroc's real ClientApp, round-tripping contents and the
+node's Context through Flower's protobuf serialisation and dropping the process cache
+between messages, as Flower's default isolation (a new ClientApp process per message) does.
+The integration tests with real SuperLink/SuperNode processes are in test_flower_deploy.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+import _flower_plugin  # noqa: F401  (registers the test site functions and method)
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.common import serde
+from flwr.supercore.task_identity import TaskIdentity
+
+from fedroc.datasets import make_multisite
+from fedroc.exceptions import DisclosureError, InputError, SiteError
+from fedroc.federation import Federation, basic
+from fedroc.federation.flower import _codec, site_config
+from fedroc.federation.flower.apps import client_app, emit_marked, parse_marked
+from fedroc.federation.flower.deploy import (
+    FlowerConnection,
+    generate_certificates,
+    node_config_toml,
+)
+from fedroc.federation.flower.jobs import run_job
+from fedroc.federation.flower.site_config import SiteNodeConfig
+from fedroc.federation.flower.transport import (
+    ERROR_DISCLOSURE,
+    FlowerTransport,
+    error_from_reply,
+)
+from fedroc.federation.records import encode
+from fedroc.methods import evaluate, get_method, method_names
+from fedroc.privacy import DisclosurePolicy
+
+TaskIdentity.run_id = 7
+TaskIdentity.node_id = 0
+TaskIdentity.task_id = 1
+
+
+def _roundtrip(content: RecordDict) -> RecordDict:
+    return serde.recorddict_from_proto(serde.recorddict_to_proto(content))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return (
+            isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+        )
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    return type(a) is type(b) and a == b
+
+
+# -- codec -----------------------------------------------------------------------------------
+TRICKY = {
+    "f64": np.linspace(0, 1, 7),
+    "scalar0d": np.array(2.5),
+    "bool": np.array([True, False, True]),
+    "int32_2d": np.arange(6, dtype=np.int32).reshape(2, 3),
+    "bigendian": np.arange(4, dtype=">f8"),
+    "strided": np.arange(12.0).reshape(3, 4)[:, ::2],
+    "empty": np.zeros(0, dtype=np.uint8),
+    "int": 3,
+    "huge": 2**70,
+    "neg": -(2**63),
+    "float": 0.1,
+    "nan": float("nan"),
+    "inf": float("-inf"),
+    "bool_scalar": True,
+    "none": None,
+    "text": "naïve ✓",
+    "bytes": b"\x00\xff",
+    "ints": [1, 2, 3],
+    "mixed": [1, 2.5, "x", None],
+    "bools_ints": [True, 1],
+    "floats_nan": [1.0, float("nan")],
+    "empty_list": [],
+}
+
+
+def test_codec_round_trips_every_record_value_through_protobuf() -> None:
+    content = _roundtrip(_codec.to_recorddict(TRICKY))
+    back = _codec.from_recorddict(content)
+    assert list(back) == list(TRICKY)  # key order kept
+    for key, value in TRICKY.items():
+        assert _same(value, back[key]), key
+    # The canonical encoding (what both transports count as bytes) is unchanged.
+    assert encode(back) == encode(TRICKY)
+
+
+def test_codec_refuses_what_records_refuse() -> None:
+    with pytest.raises(InputError, match="only numeric arrays"):
+        _codec.to_recorddict({"s": np.array(["a"])})
+    with pytest.raises(InputError, match="not a fedroc message"):
+        _codec.from_recorddict(RecordDict({"x": ConfigRecord({"a": 1})}))
+
+
+# -- node config -----------------------------------------------------------------------------
+def test_node_config_parses_and_round_trips(tmp_path: Path) -> None:
+    config = {
+        "site": "north",
+        "data": str(tmp_path / "north.csv"),
+        "label": "y",
+        "score": "p",
+        "pos-label": 1,
+        "min-count": 10,
+        "allow-noisy": False,
+        "epsilon-limit": 2.0,
+        "allowed-functions": "fedroc.info, fedroc.sum",
+        "audit": str(tmp_path / "north.jsonl"),
+    }
+    parsed = SiteNodeConfig.from_node_config(config)
+    assert parsed.policy == DisclosurePolicy(
+        min_count=10,
+        allow_noisy=False,
+        epsilon_limit=2.0,
+        allowed_functions=frozenset({"fedroc.info", "fedroc.sum"}),
+    )
+    assert SiteNodeConfig.from_node_config(parsed.to_node_config()) == parsed
+    text = node_config_toml(parsed.to_node_config())
+    import tomllib
+
+    assert tomllib.loads(text) == parsed.to_node_config()
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        ({"site": "a", "data": "x.csv", "min_count": 3}, "unknown node config key"),
+        ({"data": "x.csv"}, "needs 'site'"),
+        ({"site": "a", "data": "x.csv", "epsilon-limit": 1.0}, "needs an 'audit' log"),
+        ({"site": "a", "data": "x.csv", "min-count": 0}, "min_count"),
+        ({"site": "a", "data": "x.csv", "min-count": 3, "policy-file": "p.toml"}, "not both"),
+    ],
+)
+def test_node_config_refuses_bad_settings(config: dict[str, Any], match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        SiteNodeConfig.from_node_config(config)
+
+
+# -- a fake grid around the real ClientApp ---------------------------------------------------
+class FakeGrid:
+    """Delivers messages to fedroc's ClientApp as Flower would (one process per message)."""
+
+    def __init__(self, configs: dict[int, dict[str, Any]]) -> None:
+        self.contexts = {
+            node: serde.context_to_proto(Context(7, node, dict(cfg), RecordDict(), {}))
+            for node, cfg in configs.items()
+        }
+        self.replies: dict[str, Message] = {}
+        self.dead: set[int] = set()
+        self.delivered: list[tuple[int, str]] = []
+        self._ids = itertools.count()
+
+    def get_node_ids(self) -> list[int]:
+        return list(self.contexts)
+
+    def push_messages(self, messages: list[Message]) -> list[str]:
+        ids = []
+        for message in messages:
+            mid = f"m{next(self._ids)}"
+            message.metadata.__dict__["_message_id"] = mid
+            ids.append(mid)
+            node = message.metadata.dst_node_id
+            self.delivered.append((node, message.metadata.message_type))
+            if node in self.dead:
+                continue
+            site_config._CACHE.clear()  # a fresh ClientApp process
+            context = serde.context_from_proto(self.contexts[node])
+            wire = Message(
+                _roundtrip(message.content),
+                dst_node_id=node,
+                message_type=message.metadata.message_type,
+            )
+            wire.metadata.__dict__["_message_id"] = mid
+            reply = client_app(wire, context)
+            self.contexts[node] = serde.context_to_proto(context)
+            if reply.has_content():
+                reply = Message(_roundtrip(reply.content), reply_to=wire)
+            self.replies[mid] = reply
+        return ids
+
+    def pull_messages(self, ids: list[str]) -> list[Message]:
+        return [self.replies.pop(i) for i in ids if i in self.replies]
+
+
+@pytest.fixture(scope="module")
+def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("flower-unit")
+    paths = {}
+    for name, frame in make_multisite((120, 90, 150), seed=11).items():
+        paths[name] = root / f"{name}.csv"
+        frame.to_csv(paths[name], index=False)
+    return paths
+
+
+def _grid(site_files: dict[str, Path], tmp_path: Path, **policy: Any) -> FakeGrid:
+    configs = {}
+    for k, (name, path) in enumerate(site_files.items()):
+        configs[100 + k] = {
+            "site": name,
+            "data": str(path),
+            "audit": str(tmp_path / f"{name}.jsonl"),
+            "site-modules": "_flower_plugin",
+            **policy,
+        }
+    return FakeGrid(configs)
+
+
+def _inprocess(site_files: dict[str, Path], **kwargs: Any) -> Federation:
+    return Federation.from_files(site_files, **kwargs)
+
+
+def test_transport_discovers_sites_in_requested_order(site_files, tmp_path) -> None:
+    grid = _grid(site_files, tmp_path)
+    transport = FlowerTransport(grid, sites=["site3", "site1"], timeout=5)
+    assert transport.site_names == ["site3", "site1"]
+    assert transport.node_ids == {"site3": 102, "site1": 100}
+    everyone = FlowerTransport(grid, timeout=5)
+    assert everyone.site_names == ["site1", "site2", "site3"]
+
+
+def test_flower_transport_matches_in_process_moments_exactly(site_files, tmp_path) -> None:
+    flower = Federation(FlowerTransport(_grid(site_files, tmp_path), timeout=5))
+    local = _inprocess(site_files)
+    assert run_job("moments", flower, {}) == run_job("moments", local, {})
+    cal_f = basic.distributed_calibration(flower, n_bins=7)
+    cal_l = basic.distributed_calibration(local, n_bins=7)
+    assert cal_f.suppressed_by_site == cal_l.suppressed_by_site
+    assert np.array_equal(cal_f.curve.count, cal_l.curve.count)
+    assert np.array_equal(cal_f.curve.mean_predicted, cal_l.curve.mean_predicted, equal_nan=True)
+
+
+@pytest.mark.parametrize("method", [m for m in method_names() if not get_method(m).needs_pooled])
+def test_every_method_gives_the_in_process_result_over_flower_messages(
+    method: str, site_files, tmp_path
+) -> None:
+    """State between calls, seeded DP noise and per-site arguments survive the wire."""
+    options = dict(get_method(method).demo_options)
+    flower = Federation(FlowerTransport(_grid(site_files, tmp_path), timeout=5))
+    got = evaluate(flower, method, seed=5, **options).to_dict()
+    want = evaluate(_inprocess(site_files), method, seed=5, **options).to_dict()
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    unseeded = evaluate(_inprocess(site_files), method, seed=6, **options).to_dict()
+    if method == "flowertest.rounds":  # the seed matters, so equality above is not vacuous
+        assert unseeded["total"] != want["total"]
+
+
+def test_refusals_and_site_errors_name_the_site(site_files, tmp_path) -> None:
+    flower = Federation(FlowerTransport(_grid(site_files, tmp_path), timeout=5))
+    with pytest.raises(DisclosureError, match="below the minimum of 5") as refused:
+        flower.call("flowertest.tiny")
+    assert refused.value.site == "site1" and refused.value.function == "flowertest.tiny"
+    with pytest.raises(SiteError, match="unknown site function") as unknown:
+        flower.call("no.such.function")
+    assert unknown.value.site == "site1"
+    # An unexpected exception: the analyst learns its type, not its text (paths, values).
+    with pytest.raises(SiteError, match="failed with RuntimeError") as boom:
+        flower.call("flowertest.boom")
+    assert "secret" not in str(boom.value) and "/data" not in str(boom.value)
+    # The audit logs recorded every refusal and error.
+    entries = [json.loads(x) for x in (tmp_path / "site2.jsonl").read_text().splitlines()]
+    assert [e["outcome"] for e in entries] == ["refused", "error", "error"]
+    assert "secret path" in entries[-1]["reason"]  # the details stay at the site
+
+
+def test_misconfigured_node_does_not_reveal_its_settings(site_files, tmp_path) -> None:
+    grid = _grid(site_files, tmp_path)
+    grid.contexts[101] = serde.context_to_proto(
+        Context(7, 101, {"site": "site2", "data": "/srv/hidden/x.csv"}, RecordDict(), {})
+    )
+    with pytest.raises(SiteError, match="misconfigured") as exc:
+        FlowerTransport(grid, timeout=5)
+    assert "/srv/hidden" not in str(exc.value)
+
+
+def test_silent_site_is_named_within_the_timeout(site_files, tmp_path) -> None:
+    grid = _grid(site_files, tmp_path)
+    flower = Federation(FlowerTransport(grid, timeout=0.3))
+    grid.dead.add(101)
+    with pytest.raises(SiteError, match=r"site 'site2' .* did not answer 'fedroc.sum'") as exc:
+        flower.call("fedroc.sum")
+    assert exc.value.site == "site2"
+    # Discovery: a site that does not come up is named too; nodes that are gone are
+    # skipped when the sites are named (a restarted SuperNode gets a new node id).
+    with pytest.raises(SiteError, match=r"\['site2'\] did not answer"):
+        FlowerTransport(grid, sites=["site1", "site2"], discovery_timeout=0.3)
+    assert FlowerTransport(grid, sites=["site3"], discovery_timeout=0.3).site_names == ["site3"]
+
+
+def test_two_nodes_claiming_one_site_are_refused(site_files, tmp_path) -> None:
+    grid = _grid(site_files, tmp_path)
+    grid.contexts[101] = grid.contexts[100]
+    with pytest.raises(SiteError, match="two SuperNodes serve the same site"):
+        FlowerTransport(grid, timeout=5)
+
+
+def test_budget_limit_holds_across_processes_through_the_audit_log(site_files, tmp_path) -> None:
+    grid = _grid(site_files, tmp_path, **{"epsilon-limit": 2.5})
+    flower = Federation(FlowerTransport(grid, timeout=5))
+    flower.call("flowertest.open", session="s", edges=np.linspace(0, 1, 5))
+    args = {"session": "s", "round": 0, "seed": 1, "epsilon": 1.0, "weight": 1.0}
+    flower.call("flowertest.noisy", **args)
+    flower.call("flowertest.noisy", **args)
+    # A new run (fresh Context.state) and fresh processes: the budget is read from the log.
+    fresh = Federation(FlowerTransport(_grid(site_files, tmp_path, **{"epsilon-limit": 2.5})))
+    fresh.call("flowertest.open", session="s", edges=np.linspace(0, 1, 5))
+    with pytest.raises(DisclosureError, match="spend epsilon 3 in total, above its limit"):
+        fresh.call("flowertest.noisy", **args)
+
+
+def test_error_reply_mapping() -> None:
+    reason = json.dumps({"type": "DisclosureError", "message": "no", "function": "f"})
+    exc = error_from_reply("north", ERROR_DISCLOSURE, reason)
+    assert isinstance(exc, DisclosureError) and exc.site == "north" and exc.function == "f"
+    flower_own = error_from_reply("north", 5, "Node unavailable")
+    assert isinstance(flower_own, SiteError) and "north" in str(flower_own)
+
+
+# -- result channel, certificates, connection ------------------------------------------------
+def test_marked_output_survives_a_noisy_log(capsys: pytest.CaptureFixture[str]) -> None:
+    payload = {"auc": 0.75, "ci": [0.7, 0.8], "text": "ü", "none": None}
+    emit_marked("result", payload)
+    line = capsys.readouterr().out
+    log = "INFO: starting\n" + line + "\x1b[92mINFO\x1b[0m: done\n"
+    assert parse_marked(log) == ("result", payload)
+    tampered = line.replace("result ", "result 0", 1)
+    assert parse_marked(tampered) is None
+
+
+def test_certificates_chain_to_the_ca_and_name_the_hosts(tmp_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    files = generate_certificates(tmp_path, ["link.example.org", "10.0.0.7"])
+    ca = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    cert = x509.load_pem_x509_certificate(files.server_cert.read_bytes())
+    ca.public_key().verify(  # type: ignore[call-arg]
+        cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm)
+    )
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"localhost", "link.example.org"} <= set(san.get_values_for_type(x509.DNSName))
+    ips = {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
+    assert {"127.0.0.1", "10.0.0.7"} <= ips
+    assert oct(files.server_key.stat().st_mode)[-3:] == "600"
+
+
+def test_connection_needs_a_ca_unless_insecure(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="root_certificates"):
+        FlowerConnection("127.0.0.1:9092")
+    conn = FlowerConnection("127.0.0.1:9092", tmp_path / "ca.crt", sites=("a", "b"))
+    (tmp_path / "connection.json").write_text(json.dumps(conn.to_dict()))
+    assert FlowerConnection.from_file(tmp_path) == conn
+    assert 'root-certificates = "' in conn.flower_config()
+
+
+def test_batch_job_equals_its_jobs_run_one_by_one(site_files) -> None:
+    jobs = [
+        {"job": "moments"},
+        {"job": "sites"},
+        {"job": "moments", "options": {"column": "label"}},
+    ]
+    batch = run_job("batch", _inprocess(site_files), {"jobs": jobs})["results"]
+    alone = [run_job(j["job"], _inprocess(site_files), j.get("options", {})) for j in jobs]
+    assert batch == alone
+    assert batch[0]["released"]["rounds"] == 4  # its own transcript, not the batch's
+    with pytest.raises(InputError, match="does not take option"):
+        run_job("moments", _inprocess(site_files), {"colum": "label"})
