@@ -384,3 +384,31 @@ def test_batch_job_equals_its_jobs_run_one_by_one(site_files) -> None:
     assert batch[0]["released"]["rounds"] == 4  # its own transcript, not the batch's
     with pytest.raises(InputError, match="does not take option"):
         run_job("moments", _inprocess(site_files), {"colum": "label"})
+
+
+def test_cli_supernode_checks_its_site_before_connecting(tmp_path: Path, capsys) -> None:
+    from fedroc.cli import main
+
+    base = ["flower", "supernode", "--superlink", "127.0.0.1:1", "--site", "north"]
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--data", str(tmp_path / "x.csv")])
+    assert exc.value.code == 2 and "--root-certificates" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--data", str(tmp_path / "missing.csv"), "--insecure"])
+    assert exc.value.code == 2 and "missing.csv" in capsys.readouterr().err
+
+
+def test_cli_certs_writes_a_ca_and_a_server_certificate(tmp_path: Path, capsys) -> None:
+    from fedroc.cli import main
+
+    main(["flower", "certs", str(tmp_path / "tls"), "--host", "link.example.org"])
+    assert {p.name for p in (tmp_path / "tls").iterdir()} == {"ca.crt", "server.pem", "server.key"}
+    assert "ca.crt" in capsys.readouterr().out
+
+
+def test_codec_keeps_header_apart_and_refuses_reserved_keys() -> None:
+    content = _roundtrip(_codec.to_recorddict({"a": 1}, {"function": "f", "protocol": 1}))
+    assert _codec.read_header(content) == {"function": "f", "protocol": 1}
+    assert _codec.from_recorddict(content) == {"a": 1}
+    with pytest.raises(InputError, match="NUL"):
+        _codec.to_recorddict({"\x00keys": 1})

@@ -328,13 +328,6 @@ def certs(
     from fedroc.federation.flower.deploy import generate_certificates
 
     files = generate_certificates(directory, host or [], days=days)
-    out.print(
-        kv_table(
-            "TLS files",
-            [
-                ("CA certificate (give to every party)", str(files.ca_cert)),
-                ("SuperLink certificate", str(files.server_cert)),
-                ("SuperLink key (keep private)", str(files.server_key)),
-            ],
-        )
-    )
+    out.print(f"CA certificate (give it to every party): {files.ca_cert}", highlight=False)
+    out.print(f"SuperLink certificate: {files.server_cert}", highlight=False)
+    out.print(f"SuperLink private key (keep it private): {files.server_key}", highlight=False)

@@ -1,11 +1,13 @@
 """fedroc records <-> Flower ``RecordDict``.
 
-A fedroc record maps onto Flower's record types one to one: numpy arrays go into an
-``ArrayRecord`` (dtype, byte order and shape survive), numbers, strings, bytes, booleans
-and lists of one scalar type into a ``ConfigRecord``. The few values a ``ConfigRecord``
+A fedroc record maps onto Flower's record types: numpy arrays go into an ``ArrayRecord``
+(dtype, byte order and shape survive), numbers, strings, bytes, booleans and lists of one
+scalar type into a ``ConfigRecord`` under their own keys. The few values a ``ConfigRecord``
 cannot hold faithfully (None, mixed lists, integers beyond 64 bits) travel as JSON text in
-a second ``ConfigRecord``. Key order is kept, so a decoded record equals the encoded one
-exactly, as on the in-process transport.
+the same ``ConfigRecord``, which also keeps the key order (so a decoded record equals the
+encoded one exactly, as on the in-process transport) and a small *header* (for a call:
+function, requester and protocol version). Every record is a separate object on Flower's
+wire, so a message has one ``ConfigRecord`` and, only when needed, one ``ArrayRecord``.
 """
 
 from __future__ import annotations
@@ -20,21 +22,16 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from fedroc.exceptions import InputError
 from fedroc.federation.records import Record, _json_restore, _json_safe, check_record
 
-__all__ = [
-    "CALL_KEY",
-    "HELLO_KEY",
-    "PROTOCOL",
-    "from_recorddict",
-    "to_recorddict",
-]
+__all__ = ["PROTOCOL", "from_recorddict", "read_header", "to_recorddict"]
 
-PROTOCOL = 1  # bumped when the message layout changes; sites refuse other versions
+PROTOCOL = 1  # bumped when the message layout changes; both sides refuse other versions
 
-CALL_KEY = "fedroc.call"  # ConfigRecord of a call: function, requester, protocol
-HELLO_KEY = "fedroc.hello"  # ConfigRecord of a hello reply: site, version, protocol
-_META = "fedroc.record"  # ConfigRecord: key order and the values kept as JSON
+_VALUES = "fedroc.record"  # ConfigRecord: values, key order, JSON values, header
 _ARRAYS = "fedroc.arrays"  # ArrayRecord (only when the record holds arrays)
-_VALUES = "fedroc.values"  # ConfigRecord (only when the record holds other values)
+_RESERVED = "\x00"  # prefix of the ConfigRecord's own entries (record keys cannot use it)
+_KEYS = _RESERVED + "keys"
+_JSON = _RESERVED + "json"
+_HEADER = _RESERVED + "h:"
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -55,50 +52,58 @@ def _native(value: Any) -> bool:
     return False
 
 
-def to_recorddict(record: Mapping[str, Any], **meta: Any) -> RecordDict:
-    """Pack a record (and optional ``meta`` ConfigRecords, by key) into a RecordDict."""
+def to_recorddict(record: Mapping[str, Any], header: Mapping[str, Any] | None = None) -> RecordDict:
+    """Pack a record, and a header of scalars, into a RecordDict."""
     rec = check_record(record)
     arrays: dict[str, Array] = {}
     values: dict[str, Any] = {}
     as_json: dict[str, Any] = {}
     for key, value in rec.items():
+        if key.startswith(_RESERVED):
+            raise InputError(f"record keys may not start with a NUL character; got {key!r}")
         if isinstance(value, np.ndarray):
             arrays[key] = Array(value)
         elif _native(value):
             values[key] = value
         else:
             as_json[key] = _json_safe(value)
-    # Each record is a separate object on Flower's wire: send no empty ones.
-    content: dict[str, Any] = {
-        _META: ConfigRecord({"keys": json.dumps(list(rec)), "json": json.dumps(as_json)})
-    }
+    values[_KEYS] = json.dumps(list(rec))
+    values[_JSON] = json.dumps(as_json)
+    for key, value in (header or {}).items():
+        values[_HEADER + key] = value
+    content: dict[str, Any] = {_VALUES: ConfigRecord(values)}
     if arrays:
         content[_ARRAYS] = ArrayRecord(arrays)
-    if values:
-        content[_VALUES] = ConfigRecord(values)
-    for key, config in meta.items():
-        content[key] = ConfigRecord(dict(config))
     return RecordDict(content)
 
 
+def _values(content: RecordDict) -> Any:
+    if _VALUES not in content:
+        raise InputError(f"not a fedroc message: record {_VALUES!r} is missing")
+    return content[_VALUES]
+
+
+def read_header(content: RecordDict) -> dict[str, Any]:
+    """The header :func:`to_recorddict` packed."""
+    values = _values(content)
+    return {k[len(_HEADER) :]: v for k, v in values.items() if k.startswith(_HEADER)}
+
+
 def from_recorddict(content: RecordDict) -> Record:
-    """Inverse of :func:`to_recorddict` (meta records are ignored)."""
-    if _META not in content:
-        raise InputError(f"not a fedroc message: record {_META!r} is missing")
-    meta: Any = content[_META]
-    order = json.loads(str(meta["keys"]))
-    as_json = json.loads(str(meta["json"]))
+    """Inverse of :func:`to_recorddict` (the header is left out)."""
+    values = _values(content)
+    order = json.loads(str(values[_KEYS]))
+    as_json = json.loads(str(values[_JSON]))
     arrays: Any = content[_ARRAYS] if _ARRAYS in content else {}
-    values: Any = content[_VALUES] if _VALUES in content else {}
     out: Record = {}
     for key in order:
         if key in arrays:
             out[key] = np.array(arrays[key].numpy(), copy=True)
+        elif key in as_json:
+            out[key] = _json_restore(as_json[key])
         elif key in values:
             value = values[key]
             out[key] = list(value) if isinstance(value, list) else value
-        elif key in as_json:
-            out[key] = _json_restore(as_json[key])
         else:
             raise InputError(f"fedroc message lists key {key!r} but carries no value for it")
     return out

@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
+from flwr.app import ConfigRecord, Context, Error, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
@@ -42,10 +42,9 @@ from fedroc._results import jsonable
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
 from fedroc.federation.federation import Federation
 from fedroc.federation.flower._codec import (
-    CALL_KEY,
-    HELLO_KEY,
     PROTOCOL,
     from_recorddict,
+    read_header,
     to_recorddict,
 )
 from fedroc.federation.flower.site_config import audit_ledger, cached_site
@@ -136,7 +135,7 @@ def _hello(message: Message, context: Context) -> Message:
         "version": fedroc.__version__,
         "protocol": PROTOCOL,
     }
-    return Message(RecordDict({HELLO_KEY: ConfigRecord(info)}), reply_to=message)
+    return Message(to_recorddict({}, info), reply_to=message)
 
 
 @client_app.query("fedroc_call")
@@ -146,7 +145,7 @@ def _call(message: Message, context: Context) -> Message:
         return site
     function: str | None = None
     try:
-        call: Any = message.content[CALL_KEY]
+        call = read_header(message.content)
         function = str(call["function"])
         if int(call["protocol"]) != PROTOCOL:
             raise InputError(

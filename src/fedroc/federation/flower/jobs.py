@@ -9,7 +9,8 @@ tests compare the two transports.
   ``method``, ``seed``, ``confidence_level``, ``calibration_bins``, ``options`` (the
   method's own); returns ``EvaluationResult.to_dict()``.
 * ``moments``: distributed mean and variance of a column (paper 1, distrAVG/distrVAR) and,
-  for probability scores, the Brier score.
+  for probability scores, the Brier score and (with ``calibration_bins``) the calibration
+  curve.
 * ``sites``: the sites and their sizes.
 * ``calls``: a script of site-function calls (``[{"function", "args", "repeat"}]``);
   returns every reply. Replies are what the sites release to the analyst anyway.
@@ -94,7 +95,7 @@ def evaluate_job(federation: Federation, options: dict[str, Any]) -> dict[str, A
 
 @flower_job("moments")
 def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    _take(options, {"column", "subset"}, "moments")
+    _take(options, {"column", "subset", "calibration_bins"}, "moments")
     start = federation.mark()
     moments = basic.distributed_variance(
         federation,
@@ -102,10 +103,12 @@ def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, An
         subset=str(options.get("subset", "all")),
     )
     out: dict[str, Any] = moments.to_dict()
+    out["brier"] = out["calibration"] = None
+    bins = options.get("calibration_bins")
     if all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
         out["brier"], _ = basic.distributed_brier(federation)
-    else:
-        out["brier"] = None
+        if bins is not None:
+            out["calibration"] = basic.distributed_calibration(federation, n_bins=int(bins))
     out["released"] = federation.released(start).to_dict()
     return out
 

@@ -21,15 +21,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flwr.app import Message, RecordDict
+from flwr.app import Message
 from flwr.serverapp import Grid
 
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
 from fedroc.federation.flower._codec import (
-    CALL_KEY,
-    HELLO_KEY,
     PROTOCOL,
     from_recorddict,
+    read_header,
     to_recorddict,
 )
 from fedroc.federation.flower._tuning import pull_deadline
@@ -114,7 +113,7 @@ class FlowerTransport(Transport):
         timeout: float = 60.0,
         discovery_timeout: float = 60.0,
         min_sites: int = 1,
-        poll_interval: tuple[float, float] = (0.005, 0.1),
+        poll_interval: tuple[float, float] = (0.005, 0.05),
     ) -> None:
         if timeout <= 0 or discovery_timeout <= 0:
             raise InputError(
@@ -161,16 +160,8 @@ class FlowerTransport(Transport):
                 failures[name] = SiteError(f"no site named {name!r}", site=name)
                 continue
             sent[name] = len(encode(args))
-            content = to_recorddict(
-                args,
-                **{
-                    CALL_KEY: {
-                        "function": function,
-                        "requester": requester,
-                        "protocol": PROTOCOL,
-                    }
-                },
-            )
+            header = {"function": function, "requester": requester, "protocol": PROTOCOL}
+            content = to_recorddict(args, header)
             messages[name] = Message(
                 content,
                 dst_node_id=node,
@@ -266,7 +257,7 @@ class FlowerTransport(Transport):
             if fresh:
                 hello = [
                     Message(
-                        RecordDict({}),
+                        to_recorddict({}, {"protocol": PROTOCOL}),
                         dst_node_id=node,
                         message_type=HELLO_TYPE,
                         ttl=limit + 30.0,
@@ -290,7 +281,13 @@ class FlowerTransport(Transport):
                             f"node {node}", reply.error.code, str(reply.error.reason)
                         )
                         continue
-                    info: Any = reply.content[HELLO_KEY]
+                    try:
+                        info: Any = read_header(reply.content)
+                    except FedrocError as exc:
+                        failed[node] = SiteError(
+                            f"Flower node {node} is not a fedroc site: {exc}", site=f"node {node}"
+                        )
+                        continue
                     if int(info["protocol"]) != PROTOCOL:
                         failed[node] = ProtocolError(
                             f"Flower node {node} (site {info['site']!r}) speaks fedroc "

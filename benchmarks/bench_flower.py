@@ -1,0 +1,144 @@
+"""Latency of fedroc over Flower on loopback, against the in-process transport.
+
+1. Round trip of one site-function call (``fedroc.info`` on every site) over a real
+   SuperLink and 3 or 10 SuperNodes (TLS), with fedroc's tuned SuperNodes and, for 3 sites,
+   stock ``flower-supernode`` processes; the in-process transport as the peer.
+2. End to end: a multi-round method (ROC-GLM when it is registered, else distributed
+   variance + Brier + calibration, the ``moments`` job) as one Flower run, wall clock from
+   ``flwr run`` to the result and time inside the ServerApp, against in-process.
+
+Run: ``.venv/bin/python benchmarks/bench_flower.py [--calls 20] [--quick]``.
+Every process it starts is stopped at the end; ports are free ones on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fedroc.datasets import make_multisite
+from fedroc.federation import Federation
+from fedroc.federation.flower.deploy import LocalDeployment
+from fedroc.federation.flower.jobs import run_job
+from fedroc.federation.flower.site_config import SiteNodeConfig
+from fedroc.methods import evaluate, get_method, method_names
+
+
+def _sites(root: Path, n: int) -> dict[str, Path]:
+    paths = {}
+    for name, frame in make_multisite([300 + 40 * (k % 5) for k in range(n)], seed=5).items():
+        paths[name] = root / f"{name}.csv"
+        frame.to_csv(paths[name], index=False)
+    return paths
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def _inprocess_call(paths: dict[str, Path], calls: int) -> float:
+    fed = Federation.from_files(paths)
+    fed.call("fedroc.info")
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fed.call("fedroc.info")
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _method_job() -> tuple[str, dict[str, Any], str]:
+    if "rocglm" in method_names():
+        options = dict(get_method("rocglm").demo_options)
+        return "evaluate", {"method": "rocglm", "seed": 1, "options": options}, "ROC-GLM"
+    return "moments", {"calibration_bins": 10}, "variance+Brier+calibration"
+
+
+def _inprocess_method(paths: dict[str, Path], job: str, options: dict[str, Any]) -> float:
+    fed = Federation.from_files(paths)
+    start = time.perf_counter()
+    if job == "evaluate":
+        evaluate(fed, options["method"], seed=options["seed"], **options["options"])
+    else:
+        run_job(job, fed, options)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="3 tuned SuperNodes only")
+    args = parser.parse_args()
+    setups = [(3, True), (10, True), (3, False)] if not args.quick else [(3, True)]
+    job, job_options, job_label = _method_job()
+    latency_rows = []
+    method_rows = []
+    with tempfile.TemporaryDirectory(prefix="fedroc-bench-") as tmp:
+        for n, tuned in setups:
+            root = Path(tmp) / f"{n}-{'tuned' if tuned else 'stock'}"
+            root.mkdir()
+            paths = _sites(root, n)
+            configs = [SiteNodeConfig(site=s, data=p) for s, p in paths.items()]
+            calls = args.calls if tuned else max(3, args.calls // 4)
+            local = _inprocess_call(paths, calls)
+            print(
+                f"starting SuperLink + {n} {'tuned' if tuned else 'stock'} SuperNodes ...",
+                file=sys.stderr,
+            )
+            with LocalDeployment(configs, root / "deployment", tuned=tuned) as dep:
+                start = time.perf_counter()
+                script = {"calls": [{"function": "fedroc.info", "repeat": calls + 1}]}
+                payload = dep.submit("calls", script, timeout=120)
+                wall = time.perf_counter() - start
+                times = payload["seconds"]["calls"][1:]  # the first call warms the sites up
+                latency_rows.append(
+                    (
+                        n,
+                        "tuned" if tuned else "stock",
+                        calls,
+                        statistics.median(times),
+                        _p90(times),
+                        local,
+                        statistics.median(times) / local,
+                        wall,
+                    )
+                )
+                if tuned:
+                    start = time.perf_counter()
+                    result = dep.submit(job, job_options, timeout=120)
+                    wall = time.perf_counter() - start
+                    inproc = _inprocess_method(paths, job, job_options)
+                    rounds = (
+                        result["result"]["released"]["rounds"]
+                        if "released" in result["result"]
+                        else len(result["seconds"]["calls"])
+                    )
+                    method_rows.append(
+                        (n, job_label, rounds, wall, result["seconds"]["job"], inproc)
+                    )
+    print("\nRound trip of one site-function call (fedroc.info on every site), loopback, TLS")
+    head = ("sites", "SuperNode", "calls", "median s", "p90 s", "in-process s", "ratio", "run s")
+    print("{:>5} {:>9} {:>5} {:>9} {:>8} {:>12} {:>8} {:>7}".format(*head))
+    for n, kind, calls, med, p90, local, ratio, wall in latency_rows:
+        print(
+            f"{n:>5} {kind:>9} {calls:>5} {med:>9.3f} {p90:>8.3f} {local:>12.6f} "
+            f"{ratio:>8.0f} {wall:>7.1f}"
+        )
+    print("\nEnd to end, one Flower run (wall: flwr run to result; job: inside the ServerApp)")
+    head2 = ("sites", "computation", "rounds", "wall s", "job s", "in-process s", "wall/inproc")
+    print("{:>5} {:>28} {:>6} {:>7} {:>7} {:>12} {:>11}".format(*head2))
+    for n, label, rounds, wall, inside, inproc in method_rows:
+        print(
+            f"{n:>5} {label:>28} {rounds:>6} {wall:>7.2f} {inside:>7.2f} {inproc:>12.4f} "
+            f"{wall / inproc:>11.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
