@@ -59,7 +59,11 @@ def new_private_key() -> bytes:
 
 
 def public_key(private: bytes) -> bytes:
-    return X25519PrivateKey.from_private_bytes(private).public_key().public_bytes(_RAW, serialization.PublicFormat.Raw)
+    return (
+        X25519PrivateKey.from_private_bytes(private)
+        .public_key()
+        .public_bytes(_RAW, serialization.PublicFormat.Raw)
+    )
 
 
 def agree(private: bytes, peer_public: bytes, *, purpose: bytes, session: bytes) -> bytes:

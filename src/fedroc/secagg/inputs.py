@@ -52,11 +52,12 @@ def _calibration(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     n_bins = int(args.get("n_bins", 10))
     p = _probabilities(ctx)
     idx = bin_index(p, n_bins)
+    observed = ctx.data.label.astype(np.float64)
     return Reply(
         {
             "count": np.bincount(idx, minlength=n_bins).astype(np.int64),
             "sum_predicted": np.bincount(idx, weights=p, minlength=n_bins),
-            "sum_observed": np.bincount(idx, weights=ctx.data.label.astype(float), minlength=n_bins),
+            "sum_observed": np.bincount(idx, weights=observed, minlength=n_bins),
         },
         counts={"rows": p.size},
     )

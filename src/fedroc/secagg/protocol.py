@@ -156,9 +156,7 @@ def get_secure_input(name: str) -> SecureInputFn:
     try:
         return _INPUTS[name]
     except KeyError:
-        raise InputError(
-            f"unknown secure input {name!r}; registered: {sorted(_INPUTS)}"
-        ) from None
+        raise InputError(f"unknown secure input {name!r}; registered: {sorted(_INPUTS)}") from None
 
 
 # -- fixed-point encoding of an input record -------------------------------------------------
@@ -309,7 +307,7 @@ def _names(value: Any, what: str) -> list[str]:
     return list(value)
 
 
-def _chunks(blob: bytes, size: int, count: int, what: str) -> list[bytes]:
+def _chunks(blob: Any, size: int, count: int, what: str) -> list[bytes]:
     if not isinstance(blob, bytes) or len(blob) != size * count:
         raise ProtocolError(f"{what} must hold {count} item(s) of {size} bytes")
     return [blob[i * size : (i + 1) * size] for i in range(count)]
@@ -414,9 +412,7 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     c_pks = _chunks(args.get(KEY_C_PKS), _crypto.KEY_BYTES, len(u1), KEY_C_PKS)
     s_pks = _chunks(args.get(KEY_S_PKS), _crypto.KEY_BYTES, len(u1), KEY_S_PKS)
     me = u1.index(ctx.site)
-    if c_pks[me] != _crypto.public_key(state.c_sk) or s_pks[me] != _crypto.public_key(
-        state.s_sk
-    ):
+    if c_pks[me] != _crypto.public_key(state.c_sk) or s_pks[me] != _crypto.public_key(state.s_sk):
         raise ProtocolError(f"site {ctx.site!r}: the server relayed a wrong key for this site")
     state.b_seed = _crypto.random_bytes(_crypto.KEY_BYTES)
     n = len(state.sites)
@@ -705,7 +701,7 @@ class SecAggServer:
         for name in self.state.sites:
             try:
                 self.federation.call_each(FN_ABORT, {name: {KEY_SESSION: self.state.session}})
-            except Exception:  # noqa: S110 - a site that is gone has nothing left to erase
+            except Exception:  # a site that is gone has nothing left to erase
                 pass
 
     # -- stages -----------------------------------------------------------------------
