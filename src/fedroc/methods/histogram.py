@@ -148,11 +148,10 @@ def _site_leaves(
     s = data.score if transform is None else TRANSFORMS[transform](data.score)
     outside = (s < lo) | (s > hi)
     if outside.any():
-        first = int(np.flatnonzero(outside)[0])
+        # No value or row number in the message: it travels to the analyst.
         raise InputError(
-            f"site {site!r}: {int(outside.sum())} score(s) lie outside the public score range "
-            f"[{lo:g}, {hi:g}], first {float(data.score[first])!r} at row {first}; give a "
-            "range that holds every score (--score-range) or a transform (--score-transform)"
+            f"scores lie outside the public score range [{lo:g}, {hi:g}]; give a range "
+            "that holds every score (--score-range) or a transform (--score-transform)"
         )
     k = leaf_index(s, n_leaves, lo, hi)
     np.add(k, n_leaves, out=k, where=data.label)  # positives in the upper half
@@ -463,8 +462,10 @@ class HistogramCurves(ResultMixin):
     noise : str or None
     n_pos, n_neg : float
         Class sizes from the aggregated trees (noisy under DP).
-    quantiles_pos, quantiles_neg : ndarray, shape (quantiles,)
-        Estimated quantiles of each class at ``linspace(0, 1, quantiles)``.
+    oversampling : int
+        Quantiles read per requested quantile (the curves use ``quantiles * oversampling``).
+    quantiles_pos, quantiles_neg : ndarray, shape (quantiles * oversampling,)
+        Estimated quantiles of each class at ``linspace(0, 1, quantiles * oversampling)``.
     leaves_pos, leaves_neg : ndarray
         Aggregated (and, under DP, consistent) leaf counts, low scores first.
     scores, fpr, tpr, precision : ndarray
@@ -487,6 +488,7 @@ class HistogramCurves(ResultMixin):
 
     mode: str
     quantiles: int
+    oversampling: int
     branching: int
     height: int
     score_range: tuple[float, float]
@@ -535,7 +537,7 @@ class HistogramCurves(ResultMixin):
 
     def survival_functions(self) -> tuple[Callable[[Any], FloatArray], Callable[[Any], FloatArray]]:
         """The PCHIP survival functions ``(T(s), F(s))`` of the positives and negatives."""
-        fractions = np.linspace(0.0, 1.0, self.quantiles)
+        fractions = np.linspace(0.0, 1.0, self.quantiles * self.oversampling)
         return (
             survival_function(self.quantiles_pos, fractions),
             survival_function(self.quantiles_neg, fractions),
@@ -544,7 +546,10 @@ class HistogramCurves(ResultMixin):
     def summary(self) -> str:
         rows: list[tuple[str, Any]] = [
             ("mode", self.mode),
-            ("quantiles (Q)", self.quantiles),
+            (
+                "quantiles (Q)",
+                f"{self.quantiles} (curves through {self.quantiles * self.oversampling})",
+            ),
             ("tree", f"branching {self.branching}, height {self.height}"),
             ("epsilon", self.epsilon),
             ("positives / negatives", f"{self.n_pos:.1f} / {self.n_neg:.1f}"),
@@ -702,6 +707,7 @@ def run_histogram(
     allow_dropouts: bool = False,
     calibration_bins: int | None = 10,
     noise_replicates: int = 100,
+    oversampling: int | None = None,
 ) -> EvaluationResult:
     """Approximate the pooled ROC and PR curves from aggregated hierarchical histograms.
 
@@ -733,6 +739,12 @@ def run_histogram(
         Bins of the calibration curve computed from the leaves (None to skip).
     noise_replicates : int, default 100
         Parametric-bootstrap replicates for the variance the DP noise adds to the AUC.
+    oversampling : int, optional
+        The curves go through ``oversampling * Q`` quantiles read from the same tree.
+        Default 8 under secure aggregation (the 4Q exact leaves hold more than Q
+        quantiles tell: on flchain at Q = 1024 the PR area error drops from 1.5e-3 to
+        4.5e-4; post-processing, nothing more is released) and 1 under DP (the paper's
+        setting; deep noisy levels gain nothing from it).
     """
     q = _check_int(quantiles, "quantiles", 2)
     b = _check_int(branching, "branching", 2)
@@ -778,7 +790,8 @@ def run_histogram(
         n_shares=n_shares,
         seed=inputs.seed,
     )
-    fractions = np.linspace(0.0, 1.0, q)
+    factor = (8 if mode == MODE_SA else 1) if oversampling is None else oversampling
+    fractions = np.linspace(0.0, 1.0, q * _check_int(factor, "oversampling", 1))
     if mode == MODE_SA:
         pos_levels = levels_from_leaves(np.asarray(summed["pos"], np.float64), b)
         neg_levels = levels_from_leaves(np.asarray(summed["neg"], np.float64), b)
@@ -832,6 +845,7 @@ def run_histogram(
     details = HistogramCurves(
         mode=mode,
         quantiles=q,
+        oversampling=int(factor),
         branching=b,
         height=h,
         score_range=(lo, hi),
@@ -876,6 +890,7 @@ def run_histogram(
         "pr_auc": curves.pr_auc,
         "quantiles": q,
         "epsilon": dp_epsilon,
+        "oversampling": int(factor),
         "mode": mode,
         "branching": b,
         "height": h,
