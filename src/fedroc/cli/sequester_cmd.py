@@ -38,7 +38,9 @@ def plan_command(
         float | None,
         typer.Option("--budget", help="Requested budget: find the load factor that gives it."),
     ] = None,
-    auc: Annotated[float | None, typer.Option("--auc", help="Expected AUC (for SE, power).")] = None,
+    auc: Annotated[
+        float | None, typer.Option("--auc", help="Expected AUC (for SE, power).")
+    ] = None,
     prevalence: Annotated[
         float | None, typer.Option("--prevalence", help="Prevalence of the positive class.")
     ] = None,

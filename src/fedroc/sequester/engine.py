@@ -355,9 +355,7 @@ class Session:
         self.threshold_noise = mechanism.initial_threshold_noise(rng)
         self.history: list[Answer] = []
 
-    def query(
-        self, scores: ArrayLike, subset_id: int, *, reference: float | None = None
-    ) -> Answer:
+    def query(self, scores: ArrayLike, subset_id: int, *, reference: float | None = None) -> Answer:
         """The (possibly perturbed) AUC of ``scores`` on one subset."""
         s = np.asarray(scores, dtype=np.float64)
         if s.shape != self.labels.shape:

@@ -473,9 +473,7 @@ def budget_figure(
     ax_b.legend(fontsize=8)
     p_data = float(y.mean())
     auc_data = roc_auc(y, s)
-    se = [
-        auc_se_at(auc_data, p_data, load_factor=x, n_images=phi, n_subsets=n_subsets) for x in xs
-    ]
+    se = [auc_se_at(auc_data, p_data, load_factor=x, n_images=phi, n_subsets=n_subsets) for x in xs]
     iqr = auc_iqr_by_load_factor(y, s, xs, n_subsets=n_subsets, seed=seed)
     ax_v.plot(xs, iqr, color="tab:blue", lw=1.6, label="AUC IQR (resampled subsets)")
     ax_v.plot(xs, se, color="tab:blue", ls="--", lw=1.4, label="AUC SE (Hanley & McNeil)")
