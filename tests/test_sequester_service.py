@@ -271,6 +271,32 @@ def test_bad_input_is_4xx_and_spends_nothing(server):
         assert adm.get("/plans/999999").status_code == 404
 
 
+def test_dwork_thresholdout_needs_the_developers_reference(server):
+    # sigma tiny: the noisy threshold is T to within a few 1e-3, so the decisions are known.
+    st = _setup(server, threshold=0.1, noise_rate=0.001, budget_units=5,
+                mechanism="thresholdout", seed=6)  # fmt: skip
+    pid = st["plan"]["plan_id"]
+    tok = _developer(server, pid, "frank")
+    with server.client(ADMIN) as adm:
+        index = {x: i for i, x in enumerate(st["ids"])}
+        m = [index[x] for x in adm.get(f"/plans/{pid}/subsets/1").json()["image_ids"]]
+    exact = roc_auc_score(st["y"][m], st["s"][m])
+    with server.client(tok) as dev:
+        assert dev.get("/me").json()["plan"]["mechanism"] == "thresholdout"
+        sid = _submit(dev, st["ids"], st["s"])
+        r = dev.post("/queries", json={"submission_id": sid, "subset_id": 1})
+        assert r.status_code == 422 and "reference_auc" in r.json()["detail"]
+        assert dev.get("/budget").json()["n_queries"] == 0
+        # Within the threshold: the developer's own reference comes back, nothing is spent.
+        q = {"submission_id": sid, "subset_id": 1}
+        a = dev.post("/queries", json={**q, "reference_auc": exact - 0.05}).json()
+        assert a["auc"] == exact - 0.05 and a["budget_remaining"] == 5
+        # Far from it: the subset AUC plus Lap(0.001) noise, one unit spent.
+        a = dev.post("/queries", json={**q, "reference_auc": exact - 0.5}).json()
+        assert a["auc"] == pytest.approx(exact, abs=0.02) and a["auc"] != exact
+        assert a["budget_remaining"] == 4
+
+
 def test_budget_is_spent_then_service_stops(server):
     st = _setup(server, threshold=0.0, budget_units=2, seed=4)
     tok = _developer(server, st["plan"]["plan_id"], "dave")

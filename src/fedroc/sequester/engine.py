@@ -139,6 +139,11 @@ class SubsetTable:
             self._inverse["subsets"] = subsets
         return self._inverse["index"], self._inverse["offsets"], self._inverse["subsets"]
 
+    @property
+    def index(self) -> dict[str, int]:
+        """Position of each image id in the test set."""
+        return self._csr()[0]
+
     def subsets_of(self, image_id: str) -> NDArray[np.int64]:
         """Subset ids that hold ``image_id`` (one entry per occurrence, ascending)."""
         index, offsets, subsets = self._csr()

@@ -280,7 +280,7 @@ def create_app(
             raise InputError(
                 f"scores has {len(body.scores)} entries but image_ids has {len(body.image_ids)}"
             )
-        index, _, _ = table._csr()
+        index = table.index
         pos = np.fromiter((index.get(i, -1) for i in body.image_ids), dtype=np.int64,
                           count=len(body.image_ids))  # fmt: skip
         if (pos < 0).any():
