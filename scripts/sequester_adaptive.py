@@ -22,7 +22,7 @@ other image and query subset 1. If i is in the subset the AUC moves by about
 1/(2 n_class) -- below T at this subset size -- so the h-variant answers it exactly and
 spends nothing; Dwork's rule answers the developer's own reference instead.
 
-    python scripts/sequester_adaptive.py [--out sequester_adaptive.png] [--reps 5]
+    python scripts/sequester_adaptive.py [--out out/sequester_adaptive.png] [--reps 5]
 
 The eq.-3 budget at these subset sizes is below one unit (the service would answer no
 over-threshold query at all); a budget of 20 units is set by the custodian here so that
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -122,7 +123,7 @@ def probe_attack(seed: int, n_probe: int) -> dict[str, tuple[float, int, int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="sequester_adaptive.png")
+    ap.add_argument("--out", default="out/sequester_adaptive.png")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=1500)
     args = ap.parse_args()
@@ -175,6 +176,7 @@ def main() -> None:
              title="B: one-image probes (100 images, budget 20)")  # fmt: skip
     fig.suptitle(f"{PHI} images, {RHO} subsets of {n}; T = {T}, sigma = {SIGMA}", fontsize=9)
     fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
     print(f"\nwrote {args.out}")
 
