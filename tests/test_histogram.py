@@ -40,7 +40,7 @@ from fedroc.metrics import (
     roc_curve,
 )
 from fedroc.privacy import DisclosurePolicy
-from fedroc.secagg.protocol import FUNCTIONS, STAGE_MASKED_INPUT
+from fedroc.secagg.protocol import FUNCTIONS, STAGE_ADVERTISE_KEYS, STAGE_MASKED_INPUT
 
 
 def synthetic_sites(n_sites=5, n=3000, seed=0):
@@ -360,6 +360,29 @@ def test_dropouts_leave_the_survivors_curves(synthetic):
     with pytest.raises(SiteError, match="site2"):
         evaluate(fed, "histogram", quantiles=256)
     assert FUNCTIONS[STAGE_MASKED_INPUT] in {c.function for c in fed.transcript}
+
+
+def test_privacy_spent_is_reported_when_a_site_drops_at_the_first_stage(synthetic):
+    from test_secagg import FlakyTransport, drop_from
+
+    parts, _ = synthetic
+    inner = Federation.from_sites([Site(n, d) for n, d in parts.items()]).transport
+    transport = FlakyTransport(inner, {"site2": drop_from(STAGE_ADVERTISE_KEYS)})
+    res = evaluate(
+        Federation(transport),
+        "histogram",
+        quantiles=16,
+        dp_epsilon=0.5,
+        allow_dropouts=True,
+        threshold=3,
+        noise_replicates=2,
+        seed=1,
+    )
+    # The whole first call failed, so the survivors' budget comes from their repeated
+    # answers; each site spent epsilon once in the analyst's record.
+    survivors = ["site0", "site1", "site3", "site4"]
+    assert res.released.epsilon == {name: pytest.approx(0.5) for name in survivors}
+    assert [s["name"] for s in res.sites] == survivors
 
 
 def test_unbounded_scores_by_range_or_transform():

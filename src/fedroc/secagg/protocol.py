@@ -61,6 +61,7 @@ from fedroc.federation.site import (
     registered_site_functions,
     site_function,
 )
+from fedroc.privacy.ledger import DPEvent
 from fedroc.secagg import _crypto, shamir
 
 __all__ = [
@@ -124,6 +125,7 @@ KEY_SK_SHARES = "sk_shares"
 _PLAIN_BYTES = 2 + 2 + 2 * shamir.SHARE_BYTES
 _CIPHER_BYTES = _crypto.NONCE_BYTES + _PLAIN_BYTES + _crypto.TAG_BYTES
 _STATE_PREFIX = "fedroc.secagg/"
+_REPLY_DP = "__dp_events"  # where a stored reply keeps its DP events (never sent as a value)
 
 
 # -- secure inputs --------------------------------------------------------------------------
@@ -325,9 +327,14 @@ def _client_stage(stage: str) -> Callable[[Callable[..., Reply]], Callable[..., 
             state = None if stored is None else ClientState.from_record(stored)
             digest = _digest(args)
             if state is not None and state.status == stage and state.last_digest == digest:
-                # The same request again (the server is finding out who dropped): same
-                # answer, nothing new revealed and no privacy budget charged twice.
-                return Reply(dict(ctx.state[_state_key(session) + "/reply"]), kind="shares")
+                # The same request again (the server is finding out who dropped): the same
+                # answer, nothing new revealed. Its DP events go along again, because the
+                # analyst's record of the first answer was lost with the failed call; the
+                # site's ledger then counts them twice, which errs on the safe side.
+                stored_reply = ctx.state[_state_key(session) + "/reply"]
+                values = {k: v for k, v in stored_reply.items() if k != _REPLY_DP}
+                events = tuple(DPEvent.from_json(e) for e in stored_reply.get(_REPLY_DP, []))
+                return Reply(values, kind="shares", dp=events)
             status = STAGE_INIT if state is None else state.status
             if status != PREVIOUS[stage]:
                 raise ProtocolError(
@@ -339,7 +346,10 @@ def _client_stage(stage: str) -> Callable[[Callable[..., Reply]], Callable[..., 
             new_state = ctx.state[_state_key(session)]
             new_state["status"] = stage
             new_state["last_digest"] = digest
-            ctx.state[_state_key(session) + "/reply"] = dict(reply.values)
+            ctx.state[_state_key(session) + "/reply"] = {
+                **reply.values,
+                _REPLY_DP: [e.to_json() for e in reply.dp],
+            }
             return reply
 
         run.__qualname__ = f"secagg_{stage}"
