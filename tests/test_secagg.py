@@ -164,11 +164,11 @@ def test_secure_brier_and_calibration_match_the_pooled_values():
     fed = Federation.from_sites(sites)
     y = np.concatenate([s._data.label for s in sites])
     p = np.concatenate([s._data.score for s in sites])
-    brier, n = basic.distributed_brier(fed, secure=True)
+    brier, n = secure_brier(fed)
     assert n == y.size
     assert brier == pytest.approx(brier_score(y, p), abs=1e-9)
-    assert secure_brier(fed)[0] == pytest.approx(brier, abs=1e-9)
-    cal = basic.distributed_calibration(fed, n_bins=5, secure=True)
+    assert basic.distributed_brier(fed)[0] == pytest.approx(brier, abs=1e-9)
+    cal = secure_calibration(fed, n_bins=5)
     plain = basic.distributed_calibration(fed, n_bins=5)  # bins < q withheld per site
     from fedroc.metrics import calibration_curve
 
