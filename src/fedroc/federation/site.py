@@ -291,7 +291,7 @@ class Site:
         policy: DisclosurePolicy | None = None,
         audit: AuditLog | str | Path | None = None,
     ) -> Site:
-        data = SiteData.from_file(path, columns, pos_label=pos_label)
+        data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
         return cls(name, data, policy=policy, audit=audit)
 
     def handle(self, function: str, args: Mapping[str, Any], requester: str = "analyst") -> Record:
