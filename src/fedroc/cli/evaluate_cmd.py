@@ -122,6 +122,29 @@ def evaluate_command(
         Path | None, typer.Option(help="Write each site's audit log (JSON lines) here.")
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    # --- rocglm (paper 1) ---
+    epsilon: Annotated[
+        float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
+    ] = None,
+    delta: Annotated[float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")] = None,
+    sensitivity: Annotated[
+        float | None,
+        typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
+    ] = None,
+    dp_calibration: Annotated[
+        str | None, typer.Option(help="rocglm: Gaussian mechanism, classic or analytic.")
+    ] = None,
+    thresholds: Annotated[
+        str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
+    ] = None,
+    n_thresholds: Annotated[int | None, typer.Option(help="rocglm: size of the grid.")] = None,
+    simex: Annotated[
+        bool | None,
+        typer.Option("--simex", help="rocglm: correct the noise bias by SIMEX (no DP cost)."),
+    ] = None,
+    a0: Annotated[
+        float | None, typer.Option(help="rocglm: one-sided test of H0: AUC <= A0.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Evaluate a score over several sites with one method."""
@@ -144,6 +167,17 @@ def evaluate_command(
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
+    given = {
+        "epsilon": epsilon,
+        "delta": delta,
+        "sensitivity": sensitivity,
+        "dp_calibration": dp_calibration,
+        "thresholds": thresholds,
+        "n_thresholds": n_thresholds,
+        "simex": simex,
+        "a0": a0,
+    }
+    options.update({k: v for k, v in given.items() if v is not None})
     check_options(method, options)
     with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
         result = evaluate(

@@ -231,6 +231,24 @@ class DistributedRocGlm(ResultMixin):
         level = self.confidence_level if confidence_level is None else confidence_level
         return logit_ci(self.auc, self.se, level)
 
+    def without_simex(self) -> DistributedRocGlm:
+        """The uncorrected fit of the same run (itself when SIMEX was not used).
+
+        Same release, same DeLong variance; the interval is centred on the plain AUC.
+        """
+        if self.simex is None:
+            return self
+        g1, g2 = self.simex.naive
+        auc = binormal_auc(g1, g2)
+        return dataclasses.replace(
+            self,
+            g1=g1,
+            g2=g2,
+            auc=auc,
+            ci=logit_ci(auc, self.se, self.confidence_level),
+            simex=None,
+        )
+
     def test_greater(self, a0: float) -> tuple[float, float]:
         """One-sided test of H0: AUC <= a0 on the logit scale (paper 1, sections 3.3, 6).
 
