@@ -126,7 +126,9 @@ def evaluate_command(
     epsilon: Annotated[
         float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
     ] = None,
-    delta: Annotated[float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")] = None,
+    delta: Annotated[
+        float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")
+    ] = None,
     sensitivity: Annotated[
         float | None,
         typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),

@@ -178,7 +178,7 @@ class GroupedTable:
         """One row per distinct threshold, weighted by its multiplicity (reference code)."""
         values, mult = np.unique(t, return_counts=True)
         succ = grouped_from_placements(placements, values) * mult
-        return cls(values, succ, mult * float(placements.size))
+        return cls(values, succ, (mult * placements.size).astype(np.float64))
 
     def stacked(self, other: GroupedTable) -> GroupedTable:
         return GroupedTable(

@@ -351,9 +351,7 @@ def release_noisy_scores(
     seed: int | None = None,
 ) -> NoisyScores:
     """Round 2: every site's noisy scores, pooled and sorted by class."""
-    sigma = noise_sd(
-        epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration
-    )
+    sigma = noise_sd(epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration)
     start = federation.mark()
     replies = federation.call(
         FN_NOISY,
@@ -403,9 +401,10 @@ def _simex_negatives(
 def _cutoffs_unsorted(values: FloatArray, t: FloatArray) -> FloatArray:
     """``grid_cutoffs`` of unsorted values: only the n_T order statistics are selected."""
     n = values.size
-    probe = np.sort(np.unique(np.clip(np.floor(t * n).astype(np.int64) + [[-1], [0], [1]], 0, n)))
-    idx = np.unique(np.clip(n - probe - 1, 0, n - 1))
-    part = np.partition(values, idx)
+    base = np.floor(t * n).astype(np.int64)
+    probe = np.concatenate([base - 1, base, base + 1])
+    idx = np.unique(np.clip(n - np.clip(probe, 0, n) - 1, 0, n - 1))
+    part = np.partition(values, idx.astype(np.intp))
     # Positions other than idx hold arbitrary values, but grid_cutoffs reads only n - K - 1
     # for the K it derives, which lies in idx.
     return grid_cutoffs(part, t)

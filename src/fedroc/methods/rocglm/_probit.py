@@ -200,6 +200,7 @@ def _merge(full: FloatArray, part: FloatArray, bad: NDArray[np.bool_]) -> FloatA
 def _solve(info: FloatArray, score: FloatArray) -> FloatArray:
     """``I^-1 V`` per fit; a singular information (no spread in x) gets a pseudo-inverse."""
     try:
-        return np.linalg.solve(info, score[..., None])[..., 0]
+        step = np.linalg.solve(info, score[..., None])[..., 0]
     except np.linalg.LinAlgError:
-        return np.einsum("rij,rj->ri", np.linalg.pinv(info), score)
+        step = np.einsum("rij,rj->ri", np.linalg.pinv(info), score)
+    return np.asarray(step, dtype=np.float64)

@@ -50,8 +50,7 @@ def _session(ctx: SiteContext, args: Record) -> tuple[str, Record]:
     state = ctx.state.get(key)
     if state is None:
         raise InputError(
-            f"site {ctx.site!r} has no ROC-GLM session {args['session']!r}; call "
-            f"{FN_SETUP!r} first"
+            f"site {ctx.site!r} has no ROC-GLM session {args['session']!r}; call {FN_SETUP!r} first"
         )
     return key, state
 
@@ -64,12 +63,8 @@ def _class_counts(ctx: SiteContext) -> dict[str, int]:
 def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     """Heuristic l2-sensitivity of this site's scores (see ``score_sensitivity``)."""
     n_breaks = args.get("n_breaks")
-    value, distance = score_sensitivity(
-        ctx.data.score, None if n_breaks is None else int(n_breaks)
-    )
-    return Reply(
-        {"sensitivity": value, "cell_distance": distance}, counts={"rows": ctx.data.n}
-    )
+    value, distance = score_sensitivity(ctx.data.score, None if n_breaks is None else int(n_breaks))
+    return Reply({"sensitivity": value, "cell_distance": distance}, counts={"rows": ctx.data.n})
 
 
 @site_function(FN_NOISY)
@@ -174,9 +169,7 @@ def _fisher(ctx: SiteContext, args: Record) -> Reply:
     gamma = np.atleast_2d(np.asarray(args["gamma"], np.float64))
     fits = np.asarray(args["fits"], np.int64)
     succ = state["successes"][fits]
-    parts = probit_parts(
-        np.asarray(_probit_x(state)), succ, state["trials"], gamma
-    )
+    parts = probit_parts(np.asarray(_probit_x(state)), succ, state["trials"], gamma)
     return Reply(
         {"loglik": parts.loglik, "score": parts.score, "information": parts.information},
         counts={"positive": int(state["n_pos"])},

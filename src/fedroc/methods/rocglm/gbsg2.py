@@ -117,7 +117,7 @@ def gbsg2_data(
     x = _design(frame)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(x))
-    n_train = int(round(train_fraction * len(x)))
+    n_train = round(train_fraction * len(x))
     train, test = order[:n_train], order[n_train:]
     forest = RandomSurvivalForest(
         n_estimators=n_trees, min_samples_leaf=3, max_features="sqrt", random_state=seed
