@@ -376,6 +376,12 @@ def test_ci_level_and_one_sided_test_agree():
         _, p = res.test_greater(a0)
         assert (p < 0.025) == (a0 < res.ci[0])
     assert "H0: AUC <= 0.6" in res.summary()
+    fig = res.plot(pooled=SiteData.from_arrays(y, s))
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert any("ROC-GLM" in label for label in labels)
+    assert any("pooled" in label for label in labels)
+    fpr, tpr = res.roc_points()
+    np.testing.assert_allclose(tpr, res.roc(fpr))
 
 
 # --- bad input ----------------------------------------------------------------------------
