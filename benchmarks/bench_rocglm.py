@@ -74,14 +74,14 @@ def main() -> None:
         total = time.perf_counter() - start
         site = sum(transport.seconds.values())
         inside = sum(transport.wall.values())
-        rows.append((simex, res, total, site, total - inside, transport, fed))
+        rows.append((simex, res, total, site, total - inside, transport))
 
     print(f"\npooled ROC-GLM + DeLong CI (peer): {t_pooled:.2f} s, AUC {pooled_fit.auc:.4f}")
     print(
         f"\n{'variant':<18} {'total [s]':>10} {'site work [s]':>14} {'analyst [s]':>12} "
         f"{'rounds':>7} {'MB to sites':>12} {'MB from sites':>14} {'ratio':>7} {'AUC':>8}"
     )
-    for simex, res, total, site, analyst, transport, fed in rows:
+    for simex, res, total, site, analyst, _ in rows:
         rel = res.released
         print(
             f"{'ROC-GLM + SIMEX' if simex else 'ROC-GLM':<18} {total:>10.2f} {site:>14.2f} "
@@ -90,7 +90,7 @@ def main() -> None:
             f"{res.auc:>8.4f}"
         )
     print("ratio = distributed total / pooled peer; target: total < 10 s")
-    for simex, res, *_rest, transport, fed in rows:
+    for simex, res, *_, transport in rows:
         label = "ROC-GLM + SIMEX" if simex else "ROC-GLM"
         print(f"\nsite work by function ({label}), seconds over all sites:")
         for function, sec in transport.seconds.items():
