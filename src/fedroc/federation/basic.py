@@ -159,8 +159,16 @@ def distributed_variance(
     return DistributedMoments(mean, variance, n)
 
 
-def distributed_brier(federation: Federation) -> tuple[float, int]:
-    """Brier score from each site's sum of squared residuals (paper 1, eq. 5)."""
+def distributed_brier(federation: Federation, *, secure: bool = False) -> tuple[float, int]:
+    """Brier score from each site's sum of squared residuals (paper 1, eq. 5).
+
+    With ``secure=True`` the sums go through secure aggregation (:mod:`fedroc.secagg`):
+    the analyst sees only their total over the sites.
+    """
+    if secure:
+        from fedroc.secagg.inputs import secure_brier  # layer 4, loaded only when asked for
+
+        return secure_brier(federation)
     replies = federation.call("fedroc.brier")
     n = sum(int(r["n"]) for r in replies.values())
     return sum(float(r["sse"]) for r in replies.values()) / n, n
@@ -182,13 +190,21 @@ class SiteCalibration(ResultMixin):
         return "\n".join(lines)
 
 
-def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> SiteCalibration:
+def distributed_calibration(
+    federation: Federation, *, n_bins: int = 10, secure: bool = False
+) -> SiteCalibration:
     """Calibration curve from per-site bin sums (paper 1, section 4.1).
 
     A bin's predicted and observed fractions use only the sites that released it; a bin
     withheld by any site is flagged ``suppressed`` in the curve, and
-    ``suppressed_by_site`` lists, per site, the bins it withheld.
+    ``suppressed_by_site`` lists, per site, the bins it withheld. With ``secure=True`` the
+    bin sums go through secure aggregation instead: no site's bins are seen, so none is
+    withheld, and the analyst learns only the totals over the sites.
     """
+    if secure:
+        from fedroc.secagg.inputs import secure_calibration  # layer 4, loaded when asked for
+
+        return secure_calibration(federation, n_bins=n_bins)
     edges = bin_edges(n_bins)
     replies = federation.call("fedroc.calibration", n_bins=int(n_bins))
     count = np.zeros(n_bins, np.int64)
