@@ -130,6 +130,32 @@ def evaluate_command(
         Path | None, typer.Option(help="Write each site's audit log (JSON lines) here.")
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    # --- rocglm (paper 1) ---
+    epsilon: Annotated[
+        float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
+    ] = None,
+    delta: Annotated[
+        float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")
+    ] = None,
+    sensitivity: Annotated[
+        float | None,
+        typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
+    ] = None,
+    dp_calibration: Annotated[
+        str | None, typer.Option(help="rocglm: Gaussian mechanism, classic or analytic.")
+    ] = None,
+    thresholds: Annotated[
+        str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
+    ] = None,
+    n_thresholds: Annotated[int | None, typer.Option(help="rocglm: size of the grid.")] = None,
+    simex: Annotated[
+        bool | None,
+        typer.Option("--simex", help="rocglm: correct the noise bias by SIMEX (no DP cost)."),
+    ] = None,
+    a0: Annotated[
+        float | None, typer.Option(help="rocglm: one-sided test of H0: AUC <= A0.")
+    ] = None,
+    # --- histogram (paper 5) ---
     quantiles: Annotated[
         int | None, typer.Option(help="histogram: quantiles per class (Q, default 1024).")
     ] = None,
@@ -166,6 +192,17 @@ def evaluate_command(
         "score_transform": score_transform,
     }
     options.update({k: v for k, v in histogram_options.items() if v is not None})
+    rocglm_options = {
+        "epsilon": epsilon,
+        "delta": delta,
+        "sensitivity": sensitivity,
+        "dp_calibration": dp_calibration,
+        "thresholds": thresholds,
+        "n_thresholds": n_thresholds,
+        "simex": simex,
+        "a0": a0,
+    }
+    options.update({k: v for k, v in rocglm_options.items() if v is not None})
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     if sites_file is not None:
