@@ -30,7 +30,7 @@ import _flower_plugin  # noqa: F401
 
 from fedroc.cli import main
 from fedroc.datasets import make_multisite
-from fedroc.exceptions import DisclosureError, SiteError
+from fedroc.exceptions import DisclosureError, FedrocError, SiteError
 from fedroc.federation import Federation, basic
 from fedroc.federation.flower.apps import parse_marked
 from fedroc.federation.flower.deploy import (
@@ -192,16 +192,34 @@ def test_cli_runs_a_job_on_the_deployment(deployment, capsys) -> None:
     assert set(out["flower"]["nodes"]) == set(dep.sites)
 
 
+def test_run_timeout_stops_the_run(deployment) -> None:
+    dep, _, _ = deployment
+    start = time.monotonic()
+    with pytest.raises(FedrocError, match="did not finish within 8 s; it was stopped"):
+        dep.submit("calls", SLOW_SCRIPT, timeout=30, run_timeout=8)
+    assert time.monotonic() - start < 8 + 10
+    # The sites were stopped mid-call; they answer the next run at once.
+    start = time.monotonic()
+    payload = dep.submit("sites", timeout=10, discovery_timeout=15)
+    assert [s["name"] for s in payload["result"]["sites"]] == list(dep.sites)
+    assert payload["seconds"]["discovery"] < 10
+
+
 def test_killed_supernode_stops_the_analyst_naming_it_then_a_new_run_works(deployment) -> None:
     dep, paths, root = deployment
     audit = root / "audit" / "site2.jsonl"
     killed: dict[str, float] = {}
 
+    def slow_calls() -> int:
+        text = audit.read_text() if audit.exists() else ""
+        return text.count('"function": "flowertest.slow"')
+
+    before = slow_calls()  # earlier tests may have called it too
+
     def kill_when_running() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            text = audit.read_text() if audit.exists() else ""
-            if text.count('"function": "flowertest.slow"') >= 2:  # mid-protocol
+            if slow_calls() >= before + 2:  # mid-protocol: this run's calls have begun
                 dep.kill_site("site2")
                 killed["at"] = time.monotonic()
                 return

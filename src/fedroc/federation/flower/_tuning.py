@@ -21,6 +21,7 @@ from typing import Any
 from fedroc.exceptions import InputError
 
 __all__ = [
+    "EXECUTOR",
     "TASK_READY",
     "check_flower_version",
     "pull_deadline",
@@ -57,6 +58,26 @@ def pull_deadline(deadline: float) -> Iterator[None]:
 TASK_READY = threading.Event()
 
 
+class ExecutorState:
+    """Whether the in-process executor is running a task, and since when it is idle."""
+
+    def __init__(self) -> None:
+        self.busy = threading.Event()
+        self.idle_since = time.monotonic()
+
+
+EXECUTOR = ExecutorState()
+# The SuperNode's loop waits for the reply to the message it stored. If the executor has
+# been idle that long during the wait, the task ended without a reply (its run was stopped,
+# its objects dropped) and the loop moves on; Flower's own loop would wait until the task
+# token expires (up to a minute), deaf to new messages.
+ABANDON_AFTER = 5.0
+
+
+class _Abandoned(Exception):
+    """The reply the SuperNode's loop waits for will not come."""
+
+
 def check_flower_version() -> str:
     from flwr.supercore.version import package_version
 
@@ -76,9 +97,11 @@ def _fast_pulls(module: Any) -> None:
     def fast(*args: Any, **kwargs: Any) -> Any:
         deadline = _DEADLINE.get()
         limit = PULL_MAX_TIME if deadline is None else max(deadline - time.monotonic(), 0.05)
-        kwargs.setdefault("max_time", limit)
-        kwargs.setdefault("initial_backoff", PULL_BACKOFF[0])
-        kwargs.setdefault("backoff_cap", PULL_BACKOFF[1])
+        # Some callers pass Flower's defaults explicitly: take the smaller of theirs and ours.
+        given = kwargs.get("max_time")
+        kwargs["max_time"] = limit if given is None else min(float(given), limit)
+        for key, ours in (("initial_backoff", PULL_BACKOFF[0]), ("backoff_cap", PULL_BACKOFF[1])):
+            kwargs[key] = min(float(kwargs.get(key, ours)), ours)
         return original(*args, **kwargs)
 
     fast._fedroc = True  # type: ignore[attr-defined]
@@ -89,11 +112,13 @@ def tune_object_pulls() -> None:
     """Retry a not-yet-uploaded message part after 5 ms (growing to 0.25 s), not 1 s, and
     give up at the :func:`pull_deadline` (or after a minute), not after two hours."""
     check_flower_version()
+    import flwr.supercore.inflatable.inflatable_utils as inflatable
     import flwr.superlink.grid.http_grid as grid
     import flwr.supernode.start_client_internal as loop
 
     _fast_pulls(grid)
     _fast_pulls(loop)
+    _fast_pulls(inflatable)  # pull_and_inflate_object_from_tree (ClientApp task input)
 
 
 class _PollClock:
@@ -103,6 +128,7 @@ class _PollClock:
         self._real = real
         self._fast = fast
         self._idle = fast
+        self.wait_started = real.monotonic()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -112,9 +138,13 @@ class _PollClock:
 
     def sleep(self, seconds: float) -> None:
         if seconds >= 1.0:  # "no message for me": ask again soon, then back off to Flower's
-            delay, self._idle = self._idle, min(self._idle * 1.3, seconds)
+            delay, self._idle = self._idle, min(self._idle * 1.5, seconds)
             self._real.sleep(delay)
         else:  # waiting for the reply this process is computing
+            now = self._real.monotonic()
+            idle = now - max(self.wait_started, EXECUTOR.idle_since)
+            if not EXECUTOR.busy.is_set() and idle > ABANDON_AFTER:
+                raise _Abandoned("the ClientApp task ended without a reply")
             self._real.sleep(min(seconds, self._fast / 2))
 
 
@@ -129,8 +159,13 @@ def tune_supernode_polling(fast: float) -> None:
     pull: Callable[..., Any] = loop._pull_and_store_message
 
     def push_and_mark(*args: Any, **kwargs: Any) -> Any:
+        # Flower's loop would wait for the reply until the task token expires (up to a
+        # minute); when the executor knows it will never come, move on to the next message.
+        clock.wait_started = time.monotonic()
         try:
             return push(*args, **kwargs)
+        except _Abandoned:
+            return None
         finally:
             clock.activity()
 

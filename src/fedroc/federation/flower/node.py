@@ -41,8 +41,10 @@ from typing import Any
 
 from fedroc.exceptions import InputError
 from fedroc.federation.flower._tuning import (
+    EXECUTOR,
     TASK_READY,
     check_flower_version,
+    pull_deadline,
     tune_supernode_polling,
 )
 
@@ -72,11 +74,12 @@ class InProcessExecutor:
         self.stop = threading.Event()
 
     def _client(self, token: str | None) -> Any:
+        import httpx
         from flwr.supercore.interceptors import (
             RuntimeTokenHttpInterceptor,
             RuntimeVersionHttpInterceptor,
         )
-        from flwr.supercore.retry import make_simple_http_retry_invoker
+        from flwr.supercore.retry import RetryInvoker, exponential
         from flwr.supercore.runtime import RuntimeHttpClient
 
         interceptors: list[Any] = [
@@ -91,7 +94,14 @@ class InProcessExecutor:
             insecure=True,
             root_certificates=None,
             interceptors=interceptors,
-            retry_invoker=make_simple_http_retry_invoker(),
+            # Not Flower's default invoker: on HTTP 401 (a revoked task token, e.g. a
+            # stopped run) it sends SIGINT to its own process, here the SuperNode.
+            retry_invoker=RetryInvoker(
+                lambda: exponential(max_delay=1),
+                (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.ConnectTimeout),
+                max_tries=5,
+                max_time=10.0,
+            ),
         )
 
     def _wait_for_api(self) -> None:
@@ -127,6 +137,14 @@ class InProcessExecutor:
 
     def execute(self, token: str) -> None:
         """Run one ClientApp task, as ``flwr-clientapp`` would, without a new process."""
+        EXECUTOR.busy.set()
+        try:
+            self._execute(token)
+        finally:
+            EXECUTOR.idle_since = time.monotonic()
+            EXECUTOR.busy.clear()
+
+    def _execute(self, token: str) -> None:
         from flwr.app import Error, Message
         from flwr.common.constant import ErrorCode, SubStatus
         from flwr.proto.runtime_pb2 import SendTaskHeartbeatRequest
@@ -152,7 +170,10 @@ class InProcessExecutor:
         message = context = reply = None
         status, details = SubStatus.FAILED, "ClientApp task failed"
         try:
-            message, context, _run, fab = pull_task_input(client)
+            # The node stored the message before creating the task: its parts are there at
+            # once, or never (the run was stopped and its objects dropped).
+            with pull_deadline(time.monotonic() + 10.0):
+                message, context, _run, fab = pull_task_input(client)
             ref = _clientapp_ref(fab.content)
             if ref != CLIENT_APP_REF:
                 reply = Message(
@@ -180,8 +201,8 @@ class InProcessExecutor:
                 if reply is not None and context is not None:
                     push_message(client, reply, context)
                 push_task_output(client, context, status, details)
-            except Exception:
-                log.exception("fedroc executor: cannot push the reply")
+            except Exception as exc:
+                log.warning("fedroc executor: cannot push the reply: %s", exc)
             client.close()
 
 
@@ -224,6 +245,10 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
 
 
 def main() -> None:
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` prints every thread's stack
     run_supernode(sys.argv[1:])
 
 
