@@ -1,0 +1,1 @@
+"""Exact AUROC and AUPR by secure three-party computation (ppAURORA, placeholder docstring)."""
