@@ -15,6 +15,7 @@ from fedroc.cli._common import err
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
 from fedroc.cli.metrics_cmd import metrics
+from fedroc.cli.mpc_cmd import mpc_app
 from fedroc.exceptions import FedrocError
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.command("metrics")(metrics)
 app.command("evaluate")(evaluate_command)
 app.command("demo")(demo)
+app.add_typer(mpc_app, name="mpc")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -122,6 +122,14 @@ def evaluate_command(
         Path | None, typer.Option(help="Write each site's audit log (JSON lines) here.")
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    mpc_cluster: Annotated[
+        Path | None,
+        typer.Option(help="mpc: cluster file of running parties (default: 3 local processes)."),
+    ] = None,
+    mpc_sort: Annotated[
+        str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
+    ] = None,
+    mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Evaluate a score over several sites with one method."""
@@ -144,6 +152,13 @@ def evaluate_command(
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
+    for key, value in (
+        ("mpc_cluster", mpc_cluster),
+        ("mpc_sort", mpc_sort),
+        ("mpc_delta", mpc_delta),
+    ):
+        if value is not None:
+            options[key] = str(value) if isinstance(value, Path) else value
     check_options(method, options)
     with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
         result = evaluate(
