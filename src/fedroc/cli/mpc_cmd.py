@@ -146,7 +146,7 @@ def run(
     if as_json:
         emit_json(record)
         return
-    out.print(kv_table("MPC result", list(result.values.items()) + [("seconds", result.seconds)]))
+    out.print(kv_table("MPC result", [*result.values.items(), ("seconds", result.seconds)]))
     out.print(
         grid_table(
             "Parties",

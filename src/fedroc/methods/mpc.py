@@ -153,7 +153,8 @@ def run_mpc(
     notes = [
         "shares sealed by each site for its proxy (X25519 + ChaCha20-Poly1305); the analyst "
         "relayed ciphertext only",
-        f"opened to the analyst only: {', '.join(sorted(outcome.values))} (class counts stay secret)",
+        f"opened to the analyst only: {', '.join(sorted(outcome.values))} "
+        "(class counts stay secret)",
         f"computed by {description}; sort: {mpc_sort}"
         + (
             f" (delta = {mpc_delta}; proxies saw selection comparisons)"
