@@ -15,16 +15,21 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedroc.mpc.auc import AucSpec, auc_program, decode_outputs, owner_records
+from fedroc.mpc.prg import Stream, derive_seed
 from fedroc.mpc.ring import UArray
 from fedroc.mpc.runtime import PartyStats, Recorder, run_local
 
 __all__ = ["LocalAucResult", "random_shares", "secure_auc_local"]
 
 
-def random_shares(x: UArray) -> tuple[UArray, UArray]:
-    """Two additive shares of ``x`` (share 0 from ``secrets``)."""
-    share0 = np.frombuffer(secrets.token_bytes(8 * x.size), dtype=np.uint64).reshape(x.shape)
-    return share0.copy(), x - share0
+def random_shares(x: UArray, seed: bytes | None = None) -> tuple[UArray, UArray]:
+    """Two additive shares of ``x``: share 0 from ``secrets`` (or from ``seed``, for tests)."""
+    if seed is None:
+        share0 = np.frombuffer(secrets.token_bytes(8 * x.size), dtype=np.uint64).copy()
+    else:
+        share0 = Stream(seed).uint64(x.size)
+    share0 = share0.reshape(x.shape)
+    return share0, x - share0
 
 
 @dataclass(frozen=True)
@@ -44,10 +49,17 @@ def secure_auc_local(
     timeout: float = 60.0,
     **kwargs: Any,
 ) -> LocalAucResult:
-    """AUROC and AUPR of the owners' pooled ``(labels, scores)`` by the 3-party protocol."""
+    """AUROC and AUPR of the owners' pooled ``(labels, scores)`` by the 3-party protocol.
+
+    ``master_seed`` (tests only) makes the run reproducible: it seeds the correlated
+    randomness and the owners' shares instead of :mod:`secrets`.
+    """
     records = [owner_records(y, s) for y, s in owners]
     spec = AucSpec(tuple(r.shape[0] for r in records), sort=sort, delta=delta, noties=noties)
-    shares = [random_shares(r) for r in records]
+    shares = [
+        random_shares(r, None if master_seed is None else derive_seed(master_seed, f"owner{i}"))
+        for i, r in enumerate(records)
+    ]
     lists = [[sh[i] for sh in shares] for i in range(2)]
     phantom = [np.zeros_like(r) for r in records]
     programs = [

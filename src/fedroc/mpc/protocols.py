@@ -235,6 +235,7 @@ def wrap(
     if t and fn is None:
         raise ProtocolError("wrap: a function is needed with one-hot bits")
     mask = U64((1 << k) - 1) if k < 64 else U64(2**64 - 1)
+    tag = f"{tag}.wrap{k}"  # steps: .r (masked values), .pc (to the helper), .out (results)
     if p.is_helper:
         s0, s1 = p.shared(0), p.shared(1)
         r0 = s0.uint64(m) & mask
