@@ -166,7 +166,7 @@ def test_no_comparison_is_opened_in_oblivious_mode(two_inputs):
         tags = views.tags()
         assert not any("open" in t or "ctl" in t for t in tags)
         # Proxies hear only masked values, Beaver openings and the helper's dealings.
-        for pid, peer, tag, _ in views.items:
+        for pid, _peer, tag, _ in views.items:
             if pid < 2:
                 assert re.search(r"(wrap\d+\.(r|out)|swap|mul|scan|labels|pp|mask|both)$", tag), tag
     # The paper's merge opens comparisons; the instrumentation sees them.
