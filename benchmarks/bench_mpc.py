@@ -159,7 +159,8 @@ def main() -> None:
         f"pooled list, capped at n <= {args.mpyc_max}; no TLS)."
     )
     print(
-        "Targets: 3 x 1024 with ties < 5 s; 10^5 < 120 s. Paper: 233 s / 356 s (3 x 1024), 600 s (8 x 1000, d=101)."
+        "Targets: 3 x 1024 with ties < 5 s; 10^5 < 120 s. "
+        "Paper: 233 s / 356 s (3 x 1024), 600 s (8 x 1000, d=101)."
     )
 
 
