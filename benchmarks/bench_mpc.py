@@ -9,8 +9,9 @@ differences from ``fedroc.metrics.roc_auc`` / ``pr_auc`` on the pooled data.
 
 Peer: the same exact AUROC (ties counted one half) in MPyC (``benchmarks/mpyc_auc.py``:
 ``np_sort`` of the pooled list, three local parties, MPyC's plain-TCP transport). MPyC's
-sort costs n log^2 n comparisons in pure Python, so it runs only on cases with at most
-``--mpyc-max`` samples (default 3072, i.e. 3 x 1024; 1000 samples take about a minute).
+sort costs n log^2 n comparisons in pure Python, so it runs only on the cases with ties and
+at most ``--mpyc-max`` samples (default 3072, i.e. 3 x 1024; 1000 samples take about a
+minute); its cost does not depend on ties.
 
 Paper (reference C++ code, delta = 1, LAN): 3 owners x 1024: 233 s without ties, 356 s with
 ties; 8 x 1000 with delta = 101: 600 s. Targets (issue 5): 3 x 1024 with ties under 5 s and
@@ -144,7 +145,7 @@ def main() -> None:
                 mp = run_mpyc(owners, Path(tmp))
                 peer = f"{mp['wall']:>9.1f} {mp['wall'] / row['wall']:>9.0f}"
                 row["peer_dauc"] = mp["dauc"]
-            elif sort == "oblivious":
+            elif sort == "oblivious" and ties:
                 peer = f"{'(capped)':>9} {'':>9}"
             print(
                 f"{name:<36} {n:>7} {row['wall']:>9.2f} {row['share']:>9.2f} "

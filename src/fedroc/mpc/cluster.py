@@ -126,12 +126,31 @@ class LocalCluster(Cluster):
                 parts.append(f"party {pid}: " + " | ".join(text))
         return "; ".join(parts)
 
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the three parties are connected; fail fast if one of them exits."""
+        deadline = time.monotonic() + timeout
+        while True:
+            dead = [(pid, p.returncode) for pid, p in enumerate(self.procs) if p.poll() is not None]
+            if dead:
+                raise ProtocolError(
+                    f"MPC party process(es) exited (party, status): {dead}; {self.log_tail()}"
+                )
+            ready = 0
+            for log in self.logs:
+                try:
+                    ready += "ready on" in log.read_text(errors="replace")
+                except FileNotFoundError:
+                    pass
+            if ready == 3:
+                return
+            if time.monotonic() > deadline:
+                raise ProtocolError(
+                    f"MPC parties not ready within {timeout:g} s; {self.log_tail()}"
+                )
+            time.sleep(0.05)
+
     def run(self, spec: AucSpec, bundles: list[Bundle]) -> ClusterResult:
-        dead = [(pid, p.returncode) for pid, p in enumerate(self.procs) if p.poll() is not None]
-        if dead:
-            raise ProtocolError(
-                f"MPC party process(es) exited before the job: {dead}; {self.log_tail()}"
-            )
+        self.wait_ready()
         try:
             return ClusterClient(self.config).run(spec, bundles)
         except ProtocolError as exc:
