@@ -12,6 +12,7 @@ import sys
 import typer
 
 from fedroc.cli._common import err
+from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
 from fedroc.cli.metrics_cmd import metrics
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.command("metrics")(metrics)
 app.command("evaluate")(evaluate_command)
 app.command("demo")(demo)
+app.command("clustered")(clustered)
 
 
 def main(argv: list[str] | None = None) -> None:
