@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def brute_force(y, s, c, *, pair_correction=False, s_population=None):
+def brute_force(y, s, c, *, pair_correction=True, s_population=None):
     """The paper's formulas on the explicit cluster-by-cluster kernel matrix.
 
     ``s_population`` (default ``s``) are the scores used for the between-cluster terms

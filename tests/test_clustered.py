@@ -88,7 +88,7 @@ def test_pair_correction_and_ties_heavy_data():
     y, s, c = random_clustered(rng, n_clusters=20, levels=1, one_class=0)  # many ties
     ref = brute_force(y, s, c, pair_correction=True)
     r = clustered_auc(y, s, c, pair_correction=True)
-    plain = clustered_auc(y, s, c)
+    plain = clustered_auc(y, s, c, pair_correction=False)
     assert r.population_auc == pytest.approx(ref["population"], rel=1e-12)
     k = r.n_clusters
     assert k > 10
@@ -114,10 +114,13 @@ def test_sigma11_is_obuchowskis_variance_at_his_estimate():
 def test_hand_worked_example():
     # Three clusters of one control and one case, each ordered correctly (theta11 = 1).
     # Between clusters: 0.1 < 0.8, 0.9; 0.35 < 0.4, 0.9; 0.2 < 0.4, 0.8: all 6 pairs are
-    # concordant, over M N = 9 (eq. 5 divides by all pairs, diagonal included).
-    r = clustered_auc([0, 1, 0, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9], [1, 1, 2, 2, 3, 3])
+    # concordant. Eq. 5 divides them by all M N = 9 pairs (diagonal included): 6/9; the
+    # default I/(I-1) factor makes it 6/9 * 3/2 = 1.
+    args = ([0, 1, 0, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9], [1, 1, 2, 2, 3, 3])
+    r = clustered_auc(*args)
     assert r.personalized_auc == 1.0
-    assert r.population_auc == pytest.approx(6 / 9)
+    assert r.population_auc == pytest.approx(1.0)
+    assert clustered_auc(*args, pair_correction=False).population_auc == pytest.approx(6 / 9)
     assert r.obuchowski_auc == 1.0
     # Sigma22 = var(phi) = 0 as every phi_i = 1.
     assert r.covariance[1, 1] == 0.0
@@ -153,8 +156,8 @@ def test_proposition2_independent_pairs_agree_with_the_ordinary_auc():
     r = clustered_auc(y, s, c)
     pooled = roc_auc(y, s)
     truth = stats.norm.cdf(delta / math.sqrt(2))
-    # Pooled and theta12^ differ only by the I diagonal pairs: |diff| <= 1 / I.
-    assert abs(r.population_auc - pooled) <= 1.0 / n_clu
+    # Pooled and theta12^ differ only by the I diagonal pairs and the I/(I-1) factor.
+    assert abs(r.population_auc - pooled) <= 2.0 / n_clu
     assert abs(r.personalized_auc - pooled) < 4 * r.personalized_se
     assert abs(r.personalized_auc - truth) < 4 * r.personalized_se
     assert abs(r.population_auc - truth) < 4 * r.population_se
@@ -176,7 +179,7 @@ def test_proposition2_dependent_pairs_separate_the_two_aucs():
     t12, t11 = binormal_aucs(delta, rho)
     assert abs(r.population_auc - t12) < 4 * r.population_se
     assert abs(r.personalized_auc - t11) < 4 * r.personalized_se
-    assert abs(r.population_auc - roc_auc(y, np.r_[x, v])) <= 1.0 / n_clu
+    assert abs(r.population_auc - roc_auc(y, np.r_[x, v])) <= 2.0 / n_clu
     z_stat, p_less = r.equality_test("less")
     assert z_stat < -10 and p_less < 1e-10
 
@@ -371,9 +374,11 @@ def test_sigma_hat_is_calibrated_small_monte_carlo():
     t12, t11 = 0.7, 0.8
     delta, rho = binormal_parameters(t12, t11)
     m, n = sample_allocation(n_clu, 0.4, rng=rng, replicates=reps)
-    est = estimate_replicates(
-        sample_binormal(m, n, delta=delta, rho=rho, rng=rng), pair_correction=True
-    )
+    sample = sample_binormal(m, n, delta=delta, rho=rho, rng=rng)
+    est = estimate_replicates(sample)
+    # Eq. 5 without the I/(I-1) factor is low by about theta12 / I.
+    eq5 = estimate_replicates(sample, pair_correction=False).population
+    assert eq5.mean() - est.population.mean() == pytest.approx(-est.population.mean() / n_clu)
     mc = np.cov(np.stack([est.population, est.personalized])) * n_clu
     mean_sigma = est.sigma.mean(0)
     np.testing.assert_allclose(mean_sigma, mc, rtol=0.25, atol=0.004)

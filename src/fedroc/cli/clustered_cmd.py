@@ -27,8 +27,11 @@ def clustered(
     confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     pair_correction: Annotated[
         bool,
-        typer.Option(help="Multiply the population AUC by I/(I-1) (Theorem 5's U-statistic)."),
-    ] = False,
+        typer.Option(
+            help="Population AUC as Theorem 5's U-statistic, eq. 5 times I/(I-1) (default); "
+            "--no-pair-correction gives eq. 5 as printed."
+        ),
+    ] = True,
     plot: Annotated[
         Path | None, typer.Option(help="Write the confidence-ellipse figure (PNG) here.")
     ] = None,

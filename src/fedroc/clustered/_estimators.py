@@ -48,17 +48,17 @@ def joint_estimates(
     row: FloatArray,
     col: FloatArray,
     *,
-    pair_correction: bool = False,
+    pair_correction: bool = True,
 ) -> JointEstimates:
     """Population and personalized AUCs with Sigma^ (Michael & Tian, eq. 5 and Corollary 6).
 
     Every cluster must have both classes (``m_i, n_i >= 1``) and there must be at least two.
 
     - ``theta11^ = mean_i psi_ii / (m_i n_i)``.
-    - ``theta12^ = sum_{i != j} psi_ij / (M N)`` (eq. 5); with ``pair_correction`` it is
-      multiplied by ``I / (I - 1)``, the ratio of U-statistics analysed in the proof of
-      Theorem 5 (and computed by the authors' R code), which removes the ``-theta12 / I``
-      bias of eq. 5.
+    - ``theta12^ = sum_{i != j} psi_ij / (M N)`` (eq. 5), multiplied by ``I / (I - 1)`` with
+      ``pair_correction`` (the default): the ratio of U-statistics analysed in the proof of
+      Theorem 5 (and computed by the authors' R code), without the ``-theta12 / I`` bias of
+      eq. 5.
     - ``Sigma11 = 1/(I-1) sum_i (a_i - theta12 (m_i/Mbar + n_i/Nbar))^2`` with
       ``a_i = (psi_i. + psi_.i) / (Mbar Nbar)``, ``psi_i. = row_i / I``,
       ``psi_.i = col_i / I`` and ``Mbar = M / I``. The extracted text of Corollary 6

@@ -277,9 +277,7 @@ def sample_binormal(
     )
 
 
-def estimate_replicates(
-    sample: ClusteredSample, *, pair_correction: bool = False
-) -> JointEstimates:
+def estimate_replicates(sample: ClusteredSample, *, pair_correction: bool = True) -> JointEstimates:
     """theta12^, theta11^ and Sigma^ of every replicate at once (arrays of shape (R,)).
 
     Every cluster must have both classes, as the allocation of section 6.1 guarantees.

@@ -379,7 +379,7 @@ def federated_clustered_auc(
     n_bins: int = 1000,
     score_range: tuple[float, float] = (0.0, 1.0),
     confidence_level: float = 0.95,
-    pair_correction: bool = False,
+    pair_correction: bool = True,
     aggregate: SiteSum = plain_sum,
 ) -> FederatedClusteredResult:
     """Population, personalized and Obuchowski AUCs over sites that each hold whole clusters.
@@ -396,7 +396,7 @@ def federated_clustered_auc(
     score_range : (float, float), default (0, 1)
         Range the bins cover; every score of every site must lie in it.
     confidence_level : float, default 0.95
-    pair_correction : bool, default False
+    pair_correction : bool, default True
         As in :func:`fedroc.clustered.clustered_auc`.
     aggregate : SiteSum, default :func:`plain_sum`
         How sums over sites are formed: the secure-aggregation hook.
