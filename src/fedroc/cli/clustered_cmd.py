@@ -60,20 +60,19 @@ def clustered(
         emit_json(result.to_dict())
         return
     level = f"{result.confidence_level:.0%}"
-    cov = result.covariance
     z_less = result.equality_test("less")[1]
     z_greater = result.equality_test("greater")[1]
     out.print(
         kv_table(
             f"Clustered AUCs of {data}",
             [
-                ("population AUC (theta12, eq. 5)", result.population_auc),
+                ("population AUC (theta12)", result.population_auc),
+                ("  SE", result.population_se),
                 (f"  {level} CI (Wald)", result.population_ci),
                 ("personalized AUC (theta11)", result.personalized_auc),
+                ("  SE", result.personalized_se),
                 (f"  {level} CI (Wald)", result.personalized_ci),
-                ("var population", float(cov[0, 0])),
-                ("var personalized", float(cov[1, 1])),
-                ("cov", float(cov[0, 1])),
+                ("correlation of the two estimates", result.correlation),
                 ("H0 theta12 = theta11: z", result.equality_z),
                 ("  p two-sided", result.equality_p),
                 ("  p (H1 theta12 < theta11)", z_less),
@@ -83,6 +82,7 @@ def clustered(
                 ("clusters used", result.n_clusters),
                 ("clusters with one class (excluded)", result.n_excluded),
                 ("controls, cases", f"{result.n_neg}, {result.n_pos}"),
+                ("theta12 estimator", "eq. 5 x I/(I-1)" if pair_correction else "eq. 5"),
             ],
         )
     )
