@@ -57,7 +57,7 @@ def test_discrete_scores_give_the_pooled_result_exactly():
     # binned between-cluster pairs are the exact ones.
     frames = _frames(np.random.default_rng(0), levels=20)
     with _federation(frames) as fed:
-        res = federated_clustered_auc(fed, n_bins=1000)
+        res = federated_clustered_auc(fed, n_bins=1000, secure=False)
     y, s, c = _pooled(frames)
     ref = clustered_auc(y, s, c)
     est = res.estimate
@@ -83,7 +83,9 @@ def test_continuous_scores_equal_binned_reference_and_respect_the_bound(pair_cor
     frames = _frames(np.random.default_rng(1), one_class=False)
     n_bins = 50
     with _federation(frames) as fed:
-        res = federated_clustered_auc(fed, n_bins=n_bins, pair_correction=pair_correction)
+        res = federated_clustered_auc(
+            fed, n_bins=n_bins, pair_correction=pair_correction, secure=False
+        )
     y, s, c = _pooled(frames)
     # The federated estimates are the brute-force formulas with the between-cluster terms
     # on the bin indices and the within-cluster AUCs on the raw scores.
@@ -109,7 +111,7 @@ def test_fine_bins_approach_the_exact_result():
     y, s, c = _pooled(frames)
     exact = clustered_auc(y, s, c)
     with _federation(frames) as fed:
-        res = federated_clustered_auc(fed, n_bins=100_000)
+        res = federated_clustered_auc(fed, n_bins=100_000, secure=False)
     assert abs(res.population_auc - exact.population_auc) <= res.population_binning_bound
     assert res.population_binning_bound < 1e-3
     np.testing.assert_allclose(res.covariance, exact.covariance, rtol=0.02)
@@ -122,7 +124,7 @@ def test_sites_release_only_sums_and_bin_counts():
         Site.from_frame(name, frame, Columns("y", "p", "pid")) for name, frame in frames.items()
     ]
     with Federation.from_sites(sites) as fed:
-        federated_clustered_auc(fed, n_bins=n_bins)
+        federated_clustered_auc(fed, n_bins=n_bins, secure=False)
     for site in sites:
         entries = [e for e in site.audit.entries() if e["outcome"] == "released"]
         assert [e["function"] for e in entries] == [FUNCTION_SUMMARY, FUNCTION_MOMENTS]
@@ -167,7 +169,7 @@ def test_too_few_clusters_overall():
         _federation(frames, policy=DisclosurePolicy(min_count=1)) as fed,
         pytest.raises(InputError, match="at least 2 clusters with both classes; the sites hold 1"),
     ):
-        federated_clustered_auc(fed)
+        federated_clustered_auc(fed, secure=False)
 
 
 def test_aggregation_hook_is_the_only_path_from_the_sites():
@@ -180,7 +182,7 @@ def test_aggregation_hook_is_the_only_path_from_the_sites():
 
     with _federation(frames) as fed:
         res = federated_clustered_auc(fed, aggregate=recording_sum)
-        plain = federated_clustered_auc(fed)
+        plain = federated_clustered_auc(fed, secure=False)
     assert calls == [FUNCTION_SUMMARY, FUNCTION_MOMENTS]
     assert res.population_auc == plain.population_auc
     np.testing.assert_array_equal(res.covariance, plain.covariance)
@@ -191,3 +193,36 @@ def test_bin_rule_matches_the_calibration_bins():
     np.testing.assert_array_equal(bin_scores(s, score_bin_edges(10)), bin_index(s, 10))
     with pytest.raises(InputError, match="outside the shared score range"):
         bin_scores(np.array([1.5]), score_bin_edges(10))
+
+
+def test_secure_aggregation_default_matches_plain_sums_and_hides_the_sites():
+    frames = _frames(np.random.default_rng(8))
+    sites = [
+        Site.from_frame(name, frame, Columns("y", "p", "pid")) for name, frame in frames.items()
+    ]
+    with Federation.from_sites(sites) as fed:
+        secure = federated_clustered_auc(fed, n_bins=200)
+        plain = federated_clustered_auc(fed, n_bins=200, secure=False)
+    est, ref = secure.estimate, plain.estimate
+    # Counts are summed exactly; floats travel in fixed point (2^-32).
+    assert est.population_auc == pytest.approx(ref.population_auc, abs=1e-12)
+    assert est.personalized_auc == pytest.approx(ref.personalized_auc, abs=1e-8)
+    np.testing.assert_allclose(est.covariance, ref.covariance, rtol=1e-6, atol=1e-12)
+    assert est.obuchowski_se == pytest.approx(ref.obuchowski_se, rel=1e-6)
+    assert any("secure aggregation" in n for n in secure.released.notes)
+    # Under secure aggregation the sites never run the clustered site functions in the
+    # clear: their audit logs show only the secure-aggregation stages for that run.
+    for site in sites:
+        functions = [e["function"] for e in site.audit.entries() if e["outcome"] == "released"]
+        first_plain = functions.index(FUNCTION_SUMMARY)
+        assert all(f.startswith("fedroc.secagg.") for f in functions[:first_plain])
+        assert len(functions[:first_plain]) == 8  # two sessions of four stages
+
+
+def test_secure_aggregation_needs_two_sites_and_applies_the_policy():
+    frames = _frames(np.random.default_rng(9), n_sites=1)
+    with _federation(frames) as fed, pytest.raises(InputError, match="at least 2 sites"):
+        federated_clustered_auc(fed)
+    frames = _frames(np.random.default_rng(4), clusters=(12, 4, 15), one_class=False)
+    with _federation(frames) as fed, pytest.raises(DisclosureError, match="site1"):
+        federated_clustered_auc(fed)

@@ -48,7 +48,7 @@ def check_scores(y_score: ArrayLike, name: str = "y_score") -> FloatArray:
         bad = np.flatnonzero(~finite)
         raise InputError(
             f"{name} contains {bad.size} NaN or infinite value(s); first at index "
-            f"{bad[0]}: {scores[bad[0]]!r}"
+            f"{bad[0]}: {float(scores[bad[0]])!r}"
         )
     return scores
 
@@ -119,7 +119,7 @@ def check_probabilities(y_prob: FloatArray, name: str = "y_prob") -> None:
         bad = np.flatnonzero(outside)
         raise InputError(
             f"{name} must lie in [0, 1] for this metric; {bad.size} value(s) do not, first at "
-            f"index {bad[0]}: {y_prob[bad[0]]!r}"
+            f"index {bad[0]}: {float(y_prob[bad[0]])!r}"
         )
 
 

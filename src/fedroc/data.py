@@ -128,8 +128,12 @@ class SiteData:
 
     @classmethod
     def from_file(
-        cls, path: str | Path, columns: Columns = Columns(), *, pos_label: Any = None
+        cls,
+        path: str | Path,
+        columns: Columns = Columns(),
+        *,
+        pos_label: Any = None,
+        site: str | None = None,
     ) -> SiteData:
-        return cls.from_frame(
-            load_table(path), columns, pos_label=pos_label, source=f"file {str(path)!r}"
-        )
+        source = f"file {str(path)!r}" if site is None else f"site {site!r} (file {str(path)!r})"
+        return cls.from_frame(load_table(path), columns, pos_label=pos_label, source=source)

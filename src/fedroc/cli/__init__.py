@@ -16,6 +16,7 @@ from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
 from fedroc.cli.metrics_cmd import metrics
+from fedroc.cli.sequester_cmd import sequester_app
 from fedroc.exceptions import FedrocError
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ app = typer.Typer(
 app.command("metrics")(metrics)
 app.command("evaluate")(evaluate_command)
 app.command("demo")(demo)
+app.add_typer(sequester_app)
 app.command("clustered")(clustered)
 
 

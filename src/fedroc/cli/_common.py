@@ -17,7 +17,9 @@ from fedroc.data import Columns, SiteData, load_table
 from fedroc.exceptions import InputError
 from fedroc.metrics import CalibrationCurve
 
-out = Console(soft_wrap=True)
+out = Console()
+if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
+    out = Console(width=120)
 err = Console(stderr=True)
 
 

@@ -46,7 +46,7 @@ META_KIND = "__kind__"
 
 # Modules and packages whose import registers site functions. A site looks a function up
 # here before refusing it as unknown, so a Flower ClientApp needs no extra imports.
-SITE_FUNCTION_MODULES: list[str] = ["fedroc.federation.basic", "fedroc.methods"]
+SITE_FUNCTION_MODULES: list[str] = ["fedroc.federation.basic", "fedroc.methods", "fedroc.secagg"]
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ class Site:
         policy: DisclosurePolicy | None = None,
         audit: AuditLog | str | Path | None = None,
     ) -> Site:
-        data = SiteData.from_file(path, columns, pos_label=pos_label)
+        data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
         return cls(name, data, policy=policy, audit=audit)
 
     def handle(self, function: str, args: Mapping[str, Any], requester: str = "analyst") -> Record:

@@ -23,11 +23,11 @@ sums over its clusters that Corollary 6 (and Obuchowski's variance) need. The pe
 AUC and its variance ``Sigma22`` are exact; ``theta12^`` and ``Sigma11`` are those of the
 binned scores.
 
-Why this method rather than MPC: every quantity is a sum over sites of per-site values, so
-the whole protocol is two rounds of additions, cheap for 10^6 rows, and secure aggregation
-(:func:`plain_sum` is the hook) hides each site's contribution. The exact MPC sort of
-paper 4 would remove the binning error at a far higher cost; its per-cluster sums would
-still be needed.
+Why this method rather than MPC: every quantity the analyst needs is a sum over sites of
+per-site values, so the whole protocol is two secure sums (:func:`secure_site_sum`, the
+default, built on :mod:`fedroc.secagg`; :func:`plain_sum` sums in the clear), cheap for
+10^6 rows. The exact MPC sort of paper 4 would remove the binning error at a far higher
+cost; the per-cluster sums would still be needed.
 
 Binning error. Pairs of different clusters in different bins are ordered as their scores
 are; a pair in one bin counts 1/2 where the exact kernel gives 0, 1/2 or 1. So
@@ -40,18 +40,20 @@ and smooth scores it is of the order of 1e-3 or below.
 
 Threat model
 ------------
-Honest-but-curious analyst and sites that follow the protocol; no collusion assumed.
+Honest-but-curious analyst and sites that follow the protocol; with secure aggregation, the
+analyst may collude with fewer than its threshold of sites (see :mod:`fedroc.secagg`).
 
 - Raw rows and per-cluster values never leave a site. Every per-cluster quantity is summed
   over the site's clusters before release, and the site declares the number of clusters in
   the sum (and its rows), so its disclosure policy refuses any site with fewer than q usable
   clusters.
-- Released per site (until secure aggregation replaces :func:`plain_sum`): the class counts
-  in each shared bin (for the clusters with both classes and for all rows), the numbers of
-  clusters used, excluded and holding each class, and the sums over clusters. The
-  histograms locate every score to its bin; they are not protected by q (bins may hold
-  fewer than q rows). Protecting them needs differential privacy on the counts (paper 5),
-  not implemented here.
+- What the analyst learns: the class counts in each shared bin (for the clusters with both
+  classes and for all rows), the numbers of clusters used, excluded and holding each
+  class, and the sums over clusters of the terms above. With secure aggregation (default)
+  only their sums over all sites; with :func:`plain_sum` each site's values. The pooled
+  histograms locate scores to bins without naming the site; they are not protected by q
+  (bins may hold fewer than q rows). Protecting them needs differential privacy on the
+  counts (paper 5), not implemented here.
 - Sent to every site in round two: the pooled histograms and pooled scalars (I, M, N and
   the point estimates), i.e. the other sites' combined score distribution at bin
   resolution.
@@ -77,6 +79,7 @@ from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record
 from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.secagg import secure_input, secure_sum
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -87,6 +90,7 @@ __all__ = [
     "federated_clustered_auc",
     "plain_sum",
     "score_bin_edges",
+    "secure_site_sum",
 ]
 
 FUNCTION_SUMMARY = "fedroc.clustered.summary"
@@ -103,10 +107,10 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     """Sum every released value over the sites, in the clear.
 
     SECURE-AGGREGATION HOOK. Everything the clustered protocol takes from the sites is a sum
-    over sites, so this is the single place where per-site values reach the analyst. A
-    secure-aggregation :data:`SiteSum` (``fedroc.secagg``) with the same signature, passed
-    as ``aggregate=`` to :func:`federated_clustered_auc`, replaces it so that the analyst
-    learns only the sums.
+    over sites, so a :data:`SiteSum` is the single place where per-site values could reach
+    the analyst. :func:`secure_site_sum` (the default of :func:`federated_clustered_auc`)
+    replaces this plain sum by secure aggregation, so that the analyst learns only the
+    sums; this one is for a single site, exact comparisons and debugging.
     """
     replies = federation.call(function, **args)
     keys = sorted(next(iter(replies.values())))
@@ -114,6 +118,18 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     for key in keys:
         sums[key] = np.sum([np.asarray(r[key], dtype=np.float64) for r in replies.values()], 0)
     return sums
+
+
+def secure_site_sum(federation: Federation, function: str, args: Record) -> dict[str, FloatArray]:
+    """Sum over sites by secure aggregation (:func:`fedroc.secagg.secure_sum`).
+
+    Each site evaluates the same computation as the plain site function, as a secure input:
+    its values are masked and only their sum over the sites is revealed to the analyst.
+    Floats travel in 64-bit fixed point with 32 fraction bits (rounding about 2e-10 per
+    value); counts exactly. Needs at least two sites.
+    """
+    summed = secure_sum(federation, function, **{k: jsonable(v) for k, v in args.items()})
+    return {k: np.asarray(v, dtype=np.float64) for k, v in summed.values.items()}
 
 
 def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) -> FloatArray:
@@ -183,6 +199,7 @@ def _restricted(local: _Local) -> tuple[NDArray[np.bool_], NDArray[np.int64], in
 
 
 @site_function(FUNCTION_SUMMARY)
+@secure_input(FUNCTION_SUMMARY)
 def _site_summary(ctx: SiteContext, args: Record) -> Reply:
     local = _local(ctx, args)
     n_bins = int(np.asarray(args["edges"]).size - 1)
@@ -193,17 +210,18 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         return np.bincount(bins[mask], minlength=n_bins).astype(np.int64)
 
     phi_sum = 0.0
-    within_binned = 0.0
-    same_bin = 0.0
+    within_twice = 0
+    same_bin = 0
     if n_used:
         exact = cluster_terms(y, s, codes, n_used)
         phi_sum = float(np.sum(exact.within / (exact.m * exact.n)))
         # Within-cluster pairs on the bins, so that subtracting them from the pooled
         # histogram's pair count leaves exactly the between-cluster pairs of the bins.
-        within_binned = float(beaten_counts(y, b.astype(np.int64), codes)[y].sum())
+        # Twice the count is an integer: exact in secure aggregation's ring.
+        within_twice = round(2.0 * float(beaten_counts(y, b.astype(np.int64), codes)[y].sum()))
         _, cell = np.unique(codes * n_bins + b, return_inverse=True)
         cell = cell.reshape(-1)
-        same_bin = float(np.dot(np.bincount(cell, weights=y), np.bincount(cell, weights=~y)))
+        same_bin = int(np.dot(np.bincount(cell, y.astype(np.int64)), np.bincount(cell, ~y)))
     has_case = np.bincount(local.codes, weights=local.label, minlength=local.n_clusters) > 0
     has_control = np.bincount(local.codes, weights=~local.label, minlength=local.n_clusters) > 0
     return Reply(
@@ -221,7 +239,7 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
             "neg_all": int(np.count_nonzero(~local.label)),
             "pos_all": int(np.count_nonzero(local.label)),
             "phi_sum": phi_sum,
-            "within_binned": within_binned,
+            "within_binned_twice": within_twice,
             "within_same_bin": same_bin,
         },
         counts={"rows": ctx.data.n, "clusters": n_used},
@@ -249,6 +267,7 @@ def _cross_sums(
 
 
 @site_function(FUNCTION_MOMENTS)
+@secure_input(FUNCTION_MOMENTS)
 def _site_moments(ctx: SiteContext, args: Record) -> Reply:
     local = _local(ctx, args)
     keep, codes, n_used = _restricted(local)
@@ -289,16 +308,19 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
         np.asarray(args["hist_neg_all"], dtype=np.float64),
     )
     theta = float(args["obuchowski"])
-    x = row_a / float(args["big_n_all"]) - m_all_i * theta
-    z = col_a / float(args["big_m_all"]) - n_all_i * theta
+    big_m_all, big_n_all = float(args["big_m_all"]), float(args["big_n_all"])
+    x = row_a / big_n_all - m_all_i * theta
+    z = col_a / big_m_all - n_all_i * theta
     return Reply(
         {
             "s11": s11,
             "s12": s12,
             "s22": s22,
-            "o10": float(np.sum(x * x)),
-            "o01": float(np.sum(z * z)),
-            "o11": float(np.sum(x * z)),
+            # Divided by M, N and sqrt(M N) (as in Obuchowski's S10, S01, S11) so that they
+            # stay of the order of the cluster sizes in the fixed-point ring.
+            "o10": float(np.sum(x * x)) / big_m_all,
+            "o01": float(np.sum(z * z)) / big_n_all,
+            "o11": float(np.sum(x * z)) / math.sqrt(big_m_all * big_n_all),
         },
         counts={"rows": ctx.data.n, "clusters": n_used},
     )
@@ -380,7 +402,8 @@ def federated_clustered_auc(
     score_range: tuple[float, float] = (0.0, 1.0),
     confidence_level: float = 0.95,
     pair_correction: bool = True,
-    aggregate: SiteSum = plain_sum,
+    secure: bool = True,
+    aggregate: SiteSum | None = None,
 ) -> FederatedClusteredResult:
     """Population, personalized and Obuchowski AUCs over sites that each hold whole clusters.
 
@@ -398,8 +421,11 @@ def federated_clustered_auc(
     confidence_level : float, default 0.95
     pair_correction : bool, default True
         As in :func:`fedroc.clustered.clustered_auc`.
-    aggregate : SiteSum, default :func:`plain_sum`
-        How sums over sites are formed: the secure-aggregation hook.
+    secure : bool, default True
+        Sum over sites by secure aggregation (:func:`secure_site_sum`, needs two or more
+        sites) rather than in the clear (:func:`plain_sum`).
+    aggregate : SiteSum, optional
+        Any other way of forming the sums over sites (overrides ``secure``).
 
     Returns
     -------
@@ -407,6 +433,8 @@ def federated_clustered_auc(
     """
     level = check_confidence(confidence_level)
     edges = score_bin_edges(n_bins, score_range)
+    if aggregate is None:
+        aggregate = secure_site_sum if secure else plain_sum
     mark = federation.mark()
     first = aggregate(federation, FUNCTION_SUMMARY, {"edges": edges})
     n_used = round(float(first["clusters_used"]))
@@ -422,7 +450,8 @@ def federated_clustered_auc(
     g_pos_all, g_neg_all = first["hist_pos_all"], first["hist_neg_all"]
     total_used = _pairs(g_neg, g_pos)
     correction = n_used / (n_used - 1) if pair_correction else 1.0
-    population = (total_used - float(first["within_binned"])) / (big_m * big_n) * correction
+    within = float(first["within_binned_twice"]) / 2.0
+    population = (total_used - within) / (big_m * big_n) * correction
     personalized = float(first["phi_sum"]) / n_used
     obu_auc = _pairs(g_neg_all, g_pos_all) / (big_m_all * big_n_all)
 
@@ -455,9 +484,13 @@ def federated_clustered_auc(
     i01 = float(first["clusters_with_pos"])
     with np.errstate(divide="ignore", invalid="ignore"):
         obu_var = (
-            i10 / ((i10 - 1) * big_m_all) * float(second["o10"]) / big_m_all
-            + i01 / ((i01 - 1) * big_n_all) * float(second["o01"]) / big_n_all
-            + 2.0 * n_total / (n_total - 1) * float(second["o11"]) / (big_m_all * big_n_all)
+            i10 / ((i10 - 1) * big_m_all) * float(second["o10"])
+            + i01 / ((i01 - 1) * big_n_all) * float(second["o01"])
+            + 2.0
+            * n_total
+            / (n_total - 1)
+            * float(second["o11"])
+            / math.sqrt(big_m_all * big_n_all)
         )
     same_bin = float(np.dot(g_neg, g_pos)) - float(first["within_same_bin"])
     estimate = ClusteredAUCResult.from_estimates(
@@ -475,9 +508,16 @@ def federated_clustered_auc(
         confidence_level=level,
         pair_correction=pair_correction,
     )
+    if aggregate is secure_site_sum:
+        how = "secure aggregation: the analyst saw only sums over all sites"
+    elif aggregate is plain_sum:
+        how = "plain sums: the analyst saw each site's values"
+    else:
+        how = f"sums over sites formed by {getattr(aggregate, '__name__', aggregate)}"
     released = federation.released(mark).with_notes(
-        f"per-site class counts in {int(n_bins)} shared score bins (used clusters and all rows)",
-        "per-site sums over clusters (never one cluster's values); counts of clusters",
+        how,
+        f"class counts in {int(n_bins)} shared score bins (used clusters and all rows)",
+        "sums over clusters (never one cluster's values); counts of clusters",
         "pooled histograms and estimates sent back to every site in round 2",
     )
     lo, hi = (float(v) for v in score_range)

@@ -81,10 +81,15 @@ def _z_alpha(alpha: float, alternative: Alternative) -> float:
 
 @dataclass(frozen=True, repr=False)
 class SampleSize(ResultMixin):
-    """Cases and controls needed to detect AUC ``auc`` against 0.5."""
+    """Cases and controls needed to detect AUC ``auc`` against 0.5.
+
+    ``n_cases`` and ``n_controls`` are rounded up; ``n_cases_exact`` is the unrounded
+    solution (what pROC's ``power.roc.test`` reports).
+    """
 
     n_cases: int
     n_controls: int
+    n_cases_exact: float
     auc: float
     power: float
     alpha: float
@@ -124,7 +129,8 @@ def auc_sample_size(
     va = obuchowski_variance(theta, kappa)
     n_cases = (za * math.sqrt(v0) + zb * math.sqrt(va)) ** 2 / (theta - 0.5) ** 2
     cases = math.ceil(n_cases - 1e-9)
-    return SampleSize(cases, math.ceil(cases * kappa - 1e-9), theta, power, alpha, kappa)
+    controls = math.ceil(cases * kappa - 1e-9)
+    return SampleSize(cases, controls, n_cases, theta, power, alpha, kappa)
 
 
 def auc_power(

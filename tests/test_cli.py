@@ -1,0 +1,195 @@
+"""The command line: JSON contract of DESIGN.md, tables, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn import metrics as skm
+
+from fedroc.cli import main
+
+
+def run(capsys, *args):
+    main(list(args))
+    return capsys.readouterr()
+
+
+@pytest.fixture
+def site_files(tmp_path):
+    rng = np.random.default_rng(8)
+    paths = {}
+    for name, n in (("north", 150), ("south", 90), ("east", 210)):
+        y = rng.integers(0, 2, n)
+        p = np.clip(rng.beta(2, 4, n) + 0.3 * y, 0, 1).round(3)
+        df = pd.DataFrame({"outcome": np.where(y == 1, "dead", "alive"), "risk": p})
+        path = tmp_path / f"{name}.csv"
+        df.to_csv(path, index=False)
+        paths[name] = path
+    return paths
+
+
+def test_metrics_json_matches_sklearn(capsys, site_files):
+    path = site_files["north"]
+    df = pd.read_csv(path)
+    y = (df["outcome"] == "dead").astype(int).to_numpy()
+    s = df["risk"].to_numpy()
+    res = json.loads(
+        run(
+            capsys,
+            "metrics",
+            str(path),
+            "--label",
+            "outcome",
+            "--score",
+            "risk",
+            "--pos-label",
+            "dead",
+            "--json",
+        ).out
+    )
+    assert set(res) == {
+        "n",
+        "n_pos",
+        "n_neg",
+        "auc",
+        "auc_se",
+        "auc_ci_logit",
+        "auc_ci_wald",
+        "average_precision",
+        "pr_auc",
+        "brier",
+    }
+    assert res["n"] == y.size and res["n_pos"] == y.sum()
+    assert res["auc"] == pytest.approx(skm.roc_auc_score(y, s), abs=1e-12)
+    assert res["average_precision"] == pytest.approx(skm.average_precision_score(y, s))
+    prec, rec, _ = skm.precision_recall_curve(y, s)
+    assert res["pr_auc"] == pytest.approx(skm.auc(rec, prec))
+    assert res["brier"] == pytest.approx(skm.brier_score_loss(y, s))
+    lo, _ = res["auc_ci_wald"]
+    assert lo == pytest.approx(res["auc"] - 1.959963984540054 * res["auc_se"])
+    assert len(res["auc_ci_logit"]) == 2 and res["auc_ci_logit"][0] < res["auc"]
+
+
+def test_metrics_table_and_null_brier(capsys, tmp_path):
+    path = tmp_path / "m.csv"
+    pd.DataFrame({"label": [0, 1, 0, 1, 1], "score": [-2.0, 3.0, 0.5, 1.0, -1.0]}).to_csv(
+        path, index=False
+    )
+    table = run(capsys, "metrics", str(path)).out
+    assert "AUC" in table and "0.8333" in table  # 5 of 6 pairs ordered
+    res = json.loads(run(capsys, "metrics", str(path), "--json").out)
+    assert res["brier"] is None  # scores outside [0, 1]
+
+
+def test_evaluate_pooled_json(capsys, site_files):
+    args = [f"--site={k}={v}" for k, v in site_files.items()]
+    res = json.loads(
+        run(
+            capsys,
+            "evaluate",
+            *args,
+            "--label",
+            "outcome",
+            "--score",
+            "risk",
+            "--pos-label",
+            "dead",
+            "--method",
+            "pooled",
+            "--json",
+        ).out
+    )
+    frames = [pd.read_csv(p) for p in site_files.values()]
+    y = np.concatenate([(f["outcome"] == "dead").to_numpy() for f in frames]).astype(int)
+    s = np.concatenate([f["risk"].to_numpy() for f in frames])
+    for key in ("method", "sites", "auc", "auc_ci", "released", "brier", "calibration"):
+        assert key in res
+    assert res["method"] == "pooled"
+    assert res["sites"] == [
+        {"name": k, "n": len(f)} for k, f in zip(site_files, frames, strict=True)
+    ]
+    assert res["auc"] == pytest.approx(skm.roc_auc_score(y, s))
+    assert res["brier"] == pytest.approx(skm.brier_score_loss(y, s))
+    assert sum(res["calibration"]["count"]) == y.size
+
+
+def test_evaluate_table_and_report(capsys, site_files, tmp_path):
+    args = [f"--site={k}={v}" for k, v in site_files.items()]
+    report = tmp_path / "r.html"
+    out = run(
+        capsys,
+        "evaluate",
+        *args,
+        "--label",
+        "outcome",
+        "--score",
+        "risk",
+        "--pos-label",
+        "dead",
+        "--method",
+        "pooled",
+        "--report",
+        str(report),
+    ).out
+    assert "north" in out and "Calibration" in out
+    html = report.read_text()
+    assert html.count("data:image/png;base64") == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["evaluate", "--site", "a=/nope.csv", "--method", "pooled"], "does not exist"),
+        (["evaluate", "--site", "nonsense", "--method", "pooled"], "NAME=PATH"),
+        (["evaluate", "--site", "a=x.csv", "--method", "magic"], "unknown method 'magic'"),
+        (["evaluate", "--method", "pooled"], "at least one --site"),
+        (["metrics", "/nope.parquet"], "does not exist"),
+    ],
+)
+def test_errors_are_one_line_and_exit_2(capsys, args, message):
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_wrong_column_names_the_file(capsys, site_files):
+    with pytest.raises(SystemExit):
+        main(["metrics", str(site_files["north"]), "--label", "y"])
+    assert "label column 'y' not found in file" in capsys.readouterr().err
+
+
+def test_console_script_json_is_the_only_stdout(site_files):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fedroc",
+            "metrics",
+            str(site_files["east"]),
+            "--label",
+            "outcome",
+            "--score",
+            "risk",
+            "--pos-label",
+            "dead",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(proc.stdout)["n"] == 210
+
+
+def test_demo_json(capsys):
+    res = json.loads(run(capsys, "demo", "--json").out)
+    assert res["reference"]["method"] == "pooled"
+    for row in res["statistics"]:
+        assert row["distributed"] == pytest.approx(row["pooled"], abs=1e-12)

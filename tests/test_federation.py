@@ -1,0 +1,308 @@
+"""The federation runtime: sites, policy, audit log, records, transports, first methods."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedroc import metrics as fm
+from fedroc.data import Columns, SiteData
+from fedroc.exceptions import DisclosureError, InputError, SiteError
+from fedroc.federation import AuditLog, Federation, Reply, Site, basic, site_function
+from fedroc.federation.records import decode, encode
+from fedroc.privacy import DisclosurePolicy, laplace_noise
+
+
+def frames(seed=0, sizes=(120, 80, 200)):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k, n in enumerate(sizes):
+        y = rng.integers(0, 2, n)
+        p = np.clip(rng.beta(2, 3, n) + 0.25 * y, 0, 1)
+        out[f"s{k}"] = pd.DataFrame({"y": y, "p": p})
+    return out
+
+
+def pooled(fr):
+    df = pd.concat(fr.values())
+    return df["y"].to_numpy(), df["p"].to_numpy()
+
+
+@site_function("test.echo_rows")
+def _echo_rows(ctx, args):  # declares a count per row: the policy must refuse it
+    return Reply({"scores": ctx.data.score.copy()}, counts={"rows": np.ones(ctx.data.n)})
+
+
+@site_function("test.noisy_mean")
+def _noisy_mean(ctx, args):
+    noise, event = laplace_noise(
+        1, epsilon=float(args["epsilon"]), sensitivity=1.0, rng=ctx.rng(args.get("seed"))
+    )
+    return Reply({"mean": float(ctx.data.score.mean() + noise[0])}, kind="noisy", dp=(event,))
+
+
+@site_function("test.counter")
+def _counter(ctx, args):
+    state = ctx.state.setdefault(str(args["session"]), {"n": 0})
+    state["n"] += 1
+    return Reply({"calls": state["n"]}, kind="shares")
+
+
+@site_function("test.boom")
+def _boom(ctx, args):
+    if ctx.site == args["fail_at"]:
+        raise RuntimeError("disk on fire")
+    return Reply({"ok": True}, counts={"rows": ctx.data.n})
+
+
+@site_function("test.rng")
+def _rng(ctx, args):
+    return Reply({"draw": ctx.rng(args.get("seed"), "stream").random(4)}, kind="shares")
+
+
+def test_records_round_trip_and_refuse_objects():
+    rec = {
+        "a": np.arange(6, dtype=np.int32).reshape(2, 3),
+        "b": np.array([1.5, np.nan, -np.inf]),
+        "c": np.array([True, False]),
+        "d": 3,
+        "e": float("nan"),
+        "f": "text",
+        "g": b"\x00\xff",
+        "h": [1, 2.5, "x"],
+        "i": None,
+        "j": np.float32(2.5),
+    }
+    back = decode(encode(rec))
+    np.testing.assert_array_equal(back["a"], rec["a"])
+    assert back["a"].dtype == np.int32
+    np.testing.assert_array_equal(back["b"], rec["b"])
+    assert back["c"].dtype == bool and np.isnan(back["e"])
+    assert back["g"] == b"\x00\xff" and back["h"] == [1, 2.5, "x"] and back["i"] is None
+    assert back["j"] == 2.5 and back["f"] == "text" and back["d"] == 3
+    with pytest.raises(InputError, match="value 'df' has type DataFrame"):
+        encode({"df": pd.DataFrame()})
+    with pytest.raises(InputError, match="only numeric arrays"):
+        encode({"s": np.array(["a"])})
+
+
+def test_distributed_moments_brier_match_pooled():
+    fr = frames()
+    fed = Federation.from_frames(fr, label="y", score="p")
+    y, p = pooled(fr)
+    mom = basic.distributed_variance(fed)
+    assert mom.mean == pytest.approx(p.mean(), abs=1e-12)
+    assert mom.variance == pytest.approx(p.var(ddof=1), abs=1e-12)
+    assert mom.n == p.size
+    pos = basic.distributed_variance(fed, subset="positive")
+    assert pos.variance == pytest.approx(p[y == 1].var(ddof=1), abs=1e-12)
+    brier, n = basic.distributed_brier(fed)
+    assert brier == pytest.approx(fm.brier_score(y, p), abs=1e-12) and n == p.size
+    assert basic.site_sizes(fed) == {k: len(v) for k, v in fr.items()}
+    released = fed.released()
+    assert released.rounds == 6  # two for each variance, one for Brier, one for sizes
+    assert released.functions == ["fedroc.sum", "fedroc.centered_ss", "fedroc.brier", "fedroc.info"]
+    assert set(released.bytes_received) == set(fr)
+
+
+def test_calibration_uses_only_releasing_sites():
+    fr = frames(seed=3, sizes=(300, 40, 250))
+    # Site s1 is small: most of its bins hold fewer than q = 8 rows and are withheld.
+    fed = Federation.from_frames(fr, label="y", score="p", policy=DisclosurePolicy(min_count=8))
+    res = basic.distributed_calibration(fed, n_bins=10)
+    # Brute force: per bin, pool the rows of the sites whose bin count reached q.
+    count = np.zeros(10)
+    sp = np.zeros(10)
+    so = np.zeros(10)
+    withheld = {}
+    for name, df in fr.items():
+        idx = fm.bin_index(df["p"].to_numpy(), 10)
+        c = np.bincount(idx, minlength=10)
+        ok = c >= 8
+        withheld[name] = np.flatnonzero(~ok).tolist()
+        count += np.where(ok, c, 0)
+        sp += np.where(ok, np.bincount(idx, df["p"].to_numpy(), 10), 0)
+        so += np.where(ok, np.bincount(idx, df["y"].to_numpy().astype(float), 10), 0)
+    assert res.suppressed_by_site == withheld
+    assert withheld["s1"], "the test needs a site that withholds bins"
+    np.testing.assert_array_equal(res.curve.count, count)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(res.curve.mean_predicted, sp / count, equal_nan=True)
+        np.testing.assert_allclose(res.curve.observed_fraction, so / count, equal_nan=True)
+    assert res.curve.suppressed.tolist() == [
+        bool(any(b in w for w in withheld.values())) for b in range(10)
+    ]
+    # Without suppression the distributed curve is the pooled one.
+    full = basic.distributed_calibration(
+        Federation.from_frames(fr, label="y", score="p", policy=DisclosurePolicy(min_count=1))
+    ).curve
+    y, p = pooled(fr)
+    ref = fm.calibration_curve(y, p)
+    np.testing.assert_allclose(full.observed_fraction, ref.observed_fraction, equal_nan=True)
+    np.testing.assert_allclose(full.mean_predicted, ref.mean_predicted, equal_nan=True)
+
+
+def test_policy_refusal_names_site_function_and_count(tmp_path):
+    fr = frames()
+    fed = Federation.from_frames(fr, label="y", score="p", audit_dir=tmp_path)
+    with pytest.raises(DisclosureError) as info:
+        fed.call("test.echo_rows")
+    msg = str(info.value)
+    assert "site 's0'" in msg and "'test.echo_rows'" in msg and "rows count is 1" in msg
+    for name in fr:
+        entries = AuditLog(tmp_path / f"{name}.jsonl").entries()
+        assert entries[-1]["outcome"] == "refused" and "released" not in entries[-1]
+
+
+def test_small_site_refuses_class_counts():
+    fr = frames()
+    fr["tiny"] = pd.DataFrame({"y": [1, 1, 0, 0, 0, 0, 0, 0], "p": np.linspace(0, 1, 8)})
+    fed = Federation.from_frames(fr, label="y", score="p")
+    with pytest.raises(DisclosureError, match="site 'tiny'.*positive count is 2"):
+        fed.call("fedroc.class_counts")
+
+
+def test_failure_at_one_site_names_it_and_returns_nothing():
+    fed = Federation.from_frames(frames(), label="y", score="p")
+    with pytest.raises(SiteError, match="failed at 1 site.*site 's1': disk on fire"):
+        fed.call("test.boom", fail_at="s1")
+    assert fed.transcript == []  # no partial call recorded as done
+    with pytest.raises(InputError, match="unknown site function 'nope'"):
+        Site("x", SiteData.from_arrays([0, 1], [0.1, 0.2])).handle("nope", {})
+    with pytest.raises(SiteError, match="unknown site function"):
+        fed.call("nope")
+
+
+def test_audit_log_records_every_release(tmp_path):
+    fr = frames()
+    fed = Federation.from_frames(fr, label="y", score="p", audit_dir=tmp_path)
+    basic.distributed_variance(fed)
+    fed.call("test.noisy_mean", epsilon=0.5, seed=1)
+    log = AuditLog(tmp_path / "s2.jsonl")
+    entries = log.entries()
+    assert [e["function"] for e in entries] == [
+        "fedroc.sum",
+        "fedroc.centered_ss",
+        "test.noisy_mean",
+    ]
+    p = fr["s2"]["p"].to_numpy()
+    assert entries[0]["released"]["sum"] == pytest.approx(p.sum())
+    assert entries[1]["args"]["mean"] == pytest.approx(pooled(fr)[1].mean())
+    assert entries[2]["kind"] == "noisy" and entries[2]["dp"][0]["epsilon"] == 0.5
+    assert [e["seq"] for e in entries] == [0, 1, 2]
+    # Lines are plain JSON, appended: a reopened log continues the sequence.
+    raw = (tmp_path / "s2.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["site"] == "s2" for line in raw)
+    again = AuditLog(tmp_path / "s2.jsonl")
+    again.append({"site": "s2", "function": "manual", "outcome": "note"})
+    assert again.entries()[-1]["seq"] == 3
+
+
+def test_large_arrays_go_to_blobs(tmp_path):
+    log = AuditLog(tmp_path / "a.jsonl")
+    big = np.arange(10000.0)
+    log.append({"function": "f"}, released={"v": big, "small": np.arange(3)})
+    entry = log.entries()[0]
+    blob = np.load(tmp_path / entry["released"]["v"]["file"])
+    np.testing.assert_array_equal(blob, big)
+    assert entry["released"]["small"] == [0, 1, 2]
+
+
+def test_dp_releases_are_in_the_transcript_and_the_ledger():
+    sites = [
+        Site(
+            k, SiteData.from_frame(v, Columns("y", "p")), policy=DisclosurePolicy(epsilon_limit=1.0)
+        )
+        for k, v in frames().items()
+    ]
+    fed = Federation.from_sites(sites)
+    fed.call("test.noisy_mean", epsilon=0.6, seed=3)
+    rel = fed.released()
+    assert rel.epsilon == {"s0": 0.6, "s1": 0.6, "s2": 0.6}
+    assert rel.kinds == {"noisy": 3}
+    with pytest.raises(DisclosureError, match="above its limit of 1"):
+        fed.call("test.noisy_mean", epsilon=0.6)
+
+
+def test_site_rng_is_per_site_and_reproducible():
+    fed = Federation.from_frames(frames(), label="y", score="p")
+    a = fed.call("test.rng", seed=5)
+    b = fed.call("test.rng", seed=5)
+    c = fed.call("test.rng")
+    for name in fed.site_names:
+        np.testing.assert_array_equal(a[name]["draw"], b[name]["draw"])
+        assert not np.array_equal(a[name]["draw"], c[name]["draw"])
+    assert not np.array_equal(a["s0"]["draw"], a["s1"]["draw"])
+
+
+def test_site_state_persists_between_calls_and_per_site_args():
+    fed = Federation.from_frames(frames(), label="y", score="p")
+    fed.call("test.counter", session="x")
+    out = fed.call_each("test.counter", {"s0": {"session": "x"}, "s2": {"session": "y"}})
+    assert out == {"s0": {"calls": 2}, "s2": {"calls": 1}}
+    with pytest.raises(InputError, match=r"unknown site\(s\) \['zz'\]"):
+        fed.call_each("test.counter", {"zz": {}})
+
+
+def test_allowed_functions_policy():
+    site = Site(
+        "a",
+        SiteData.from_arrays([0, 1] * 5, np.linspace(0, 1, 10)),
+        policy=DisclosurePolicy(allowed_functions=frozenset({"fedroc.info"})),
+    )
+    assert site.handle("fedroc.info", {})["n"] == 10
+    with pytest.raises(DisclosureError, match="not among the functions its policy allows"):
+        site.handle("fedroc.sum", {})
+
+
+def test_from_files_and_toml(tmp_path):
+    fr = frames()
+    fr["s0"].to_csv(tmp_path / "a.csv", index=False)
+    fr["s1"].to_parquet(tmp_path / "b.parquet")
+    fr["s2"].to_csv(tmp_path / "c.tsv", sep="\t", index=False)
+    toml = tmp_path / "fed.toml"
+    toml.write_text(
+        '[columns]\nlabel = "y"\nscore = "p"\n[policy]\nmin_count = 3\n'
+        '[sites.a]\npath = "a.csv"\naudit = "logs/a.jsonl"\n'
+        '[sites.b]\npath = "b.parquet"\n[sites.b.policy]\nmin_count = 10\n'
+        '[sites.c]\npath = "c.tsv"\n'
+    )
+    fed = Federation.from_toml(toml)
+    assert fed.site_names == ["a", "b", "c"]
+    _, p = pooled(fr)
+    assert basic.distributed_mean(fed)[0] == pytest.approx(p.mean(), abs=1e-12)
+    assert (tmp_path / "logs" / "a.jsonl").exists()
+    fed2 = Federation.from_files(
+        {"a": tmp_path / "a.csv", "b": tmp_path / "b.parquet"}, label="y", score="p"
+    )
+    assert basic.distributed_mean(fed2)[1] == len(fr["s0"]) + len(fr["s1"])
+    with pytest.raises(InputError, match="label column 'label' not found in site 'a'"):
+        Federation.from_files({"a": tmp_path / "a.csv"})
+    with pytest.raises(InputError, match="does not exist"):
+        Federation.from_files({"a": tmp_path / "nope.csv"})
+    with pytest.raises(InputError, match="no \\[sites.NAME\\] tables"):
+        (tmp_path / "empty.toml").write_text("x = 1\n")
+        Federation.from_toml(tmp_path / "empty.toml")
+
+
+def test_site_data_validation_names_the_source():
+    df = pd.DataFrame({"label": [0, 1, 2], "score": [0.1, 0.2, 0.3]})
+    with pytest.raises(InputError, match="label of site 'x'.*must be binary"):
+        Site.from_frame("x", df)
+    df = pd.DataFrame({"label": [0, 1, None], "score": [0.1, 0.2, 0.3]})
+    with pytest.raises(InputError, match="label column 'label' in site 'x' has 1 missing"):
+        Site.from_frame("x", df)
+    data = SiteData.from_arrays([0, 1], [0.2, 0.4])
+    with pytest.raises(ValueError, match="read-only"):
+        data.score[0] = 1.0
+
+
+def test_brier_refuses_non_probabilities():
+    fed = Federation.from_frames(
+        {"a": pd.DataFrame({"label": [0, 1] * 5, "score": np.linspace(-1, 3, 10)})}
+    )
+    with pytest.raises(SiteError, match=r"site 'a'.*must lie in \[0, 1\]"):
+        basic.distributed_brier(fed)

@@ -1,0 +1,139 @@
+"""DP mechanisms have the stated distribution; the policy refuses what it forbids."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedroc.exceptions import DisclosureError, InputError
+from fedroc.privacy import (
+    BudgetLedger,
+    DisclosurePolicy,
+    DPEvent,
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    classic_gaussian_sigma,
+    continuous_laplace_shares,
+    discrete_laplace_shares,
+    discrete_laplace_variance,
+    gaussian_noise,
+    laplace_noise,
+)
+
+
+def test_classic_gaussian_sigma_formula():
+    assert classic_gaussian_sigma(epsilon=0.2, delta=0.1, sensitivity=0.01) == pytest.approx(
+        math.sqrt(2 * math.log(12.5)) * 0.01 / 0.2, rel=1e-15
+    )
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 0.2, 1.0, 5.0, 30.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-5, 0.01, 0.1])
+def test_analytic_gaussian_is_tight_and_beats_classic(epsilon, delta):
+    sigma = analytic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=0.3)
+    # Theorem 8 of Balle & Wang: the delta of sigma is exactly the target ...
+    assert analytic_gaussian_delta(sigma, epsilon=epsilon, sensitivity=0.3) <= delta
+    assert analytic_gaussian_delta(sigma * (1 - 1e-6), epsilon=epsilon, sensitivity=0.3) > delta
+    # ... and never needs more noise than the classic calibration (where that is valid).
+    if epsilon < 1:
+        assert sigma < classic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=0.3)
+
+
+def test_analytic_delta_by_privacy_loss_integration():
+    # Independent check of the closed form: delta = P[L > eps] - e^eps P[L' < -eps] for the
+    # privacy loss L of N(0, s^2) vs N(D, s^2), which is normal with mean D^2/(2 s^2) and
+    # variance D^2 / s^2; integrate the hockey-stick divergence numerically.
+    d, s, eps = 1.0, 1.3, 0.7
+    xs = np.linspace(-15, 15, 600001)
+    p = stats.norm.pdf(xs, 0, s)
+    q = stats.norm.pdf(xs, d, s)
+    hockey = np.trapezoid(np.maximum(p - math.exp(eps) * q, 0), xs)
+    assert analytic_gaussian_delta(s, epsilon=eps, sensitivity=d) == pytest.approx(hockey, rel=1e-6)
+
+
+def test_gaussian_and_laplace_noise_have_the_stated_law():
+    noise, event = gaussian_noise(
+        20000, epsilon=0.5, delta=1e-5, sensitivity=2.0, calibration="analytic", rng=1
+    )
+    assert event.mechanism == "analytic-gaussian" and event.size == 20000
+    assert stats.kstest(noise, "norm", args=(0, event.noise_scale)).pvalue > 0.01
+    lap, ev = laplace_noise(20000, epsilon=0.5, sensitivity=2.0, rng=2)
+    assert ev.noise_scale == 4.0
+    assert stats.kstest(lap, "laplace", args=(0, 4.0)).pvalue > 0.01
+    # A wrong scale is detected: the test can fail.
+    assert stats.kstest(lap, "laplace", args=(0, 3.0)).pvalue < 1e-6
+    with pytest.raises(InputError, match="calibration"):
+        gaussian_noise(3, epsilon=1, delta=0.1, sensitivity=1, calibration="optimal")
+
+
+def test_discrete_laplace_shares_sum_to_two_sided_geometric():
+    n_sites, eps, size = 7, 0.8, 40000
+    total = sum(
+        discrete_laplace_shares(size, n_shares=n_sites, epsilon=eps, rng=np.random.default_rng(k))[
+            0
+        ]
+        for k in range(n_sites)
+    )
+    alpha = math.exp(-eps)
+    ks = np.arange(-8, 9)
+    pmf = (1 - alpha) / (1 + alpha) * alpha ** np.abs(ks)
+    observed = np.array([(total == k).sum() for k in ks] + [(np.abs(total) > 8).sum()])
+    expected = np.r_[pmf, 1 - pmf.sum()] * size
+    assert stats.chisquare(observed, expected).pvalue > 0.01
+    assert np.var(total) == pytest.approx(discrete_laplace_variance(epsilon=eps), rel=0.05)
+    # One share alone is far from the full noise: its variance is about 1/n of it.
+    share, _ = discrete_laplace_shares(size, n_shares=n_sites, epsilon=eps, rng=99)
+    assert np.var(share) < np.var(total) / 3
+
+
+def test_independent_generators_give_independent_shares():
+    a, _ = discrete_laplace_shares(2000, n_shares=5, epsilon=1.0, rng=np.random.default_rng(1))
+    b, _ = discrete_laplace_shares(2000, n_shares=5, epsilon=1.0, rng=np.random.default_rng(2))
+    assert not np.array_equal(a, b)
+
+
+def test_continuous_laplace_shares_sum_to_laplace():
+    total = sum(
+        continuous_laplace_shares(20000, n_shares=4, epsilon=0.5, rng=k)[0] for k in range(4)
+    )
+    assert stats.kstest(total, "laplace", args=(0, 2.0)).pvalue > 0.01
+
+
+def test_policy_refuses_small_counts_noise_shares_and_budget():
+    policy = DisclosurePolicy(min_count=5)
+    ledger = BudgetLedger()
+    with pytest.raises(DisclosureError, match=r"site 'north' refuses 'f': the bin count is 3"):
+        policy.check_release(
+            site="north",
+            function="f",
+            kind="aggregate",
+            counts={"bin": [7, 3, 9]},
+            dp=[],
+            ledger=ledger,
+        )
+    policy.check_release(
+        site="north", function="f", kind="aggregate", counts={"bin": [5, 6]}, dp=[], ledger=ledger
+    )
+    event = DPEvent("laplace", 1.0, 0.0, 1.0, 1.0)
+    with pytest.raises(DisclosureError, match="must state its differential-privacy mechanism"):
+        policy.check_release(site="s", function="f", kind="noisy", counts={}, dp=[], ledger=ledger)
+    strict = DisclosurePolicy(allow_noisy=False, allow_shares=False, epsilon_limit=1.5)
+    with pytest.raises(DisclosureError, match="forbids releasing noisy"):
+        strict.check_release(
+            site="s", function="f", kind="noisy", counts={}, dp=[event], ledger=ledger
+        )
+    with pytest.raises(DisclosureError, match="forbids releasing shares"):
+        strict.check_release(site="s", function="f", kind="shares", counts={}, dp=[], ledger=ledger)
+    ledger.record([event])
+    budget = DisclosurePolicy(epsilon_limit=1.5)
+    with pytest.raises(DisclosureError, match=r"epsilon 2 in total, above its limit of 1.5"):
+        budget.check_release(
+            site="s", function="f", kind="noisy", counts={}, dp=[event], ledger=ledger
+        )
+    with pytest.raises(InputError, match="min_count"):
+        DisclosurePolicy(min_count=0)
+    with pytest.raises(InputError, match="unknown policy setting"):
+        DisclosurePolicy.from_mapping({"min_cuont": 3})
