@@ -98,6 +98,14 @@ def write_report(path: Path, result: EvaluationResult, pooled: SiteData | None) 
     report.write(path)
 
 
+def _parse_range(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError(f"--score-range must be LO,HI (two numbers); got {text!r}") from None
+    return lo, hi
+
+
 def evaluate_command(
     site: Annotated[
         list[str] | None,
@@ -122,6 +130,53 @@ def evaluate_command(
         Path | None, typer.Option(help="Write each site's audit log (JSON lines) here.")
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    # --- rocglm (paper 1) ---
+    epsilon: Annotated[
+        float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
+    ] = None,
+    delta: Annotated[
+        float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")
+    ] = None,
+    sensitivity: Annotated[
+        float | None,
+        typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
+    ] = None,
+    dp_calibration: Annotated[
+        str | None, typer.Option(help="rocglm: Gaussian mechanism, classic or analytic.")
+    ] = None,
+    thresholds: Annotated[
+        str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
+    ] = None,
+    n_thresholds: Annotated[int | None, typer.Option(help="rocglm: size of the grid.")] = None,
+    simex: Annotated[
+        bool | None,
+        typer.Option("--simex", help="rocglm: correct the noise bias by SIMEX (no DP cost)."),
+    ] = None,
+    a0: Annotated[
+        float | None, typer.Option(help="rocglm: one-sided test of H0: AUC <= A0.")
+    ] = None,
+    # --- histogram (paper 5) ---
+    quantiles: Annotated[
+        int | None, typer.Option(help="histogram: quantiles per class (Q, default 1024).")
+    ] = None,
+    dp_epsilon: Annotated[
+        float | None,
+        typer.Option(help="histogram: distributed DP with this total epsilon per site."),
+    ] = None,
+    dp_noise: Annotated[
+        str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")
+    ] = None,
+    branching: Annotated[
+        int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
+    ] = None,
+    score_range: Annotated[
+        str | None, typer.Option(help="histogram: public score range LO,HI (default 0,1).")
+    ] = None,
+    score_transform: Annotated[
+        str | None,
+        typer.Option(help="histogram: logistic or arctan map of unbounded scores onto (0, 1)."),
+    ] = None,
+    # --- mpc (paper 4) ---
     mpc_cluster: Annotated[
         Path | None,
         typer.Option(help="mpc: cluster file of running parties (default: 3 local processes)."),
@@ -137,6 +192,32 @@ def evaluate_command(
         raise InputError(f"--method is required; one of {method_names()}")
     get_method(method)
     options: dict[str, Any] = {}
+    histogram_options = {
+        "quantiles": quantiles,
+        "dp_epsilon": dp_epsilon,
+        "dp_noise": dp_noise,
+        "branching": branching,
+        "score_range": None if score_range is None else _parse_range(score_range),
+        "score_transform": score_transform,
+    }
+    options.update({k: v for k, v in histogram_options.items() if v is not None})
+    rocglm_options = {
+        "epsilon": epsilon,
+        "delta": delta,
+        "sensitivity": sensitivity,
+        "dp_calibration": dp_calibration,
+        "thresholds": thresholds,
+        "n_thresholds": n_thresholds,
+        "simex": simex,
+        "a0": a0,
+    }
+    options.update({k: v for k, v in rocglm_options.items() if v is not None})
+    mpc_options = {
+        "mpc_cluster": None if mpc_cluster is None else str(mpc_cluster),
+        "mpc_sort": mpc_sort,
+        "mpc_delta": mpc_delta,
+    }
+    options.update({k: v for k, v in mpc_options.items() if v is not None})
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     if sites_file is not None:
@@ -152,13 +233,6 @@ def evaluate_command(
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
-    for key, value in (
-        ("mpc_cluster", mpc_cluster),
-        ("mpc_sort", mpc_sort),
-        ("mpc_delta", mpc_delta),
-    ):
-        if value is not None:
-            options[key] = str(value) if isinstance(value, Path) else value
     check_options(method, options)
     with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
         result = evaluate(

@@ -160,7 +160,11 @@ def distributed_variance(
 
 
 def distributed_brier(federation: Federation) -> tuple[float, int]:
-    """Brier score from each site's sum of squared residuals (paper 1, eq. 5)."""
+    """Brier score from each site's sum of squared residuals (paper 1, eq. 5).
+
+    :func:`fedroc.secagg.secure_brier` computes the same through secure aggregation, so
+    that the analyst sees only the total over the sites.
+    """
     replies = federation.call("fedroc.brier")
     n = sum(int(r["n"]) for r in replies.values())
     return sum(float(r["sse"]) for r in replies.values()) / n, n
@@ -188,6 +192,8 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
     A bin's predicted and observed fractions use only the sites that released it; a bin
     withheld by any site is flagged ``suppressed`` in the curve, and
     ``suppressed_by_site`` lists, per site, the bins it withheld.
+    :func:`fedroc.secagg.secure_calibration` sums the bins through secure aggregation
+    instead: no site's bins are seen, so none is withheld.
     """
     edges = bin_edges(n_bins)
     replies = federation.call("fedroc.calibration", n_bins=int(n_bins))

@@ -46,7 +46,7 @@ META_KIND = "__kind__"
 
 # Modules and packages whose import registers site functions. A site looks a function up
 # here before refusing it as unknown, so a Flower ClientApp needs no extra imports.
-SITE_FUNCTION_MODULES: list[str] = ["fedroc.federation.basic", "fedroc.methods"]
+SITE_FUNCTION_MODULES: list[str] = ["fedroc.federation.basic", "fedroc.methods", "fedroc.secagg"]
 
 
 @dataclass(frozen=True)

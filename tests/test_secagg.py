@@ -1,0 +1,425 @@
+"""Secure aggregation: exact sums, uniform masked inputs, dropouts, aborts, stage order."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+from scipy import stats
+
+from fedroc.data import SiteData
+from fedroc.exceptions import DisclosureError, InputError, ProtocolError, SiteError
+from fedroc.federation import Federation, Reply, Site, SiteContext, basic
+from fedroc.federation.records import Record
+from fedroc.federation.transport import Exchange, Transport, raise_site_failures
+from fedroc.metrics import brier_score
+from fedroc.privacy import DisclosurePolicy
+from fedroc.secagg import (
+    FUNCTIONS,
+    SecAggServer,
+    _crypto,
+    secure_brier,
+    secure_calibration,
+    secure_input,
+    secure_sum,
+    shamir,
+)
+from fedroc.secagg.protocol import (
+    FN_ABORT,
+    KEY_ACTIVE,
+    KEY_SESSION,
+    STAGE_ABORTED,
+    STAGE_ADVERTISE_KEYS,
+    STAGE_MASKED_INPUT,
+    STAGE_SHARE_KEYS,
+    STAGE_UNMASK,
+)
+
+# Vectors the test input returns, per site name (a test stands in for the sites' data).
+VECTORS: dict[str, Any] = {}
+
+
+@secure_input("test.secagg.vector")
+def _vector_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
+    value = VECTORS[ctx.site]
+    return Reply(value if isinstance(value, dict) else {"x": value}, counts={"rows": ctx.data.n})
+
+
+class SeededEntropy:
+    """A ChaCha20 stream standing in for OS entropy, so a statistical test is reproducible."""
+
+    def __init__(self, seed: int) -> None:
+        key = hashlib.sha256(f"secagg-test-{seed}".encode()).digest()
+        self._stream = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
+
+    def __call__(self, n: int) -> bytes:
+        return self._stream.update(bytes(n))
+
+
+class FlakyTransport(Transport):
+    """An in-process transport on which chosen sites fail chosen functions (drop out)."""
+
+    def __init__(self, inner: Transport, fail: Mapping[str, set[str]]) -> None:
+        self.inner = inner
+        self.fail = {k: set(v) for k, v in fail.items()}
+
+    @property
+    def site_names(self) -> list[str]:
+        return self.inner.site_names
+
+    def call(
+        self,
+        function: str,
+        args_by_site: Mapping[str, Record],
+        *,
+        requester: str = "analyst",
+        timeout: float | None = None,
+    ) -> dict[str, Exchange]:
+        down = [n for n in args_by_site if function in self.fail.get(n, set())]
+        up = {n: a for n, a in args_by_site.items() if n not in down}
+        out = self.inner.call(function, up, requester=requester) if up else {}
+        raise_site_failures(function, {n: SiteError(f"{n} is unreachable", site=n) for n in down})
+        return out
+
+
+def make_sites(n: int, *, policy: DisclosurePolicy | None = None) -> list[Site]:
+    rng = np.random.default_rng(n)
+    sites = []
+    for k in range(n):
+        y = np.r_[np.ones(10, bool), np.zeros(10, bool)]
+        sites.append(Site(f"s{k}", SiteData.from_arrays(y, rng.random(20)), policy=policy))
+    return sites
+
+
+def federation(n: int, fail: Mapping[str, set[str]] | None = None) -> Federation:
+    sites = make_sites(n)
+    transport: Transport = Federation.from_sites(sites).transport
+    if fail:
+        transport = FlakyTransport(transport, fail)
+    return Federation(transport)
+
+
+def drop_from(stage: str) -> set[str]:
+    """Every secagg function from ``stage`` on (a site that is gone stays gone)."""
+    order = [STAGE_ADVERTISE_KEYS, STAGE_SHARE_KEYS, STAGE_MASKED_INPUT, STAGE_UNMASK]
+    return {FUNCTIONS[s] for s in order[order.index(stage) :]} | {FN_ABORT}
+
+
+@pytest.fixture
+def vectors():
+    VECTORS.clear()
+    yield VECTORS
+    VECTORS.clear()
+
+
+# -- Shamir ------------------------------------------------------------------------------
+def test_shamir_any_threshold_subset_rebuilds_the_secret():
+    secret = int.from_bytes(b"\x07" * 32, "big")
+    shares = shamir.split(secret, n=6, threshold=4)
+    points = dict(enumerate(shares, start=1))
+    for subset in ([1, 2, 3, 4], [3, 4, 5, 6], [1, 3, 5, 6], [6, 5, 4, 3, 2, 1]):
+        assert shamir.reconstruct({x: points[x] for x in subset}, threshold=4) == secret
+    with pytest.raises(ProtocolError, match="cannot reconstruct"):
+        shamir.reconstruct({x: points[x] for x in (1, 2, 3)}, threshold=4)
+
+
+def test_shamir_fewer_shares_are_consistent_with_any_secret():
+    # Degree t-1 = 1: one share fits every secret, so it tells nothing; two fix it.
+    shares = shamir.split(12345, n=3, threshold=2)
+    a, b = shares[0], shares[1]
+    assert shamir.reconstruct({1: a, 2: b}, threshold=2) == 12345
+    slope = (b - a) % shamir.PRIME
+    assert (a - slope) % shamir.PRIME == 12345  # the line through both points hits 12345
+
+
+# -- exact sums --------------------------------------------------------------------------
+@pytest.mark.parametrize("bits", [64, 32])
+def test_sum_is_exact(vectors, bits):
+    rng = np.random.default_rng(7)
+    fed = federation(5)
+    limit = 2 ** (bits - 4)
+    for name in fed.site_names:
+        vectors[name] = {
+            "counts": rng.integers(-limit, limit, size=(3, 50)),
+            "total": int(rng.integers(0, 1000)),
+            "sums": rng.normal(size=7) * 1e3,
+        }
+    result = secure_sum(fed, "test.secagg.vector", bits=bits, frac_bits=16 if bits == 32 else 32)
+    expected = {k: sum(vectors[n][k] for n in fed.site_names) for k in ("counts", "total", "sums")}
+    np.testing.assert_array_equal(result["counts"], expected["counts"])
+    assert result["total"] == expected["total"]
+    tol = 5 * 2.0 ** -(16 if bits == 32 else 32)
+    np.testing.assert_allclose(result["sums"], expected["sums"], rtol=0, atol=tol)
+    assert result.sites == fed.site_names and result.dropped == {}
+    assert result.released.rounds == 4
+    assert result.released.kinds == {"shares": 20}
+
+
+def test_secure_brier_and_calibration_match_the_pooled_values():
+    sites = make_sites(4)
+    fed = Federation.from_sites(sites)
+    y = np.concatenate([s._data.label for s in sites])
+    p = np.concatenate([s._data.score for s in sites])
+    brier, n = secure_brier(fed)
+    assert n == y.size
+    assert brier == pytest.approx(brier_score(y, p), abs=1e-9)
+    assert basic.distributed_brier(fed)[0] == pytest.approx(brier, abs=1e-9)
+    cal = secure_calibration(fed, n_bins=5)
+    plain = basic.distributed_calibration(fed, n_bins=5)  # bins < q withheld per site
+    from fedroc.metrics import calibration_curve
+
+    pooled = calibration_curve(y, p, n_bins=5)
+    np.testing.assert_array_equal(cal.curve.count, pooled.count)
+    np.testing.assert_allclose(cal.curve.mean_predicted, pooled.mean_predicted, atol=1e-9)
+    np.testing.assert_allclose(cal.curve.observed_fraction, pooled.observed_fraction, atol=1e-9)
+    assert not cal.curve.suppressed.any()
+    assert plain.curve.count.sum() <= cal.curve.count.sum()
+    assert secure_calibration(fed, n_bins=5).curve.count.sum() == y.size
+
+
+# -- what the server sees -----------------------------------------------------------------
+def _masked_view(monkeypatch, vectors, x_target: np.ndarray, seed: int) -> np.ndarray:
+    """The masked vector the server receives from site s0 holding ``x_target``."""
+    monkeypatch.setattr(_crypto, "random_bytes", SeededEntropy(seed))
+    fed = federation(4)
+    rng = np.random.default_rng(seed)
+    for name in fed.site_names:
+        vectors[name] = rng.integers(0, 50, size=x_target.size)
+    vectors["s0"] = x_target
+    server = SecAggServer(fed, "test.secagg.vector")
+    server.advertise_keys()
+    server.share_keys()
+    server.collect_masked_inputs()
+    seen = server.state.masked["s0"].copy()
+    total = server.unmask()["x"]
+    np.testing.assert_array_equal(total, sum(vectors[n] for n in fed.site_names))
+    return seen
+
+
+def _byte_counts(values: np.ndarray, shift: int) -> np.ndarray:
+    return np.bincount(
+        ((values >> np.uint64(shift)) & np.uint64(255)).astype(np.int64), minlength=256
+    )
+
+
+def test_masked_input_is_uniform_and_independent_of_the_input(monkeypatch, vectors):
+    m = 2**14
+    x_a = np.zeros(m, np.int64)  # nothing
+    x_b = (np.arange(m) % 97) * 1000 + 7  # structured, large
+    seen_a = _masked_view(monkeypatch, vectors, x_a, seed=1)
+    seen_b = _masked_view(monkeypatch, vectors, x_b, seed=2)
+    for shift in (0, 8, 28, 56):  # low bytes carry the input, high bytes its carries
+        ca, cb = _byte_counts(seen_a, shift), _byte_counts(seen_b, shift)
+        assert stats.chisquare(ca).pvalue > 1e-3
+        assert stats.chisquare(cb).pvalue > 1e-3
+        # Same distribution whatever the input: a 2 x 256 homogeneity test.
+        assert stats.chi2_contingency(np.vstack([ca, cb])).pvalue > 1e-3
+    # The same tests see the input at once when it is not masked (they can fail).
+    assert stats.chisquare(_byte_counts(x_b.astype(np.uint64), 0)).pvalue < 1e-12
+    # Masks of two sessions are unrelated: the difference of the views is uniform too.
+    assert stats.chisquare(_byte_counts(seen_a - seen_b, 0)).pvalue > 1e-3
+
+
+# -- dropouts -----------------------------------------------------------------------------
+@pytest.mark.parametrize("n_drop", [1, 2, 3])
+def test_dropouts_after_sharing_keys_give_the_sum_of_the_survivors(vectors, n_drop):
+    n, t = 7, 4
+    dropped = {f"s{k}" for k in range(1, 1 + n_drop)}
+    fed = federation(n, {name: drop_from(STAGE_MASKED_INPUT) for name in dropped})
+    rng = np.random.default_rng(n_drop)
+    for name in fed.site_names:
+        vectors[name] = rng.integers(0, 1000, size=64)
+    result = secure_sum(fed, "test.secagg.vector", threshold=t, allow_dropouts=True)
+    survivors = [s for s in fed.site_names if s not in dropped]
+    assert result.sites == survivors
+    assert set(result.dropped) == dropped
+    np.testing.assert_array_equal(result["x"], sum(vectors[s] for s in survivors))
+
+
+def test_dropouts_while_unmasking_keep_their_inputs_in_the_sum(vectors):
+    fed = federation(5, {"s3": drop_from(STAGE_UNMASK), "s4": drop_from(STAGE_UNMASK)})
+    for k, name in enumerate(fed.site_names):
+        vectors[name] = np.full(10, k + 1)
+    result = secure_sum(fed, "test.secagg.vector", threshold=3, allow_dropouts=True)
+    assert result.sites == fed.site_names  # all five masked inputs arrived
+    assert set(result.dropped) == {"s3", "s4"}
+    np.testing.assert_array_equal(result["x"], np.full(10, 15))
+
+
+def test_dropouts_at_every_stage(vectors):
+    fail = {
+        "s1": drop_from(STAGE_ADVERTISE_KEYS),
+        "s2": drop_from(STAGE_SHARE_KEYS),
+        "s3": drop_from(STAGE_MASKED_INPUT),
+        "s4": drop_from(STAGE_UNMASK),
+    }
+    fed = federation(8, fail)
+    for k, name in enumerate(fed.site_names):
+        vectors[name] = np.array([k, 10 * k])
+    result = secure_sum(fed, "test.secagg.vector", threshold=4, allow_dropouts=True)
+    assert result.sites == ["s0", "s4", "s5", "s6", "s7"]
+    np.testing.assert_array_equal(result["x"], [22, 220])
+
+
+def test_below_threshold_aborts_and_reveals_nothing(vectors):
+    sites = make_sites(5)
+    transport = FlakyTransport(
+        Federation.from_sites(sites).transport,
+        {f"s{k}": drop_from(STAGE_MASKED_INPUT) for k in (1, 2, 3)},
+    )
+    fed = Federation(transport)
+    for name in fed.site_names:
+        vectors[name] = np.arange(4) + 100
+    server = SecAggServer(fed, "test.secagg.vector", threshold=3, allow_dropouts=True)
+    with pytest.raises(ProtocolError, match=r"2 of 5 sites remain.*threshold of 3.*nothing"):
+        server.run()
+    assert server.state.stage == STAGE_ABORTED
+    assert server.state.masked == {}  # the masked inputs it had are discarded
+    assert FUNCTIONS[STAGE_UNMASK] not in [c.function for c in fed.transcript]
+    # The surviving sites erased their secrets and refuse to go on.
+    key = "fedroc.secagg/" + server.state.session
+    for site in (sites[0], sites[4]):
+        state = site.state[key]
+        assert state["status"] == STAGE_ABORTED
+        assert state["s_sk"] == b"" and state["b_shares"] == b"" and len(state["vector"]) == 0
+    with pytest.raises(ProtocolError, match="aborted"):
+        sites[0].handle(
+            FUNCTIONS[STAGE_UNMASK], {KEY_SESSION: server.state.session, KEY_ACTIVE: ["s0", "s4"]}
+        )
+
+
+def test_a_site_refuses_to_unmask_for_fewer_survivors_than_the_threshold(vectors):
+    sites = make_sites(4)
+    fed = Federation.from_sites(sites)
+    for name in fed.site_names:
+        vectors[name] = np.arange(3)
+    server = SecAggServer(fed, "test.secagg.vector", threshold=3)
+    server.advertise_keys()
+    server.share_keys()
+    server.collect_masked_inputs()
+    # A server that lies about who survived, to collect mask keys, is refused.
+    with pytest.raises(ProtocolError, match="below the threshold of 3"):
+        sites[0].handle(
+            FUNCTIONS[STAGE_UNMASK], {KEY_SESSION: server.state.session, KEY_ACTIVE: ["s0", "s1"]}
+        )
+
+
+def test_without_dropout_tolerance_a_failing_site_aborts_with_its_name(vectors):
+    fed = federation(4, {"s2": drop_from(STAGE_MASKED_INPUT)})
+    for name in fed.site_names:
+        vectors[name] = np.arange(3)
+    with pytest.raises(SiteError, match="'s2'"):
+        secure_sum(fed, "test.secagg.vector")
+
+
+def test_policy_refusals_stop_the_protocol_before_keys_are_exchanged(vectors):
+    fed = Federation.from_sites(make_sites(3, policy=DisclosurePolicy(allow_shares=False)))
+    for name in fed.site_names:
+        vectors[name] = np.arange(3)
+    with pytest.raises(DisclosureError, match="forbids releasing shares"):
+        secure_sum(fed, "test.secagg.vector")
+    small = Federation.from_sites(make_sites(3, policy=DisclosurePolicy(min_count=50)))
+    with pytest.raises(DisclosureError, match="rows count is 20"):
+        secure_sum(small, "test.secagg.vector")
+    assert {c.function for c in small.transcript} == {FN_ABORT}  # no key left any site
+
+
+def test_inputs_of_different_layouts_abort(vectors):
+    fed = federation(3)
+    vectors.update({"s0": np.arange(3), "s1": np.arange(3), "s2": np.arange(4)})
+    with pytest.raises(ProtocolError, match="different layouts"):
+        secure_sum(fed, "test.secagg.vector")
+
+
+def test_overflowing_inputs_are_refused_at_the_site(vectors):
+    fed = federation(3)
+    for name in fed.site_names:
+        vectors[name] = np.array([2**40])
+    with pytest.raises(SiteError, match="beyond the 32-bit ring"):
+        secure_sum(fed, "test.secagg.vector", bits=32, frac_bits=0)
+
+
+def test_bad_parameters_are_named():
+    fed = federation(3)
+    with pytest.raises(InputError, match="threshold must lie in"):
+        SecAggServer(fed, "test.secagg.vector", threshold=5)
+    with pytest.raises(InputError, match="at least 2 sites"):
+        SecAggServer(fed, "test.secagg.vector", sites=["s0"])
+    with pytest.raises(InputError, match="unknown site"):
+        SecAggServer(fed, "test.secagg.vector", sites=["s0", "nowhere"])
+    with pytest.raises(SiteError, match="unknown secure input"):
+        secure_sum(fed, "no.such.input")
+
+
+# -- stage order -------------------------------------------------------------------------
+def test_server_rejects_every_stage_out_of_order(vectors):
+    fed = federation(3)
+    for name in fed.site_names:
+        vectors[name] = np.arange(3)
+    server = SecAggServer(fed, "test.secagg.vector")
+    methods = [
+        server.advertise_keys,
+        server.share_keys,
+        server.collect_masked_inputs,
+        server.unmask,
+    ]
+    for done in range(len(methods) + 1):
+        for k, method in enumerate(methods):
+            if k != done:
+                with pytest.raises(ProtocolError, match="needs stage"):
+                    method()
+        if done < len(methods):
+            methods[done]()
+    assert server.state.stage == "done"
+
+
+def test_sites_reject_every_stage_out_of_order(vectors):
+    sites = make_sites(3)
+    fed = Federation.from_sites(sites)
+    for name in fed.site_names:
+        vectors[name] = np.arange(3)
+    server = SecAggServer(fed, "test.secagg.vector")
+    session = server.state.session
+    site = sites[0]
+    order = [STAGE_ADVERTISE_KEYS, STAGE_SHARE_KEYS, STAGE_MASKED_INPUT, STAGE_UNMASK]
+    steps = [
+        server.advertise_keys,
+        server.share_keys,
+        server.collect_masked_inputs,
+        server.unmask,
+    ]
+    for done in range(len(order) + 1):
+        for k, stage in enumerate(order):
+            if k == done:
+                continue  # the one valid next stage
+            with pytest.raises(ProtocolError, match="refuses stage"):
+                site.handle(FUNCTIONS[stage], {KEY_SESSION: session, "other": k})
+        if done < len(steps):
+            steps[done]()
+    # A retransmitted request gets the identical reply; a different one is refused.
+    last = fed.transcript[-1]
+    assert last.function == FUNCTIONS[STAGE_UNMASK]
+    args = {KEY_SESSION: session, KEY_ACTIVE: ["s0", "s1", "s2"]}
+    first = site.handle(FUNCTIONS[STAGE_UNMASK], args)
+    again = site.handle(FUNCTIONS[STAGE_UNMASK], args)
+    assert first["b_shares"] == again["b_shares"]
+    with pytest.raises(ProtocolError, match="refuses stage"):
+        site.handle(FUNCTIONS[STAGE_UNMASK], {**args, KEY_ACTIVE: ["s0", "s1"]})
+
+
+def test_misrouted_shares_fail_authentication(vectors):
+    fed = federation(3)
+    for name in fed.site_names:
+        vectors[name] = np.arange(3)
+    server = SecAggServer(fed, "test.secagg.vector")
+    server.advertise_keys()
+    server.share_keys()
+    inbox = server.state.inbox
+    # A server that hands s0 the share s1 sent to s2 is caught by the AEAD tag.
+    inbox["s0"]["s1"] = inbox["s2"]["s1"]
+    with pytest.raises(SiteError, match="failed authentication"):
+        server.collect_masked_inputs()

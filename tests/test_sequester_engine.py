@@ -1,0 +1,215 @@
+"""Engine of paper 2: hash table, subset sampling, h-Thresholdout_AUC and Thresholdout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+from sklearn.metrics import roc_auc_score
+
+from fedroc.exceptions import InputError
+from fedroc.sequester import engine
+from fedroc.sequester.engine import (
+    BudgetExhausted,
+    Mechanism,
+    Session,
+    draw_subsets,
+    subset_auc,
+    subset_aucs,
+)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(7)
+    y = rng.random(300) < 0.3
+    s = np.round(rng.normal(size=300) + y, 1)  # rounded: ties on purpose
+    return y, s
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_subsets_have_the_prevalence_and_the_load_factor(data, replace):
+    y, _ = data
+    t = draw_subsets(y, n_subsets=40, subset_size=50, prevalence=0.2, replace=replace, seed=3)
+    assert t.members.shape == (40, 50)
+    assert t.load_factor == pytest.approx(50 * 40 / 300)
+    assert (y[t.members].sum(axis=1) == 10).all()  # round(0.2 * 50) positives in every row
+    if not replace:
+        assert all(np.unique(row).size == row.size for row in t.members)
+    else:
+        assert any(np.unique(row).size < row.size for row in t.members)
+    # The default prevalence is the set's.
+    t2 = draw_subsets(y, n_subsets=5, subset_size=100, seed=3)
+    assert (y[t2.members].sum(axis=1) == round(y.mean() * 100)).all()
+
+
+def test_hash_table_inverse_by_brute_force(data):
+    y, _ = data
+    ids = [f"img-{i}" for i in range(y.size)]
+    t = draw_subsets(y, n_subsets=30, subset_size=40, seed=11, image_ids=ids)
+    for i in [0, 5, 123, 299]:
+        expected = sorted(k + 1 for k in range(30) for m in t.members[k] if m == i)
+        assert t.subsets_of(ids[i]).tolist() == expected
+    assert t.images_of(3) == [ids[m] for m in t.members[2]]
+    assert sum(t.subsets_of(x).size for x in ids) == t.members.size
+    with pytest.raises(InputError, match="subset_id"):
+        t.images_of(31)
+    with pytest.raises(InputError, match="nope"):
+        t.subsets_of("nope")
+    back = t.members_from_bytes(t.members_bytes())
+    assert np.array_equal(back, t.members)
+
+
+def test_seed_reproduces_and_differs(data):
+    y, _ = data
+    a = draw_subsets(y, n_subsets=10, subset_size=30, seed=5).members
+    b = draw_subsets(y, n_subsets=10, subset_size=30, seed=5).members
+    c = draw_subsets(y, n_subsets=10, subset_size=30, seed=6).members
+    d = draw_subsets(y, n_subsets=10, subset_size=30, seed=None).members
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert not np.array_equal(a, d)
+
+
+def test_sampling_limits(data):
+    y, _ = data
+    n_pos = int(y.sum())
+    with pytest.raises(InputError, match="with replacement"):
+        draw_subsets(y, n_subsets=3, subset_size=n_pos * 3, prevalence=0.5, replace=False)
+    draw_subsets(y, n_subsets=3, subset_size=n_pos * 3, prevalence=0.5, replace=True)
+    with pytest.raises(InputError, match="both classes"):
+        draw_subsets(np.zeros(10, bool), n_subsets=1, subset_size=5)
+    with pytest.raises(InputError, match="subset_size"):
+        draw_subsets(y, n_subsets=1, subset_size=1)
+
+
+def test_subset_aucs_match_sklearn(data):
+    y, s = data
+    t = draw_subsets(y, n_subsets=25, subset_size=60, seed=2)
+    fast = subset_aucs(t, y, s)
+    for k in range(25):
+        m = t.members[k]
+        ref = roc_auc_score(y[m], s[m])
+        assert fast[k] == pytest.approx(ref, abs=1e-12)
+        assert subset_auc(m, y, s) == pytest.approx(ref, abs=1e-12)
+
+
+def test_h_thresholdout_perturbs_only_over_threshold():
+    rng = np.random.default_rng(1)
+    mech = Mechanism("h-thresholdout", threshold=0.02, noise_rate=0.1)
+    hold = rng.uniform(0.6, 0.9, 4000)
+    ref = hold + rng.uniform(-0.05, 0.05, 4000)
+    budget = 10**6
+    over = np.abs(hold - ref) > 0.02
+    for h, r, o in zip(hold, ref, over, strict=True):
+        a = mech.answer(h, r, budget=budget, rng=rng)
+        if o:
+            assert a.spent == 1 and a.budget_after == budget - 1
+            assert a.value == h + a.noise and a.noise != 0.0
+        else:
+            assert a.spent == 0 and a.budget_after == budget
+            assert a.value == h and a.noise == 0.0
+        budget = a.budget_after
+    assert 10**6 - budget == over.sum()
+
+
+def test_laplace_noise_distribution():
+    rng = np.random.default_rng(2024)
+    sigma = 0.124
+    mech = Mechanism("h-thresholdout", threshold=0.0, noise_rate=sigma)
+    noise = np.array(
+        [mech.answer(0.8, 0.7, budget=10, rng=rng).noise for _ in range(3000)], dtype=float
+    )
+    assert stats.kstest(noise, stats.laplace(scale=sigma).cdf).pvalue > 0.01
+    # The test can fail: a Gaussian of the same variance, or the wrong scale, is rejected.
+    assert stats.kstest(noise, stats.norm(scale=sigma * np.sqrt(2)).cdf).pvalue < 0.01
+    assert stats.kstest(noise, stats.laplace(scale=1.3 * sigma).cdf).pvalue < 0.01
+
+
+def test_budget_accounting_and_stop(data):
+    y, s = data
+    t = draw_subsets(y, n_subsets=20, subset_size=40, seed=4)
+    mech = Mechanism("h-thresholdout", threshold=0.01, noise_rate=0.05)
+    sess = Session(y, t, mech, budget=5, rng=np.random.default_rng(0))
+    whole = roc_auc_score(y, s)
+    exact = subset_aucs(t, y, s)
+    expected_spent = 0
+    answered = 0
+    with pytest.raises(BudgetExhausted):
+        for k in range(1, 10_000):
+            sid = (k - 1) % 20 + 1
+            ans = sess.query(s, sid)
+            answered += 1
+            over = abs(exact[sid - 1] - whole) > 0.01
+            expected_spent += int(over)
+            assert ans.spent == int(over)
+            assert ans.budget_after == 5 - expected_spent
+            assert ans.holdout == pytest.approx(exact[sid - 1], abs=1e-12)
+    assert expected_spent == 5 and sess.budget == 0
+    assert len(sess.history) == answered
+    # After the budget is spent, even an under-threshold subset is not answered.
+    under = int(np.flatnonzero(np.abs(exact - whole) <= 0.01)[0]) + 1
+    with pytest.raises(BudgetExhausted, match="spent"):
+        sess.query(s, under)
+    assert len(sess.history) == answered
+
+
+def _p_over(gap, threshold, sigma):
+    """P(gap > T + gamma + eta), gamma ~ Lap(2 sigma), eta ~ Lap(4 sigma), by integration."""
+    d = gap - threshold
+    g = stats.laplace(scale=2 * sigma)
+    e = stats.laplace(scale=4 * sigma)
+    val, _ = integrate.quad(lambda x: g.pdf(x) * e.cdf(d - x), -np.inf, np.inf, limit=200)
+    return val
+
+
+def test_dwork_thresholdout_decision_probability():
+    sigma, threshold = 0.02, 0.02
+    mech = Mechanism("thresholdout", threshold=threshold, noise_rate=sigma)
+    rng = np.random.default_rng(99)
+    for gap in [0.0, 0.03, 0.08]:
+        n = 4000
+        over = 0
+        for _ in range(n):
+            gamma = mech.initial_threshold_noise(rng)
+            a = mech.answer(0.7 + gap, 0.7, budget=1, threshold_noise=gamma, rng=rng)
+            if a.spent:
+                over += 1
+                assert a.value == pytest.approx(0.7 + gap + a.noise)
+                assert a.threshold_noise != gamma  # gamma is redrawn
+            else:
+                assert a.value == 0.7 and a.threshold_noise == gamma  # the reference is answered
+        p = _p_over(gap, threshold, sigma)
+        assert abs(over / n - p) < 4 * np.sqrt(p * (1 - p) / n) + 1e-3
+
+
+def test_dwork_session_needs_reference(data):
+    y, s = data
+    t = draw_subsets(y, n_subsets=3, subset_size=40, seed=4)
+    sess = Session(y, t, Mechanism("thresholdout"), budget=3, rng=np.random.default_rng(0))
+    with pytest.raises(InputError, match="reference"):
+        sess.query(s, 1)
+    assert sess.query(s, 1, reference=0.5).value is not None
+
+
+def test_default_noise_is_seeded_from_secrets(monkeypatch):
+    calls = []
+    real = engine.secrets.randbits
+
+    def spy(k):
+        calls.append(k)
+        return real(k)
+
+    monkeypatch.setattr(engine.secrets, "randbits", spy)
+    draws = {engine.laplace(1.0) for _ in range(5)}
+    assert len(calls) == 5 and all(k >= 128 for k in calls)
+    assert len(draws) == 5
+
+
+def test_mechanism_rejects_bad_parameters():
+    with pytest.raises(InputError, match="mechanism"):
+        Mechanism("ladder")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="noise_rate"):
+        Mechanism(noise_rate=0.0)
+    with pytest.raises(InputError, match="threshold"):
+        Mechanism(threshold=-0.1)
