@@ -73,6 +73,10 @@ def test_a_running_cluster_serves_several_jobs(capsys, tmp_path, site_files):
     auc, pr = pooled_values(site_files)
     with LocalCluster() as cluster:
         path = str(cluster.config.path)
+        # Shares sealed for other keys: refused by proxy 0, and the cluster keeps serving.
+        stray = make_bundle("x", [0, 1], [0.1, 0.2], (new_key().public_key(),) * 2, "c")
+        with pytest.raises(ProtocolError, match="job refused by proxy 0"):
+            cluster.run(AucSpec((2,)), [stray])
         bundles = []
         for name, data in site_files.items():
             out = tmp_path / f"{name}.share"

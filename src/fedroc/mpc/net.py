@@ -33,6 +33,7 @@ writes one for local runs)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -525,12 +526,28 @@ class PartyServer:
         channel = NetChannel(self.links)
         party: Party | None = None
         job_id = "?"
-        try:
-            if self.pid == 0:
+        if self.pid == 0:
+            # A bad request (malformed, or shares sealed for other keys) is refused before
+            # the other parties hear of it, so the cluster keeps serving.
+            try:
                 _, job_id, spec_json, client_pub, owners = request
                 spec = AucSpec.from_dict(json.loads(spec_json))
                 if [int(o[1]) for o in owners] != list(spec.sizes):
                     raise ProtocolError("the bundles' sizes do not match the job's sizes")
+                bundles = [
+                    Bundle(str(o[0]), int(o[1]), str(o[2]), bytes(o[3]), b"") for o in owners
+                ]
+                assert self.share_key is not None
+                own_lists = [open_bundle(b, 0, self.share_key) for b in bundles]
+            except Exception as exc:
+                self.log(f"{self.name()}: refused job {job_id}: {exc}")
+                assert client is not None
+                with contextlib.suppress(OSError):
+                    client.send("error", f"job refused by proxy 0: {exc}")
+                    client.close()
+                return True
+        try:
+            if self.pid == 0:
                 seeds = {1: new_seed(), 2: new_seed()}
                 party = self._party(channel, seeds)
                 party.stats.bytes_sent += channel.send(
@@ -545,9 +562,6 @@ class PartyServer:
                     ],
                 )
                 party.stats.bytes_sent += channel.send(2, "job", [job_id, spec_json, seeds[2]])
-                bundles = [
-                    Bundle(str(o[0]), int(o[1]), str(o[2]), bytes(o[3]), b"") for o in owners
-                ]
             elif self.pid == 1:
                 job_id, spec_json, client_pub, seed01, owners = request
                 spec = AucSpec.from_dict(json.loads(spec_json))
@@ -571,7 +585,9 @@ class PartyServer:
                 f"{self.name()}: job {job_id}: {len(spec.sizes)} owners, "
                 f"n = {spec.n}, sort = {spec.sort}"
             )
-            if self.pid in (0, 1):
+            if self.pid == 0:
+                lists = own_lists
+            elif self.pid == 1:
                 assert self.share_key is not None
                 lists = [open_bundle(b, self.pid, self.share_key) for b in bundles]
             else:
@@ -650,7 +666,7 @@ class ClusterResult:
 class ClusterClient:
     """Submits jobs to party 0 of a running cluster."""
 
-    def __init__(self, config: ClusterConfig, *, connect_timeout: float = 30.0) -> None:
+    def __init__(self, config: ClusterConfig, *, connect_timeout: float = 10.0) -> None:
         self.cfg = config
         self.connect_timeout = connect_timeout
         if config.client_cert is None:
