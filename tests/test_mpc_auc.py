@@ -74,6 +74,17 @@ def test_bitonic_plan_sorts_any_lists(sizes, rng):
     assert plan.comparisons <= sum(sizes) * max(1, int(np.ceil(np.log2(sum(sizes))))) ** 2
 
 
+def test_bitonic_plan_on_random_owner_sizes(rng):
+    for _ in range(40):
+        sizes = rng.integers(1, 40, rng.integers(1, 9)).tolist()
+        keys = np.concatenate([np.sort(rng.integers(0, 9, n))[::-1] for n in sizes])
+        plan = bitonic_plan(sizes)
+        x = keys.copy()
+        for hi, lo in plan.layers:
+            x[hi], x[lo] = np.maximum(x[hi], x[lo]), np.minimum(x[hi], x[lo])
+        assert np.array_equal(x[plan.order], np.sort(keys)[::-1]), sizes
+
+
 @pytest.mark.parametrize("mode", ["oblivious", "delta1", "delta3"])
 def test_secure_merge_sorts_records(mode, rng):
     sizes = [9, 4, 13]
