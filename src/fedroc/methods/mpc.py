@@ -11,7 +11,9 @@ and two ciphertexts. The analyst relays the ciphertexts to proxy 0 with the job,
 forwards proxy 1's. So the sites need no connection to the computing parties (any fedroc
 transport carries the reply), and no one but each proxy can open its share: the analyst,
 who sees both ciphertexts, sees neither share. The same bundles can be made offline with
-``fedroc mpc share`` and submitted with ``fedroc mpc run``.
+``fedroc mpc share`` and submitted with ``fedroc mpc run``. The list length is released in
+the clear (as in the paper), so the site's disclosure policy applies to it: a site with fewer
+than ``min_count`` rows, or whose policy forbids shares, refuses.
 
 Where the parties run. By default the method starts three local processes talking TLS on
 127.0.0.1 (certificates made for the run) and stops them afterwards; with ``mpc_cluster``
