@@ -100,16 +100,54 @@ def test_private_compare_vectors_hold_a_zero_iff_blinded_result(k, rng):
     s = rng.integers(1, 67, (m, k)).astype(np.uint8)
     shift = rng.integers(0, k, m)
     rare = [Stream(bytes(range(32))), Stream(bytes(range(32)))]  # common to both proxies
+    mask = rng.integers(0, 67, (m, k)).astype(np.uint8)
     d0 = pr.private_compare_vectors(
-        0, share0.astype(np.uint8), y, beta, s, shift, k, rare[0].zp_star
+        0, share0.astype(np.uint8), y, beta, s, shift, k, rare[0].zp_star, mask
     )
     d1 = pr.private_compare_vectors(
-        1, share1.astype(np.uint8), y, beta, s, shift, k, rare[1].zp_star
+        1, share1.astype(np.uint8), y, beta, s, shift, k, rare[1].zp_star, mask
     )
     d = (d0.astype(np.int64) + d1) % 67
     zeros = (d == 0).sum(axis=1)
     assert zeros.max() <= 1
     assert np.array_equal(zeros == 1, (beta == 1) ^ (r > y))
+
+
+def test_private_compare_messages_are_rerandomized(rng):
+    """The helper dealt both proxies' bit shares; each message alone must still be uniform.
+
+    At the most significant position proxy 0's share of ``c`` is ``-+ x0`` (no prefix), so
+    without the common mask its message is 0 whenever the helper's own ``x0`` is 0.
+    """
+    m, k = 4000, 63
+    y = ring.u64(rng.integers(0, 2**62, m))
+    beta = rng.integers(0, 2, m).astype(np.uint8)
+    share0 = rng.integers(0, 67, (m, k)).astype(np.uint8)
+    s = rng.integers(1, 67, (m, k)).astype(np.uint8)
+    no_shift = np.zeros(m, dtype=np.int64)  # isolate the share masking from the rotation
+    known_zero = share0[:, 0] == 0  # the helper knows these rows
+    mask = rng.integers(0, 67, (m, k)).astype(np.uint8)
+    plain = pr.private_compare_vectors(0, share0, y, beta, s, no_shift, k, None)
+    masked = pr.private_compare_vectors(0, share0, y, beta, s, no_shift, k, None, mask)
+    assert np.all(plain[known_zero, 0] == 0)  # the leak the mask removes
+    hits = int((masked[known_zero, 0] == 0).sum())
+    assert stats.binomtest(hits, int(known_zero.sum()), 1 / 67).pvalue > 1e-3
+
+
+def test_wrap_passes_a_common_mask_to_both_proxies(monkeypatch, rng):
+    seen = {}
+    original = pr.private_compare_vectors
+
+    def spy(j, *args):
+        seen[j] = args[-1]
+        return original(j, *args)
+
+    monkeypatch.setattr(pr, "private_compare_vectors", spy)
+    x = ring.u64(rng.integers(-(2**62), 2**62, 300))
+    z, _ = run3(pr.msb, x)
+    assert np.array_equal(z, x >> np.uint64(63))
+    assert seen[0] is not None and np.array_equal(seen[0], seen[1])
+    assert stats.chisquare(np.bincount(seen[0].reshape(-1), minlength=67)).pvalue > 1e-3
 
 
 # -- protocols -----------------------------------------------------------------------------

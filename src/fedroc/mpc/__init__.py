@@ -20,7 +20,9 @@ model, in the default (oblivious) mode:
 * each proxy sees only values masked by uniform randomness (Beaver's ``x - a``, the
   ``d + r`` of private compare) and fresh shares from the helper;
 * the helper sees only private-compare vectors blinded by a random bit (SecureNN with the
-  blinding bit the reference code omits), so not a single comparison result, not the tie
+  blinding bit the reference code omits) and with both proxies' parts re-randomized (as
+  printed, SecureNN's Algorithm 3 lets the helper, who dealt the bit shares, divide one
+  proxy's message by the other's), so not a single comparison result, not the tie
   pattern, nor the class counts; and bits masked by the proxies' common randomness;
 * the analyst sees the owners' list lengths (public, as in the paper), the two AUCs and
   nothing else: the class counts and the numerators of the AUCs stay secret (the final

@@ -12,8 +12,9 @@ shares of the outputs at the proxies.
 * :func:`wrap`: the core of comparison. Given a ``k``-bit value held by proxy 0 and one held
   by proxy 1, shares of the carry ``[d0 + d1 >= 2**k]``. The proxies open ``d + r`` for a
   random ``r`` of the helper's (whose bits they hold in shares over Z_67) and run
-  SecureNN's private compare with a blinding bit ``beta``: the helper learns only
-  ``beta XOR [r > d + r]``, uniform, and each proxy only values masked by ``r``. The helper
+  SecureNN's private compare with a blinding bit ``beta`` and re-randomized message
+  shares: the helper learns only ``beta XOR [r > d + r]``, uniform, and each proxy only
+  values masked by ``r``. The helper
   folds its known bits into the result and returns fresh shares (3 rounds).
 * :func:`msb`, :func:`lt`, :func:`key_ge` (CMP of two 64-bit score keys),
   :func:`modulus_conversion` (ppAURORA's MC, Z_2^63 -> Z_2^64): one call of :func:`wrap`.
@@ -157,6 +158,7 @@ def private_compare_vectors(
     shift: NDArray[np.int64],
     k: int,
     rare: Callable[[int], BitArray],
+    mask: BitArray | None = None,
 ) -> BitArray:
     """One proxy's message of SecureNN's private compare (Wagh et al. 2019, Algorithm 3).
 
@@ -164,6 +166,13 @@ def private_compare_vectors(
     significant first), ``y`` the public value. Reconstructed, row ``i`` has exactly one
     zero iff ``beta XOR [r > y]``; the non-zero values are uniform in Z_67* (multiplied by
     the common ``s``) and a common random rotation of each row hides where the zero is.
+
+    ``mask`` (common to both proxies, uniform in Z_67) re-randomizes the two additive
+    shares of each ``c_i`` before the multiplication by ``s_i``: party 0 adds it, party 1
+    subtracts it. Without it the helper, who dealt both proxies' bit shares, would see the
+    ratio ``c_i^0 / c_i^1`` of the two messages (``s_i`` cancels), which depends on the
+    public bits and on ``beta``; with it each message is uniform and the pair tells only
+    the sum. (Algorithm 3 as printed sends the unmasked shares.)
     """
     m = y.shape[0]
     x = rbits.astype(np.uint16)
@@ -186,6 +195,8 @@ def private_compare_vectors(
         rows = np.where(j == 0, u + 1, np.uint16(P) - u) % P
         rows[:, -1] = u[:, -1] if j == 0 else (np.uint16(P) - u[:, -1]) % P
         c[special] = rows
+    if mask is not None:
+        c = (c + (mask.astype(np.uint16) if j == 0 else np.uint16(P) - mask)) % P
     d = (s.astype(np.uint16) * c) % P
     idx = (np.arange(k)[None, :] - shift[:, None]) % k
     return np.take_along_axis(d, idx, axis=1).astype(np.uint8).reshape(m, k)
@@ -274,6 +285,7 @@ def wrap(
     rho = common.bits((2, m))
     sigma = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
     s = common.zp_star((m, k))
+    share_mask = common.zp((m, k))
     shift = common.below(m, k)
     rare_stream = common.child()
 
@@ -283,7 +295,7 @@ def wrap(
     if rb is None:
         rb = got[HELPER]
     y, u_y = carry_add(y_i, got[p.other], k)
-    vectors = private_compare_vectors(j, rb, y, beta, s, shift, k, rare_stream.zp_star)
+    vectors = private_compare_vectors(j, rb, y, beta, s, shift, k, rare_stream.zp_star, share_mask)
     own = u_i if xor_bit is None else u_i ^ xor_bit
     eps = np.packbits(own ^ rho[j])
     if t:
