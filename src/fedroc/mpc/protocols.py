@@ -284,6 +284,8 @@ def wrap(
     beta = common.bits(m)
     rho = common.bits((2, m))
     sigma = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
+    # tau hides each proxy's own low bit; it cancels in the helper's XOR of the two.
+    tau = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
     s = common.zp_star((m, k))
     share_mask = common.zp((m, k))
     shift = common.below(m, k)
@@ -303,7 +305,7 @@ def wrap(
         flips = np.stack([np.where(sigma[q] == 1, U64(0) - onehot[q], onehot[q]) for q in range(t)])
         if j == 0:
             flips = flips + sigma.astype(np.uint64)
-        low = (flips & U64(1)).astype(np.uint8).reshape(-1)
+        low = ((flips & U64(1)).astype(np.uint8) ^ tau).reshape(-1)
         masked_bits = np.packbits(low)
     else:
         masked_bits = np.zeros(0, dtype=np.uint8)
