@@ -5,6 +5,7 @@ disclosure policy, audit log, transports) in :mod:`fedroc.federation`; one modul
 paper's method under :mod:`fedroc.methods`.
 """
 
+from fedroc.clustered import ClusteredAUCResult, clustered_auc
 from fedroc.data import Columns, SiteData
 from fedroc.exceptions import (
     DisclosureError,
@@ -31,6 +32,7 @@ from fedroc.privacy import DisclosurePolicy
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClusteredAUCResult",
     "Columns",
     "DisclosureError",
     "DisclosurePolicy",
@@ -46,6 +48,7 @@ __all__ = [
     "average_precision",
     "brier_score",
     "calibration_curve",
+    "clustered_auc",
     "delong",
     "evaluate",
     "pr_auc",

@@ -12,10 +12,12 @@ import sys
 import typer
 
 from fedroc.cli._common import err
+from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
 from fedroc.cli.flower_cmd import flower_app
 from fedroc.cli.metrics_cmd import metrics
+from fedroc.cli.mpc_cmd import mpc_app
 from fedroc.cli.sequester_cmd import sequester_app
 from fedroc.exceptions import FedrocError
 
@@ -30,6 +32,8 @@ app.command("metrics")(metrics)
 app.command("evaluate")(evaluate_command)
 app.command("demo")(demo)
 app.add_typer(sequester_app)
+app.command("clustered")(clustered)
+app.add_typer(mpc_app, name="mpc")
 app.add_typer(flower_app, name="flower")
 
 

@@ -176,6 +176,15 @@ def evaluate_command(
         str | None,
         typer.Option(help="histogram: logistic or arctan map of unbounded scores onto (0, 1)."),
     ] = None,
+    # --- mpc (paper 4) ---
+    mpc_cluster: Annotated[
+        Path | None,
+        typer.Option(help="mpc: cluster file of running parties (default: 3 local processes)."),
+    ] = None,
+    mpc_sort: Annotated[
+        str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
+    ] = None,
+    mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Evaluate a score over several sites with one method."""
@@ -203,6 +212,12 @@ def evaluate_command(
         "a0": a0,
     }
     options.update({k: v for k, v in rocglm_options.items() if v is not None})
+    mpc_options = {
+        "mpc_cluster": None if mpc_cluster is None else str(mpc_cluster),
+        "mpc_sort": mpc_sort,
+        "mpc_delta": mpc_delta,
+    }
+    options.update({k: v for k, v in mpc_options.items() if v is not None})
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     if sites_file is not None:

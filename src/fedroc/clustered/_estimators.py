@@ -1,0 +1,166 @@
+"""Clustered AUC estimators from per-cluster terms, vectorized over replicates.
+
+Every function takes arrays whose last axis runs over the clusters (shape ``(I,)`` for one
+sample, ``(R, I)`` for R simulation replicates of I clusters each) and returns one value per
+replicate. Notation follows Michael & Tian: for cluster i, ``m_i`` controls, ``n_i`` cases,
+``psi_ii`` its within-cluster kernel sum, ``row_i = sum_j psi_ij`` and
+``col_i = sum_j psi_ji`` (both including j = i), ``M = sum m_i`` and ``N = sum n_i``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class JointEstimates:
+    """(theta12^, theta11^) and Sigma^ for each replicate.
+
+    Attributes
+    ----------
+    population, personalized : ndarray, shape (...,)
+    sigma : ndarray, shape (..., 2, 2)
+        Sigma^ of Corollary 6 in the order (population, personalized); the covariance of
+        the two estimates is ``sigma / n_clusters``.
+    n_clusters : int
+    """
+
+    population: FloatArray
+    personalized: FloatArray
+    sigma: FloatArray
+    n_clusters: int
+
+    @property
+    def covariance(self) -> FloatArray:
+        return self.sigma / self.n_clusters
+
+
+def joint_estimates(
+    m: FloatArray,
+    n: FloatArray,
+    within: FloatArray,
+    row: FloatArray,
+    col: FloatArray,
+    *,
+    pair_correction: bool = True,
+) -> JointEstimates:
+    """Population and personalized AUCs with Sigma^ (Michael & Tian, eq. 5 and Corollary 6).
+
+    Every cluster must have both classes (``m_i, n_i >= 1``) and there must be at least two.
+
+    - ``theta11^ = mean_i psi_ii / (m_i n_i)``.
+    - ``theta12^ = sum_{i != j} psi_ij / (M N)`` (eq. 5), multiplied by ``I / (I - 1)`` with
+      ``pair_correction`` (the default): the ratio of U-statistics analysed in the proof of
+      Theorem 5 (and computed by the authors' R code), without the ``-theta12 / I`` bias of
+      eq. 5.
+    - ``Sigma11 = 1/(I-1) sum_i (a_i - theta12 (m_i/Mbar + n_i/Nbar))^2`` with
+      ``a_i = (psi_i. + psi_.i) / (Mbar Nbar)``, ``psi_i. = row_i / I``,
+      ``psi_.i = col_i / I`` and ``Mbar = M / I``. The extracted text of Corollary 6
+      divides by ``M_i N_i``; Theorem 5, whose plug-in estimate this is,
+      divides by ``E(M) E(N)``, estimated by ``Mbar Nbar``.
+    - ``Sigma22 = 1/(I-1) sum_i (phi_i - phibar)^2`` with ``phi_i = psi_ii / (m_i n_i)``.
+    - ``Sigma12 = theta12 / I sum_i phi_i ((psi_i. + psi_.i) / psi.. - m_i/Mbar - n_i/Nbar)``,
+      the plug-in of Theorem 5's ``Sigma12`` (the extracted Corollary 6 lost the factor
+      ``theta12``, which the authors' code has).
+    """
+    n_clusters = m.shape[-1]
+    big_m = m.sum(-1)
+    big_n = n.sum(-1)
+    total = row.sum(-1)
+    diag = within.sum(-1)
+    population = (total - diag) / (big_m * big_n)
+    if pair_correction:
+        population = population * (n_clusters / (n_clusters - 1))
+    phi = within / (m * n)
+    personalized = phi.mean(-1)
+
+    size_term = n_clusters * (m / big_m[..., None] + n / big_n[..., None])
+    pair_sum = row + col
+    a = n_clusters * pair_sum / (big_m * big_n)[..., None]
+    s11 = np.sum((a - population[..., None] * size_term) ** 2, axis=-1) / (n_clusters - 1)
+    s22 = phi.var(axis=-1, ddof=1)
+    # psi_i. + psi_.i over psi.. is I (row_i + col_i) / total; when no pair is concordant
+    # (total = 0) theta12 is 0 and so is the covariance.
+    share = np.divide(
+        n_clusters * pair_sum,
+        total[..., None],
+        out=np.zeros_like(pair_sum),
+        where=total[..., None] > 0,
+    )
+    s12 = population * np.mean(phi * (share - size_term), axis=-1)
+    sigma = np.stack([np.stack([s11, s12], -1), np.stack([s12, s22], -1)], -2)
+    return JointEstimates(population, personalized, sigma, n_clusters)
+
+
+def obuchowski(
+    m: FloatArray, n: FloatArray, row: FloatArray, col: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Obuchowski's (1997) clustered AUC (paper eq. 7) and its variance.
+
+    Clusters may lack a class (``m_i = 0`` or ``n_i = 0``). With ``X_i. = row_i / N`` and
+    ``Y_i. = col_i / M`` (sums of the placement values of the cluster's controls and cases)::
+
+        theta = sum_i row_i / (M N)
+        S10 = I10 / ((I10 - 1) M) sum_i (X_i. - m_i theta)^2
+        S01 = I01 / ((I01 - 1) N) sum_i (Y_i. - n_i theta)^2
+        S11 = I / (I - 1) sum_i (X_i. - m_i theta)(Y_i. - n_i theta)
+        var = S10 / M + S01 / N + 2 S11 / (M N)
+
+    where I10 (I01) counts the clusters with at least one control (case).
+
+    Returns
+    -------
+    auc, variance : ndarray, shape (...,)
+    """
+    n_clusters = m.shape[-1]
+    big_m = m.sum(-1)
+    big_n = n.sum(-1)
+    theta = row.sum(-1) / (big_m * big_n)
+    x = row / big_n[..., None] - m * theta[..., None]
+    y = col / big_m[..., None] - n * theta[..., None]
+    i10 = np.count_nonzero(m > 0, axis=-1)
+    i01 = np.count_nonzero(n > 0, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s10 = i10 / ((i10 - 1) * big_m) * np.sum(x**2, axis=-1)
+        s01 = i01 / ((i01 - 1) * big_n) * np.sum(y**2, axis=-1)
+        s11 = n_clusters / (n_clusters - 1) * np.sum(x * y, axis=-1)
+        variance = s10 / big_m + s01 / big_n + 2.0 * s11 / (big_m * big_n)
+    return theta, variance
+
+
+def ellipse_statistic(
+    estimate: FloatArray, covariance: FloatArray, point: FloatArray
+) -> FloatArray:
+    """``(point - estimate)' covariance^-1 (point - estimate)``: the quantity (14).
+
+    Vectorized: ``estimate`` and ``point`` of shape (..., 2), ``covariance`` (..., 2, 2).
+    Approximately chi-squared with 2 degrees of freedom at the true point. A singular
+    covariance gives inf (or NaN for a point on the estimate).
+    """
+    d = np.asarray(point, dtype=np.float64) - estimate
+    c = np.asarray(covariance, dtype=np.float64)
+    a, b, dd = c[..., 0, 0], c[..., 0, 1], c[..., 1, 1]
+    det = a * dd - b * b
+    quad = dd * d[..., 0] ** 2 - 2.0 * b * d[..., 0] * d[..., 1] + a * d[..., 1] ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(det > 0, quad / np.where(det > 0, det, 1.0), np.inf)
+
+
+def ellipse_radius2(confidence_level: float) -> float:
+    """Upper ``1 - level`` quantile of chi-squared with 2 degrees of freedom."""
+    return float(stats.chi2.ppf(confidence_level, df=2))
+
+
+def equality_z(
+    population: FloatArray, personalized: FloatArray, covariance: FloatArray
+) -> FloatArray:
+    """``(theta12^ - theta11^) / sqrt(c' Cov c)`` with ``c = (1, -1)`` (section 6.3)."""
+    var = covariance[..., 0, 0] + covariance[..., 1, 1] - 2.0 * covariance[..., 0, 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(var > 0, (population - personalized) / np.sqrt(np.maximum(var, 0)), np.nan)

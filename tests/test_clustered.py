@@ -1,0 +1,509 @@
+"""Clustered AUCs (paper 3, Michael & Tian): fast estimators against brute force and theory.
+
+References used here:
+- brute force: the O(N^2) kernel matrix between every control and every case, summed into
+  a cluster-by-cluster matrix psi[i, j], and the formulas of the paper written on it as in
+  its text (row and column means, psi..);
+- Obuchowski (1997) variance: the formula of NOTES.md section 3 on placement values;
+- Proposition 2 and eq. 12 (closed forms); Theorem 3 on exactly enumerated distributions;
+- the censored model: the paper's own formula for theta12 (section 6.1.2) and Monte Carlo.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, stats
+
+import fedroc
+from fedroc.cli import main
+from fedroc.clustered import clustered_auc, personalized_auc_bounds, population_auc_bounds
+from fedroc.clustered._core import cluster_terms, dense_rank
+from fedroc.clustered.models import (
+    binormal_aucs,
+    binormal_parameters,
+    censored_binormal_aucs,
+    censored_binormal_parameters,
+    estimate_replicates,
+    sample_allocation,
+    sample_binormal,
+)
+from fedroc.exceptions import InputError
+from fedroc.metrics import roc_auc
+from tests._clustered_brute import brute_force
+
+DESIGN_KEYS = {
+    "population_auc",
+    "personalized_auc",
+    "obuchowski_auc",
+    "obuchowski_se",
+    "covariance",
+    "population_ci",
+    "personalized_ci",
+    "equality_z",
+    "equality_p",
+}
+
+
+def random_clustered(rng, n_clusters=12, max_size=9, levels=None, one_class=2):
+    """Random clustered data with varied sizes, ties (``levels``) and one-class clusters."""
+    sizes = rng.integers(1, max_size + 1, n_clusters)
+    c = np.repeat(np.arange(n_clusters) * 7 + 3, sizes)  # non-contiguous ids
+    effect = rng.normal(0, 1, n_clusters)[np.repeat(np.arange(n_clusters), sizes)]
+    y = rng.random(c.size) < 0.45
+    for k in range(one_class):  # force some clusters to a single class
+        y[c == c[np.searchsorted(c, k * 7 + 3)]] = bool(k % 2)
+    s = effect + y * 0.8 + rng.normal(0, 1, c.size)
+    if levels is not None:
+        s = np.round(s * levels) / levels
+    perm = rng.permutation(c.size)
+    return y[perm], s[perm], c[perm]
+
+
+# -- exact agreement with brute force -------------------------------------------------------
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("levels", [None, 2])
+def test_fast_estimators_equal_brute_force(seed, levels):
+    rng = np.random.default_rng(seed)
+    y, s, c = random_clustered(rng, n_clusters=int(rng.integers(4, 16)), levels=levels)
+    ref = brute_force(y, s, c)
+    r = clustered_auc(y, s, c)
+    assert r.population_auc == pytest.approx(ref["population"], rel=1e-12, abs=1e-14)
+    assert r.personalized_auc == pytest.approx(ref["personalized"], rel=1e-12, abs=1e-14)
+    assert r.obuchowski_auc == pytest.approx(ref["obuchowski"], rel=1e-12)
+    assert r.obuchowski_se**2 == pytest.approx(ref["obuchowski_var"], rel=1e-10)
+    np.testing.assert_allclose(r.covariance, ref["covariance"], rtol=1e-10, atol=1e-15)
+    assert r.n_clusters == ref["n_clusters"]
+    assert r.excluded_clusters == ref["excluded"]
+    # Obuchowski's estimator pairs everything: it is the pooled AUC.
+    assert r.obuchowski_auc == pytest.approx(roc_auc(y, s), rel=1e-12)
+
+
+def test_pair_correction_and_ties_heavy_data():
+    rng = np.random.default_rng(42)
+    y, s, c = random_clustered(rng, n_clusters=20, levels=1, one_class=0)  # many ties
+    ref = brute_force(y, s, c, pair_correction=True)
+    r = clustered_auc(y, s, c, pair_correction=True)
+    plain = clustered_auc(y, s, c, pair_correction=False)
+    assert r.population_auc == pytest.approx(ref["population"], rel=1e-12)
+    k = r.n_clusters
+    assert k > 10
+    assert r.population_auc == pytest.approx(plain.population_auc * k / (k - 1), rel=1e-12)
+    np.testing.assert_allclose(r.covariance, ref["covariance"], rtol=1e-10, atol=1e-15)
+
+
+def test_sigma11_is_obuchowskis_variance_at_his_estimate():
+    # Section 5: "The estimator Sigma11^ ... is the same as given by Obuchowski (1997)":
+    # with every cluster holding both classes, Sigma11 evaluated at Obuchowski's estimate
+    # and divided by I equals his variance.
+    rng = np.random.default_rng(3)
+    m, n = sample_allocation(15, 0.4, rng=rng)
+    smp = sample_binormal(m, n, delta=0.8, rho=0.3, rng=rng, bound=0.5)  # with ties
+    y, s, c = smp.y_true, smp.y_score, smp.cluster
+    ref = brute_force(y, s, c)
+    r = clustered_auc(y, s, c)
+    assert ref["sigma11_at_obuchowski"] / r.n_clusters == pytest.approx(
+        r.obuchowski_se**2, rel=1e-10
+    )
+
+
+def test_hand_worked_example():
+    # Three clusters of one control and one case, each ordered correctly (theta11 = 1).
+    # Between clusters: 0.1 < 0.8, 0.9; 0.35 < 0.4, 0.9; 0.2 < 0.4, 0.8: all 6 pairs are
+    # concordant. Eq. 5 divides them by all M N = 9 pairs (diagonal included): 6/9; the
+    # default I/(I-1) factor makes it 6/9 * 3/2 = 1.
+    args = ([0, 1, 0, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9], [1, 1, 2, 2, 3, 3])
+    r = clustered_auc(*args)
+    assert r.personalized_auc == 1.0
+    assert r.population_auc == pytest.approx(1.0)
+    assert clustered_auc(*args, pair_correction=False).population_auc == pytest.approx(6 / 9)
+    assert r.obuchowski_auc == 1.0
+    # Sigma22 = var(phi) = 0 as every phi_i = 1.
+    assert r.covariance[1, 1] == 0.0
+
+
+def test_large_input_matches_brute_force_on_subsample_structure():
+    # Many clusters of one to three rows and heavy ties: the sort-based counts must still
+    # match the kernel matrix.
+    rng = np.random.default_rng(11)
+    n = 600
+    c = rng.integers(0, 150, n)
+    y = rng.random(n) < 0.5
+    s = rng.integers(0, 4, n).astype(float)
+    ref = brute_force(y, s, c)
+    r = clustered_auc(y, s, c)
+    assert r.population_auc == pytest.approx(ref["population"], rel=1e-12)
+    assert r.personalized_auc == pytest.approx(ref["personalized"], rel=1e-12)
+    np.testing.assert_allclose(r.covariance, ref["covariance"], rtol=1e-9, atol=1e-15)
+    assert r.obuchowski_se**2 == pytest.approx(ref["obuchowski_var"], rel=1e-9)
+
+
+# -- Proposition 2: one control and one case per cluster ---------------------------------------
+def test_proposition2_independent_pairs_agree_with_the_ordinary_auc():
+    # M = N = 1 and X independent of Y within a cluster: theta11 = theta12 = P(X < Y), the
+    # ordinary AUC; both estimators must agree with the pooled AUC up to sampling error.
+    rng = np.random.default_rng(5)
+    n_clu, delta = 4000, 1.0
+    x = rng.normal(0, 1, n_clu)
+    v = rng.normal(delta, 1, n_clu)
+    y = np.r_[np.zeros(n_clu, bool), np.ones(n_clu, bool)]
+    s = np.r_[x, v]
+    c = np.r_[np.arange(n_clu), np.arange(n_clu)]
+    r = clustered_auc(y, s, c)
+    pooled = roc_auc(y, s)
+    truth = stats.norm.cdf(delta / math.sqrt(2))
+    # Pooled and theta12^ differ only by the I diagonal pairs and the I/(I-1) factor.
+    assert abs(r.population_auc - pooled) <= 2.0 / n_clu
+    assert abs(r.personalized_auc - pooled) < 4 * r.personalized_se
+    assert abs(r.personalized_auc - truth) < 4 * r.personalized_se
+    assert abs(r.population_auc - truth) < 4 * r.population_se
+    assert r.obuchowski_auc == pytest.approx(pooled, rel=1e-12)
+    assert r.equality_p > 1e-3
+
+
+def test_proposition2_dependent_pairs_separate_the_two_aucs():
+    # Same marginals, but X and Y of a cluster correlated (rho = 0.8): theta11 rises to
+    # Phi(delta / sqrt(2 (1 - rho))) while theta12 (and the pooled AUC) stay at Phi(delta/sqrt 2).
+    rng = np.random.default_rng(6)
+    n_clu, delta, rho = 4000, 1.0, 0.8
+    z = rng.normal(0, 1, n_clu)
+    x = math.sqrt(rho) * z + math.sqrt(1 - rho) * rng.normal(0, 1, n_clu)
+    v = math.sqrt(rho) * z + math.sqrt(1 - rho) * rng.normal(0, 1, n_clu) + delta
+    y = np.r_[np.zeros(n_clu, bool), np.ones(n_clu, bool)]
+    c = np.r_[np.arange(n_clu), np.arange(n_clu)]
+    r = clustered_auc(y, np.r_[x, v], c)
+    t12, t11 = binormal_aucs(delta, rho)
+    assert abs(r.population_auc - t12) < 4 * r.population_se
+    assert abs(r.personalized_auc - t11) < 4 * r.personalized_se
+    assert abs(r.population_auc - roc_auc(y, np.r_[x, v])) <= 2.0 / n_clu
+    z_stat, p_less = r.equality_test("less")
+    assert z_stat < -10 and p_less < 1e-10
+
+
+# -- bad input ------------------------------------------------------------------------------
+def test_one_class_clusters_are_excluded_and_reported():
+    y = [0, 1, 0, 1, 1, 1, 0, 0, 0, 1]
+    s = [0.1, 0.5, 0.2, 0.7, 0.3, 0.9, 0.4, 0.3, 0.6, 0.8]
+    c = ["a", "a", "b", "b", "c", "c", "d", "d", "e", "e"]
+    r = clustered_auc(y, s, c)
+    assert r.excluded_clusters == ("c", "d")
+    assert r.n_excluded == 2 and r.n_clusters == 3 and r.n_clusters_total == 5
+    # Excluded clusters are out of the joint analysis but in Obuchowski's estimator.
+    kept = np.isin(c, ["a", "b", "e"])
+    sub = clustered_auc(np.asarray(y)[kept], np.asarray(s)[kept], np.asarray(c)[kept])
+    assert r.population_auc == sub.population_auc
+    assert r.personalized_auc == sub.personalized_auc
+    assert r.obuchowski_auc == pytest.approx(roc_auc(y, s))
+    assert "c, d" in r.summary()
+
+
+def test_fewer_than_two_usable_clusters_is_an_error_naming_the_count():
+    with pytest.raises(InputError, match=r"at least 2 clusters with both classes; got 1 \(of 3"):
+        clustered_auc([0, 1, 1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 1, 2, 2, 3, 3])
+    with pytest.raises(InputError, match="got 0"):
+        clustered_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4], [1, 1, 2, 2])
+
+
+def test_cluster_input_errors():
+    with pytest.raises(InputError, match="cluster has 3 elements but y_true has 4"):
+        clustered_auc([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4], [1, 1, 2])
+    with pytest.raises(InputError, match="cluster contains NaN; first at index 2"):
+        clustered_auc([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4], [1.0, 1.0, np.nan, 2.0])
+    with pytest.raises(InputError, match="y_score contains 1 NaN"):
+        clustered_auc([0, 1, 0, 1], [0.1, np.nan, 0.3, 0.4], [1, 1, 2, 2])
+
+
+# -- inference: ellipse and test ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def example_result():
+    rng = np.random.default_rng(8)
+    m, n = sample_allocation(40, 0.4, rng=rng)
+    delta, rho = binormal_parameters(0.7, 0.8)
+    smp = sample_binormal(m, n, delta=delta, rho=rho, rng=rng)
+    return clustered_auc(smp.y_true, smp.y_score, smp.cluster)
+
+
+def test_ellipse_boundary_and_statistic(example_result):
+    r = example_result
+    q = stats.chi2.ppf(0.95, 2)
+    pts = r.ellipse(0.95, n_points=50)
+    stat = [r.ellipse_statistic(p) for p in pts]
+    np.testing.assert_allclose(stat, q, rtol=1e-9)
+    assert r.ellipse_contains(r.estimate)
+    far = r.estimate + 5 * np.sqrt(np.diag(r.covariance))
+    assert not r.ellipse_contains(far)
+    # Statistic by hand: d' C^-1 d.
+    d = np.array([0.7, 0.8]) - r.estimate
+    assert r.ellipse_statistic([0.7, 0.8]) == pytest.approx(d @ np.linalg.solve(r.covariance, d))
+    assert len(r.ellipse(0.99)) == 200
+    assert np.ptp(r.ellipse(0.99)[:, 0]) > np.ptp(pts[:, 0])
+
+
+def test_equality_test_alternatives(example_result):
+    r = example_result
+    c = r.covariance
+    z = (r.population_auc - r.personalized_auc) / math.sqrt(c[0, 0] + c[1, 1] - 2 * c[0, 1])
+    assert r.equality_z == pytest.approx(z)
+    _, p_less = r.equality_test("less")
+    _, p_greater = r.equality_test("greater")
+    assert p_less == pytest.approx(stats.norm.cdf(z))
+    assert p_less + p_greater == pytest.approx(1.0)
+    assert r.equality_p == pytest.approx(2 * min(p_less, p_greater))
+    with pytest.raises(InputError, match="alternative must be one of"):
+        r.equality_test("bigger")
+
+
+def test_intervals_and_result_dict(example_result):
+    r = example_result
+    z = stats.norm.ppf(0.975)
+    assert r.population_ci == pytest.approx(
+        (r.population_auc - z * r.population_se, r.population_auc + z * r.population_se)
+    )
+    wider = r.with_confidence_level(0.99)
+    assert wider.personalized_ci[0] < r.personalized_ci[0]
+    assert wider.personalized_auc == r.personalized_auc
+    d = r.to_dict()
+    assert DESIGN_KEYS <= set(d)
+    assert np.asarray(d["covariance"]).shape == (2, 2)
+    assert len(d["population_ci"]) == 2
+    json.dumps(d, allow_nan=False)
+    assert r.confidence_interval("obuchowski")[0] < r.obuchowski_auc
+    assert "personalized AUC" in r.summary()
+    with pytest.raises(AttributeError):
+        r.population_auc = 0.5  # frozen
+
+
+def test_plot_writes_png(example_result, tmp_path):
+    path = tmp_path / "ellipse.png"
+    fig = example_result.plot(str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(fig.axes) == 1
+
+
+def test_exported_from_package():
+    assert fedroc.clustered_auc is clustered_auc
+    assert fedroc.ClusteredAUCResult.__name__ == "ClusteredAUCResult"
+
+
+# -- the models of section 6.1 ---------------------------------------------------------------
+def test_binormal_parameters_invert_eq12():
+    for t12, t11 in [(0.7, 0.7), (0.7, 0.8), (0.8, 0.9), (0.6, 0.95), (0.3, 0.2)]:
+        delta, rho = binormal_parameters(t12, t11)
+        assert 0 <= rho < 1
+        assert binormal_aucs(delta, rho) == pytest.approx((t12, t11), abs=1e-12)
+    with pytest.raises(InputError, match="same side of 1/2"):
+        binormal_parameters(0.8, 0.7)
+
+
+def test_allocation_follows_section_6_1():
+    rng = np.random.default_rng(0)
+    m, n = sample_allocation(20000, 0.0, rng=rng)
+    assert (m >= 1).all() and (n >= 1).all()
+    assert set(np.unique(m + n - 2)) == {2, 3, 4, 5}
+    assert abs((m - 1).sum() / (m + n - 2).sum() - 0.5) < 0.01
+    m8, n8 = sample_allocation(20000, 0.8, rng=rng)
+    # Higher rho_MN, more unbalanced clusters.
+    assert np.var(m8 - n8) > 2 * np.var(m - n)
+    m3, _ = sample_allocation(60, 0.1, rng=rng, replicates=7)
+    assert m3.shape == (7, 60)
+
+
+@pytest.mark.parametrize("bound", [None, 0.8416])
+def test_generator_matches_closed_forms(bound):
+    # Large sample from model (11) / (13): the estimates sit at the closed-form AUCs.
+    rng = np.random.default_rng(1)
+    delta, rho = 0.9, 0.6
+    m, n = sample_allocation(20000, 0.4, rng=rng)
+    smp = sample_binormal(m, n, delta=delta, rho=rho, rng=rng, bound=bound)
+    r = clustered_auc(smp.y_true, smp.y_score, smp.cluster)
+    t12, t11 = (
+        binormal_aucs(delta, rho) if bound is None else censored_binormal_aucs(delta, rho, bound)
+    )
+    assert abs(r.population_auc - t12) < 4 * r.population_se
+    assert abs(r.personalized_auc - t11) < 4 * r.personalized_se
+    assert r.personalized_auc - r.population_auc > 0.05
+
+
+def test_censored_theta12_matches_the_papers_formula():
+    # Section 6.1.2 gives theta12 of the censored model in closed form; ours is computed
+    # by a different decomposition.
+    phi, cdf = stats.norm.pdf, stats.norm.cdf
+    for a, d in [(0.8416, 0.5), (1.5, 1.2), (0.5, 2.0)]:
+        integral, _ = integrate.quad(lambda x, d=d: cdf(x - d) * phi(x), -a, a)
+        paper = -integral + 0.5 * (
+            cdf(a) - cdf(a - d) - cdf(-a - d) + cdf(a) * (cdf(-a - d) + cdf(a - d)) + 1
+        )
+        assert censored_binormal_aucs(d, 0.3, a)[0] == pytest.approx(paper, abs=1e-10)
+    # Both AUCs tend to (1 + Phi(a)) / 2 as delta grows.
+    cap = 0.5 * (1 + cdf(0.8416))
+    assert censored_binormal_aucs(12.0, 0.5, 0.8416) == pytest.approx((cap, cap), abs=1e-9)
+
+
+def test_censored_parameters_round_trip_and_unreachable_targets():
+    delta, rho = censored_binormal_parameters(0.7, 0.8, 0.8416)
+    assert censored_binormal_aucs(delta, rho, 0.8416) == pytest.approx((0.7, 0.8), abs=1e-9)
+    with pytest.raises(InputError, match=r"cannot reach personalized_auc=0\.9"):
+        censored_binormal_parameters(0.8, 0.9, 0.8416)
+    d2, r2 = censored_binormal_parameters(0.8, 0.9, 0.8416, closest=True)
+    best = censored_binormal_aucs(d2, r2, 0.8416)[1]
+    assert 0.85 < best < 0.9
+
+
+def test_replicate_estimates_equal_one_at_a_time():
+    rng = np.random.default_rng(4)
+    m, n = sample_allocation(15, 0.4, rng=rng, replicates=5)
+    smp = sample_binormal(m, n, delta=0.7, rho=0.5, rng=rng, bound=0.8416)
+    est = estimate_replicates(smp)
+    for rep in range(5):
+        sel = smp.replicate == rep
+        r = clustered_auc(smp.y_true[sel], smp.y_score[sel], smp.cluster[sel])
+        assert est.population[rep] == pytest.approx(r.population_auc, rel=1e-12)
+        assert est.personalized[rep] == pytest.approx(r.personalized_auc, rel=1e-12)
+        np.testing.assert_allclose(est.covariance[rep], r.covariance, rtol=1e-10)
+
+
+def test_sigma_hat_is_calibrated_small_monte_carlo():
+    # A small version of section 6.2: Sigma^ against the Monte Carlo covariance, and the
+    # coverage of the 95% ellipse (paper: about 0.93-0.95).
+    rng = np.random.default_rng(2024)
+    reps, n_clu = 400, 60
+    t12, t11 = 0.7, 0.8
+    delta, rho = binormal_parameters(t12, t11)
+    m, n = sample_allocation(n_clu, 0.4, rng=rng, replicates=reps)
+    sample = sample_binormal(m, n, delta=delta, rho=rho, rng=rng)
+    est = estimate_replicates(sample)
+    # Eq. 5 without the I/(I-1) factor is low by about theta12 / I.
+    eq5 = estimate_replicates(sample, pair_correction=False).population
+    assert eq5.mean() - est.population.mean() == pytest.approx(-est.population.mean() / n_clu)
+    mc = np.cov(np.stack([est.population, est.personalized])) * n_clu
+    mean_sigma = est.sigma.mean(0)
+    np.testing.assert_allclose(mean_sigma, mc, rtol=0.25, atol=0.004)
+    from fedroc.clustered._estimators import ellipse_radius2, ellipse_statistic
+
+    stat = ellipse_statistic(
+        np.stack([est.population, est.personalized], -1), est.covariance, np.array([t12, t11])
+    )
+    coverage = np.mean(stat < ellipse_radius2(0.95))
+    assert 0.90 <= coverage <= 0.98
+    assert abs(est.population.mean() - t12) < 0.01
+    assert abs(est.personalized.mean() - t11) < 0.01
+
+
+# -- Theorem 3 --------------------------------------------------------------------------------
+def _exact_aucs(atoms, p, m, n):
+    """theta11, theta12, tie probability of a discrete law of (X_1..X_m, Y_1..Y_n)."""
+    x, v = atoms[:, :m], atoms[:, m:]
+    # psi for every (atom a, atom b, k, l): control k of a against case l of b.
+    lt = (x[:, None, :, None] < v[None, :, None, :]).astype(float)
+    eq = (x[:, None, :, None] == v[None, :, None, :]).astype(float)
+    kern = (lt + 0.5 * eq).mean(axis=(2, 3))
+    theta11 = float(np.sum(p * np.diag(kern)))
+    theta12 = float(p @ kern @ p)
+    ties = float(np.sum(p * np.diag(eq.mean(axis=(2, 3)))))
+    return theta11, theta12, ties
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (2, 1), (2, 2)])
+def test_theorem3_bounds_hold_on_random_discrete_laws(m, n):
+    rng = np.random.default_rng(m * 10 + n)
+    for _ in range(150):
+        k = int(rng.integers(1, 7))
+        atoms = rng.integers(0, 4, size=(k, m + n)).astype(float)
+        p = rng.dirichlet(np.ones(k))
+        t11, t12, ties = _exact_aucs(atoms, p, m, n)
+        lo, hi = population_auc_bounds(t11, ties)
+        assert lo - 1e-12 <= t12 <= hi + 1e-12
+        plo, phi = personalized_auc_bounds(t12, ties)
+        assert plo - 1e-12 <= t11 <= phi + 1e-12
+
+
+def test_theorem3_lower_bound_is_tight():
+    # Section 4's example: B equal atoms (i, i + 1/2): theta11 = 1, theta12 = (1 + 1/B) / 2,
+    # so theta12 approaches the bound theta11^2 / 2 as B grows.
+    for b in (5, 50):
+        atoms = np.stack([np.arange(b), np.arange(b) + 0.5], 1).astype(float)
+        t11, t12, _ = _exact_aucs(atoms, np.full(b, 1 / b), 1, 1)
+        assert t11 == 1.0
+        assert t12 - population_auc_bounds(t11)[0] == pytest.approx(1 / (2 * b))
+    assert population_auc_bounds(0.5) == (0.125, 0.875)
+    assert personalized_auc_bounds(0.5) == (0.0, 1.0)
+    with pytest.raises(InputError, match="personalized_auc must lie in"):
+        population_auc_bounds(1.2)
+    with pytest.raises(InputError, match="impossible with tie_probability"):
+        population_auc_bounds(0.05, tie_probability=0.5)
+
+
+# -- the core -----------------------------------------------------------------------------------
+def test_cluster_terms_sums():
+    rng = np.random.default_rng(9)
+    y, s, c = random_clustered(rng, n_clusters=10, levels=2)
+    codes = np.unique(c, return_inverse=True)[1].reshape(-1)
+    t = cluster_terms(y, s, codes, 10, rank=dense_rank(s))
+    # Every (control, case) pair is counted once in row and once in col.
+    assert t.row.sum() == pytest.approx(t.col.sum())
+    assert t.row.sum() == pytest.approx(roc_auc(y, s) * (~y).sum() * y.sum())
+    assert (t.within <= t.m * t.n).all()
+
+
+# -- command line -------------------------------------------------------------------------------
+@pytest.fixture
+def clustered_csv(tmp_path):
+    rng = np.random.default_rng(12)
+    m, n = sample_allocation(30, 0.1, rng=rng)
+    smp = sample_binormal(m, n, delta=0.8, rho=0.5, rng=rng)
+    path = tmp_path / "clustered.csv"
+    pd.DataFrame(
+        {"patient": [f"p{k}" for k in smp.cluster], "y": smp.y_true.astype(int), "p": smp.y_score}
+    ).to_csv(path, index=False)
+    return path, smp
+
+
+def test_cli_json(clustered_csv, capsys, tmp_path):
+    path, smp = clustered_csv
+    plot = tmp_path / "e.png"
+    main(
+        [
+            "clustered",
+            str(path),
+            "--label",
+            "y",
+            "--score",
+            "p",
+            "--cluster",
+            "patient",
+            "--json",
+            "--confidence",
+            "0.9",
+            "--plot",
+            str(plot),
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert DESIGN_KEYS <= set(out)
+    ref = clustered_auc(smp.y_true, smp.y_score, smp.cluster, confidence_level=0.9)
+    assert out["population_auc"] == pytest.approx(ref.population_auc)
+    assert out["personalized_ci"] == pytest.approx(list(ref.personalized_ci))
+    np.testing.assert_allclose(out["covariance"], ref.covariance, rtol=1e-12)
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_table_and_errors(clustered_csv, capsys, tmp_path):
+    path, _ = clustered_csv
+    main(["clustered", str(path), "--label", "y", "--score", "p", "--cluster", "patient"])
+    assert "personalized AUC" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["clustered", str(path), "--label", "y", "--score", "p", "--cluster", "nope"])
+    assert exc.value.code == 2
+    assert "cluster column 'nope' not found" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"y": [0, 1, 1, 1], "p": [0.1, 0.2, 0.3, 0.4], "g": [1, 1, 2, 2]}).to_csv(
+        bad, index=False
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["clustered", str(bad), "--label", "y", "--score", "p", "--cluster", "g"])
+    assert exc.value.code == 2
+    assert "got 1" in capsys.readouterr().err

@@ -1,0 +1,228 @@
+"""Federated clustered AUCs (clusters inside sites) against the pooled computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedroc.clustered import clustered_auc
+from fedroc.clustered.models import sample_allocation, sample_binormal
+from fedroc.data import Columns
+from fedroc.exceptions import DisclosureError, InputError, SiteError
+from fedroc.federation import Federation, Site
+from fedroc.methods.clustered import (
+    FUNCTION_MOMENTS,
+    FUNCTION_SUMMARY,
+    bin_scores,
+    federated_clustered_auc,
+    plain_sum,
+    score_bin_edges,
+)
+from fedroc.metrics import bin_index
+from fedroc.privacy import DisclosurePolicy
+from tests._clustered_brute import brute_force
+
+
+def _frames(rng, n_sites=3, clusters=(12, 9, 15), levels=None, one_class=True):
+    frames = {}
+    for k in range(n_sites):
+        m, n = sample_allocation(clusters[k], 0.4, rng=rng)
+        smp = sample_binormal(m, n, delta=0.9, rho=0.5, rng=rng)
+        score = 1.0 / (1.0 + np.exp(-smp.y_score))  # probabilities
+        if levels is not None:
+            score = np.round(score * levels) / levels
+        label = smp.y_true.copy()
+        cluster = np.array([f"c{j}" for j in smp.cluster])
+        if one_class:  # make the site's first cluster all controls
+            label[smp.cluster == 0] = False
+        frames[f"site{k}"] = pd.DataFrame({"y": label.astype(int), "p": score, "pid": cluster})
+    return frames
+
+
+def _federation(frames, **kwargs):
+    return Federation.from_frames(frames, label="y", score="p", cluster="pid", **kwargs)
+
+
+def _pooled(frames):
+    y = np.concatenate([f["y"].to_numpy() for f in frames.values()]).astype(bool)
+    s = np.concatenate([f["p"].to_numpy() for f in frames.values()])
+    # Cluster ids are local to a site.
+    c = np.concatenate([(name + ":" + f["pid"]).to_numpy() for name, f in frames.items()])
+    return y, s, c
+
+
+def test_discrete_scores_give_the_pooled_result_exactly():
+    # Scores on a grid coarser than the bins: every distinct score has its own bin, so the
+    # binned between-cluster pairs are the exact ones.
+    frames = _frames(np.random.default_rng(0), levels=20)
+    with _federation(frames) as fed:
+        res = federated_clustered_auc(fed, n_bins=1000, secure=False)
+    y, s, c = _pooled(frames)
+    ref = clustered_auc(y, s, c)
+    est = res.estimate
+    assert est.population_auc == pytest.approx(ref.population_auc, rel=1e-12)
+    assert est.personalized_auc == pytest.approx(ref.personalized_auc, rel=1e-12)
+    assert est.obuchowski_auc == pytest.approx(ref.obuchowski_auc, rel=1e-12)
+    assert est.obuchowski_se == pytest.approx(ref.obuchowski_se, rel=1e-9)
+    np.testing.assert_allclose(est.covariance, ref.covariance, rtol=1e-9)
+    assert est.equality_p == pytest.approx(ref.equality_p, rel=1e-8)
+    assert est.n_clusters == ref.n_clusters and est.n_excluded == ref.n_excluded == 3
+    assert est.excluded_clusters is None
+    # Result reads through to the estimate and says what was released.
+    assert res.population_auc == est.population_auc
+    assert res.released.rounds == 2
+    assert res.released.functions == [FUNCTION_SUMMARY, FUNCTION_MOMENTS]
+    assert sum(res.released.bytes_received.values()) > 0
+    assert {"population_auc", "released", "population_binning_bound"} <= set(res.to_dict())
+    assert "binning bound" in res.summary()
+
+
+@pytest.mark.parametrize("pair_correction", [False, True])
+def test_continuous_scores_equal_binned_reference_and_respect_the_bound(pair_correction):
+    frames = _frames(np.random.default_rng(1), one_class=False)
+    n_bins = 50
+    with _federation(frames) as fed:
+        res = federated_clustered_auc(
+            fed, n_bins=n_bins, pair_correction=pair_correction, secure=False
+        )
+    y, s, c = _pooled(frames)
+    # The federated estimates are the brute-force formulas with the between-cluster terms
+    # on the bin indices and the within-cluster AUCs on the raw scores.
+    binned = bin_index(s, n_bins).astype(float)
+    ref = brute_force(y, s, c, s_population=binned, pair_correction=pair_correction)
+    est = res.estimate
+    assert est.population_auc == pytest.approx(ref["population"], rel=1e-12)
+    assert est.personalized_auc == pytest.approx(ref["personalized"], rel=1e-12)
+    assert est.obuchowski_auc == pytest.approx(ref["obuchowski"], rel=1e-12)
+    assert est.obuchowski_se**2 == pytest.approx(ref["obuchowski_var"], rel=1e-9)
+    np.testing.assert_allclose(est.covariance, ref["covariance"], rtol=1e-9)
+    # Against the exact pooled values: within the stated binning bounds, which are not void.
+    exact = clustered_auc(y, s, c, pair_correction=pair_correction)
+    err_pop = abs(est.population_auc - exact.population_auc)
+    assert err_pop <= res.population_binning_bound
+    assert abs(est.obuchowski_auc - exact.obuchowski_auc) <= res.obuchowski_binning_bound
+    assert 0 < res.population_binning_bound < 0.05
+    assert est.personalized_auc == pytest.approx(exact.personalized_auc, rel=1e-12)
+
+
+def test_fine_bins_approach_the_exact_result():
+    frames = _frames(np.random.default_rng(2), one_class=False)
+    y, s, c = _pooled(frames)
+    exact = clustered_auc(y, s, c)
+    with _federation(frames) as fed:
+        res = federated_clustered_auc(fed, n_bins=100_000, secure=False)
+    assert abs(res.population_auc - exact.population_auc) <= res.population_binning_bound
+    assert res.population_binning_bound < 1e-3
+    np.testing.assert_allclose(res.covariance, exact.covariance, rtol=0.02)
+
+
+def test_sites_release_only_sums_and_bin_counts():
+    frames = _frames(np.random.default_rng(3))
+    n_bins = 40
+    sites = [
+        Site.from_frame(name, frame, Columns("y", "p", "pid")) for name, frame in frames.items()
+    ]
+    with Federation.from_sites(sites) as fed:
+        federated_clustered_auc(fed, n_bins=n_bins, secure=False)
+    for site in sites:
+        entries = [e for e in site.audit.entries() if e["outcome"] == "released"]
+        assert [e["function"] for e in entries] == [FUNCTION_SUMMARY, FUNCTION_MOMENTS]
+        n_clusters = len(np.unique(frames[site.name]["pid"]))
+        for entry in entries:
+            assert entry["counts"]["clusters"] >= 5
+            for key, value in entry["released"].items():
+                size = np.asarray(value).size
+                # Arrays are bin histograms; everything else is one number: no per-cluster
+                # or per-row vector leaves the site.
+                assert size in (1, n_bins), key
+                assert size != n_clusters or n_clusters == n_bins
+
+
+def test_policy_refuses_a_site_with_fewer_than_q_clusters():
+    frames = _frames(np.random.default_rng(4), clusters=(12, 4, 15), one_class=False)
+    with _federation(frames) as fed, pytest.raises(DisclosureError, match="site1") as exc:
+        federated_clustered_auc(fed)
+    assert "clusters count is 4" in str(exc.value)
+    with _federation(frames, policy=DisclosurePolicy(min_count=3)) as fed:
+        assert federated_clustered_auc(fed).n_clusters == 31
+
+
+def test_site_errors_name_the_site_and_the_problem():
+    frames = _frames(np.random.default_rng(5), one_class=False)
+    with _federation(frames) as fed, pytest.raises(SiteError, match="outside the shared score"):
+        federated_clustered_auc(fed, score_range=(0.2, 1.0))
+    no_cluster = Federation.from_frames(frames, label="y", score="p")
+    with no_cluster as fed, pytest.raises(SiteError, match="has no cluster column"):
+        federated_clustered_auc(fed)
+    with pytest.raises(InputError, match="n_bins must be a positive integer"):
+        score_bin_edges(0)
+
+
+def test_too_few_clusters_overall():
+    frames = {
+        "a": pd.DataFrame(
+            {"y": [0, 1] + [1] * 10, "p": np.linspace(0, 1, 12), "pid": ["x", "x"] + ["z"] * 10}
+        )
+    }
+    with (
+        _federation(frames, policy=DisclosurePolicy(min_count=1)) as fed,
+        pytest.raises(InputError, match="at least 2 clusters with both classes; the sites hold 1"),
+    ):
+        federated_clustered_auc(fed, secure=False)
+
+
+def test_aggregation_hook_is_the_only_path_from_the_sites():
+    frames = _frames(np.random.default_rng(6))
+    calls = []
+
+    def recording_sum(federation, function, args):
+        calls.append(function)
+        return plain_sum(federation, function, args)
+
+    with _federation(frames) as fed:
+        res = federated_clustered_auc(fed, aggregate=recording_sum)
+        plain = federated_clustered_auc(fed, secure=False)
+    assert calls == [FUNCTION_SUMMARY, FUNCTION_MOMENTS]
+    assert res.population_auc == plain.population_auc
+    np.testing.assert_array_equal(res.covariance, plain.covariance)
+
+
+def test_bin_rule_matches_the_calibration_bins():
+    s = np.r_[0.0, 0.1, 0.25, 0.5, 0.999, 1.0, np.random.default_rng(7).random(500)]
+    np.testing.assert_array_equal(bin_scores(s, score_bin_edges(10)), bin_index(s, 10))
+    with pytest.raises(InputError, match="outside the shared score range"):
+        bin_scores(np.array([1.5]), score_bin_edges(10))
+
+
+def test_secure_aggregation_default_matches_plain_sums_and_hides_the_sites():
+    frames = _frames(np.random.default_rng(8))
+    sites = [
+        Site.from_frame(name, frame, Columns("y", "p", "pid")) for name, frame in frames.items()
+    ]
+    with Federation.from_sites(sites) as fed:
+        secure = federated_clustered_auc(fed, n_bins=200)
+        plain = federated_clustered_auc(fed, n_bins=200, secure=False)
+    est, ref = secure.estimate, plain.estimate
+    # Counts are summed exactly; floats travel in fixed point (2^-32).
+    assert est.population_auc == pytest.approx(ref.population_auc, abs=1e-12)
+    assert est.personalized_auc == pytest.approx(ref.personalized_auc, abs=1e-8)
+    np.testing.assert_allclose(est.covariance, ref.covariance, rtol=1e-6, atol=1e-12)
+    assert est.obuchowski_se == pytest.approx(ref.obuchowski_se, rel=1e-6)
+    assert any("secure aggregation" in n for n in secure.released.notes)
+    # Under secure aggregation the sites never run the clustered site functions in the
+    # clear: their audit logs show only the secure-aggregation stages for that run.
+    for site in sites:
+        functions = [e["function"] for e in site.audit.entries() if e["outcome"] == "released"]
+        first_plain = functions.index(FUNCTION_SUMMARY)
+        assert all(f.startswith("fedroc.secagg.") for f in functions[:first_plain])
+        assert len(functions[:first_plain]) == 8  # two sessions of four stages
+
+
+def test_secure_aggregation_needs_two_sites_and_applies_the_policy():
+    frames = _frames(np.random.default_rng(9), n_sites=1)
+    with _federation(frames) as fed, pytest.raises(InputError, match="at least 2 sites"):
+        federated_clustered_auc(fed)
+    frames = _frames(np.random.default_rng(4), clusters=(12, 4, 15), one_class=False)
+    with _federation(frames) as fed, pytest.raises(DisclosureError, match="site1"):
+        federated_clustered_auc(fed)
