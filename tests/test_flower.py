@@ -433,3 +433,23 @@ def test_codec_keeps_header_apart_and_refuses_reserved_keys() -> None:
     assert _codec.from_recorddict(content) == {"a": 1}
     with pytest.raises(InputError, match="NUL"):
         _codec.to_recorddict({"\x00keys": 1})
+
+
+def test_tuned_node_reads_which_clientapp_a_bundle_names() -> None:
+    """The tuned SuperNode runs a task only if its bundle names fedroc's ClientApp."""
+    import io
+    import zipfile
+
+    from fedroc.federation.flower.deploy import APP_PYPROJECT
+    from fedroc.federation.flower.node import CLIENT_APP_REF, _clientapp_ref
+
+    def bundle(pyproject: str) -> bytes:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as zf:
+            zf.writestr("pyproject.toml", pyproject)
+        return buffer.getvalue()
+
+    assert _clientapp_ref(bundle(APP_PYPROJECT.format(version="0.1.0"))) == CLIENT_APP_REF
+    foreign = APP_PYPROJECT.format(version="1").replace(CLIENT_APP_REF, "evil.app:client_app")
+    assert _clientapp_ref(bundle(foreign)) == "evil.app:client_app"
+    assert _clientapp_ref(b"not a zip") is None
