@@ -304,5 +304,7 @@ def test_brier_refuses_non_probabilities():
     fed = Federation.from_frames(
         {"a": pd.DataFrame({"label": [0, 1] * 5, "score": np.linspace(-1, 3, 10)})}
     )
-    with pytest.raises(SiteError, match=r"site 'a'.*must lie in \[0, 1\]"):
+    with pytest.raises(SiteError, match=r"8 score\(s\) of site 'a' lie outside \[0, 1\]") as info:
         basic.distributed_brier(fed)
+    # The refusal reaches the analyst: it must not carry any row's score or position.
+    assert "index" not in str(info.value) and "-1.0" not in str(info.value)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedroc._results import ResultMixin, format_table
-from fedroc._validation import check_probabilities
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation
 from fedroc.federation.records import Record
@@ -29,6 +28,7 @@ __all__ = [
     "distributed_calibration",
     "distributed_mean",
     "distributed_variance",
+    "site_probabilities",
     "site_sizes",
 ]
 
@@ -51,12 +51,20 @@ def _values(ctx: SiteContext, args: Record) -> np.ndarray:
     return values
 
 
-def _probabilities(ctx: SiteContext) -> np.ndarray:
-    try:
-        check_probabilities(ctx.data.score, f"scores of site {ctx.site!r}")
-    except InputError as exc:
-        raise InputError(f"{exc} (the Brier score and calibration need probabilities)") from None
-    return ctx.data.score
+def site_probabilities(ctx: SiteContext) -> np.ndarray:
+    """The site's scores, refusing if any lies outside [0, 1].
+
+    The message travels to the analyst, so it states how many scores are out of range and
+    nothing about any one row (no value, no index).
+    """
+    s = ctx.data.score
+    outside = int(np.count_nonzero((s < 0.0) | (s > 1.0)))
+    if outside:
+        raise InputError(
+            f"{outside} score(s) of site {ctx.site!r} lie outside [0, 1]; the Brier score and "
+            "calibration need probabilities"
+        )
+    return s
 
 
 @site_function("fedroc.info")
@@ -87,7 +95,7 @@ def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
 
 @site_function("fedroc.brier")
 def _brier(ctx: SiteContext, args: Record) -> Reply:
-    p = _probabilities(ctx)
+    p = site_probabilities(ctx)
     sse = float(np.sum((ctx.data.label - p) ** 2))
     return Reply({"n": p.size, "sse": sse}, counts={"rows": p.size})
 
@@ -95,7 +103,7 @@ def _brier(ctx: SiteContext, args: Record) -> Reply:
 @site_function("fedroc.calibration")
 def _calibration(ctx: SiteContext, args: Record) -> Reply:
     n_bins = int(args.get("n_bins", 10))
-    p = _probabilities(ctx)
+    p = site_probabilities(ctx)
     idx = bin_index(p, n_bins)
     count = np.bincount(idx, minlength=n_bins)
     sum_pred = np.bincount(idx, weights=p, minlength=n_bins)

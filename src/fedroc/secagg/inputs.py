@@ -13,23 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from fedroc._validation import check_probabilities
-from fedroc.exceptions import InputError
-from fedroc.federation.basic import SiteCalibration
+from fedroc.federation.basic import SiteCalibration, site_probabilities
 from fedroc.federation.federation import Federation
 from fedroc.federation.site import Reply, SiteContext
 from fedroc.metrics._calibration import CalibrationCurve, bin_edges, bin_index
 from fedroc.secagg.protocol import secure_input, secure_sum
 
 __all__ = ["secure_brier", "secure_calibration", "secure_class_counts"]
-
-
-def _probabilities(ctx: SiteContext) -> np.ndarray:
-    try:
-        check_probabilities(ctx.data.score, f"scores of site {ctx.site!r}")
-    except InputError as exc:
-        raise InputError(f"{exc} (the Brier score and calibration need probabilities)") from None
-    return ctx.data.score
 
 
 @secure_input("fedroc.class_counts")
@@ -42,7 +32,7 @@ def _class_counts(ctx: SiteContext, args: dict[str, Any]) -> Reply:
 
 @secure_input("fedroc.brier")
 def _brier(ctx: SiteContext, args: dict[str, Any]) -> Reply:
-    p = _probabilities(ctx)
+    p = site_probabilities(ctx)
     sse = float(np.sum((ctx.data.label - p) ** 2))
     return Reply({"n": p.size, "sse": sse}, counts={"rows": p.size})
 
@@ -50,7 +40,7 @@ def _brier(ctx: SiteContext, args: dict[str, Any]) -> Reply:
 @secure_input("fedroc.calibration")
 def _calibration(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     n_bins = int(args.get("n_bins", 10))
-    p = _probabilities(ctx)
+    p = site_probabilities(ctx)
     idx = bin_index(p, n_bins)
     observed = ctx.data.label.astype(np.float64)
     return Reply(
