@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import ipaddress
 import json
 import os
 import re
@@ -94,80 +92,19 @@ def generate_certificates(
     The SuperLink's certificate must name every address its clients use, including
     127.0.0.1 (its own ServerApp processes connect there); keys are ECDSA P-256.
     """
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from fedroc._tls import issue_certificate, new_ca, write_certificate, write_private_key
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     names = list(dict.fromkeys(["127.0.0.1", "localhost", *hosts]))
-    now = _dt.datetime.now(_dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedroc deployment CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _dt.timedelta(minutes=5))
-        .not_valid_after(now + _dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    alt: list[x509.GeneralName] = []
-    for name in names:
-        try:
-            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
-        except ValueError:
-            alt.append(x509.DNSName(name))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-1])]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _dt.timedelta(minutes=5))
-        .not_valid_after(now + _dt.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+    ca_cert, ca_key = new_ca("fedroc deployment CA", days=days)
+    cert, key = issue_certificate(
+        ca_cert, ca_key, names[-1], hosts=names, days=days, server_only=True
     )
     files = TlsFiles(out / "ca.crt", out / "server.pem", out / "server.key")
-    files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    files.server_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.server_key.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    files.server_key.chmod(0o600)
+    write_certificate(files.ca_cert, ca_cert)
+    write_certificate(files.server_cert, cert)
+    write_private_key(files.server_key, key)
     return files
 
 
