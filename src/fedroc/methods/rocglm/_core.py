@@ -228,8 +228,37 @@ def binormal_roc(g1: float, g2: float, t: ArrayLike) -> FloatArray:
 # --- the pooled fit ---------------------------------------------------------------------
 
 
+class BinormalCurve:
+    """The fitted binormal ROC curve ``ROC(t) = Phi(g1 + g2 Phi^-1(t))`` of a result."""
+
+    g1: float
+    g2: float
+
+    @property
+    def params(self) -> tuple[float, float]:
+        return (self.g1, self.g2)
+
+    @property
+    def auc_integral(self) -> float:
+        """Numerical integral of the fitted curve (agrees with the closed-form AUC)."""
+        return binormal_auc_integral(self.g1, self.g2)
+
+    def roc(self, t: ArrayLike) -> FloatArray:
+        """The fitted curve as a function of the false-positive rate."""
+        return binormal_roc(self.g1, self.g2, t)
+
+    def roc_curve(self, n_points: int = 201) -> tuple[FloatArray, FloatArray]:
+        """``(fpr, tpr)`` of the fitted curve on ``n_points`` equidistant rates."""
+        fpr = np.linspace(0.0, 1.0, n_points)
+        return fpr, self.roc(fpr)
+
+    def roc_points(self) -> tuple[FloatArray, FloatArray]:
+        """``(fpr, tpr)`` for the report's ROC figure."""
+        return self.roc_curve()
+
+
 @dataclass(frozen=True, repr=False)
-class RocGlmFit(ResultMixin):
+class RocGlmFit(BinormalCurve, ResultMixin):
     """A fitted binormal ROC-GLM ``ROC(t) = Phi(g1 + g2 Phi^-1(t))``.
 
     Attributes
@@ -256,29 +285,9 @@ class RocGlmFit(ResultMixin):
     thresholds: str = "grid"
 
     @property
-    def params(self) -> tuple[float, float]:
-        return (self.g1, self.g2)
-
-    @property
     def auc(self) -> float:
         """Closed form ``Phi(g1 / sqrt(1 + g2^2))``."""
         return binormal_auc(self.g1, self.g2)
-
-    @property
-    def auc_integral(self) -> float:
-        """Numerical integral of the fitted curve (agrees with :attr:`auc`)."""
-        return binormal_auc_integral(self.g1, self.g2)
-
-    def roc(self, t: ArrayLike) -> FloatArray:
-        return binormal_roc(self.g1, self.g2, t)
-
-    def roc_curve(self, n_points: int = 201) -> tuple[FloatArray, FloatArray]:
-        """``(fpr, tpr)`` of the fitted curve on ``n_points`` equidistant rates."""
-        fpr = np.linspace(0.0, 1.0, n_points)
-        return fpr, self.roc(fpr)
-
-    def roc_points(self) -> tuple[FloatArray, FloatArray]:
-        return self.roc_curve()
 
     def summary(self) -> str:
         return format_table(

@@ -37,10 +37,9 @@ from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation, Released
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
+    BinormalCurve,
     _warn_unconverged,
     binormal_auc,
-    binormal_auc_integral,
-    binormal_roc,
     check_rule,
     grid_cutoffs,
     recommended_privacy,
@@ -142,7 +141,7 @@ class SimexFit(ResultMixin):
 
 
 @dataclass(frozen=True, repr=False)
-class DistributedRocGlm(ResultMixin):
+class DistributedRocGlm(BinormalCurve, ResultMixin):
     """Result of the distributed ROC-GLM with its DeLong confidence interval.
 
     Attributes
@@ -204,28 +203,8 @@ class DistributedRocGlm(ResultMixin):
     a0: float | None = None
 
     @property
-    def params(self) -> tuple[float, float]:
-        return (self.g1, self.g2)
-
-    @property
     def se(self) -> float:
         return math.sqrt(self.variance) if self.variance >= 0 else float("nan")
-
-    @property
-    def auc_integral(self) -> float:
-        return binormal_auc_integral(self.g1, self.g2)
-
-    def roc(self, t: ArrayLike) -> FloatArray:
-        """The fitted curve as a function of the false-positive rate."""
-        return binormal_roc(self.g1, self.g2, t)
-
-    def roc_curve(self, n_points: int = 201) -> tuple[FloatArray, FloatArray]:
-        fpr = np.linspace(0.0, 1.0, n_points)
-        return fpr, self.roc(fpr)
-
-    def roc_points(self) -> tuple[FloatArray, FloatArray]:
-        """``(fpr, tpr)`` for the report's ROC figure."""
-        return self.roc_curve()
 
     def confidence_interval(self, confidence_level: float | None = None) -> tuple[float, float]:
         level = self.confidence_level if confidence_level is None else confidence_level
