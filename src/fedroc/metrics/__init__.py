@@ -18,6 +18,7 @@ from fedroc.metrics._delong import (
     delong_from_counts,
     delong_paired,
     logit_ci,
+    logit_test_greater,
     placement_values,
     wald_ci,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "delong_paired",
     "hanley_mcneil_se",
     "logit_ci",
+    "logit_test_greater",
     "obuchowski_variance",
     "placement_values",
     "pr_auc",

@@ -34,6 +34,7 @@ __all__ = [
     "delong_from_counts",
     "delong_paired",
     "logit_ci",
+    "logit_test_greater",
     "placement_values",
     "wald_ci",
 ]
@@ -56,6 +57,21 @@ def logit_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[flo
     centre = math.log(auc / (1.0 - auc))
     half = z * se / (auc * (1.0 - auc))
     return (float(stats.logistic.cdf(centre - half)), float(stats.logistic.cdf(centre + half)))
+
+
+def logit_test_greater(auc: float, se: float, a0: float) -> tuple[float, float]:
+    """One-sided z-test of H0: AUC <= a0 on the logit scale, returning ``(z, p)``.
+
+    ``z = (logit(AUC) - logit(a0)) / (se / (AUC (1 - AUC)))``; NaN where the logit scale is
+    undefined (AUC 0 or 1, or no variance).
+    """
+    if not 0.0 < a0 < 1.0:
+        raise InputError(f"a0 must lie in (0, 1); got {a0!r}")
+    if not 0.0 < auc < 1.0 or not se > 0:
+        return (float("nan"), float("nan"))
+    scale = se / (auc * (1.0 - auc))
+    z = (math.log(auc / (1 - auc)) - math.log(a0 / (1 - a0))) / scale
+    return (z, float(stats.norm.sf(z)))
 
 
 def wald_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[float, float]:
@@ -152,13 +168,7 @@ class DeLongResult(ResultMixin):
         paper 1 section 3.3 (``logit(a0)`` below the whole two-sided (1 - 2 alpha) logit
         interval).
         """
-        if not 0.0 < a0 < 1.0:
-            raise InputError(f"a0 must lie in (0, 1); got {a0!r}")
-        if not 0.0 < self.auc < 1.0 or not self.se > 0:
-            return (float("nan"), float("nan"))
-        scale = self.se / (self.auc * (1.0 - self.auc))
-        z = (math.log(self.auc / (1 - self.auc)) - math.log(a0 / (1 - a0))) / scale
-        return (z, float(stats.norm.sf(z)))
+        return logit_test_greater(self.auc, self.se, a0)
 
     def summary(self) -> str:
         level = self.confidence_level

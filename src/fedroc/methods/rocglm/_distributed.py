@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
@@ -58,7 +57,7 @@ from fedroc.methods.rocglm._site import (
     FN_SENSITIVITY,
     FN_SETUP,
 )
-from fedroc.metrics import logit_ci
+from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
 
 __all__ = [
@@ -234,13 +233,7 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         Returns ``(z, p)``; rejecting when ``p < alpha / 2`` is the paper's rule that
         ``logit(a0)`` lies below the whole two-sided (1 - alpha) interval.
         """
-        if not 0.0 < a0 < 1.0:
-            raise InputError(f"a0 must lie in (0, 1); got {a0!r}")
-        if not 0.0 < self.auc < 1.0 or not self.se > 0:
-            return (float("nan"), float("nan"))
-        scale = self.se / (self.auc * (1.0 - self.auc))
-        z = (math.log(self.auc / (1 - self.auc)) - math.log(a0 / (1 - a0))) / scale
-        return (z, float(stats.norm.sf(z)))
+        return logit_test_greater(self.auc, self.se, a0)
 
     def plot(self, pooled: SiteData | None = None, ax: Any = None) -> Any:
         """Fitted ROC curve over the pooled empirical one (when the caller holds the rows).
