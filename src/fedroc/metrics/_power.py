@@ -44,9 +44,10 @@ def hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
 
     Examples
     --------
-    Hanley & McNeil's CT example (A = 0.893, 51 abnormal, 58 normal), published SE 0.032:
+    Hanley & McNeil's CT example (A = 0.8932 before their rounding to 0.893, 51 abnormal,
+    58 normal), published SE 0.032:
 
-    >>> round(hanley_mcneil_se(0.893, 51, 58), 3)
+    >>> round(hanley_mcneil_se(0.8932, 51, 58), 3)
     0.032
     """
     a = float(auc)
