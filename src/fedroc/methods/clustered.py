@@ -74,11 +74,12 @@ from numpy.typing import NDArray
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
 from fedroc.clustered._auc import ClusteredAUCResult, encode_clusters
-from fedroc.clustered._core import beaten_counts, cluster_terms, sum_by
+from fedroc.clustered._core import cluster_terms, sum_by
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record
 from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.metrics import ScoreCounts, beaten_counts, bin_index_edges
 from fedroc.secagg import secure_input, secure_sum
 
 __all__ = [
@@ -155,7 +156,18 @@ def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") 
             f"{where}: {int(outside.sum())} score(s) lie outside the shared score range "
             f"[{lo:g}, {hi:g}]; pass a score_range that covers every site's scores"
         )
-    return np.minimum(np.searchsorted(edges, score, side="right") - 1, edges.size - 2)
+    return bin_index_edges(score, edges)
+
+
+def _histograms(
+    label: NDArray[np.bool_], score: FloatArray, edges: FloatArray
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Positives and negatives per shared bin, increasing: counts at the lower edges."""
+    if label.size == 0:
+        empty = np.zeros(edges.size - 1, dtype=np.int64)
+        return empty, empty
+    counts = ScoreCounts.from_scores(label, score, thresholds=edges[:-1])
+    return counts.pos[::-1].astype(np.int64), counts.neg[::-1].astype(np.int64)
 
 
 # -- site side --------------------------------------------------------------------------
@@ -202,12 +214,12 @@ def _restricted(local: _Local) -> tuple[NDArray[np.bool_], NDArray[np.int64], in
 @secure_input(FUNCTION_SUMMARY)
 def _site_summary(ctx: SiteContext, args: Record) -> Reply:
     local = _local(ctx, args)
-    n_bins = int(np.asarray(args["edges"]).size - 1)
+    edges = np.asarray(args["edges"], dtype=np.float64)
+    n_bins = int(edges.size - 1)
     keep, codes, n_used = _restricted(local)
     y, s, b = local.label[keep], local.score[keep], local.bins[keep]
-
-    def hist(mask: NDArray[np.bool_], bins: NDArray[np.intp]) -> NDArray[np.int64]:
-        return np.bincount(bins[mask], minlength=n_bins).astype(np.int64)
+    pos_used, neg_used = _histograms(y, s, edges)
+    pos_all, neg_all = _histograms(local.label, local.score, edges)
 
     phi_sum = 0.0
     within_twice = 0
@@ -219,17 +231,17 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         # histogram's pair count leaves exactly the between-cluster pairs of the bins.
         # Twice the count is an integer: exact in secure aggregation's ring.
         within_twice = round(2.0 * float(beaten_counts(y, b.astype(np.int64), codes)[y].sum()))
-        _, cell = np.unique(codes * n_bins + b, return_inverse=True)
-        cell = cell.reshape(-1)
-        same_bin = int(np.dot(np.bincount(cell, y.astype(np.int64)), np.bincount(cell, ~y)))
+        # Pairs tied on the bins inside a cluster: counts at each distinct (cluster, bin).
+        cell = (codes * n_bins + b).astype(np.float64)
+        same_bin = round(ScoreCounts.from_scores(y, cell).tied_pairs())
     has_case = np.bincount(local.codes, weights=local.label, minlength=local.n_clusters) > 0
     has_control = np.bincount(local.codes, weights=~local.label, minlength=local.n_clusters) > 0
     return Reply(
         {
-            "hist_pos_used": hist(y, b),
-            "hist_neg_used": hist(~y, b),
-            "hist_pos_all": hist(local.label, local.bins),
-            "hist_neg_all": hist(~local.label, local.bins),
+            "hist_pos_used": pos_used,
+            "hist_neg_used": neg_used,
+            "hist_pos_all": pos_all,
+            "hist_neg_all": neg_all,
             "clusters_used": n_used,
             "clusters_all": local.n_clusters,
             "clusters_with_neg": int(has_control.sum()),
@@ -256,11 +268,9 @@ def _cross_sums(
 ) -> tuple[FloatArray, FloatArray]:
     # row_i and col_i of the site's clusters against the pooled histograms: a control in bin
     # b beats the cases above b and half of those in b; a case beats the controls below b.
-    pos_above = hist_pos.sum() - np.cumsum(hist_pos)
-    neg_below = np.cumsum(hist_neg) - hist_neg
-    beat = np.where(
-        label, neg_below[bins] + 0.5 * hist_neg[bins], pos_above[bins] + 0.5 * hist_pos[bins]
-    )
+    pos_wins, neg_wins = ScoreCounts.from_bins(hist_pos, hist_neg).twice_beats()
+    level = hist_pos.size - 1 - bins  # the counts' levels run from the highest bin down
+    beat = np.where(label, pos_wins[level], neg_wins[level]) / 2.0
     row = sum_by(codes[~label], beat[~label], n_clusters)
     col = sum_by(codes[label], beat[label], n_clusters)
     return row, col
@@ -391,8 +401,13 @@ class FederatedClusteredResult(ResultMixin):
 
 
 def _pairs(hist_neg: FloatArray, hist_pos: FloatArray) -> float:
-    pos_above = hist_pos.sum() - np.cumsum(hist_pos)
-    return float(np.dot(hist_neg, pos_above + 0.5 * hist_pos))
+    """(control, case) pairs of the pooled histograms in order, ties 1/2."""
+    return ScoreCounts.from_bins(hist_pos, hist_neg).mann_whitney()
+
+
+def _tied(hist_neg: FloatArray, hist_pos: FloatArray) -> float:
+    """(control, case) pairs sharing a bin."""
+    return ScoreCounts.from_bins(hist_pos, hist_neg).tied_pairs()
 
 
 def federated_clustered_auc(
@@ -492,7 +507,7 @@ def federated_clustered_auc(
             * float(second["o11"])
             / math.sqrt(big_m_all * big_n_all)
         )
-    same_bin = float(np.dot(g_neg, g_pos)) - float(first["within_same_bin"])
+    same_bin = _tied(g_neg, g_pos) - float(first["within_same_bin"])
     estimate = ClusteredAUCResult.from_estimates(
         population=population,
         personalized=personalized,
@@ -527,7 +542,6 @@ def federated_clustered_auc(
         n_bins=int(n_bins),
         score_range=(lo, hi),
         population_binning_bound=max(0.0, same_bin) / (2.0 * big_m * big_n) * correction,
-        obuchowski_binning_bound=float(np.dot(g_neg_all, g_pos_all))
-        / (2.0 * big_m_all * big_n_all),
+        obuchowski_binning_bound=_tied(g_neg_all, g_pos_all) / (2.0 * big_m_all * big_n_all),
         released=released,
     )
