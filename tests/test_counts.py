@@ -377,6 +377,24 @@ def test_placements_and_beaten_counts_equal_pairs(rng):
     assert fm.beaten_counts(np.zeros(0, bool), np.zeros(0)).size == 0
 
 
+def test_placement_of_any_value_equals_pairs(rng):
+    y, s = tied_data(rng, 90, 4)
+    yb = y.astype(bool)
+    c = ScoreCounts.from_scores(y, s)
+    x = np.r_[s[:30], rng.normal(size=30), s.min() - 1, s.max() + 1]  # counted or not
+    v10, v01 = c.placement_of(x)
+    np.testing.assert_allclose(v10, brute.kernel(x, s[~yb]).mean(axis=1), atol=1e-12)
+    np.testing.assert_allclose(v01, 1 - brute.kernel(x, s[yb]).mean(axis=1), atol=1e-12)
+    pos_below, pos_at, neg_below, neg_at = c.below_and_at(x)
+    for got, cls, cmp in [
+        (pos_below, s[yb], np.less),
+        (pos_at, s[yb], np.equal),
+        (neg_below, s[~yb], np.less),
+        (neg_at, s[~yb], np.equal),
+    ]:
+        np.testing.assert_array_equal(got, cmp(cls[None, :], x[:, None]).sum(axis=1))
+
+
 def test_mann_whitney_and_tied_pairs_by_hand():
     # Positives 0.9, 0.5; negatives 0.5, 0.1: 3 pairs won, one tie.
     c = ScoreCounts.from_scores([1, 1, 0, 0], [0.9, 0.5, 0.5, 0.1])
@@ -551,6 +569,32 @@ def test_bootstrap_draw_paths_agree():
     for draws in (a, b):
         assert np.all(np.abs(draws.mean(axis=0) - total * p) <= 5 * se + 1e-12)
         np.testing.assert_allclose(draws.var(axis=0), total * p * (1 - p), rtol=0.05, atol=1e-12)
+
+
+def test_bootstrap_ci_of_a_chosen_threshold_equals_a_row_bootstrap():
+    # The obvious version: resample rows of each class, choose the cut by the brute-force
+    # rule, keep its sensitivity (specificity). Percentiles agree within Monte-Carlo error.
+    rng = np.random.default_rng(21)
+    y, s = tied_data(rng, 70, 5)
+    c = ScoreCounts.from_scores(y, s)
+    pos, neg = s[y == 1], s[y == 0]
+    g = np.random.default_rng(5)
+    sens, spec = [], []
+    for _ in range(2000):
+        yy = np.r_[np.ones(pos.size, int), np.zeros(neg.size, int)]
+        ss = np.r_[g.choice(pos, pos.size), g.choice(neg, neg.size)]
+        sens.append(brute.sensitivity_at_specificity(yy, ss, 0.8)[1])
+        spec.append(brute.specificity_at_sensitivity(yy, ss, 0.7)[2])
+    got_se = c.sensitivity_at_specificity_ci(0.8, n_bootstraps=4000, seed=3)
+    got_sp = c.specificity_at_sensitivity_ci(0.7, n_bootstraps=4000, seed=4)
+    # Values move on a grid of 1/n_pos (1/n_neg); allow two steps of Monte-Carlo slack.
+    assert got_se == pytest.approx(np.quantile(sens, [0.025, 0.975]), abs=2 / pos.size)
+    assert got_sp == pytest.approx(np.quantile(spec, [0.025, 0.975]), abs=2 / neg.size)
+    point = c.at_specificity(0.8).sensitivity
+    assert got_se[0] <= point <= got_se[1]
+    assert c.sensitivity_at_specificity_ci(0.8, n_bootstraps=500, seed=3) == (
+        c.sensitivity_at_specificity_ci(0.8, n_bootstraps=500, seed=3)
+    )
 
 
 # -- paired comparison -------------------------------------------------------------------------

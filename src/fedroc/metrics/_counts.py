@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -304,8 +304,10 @@ class OperatingPoint(ResultMixin):
     (``at_specificity``, ``at_sensitivity``, ``youden``): the achieved specificity varies
     too, and Youden's maximum is optimistic; (b) PPV and NPV depending on the prevalence of
     the sample (only meaningful for a cohort, not a case-control sample); (c) rows that are
-    not independent (several per patient). For (a) use a bootstrap over the whole selection
-    (:meth:`ScoreCounts.bootstrap_auc` shows how; pROC's ``ci.se`` does this).
+    not independent (several per patient). For (a) use a bootstrap over the whole selection:
+    :meth:`ScoreCounts.sensitivity_at_specificity_ci` and
+    :meth:`ScoreCounts.specificity_at_sensitivity_ci` re-choose the threshold in every
+    replicate.
     """
 
     threshold: float
@@ -900,6 +902,54 @@ class ScoreCounts(ResultMixin):
             )
         return inc.size - 1 - idx
 
+    def below_and_at(
+        self, score: ArrayLike
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Counts strictly below and exactly at each value, taking each level as one score.
+
+        For counts at each distinct score (one value per level) this is exact for any value,
+        counted or not: the empirical distribution functions of both classes.
+
+        Returns
+        -------
+        pos_below, pos_at, neg_below, neg_at : ndarray, shape of ``score``
+
+        Examples
+        --------
+        >>> c = ScoreCounts.from_scores([0, 0, 1, 1], [0.1, 0.4, 0.4, 0.8])
+        >>> [a.tolist() for a in c.below_and_at([0.4, 0.5])]
+        [[0.0, 1.0], [1.0, 0.0], [1.0, 2.0], [1.0, 0.0]]
+        """
+        x = np.asarray(score, dtype=np.float64)
+        inc = self.thresholds[::-1]
+        pos_inc, neg_inc = self.pos[::-1], self.neg[::-1]
+        cum_pos = np.r_[0.0, np.cumsum(pos_inc)]
+        cum_neg = np.r_[0.0, np.cumsum(neg_inc)]
+        i = np.searchsorted(inc, x, side="left")  # levels strictly below x
+        j = np.minimum(i, inc.size - 1)
+        at = (i < inc.size) & (inc[j] == x)
+        return (
+            cum_pos[i],
+            np.where(at, pos_inc[j], 0.0),
+            cum_neg[i],
+            np.where(at, neg_inc[j], 0.0),
+        )
+
+    def placement_of(self, score: ArrayLike) -> tuple[FloatArray, FloatArray]:
+        """DeLong placement of arbitrary values against counts at each distinct score.
+
+        Returns
+        -------
+        v10 : ndarray
+            ``(negatives below + negatives at / 2) / n_neg``: a positive's placement.
+        v01 : ndarray
+            ``(positives above + positives at / 2) / n_pos``: a negative's placement.
+        """
+        pos_below, pos_at, neg_below, neg_at = self.below_and_at(score)
+        p, n = self.n_pos, self.n_neg
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (neg_below + neg_at / 2.0) / n, (p - pos_below - pos_at / 2.0) / p
+
     def placements_at(self, y: BoolArray, score: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Placement values of rows against these counts: (V10 of the positives, V01 of
         the negatives), in row order. The rows may be some of the counted ones (a site's
@@ -982,8 +1032,58 @@ class ScoreCounts(ResultMixin):
         if not math.isfinite(auc):
             return BootstrapAUCResult(auc, np.zeros(0), p, n, level, seed)
         rng = np.random.default_rng(seed)
-        reps = _bootstrap_aucs(self.pos, self.neg, int(n_bootstraps), rng)
+        reps = _bootstrap(self.pos, self.neg, int(n_bootstraps), rng, _auc_statistic)
         return BootstrapAUCResult(auc, reps, p, n, level, seed)
+
+    def _percentile_ci(
+        self,
+        statistic: BootStatistic,
+        n_bootstraps: int,
+        seed: int | None,
+        confidence_level: float,
+    ) -> tuple[float, float]:
+        level = check_confidence(confidence_level)
+        if int(n_bootstraps) != n_bootstraps or n_bootstraps < 1:
+            raise InputError(f"n_bootstraps must be a positive integer; got {n_bootstraps!r}")
+        if not self.is_whole():
+            raise InputError("the bootstrap resamples rows: it needs whole (unweighted) counts")
+        if self.n_pos <= 0 or self.n_neg <= 0:
+            return (float("nan"), float("nan"))
+        reps = _bootstrap(
+            self.pos, self.neg, int(n_bootstraps), np.random.default_rng(seed), statistic
+        )
+        lo, hi = np.quantile(reps, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+        return (float(lo), float(hi))
+
+    def sensitivity_at_specificity_ci(
+        self,
+        specificity: float,
+        *,
+        n_bootstraps: int = 2000,
+        seed: int | None = None,
+        confidence_level: float = 0.95,
+    ) -> tuple[float, float]:
+        """Stratified bootstrap interval of :meth:`at_specificity`'s sensitivity.
+
+        Each replicate chooses its own threshold by the same rule, so the interval includes
+        the variability of a threshold chosen on the data (what the binomial interval of
+        :class:`OperatingPoint` leaves out). Percentile interval, as pROC's ``ci.se``
+        (which reads the sensitivity off the interpolated curve instead of at a cut).
+        """
+        target = self._target("specificity", specificity)
+        return self._percentile_ci(_sensitivity_at(target), n_bootstraps, seed, confidence_level)
+
+    def specificity_at_sensitivity_ci(
+        self,
+        sensitivity: float,
+        *,
+        n_bootstraps: int = 2000,
+        seed: int | None = None,
+        confidence_level: float = 0.95,
+    ) -> tuple[float, float]:
+        """Stratified bootstrap interval of :meth:`at_sensitivity`'s specificity."""
+        target = self._target("sensitivity", sensitivity)
+        return self._percentile_ci(_specificity_at(target), n_bootstraps, seed, confidence_level)
 
     # -- calibration -----------------------------------------------------------------------
     def calibration(self, n_bins: int = 10) -> CalibrationCurve:
@@ -1156,13 +1256,23 @@ class ScoreCounts(ResultMixin):
         )
 
 
-def _bootstrap_aucs(
-    pos: FloatArray, neg: FloatArray, n_bootstraps: int, rng: np.random.Generator
+BootStatistic = Callable[[FloatArray, FloatArray, int, int], FloatArray]
+
+
+def _bootstrap(
+    pos: FloatArray,
+    neg: FloatArray,
+    n_bootstraps: int,
+    rng: np.random.Generator,
+    statistic: BootStatistic,
 ) -> FloatArray:
-    """AUCs of stratified bootstrap replicates of whole level counts (increasing order)."""
-    p_counts, n_counts = pos[::-1], neg[::-1]
-    keep = (p_counts + n_counts) > 0
-    p_counts, n_counts = p_counts[keep], n_counts[keep]
+    """``statistic`` of stratified bootstrap replicates of whole level counts.
+
+    ``statistic(bp, bn, n_pos, n_neg)`` maps a batch of replicate counts, (b, k) matrices
+    with levels in decreasing order, to b values.
+    """
+    keep = (pos + neg) > 0  # empty levels add nothing to any replicate
+    p_counts, n_counts = pos[keep], neg[keep]
     k = p_counts.size
     p, n = round(p_counts.sum()), round(n_counts.sum())
     out = np.empty(n_bootstraps)
@@ -1172,10 +1282,38 @@ def _bootstrap_aucs(
         b = min(batch, n_bootstraps - start)
         bp = _resample(p_counts, p, b, rng)
         bn = _resample(n_counts, n, b, rng)
-        neg_below = np.cumsum(bn, axis=1) - bn
-        twice = np.einsum("bk,bk->b", bp, 2.0 * neg_below + bn)
-        out[start : start + b] = twice / (2.0 * p * n)
+        out[start : start + b] = statistic(bp, bn, p, n)
     return out
+
+
+def _auc_statistic(bp: FloatArray, bn: FloatArray, p: int, n: int) -> FloatArray:
+    neg_below = n - np.cumsum(bn, axis=1)
+    twice = np.einsum("bk,bk->b", bp, 2.0 * neg_below + bn)
+    return np.asarray(twice / (2.0 * p * n), dtype=np.float64)
+
+
+def _cuts(bp: FloatArray, bn: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Running (tps, fps) of each replicate, starting with the cut above every score."""
+    zero = np.zeros((bp.shape[0], 1))
+    return np.hstack([zero, np.cumsum(bp, axis=1)]), np.hstack([zero, np.cumsum(bn, axis=1)])
+
+
+def _sensitivity_at(specificity: float) -> BootStatistic:
+    def statistic(bp: FloatArray, bn: FloatArray, p: int, n: int) -> FloatArray:
+        tps, fps = _cuts(bp, bn)
+        last = np.count_nonzero((n - fps) / n >= specificity, axis=1) - 1  # a prefix
+        return np.asarray(tps[np.arange(tps.shape[0]), last] / p, dtype=np.float64)
+
+    return statistic
+
+
+def _specificity_at(sensitivity: float) -> BootStatistic:
+    def statistic(bp: FloatArray, bn: FloatArray, p: int, n: int) -> FloatArray:
+        tps, fps = _cuts(bp, bn)
+        first = tps.shape[1] - np.count_nonzero(tps / p >= sensitivity, axis=1)  # a suffix
+        return np.asarray((n - fps[np.arange(fps.shape[0]), first]) / n, dtype=np.float64)
+
+    return statistic
 
 
 def _resample(counts: FloatArray, total: int, b: int, rng: np.random.Generator) -> FloatArray:
