@@ -59,8 +59,10 @@ def _classes(labels: NDArray[Any]) -> NDArray[Any]:
         lo, hi = labels.min(), labels.max()
         if int(hi) - int(lo) < 4:
             # No sort: count each value of the (tiny) range.
-            shifted = labels.astype(np.intp) - int(lo)
-            present = np.bincount(shifted, minlength=int(hi) - int(lo) + 1)
+            if int(lo) >= 0:  # {0, 1} or booleans: count them as they are, no copy
+                present = np.bincount(labels, minlength=int(hi) + 1)[int(lo) :]
+            else:
+                present = np.bincount(labels.astype(np.intp) - int(lo))
             return (np.flatnonzero(present) + lo).astype(labels.dtype)
     return np.unique(labels)
 
