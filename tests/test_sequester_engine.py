@@ -8,15 +8,9 @@ from scipy import integrate, stats
 from sklearn.metrics import roc_auc_score
 
 from fedroc.exceptions import InputError
-from fedroc.sequester import engine
-from fedroc.sequester.engine import (
-    BudgetExhausted,
-    Mechanism,
-    Session,
-    draw_subsets,
-    subset_auc,
-    subset_aucs,
-)
+from fedroc.methods.sequester import mechanism
+from fedroc.methods.sequester.engine import Session, draw_subsets, subset_auc, subset_aucs
+from fedroc.methods.sequester.mechanism import BudgetExhausted, Mechanism
 
 
 @pytest.fixture
@@ -105,7 +99,7 @@ def test_h_thresholdout_perturbs_only_over_threshold():
         a = mech.answer(h, r, budget=budget, rng=rng)
         if o:
             assert a.spent == 1 and a.budget_after == budget - 1
-            assert a.value == h + a.noise and a.noise != 0.0
+            assert a.value == min(1.0, max(0.0, h + a.noise)) and a.noise != 0.0
         else:
             assert a.spent == 0 and a.budget_after == budget
             assert a.value == h and a.noise == 0.0
@@ -175,7 +169,7 @@ def test_dwork_thresholdout_decision_probability():
             a = mech.answer(0.7 + gap, 0.7, budget=1, threshold_noise=gamma, rng=rng)
             if a.spent:
                 over += 1
-                assert a.value == pytest.approx(0.7 + gap + a.noise)
+                assert a.value == pytest.approx(min(1.0, max(0.0, 0.7 + gap + a.noise)))
                 assert a.threshold_noise != gamma  # gamma is redrawn
             else:
                 assert a.value == 0.7 and a.threshold_noise == gamma  # the reference is answered
@@ -192,17 +186,21 @@ def test_dwork_session_needs_reference(data):
     assert sess.query(s, 1, reference=0.5).value is not None
 
 
-def test_default_noise_is_seeded_from_secrets(monkeypatch):
+def test_default_noise_comes_from_fedroc_privacy_unseeded(monkeypatch):
+    # Every draw goes through fedroc.privacy.laplace_noise, without a generator unless the
+    # caller (the custodian's code) passes one: nothing a developer sends can seed it.
     calls = []
-    real = engine.secrets.randbits
+    real = mechanism.laplace_noise
 
-    def spy(k):
-        calls.append(k)
-        return real(k)
+    def spy(size, *, epsilon, sensitivity, rng=None):
+        calls.append((epsilon, sensitivity, rng))
+        return real(size, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
 
-    monkeypatch.setattr(engine.secrets, "randbits", spy)
-    draws = {engine.laplace(1.0) for _ in range(5)}
-    assert len(calls) == 5 and all(k >= 128 for k in calls)
+    monkeypatch.setattr(mechanism, "laplace_noise", spy)
+    mech = Mechanism("laplace", noise_rate=0.1)
+    draws = {mech.answer(0.7, 0.7, budget=5, sensitivity=0.02).noise for _ in range(5)}
+    assert len(calls) == 5 and all(rng is None for *_, rng in calls)
+    assert all(eps == pytest.approx(0.02 / 0.1) and sens == 0.02 for eps, sens, _ in calls)
     assert len(draws) == 5
 
 

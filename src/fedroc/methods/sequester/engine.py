@@ -1,45 +1,12 @@
-"""Test subsets and Thresholdout answers for a sequestered test set (paper 2).
+"""The hash table of a sequestered test set and one developer's session (paper 2).
 
-The hash table of Tang et al. maps each image id to the ids of the test subsets that hold
-it, and its inverse maps a subset id to its images. Subsets of ``N`` images are drawn at a
-set prevalence, with or without replacement inside a subset, from a seed that only the
-custodian keeps.
-
-Two answering mechanisms (papers/NOTES.md section 2):
-
-- ``h-thresholdout`` (paper Figure 2): if ``|AUC(subset) - AUC(whole set)| > T`` the answer
-  is ``AUC(subset) + psi``, ``psi ~ Lap(sigma)``, and one budget unit is spent; otherwise
-  the subset AUC is answered as it is.
-- ``thresholdout`` (Dwork et al., Science 2015): a noisy threshold ``T + gamma``,
-  ``gamma ~ Lap(2 sigma)``; per query ``eta ~ Lap(4 sigma)``; if
-  ``|AUC(subset) - reference| > T + gamma + eta`` the answer is ``AUC(subset) + xi``,
-  ``xi ~ Lap(sigma)``, a unit is spent and ``gamma`` redrawn; otherwise the developer's
-  own ``reference`` AUC (their training or validation value) is returned.
-
-With no unit left, nothing is answered (:class:`BudgetExhausted`): never an unperturbed
-value past the budget.
-
-Threat model
-------------
-The custodian (who holds labels, the seed and the subset membership) is trusted and runs
-this code. Developers are untrusted and may be adaptive or malicious: they choose the
-predictions and the order of their queries; they see their answers, their own remaining
-budget and their own history, never labels, membership or the seed. The Laplace noise
-protects the test set, so by default it is drawn from a generator seeded by ``secrets``
-for every answer (tests may inject a seeded ``numpy.random.Generator``).
-
-What is guaranteed: at most ``budget`` perturbed answers per developer and no answer once
-the budget is spent. Dwork's original mechanism answers below its noisy threshold with
-the developer's own reference value, so the test set only shows through the sparse-vector
-decisions and the noisy answers (their (2B/(sigma n), 0)-DP bound assumes a statistic of
-sensitivity 1/n; an AUC's sensitivity is 1/min(n_pos, n_neg), so scale sigma accordingly).
-The h-variant answers *exact* subset AUCs whenever they lie within ``T`` of the whole-set
-AUC. That protects against overfitting one subset (its AUC drifts away from the whole
-set's and costs budget) but it is not differentially private: crafted predictions whose
-subset AUCs stay within ``T`` (for example, one image raised above all others) reveal
-labels without spending budget, and a model overfitted to the whole set is never
-flagged. The epsilon ``B / (sigma phi)`` of eq. 3 is the paper's figure, not a guarantee
-of this variant; ``scripts/sequester_adaptive.py`` shows both behaviours.
+Tang, Whitney, Myers & Giger (papers/thresholdout-auc-midrc-tang.md, section 2.2): the
+hash table maps each image id to the ids of the test subsets that hold it, and its inverse
+maps a subset id to its images. Subsets of ``N`` images are drawn at a set prevalence,
+with or without replacement inside a subset, from a seed that only the custodian keeps.
+How one query is answered is :mod:`fedroc.methods.sequester.mechanism`; what a developer
+may submit and ask is bounded by :class:`Limits`; :class:`Session` puts them together in
+memory (studies, tests) as the service does in its database (:mod:`fedroc.sequester`).
 """
 
 from __future__ import annotations
@@ -49,33 +16,36 @@ import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from fedroc.exceptions import FedrocError, InputError
+from fedroc.methods.sequester.mechanism import Answer, BudgetExhausted, Mechanism
+from fedroc.metrics import roc_auc
 
 __all__ = [
-    "MECHANISMS",
-    "Answer",
-    "BudgetExhausted",
-    "Mechanism",
+    "Limits",
+    "NearDuplicate",
+    "QuotaExceeded",
     "Session",
     "SubsetTable",
+    "auc_sensitivity",
     "draw_subsets",
-    "laplace",
+    "rank_distance",
     "subset_auc",
     "subset_aucs",
 ]
 
-MechanismName = Literal["h-thresholdout", "thresholdout"]
-MECHANISMS: tuple[str, ...] = ("h-thresholdout", "thresholdout")
+
+class QuotaExceeded(FedrocError):
+    """The developer has used every submission or query their quota allows."""
 
 
-class BudgetExhausted(FedrocError):
-    """The developer has spent every unit of the Thresholdout budget; nothing is answered."""
+class NearDuplicate(InputError):
+    """A submission orders the images almost as an earlier one does (a probe)."""
 
 
 # --------------------------------------------------------------------------- hash table
@@ -232,111 +202,124 @@ def draw_subsets(
 
 def subset_auc(members: NDArray[np.int32], labels: NDArray[np.bool_], scores: ArrayLike) -> float:
     """AUC of one subset (its rows ``members``, repeats counted), ties counted 1/2."""
-    y = labels[members]
-    s = np.asarray(scores, dtype=np.float64)[members]
-    pos = np.sort(s[y])
-    neg = np.sort(s[~y])
-    twice = np.searchsorted(neg, pos, "left").sum() + np.searchsorted(neg, pos, "right").sum()
-    return float(twice) / (2.0 * pos.size * neg.size)
+    return roc_auc(labels[members], np.asarray(scores, dtype=np.float64)[members])
 
 
 def subset_aucs(table: SubsetTable, labels: ArrayLike, scores: ArrayLike) -> NDArray[np.float64]:
-    """AUC of every subset at once (Mann-Whitney through average ranks per row)."""
-    y = np.asarray(labels, dtype=bool)[table.members]
-    s = np.asarray(scores, dtype=np.float64)[table.members]
-    ranks = stats.rankdata(s, axis=1)
-    n_pos = y.sum(axis=1)
-    n_neg = y.shape[1] - n_pos
-    u = (ranks * y).sum(axis=1) - n_pos * (n_pos + 1) / 2.0
-    return np.asarray(u / (n_pos * n_neg), dtype=np.float64)
+    """AUC of every subset (one :func:`fedroc.metrics.roc_auc` per subset, not per row)."""
+    y = np.asarray(labels, dtype=bool)
+    s = np.asarray(scores, dtype=np.float64)
+    return np.array([roc_auc(y[row], s[row]) for row in table.members], dtype=np.float64)
 
 
-# --------------------------------------------------------------------------- mechanisms
+def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
+    """Largest change of a subset AUC when one image's label flips (subsets held fixed).
+
+    An image held ``m`` times by a subset of ``P`` positives and ``Q`` negatives moves its
+    AUC by at most ``m / P + m / (Q + m) <= 2 m / min(P, Q)``: leaving the positives moves
+    their mean placement by at most ``m / P``, joining the negatives moves every placement
+    by at most ``m / (Q + m)`` (and symmetrically). The maximum over subsets, capped at 1,
+    calibrates the differential-privacy events of the answers.
+    """
+    y = np.asarray(labels, dtype=bool)
+    members = np.sort(table.members, axis=1)
+    rho, n = members.shape
+    new_run = np.ones(members.shape, dtype=bool)
+    new_run[:, 1:] = members[:, 1:] != members[:, :-1]
+    starts = np.flatnonzero(new_run.ravel())
+    lengths = np.diff(np.append(starts, members.size))
+    # Runs never cross rows (each row's first entry starts a run), so reduceat over the
+    # index of each row's first run gives the largest multiplicity per subset.
+    row_first = np.searchsorted(starts, np.arange(rho) * n)
+    mult = np.maximum.reduceat(lengths, row_first)
+    n_pos = y[table.members].sum(axis=1)
+    smaller = np.minimum(n_pos, n - n_pos)
+    if (smaller < 1).any():
+        return 1.0
+    return float(min(1.0, np.max(2.0 * mult / smaller)))
 
 
-def laplace(scale: float, rng: np.random.Generator | None = None) -> float:
-    """One Laplace(0, scale) draw; without ``rng`` from a generator seeded by ``secrets``."""
-    g = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
-    return float(g.laplace(0.0, scale))
+def rank_distance(a: ArrayLike, b: ArrayLike) -> float:
+    """How far apart two score vectors order the images, in images moved.
+
+    Spearman's footrule between their average ranks divided by ``n - 1``: lifting one
+    image from the bottom of a strict ordering to its top counts 2, raising one image of
+    a constant vector counts about 1; the footrule lies between the number of pairs the two
+    orderings disagree on and twice that (Diaconis & Graham 1977). Two different models
+    are hundreds of images apart; a probe that moves a few images is a few.
+    """
+    ra = stats.rankdata(np.asarray(a, dtype=np.float64))
+    rb = stats.rankdata(np.asarray(b, dtype=np.float64))
+    if ra.size < 2:
+        return 0.0
+    return float(np.abs(ra - rb).sum() / (ra.size - 1))
 
 
 @dataclass(frozen=True)
-class Answer:
-    """One answered query (``value`` is all the developer receives besides the budget).
+class Limits:
+    """What one developer may submit and ask, beside the budget of noisy answers.
 
-    ``holdout`` (the exact subset AUC), ``noise`` and ``threshold_noise`` stay with the
-    custodian (audit).
+    Parameters
+    ----------
+    max_queries : int or None, default 1000
+        Queries answered in all (None: no limit).
+    max_submissions : int or None, default 100
+        Submissions accepted in all (None: no limit).
+    min_changed_images : float, default 5
+        A submission whose :func:`rank_distance` to an earlier one of the same developer
+        is below this is refused (0: never); one-image probes are about 1 apart.
     """
 
-    value: float
-    spent: int
-    budget_after: int
-    holdout: float
-    reference: float
-    noise: float
-    threshold_noise: float
-
-
-@dataclass(frozen=True)
-class Mechanism:
-    """A Thresholdout rule with its threshold ``T`` and noise rate ``sigma``."""
-
-    name: MechanismName = "h-thresholdout"
-    threshold: float = 0.02
-    noise_rate: float = 0.124
+    max_queries: int | None = 1000
+    max_submissions: int | None = 100
+    min_changed_images: float = 5.0
 
     def __post_init__(self) -> None:
-        if self.name not in MECHANISMS:
-            raise InputError(f"mechanism must be one of {MECHANISMS}; got {self.name!r}")
-        if not (self.threshold >= 0 and math.isfinite(self.threshold)):
-            raise InputError(f"threshold must be a number >= 0; got {self.threshold!r}")
-        if not (self.noise_rate > 0 and math.isfinite(self.noise_rate)):
-            raise InputError(f"noise_rate must be a positive number; got {self.noise_rate!r}")
+        for name in ("max_queries", "max_submissions"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise InputError(f"{name} must be a positive integer or None; got {value!r}")
+        if not (self.min_changed_images >= 0 and math.isfinite(self.min_changed_images)):
+            raise InputError(
+                f"min_changed_images must be a number >= 0; got {self.min_changed_images!r}"
+            )
 
-    @property
-    def needs_reference(self) -> bool:
-        return self.name == "thresholdout"
+    def check_query(self, n_queries: int) -> None:
+        """Raise :class:`QuotaExceeded` when ``n_queries`` answered already use the quota."""
+        if self.max_queries is not None and n_queries >= self.max_queries:
+            raise QuotaExceeded(
+                f"query quota used: {n_queries} of {self.max_queries} queries answered; "
+                "ask the custodian for more"
+            )
 
-    def initial_threshold_noise(self, rng: np.random.Generator | None = None) -> float:
-        """``gamma ~ Lap(2 sigma)`` for Dwork's rule; 0 for the h-variant (fixed ``T``)."""
-        return laplace(2.0 * self.noise_rate, rng) if self.name == "thresholdout" else 0.0
-
-    def answer(
-        self,
-        holdout: float,
-        reference: float,
-        *,
-        budget: int,
-        threshold_noise: float = 0.0,
-        rng: np.random.Generator | None = None,
-    ) -> Answer:
-        """Answer one query, or raise :class:`BudgetExhausted` when ``budget < 1``.
-
-        ``holdout`` is the subset AUC; ``reference`` the whole-set AUC (h-variant) or the
-        developer's own AUC (Dwork). Returns the answer and the state after it.
-        """
-        if budget < 1:
-            raise BudgetExhausted("the Thresholdout budget is spent; no more answers")
-        sigma = self.noise_rate
-        gap = abs(holdout - reference)
-        if self.name == "h-thresholdout":
-            if gap > self.threshold:
-                psi = laplace(sigma, rng)
-                return Answer(holdout + psi, 1, budget - 1, holdout, reference, psi, 0.0)
-            return Answer(holdout, 0, budget, holdout, reference, 0.0, 0.0)
-        eta = laplace(4.0 * sigma, rng)
-        if gap > self.threshold + threshold_noise + eta:
-            xi = laplace(sigma, rng)
-            gamma = laplace(2.0 * sigma, rng)
-            return Answer(holdout + xi, 1, budget - 1, holdout, reference, xi, gamma)
-        return Answer(reference, 0, budget, holdout, reference, 0.0, threshold_noise)
+    def check_submission(
+        self, scores: NDArray[np.float64], earlier: Sequence[tuple[int, NDArray[np.float64]]]
+    ) -> None:
+        """Refuse a submission past the quota or too close to an ``(id, scores)`` earlier."""
+        if self.max_submissions is not None and len(earlier) >= self.max_submissions:
+            raise QuotaExceeded(
+                f"submission quota used: {len(earlier)} of {self.max_submissions} submissions "
+                "made; ask the custodian for more"
+            )
+        if self.min_changed_images <= 0:
+            return
+        for sid, prev in earlier:
+            d = rank_distance(scores, prev)
+            if d < self.min_changed_images:
+                raise NearDuplicate(
+                    f"scores order the images almost as submission {sid} does (rank distance "
+                    f"{d:.2f} images, below min_changed_images={self.min_changed_images:g}); "
+                    f"query submission {sid} instead"
+                )
 
 
 class Session:
     """One developer's answers on an in-memory sequestered set (Python API, simulations).
 
-    The service (:mod:`fedroc.sequester.service`) does the same with its state in a
-    database; this class is for studies such as ``scripts/sequester_adaptive.py``.
+    The service (:mod:`fedroc.sequester`) does the same with its state in a database.
+    ``rng`` is for reproducible studies; by default every noise draw uses operating-system
+    entropy through :mod:`fedroc.privacy`. ``limits`` default to none at all (studies);
+    the service applies :class:`Limits` ``()`` unless the custodian says otherwise.
     """
 
     def __init__(
@@ -346,6 +329,7 @@ class Session:
         mechanism: Mechanism,
         budget: int,
         *,
+        limits: Limits | None = None,
         rng: np.random.Generator | None = None,
     ) -> None:
         self.labels = np.asarray(labels, dtype=bool)
@@ -356,27 +340,59 @@ class Session:
         self.table = table
         self.mechanism = mechanism
         self.budget = int(budget)
+        self.limits = Limits(None, None, 0.0) if limits is None else limits
         self.rng = rng
-        self.threshold_noise = mechanism.initial_threshold_noise(rng)
+        self.sensitivity = auc_sensitivity(table, self.labels)
+        self.threshold_noise = mechanism.initial_threshold_noise(rng, sensitivity=self.sensitivity)
+        self.submissions: list[NDArray[np.float64]] = []
         self.history: list[Answer] = []
 
-    def query(self, scores: ArrayLike, subset_id: int, *, reference: float | None = None) -> Answer:
-        """The (possibly perturbed) AUC of ``scores`` on one subset."""
+    def _scores(self, scores: ArrayLike) -> NDArray[np.float64]:
         s = np.asarray(scores, dtype=np.float64)
         if s.shape != self.labels.shape:
             raise InputError(f"scores must have {self.labels.size} entries; got {s.shape}")
         if not np.isfinite(s).all():
             raise InputError("scores contain NaN or infinite values")
+        return s
+
+    def submit(self, scores: ArrayLike) -> int:
+        """Register predictions (checked against :class:`Limits`); returns the id (from 1)."""
+        s = self._scores(scores)
+        self.limits.check_submission(s, list(enumerate(self.submissions, start=1)))
+        self.submissions.append(s.copy())
+        return len(self.submissions)
+
+    def query(
+        self, scores: ArrayLike | int, subset_id: int, *, reference: float | None = None
+    ) -> Answer:
+        """The answer for a submission id, or for scores (submitted first if new)."""
+        if isinstance(scores, (int, np.integer)) and not isinstance(scores, bool):
+            if not 1 <= scores <= len(self.submissions):
+                raise InputError(f"submission {scores} does not exist")
+            s = self.submissions[int(scores) - 1]
+        else:
+            s = self._scores(scores)
+            # The same scores again query the earlier submission, as a client would.
+            if not any(np.array_equal(s, p) for p in self.submissions):
+                self.submit(s)
         row = self.table.members[self.table._check_subset(subset_id)]
+        self.limits.check_query(len(self.history))
+        if self.budget < 1:
+            raise BudgetExhausted("the budget is spent; no more answers")
         holdout = subset_auc(row, self.labels, s)
         if self.mechanism.needs_reference:
             if reference is None:
                 raise InputError("the thresholdout mechanism needs the developer's reference AUC")
             ref = float(reference)
         else:
-            ref = subset_auc(np.arange(self.labels.size, dtype=np.int32), self.labels, s)
+            ref = roc_auc(self.labels, s)
         ans = self.mechanism.answer(
-            holdout, ref, budget=self.budget, threshold_noise=self.threshold_noise, rng=self.rng
+            holdout,
+            ref,
+            budget=self.budget,
+            threshold_noise=self.threshold_noise,
+            sensitivity=self.sensitivity,
+            rng=self.rng,
         )
         self.budget = ans.budget_after
         self.threshold_noise = ans.threshold_noise

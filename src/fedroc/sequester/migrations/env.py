@@ -1,0 +1,15 @@
+"""Alembic environment: migrations run on the connection :func:`fedroc.sequester.db.migrate`
+hands over (``config.attributes["connection"]``), inside its transaction."""
+
+from __future__ import annotations
+
+from alembic import context
+
+connection = context.config.attributes.get("connection")
+if connection is None:  # pragma: no cover - only through fedroc.sequester.db.migrate
+    raise RuntimeError("run the migrations through fedroc.sequester.db.migrate(engine)")
+
+# render_as_batch: SQLite cannot ALTER most things; batch mode copies the table instead.
+context.configure(connection=connection, render_as_batch=True)
+with context.begin_transaction():
+    context.run_migrations()
