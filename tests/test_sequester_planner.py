@@ -10,7 +10,6 @@ import pytest
 
 from fedroc.cli import main
 from fedroc.exceptions import InputError
-from fedroc.metrics import auc_power, auc_sample_size, hanley_mcneil_se
 from fedroc.methods.sequester import figures
 from fedroc.methods.sequester.planner import (
     PlanWarning,
@@ -27,6 +26,7 @@ from fedroc.methods.sequester.planner import (
     suggested_noise_rate,
     thresholdout_budget,
 )
+from fedroc.metrics import auc_power, auc_sample_size, hanley_mcneil_se
 
 
 def test_paper_sigma1_xi600():

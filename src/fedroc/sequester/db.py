@@ -864,7 +864,7 @@ class Store:
                 queries.c.reference,
                 queries.c.noise,
                 queries.c.events,
-            )  # fmt: skip
+            )
             .join(developers, developers.c.id == queries.c.developer_id)
             .order_by(queries.c.id)
         )

@@ -44,7 +44,7 @@ from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from fedroc.exceptions import FedrocError, InputError
@@ -72,11 +72,18 @@ DEFAULTS = {"max_body_bytes": 16 * 2**20, "rate_limit": 50.0, "rate_burst": 100}
 
 # --------------------------------------------------------------------------- schemas
 
+
+class _In(BaseModel):
+    # An unknown field is an error, not silently dropped: nothing a developer adds (a
+    # "seed", a "noise") can look as if it was taken into account.
+    model_config = ConfigDict(extra="forbid")
+
+
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 Name = Annotated[str, Field(max_length=200)]
 
 
-class TestSetIn(BaseModel):
+class TestSetIn(_In):
     name: Name = "test set"
     image_ids: list[Annotated[str, Field(max_length=200)]] = Field(
         ..., description="Image ids, unique."
@@ -84,7 +91,7 @@ class TestSetIn(BaseModel):
     labels: list[int] = Field(..., description="Labels 0/1, one per image id.")
 
 
-class PlanIn(BaseModel):
+class PlanIn(_In):
     n_subsets: int = Field(100, ge=1, le=1_000_000, description="rho: number of test subsets.")
     noise_rate: float = Field(
         ..., gt=0, le=planner.MAX_NOISE_RATE, allow_inf_nan=False,
@@ -129,24 +136,24 @@ class PlanIn(BaseModel):
     )
 
 
-class DeveloperIn(BaseModel):
+class DeveloperIn(_In):
     name: str = Field(..., min_length=1, max_length=200)
 
 
-class TopUpIn(BaseModel):
+class TopUpIn(_In):
     budget_units: int = Field(0, ge=0, le=10**9)
     queries: int = Field(0, ge=0, le=10**9)
     submissions: int = Field(0, ge=0, le=10**9)
 
 
-class SubmissionIn(BaseModel):
+class SubmissionIn(_In):
     name: Name = "model"
     image_ids: list[Annotated[str, Field(max_length=200)]]
     # Checked by the handler (finite, one per image) so that its message names the image.
     scores: list[float | None]
 
 
-class QueryIn(BaseModel):
+class QueryIn(_In):
     submission_id: int = Field(..., ge=1, le=MAX_ID)
     subset_id: int = Field(..., ge=1, le=MAX_ID)
     reference_auc: float | None = Field(
