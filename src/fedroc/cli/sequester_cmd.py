@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -213,12 +214,14 @@ def serve_command(
 
         from fedroc.sequester.service import create_app
     except ImportError as exc:
+        # markup=False: "[service]" is pip's syntax, not a rich style.
         err.print(
-            f"[bold red]error:[/] the sequestration service needs the 'service' extra "
-            f"(missing module {exc.name!r}): pip install 'fedroc[service]'",
+            f"error: the sequestration service needs the 'service' extra (missing module "
+            f"{exc.name!r}): pip install 'fedroc[service]'",
+            markup=False,
             highlight=False,
         )
-        raise typer.Exit(2) from None
+        sys.exit(2)
 
     token = _admin_token(admin_token_file)
     if (tls_cert is None) != (tls_key is None):

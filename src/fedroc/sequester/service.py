@@ -94,11 +94,11 @@ class TestSetIn(_In):
 class PlanIn(_In):
     n_subsets: int = Field(100, ge=1, le=1_000_000, description="rho: number of test subsets.")
     noise_rate: float = Field(
-        ..., gt=0, le=planner.MAX_NOISE_RATE, allow_inf_nan=False,
+        ..., ge=planner.MIN_NOISE_RATE, le=planner.MAX_NOISE_RATE, allow_inf_nan=False,
         description="sigma of eq. 3: the noise rate the budget is computed for.",
     )  # fmt: skip
     answer_noise_rate: float | None = Field(
-        None, gt=0, le=planner.MAX_NOISE_RATE, allow_inf_nan=False,
+        None, ge=planner.MIN_NOISE_RATE, le=planner.MAX_NOISE_RATE, allow_inf_nan=False,
         description="Laplace scale of the answers (default: noise_rate).",
     )  # fmt: skip
     load_factor: float | None = Field(

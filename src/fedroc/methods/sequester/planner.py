@@ -78,15 +78,17 @@ def _positive(value: float, name: str) -> float:
     return v
 
 
-MAX_NOISE_RATE = 100.0
+MIN_NOISE_RATE, MAX_NOISE_RATE = 1e-6, 100.0
 
 
 def _noise_rate(value: float, name: str = "noise_rate") -> float:
-    # Bounded so that eq. 3 cannot overflow (sigma**5); Laplace noise of scale 100 on an
-    # AUC in [0, 1] already answers nothing.
+    # Bounded so that eq. 3 and its inverse neither overflow nor underflow (sigma**5);
+    # Laplace noise of scale 100 on an AUC in [0, 1] already answers nothing.
     s = _positive(value, name)
-    if s > MAX_NOISE_RATE:
-        raise InputError(f"{name} must be at most {MAX_NOISE_RATE:g}; got {value!r}")
+    if not MIN_NOISE_RATE <= s <= MAX_NOISE_RATE:
+        raise InputError(
+            f"{name} must lie in [{MIN_NOISE_RATE:g}, {MAX_NOISE_RATE:g}]; got {value!r}"
+        )
     return s
 
 
@@ -215,16 +217,18 @@ def noise_rate_for_budget(budget: float, subset_size: int) -> float:
     n = _count(subset_size, "subset_size")
 
     def gap(log_s: float) -> float:
-        sigma = min(math.exp(log_s), MAX_NOISE_RATE)  # exp(log(100)) may exceed 100 by an ulp
+        # exp(log(x)) may miss the bounds by an ulp
+        sigma = min(max(math.exp(log_s), MIN_NOISE_RATE), MAX_NOISE_RATE)
         return math.log(thresholdout_budget(n, sigma)) - math.log(b)
 
-    lo, hi = math.log(1e-6), math.log(MAX_NOISE_RATE)
+    lo, hi = math.log(MIN_NOISE_RATE), math.log(MAX_NOISE_RATE)
     if gap(lo) > 0 or gap(hi) < 0:
         raise InputError(
-            f"no noise rate in [1e-6, {MAX_NOISE_RATE:g}] gives budget {budget!r} with subsets "
-            f"of {n} images"
+            f"no noise rate in [{MIN_NOISE_RATE:g}, {MAX_NOISE_RATE:g}] gives budget {budget!r} "
+            f"with subsets of {n} images"
         )
-    return min(MAX_NOISE_RATE, math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14)))
+    root = math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14))
+    return min(max(root, MIN_NOISE_RATE), MAX_NOISE_RATE)
 
 
 def suggested_noise_rate(

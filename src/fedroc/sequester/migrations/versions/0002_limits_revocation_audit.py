@@ -20,23 +20,23 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("plans") as batch:
-        batch.add_column(sa.Column("answer_noise_rate", sa.Float, nullable=True))
-        batch.add_column(sa.Column("answer_step", sa.Float, nullable=False, server_default="0"))
-        batch.add_column(sa.Column("sensitivity", sa.Float, nullable=True))
-        batch.add_column(sa.Column("max_queries", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("max_submissions", sa.Integer, nullable=True))
-        batch.add_column(
-            sa.Column("min_changed_images", sa.Float, nullable=False, server_default="0")
-        )
-    with op.batch_alter_table("developers") as batch:
-        batch.add_column(sa.Column("active", sa.Boolean, nullable=False, server_default=sa.true()))
-        batch.add_column(sa.Column("max_queries", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("max_submissions", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("n_submissions", sa.Integer, nullable=False, server_default="0"))
-        batch.add_column(sa.Column("token_rotated_at", sa.Float, nullable=True))
-    with op.batch_alter_table("queries") as batch:
-        batch.add_column(sa.Column("events", sa.Text, nullable=False, server_default="[]"))
+    # Plain ADD COLUMN (constant defaults): SQLite does it in place, where a batch copy
+    # would have to drop tables that others reference.
+    for table, column in [
+        ("plans", sa.Column("answer_noise_rate", sa.Float, nullable=True)),
+        ("plans", sa.Column("answer_step", sa.Float, nullable=False, server_default="0")),
+        ("plans", sa.Column("sensitivity", sa.Float, nullable=True)),
+        ("plans", sa.Column("max_queries", sa.Integer, nullable=True)),
+        ("plans", sa.Column("max_submissions", sa.Integer, nullable=True)),
+        ("plans", sa.Column("min_changed_images", sa.Float, nullable=False, server_default="0")),
+        ("developers", sa.Column("active", sa.Boolean, nullable=False, server_default=sa.true())),
+        ("developers", sa.Column("max_queries", sa.Integer, nullable=True)),
+        ("developers", sa.Column("max_submissions", sa.Integer, nullable=True)),
+        ("developers", sa.Column("n_submissions", sa.Integer, nullable=False, server_default="0")),
+        ("developers", sa.Column("token_rotated_at", sa.Float, nullable=True)),
+        ("queries", sa.Column("events", sa.Text, nullable=False, server_default="[]")),
+    ]:
+        op.add_column(table, column)
     op.create_table(
         "admin_actions",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
