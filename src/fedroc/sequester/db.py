@@ -189,6 +189,7 @@ admin_actions = Table(
 )
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+MAX_COUNT = 2**31 - 1  # INTEGER columns are 32-bit in PostgreSQL
 
 
 class NotFound(InputError):
@@ -592,7 +593,17 @@ class Store:
     ) -> dict[str, Any]:
         """Add budget units and quota to a developer (a NULL quota stays unlimited)."""
         with self.engine.begin() as conn:
-            self._developer_exists(conn, developer_id)
+            row = self._developer_exists(conn, developer_id)
+            after = [
+                ("budget_units", row.budget_total, budget_units),
+                ("queries", row.max_queries or 0, queries),
+                ("submissions", row.max_submissions or 0, submissions),
+            ]
+            for name, now, add in after:
+                if now + add > MAX_COUNT:
+                    raise InputError(
+                        f"{name}: topping up {add} would pass {MAX_COUNT} (32-bit counters)"
+                    )
             d = developers.c
             conn.execute(
                 update(developers)
@@ -609,6 +620,10 @@ class Store:
         return next(r for r in self.developers() if r["id"] == developer_id)
 
     # ------------------------------------------------------------------ developer side
+
+    def cached_developer(self, token_hash: str) -> DeveloperRow | None:
+        """The active developer of a token hash if this process has seen it (no I/O)."""
+        return self._devs.get(token_hash)
 
     def developer_by_token(self, token: str) -> DeveloperRow | None:
         """The active developer holding ``token``, or None (unknown, revoked or rotated)."""
@@ -744,7 +759,7 @@ class Store:
     ) -> tuple[int, Answer]:
         """Decide, record and commit one answer; raises past the budget or the quota."""
         scores, whole_auc = self.submission(developer.id, submission_id)
-        row_idx = plan.table._check_subset(subset_id)
+        members = plan.table.row(subset_id)
         if plan.mechanism.needs_reference:
             if reference is None:
                 raise InputError(
@@ -755,7 +770,7 @@ class Store:
         else:
             ref = whole_auc
         # The AUC is computed outside the transaction: it depends on nothing that changes.
-        holdout = subset_auc(plan.table.members[row_idx], plan.labels, scores)
+        holdout = subset_auc(members, plan.labels, scores)
         d = developers.c
         with self.engine.begin() as conn:
             got = conn.execute(

@@ -286,8 +286,8 @@ def create_app(
         h = hash_token(token)
         if secrets.compare_digest(h, admin_hash):
             return Principal("admin", "admin")
-        dev = store._devs.get(h)
-        if dev is None:
+        dev = store.cached_developer(h)
+        if dev is None:  # a database lookup: off the event loop
             dev = await run_in_threadpool(store.developer_by_token, token)
         return None if dev is None else Principal("developer", f"dev:{dev.id}", dev)
 

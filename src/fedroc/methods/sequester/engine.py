@@ -85,8 +85,13 @@ class SubsetTable:
         """Values per key: ``N rho / phi``."""
         return self.members.size / self.n_images
 
-    def _check_subset(self, subset_id: int) -> int:
-        if isinstance(subset_id, bool) or int(subset_id) != subset_id:
+    def row(self, subset_id: int) -> NDArray[np.int32]:
+        """Image indices of subset ``subset_id`` (1-based), or an error naming it."""
+        return self.members[self._index(subset_id)]
+
+    def _index(self, subset_id: int) -> int:
+        ok = isinstance(subset_id, (int, np.integer)) and not isinstance(subset_id, bool)
+        if not ok:
             raise InputError(f"subset_id must be an integer; got {subset_id!r}")
         if not 1 <= subset_id <= self.n_subsets:
             raise InputError(f"subset_id must lie in 1..{self.n_subsets}; got {subset_id!r}")
@@ -94,8 +99,7 @@ class SubsetTable:
 
     def images_of(self, subset_id: int) -> list[str]:
         """Image ids of one subset (repeated as drawn)."""
-        row = self.members[self._check_subset(subset_id)]
-        return [self.image_ids[i] for i in row.tolist()]
+        return [self.image_ids[i] for i in self.row(subset_id).tolist()]
 
     def _csr(self) -> tuple[dict[str, int], NDArray[np.int64], NDArray[np.int64]]:
         if not self._inverse:
@@ -375,7 +379,7 @@ class Session:
             # The same scores again query the earlier submission, as a client would.
             if not any(np.array_equal(s, p) for p in self.submissions):
                 self.submit(s)
-        row = self.table.members[self.table._check_subset(subset_id)]
+        row = self.table.row(subset_id)
         self.limits.check_query(len(self.history))
         if self.budget < 1:
             raise BudgetExhausted("the budget is spent; no more answers")
