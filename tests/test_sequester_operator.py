@@ -208,6 +208,17 @@ def test_quotas_near_duplicates_and_top_ups(app):
     assert submit(np.random.default_rng(7).normal(size=N)).status_code == 201
 
 
+def test_top_up_stays_within_32_bit_counters(app):
+    st = _setup(app, mechanism="laplace")
+    adm = _client(app, ADMIN)
+    url = f"/v1/developers/{st['dev_id']}/top-up"
+    assert adm.post(url, json={"budget_units": 10**9}).status_code == 200
+    assert adm.post(url, json={"budget_units": 10**9}).status_code == 200
+    r = adm.post(url, json={"budget_units": 10**9})
+    assert r.status_code == 422 and "budget_units" in r.json()["detail"]
+    assert _client(app, st["token"]).get("/v1/budget").json()["budget_total"] == 50 + 2 * 10**9
+
+
 def test_revoke_and_rotate(app):
     st = _setup(app, mechanism="laplace")
     dev, adm = _client(app, st["token"]), _client(app, ADMIN)

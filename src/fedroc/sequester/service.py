@@ -33,6 +33,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import secrets
 import threading
@@ -513,8 +514,6 @@ def create_app(
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, sort_keys=True)
 
 
