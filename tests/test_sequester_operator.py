@@ -162,7 +162,7 @@ def test_noise_is_the_servers_own(tmp_path):
     # seed two identical sessions differ. A developer has no way to send one (extra="forbid").
     def answers(path, seed):
         app = create_app(str(path), ADMIN, rate_limit=0, noise_seed=seed)
-        st = _setup(app, mechanism="laplace", noise_rate=0.2, round_answers=False, seed="x")
+        st = _setup(app, mechanism="laplace", noise_rate=0.02, round_answers=False, seed="x")
         dev = _client(app, st["token"])
         sid = dev.post("/v1/submissions", json={"image_ids": st["ids"], "scores": st["s"].tolist()})
         q = {"submission_id": sid.json()["submission_id"], "subset_id": 1}

@@ -13,10 +13,11 @@ fedroc 0.1 before migrations existed.
 
 Spending is atomic. A query runs in one transaction that starts with the conditional
 ``UPDATE developers SET n_queries = n_queries + 1 WHERE id = :id AND active AND
-budget_remaining >= 1 AND (max_queries IS NULL OR n_queries < max_queries)``: on
-PostgreSQL it takes the developer's row lock and re-checks the condition after a
-concurrent commit; on SQLite it takes the database's write lock. Only then is the state
-read, the answer decided and the new budget and the answer written, and the transaction
+budget_remaining >= 1 AND (max_queries IS NULL OR n_queries < max_queries) RETURNING
+budget_remaining, threshold_noise``: on PostgreSQL it takes the developer's row lock and
+re-checks the condition after a concurrent commit; on SQLite it takes the database's write
+lock. Only then is the answer decided from the state it returned and the new budget and
+the answer written, and the transaction
 commits before the service responds; so concurrent queries never spend a unit twice or
 answer past zero, and a crash loses no answer that was sent. Submissions take the same
 lock before their quota and near-duplicate checks.
@@ -36,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
@@ -52,11 +53,13 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     create_engine,
     event,
     func,
     insert,
     inspect,
+    or_,
     select,
     true,
     update,
@@ -186,6 +189,23 @@ admin_actions = Table(
     Column("action", String(40), nullable=False),
     Column("target", String(80), nullable=False),
     Column("details", Text, nullable=False),  # JSON object; never a token
+)
+
+_d = developers.c
+# The statements of a query, built once (building them costs more than running them).
+# The first takes the developer's row (or the database's write lock) and re-checks the
+# budget, the quota and the token under it; RETURNING gives the state it locked.
+_SPEND = (
+    update(developers)
+    .where(_d.id == bindparam("dev"), _d.active, _d.budget_remaining >= 1)
+    .where(or_(_d.max_queries.is_(None), _d.n_queries < _d.max_queries))
+    .values(n_queries=_d.n_queries + 1)
+    .returning(_d.budget_remaining, _d.threshold_noise)
+)
+_SETTLE = (
+    update(developers)
+    .where(_d.id == bindparam("dev"), _d.budget_remaining == bindparam("before"))
+    .values(budget_remaining=bindparam("after"), threshold_noise=bindparam("gamma"))
 )
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -771,19 +791,10 @@ class Store:
             ref = whole_auc
         # The AUC is computed outside the transaction: it depends on nothing that changes.
         holdout = subset_auc(members, plan.labels, scores)
-        d = developers.c
         with self.engine.begin() as conn:
-            got = conn.execute(
-                update(developers)
-                .where(d.id == developer.id, d.active, d.budget_remaining >= 1)
-                .where((d.max_queries.is_(None)) | (d.n_queries < d.max_queries))
-                .values(n_queries=d.n_queries + 1)
-            )
-            if got.rowcount != 1:
+            state = conn.execute(_SPEND, {"dev": developer.id}).first()
+            if state is None:
                 self._refusal(conn, developer)
-            state = conn.execute(
-                select(d.budget_remaining, d.threshold_noise).where(d.id == developer.id)
-            ).one()
             ans = plan.mechanism.answer(
                 holdout,
                 ref,
@@ -792,32 +803,35 @@ class Store:
                 sensitivity=plan.sensitivity,
                 rng=rng,
             )
-            done = conn.execute(
-                update(developers)
-                .where(d.id == developer.id, d.budget_remaining == state.budget_remaining)
-                .values(budget_remaining=ans.budget_after, threshold_noise=ans.threshold_noise)
-            )
-            if done.rowcount != 1:  # cannot happen while we hold the row's lock
-                raise RuntimeError("developer budget changed under a held lock")
+            # Below Thresholdout's threshold nothing changes: the common case writes no row.
+            if ans.spent or ans.threshold_noise != state.threshold_noise:
+                done = conn.execute(
+                    _SETTLE,
+                    {"dev": developer.id, "before": state.budget_remaining,
+                     "after": ans.budget_after, "gamma": ans.threshold_noise},
+                )  # fmt: skip
+                if done.rowcount != 1:  # cannot happen while we hold the row's lock
+                    raise RuntimeError("developer budget changed under a held lock")
             res = conn.execute(
-                insert(queries).values(
-                    developer_id=developer.id,
-                    submission_id=submission_id,
-                    subset_id=int(subset_id),
-                    answer=ans.value,
-                    spent=ans.spent,
-                    budget_after=ans.budget_after,
-                    holdout=ans.holdout,
-                    reference=ans.reference,
-                    noise=ans.noise,
-                    events=json.dumps([asdict(e) for e in ans.events]),
-                    created_at=time.time(),
-                )
+                insert(queries),
+                {
+                    "developer_id": developer.id,
+                    "submission_id": submission_id,
+                    "subset_id": int(subset_id),
+                    "answer": ans.value,
+                    "spent": ans.spent,
+                    "budget_after": ans.budget_after,
+                    "holdout": ans.holdout,
+                    "reference": ans.reference,
+                    "noise": ans.noise,
+                    "events": json.dumps([asdict(e) for e in ans.events]),
+                    "created_at": time.time(),
+                },
             )
             query_id = _new_id(res)
         return query_id, ans
 
-    def _refusal(self, conn: Connection, developer: DeveloperRow) -> None:
+    def _refusal(self, conn: Connection, developer: DeveloperRow) -> NoReturn:
         row = self._developer_exists(conn, developer.id)
         if not row.active:
             raise Revoked("this token was revoked")
