@@ -187,21 +187,26 @@ def test_dwork_session_needs_reference(data):
 
 
 def test_default_noise_comes_from_fedroc_privacy_unseeded(monkeypatch):
-    # Every draw goes through fedroc.privacy.laplace_noise, without a generator unless the
-    # caller (the custodian's code) passes one: nothing a developer sends can seed it.
+    # Every draw comes from fedroc.privacy.laplace_noise without a generator (its own
+    # sampler and entropy) unless the caller (the custodian's code) passes one: nothing a
+    # developer sends can seed it. Unseeded draws are pooled, each used once.
     calls = []
     real = mechanism.laplace_noise
 
     def spy(size, *, epsilon, sensitivity, rng=None):
-        calls.append((epsilon, sensitivity, rng))
+        calls.append((size, epsilon, sensitivity, rng))
         return real(size, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
 
     monkeypatch.setattr(mechanism, "laplace_noise", spy)
+    monkeypatch.setattr(mechanism, "_POOL", mechanism._NoisePool())
     mech = Mechanism("laplace", noise_rate=0.1)
-    draws = {mech.answer(0.7, 0.7, budget=5, sensitivity=0.02).noise for _ in range(5)}
-    assert len(calls) == 5 and all(rng is None for *_, rng in calls)
-    assert all(eps == pytest.approx(0.02 / 0.1) and sens == 0.02 for eps, sens, _ in calls)
-    assert len(draws) == 5
+    answers = [mech.answer(0.5, 0.5, budget=5, sensitivity=0.02) for _ in range(50)]
+    assert len({a.noise for a in answers}) == 50
+    assert calls == [(mechanism._POOL_SIZE, pytest.approx(0.02 / 0.1), 0.02, None)]
+    assert all(a.events[0].size == 1 and a.events[0].epsilon == pytest.approx(0.2)
+               for a in answers)  # fmt: skip
+    seeded = mech.answer(0.5, 0.5, budget=5, sensitivity=0.02, rng=np.random.default_rng(1))
+    assert calls[-1][0] == 1 and calls[-1][3] is not None and seeded.spent == 1
 
 
 def test_mechanism_rejects_bad_parameters():

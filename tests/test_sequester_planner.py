@@ -278,3 +278,12 @@ def test_cli_perturbation_figure_is_written(tmp_path):
     main(["sequester", "figure", "perturbation", "--out", str(out), "--subsets", "40"])
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_fedroc_figures_writes_paper_2(tmp_path, capsys):
+    main(["figures", "--paper", "2", "--out", str(tmp_path), "--quick", "--json"])
+    made = json.loads(capsys.readouterr().out)["figures"]
+    assert [f["figure"] for f in made] == ["3", "4", "5"]
+    for f in made:
+        data = open(f["file"], "rb").read()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, f

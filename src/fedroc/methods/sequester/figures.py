@@ -9,7 +9,9 @@
   the IQR of resampled subset AUCs (:func:`auc_iqr_by_load_factor`).
 
 The noise of a figure comes from a seeded generator: a figure is an illustration for the
-custodian, not a release.
+custodian, not a release. ``fedroc figures --paper 2 --out DIR`` writes all three
+(registered with :func:`fedroc.figures.paper_figure`); ``fedroc sequester figure KIND``
+writes one with its options.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from fedroc.exceptions import InputError
+from fedroc.figures import paper_figure
 from fedroc.methods.sequester.engine import draw_subsets, subset_aucs
 from fedroc.methods.sequester.mechanism import Mechanism
 from fedroc.methods.sequester.planner import (
@@ -289,7 +293,37 @@ def perturbation_figure(
                title=f"load factor {xi:g} (subsets of {p.subset_size} images)")  # fmt: skip
         ax.legend(fontsize=8, loc="upper right")
     axes[0][0].set_ylabel("perturbation of the subset AUC (psi)")
-    fig.suptitle(f"Figure 4: h-Thresholdout_AUC, T = {threshold:g}, sigma = {noise_rate:g}; "
+    fig.suptitle(f"Paper 2, Figure 4: h-Thresholdout_AUC, T = {threshold:g}, "
+                 f"sigma = {noise_rate:g}; "
                  f"{source}", fontsize=9)  # fmt: skip
     fig.tight_layout()
     return fig
+
+
+def _save(fig: Any, path: Path, title: str) -> Path:
+    """Write a figure titled with the paper's figure number (``title``, unless it has one)."""
+    if title:
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _plt().close(fig)
+    return path
+
+
+@paper_figure(2, "3", "Power of the test AUC = 0.5 over load factor and number of subsets")
+def _figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
+    fig = power_figure(seed=seed)
+    return _save(fig, path, "Paper 2, Figure 3: power over load factor and subsets")
+
+
+@paper_figure(2, "4", "Perturbation of each subset's AUC at load factors 10 and 70")
+def _figure4(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
+    fig = perturbation_figure(n_subsets=40 if quick else 100, seed=seed)
+    return _save(fig, path, "")
+
+
+@paper_figure(2, "5", "Budget against load factor beside the AUC SE and IQR of subsets")
+def _figure5(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
+    xs = np.arange(10, 600, 100.0) if quick else None
+    fig = budget_figure(load_factors=xs, seed=seed)
+    return _save(fig, path, "Paper 2, Figure 5: budget, AUC SE and IQR against load factor")

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from alembic import context
 
-connection = context.config.attributes.get("connection")
-if connection is None:  # pragma: no cover - only through fedroc.sequester.db.migrate
-    raise RuntimeError("run the migrations through fedroc.sequester.db.migrate(engine)")
 
-# render_as_batch: SQLite cannot ALTER most things; batch mode copies the table instead.
-context.configure(connection=connection, render_as_batch=True)
-with context.begin_transaction():
-    context.run_migrations()
+def run() -> None:
+    connection = context.config.attributes.get("connection")
+    if connection is None:
+        raise RuntimeError("run the migrations through fedroc.sequester.db.migrate(engine)")
+    # render_as_batch: SQLite cannot ALTER most things; batch mode copies the table instead.
+    context.configure(connection=connection, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+# Alembic executes this file with its context set; anything else (a doctest collector)
+# only imports it.
+if getattr(context, "config", None) is not None:
+    run()
