@@ -95,7 +95,7 @@ def test_thresholdout_alone_keeps_it_at_chance(server):
     # Without quotas or near-duplicate refusal: Dwork's rule answers the developer's own
     # reference (0.5) below its noisy threshold and spends the budget above it.
     _, y = _test_set()
-    targets = np.random.default_rng(1).choice(N_IMAGES, 400, replace=False)
+    targets = np.random.default_rng(1).choice(N_IMAGES, 200, replace=False)
     guess, counts = probe_attack(server, {**DEFAULT_PLAN, **NO_LIMITS}, targets)
     assert counts["answered"] + counts["refused"] == targets.size
     assert counts["informative"] <= 2 * 2  # at most the 2 budget units' noisy answers (x2)
@@ -106,7 +106,7 @@ def test_thresholdout_alone_keeps_it_at_chance(server):
 def test_the_papers_variant_falls_to_it(server):
     # The attack works: h-Thresholdout_AUC, unrounded and without limits, reads the labels.
     _, y = _test_set()
-    targets = np.random.default_rng(2).choice(N_IMAGES, 200, replace=False)
+    targets = np.random.default_rng(2).choice(N_IMAGES, 100, replace=False)
     plan = {**DEFAULT_PLAN, **NO_LIMITS, "mechanism": "h-thresholdout", "round_answers": False}
     guess, counts = probe_attack(server, plan, targets)
     assert balanced_accuracy(y[targets], guess[targets]) >= 0.9, counts
