@@ -328,6 +328,22 @@ def test_exact_counts_equal_sklearn_confusion_matrix_at_thresholds(rng):
             )
 
 
+@pytest.mark.parametrize("levels", [2, 40, None])
+def test_both_merge_paths_count_the_same(levels):
+    # Heavy ties merge the classes' distinct values, few ties their rows: the counts agree
+    # with the argsort path that weighted counts take (weights of 1).
+    from fedroc.metrics import _counts
+
+    rng = np.random.default_rng(levels or 0)
+    y, s = tied_data(rng, 5000, levels)
+    assert _counts._heavy_ties(np.sort(s[y == 0])) == (levels is not None)
+    fast = ScoreCounts.from_scores(y, s)
+    ref = ScoreCounts.from_scores(y, s, sample_weight=np.ones(s.size))
+    np.testing.assert_array_equal(fast.thresholds, ref.thresholds)
+    np.testing.assert_array_equal(fast.pos, ref.pos)
+    np.testing.assert_array_equal(fast.neg, ref.neg)
+
+
 def test_shared_thresholds_are_the_binning_rule(rng):
     s = np.r_[rng.random(200), 0.0, 1.0, 0.5, 0.25]
     y = rng.integers(0, 2, s.size)

@@ -91,19 +91,43 @@ def _warn(message: str, stacklevel: int = 3) -> None:
 
 
 # -- the one sort --------------------------------------------------------------------------
+def _runs(a: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Distinct values of a sorted array and how often each occurs."""
+    new = np.empty(a.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(a[1:], a[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    return a[starts], np.diff(starts, append=a.size).astype(np.float64)
+
+
+def _heavy_ties(a: FloatArray, window: int = 4096) -> bool:
+    """Whether a sorted array repeats its values a lot (judged on a window in its middle).
+
+    Only chooses between two exact ways of merging the classes (rows or distinct values).
+    """
+    mid = a[max(0, a.size // 2 - window // 2) :][:window]
+    return bool(mid.size >= 64 and np.count_nonzero(mid[1:] != mid[:-1]) < mid.size // 8)
+
+
 def _merge_levels(y: BoolArray, s: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Distinct scores (decreasing) with the number of positives and negatives at each.
 
     Each class is sorted on its own (numpy's vectorized quicksort) and the two sorted runs
     are merged by a stable argsort, which timsort does in linear time: faster than one
-    argsort of all rows. Gathering through the reversed merge order gives every array in
-    decreasing order of score, contiguous. This is the hot path of every pooled metric, so
-    it makes as few passes over the rows as it can.
+    argsort of all rows. With many ties the classes' distinct values are merged instead of
+    their rows. Gathering through the reversed merge order gives every array in decreasing
+    order of score, contiguous. This is the hot path of every pooled metric, so it makes as
+    few passes over the rows as it can.
     """
     neg = s[~y]
     neg.sort()
     pos = s[y]
     pos.sort()
+    if _heavy_ties(neg) or _heavy_ties(pos):
+        (neg, neg_count), (pos, pos_count) = _runs(neg), _runs(pos)
+        count = np.concatenate([neg_count, pos_count])
+    else:
+        count = None
     both = np.concatenate([neg, pos])
     order = np.argsort(both, kind="stable")[::-1]
     values = both[order]
@@ -112,12 +136,17 @@ def _merge_levels(y: BoolArray, s: FloatArray) -> tuple[FloatArray, FloatArray, 
     new = np.empty(n, dtype=bool)
     new[:1] = True
     np.not_equal(values[1:], values[:-1], out=new[1:])
-    if np.count_nonzero(new) == n:  # no ties (continuous scores): one row per level
+    if count is None and np.count_nonzero(new) == n:  # no ties: one row per level
         pos_level = is_pos.astype(np.float64)
         return values, pos_level, np.subtract(1.0, pos_level)
     starts = np.flatnonzero(new)
-    pos_level = np.add.reduceat(is_pos, starts, dtype=np.float64)
-    size = np.diff(starts, append=n).astype(np.float64)
+    if count is None:
+        pos_level = np.add.reduceat(is_pos, starts, dtype=np.float64)
+        size = np.diff(starts, append=n).astype(np.float64)
+    else:
+        merged = count[order]
+        pos_level = np.add.reduceat(np.where(is_pos, merged, 0.0), starts)
+        size = np.add.reduceat(merged, starts)
     return values[starts], pos_level, size - pos_level
 
 
