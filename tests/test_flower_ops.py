@@ -9,22 +9,25 @@ succeeds and no site's audit log loses an entry.
 
 from __future__ import annotations
 
-import json
 import os
+import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("flwr")
 
 from fedroc.datasets import make_multisite
-from fedroc.exceptions import FedrocError, SiteError
-from fedroc.federation.flower.deploy import LocalDeployment, QUIET_ENV, node_config_toml
+from fedroc.exceptions import SiteError
+from fedroc.federation.flower.deploy import (
+    QUIET_ENV,
+    LocalDeployment,
+    free_port,
+    node_config_toml,
+)
 from fedroc.federation.flower.site_config import SiteNodeConfig
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -60,8 +63,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
 class Rogue:
     """A SuperNode started by someone who has only the CA certificate (and maybe a key)."""
 
-    def __init__(self, dep: LocalDeployment, root: Path, site: str, key: Path | None) -> None:
-        base = root / f"rogue-{site}-{'key' if key else 'nokey'}"
+    def __init__(
+        self, dep: LocalDeployment, root: Path, label: str, site: str, key: Path | None
+    ) -> None:
+        base = root / f"rogue-{label}"
         base.mkdir(parents=True, exist_ok=True)
         data = _write(base, (ROGUE_ROWS, ROGUE_ROWS), seed=99, prefix="rogue-")["site1"]
         config = base / "node-config.toml"
@@ -69,38 +74,47 @@ class Rogue:
         assert dep.tls is not None
         cmd = [sys.executable, "-m", "fedroc.federation.flower.node"]
         cmd += ["--superlink", dep.address, "--root-certificates", str(dep.tls.ca_cert)]
-        cmd += ["--node-config", str(config), "--host", "127.0.0.1", "--port", "0"]
+        cmd += ["--node-config", str(config), "--host", "127.0.0.1", "--port", str(free_port())]
         if key is not None:
             cmd += ["--auth-supernode-private-key", str(key)]
-        from fedroc.federation.flower.deploy import free_port
-
-        cmd[-1] = str(free_port())
         self.log = base / "rogue.log"
         home = base / "home"
         home.mkdir(exist_ok=True)
-        env = {**os.environ, **QUIET_ENV, **PLUGIN_ENV, "FLWR_HOME": str(home)}
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        self.cmd = cmd
+        self.env = {**os.environ, **QUIET_ENV, **PLUGIN_ENV, "FLWR_HOME": str(home)}
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as out:
+            return subprocess.Popen(
+                self.cmd, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
             )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_for(self, needle: str, timeout: float) -> bool:
+    def wait_connected(self, timeout: float) -> bool:
+        """Wait until the SuperLink took the rogue; start it again when it gives up (a key
+        whose node crashed moments ago is refused until it times out at the SuperLink)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if needle in self.text():
+            if "SuperNode ID:" in self.text():
                 return True
             if self.proc.poll() is not None:
-                return needle in self.text()
+                time.sleep(2.0)
+                self.proc = self._start()
             time.sleep(0.2)
         return False
 
-    def stop(self) -> None:
+    def stop(self, graceful: bool = False) -> None:
+        """Kill the rogue; ``graceful``: SIGTERM, so that it signs off at the SuperLink."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 9)
-        self.proc.wait(timeout=30)
+            os.killpg(self.proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
 
 
 def _rogue_key(root: Path) -> Path:
@@ -119,20 +133,65 @@ def _rogue_key(root: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("with_key", [False, True], ids=["no-key", "own-key"])
-def test_rogue_node_with_the_ca_certificate_is_refused(deployment, with_key: bool) -> None:
-    """A rogue declaring site1 while site1 is down must not answer for it."""
+def test_rogue_nodes_are_refused_and_the_refusal_names_them(deployment) -> None:
+    """Rogue SuperNodes holding the CA certificate cannot answer as a site.
+
+    While site1 and site2 are down: a rogue without a key, one with its own key, one whose
+    own key an attacker registered under the name "site1" through the Control API, and an
+    impostor holding site2's registered key, all declaring site1. None is used as site1.
+    """
+    from fedroc.federation.flower.deploy import flwr_executable, flwr_home
+    from fedroc.federation.flower.identity import generate_node_key, register_sites
+
     dep, root = deployment
     dep.kill_site("site1")
-    rogue = Rogue(dep, root, "site1", _rogue_key(root) if with_key else None)
+    dep.kill_site("site2")
+    # An attacker who can reach the Control API registers its own key as "site1".
+    stolen_name = generate_node_key(root / "attacker", "site1")
+    env = {**os.environ, **flwr_home(dep.connection, root / "attacker")}
+    register_sites(
+        [flwr_executable()], env, {"site1": stolen_name.public_key}, connection_name="fedroc"
+    )
+    rogues = {
+        "no-key": Rogue(dep, root, "no-key", "site1", None),
+        "own-key": Rogue(dep, root, "own-key", "site1", _rogue_key(root)),
+        "registered-as-site1": Rogue(dep, root, "named", "site1", stolen_name.private_key),
+        "site2-key": Rogue(dep, root, "site2-key", "site1", dep.keys["site2"].private_key),
+    }
     try:
-        # Give the rogue every chance to connect (it registers within a few seconds).
-        rogue.wait_for("SuperNode ID:", timeout=30)
+        # The SuperLink refuses the unregistered keys outright: those rogues exit, and
+        # their logs carry the SuperLink's refusal.
+        for kind in ("no-key", "own-key"):
+            rogue = rogues[kind]
+            assert rogue.proc.wait(timeout=90) != 0, kind
+            text = rogue.text()
+            assert "Failed to initialize the connection to the SuperLink" in text, kind
+            assert "SuperNode ID:" not in text, kind
+        # The registered keys connect; the ServerApp refuses them, naming node and site.
+        for kind in ("registered-as-site1", "site2-key"):
+            assert rogues[kind].wait_connected(timeout=90), kind
         with pytest.raises(SiteError) as exc:
-            dep.submit("sites", timeout=15, discovery_timeout=15)
-        assert exc.value.site == "site1"
-    finally:
-        rogue.stop()
+            dep.submit("sites", timeout=10, discovery_timeout=10)
+        message = str(exc.value)
+        assert exc.value.site == "site1" and "did not answer" in message
+        assert message.count("declares site 'site1'") == 2, message
+        assert stolen_name.fingerprint in message  # the rogue's key, named
+        assert dep.keys["site2"].fingerprint in message  # the impostor's key (site2's)
+        # The real sites come back (site2 once its stolen key is free again); the rogue
+        # registered as "site1" is still connected and still claims site1, yet the job
+        # runs on the real sites and reports the refusal.
+        rogues["site2-key"].stop(graceful=True)
         dep.restart_site("site1")
-    payload = dep.submit("sites", timeout=30)
-    assert payload["result"]["sites"][0] == {"name": "site1", "n": SIZES[0]}
+        dep.restart_site("site2")
+        payload = dep.submit("sites", timeout=30)
+        assert payload["result"]["sites"] == [
+            {"name": n, "n": k} for n, k in zip(dep.sites, SIZES, strict=True)
+        ]
+        refused = list(payload["refused"].values())
+        assert any(stolen_name.fingerprint in why for why in refused), refused
+    finally:
+        for rogue in rogues.values():
+            rogue.stop()
+        for name in ("site1", "site2"):
+            if not dep.is_alive(name):
+                dep.restart_site(name)

@@ -230,6 +230,8 @@ def _main(grid: Grid, context: Context) -> None:
             timeout=float(spec.get("timeout", 60.0)),
             discovery_timeout=float(spec.get("discovery_timeout", 60.0)),
             min_sites=int(spec.get("min_sites", 1)),
+            site_keys=spec.get("site_keys"),
+            require_registered=bool(spec.get("require_registered", False)),
         )
         federation = Federation(
             transport, requester=str(spec.get("requester", "analyst")), timeout=transport.timeout
@@ -242,6 +244,7 @@ def _main(grid: Grid, context: Context) -> None:
             "sites": federation.site_names,
             "node_ids": transport.node_ids,
             "site_versions": transport.site_versions,
+            "refused": {str(node): why for node, why in transport.refused.items()},
             "run_id": context.run_id,
             "seconds": {
                 "discovery": discovered - started,
