@@ -9,12 +9,15 @@ succeeds and no site's audit log loses an entry.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +61,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
         yield dep, root
     finally:
         dep.stop()
+    # Nothing the deployment started is left, including Flower's own helpers.
+    assert dep.processes() == []
 
 
 class Rogue:
@@ -195,3 +200,64 @@ def test_rogue_nodes_are_refused_and_the_refusal_names_them(deployment) -> None:
         for name in ("site1", "site2"):
             if not dep.is_alive(name):
                 dep.restart_site(name)
+
+
+SLOW = {"calls": [{"function": "flowertest.slow", "args": {"seconds": 0.3}, "repeat": 60}]}
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_superlink_killed_mid_job_recovers_and_no_audit_entry_is_lost(deployment) -> None:
+    dep, _ = deployment
+    audits = {name: Path(str(config.audit)) for name, config in dep.sites.items()}
+    assert all(p.parent == dep.node_directory(n) for n, p in audits.items())
+    before = {name: len(_entries(p)) for name, p in audits.items()}
+    outcome: dict[str, BaseException] = {}
+
+    def job() -> None:
+        try:
+            dep.submit("calls", SLOW, timeout=20, run_timeout=90)
+        except BaseException as exc:  # the job must fail, not hang
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=job)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # mid-job: the sites are answering slow calls
+        if all(len(_entries(p)) >= before[n] + 3 for n, p in audits.items()):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the job did not reach the sites")
+    old_link = dep.superlink_pid
+    old_helpers = set(dep.processes("superlink")) - {old_link}
+    assert old_helpers  # Flower's SuperExec and the job's ServerApp
+    os.kill(old_link, signal.SIGKILL)  # a crash: only the SuperLink, its helpers linger
+    at_kill = {name: _entries(p) for name, p in audits.items()}
+    runner.join(timeout=150)
+    assert not runner.is_alive() and "error" in outcome
+    # `flower up` notices and restarts it; the sites reconnect on their own.
+    restarted = time.time()
+    events: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        events += dep.supervise()
+        if dep.is_alive("superlink") and all(
+            dep.node_status(n).get("last_contact", 0) > restarted + 1 for n in dep.sites
+        ):
+            break
+        time.sleep(0.5)
+    assert any(e.startswith("the SuperLink exited with status -9") for e in events), events
+    assert dep.superlink_pid != old_link
+    # The old SuperLink's helpers (SuperExec, ServerApp) did not survive it.
+    assert not old_helpers & set(dep.processes("superlink"))
+    payload = dep.submit("moments", timeout=30, discovery_timeout=60)
+    assert payload["result"]["n"] == sum(SIZES)
+    for name, path in audits.items():
+        after = _entries(path)
+        assert after[: len(at_kill[name])] == at_kill[name], name  # nothing lost or rewritten
+        assert after[-1]["function"] == "fedroc.brier" and after[-1]["outcome"] == "released"

@@ -219,8 +219,8 @@ def tune_supernode_polling(fast: float) -> None:
     import flwr.supernode.fleet_http_connection as fleet
     import flwr.supernode.start_client_internal as loop
 
-    heartbeat.HEARTBEAT_DEFAULT_INTERVAL = HEARTBEAT_INTERVAL  # type: ignore[attr-defined]
-    fleet.HEARTBEAT_DEFAULT_INTERVAL = HEARTBEAT_INTERVAL  # type: ignore[attr-defined]
+    heartbeat.HEARTBEAT_DEFAULT_INTERVAL = HEARTBEAT_INTERVAL
+    fleet.HEARTBEAT_DEFAULT_INTERVAL = HEARTBEAT_INTERVAL
 
     tune_object_pulls()
     clock = _PollClock(time, fast)

@@ -659,6 +659,26 @@ class LocalDeployment:
         proc = self._link if name == "superlink" else self._node(name)
         return proc is not None and proc.alive()
 
+    @property
+    def superlink_pid(self) -> int:
+        """Process id of the SuperLink (0 when it is not running)."""
+        popen = None if self._link is None else self._link.popen
+        return 0 if popen is None or popen.poll() is not None else popen.pid
+
+    def processes(self, name: str | None = None) -> list[int]:
+        """Running processes this deployment started (of one of its processes with
+        ``name``), including Flower's helpers in sessions of their own."""
+        return marked_processes(self._id if name is None else f"{self._id}/{name}")
+
+    def node_status(self, site: str) -> dict[str, Any]:
+        """A site's node ``status.json`` (empty when the node never connected)."""
+        from fedroc.federation.flower.node import STATUS_NAME
+
+        try:
+            return dict(json.loads((self.node_directory(site) / STATUS_NAME).read_text()))
+        except (OSError, ValueError):
+            return {}
+
     def supervise(self, *, restart: bool = True) -> list[str]:
         """Notice processes that exited; restart them (backing off) unless ``restart`` is
         False. Returns one line per event, for the operator."""
