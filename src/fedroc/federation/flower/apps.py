@@ -23,12 +23,9 @@ prints the JSON result (or the error) as one marked line to its log, which
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib
 import json
 import logging
-import re
 import sys
 import time
 from typing import Any
@@ -38,7 +35,6 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 import fedroc
-from fedroc._results import jsonable
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
 from fedroc.federation.federation import Federation
 from fedroc.federation.flower._codec import (
@@ -47,6 +43,7 @@ from fedroc.federation.flower._codec import (
     read_header,
     to_recorddict,
 )
+from fedroc.federation.flower._marked import MARK, emit_marked, parse_marked, process_started
 from fedroc.federation.flower.site_config import audit_ledger, cached_site
 from fedroc.federation.flower.transport import (
     ERROR_DISCLOSURE,
@@ -59,14 +56,15 @@ from fedroc.federation.records import decode, encode
 from fedroc.federation.site import Site
 from fedroc.privacy.ledger import BudgetLedger, DPEvent
 
-__all__ = ["JOB_KEY", "client_app", "parse_marked", "server_app"]
+__all__ = ["JOB_KEY", "MARK", "client_app", "emit_marked", "parse_marked", "server_app"]
+
+_IMPORTED = time.time()  # when this process had Flower and fedroc loaded (job timing)
 
 log = logging.getLogger("fedroc.flower")
 
 JOB_KEY = "fedroc-job"
 _STATE = "fedroc.state"
 _LEDGER = "fedroc.ledger"
-_MARK = "FEDROC-OUTPUT"
 
 # Flower loads these by reference ("fedroc.federation.flower.apps:client_app"); its check
 # looks for plain assignments, so they are not annotated.
@@ -179,28 +177,6 @@ def _call(message: Message, context: Context) -> Message:
 
 
 # -- analyst side ----------------------------------------------------------------------------
-def emit_marked(kind: str, payload: Any) -> None:
-    """Print ``payload`` as one line of the ServerApp's log: kind, checksum, base64 JSON."""
-    text = json.dumps(jsonable(payload), allow_nan=False)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    blob = base64.b64encode(text.encode()).decode()
-    sys.stdout.write(f"{_MARK} {kind} {digest} {blob}\n")
-    sys.stdout.flush()
-
-
-_MARKED = re.compile(_MARK + r" (result|error) ([0-9a-f]{16}) ([A-Za-z0-9+/=]+)")
-
-
-def parse_marked(log_text: str) -> tuple[str, Any] | None:
-    """The last marked output in a ServerApp log, checked against its checksum."""
-    found = None
-    for kind, digest, blob in _MARKED.findall(log_text):
-        text = base64.b64decode(blob).decode()
-        if hashlib.sha256(text.encode()).hexdigest()[:16] == digest:
-            found = (kind, json.loads(text))
-    return found
-
-
 def _describe(exc: BaseException) -> dict[str, Any]:
     return {
         "type": type(exc).__name__,
@@ -215,6 +191,8 @@ def _main(grid: Grid, context: Context) -> None:
     from fedroc.federation.flower._tuning import tune_object_pulls
     from fedroc.federation.flower.jobs import run_job
 
+    clock = {"serverapp_process": process_started(), "serverapp_imported": _IMPORTED}
+    clock["serverapp_main"] = time.time()
     try:
         tune_object_pulls()
     except InputError:
@@ -237,7 +215,9 @@ def _main(grid: Grid, context: Context) -> None:
             transport, requester=str(spec.get("requester", "analyst")), timeout=transport.timeout
         )
         discovered = time.perf_counter()
+        clock["discovered"] = time.time()
         result = run_job(str(spec["job"]), federation, dict(spec.get("options", {})))
+        clock["job_done"] = time.time()
         payload = {
             "job": spec["job"],
             "result": result,
@@ -251,6 +231,7 @@ def _main(grid: Grid, context: Context) -> None:
                 "job": time.perf_counter() - discovered,
                 "calls": [c.seconds for c in federation.transcript],
             },
+            "clock": clock,
         }
     except (FedrocError, KeyError, ValueError, TypeError) as exc:
         emit_marked("error", _describe(exc))

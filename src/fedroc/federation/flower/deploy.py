@@ -22,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -334,25 +335,24 @@ def submit_job(
         overrides = Path(tmp) / "job.toml"
         overrides.write_text(f"{JOB_KEY} = {json.dumps(json.dumps(spec))}\n")
         env = {**os.environ, **QUIET_ENV, **flwr_home(connection, Path(tmp))}
-        # One `flwr run --stream`: it starts the run, then follows its log to the end.
+        # One `flwr run --stream`: it starts the run, then follows its log. fedroc's result
+        # is one checksummed line; once it is complete, the rest of the log is not needed.
         args = ["run", str(app), CONNECTION_NAME, "--run-config", str(overrides), "--stream"]
-        try:
-            text = _flwr(args, env, timeout=run_timeout, check=False)
-        except subprocess.TimeoutExpired as exc:
-            partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            found = _RUN_ID.search(partial)
+        clock: dict[str, float] = {"submitted": time.time()}
+        text, finished = _follow_run(args, env, run_timeout, clock)
+        found = _RUN_ID.search(text)
+        if not finished:
             if found is not None:
-                _flwr(["stop", found.group(1), CONNECTION_NAME], env, timeout=60.0)
+                _flwr(["stop", found.group(1), CONNECTION_NAME], env, 60.0, check=False)
             raise FedrocError(
                 f"the Flower run did not finish within {run_timeout:g} s; it was stopped"
-            ) from None
-        found = _RUN_ID.search(text)
+            )
         if found is None:
             raise FedrocError(f"`flwr run` started no run: {text.strip()[-300:]}")
         run_id = found.group(1)
         if log is not None:
             log.write(text)
-        from fedroc.federation.flower.apps import parse_marked
+        from fedroc.federation.flower._marked import parse_marked
 
         marked = parse_marked(text)
         if marked is None:
@@ -365,7 +365,57 @@ def submit_job(
         kind, payload = marked
         if kind == "error":
             _raise_reported(payload)
-        return dict(payload)
+        out = dict(payload)
+        clock["returned"] = time.time()
+        out["clock"] = {**clock, **dict(out.get("clock") or {})}
+        return out
+
+
+def _follow_run(
+    args: Sequence[str], env: Mapping[str, str], run_timeout: float | None, clock: dict[str, float]
+) -> tuple[str, bool]:
+    """Run ``flwr run --stream`` until fedroc's marked result line (or the process) ends.
+
+    Returns the output and whether the run ended within ``run_timeout``. Records in
+    ``clock`` when the run was started and when the result arrived (``time.time()``).
+    """
+    from fedroc.federation.flower._marked import MARK, parse_marked
+
+    proc = subprocess.Popen(
+        [flwr_executable(), *args],
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    )
+    lines: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "started" not in clock and _RUN_ID.search(line):
+                clock["started"] = time.time()
+            if MARK in line and parse_marked(line) is not None:  # complete and intact
+                clock["result"] = time.time()
+                done.set()
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    finished = done.wait(timeout=run_timeout)
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    reader.join(timeout=10)
+    return "".join(lines), finished
 
 
 def _run_status(run_id: str, env: Mapping[str, str]) -> str:
