@@ -825,6 +825,8 @@ class LocalDeployment:
             Path(self.database).parent.mkdir(parents=True, exist_ok=True)
         if self.node_auth:
             cmd.append("--enable-supernode-auth")
+        if not self.tuned:  # Flower's own components only: no patch of Flower's internals
+            cmd += ["--serverapp-executor", "stock"]
         cmd += self._tls_server_args()
         base = self.directory / "superlink"
         return _Proc(

@@ -121,7 +121,7 @@ class FlowerTransport(Transport):
         timeout: float = 60.0,
         discovery_timeout: float = 60.0,
         min_sites: int = 1,
-        poll_interval: tuple[float, float] = (0.005, 0.05),
+        poll_interval: tuple[float, float] = (0.01, 0.1),
         site_keys: Mapping[str, Sequence[str]] | None = None,
         require_registered: bool = False,
     ) -> None:
