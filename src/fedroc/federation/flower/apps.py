@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -193,10 +194,11 @@ def _main(grid: Grid, context: Context) -> None:
 
     clock = {"serverapp_process": process_started(), "serverapp_imported": _IMPORTED}
     clock["serverapp_main"] = time.time()
-    try:
-        tune_object_pulls()
-    except InputError:
-        pass  # another Flower version: its default (slower) retries apply
+    if os.environ.get("FEDROC_FLOWER_TUNING", "on") != "off":
+        try:
+            tune_object_pulls()
+        except InputError:
+            pass  # another Flower version: its default (slower) retries apply
     try:
         spec = json.loads(str(context.run_config[JOB_KEY]))
         for module in spec.get("modules") or []:

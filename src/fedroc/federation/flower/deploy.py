@@ -825,16 +825,12 @@ class LocalDeployment:
             Path(self.database).parent.mkdir(parents=True, exist_ok=True)
         if self.node_auth:
             cmd.append("--enable-supernode-auth")
+        env = self._env(self.directory / "superlink" / "home", "superlink")
         if not self.tuned:  # Flower's own components only: no patch of Flower's internals
             cmd += ["--serverapp-executor", "stock"]
+            env["FEDROC_FLOWER_TUNING"] = "off"  # read by fedroc's ServerApp
         cmd += self._tls_server_args()
-        base = self.directory / "superlink"
-        return _Proc(
-            "superlink",
-            cmd,
-            self._env(base / "home", "superlink"),
-            self.directory / "logs" / "superlink.log",
-        )
+        return _Proc("superlink", cmd, env, self.directory / "logs" / "superlink.log")
 
     def _tls_server_args(self) -> list[str]:
         if self.tls is None:

@@ -56,6 +56,7 @@ class NodeKey:
 
 def fingerprint(public_key: bytes) -> str:
     """``SHA256:<hex>`` of a public key given as PEM (Flower's NodeInfo) or OpenSSH text."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
 
     data = public_key.strip()
@@ -64,7 +65,7 @@ def fingerprint(public_key: bytes) -> str:
             key = serialization.load_pem_public_key(data)
         else:
             key = serialization.load_ssh_public_key(data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         raise InputError(f"not a PEM or OpenSSH public key: {exc}") from None
     der = key.public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
