@@ -71,7 +71,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
     ]
     dep = LocalDeployment(configs, root / "deployment", env=PLUGIN_ENV)
     try:
-        dep.start(timeout=90)
+        dep.start(timeout=240)
         yield dep, paths, root
     finally:
         dep.stop()

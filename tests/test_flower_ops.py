@@ -57,7 +57,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
     ]
     dep = LocalDeployment(configs, root / "deployment", env=PLUGIN_ENV)
     try:
-        dep.start(timeout=120)
+        dep.start(timeout=240)
         yield dep, root
     finally:
         dep.stop()

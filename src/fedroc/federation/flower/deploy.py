@@ -616,7 +616,7 @@ class LocalDeployment:
         """Where a site's node keeps its key, audit log, privacy ledger and Flower home."""
         return self.directory / "nodes" / site
 
-    def start(self, timeout: float = 90.0) -> None:
+    def start(self, timeout: float = 180.0) -> None:
         """Start the SuperLink, register the sites' keys, start the SuperNodes; return once
         every node is connected."""
         deadline = time.monotonic() + timeout
