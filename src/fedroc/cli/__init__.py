@@ -15,9 +15,11 @@ from fedroc.cli._common import err
 from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
+from fedroc.cli.figures_cmd import figures
 from fedroc.cli.flower_cmd import flower_app
 from fedroc.cli.metrics_cmd import metrics
 from fedroc.cli.mpc_cmd import mpc_app
+from fedroc.cli.privacy_cmd import privacy_app
 from fedroc.cli.sequester_cmd import sequester_app
 from fedroc.exceptions import FedrocError
 
@@ -35,6 +37,8 @@ app.add_typer(sequester_app)
 app.command("clustered")(clustered)
 app.add_typer(mpc_app, name="mpc")
 app.add_typer(flower_app, name="flower")
+app.add_typer(privacy_app, name="privacy")
+app.command("figures")(figures)
 
 
 def main(argv: list[str] | None = None) -> None:
