@@ -211,10 +211,24 @@ def _entries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_superlink_killed_mid_job_recovers_and_no_audit_entry_is_lost(deployment) -> None:
+DP_JOB = {"method": "flowertest.rounds", "seed": 3, "options": {"rounds": 2}}
+
+
+def test_superlink_killed_mid_job_recovers_and_no_audit_or_ledger_entry_is_lost(
+    deployment,
+) -> None:
+    """A SuperLink crash mid-job, then a site's SuperNode crash: nothing a site recorded is
+    lost. The privacy ledger (beside the audit log, in the node's directory) keeps counting
+    across both: the budget a site spent before is still spent after."""
+    from fedroc.privacy.ledger import ledger_path_for, read_ledger_status
+
     dep, _ = deployment
     audits = {name: Path(str(config.audit)) for name, config in dep.sites.items()}
+    ledgers = {name: ledger_path_for(p) for name, p in audits.items()}
     assert all(p.parent == dep.node_directory(n) for n, p in audits.items())
+    dep.submit("evaluate", DP_JOB, modules=["_flower_plugin"], timeout=30)
+    spent = {name: read_ledger_status(p).epsilon for name, p in ledgers.items()}
+    assert all(e > 0 for e in spent.values()), spent
     before = {name: len(_entries(p)) for name, p in audits.items()}
     outcome: dict[str, BaseException] = {}
 
@@ -235,9 +249,10 @@ def test_superlink_killed_mid_job_recovers_and_no_audit_entry_is_lost(deployment
         pytest.fail("the job did not reach the sites")
     old_link = dep.superlink_pid
     old_helpers = set(dep.processes("superlink")) - {old_link}
-    assert old_helpers  # Flower's SuperExec and the job's ServerApp
-    os.kill(old_link, signal.SIGKILL)  # a crash: only the SuperLink, its helpers linger
+    assert old_helpers  # Flower's SuperExec or fedroc's executor, and the job's ServerApp
+    os.kill(old_link, signal.SIGKILL)  # a crash: only the SuperLink; its helpers linger
     at_kill = {name: _entries(p) for name, p in audits.items()}
+    ledger_at_kill = {name: p.read_text() for name, p in ledgers.items()}
     runner.join(timeout=150)
     assert not runner.is_alive() and "error" in outcome
     # `flower up` notices and restarts it; the sites reconnect on their own.
@@ -253,11 +268,17 @@ def test_superlink_killed_mid_job_recovers_and_no_audit_entry_is_lost(deployment
         time.sleep(0.5)
     assert any(e.startswith("the SuperLink exited with status -9") for e in events), events
     assert dep.superlink_pid != old_link
-    # The old SuperLink's helpers (SuperExec, ServerApp) did not survive it.
-    assert not old_helpers & set(dep.processes("superlink"))
-    payload = dep.submit("moments", timeout=30, discovery_timeout=60)
-    assert payload["result"]["n"] == sum(SIZES)
+    assert not old_helpers & set(dep.processes("superlink"))  # no orphans of the old one
+    # A site's node crashes too and comes back (same key, same node directory).
+    dep.kill_site("site2")
+    dep.restart_site("site2", timeout=90)
+    payload = dep.submit("evaluate", DP_JOB, modules=["_flower_plugin"], timeout=30)
+    assert payload["result"]["method"] == "flowertest.rounds"
     for name, path in audits.items():
         after = _entries(path)
         assert after[: len(at_kill[name])] == at_kill[name], name  # nothing lost or rewritten
-        assert after[-1]["function"] == "fedroc.brier" and after[-1]["outcome"] == "released"
+        assert after[-1]["outcome"] == "released"
+        ledger = ledgers[name].read_text()
+        assert ledger.startswith(ledger_at_kill[name]), name
+        # The second DP job was charged on top of the first: the budget was not reset.
+        assert read_ledger_status(ledgers[name]).epsilon > spent[name] + 1e-9, name
