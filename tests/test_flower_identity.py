@@ -237,3 +237,30 @@ def test_run_status_never_raises(monkeypatch) -> None:
     run = '{"runs": [{"status": "finished:failed", "status-details": "ServerApp crashed"}]}'
     monkeypatch.setattr(deploy, "_flwr", fake(run))
     assert _run_status("1", {}) == "finished:failed (ServerApp crashed)"
+
+
+def test_site_supervisor_restarts_an_exiting_node_and_stops_on_sigterm() -> None:
+    import signal
+    import threading
+
+    from fedroc.federation.flower.node import supervise
+
+    # A SuperNode that cannot start (an unknown flag) exits at once, with status 2.
+    assert supervise(["--no-such-flag"], restart=False, log=lambda line: None) == 2
+    lines: list[str] = []
+    timer = threading.Timer(180.0, os.kill, (os.getpid(), signal.SIGTERM))
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if len(lines) == 2 and not timer.is_alive():
+            os.kill(os.getpid(), signal.SIGTERM)  # the operator stops it
+
+    timer.start()  # bounds the test if the node never exits
+    try:
+        assert supervise(["--no-such-flag"], restart=True, log=log) == 0
+    finally:
+        timer.cancel()
+    assert lines[:2] == [
+        "the SuperNode exited with status 2; starting it again in 2 s",
+        "the SuperNode exited with status 2; starting it again in 4 s",
+    ]
