@@ -9,14 +9,20 @@ This launcher runs the same ``flower-supernode`` (same flags, same Fleet API, sa
 two changes, both confined to this process:
 
 * polling: after each message the SuperNode polls again after 20 ms, backing off
-  geometrically to Flower's 3 s while nothing arrives, so a run's next round is picked up
-  at once and an idle site still polls slowly; a message part not uploaded yet is pulled
-  again after 5 ms instead of 1 s (see :mod:`._tuning`);
+  geometrically to 0.5 s (Flower: a fixed 3 s) while nothing arrives, so a run's next round
+  and a new run's first message are picked up at once; a message part not uploaded yet is
+  pulled again after 5 ms instead of 1 s; heartbeats every 10 s instead of 30 s, so a node
+  that crashed can reconnect after 20 s instead of 60 s (see :mod:`._tuning`);
 * execution: the SuperNode runs in Flower's ``process`` isolation mode and a thread of this
   process is its executor: it acquires each ClientApp task from the SuperNode's local
   Runtime API and runs fedroc's ClientApp in this process (the site's table is loaded once).
   It runs only fedroc's ClientApp: a run whose app names another ClientApp gets an error
   reply, so no code shipped by an analyst ever runs at the site.
+
+:func:`supervise` (what ``fedroc flower supernode`` runs) starts the node as a child
+process and starts it again when it exits, e.g. after a SuperLink outage; the node writes
+``status.json`` in its node directory (the directory of its ``--node-config``) for
+``fedroc flower health``, and logs JSON lines (:mod:`._logs`).
 
 Semantics are those of the stock node: state between calls still travels in the run's
 ``Context.state``. Both changes use Flower internals of 1.41 (:mod:`._tuning`;
