@@ -199,8 +199,12 @@ class _PollClock:
             self._real.sleep(delay)
         else:  # waiting for the reply this process is computing
             now = self._real.monotonic()
-            idle = now - max(self.wait_started, EXECUTOR.idle_since)
-            if not EXECUTOR.busy.is_set() and idle > ABANDON_AFTER:
+            # Only a task that ran (the executor finished one since this wait began) can
+            # have ended without a reply; on a loaded machine the executor may not have
+            # picked the task up yet, and giving up then would send this reply only with
+            # the next message.
+            ended = EXECUTOR.idle_since > self.wait_started
+            if ended and not EXECUTOR.busy.is_set() and now - EXECUTOR.idle_since > ABANDON_AFTER:
                 raise _Abandoned("the ClientApp task ended without a reply")
             self._real.sleep(min(seconds, self._fast / 2))
 
