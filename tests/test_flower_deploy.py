@@ -73,7 +73,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
         SiteNodeConfig(
             site=name,
             data=path,
-            audit=root / "audit" / f"{name}.jsonl",
+            # No audit path: the audit log and the ledger live in the node's directory.
             site_modules=("_flower_plugin",),
             noise_seed=SEED,  # the sites' own seed: their noise equals the in-process run's
         )
