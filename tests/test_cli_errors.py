@@ -392,6 +392,17 @@ def test_command_line_score_and_label_win_over_the_sites_file(capsys, two_scores
     assert json.loads(out)["auc"] == pytest.approx(1 - auc_b, abs=0.01)
 
 
+def test_evaluate_help_states_the_precedence(capsys):
+    code, out, _ = run_main(capsys, ["evaluate", "--help"])
+    assert code == 0
+    text = " ".join(out.split())
+    assert "override the file's values for every site" in text
+    cmd: Any = typer.main.get_command(app)
+    helps = {p.opts[0]: p.help for p in cmd.commands["evaluate"].params}
+    for opt in ("--label", "--score", "--pos-label", "--min-count", "--audit-dir"):
+        assert "overrides --sites" in helps[opt], opt
+
+
 def test_command_line_min_count_wins_over_the_sites_file(capsys, two_scores):
     base = ["evaluate", "--sites", str(two_scores), "--method", "histogram", "--json"]
     code, out, _ = run_main(capsys, [*base, "--min-count", "500"])

@@ -153,18 +153,20 @@ def evaluate_command(
         Path | None,
         typer.Option(
             "--sites",
-            help="TOML file describing the sites instead (the options below marked [file] "
-            "override it for every site).",
+            help="TOML file describing the sites instead; --label, --score, --pos-label, "
+            "--min-count and --audit-dir given here override it for every site.",
         ),
     ] = None,
     label: Annotated[
-        str | None, typer.Option(help=f"[file] Label column (default {DEFAULT_LABEL!r}).")
+        str | None,
+        typer.Option(help=f"Label column (default {DEFAULT_LABEL!r}; overrides --sites)."),
     ] = None,
     score: Annotated[
-        str | None, typer.Option(help=f"[file] Score column (default {DEFAULT_SCORE!r}).")
+        str | None,
+        typer.Option(help=f"Score column (default {DEFAULT_SCORE!r}; overrides --sites)."),
     ] = None,
     pos_label: Annotated[
-        str | None, typer.Option(help="[file] Positive label value (default 1).")
+        str | None, typer.Option(help="Positive label value (default 1; overrides --sites).")
     ] = None,
     method: Annotated[
         str, typer.Option(help="pooled, rocglm, histogram or mpc (those installed).")
@@ -175,14 +177,14 @@ def evaluate_command(
     min_count: Annotated[
         int | None,
         typer.Option(
-            help="[file] Disclosure policy: minimum rows per released aggregate "
-            f"(q, default {DEFAULT_MIN_COUNT}).",
+            help="Disclosure policy: minimum rows per released aggregate "
+            f"(q, default {DEFAULT_MIN_COUNT}; overrides --sites).",
             min=1,
         ),
     ] = None,
     audit_dir: Annotated[
         Path | None,
-        typer.Option(help="[file] Write each site's audit log (JSON lines) here, as NAME.jsonl."),
+        typer.Option(help="Write each site's audit log here as NAME.jsonl (overrides --sites)."),
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     # --- rocglm (paper 1) ---
@@ -244,10 +246,10 @@ def evaluate_command(
 ) -> None:
     """Evaluate a score over several sites with one method.
 
-    Sites come from --site NAME=PATH options or from a --sites TOML file. Options marked
-    [file] that are given on the command line override the file's values for every site
-    (a note on stderr says which); the file's values apply only where the command line is
-    silent.
+    Sites come from --site NAME=PATH options or from a --sites TOML file. With --sites,
+    --label, --score, --pos-label, --min-count and --audit-dir given on the command line
+    override the file's values for every site (a note on stderr says which); the file's
+    values apply only where the command line is silent.
     """
     from fedroc.methods import evaluate, get_method, method_names
 
