@@ -190,8 +190,10 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
         message = f"internal error, please report it: {type(exc).__name__}: {exc}"
         kind, code = "InternalError", INTERNAL_ERROR
     message = _one_line(message) or kind
-    if as_json:
-        emit_json({"error": message, "type": kind, "exit_code": code, **payload})
+    if as_json:  # plain json: reporting an error must not depend on numpy importing
+        obj = {"error": message, "type": kind, "exit_code": code, **payload}
+        sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+        sys.stdout.flush()
     else:
         err.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
     if code == INTERNAL_ERROR and kind == "InternalError":
