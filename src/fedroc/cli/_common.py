@@ -173,7 +173,8 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
         kind = "UsageError"
         if ctx is not None:
             payload["command"] = ctx.command_path
-            message = f"{message.rstrip('.')}. See '{ctx.command_path} --help'."
+            stop = "" if message.rstrip().endswith((".", "?", "!")) else "."
+            message = f"{message.rstrip()}{stop} See '{ctx.command_path} --help'."
     elif isinstance(exc, FedrocError):
         message, kind = str(exc), type(exc).__name__
         if isinstance(exc, (SiteError, DisclosureError)):
