@@ -24,6 +24,7 @@ from fedroc.cli.evaluate_cmd import evaluate_command
 from fedroc.cli.flower_cmd import flower_app
 from fedroc.cli.metrics_cmd import metrics
 from fedroc.cli.mpc_cmd import mpc_app
+from fedroc.cli.privacy_cmd import privacy_app
 from fedroc.cli.sequester_cmd import sequester_app
 
 app = typer.Typer(
@@ -58,6 +59,7 @@ app.add_typer(sequester_app)
 app.command("clustered")(clustered)
 app.add_typer(mpc_app, name="mpc")
 app.add_typer(flower_app, name="flower")
+app.add_typer(privacy_app, name="privacy")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
