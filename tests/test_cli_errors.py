@@ -152,6 +152,7 @@ JSON_ERRORS: dict[str, list[str]] = {
     "flower up": ["flower", "up", "--sites", "0"],
     "flower run": ["flower", "run"],
     "privacy status": ["privacy", "status", "--audit-dir", "/no/such/dir"],
+    "figures": ["figures", "--paper", "9", "--out", "/no/such/dir"],
 }
 
 
