@@ -53,6 +53,8 @@ EXTRA_MODULES: dict[str, tuple[str, str]] = {
     "uvicorn": ("uvicorn", "service"),
     "sqlalchemy": ("sqlalchemy", "service"),
     "httpx": ("httpx", "service"),
+    "alembic": ("alembic", "service"),
+    "fastapi_offline": ("fastapi-offline", "service"),
     "psycopg": ("psycopg", "postgres"),
     "sklearn": ("scikit-learn", "examples"),
     "sksurv": ("scikit-survival", "examples"),
