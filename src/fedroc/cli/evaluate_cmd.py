@@ -118,7 +118,7 @@ def evaluate_command(
     score: Annotated[str, typer.Option(help="Score column.")] = "score",
     pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
     method: Annotated[
-        str, typer.Option(help="pooled, rocglm, histogram or mpc (those installed).")
+        str, typer.Option(help="pooled, rocglm, histogram, mpc or clustered (those installed).")
     ] = "",
     seed: Annotated[
         int | None,
@@ -198,6 +198,28 @@ def evaluate_command(
         str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
     ] = None,
     mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
+    # --- clustered (paper 3) ---
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="clustered: cluster id column (each cluster inside one site)."),
+    ] = None,
+    cluster_bins: Annotated[
+        int | None, typer.Option(help="clustered: shared score bins (default 1000).")
+    ] = None,
+    population_estimator: Annotated[
+        str | None, typer.Option(help="clustered: corrected (default), eq5 or between.")
+    ] = None,
+    sigma11: Annotated[
+        str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 or authors.")
+    ] = None,
+    plain: Annotated[
+        bool | None,
+        typer.Option(
+            "--plain",
+            help="clustered: sums in the clear (one or two sites whose policy sets "
+            "clear_histograms) instead of secure aggregation.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Evaluate a score over several sites with one method."""
@@ -232,6 +254,15 @@ def evaluate_command(
         "mpc_delta": mpc_delta,
     }
     options.update({k: v for k, v in mpc_options.items() if v is not None})
+    clustered_options = {
+        "n_bins": cluster_bins,
+        "population_estimator": population_estimator,
+        "sigma11": sigma11,
+        "secure": None if plain is None else not plain,
+    }
+    options.update({k: v for k, v in clustered_options.items() if v is not None})
+    if method == "clustered" and cluster is None and sites_file is None:
+        raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     if sites_file is not None:
@@ -241,7 +272,7 @@ def evaluate_command(
         if not site:
             raise InputError("give at least one --site NAME=PATH (or --sites FILE)")
         paths = parse_sites(site)
-        data = load_site_data(paths, Columns(label, score), coerce_pos_label(pos_label))
+        data = load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
         federation = build_federation(data, min_count=min_count, audit_dir=audit_dir)
         pooled = pool_site_data(data)
         if method == "pooled":
