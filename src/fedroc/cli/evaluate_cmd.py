@@ -60,6 +60,10 @@ def render_result(result: EvaluationResult) -> None:
             continue
         if isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            rows += [(key, v) for v in value]  # caveats and notes, one per row
+        elif isinstance(value, list) and not value:
+            continue
         elif isinstance(value, list) and len(value) <= 4:
             rows.append((key, tuple(value) if len(value) == 2 else str(value)))
     rel = result.released

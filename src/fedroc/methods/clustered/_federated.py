@@ -382,6 +382,7 @@ def federated_clustered_auc(
     "clustered",
     "population AUC of clustered data (clusters inside sites), with the personalized AUC "
     "and their equality test (paper 3)",
+    needs_clusters=True,
 )
 def run_clustered(
     inputs: EvaluationInputs,
