@@ -19,7 +19,9 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   of each class it counts, and (2) the site binds the edges of its first clear request,
   *before* it looks at its rows, for its lifetime: a second partition is refused (two
   partitions subtract to slivers), and so is a second try after a refusal (refusals
-  would otherwise locate scores by bisection). The round-2 request is bound the same way:
+  would otherwise locate scores by bisection). In round 2 the site first applies the same
+  per-bin rule to its own histograms (the check below compares them with what the analyst
+  sends, and may only touch histograms the site would release), then binds the request:
   the analyst sends the pooled histograms, so a second, crafted request could difference
   the site's per-cluster sums. The same request again (the same analysis re-run) passes.
 - Both rounds check that the pooled histograms and totals the analyst sends contain the
