@@ -112,6 +112,20 @@ def test_codec_round_trips_every_record_value_through_protobuf() -> None:
     assert encode(back) == encode(TRICKY)
 
 
+def test_codec_packs_small_arrays_and_keeps_large_ones_in_an_array_record() -> None:
+    """Small arrays travel as bytes in the ConfigRecord (one Flower object, not two per
+    array plus chunks); a large one keeps Flower's ArrayRecord. Both come back equal."""
+    big = np.arange(_codec.PACK_LIMIT // 8 + 1, dtype=">f8")
+    record = {"small": np.arange(6, dtype=np.int16).reshape(2, 3), "big": big}
+    content = _roundtrip(_codec.to_recorddict(record))
+    assert list(content) == [_codec._VALUES, _codec._ARRAYS]
+    assert list(content[_codec._ARRAYS]) == ["big"]
+    back = _codec.from_recorddict(content)
+    assert all(_same(record[k], back[k]) for k in record)
+    small_only = _roundtrip(_codec.to_recorddict({"small": record["small"]}))
+    assert list(small_only) == [_codec._VALUES]
+
+
 def test_codec_refuses_what_records_refuse() -> None:
     with pytest.raises(InputError, match="only numeric arrays"):
         _codec.to_recorddict({"s": np.array(["a"])})
