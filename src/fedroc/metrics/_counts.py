@@ -202,7 +202,11 @@ def _twice_beats(
 
 
 def beaten_counts(
-    label: BoolArray, score: NDArray[Any], group: NDArray[np.int64] | None = None
+    label: BoolArray,
+    score: NDArray[Any],
+    group: NDArray[np.int64] | None = None,
+    *,
+    weight: FloatArray | None = None,
 ) -> FloatArray:
     """For each row, the rows of the other class in its group that it beats (ties 1/2).
 
@@ -219,6 +223,8 @@ def beaten_counts(
         Scores; with ``group``, integer ranks (only order and ties matter).
     group : ndarray of int, shape (n,), optional
         Non-negative group codes; None compares every row with every other.
+    weight : ndarray of float, shape (n,), optional
+        Each beaten row counts with its weight (``sum_k w_k psi``) instead of 1.
 
     Returns
     -------
@@ -232,14 +238,14 @@ def beaten_counts(
     if label.size == 0:
         return np.zeros(0)
     if group is None:
-        values, pos, neg, inverse = _sort_levels(label, score, None)
+        values, pos, neg, inverse = _sort_levels(label, score, weight)
         twice_pos, twice_neg = _twice_beats(pos[::-1], neg[::-1])
     else:
         rank = np.asarray(score, dtype=np.int64)
         width = int(rank.max()) + 1
         # One integer key orders by group, then score; int64 holds n_groups * n_ranks.
         key = group.astype(np.int64) * width + rank
-        values, pos, neg, inverse = _sort_levels(label, key, None)
+        values, pos, neg, inverse = _sort_levels(label, key, weight)
         # Levels from the highest key down: each group's levels are contiguous.
         level_group = (values // width)[::-1]
         new = np.r_[True, level_group[1:] != level_group[:-1]]
