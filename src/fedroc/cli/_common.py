@@ -256,6 +256,32 @@ def calibration_table(title: str, curve: CalibrationCurve) -> Table:
     return grid_table(title, ["bin", "n", "predicted", "observed", ""], rows)
 
 
+def operating_points_table(points: Sequence[dict[str, Any]], level: str) -> Table:
+    """The ``operating_points`` of a result: one row per point, CIs where released."""
+
+    def cell(point: dict[str, Any], name: str) -> str:
+        value, ci = point.get(name), point.get(f"{name}_ci")
+        return fmt(value) + ("" if ci is None else f" {fmt(ci, 3)}")
+
+    rows = [
+        (
+            p["criterion"],
+            p["threshold"],
+            cell(p, "sensitivity"),
+            cell(p, "specificity"),
+            cell(p, "ppv"),
+            cell(p, "npv"),
+            p.get("selection_ci"),
+        )
+        for p in points
+    ]
+    return grid_table(
+        f"Operating points (predict positive when score >= threshold; {level} CIs)",
+        ["criterion", "threshold", "sensitivity", "specificity", "PPV", "NPV", "CI with choice"],
+        rows,
+    )
+
+
 def coerce_pos_label(value: str | None) -> Any:
     """Command-line pos_label: numbers become numbers, anything else stays a string."""
     if value is None:

@@ -16,6 +16,7 @@ from fedroc.cli._common import (
     grid_table,
     kv_table,
     load_site_data,
+    operating_points_table,
     out,
     parse_sites,
 )
@@ -56,9 +57,49 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     wrong = [k for k in options if k not in params]
+    asks = [ASK_OPTIONS[k] for k in wrong if k in ASK_OPTIONS]
+    if asks:
+        raise InputError(
+            f"--method {method} cannot give {', '.join(asks)}: it does not release the counts "
+            "or placement values they need (see docs/analysis.md for which methods can)"
+        )
     if wrong:
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
+
+
+# Method keyword -> flag of the options that ask for more than the AUC (kept in step with
+# fedroc.methods._asks.ASK_OPTIONS, which this module must not import at its top).
+ASK_OPTIONS = {
+    "max_fpr": "--max-fpr",
+    "at_specificity": "--at-specificity",
+    "at_sensitivity": "--at-sensitivity",
+    "youden": "--youden",
+    "compare": "--compare-score",
+}
+
+
+def ask_options(
+    max_fpr: float | None,
+    at_specificity: list[float],
+    at_sensitivity: list[float],
+    youden: bool,
+    compare_score: str | None,
+) -> dict[str, Any]:
+    """The method keywords of the options beyond the AUC that were given (the methods check
+    their ranges)."""
+    asks: dict[str, Any] = {}
+    if max_fpr is not None:
+        asks["max_fpr"] = max_fpr
+    if at_specificity:
+        asks["at_specificity"] = list(at_specificity)
+    if at_sensitivity:
+        asks["at_sensitivity"] = list(at_sensitivity)
+    if youden:
+        asks["youden"] = True
+    if compare_score is not None:
+        asks["compare"] = True
+    return asks
 
 
 def render_result(result: EvaluationResult) -> None:
@@ -67,7 +108,7 @@ def render_result(result: EvaluationResult) -> None:
     rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
     rows.append((f"{level} CI", result.auc_ci))
     for key, value in result.extra.items():
-        if key in {"calibration", "calibration_released"}:
+        if key in {"calibration", "calibration_released", "comparison", "operating_points"}:
             continue
         if isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
@@ -86,6 +127,25 @@ def render_result(result: EvaluationResult) -> None:
     for note in rel.notes:
         rows.append(("released", note))
     out.print(kv_table(f"Evaluation: {result.method}", rows))
+    comparison = result.extra.get("comparison")
+    if comparison is not None:
+        out.print(
+            grid_table(
+                "Comparison of two models on the same rows",
+                ["AUC difference (score - compare score)", f"{level} CI", "p-value", "method"],
+                [
+                    (
+                        comparison["auc_difference"],
+                        comparison["ci"],
+                        comparison["p_value"],
+                        comparison["method"],
+                    )
+                ],
+            )
+        )
+    points = result.extra.get("operating_points")
+    if points:
+        out.print(operating_points_table(points, level))
     cal = result.extra.get("calibration")
     if cal is not None:
         out.print(calibration_table("Calibration", cal))
@@ -129,6 +189,7 @@ def _federation_from_file(
     min_count: int | None,
     audit_dir: Path | None,
     cluster: str | None = None,
+    score_b: str | None = None,
 ) -> Federation:
     """The --sites federation, with the options given on the command line winning."""
     from fedroc.federation import Federation
@@ -138,10 +199,12 @@ def _federation_from_file(
         "score": score,
         "pos_label": coerce_pos_label(pos_label),
         "cluster": cluster,
+        "score_b": score_b,
     }
     columns = {k: v for k, v in columns.items() if v is not None}
     policy = {} if min_count is None else {"min_count": min_count}
-    given = [f"--{k.replace('_', '-')}" for k in [*columns, *policy]]
+    flags = {"score_b": "compare_score"}
+    given = [f"--{flags.get(k, k).replace('_', '-')}" for k in [*columns, *policy]]
     if audit_dir is not None:
         given.append("--audit-dir")
     if given:
@@ -204,6 +267,29 @@ def evaluate_command(
         typer.Option(help="Write each site's audit log here as NAME.jsonl (overrides --sites)."),
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    # --- beyond the AUC (methods that release enough; others refuse, naming the method) ---
+    compare_score: Annotated[
+        str | None,
+        typer.Option(
+            help="A second model's score column of the same rows: adds the paired comparison "
+            "(AUC of --score minus AUC of this), its CI and p-value."
+        ),
+    ] = None,
+    max_fpr: Annotated[
+        float | None,
+        typer.Option(help="Partial AUC up to this false positive rate (McClish-standardised)."),
+    ] = None,
+    at_specificity: Annotated[
+        list[float] | None,
+        typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
+    ] = None,
+    at_sensitivity: Annotated[
+        list[float] | None,
+        typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
+    ] = None,
+    youden: Annotated[
+        bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
+    ] = False,
     # --- rocglm (paper 1) ---
     epsilon: Annotated[
         float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
@@ -342,6 +428,9 @@ def evaluate_command(
         "secure": None if plain is None else not plain,
     }
     options.update({k: v for k, v in clustered_options.items() if v is not None})
+    options.update(
+        ask_options(max_fpr, at_specificity or [], at_sensitivity or [], youden, compare_score)
+    )
     if method == "clustered" and cluster is None and sites_file is None:
         raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
@@ -349,7 +438,7 @@ def evaluate_command(
     pooled: SiteData | None
     if sites_file is not None:
         federation = _federation_from_file(
-            sites_file, label, score, pos_label, min_count, audit_dir, cluster
+            sites_file, label, score, pos_label, min_count, audit_dir, cluster, compare_score
         )
         pooled = None
     else:
@@ -361,7 +450,7 @@ def evaluate_command(
         paths = parse_sites(site)
         data = load_site_data(
             paths,
-            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster),
+            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster, compare_score),
             coerce_pos_label(pos_label),
         )
         federation = build_federation(
