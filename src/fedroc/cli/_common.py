@@ -39,6 +39,17 @@ if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 colu
     out = Console(width=120)
 err = Console(stderr=True)
 
+#: The arguments of the running command (set by :func:`fedroc.cli.main`), for provenance.
+COMMAND_LINE: list[str] = []
+
+
+def command_line() -> str:
+    """The running command as a shell line (``fedroc evaluate ...``)."""
+    import shlex
+
+    return "fedroc " + shlex.join(COMMAND_LINE or sys.argv[1:])
+
+
 #: Exit status of every error a user can act on (bad input, usage, missing extra, OS error).
 USER_ERROR = 2
 #: Exit status of a bug in fedroc (the traceback goes to stderr).

@@ -11,6 +11,7 @@ import typer
 from fedroc.cli._common import (
     calibration_table,
     coerce_pos_label,
+    command_line,
     emit_json,
     err,
     grid_table,
@@ -151,26 +152,81 @@ def render_result(result: EvaluationResult) -> None:
         out.print(calibration_table("Calibration", cal))
 
 
-def write_report(path: Path, result: EvaluationResult, pooled: SiteData | None) -> None:
-    from fedroc.report import Report, calibration_figure, roc_figure
+def write_report(
+    path: Path,
+    result: EvaluationResult,
+    *,
+    provenance: Any = None,
+    site_data: dict[str, SiteData] | None = None,
+    audit_dir: Path | None = None,
+    seed: int | None = None,
+) -> Path:
+    """The HTML report of one result (fedroc.report.evaluation_report).
 
-    report = Report(f"fedroc evaluation: {result.method}")
-    report.add_table(["site", "n"], [(s["name"], s["n"]) for s in result.sites])
-    report.add_table(
-        ["quantity", "value"],
-        [("AUC", result.auc), ("CI", result.auc_ci)]
-        + [(k, v) for k, v in result.extra.items() if isinstance(v, (int, float, str))],
+    Per-site figures come from ``site_data`` only for the pooled method: it holds the rows;
+    a private method's report shows what its result released about each site.
+    """
+    from fedroc.report import evaluation_report
+
+    site_rows = None
+    if result.method == "pooled" and site_data is not None:
+        from fedroc.metrics import ScoreCounts
+
+        site_rows = []
+        for name, d in site_data.items():
+            auc = ScoreCounts.from_scores(d.label, d.score).auc() if 0 < d.n_pos < d.n else None
+            site_rows.append({"name": name, "n": d.n, "n_pos": d.n_pos, "auc": auc})
+    report = evaluation_report(
+        result,
+        provenance=provenance,
+        site_rows=site_rows,
+        audit_summary=audit_summary(audit_dir) if audit_dir is not None else None,
+        seed=seed,
     )
-    curves = []
-    roc = getattr(result.details, "roc_points", None)
-    if callable(roc):
-        fpr, tpr = roc()
-        curves.append((result.method, fpr, tpr))
-    report.add_figure(roc_figure(pooled, curves), "ROC curve")
-    cal = result.extra.get("calibration")
-    if cal is not None:
-        report.add_figure(calibration_figure([(result.method, cal)]), "Calibration curve")
-    report.write(path)
+    return report.write(path)
+
+
+def audit_summary(audit_dir: Path) -> dict[str, dict[str, int]]:
+    """Per site (NAME.jsonl in ``audit_dir``), the number of audit records per outcome."""
+    import json
+
+    summary: dict[str, dict[str, int]] = {}
+    for log in sorted(audit_dir.glob("*.jsonl")):
+        if log.name.endswith(".ledger.jsonl"):
+            continue
+        counts: dict[str, int] = {}
+        for line in log.read_text(encoding="utf-8").splitlines():
+            try:
+                outcome = str(json.loads(line).get("outcome", "unknown"))
+            except (ValueError, AttributeError):
+                outcome = "unreadable"
+            counts[outcome] = counts.get(outcome, 0) + 1
+        summary[log.stem] = counts
+    return summary
+
+
+def provenance(
+    *,
+    inputs: dict[str, str],
+    columns: dict[str, Any],
+    method: str,
+    options: dict[str, Any],
+    seed: int | None,
+) -> Any:
+    """The report's provenance of this command line."""
+    from fedroc import __version__
+    from fedroc.report import Provenance
+
+    shown = {k: v for k, v in options.items() if k != "site_sizes"}
+    return Provenance(
+        inputs=inputs,
+        columns=columns,
+        options={"method": method, **shown},
+        seed=seed,
+        command=command_line(),
+        date=Provenance.now(),
+        version=__version__,
+    )
 
 
 def _parse_range(text: str) -> tuple[float, float]:
@@ -436,6 +492,7 @@ def evaluate_command(
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     pooled: SiteData | None
+    site_data: dict[str, SiteData] | None = None
     if sites_file is not None:
         federation = _federation_from_file(
             sites_file, label, score, pos_label, min_count, audit_dir, cluster, compare_score
@@ -459,6 +516,7 @@ def evaluate_command(
             audit_dir=audit_dir,
         )
         pooled = pool_site_data(data)
+        site_data = data
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
@@ -474,8 +532,33 @@ def evaluate_command(
             **options,
         )
     if report is not None:
-        write_report(report, result, pooled)
-        err.print(f"report written to {report}")
+        inputs = (
+            {"sites file": str(sites_file)}
+            if sites_file is not None
+            else {name: str(p) for name, p in parse_sites(site or []).items()}
+        )
+        prov = provenance(
+            inputs=inputs,
+            columns={
+                "label": label or DEFAULT_LABEL if sites_file is None else label,
+                "score": score or DEFAULT_SCORE if sites_file is None else score,
+                "compared score": compare_score,
+                "positive label": pos_label,
+                "cluster": cluster,
+            },
+            method=method,
+            options=options,
+            seed=seed,
+        )
+        written = write_report(
+            report,
+            result,
+            provenance=prov,
+            site_data=site_data,
+            audit_dir=audit_dir,
+            seed=seed,
+        )
+        err.print(f"report written to {written}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         emit_json(result.to_dict())
     else:
