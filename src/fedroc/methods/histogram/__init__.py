@@ -269,13 +269,15 @@ def estimate(
         low = min(totals)
         if low < MIN_TOTAL_SNR * total_sd:
             ci_withheld = (
-                f"no interval: after {cause}, the smaller class total is {low:.1f} with "
-                f"noise SD {total_sd:.3g}, too close to 0 for the interval's approximation "
-                f"(it needs {MIN_TOTAL_SNR:g} SDs). Use a larger epsilon, a smaller Q or "
-                "more rows"
+                f"no AUC and no interval: after {cause}, the smaller class total is "
+                f"{low:.1f} with noise SD {total_sd:.3g}, too close to 0 for the estimate "
+                f"and its interval (they need {MIN_TOTAL_SNR:g} SDs; the AUC would have "
+                f"been {auc:.3f} with noise SD {math.sqrt(noise_variance):.2g}). Use a "
+                "larger epsilon, a smaller Q or more rows"
             )
             caveats.append(ci_withheld)
-        if not 0.0 <= auc <= 1.0:
+            auc = float("nan")
+        if math.isfinite(auc) and not 0.0 <= auc <= 1.0:
             caveats.append(
                 f"the AUC estimate {auc:.4f} lies outside [0, 1] because of {cause}; it is "
                 "left unclipped so that it stays unbiased; the interval is clipped"

@@ -14,14 +14,15 @@ consistency step:
   removed (delta method, :func:`level_auc`). Its noise variance is the delta-method
   variance with the exact covariance of the level (:func:`~._tree.level_noise_covariance`).
   The level trades the binning bias (pairs in one bin count 1/2: at most half the
-  fraction of such pairs) against the noise, which grows with the number of bins: the
-  level minimising ``(ties / 2)^2 + noise variance`` is used (:func:`dp_auc`).
+  fraction of such pairs) against the noise, which grows with the number of bins
+  (:func:`choose_level`).
 - the Brier score and the calibration curve: ratios of linear statistics of the leaves,
   with their noise SD by the delta method (:func:`dp_brier`, :func:`dp_calibration`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from fedroc.metrics import CalibrationCurve, DeLongResult, bin_edges, bin_index,
 from ._tree import level_noise_covariance, linear_noise_variance, tree_leaf_masses
 
 MAX_AUC_BINS = 1024  # the level's covariance is dense: (bins x bins)
+PAIR_NOISE_SD = 0.01  # largest SD the product of the two trees' noises may add to the AUC
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,47 @@ class DPAuc:
     raw: float
 
 
+def pair_noise_trace(branching: int, height: int, level: int, post_processing: bool) -> float:
+    """``tr(K C K' C)`` of one level: the noise-times-noise part of the AUC numerator.
+
+    ``Var(e' K f) = sigma^4 tr(K C K' C)`` for the independent noises ``e``, ``f`` of the
+    two trees at this level (``C`` their covariance / sigma^2).
+    """
+    return _pair_noise_trace(branching, height, level, post_processing)
+
+
+@functools.lru_cache(maxsize=64)
+def _pair_noise_trace(branching: int, height: int, level: int, post_processing: bool) -> float:
+    c = level_noise_covariance(branching, height, level, post_processing=post_processing)
+    kc = np.cumsum(c, axis=0) - 0.5 * c  # K C: pairs (i > j) count 1, (i = j) 1/2
+    ck = c.sum(axis=1, keepdims=True) - np.cumsum(c, axis=1) + 0.5 * c  # C K
+    return float(np.sum(kc * ck))
+
+
+def choose_level(
+    branching: int, height: int, sigma2: float, n_pos: float, n_neg: float, post_processing: bool
+) -> int:
+    """The deepest level (at most 1024 bins) whose noise-times-noise SD is at most 0.01.
+
+    Deeper levels tie fewer pairs (the binning bias is at most half the fraction of pairs
+    in one bin), but the product of the two trees' noises grows with the number of bins.
+    The rule looks at the data only through the class totals (the most precise numbers of
+    a noisy tree), so that choosing the level does not select on the noise of the counts
+    it then uses (choosing by each level's estimated error did: a bias of -0.006 at AUC
+    0.96 on 5 x 300 rows).
+    """
+    chosen = 1
+    for level in range(1, height + 1):
+        if branching**level > MAX_AUC_BINS:
+            break
+        trace = pair_noise_trace(branching, height, level, post_processing)
+        if sigma2**2 * trace / (n_pos * n_neg) ** 2 <= PAIR_NOISE_SD**2:
+            chosen = level
+        else:
+            break
+    return chosen
+
+
 def dp_auc(
     pos_levels: Sequence[FloatArray],
     neg_levels: Sequence[FloatArray],
@@ -102,7 +145,7 @@ def dp_auc(
     post_processing: bool,
     confidence_level: float,
 ) -> DPAuc | None:
-    """The AUC of the level that minimises ``(ties / 2)^2 + noise variance``.
+    """The noise-unbiased AUC of the level of :func:`choose_level`, with its variances.
 
     ``pos_levels`` and ``neg_levels`` are the consistent (or, without post-processing,
     the raw) noisy levels. The sampling variance is DeLong's on the non-negative masses
@@ -110,19 +153,14 @@ def dp_auc(
     positive.
     """
     height = len(pos_levels)
-    best: tuple[float, int, LevelAuc] | None = None
-    for level in range(1, height + 1):
-        if branching**level > MAX_AUC_BINS:
-            break
-        cov = level_noise_covariance(branching, height, level, post_processing=post_processing)
-        est = level_auc(pos_levels[level - 1], neg_levels[level - 1], cov, sigma2)
-        if est is None:
-            return None
-        risk = (est.ties / 2.0) ** 2 + est.noise_variance
-        if best is None or risk < best[0]:
-            best = (risk, level, est)
-    assert best is not None
-    _, level, est = best
+    n_pos, n_neg = float(np.sum(pos_levels[0])), float(np.sum(neg_levels[0]))
+    if not (n_pos > 0 and n_neg > 0):
+        return None
+    level = choose_level(branching, height, sigma2, n_pos, n_neg, post_processing)
+    cov = level_noise_covariance(branching, height, level, post_processing=post_processing)
+    est = level_auc(pos_levels[level - 1], neg_levels[level - 1], cov, sigma2)
+    if est is None:
+        return None
     pos = tree_leaf_masses(pos_levels[:level], branching)
     neg = tree_leaf_masses(neg_levels[:level], branching)
     sampling = delong_from_counts(pos, neg, confidence_level=confidence_level)
