@@ -138,8 +138,12 @@ __all__ = [
     "tree_quantiles",
 ]
 
-#: A class total this many noise SDs above 0 supports the delta method of the interval.
-MIN_TOTAL_SNR = 4.0
+#: A class total must lie this many noise SDs above 0 for an AUC and its interval. The
+#: delta method needs the totals well away from 0 (coefficient of variation <= 1/6), and
+#: a total that passes only because its noise was large must stay rare: at 4 SDs, 3 of
+#: 200 runs on 5 x 300 rows at epsilon 0.1 passed with a total 2.5 SDs too high and an
+#: interval that missed by 0.4.
+MIN_TOTAL_SNR = 6.0
 
 
 def _noise_phrase(opts: HistogramOptions, tree: AggregatedTree) -> str:
