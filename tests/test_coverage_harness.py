@@ -38,3 +38,14 @@ def test_failures_are_counted_not_hidden(coverage):
     # Sites with fewer than q positives refuse: the runs fail, and the table says so.
     assert table["failed"].iloc[0] == 3 and table["runs"].iloc[0] == 3
     assert any("refuse" in k for k in table["failures"].iloc[0])
+
+
+def test_histogram_dp_covers_and_says_why_when_it_cannot(coverage):
+    table = coverage.run_study(["binormal"], [600], ["histogram-dp"], reps=40, seed=4)
+    assert table["failed"].iloc[0] == 0
+    assert table["coverage"].iloc[0] >= 0.85, table[["method", "coverage"]]
+    # Issue 13's worst setting (epsilon 0.1, Q 64, 5 x 300 rows, 150 positives): no run
+    # crashes; each withholds its AUC and says why.
+    rare = coverage.run_study(["rare"], [1500], ["histogram-dp-eps0.1"], reps=8, seed=5)
+    assert rare["failed"].iloc[0] == 0 and rare["no_ci"].iloc[0] == 8
+    assert all("DP noise" in reason for reason in rare["withheld"].iloc[0])
