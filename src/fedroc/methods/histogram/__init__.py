@@ -246,6 +246,7 @@ def estimate(
     )
     ci_withheld = None
     auc_level = None
+    binning_bound = 0.0
     if not opts.dp:
         delong = delong_from_counts(pos_mass, neg_mass, confidence_level=confidence_level)
         auc, noise_variance = curves.auc, 0.0
@@ -270,7 +271,18 @@ def estimate(
             f"({est.bins} bins); the area under the noisy curves ({curves.auc:.4f}) is "
             f"biased by {cause}"
         )
+        binning_bound = est.ties / 2.0
         low = min(totals)
+        se = math.sqrt(noise_variance + delong.variance)
+        if low >= MIN_TOTAL_SNR * total_sd and binning_bound > se:
+            ci_withheld = (
+                f"no AUC and no interval: {cause} allows only tree level {est.level} "
+                f"({est.bins} bins), where ties within a bin could move the AUC by up to "
+                f"{binning_bound:.3f}, more than its standard error {se:.3f}. Use a larger "
+                "epsilon or more rows"
+            )
+            caveats.append(ci_withheld)
+            auc = float("nan")
         if low < MIN_TOTAL_SNR * total_sd:
             ci_withheld = (
                 f"no AUC and no interval: after {cause}, the smaller class total is "
@@ -351,6 +363,7 @@ def estimate(
         confidence_level=confidence_level,
         noise_sd=math.sqrt(tree.sigma2),
         auc_level=auc_level,
+        binning_bound=binning_bound,
         ci_withheld=ci_withheld,
         brier=brier,
         brier_noise_sd=brier_sd,

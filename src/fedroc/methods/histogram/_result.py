@@ -55,6 +55,9 @@ class HistogramCurves(ResultMixin):
         Area under the approximated ROC and PR curves and the curve's average precision.
     auc_level : int or None
         Under DP, the tree level the AUC is computed at (``branching ** auc_level`` bins).
+    binning_bound : float
+        Under DP, the most that ties within that level's bins can move the AUC (half the
+        estimated fraction of pairs in one bin); the interval is widened by it.
     delong : DeLongResult or None
         DeLong's AUC and variance of the binned scores (the sampling part of the SE).
     noise_variance : float
@@ -106,6 +109,7 @@ class HistogramCurves(ResultMixin):
     confidence_level: float
     noise_sd: float = 0.0
     auc_level: int | None = None
+    binning_bound: float = 0.0
     ci_withheld: str | None = None
     brier: float | None = None
     brier_noise_sd: float | None = None
@@ -136,15 +140,17 @@ class HistogramCurves(ResultMixin):
     ) -> tuple[float, float] | None:
         """The AUC interval, or None when :attr:`ci_withheld` says why there is none.
 
-        Logit scale (paper 1, eq. 3) under secure aggregation; under DP ``auc +- z se``
-        clipped to [0, 1], because the noisy estimate may fall outside (0, 1).
+        Logit scale (paper 1, eq. 3) under secure aggregation; under DP
+        ``auc +- (z se + binning_bound)`` clipped to [0, 1], because the noisy estimate may
+        fall outside (0, 1).
         """
         level = self.confidence_level if confidence_level is None else confidence_level
         if self.ci_withheld is not None or not math.isfinite(self.se):
             return None
         if self.mode == MODE_SA:
             return logit_ci(self.auc, self.se, level)
-        return wald_interval(self.auc, self.se, level)
+        low, high = wald_interval(self.auc, self.se, level)
+        return (max(0.0, low - self.binning_bound), min(1.0, high + self.binning_bound))
 
     def brier_interval(self, confidence_level: float | None = None) -> tuple[float, float] | None:
         """Interval for the pooled rows' Brier score given the DP noise (not the sampling)."""
@@ -216,6 +222,7 @@ class HistogramCurves(ResultMixin):
             extra["auc_binned"] = None if self.delong is None else self.delong.auc
         else:
             extra["auc_level"] = self.auc_level
+            extra["auc_binning_bound"] = self.binning_bound
             extra["noise_sd"] = self.noise_sd
             extra["auc_noise_sd"] = math.sqrt(self.noise_variance)
             extra["ci_withheld"] = self.ci_withheld
