@@ -184,7 +184,7 @@ def _sum_levels(replies: Sequence[dict[str, Any]], key: str, b: int, h: int) -> 
 def collect_tree(federation: Federation, opts: HistogramOptions) -> AggregatedTree:
     """One round: every site's tree, summed (secure aggregation, or in the clear for LDP)."""
     b, h = opts.branching, opts.height
-    args = dict(
+    args: dict[str, Any] = dict(
         branching=b,
         height=h,
         lo=opts.lo,
