@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fedroc.data import SiteData
+from fedroc.exceptions import InputError
 from fedroc.federation import Federation, Site
 from fedroc.methods import evaluate, pool_site_data
 from fedroc.methods.histogram import (
@@ -221,6 +222,15 @@ def test_a_class_total_drowned_by_noise_gives_a_result():
     assert any("estimated number of" in c or "class total" in c for c in res.extra["caveats"])
     assert res.released.epsilon  # the budget was spent, and the result says what it bought
     res.to_dict()
+    # Nothing falls back to statistics in the clear: no Brier sums, no calibration bins.
+    fed = _federation(parts, 1)
+    res = evaluate(fed, "histogram", quantiles=1024, dp_epsilon=0.02)
+    assert res.extra["brier"] is None and res.extra["calibration"] is None
+    assert {c.function for c in fed.transcript} <= {
+        c.function for c in fed.transcript if c.function.startswith("fedroc.secagg.")
+    }
+    with pytest.raises(InputError, match="dp_mode 'local' needs dp_epsilon"):
+        evaluate(fed, "histogram", dp_mode="local")
 
 
 def test_local_dp_noises_each_site_fully():

@@ -123,6 +123,8 @@ def check_options(
         raise InputError(f"dp_mode must be one of {sorted(DP_MODES)}; got {dp_mode!r}")
     if interpolation not in INTERPOLATIONS:
         raise InputError(f"interpolation must be one of {INTERPOLATIONS}; got {interpolation!r}")
+    if dp_epsilon is None and dp_mode != "distributed":
+        raise InputError(f"dp_mode {dp_mode!r} needs dp_epsilon (--dp-epsilon)")
     mode = MODE_SA if dp_epsilon is None else DP_MODES[dp_mode]
     if mode == MODE_LDP and allow_dropouts:
         raise InputError("allow_dropouts applies to secure aggregation; the local-DP mode has none")

@@ -228,7 +228,9 @@ class HistogramCurves(ResultMixin):
             extra["ci_withheld"] = self.ci_withheld
         if self.errors is not None:
             extra.update(self.errors.to_dict())
-        if self.calibration is not None:
+        # Under DP always state them (None when withheld), so that evaluate() does not add
+        # Brier sums and calibration bins released in the clear.
+        if self.calibration is not None or self.mode != MODE_SA:
             extra["brier"] = self.brier
             extra["calibration"] = self.calibration
             if self.mode != MODE_SA:
