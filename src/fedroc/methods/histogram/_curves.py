@@ -10,7 +10,7 @@ code's ``--interp``), then ``T(s) = 1 - Phi+(s)``, ``F(s) = 1 - Phi-(s)`` and
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -239,7 +239,7 @@ class CurveErrors:
     ap_error: float
 
     def to_dict(self) -> dict[str, float]:
-        return dict(self.__dict__)
+        return asdict(self)
 
 
 def curve_errors(label: Any, score: Any, curves: Curves) -> CurveErrors:
