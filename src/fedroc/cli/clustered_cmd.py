@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, kv_table, out
-from fedroc.clustered import clustered_auc
-from fedroc.data import Columns, SiteData, load_table
 
 
 def clustered(
@@ -38,6 +36,9 @@ def clustered(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Population and personalized AUCs with their joint CI and equality test (paper 3)."""
+    from fedroc.clustered import clustered_auc
+    from fedroc.data import Columns, SiteData, load_table
+
     frame = load_table(data)
     site = SiteData.from_frame(
         frame,
