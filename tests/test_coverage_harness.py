@@ -49,3 +49,14 @@ def test_histogram_dp_covers_and_says_why_when_it_cannot(coverage):
     rare = coverage.run_study(["rare"], [1500], ["histogram-dp-eps0.1"], reps=8, seed=5)
     assert rare["failed"].iloc[0] == 0 and rare["no_ci"].iloc[0] == 8
     assert all("DP noise" in reason for reason in rare["withheld"].iloc[0])
+
+
+def test_clustered_design_covers_theta12_with_the_federated_clustered_method(coverage):
+    table = coverage.run_study(["clustered"], [400], ["clustered"], reps=30, seed=5)
+    assert list(table["failed"]) == [0]
+    # 30 replicates: a true coverage of 0.95 falls below 0.85 with probability about 2%.
+    assert table["coverage"].iloc[0] >= 0.85, table[["method", "coverage"]]
+    assert abs(table["bias"].iloc[0]) < 0.03
+    # A method for clustered data is not run on a design without clusters.
+    plain = coverage.run_study(["binormal"], [200], ["clustered"], reps=1, seed=5)
+    assert plain.empty

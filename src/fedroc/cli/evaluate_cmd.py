@@ -74,6 +74,10 @@ def render_result(result: EvaluationResult) -> None:
             continue
         if isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            rows += [(key, v) for v in value]  # caveats and notes, one per row
+        elif isinstance(value, list) and not value:
+            continue
         elif isinstance(value, list) and len(value) <= 4:
             rows.append((key, tuple(value) if len(value) == 2 else str(value)))
     rel = result.released
@@ -127,11 +131,17 @@ def _federation_from_file(
     pos_label: str | None,
     min_count: int | None,
     audit_dir: Path | None,
+    cluster: str | None = None,
 ) -> Federation:
     """The --sites federation, with the options given on the command line winning."""
     from fedroc.federation import Federation
 
-    columns = {"label": label, "score": score, "pos_label": coerce_pos_label(pos_label)}
+    columns = {
+        "label": label,
+        "score": score,
+        "pos_label": coerce_pos_label(pos_label),
+        "cluster": cluster,
+    }
     columns = {k: v for k, v in columns.items() if v is not None}
     policy = {} if min_count is None else {"min_count": min_count}
     given = [f"--{k.replace('_', '-')}" for k in [*columns, *policy]]
@@ -172,7 +182,7 @@ def evaluate_command(
         str | None, typer.Option(help="Positive label value (default 1; overrides --sites).")
     ] = None,
     method: Annotated[
-        str, typer.Option(help="pooled, rocglm, histogram or mpc (those installed).")
+        str, typer.Option(help="pooled, rocglm, histogram, mpc or clustered (those installed).")
     ] = "",
     seed: Annotated[
         int | None,
@@ -270,6 +280,28 @@ def evaluate_command(
         str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
     ] = None,
     mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
+    # --- clustered (paper 3) ---
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="clustered: cluster id column (each cluster inside one site)."),
+    ] = None,
+    cluster_bins: Annotated[
+        int | None, typer.Option(help="clustered: shared score bins (default 1000).")
+    ] = None,
+    population_estimator: Annotated[
+        str | None, typer.Option(help="clustered: corrected (default), eq5 or between.")
+    ] = None,
+    sigma11: Annotated[
+        str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 or authors.")
+    ] = None,
+    plain: Annotated[
+        bool | None,
+        typer.Option(
+            "--plain",
+            help="clustered: sums in the clear (one or two sites whose policy sets "
+            "clear_histograms) instead of secure aggregation.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Evaluate a score over several sites with one method.
@@ -319,12 +351,21 @@ def evaluate_command(
         "mpc_delta": mpc_delta,
     }
     options.update({k: v for k, v in mpc_options.items() if v is not None})
+    clustered_options = {
+        "n_bins": cluster_bins,
+        "population_estimator": population_estimator,
+        "sigma11": sigma11,
+        "secure": None if plain is None else not plain,
+    }
+    options.update({k: v for k, v in clustered_options.items() if v is not None})
+    if method == "clustered" and cluster is None and sites_file is None:
+        raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     pooled: SiteData | None
     if sites_file is not None:
         federation = _federation_from_file(
-            sites_file, label, score, pos_label, min_count, audit_dir
+            sites_file, label, score, pos_label, min_count, audit_dir, cluster
         )
         pooled = None
     else:
@@ -336,7 +377,7 @@ def evaluate_command(
         paths = parse_sites(site)
         data = load_site_data(
             paths,
-            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE),
+            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster),
             coerce_pos_label(pos_label),
         )
         federation = build_federation(
