@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.markup import escape
 
 from fedroc.cli._common import err
 from fedroc.cli.clustered_cmd import clustered
@@ -40,9 +41,12 @@ app.add_typer(flower_app, name="flower")
 def main(argv: list[str] | None = None) -> None:
     """Entry point: fedroc's own errors become one line on stderr and exit status 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        # With standalone_mode=False click returns a command's exit code instead of exiting.
+        code = app(args=argv, standalone_mode=False)
     except FedrocError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        # escape(): a message naming "[party.0]" must not be read as Rich markup; soft_wrap:
+        # one line, however long.
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -56,3 +60,5 @@ def main(argv: list[str] | None = None) -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)
