@@ -15,8 +15,9 @@ from fedroc.exceptions import ProtocolError
 from fedroc.mpc import protocols as pr
 from fedroc.mpc import ring
 from fedroc.mpc.local import random_shares
+from fedroc.mpc.messages import FRAME_PREFIX
 from fedroc.mpc.prg import Stream
-from fedroc.mpc.runtime import Step, pack, par, run_local, unpack
+from fedroc.mpc.runtime import Step, par, read_step, run_local, step_frame
 
 SEED = b"fedroc-mpc-tests"
 
@@ -74,8 +75,8 @@ def test_stream_is_deterministic_and_uniform():
 
 def test_frames_round_trip():
     payload = [np.arange(5, dtype=np.uint64), [np.zeros((2, 3), np.uint8), b"xy", 7], None, "s"]
-    header, buffers = pack("tag", payload)
-    tag, back = unpack(header, memoryview(b"".join(buffers)))
+    frame = step_frame("tag", payload, "job-1234")
+    tag, back = read_step(frame[FRAME_PREFIX:], "test")
     assert tag == "tag"
     assert np.array_equal(back[0], payload[0])
     assert back[1][0].shape == (2, 3) and back[1][1] == b"xy" and back[1][2] == 7

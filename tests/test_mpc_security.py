@@ -168,7 +168,7 @@ def test_no_comparison_is_opened_in_oblivious_mode(two_inputs):
         # Proxies hear only masked values, Beaver openings and the helper's dealings.
         for pid, _peer, tag, _ in views.items:
             if pid < 2:
-                assert re.search(r"(wrap\d+\.(r|out)|swap|mul|scan|labels|pp|mask|both)$", tag), tag
+                assert re.search(r"(wrap\d+\.(r|out)|swap|mul|scan|labels|squares|pp|mask|both|var\.\w+)$", tag), tag
     # The paper's merge opens comparisons; the instrumentation sees them.
     rng = np.random.default_rng(3)
     delta = run_views(

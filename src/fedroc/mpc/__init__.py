@@ -63,26 +63,75 @@ Modules
 :mod:`~fedroc.mpc.cluster` (local processes), :mod:`~fedroc.mpc.local` (one process).
 """
 
-from fedroc.mpc.auc import AucSpec, owner_records
-from fedroc.mpc.bundle import Bundle, make_bundle, open_bundle, read_bundle, write_bundle
-from fedroc.mpc.cluster import LocalCluster, RemoteCluster
-from fedroc.mpc.local import LocalAucResult, secure_auc_local
-from fedroc.mpc.net import ClusterClient, ClusterConfig, ClusterResult, PartyServer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Loaded on first use (PEP 562): a party process imports only what it runs.
+_LAZY = {
+    "AucOutputs": "fedroc.mpc.auc",
+    "AucSpec": "fedroc.mpc.auc",
+    "owner_records": "fedroc.mpc.auc",
+    "Bundle": "fedroc.mpc.bundle",
+    "make_bundle": "fedroc.mpc.bundle",
+    "open_bundle": "fedroc.mpc.bundle",
+    "read_bundle": "fedroc.mpc.bundle",
+    "write_bundle": "fedroc.mpc.bundle",
+    "LocalCluster": "fedroc.mpc.cluster",
+    "RemoteCluster": "fedroc.mpc.cluster",
+    "LocalAucResult": "fedroc.mpc.local",
+    "secure_auc_local": "fedroc.mpc.local",
+    "ClusterClient": "fedroc.mpc.net",
+    "ClusterConfig": "fedroc.mpc.net",
+    "ClusterResult": "fedroc.mpc.net",
+    "PartyServer": "fedroc.mpc.net",
+    "JobTerms": "fedroc.mpc.owner",
+    "configure_owner": "fedroc.mpc.owner",
+    "new_owner_key": "fedroc.mpc.owner",
+    "owner_public_key": "fedroc.mpc.owner",
+}
 
 __all__ = [
+    "AucOutputs",
     "AucSpec",
     "Bundle",
     "ClusterClient",
     "ClusterConfig",
     "ClusterResult",
+    "JobTerms",
     "LocalAucResult",
     "LocalCluster",
     "PartyServer",
     "RemoteCluster",
+    "configure_owner",
     "make_bundle",
+    "new_owner_key",
     "open_bundle",
+    "owner_public_key",
     "owner_records",
     "read_bundle",
     "secure_auc_local",
     "write_bundle",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fedroc.mpc.auc import AucOutputs, AucSpec, owner_records
+    from fedroc.mpc.bundle import Bundle, make_bundle, open_bundle, read_bundle, write_bundle
+    from fedroc.mpc.cluster import LocalCluster, RemoteCluster
+    from fedroc.mpc.local import LocalAucResult, secure_auc_local
+    from fedroc.mpc.net import ClusterClient, ClusterConfig, ClusterResult, PartyServer
+    from fedroc.mpc.owner import JobTerms, configure_owner, new_owner_key, owner_public_key
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fedroc.mpc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -20,8 +20,8 @@ shares of the outputs at the proxies.
   :func:`modulus_conversion` (ppAURORA's MC, Z_2^63 -> Z_2^64): one call of :func:`wrap`.
 * :func:`trunc`: exact ``floor(x / 2**k)`` (two wraps side by side, 3 rounds), so a
   fixed-point product never has the wrap-around errors of local truncation.
-* :func:`div_frac`: ``floor(num * 2**f / den)`` for secret integers, by long division in
-  radix ``2**b`` (``2**b - 1`` comparisons side by side per digit).
+* :func:`divide` (and :func:`div_frac`): ``floor(num * 2**f / den)`` for secret integers,
+  by long division in radix ``2**b`` (``2**b - 1`` comparisons side by side per digit).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from fedroc.mpc.runtime import HELPER, Party, Program, Step, idle, par
 
 __all__ = [
     "div_frac",
+    "divide",
     "key_ge",
     "lt",
     "modulus_conversion",
@@ -386,28 +387,67 @@ def mul_fixed(p: Party, x: UArray, y: UArray, frac_bits: int, tag: str = "mulfx"
     return (yield from trunc(p, z, frac_bits, tag=tag + ".trunc"))
 
 
-def div_frac(
-    p: Party, num: UArray, den: UArray, frac_bits: int, *, radix_bits: int = 4, tag: str = "div"
+def divide(
+    p: Party,
+    num: UArray,
+    den: UArray,
+    *,
+    den_bits: int,
+    int_bits: int,
+    frac_bits: int,
+    max_radix: int = 8,
+    tag: str = "div",
 ) -> Program:
-    """Shares of ``floor(num * 2**frac_bits / den)`` for integers ``0 <= num < 2 den``.
+    """Shares of ``floor(num * 2**frac_bits / den)`` for secret integers.
 
-    Long division: the integer part (0 or 1), then ``radix_bits`` quotient bits per digit,
-    each digit the count of ``t = 1 .. 2**b - 1`` with ``R >= t den``, compared side by side.
-    Needs ``den * 2**radix_bits < 2**62``. With ``den = 0`` the result is meaningless and
-    must be masked by the caller.
+    Parameters
+    ----------
+    num, den : uint64 shares, shape (m,)
+        ``0 <= num < den * 2**int_bits`` and ``0 < den < 2**den_bits`` (public bounds).
+    den_bits, int_bits, frac_bits : int
+        Bounds of the operands and the number of quotient bits after the point.
+    max_radix : int
+        Quotient bits per digit at most; the radix is also limited so that every compared
+        value stays below ``2**62``.
+
+    Notes
+    -----
+    Long division in radix ``2**b``: each digit is the count of ``t = 1 .. 2**b - 1`` with
+    ``remainder >= t den`` (``2**b - 1`` comparisons side by side, one wrap, 3 rounds), and
+    the remainder is updated by one multiplication (1 round). A larger radix costs more
+    comparisons per digit but fewer rounds; the few quotients of a job make that cheap.
+    With ``den = 0`` the result is meaningless and must be masked by the caller.
     """
+    room = 62 - den_bits
+    if room < 1 or int_bits > room or int_bits < 0 or frac_bits < 0:
+        raise ProtocolError(
+            f"divide: {den_bits}-bit denominators with {int_bits} integer bits do not fit "
+            "the 62-bit comparisons"
+        )
+    # Integer digits compare values below den 2**int_bits whatever their radix; fraction
+    # digits compare the shifted remainder (below den 2**b), so their radix is limited.
+    radix = max(1, min(max_radix, room))
     m = num.shape[0]
-    ge = yield from lt(p, num, den, tag + ".int")
-    ge = add_public(p, U64(0) - ge, 1)  # 1 - [num < den]
-    q = ge
-    sub = yield from mul(p, ge, den, tag + ".int.mul")
-    rem = num - sub
+    q = np.zeros(m, dtype=np.uint64)
+    rem = num
+    digits: list[tuple[int, int]] = []  # (bits, shift of den) for each digit, top first
+    hi = int_bits
+    while hi > 0:
+        b = min(max_radix, hi)
+        digits.append((b, hi - b))
+        hi -= b
     done = 0
     while done < frac_bits:
-        b = min(radix_bits, frac_bits - done)
+        b = min(radix, frac_bits - done)
         done += b
-        rem = rem << U64(b)
-        steps = np.arange(1, 1 << b, dtype=np.uint64)
+        digits.append((b, -b))  # fraction digit: shift the remainder left by b instead
+    for index, (b, shift) in enumerate(digits):
+        if shift < 0:
+            rem = rem << U64(-shift)
+            scale = np.uint64(1)
+        else:
+            scale = np.uint64(1) << U64(shift)
+        steps = np.arange(1, 1 << b, dtype=np.uint64) * scale
         lhs = np.repeat(rem, steps.size)
         rhs = (den[:, None] * steps[None, :]).reshape(-1)
         below = yield from lt(p, lhs, rhs, f"{tag}.digit")
@@ -415,7 +455,28 @@ def div_frac(
             p, U64(0) - below.reshape(m, -1).sum(axis=1, dtype=np.uint64), (1 << b) - 1
         )
         q = (q << U64(b)) + digit
-        if done < frac_bits:
+        if index < len(digits) - 1:
             taken = yield from mul(p, digit, den, f"{tag}.digit.mul")
-            rem = rem - taken
+            rem = rem - taken * scale
     return q
+
+
+def div_frac(
+    p: Party, num: UArray, den: UArray, frac_bits: int, *, radix_bits: int = 4, tag: str = "div"
+) -> Program:
+    """Shares of ``floor(num * 2**frac_bits / den)`` for integers ``0 <= num < 2 den``.
+
+    Needs ``den * 2**radix_bits < 2**62``; see :func:`divide`.
+    """
+    return (
+        yield from divide(
+            p,
+            num,
+            den,
+            den_bits=62 - radix_bits,
+            int_bits=1,
+            frac_bits=frac_bits,
+            max_radix=radix_bits,
+            tag=tag,
+        )
+    )
