@@ -63,6 +63,11 @@ __all__ = [
 
 BitArray = NDArray[np.uint8]
 
+# Masks of private compare that tests/test_mpc_security.py removes, one at a time, to show
+# that its view tests fail without them ("beta", "rho", "sigma", "tau", "share_mask").
+# Empty in every real run.
+REMOVED_MASKS: frozenset[str] = frozenset()
+
 
 def _zeros(shape: tuple[int, ...]) -> UArray:
     return np.zeros(shape, dtype=np.uint64)
@@ -289,6 +294,17 @@ def wrap(
     tau = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
     s = common.zp_star((m, k))
     share_mask = common.zp((m, k))
+    if REMOVED_MASKS:  # regression tests only: show that the view tests catch the leak
+        beta, rho, sigma, tau, share_mask = (
+            np.zeros_like(v) if name in REMOVED_MASKS else v
+            for name, v in (
+                ("beta", beta),
+                ("rho", rho),
+                ("sigma", sigma),
+                ("tau", tau),
+                ("share_mask", share_mask),
+            )
+        )
     shift = common.below(m, k)
     rare_stream = common.child()
 
