@@ -128,7 +128,7 @@ def features(views: Views, pid: int) -> dict[str, tuple[np.ndarray, int]]:
                     if ra.shape != rb.shape or ka != kb:
                         continue
                     name = f"{tag}#{occurrence}<{pa}[{ia}]+{pb}[{ib}]"
-                    for key, values, kind in _joint(ra, rb, ka):
+                    for key, values, _kind in _joint(ra, rb, ka):
                         out[name + key] = (values, ra.shape[0])
     return out
 
