@@ -95,13 +95,13 @@ def test_private_compare_vectors_hold_a_zero_iff_blinded_result(k, rng):
     y[:40] = r[:40]  # equal values
     y[40:60] = np.uint64(top)  # t = y + 1 wraps when beta = 1
     beta = rng.integers(0, 2, m).astype(np.uint8)
-    bits = ring.bits_msb_first(r, k).astype(np.int64)
-    share0 = rng.integers(0, 67, (m, k))
+    bits = ring.bits_msb_first(r, k).T.astype(np.int64)  # bit-major: (k, m)
+    share0 = rng.integers(0, 67, (k, m))
     share1 = (bits - share0) % 67
-    s = rng.integers(1, 67, (m, k)).astype(np.uint8)
+    s = rng.integers(1, 67, (k, m)).astype(np.uint8)
     shift = rng.integers(0, k, m)
     rare = [Stream(bytes(range(32))), Stream(bytes(range(32)))]  # common to both proxies
-    mask = rng.integers(0, 67, (m, k)).astype(np.uint8)
+    mask = rng.integers(0, 67, (k, m)).astype(np.uint8)
     d0 = pr.private_compare_vectors(
         0, share0.astype(np.uint8), y, beta, s, shift, k, rare[0].zp_star, mask
     )
@@ -123,11 +123,11 @@ def test_private_compare_messages_are_rerandomized(rng):
     m, k = 4000, 63
     y = ring.u64(rng.integers(0, 2**62, m))
     beta = rng.integers(0, 2, m).astype(np.uint8)
-    share0 = rng.integers(0, 67, (m, k)).astype(np.uint8)
-    s = rng.integers(1, 67, (m, k)).astype(np.uint8)
+    share0 = rng.integers(0, 67, (k, m)).astype(np.uint8)
+    s = rng.integers(1, 67, (k, m)).astype(np.uint8)
     no_shift = np.zeros(m, dtype=np.int64)  # isolate the share masking from the rotation
-    known_zero = share0[:, 0] == 0  # the helper knows these rows
-    mask = rng.integers(0, 67, (m, k)).astype(np.uint8)
+    known_zero = share0[0] == 0  # the helper knows these rows
+    mask = rng.integers(0, 67, (k, m)).astype(np.uint8)
     plain = pr.private_compare_vectors(0, share0, y, beta, s, no_shift, k, None)
     masked = pr.private_compare_vectors(0, share0, y, beta, s, no_shift, k, None, mask)
     assert np.all(plain[known_zero, 0] == 0)  # the leak the mask removes

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from fedroc.exceptions import ProtocolError
@@ -168,44 +169,70 @@ def private_compare_vectors(
 ) -> BitArray:
     """One proxy's message of SecureNN's private compare (Wagh et al. 2019, Algorithm 3).
 
-    ``rbits`` are this proxy's Z_67 shares of the bits of the helper's ``r`` (most
-    significant first), ``y`` the public value. Reconstructed, row ``i`` has exactly one
-    zero iff ``beta XOR [r > y]``; the non-zero values are uniform in Z_67* (multiplied by
-    the common ``s``) and a common random rotation of each row hides where the zero is.
+    ``rbits`` (shape ``(k, m)``, bit-major) are this proxy's Z_67 shares of the bits of the
+    helper's ``r`` (most significant first), ``y`` the public values (shape ``(m,)``).
+    Reconstructed, row ``i`` of the message (shape ``(m, k)``) has exactly one zero iff
+    ``beta XOR [r > y]``; the non-zero values are uniform in Z_67* (multiplied by the common
+    ``s``, shape ``(k, m)``) and a common random rotation of each row hides where the zero
+    is.
 
-    ``mask`` (common to both proxies, uniform in Z_67) re-randomizes the two additive
-    shares of each ``c_i`` before the multiplication by ``s_i``: party 0 adds it, party 1
-    subtracts it. Without it the helper, who dealt both proxies' bit shares, would see the
-    ratio ``c_i^0 / c_i^1`` of the two messages (``s_i`` cancels), which depends on the
-    public bits and on ``beta``; with it each message is uniform and the pair tells only
-    the sum. (Algorithm 3 as printed sends the unmasked shares.)
+    ``mask`` (shape ``(k, m)``, common to both proxies, uniform in Z_67) re-randomizes the
+    two additive shares of each ``c_i`` before the multiplication by ``s_i``: party 0 adds
+    it, party 1 subtracts it. Without it the helper, who dealt both proxies' bit shares,
+    would see the ratio ``c_i^0 / c_i^1`` of the two messages (``s_i`` cancels), which
+    depends on the public bits and on ``beta``; with it each message is uniform and the pair
+    tells only the sum. (Algorithm 3 as printed sends the unmasked shares.)
+
+    Notes
+    -----
+    With ``b`` the public bits (of ``y + 1`` where ``beta = 1``, else of ``y``) and ``x``
+    the shares of r's bits, ``w_i = x_i + b_i (j - 2 x_i)`` are shares of ``x_i XOR b_i``
+    and ``c_i = j + sum_{l < i} w_l +- (j b_i - x_i)`` (minus where ``beta = 1``). All of it
+    is computed in int16 on bit-major arrays (the running sum runs over contiguous rows),
+    offset to non-negative values and reduced modulo 67 twice, in uint16.
     """
     m = y.shape[0]
-    x = rbits.astype(np.uint16)
-    if k >= 64:
-        t = y + U64(1)
-    else:
-        t = low_bits(y + U64(1), k)
-    bb = beta.astype(bool)[:, None]
-    pub = np.where(bb, bits_msb_first(t, k), bits_msb_first(y, k)).astype(np.uint16)
-    # Shares of x_i XOR pub_i: x_i where pub_i = 0, 1 - x_i where pub_i = 1.
-    w = np.where(pub == 1, (np.uint16(j + P) - x) % P, x)
-    prefix = np.cumsum(w, axis=1, dtype=np.uint16) - w  # sum over more significant bits
-    core = (np.uint16(j) * pub + np.uint16(P) - x) % P  # j * pub - x
-    c = (np.where(bb, (np.uint16(P) - core) % P, core) + np.uint16(j) + prefix) % P
+    if rbits.shape != (k, m) or s.shape != (k, m):
+        raise ProtocolError(f"private compare: bit shares must have shape {(k, m)}")
+    bb = beta.astype(bool)
+    z = np.where(bb, y + U64(1), y)
+    if k < 64:
+        z = low_bits(z, k)
+    pub = np.ascontiguousarray(bits_msb_first(z, k).T).astype(np.int16)
+    x = rbits.astype(np.int16)
+    jj = np.int16(j)
+    w = x + pub * (jj - 2 * x)  # in [-66, 67]
+    # c = sum_{l < i} w_l (a running sum down the contiguous rows: numpy's cumsum along
+    # axis 0 does not vectorize across the row), then + j +- (j b - x).
+    c = np.empty_like(w)
+    c[0] = 0
+    for i in range(1, k):
+        np.add(c[i - 1], w[i - 1], out=c[i])
+    c += jj
+    sign = (1 - 2 * beta.astype(np.int16))[None, :]  # -1 where beta = 1
+    c += (jj * pub - x) * sign
     full = np.uint64((1 << k) - 1) if k < 64 else np.uint64(2**64 - 1)
-    special = np.flatnonzero(beta.astype(bool) & (y == full))
+    special = np.flatnonzero(bb & (y == full))
     if special.size:
         # t = y + 1 wraps: r <= y always, so the row must hold exactly one zero.
-        u = rare(special.size * k).reshape(special.size, k).astype(np.uint16)
-        rows = np.where(j == 0, u + 1, np.uint16(P) - u) % P
-        rows[:, -1] = u[:, -1] if j == 0 else (np.uint16(P) - u[:, -1]) % P
-        c[special] = rows
+        u = rare(special.size * k).reshape(k, special.size).astype(np.int16)
+        rows = (u + 1) % P if j == 0 else (P - u) % P
+        rows[-1] = u[-1] if j == 0 else (P - u[-1]) % P
+        c[:, special] = rows
     if mask is not None:
-        c = (c + (mask.astype(np.uint16) if j == 0 else np.uint16(P) - mask)) % P
-    d = (s.astype(np.uint16) * c) % P
-    idx = (np.arange(k)[None, :] - shift[:, None]) % k
-    return np.take_along_axis(d, idx, axis=1).astype(np.uint8).reshape(m, k)
+        c = c + mask.astype(np.int16) if j == 0 else c - mask.astype(np.int16)
+    # Offset by a multiple of 67 above the most negative value, then reduce in uint16.
+    c += np.int16(P * 64)
+    cu = c.view(np.uint16)
+    np.remainder(cu, np.uint16(P), out=cu)
+    cu *= s
+    np.remainder(cu, np.uint16(P), out=cu)
+    d = cu.astype(np.uint8)
+    # Rotate row i (of the (m, k) message) right by shift_i: windows of the doubled rows.
+    rows_major = np.ascontiguousarray(d.T)
+    wide = np.concatenate([rows_major, rows_major], axis=1)
+    windows = sliding_window_view(wide, k, axis=1)
+    return np.ascontiguousarray(windows[np.arange(m), (k - shift) % k])
 
 
 OutputFn = Callable[..., BitArray]
@@ -256,16 +283,17 @@ def wrap(
     if p.is_helper:
         s0, s1 = p.shared(0), p.shared(1)
         r0 = s0.uint64(m) & mask
-        rb0 = s0.zp((m, k))
+        rb0 = s0.zp((k, m))
         out0 = s0.uint64((m, n_out)) if t else s0.uint64(m)
         r1 = s1.uint64(m) & mask
         r, w_r = carry_add(r0, r1, k)
-        rb1 = (bits_msb_first(r, k).astype(np.int16) - rb0.astype(np.int16)) % P
+        rb1 = (bits_msb_first(r, k).T.astype(np.int16) - rb0.astype(np.int16)) % P
         yield Step({1: rb1.astype(np.uint8)}, (), tag + ".r")
         got = yield Step({}, (0, 1), tag + ".pc")
         d0, e0, a0 = got[0]
         d1, e1, a1 = got[1]
-        hit = ((d0.astype(np.uint16) + d1) % P == 0).any(axis=1).astype(np.uint8)
+        both = d0 + d1  # < 2 P < 256: no wrap in uint8
+        hit = ((both == 0) | (both == P)).any(axis=1).astype(np.uint8)
         eps = np.unpackbits(e0)[:m] ^ np.unpackbits(e1)[:m]
         masked = hit ^ w_r ^ eps
         if t:
@@ -284,7 +312,7 @@ def wrap(
     j = p.pid
     sh = p.shared(HELPER)
     r_i = sh.uint64(m) & mask
-    rb = sh.zp((m, k)) if j == 0 else None
+    rb = sh.zp((k, m)) if j == 0 else None
     out_share = (sh.uint64((m, n_out)) if t else sh.uint64(m)) if j == 0 else None
     common = p.shared(p.other)
     beta = common.bits(m)
@@ -292,8 +320,8 @@ def wrap(
     sigma = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
     # tau hides each proxy's own low bit; it cancels in the helper's XOR of the two.
     tau = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
-    s = common.zp_star((m, k))
-    share_mask = common.zp((m, k))
+    s = common.zp_star((k, m))
+    share_mask = common.zp((k, m))
     if REMOVED_MASKS:  # regression tests only: show that the view tests catch the leak
         beta, rho, sigma, tau, share_mask = (
             np.zeros_like(v) if name in REMOVED_MASKS else v
@@ -338,11 +366,18 @@ def wrap(
             out = out + mu.astype(np.uint64)
         return out
     assert fn is not None
+    # Row r's table is fn at (index XOR M_r), M_r the row's masks packed like the index, so
+    # sum_i fn(i ^ M_r) share[r, i] = sum over the i' with fn(i') = 1 of share[r, i' ^ M_r].
     index = np.arange(n_out)
-    masks = [mu, *sigma]
-    args = [((index[None, :] >> q) & 1).astype(np.uint8) ^ masks[q][:, None] for q in range(t + 1)]
-    table = fn(*args).astype(np.uint64)
-    return (table * share).sum(axis=1, dtype=np.uint64)
+    base = fn(*[((index >> q) & 1).astype(np.uint8) for q in range(t + 1)])
+    packed = mu.astype(np.int64)
+    for q in range(t):
+        packed |= sigma[q].astype(np.int64) << (q + 1)
+    rows = np.arange(m)
+    out = np.zeros(m, dtype=np.uint64)
+    for i in np.flatnonzero(base):
+        out += share[rows, packed ^ i]
+    return out
 
 
 def msb(p: Party, a: UArray, tag: str = "msb") -> Program:
