@@ -88,6 +88,8 @@ def _rows(arr: np.ndarray, tag: str, pc_rows: int | None) -> tuple[np.ndarray, s
         bits = np.unpackbits(arr)
         t = bits.size // pc_rows
         return bits[: t * pc_rows].reshape(t, pc_rows).T, "bit"
+    if arr.dtype == np.uint8 and arr.ndim == 2 and tag.endswith(".r"):
+        arr = arr.T  # the helper's bit shares travel bit-major, (k, rows)
     if arr.dtype == np.uint8:
         flat = arr.reshape(arr.shape[0], -1)
         return flat, "zp" if flat.max(initial=0) < P67 else "bit"
