@@ -27,7 +27,7 @@ from fedroc.federation.records import Record
 from fedroc.federation.transport import Exchange, InProcessTransport
 from fedroc.methods import evaluate
 from fedroc.methods.histogram import _site_leaves, tree_height
-from fedroc.secagg import secure_input, secure_sum
+from fedroc.secagg import secure_sum
 
 VECTOR_SIZE = 2**14
 
@@ -53,15 +53,10 @@ class TimedTransport(InProcessTransport):
         return out
 
 
-@secure_input("bench.histogram.vector")
+@site_function("bench.histogram.vector", schema={}, release="both")
 def _vector(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     rng = np.random.default_rng(len(ctx.site))
     return Reply({"x": rng.integers(0, 1000, VECTOR_SIZE)}, counts={"rows": ctx.data.n})
-
-
-@site_function("bench.histogram.vector_in_clear")
-def _vector_clear(ctx: SiteContext, args: Record) -> Reply:
-    return _vector(ctx, {})
 
 
 def make_sites(n_sites: int, rows: int) -> list[Site]:
@@ -119,7 +114,7 @@ def bench_secagg(n_sites: int) -> None:
         result = secure_sum(federation, "bench.histogram.vector")
         timings.append(time.perf_counter() - start)
         start = time.perf_counter()
-        replies = federation.call("bench.histogram.vector_in_clear")
+        replies = federation.call("bench.histogram.vector")
         plain = sum(r["x"] for r in replies.values())
         clear.append(time.perf_counter() - start)
     assert np.array_equal(result["x"], plain)

@@ -2,8 +2,9 @@
 ServerApp through ``site-modules`` / the job's ``modules``, and by the tests themselves).
 
 ``flowertest.rounds`` is a multi-round method that uses what real methods use: site state
-kept between calls (a session), seeded DP noise drawn at the sites, per-site arguments and
-arrays both ways. Its in-process and Flower results must agree exactly.
+kept between calls (a session), DP noise drawn at the sites (seeded by the sites' own
+``noise_seed``), per-site arguments and arrays both ways. Its in-process and Flower results
+must agree exactly when the sites are configured with the same seed.
 """
 
 from __future__ import annotations
@@ -14,28 +15,29 @@ import numpy as np
 
 from fedroc.federation.federation import Federation
 from fedroc.federation.records import Record
+from fedroc.federation.schema import Float, FloatArray, Int, Text
 from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.privacy.mechanisms import gaussian_noise
 
 
-@site_function("flowertest.slow")
+@site_function("flowertest.slow", schema={"seconds": Float(0.0, 60.0, default=0.5)})
 def _slow(ctx: SiteContext, args: Record) -> Reply:
-    time.sleep(float(args.get("seconds", 0.5)))
+    time.sleep(float(args["seconds"]))
     return Reply({"n": ctx.data.n}, counts={"rows": ctx.data.n})
 
 
-@site_function("flowertest.tiny")
+@site_function("flowertest.tiny", schema={})
 def _tiny(ctx: SiteContext, args: Record) -> Reply:
     return Reply({"sum": float(ctx.data.score[:2].sum())}, counts={"rows": 2})
 
 
-@site_function("flowertest.boom")
+@site_function("flowertest.boom", schema={})
 def _boom(ctx: SiteContext, args: Record) -> Reply:
     raise RuntimeError(f"secret path /data/{ctx.site}.csv, first score {ctx.data.score[0]}")
 
 
-@site_function("flowertest.open")
+@site_function("flowertest.open", schema={"session": Text(), "edges": FloatArray()})
 def _open(ctx: SiteContext, args: Record) -> Reply:
     """Round 1 of a session: keep the site's histogram of scores in the site state."""
     edges = np.asarray(args["edges"], dtype=np.float64)
@@ -44,13 +46,21 @@ def _open(ctx: SiteContext, args: Record) -> Reply:
     return Reply({"bins": int(counts.size)}, counts={"rows": ctx.data.n})
 
 
-@site_function("flowertest.noisy")
+@site_function(
+    "flowertest.noisy",
+    schema={
+        "session": Text(),
+        "round": Int(0, 1000),
+        "epsilon": Float(0.0, 100.0, open_lo=True),
+        "weight": Float(),
+    },
+)
 def _noisy(ctx: SiteContext, args: Record) -> Reply:
     """Later rounds: noisy histogram from the state, scaled by a per-site weight."""
     state = ctx.state[str(args["session"])]
     state["calls"] = int(state["calls"]) + 1
     counts = np.asarray(state["counts"], dtype=np.float64)
-    rng = ctx.rng(args.get("seed"), stream=f"round{args['round']}")
+    rng = ctx.noise_rng(f"round{args['round']}")
     noise, event = gaussian_noise(
         counts.size, epsilon=float(args["epsilon"]), delta=1e-6, sensitivity=1.0, rng=rng
     )
@@ -79,7 +89,7 @@ def run_rounds(
     for r in range(rounds):
         weights = {name: {"weight": 1.0 + k / 10} for k, name in enumerate(fed.site_names)}
         args = {
-            name: {**w, "session": "s1", "round": r, "seed": inputs.seed, "epsilon": epsilon}
+            name: {**w, "session": "s1", "round": r, "epsilon": epsilon}
             for name, w in weights.items()
         }
         replies = fed.call_each("flowertest.noisy", args)

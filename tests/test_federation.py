@@ -13,6 +13,7 @@ from fedroc.data import Columns, SiteData
 from fedroc.exceptions import DisclosureError, InputError, SiteError
 from fedroc.federation import AuditLog, Federation, Reply, Site, basic, site_function
 from fedroc.federation.records import decode, encode
+from fedroc.federation.schema import Float, Text
 from fedroc.privacy import DisclosurePolicy, laplace_noise
 
 
@@ -31,36 +32,37 @@ def pooled(fr):
     return df["y"].to_numpy(), df["p"].to_numpy()
 
 
-@site_function("test.echo_rows")
+@site_function("test.echo_rows", schema={})
 def _echo_rows(ctx, args):  # declares a count per row: the policy must refuse it
     return Reply({"scores": ctx.data.score.copy()}, counts={"rows": np.ones(ctx.data.n)})
 
 
-@site_function("test.noisy_mean")
+@site_function("test.noisy_mean", schema={"epsilon": Float(0.0, 100.0, open_lo=True)})
 def _noisy_mean(ctx, args):
     noise, event = laplace_noise(
-        1, epsilon=float(args["epsilon"]), sensitivity=1.0, rng=ctx.rng(args.get("seed"))
+        1, epsilon=float(args["epsilon"]), sensitivity=1.0, rng=ctx.noise_rng("mean")
     )
     return Reply({"mean": float(ctx.data.score.mean() + noise[0])}, kind="noisy", dp=(event,))
 
 
-@site_function("test.counter")
+@site_function("test.counter", schema={"session": Text()})
 def _counter(ctx, args):
     state = ctx.state.setdefault(str(args["session"]), {"n": 0})
     state["n"] += 1
     return Reply({"calls": state["n"]}, kind="shares")
 
 
-@site_function("test.boom")
+@site_function("test.boom", schema={"fail_at": Text()})
 def _boom(ctx, args):
     if ctx.site == args["fail_at"]:
         raise RuntimeError("disk on fire")
     return Reply({"ok": True}, counts={"rows": ctx.data.n})
 
 
-@site_function("test.rng")
+@site_function("test.rng", schema={})
 def _rng(ctx, args):
-    return Reply({"draw": ctx.rng(args.get("seed"), "stream").random(4)}, kind="shares")
+    rng = ctx.noise_rng("stream") or np.random.default_rng()
+    return Reply({"draw": rng.random(4)}, kind="shares")
 
 
 def test_records_round_trip_and_refuse_objects():
@@ -180,7 +182,7 @@ def test_audit_log_records_every_release(tmp_path):
     fr = frames()
     fed = Federation.from_frames(fr, label="y", score="p", audit_dir=tmp_path)
     basic.distributed_variance(fed)
-    fed.call("test.noisy_mean", epsilon=0.5, seed=1)
+    fed.call("test.noisy_mean", epsilon=0.5)
     log = AuditLog(tmp_path / "s2.jsonl")
     entries = log.entries()
     assert [e["function"] for e in entries] == [
@@ -219,23 +221,26 @@ def test_dp_releases_are_in_the_transcript_and_the_ledger():
         for k, v in frames().items()
     ]
     fed = Federation.from_sites(sites)
-    fed.call("test.noisy_mean", epsilon=0.6, seed=3)
+    fed.call("test.noisy_mean", epsilon=0.6)
     rel = fed.released()
     assert rel.epsilon == {"s0": 0.6, "s1": 0.6, "s2": 0.6}
     assert rel.kinds == {"noisy": 3}
-    with pytest.raises(DisclosureError, match="above its limit of 1"):
+    with pytest.raises(DisclosureError, match="its privacy budget is epsilon 1, it has spent 0.6"):
         fed.call("test.noisy_mean", epsilon=0.6)
 
 
-def test_site_rng_is_per_site_and_reproducible():
-    fed = Federation.from_frames(frames(), label="y", score="p")
-    a = fed.call("test.rng", seed=5)
-    b = fed.call("test.rng", seed=5)
-    c = fed.call("test.rng")
-    for name in fed.site_names:
+def test_site_rng_is_per_site_reproducible_by_site_config_only():
+    seeded = Federation.from_frames(frames(), label="y", score="p", noise_seed=5)
+    again = Federation.from_frames(frames(), label="y", score="p", noise_seed=5)
+    a, b = seeded.call("test.rng"), again.call("test.rng")
+    c = Federation.from_frames(frames(), label="y", score="p").call("test.rng")
+    for name in seeded.site_names:
         np.testing.assert_array_equal(a[name]["draw"], b[name]["draw"])
         assert not np.array_equal(a[name]["draw"], c[name]["draw"])
     assert not np.array_equal(a["s0"]["draw"], a["s1"]["draw"])
+    # The analyst cannot pass a seed: the site refuses the argument.
+    with pytest.raises(DisclosureError, match="argument 'seed' is not an argument"):
+        seeded.call("test.rng", seed=5)
 
 
 def test_site_state_persists_between_calls_and_per_site_args():

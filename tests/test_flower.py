@@ -267,21 +267,26 @@ def test_every_method_gives_the_in_process_result_over_flower_messages(
 ) -> None:
     """State between calls, seeded DP noise and per-site arguments survive the wire.
 
-    Everything an in-process run reproduces with the same seed must come back equal over
-    Flower messages; what differs between two in-process runs (timings, quantities that
-    depend on cryptographic randomness) is left out, and the AUC is never left out.
+    Everything an in-process run reproduces with the same seeds (the sites' own noise seed
+    and the analyst's) must come back equal over Flower messages; what differs between two
+    in-process runs (timings, quantities that depend on cryptographic randomness) is left
+    out, and the AUC is never left out.
     """
     options = dict(get_method(method).demo_options)
-    flower = Federation(FlowerTransport(_grid(site_files, tmp_path), timeout=30))
+    grid = _grid(site_files, tmp_path, **{"noise-seed": 5})
+    flower = Federation(FlowerTransport(grid, timeout=30))
     got = _leaves(_json_tree(evaluate(flower, method, seed=5, **options).to_dict()))
-    runs = [evaluate(_inprocess(site_files), method, seed=5, **options) for _ in range(2)]
+    runs = [
+        evaluate(_inprocess(site_files, noise_seed=5), method, seed=5, **options) for _ in range(2)
+    ]
     want, again = (_leaves(_json_tree(r.to_dict())) for r in runs)
     reproducible = {k for k in want if again.get(k) == want[k]}
     assert ".auc" in reproducible and ".released.rounds" in reproducible
     assert set(got) == set(want)
     assert {k: got[k] for k in reproducible} == {k: want[k] for k in reproducible}
     if method == "flowertest.rounds":  # the seed matters, so the equality is not vacuous
-        other = evaluate(_inprocess(site_files), method, seed=6, **options).to_dict()
+        other = evaluate(_inprocess(site_files, noise_seed=6), method, seed=5, **options)
+        other = other.to_dict()
         assert other["total"] != runs[0].to_dict()["total"]
 
 
@@ -334,18 +339,20 @@ def test_two_nodes_claiming_one_site_are_refused(site_files, tmp_path) -> None:
         FlowerTransport(grid, timeout=5)
 
 
-def test_budget_limit_holds_across_processes_through_the_audit_log(site_files, tmp_path) -> None:
+def test_budget_limit_holds_across_processes_through_the_ledger(site_files, tmp_path) -> None:
     grid = _grid(site_files, tmp_path, **{"epsilon-limit": 2.5})
     flower = Federation(FlowerTransport(grid, timeout=5))
     flower.call("flowertest.open", session="s", edges=np.linspace(0, 1, 5))
-    args = {"session": "s", "round": 0, "seed": 1, "epsilon": 1.0, "weight": 1.0}
+    args = {"session": "s", "round": 0, "epsilon": 1.0, "weight": 1.0}
     flower.call("flowertest.noisy", **args)
     flower.call("flowertest.noisy", **args)
-    # A new run (fresh Context.state) and fresh processes: the budget is read from the log.
+    # A new run (fresh Context.state) and fresh processes: the budget is read from the
+    # site's ledger beside its audit log.
     fresh = Federation(FlowerTransport(_grid(site_files, tmp_path, **{"epsilon-limit": 2.5})))
     fresh.call("flowertest.open", session="s", edges=np.linspace(0, 1, 5))
-    with pytest.raises(DisclosureError, match="spend epsilon 3 in total, above its limit"):
+    with pytest.raises(DisclosureError, match="budget is epsilon 2.5, it has spent 2 and"):
         fresh.call("flowertest.noisy", **args)
+    assert (tmp_path / "site1.ledger.jsonl").exists()
 
 
 def test_error_reply_mapping() -> None:

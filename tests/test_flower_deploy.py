@@ -66,6 +66,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
             data=path,
             audit=root / "audit" / f"{name}.jsonl",
             site_modules=("_flower_plugin",),
+            noise_seed=SEED,  # the sites' own seed: their noise equals the in-process run's
         )
         for name, path in paths.items()
     ]
@@ -171,7 +172,8 @@ def parity_run(deployment) -> dict[str, Any]:
 def test_method_equals_in_process_with_the_same_seed(deployment, parity_run, method) -> None:
     _, paths, _ = deployment
     options = dict(get_method(method).demo_options)
-    want = evaluate(Federation.from_files(paths), method, seed=SEED, **options).to_dict()
+    local = Federation.from_files(paths, noise_seed=SEED)
+    want = evaluate(local, method, seed=SEED, **options).to_dict()
     _close(parity_run[method], _json(want))
 
 

@@ -15,9 +15,10 @@ from fedroc.cli import main
 from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError, InputError, SiteError
 from fedroc.federation import Federation, Site, SiteContext
+from fedroc.federation.site import aggregate_input
 from fedroc.methods import evaluate, pool_site_data
 from fedroc.methods.histogram import (
-    _tree_input,
+    INPUT_NAME,
     approximate_curves,
     consistent_tree,
     leaf_index,
@@ -55,8 +56,10 @@ def synthetic_sites(n_sites=5, n=3000, seed=0):
     return parts
 
 
-def federation_of(parts, policy=None):
-    return Federation.from_sites([Site(n, d, policy=policy) for n, d in parts.items()])
+def federation_of(parts, policy=None, noise_seed=None):
+    return Federation.from_sites(
+        [Site(n, d, policy=policy, noise_seed=noise_seed) for n, d in parts.items()]
+    )
 
 
 # -- tree geometry -------------------------------------------------------------------------
@@ -218,19 +221,32 @@ def test_curves_from_exact_quantiles_approach_the_empirical_curves():
 
 
 # -- the site input ------------------------------------------------------------------------
-def _ctx(name, data, state=None):
-    return SiteContext(name, data, DisclosurePolicy(), state or {}, "analyst")
+def _ctx(name, data, state=None, *, noise_seed=None, noise_shares=1):
+    return SiteContext(
+        name,
+        data,
+        DisclosurePolicy(),
+        state or {},
+        "analyst",
+        noise_seed=noise_seed,
+        sites=(name,),
+        noise_shares=noise_shares,
+    )
+
+
+def _tree_input(ctx, args):
+    return aggregate_input(ctx, INPUT_NAME, args)
 
 
 def test_each_site_draws_its_own_noise_and_a_seed_reproduces_it():
     data = SiteData.from_arrays(np.r_[np.ones(50), np.zeros(50)], np.linspace(0, 1, 100))
     args = dict(
         branching=2, height=4, lo=0.0, hi=1.0, mode="distributed-dp", epsilon=1.0,
-        noise="discrete", n_shares=3, seed=11,
+        noise="discrete",
     )  # fmt: skip
-    a = _tree_input(_ctx("north", data), args)
-    b = _tree_input(_ctx("south", data), args)
-    again = _tree_input(_ctx("north", data), args)
+    a = _tree_input(_ctx("north", data, noise_seed=11, noise_shares=3), args)
+    b = _tree_input(_ctx("south", data, noise_seed=11, noise_shares=3), args)
+    again = _tree_input(_ctx("north", data, noise_seed=11, noise_shares=3), args)
     assert not np.array_equal(a.values["pos"], b.values["pos"])  # not the reference's flaw
     np.testing.assert_array_equal(a.values["pos"], again.values["pos"])
     assert len(a.dp) == 4 and sum(e.epsilon for e in a.dp) == pytest.approx(1.0)
@@ -241,11 +257,14 @@ def test_noise_shares_of_all_sites_sum_to_discrete_laplace():
     data = SiteData.from_arrays(np.r_[np.ones(5), np.zeros(5)], np.full(10, 0.5))
     args = dict(
         branching=2, height=10, lo=0.0, hi=1.0, mode="distributed-dp", epsilon=10.0,
-        noise="discrete", n_shares=4, seed=3,
+        noise="discrete",
     )  # fmt: skip
     neg_leaves = np.bincount(leaf_index(data.score[~data.label], 1024), minlength=1024)
     exact = np.concatenate(levels_from_leaves(neg_leaves, 2))
-    total = sum(_tree_input(_ctx(f"s{k}", data), args).values["neg"] for k in range(4))
+    total = sum(
+        _tree_input(_ctx(f"s{k}", data, noise_seed=3, noise_shares=4), args).values["neg"]
+        for k in range(4)
+    )
     noise = total - 4 * exact  # each of the four sites holds the same five negatives
     alpha = math.exp(-1.0)  # epsilon / height per level
     assert np.var(noise) == pytest.approx(2 * alpha / (1 - alpha) ** 2, rel=0.1)
@@ -316,7 +335,7 @@ def test_flchain_gradient_boosting_at_q_1024():
 
 def test_distributed_dp_spends_epsilon_and_widens_the_interval(synthetic):
     parts, pooled = synthetic
-    fed = federation_of(parts)
+    fed = federation_of(parts, noise_seed=4)
     res = evaluate(
         fed, "histogram", pooled=pooled, seed=4, quantiles=64, dp_epsilon=1.0, noise_replicates=30
     )
@@ -330,9 +349,19 @@ def test_distributed_dp_spends_epsilon_and_widens_the_interval(synthetic):
     low, high = res.auc_ci
     assert low < res.auc < high
     again = evaluate(
-        fed, "histogram", pooled=pooled, seed=4, quantiles=64, dp_epsilon=1.0, noise_replicates=30
+        federation_of(parts, noise_seed=4),
+        "histogram",
+        pooled=pooled,
+        seed=4,
+        quantiles=64,
+        dp_epsilon=1.0,
+        noise_replicates=30,
     )
-    assert again.auc == res.auc  # a seed reproduces the noise
+    assert again.auc == res.auc  # the sites' own seed reproduces their noise
+    unseeded = evaluate(
+        federation_of(parts), "histogram", seed=4, quantiles=64, dp_epsilon=1.0, noise_replicates=2
+    )
+    assert unseeded.auc != res.auc  # the analyst's seed does not reach the sites' noise
     cont = evaluate(
         fed,
         "histogram",
@@ -357,8 +386,14 @@ def test_dropouts_leave_the_survivors_curves(synthetic):
     assert res.extra["dropped"] == ["site2"]
     assert res.details.n_pos == survivors.n_pos
     assert abs(res.auc - roc_auc(survivors.label, survivors.score)) < 1e-3
-    with pytest.raises(SiteError, match="site2"):
+    # The survivors are now bound to their set: a sum over all five would subtract from
+    # it to site2's histogram, so they refuse it.
+    with pytest.raises(DisclosureError, match="will not over a different set"):
         evaluate(fed, "histogram", quantiles=256)
+    inner = Federation.from_sites([Site(n, d) for n, d in parts.items()]).transport
+    fresh = Federation(FlakyTransport(inner, {"site2": drop_from(STAGE_MASKED_INPUT)}))
+    with pytest.raises(SiteError, match="site2"):
+        evaluate(fresh, "histogram", quantiles=256)
     assert FUNCTIONS[STAGE_MASKED_INPUT] in {c.function for c in fed.transcript}
 
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
+import multiprocessing
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from fedroc.cli import main
+from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError, InputError
+from fedroc.federation import Reply, Site, site_function
+from fedroc.federation.schema import Float
 from fedroc.privacy import (
     BudgetLedger,
     DisclosurePolicy,
@@ -19,9 +25,13 @@ from fedroc.privacy import (
     continuous_laplace_shares,
     discrete_laplace_shares,
     discrete_laplace_variance,
+    gaussian_mechanism,
     gaussian_noise,
+    laplace_mechanism,
     laplace_noise,
+    ledger_path_for,
 )
+from fedroc.privacy.ledger import read_ledger_status
 
 
 def test_classic_gaussian_sigma_formula():
@@ -113,27 +123,133 @@ def test_policy_refuses_small_counts_noise_shares_and_budget():
             counts={"bin": [7, 3, 9]},
             dp=[],
             ledger=ledger,
+            n_rows=100,
         )
     policy.check_release(
-        site="north", function="f", kind="aggregate", counts={"bin": [5, 6]}, dp=[], ledger=ledger
+        site="north",
+        function="f",
+        kind="aggregate",
+        counts={"bin": [5, 6]},
+        dp=[],
+        ledger=ledger,
+        n_rows=100,
     )
     event = DPEvent("laplace", 1.0, 0.0, 1.0, 1.0)
     with pytest.raises(DisclosureError, match="must state its differential-privacy mechanism"):
-        policy.check_release(site="s", function="f", kind="noisy", counts={}, dp=[], ledger=ledger)
+        policy.check_release(
+            site="s", function="f", kind="noisy", counts={}, dp=[], ledger=ledger, n_rows=100
+        )
     strict = DisclosurePolicy(allow_noisy=False, allow_shares=False, epsilon_limit=1.5)
     with pytest.raises(DisclosureError, match="forbids releasing noisy"):
         strict.check_release(
-            site="s", function="f", kind="noisy", counts={}, dp=[event], ledger=ledger
+            site="s", function="f", kind="noisy", counts={}, dp=[event], ledger=ledger, n_rows=100
         )
     with pytest.raises(DisclosureError, match="forbids releasing shares"):
-        strict.check_release(site="s", function="f", kind="shares", counts={}, dp=[], ledger=ledger)
+        strict.check_release(
+            site="s", function="f", kind="shares", counts={}, dp=[], ledger=ledger, n_rows=100
+        )
     ledger.record([event])
     budget = DisclosurePolicy(epsilon_limit=1.5)
-    with pytest.raises(DisclosureError, match=r"epsilon 2 in total, above its limit of 1.5"):
+    with pytest.raises(
+        DisclosureError,
+        match=r"privacy budget is epsilon 1.5, it has spent 1 and this release needs 1 more",
+    ):
         budget.check_release(
-            site="s", function="f", kind="noisy", counts={}, dp=[event], ledger=ledger
+            site="s", function="f", kind="noisy", counts={}, dp=[event], ledger=ledger, n_rows=100
         )
     with pytest.raises(InputError, match="min_count"):
         DisclosurePolicy(min_count=0)
     with pytest.raises(InputError, match="unknown policy setting"):
         DisclosurePolicy.from_mapping({"min_cuont": 3})
+
+
+# -- the persistent ledger -------------------------------------------------------------------
+@site_function("test.privacy.noisy", schema={"epsilon": Float(0.0, 10.0, open_lo=True)})
+def _noisy(ctx, args):
+    value, event = laplace_mechanism(
+        np.array([ctx.data.score.mean()]),
+        epsilon=args["epsilon"],
+        sensitivity=1.0,
+        rng=ctx.noise_rng("mean"),
+    )
+    return Reply({"mean": float(value[0])}, kind="noisy", dp=(event,))
+
+
+def _site(path, limit=10.0):
+    data = SiteData.from_arrays([0, 1] * 10, np.linspace(0, 1, 20))
+    return Site("north", data, audit=path, policy=DisclosurePolicy(epsilon_limit=limit))
+
+
+def test_ledger_lies_beside_the_audit_log_and_survives_a_restart(tmp_path):
+    site = _site(tmp_path / "north.jsonl")
+    site.handle("test.privacy.noisy", {"epsilon": 4.0})
+    assert ledger_path_for(tmp_path / "north.jsonl") == tmp_path / "north.ledger.jsonl"
+    assert (tmp_path / "north.ledger.jsonl").stat().st_mode & 0o777 == 0o600
+    # A crash mid-write leaves a torn last line: it is not an entry.
+    with (tmp_path / "north.ledger.jsonl").open("a") as fh:
+        fh.write('{"kind": "dp", "event": {"epsilon": 100')
+    again = _site(tmp_path / "north.jsonl")
+    assert again.ledger.spent()[0] == pytest.approx(4.0)
+    again.handle("test.privacy.noisy", {"epsilon": 4.0})
+    with pytest.raises(DisclosureError, match="budget is epsilon 10, it has spent 8"):
+        again.handle("test.privacy.noisy", {"epsilon": 4.0})
+    status = read_ledger_status(tmp_path / "north.ledger.jsonl")
+    assert status.releases == 2 and status.epsilon == pytest.approx(8.0)
+    assert status.epsilon_limit == 10.0 and status.delta_limit == pytest.approx(1 / 20)
+
+
+def _spend(path, tries, out):
+    site = _site(path)
+    ok = 0
+    for _ in range(tries):
+        try:
+            site.handle("test.privacy.noisy", {"epsilon": 1.0})
+            ok += 1
+        except DisclosureError:
+            pass
+    out.put(ok)
+
+
+def test_budget_holds_when_processes_of_one_site_race(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_spend, args=(tmp_path / "north.jsonl", 6, queue)) for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    accepted = sum(queue.get(timeout=5) for _ in procs)
+    assert accepted == 10  # 24 attempts at epsilon 1 against a limit of 10
+    assert read_ledger_status(tmp_path / "north.ledger.jsonl").epsilon == pytest.approx(10.0)
+
+
+def test_privacy_status_command(tmp_path, capsys):
+    site = _site(tmp_path / "north.jsonl")
+    site.handle("test.privacy.noisy", {"epsilon": 2.5})
+    main(["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
+    [row] = json.loads(capsys.readouterr().out)["sites"]
+    assert row["site"] == "north" and row["epsilon"] == pytest.approx(2.5)
+    assert row["epsilon_limit"] == 10.0 and row["epsilon_by_function"] == {
+        "test.privacy.noisy": 2.5
+    }
+    main(["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert "north" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["privacy", "status", "--audit-dir", str(tmp_path / "nowhere")])
+    assert exc.value.code == 2
+
+
+def test_production_noise_is_opendp_and_a_site_seed_is_labelled():
+    values = np.full(4000, 0.5)
+    noisy, event = gaussian_mechanism(values, epsilon=1.0, delta=1e-5, sensitivity=0.1)
+    assert event.sampler == "opendp"
+    # OpenDP releases values on its 2^-30 grid, never the float sum x + noise.
+    grid = noisy * 2.0**30
+    assert np.array_equal(grid, np.round(grid))
+    assert np.std(noisy - values) == pytest.approx(event.noise_scale, rel=0.05)
+    _, seeded = gaussian_mechanism(
+        values, epsilon=1.0, delta=1e-5, sensitivity=0.1, rng=np.random.default_rng(1)
+    )
+    assert seeded.sampler == "site-seed"

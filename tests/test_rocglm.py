@@ -57,15 +57,22 @@ def flipped(rng: np.random.Generator, n: int, gamma: float) -> tuple[np.ndarray,
     return y, s
 
 
-def federation_of(y, s, k=5, rng=None, min_count=5, audit=None):
+# These tests measure the method's statistics at the paper's settings, whose delta (0.1 to
+# 0.5) exceeds a site's default lifetime budget: the simulated sites lift their limits.
+def simulation_policy(min_count=5):
+    return DisclosurePolicy(min_count=min_count, epsilon_limit=math.inf, delta_limit=1.0)
+
+
+def federation_of(y, s, k=5, rng=None, min_count=5, audit=None, noise_seed=None):
     rng = rng or np.random.default_rng(0)
     parts = np.array_split(rng.permutation(y.size), k)
     sites = [
         Site(
             f"site{j}",
             SiteData.from_arrays(y[i], s[i]),
-            policy=DisclosurePolicy(min_count=min_count),
+            policy=simulation_policy(min_count),
             audit=None if audit is None else audit / f"site{j}.jsonl",
+            noise_seed=noise_seed,
         )
         for j, i in enumerate(parts)
     ]
@@ -275,8 +282,10 @@ def test_noise_off_positives_rule_equals_fit_on_stacked_site_tables():
 def test_dp_release_is_audited_recorded_and_reproducible(tmp_path):
     rng = np.random.default_rng(9)
     y, s = flipped(rng, 1000, 0.5)
-    fed, parts = federation_of(y, s, audit=tmp_path)
-    res = distributed_rocglm(fed, epsilon=0.4, delta=0.2, sensitivity=0.02, seed=11)
+    fed, parts = federation_of(y, s, audit=tmp_path, noise_seed=11)
+    res = distributed_rocglm(
+        fed, epsilon=0.4, delta=0.2, sensitivity=0.02, dp_calibration="classic"
+    )
     sigma = classic_gaussian_sigma(epsilon=0.4, delta=0.2, sensitivity=0.02)
     assert res.noise_sd == pytest.approx(sigma)
     assert res.released.kinds["noisy"] == 5
@@ -293,14 +302,26 @@ def test_dp_release_is_audited_recorded_and_reproducible(tmp_path):
         assert released.size == idx.size
         # What left the site is not the scores themselves.
         assert not np.isin(released, s[idx]).any()
+    # The sites' own seed reproduces their noise; the analyst's seed does not reach it.
     again = distributed_rocglm(
-        federation_of(y, s)[0], epsilon=0.4, delta=0.2, sensitivity=0.02, seed=11
+        federation_of(y, s, noise_seed=11)[0],
+        epsilon=0.4,
+        delta=0.2,
+        sensitivity=0.02,
+        dp_calibration="classic",
+        seed=99,
     )
     assert again.params == res.params
-    other = distributed_rocglm(fed, epsilon=0.4, delta=0.2, sensitivity=0.02, seed=12)
+    other = distributed_rocglm(
+        federation_of(y, s, noise_seed=12)[0],
+        epsilon=0.4,
+        delta=0.2,
+        sensitivity=0.02,
+        dp_calibration="classic",
+    )
     assert other.params != res.params
     analytic = distributed_rocglm(
-        fed, epsilon=0.4, delta=0.2, sensitivity=0.02, seed=11, dp_calibration="analytic"
+        fed, epsilon=0.4, delta=0.2, sensitivity=0.02, dp_calibration="analytic"
     )
     assert analytic.noise_sd == pytest.approx(
         analytic_gaussian_sigma(epsilon=0.4, delta=0.2, sensitivity=0.02)
@@ -312,10 +333,10 @@ def test_noisy_fit_equals_fit_on_the_released_scores():
     """The DP run is the noise-free protocol applied to what the sites released."""
     rng = np.random.default_rng(10)
     y, s = flipped(rng, 800, 0.4)
-    fed, _ = federation_of(y, s)
-    res = distributed_rocglm(fed, sensitivity=0.01, seed=3)
-    # The same seed draws the same noise: these are the scores the analyst pooled.
-    rel = release_noisy_scores(fed, epsilon=0.2, delta=0.1, sensitivity=0.01, seed=3)
+    fed, _ = federation_of(y, s, noise_seed=3)
+    res = distributed_rocglm(fed, sensitivity=0.01, privacy="paper")
+    # The sites' seed draws the same noise again: these are the scores the analyst pooled.
+    rel = release_noisy_scores(fed, epsilon=0.2, delta=0.1, sensitivity=0.01)
     pos, neg = s[y], s[~y]
     ref_t = threshold_grid(28)
     pv = survivor(rel.negative, pos)
@@ -337,10 +358,10 @@ def test_accuracy_at_recommended_settings_mean_absolute_error():
     """Paper 1 RQ1 / RQ2 at sensitivity 0.01 and 5 sites (a few repetitions)."""
     rng = np.random.default_rng(12)
     err_auc, err_lo, err_hi = [], [], []
-    for rep in range(16):
+    for _rep in range(16):
         y, s = flipped(rng, int(rng.integers(800, 2000)), rng.uniform(0.2, 0.8))
         fed, _ = federation_of(y, s, rng=rng)
-        res = distributed_rocglm(fed, sensitivity=0.01, seed=rep)
+        res = distributed_rocglm(fed, sensitivity=0.01, privacy="paper")
         ref = delong(y, s)
         lo, hi = ref.confidence_interval()
         err_auc.append(abs(res.auc - ref.auc))
@@ -356,7 +377,9 @@ def test_simex_reduces_the_noise_bias():
     for rep in range(12):
         y, s = flipped(rng, 1500, rng.uniform(0.3, 0.7))
         fed, _ = federation_of(y, s, rng=rng)
-        res = distributed_rocglm(fed, sensitivity=0.03, seed=rep, simex=True, simex_replicates=10)
+        res = distributed_rocglm(
+            fed, sensitivity=0.03, privacy="paper", seed=rep, simex=True, simex_replicates=10
+        )
         truth = rocglm(y, s).auc  # the noise-free ROC-GLM: what SIMEX aims at
         plain.append(truth - res.without_simex().auc)
         corrected.append(truth - res.auc)
@@ -436,8 +459,12 @@ def test_evaluate_runner_json_keys_and_estimated_sensitivity():
         score_sensitivity(SiteData.from_arrays(y[i], s[i]).score)[0]
         for i in np.array_split(np.random.default_rng(0).permutation(y.size), 5)
     )
-    assert (out["epsilon"], out["delta"]) == recommended_privacy(out["sensitivity"])
+    # fedroc's default setting: epsilon 1, delta 1/(10 n) of the largest site.
+    assert (out["epsilon"], out["delta"]) == (1.0, pytest.approx(1 / (10 * 200)))
+    assert out["dp_calibration"] == "analytic"
     assert any("heuristic" in n for n in out["released"]["notes"])
+    paper = evaluate(fed, "rocglm", privacy="paper", calibration_bins=None)
+    assert (paper.extra["epsilon"], paper.extra["delta"]) == recommended_privacy(out["sensitivity"])
 
 
 def test_cli_evaluate_rocglm(tmp_path, capsys):
@@ -451,9 +478,9 @@ def test_cli_evaluate_rocglm(tmp_path, capsys):
     main([*args, "--method", "rocglm", "--sensitivity", "0.01", "--seed", "2", "--json"])
     res = json.loads(capsys.readouterr().out)
     assert res["method"] == "rocglm" and len(res["rocglm_params"]) == 2
-    assert (res["epsilon"], res["delta"]) == (0.2, 0.1)
+    assert (res["epsilon"], res["delta"]) == (1.0, pytest.approx(1 / 3000))
     assert res["auc_ci"][0] < res["auc"] < res["auc_ci"][1]
-    main([*args, "--method", "rocglm", "--epsilon", "0.5", "--delta", "0.01",
+    main([*args, "--method", "rocglm", "--epsilon", "0.5", "--delta", "0.001",
           "--sensitivity", "0.01", "--dp-calibration", "analytic", "--simex", "--a0", "0.6",
           "--report", str(tmp_path / "r.html"), "--json"])  # fmt: skip
     res = json.loads(capsys.readouterr().out)

@@ -13,7 +13,7 @@ from scipy import stats
 
 from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError, InputError, ProtocolError, SiteError
-from fedroc.federation import Federation, Reply, Site, SiteContext, basic
+from fedroc.federation import Federation, Reply, Site, SiteContext, basic, site_function
 from fedroc.federation.records import Record
 from fedroc.federation.transport import Exchange, Transport, raise_site_failures
 from fedroc.metrics import brier_score
@@ -24,7 +24,6 @@ from fedroc.secagg import (
     _crypto,
     secure_brier,
     secure_calibration,
-    secure_input,
     secure_sum,
     shamir,
 )
@@ -43,7 +42,7 @@ from fedroc.secagg.protocol import (
 VECTORS: dict[str, Any] = {}
 
 
-@secure_input("test.secagg.vector")
+@site_function("test.secagg.vector", schema={}, release="secure")
 def _vector_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     value = VECTORS[ctx.site]
     return Reply(value if isinstance(value, dict) else {"x": value}, counts={"rows": ctx.data.n})
@@ -351,7 +350,7 @@ def test_bad_parameters_are_named():
         SecAggServer(fed, "test.secagg.vector", sites=["s0"])
     with pytest.raises(InputError, match="unknown site"):
         SecAggServer(fed, "test.secagg.vector", sites=["s0", "nowhere"])
-    with pytest.raises(SiteError, match="unknown secure input"):
+    with pytest.raises(SiteError, match="unknown site function .no.such.input."):
         secure_sum(fed, "no.such.input")
 
 
@@ -392,12 +391,38 @@ def test_sites_reject_every_stage_out_of_order(vectors):
         server.collect_masked_inputs,
         server.unmask,
     ]
+    names = ["s0", "s1", "s2"]
+    # Well-formed requests (they pass the stages' argument schemas), sent out of order.
+    well_formed = {
+        STAGE_ADVERTISE_KEYS: {
+            KEY_SESSION: session,
+            "sites": names,
+            "threshold": 3,  # the server asked for 2: not a retransmission
+            "bits": 64,
+            "frac_bits": 32,
+            "input": "test.secagg.vector",
+        },
+        STAGE_SHARE_KEYS: {
+            KEY_SESSION: session,
+            KEY_ACTIVE: names,
+            "c_pks": bytes(96),
+            "s_pks": bytes(96),
+        },
+        STAGE_MASKED_INPUT: {
+            KEY_SESSION: session,
+            KEY_ACTIVE: names,
+            "senders": names[1:],
+            "ciphertexts": b"",
+        },
+        # Not the server's own request (that one is a retransmission, answered again).
+        STAGE_UNMASK: {KEY_SESSION: session, KEY_ACTIVE: names[:2]},
+    }
     for done in range(len(order) + 1):
         for k, stage in enumerate(order):
             if k == done:
                 continue  # the one valid next stage
             with pytest.raises(ProtocolError, match="refuses stage"):
-                site.handle(FUNCTIONS[stage], {KEY_SESSION: session, "other": k})
+                site.handle(FUNCTIONS[stage], well_formed[stage])
         if done < len(steps):
             steps[done]()
     # A retransmitted request gets the identical reply; a different one is refused.

@@ -19,6 +19,7 @@ from fedroc.cli.evaluate_cmd import evaluate_command
 from fedroc.cli.flower_cmd import flower_app
 from fedroc.cli.metrics_cmd import metrics
 from fedroc.cli.mpc_cmd import mpc_app
+from fedroc.cli.privacy_cmd import privacy_app
 from fedroc.cli.sequester_cmd import sequester_app
 from fedroc.exceptions import FedrocError
 
@@ -36,6 +37,7 @@ app.add_typer(sequester_app)
 app.command("clustered")(clustered)
 app.add_typer(mpc_app, name="mpc")
 app.add_typer(flower_app, name="flower")
+app.add_typer(privacy_app, name="privacy")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -132,7 +132,13 @@ def evaluate_command(
     method: Annotated[
         str, typer.Option(help="pooled, rocglm, histogram or mpc (those installed).")
     ] = "",
-    seed: Annotated[int | None, typer.Option(help="Seed of the DP noise.")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed of the analyst's own randomness (SIMEX, bootstrap). The sites' DP noise "
+            "is theirs: a site seeds it only from its own configuration (noise_seed in TOML)."
+        ),
+    ] = None,
     confidence: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
     bins: Annotated[int, typer.Option(help="Calibration bins.")] = 10,
     min_count: Annotated[
@@ -155,6 +161,13 @@ def evaluate_command(
     ] = None,
     dp_calibration: Annotated[
         str | None, typer.Option(help="rocglm: Gaussian mechanism, classic or analytic.")
+    ] = None,
+    privacy: Annotated[
+        str | None,
+        typer.Option(
+            help="rocglm: without --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
+            "or 'paper' (paper 1's table; sites refuse its delta unless their policy allows)."
+        ),
     ] = None,
     thresholds: Annotated[
         str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
@@ -229,6 +242,7 @@ def evaluate_command(
         "delta": delta,
         "sensitivity": sensitivity,
         "dp_calibration": dp_calibration,
+        "privacy": privacy,
         "thresholds": thresholds,
         "n_thresholds": n_thresholds,
         "simex": simex,

@@ -18,6 +18,7 @@ from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation
 from fedroc.federation.records import Record
+from fedroc.federation.schema import Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.metrics._calibration import CalibrationCurve, bin_edges, bin_index
 
@@ -34,15 +35,22 @@ __all__ = [
 
 _COLUMNS = ("score", "label")
 _SUBSETS = ("all", "positive", "negative")
+FN_INFO = "fedroc.info"
+FN_CLASS_COUNTS = "fedroc.class_counts"
+FN_SUM = "fedroc.sum"
+FN_CENTERED_SS = "fedroc.centered_ss"
+FN_BRIER = "fedroc.brier"
+FN_CALIBRATION = "fedroc.calibration"
+FN_IS_PROBABILITY = "fedroc.is_probability"
+MAX_CALIBRATION_BINS = 100
+_COLUMN_ARGS = {
+    "column": Choice(*_COLUMNS, default="score"),
+    "subset": Choice(*_SUBSETS, default="all"),
+}
 
 
 def _values(ctx: SiteContext, args: Record) -> np.ndarray:
-    column = args.get("column", "score")
-    subset = args.get("subset", "all")
-    if column not in _COLUMNS:
-        raise InputError(f"column must be one of {_COLUMNS}; got {column!r}")
-    if subset not in _SUBSETS:
-        raise InputError(f"subset must be one of {_SUBSETS}; got {subset!r}")
+    column, subset = args["column"], args["subset"]
     values = ctx.data.score if column == "score" else ctx.data.label.astype(np.float64)
     if subset == "positive":
         return values[ctx.data.label]
@@ -67,12 +75,12 @@ def site_probabilities(ctx: SiteContext) -> np.ndarray:
     return s
 
 
-@site_function("fedroc.info")
+@site_function(FN_INFO, schema={})
 def _info(ctx: SiteContext, args: Record) -> Reply:
     return Reply({"n": ctx.data.n}, counts={"rows": ctx.data.n})
 
 
-@site_function("fedroc.class_counts")
+@site_function(FN_CLASS_COUNTS, schema={}, release="both")
 def _class_counts(ctx: SiteContext, args: Record) -> Reply:
     d = ctx.data
     return Reply(
@@ -80,35 +88,48 @@ def _class_counts(ctx: SiteContext, args: Record) -> Reply:
     )
 
 
-@site_function("fedroc.sum")
+@site_function(FN_SUM, schema=_COLUMN_ARGS)
 def _sum(ctx: SiteContext, args: Record) -> Reply:
     v = _values(ctx, args)
     return Reply({"n": v.size, "sum": float(v.sum())}, counts={"rows": v.size})
 
 
-@site_function("fedroc.centered_ss")
+@site_function(FN_CENTERED_SS, schema={**_COLUMN_ARGS, "mean": Float()})
 def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
     v = _values(ctx, args)
     mean = float(args["mean"])
     return Reply({"n": v.size, "ss": float(np.sum((v - mean) ** 2))}, counts={"rows": v.size})
 
 
-@site_function("fedroc.brier")
+@site_function(FN_BRIER, schema={}, release="both")
 def _brier(ctx: SiteContext, args: Record) -> Reply:
     p = site_probabilities(ctx)
     sse = float(np.sum((ctx.data.label - p) ** 2))
     return Reply({"n": p.size, "sse": sse}, counts={"rows": p.size})
 
 
-@site_function("fedroc.calibration")
+# In the clear the number of bins is bound (one value per site lifetime): bins of two
+# widths overlap in intervals that can hold fewer than q rows, which subtraction of the
+# released sums would isolate despite the per-bin suppression.
+@site_function(
+    FN_CALIBRATION,
+    schema={"n_bins": Int(2, MAX_CALIBRATION_BINS, default=10, bind=True)},
+    release="both",
+)
 def _calibration(ctx: SiteContext, args: Record) -> Reply:
-    n_bins = int(args.get("n_bins", 10))
+    n_bins = int(args["n_bins"])
     p = site_probabilities(ctx)
     idx = bin_index(p, n_bins)
     count = np.bincount(idx, minlength=n_bins)
     sum_pred = np.bincount(idx, weights=p, minlength=n_bins)
     sum_obs = np.bincount(idx, weights=ctx.data.label.astype(np.float64), minlength=n_bins)
     # Any bin below q rows (empty ones included) is withheld: its count is disclosive too.
+    # Inside secure aggregation no site's bins are seen, so nothing is withheld.
+    if ctx.sites is not None:
+        return Reply(
+            {"count": count.astype(np.int64), "sum_predicted": sum_pred, "sum_observed": sum_obs},
+            counts={"rows": p.size},
+        )
     suppressed = count < ctx.policy.min_count
     keep = ~suppressed
     return Reply(
@@ -139,14 +160,14 @@ class DistributedMoments(ResultMixin):
 
 def site_sizes(federation: Federation) -> dict[str, int]:
     """Number of rows at each site."""
-    return {name: int(r["n"]) for name, r in federation.call("fedroc.info").items()}
+    return {name: int(r["n"]) for name, r in federation.call(FN_INFO).items()}
 
 
 def distributed_mean(
     federation: Federation, *, column: str = "score", subset: str = "all"
 ) -> tuple[float, int]:
     """distrAVG of paper 1: ``(sum of site sums) / (sum of site counts)``."""
-    replies = federation.call("fedroc.sum", column=column, subset=subset)
+    replies = federation.call(FN_SUM, column=column, subset=subset)
     n = sum(int(r["n"]) for r in replies.values())
     total = sum(float(r["sum"]) for r in replies.values())
     return total / n, n
@@ -161,7 +182,7 @@ def distributed_variance(
     stable as the pooled two-pass formula), not from per-site sums of squares.
     """
     mean, n = distributed_mean(federation, column=column, subset=subset)
-    replies = federation.call("fedroc.centered_ss", column=column, subset=subset, mean=mean)
+    replies = federation.call(FN_CENTERED_SS, column=column, subset=subset, mean=mean)
     ss = sum(float(r["ss"]) for r in replies.values())
     variance = ss / (n - 1) if n > 1 else float("nan")
     return DistributedMoments(mean, variance, n)
@@ -173,7 +194,7 @@ def distributed_brier(federation: Federation) -> tuple[float, int]:
     :func:`fedroc.secagg.secure_brier` computes the same through secure aggregation, so
     that the analyst sees only the total over the sites.
     """
-    replies = federation.call("fedroc.brier")
+    replies = federation.call(FN_BRIER)
     n = sum(int(r["n"]) for r in replies.values())
     return sum(float(r["sse"]) for r in replies.values()) / n, n
 
@@ -204,7 +225,7 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
     instead: no site's bins are seen, so none is withheld.
     """
     edges = bin_edges(n_bins)
-    replies = federation.call("fedroc.calibration", n_bins=int(n_bins))
+    replies = federation.call(FN_CALIBRATION, n_bins=int(n_bins))
     count = np.zeros(n_bins, np.int64)
     sum_pred = np.zeros(n_bins)
     sum_obs = np.zeros(n_bins)
@@ -221,7 +242,7 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
     return SiteCalibration(curve, per_site)
 
 
-@site_function("fedroc.is_probability")
+@site_function(FN_IS_PROBABILITY, schema={})
 def _is_probability(ctx: SiteContext, args: Record) -> Reply:
     s = ctx.data.score
     ok = bool(np.all((s >= 0.0) & (s <= 1.0)))

@@ -212,9 +212,17 @@ class Federation:
         pos_label: Any = None,
         policy: DisclosurePolicy | None = None,
         audit_dir: str | Path | None = None,
+        noise_seed: int | None = None,
         **kwargs: Any,
     ) -> Federation:
-        """In-process federation from ``{site name: pandas DataFrame}``."""
+        """In-process federation from ``{site name: pandas DataFrame}``.
+
+        With ``audit_dir`` each site keeps its audit log and its privacy ledger there
+        (``<name>.jsonl``, ``<name>.ledger.jsonl``), so that its spending carries over to
+        later runs; without it both live in memory. ``noise_seed`` configures the sites'
+        DP noise for reproducible simulations (each site derives its own stream); it is a
+        setting of the sites, not of the analyst.
+        """
         columns = Columns(label, score, cluster)
         sites = [
             Site.from_frame(
@@ -224,6 +232,7 @@ class Federation:
                 pos_label=pos_label,
                 policy=policy,
                 audit=_audit_path(audit_dir, name),
+                noise_seed=noise_seed,
             )
             for name, frame in frames.items()
         ]
@@ -240,9 +249,13 @@ class Federation:
         pos_label: Any = None,
         policy: DisclosurePolicy | None = None,
         audit_dir: str | Path | None = None,
+        noise_seed: int | None = None,
         **kwargs: Any,
     ) -> Federation:
-        """In-process federation from ``{site name: CSV or Parquet path}``."""
+        """In-process federation from ``{site name: CSV or Parquet path}``.
+
+        ``audit_dir`` and ``noise_seed`` as in :meth:`from_frames`.
+        """
         columns = Columns(label, score, cluster)
         sites = [
             Site.from_file(
@@ -252,6 +265,7 @@ class Federation:
                 pos_label=pos_label,
                 policy=policy,
                 audit=_audit_path(audit_dir, name),
+                noise_seed=noise_seed,
             )
             for name, path in paths.items()
         ]
@@ -270,9 +284,11 @@ class Federation:
             min_count = 5
             [sites.north]
             path = "north.csv"   # relative to this file
-            audit = "audit/north.jsonl"
+            audit = "audit/north.jsonl"   # the ledger goes beside it
+            # noise_seed = 7     # reproducible DP noise, for simulations only
             [sites.north.policy]
             min_count = 10
+            epsilon_limit = 10.0
         """
         config_path = Path(path)
         try:
@@ -298,6 +314,11 @@ class Federation:
                 {**config.get("policy", {}), **cfg.get("policy", {})}
             )
             audit = cfg.get("audit")
+            unknown = sorted(set(cfg) - {"path", "columns", "policy", "audit", "noise_seed"})
+            if unknown:
+                raise InputError(
+                    f"site {name!r} in {str(config_path)!r} has unknown key(s) {unknown}"
+                )
             sites.append(
                 Site.from_file(
                     name,
@@ -306,6 +327,7 @@ class Federation:
                     pos_label=pos_label,
                     policy=policy,
                     audit=None if audit is None else AuditLog(base / audit),
+                    noise_seed=cfg.get("noise_seed"),
                 )
             )
         return cls.from_sites(sites, **kwargs)

@@ -1,10 +1,26 @@
 """The site: the only code that touches a site's rows.
 
-A :class:`Site` holds one site's table, its :class:`~fedroc.privacy.DisclosurePolicy`, and
-an append-only audit log. It runs *site functions*, registered by name with
-:func:`site_function`; each returns a :class:`Reply` of aggregates, noisy values or secret
-shares, never rows. Every reply passes the policy check and is written to the audit log
-before it leaves; a refusal is logged too.
+A :class:`Site` holds one site's table, its :class:`~fedroc.privacy.DisclosurePolicy`, its
+privacy ledger and an append-only audit log. It runs *site functions*, registered by name
+with :func:`site_function`; each returns a :class:`Reply` of aggregates, noisy values or
+secret shares, never rows.
+
+The analyst is untrusted, so the site decides what runs and with what:
+
+- every site function declares the arguments it accepts (a
+  :mod:`~fedroc.federation.schema`); a request outside it is refused before the function
+  runs, and the refusal names the site, the function and the argument;
+- randomness that protects the site's rows is the site's own: DP noise comes from OpenDP's
+  samplers (or the site's OS entropy), or, for reproducible simulations, from a seed in the
+  site's own configuration (``noise_seed``); nothing the analyst sends reaches it;
+- every DP release is composed in the site's ledger (on disk beside its audit log when it
+  has one) and refused when it would exceed the site's lifetime budget;
+- every reply passes the policy check and is written to the audit log before it leaves;
+  a refusal is logged too.
+
+A function registered with ``release="secure"`` is an input of secure aggregation only:
+:func:`aggregate_input` runs it for :mod:`fedroc.secagg` and its values never leave the
+site in the clear.
 """
 
 from __future__ import annotations
@@ -19,7 +35,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,7 +43,8 @@ from fedroc._results import jsonable
 from fedroc.data import Columns, SiteData
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.records import Record, check_record
-from fedroc.privacy.ledger import BudgetLedger, DPEvent
+from fedroc.federation.schema import ArgumentRefused, Schema, check_arguments
+from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for
 from fedroc.privacy.policy import DisclosurePolicy, ReleaseKind
 
 __all__ = [
@@ -35,6 +52,7 @@ __all__ = [
     "Reply",
     "Site",
     "SiteContext",
+    "aggregate_input",
     "get_site_function",
     "registered_site_functions",
     "site_function",
@@ -73,49 +91,81 @@ class Reply:
 
 @dataclass
 class SiteContext:
-    """What a site function may use: the rows, the policy, its state and randomness."""
+    """What a site function may use: the rows, the policy, its state and randomness.
+
+    ``sites`` and ``noise_shares`` are set when the function computes an input of secure
+    aggregation: the sites of the session, and the number of shares to split DP noise into
+    (the session's threshold: no sum of fewer inputs can be unmasked, so any sum the
+    analyst sees holds at least one full draw). Both come from the protocol as checked by
+    the site, never from an argument of the function.
+    """
 
     site: str
     data: SiteData
     policy: DisclosurePolicy
     state: dict[str, Record]
     requester: str
+    ledger: BudgetLedger = field(default_factory=BudgetLedger)
+    noise_seed: int | None = None
+    sites: tuple[str, ...] | None = None
+    noise_shares: int = 1
 
-    def rng(self, seed: int | None, stream: str = "") -> np.random.Generator:
-        """A statistical generator for this site.
+    def noise_rng(self, stream: str) -> np.random.Generator | None:
+        """The generator for this site's DP noise, or None for the production samplers.
 
-        With a seed it is derived from (seed, site name, stream), so every site draws
-        independently (the reference code of paper 5 gave all clients the same seed) while a
-        run stays reproducible. Without a seed it draws from operating-system entropy.
+        None (no ``noise_seed`` in the site's configuration) tells the mechanisms of
+        :mod:`fedroc.privacy` to draw from OpenDP or the operating system. With a
+        ``noise_seed`` (simulations, tests) the stream is derived from (seed, site name,
+        stream), so that every site draws independently (the reference code of paper 5
+        gave all clients the same seed) and a run is reproducible. Nothing the analyst
+        sends enters either.
         """
-        if seed is None:
-            return np.random.default_rng()
+        if self.noise_seed is None:
+            return None
         digest = hashlib.sha256(f"{self.site}\x00{stream}".encode()).digest()
         words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
-        return np.random.default_rng(np.random.SeedSequence([int(seed), *words]))
+        return np.random.default_rng(np.random.SeedSequence([int(self.noise_seed), *words]))
 
 
 SiteFn = Callable[[SiteContext, Record], Reply]
+Release = Literal["clear", "secure", "both"]
+RELEASES: tuple[str, ...] = ("clear", "secure", "both")
 
 
 @dataclass(frozen=True)
 class _Spec:
     name: str
     fn: SiteFn
+    schema: Schema
+    release: Release
 
 
 _REGISTRY: dict[str, _Spec] = {}
 _LOADED = False
 
 
-def site_function(name: str) -> Callable[[SiteFn], SiteFn]:
-    """Register ``fn(ctx, args) -> Reply`` under ``name``."""
+def site_function(
+    name: str, *, schema: Schema, release: Release = "clear"
+) -> Callable[[SiteFn], SiteFn]:
+    """Register ``fn(ctx, args) -> Reply`` under ``name``.
+
+    Parameters
+    ----------
+    name : str
+    schema : mapping of str to :class:`~fedroc.federation.schema.Field`
+        The only arguments the site accepts for this function; checked before it runs.
+    release : {"clear", "secure", "both"}
+        ``"clear"``: called directly, its reply goes to the analyst. ``"secure"``: only as
+        an input of secure aggregation (:func:`aggregate_input`). ``"both"``: either.
+    """
+    if release not in RELEASES:
+        raise InputError(f"release must be one of {RELEASES}; got {release!r}")
 
     def register(fn: SiteFn) -> SiteFn:
         existing = _REGISTRY.get(name)
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise InputError(f"site function {name!r} is already registered")
-        _REGISTRY[name] = _Spec(name, fn)
+        _REGISTRY[name] = _Spec(name, fn, dict(schema), release)
         return fn
 
     return register
@@ -133,13 +183,42 @@ def _load_plugins() -> None:
     _LOADED = True
 
 
-def get_site_function(name: str) -> SiteFn:
+def _spec(name: str) -> _Spec:
     if name not in _REGISTRY:
         _load_plugins()
     try:
-        return _REGISTRY[name].fn
+        return _REGISTRY[name]
     except KeyError:
         raise InputError(f"unknown site function {name!r}") from None
+
+
+def get_site_function(name: str) -> SiteFn:
+    return _spec(name).fn
+
+
+def site_function_schema(name: str) -> Schema:
+    """The arguments a site function accepts (its declared schema)."""
+    return _spec(name).schema
+
+
+def aggregate_input(ctx: SiteContext, name: str, args: Mapping[str, Any]) -> Reply:
+    """Run site function ``name`` as an input of secure aggregation at this site.
+
+    The function must be registered with ``release="secure"`` or ``"both"``; ``args`` are
+    checked against its schema exactly as :meth:`Site.handle` checks a direct call.
+    """
+    spec = _spec(name)
+    if spec.release == "clear":
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses to aggregate {name!r}: it is not an aggregate input",
+            site=ctx.site,
+            function=name,
+        )
+    checked = check_arguments(spec.schema, args, site=ctx.site, function=name)
+    reply = spec.fn(ctx, checked)
+    if not isinstance(reply, Reply):
+        raise TypeError(f"site function {name!r} returned {type(reply).__name__}, not Reply")
+    return reply
 
 
 def registered_site_functions() -> list[str]:
@@ -243,6 +322,15 @@ class Site:
         Defaults to ``DisclosurePolicy()`` (q = 5).
     audit : AuditLog, path or None
         Where released values are logged; None keeps the log in memory.
+    ledger : BudgetLedger, path or None
+        The site's privacy ledger. By default it lives beside the audit log
+        (``north.jsonl`` -> ``north.ledger.jsonl``), so that it survives restarts; a site
+        without an audit file keeps it in memory (it then forgets its spending when the
+        process ends, which the results of in-process runs say).
+    noise_seed : int, optional
+        Seed of the site's DP noise, for reproducible simulations and tests only. It is
+        part of the site's own configuration; without it the noise comes from OpenDP's
+        samplers and the operating system's entropy.
     """
 
     def __init__(
@@ -252,14 +340,26 @@ class Site:
         *,
         policy: DisclosurePolicy | None = None,
         audit: AuditLog | str | Path | None = None,
+        ledger: BudgetLedger | str | Path | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise InputError(f"a site needs a non-empty name; got {name!r}")
+        if noise_seed is not None and (isinstance(noise_seed, bool) or int(noise_seed) < 0):
+            raise InputError(f"noise_seed must be a non-negative integer; got {noise_seed!r}")
         self.name = name
         self._data = data
         self.policy = policy or DisclosurePolicy()
         self.audit = audit if isinstance(audit, AuditLog) else AuditLog(audit)
-        self.ledger = BudgetLedger()
+        if isinstance(ledger, BudgetLedger):
+            self.ledger = ledger
+        elif ledger is not None:
+            self.ledger = BudgetLedger(path=Path(ledger))
+        elif self.audit.path is not None:
+            self.ledger = BudgetLedger(path=ledger_path_for(self.audit.path))
+        else:
+            self.ledger = BudgetLedger()
+        self.noise_seed = None if noise_seed is None else int(noise_seed)
         self.state: dict[str, Record] = {}
         self._lock = threading.Lock()
 
@@ -276,9 +376,10 @@ class Site:
         pos_label: Any = None,
         policy: DisclosurePolicy | None = None,
         audit: AuditLog | str | Path | None = None,
+        **kwargs: Any,
     ) -> Site:
         data = SiteData.from_frame(frame, columns, pos_label=pos_label, source=f"site {name!r}")
-        return cls(name, data, policy=policy, audit=audit)
+        return cls(name, data, policy=policy, audit=audit, **kwargs)
 
     @classmethod
     def from_file(
@@ -290,19 +391,66 @@ class Site:
         pos_label: Any = None,
         policy: DisclosurePolicy | None = None,
         audit: AuditLog | str | Path | None = None,
+        **kwargs: Any,
     ) -> Site:
         data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
-        return cls(name, data, policy=policy, audit=audit)
+        return cls(name, data, policy=policy, audit=audit, **kwargs)
+
+    def context(self, requester: str = "analyst") -> SiteContext:
+        """What a site function running here may use."""
+        return SiteContext(
+            self.name,
+            self._data,
+            self.policy,
+            self.state,
+            requester,
+            self.ledger,
+            self.noise_seed,
+        )
+
+    def _check_bindings(self, function: str, bound: Mapping[str, Any]) -> None:
+        for key, value in bound.items():
+            first = self.ledger.bindings.get(key)
+            if first is not None and first != value:
+                argument = key.rsplit(":", 1)[-1]
+                raise ArgumentRefused(
+                    f"site {self.name!r} refuses {function!r}: argument {argument!r} was "
+                    f"{first!r} in its earlier releases and may not change (got {value!r}); "
+                    "aggregates under two choices could be subtracted",
+                    site=self.name,
+                    function=function,
+                    argument=argument,
+                )
 
     def handle(self, function: str, args: Mapping[str, Any], requester: str = "analyst") -> Record:
-        """Run a site function, check its reply against the policy, log it, return it."""
+        """Check a request, run the site function, check its reply, log it, return it.
+
+        The arguments are checked against the function's schema before it runs; the reply
+        against the policy (counts, release kind, privacy budget) before it leaves, with the
+        ledger held so that no concurrent release can spend the same budget.
+        """
         base = {"site": self.name, "function": function, "requester": requester}
         with self._lock:
             try:
                 self.policy.check_function(self.name, function)
-                fn = get_site_function(function)
-                ctx = SiteContext(self.name, self._data, self.policy, self.state, requester)
-                reply = fn(ctx, dict(args))
+                spec = _spec(function)
+                if spec.release == "secure":
+                    raise DisclosureError(
+                        f"site {self.name!r} refuses {function!r}: it is released only "
+                        "through secure aggregation",
+                        site=self.name,
+                        function=function,
+                    )
+                checked = check_arguments(
+                    spec.schema, dict(args), site=self.name, function=function
+                )
+                bound = {
+                    f"argument:{function}:{key}": checked[key]
+                    for key, fld in spec.schema.items()
+                    if fld.bind
+                }
+                self._check_bindings(function, bound)
+                reply = spec.fn(self.context(requester), checked)
                 if not isinstance(reply, Reply):
                     raise TypeError(
                         f"site function {function!r} returned {type(reply).__name__}, not Reply"
@@ -310,14 +458,27 @@ class Site:
                 values = check_record(reply.values, f"reply of {function!r}")
                 if any(k.startswith("__") for k in values):
                     raise InputError(f"reply keys starting with '__' are reserved ({function!r})")
-                self.policy.check_release(
-                    site=self.name,
-                    function=function,
-                    kind=reply.kind,
-                    counts=reply.counts,
-                    dp=reply.dp,
-                    ledger=self.ledger,
-                )
+                with self.ledger.transaction():
+                    self._check_bindings(function, bound)
+                    self.policy.check_release(
+                        site=self.name,
+                        function=function,
+                        kind=reply.kind,
+                        counts=reply.counts,
+                        dp=reply.dp,
+                        ledger=self.ledger,
+                        n_rows=self._data.n,
+                    )
+                    self.ledger.record(
+                        reply.dp,
+                        function=function,
+                        limits=(
+                            self.policy.epsilon_limit,
+                            self.policy.delta_limit_for(self._data.n),
+                        ),
+                    )
+                    for key, value in bound.items():
+                        self.ledger.bind(key, value)
             except DisclosureError as exc:
                 self.audit.append({**base, "outcome": "refused", "reason": str(exc)})
                 raise
@@ -326,7 +487,6 @@ class Site:
                     {**base, "outcome": "error", "reason": f"{type(exc).__name__}: {exc}"}
                 )
                 raise
-            self.ledger.record(reply.dp)
             self.audit.append(
                 {
                     **base,

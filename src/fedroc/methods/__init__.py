@@ -46,7 +46,8 @@ class EvaluationInputs:
         reference). Private methods never use it for their result; they may use it to
         report the error against the pooled curve.
     seed : int or None
-        Seed of the statistical randomness (DP noise); None draws from OS entropy.
+        Seed of the analyst's statistical randomness (SIMEX, bootstrap, simulation); None
+        draws from OS entropy. It never reaches a site: DP noise is the sites' own.
     confidence_level : float
     """
 

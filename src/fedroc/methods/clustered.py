@@ -76,10 +76,11 @@ from fedroc._validation import check_confidence
 from fedroc.clustered._auc import ClusteredAUCResult, encode_clusters
 from fedroc.clustered._core import beaten_counts, cluster_terms, sum_by
 from fedroc.exceptions import InputError
+from fedroc.federation import schema as sch
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record
 from fedroc.federation.site import Reply, SiteContext, site_function
-from fedroc.secagg import secure_input, secure_sum
+from fedroc.secagg import secure_sum
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -179,6 +180,8 @@ def _local(ctx: SiteContext, args: Record) -> _Local:
             "(Columns(cluster=...))"
         )
     edges = np.asarray(args["edges"], dtype=np.float64)
+    if not (np.diff(edges) > 0).all():
+        raise InputError(f"site {ctx.site!r}: the bin edges must increase")
     codes, ids = encode_clusters(data.cluster, data.n)
     n_case = np.bincount(codes, weights=data.label, minlength=ids.size)
     n_all = np.bincount(codes, minlength=ids.size)
@@ -198,8 +201,12 @@ def _restricted(local: _Local) -> tuple[NDArray[np.bool_], NDArray[np.int64], in
     return keep, new_code[local.codes[keep]], int(np.count_nonzero(local.usable))
 
 
-@site_function(FUNCTION_SUMMARY)
-@secure_input(FUNCTION_SUMMARY)
+_MAX_EDGES = 1_000_001
+_EDGES = {"edges": sch.FloatArray((sch.Bound(2, _MAX_EDGES),))}
+_HIST = sch.FloatArray((sch.Bound(1, _MAX_EDGES - 1),), lo=0.0)
+
+
+@site_function(FUNCTION_SUMMARY, schema=_EDGES, release="both")
 def _site_summary(ctx: SiteContext, args: Record) -> Reply:
     local = _local(ctx, args)
     n_bins = int(np.asarray(args["edges"]).size - 1)
@@ -266,8 +273,26 @@ def _cross_sums(
     return row, col
 
 
-@site_function(FUNCTION_MOMENTS)
-@secure_input(FUNCTION_MOMENTS)
+@site_function(
+    FUNCTION_MOMENTS,
+    schema={
+        **_EDGES,
+        "n_clusters": sch.Float(0.0),
+        "big_m": sch.Float(0.0, open_lo=True),
+        "big_n": sch.Float(0.0, open_lo=True),
+        "total_used": sch.Float(0.0),
+        "population": sch.Float(0.0, 2.0),
+        "personalized": sch.Float(0.0, 1.0),
+        "obuchowski": sch.Float(0.0, 1.0),
+        "big_m_all": sch.Float(0.0, open_lo=True),
+        "big_n_all": sch.Float(0.0, open_lo=True),
+        "hist_pos_used": _HIST,
+        "hist_neg_used": _HIST,
+        "hist_pos_all": _HIST,
+        "hist_neg_all": _HIST,
+    },
+    release="both",
+)
 def _site_moments(ctx: SiteContext, args: Record) -> Reply:
     local = _local(ctx, args)
     keep, codes, n_used = _restricted(local)

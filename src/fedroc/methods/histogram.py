@@ -55,7 +55,8 @@ from fedroc._results import ResultMixin, format_table
 from fedroc._validation import FloatArray
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
-from fedroc.federation.site import Reply, SiteContext
+from fedroc.federation.schema import Choice, Float, Int
+from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.metrics import (
     CalibrationCurve,
@@ -71,7 +72,7 @@ from fedroc.privacy import (
     continuous_laplace_shares,
     discrete_laplace_shares,
 )
-from fedroc.secagg import SecureSum, secure_input, secure_sum
+from fedroc.secagg import SecureSum, secure_sum
 
 __all__ = [
     "MODES",
@@ -159,22 +160,47 @@ def _site_leaves(
     return both[n_leaves:].astype(np.int64), both[:n_leaves].astype(np.int64)
 
 
-@secure_input(INPUT_NAME)
+MAX_LEAVES = 2**22
+
+
+@site_function(
+    INPUT_NAME,
+    schema={
+        "branching": Int(2, 64),
+        "height": Int(1, 64),
+        "lo": Float(),
+        "hi": Float(),
+        "transform": Choice(*sorted(TRANSFORMS), default=None),
+        "mode": Choice(*MODES),
+        "epsilon": Float(0.0, 1e3, open_lo=True, default=None),
+        "noise": Choice(*NOISES, default="discrete"),
+    },
+    release="secure",
+)
 def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
-    """The site's hierarchical histograms (plus its noise shares), as input of secagg."""
+    """The site's hierarchical histograms (plus its noise share), as input of secagg.
+
+    Released only through secure aggregation. In DP mode the noise is split into the
+    session's ``noise_shares`` (its threshold), a number the site takes from the protocol,
+    not from the analyst.
+    """
     b, h = int(args["branching"]), int(args["height"])
     lo, hi = float(args["lo"]), float(args["hi"])
-    transform = args.get("transform")
-    if transform is not None and transform not in TRANSFORMS:
-        raise InputError(f"score transform must be one of {sorted(TRANSFORMS)}; got {transform!r}")
+    transform = args["transform"]
+    if b**h > MAX_LEAVES:
+        raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22")
+    if not lo < hi:
+        raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
     pos, neg = _site_leaves(
         ctx.data, n_leaves=b**h, lo=lo, hi=hi, transform=transform, site=ctx.site
     )
     counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
     if args["mode"] == MODE_SA:
         return Reply({"pos": pos, "neg": neg}, counts=counts)
+    if args["epsilon"] is None:
+        raise InputError("the distributed-DP mode needs epsilon")
     epsilon = float(args["epsilon"])
-    rng = ctx.rng(args.get("seed"), stream=INPUT_NAME)
+    rng = ctx.noise_rng(INPUT_NAME)
     pos_levels, neg_levels = levels_from_leaves(pos, b), levels_from_leaves(neg, b)
     noisy_pos: list[NDArray[Any]] = []
     noisy_neg: list[NDArray[Any]] = []
@@ -182,9 +208,7 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
     for level, (p, q) in enumerate(zip(pos_levels, neg_levels, strict=True), start=1):
         # A row adds 1 to one bin of one class at each level: sensitivity 1, budget eps/h.
-        noise, event = shares(
-            2 * p.size, n_shares=int(args["n_shares"]), epsilon=epsilon / h, rng=rng
-        )
+        noise, event = shares(2 * p.size, n_shares=ctx.noise_shares, epsilon=epsilon / h, rng=rng)
         noisy_pos.append(p + noise[: p.size])
         noisy_neg.append(q + noise[p.size :])
         events.append(
@@ -749,7 +773,7 @@ def run_histogram(
     q = _check_int(quantiles, "quantiles", 2)
     b = _check_int(branching, "branching", 2)
     h = tree_height(q, b) if height is None else _check_int(height, "height", 1)
-    if b**h > 2**22:
+    if b**h > MAX_LEAVES:
         raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22 allowed")
     if score_transform is not None:
         if score_transform not in TRANSFORMS:
@@ -770,8 +794,10 @@ def run_histogram(
     mode = MODE_SA if dp_epsilon is None else MODE_DDP
     federation = inputs.federation
     n_sites = len(federation.site_names)
-    t = max(2, n_sites // 2 + 1) if threshold is None else int(threshold)
-    n_shares = t if allow_dropouts else n_sites
+    # Under DP each site splits its noise into t shares (t = the threshold, as the site
+    # reads it from the protocol); without dropouts t = n keeps the total at one draw.
+    default_t = n_sites if mode == MODE_DDP and not allow_dropouts else n_sites // 2 + 1
+    t = max(2, default_t) if threshold is None else int(threshold)
     start = federation.mark()
     summed: SecureSum = secure_sum(
         federation,
@@ -787,8 +813,6 @@ def run_histogram(
         mode=mode,
         epsilon=dp_epsilon,
         noise=dp_noise,
-        n_shares=n_shares,
-        seed=inputs.seed,
     )
     factor = (8 if mode == MODE_SA else 1) if oversampling is None else oversampling
     fractions = np.linspace(0.0, 1.0, q * _check_int(factor, "oversampling", 1))
@@ -816,8 +840,8 @@ def run_histogram(
             hi=hi,
             noise=dp_noise,
             eps_level=float(dp_epsilon) / h,  # type: ignore[arg-type]
-            # Each included site added the share of 1 / n_shares of a full noise draw.
-            scale=len(summed.sites) / n_shares,
+            # Each included site added the share of 1 / t of a full noise draw.
+            scale=len(summed.sites) / summed.threshold,
             post_processing=post_processing,
             replicates=_check_int(noise_replicates, "noise_replicates", 2),
             rng=np.random.default_rng(inputs.seed),

@@ -40,6 +40,7 @@ import numpy as np
 from fedroc.exceptions import DisclosureError, FedrocError, InputError
 from fedroc.federation import Reply, SiteContext, site_function
 from fedroc.federation.records import Record
+from fedroc.federation.schema import Bytes, Text
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 
 __all__ = ["MpcDetails", "run_mpc"]
@@ -48,7 +49,10 @@ SHARE_FUNCTION = "fedroc.mpc.share"
 _TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties")
 
 
-@site_function(SHARE_FUNCTION)
+@site_function(
+    SHARE_FUNCTION,
+    schema={"context": Text(256), "proxy0_key": Bytes(64), "proxy1_key": Bytes(64)},
+)
 def share_site(ctx: SiteContext, args: Record) -> Reply:
     """This site's sorted records, split into two shares, sealed and signed for one job."""
     from fedroc.mpc.bundle import make_bundle

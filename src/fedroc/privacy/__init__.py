@@ -1,6 +1,6 @@
 """Disclosure policy, differential-privacy mechanisms and the privacy budget ledger."""
 
-from fedroc.privacy.ledger import BudgetLedger, DPEvent
+from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for
 from fedroc.privacy.mechanisms import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
@@ -8,12 +8,15 @@ from fedroc.privacy.mechanisms import (
     continuous_laplace_shares,
     discrete_laplace_shares,
     discrete_laplace_variance,
+    gaussian_mechanism,
     gaussian_noise,
+    laplace_mechanism,
     laplace_noise,
 )
-from fedroc.privacy.policy import DisclosurePolicy
+from fedroc.privacy.policy import DEFAULT_EPSILON_LIMIT, DisclosurePolicy
 
 __all__ = [
+    "DEFAULT_EPSILON_LIMIT",
     "BudgetLedger",
     "DPEvent",
     "DisclosurePolicy",
@@ -23,6 +26,9 @@ __all__ = [
     "continuous_laplace_shares",
     "discrete_laplace_shares",
     "discrete_laplace_variance",
+    "gaussian_mechanism",
     "gaussian_noise",
+    "laplace_mechanism",
     "laplace_noise",
+    "ledger_path_for",
 ]

@@ -1,16 +1,32 @@
 """Privacy as data: a release is a frozen event; a ledger composes them.
 
+A :class:`BudgetLedger` is a site's memory of what it has released under differential
+privacy and of the partners it has aggregated with. With a ``path`` it is an append-only
+JSON-lines file (each entry flushed to disk before the release leaves the site, so a crash
+can only over-count), shared safely by several processes through an exclusive file lock:
+a site that restarts, or runs as several processes, never forgets what it spent.
+
 Composition is basic (sums of epsilon and delta), which is valid for any mix of
-mechanisms; tighter accounting can be added without changing the events.
+mechanisms and any adaptivity; it over-counts repeated Gaussian releases, so it errs on the
+safe side.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
+import fcntl
 import json
-from collections.abc import Iterable
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
-__all__ = ["BudgetLedger", "DPEvent"]
+__all__ = ["BudgetLedger", "DPEvent", "LedgerStatus", "ledger_path_for", "read_ledger_status"]
+
+LEDGER_SUFFIX = ".ledger.jsonl"
 
 
 @dataclass(frozen=True)
@@ -31,6 +47,10 @@ class DPEvent:
         Number of noisy values released.
     note : str
         What was released (for the audit log and the result).
+    sampler : str
+        Which sampler drew the noise: ``"opendp"`` (production), ``"os-entropy"`` (the
+        site's CSPRNG, for laws OpenDP lacks) or ``"site-seed"`` (a seed from the site's own
+        configuration: reproducible simulations only).
     """
 
     mechanism: str
@@ -40,20 +60,100 @@ class DPEvent:
     noise_scale: float
     size: int = 1
     note: str = ""
+    sampler: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> DPEvent:
-        return cls(**json.loads(text))
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> DPEvent:
+        known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
+        return cls(**known)
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    """One entry, or None for a blank or torn line (a crash mid-write: nothing was
+    released, since the ledger is written before a reply leaves the site)."""
+    if not line.strip():
+        return None
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def ledger_path_for(audit_path: str | Path) -> Path:
+    """Where a site keeps its ledger: beside its audit log (``north.jsonl`` ->
+    ``north.ledger.jsonl``)."""
+    p = Path(audit_path)
+    stem = p.name[: -len(p.suffix)] if p.suffix else p.name
+    return p.with_name(stem + LEDGER_SUFFIX)
 
 
 @dataclass
 class BudgetLedger:
-    """Events spent so far, composed by summing epsilon and delta."""
+    """DP events spent so far and the site's bindings (first partner sets, first bins),
+    optionally on disk.
+
+    Parameters
+    ----------
+    events : list of DPEvent
+        Initial events (in-memory ledgers).
+    path : str or Path, optional
+        JSON-lines file; created if missing, read whole on every check so that several
+        processes of one site see each other's spending.
+    """
 
     events: list[DPEvent] = field(default_factory=list)
+    path: Path | None = None
+    bindings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.RLock()
+        if self.path is not None:
+            self.path = Path(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.touch(mode=0o600, exist_ok=True)
+            self._reload()
+
+    # -- reading --------------------------------------------------------------------------
+    def _reload(self) -> None:
+        if self.path is None:
+            return
+        events: list[DPEvent] = []
+        bindings: dict[str, Any] = {}
+        with self.path.open(encoding="utf-8") as fh:
+            for line in fh:
+                entry = _parse(line)
+                if entry is None:
+                    continue
+                if entry.get("kind") == "dp":
+                    events.append(DPEvent.from_dict(entry["event"]))
+                elif entry.get("kind") == "binding":
+                    bindings.setdefault(str(entry["key"]), entry["value"])
+        self.events, self.bindings = events, bindings
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[BudgetLedger]:
+        """Hold the ledger (thread lock and, on disk, an exclusive file lock) while a
+        caller checks the budget and records a release, so that no concurrent release
+        slips in between."""
+        with self._lock:
+            if self.path is None:
+                yield self
+                return
+            with self.path.open("a+", encoding="utf-8") as fh:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                try:
+                    self._reload()
+                    yield self
+                finally:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def spent(self) -> tuple[float, float]:
         return (sum(e.epsilon for e in self.events), sum(e.delta for e in self.events))
@@ -63,5 +163,107 @@ class BudgetLedger:
         eps, delta = self.spent()
         return (eps + sum(e.epsilon for e in extra), delta + sum(e.delta for e in extra))
 
-    def record(self, events: Iterable[DPEvent]) -> None:
-        self.events.extend(events)
+    # -- writing --------------------------------------------------------------------------
+    def _append(self, entries: Sequence[dict[str, Any]]) -> None:
+        if self.path is None or not entries:
+            return
+        now = _dt.datetime.now(_dt.UTC).isoformat()
+        text = "".join(json.dumps({"time": now, **e}, sort_keys=True) + "\n" for e in entries)
+        with self.path.open("a+b") as fh:
+            # A crash mid-write leaves a torn last line; end it so that it stays one line.
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    text = "\n" + text
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def record(
+        self,
+        events: Iterable[DPEvent],
+        *,
+        function: str = "",
+        limits: tuple[float, float] | None = None,
+    ) -> None:
+        """Add events (call inside :meth:`transaction` after checking the limit).
+
+        ``limits`` (epsilon, delta) are the site's limits at the time, kept for
+        :func:`read_ledger_status`.
+        """
+        new = list(events)
+        extra = {} if limits is None else {"limits": [float(limits[0]), float(limits[1])]}
+        with self._lock:
+            self._append(
+                [{"kind": "dp", "function": function, "event": asdict(e), **extra} for e in new]
+            )
+            self.events.extend(new)
+
+    def bind(self, key: str, value: Any) -> None:
+        """Remember the first value of ``key`` (a JSON value); later values are ignored."""
+        with self._lock:
+            if key in self.bindings:
+                return
+            self._append([{"kind": "binding", "key": key, "value": value}])
+            self.bindings[key] = value
+
+    # Secure aggregation: the set of sites each quantity was first aggregated over.
+    @staticmethod
+    def partners_key(quantity: str) -> str:
+        return f"secagg-partners:{quantity}"
+
+    def partners(self, quantity: str) -> list[str] | None:
+        value = self.bindings.get(self.partners_key(quantity))
+        return None if value is None else list(value)
+
+    def bind_partners(self, quantity: str, sites: Sequence[str]) -> None:
+        self.bind(self.partners_key(quantity), sorted(sites))
+
+
+@dataclass(frozen=True)
+class LedgerStatus:
+    """What a site's ledger file says: spending, limits (as last recorded), bindings."""
+
+    site: str
+    path: Path
+    releases: int
+    epsilon: float
+    delta: float
+    epsilon_limit: float | None
+    delta_limit: float | None
+    by_function: dict[str, float]
+    bindings: dict[str, Any]
+    last: str | None
+
+
+def read_ledger_status(path: str | Path) -> LedgerStatus:
+    """Summarise one ledger file (``fedroc privacy status``)."""
+    p = Path(path)
+    ledger = BudgetLedger(path=p)
+    limits: list[float] | None = None
+    by_function: dict[str, float] = {}
+    last = None
+    with p.open(encoding="utf-8") as fh:
+        for line in fh:
+            entry = _parse(line)
+            if entry is None:
+                continue
+            last = entry.get("time", last)
+            if entry.get("kind") == "dp":
+                limits = entry.get("limits", limits)
+                name = str(entry.get("function") or "?")
+                by_function[name] = by_function.get(name, 0.0) + float(entry["event"]["epsilon"])
+    eps, delta = ledger.spent()
+    site = p.name[: -len(LEDGER_SUFFIX)] if p.name.endswith(LEDGER_SUFFIX) else p.stem
+    return LedgerStatus(
+        site=site,
+        path=p,
+        releases=len(ledger.events),
+        epsilon=eps,
+        delta=delta,
+        epsilon_limit=None if limits is None else limits[0],
+        delta_limit=None if limits is None else limits[1],
+        by_function=by_function,
+        bindings=dict(ledger.bindings),
+        last=last,
+    )

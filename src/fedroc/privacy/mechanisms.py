@@ -2,8 +2,26 @@
 
 Each mechanism takes keyword-only ``epsilon``, ``delta`` (where it applies) and ``rng`` and
 exposes the scale of its noise, so that a confidence interval can include the noise
-variance. Noise comes from a ``numpy.random.Generator``: pass a seeded one to reproduce a
-run; leave ``rng=None`` in production to draw from operating-system entropy.
+variance.
+
+Where the noise comes from (the site's choice, never the analyst's):
+
+- ``rng=None`` (production): the continuous mechanisms (Gaussian, Laplace) are OpenDP's
+  (``opendp.measurements.make_gaussian`` / ``make_laplace``), which sample exactly on a
+  grid of width 2^-30 and so resist the floating-point attacks on textbook samplers
+  (Mironov 2012, "On significance of the least significant bits for differential
+  privacy"): the released value is rounded with the noise, not the float sum ``x + noise``.
+  The sensitivity is raised by two grid steps to cover that rounding. The noise *shares*
+  of distributed DP (negative-binomial / Gamma differences) have no OpenDP sampler (0.16
+  offers Laplace, Gaussian and geometric laws only); they are drawn by numpy from a
+  generator seeded with 128 bits of operating-system entropy (``secrets``). Discrete
+  shares are integers, so there are no low-order bits to leak; their law is tested
+  against the exact discrete Laplace pmf.
+- ``rng=<numpy Generator>``: a generator the *site* seeded from its own configuration,
+  for reproducible simulations and tests (``Site(noise_seed=...)``). The event records
+  ``sampler="site-seed"`` so a release drawn that way is never mistaken for production.
+
+Mechanisms:
 
 - Gaussian, classic calibration (Dwork & Roth 2014, Thm A.1; paper 1 section 4.2):
   ``sigma = sqrt(2 ln(1.25/delta)) * Delta2 / epsilon``, valid for epsilon < 1.
@@ -19,6 +37,8 @@ run; leave ``rng=None`` in production to draw from operating-system entropy.
 from __future__ import annotations
 
 import math
+import secrets
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,15 +48,23 @@ from fedroc.exceptions import InputError
 from fedroc.privacy.ledger import DPEvent
 
 __all__ = [
+    "GRID_EXPONENT",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "continuous_laplace_shares",
     "discrete_laplace_shares",
     "discrete_laplace_variance",
+    "gaussian_mechanism",
     "gaussian_noise",
+    "laplace_mechanism",
     "laplace_noise",
+    "os_entropy_rng",
 ]
+
+# OpenDP rounds released values to multiples of 2^GRID_EXPONENT (its ``k``).
+GRID_EXPONENT = -30
+_GRID_SLACK = 2.0 ** (GRID_EXPONENT + 1)
 
 
 def _check_eps_delta(epsilon: float, delta: float | None = None) -> None:
@@ -51,8 +79,41 @@ def _check_sensitivity(sensitivity: float) -> None:
         raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
 
 
+def os_entropy_rng() -> np.random.Generator:
+    """A numpy generator seeded with 128 bits from the operating system (``secrets``)."""
+    return np.random.Generator(np.random.PCG64(secrets.randbits(128)))
+
+
 def _rng(rng: np.random.Generator | int | None) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return os_entropy_rng() if rng is None else np.random.default_rng(rng)
+
+
+def _sampler(rng: Any) -> str:
+    return "site-seed" if rng is not None else "opendp"
+
+
+def _opendp() -> Any:
+    # Imported on first use: OpenDP's native library takes a moment to load.
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+def _opendp_apply(kind: str, values: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
+    """``values`` plus OpenDP's Gaussian or Laplace noise of ``scale``, on the 2^k grid."""
+    flat = np.array(values, dtype=np.float64).reshape(-1)  # OpenDP refuses read-only arrays
+    if flat.size == 0:
+        return flat.reshape(np.shape(values))
+    dp = _opendp()
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(flat.size))
+    if kind == "gaussian":
+        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale, k=GRID_EXPONENT)
+    else:
+        meas = dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale, k=GRID_EXPONENT)
+    return np.asarray(meas(flat), dtype=np.float64).reshape(np.shape(values))
 
 
 def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) -> float:
@@ -99,6 +160,51 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float)
     return sigma
 
 
+def _gaussian_sigma(
+    epsilon: float, delta: float, sensitivity: float, calibration: str
+) -> tuple[float, str]:
+    if calibration == "classic":
+        return (
+            classic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity),
+            "gaussian",
+        )
+    if calibration == "analytic":
+        return (
+            analytic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity),
+            "analytic-gaussian",
+        )
+    raise InputError(f"calibration must be 'classic' or 'analytic'; got {calibration!r}")
+
+
+def gaussian_mechanism(
+    values: NDArray[np.float64],
+    *,
+    epsilon: float,
+    delta: float,
+    sensitivity: float,
+    calibration: str = "classic",
+    rng: np.random.Generator | None = None,
+) -> tuple[NDArray[np.float64], DPEvent]:
+    """``values`` with Gaussian noise calibrated to (epsilon, delta) and the l2-sensitivity.
+
+    ``calibration`` is ``"classic"`` (paper 1) or ``"analytic"`` (Balle & Wang). Without
+    ``rng`` OpenDP draws the noise and rounds the result to its grid (see the module
+    docstring); with a site-seeded ``rng`` numpy does (simulations).
+
+    Returns the noisy values and the event to record.
+    """
+    _check_sensitivity(sensitivity)
+    slack = _GRID_SLACK if rng is None else 0.0
+    sigma, name = _gaussian_sigma(epsilon, delta, sensitivity + slack, calibration)
+    x = np.asarray(values, dtype=np.float64)
+    if rng is None:
+        noisy = _opendp_apply("gaussian", x, sigma)
+    else:
+        noisy = x + _rng(rng).normal(0.0, sigma, x.shape)
+    event = DPEvent(name, epsilon, delta, sensitivity, sigma, int(x.size), sampler=_sampler(rng))
+    return noisy, event
+
+
 def gaussian_noise(
     size: int | tuple[int, ...],
     *,
@@ -108,21 +214,41 @@ def gaussian_noise(
     calibration: str = "classic",
     rng: np.random.Generator | int | None = None,
 ) -> tuple[NDArray[np.float64], DPEvent]:
-    """Gaussian noise calibrated to (epsilon, delta) and the l2-sensitivity.
+    """Gaussian noise alone (the mechanism applied to zeros); see :func:`gaussian_mechanism`.
 
-    ``calibration`` is ``"classic"`` (paper 1) or ``"analytic"`` (Balle & Wang).
-    Returns the noise and the event to record.
+    Prefer :func:`gaussian_mechanism` on the values themselves: adding float noise to a
+    value afterwards is exactly what the floating-point attacks exploit.
     """
-    if calibration == "classic":
-        sigma = classic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
-        name = "gaussian"
-    elif calibration == "analytic":
-        sigma = analytic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
-        name = "analytic-gaussian"
+    gen = None if rng is None else _rng(rng)
+    return gaussian_mechanism(
+        np.zeros(size),
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sensitivity,
+        calibration=calibration,
+        rng=gen,
+    )
+
+
+def laplace_mechanism(
+    values: NDArray[np.float64],
+    *,
+    epsilon: float,
+    sensitivity: float,
+    rng: np.random.Generator | None = None,
+) -> tuple[NDArray[np.float64], DPEvent]:
+    """``values`` with Laplace noise of scale ``sensitivity / epsilon`` (l1-sensitivity)."""
+    _check_eps_delta(epsilon)
+    _check_sensitivity(sensitivity)
+    slack = _GRID_SLACK if rng is None else 0.0
+    scale = (sensitivity + slack) / epsilon
+    x = np.asarray(values, dtype=np.float64)
+    if rng is None:
+        noisy = _opendp_apply("laplace", x, scale)
     else:
-        raise InputError(f"calibration must be 'classic' or 'analytic'; got {calibration!r}")
-    noise = _rng(rng).normal(0.0, sigma, size)
-    return noise, DPEvent(name, epsilon, delta, sensitivity, sigma, int(np.size(noise)))
+        noisy = x + _rng(rng).laplace(0.0, scale, x.shape)
+    event = DPEvent("laplace", epsilon, 0.0, sensitivity, scale, int(x.size), sampler=_sampler(rng))
+    return noisy, event
 
 
 def laplace_noise(
@@ -132,12 +258,9 @@ def laplace_noise(
     sensitivity: float,
     rng: np.random.Generator | int | None = None,
 ) -> tuple[NDArray[np.float64], DPEvent]:
-    """Laplace noise of scale ``sensitivity / epsilon`` (l1-sensitivity)."""
-    _check_eps_delta(epsilon)
-    _check_sensitivity(sensitivity)
-    scale = sensitivity / epsilon
-    noise = _rng(rng).laplace(0.0, scale, size)
-    return noise, DPEvent("laplace", epsilon, 0.0, sensitivity, scale, int(np.size(noise)))
+    """Laplace noise alone (the mechanism applied to zeros); see :func:`laplace_mechanism`."""
+    gen = None if rng is None else _rng(rng)
+    return laplace_mechanism(np.zeros(size), epsilon=epsilon, sensitivity=sensitivity, rng=gen)
 
 
 def discrete_laplace_variance(*, epsilon: float, sensitivity: float = 1.0) -> float:
@@ -178,6 +301,7 @@ def discrete_laplace_shares(
         scale,
         int(np.size(share)),
         note=f"one of {n_shares} shares",
+        sampler="site-seed" if rng is not None else "os-entropy",
     )
     return share.astype(np.int64), event
 
@@ -209,5 +333,6 @@ def continuous_laplace_shares(
         b,
         int(np.size(share)),
         note=f"one of {n_shares} shares",
+        sampler="site-seed" if rng is not None else "os-entropy",
     )
     return share, event

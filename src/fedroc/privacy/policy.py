@@ -4,6 +4,15 @@ The minimum cell count ``min_count`` (q) follows DataSHIELD's privacy level: no 
 computed over fewer than q rows leaves a site. Noisy values (differential privacy) and
 secret shares are not aggregates in this sense; the policy decides whether they may leave
 at all and caps the privacy budget they spend.
+
+A minimum count does not stop differencing (two aggregates over sets of rows that differ by
+one row reveal that row); what does is composition: the site's persistent
+:class:`~fedroc.privacy.BudgetLedger` sums every DP release and the policy refuses one that
+would exceed the site's lifetime limits, which are finite by default
+(:data:`DEFAULT_EPSILON_LIMIT`, and a total delta of ``1/n`` for a site of n rows), and a site
+takes part in secure aggregation of a quantity only over sessions of at least
+``secagg_min_sites`` sites and only ever over one set of sites (so that sums over
+different sets cannot be subtracted).
 """
 
 from __future__ import annotations
@@ -19,7 +28,19 @@ import numpy as np
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.privacy.ledger import BudgetLedger, DPEvent
 
-__all__ = ["DisclosurePolicy", "ReleaseKind"]
+__all__ = [
+    "DEFAULT_EPSILON_LIMIT",
+    "DEFAULT_SECAGG_MIN_SITES",
+    "DisclosurePolicy",
+    "ReleaseKind",
+]
+
+# A site's lifetime privacy budget unless its configuration says otherwise (basic
+# composition): ten releases at epsilon = 1, e.g. ten histogram runs in DP mode.
+DEFAULT_EPSILON_LIMIT = 10.0
+# Fewest sites a site aggregates with: with two, each site's partner could subtract its own
+# input from a published sum.
+DEFAULT_SECAGG_MIN_SITES = 3
 
 ReleaseKind = Literal["aggregate", "noisy", "shares"]
 RELEASE_KINDS: tuple[str, ...] = ("aggregate", "noisy", "shares")
@@ -37,27 +58,49 @@ class DisclosurePolicy:
         Whether differentially private noisy values may leave the site.
     allow_shares : bool, default True
         Whether secret shares or masked vectors may leave the site.
-    epsilon_limit, delta_limit : float or None
-        Total (epsilon, delta) the site will spend over its lifetime (basic composition);
-        None for no limit.
+    epsilon_limit : float, default 10
+        Total epsilon the site will spend over its lifetime (basic composition, kept in
+        its ledger). ``math.inf`` (TOML ``inf``) removes the limit: do so only for
+        simulations.
+    delta_limit : float or None
+        Total delta over the site's lifetime; None (the default) means ``1/n`` for a site
+        of n rows.
     allowed_functions : frozenset of str or None
         If given, the only site functions the site will run.
+    secagg_min_sites : int, default 3
+        Fewest sites (survivors included) the site takes part in a secure aggregation with.
+    secagg_rebind : bool, default False
+        Whether the site aggregates a quantity (a site function) over a different set of
+        sites than the first time. False refuses it: sums over two different sets of sites
+        subtract to the inputs of the sites in only one of them.
     """
 
     min_count: int = 5
     allow_noisy: bool = True
     allow_shares: bool = True
-    epsilon_limit: float | None = None
+    epsilon_limit: float = DEFAULT_EPSILON_LIMIT
     delta_limit: float | None = None
     allowed_functions: frozenset[str] | None = field(default=None)
+    secagg_min_sites: int = DEFAULT_SECAGG_MIN_SITES
+    secagg_rebind: bool = False
 
     def __post_init__(self) -> None:
         if int(self.min_count) != self.min_count or self.min_count < 1:
             raise InputError(f"min_count must be a positive integer; got {self.min_count!r}")
         for name in ("epsilon_limit", "delta_limit"):
             value = getattr(self, name)
-            if value is not None and value < 0:
+            if value is not None and not value >= 0:
                 raise InputError(f"{name} must be >= 0; got {value!r}")
+        if int(self.secagg_min_sites) != self.secagg_min_sites or self.secagg_min_sites < 2:
+            raise InputError(
+                f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
+            )
+
+    def delta_limit_for(self, n_rows: int) -> float:
+        """The site's lifetime delta: the configured one, or ``1/n``."""
+        if self.delta_limit is not None:
+            return float(self.delta_limit)
+        return 1.0 / max(int(n_rows), 1)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> DisclosurePolicy:
@@ -68,11 +111,17 @@ class DisclosurePolicy:
             "epsilon_limit",
             "delta_limit",
             "allowed_functions",
+            "secagg_min_sites",
+            "secagg_rebind",
         }
         unknown = set(values) - known
         if unknown:
             raise InputError(f"unknown policy setting(s) {sorted(unknown)}; known: {sorted(known)}")
         kwargs = dict(values)
+        if kwargs.get("epsilon_limit", DEFAULT_EPSILON_LIMIT) is None:
+            raise InputError(
+                "epsilon_limit must be a number (use inf to remove the limit, for simulations only)"
+            )
         if kwargs.get("allowed_functions") is not None:
             kwargs["allowed_functions"] = frozenset(kwargs["allowed_functions"])
         return cls(**kwargs)
@@ -100,6 +149,7 @@ class DisclosurePolicy:
         counts: Mapping[str, Any],
         dp: Iterable[DPEvent],
         ledger: BudgetLedger,
+        n_rows: int,
     ) -> None:
         """Raise :class:`DisclosureError` if this reply may not leave the site."""
         if kind not in RELEASE_KINDS:
@@ -141,18 +191,59 @@ class DisclosurePolicy:
                 function=function,
             )
         if events:
+            spent_eps, spent_delta = ledger.spent()
             eps, delta = ledger.spent_with(events)
-            if self.epsilon_limit is not None and eps > self.epsilon_limit + 1e-12:
+            delta_limit = self.delta_limit_for(n_rows)
+            if eps > self.epsilon_limit + 1e-12:
                 raise DisclosureError(
-                    f"site {site!r} refuses {function!r}: it would spend epsilon {eps:.4g} in "
-                    f"total, above its limit of {self.epsilon_limit:.4g}",
+                    f"site {site!r} refuses {function!r}: its privacy budget is epsilon "
+                    f"{self.epsilon_limit:.4g}, it has spent {spent_eps:.4g} and this release "
+                    f"needs {eps - spent_eps:.4g} more (raise epsilon_limit in the site's "
+                    "policy to allow it)",
                     site=site,
                     function=function,
                 )
-            if self.delta_limit is not None and delta > self.delta_limit + 1e-15:
+            if delta > delta_limit * (1 + 1e-12):
                 raise DisclosureError(
-                    f"site {site!r} refuses {function!r}: it would spend delta {delta:.4g} in "
-                    f"total, above its limit of {self.delta_limit:.4g}",
+                    f"site {site!r} refuses {function!r}: its privacy budget is delta "
+                    f"{delta_limit:.4g}, it has spent {spent_delta:.4g} and this release needs "
+                    f"{delta - spent_delta:.4g} more (raise delta_limit in the site's policy to "
+                    "allow it)",
                     site=site,
                     function=function,
                 )
+
+    def check_aggregation(
+        self,
+        *,
+        site: str,
+        function: str,
+        quantity: str,
+        sites: Iterable[str],
+        ledger: BudgetLedger,
+    ) -> None:
+        """Refuse a secure aggregation of ``quantity`` over ``sites`` that this policy forbids.
+
+        Two rules stop differencing of sums: at least ``secagg_min_sites`` sites, and the
+        same set of sites as the first aggregation of that quantity (kept in the ledger),
+        unless ``secagg_rebind``.
+        """
+        members = sorted(set(sites))
+        if len(members) < self.secagg_min_sites:
+            raise DisclosureError(
+                f"site {site!r} refuses {function!r}: a secure aggregation of {quantity!r} "
+                f"over {len(members)} site(s) {members}; its policy needs at least "
+                f"{self.secagg_min_sites} (secagg_min_sites)",
+                site=site,
+                function=function,
+            )
+        bound = ledger.partners(quantity)
+        if bound is not None and bound != members and not self.secagg_rebind:
+            raise DisclosureError(
+                f"site {site!r} refuses {function!r}: it aggregated {quantity!r} over the sites "
+                f"{bound} before and will not over a different set {members} (sums over two "
+                "sets subtract to the inputs of the sites in one of them; set secagg_rebind "
+                "in its policy to allow it)",
+                site=site,
+                function=function,
+            )

@@ -2,8 +2,10 @@
 
 - :func:`secure_sum` runs a whole session over a :class:`~fedroc.federation.Federation`;
   :class:`SecAggServer` exposes its four stages one by one.
-- :func:`secure_input` registers what a site contributes (it never leaves in the clear).
-- :mod:`fedroc.secagg.inputs`: secure class counts, Brier score and calibration counts.
+- What a site contributes is any site function registered with ``release="secure"`` or
+  ``"both"`` (:func:`fedroc.federation.site_function`): secure aggregation wraps the
+  function, which is written once.
+- :mod:`fedroc.secagg.statistics`: secure class counts, Brier score and calibration.
 """
 
 from fedroc.secagg.protocol import (
@@ -13,8 +15,6 @@ from fedroc.secagg.protocol import (
     SecAggServer,
     SecureSum,
     ServerState,
-    get_secure_input,
-    secure_input,
     secure_sum,
 )
 
@@ -25,11 +25,9 @@ __all__ = [
     "SecAggServer",
     "SecureSum",
     "ServerState",
-    "get_secure_input",
     "secure_brier",
     "secure_calibration",
     "secure_class_counts",
-    "secure_input",
     "secure_sum",
 ]
 
@@ -38,7 +36,7 @@ def __getattr__(name: str) -> object:
     # The helpers for the foundation's statistics import fedroc.federation.basic; load them
     # on first use so that importing fedroc.secagg stays light.
     if name in {"secure_brier", "secure_calibration", "secure_class_counts"}:
-        from fedroc.secagg import inputs
+        from fedroc.secagg import statistics
 
-        return getattr(inputs, name)
+        return getattr(statistics, name)
     raise AttributeError(name)

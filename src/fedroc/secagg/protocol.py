@@ -9,9 +9,11 @@ Protocol (the semi-honest variant of Bonawitz et al., "Practical Secure Aggregat
 Privacy-Preserving Machine Learning", CCS 2017, figure 4 without signatures and without
 the consistency-check round):
 
-0. ``advertise_keys``: each site computes its private input vector x_u (a registered
-   :func:`secure_input`; its rows never leave), draws two X25519 key pairs (c for share
-   encryption, s for masks) and sends both public keys. Survivors: U1.
+0. ``advertise_keys``: each site computes its private input vector x_u (a site function
+   registered with ``release="secure"`` or ``"both"``, run through
+   :func:`~fedroc.federation.site.aggregate_input` with its argument schema checked; its
+   rows never leave), draws two X25519 key pairs (c for share encryption, s for masks) and
+   sends both public keys. Survivors: U1.
 1. ``share_keys``: the server broadcasts U1's public keys. Each site draws a self-mask
    seed b_u and splits b_u and its mask key s_u^SK into Shamir shares of threshold t, one
    per site of U1, each encrypted (AES-GCM) under the key it agrees with the recipient.
@@ -31,6 +33,15 @@ is unmasked. Each site also refuses to reveal shares for fewer than t survivors,
 answers each stage once, in order (a repeated identical request gets the same reply
 again, which is how the server learns who dropped on an all-or-nothing transport).
 
+Each site's policy decides which sums it takes part in (the analyst is untrusted): a session
+of at least ``secagg_min_sites`` sites, and for each quantity (input function) only one set
+of sites over its lifetime, checked against the session's sites when it joins and against
+the survivors U3 before it reveals any share (kept in its ledger; sums over two sets of
+sites would subtract to the inputs of the sites in only one). An input that carries DP
+noise splits it into as many shares as the session's threshold t (the site's own
+:attr:`~fedroc.federation.SiteContext.noise_shares`, never a number the analyst sends):
+every sum the analyst can unmask holds at least t inputs, hence at least one full draw.
+
 Threat model: honest-but-curious server and sites. The server learns the sum over U3 and
 the sets U1..U3; it learns nothing about an individual input as long as it does not
 collude with t or more sites (what it sees from one site is uniform in Z_2^k). Sites
@@ -45,7 +56,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -55,12 +66,8 @@ from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc.exceptions import DisclosureError, InputError, ProtocolError, SiteError
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record, encode
-from fedroc.federation.site import (
-    Reply,
-    SiteContext,
-    registered_site_functions,
-    site_function,
-)
+from fedroc.federation.schema import Bytes, Int, Names, Text
+from fedroc.federation.site import Reply, SiteContext, aggregate_input, site_function
 from fedroc.privacy.ledger import DPEvent
 from fedroc.secagg import _crypto, shamir
 
@@ -71,8 +78,6 @@ __all__ = [
     "SecAggServer",
     "SecureSum",
     "ServerState",
-    "get_secure_input",
-    "secure_input",
     "secure_sum",
 ]
 
@@ -128,37 +133,34 @@ _STATE_PREFIX = "fedroc.secagg/"
 _REPLY_DP = "__dp_events"  # where a stored reply keeps its DP events (never sent as a value)
 
 
-# -- secure inputs --------------------------------------------------------------------------
-SecureInputFn = Callable[[SiteContext, dict[str, Any]], Reply]
-_INPUTS: dict[str, SecureInputFn] = {}
-
-
-def secure_input(name: str) -> Callable[[SecureInputFn], SecureInputFn]:
-    """Register ``fn(ctx, args) -> Reply`` as an input of secure aggregation.
-
-    The reply's values (integer or float arrays and numbers) are what the site adds to
-    the sum; they never leave the site in the clear, because such a function is not a
-    site function and cannot be called directly. Its ``counts`` and ``dp`` are checked
-    against the site's policy when the site joins a session (first stage).
-    """
-
-    def register(fn: SecureInputFn) -> SecureInputFn:
-        existing = _INPUTS.get(name)
-        if existing is not None and existing.__qualname__ != fn.__qualname__:
-            raise InputError(f"secure input {name!r} is already registered")
-        _INPUTS[name] = fn
-        return fn
-
-    return register
-
-
-def get_secure_input(name: str) -> SecureInputFn:
-    if name not in _INPUTS:
-        registered_site_functions()  # imports the modules that register inputs
-    try:
-        return _INPUTS[name]
-    except KeyError:
-        raise InputError(f"unknown secure input {name!r}; registered: {sorted(_INPUTS)}") from None
+# -- what a site accepts at each stage -------------------------------------------------------
+_MAX_SITES = 1024
+_SESSION = Text(64, alphabet="0123456789abcdef")
+_KEYS = Bytes(_crypto.KEY_BYTES * _MAX_SITES)
+SCHEMAS: dict[str, dict[str, Any]] = {
+    STAGE_ADVERTISE_KEYS: {
+        KEY_SESSION: _SESSION,
+        KEY_SITES: Names(_MAX_SITES),
+        KEY_THRESHOLD: Int(2, _MAX_SITES),
+        KEY_BITS: Int(8, 64),
+        KEY_FRAC_BITS: Int(0, 62),
+        KEY_INPUT: Text(128),
+        KEY_INPUT_ARGS: Text(1 << 16, default="{}"),
+    },
+    STAGE_SHARE_KEYS: {
+        KEY_SESSION: _SESSION,
+        KEY_ACTIVE: Names(_MAX_SITES),
+        KEY_C_PKS: _KEYS,
+        KEY_S_PKS: _KEYS,
+    },
+    STAGE_MASKED_INPUT: {
+        KEY_SESSION: _SESSION,
+        KEY_ACTIVE: Names(_MAX_SITES),
+        KEY_SENDERS: Names(_MAX_SITES),
+        KEY_CIPHERTEXTS: Bytes(_CIPHER_BYTES * _MAX_SITES),
+    },
+    STAGE_UNMASK: {KEY_SESSION: _SESSION, KEY_ACTIVE: Names(_MAX_SITES)},
+}
 
 
 # -- fixed-point encoding of an input record -------------------------------------------------
@@ -245,6 +247,7 @@ class ClientState:
     b_shares: bytes = b""  # this site's share of each owner's b, in share_owners order
     sk_shares: bytes = b""  # ... and of each owner's mask key
     last_digest: str = ""
+    quantity: str = ""  # the input function: what the site's partner-set rule is about
 
     @property
     def index(self) -> int:
@@ -353,7 +356,7 @@ def _client_stage(stage: str) -> Callable[[Callable[..., Reply]], Callable[..., 
             return reply
 
         run.__qualname__ = f"secagg_{stage}"
-        site_function(FUNCTIONS[stage])(run)
+        site_function(FUNCTIONS[stage], schema=SCHEMAS[stage])(run)
         return run
 
     return wrap
@@ -372,16 +375,29 @@ def _save(ctx: SiteContext, state: ClientState) -> None:
 
 @_client_stage(STAGE_ADVERTISE_KEYS)
 def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -> Reply:
-    sites = _names(args.get(KEY_SITES), KEY_SITES)
+    sites = list(args[KEY_SITES])
     if ctx.site not in sites:
         raise ProtocolError(f"site {ctx.site!r} is not among the session's sites {sites}")
     threshold, bits, frac_bits = (int(args[k]) for k in (KEY_THRESHOLD, KEY_BITS, KEY_FRAC_BITS))
     _check_parameters(len(sites), threshold, bits, frac_bits)
-    fn = get_secure_input(str(args[KEY_INPUT]))
-    input_args = json.loads(str(args.get(KEY_INPUT_ARGS, "{}")))
-    result = fn(ctx, input_args)
-    if not isinstance(result, Reply):
-        raise TypeError(f"secure input {args[KEY_INPUT]!r} returned {type(result).__name__}")
+    quantity = str(args[KEY_INPUT])
+    ctx.policy.check_aggregation(
+        site=ctx.site,
+        function=FUNCTIONS[STAGE_ADVERTISE_KEYS],
+        quantity=quantity,
+        sites=sites,
+        ledger=ctx.ledger,
+    )
+    try:
+        input_args = json.loads(str(args[KEY_INPUT_ARGS]))
+    except json.JSONDecodeError:
+        raise InputError(f"site {ctx.site!r}: the input arguments are not JSON") from None
+    if not isinstance(input_args, dict):
+        raise InputError(f"site {ctx.site!r}: the input arguments must be a JSON object")
+    # The input runs with the session in view: DP noise is split into t shares, since the
+    # protocol unmasks no sum of fewer than t inputs.
+    session_ctx = replace(ctx, sites=tuple(sites), noise_shares=threshold)
+    result = aggregate_input(session_ctx, quantity, input_args)
     vector, layout = _encode_input(result.values, bits=bits, frac_bits=frac_bits, site=ctx.site)
     state = ClientState(
         session=str(args[KEY_SESSION]),
@@ -395,6 +411,7 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         vector=vector,
         c_sk=_crypto.new_private_key(),
         s_sk=_crypto.new_private_key(),
+        quantity=quantity,
     )
     _save(ctx, state)
     # The input's counts and DP events are declared here, so the site's policy checks
@@ -417,7 +434,7 @@ def _associated(session: str, sender: str, recipient: str) -> bytes:
 
 @_client_stage(STAGE_SHARE_KEYS)
 def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
-    u1 = _names(args.get(KEY_ACTIVE), KEY_ACTIVE)
+    u1 = list(args[KEY_ACTIVE])
     _check_survivors(state, u1, state.sites, "share keys")
     c_pks = _chunks(args.get(KEY_C_PKS), _crypto.KEY_BYTES, len(u1), KEY_C_PKS)
     s_pks = _chunks(args.get(KEY_S_PKS), _crypto.KEY_BYTES, len(u1), KEY_S_PKS)
@@ -455,9 +472,9 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
 
 @_client_stage(STAGE_MASKED_INPUT)
 def _masked_input(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
-    u2 = _names(args.get(KEY_ACTIVE), KEY_ACTIVE)
+    u2 = list(args[KEY_ACTIVE])
     _check_survivors(state, u2, state.u1, "mask its input")
-    senders = _names(args.get(KEY_SENDERS), KEY_SENDERS)
+    senders = list(args[KEY_SENDERS])
     if sorted(senders) != sorted(set(u2) - {ctx.site}):
         raise ProtocolError(
             f"site {ctx.site!r}: shares arrived from {sorted(senders)}, expected one from each "
@@ -507,8 +524,16 @@ def _masked_input(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
 
 @_client_stage(STAGE_UNMASK)
 def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
-    u3 = _names(args.get(KEY_ACTIVE), KEY_ACTIVE)
+    u3 = list(args[KEY_ACTIVE])
     _check_survivors(state, u3, state.u2, "reveal shares")
+    # The survivors are the set the sum is over: check it against, or bind it as, the
+    # set this quantity is aggregated over (persistently, before any share leaves).
+    function = FUNCTIONS[STAGE_UNMASK]
+    with ctx.ledger.transaction():
+        ctx.policy.check_aggregation(
+            site=ctx.site, function=function, quantity=state.quantity, sites=u3, ledger=ctx.ledger
+        )
+        ctx.ledger.bind_partners(state.quantity, u3)
     size = shamir.SHARE_BYTES
     n = len(state.share_owners)
     b_shares = dict(zip(state.share_owners, _chunks(state.b_shares, size, n, "b"), strict=True))
@@ -540,7 +565,7 @@ def _check_survivors(state: ClientState, active: list[str], allowed: list[str], 
         )
 
 
-@site_function(FN_ABORT)
+@site_function(FN_ABORT, schema={KEY_SESSION: _SESSION})
 def _abort(ctx: SiteContext, args: Record) -> Reply:
     session = str(args.get(KEY_SESSION, ""))
     stored = ctx.state.get(_state_key(session))
@@ -614,7 +639,8 @@ class SecAggServer:
     ----------
     federation : Federation
     input_function : str
-        Name of a :func:`secure_input` the sites evaluate on their rows.
+        Name of a site function registered with ``release="secure"`` or ``"both"``, which
+        the sites evaluate on their rows.
     input_args : mapping, optional
         Its arguments (JSON-serialisable numbers, strings and lists).
     sites : iterable of str, optional
@@ -886,7 +912,7 @@ def secure_sum(
     allow_dropouts: bool = False,
     **input_args: Any,
 ) -> SecureSum:
-    """Sum a registered :func:`secure_input` over the sites; the analyst sees only the sum.
+    """Sum an aggregate site function over the sites; the analyst sees only the sum.
 
     Parameters are those of :class:`SecAggServer`; ``input_args`` go to the input
     function at every site.

@@ -102,6 +102,8 @@ def _site(context: Context, message: Message) -> Site | Message:
 def _load_state(context: Context, site: Site) -> None:
     state = context.state[_STATE] if _STATE in context.state else ConfigRecord()
     site.state = {key: decode(bytes(blob)) for key, blob in state.items()}  # type: ignore[arg-type]
+    if site.ledger.path is not None:
+        return  # the site's own ledger file (beside its audit log) is the record
     ledger = audit_ledger(site.audit)
     if ledger is None:
         events = context.state[_LEDGER]["events"] if _LEDGER in context.state else "[]"

@@ -40,7 +40,7 @@ from fedroc.data import Columns
 from fedroc.exceptions import InputError
 from fedroc.federation.site import AuditLog, Site
 from fedroc.privacy.ledger import BudgetLedger, DPEvent
-from fedroc.privacy.policy import DisclosurePolicy
+from fedroc.privacy.policy import DEFAULT_EPSILON_LIMIT, DisclosurePolicy
 
 __all__ = ["NODE_CONFIG_KEYS", "SiteNodeConfig", "audit_ledger", "cached_site"]
 
@@ -63,6 +63,7 @@ NODE_CONFIG_KEYS: tuple[str, ...] = (
     "policy-file",
     "audit",
     "site-modules",
+    "noise-seed",
 )
 
 
@@ -79,6 +80,7 @@ class SiteNodeConfig:
     policy: DisclosurePolicy = field(default_factory=DisclosurePolicy)
     audit: Path | None = None
     site_modules: tuple[str, ...] = ()
+    noise_seed: int | None = None
 
     @classmethod
     def from_node_config(cls, config: Mapping[str, Any]) -> SiteNodeConfig:
@@ -106,7 +108,7 @@ class SiteNodeConfig:
                 ]
             policy = DisclosurePolicy.from_mapping(policy_items)
         audit = Path(str(config["audit"])) if str(config.get("audit", "")).strip() else None
-        if audit is None and (policy.epsilon_limit is not None or policy.delta_limit is not None):
+        if audit is None and ("epsilon-limit" in config or "delta-limit" in config):
             raise InputError(
                 "a privacy-budget limit (epsilon-limit/delta-limit) needs an 'audit' log on a "
                 "SuperNode: the budget spent is summed from it, across runs and restarts"
@@ -125,6 +127,7 @@ class SiteNodeConfig:
             policy=policy,
             audit=audit,
             site_modules=modules,
+            noise_seed=None if config.get("noise-seed") is None else int(config["noise-seed"]),
         )
 
     def to_node_config(self) -> dict[str, Any]:
@@ -143,7 +146,7 @@ class SiteNodeConfig:
         out["min-count"] = int(p.min_count)
         out["allow-noisy"] = bool(p.allow_noisy)
         out["allow-shares"] = bool(p.allow_shares)
-        if p.epsilon_limit is not None:
+        if p.epsilon_limit != DEFAULT_EPSILON_LIMIT:
             out["epsilon-limit"] = float(p.epsilon_limit)
         if p.delta_limit is not None:
             out["delta-limit"] = float(p.delta_limit)
@@ -153,6 +156,8 @@ class SiteNodeConfig:
             out["audit"] = str(self.audit)
         if self.site_modules:
             out["site-modules"] = ",".join(self.site_modules)
+        if self.noise_seed is not None:
+            out["noise-seed"] = int(self.noise_seed)
         return out
 
     def build(self) -> Site:
@@ -165,6 +170,7 @@ class SiteNodeConfig:
             pos_label=self.pos_label,
             policy=self.policy,
             audit=self.audit,
+            noise_seed=self.noise_seed,
         )
 
 

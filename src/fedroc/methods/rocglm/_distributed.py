@@ -320,9 +320,11 @@ def release_noisy_scores(
     delta: float,
     sensitivity: float,
     calibration: str = "classic",
-    seed: int | None = None,
 ) -> NoisyScores:
-    """Round 2: every site's noisy scores, pooled and sorted by class."""
+    """Round 2: every site's noisy scores, pooled and sorted by class.
+
+    The noise is each site's own: nothing sent here (no seed) can influence it.
+    """
     sigma = noise_sd(epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration)
     start = federation.mark()
     replies = federation.call(
@@ -331,7 +333,6 @@ def release_noisy_scores(
         delta=float(delta),
         sensitivity=float(sensitivity),
         calibration=calibration,
-        seed=seed,
     )
     call = federation.transcript[start]
     per_site = {
@@ -455,34 +456,56 @@ def fit_with_survivors(
     )
 
 
+PRIVACY_SETTINGS = ("default", "paper")
+# The default release: epsilon 1 per run (a site's default lifetime budget of 10 allows ten
+# runs) and a delta a tenth of 1/n of the largest site (so ten runs stay within every
+# site's default lifetime delta of 1/n), with the analytic Gaussian calibration.
+DEFAULT_EPSILON = 1.0
+DEFAULT_DELTA_RUNS = 10
+
+
 def _privacy_parameters(
     federation: Federation,
     epsilon: float | None,
     delta: float | None,
     sensitivity: float | None,
     n_breaks: int | None,
+    privacy: str = "default",
 ) -> tuple[float, float, float, str, list[str]]:
     notes: list[str] = []
+    if privacy not in PRIVACY_SETTINGS:
+        raise InputError(f"privacy must be one of {PRIVACY_SETTINGS}; got {privacy!r}")
     if sensitivity is None:
         sensitivity = site_sensitivity(federation, n_breaks=n_breaks)
         source = "estimated at the sites (heuristic)"
         notes.append(
             f"l2-sensitivity {sensitivity:.4g} estimated at the sites by the reference "
             "code's heuristic (largest score difference of rows in adjacent histogram "
-            "cells); it is not a proven bound"
+            "cells); it is not a proven bound, so the DP guarantee below is heuristic too"
         )
     else:
         if not (sensitivity > 0 and math.isfinite(sensitivity)):
             raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
         source = "given"
     if (epsilon is None) != (delta is None):
-        raise InputError("give both epsilon and delta, or neither (to use paper 1's choice)")
+        raise InputError("give both epsilon and delta, or neither (to use the default setting)")
     if epsilon is None or delta is None:
-        epsilon, delta = recommended_privacy(sensitivity)
-        notes.append(
-            f"(epsilon, delta) = ({epsilon:g}, {delta:g}) recommended by paper 1 for "
-            f"l2-sensitivity {sensitivity:.4g}"
-        )
+        if privacy == "paper":
+            epsilon, delta = recommended_privacy(sensitivity)
+            notes.append(
+                f"(epsilon, delta) = ({epsilon:g}, {delta:g}) recommended by paper 1 for "
+                f"l2-sensitivity {sensitivity:.4g}; a delta this large protects little, and "
+                "a site's default budget refuses it"
+            )
+        else:
+            from fedroc.federation.basic import site_sizes
+
+            n_max = max(site_sizes(federation).values())
+            epsilon, delta = DEFAULT_EPSILON, 1.0 / (DEFAULT_DELTA_RUNS * n_max)
+            notes.append(
+                f"(epsilon, delta) = ({epsilon:g}, {delta:.3g}): fedroc's default, delta = "
+                f"1/({DEFAULT_DELTA_RUNS} n) for the largest site (n = {n_max})"
+            )
     return float(epsilon), float(delta), float(sensitivity), source, notes
 
 
@@ -492,7 +515,8 @@ def distributed_rocglm(
     epsilon: float | None = None,
     delta: float | None = None,
     sensitivity: float | None = None,
-    dp_calibration: str = "classic",
+    dp_calibration: str | None = None,
+    privacy: str = "default",
     thresholds: str = "grid",
     n_thresholds: int = DEFAULT_N_THRESHOLDS,
     simex: bool = False,
@@ -512,14 +536,21 @@ def distributed_rocglm(
     ----------
     federation : Federation
     epsilon, delta : float, optional
-        Privacy of the one noisy release of every score. Give both, or neither to use
-        paper 1's recommendation for the l2-sensitivity (:func:`recommended_privacy`).
+        Privacy of the one noisy release of every score. Give both, or neither for the
+        setting ``privacy`` names.
     sensitivity : float, optional
         l2-sensitivity of the model's score. None estimates it at the sites with the
         reference code's heuristic (not a bound; see ``score_sensitivity``).
-    dp_calibration : {"classic", "analytic"}
+    dp_calibration : {"classic", "analytic"}, optional
         Gaussian mechanism of the paper (proven for epsilon < 1) or Balle & Wang's analytic
-        one (exact for every epsilon, less noise).
+        one (exact for every epsilon, less noise). Default: analytic, or classic with
+        ``privacy="paper"``.
+    privacy : {"default", "paper"}
+        Without epsilon and delta: ``"default"`` releases at epsilon 1 and delta
+        ``1/(10 n)`` for the largest site's n (analytic Gaussian), which ten runs keep
+        within every site's default lifetime budget; ``"paper"`` uses paper 1's
+        recommendation for the l2-sensitivity (:func:`recommended_privacy`), whose delta
+        (0.1 to 0.5) sites refuse unless their policy raises ``delta_limit``.
     thresholds : {"grid", "positives"}
         Threshold rule (see ``fedroc.methods.rocglm._core``).
     n_thresholds : int
@@ -532,7 +563,8 @@ def distributed_rocglm(
         ``"linear"`` or ``"quadratic"`` extrapolation.
     confidence_level : float
     seed : int, optional
-        Seed of the noise (each site derives its own stream) and of SIMEX.
+        Seed of the analyst's own randomness (SIMEX's added noise). The sites' DP noise is
+        theirs: a seed for it can only come from a site's own configuration.
     a0 : float, optional
         Reference value of the one-sided test H0: AUC <= a0 reported in the summary.
     """
@@ -541,6 +573,8 @@ def distributed_rocglm(
     if a0 is not None and not 0.0 < a0 < 1.0:
         raise InputError(f"a0 must lie in (0, 1); got {a0!r}")
     check_rule(thresholds)
+    if dp_calibration is None:
+        dp_calibration = "classic" if privacy == "paper" else "analytic"
     if dp_calibration not in CALIBRATIONS:
         raise InputError(f"dp_calibration must be one of {CALIBRATIONS}; got {dp_calibration!r}")
     if simex and thresholds != "grid":
@@ -555,7 +589,7 @@ def distributed_rocglm(
         threshold_grid(n_thresholds)  # validates
     start = federation.mark()
     eps, dlt, sens, source, notes = _privacy_parameters(
-        federation, epsilon, delta, sensitivity, n_breaks
+        federation, epsilon, delta, sensitivity, n_breaks, privacy
     )
     noisy = release_noisy_scores(
         federation,
@@ -563,7 +597,6 @@ def distributed_rocglm(
         delta=dlt,
         sensitivity=sens,
         calibration=dp_calibration,
-        seed=seed,
     )
     notes.append(
         f"each row's score released once with Gaussian noise (sd {noisy.noise_sd:.4g}, "

@@ -15,6 +15,7 @@ import numpy as np
 
 from fedroc.exceptions import InputError
 from fedroc.federation.records import Record
+from fedroc.federation.schema import Bool, Bound, Choice, Float, FloatArray, Int, IntArray, Text
 from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.methods.rocglm._core import (
     GroupedTable,
@@ -26,7 +27,7 @@ from fedroc.methods.rocglm._core import (
     survivor,
 )
 from fedroc.methods.rocglm._probit import probit_parts
-from fedroc.privacy import gaussian_noise
+from fedroc.privacy import gaussian_mechanism
 
 __all__ = [
     "FN_FISHER",
@@ -43,6 +44,11 @@ FN_FISHER = "rocglm.fisher"
 FN_PLACEMENT_SS = "rocglm.placement_ss"
 
 _STATE_PREFIX = "rocglm:"
+# Fits per session (1 + SIMEX's levels x replicates) and Fisher-scoring coefficients per
+# call: bounds on what one session can ask of a site's positives.
+MAX_FITS = 101
+MAX_THRESHOLDS = 200
+_SESSION = {"session": Text(64)}
 
 
 def _session(ctx: SiteContext, args: Record) -> tuple[str, Record]:
@@ -59,33 +65,40 @@ def _class_counts(ctx: SiteContext) -> dict[str, int]:
     return {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
 
 
-@site_function(FN_SENSITIVITY)
+@site_function(FN_SENSITIVITY, schema={"n_breaks": Int(2, 10_000, default=None)})
 def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     """Heuristic l2-sensitivity of this site's scores (see ``score_sensitivity``)."""
-    n_breaks = args.get("n_breaks")
+    n_breaks = args["n_breaks"]
     value, distance = score_sensitivity(ctx.data.score, None if n_breaks is None else int(n_breaks))
     return Reply({"sensitivity": value, "cell_distance": distance}, counts={"rows": ctx.data.n})
 
 
-@site_function(FN_NOISY)
+@site_function(
+    FN_NOISY,
+    schema={
+        "epsilon": Float(0.0, 100.0, open_lo=True),
+        "delta": Float(0.0, 1.0, open_lo=True),
+        "sensitivity": Float(0.0, 1e6, open_lo=True),
+        "calibration": Choice("classic", "analytic", default="classic"),
+    },
+)
 def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     """Every row's score plus Gaussian noise, released once, sorted, split by class.
 
     One event covers all rows: each row's score is perturbed exactly once, so each row is
     protected at (epsilon, delta) (the classes are disjoint sets of rows). Sorting removes
     the row order. Counts are declared so that a site with fewer than q positives or
-    negatives refuses.
+    negatives refuses. The noise is the site's own (OpenDP, or its configured seed).
     """
     d = ctx.data
-    noise, event = gaussian_noise(
-        d.n,
+    noisy, event = gaussian_mechanism(
+        d.score,
         epsilon=float(args["epsilon"]),
         delta=float(args["delta"]),
         sensitivity=float(args["sensitivity"]),
-        calibration=str(args.get("calibration", "classic")),
-        rng=ctx.rng(args.get("seed"), "rocglm.noise"),
+        calibration=str(args["calibration"]),
+        rng=ctx.noise_rng("rocglm.noise"),
     )
-    noisy = d.score + noise
     event = dataclasses.replace(
         event,
         note=(
@@ -101,7 +114,21 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     )
 
 
-@site_function(FN_SETUP)
+@site_function(
+    FN_SETUP,
+    schema={
+        **_SESSION,
+        "thresholds": Choice("grid", "positives"),
+        "negative": FloatArray((Bound(1, 1 << 26),)),
+        "positive": FloatArray((Bound(1, 1 << 26),)),
+        "t": FloatArray((Bound(1, MAX_THRESHOLDS),), lo=0.0, hi=1.0, default=None),
+        "cutoffs": FloatArray(
+            (Bound(1, MAX_FITS), Bound(1, MAX_THRESHOLDS)),
+            max_size=MAX_FITS * MAX_THRESHOLDS,
+            default=None,
+        ),
+    },
+)
 def _setup(ctx: SiteContext, args: Record) -> Reply:
     """Receive the noisy survivor functions and build the site's ROC-GLM table.
 
@@ -122,6 +149,8 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     negs = d.score[~d.label]
     state: dict[str, Any] = {"rule": rule, "n_pos": pos.size}
     if rule == "grid":
+        if args["cutoffs"] is None or args["t"] is None:
+            raise InputError("the grid rule needs t and cutoffs")
         cutoffs = np.atleast_2d(np.asarray(args["cutoffs"], np.float64))
         t = np.asarray(args["t"], np.float64)
         if cutoffs.shape[1] != t.size:
@@ -158,7 +187,14 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     )
 
 
-@site_function(FN_FISHER)
+@site_function(
+    FN_FISHER,
+    schema={
+        **_SESSION,
+        "gamma": FloatArray((Bound(1, MAX_FITS), 2), lo=-1e6, hi=1e6),
+        "fits": IntArray((Bound(1, MAX_FITS),), lo=0, hi=MAX_FITS - 1),
+    },
+)
 def _fisher(ctx: SiteContext, args: Record) -> Reply:
     """Log-likelihood, score vector and Fisher information at the analyst's coefficients.
 
@@ -168,6 +204,9 @@ def _fisher(ctx: SiteContext, args: Record) -> Reply:
     _, state = _session(ctx, args)
     gamma = np.atleast_2d(np.asarray(args["gamma"], np.float64))
     fits = np.asarray(args["fits"], np.int64)
+    n_fits = np.asarray(state["successes"]).shape[0]
+    if fits.size != gamma.shape[0] or (fits >= n_fits).any():
+        raise InputError(f"fits must name one of the session's {n_fits} fits per gamma row")
     succ = state["successes"][fits]
     parts = probit_parts(np.asarray(_probit_x(state)), succ, state["trials"], gamma)
     return Reply(
@@ -186,7 +225,15 @@ def _probit_x(state: Record) -> np.ndarray:
     return np.asarray(x)
 
 
-@site_function(FN_PLACEMENT_SS)
+@site_function(
+    FN_PLACEMENT_SS,
+    schema={
+        **_SESSION,
+        "mean_v10": Float(0.0, 1.0),
+        "mean_v01": Float(0.0, 1.0),
+        "finish": Bool(default=True),
+    },
+)
 def _placement_ss(ctx: SiteContext, args: Record) -> Reply:
     """Centred sums of squares of the placement values about the global means (distrVAR).
 
@@ -196,7 +243,7 @@ def _placement_ss(ctx: SiteContext, args: Record) -> Reply:
     v10, v01 = state["v10"], state["v01"]
     ss10 = float(np.sum((v10 - float(args["mean_v10"])) ** 2))
     ss01 = float(np.sum((v01 - float(args["mean_v01"])) ** 2))
-    if args.get("finish", True):
+    if args["finish"]:
         ctx.state.pop(key, None)
     return Reply(
         {"n_pos": int(v10.size), "ss_v10": ss10, "n_neg": int(v01.size), "ss_v01": ss01},

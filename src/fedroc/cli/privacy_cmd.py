@@ -1,0 +1,86 @@
+"""``fedroc privacy``: what the sites have spent of their privacy budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fedroc.cli._common import emit_json, grid_table, out
+from fedroc.exceptions import InputError
+
+privacy_app = typer.Typer(
+    name="privacy",
+    help="The sites' privacy ledgers: budget spent, limits, secure-aggregation partners.",
+    no_args_is_help=True,
+)
+
+
+@privacy_app.command("status")
+def status(
+    audit_dir: Annotated[
+        Path,
+        typer.Option(
+            "--audit-dir",
+            help="Directory of the sites' audit logs; each site's ledger lies beside its log "
+            "(<site>.ledger.jsonl).",
+        ),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Each site's privacy spending (basic composition) against its limits."""
+    from fedroc.privacy.ledger import LEDGER_SUFFIX, read_ledger_status
+
+    if not audit_dir.is_dir():
+        raise InputError(f"--audit-dir {str(audit_dir)!r} is not a directory")
+    paths = sorted(audit_dir.glob(f"*{LEDGER_SUFFIX}"))
+    if not paths:
+        raise InputError(
+            f"no privacy ledger (*{LEDGER_SUFFIX}) in {str(audit_dir)!r}; sites keep theirs "
+            "beside their audit logs"
+        )
+    statuses = [read_ledger_status(p) for p in paths]
+    if as_json:
+        emit_json(
+            {
+                "sites": [
+                    {
+                        "site": s.site,
+                        "ledger": str(s.path),
+                        "releases": s.releases,
+                        "epsilon": s.epsilon,
+                        "delta": s.delta,
+                        "epsilon_limit": s.epsilon_limit,
+                        "delta_limit": s.delta_limit,
+                        "epsilon_by_function": s.by_function,
+                        "bindings": s.bindings,
+                        "last_entry": s.last,
+                    }
+                    for s in statuses
+                ]
+            }
+        )
+        return
+    rows = [
+        [
+            s.site,
+            s.releases,
+            s.epsilon,
+            s.epsilon_limit,
+            f"{s.delta:.3g}",
+            "-" if s.delta_limit is None else f"{s.delta_limit:.3g}",
+            len(s.bindings),
+        ]
+        for s in statuses
+    ]
+    out.print(
+        grid_table(
+            "Privacy spent (basic composition)",
+            ["site", "DP releases", "epsilon", "limit", "delta", "limit", "bindings"],
+            rows,
+        )
+    )
+    for s in statuses:
+        for key, value in s.bindings.items():
+            out.print(f"{s.site}: {key} = {value}", markup=False, highlight=False)

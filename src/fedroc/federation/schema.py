@@ -1,0 +1,388 @@
+"""Argument schemas of site functions: what a site accepts from the analyst.
+
+The analyst is untrusted. Every site function declares, next to its code, the arguments it
+accepts (type, bounds, shape, choices); :meth:`fedroc.federation.Site.handle` checks a
+request against that declaration before the function runs and refuses anything else: an
+unknown key, a missing one, a value of the wrong type, out of bounds, of the wrong shape,
+not finite. The refusal is a :class:`ArgumentRefused` (a
+:class:`~fedroc.exceptions.DisclosureError`) naming the site, the function and the
+argument, and the site's audit log records it.
+
+A schema is a mapping from argument name to a field::
+
+    SCHEMA = {
+        "n_bins": Int(2, 100, default=10),
+        "gamma": FloatArray(shape=(Bound(1, 81), 2), lo=-50, hi=50),
+        "mode": Choice("secure-aggregation", "distributed-dp"),
+    }
+
+Checking returns the arguments as the function should see them: defaults filled in,
+numbers converted to Python ``int``/``float``, arrays as contiguous numpy arrays of the
+declared dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedroc.exceptions import DisclosureError
+
+__all__ = [
+    "ArgumentRefused",
+    "Bool",
+    "Bound",
+    "Bytes",
+    "Choice",
+    "Field",
+    "Float",
+    "FloatArray",
+    "Int",
+    "IntArray",
+    "Names",
+    "Schema",
+    "Text",
+    "check_arguments",
+]
+
+_MISSING: Any = object()
+
+
+class ArgumentRefused(DisclosureError):
+    """A site refused a request whose arguments its function does not accept."""
+
+    def __init__(self, message: str, *, site: str, function: str, argument: str) -> None:
+        super().__init__(message, site=site, function=function)
+        self.argument = argument
+
+
+class _Invalid(Exception):
+    """Raised by a field with the reason; turned into ArgumentRefused with the names."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Field:
+    """Base of every field: ``default`` makes the argument optional (None allowed).
+
+    ``bind=True`` (on :class:`Int` and :class:`Choice`) makes the site accept one value of
+    the argument over its lifetime for releases in the clear: the first value it released
+    with is kept in its ledger and any other is refused. It is for arguments that choose a
+    partition of the rows (bins), whose aggregates under two partitions could be
+    subtracted to isolate fewer rows than the minimum count.
+    """
+
+    default: Any = _MISSING
+    bind: bool = False
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+    def check(self, value: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise _Invalid(f"must be {what}; got {_show(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise _Invalid(f"must be a finite number; got {_show(value)}")
+    return number
+
+
+def _in_bounds(number: float, lo: float | None, hi: float | None, shown: Any) -> None:
+    if (lo is not None and number < lo) or (hi is not None and number > hi):
+        raise _Invalid(f"must lie in [{lo}, {hi}]; got {_show(shown)}")
+
+
+@dataclass(frozen=True)
+class Int(Field):
+    lo: int | None = None
+    hi: int | None = None
+
+    def __init__(
+        self,
+        lo: int | None = None,
+        hi: int | None = None,
+        *,
+        default: Any = _MISSING,
+        bind: bool = False,
+    ):
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+        object.__setattr__(self, "default", default)
+        object.__setattr__(self, "bind", bind)
+
+    def check(self, value: Any) -> int:
+        number = _number(value, "an integer")
+        if number != int(number):
+            raise _Invalid(f"must be an integer; got {_show(value)}")
+        _in_bounds(number, self.lo, self.hi, value)
+        return int(number)
+
+    def describe(self) -> str:
+        return f"integer in [{self.lo}, {self.hi}]"
+
+
+@dataclass(frozen=True)
+class Float(Field):
+    lo: float | None = None
+    hi: float | None = None
+    open_lo: bool = False
+
+    def __init__(
+        self,
+        lo: float | None = None,
+        hi: float | None = None,
+        *,
+        open_lo: bool = False,
+        default: Any = _MISSING,
+    ):
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+        object.__setattr__(self, "open_lo", open_lo)
+        object.__setattr__(self, "default", default)
+
+    def check(self, value: Any) -> float:
+        number = _number(value, "a number")
+        _in_bounds(number, self.lo, self.hi, value)
+        if self.open_lo and self.lo is not None and number <= self.lo:
+            raise _Invalid(f"must be greater than {self.lo}; got {_show(value)}")
+        return number
+
+    def describe(self) -> str:
+        return f"finite number in {'(' if self.open_lo else '['}{self.lo}, {self.hi}]"
+
+
+@dataclass(frozen=True)
+class Bool(Field):
+    def check(self, value: Any) -> bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise _Invalid(f"must be true or false; got {_show(value)}")
+        return bool(value)
+
+    def describe(self) -> str:
+        return "boolean"
+
+
+@dataclass(frozen=True)
+class Choice(Field):
+    options: tuple[Any, ...] = ()
+
+    def __init__(self, *options: Any, default: Any = _MISSING, bind: bool = False):
+        object.__setattr__(self, "options", tuple(options))
+        object.__setattr__(self, "default", default)
+        object.__setattr__(self, "bind", bind)
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, bool) or value not in self.options:
+            raise _Invalid(f"must be one of {list(self.options)}; got {_show(value)}")
+        return value
+
+    def describe(self) -> str:
+        return f"one of {list(self.options)}"
+
+
+@dataclass(frozen=True)
+class Text(Field):
+    max_length: int = 256
+    alphabet: str | None = None
+
+    def __init__(self, max_length: int = 256, *, alphabet: str | None = None, default=_MISSING):
+        object.__setattr__(self, "max_length", max_length)
+        object.__setattr__(self, "alphabet", alphabet)
+        object.__setattr__(self, "default", default)
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise _Invalid(f"must be a string; got {_show(value)}")
+        if len(value) > self.max_length:
+            raise _Invalid(f"must have at most {self.max_length} characters; got {len(value)}")
+        if self.alphabet is not None and set(value) - set(self.alphabet):
+            raise _Invalid(f"has characters outside {self.alphabet!r}")
+        return value
+
+    def describe(self) -> str:
+        return f"string of at most {self.max_length} characters"
+
+
+@dataclass(frozen=True)
+class Bytes(Field):
+    max_length: int = 1 << 20
+
+    def __init__(self, max_length: int = 1 << 20, *, default: Any = _MISSING):
+        object.__setattr__(self, "max_length", max_length)
+        object.__setattr__(self, "default", default)
+
+    def check(self, value: Any) -> bytes:
+        if not isinstance(value, (bytes, bytearray)):
+            raise _Invalid(f"must be bytes; got {type(value).__name__}")
+        if len(value) > self.max_length:
+            raise _Invalid(f"must have at most {self.max_length} bytes; got {len(value)}")
+        return bytes(value)
+
+    def describe(self) -> str:
+        return f"at most {self.max_length} bytes"
+
+
+@dataclass(frozen=True)
+class Names(Field):
+    """A list of distinct short strings (site names, ...)."""
+
+    max_items: int = 1024
+
+    def __init__(self, max_items: int = 1024, *, default: Any = _MISSING):
+        object.__setattr__(self, "max_items", max_items)
+        object.__setattr__(self, "default", default)
+
+    def check(self, value: Any) -> list[str]:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise _Invalid(f"must be a list of strings; got {_show(value)}")
+        if len(value) > self.max_items:
+            raise _Invalid(f"must hold at most {self.max_items} names; got {len(value)}")
+        if len(set(value)) != len(value):
+            raise _Invalid("names an item twice")
+        if any(len(v) > 256 for v in value):
+            raise _Invalid("holds a name longer than 256 characters")
+        return list(value)
+
+    def describe(self) -> str:
+        return f"list of at most {self.max_items} distinct names"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An array dimension of length ``lo..hi``."""
+
+    lo: int
+    hi: int
+
+
+Dim = int | Bound | None  # exact length, a range, or any length
+
+
+@dataclass(frozen=True)
+class _Array(Field):
+    shape: tuple[Dim, ...] = ()
+    lo: float | None = None
+    hi: float | None = None
+    max_size: int = 1 << 26
+    dtype: Any = np.float64
+
+    def check(self, value: Any) -> np.ndarray:
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+        ):
+            value = np.asarray(value)
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "iuf":
+            shown = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+            raise _Invalid(f"must be a numeric array; got {shown}")
+        if value.size > self.max_size:
+            raise _Invalid(f"must hold at most {self.max_size} values; got {value.size}")
+        if len(self.shape) != value.ndim:
+            raise _Invalid(f"must have {len(self.shape)} dimension(s); got shape {value.shape}")
+        for axis, (want, got) in enumerate(zip(self.shape, value.shape, strict=True)):
+            if want is None:
+                continue
+            lo, hi = (want, want) if isinstance(want, int) else (want.lo, want.hi)
+            if not lo <= got <= hi:
+                raise _Invalid(f"must have length in [{lo}, {hi}] along axis {axis}; got {got}")
+        arr = np.ascontiguousarray(value, dtype=self.dtype)
+        if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).all():
+            raise _Invalid("must hold only finite numbers")
+        if arr.size and (
+            (self.lo is not None and arr.min() < self.lo)
+            or (self.hi is not None and arr.max() > self.hi)
+        ):
+            raise _Invalid(f"must hold values in [{self.lo}, {self.hi}]")
+        if self.dtype is np.int64 and value.dtype.kind == "f" and not np.array_equal(arr, value):
+            raise _Invalid("must hold integers")
+        return arr
+
+    def describe(self) -> str:
+        dims = ", ".join(
+            "any" if d is None else str(d) if isinstance(d, int) else f"{d.lo}..{d.hi}"
+            for d in self.shape
+        )
+        return f"array of shape ({dims}) with values in [{self.lo}, {self.hi}]"
+
+
+class FloatArray(_Array):
+    def __init__(
+        self,
+        shape: tuple[Dim, ...] = (None,),
+        *,
+        lo: float | None = None,
+        hi: float | None = None,
+        max_size: int = 1 << 26,
+        default: Any = _MISSING,
+    ):
+        super().__init__(default, False, tuple(shape), lo, hi, max_size, np.float64)
+
+
+class IntArray(_Array):
+    def __init__(
+        self,
+        shape: tuple[Dim, ...] = (None,),
+        *,
+        lo: int | None = None,
+        hi: int | None = None,
+        max_size: int = 1 << 26,
+        default: Any = _MISSING,
+    ):
+        super().__init__(default, False, tuple(shape), lo, hi, max_size, np.int64)
+
+
+Schema = Mapping[str, Field]
+
+
+def check_arguments(
+    schema: Schema, args: Mapping[str, Any], *, site: str, function: str
+) -> dict[str, Any]:
+    """Check ``args`` against ``schema``; return them with defaults filled in.
+
+    Raises
+    ------
+    ArgumentRefused
+        Naming the site, the function and the first argument that does not fit.
+    """
+
+    def refuse(argument: str, reason: str) -> ArgumentRefused:
+        return ArgumentRefused(
+            f"site {site!r} refuses {function!r}: argument {argument!r} {reason}",
+            site=site,
+            function=function,
+            argument=argument,
+        )
+
+    unknown = sorted(set(args) - set(schema))
+    if unknown:
+        raise refuse(
+            unknown[0],
+            f"is not an argument of this function (it accepts {sorted(schema) or 'none'})",
+        )
+    out: dict[str, Any] = {}
+    for name, spec in schema.items():
+        if name not in args or args[name] is None:
+            if spec.required:
+                raise refuse(name, f"is missing (expected {spec.describe()})")
+            out[name] = spec.default
+            continue
+        try:
+            out[name] = spec.check(args[name])
+        except _Invalid as exc:
+            raise refuse(name, str(exc)) from None
+    return out

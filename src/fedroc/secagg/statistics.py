@@ -1,0 +1,55 @@
+"""Secure versions of the foundation's distributed statistics (paper 1, section 4.1).
+
+The site functions are those of :mod:`fedroc.federation.basic` (registered for both plain
+and secure release); here they go through secure aggregation instead of being released
+per site, so the analyst learns only their totals over the sites. Threat model: that of
+:mod:`fedroc.secagg.protocol` (honest-but-curious). Each site still refuses to take part
+with fewer than q rows (its policy's ``min_count``); bins are not suppressed per site,
+because no site's bin counts are seen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedroc.federation import basic  # registers the site functions summed here
+from fedroc.federation.basic import SiteCalibration
+from fedroc.federation.federation import Federation
+from fedroc.metrics._calibration import CalibrationCurve, bin_edges
+from fedroc.secagg.protocol import secure_sum
+
+__all__ = ["secure_brier", "secure_calibration", "secure_class_counts"]
+
+
+def secure_class_counts(federation: Federation, **kwargs: Any) -> tuple[int, int]:
+    """Total positives and negatives over the sites, by secure aggregation."""
+    result = secure_sum(federation, basic.FN_CLASS_COUNTS, **kwargs)
+    return int(result["n_pos"]), int(result["n_neg"])
+
+
+def secure_brier(federation: Federation, **kwargs: Any) -> tuple[float, int]:
+    """Brier score from the securely aggregated sums of squared residuals.
+
+    The sums are fixed-point with 32 fraction bits in Z_2^64, so the total is exact to
+    about ``n 2^-33`` and holds up to 2^31 squared residuals.
+    """
+    result = secure_sum(federation, basic.FN_BRIER, **kwargs)
+    n = int(result["n"])
+    return float(result["sse"]) / n, n
+
+
+def secure_calibration(
+    federation: Federation, *, n_bins: int = 10, **kwargs: Any
+) -> SiteCalibration:
+    """Calibration curve from securely aggregated per-bin counts and sums.
+
+    No bin is withheld: the sites' bins are masked, and the analyst sees only their
+    totals, so ``suppressed_by_site`` is empty for every site.
+    """
+    edges = bin_edges(n_bins)
+    result = secure_sum(federation, basic.FN_CALIBRATION, n_bins=int(n_bins), **kwargs)
+    curve = CalibrationCurve.from_sums(
+        edges, result["count"], result["sum_predicted"], result["sum_observed"]
+    )
+    # Nothing is withheld: the sites' bins are masked and only their totals are seen.
+    return SiteCalibration(curve, {name: [] for name in result.sites})
