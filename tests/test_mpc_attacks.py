@@ -137,6 +137,31 @@ def test_sites_authorise_one_job_with_the_owners_they_are_told():
         ask(["B", "X"], sites=[sites[0]])
 
 
+def test_a_sites_authorisation_survives_a_restart(tmp_path):
+    """The one-job rule is kept in the site's persistent ledger, beside its audit log."""
+    rng = np.random.default_rng(6)
+    data = SiteData.from_arrays(rng.integers(0, 2, 30), rng.normal(size=30))
+    proxies = (bytes(range(32)), bytes(range(1, 33)))
+
+    def ask(site):
+        terms = JobTerms.create(["A", "B"], proxies)
+        return site.handle(
+            "fedroc.mpc.share",
+            {
+                "job": terms.job,
+                "owners": list(terms.owners),
+                "proxy0_key": proxies[0],
+                "proxy1_key": proxies[1],
+                **terms.params(),
+            },
+        )
+
+    ask(Site("A", data, audit=tmp_path / "A.jsonl"))
+    again = Site("A", data, audit=tmp_path / "A.jsonl")  # restarted: a new process, say
+    with pytest.raises(InputError, match="has authorised 1 MPC job"):
+        ask(again)
+
+
 def _pinned(auc: float, n: int, bits: int, m: int) -> list[int]:
     """Class counts P (N = n - P) for which some AUROC k / (2 P N) rounds to ``auc``."""
     v = Fraction(auc)

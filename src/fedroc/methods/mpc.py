@@ -40,7 +40,7 @@ import numpy as np
 from fedroc.exceptions import DisclosureError, FedrocError, InputError
 from fedroc.federation import Reply, SiteContext, site_function
 from fedroc.federation.records import Record
-from fedroc.federation.schema import Bytes, Text
+from fedroc.federation.schema import Bool, Bytes, Choice, Int, Names, Text
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 
 __all__ = ["MpcDetails", "run_mpc"]
@@ -49,24 +49,29 @@ SHARE_FUNCTION = "fedroc.mpc.share"
 _TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties")
 
 
-@site_function(
-    SHARE_FUNCTION,
-    schema={"context": Text(256), "proxy0_key": Bytes(64), "proxy1_key": Bytes(64)},
-)
+_JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
+SHARE_SCHEMA = {
+    "job": Text(64, alphabet=_JOB_ALPHABET),
+    "owners": Names(1024),
+    "proxy0_key": Bytes(32),
+    "proxy1_key": Bytes(32),
+    "frac_bits": Int(1, 52),
+    "min_class_count": Int(1, (1 << 28) - 1),
+    "ci": Bool(),
+    "sort": Choice("oblivious", "delta"),
+    "delta": Int(1, (1 << 28) - 1),
+    "noties": Bool(),
+}
+
+
+@site_function(SHARE_FUNCTION, schema=SHARE_SCHEMA)
 def share_site(ctx: SiteContext, args: Record) -> Reply:
     """This site's sorted records, split into two shares, sealed and signed for one job."""
     from fedroc.mpc.bundle import make_bundle
     from fedroc.mpc.owner import JobTerms, authorise
 
     where = f"site {ctx.site!r}: {SHARE_FUNCTION}"
-    expected = {"job", "owners", "proxy0_key", "proxy1_key", *_TERM_KEYS}
-    if set(args) != expected:
-        raise InputError(
-            f"{where} takes exactly the arguments {sorted(expected)}; got {sorted(args)}"
-        )
     owners = args["owners"]
-    if not isinstance(owners, list):
-        raise InputError(f"{where}: owners must be a list of site names; got {owners!r}")
     try:
         terms = JobTerms(
             args["job"],
@@ -83,7 +88,8 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
             site=ctx.site,
             function=SHARE_FUNCTION,
         )
-    key = authorise(ctx.state, ctx.site, terms)
+    with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
+        key = authorise(ctx.state, ctx.site, terms, ledger)
     bundle = make_bundle(ctx.site, ctx.data.label, ctx.data.score, terms, key)
     return Reply(
         {

@@ -399,11 +399,27 @@ def owner_public_key(site: Any) -> bytes:
     return owner_public_bytes(Ed25519PrivateKey.from_private_bytes(entry["key"]))
 
 
-def authorise(state: dict[str, Any], site: str, terms: JobTerms) -> Ed25519PrivateKey:
+def _authorised(ledger: Any) -> dict[str, str]:
+    """Job id -> terms digest of every MPC job the site authorised (from its ledger)."""
+    jobs: dict[str, str] = {}
+    for key, value in ledger.bindings.items():
+        if key.startswith(JOB_BINDING) and isinstance(value, dict):
+            jobs[str(value.get("job"))] = str(value.get("terms"))
+    return jobs
+
+
+JOB_BINDING = "mpc-job:"
+
+
+def authorise(
+    state: dict[str, Any], site: str, terms: JobTerms, ledger: Any = None
+) -> Ed25519PrivateKey:
     """Check ``terms`` against the site's settings and record the authorisation.
 
-    A repeated request for a job the site already authorised (same id, same terms) is
-    allowed: the proxies run a job id once, so a second bundle for it opens nothing more.
+    The authorisations are kept in the site's ledger (``ledger``, persistent when the site
+    has an audit directory; its state otherwise), so that a restarted site still counts
+    them. A repeated request for a job the site already authorised (same id, same terms)
+    is allowed: the proxies run a job id once, so a second bundle for it opens nothing more.
     """
     entry = _state(state)
     settings = OwnerSettings(entry["max_frac_bits"], entry["max_jobs"], entry["min_owners"])
@@ -421,17 +437,23 @@ def authorise(state: dict[str, Any], site: str, terms: JobTerms) -> Ed25519Priva
             f"asked {terms.frac_bits}"
         )
     digest = terms.digest().hex()
-    jobs: list[str] = list(entry["jobs"])
-    digests: list[str] = list(entry["job_terms"])
-    if terms.job in jobs:
-        if digests[jobs.index(terms.job)] != digest:
-            raise InputError(f"{refuse}: it authorised that job id with other terms")
+    key = Ed25519PrivateKey.from_private_bytes(entry["key"])
+    if ledger is None:
+        jobs = dict(zip(entry["jobs"], entry["job_terms"], strict=True))
     else:
-        if len(jobs) >= settings.max_jobs:
-            raise InputError(
-                f"{refuse}: it has authorised {len(jobs)} MPC job(s) already and its owner "
-                f"settings allow {settings.max_jobs}"
-            )
-        entry["jobs"] = [*jobs, terms.job]
-        entry["job_terms"] = [*digests, digest]
-    return Ed25519PrivateKey.from_private_bytes(entry["key"])
+        jobs = _authorised(ledger)
+    if terms.job in jobs:
+        if jobs[terms.job] != digest:
+            raise InputError(f"{refuse}: it authorised that job id with other terms")
+        return key
+    if len(jobs) >= settings.max_jobs:
+        raise InputError(
+            f"{refuse}: it has authorised {len(jobs)} MPC job(s) already and its owner "
+            f"settings allow {settings.max_jobs}"
+        )
+    if ledger is None:
+        entry["jobs"] = [*entry["jobs"], terms.job]
+        entry["job_terms"] = [*entry["job_terms"], digest]
+    else:
+        ledger.bind(f"{JOB_BINDING}{terms.job}", {"job": terms.job, "terms": digest})
+    return key
