@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fedroc.exceptions import InputError
-from fedroc.metrics import delong, logit_ci, pr_auc, roc_auc
+from fedroc.metrics import delong, delong_paired, logit_ci, pr_auc, roc_auc
 from fedroc.mpc import ring
 from fedroc.mpc.auc import AucSpec, owner_records
 from fedroc.mpc.local import random_shares, secure_auc_local
@@ -209,6 +209,7 @@ def test_paper_merge_with_delta_is_exact(delta, rng):
         ({"ci": "yes"}, "ci must be true or false"),
         ({"noties": 1}, "noties must be true or false"),
         ({"sort": "delta", "delta": 9}, "exceeds the number of samples"),
+        ({"compare": True, "ci": False}, "compare requires ci"),
     ],
 )
 def test_every_job_parameter_is_validated(kwargs, message):
@@ -274,3 +275,43 @@ def test_owner_records_are_sorted_descending():
     key = (rec[:, 0] << np.uint64(63)) | rec[:, 1]
     assert np.all(key[:-1] >= key[1:])
     assert np.array_equal(key, np.sort(ring.float_key([0.2, -3.0, 7.5, 0.2]))[::-1])
+
+
+# -- two models on the same rows (paired DeLong) ---------------------------------------------
+
+
+@pytest.mark.parametrize("levels", [None, 2])
+def test_paired_comparison_is_exact(levels, rng):
+    owners = []
+    for n in (45, 30, 52):
+        y = rng.integers(0, 2, n)
+        a = rng.normal(size=n) + y
+        b = 0.6 * a + 0.8 * rng.normal(size=n) + 0.3 * y  # correlated models
+        if levels:
+            a, b = np.round(a * levels) / levels, np.round(b * levels) / levels
+        owners.append((y, a, b))
+    out = secure_auc_local(
+        owners, master_seed=SEED, frac_bits=52, min_class_count=2, compare=True
+    ).outputs
+    y = np.concatenate([o[0] for o in owners])
+    a = np.concatenate([o[1] for o in owners])
+    b = np.concatenate([o[2] for o in owners])
+    ref = delong_paired(y, a, b)
+    cov = ref.covariance
+    assert abs(out.auc - ref.auc_a) <= TOL and abs(out.auc_b - ref.auc_b) <= TOL
+    assert abs(out.pr_auc - pr_auc(y, a)) <= TOL and abs(out.pr_auc_b - pr_auc(y, b)) <= TOL
+    assert abs(out.variance - cov[0, 0]) <= TOL and abs(out.variance_b - cov[1, 1]) <= TOL
+    assert abs(out.variance_difference - (cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])) <= TOL
+    assert abs(out.se_difference - ref.se_difference) <= 1e-9
+
+
+def test_paired_comparison_at_the_default_precision_and_below_the_minimum(rng):
+    y = rng.integers(0, 2, 80)
+    a, b = rng.normal(size=80) + y, rng.normal(size=80) + 0.5 * y
+    out = secure_auc_local([(y[:40], a[:40], b[:40]), (y[40:], a[40:], b[40:])], compare=True)
+    ref = delong_paired(y, a, b)
+    var_d = ref.se_difference**2
+    assert out.outputs.auc_b * 2**14 == round(ref.auc_b * 2**14)
+    assert out.outputs.variance_difference * 2**28 == round(var_d * 2**28)
+    few = secure_auc_local([(np.r_[1, 1, np.zeros(20, int)], a[:22], b[:22])], compare=True)
+    assert not few.outputs.released and np.isnan(few.outputs.variance_difference)

@@ -22,7 +22,7 @@ from fedroc.cli import main
 from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError, InputError, ProtocolError
 from fedroc.federation import Federation, Site
-from fedroc.metrics import brier_score, delong, logit_ci, pr_auc, roc_auc
+from fedroc.metrics import brier_score, delong, delong_paired, logit_ci, pr_auc, roc_auc
 from fedroc.mpc import ClusterConfig, JobTerms, LocalCluster, make_bundle, open_bundle
 from fedroc.mpc.auc import owner_records
 from fedroc.mpc.bundle import Bundle, _aad, digest, read_bundle, write_bundle
@@ -47,8 +47,9 @@ def site_files(tmp_path):
     for name, n in SIZES:
         y = rng.integers(0, 2, n)
         p = np.round(np.clip(rng.beta(2, 4, n) + 0.3 * y, 0, 1), 2)  # ties
+        p2 = np.round(np.clip(0.5 * p + 0.5 * rng.beta(2, 4, n) + 0.1 * y, 0, 1), 2)
         path = tmp_path / f"{name}.csv"
-        pd.DataFrame({"y": y, "p": p}).to_csv(path, index=False)
+        pd.DataFrame({"y": y, "p": p, "p2": p2}).to_csv(path, index=False)
         paths[name] = path
     return paths
 
@@ -145,7 +146,8 @@ def test_a_running_cluster_serves_jobs_and_stays_up(capsys, tmp_path, site_files
         buggy = Bundle("south", 4, mixed_terms, south.owner_key, signature, south.box0, box1)
         with pytest.raises(ProtocolError, match="refused by proxy 1: .*cannot open a sealed share"):
             cluster.run([good[0], buggy])
-        # The command line: owners share offline for one job, the analyst runs it.
+        # The command line: owners share offline for one job (comparing the scores p and p2),
+        # the analyst runs it.
         job = JobTerms.create(["x", "y"], proxies).job  # any fresh id
         files = []
         for name, data in site_files.items():
@@ -171,6 +173,8 @@ def test_a_running_cluster_serves_jobs_and_stays_up(capsys, tmp_path, site_files
                     "y",
                     "--score",
                     "p",
+                    "--compare-score",
+                    "p2",
                 ]
             )
             files.append(str(out))
@@ -179,6 +183,12 @@ def test_a_running_cluster_serves_jobs_and_stays_up(capsys, tmp_path, site_files
         res = json.loads(capsys.readouterr().out)
         assert res["auc"] == rounded(roc_auc(y, s)) and res["job"] == job
         assert np.allclose(res["auc_ci"], delong(y, s).ci, atol=1e-4)
+        s2 = np.concatenate([pd.read_csv(p)["p2"].to_numpy() for p in site_files.values()])
+        paired = delong_paired(y, s, s2)
+        comparison = res["comparison"]
+        assert comparison["auc_b"] == rounded(roc_auc(y, s2))
+        assert abs(comparison["se"] - paired.se_difference) < 1e-6
+        assert abs(comparison["p_value"] - paired.p_value) < 5e-3
         with pytest.raises(SystemExit) as info:
             main(["mpc", "run", *files, "--cluster", path, "--json"])
         assert info.value.code == 2
@@ -282,6 +292,8 @@ def test_share_site_function_releases_signed_shares_under_the_policy():
         site.handle("fedroc.mpc.share", {**args(["a", "d"]), "frac_bits": 80})
     with pytest.raises(DisclosureError, match="argument 'owners' names an item twice"):
         site.handle("fedroc.mpc.share", {**args(["a", "d"]), "owners": ["a", "a", "d"]})
+    with pytest.raises(InputError, match="holds one score column"):
+        site.handle("fedroc.mpc.share", {**args(["a", "d"]), "compare": True})
 
 
 def test_cluster_file_errors(tmp_path):

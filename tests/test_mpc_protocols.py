@@ -248,6 +248,34 @@ def test_div_frac_is_floor_of_the_ratio(rng):
     assert run.stats[1].rounds < 60  # radix 16: 13 digits of 4 rounds, plus the integer part
 
 
+@pytest.mark.parametrize(
+    ("den_bits", "int_bits", "frac_bits", "radix"),
+    [(20, 22, 0, 8), (30, 12, 17, 8), (58, 0, 20, 4), (45, 1, 60, 8), (10, 30, 0, 3)],
+)
+def test_divide_is_floor_of_the_ratio_with_integer_and_fraction_bits(
+    den_bits, int_bits, frac_bits, radix, rng
+):
+    m = 60
+    den = ring.u64(rng.integers(1, 2**den_bits, m, dtype=np.uint64))
+    num = np.array(
+        [int(rng.integers(0, 2**62)) % (int(d) << int_bits) if int_bits else 0 for d in den],
+        dtype=np.uint64,
+    )
+    if not int_bits:
+        num = (den.astype(float) * rng.random(m)).astype(np.uint64)
+    z, _ = run3(
+        lambda p, a, b: pr.divide(
+            p, a, b, den_bits=den_bits, int_bits=int_bits, frac_bits=frac_bits, max_radix=radix
+        ),
+        num,
+        den,
+    )
+    expected = [(int(a) << frac_bits) // int(b) for a, b in zip(num, den, strict=True)]
+    assert [int(v) for v in z] == expected
+    with pytest.raises(ProtocolError, match="do not fit"):
+        next(pr.divide(None, num, den, den_bits=60, int_bits=5, frac_bits=0))
+
+
 def test_par_merges_rounds(rng):
     x = ring.u64(rng.integers(-(2**62), 2**62, 100))
 

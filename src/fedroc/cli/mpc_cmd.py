@@ -158,6 +158,10 @@ def share(
     noties: Annotated[
         bool, typer.Option("--noties", help="Also open the paper's no-tie AUROC.")
     ] = False,
+    compare_score: Annotated[
+        str | None,
+        typer.Option(help="A second model's score column: compare the two (paired DeLong)."),
+    ] = None,
 ) -> None:
     """Sort, split, seal and sign an owner's rows for one job: one bundle file."""
     from fedroc.data import Columns, SiteData, load_table
@@ -176,12 +180,22 @@ def share(
         sort=sort,
         delta=delta,
         noties=noties,
+        compare=compare_score is not None,
     )
     frame = load_table(data)
     rows = SiteData.from_frame(
         frame, Columns(label, score), pos_label=coerce_pos_label(pos_label), source=str(data)
     )
-    bundle = make_bundle(owner, rows.label, rows.score, terms, key)
+    scores_b = None
+    if compare_score is not None:
+        # Same rows, same order: the label column again, the second score column.
+        scores_b = SiteData.from_frame(
+            frame,
+            Columns(label, compare_score),
+            pos_label=coerce_pos_label(pos_label),
+            source=str(data),
+        ).score
+    bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=scores_b)
     write_bundle(bundle, out_path)
     err.print(f"{rows.n} rows of {owner!r} sealed for job {terms.job} in {out_path}")
 
@@ -201,6 +215,7 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Compute AUROC, AUPR and DeLong CI of the pooled owners on a running cluster."""
+    from fedroc.methods.mpc import paired_comparison
     from fedroc.metrics import logit_ci
     from fedroc.mpc.bundle import read_bundle
     from fedroc.mpc.net import ClusterClient, ClusterConfig, job_of
@@ -225,6 +240,7 @@ def run(
         "auc_se": o.se,
         "pr_auc": o.pr_auc,
         **({"auc_noties": o.auc_noties} if o.auc_noties is not None else {}),
+        **({"comparison": paired_comparison(o, confidence)} if o.auc_b is not None else {}),
         "precision_bits": o.frac_bits,
         "min_class_count": o.min_class_count,
         "seconds": result.seconds,
@@ -233,7 +249,9 @@ def run(
     if as_json:
         emit_json(record)
         return
-    rows = [(k, v) for k, v in record.items() if k not in ("sites", "parties")]
+    rows = [(k, v) for k, v in record.items() if k not in ("sites", "parties", "comparison")]
+    for key, value in record.get("comparison", {}).items():
+        rows.append((f"comparison: {key}", value))
     out.print(kv_table("MPC result", rows))
     out.print(
         grid_table(

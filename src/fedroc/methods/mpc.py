@@ -43,10 +43,10 @@ from fedroc.federation.records import Record
 from fedroc.federation.schema import Bool, Bytes, Choice, Int, Names, Text
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 
-__all__ = ["MpcDetails", "run_mpc"]
+__all__ = ["MpcDetails", "paired_comparison", "run_mpc"]
 
 SHARE_FUNCTION = "fedroc.mpc.share"
-_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties")
+_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare")
 
 
 _JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
@@ -61,6 +61,7 @@ SHARE_SCHEMA = {
     "sort": Choice("oblivious", "delta"),
     "delta": Int(1, (1 << 28) - 1),
     "noties": Bool(),
+    "compare": Bool(default=False),
 }
 
 
@@ -77,7 +78,7 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
             args["job"],
             tuple(owners),
             (bytes(args["proxy0_key"]), bytes(args["proxy1_key"])),
-            **{k: args[k] for k in _TERM_KEYS},
+            **{k: args[k] for k in _TERM_KEYS if args.get(k) is not None},
         )
     except (InputError, TypeError) as exc:
         raise InputError(f"{where}: {exc}") from None
@@ -89,8 +90,15 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
             function=SHARE_FUNCTION,
         )
     with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
+        scores_b = None
+    if terms.compare:
+        # A second model's scores of the same rows (the site's data must carry them).
+        scores_b = getattr(ctx.data, "score_b", None)
+        if scores_b is None:
+            raise InputError(f"{where}: the site holds one score column; it cannot compare two")
+    with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
         key = authorise(ctx.state, ctx.site, terms, ledger)
-    bundle = make_bundle(ctx.site, ctx.data.label, ctx.data.score, terms, key)
+    bundle = make_bundle(ctx.site, ctx.data.label, ctx.data.score, terms, key, scores_b=scores_b)
     return Reply(
         {
             "n": bundle.n,
@@ -143,6 +151,47 @@ class MpcDetails:
     spec: dict[str, Any] = field(default_factory=dict)
 
 
+def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str, Any]:
+    """The comparison of two models from a job's opened values (``compare=True``).
+
+    Paired DeLong (DeLong et al. 1988): the variance of ``AUC_a - AUC_b`` was computed under
+    MPC from the differences of the two models' placement values row by row (opened rounded
+    like the other variances). Returns ``auc_difference``, its ``se``, the Wald ``ci`` and the
+    two-sided ``p_value`` of H0: equal AUCs, and the second model's AUC and logit CI.
+    The evaluate layer's ``--compare-score`` reads this dictionary as its ``comparison``.
+    """
+    from scipy import stats
+
+    from fedroc.metrics import logit_ci
+
+    nan = float("nan")
+    if outputs.auc_b is None:
+        raise InputError("the job did not compare two models (compare=False)")
+    if not outputs.released:
+        return {
+            "auc_difference": nan,
+            "se": nan,
+            "ci": [nan, nan],
+            "p_value": nan,
+            "auc_b": nan,
+            "auc_b_ci": [nan, nan],
+            "method": "paired DeLong under MPC",
+        }
+    diff = outputs.auc - outputs.auc_b
+    se = outputs.se_difference
+    z = diff / se if se and se > 0 else nan
+    q = float(stats.norm.ppf(0.5 + confidence_level / 2))
+    return {
+        "auc_difference": diff,
+        "se": se,
+        "ci": [diff - q * se, diff + q * se] if se is not None else [nan, nan],
+        "p_value": float(2 * stats.norm.sf(abs(z))) if z == z else nan,
+        "auc_b": outputs.auc_b,
+        "auc_b_ci": list(logit_ci(outputs.auc_b, outputs.se_b, confidence_level)),
+        "method": "paired DeLong under MPC",
+    }
+
+
 def _megabytes(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
@@ -184,6 +233,7 @@ def run_mpc(
     mpc_precision: int | None = None,
     mpc_min_class_count: int | None = None,
     mpc_ci: bool = True,
+    mpc_compare: bool = False,
     mpc_calibration_bins: int = 10,
 ) -> EvaluationResult:
     """Run the MPC AUC (and its DeLong CI) over the federation's sites.
@@ -207,6 +257,9 @@ def run_mpc(
         refuses a job below its policy's ``min_count``).
     mpc_ci : bool
         Compute DeLong's variance and the logit CI (paper 1, eq. 3) under MPC.
+    mpc_compare : bool
+        Compare the sites' second score (``SiteData.score_b``) with the first: paired
+        DeLong under MPC, reported as ``comparison`` (:func:`paired_comparison`).
     mpc_calibration_bins : int
         Bins of the securely aggregated calibration curve.
     """
@@ -227,6 +280,7 @@ def run_mpc(
             frac_bits=precision,
             min_class_count=min_count,
             ci=mpc_ci,
+            compare=mpc_compare,
         )
     except InputError as exc:
         raise InputError(f"mpc: {exc}") from None
@@ -245,6 +299,7 @@ def run_mpc(
             sort=mpc_sort,
             delta=mpc_delta,
             noties=mpc_noties,
+            compare=mpc_compare,
         )
         start = fed.mark()
         bundles = request_bundles(fed, terms)
@@ -297,6 +352,8 @@ def run_mpc(
         extra["auc_variance"] = out.variance
     if mpc_noties:
         extra["auc_noties"] = out.auc_noties
+    if mpc_compare:
+        extra["comparison"] = paired_comparison(out, inputs.confidence_level)
     extra["mpc"] = {
         "job": terms.job,
         "sort": mpc_sort,

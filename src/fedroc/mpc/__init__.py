@@ -30,9 +30,9 @@ What each one learns
   which the logit CI of paper 1 eq. 3 is computed). Nothing else: not ``P`` or ``N``, no
   numerator or denominator, no per-owner value. What these values imply: the AUROC is a
   rational with denominator ``2 P N``, so at full precision it pins the class counts
-  ``{P, N}`` in most cases (pooled ``n = 1000``: every case of
+  ``{P, N}`` in most cases (95% of random pooled datasets of ``n = 1000`` in
   ``scripts/results/mpc_precision.md``); at 14 bits no case with ``n >= 200`` was narrowed
-  below 139 candidates for ``P`` (small federations, ``n = 60``, still were in 10% of cases:
+  below 131 candidates for ``P`` (small federations, ``n = 60``, still were in 12% of cases:
   lower the precision there). The variance, like any CI, tells roughly how balanced and how
   large the classes are (it scales like ``1 / min(P, N)``), not the counts. Job after job, an
   owner's bundle cannot be reused: each owner signs one job (its id, the exact co-owners,

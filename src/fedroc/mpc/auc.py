@@ -90,12 +90,23 @@ VAR_BITS = 60  # fraction bits of the variance before rounding
 SORTS = ("oblivious", "delta")
 
 
-def owner_records(labels: ArrayLike, scores: ArrayLike) -> UArray:
-    """A data owner's plaintext records, sorted by score descending: rows ``[h, l, label]``."""
+def owner_records(
+    labels: ArrayLike, scores: ArrayLike, scores_b: ArrayLike | None = None
+) -> UArray:
+    """A data owner's plaintext records, sorted by score descending: rows ``[h, l, label]``,
+    or ``[h, l, label, h_b, l_b]`` with a second model's scores (to compare two models)."""
     y = np.asarray(labels).astype(bool)
     h, low = float_key_parts(scores)
     order = np.lexsort((low, h))[::-1]
-    return np.stack([h[order], low[order], y[order].astype(np.uint64)], axis=1)
+    columns = [h[order], low[order], y[order].astype(np.uint64)]
+    if scores_b is not None:
+        hb, lb = float_key_parts(scores_b)
+        if hb.shape != h.shape:
+            raise InputError(
+                f"the second model's scores have {hb.size} values; the labels {y.size}"
+            )
+        columns += [hb[order], lb[order]]
+    return np.stack(columns, axis=1)
 
 
 def _is_int(value: Any) -> bool:
@@ -110,13 +121,14 @@ def check_job_parameters(
     frac_bits: Any,
     min_class_count: Any,
     ci: Any,
+    compare: Any = False,
 ) -> None:
     """Validate a job's parameters (types and ranges); raises :class:`InputError`."""
     if sort not in SORTS:
         raise InputError(f"sort must be 'oblivious' or 'delta'; got {sort!r}")
     if not _is_int(delta) or delta < 1 or delta % 2 == 0 or delta > MAX_N:
         raise InputError(f"delta must be a positive odd integer; got {delta!r}")
-    for name, value in (("noties", noties), ("ci", ci)):
+    for name, value in (("noties", noties), ("ci", ci), ("compare", compare)):
         if not isinstance(value, (bool, np.bool_)):
             raise InputError(f"{name} must be true or false; got {value!r}")
     if not _is_int(frac_bits) or not 1 <= frac_bits <= FULL_PRECISION:
@@ -126,6 +138,8 @@ def check_job_parameters(
         )
     if not _is_int(min_class_count) or not 1 <= min_class_count <= MAX_N:
         raise InputError(f"min_class_count must be a positive integer; got {min_class_count!r}")
+    if compare and not ci:
+        raise InputError("comparing two models needs the variances: compare requires ci")
     if ci and min_class_count < 2:
         raise InputError(
             f"a confidence interval needs min_class_count >= 2 (DeLong's variance divides "
@@ -155,6 +169,9 @@ class AucSpec:
         least this many samples, checked under MPC; default 5.
     ci : bool
         Also compute DeLong's variance of the AUROC (for its standard error and CI).
+    compare : bool
+        Records carry a second model's score: also open its AUROC, AUPR and variance, and
+        the variance of the difference of the two AUROCs (paired DeLong), all under MPC.
     """
 
     sizes: tuple[int, ...]
@@ -164,6 +181,7 @@ class AucSpec:
     frac_bits: int = DEFAULT_FRAC_BITS
     min_class_count: int = DEFAULT_MIN_CLASS_COUNT
     ci: bool = True
+    compare: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.sizes, tuple) or not self.sizes or len(self.sizes) > 1 << 16:
@@ -177,6 +195,7 @@ class AucSpec:
             frac_bits=self.frac_bits,
             min_class_count=self.min_class_count,
             ci=self.ci,
+            compare=self.compare,
         )
         if self.n > MAX_N:
             raise InputError(f"at most {MAX_N} samples are supported; got {self.n}")
@@ -191,6 +210,11 @@ class AucSpec:
     @property
     def n(self) -> int:
         return int(sum(self.sizes))
+
+    @property
+    def fields(self) -> int:
+        """Columns of a record: key (2), label, and the second model's key (2)."""
+        return FIELDS + 2 if self.compare else FIELDS
 
     @property
     def prec_bits(self) -> int:
@@ -215,6 +239,7 @@ class AucSpec:
             "frac_bits": int(self.frac_bits),
             "min_class_count": int(self.min_class_count),
             "ci": bool(self.ci),
+            "compare": bool(self.compare),
         }
 
     to_dict = to_record
@@ -222,7 +247,16 @@ class AucSpec:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> AucSpec:
         """Strict inverse of :meth:`to_record`: unknown or missing keys are errors."""
-        expected = {"sizes", "sort", "delta", "noties", "frac_bits", "min_class_count", "ci"}
+        expected = {
+            "sizes",
+            "sort",
+            "delta",
+            "noties",
+            "frac_bits",
+            "min_class_count",
+            "ci",
+            "compare",
+        }
         if set(rec) != expected:
             raise InputError(
                 f"a job spec has exactly the keys {sorted(expected)}; got {sorted(rec)}"
@@ -238,6 +272,7 @@ class AucSpec:
             frac_bits=rec["frac_bits"],
             min_class_count=rec["min_class_count"],
             ci=rec["ci"],
+            compare=rec["compare"],
         )
 
     from_dict = from_record
@@ -296,58 +331,80 @@ def _rounded_quotients(
     return (yield from trunc(p, add_public(p, q, 1), 1, signed=False, tag="div.round"))
 
 
-def _variance(p: Party, spec: AucSpec, pos: UArray, u2: UArray, sa: UArray, sb: UArray) -> Program:
-    """Shares of DeLong's variance of the AUROC, ``VAR_BITS`` fraction bits (see the module
-    docstring); meaningless unless P >= 2 and N >= 2 (the caller masks it)."""
+def _variances(
+    p: Party,
+    spec: AucSpec,
+    pos: UArray,
+    u_pos: UArray,
+    u_neg: UArray,
+    s_pos: UArray,
+    s_neg: UArray,
+    spread: int,
+) -> Program:
+    """DeLong's variance for several lanes at once, ``VAR_BITS`` fraction bits.
+
+    Lane ``l`` has placement sums ``u_pos[l] = sum_pos A``, ``s_pos[l] = sum_pos A^2`` over
+    the positives (values in a range of width ``2 N spread``) and ``u_neg``, ``s_neg`` over
+    the negatives (width ``2 P spread``); its variance is ``var(A / 2N) / P + var(B / 2P) / N``
+    with sample variances (see the module docstring). ``spread`` is 1 for one model's
+    placement values and 2 for the differences of two models' (shifted to be positive).
+    Meaningless unless P >= 2 and N >= 2 (the caller masks it).
+    """
     n = spec.n
     nb = _bits(n)
+    lanes = u_pos.size
     neg = add_public(p, U64(0) - pos, n)
-    counts = np.concatenate([pos, neg])  # [P, N]
-    # Centres c10 = round(U2 / P), c01 = round(U2 / N): quotients up to 2n + 1.
-    twice = (np.concatenate([u2, u2]) << U64(1)) + counts
+    counts = np.concatenate([np.repeat(pos, lanes), np.repeat(neg, lanes)])  # [P.., N..]
+    u = np.concatenate([u_pos, u_neg])
+    s = np.concatenate([s_pos, s_neg])
+    # Centres c = round(u / P) (round(u / N) for the negatives).
     centre, squares = yield from par(
         divide(
             p,
-            twice,
+            (u << U64(1)) + counts,
             counts << U64(1),
             den_bits=nb + 1,
-            int_bits=nb + 1,
+            int_bits=_bits(2 * spread * n + 1),
             frac_bits=0,
             tag="var.centre",
         ),
         mul(p, counts, counts, "var.sq"),
     )
-    # t = [P c10, N c01]; then c (2 U2 - t) and e = U2 - t, e^2; N^2 (P - 1), P^2 (N - 1).
-    t = yield from mul(p, counts, centre, "var.t")
-    e = np.concatenate([u2, u2]) - t
-    minus_one = add_public(p, counts, (1 << 64) - 1)  # [P - 1, N - 1]
+    # x = sum (A - c)^2 = s - c (2 u - P c); e = u - P c, |e| <= P / 2; the denominators
+    # N^2 (P - 1) for the positives' lanes and P^2 (N - 1) for the negatives'.
+    pc = yield from mul(p, counts, centre, "var.t")
+    e = u - pc
+    minus_one = add_public(p, counts, (1 << 64) - 1)
+    other = np.concatenate([squares[lanes:], squares[:lanes]])
     prods = yield from mul(
         p,
-        np.concatenate([centre, e, squares[::-1]]),
-        np.concatenate([(np.concatenate([u2, u2]) << U64(1)) - t, e, minus_one]),
+        np.concatenate([centre, e, other]),
+        np.concatenate([(u << U64(1)) - pc, e, minus_one]),
         "var.prods",
     )
-    cross, e2, dens = prods[:2], prods[2:4], prods[4:6]
-    # x = sum_pos (A - c10)^2 <= P N^2 + P / 4; SSA = x - e^2 / P, kept with t fraction bits
-    # so that the correction's floor costs nothing measurable (SSA can be small).
-    x = np.concatenate([sa, sb]) - cross
+    width = 2 * lanes
+    cross, e2, dens = prods[:width], prods[width : 2 * width], prods[2 * width :]
+    x = s - cross  # <= spread^2 P N^2 + P / 4: SS + e^2 / P
+    # SS = x - e^2 / P, kept with tb fraction bits so that the floor of the correction
+    # costs nothing measurable (SS can be small).
+    extra = 0 if spread == 1 else 2  # var < 2**extra
     f1 = 54 - nb
-    x_bits = _bits(4 * n**3 // 27 + n)
+    x_bits = _bits(spread * spread * 4 * n**3 // 27 + n)
     d_bits = _bits(16 * n**3 // 27 + 1)  # 4 N^2 (P - 1) <= 16 n^3 / 27
-    t = max(0, min(f1, 61 - x_bits, 62 - d_bits, 63 - 2 * nb))
-    # floor(e^2 2**t / P): e^2 <= P^2 / 4, so the quotient is below P 2**(t - 2).
+    tb = max(0, min(f1, 61 - x_bits, 62 - d_bits - extra, 63 - 2 * nb))
+    # floor(e^2 2**tb / P): e^2 <= P^2 / 4, so the quotient is below P 2**(tb - 2).
     corr = yield from divide(
-        p, e2 << U64(t), counts, den_bits=nb, int_bits=nb + t - 1, frac_bits=0, tag="var.corr"
+        p, e2 << U64(tb), counts, den_bits=nb, int_bits=nb + tb - 1, frac_bits=0, tag="var.corr"
     )
-    ss = (x << U64(t)) - corr  # SSA 2**t, SSB 2**t (floored)
-    # var10 = SSA / (4 N^2 (P - 1)) < 1/2, with F1 bits.
+    ss = (x << U64(tb)) - corr
+    # var = SS / (4 N^2 (P - 1)) with F1 bits (var10 per lane; var01 likewise).
     var = yield from divide(
         p,
         ss,
         dens << U64(2),
         den_bits=d_bits,
-        int_bits=t,
-        frac_bits=f1 - t,
+        int_bits=tb + extra,
+        frac_bits=f1 - tb,
         tag="var.class",
     )
     # var10 / P and var01 / N with VAR_BITS bits: divide by P 2**F1 (and N 2**F1).
@@ -356,52 +413,53 @@ def _variance(p: Party, spec: AucSpec, pos: UArray, u2: UArray, sa: UArray, sb: 
         var,
         counts << U64(f1),
         den_bits=nb + f1,
-        int_bits=0,
+        int_bits=extra,
         frac_bits=VAR_BITS,
         tag="var.term",
     )
-    return terms[:1] + terms[1:]
+    return terms[:lanes] + terms[lanes:]
 
 
-def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
-    """Shares of the rounded, masked outputs and the released flag; see :func:`decode_outputs`.
+@dataclass(frozen=True)
+class _Model:
+    """One model's placement sums on its sorted list (shares)."""
 
-    ``lists`` are this party's shares of the owners' records (the helper passes zeros of
-    the same shapes).
-    """
-    if [int(a.shape[0]) for a in lists] != list(spec.sizes):
-        raise ProtocolError(
-            f"record lists of sizes {[a.shape[0] for a in lists]} for spec {spec.sizes}"
-        )
-    rec = np.concatenate(lists, axis=0).astype(np.uint64)
-    if spec.sort == "oblivious":
-        srt = yield from oblivious_sort(p, rec, bitonic_plan(list(spec.sizes)))
-    else:
-        srt = yield from delta_sort(p, rec, list(spec.sizes), spec.delta)
+    tp: UArray
+    a_k: UArray  # 2 #negatives below + #tied (meaningful at the positives)
+    b_k: UArray  # 2 #positives above + #tied (meaningful at the negatives)
+    weighted: UArray  # labels times [B, precision sum, A, carried columns...]
+    u2: UArray  # 2 P N AUROC
+    pr_num: UArray  # 2 P 2**F AUPR
+
+
+def _rank(
+    p: Party,
+    srt: UArray,
+    spec: AucSpec,
+    pos: UArray,
+    first: Program | None = None,
+    carry: UArray | None = None,
+) -> Program:
+    """Tie pattern, precisions and the two segmented scans of one sorted list (key in
+    columns 0-1, label in 2); ``first`` runs side by side with the first round group and its
+    value is returned too; ``carry`` columns are multiplied by the labels with the rest."""
     n = spec.n
     F = spec.prec_bits
     h, low, lab = srt[:, 0], srt[:, 1], srt[:, 2]
     tp = np.cumsum(lab, dtype=np.uint64)
-    pos = tp[-1:]  # P, shape (1,)
     j = np.arange(1, n + 1, dtype=np.uint64)
     # round(2**62 / j): TP_j * recip_j <= 2**62 + j / 2 never wraps, and rounding before
     # the truncation keeps each precision within about half a unit of 2**-F.
     recip = ((U64(1 << PREC_SCALE_BITS) + j // U64(2)) // j).astype(np.uint64)
     half = 1 << (PREC_SCALE_BITS - F - 1)
-
-    # Round group A: neighbour comparisons (tie pattern), exact precision values, P*P and
-    # whether each class reaches the minimum count.
-    same, prec, pp, below = yield from par(
+    group: list[Program] = [
         key_ge(p, h[1:], low[1:], h[:-1], low[:-1], "ties"),
         trunc(p, add_public(p, tp * recip, half), PREC_SCALE_BITS - F, signed=False, tag="prec"),
-        mul(p, pos, pos, "pp"),
-        lt(
-            p,
-            np.concatenate([pos, add_public(p, U64(0) - pos, n)]),
-            constant(p, spec.min_class_count, (2,)),
-            "released",
-        ),
-    )
+    ]
+    if first is not None:
+        group.append(first)
+    done = yield from par(*group)
+    same, prec = done[0], done[1]
     # c_k = 1 - [key_{k+1} >= key_k] (sorted descending, so equality), c_n = 1.
     change = np.concatenate([add_public(p, U64(0) - same, 1), constant(p, 1, (1,))])
     index = constant(p, j, (n,))
@@ -410,10 +468,8 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
     fwd_vals = np.concatenate([constant(p, np.array([0, 1 << F, 0], np.uint64), (1, 3)), cols])
     bwd_flags = np.concatenate([change[::-1], constant(p, 0, (1,))])
     bwd_vals = np.concatenate([cols[::-1], constant(p, 0, (1, 3))])
-    present = add_public(p, U64(0) - below, 1)  # [P >= m], [N >= m]
-    scanned, released = yield from par(
-        _segmented_scan(p, np.stack([fwd_flags, bwd_flags]), np.stack([fwd_vals, bwd_vals])),
-        mul(p, present[:1], present[1:], "released.both"),
+    scanned = yield from _segmented_scan(
+        p, np.stack([fwd_flags, bwd_flags]), np.stack([fwd_vals, bwd_vals])
     )
     beg = scanned[0, :n]
     end = scanned[1, :n][::-1]
@@ -421,33 +477,110 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
     b_k = sums[:, 0]
     # A_k = 2N - (FP_beg + FP_end) = 2 (n - P) - (j_beg + j_end) + B_k.
     a_k = add_public(p, b_k - sums[:, 2] - (pos << U64(1)), 2 * n)
-    weighted = yield from mul_sf(p, lab, np.stack([b_k, sums[:, 1], a_k], axis=1), "labels")
-    u2 = b_k.sum(keepdims=True) - weighted[:, 0].sum(keepdims=True)  # 2 P N AUROC
-    pr_num = weighted[:, 1].sum(keepdims=True)
+    columns = [b_k, sums[:, 1], a_k]
+    if carry is not None:
+        columns += list(carry.T)
+    weighted = yield from mul_sf(p, lab, np.stack(columns, axis=1), "labels")
+    u2 = b_k.sum(keepdims=True) - weighted[:, 0].sum(keepdims=True)
+    model = _Model(tp, a_k, b_k, weighted, u2, weighted[:, 1].sum(keepdims=True))
+    return model, (done[2] if first is not None else None)
+
+
+def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
+    """Shares of the rounded, masked outputs and the released flag; see :func:`decode_outputs`.
+
+    ``lists`` are this party's shares of the owners' records (the helper passes zeros of
+    the same shapes): rows ``[h, l, label]``, or ``[h, l, label, h_b, l_b]`` with a second
+    model's score key (``spec.compare``), sorted by the first key.
+    """
+    if [int(a.shape[0]) for a in lists] != list(spec.sizes):
+        raise ProtocolError(
+            f"record lists of sizes {[a.shape[0] for a in lists]} for spec {spec.sizes}"
+        )
+    rec = np.concatenate(lists, axis=0).astype(np.uint64)
+    if rec.shape[1] != spec.fields:
+        raise ProtocolError(f"records have {rec.shape[1]} fields; the spec needs {spec.fields}")
+    if spec.sort == "oblivious":
+        srt = yield from oblivious_sort(p, rec, bitonic_plan(list(spec.sizes)))
+    else:
+        srt = yield from delta_sort(p, rec, list(spec.sizes), spec.delta)
+    n = spec.n
+    F = spec.prec_bits
+    pos = np.cumsum(srt[:, 2], dtype=np.uint64)[-1:]  # P, shape (1,)
+
+    def class_counts() -> Program:
+        # P*P and whether each class reaches the minimum count, then both.
+        pp, below = yield from par(
+            mul(p, pos, pos, "pp"),
+            lt(
+                p,
+                np.concatenate([pos, add_public(p, U64(0) - pos, n)]),
+                constant(p, spec.min_class_count, (2,)),
+                "released",
+            ),
+        )
+        present = add_public(p, U64(0) - below, 1)  # [P >= m], [N >= m]
+        both = yield from mul(p, present[:1], present[1:], "released.both")
+        return pp, both
+
+    model, (pp, released) = yield from _rank(p, srt, spec, pos, first=class_counts())
     # 2 P N = 2 (n P - P^2); 2 P 2**F for the fixed-point precision sum.
     roc_den = U64(2) * (U64(n) * pos - pp)
     pr_den = pos << U64(F + 1)
-    roc_nums = [u2]
+    roc_nums = [model.u2]
     if spec.noties:
         # Paper's Algorithm 5: 2 (sum_k TP_k - P (P + 1) / 2) over 2 P N.
-        roc_nums.append(U64(2) * tp.sum(keepdims=True) - pp - pos)
-    groups = [
-        (roc_nums, [roc_den] * len(roc_nums), _bits(n * n // 2 + 1)),
-        ([pr_num], [pr_den], _bits(n) + F + 1),
-    ]
+        roc_nums.append(U64(2) * model.tp.sum(keepdims=True) - pp - pos)
+    roc_bits, pr_bits = _bits(n * n // 2 + 1), _bits(n) + F + 1
+    groups = [(roc_nums, [roc_den] * len(roc_nums), roc_bits), ([model.pr_num], [pr_den], pr_bits)]
+    lab_a, lab_b = model.weighted[:, 2], model.weighted[:, 0]
+    if spec.compare:
+        # The second model: a full oblivious sort of the records by its key, carrying the
+        # first model's placement sums, so that both models' values meet row by row.
+        rec_b = np.stack([srt[:, 3], srt[:, 4], srt[:, 2], model.a_k, model.b_k], axis=1)
+        srt_b = yield from oblivious_sort(p, rec_b, bitonic_plan([1] * n))
+        second, _ = yield from _rank(p, srt_b, spec, pos, carry=srt_b[:, 3:5])
+        groups += [([second.u2], [roc_den], roc_bits), ([second.pr_num], [pr_den], pr_bits)]
     quotients: Program = _rounded_quotients(p, groups, spec)
     if spec.ci:
-        # Squares for the variance: A_k^2 over positives, B_k^2 over negatives.
-        neg_b = b_k - weighted[:, 0]
-        sq = yield from mul(
-            p, np.concatenate([weighted[:, 2], neg_b]), np.concatenate([a_k, b_k]), "squares"
+        # Squares: A^2 over the positives, B^2 over the negatives, for each lane.
+        left = [lab_a, model.b_k - lab_b]
+        right = [model.a_k, model.b_k]
+        if spec.compare:
+            w = second.weighted  # labels times [B_b, prec, A_b, A_a, B_a] on the b-order
+            shift = U64(2 * n)  # A_a - A_b + 2n >= 0: the variance does not see the shift
+            d = add_public(p, srt_b[:, 3] - second.a_k, 2 * n)
+            e = add_public(p, srt_b[:, 4] - second.b_k, 2 * n)
+            lab_d = w[:, 3] - w[:, 2] + srt_b[:, 2] * shift
+            neg_e = e - (w[:, 4] - w[:, 0] + srt_b[:, 2] * shift)
+            left += [w[:, 2], second.b_k - w[:, 0], lab_d, neg_e]
+            right += [second.a_k, second.b_k, d, e]
+        sq = yield from mul(p, np.concatenate(left), np.concatenate(right), "squares")
+        sums = sq.reshape(len(left), n).sum(axis=1)
+        u_pos, u_neg = [model.u2], [model.u2]
+        s_pos, s_neg = [sums[0:1]], [sums[1:2]]
+        if spec.compare:
+            u_pos += [second.u2, lab_d.sum(keepdims=True)]
+            u_neg += [second.u2, neg_e.sum(keepdims=True)]
+            s_pos += [sums[2:3], sums[4:5]]
+            s_neg += [sums[3:4], sums[5:6]]
+        rounded, variance = yield from par(
+            quotients,
+            _variances(
+                p,
+                spec,
+                pos,
+                np.concatenate(u_pos),
+                np.concatenate(u_neg),
+                np.concatenate(s_pos),
+                np.concatenate(s_neg),
+                2 if spec.compare else 1,
+            ),
         )
-        sa, sb = sq[:n].sum(keepdims=True), sq[n:].sum(keepdims=True)
-        rounded, variance = yield from par(quotients, _variance(p, spec, pos, u2, sa, sb))
-        shift = VAR_BITS - spec.var_frac_bits
-        if shift:
+        drop = VAR_BITS - spec.var_frac_bits
+        if drop:
             variance = yield from trunc(
-                p, add_public(p, variance, 1 << (shift - 1)), shift, signed=False, tag="var.round"
+                p, add_public(p, variance, 1 << (drop - 1)), drop, signed=False, tag="var.round"
             )
         outputs = np.concatenate([rounded, variance])
     else:
@@ -471,6 +604,10 @@ class AucOutputs:
         DeLong's variance of the AUROC, rounded to ``2**-var_frac_bits`` (None without CI).
     auc_noties : float or None
         The paper's no-tie AUROC (only when asked).
+    auc_b, pr_auc_b, variance_b : float or None
+        The second model's values (only when comparing two models).
+    variance_difference : float or None
+        DeLong's variance of ``auc - auc_b`` (paired: both models on the same rows).
     """
 
     released: bool
@@ -481,25 +618,49 @@ class AucOutputs:
     frac_bits: int
     var_frac_bits: int | None
     min_class_count: int
+    auc_b: float | None = None
+    pr_auc_b: float | None = None
+    variance_b: float | None = None
+    variance_difference: float | None = None
+
+    @staticmethod
+    def _sqrt(value: float | None) -> float | None:
+        if value is None:
+            return None
+        return float(np.sqrt(value)) if value >= 0 else float("nan")
 
     @property
     def se(self) -> float | None:
-        if self.variance is None:
-            return None
-        return float(np.sqrt(self.variance)) if self.variance >= 0 else float("nan")
+        return self._sqrt(self.variance)
+
+    @property
+    def se_b(self) -> float | None:
+        return self._sqrt(self.variance_b)
+
+    @property
+    def se_difference(self) -> float | None:
+        return self._sqrt(self.variance_difference)
 
     def values(self) -> dict[str, float]:
         out = {"auc": self.auc, "pr_auc": self.pr_auc}
-        if self.auc_noties is not None:
-            out["auc_noties"] = self.auc_noties
-        if self.variance is not None:
-            out["auc_variance"] = self.variance
+        optional = {
+            "auc_noties": self.auc_noties,
+            "auc_variance": self.variance,
+            "auc_b": self.auc_b,
+            "pr_auc_b": self.pr_auc_b,
+            "auc_variance_b": self.variance_b,
+            "auc_difference_variance": self.variance_difference,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
         return out
 
 
 def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
-    """Turn the opened ``[auc, (noties), pr_auc, (variance), released]`` into floats."""
-    expected = 2 + int(spec.noties) + int(spec.ci) + 1
+    """Turn the opened ``[auc, (noties), pr_auc, (auc_b, pr_auc_b), (variances...),
+    released]`` into floats."""
+    quotients = 2 + int(spec.noties) + 2 * int(spec.compare)
+    variances = (3 if spec.compare else 1) if spec.ci else 0
+    expected = quotients + variances + 1
     if opened.shape != (expected,):
         raise ProtocolError(f"expected {expected} opened values, got shape {opened.shape}")
     flag = int(opened[-1])
@@ -512,13 +673,23 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
         return float(int(opened[i])) / float(1 << bits) if released else nan
 
     b = spec.frac_bits
+    vb = spec.var_frac_bits
     k = 1
     noties = None
     if spec.noties:
         noties = value(k, b)
         k += 1
     pr = value(k, b)
-    variance = value(k + 1, spec.var_frac_bits) if spec.ci else None
+    k += 1
+    auc_b = pr_b = var_b = var_d = None
+    if spec.compare:
+        auc_b, pr_b = value(k, b), value(k + 1, b)
+        k += 2
+    variance = None
+    if spec.ci:
+        variance = value(k, vb)
+        if spec.compare:
+            var_b, var_d = value(k + 1, vb), value(k + 2, vb)
     return AucOutputs(
         released,
         value(0, b),
@@ -526,6 +697,10 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
         variance,
         noties,
         b,
-        spec.var_frac_bits if spec.ci else None,
+        vb if spec.ci else None,
         spec.min_class_count,
+        auc_b,
+        pr_b,
+        var_b,
+        var_d,
     )

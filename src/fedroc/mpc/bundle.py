@@ -115,7 +115,7 @@ class Bundle:
             read_bytes(rec, "owner_key", what, size=32),
             read_bytes(rec, "signature", what, size=64),
             read_bytes(rec, "box0", what, max_size=1 << 12),
-            read_bytes(rec, "box1", what, max_size=8 * FIELDS * MAX_N + 64),
+            read_bytes(rec, "box1", what, max_size=8 * (FIELDS + 2) * MAX_N + 64),
         )
 
 
@@ -131,12 +131,23 @@ def make_bundle(
     scores: ArrayLike,
     terms: JobTerms,
     owner_key: Ed25519PrivateKey,
+    *,
+    scores_b: ArrayLike | None = None,
 ) -> Bundle:
-    """Sort, split, seal and sign one owner's rows for the job ``terms``."""
+    """Sort, split, seal and sign one owner's rows for the job ``terms``.
+
+    ``scores_b`` (a second model's scores of the same rows) is needed exactly when the job
+    compares two models (``terms.compare``).
+    """
     check_owner_name(owner)
     if owner not in terms.owners:
         raise InputError(f"owner {owner!r} is not among the job's owners {list(terms.owners)}")
-    records = owner_records(labels, scores)
+    if terms.compare != (scores_b is not None):
+        raise InputError(
+            "a job that compares two models needs the second model's scores (scores_b), "
+            "and only such a job takes them"
+        )
+    records = owner_records(labels, scores, scores_b)
     n = int(records.shape[0])
     if n == 0:
         raise InputError(f"data owner {owner!r} has no samples")
@@ -161,12 +172,13 @@ def open_box(
 ) -> UArray:
     """Proxy ``pid``'s share of an owner's records, shape ``(n, 3)``."""
     plain = unseal(key, box, _aad(terms, owner, n, pid))
-    shape = (n, FIELDS)
+    fields = FIELDS + 2 if terms.compare else FIELDS
+    shape = (n, fields)
     if pid == 0:
         if len(plain) != SEED_BYTES:
             raise ProtocolError(f"share of owner {owner!r} for proxy 0 is malformed")
         return Stream(plain).uint64(shape)
-    if len(plain) != 8 * n * FIELDS:
+    if len(plain) != 8 * n * fields:
         raise ProtocolError(f"share of owner {owner!r} for proxy 1 has the wrong size")
     return np.frombuffer(plain, dtype="<u8").astype(np.uint64).reshape(shape)
 

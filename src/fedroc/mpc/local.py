@@ -43,7 +43,7 @@ class LocalAucResult:
 
 
 def secure_auc_local(
-    owners: Sequence[tuple[ArrayLike, ArrayLike]],
+    owners: Sequence[tuple[ArrayLike, ...]],
     *,
     sort: str = "oblivious",
     delta: int = 1,
@@ -51,18 +51,21 @@ def secure_auc_local(
     frac_bits: int | None = None,
     min_class_count: int | None = None,
     ci: bool = True,
+    compare: bool = False,
     master_seed: bytes | None = None,
     recorder: Recorder | None = None,
     timeout: float = 60.0,
     **kwargs: Any,
 ) -> LocalAucResult:
-    """AUROC and AUPR of the owners' pooled ``(labels, scores)`` by the 3-party protocol.
+    """AUROC, AUPR and DeLong variance of the owners' pooled ``(labels, scores)`` by the
+    3-party protocol; with ``compare=True`` the owners give ``(labels, scores, scores_b)``
+    and the second model's values and the paired variance of the difference come too.
 
     ``master_seed`` (tests only) makes the run reproducible: it seeds the correlated
     randomness and the owners' shares instead of :mod:`secrets`. ``frac_bits`` and
     ``min_class_count`` default to those of :class:`~fedroc.mpc.auc.AucSpec`.
     """
-    records = [owner_records(y, s) for y, s in owners]
+    records = [owner_records(*owner) for owner in owners]
     options: dict[str, Any] = {}
     if frac_bits is not None:
         options["frac_bits"] = frac_bits
@@ -74,6 +77,7 @@ def secure_auc_local(
         delta=delta,
         noties=noties,
         ci=ci,
+        compare=compare,
         **options,
     )
     shares = [
@@ -81,7 +85,7 @@ def secure_auc_local(
         for i, r in enumerate(records)
     ]
     lists = [[sh[i] for sh in shares] for i in range(2)]
-    phantom = [np.zeros_like(r) for r in records]
+    phantom = [np.zeros_like(r) for r in records]  # the helper holds no data
     programs = [
         lambda p: auc_program(p, lists[0], spec),
         lambda p: auc_program(p, lists[1], spec),

@@ -582,4 +582,9 @@ def decode_message(blob: bytes | bytearray | memoryview) -> tuple[str, Message]:
     job = rec.get("job", "")
     if not isinstance(job, str) or len(job) > 96:
         raise ProtocolError("malformed frame: bad job id")
-    return job, cls.from_fields(rec)
+    try:
+        return job, cls.from_fields(rec)
+    except ProtocolError:
+        raise
+    except Exception as exc:  # a field's own validation (InputError, ...) says what is wrong
+        raise ProtocolError(f"malformed {kind!r} message: {exc}") from None

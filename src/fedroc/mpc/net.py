@@ -275,6 +275,10 @@ class Oversized(ProtocolError):
     """A peer announced a frame above the limit; it was read and discarded."""
 
 
+class BadFrame(ProtocolError):
+    """A complete frame that does not decode to a valid message; the link stays in step."""
+
+
 class FrameSocket:
     """Length-prefixed frames (:mod:`fedroc.mpc.messages`) on a TLS socket."""
 
@@ -320,7 +324,11 @@ class FrameSocket:
                 self._discard(length)  # keep the stream in step; the frame is dropped
                 raise Oversized(str(exc)) from None
             raise
-        job, message = decode_message(self._exact(length))
+        body = self._exact(length)
+        try:
+            job, message = decode_message(body)
+        except ProtocolError as exc:
+            raise BadFrame(f"{self.who} sent {exc}") from None
         return job, message, length + FRAME_PREFIX
 
     def close(self) -> None:
@@ -367,7 +375,7 @@ class Links:
         while True:
             try:
                 job, message, size = fs.recv(self.limit, discard_oversized=True)
-            except Oversized as exc:
+            except (Oversized, BadFrame) as exc:
                 # The current job cannot go on without that frame; the link stays usable.
                 message, job, size = ErrorMessage(str(exc), "*"), "*", 0
             except (EOFError, OSError, ValueError, ProtocolError) as exc:
@@ -881,7 +889,7 @@ class PartyServer:
             party.stats.bytes_received += size + seed_size
             if self._verdicts(channel, Verdict(True), party) is not None:
                 return
-            lists = [np.zeros((n, 3), dtype=np.uint64) for n in spec.sizes]
+            lists = [np.zeros((n, spec.fields), dtype=np.uint64) for n in spec.sizes]
             self._run(party, lists, spec)
             channel.send_message(0, ResultShare(b"", _stats(party)))
         except Exception as exc:

@@ -92,7 +92,7 @@ class JobTerms:
         The co-owners, sorted; the job must hold exactly one bundle of each.
     proxy_keys : tuple of bytes
         The proxies' X25519 public keys (32 bytes each) the shares are sealed to.
-    frac_bits, min_class_count, ci, sort, delta, noties
+    frac_bits, min_class_count, ci, sort, delta, noties, compare
         As in :class:`~fedroc.mpc.auc.AucSpec`.
     """
 
@@ -105,6 +105,7 @@ class JobTerms:
     sort: str = "oblivious"
     delta: int = 1
     noties: bool = False
+    compare: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.job, str) or not JOB_ID.match(self.job):
@@ -130,6 +131,7 @@ class JobTerms:
             frac_bits=self.frac_bits,
             min_class_count=self.min_class_count,
             ci=self.ci,
+            compare=self.compare,
         )
 
     @classmethod
@@ -157,6 +159,7 @@ class JobTerms:
             "sort": self.sort,
             "delta": self.delta,
             "noties": self.noties,
+            "compare": self.compare,
         }
 
     def canonical(self) -> bytes:
@@ -200,6 +203,7 @@ class JobTerms:
             "sort",
             "delta",
             "noties",
+            "compare",
         }
         if set(rec) != expected:
             raise ProtocolError(f"malformed job terms: keys {sorted(rec)}")
@@ -217,6 +221,7 @@ class JobTerms:
                 sort=rec["sort"],
                 delta=rec["delta"],
                 noties=rec["noties"],
+                compare=rec["compare"],
             )
         except InputError as exc:
             raise ProtocolError(f"malformed job terms: {exc}") from None
