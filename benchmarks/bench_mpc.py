@@ -12,7 +12,8 @@ owners' time to sort, split, seal and sign their lists (at the sites, in paralle
 reality; summed here). Rounds and megabytes sent are per party (proxy 0 / proxy 1 /
 helper). Jobs open full precision (52 bits) so that ``|dAUC|``, ``|dPR|`` (against
 ``fedroc.metrics.roc_auc`` / ``pr_auc``) and ``|dSE|`` (against ``fedroc.metrics.delong``)
-show the exactness; the default precision (14 bits) costs the same.
+show the exactness (for two models, ``|dSE|`` is that of the AUC difference against
+``fedroc.metrics.delong_paired``); the default precision (14 bits) costs the same.
 
 Peer: the same exact AUROC (ties counted one half) in MPyC (``benchmarks/mpyc_auc.py``:
 ``np_sort`` of the pooled list, three local parties, MPyC's plain-TCP transport, no CI). MPyC's
@@ -40,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedroc.metrics import delong, pr_auc, roc_auc
+from fedroc.metrics import delong, delong_paired, pr_auc, roc_auc
 from fedroc.mpc import JobTerms, LocalCluster, make_bundle, new_owner_key
 from fedroc.mpc.cluster import free_ports
 from fedroc.mpc.owner import owner_public_bytes
@@ -50,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 OWNERS = [f"owner{i}" for i in range(8)]
 
 
-def make_owners(rng, sizes, ties):
+def make_owners(rng, sizes, ties, compare=False):
     owners = []
     for n in sizes:
         y = rng.integers(0, 2, n)
@@ -58,7 +59,11 @@ def make_owners(rng, sizes, ties):
             s = np.round(np.clip(rng.beta(2, 5, n) + 0.25 * y, 0, 1), 3)
         else:
             s = rng.normal(size=n) + 0.8 * y
-        owners.append((y, s))
+        if compare:  # a second, correlated model of the same rows
+            s2 = np.round(np.clip(0.5 * s + 0.5 * rng.beta(2, 5, n) + 0.1 * y, 0, 1), 3)
+            owners.append((y, s, s2))
+        else:
+            owners.append((y, s))
     return owners
 
 
@@ -70,6 +75,7 @@ def pooled(owners):
 
 def run_case(cluster, keys, owners, sort="oblivious", delta=1, ci=True):
     names = OWNERS[: len(owners)]
+    compare = len(owners[0]) == 3
     terms = JobTerms.create(
         names,
         cluster.proxy_key_bytes(),
@@ -78,16 +84,23 @@ def run_case(cluster, keys, owners, sort="oblivious", delta=1, ci=True):
         ci=ci,
         sort=sort,
         delta=delta,
+        compare=compare,
     )
     start = time.perf_counter()
     bundles = [
-        make_bundle(name, y, s, terms, keys[name])
-        for name, (y, s) in zip(names, owners, strict=True)
+        make_bundle(name, o[0], o[1], terms, keys[name], scores_b=o[2] if compare else None)
+        for name, o in zip(names, owners, strict=True)
     ]
     share_seconds = time.perf_counter() - start
     result = cluster.run(bundles)
     y, s = pooled(owners)
     out = result.outputs
+    if compare:
+        s2 = np.concatenate([o[2] for o in owners])
+        paired = delong_paired(y, s, s2)
+        dse = abs(out.se_difference - paired.se_difference)
+    else:
+        dse = abs(out.se - delong(y, s).se) if ci else float("nan")
     row = {
         "wall": result.seconds,
         "share": share_seconds,
@@ -95,7 +108,7 @@ def run_case(cluster, keys, owners, sort="oblivious", delta=1, ci=True):
         "mb": [st.bytes_sent / 1e6 for st in result.stats],
         "dauc": abs(out.auc - roc_auc(y, s)),
         "dpr": abs(out.pr_auc - pr_auc(y, s)),
-        "dse": abs(out.se - delong(y, s).se) if ci else float("nan"),
+        "dse": dse,
     }
     return row
 
@@ -176,6 +189,7 @@ def main() -> None:
         ("3 x 1024, no ties", [1024] * 3, False, "oblivious", 1, True),
         ("3 x 1024, ties", [1024] * 3, True, "oblivious", 1, True),
         ("3 x 1024, ties, no CI", [1024] * 3, True, "oblivious", 1, False),
+        ("3 x 1024, ties, two models (paired)", [1024] * 3, "compare", "oblivious", 1, True),
         ("8 x 1000, ties", [1000] * 8, True, "oblivious", 1, True),
         ("10^4 (4 x 2500), ties", [2500] * 4, True, "oblivious", 1, True),
     ]
@@ -188,7 +202,10 @@ def main() -> None:
             ("3 x 1024, ties, paper merge d=1", [1024] * 3, True, "delta", 1, True),
             ("8 x 1000, ties, paper merge d=101", [1000] * 8, True, "delta", 101, True),
         ]
-    data = {name: make_owners(rng, sizes, ties) for name, sizes, ties, *_ in cases}
+    data = {
+        name: make_owners(rng, sizes, bool(ties), compare=ties == "compare")
+        for name, sizes, ties, *_ in cases
+    }
 
     registry = {name: owner_public_bytes(keys[name]) for name in OWNERS}
     with (
@@ -207,11 +224,11 @@ def main() -> None:
             row = run_case(cluster, keys, data[name], sort, delta, ci)
             n = sum(sizes)
             peer = ""
-            if sort == "oblivious" and ties and ci and n <= args.mpyc_max:
+            if sort == "oblivious" and ties is True and ci and n <= args.mpyc_max:
                 mp = run_mpyc(data[name], Path(tmp))
                 peer = f"{mp['wall']:>9.1f} {mp['wall'] / row['wall']:>9.0f}"
                 row["peer_dauc"] = mp["dauc"]
-            elif sort == "oblivious" and ties and ci:
+            elif sort == "oblivious" and ties is True and ci:
                 peer = f"{'(capped)':>9} {'':>9}"
             print(
                 f"{name:<36} {n:>7} {row['wall']:>9.2f} {row['share']:>9.2f} "

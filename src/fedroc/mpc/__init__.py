@@ -27,7 +27,9 @@ What each one learns
   job's precision, 14 bits by default, at most 52): the AUROC ``U2 / (2 P N)`` (``U2`` twice
   the tie-corrected pair count), the AUPR, optionally the paper's no-tie AUROC, and DeLong's
   variance of the AUROC rounded to ``2**-min(2b, 60)`` (its square root is the SE, from
-  which the logit CI of paper 1 eq. 3 is computed). Nothing else: not ``P`` or ``N``, no
+  which the logit CI of paper 1 eq. 3 is computed); when the job compares two models
+  (``compare``), the same for the second model and the variance of the difference of the
+  two AUROCs (paired DeLong). Nothing else: not ``P`` or ``N``, no
   numerator or denominator, no per-owner value. What these values imply: the AUROC is a
   rational with denominator ``2 P N``, so at full precision it pins the class counts
   ``{P, N}`` in most cases (95% of random pooled datasets of ``n = 1000`` in
