@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -193,3 +194,24 @@ def test_demo_json(capsys):
     assert res["reference"]["method"] == "pooled"
     for row in res["statistics"]:
         assert row["distributed"] == pytest.approx(row["pooled"], abs=1e-12)
+
+
+def test_figures_command_writes_registered_figures(tmp_path, capsys, monkeypatch):
+    from fedroc import figures as registry
+
+    @registry.paper_figure(4, "99", "a test figure")
+    def _make(path, *, quick, seed):
+        path.write_bytes(b"\x89PNG test")
+        return path
+
+    try:
+        main(["figures", "--paper", "4", "--out", str(tmp_path), "--quick", "--json"])
+        payload = json.loads(capsys.readouterr().out)
+        [entry] = [f for f in payload["figures"] if f["figure"] == "99"]
+        assert Path(entry["file"]).name == "paper4_figure99.png"
+        assert Path(entry["file"]).stat().st_size > 0
+    finally:
+        registry._FIGURES[:] = [f for f in registry._FIGURES if f.figure != "99"]
+    with pytest.raises(SystemExit) as exc:
+        main(["figures", "--paper", "7", "--out", str(tmp_path)])
+    assert exc.value.code == 2

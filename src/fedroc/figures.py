@@ -1,0 +1,86 @@
+"""The papers' figures, reproduced by one command: ``fedroc figures --paper N --out DIR``.
+
+A figure is a function ``make(out_dir, *, quick, seed) -> Path`` registered with
+:func:`paper_figure` in the module of the paper's method; :data:`FIGURE_MODULES` lists, per
+paper, the modules that register figures (imported only when that paper's figures are
+asked for). Each file is named after the paper's figure (``paper1_figure4.png``), and the
+figure's title says which figure of which paper it reproduces.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedroc.exceptions import InputError
+
+__all__ = ["FIGURE_MODULES", "PaperFigure", "make_figures", "paper_figure", "paper_figures"]
+
+PAPERS = {
+    1: "Schalk et al., distributed ROC-GLM",
+    2: "MIDRC, sequestered test data and Thresholdout_AUC",
+    3: "Michael & Tian, population and personalized AUCs",
+    4: "Unal et al., ppAURORA",
+    5: "Xu & Cormode, federated ROC and PR curves",
+}
+# Modules that register each paper's figures (filled in by the methods' modules).
+FIGURE_MODULES: dict[int, list[str]] = {paper: [] for paper in PAPERS}
+FIGURE_MODULES[2].append("fedroc.methods.sequester.figures")
+
+FigureFn = Callable[..., Path]
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    paper: int
+    figure: str  # as the paper numbers it: "4", "6 and 8", "Table 1"
+    title: str
+    make: FigureFn
+
+    @property
+    def filename(self) -> str:
+        tag = self.figure.lower().replace(" ", "").replace("and", "+")
+        return f"paper{self.paper}_figure{tag}.png"
+
+
+_FIGURES: list[PaperFigure] = []
+
+
+def paper_figure(paper: int, figure: str, title: str) -> Callable[[FigureFn], FigureFn]:
+    """Register ``make(path, *, quick, seed) -> Path`` as figure ``figure`` of ``paper``.
+
+    ``make`` writes the figure to ``path`` (a PNG) and returns it; with ``quick`` it uses
+    fewer replicates (for tests), and ``seed`` seeds every simulation it runs.
+    """
+    if paper not in PAPERS:
+        raise InputError(f"paper must be one of {sorted(PAPERS)}; got {paper!r}")
+
+    def register(fn: FigureFn) -> FigureFn:
+        if not any(f.paper == paper and f.figure == figure for f in _FIGURES):
+            _FIGURES.append(PaperFigure(paper, figure, title, fn))
+        return fn
+
+    return register
+
+
+def paper_figures(paper: int) -> list[PaperFigure]:
+    """The registered figures of one paper, in the paper's order."""
+    if paper not in PAPERS:
+        raise InputError(f"--paper must be one of {sorted(PAPERS)}; got {paper!r}")
+    for module in FIGURE_MODULES[paper]:
+        importlib.import_module(module)
+    return [f for f in _FIGURES if f.paper == paper]
+
+
+def make_figures(
+    paper: int, out_dir: str | Path, *, quick: bool = False, seed: int = 0
+) -> list[tuple[PaperFigure, Path]]:
+    """Write every registered figure of ``paper`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = paper_figures(paper)
+    if not figures:
+        raise InputError(f"fedroc reproduces no figure of paper {paper} ({PAPERS[paper]})")
+    return [(f, f.make(out / f.filename, quick=quick, seed=seed)) for f in figures]

@@ -1,0 +1,40 @@
+"""The small, seeded version of scripts/coverage.py: an easy design must cover."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "coverage.py"
+
+
+@pytest.fixture(scope="module")
+def coverage():
+    spec = importlib.util.spec_from_file_location("fedroc_coverage_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_easy_design_covers_for_pooled_and_histogram(coverage):
+    table = coverage.run_study(["binormal"], [600], ["pooled", "histogram"], reps=40, seed=3)
+    assert list(table["failed"]) == [0, 0]
+    # 40 replicates: a true coverage of 0.95 falls below 0.85 with probability < 1%.
+    assert (table["coverage"] >= 0.85).all(), table[["method", "coverage"]]
+    assert (table["bias"].abs() < 0.02).all()
+
+
+def test_failures_are_counted_not_hidden(coverage):
+    design = coverage.Design("tiny", auc=0.7, prevalence=0.02, sites=5)
+    coverage.DESIGNS["tiny"] = design
+    try:
+        table = coverage.run_study(["tiny"], [60], ["histogram"], reps=3, seed=1)
+    finally:
+        del coverage.DESIGNS["tiny"]
+    # Sites with fewer than q positives refuse: the runs fail, and the table says so.
+    assert table["failed"].iloc[0] == 3 and table["runs"].iloc[0] == 3
+    assert any("refuse" in k for k in table["failures"].iloc[0])
