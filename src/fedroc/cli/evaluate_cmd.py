@@ -278,11 +278,11 @@ def evaluate_command(
         if method == "mpc" and mpc_min_class_count is None:
             # The sites built here refuse an MPC job below their --min-count.
             options["mpc_min_class_count"] = max(5, min_count)
-    if method == "mpc":
-        options["mpc_calibration_bins"] = bins
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
+    if method == "mpc":
+        options["mpc_calibration_bins"] = bins
     check_options(method, options)
     with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
         result = evaluate(
