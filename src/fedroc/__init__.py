@@ -4,8 +4,9 @@ Pooled reference metrics live in :mod:`fedroc.metrics`; the federation runtime (
 disclosure policy, audit log, transports) in :mod:`fedroc.federation`; one module per
 paper's method under :mod:`fedroc.methods`.
 
-The names below are loaded on first use (PEP 562), so that a process that needs one
-submodule (an MPC party, ``fedroc --help``) does not import pandas and scipy.
+The names below are loaded on first use (PEP 562): ``import fedroc`` stays cheap, so that
+``fedroc --help`` and the Flower and MPC processes that only need a submodule do not pay for
+pandas and scipy.stats.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# Public name -> module that defines it.
 _LAZY = {
     "ClusteredAUCResult": "fedroc.clustered",
     "clustered_auc": "fedroc.clustered",
@@ -68,7 +69,26 @@ __all__ = [
     "roc_curve",
 ]
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+# Submodules reachable as attributes after a bare ``import fedroc`` (as they were when this
+# file imported them eagerly).
+_SUBMODULES = frozenset(
+    {
+        "clustered",
+        "data",
+        "datasets",
+        "exceptions",
+        "federation",
+        "methods",
+        "metrics",
+        "mpc",
+        "privacy",
+        "report",
+        "secagg",
+        "sequester",
+    }
+)
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
     from fedroc.clustered import ClusteredAUCResult, clustered_auc
     from fedroc.data import Columns, SiteData
     from fedroc.exceptions import (
@@ -95,13 +115,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"fedroc.{name}")  # the import binds it here too
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'fedroc' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
+    globals()[name] = value  # later look-ups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})

@@ -73,6 +73,13 @@ class DisclosurePolicy:
         Whether the site aggregates a quantity (a site function) over a different set of
         sites than the first time. False refuses it: sums over two different sets of sites
         subtract to the inputs of the sites in only one of them.
+    clear_histograms : bool, default False
+        Whether class counts per score bin may leave the site in the clear, not only as
+        input of secure aggregation. With bins chosen by the analyst a bin can hold one row,
+        so False (the default) keeps them inside secure aggregation. True allows them for
+        federations too small for secure aggregation, under two rules the site functions
+        enforce: every non-empty bin holds at least ``min_count`` rows of each class it
+        counts, and the site binds the bins of its first such request for its lifetime.
     """
 
     min_count: int = 5
@@ -83,6 +90,7 @@ class DisclosurePolicy:
     allowed_functions: frozenset[str] | None = field(default=None)
     secagg_min_sites: int = DEFAULT_SECAGG_MIN_SITES
     secagg_rebind: bool = False
+    clear_histograms: bool = False
 
     def __post_init__(self) -> None:
         if int(self.min_count) != self.min_count or self.min_count < 1:
@@ -113,6 +121,7 @@ class DisclosurePolicy:
             "allowed_functions",
             "secagg_min_sites",
             "secagg_rebind",
+            "clear_histograms",
         }
         unknown = set(values) - known
         if unknown:

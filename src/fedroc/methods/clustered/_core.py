@@ -173,6 +173,42 @@ def cluster_terms(
     )
 
 
+def weighted_beats(label: NDArray[np.bool_], rank: IntArray, weight: FloatArray) -> FloatArray:
+    """For each observation, the summed weight of the other-class observations it beats.
+
+    Like :func:`beaten_counts` over one group, but each observation counts with its weight
+    (ties 1/2): a case gets ``sum_k w_k psi(x_k, y)`` over the controls k, a control
+    ``sum_l w_l psi(x, y_l)`` over the cases l. O(N) after the ranks, by cumulative sums of
+    the class weights over the distinct scores.
+    """
+    if label.size == 0:
+        return np.zeros(0)
+    n_ranks = int(rank.max()) + 1
+    w_pos = np.bincount(rank[label], weights=weight[label], minlength=n_ranks)
+    w_neg = np.bincount(rank[~label], weights=weight[~label], minlength=n_ranks)
+    neg_below = np.cumsum(w_neg) - w_neg
+    pos_above = w_pos.sum() - np.cumsum(w_pos)
+    return np.where(label, neg_below[rank] + 0.5 * w_neg[rank], pos_above[rank] + 0.5 * w_pos[rank])
+
+
+def equal_weight_terms(
+    label: NDArray[np.bool_], rank: IntArray, cluster: IntArray, terms: ClusterTerms
+) -> tuple[FloatArray, FloatArray]:
+    """Per-cluster sums behind theta'12 (eq. 6), each cluster pair weighted equally.
+
+    With every control of cluster i weighted ``1 / m_i`` and every case ``1 / n_i``:
+    ``wrow_i = sum_j psi_ij / n_j`` (the cluster's controls against every cluster's cases)
+    and ``wcol_i = sum_j psi_ji / m_j``, both including ``j = i``. Every cluster must hold
+    both classes.
+    """
+    weight = np.where(label, 1.0 / terms.n[cluster], 1.0 / terms.m[cluster])
+    beats = weighted_beats(label, rank, weight)
+    n_clusters = terms.m.size
+    wrow = sum_by(cluster[~label], beats[~label], n_clusters)
+    wcol = sum_by(cluster[label], beats[label], n_clusters)
+    return wrow, wcol
+
+
 def _one_group(cluster: IntArray, group: IntArray | None) -> bool:
     # Only a single cluster per group makes the within and cross counts coincide.
     if group is None:
