@@ -191,8 +191,8 @@ def test_a_running_cluster_serves_jobs_and_stays_up(capsys, tmp_path, site_files
         assert abs(comparison["p_value"] - paired.p_value) < 5e-3
         with pytest.raises(SystemExit) as info:
             main(["mpc", "run", *files, "--cluster", path, "--json"])
-        assert info.value.code == 2
-        assert "was run before" in capsys.readouterr().err
+        assert info.value.code == 2  # with --json the error is the one JSON object
+        assert "was run before" in json.loads(capsys.readouterr().out)["error"]
         # evaluate through in-process sites holding the registered owner keys.
         args = ["evaluate", "--label", "y", "--score", "p", "--method", "mpc", "--json"]
         args += ["--mpc-cluster", path, "--mpc-owner-keys", str(key_dir)]
