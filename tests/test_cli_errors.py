@@ -151,6 +151,17 @@ JSON_ERRORS: dict[str, list[str]] = {
     "mpc run": ["mpc", "run", "/no/such.share", "--cluster", "/no/such.toml"],
     "flower up": ["flower", "up", "--sites", "0"],
     "flower run": ["flower", "run"],
+    "flower health": ["flower", "health"],
+    "flower register": [
+        "flower",
+        "register",
+        "--superlink",
+        "127.0.0.1:1",
+        "--root-certificates",
+        "/no/such.crt",
+        "--site-key",
+        "a=/no/such.pem",
+    ],
     "privacy status": ["privacy", "status", "--audit-dir", "/no/such/dir"],
     "figures": ["figures", "--paper", "9", "--out", "/no/such/dir"],
 }

@@ -95,7 +95,7 @@ from fedroc.methods.clustered._site import (
     bin_scores,
     score_bin_edges,
 )
-from fedroc.metrics import delong_from_counts
+from fedroc.metrics import ScoreCounts, delong_from_counts
 from fedroc.secagg import secure_sum
 
 __all__ = [
@@ -213,8 +213,13 @@ class FederatedClusteredResult(ResultMixin):
 
 
 def _pairs(hist_neg: FloatArray, hist_pos: FloatArray) -> float:
-    pos_above = hist_pos.sum() - np.cumsum(hist_pos)
-    return float(np.dot(hist_neg, pos_above + 0.5 * hist_pos))
+    """(control, case) pairs of the pooled histograms in order, ties 1/2."""
+    return ScoreCounts.from_bins(hist_pos, hist_neg).mann_whitney()
+
+
+def _tied(hist_neg: FloatArray, hist_pos: FloatArray) -> float:
+    """(control, case) pairs sharing a bin."""
+    return ScoreCounts.from_bins(hist_pos, hist_neg).tied_pairs()
 
 
 def federated_clustered_auc(
@@ -331,7 +336,7 @@ def federated_clustered_auc(
     # DeLong's SE of the all-pairs AUC on the same bins: the yardstick of the few-cluster
     # caveat, from the pooled histograms the analyst already holds.
     delong_se = delong_from_counts(g_pos_all, g_neg_all).se
-    same_bin = float(np.dot(g_neg, g_pos)) - float(first["within_same_bin"])
+    same_bin = _tied(g_neg, g_pos) - float(first["within_same_bin"])
     estimate = ClusteredAUCResult.from_estimates(
         population=population,
         personalized=personalized,
@@ -372,8 +377,7 @@ def federated_clustered_auc(
         n_bins=int(n_bins),
         score_range=(lo, hi),
         population_binning_bound=max(0.0, same_bin) / (2.0 * big_m * big_n) * scale,
-        obuchowski_binning_bound=float(np.dot(g_neg_all, g_pos_all))
-        / (2.0 * big_m_all * big_n_all),
+        obuchowski_binning_bound=_tied(g_neg_all, g_pos_all) / (2.0 * big_m_all * big_n_all),
         released=released,
     )
 

@@ -42,8 +42,9 @@ from fedroc.federation import schema as sch
 from fedroc.federation.records import Record
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, site_function
-from fedroc.methods.clustered._core import beaten_counts, cluster_terms, sum_by
+from fedroc.methods.clustered._core import cluster_terms, sum_by
 from fedroc.methods.clustered._pooled import encode_clusters
+from fedroc.metrics import ScoreCounts, beaten_counts, bin_index_edges
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -85,7 +86,7 @@ def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") 
             f"{where}: {int(outside.sum())} score(s) lie outside the shared score range "
             f"[{lo:g}, {hi:g}]; pass a score_range that covers every site's scores"
         )
-    return np.minimum(np.searchsorted(edges, score, side="right") - 1, edges.size - 2)
+    return bin_index_edges(score, edges)
 
 
 # -- what a site allows in the clear ------------------------------------------------------
@@ -216,9 +217,9 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         # histogram's pair count leaves exactly the between-cluster pairs of the bins.
         # Twice the count is an integer: exact in secure aggregation's ring.
         within_twice = round(2.0 * float(beaten_counts(y, b.astype(np.int64), codes)[y].sum()))
-        _, cell = np.unique(codes * n_bins + b, return_inverse=True)
-        cell = cell.reshape(-1)
-        same_bin = int(np.dot(np.bincount(cell, y.astype(np.int64)), np.bincount(cell, ~y)))
+        # Pairs tied on the bins inside a cluster: counts at each distinct (cluster, bin).
+        cell = (codes * n_bins + b).astype(np.float64)
+        same_bin = round(ScoreCounts.from_scores(y, cell).tied_pairs())
     has_case = np.bincount(local.codes, weights=local.label, minlength=local.n_clusters) > 0
     has_control = np.bincount(local.codes, weights=~local.label, minlength=local.n_clusters) > 0
     hists = _own_histograms(local, keep, n_bins)
@@ -256,11 +257,9 @@ def _cross_sums(
 ) -> tuple[FloatArray, FloatArray]:
     # row_i and col_i of the site's clusters against the pooled histograms: a control in bin
     # b beats the cases above b and half of those in b; a case beats the controls below b.
-    pos_above = hist_pos.sum() - np.cumsum(hist_pos)
-    neg_below = np.cumsum(hist_neg) - hist_neg
-    beat = np.where(
-        label, neg_below[bins] + 0.5 * hist_neg[bins], pos_above[bins] + 0.5 * hist_pos[bins]
-    )
+    pos_wins, neg_wins = ScoreCounts.from_bins(hist_pos, hist_neg).twice_beats()
+    level = hist_pos.size - 1 - bins  # the counts' levels run from the highest bin down
+    beat = np.where(label, pos_wins[level], neg_wins[level]) / 2.0
     row = sum_by(codes[~label], beat[~label], n_clusters)
     col = sum_by(codes[label], beat[label], n_clusters)
     return row, col
