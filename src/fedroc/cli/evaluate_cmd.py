@@ -81,6 +81,9 @@ def render_result(result: EvaluationResult) -> None:
     for key, value in result.extra.items():
         if key in {"calibration", "calibration_released"}:
             continue
+        if key == "caveats":  # plain sentences: one row each
+            rows += [("caveat", str(c)) for c in value]
+            continue
         if isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
         elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -259,6 +262,17 @@ def evaluate_command(
     dp_noise: Annotated[
         str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")
     ] = None,
+    dp_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="histogram: with --dp-epsilon, 'distributed' (noise shares summed by secure "
+            "aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
+        ),
+    ] = None,
+    interpolation: Annotated[
+        str | None,
+        typer.Option(help="histogram: pchip (the paper), linear or midpoint between quantiles."),
+    ] = None,
     branching: Annotated[
         int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
     ] = None,
@@ -335,6 +349,8 @@ def evaluate_command(
         "quantiles": quantiles,
         "dp_epsilon": dp_epsilon,
         "dp_noise": dp_noise,
+        "dp_mode": dp_mode,
+        "interpolation": interpolation,
         "branching": branching,
         "score_range": None if score_range is None else _parse_range(score_range),
         "score_transform": score_transform,
