@@ -155,3 +155,59 @@ def test_refusals_are_one_line_naming_the_option(capsys, paired_sites, extra, ne
     assert needle in err and "Traceback" not in err
     code, out, _ = run_main(capsys, [*args, "--json"])
     assert code == 2 and needle in json.loads(out)["error"]
+
+
+def test_histogram_partial_auc_within_its_bound_and_exact_operating_points(capsys, paired_sites):
+    args = ["evaluate", *_site_args(paired_sites), "--label", "y", "--score", "m1"]
+    args += ["--method", "histogram", "--quantiles", "64", "--max-fpr", "0.3"]
+    code, out, _ = run_main(capsys, [*args, "--at-sensitivity", "0.7", "--youden", "--json"])
+    assert code == 0
+    res = json.loads(out)
+    df = _pooled(paired_sites)
+    y, s = df["y"].to_numpy(), df["m1"].to_numpy()
+    truth = skm.roc_auc_score(y, s, max_fpr=0.3)
+    bound = res["partial_auc_error_bound"]
+    assert 0 < bound < 0.05
+    assert abs(res["partial_auc"] - truth) <= bound + 1e-12
+    sens_pt, youden_pt = res["operating_points"]
+    for p in (sens_pt, youden_pt):
+        # Exact at the leaf edge it chose: the 2x2 table of the pooled rows.
+        pred = s >= p["threshold"]
+        assert p["tp"] == np.sum(pred & (y == 1)) and p["fp"] == np.sum(pred & (y == 0))
+        assert p["sensitivity_ci"] is not None and "bin edges" in p["approximation"]
+    assert sens_pt["sensitivity"] >= 0.7
+    # Any cut at a scikit-learn threshold with sensitivity >= 0.7 is at best slightly more
+    # specific (the histogram's cuts are restricted to the leaf edges).
+    fpr, tpr, _ = skm.roc_curve(y, s, drop_intermediate=False)
+    assert sens_pt["specificity"] <= (1 - fpr[tpr >= 0.7]).max() + 1e-12
+
+
+def test_histogram_partial_auc_bound_is_tight_at_the_rectangles():
+    """partial_auc_bounds: for rows inside one bin, the extreme orders reach the bounds."""
+    from fedroc.methods._asks import partial_auc_bounds
+    from fedroc.metrics import ScoreCounts
+
+    # Bin 0 (low) holds 2 negatives; bin 1 holds 2 positives and 2 negatives.
+    counts = ScoreCounts.from_bins([0, 2], [2, 2], edges=[0.0, 0.5, 1.0])
+    low, high = partial_auc_bounds(counts, 0.5)
+    y = np.array([1, 1, 0, 0, 0, 0])
+    worst = np.array([0.6, 0.6, 0.9, 0.9, 0.1, 0.1])  # negatives above the positives in bin 1
+    best = np.array([0.9, 0.9, 0.6, 0.6, 0.1, 0.1])
+    assert low == pytest.approx(skm.roc_auc_score(y, worst, max_fpr=0.5))
+    assert high == pytest.approx(skm.roc_auc_score(y, best, max_fpr=0.5))
+
+
+def test_mpc_compare_score_is_paired_delong_under_mpc(capsys, paired_sites):
+    """--compare-score reaches the mpc method (its paired DeLong under MPC) and agrees with
+    the pooled comparison to the opened values' precision."""
+    args = ["evaluate", *_site_args(paired_sites), "--label", "y", "--score", "m1"]
+    args += ["--compare-score", "m2", "--json"]
+    code, out, err = run_main(capsys, [*args, "--method", "mpc"])
+    assert code == 0, err
+    mpc = json.loads(out)["comparison"]
+    code, out, _ = run_main(capsys, [*args, "--method", "pooled"])
+    pooled = json.loads(out)["comparison"]
+    assert mpc["method"] == "paired DeLong under MPC"
+    assert mpc["auc_difference"] == pytest.approx(pooled["auc_difference"], abs=1e-3)
+    assert mpc["p_value"] == pytest.approx(pooled["p_value"], abs=1e-2)
+    assert mpc["ci"] == pytest.approx(pooled["ci"], abs=2e-3)

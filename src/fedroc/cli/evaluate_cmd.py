@@ -35,7 +35,11 @@ DEFAULT_MIN_COUNT = 5
 
 
 def build_federation(
-    data: dict[str, SiteData], *, min_count: int, audit_dir: Path | None
+    data: dict[str, SiteData],
+    *,
+    min_count: int,
+    audit_dir: Path | None,
+    mpc_owner_keys: Path | None = None,
 ) -> Federation:
     from fedroc.federation import Federation, Site
     from fedroc.privacy import DisclosurePolicy
@@ -47,6 +51,14 @@ def build_federation(
         )
         for name, d in data.items()
     ]
+    if mpc_owner_keys is not None:
+        # The sites built here are simulated: give each its MPC owner key (owner-NAME.key,
+        # as `fedroc mpc certs --owner NAME` writes), registered with the cluster.
+        from fedroc.mpc.certs import owner_key_file
+        from fedroc.mpc.owner import configure_owner
+
+        for site in sites:
+            configure_owner(site, key=mpc_owner_keys / owner_key_file(site.name))
     return Federation.from_sites(sites)
 
 
@@ -58,11 +70,16 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     wrong = [k for k in options if k not in params]
+    if "compare" in wrong or "mpc_compare" in wrong:
+        raise InputError(
+            f"--method {method} cannot compare two models (--compare-score): it releases no "
+            "paired statistic of two scores; pooled and mpc can (docs/analysis.md)"
+        )
     asks = [ASK_OPTIONS[k] for k in wrong if k in ASK_OPTIONS]
     if asks:
         raise InputError(
-            f"--method {method} cannot give {', '.join(asks)}: it does not release the counts "
-            "or placement values they need (see docs/analysis.md for which methods can)"
+            f"--method {method} cannot give {', '.join(asks)}: it does not release the class "
+            "counts they need; pooled and histogram can (docs/analysis.md)"
         )
     if wrong:
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
@@ -110,6 +127,9 @@ def render_result(result: EvaluationResult) -> None:
     rows.append((f"{level} CI", result.auc_ci))
     for key, value in result.extra.items():
         if key in {"calibration", "calibration_released", "comparison", "operating_points"}:
+            continue
+        if key == "caveats":  # plain sentences: one row each
+            rows += [("caveat", str(c)) for c in value]
             continue
         if isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
@@ -389,6 +409,17 @@ def evaluate_command(
     dp_noise: Annotated[
         str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")
     ] = None,
+    dp_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="histogram: with --dp-epsilon, 'distributed' (noise shares summed by secure "
+            "aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
+        ),
+    ] = None,
+    interpolation: Annotated[
+        str | None,
+        typer.Option(help="histogram: pchip (the paper), linear or midpoint between quantiles."),
+    ] = None,
     branching: Annotated[
         int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
     ] = None,
@@ -408,6 +439,17 @@ def evaluate_command(
         str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
     ] = None,
     mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
+    mpc_owner_keys: Annotated[
+        Path | None,
+        typer.Option(help="mpc: directory of the sites' owner keys (owner-NAME.key)."),
+    ] = None,
+    mpc_precision: Annotated[
+        int | None, typer.Option(help="mpc: bits of the opened values (default 14).")
+    ] = None,
+    mpc_min_class_count: Annotated[
+        int | None,
+        typer.Option(help="mpc: open nothing unless both classes have this many samples."),
+    ] = None,
     # --- clustered (paper 3) ---
     cluster: Annotated[
         str | None,
@@ -454,6 +496,8 @@ def evaluate_command(
         "quantiles": quantiles,
         "dp_epsilon": dp_epsilon,
         "dp_noise": dp_noise,
+        "dp_mode": dp_mode,
+        "interpolation": interpolation,
         "branching": branching,
         "score_range": None if score_range is None else _parse_range(score_range),
         "score_transform": score_transform,
@@ -475,6 +519,8 @@ def evaluate_command(
         "mpc_cluster": None if mpc_cluster is None else str(mpc_cluster),
         "mpc_sort": mpc_sort,
         "mpc_delta": mpc_delta,
+        "mpc_precision": mpc_precision,
+        "mpc_min_class_count": mpc_min_class_count,
     }
     options.update({k: v for k, v in mpc_options.items() if v is not None})
     clustered_options = {
@@ -487,6 +533,8 @@ def evaluate_command(
     options.update(
         ask_options(max_fpr, at_specificity or [], at_sensitivity or [], youden, compare_score)
     )
+    if method == "mpc" and options.pop("compare", False):
+        options["mpc_compare"] = True  # paired DeLong under MPC
     if method == "clustered" and cluster is None and sites_file is None:
         raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
@@ -494,6 +542,8 @@ def evaluate_command(
     pooled: SiteData | None
     site_data: dict[str, SiteData] | None = None
     if sites_file is not None:
+        if mpc_owner_keys is not None:
+            raise InputError("--mpc-owner-keys configures sites given with --site only")
         federation = _federation_from_file(
             sites_file, label, score, pos_label, min_count, audit_dir, cluster, compare_score
         )
@@ -510,16 +560,26 @@ def evaluate_command(
             Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster, compare_score),
             coerce_pos_label(pos_label),
         )
+        if mpc_owner_keys is not None and method != "mpc":
+            raise InputError(f"option --mpc-owner-keys does not apply to --method {method}")
         federation = build_federation(
             data,
             min_count=DEFAULT_MIN_COUNT if min_count is None else min_count,
             audit_dir=audit_dir,
+            mpc_owner_keys=mpc_owner_keys,
         )
         pooled = pool_site_data(data)
         site_data = data
+        if method == "mpc" and mpc_min_class_count is None:
+            # The sites built here refuse an MPC job below their --min-count.
+            options["mpc_min_class_count"] = max(
+                5, DEFAULT_MIN_COUNT if min_count is None else min_count
+            )
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
+    if method == "mpc":
+        options["mpc_calibration_bins"] = bins
     check_options(method, options)
     with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
         result = evaluate(

@@ -17,14 +17,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 from fedroc.exceptions import InputError
 from fedroc.metrics import OperatingPoint, PairedDeLongResult, ScoreCounts
 
 __all__ = [
     "ASK_OPTIONS",
+    "binned_asks",
     "check_targets",
     "comparison_dict",
     "operating_points_from_counts",
+    "partial_auc_bounds",
     "point_dict",
 ]
 
@@ -158,3 +163,106 @@ def comparison_dict(res: PairedDeLongResult, method: str) -> dict[str, Any]:
         "auc_b_ci": list(logit_ci(res.auc_b, se_b, res.confidence_level)),
         "method": method,
     }
+
+
+def _untransform(t: np.ndarray, transform: str | None) -> np.ndarray:
+    """Thresholds back on the scores' own scale (the histogram's public transforms)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if transform == "logistic":
+            return np.log(t) - np.log1p(-t)
+        if transform == "arctan":
+            return np.tan(np.pi * (t - 0.5))
+    return t
+
+
+def partial_auc_bounds(counts: ScoreCounts, max_fpr: float) -> tuple[float, float]:
+    """The McClish-standardised partial AUC of any rows that these bins could hold.
+
+    Within a bin the rows' ROC curve runs monotonically from the bin's lower-left corner
+    to its upper-right one, so it stays in that rectangle: the lower and upper steps bound
+    the partial area of the rows (scikit-learn's definition, ties or not).
+    """
+    fpr, tpr, _ = counts.roc(drop_intermediate=False)
+    width = np.clip(fpr[1:], 0.0, max_fpr) - np.clip(fpr[:-1], 0.0, max_fpr)
+    low = float(np.dot(tpr[:-1], width))
+    high = float(np.dot(tpr[1:], width))
+    min_area, max_area = 0.5 * max_fpr**2, max_fpr
+
+    def standardise(a: float) -> float:
+        return 0.5 * (1 + (a - min_area) / (max_area - min_area))
+
+    return standardise(low), standardise(high)
+
+
+def binned_asks(
+    pos: ArrayLike,
+    neg: ArrayLike,
+    edges: ArrayLike,
+    *,
+    exact: bool,
+    max_fpr: float | None = None,
+    at_specificity: Sequence[float] = (),
+    at_sensitivity: Sequence[float] = (),
+    youden: bool = False,
+    confidence_level: float = 0.95,
+    seed: int | None = None,
+    transform: str | None = None,
+) -> dict[str, Any]:
+    """Partial AUC and operating points from aggregated bin counts (the histogram method).
+
+    ``pos`` and ``neg`` are the per-bin counts in increasing score order and ``edges`` the
+    bin edges (on the transformed scale when ``transform`` is set). A row is predicted
+    positive when its score is at least a bin's lower edge, so with exact counts
+    (``exact``: secure aggregation) the 2x2 table at every edge is exact and the operating
+    points are exact at thresholds restricted to the edges; their intervals are those of
+    :func:`operating_points_from_counts`. The partial AUC is that of the binned scores
+    (ties within a bin count 1/2) with ``partial_auc_error_bound``, the most the rows'
+    own partial AUC can differ from it (:func:`partial_auc_bounds`). Under DP the counts
+    are noisy masses: the same numbers without intervals, and the bound leaves the noise
+    out.
+    """
+    e = np.asarray(edges, dtype=np.float64)
+    p, q = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    if exact:  # sums of integer counts; the tree's arithmetic may leave 1e-16 behind
+        p, q = np.round(p), np.round(q)
+    counts = ScoreCounts.from_bins(p, q, edges=e)
+    out: dict[str, Any] = {}
+    note = f"thresholds restricted to the {e.size - 1} bin edges (width {e[1] - e[0]:.3g})"
+    if not exact:
+        note += "; from noisy counts: no interval, and the noise is not in the error bound"
+    if max_fpr is not None:
+        out["max_fpr"] = max_fpr
+        value = counts.auc(max_fpr=max_fpr)
+        low, high = partial_auc_bounds(counts, max_fpr)
+        out["partial_auc"] = value
+        if exact:
+            out["partial_auc_error_bound"] = max(value - low, high - value)
+        else:  # the bound of the bins says nothing about the noise on every leaf
+            out["partial_auc_error_bound"] = None
+            out["partial_auc_note"] = (
+                "from noisy leaf masses: the DP noise on the leaves biases it; no error bound"
+            )
+    if at_specificity or at_sensitivity or youden:
+        if exact:
+            points = operating_points_from_counts(
+                counts,
+                at_specificity=at_specificity,
+                at_sensitivity=at_sensitivity,
+                youden=youden,
+                confidence_level=confidence_level,
+                seed=seed,
+            )
+        else:
+            chosen = [counts.at_specificity(t) for t in at_specificity]
+            chosen += [counts.at_sensitivity(t) for t in at_sensitivity]
+            chosen += [counts.youden()] if youden else []
+            points = [
+                {**point_dict(op, confidence_level, intervals=False), "selection_ci": None}
+                for op in chosen
+            ]
+        for p in points:
+            if p["threshold"] is not None and transform is not None:
+                p["threshold"] = float(_untransform(np.array([p["threshold"]]), transform)[0])
+            p["approximation"] = note
+        out["operating_points"] = points
+    return out
