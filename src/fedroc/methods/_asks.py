@@ -222,10 +222,10 @@ def binned_asks(
     out.
     """
     e = np.asarray(edges, dtype=np.float64)
-    p, q = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    pos_a, neg_a = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
     if exact:  # sums of integer counts; the tree's arithmetic may leave 1e-16 behind
-        p, q = np.round(p), np.round(q)
-    counts = ScoreCounts.from_bins(p, q, edges=e)
+        pos_a, neg_a = np.round(pos_a), np.round(neg_a)
+    counts = ScoreCounts.from_bins(pos_a, neg_a, edges=e)
     out: dict[str, Any] = {}
     note = f"thresholds restricted to the {e.size - 1} bin edges (width {e[1] - e[0]:.3g})"
     if not exact:
