@@ -350,7 +350,10 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return "-" if math.isnan(value) else f"{value:.4f}"
+        if math.isnan(value):
+            return "-"
+        # Small values such as a DP delta keep their significant digits.
+        return f"{value:.3g}" if 0 < abs(value) < 1e-3 else f"{value:.4f}"
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return f"[{_cell(value[0])}, {_cell(value[1])}]"
     if isinstance(value, (tuple, list)):
