@@ -22,7 +22,7 @@ so that paper settings can be measured. The analyst's seed drives SIMEX and boot
 Usage::
 
     python scripts/coverage.py [--reps 200] [--sizes 500 5000] [--designs binormal rare]
-        [--methods pooled rocglm histogram histogram-dp] [--out scripts/results]
+        [--methods pooled rocglm histogram histogram-dp] [--out scripts/results] [--name coverage]
 """
 
 from __future__ import annotations
@@ -89,18 +89,46 @@ DESIGNS = {
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A row of the table: a registered method with its options."""
+    """A row of the table: a registered method with its options.
+
+    ``designs`` restricts it to the designs it applies to (None: all).
+    """
 
     label: str
     method: str
     options: dict[str, Any] = field(default_factory=dict)
+    designs: tuple[str, ...] | None = None
+
+
+def _rocglm_paper(sensitivity: float, **options: Any) -> MethodSpec:
+    from fedroc.methods.rocglm import recommended_privacy
+
+    eps, delta = recommended_privacy(sensitivity)
+    tag = "paper estimate, uncorrected" if options.get("correction") == "none" else "corrected"
+    return MethodSpec(
+        f"rocglm (paper: l2 {sensitivity:g}, eps {eps:g}, delta {delta:g}; {tag})",
+        "rocglm",
+        {"sensitivity": sensitivity, "privacy": "paper", **options},
+    )
 
 
 METHODS = {
     "pooled": MethodSpec("pooled (DeLong, reference)", "pooled"),
-    "rocglm": MethodSpec("rocglm (default privacy)", "rocglm", {"sensitivity": 0.03}),
-    "rocglm-paper": MethodSpec(
-        "rocglm (paper: eps 0.3, delta 0.4)", "rocglm", {"sensitivity": 0.03, "privacy": "paper"}
+    "rocglm": MethodSpec(
+        "rocglm (default: l2 0.03, eps 1, delta 1/(10 n))", "rocglm", {"sensitivity": 0.03}
+    ),
+    # Paper 1's four recommended settings (section 5.3.1), each at the largest
+    # sensitivity of its range.
+    "rocglm-paper-0.01": _rocglm_paper(0.01),
+    "rocglm-paper": _rocglm_paper(0.03),
+    "rocglm-paper-0.05": _rocglm_paper(0.05),
+    "rocglm-paper-0.07": _rocglm_paper(0.07),
+    "rocglm-uncorrected": _rocglm_paper(0.03, correction="none"),
+    "rocglm-levels": MethodSpec(
+        "rocglm (paper: l2 0.03; rating levels declared)",
+        "rocglm",
+        {"sensitivity": 0.03, "privacy": "paper", "score_levels": [0, 0.25, 0.5, 0.75, 1]},
+        designs=("ties",),
     ),
     "histogram": MethodSpec("histogram (secure aggregation)", "histogram", {"quantiles": 256}),
     "histogram-dp": MethodSpec(
@@ -173,11 +201,14 @@ def run_study(
         design = DESIGNS[design_name]
         truth = design.truth()
         for n in sizes:
-            cells = {m: Cell(design_name, n, METHODS[m].label, truth) for m in methods}
+            applicable = [
+                m for m in methods if METHODS[m].designs is None or design_name in METHODS[m].designs
+            ]
+            cells = {m: Cell(design_name, n, METHODS[m].label, truth) for m in applicable}
             rng = np.random.default_rng([seed, n, list(DESIGNS).index(design_name)])
             for rep in range(reps):
                 frames = design.simulate(n, rng)
-                for m in methods:
+                for m in applicable:
                     spec = METHODS[m]
                     cell = cells[m]
                     if spec.method not in available:
@@ -255,6 +286,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
+    parser.add_argument(
+        "--name", default="coverage", help="file stem of the tables (NAME.md, NAME.csv)"
+    )
     args = parser.parse_args(argv)
     command = "python scripts/coverage.py " + " ".join(sys.argv[1:] if argv is None else argv)
     start = time.perf_counter()
@@ -268,8 +302,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     text = to_markdown(table, reps=args.reps, seed=args.seed, command=command)
-    (args.out / "coverage.md").write_text(text)
-    table.drop(columns=["failures"]).to_csv(args.out / "coverage.csv", index=False)
+    (args.out / f"{args.name}.md").write_text(text)
+    table.drop(columns=["failures"]).to_csv(args.out / f"{args.name}.csv", index=False)
     print(text)
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
 

@@ -73,6 +73,9 @@ class DisclosurePolicy:
         Whether the site aggregates a quantity (a site function) over a different set of
         sites than the first time. False refuses it: sums over two different sets of sites
         subtract to the inputs of the sites in only one of them.
+    opt_in : frozenset of str, default empty
+        Modes of site functions that disclose more than their default and run only when
+        listed here (see :meth:`allows`), e.g. ``"rocglm.positives_rule"``.
     """
 
     min_count: int = 5
@@ -83,6 +86,7 @@ class DisclosurePolicy:
     allowed_functions: frozenset[str] | None = field(default=None)
     secagg_min_sites: int = DEFAULT_SECAGG_MIN_SITES
     secagg_rebind: bool = False
+    opt_in: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         if int(self.min_count) != self.min_count or self.min_count < 1:
@@ -95,6 +99,10 @@ class DisclosurePolicy:
             raise InputError(
                 f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
             )
+
+    def allows(self, option: str) -> bool:
+        """Whether the site opted in to a disclosive mode ``option`` (see ``opt_in``)."""
+        return option in self.opt_in
 
     def delta_limit_for(self, n_rows: int) -> float:
         """The site's lifetime delta: the configured one, or ``1/n``."""
@@ -113,6 +121,7 @@ class DisclosurePolicy:
             "allowed_functions",
             "secagg_min_sites",
             "secagg_rebind",
+            "opt_in",
         }
         unknown = set(values) - known
         if unknown:
@@ -124,6 +133,8 @@ class DisclosurePolicy:
             )
         if kwargs.get("allowed_functions") is not None:
             kwargs["allowed_functions"] = frozenset(kwargs["allowed_functions"])
+        if "opt_in" in kwargs:
+            kwargs["opt_in"] = frozenset(kwargs["opt_in"] or ())
         return cls(**kwargs)
 
     @classmethod
