@@ -202,7 +202,9 @@ def run_study(
         truth = design.truth()
         for n in sizes:
             applicable = [
-                m for m in methods if METHODS[m].designs is None or design_name in METHODS[m].designs
+                m
+                for m in methods
+                if METHODS[m].designs is None or design_name in METHODS[m].designs
             ]
             cells = {m: Cell(design_name, n, METHODS[m].label, truth) for m in applicable}
             rng = np.random.default_rng([seed, n, list(DESIGNS).index(design_name)])

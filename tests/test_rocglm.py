@@ -41,8 +41,8 @@ from fedroc.methods.rocglm._core import (
     survivor,
     threshold_grid,
 )
-from fedroc.methods.rocglm._site import OPT_IN_POSITIVES
 from fedroc.methods.rocglm._probit import fisher_scoring, probit_parts
+from fedroc.methods.rocglm._site import OPT_IN_POSITIVES
 from fedroc.metrics import delong, logit_ci
 from fedroc.privacy import DisclosurePolicy, analytic_gaussian_sigma, classic_gaussian_sigma
 
@@ -244,7 +244,9 @@ def _pooled_reference(rel, y, s, score_range=(0.0, 1.0), n_thresholds=28):
     v10 = 1.0 - survivor(rel.negative, pos)  # ties one half
     mix = deconvolve(rel.negative, rel.noise_sd, score_range=score_range)
     v10d = mix.cdf(pos)
-    v01 = ((rel.positive[None, :] > neg[:, None]) + 0.5 * (rel.positive[None, :] == neg[:, None])).mean(1)
+    v01 = (
+        (rel.positive[None, :] > neg[:, None]) + 0.5 * (rel.positive[None, :] == neg[:, None])
+    ).mean(1)
 
     def table(v):
         return GroupedTable(t, grouped_from_placements(1 - v, t), np.full(t.size, float(pos.size)))
@@ -303,12 +305,16 @@ def test_positives_rule_needs_the_sites_opt_in_and_equals_stacked_site_tables():
     res = distributed_rocglm(
         fed, epsilon=0.5, delta=1e-4, sensitivity=0.01, thresholds="positives", bootstrap=5
     )
-    rel = release_noisy_scores(fed, epsilon=0.5, delta=1e-4, sensitivity=0.01, calibration="analytic")
+    rel = release_noisy_scores(
+        fed, epsilon=0.5, delta=1e-4, sensitivity=0.01, calibration="analytic"
+    )
     tables = []
     for idx in parts.values():
         pos_k = s[idx][y[idx]]
         tables.append(
-            GroupedTable.from_positives_rule(survivor(rel.negative, pos_k), positive_thresholds(pos_k))
+            GroupedTable.from_positives_rule(
+                survivor(rel.negative, pos_k), positive_thresholds(pos_k)
+            )
         )
     stacked = tables[0].stacked(tables[1]).stacked(tables[2])
     ref = fit_table(stacked, thresholds="positives")

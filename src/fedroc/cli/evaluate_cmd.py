@@ -110,7 +110,9 @@ def _parse_levels(text: str) -> list[float]:
     try:
         return [float(v) for v in text.split(",")]
     except ValueError:
-        raise InputError(f"--score-levels must be numbers separated by commas; got {text!r}") from None
+        raise InputError(
+            f"--score-levels must be numbers separated by commas; got {text!r}"
+        ) from None
 
 
 def evaluate_command(

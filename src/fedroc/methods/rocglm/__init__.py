@@ -63,6 +63,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.methods.rocglm._confusion import ConfusionMatrix, distributed_confusion
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
     THRESHOLD_RULES,
@@ -77,7 +78,6 @@ from fedroc.methods.rocglm._core import (
     rocglm_from_scores,
     score_sensitivity,
 )
-from fedroc.methods.rocglm._confusion import ConfusionMatrix, distributed_confusion
 from fedroc.methods.rocglm._deconvolution import BinMixture, deconvolve
 from fedroc.methods.rocglm._distributed import (
     CORRECTIONS,

@@ -119,7 +119,9 @@ def distributed_confusion(federation: Federation, threshold: float = 0.5) -> Con
         raise InputError(f"threshold must be a finite number; got {threshold!r}")
     start = federation.mark()
     replies = federation.call(FN_CONFUSION, threshold=float(threshold))
-    by_site = {name: {k: int(r[k]) for k in ("tp", "fp", "fn", "tn")} for name, r in replies.items()}
+    by_site = {
+        name: {k: int(r[k]) for k in ("tp", "fp", "fn", "tn")} for name, r in replies.items()
+    }
     total = {k: sum(cells[k] for cells in by_site.values()) for k in ("tp", "fp", "fn", "tn")}
     return ConfusionMatrix(
         float(threshold),

@@ -196,8 +196,9 @@ def _mix_sqp(design: FloatArray, w: FloatArray, start: FloatArray | None = None)
         return float(-(w @ np.log(d)) + v.sum())
 
     f = objective(x)
-    it = 0
-    for it in range(1, _MAX_SQP_ITER + 1):
+    iterations = 0
+    for _ in range(_MAX_SQP_ITER):
+        iterations += 1
         d = design @ x
         g = -(design.T @ (w / d)) + 1.0
         hess = (design * (w / d**2)[:, None]).T @ design
@@ -223,7 +224,7 @@ def _mix_sqp(design: FloatArray, w: FloatArray, start: FloatArray | None = None)
         if abs(previous - f) <= _SQP_TOL * (abs(f) + 1.0) and a == 1.0:
             break
     x = np.where(x > 1e-12 * x.max(), x, 0.0)
-    return x / x.sum(), it
+    return x / x.sum(), iterations
 
 
 def check_levels(levels: ArrayLike | None) -> FloatArray | None:

@@ -356,9 +356,7 @@ def release_noisy_scores(
         raise InputError(f"the sites released with different noise sd {sorted(sds)}")
     neg = np.sort(np.concatenate([np.asarray(r["negative"]) for r in replies.values()]))
     pos = np.sort(np.concatenate([np.asarray(r["positive"]) for r in replies.values()]))
-    return NoisyScores(
-        neg, pos, epsilon, delta, sensitivity, sds.pop(), calibration, per_site
-    )
+    return NoisyScores(neg, pos, epsilon, delta, sensitivity, sds.pop(), calibration, per_site)
 
 
 @dataclass(frozen=True)
@@ -454,7 +452,9 @@ def _noisy_histogram_profile(
     parts of it and spread uniformly inside each; ``c_g = E[P(U_g <= P)]``.
     """
     lo, hi = mixture.lo, mixture.hi
-    part = np.minimum(((np.clip(positive, lo, hi) - lo) / (hi - lo) * n_bins).astype(int), n_bins - 1)
+    part = np.minimum(
+        ((np.clip(positive, lo, hi) - lo) / (hi - lo) * n_bins).astype(int), n_bins - 1
+    )
     share = np.bincount(part, minlength=n_bins) / positive.size
     fine = 40 * n_bins  # points per part: the bins' CDFs are piecewise linear
     mids = lo + (np.arange(fine * n_bins) + 0.5) * (hi - lo) / (fine * n_bins)
@@ -673,9 +673,7 @@ def distributed_rocglm(
             "deviance": float(outcome.deviance[k]),
         }
 
-    var_paper = (
-        outcome.var_v10[_PAPER] / outcome.n_pos + outcome.var_v01 / outcome.n_neg
-    )
+    var_paper = outcome.var_v10[_PAPER] / outcome.n_pos + outcome.var_v01 / outcome.n_neg
     paper_fields = fit_fields(_PAPER)
     paper = DistributedRocGlm(
         auc=paper_fields["auc_rocglm"],

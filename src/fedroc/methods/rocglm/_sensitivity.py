@@ -78,17 +78,13 @@ class FeatureSensitivity(ResultMixin):
 
 def _columns(features: Any) -> list[tuple[str, NDArray[Any], bool]]:
     """``(name, values, categorical)`` per column of a DataFrame or a 2-D array."""
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        pd = None
-    if pd is not None and isinstance(features, pd.DataFrame):
+    import pandas as pd
+
+    if isinstance(features, pd.DataFrame):
         out = []
         for name in features.columns:
             col = features[name]
-            categorical = not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(
-                col
-            )
+            categorical = not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)
             out.append((str(name), col.to_numpy(), bool(categorical)))
         return out
     arr = np.asarray(features)

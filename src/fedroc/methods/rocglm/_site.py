@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Any
 
 import numpy as np
 from scipy import special

@@ -142,6 +142,8 @@ class Gbsg2UseCase(ResultMixin):
     calibration_pooled: CalibrationCurve = field(repr=False)
     calibration_distributed: CalibrationCurve = field(repr=False)
     a0: float = 0.6
+    calibration_sites: dict[str, CalibrationCurve] = field(default_factory=dict, repr=False)
+    pooled_data: SiteData | None = field(default=None, repr=False)
 
     def rows(self) -> list[tuple[str, Any, Any, Any]]:
         """``(quantity, distributed ROC-GLM as in the paper, corrected, pooled)`` rows.
@@ -170,8 +172,10 @@ class Gbsg2UseCase(ResultMixin):
             ("l2-sensitivity used", self.sensitivity),
             ("l2-sensitivity by the feature heuristic", self.sensitivity_heuristic),
             ("epsilon, delta", f"{d.epsilon:g}, {d.delta:g}"),
-            ("ROC-GLM g1, g2 (paper)", f"{d.without_correction().g1:.4f}, "
-             f"{d.without_correction().g2:.4f}"),
+            (
+                "ROC-GLM g1, g2 (paper)",
+                f"{d.without_correction().g1:.4f}, {d.without_correction().g2:.4f}",
+            ),
             ("pooled ROC-GLM AUC without noise", self.pooled_rocglm.auc),
         ]
         rows += [(f"{q}: paper, corrected, pooled", (a, b, c)) for q, a, b, c in self.rows()]
@@ -202,6 +206,7 @@ def gbsg2_use_case(
     """
     from fedroc.federation import Federation, Site, basic
     from fedroc.methods import pool_site_data
+    from fedroc.methods.rocglm._calibration import site_calibration_curves
     from fedroc.methods.rocglm._distributed import distributed_rocglm
     from fedroc.privacy import DisclosurePolicy
 
@@ -231,7 +236,7 @@ def gbsg2_use_case(
     with Federation.from_sites(sites) as federation:
         result = distributed_rocglm(federation, seed=seed, a0=a0, **options)
         brier, _ = basic.distributed_brier(federation)
-        cal = basic.distributed_calibration(federation, n_bins=10)
+        cal = site_calibration_curves(federation, n_bins=10)
     pooled = pool_site_data(data.sites)
     return Gbsg2UseCase(
         site_sizes={k: v.n for k, v in data.sites.items()},
@@ -246,6 +251,8 @@ def gbsg2_use_case(
         brier_pooled=brier_score(pooled.label, pooled.score),
         brier_distributed=brier,
         calibration_pooled=calibration_curve(pooled.label, pooled.score, n_bins=10),
-        calibration_distributed=cal.curve,
+        calibration_distributed=cal.pooled,
         a0=a0,
+        calibration_sites=cal.sites,
+        pooled_data=pooled,
     )
