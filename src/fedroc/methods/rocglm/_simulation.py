@@ -159,4 +159,6 @@ def overall_mae(grid: pd.DataFrame, column: str = "mae_auc") -> pd.Series:
         w = frame["count"].to_numpy()
         values = frame[column].fillna(0.0).to_numpy()
         out[key] = float(np.average(values, weights=w)) if w.sum() else math.nan
-    return pd.Series(out)
+    series = pd.Series(out)
+    series.index.names = ["sensitivity", "epsilon", "delta"]
+    return series
