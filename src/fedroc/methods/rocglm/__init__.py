@@ -63,6 +63,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.methods.rocglm._calibration import SiteCalibrationCurves, site_calibration_curves
 from fedroc.methods.rocglm._confusion import ConfusionMatrix, distributed_confusion
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
@@ -104,6 +105,7 @@ __all__ = [
     "NoisyScores",
     "PrivacyCautionWarning",
     "RocGlmFit",
+    "SiteCalibrationCurves",
     "binormal_auc",
     "binormal_auc_integral",
     "binormal_roc",
@@ -118,6 +120,7 @@ __all__ = [
     "rocglm_from_scores",
     "run_rocglm",
     "score_sensitivity",
+    "site_calibration_curves",
     "site_sensitivity",
 ]
 

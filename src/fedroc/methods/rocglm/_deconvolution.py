@@ -7,8 +7,8 @@ towards 1/2; for probability scores the bias is largest where the positives pile
 the end of the score range, which the noise smears out. Simulation-extrapolation (SIMEX)
 cannot remove it: measured on the binormal design of ``scripts/coverage.py`` at the noise
 of paper 1's recommended settings (sd 0.11 to 0.19), linear, quadratic, cubic and rational
-extrapolants, on the AUC, probit or logit scale, all leave -0.002 to -0.006 (see
-``scripts/results/rocglm_coverage.md``).
+extrapolants, on the AUC, probit or logit scale, all leave -0.002 to -0.009 with infinite
+data (``scripts/rocglm_simex_bias.py``, ``scripts/results/rocglm_simex_bias.md``).
 
 What SIMEX cannot use and this module does: the scores lie in a *known* range (``[0, 1]``
 for probabilities, or a public ``score_range``). The negatives' distribution is modelled as

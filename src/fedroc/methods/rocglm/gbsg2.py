@@ -194,7 +194,7 @@ def gbsg2_use_case(
     """Run the use case end to end: forest, five sites, distributed ROC-GLM, calibration.
 
     ``sensitivity`` is a number or ``"heuristic"`` (the largest per-site
-    :func:`feature_sensitivity`); ``rocglm_options`` go to :func:`distributed_rocglm`
+    :func:`gbsg2_feature_sensitivity`); ``rocglm_options`` go to :func:`distributed_rocglm`
     (e.g. ``epsilon``, ``delta``); without them (epsilon, delta) follow paper 1's
     recommendation for the sensitivity (``privacy="paper"``), as in the paper. The result
     holds the corrected estimate and the paper's plain one
