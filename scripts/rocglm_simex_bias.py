@@ -79,7 +79,8 @@ def main() -> None:
         "negatives' scores at paper 1's recommended settings (classic Gaussian mechanism). "
         "Entries: extrapolated AUC minus the noise-free AUC.",
         "",
-        "| l2-sensitivity | noise sd | naive bias | levels | scale | quadratic | cubic | rational |",
+        "| l2-sensitivity | noise sd | naive bias | levels | scale | quadratic | cubic "
+        "| rational |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for sens in (0.01, 0.03, 0.05, 0.07):
