@@ -1,9 +1,11 @@
 """Load benchmark of the sequestration service: AUC queries per second over HTTP.
 
 The paper's clinical plan (1047 images, 100 subsets, load factor 400: subsets of 4188
-images) with a budget large enough not to stop the run. ``fedroc sequester serve`` runs
-in a subprocess on loopback; each client is a separate process that sends queries in a
-loop for a fixed time. The peer is the engine alone (the same h-Thresholdout answer
+images) with the default mechanism (Thresholdout; each query sends the developer's
+reference AUC) and a budget and quotas large enough not to stop the run.
+``fedroc sequester serve`` runs in a subprocess on loopback (rate limit off: the operator
+sets it); each client is a separate process with its own developer token that sends
+queries in a loop for a fixed time. The peer is the engine alone (the same answer
 in-process, no HTTP and no database): the ratio says what the service costs per query.
 Target: more than 200 queries/s with SQLite.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from fedroc.metrics import roc_auc
 from fedroc.sequester import Mechanism, Session, draw_subsets
 
 ADMIN = "bench-admin-" + secrets.token_hex(8)
@@ -49,8 +52,9 @@ def serve(db: str, extra: list[str]) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "fedroc", "sequester", "serve", "--db", db, "--port", str(port),
-         "--admin-token", ADMIN, *extra],
+         "--rate-limit", "0", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "FEDROC_SEQUESTER_ADMIN_TOKEN": ADMIN},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -78,6 +82,11 @@ def dataset() -> tuple[list[str], np.ndarray, np.ndarray]:
     return [f"cxr-{i:05d}" for i in range(N_IMAGES)], y, s
 
 
+def reference_auc() -> float:
+    _, y, s = dataset()
+    return roc_auc(y, s)  # an honest developer's own AUC (here: exactly the whole set's)
+
+
 def setup(url: str, n_clients: int) -> tuple[list[str], list[int]]:
     """A test set, a plan with subsets of 4188 images, one developer and submission per client."""
     ids, y, s = dataset()
@@ -87,7 +96,7 @@ def setup(url: str, n_clients: int) -> tuple[list[str], list[int]]:
         plan = adm.post(
             f"/test-sets/{tid.json()['test_set_id']}/plans",
             json={"n_subsets": N_SUBSETS, "load_factor": LOAD_FACTOR, "noise_rate": SIGMA,
-                  "budget_units": 10**9},
+                  "budget_units": 10**9, "max_queries": None, "max_submissions": None},
         ).json()  # fmt: skip
         assert plan["subset_size"] == 4188, plan
         tokens = [
@@ -104,6 +113,7 @@ def setup(url: str, n_clients: int) -> tuple[list[str], list[int]]:
 
 def client(args: tuple[str, str, int, float, mp.synchronize.Event]) -> tuple[int, list[float]]:
     url, token, sub_id, seconds, go = args
+    ref = reference_auc()
     lat: list[float] = []
     with httpx.Client(
         base_url=url + "/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
@@ -113,7 +123,8 @@ def client(args: tuple[str, str, int, float, mp.synchronize.Event]) -> tuple[int
         end = time.perf_counter() + seconds
         k = 0
         while (t0 := time.perf_counter()) < end:
-            r = c.post("/queries", json={"submission_id": sub_id, "subset_id": k % N_SUBSETS + 1})
+            q = {"submission_id": sub_id, "subset_id": k % N_SUBSETS + 1, "reference_auc": ref}
+            r = c.post("/queries", json=q)
             if r.status_code != 200:
                 raise RuntimeError(r.text)
             lat.append(time.perf_counter() - t0)
@@ -140,11 +151,13 @@ def run_load(url: str, n_clients: int, seconds: float) -> tuple[float, float, fl
 def engine_rate(seconds: float) -> float:
     ids, y, s = dataset()
     table = draw_subsets(y, n_subsets=N_SUBSETS, subset_size=4188, seed=1, image_ids=ids)
-    sess = Session(y, table, Mechanism("h-thresholdout", 0.02, SIGMA), budget=10**9)
+    sess = Session(y, table, Mechanism("thresholdout", 0.02, SIGMA), budget=10**9)
+    sub = sess.submit(s)
+    ref = reference_auc()
     n = 0
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        sess.query(s, n % N_SUBSETS + 1)
+        sess.query(sub, n % N_SUBSETS + 1, reference=ref)
         n += 1
     return n / seconds
 
@@ -191,7 +204,7 @@ def main() -> None:
                 for n in clients:
                     qps, p50, p95 = run_load(url, n, args.seconds)
                     rows.append((name, n, qps, p50, p95))
-    print(f"Sequestration service: h-Thresholdout_AUC queries on subsets of 4188 images "
+    print(f"Sequestration service: Thresholdout queries on subsets of 4188 images "
           f"({args.seconds:g} s per row, {os.cpu_count()} cores)")  # fmt: skip
     print(f"peer: engine in-process (no HTTP, no database): {peer:,.0f} queries/s")
     print(f"{'backend':30s} {'clients':>7s} {'queries/s':>10s} {'p50 ms':>8s} {'p95 ms':>8s} "

@@ -8,15 +8,9 @@ from scipy import integrate, stats
 from sklearn.metrics import roc_auc_score
 
 from fedroc.exceptions import InputError
-from fedroc.sequester import engine
-from fedroc.sequester.engine import (
-    BudgetExhausted,
-    Mechanism,
-    Session,
-    draw_subsets,
-    subset_auc,
-    subset_aucs,
-)
+from fedroc.methods.sequester import mechanism
+from fedroc.methods.sequester.engine import Session, draw_subsets, subset_auc, subset_aucs
+from fedroc.methods.sequester.mechanism import BudgetExhausted, Mechanism
 
 
 @pytest.fixture
@@ -105,7 +99,7 @@ def test_h_thresholdout_perturbs_only_over_threshold():
         a = mech.answer(h, r, budget=budget, rng=rng)
         if o:
             assert a.spent == 1 and a.budget_after == budget - 1
-            assert a.value == h + a.noise and a.noise != 0.0
+            assert a.value == min(1.0, max(0.0, h + a.noise)) and a.noise != 0.0
         else:
             assert a.spent == 0 and a.budget_after == budget
             assert a.value == h and a.noise == 0.0
@@ -175,7 +169,7 @@ def test_dwork_thresholdout_decision_probability():
             a = mech.answer(0.7 + gap, 0.7, budget=1, threshold_noise=gamma, rng=rng)
             if a.spent:
                 over += 1
-                assert a.value == pytest.approx(0.7 + gap + a.noise)
+                assert a.value == pytest.approx(min(1.0, max(0.0, 0.7 + gap + a.noise)))
                 assert a.threshold_noise != gamma  # gamma is redrawn
             else:
                 assert a.value == 0.7 and a.threshold_noise == gamma  # the reference is answered
@@ -192,18 +186,27 @@ def test_dwork_session_needs_reference(data):
     assert sess.query(s, 1, reference=0.5).value is not None
 
 
-def test_default_noise_is_seeded_from_secrets(monkeypatch):
+def test_default_noise_comes_from_fedroc_privacy_unseeded(monkeypatch):
+    # Every draw comes from fedroc.privacy.laplace_noise without a generator (its own
+    # sampler and entropy) unless the caller (the custodian's code) passes one: nothing a
+    # developer sends can seed it. Unseeded draws are pooled, each used once.
     calls = []
-    real = engine.secrets.randbits
+    real = mechanism.laplace_noise
 
-    def spy(k):
-        calls.append(k)
-        return real(k)
+    def spy(size, *, epsilon, sensitivity, rng=None):
+        calls.append((size, epsilon, sensitivity, rng))
+        return real(size, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
 
-    monkeypatch.setattr(engine.secrets, "randbits", spy)
-    draws = {engine.laplace(1.0) for _ in range(5)}
-    assert len(calls) == 5 and all(k >= 128 for k in calls)
-    assert len(draws) == 5
+    monkeypatch.setattr(mechanism, "laplace_noise", spy)
+    monkeypatch.setattr(mechanism, "_POOL", mechanism._NoisePool())
+    mech = Mechanism("laplace", noise_rate=0.1)
+    answers = [mech.answer(0.5, 0.5, budget=5, sensitivity=0.02) for _ in range(50)]
+    assert len({a.noise for a in answers}) == 50
+    assert calls == [(mechanism._POOL_SIZE, pytest.approx(0.02 / 0.1), 0.02, None)]
+    assert all(a.events[0].size == 1 and a.events[0].epsilon == pytest.approx(0.2)
+               for a in answers)  # fmt: skip
+    seeded = mech.answer(0.5, 0.5, budget=5, sensitivity=0.02, rng=np.random.default_rng(1))
+    assert calls[-1][0] == 1 and calls[-1][3] is not None and seeded.spent == 1
 
 
 def test_mechanism_rejects_bad_parameters():
@@ -213,3 +216,97 @@ def test_mechanism_rejects_bad_parameters():
         Mechanism(noise_rate=0.0)
     with pytest.raises(InputError, match="threshold"):
         Mechanism(threshold=-0.1)
+
+
+def test_auc_sensitivity_bounds_every_label_flip():
+    # Brute force: flip each image's label, recompute every subset's AUC, take the largest
+    # change; the bound 2 m / min(P, Q) must hold and be within a small factor of it.
+    from fedroc.methods.sequester import auc_sensitivity
+
+    rng = np.random.default_rng(8)
+    y = rng.random(60) < 0.4
+    s = rng.normal(size=60) + y
+    t = draw_subsets(y, n_subsets=8, subset_size=30, seed=2)
+    bound = auc_sensitivity(t, y)
+    worst = 0.0
+    for i in range(60):
+        flipped = y.copy()
+        flipped[i] = ~flipped[i]
+        for row in t.members:
+            if 0 < flipped[row].sum() < row.size:
+                worst = max(worst, abs(subset_auc(row, flipped, s) - subset_auc(row, y, s)))
+    assert worst <= bound <= 4 * worst
+    mult = max(np.bincount(row).max() for row in t.members)
+    smaller = min(min(y[row].sum(), (~y[row]).sum()) for row in t.members)
+    assert bound == pytest.approx(min(1.0, 2 * mult / smaller))
+
+
+def test_rank_distance_counts_moved_images():
+    from fedroc.methods.sequester import rank_distance
+
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=500)
+    assert rank_distance(a, a) == 0.0
+    assert rank_distance(a, 3 * a + 1) == 0.0  # the same order: the same AUCs
+    top = a.copy()
+    top[np.argmin(a)] = a.max() + 1  # bottom image lifted to the top
+    assert rank_distance(a, top) == pytest.approx(2.0)
+    e1, e2 = np.zeros(500), np.zeros(500)
+    e1[3], e2[7] = 1, 1
+    assert 0.9 < rank_distance(e1, e2) < 1.1  # two one-image probes
+    assert rank_distance(a, rng.normal(size=500)) > 100  # two unrelated models
+
+
+def test_limits_quotas_and_near_duplicates(data):
+    from fedroc.methods.sequester import Limits, NearDuplicate, QuotaExceeded
+
+    y, s = data
+    t = draw_subsets(y, n_subsets=5, subset_size=40, seed=4)
+    limits = Limits(max_queries=3, max_submissions=2, min_changed_images=5)
+    sess = Session(y, t, Mechanism("laplace", noise_rate=0.05), budget=100, limits=limits,
+                   rng=np.random.default_rng(1))  # fmt: skip
+    first = sess.submit(s)
+    with pytest.raises(NearDuplicate, match="submission 1"):
+        sess.submit(s + 1e-3)  # same order
+    other = np.random.default_rng(2).normal(size=s.size)
+    sess.submit(other)
+    with pytest.raises(QuotaExceeded, match="submission quota"):
+        sess.submit(np.random.default_rng(3).normal(size=s.size))
+    for k in (1, 2, 3):
+        sess.query(first, k)
+    with pytest.raises(QuotaExceeded, match="query quota"):
+        sess.query(first, 4)
+    assert len(sess.history) == 3 and sess.budget == 97
+    with pytest.raises(InputError, match="max_queries"):
+        Limits(max_queries=0)
+
+
+def test_answer_step_and_release():
+    from fedroc.methods.sequester import answer_step
+
+    # The step never exceeds the null SE of the subset AUC and is 1, 2 or 5 x 10^k.
+    for n_pos, n_neg in [(503, 3685), (13, 92), (5, 5), (2000, 2000)]:
+        step = answer_step(n_pos, n_neg)
+        se = np.sqrt((n_pos + n_neg + 1) / (12 * n_pos * n_neg))
+        assert se / 5 < step <= se
+        mantissa = step / 10 ** np.floor(np.log10(step))
+        assert round(mantissa, 9) in (1, 2, 5)
+    m = Mechanism("h-thresholdout", threshold=1.0, step=0.01)
+    assert m.answer(0.8234, 0.8, budget=1).value == 0.82
+    assert Mechanism(step=0.0).release(1.3) == 1.0 and Mechanism().release(-0.2) == 0.0
+
+
+def test_laplace_mechanism_spends_a_unit_per_answer_with_its_event():
+    mech = Mechanism("laplace", noise_rate=0.1)
+    a = mech.answer(0.7, 0.0, budget=3, sensitivity=0.02, rng=np.random.default_rng(0))
+    assert a.spent == 1 and a.budget_after == 2 and a.value == pytest.approx(0.7 + a.noise)
+    (event,) = a.events
+    assert event.mechanism == "laplace" and event.noise_scale == pytest.approx(0.1)
+    assert event.epsilon == pytest.approx(0.02 / 0.1) and event.sensitivity == 0.02
+    assert mech.epsilon(3, 0.02) == pytest.approx(3 * 0.2)
+    # Dwork's rule: a crossing costs 2 Delta / sigma (sparse vector + the Laplace answer).
+    dwork = Mechanism("thresholdout", threshold=0.0, noise_rate=0.001)
+    a = dwork.answer(0.9, 0.1, budget=1, sensitivity=0.02, rng=np.random.default_rng(1))
+    assert a.spent == 1 and sum(e.epsilon for e in a.events) == pytest.approx(2 * 0.02 / 0.001)
+    assert dwork.epsilon(2, 0.02) == pytest.approx(2 * 2 * 0.02 / 0.001)
+    assert Mechanism("h-thresholdout").epsilon(2, 0.02) is None  # not DP

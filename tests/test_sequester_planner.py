@@ -10,9 +10,9 @@ import pytest
 
 from fedroc.cli import main
 from fedroc.exceptions import InputError
-from fedroc.metrics import auc_power, auc_sample_size, hanley_mcneil_se
-from fedroc.sequester import planner
-from fedroc.sequester.planner import (
+from fedroc.methods.sequester import figures
+from fedroc.methods.sequester.planner import (
+    PlanWarning,
     auc_se_at,
     epsilon_of,
     load_factor,
@@ -23,8 +23,10 @@ from fedroc.sequester.planner import (
     power_grid,
     subset_size,
     subset_size_for_budget,
+    suggested_noise_rate,
     thresholdout_budget,
 )
+from fedroc.metrics import auc_power, auc_sample_size, hanley_mcneil_se
 
 
 def test_paper_sigma1_xi600():
@@ -80,7 +82,11 @@ def test_inverse_subset_size_is_the_smallest(sigma, target):
     xi, n2 = load_factor_for_budget(target, sigma, 1047, 100)
     assert n2 == n
     assert xi == pytest.approx(n * 100 / 1047)
-    assert plan(1047, 100, noise_rate=sigma, budget=target).subset_size == n
+    if target >= 1:
+        assert plan(1047, 100, noise_rate=sigma, budget=target).subset_size == n
+    else:  # a plan of 0 perturbed answers is refused
+        with pytest.raises(InputError, match="load_factor"):
+            plan(1047, 100, noise_rate=sigma, budget=target)
 
 
 def test_inverse_noise_rate():
@@ -157,7 +163,7 @@ def test_cli_plan_error_exits_2(capsys):
 
 
 def test_figures_are_written(tmp_path):
-    fig = planner.budget_figure(300, 20, load_factors=[10, 50, 90], seed=1)
+    fig = figures.budget_figure(300, 20, load_factors=[10, 50, 90], seed=1)
     axes = fig.get_axes()
     assert len(axes) == 2
     assert len(axes[0].get_lines()) == 4  # one budget curve per noise rate
@@ -165,3 +171,119 @@ def test_figures_are_written(tmp_path):
     main(["sequester", "figure", "power", "--out", str(tmp_path / "p.png")])
     for name in ("b.png", "p.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_zero_budget_is_refused_with_what_to_change():
+    # The paper's answer noise rate (0.124) with its clinical plan gives B = 0.008.
+    with pytest.raises(InputError) as exc:
+        plan(1047, 100, noise_rate=0.124, load_factor=400)
+    msg = str(exc.value)
+    assert "0 perturbed answers" in msg and "load_factor" in msg and "noise_rate" in msg
+    assert "budget_units" in msg
+    # The load factor and noise rate it names do give one unit, and are the smallest.
+    xi_one = float(msg.split("at least ")[1].split(" ")[0])
+    sigma_one = float(msg.split("noise_rate to at least ")[1].split(",")[0])
+    assert plan(1047, 100, noise_rate=0.124, load_factor=xi_one).budget_units >= 1
+    assert thresholdout_budget(subset_size(xi_one * 0.999, 1047, 100), 0.124) < 1
+    assert thresholdout_budget(4188, sigma_one * 1.0001) >= 1
+    assert thresholdout_budget(4188, sigma_one * 0.999) < 1
+    # The custodian may override (and the override is what the plan allows).
+    p = plan(1047, 100, noise_rate=0.124, load_factor=400, budget_units=3)
+    assert p.budget_units == 3 and p.budget < 1
+    with pytest.raises(InputError, match="budget_units"):
+        plan(1047, 100, noise_rate=0.8, load_factor=400, budget_units=0)
+
+
+def test_suggested_noise_rate_is_the_fwhm_rule():
+    # FWHM of Lap(s) is 2 s ln 2; the 95% CI of the whole set is 2 * 1.96 * SE wide.
+    se = hanley_mcneil_se(0.81, round(0.12 * 1047), 1047 - round(0.12 * 1047))
+    s = suggested_noise_rate(0.81, 0.12, 1047)
+    assert 2 * s * math.log(2) == pytest.approx(2 * 1.959963984540054 * se, rel=1e-12)
+
+
+def test_planner_warns_about_the_noise_rates(recwarn):
+    # The paper's example: budget at 0.8, answers at 0.124 -> the two differ.
+    with pytest.warns(PlanWarning, match="answer_noise_rate 0.124") as rec:
+        p = plan(1047, 100, noise_rate=0.8, load_factor=400, answer_noise_rate=0.124)
+    assert len(p.warnings) == len(rec) == 1 and "weaker" in p.warnings[0]
+    # One noise rate of 0.8 for the answers too: the answers say little.
+    with pytest.warns(PlanWarning, match="carry little"):
+        plan(1047, 100, noise_rate=0.8, load_factor=400)
+    with pytest.warns(PlanWarning, match="carry little"):
+        plan(1047, 100, noise_rate=0.8, load_factor=400, auc=0.81, prevalence=0.12)
+    # Within a factor of 2 of the rule, budget set at the same rate: no warning (but eq. 3
+    # then needs subsets of some 10^5 images for one unit).
+    target = suggested_noise_rate(0.81, 0.12, 1047)
+    recwarn.clear()
+    p = plan(1047, 100, noise_rate=1.9 * target, budget=1, auc=0.81, prevalence=0.12)
+    assert p.warnings == () and not [w for w in recwarn if w.category is PlanWarning]
+    assert p.subset_size > 100_000
+    with pytest.warns(PlanWarning, match="small beside"):
+        plan(1047, 100, noise_rate=0.8, load_factor=400, answer_noise_rate=target / 3,
+             auc=0.81, prevalence=0.12)  # fmt: skip
+    with pytest.warns(PlanWarning, match="budget_units 3 is above"):
+        plan(1047, 100, noise_rate=0.124, load_factor=400, budget_units=3)
+
+
+def test_cli_plan_prints_warnings_and_refuses_zero_budget(capsys):
+    main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "400",
+          "--noise-rate", "0.8", "--answer-noise-rate", "0.124", "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    res = json.loads(captured.out)
+    assert res["answer_noise_rate"] == 0.124 and len(res["warnings"]) == 1
+    assert "warning" in captured.err and "answer_noise_rate" in captured.err
+    with pytest.raises(SystemExit) as exc:
+        main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor",
+              "400", "--noise-rate", "0.124"])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "0 perturbed answers" in err and "load_factor" in err and "Traceback" not in err
+
+
+def test_huge_inputs_are_refused_not_overflowed():
+    with pytest.raises(InputError, match="noise_rate"):
+        plan(1047, 100, noise_rate=1e308, load_factor=400)
+    with pytest.raises(InputError, match="load_factor"):
+        plan(1047, 100, noise_rate=0.8, load_factor=1e300)
+    with pytest.raises(InputError, match="n_subsets"):
+        plan(1047, math.inf, noise_rate=0.8, load_factor=4)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="subset_size"):
+        plan(1047, 100, noise_rate=0.8, subset_size=float("nan"))  # type: ignore[arg-type]
+
+
+def test_perturbation_by_subset_is_the_h_rule():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(3)
+    y = rng.random(400) < 0.2
+    s = rng.normal(size=400) + 1.2 * y
+    for xi in (10.0, 70.0):
+        p = figures.perturbation_by_subset(y, s, xi, n_subsets=50, seed=np.random.default_rng(1))
+        # Same subsets again from the same generator state: the brute-force reference.
+        table = figures.draw_subsets(y, n_subsets=50, subset_size=p.subset_size,
+                                     replace=True, seed=np.random.default_rng(1))  # fmt: skip
+        exact = np.array([roc_auc_score(y[m], s[m]) for m in table.members])
+        assert np.allclose(p.subset_auc, exact, atol=1e-12)
+        assert p.whole_auc == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        assert np.array_equal(p.perturbed, np.abs(exact - p.whole_auc) > 0.02)
+        assert (p.noise[~p.perturbed] == 0).all() and (p.noise[p.perturbed] != 0).all()
+    # Larger subsets stray less from the whole set: fewer perturbed (the paper's point).
+    small = figures.perturbation_by_subset(y, s, 10.0, n_subsets=200, seed=5)
+    large = figures.perturbation_by_subset(y, s, 70.0, n_subsets=200, seed=5)
+    assert small.perturbed.sum() > large.perturbed.sum()
+
+
+def test_cli_perturbation_figure_is_written(tmp_path):
+    out = tmp_path / "fig4.png"
+    main(["sequester", "figure", "perturbation", "--out", str(out), "--subsets", "40"])
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_fedroc_figures_writes_paper_2(tmp_path, capsys):
+    main(["figures", "--paper", "2", "--out", str(tmp_path), "--quick", "--json"])
+    made = json.loads(capsys.readouterr().out)["figures"]
+    assert [f["figure"] for f in made] == ["3", "4", "5"]
+    for f in made:
+        data = open(f["file"], "rb").read()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, f

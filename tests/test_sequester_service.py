@@ -6,18 +6,9 @@ tests may create databases (``.ci/run`` starts one when it can).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,95 +16,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-ADMIN = "test-admin-token-" + secrets.token_hex(8)
-PG_ENV = "FEDROC_TEST_POSTGRES_URL"
+from tests._sequester_server import ADMIN, Server, database
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """``fedroc sequester serve`` in a subprocess; always stopped by the fixture."""
-
-    def __init__(self, db: str, log: Path) -> None:
-        self.db = db
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = ""
-
-    def start(self) -> None:
-        for _ in range(3):  # a port picked free may be taken before uvicorn binds it
-            port = _free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            with open(self.log, "ab") as log:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "fedroc", "sequester", "serve", "--db", self.db,
-                     "--host", "127.0.0.1", "--port", str(port), "--admin-token", ADMIN],
-                    stdout=log, stderr=log,
-                )  # fmt: skip
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(self.url + "/v1/health", timeout=1).status_code == 200:
-                        return
-                time.sleep(0.1)
-            self.stop()
-        raise RuntimeError("server did not start:\n" + self.log.read_text()[-2000:])
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self.proc = None
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.proc = None
-
-    def client(self, token: str) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.url + "/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
-        )
-
-
-@contextlib.contextmanager
-def _database(backend: str, tmp: Path) -> Iterator[str]:
-    """A fresh database URL for one server (dropped afterwards on PostgreSQL)."""
-    if backend == "sqlite":
-        yield str(tmp / "sequester.db")
-        return
-    url = os.environ.get(PG_ENV)
-    if not url:
-        pytest.skip(f"{PG_ENV} is not set: no PostgreSQL server to test against")
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    name = "fedroc_test_" + secrets.token_hex(6)
-    base = make_url(url).set(drivername="postgresql")
-    admin_dsn = base.render_as_string(hide_password=False)
-    try:
-        with psycopg.connect(admin_dsn, autocommit=True, connect_timeout=10) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"{PG_ENV} is set but the server cannot be reached: {exc}")
-    except psycopg.errors.InsufficientPrivilege:
-        pytest.skip(f"the role of {PG_ENV} may not create databases")
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 BACKENDS = ["sqlite", "postgres"]
@@ -122,7 +27,7 @@ BACKENDS = ["sqlite", "postgres"]
 @pytest.fixture(scope="module", params=BACKENDS)
 def server(request, tmp_path_factory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp(f"seq-{request.param}")
-    with _database(request.param, tmp) as db:
+    with database(request.param, tmp) as db:
         srv = Server(db, tmp / "server.log")
         srv.start()
         try:
@@ -144,7 +49,9 @@ def _setup(srv: Server, *, n: int = 400, seed: int = 0, **plan: Any) -> dict[str
         r = adm.post("/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
         assert r.status_code == 201, r.text
         tid = r.json()["test_set_id"]
-        body = {"n_subsets": 20, "load_factor": 2.0, "noise_rate": 0.1, **plan}
+        # The paper's variant, unrounded: these tests check its numbers exactly.
+        body = {"n_subsets": 20, "load_factor": 2.0, "noise_rate": 0.1,
+                "mechanism": "h-thresholdout", "round_answers": False, **plan}  # fmt: skip
         r = adm.post(f"/test-sets/{tid}/plans", json=body)
         assert r.status_code == 201, r.text
         p = r.json()
@@ -266,7 +173,7 @@ def test_bad_input_is_4xx_and_spends_nothing(server):
         n_pos = int(st["y"].sum())
         r = adm.post(f"/test-sets/{st['test_set_id']}/plans",
                      json={"n_subsets": 5, "subset_size": 4 * n_pos, "noise_rate": 0.1,
-                           "prevalence": 0.5, "replace": False})  # fmt: skip
+                           "prevalence": 0.5, "replace": False, "budget_units": 1})  # fmt: skip
         assert r.status_code == 422 and "with replacement" in r.json()["detail"]
         r = adm.post("/test-sets", json={"image_ids": ["a", "b"], "labels": [0, 2]})
         assert r.status_code == 422 and "0 or 1" in r.json()["detail"]
@@ -359,7 +266,7 @@ def test_concurrent_queries_race_for_the_last_units(server, units):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_restart_after_kill9_keeps_state(backend, tmp_path):
-    with _database(backend, tmp_path) as db:
+    with database(backend, tmp_path) as db:
         srv = Server(db, tmp_path / "server.log")
         srv.start()
         try:

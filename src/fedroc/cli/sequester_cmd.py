@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +21,11 @@ sequester_app = typer.Typer(
 )
 
 ADMIN_ENV = "FEDROC_SEQUESTER_ADMIN_TOKEN"
+ADMIN_FILE_ENV = "FEDROC_SEQUESTER_ADMIN_TOKEN_FILE"
+SEED_ENV = "FEDROC_SEQUESTER_NOISE_SEED"
+# Service defaults (fedroc.sequester.service.DEFAULTS), repeated here so that --help works
+# without the service extra.
+DEFAULT_BODY_MB, DEFAULT_RATE, DEFAULT_BURST = 16.0, 50.0, 100
 
 
 @sequester_app.command("plan")
@@ -26,8 +33,12 @@ def plan_command(
     images: Annotated[int, typer.Option("--images", help="phi: images in the test set.")],
     subsets: Annotated[int, typer.Option("--subsets", help="rho: number of test subsets.")],
     noise_rate: Annotated[
-        float, typer.Option("--noise-rate", help="sigma: Laplace scale of the perturbation.")
+        float, typer.Option("--noise-rate", help="sigma of eq. 3 (and of the answers).")
     ],
+    answer_noise_rate: Annotated[
+        float | None,
+        typer.Option("--answer-noise-rate", help="Laplace scale of the answers if not sigma."),
+    ] = None,
     load_factor: Annotated[
         float | None, typer.Option("--load-factor", help="xi = N rho / phi.")
     ] = None,
@@ -49,20 +60,28 @@ def plan_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Subset size, eq.-3 budget, epsilon and AUC SE of a sequestration plan."""
-    from fedroc.sequester.planner import plan
+    import warnings
 
-    p = plan(
-        images,
-        subsets,
-        noise_rate=noise_rate,
-        load_factor=load_factor,
-        subset_size=subset_size,
-        budget=budget,
-        auc=auc,
-        prevalence=prevalence,
-        power=power,
-        alpha=alpha,
-    )
+    from fedroc.methods.sequester.planner import PlanWarning, plan
+
+    with warnings.catch_warnings():
+        # The warnings are printed below, once, and kept in the JSON.
+        warnings.simplefilter("ignore", PlanWarning)
+        p = plan(
+            images,
+            subsets,
+            noise_rate=noise_rate,
+            answer_noise_rate=answer_noise_rate,
+            load_factor=load_factor,
+            subset_size=subset_size,
+            budget=budget,
+            auc=auc,
+            prevalence=prevalence,
+            power=power,
+            alpha=alpha,
+        )
+    for note in p.warnings:
+        err.print(f"[yellow]warning:[/] {note}", highlight=False)
     result: dict[str, Any] = p.to_dict()
     if budget is not None:
         result["requested_budget"] = budget
@@ -75,6 +94,7 @@ def plan_command(
         ("load factor (xi)", p.load_factor),
         ("subset size (N)", p.subset_size),
         ("noise rate (sigma)", p.noise_rate),
+        ("noise rate of the answers", p.answer_noise_rate),
         ("budget (eq. 3)", p.budget),
         ("perturbed answers allowed", p.budget_units),
         ("epsilon = B / (sigma phi)", p.epsilon),
@@ -87,7 +107,12 @@ def plan_command(
 
 @sequester_app.command("figure")
 def figure_command(
-    kind: Annotated[str, typer.Argument(help="'budget' (paper Fig. 5) or 'power' (Fig. 3).")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="'budget' (paper Fig. 5), 'perturbation' (Fig. 4) or 'power' (Fig. 3)."
+        ),
+    ],
     output: Annotated[Path, typer.Option("--out", help="PNG file to write.")],
     images: Annotated[int, typer.Option("--images", help="phi.")] = 1047,
     subsets: Annotated[int, typer.Option("--subsets", help="rho (budget figure).")] = 100,
@@ -101,28 +126,38 @@ def figure_command(
     ] = None,
     label: Annotated[str, typer.Option(help="Label column of --data.")] = "label",
     score: Annotated[str, typer.Option(help="Score column of --data.")] = "score",
-    seed: Annotated[int, typer.Option(help="Seed of the resampling.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the resampling and the figure's noise.")] = 0,
+    threshold: Annotated[float, typer.Option(help="T (perturbation figure).")] = 0.02,
+    noise_rate: Annotated[
+        float, typer.Option("--noise-rate", help="sigma of the answers (perturbation figure).")
+    ] = 0.124,
 ) -> None:
-    """Draw paper 2's Figure 5 (budget vs load factor beside AUC SE/IQR) or Figure 3."""
-    from fedroc.sequester.planner import budget_figure, power_figure
+    """Draw paper 2's Figure 5 (budget vs load factor beside AUC SE/IQR), 4 or 3."""
+    from fedroc.methods.sequester.figures import budget_figure, perturbation_figure, power_figure
 
+    kinds = ("budget", "perturbation", "power")
+    if kind not in kinds:
+        raise InputError(f"figure kind must be one of {kinds}; got {kind!r}")
+    xy = None
+    if data is not None:
+        from fedroc.data import Columns, SiteData, load_table
+
+        site = SiteData.from_frame(load_table(data), Columns(label, score))
+        xy = (site.label, site.score)
     if kind == "budget":
-        xy = None
-        if data is not None:
-            from fedroc.data import Columns, SiteData, load_table
-
-            site = SiteData.from_frame(load_table(data), Columns(label, score))
-            xy = (site.label, site.score)
         fig = budget_figure(
             images, subsets, auc=auc, prevalence=0.12 if prevalence is None else prevalence,
             data=xy, seed=seed,
         )  # fmt: skip
-    elif kind == "power":
+    elif kind == "perturbation":
+        fig = perturbation_figure(
+            images, subsets, auc=auc, prevalence=0.12 if prevalence is None else prevalence,
+            threshold=threshold, noise_rate=noise_rate, data=xy, seed=seed,
+        )  # fmt: skip
+    else:
         fig = power_figure(
             images, auc=auc, prevalence=0.3 if prevalence is None else prevalence, seed=seed
         )
-    else:
-        raise InputError(f"figure kind must be 'budget' or 'power'; got {kind!r}")
     fig.savefig(output, dpi=120)
     err.print(f"wrote {output}")
 
@@ -130,27 +165,116 @@ def figure_command(
 @sequester_app.command("serve")
 def serve_command(
     db: Annotated[
-        str, typer.Option("--db", help="Database URL, or a path for a SQLite file.")
+        str, typer.Option("--db", help="Database URL, or a path for a SQLite file (made 0600).")
     ] = "fedroc-sequester.db",
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port")] = 8000,
-    admin_token: Annotated[
-        str | None,
-        typer.Option("--admin-token", help=f"Custodian token (default: ${ADMIN_ENV}, or new)."),
+    admin_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--admin-token-file",
+            envvar=ADMIN_FILE_ENV,
+            help=f"File holding the custodian token (else ${ADMIN_ENV}; else a new one).",
+        ),
     ] = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option("--tls-cert", help="PEM certificate: serve HTTPS.")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key.")] = None,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", help="Largest request body (413 above).")
+    ] = DEFAULT_BODY_MB,
+    rate_limit: Annotated[
+        float, typer.Option("--rate-limit", help="Requests per second per developer (0: none).")
+    ] = DEFAULT_RATE,
+    rate_burst: Annotated[
+        int, typer.Option("--rate-burst", help="Requests a developer may send at once.")
+    ] = DEFAULT_BURST,
     sqlite_synchronous: Annotated[
         str, typer.Option("--sqlite-synchronous", help="FULL (default) or NORMAL.")
     ] = "FULL",
+    noise_seed: Annotated[
+        int | None,
+        typer.Option(
+            "--noise-seed",
+            envvar=SEED_ENV,
+            hidden=True,
+            help="Tests only: seed the answers' noise (anyone who knows it can remove it).",
+        ),
+    ] = None,
 ) -> None:
-    """Run the sequestered test-set service (FastAPI + uvicorn; OpenAPI at /docs)."""
-    import uvicorn
+    """Run the sequestered test-set service (FastAPI + uvicorn; OpenAPI at /docs).
 
-    from fedroc.sequester.service import create_app
+    The custodian token comes from --admin-token-file or the environment variable
+    FEDROC_SEQUESTER_ADMIN_TOKEN (never the command line, where `ps` shows it); without
+    either a new one is printed once.
+    """
+    try:
+        import uvicorn
 
-    token = admin_token or os.environ.get(ADMIN_ENV)
-    if not token:
-        token = secrets.token_urlsafe(32)
-        err.print(f"custodian token (not stored, keep it): {token}", highlight=False)
-    app = create_app(db, token, sqlite_synchronous=sqlite_synchronous)
-    err.print(f"serving {app.state.store.engine.url!r} on http://{host}:{port}", highlight=False)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        from fedroc.sequester.service import create_app
+    except ImportError as exc:
+        # markup=False: "[service]" is pip's syntax, not a rich style.
+        err.print(
+            f"error: the sequestration service needs the 'service' extra (missing module "
+            f"{exc.name!r}): pip install 'fedroc[service]'",
+            markup=False,
+            highlight=False,
+        )
+        sys.exit(2)
+
+    token = _admin_token(admin_token_file)
+    if (tls_cert is None) != (tls_key is None):
+        raise InputError("give --tls-cert and --tls-key together (or neither)")
+    for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if path is not None and not path.is_file():
+            raise InputError(f"{flag} {str(path)!r} is not a readable file")
+    if not (max_body_mb > 0 and math.isfinite(max_body_mb)):
+        raise InputError(f"--max-body-mb must be a positive number; got {max_body_mb!r}")
+    app = create_app(
+        db, token, sqlite_synchronous=sqlite_synchronous, noise_seed=noise_seed,
+        max_body_bytes=max(1024, int(max_body_mb * 2**20)), rate_limit=rate_limit,
+        rate_burst=rate_burst,
+    )  # fmt: skip
+    store = app.state.store
+    for row in store.plans():
+        if row["mechanism"] == "h-thresholdout":
+            err.print(
+                f"[yellow]warning:[/] plan {row['plan_id']} answers with h-thresholdout, which "
+                "adaptive developers can read labels from; see fedroc.methods.sequester",
+                highlight=False,
+            )
+    scheme = "https" if tls_cert is not None else "http"
+    err.print(
+        f"serving {store.engine.url!r} (schema {store.revision}) on {scheme}://{host}:{port}",
+        highlight=False,
+    )
+    uvicorn.run(
+        app, host=host, port=port, log_level="warning", access_log=False,
+        ssl_certfile=None if tls_cert is None else str(tls_cert),
+        ssl_keyfile=None if tls_key is None else str(tls_key),
+    )  # fmt: skip
+
+
+def _admin_token(path: Path | None) -> str:
+    """The custodian token: from a file, else the environment, else a new one (printed)."""
+    if path is not None:
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise InputError(f"--admin-token-file {str(path)!r} cannot be read: {exc}") from None
+        if os.name == "posix" and path.stat().st_mode & 0o077:
+            err.print(
+                f"[yellow]warning:[/] --admin-token-file {str(path)!r} is readable by others; "
+                "chmod 600 it",
+                highlight=False,
+            )
+        if not token:
+            raise InputError(f"--admin-token-file {str(path)!r} is empty")
+        return token
+    token = os.environ.get(ADMIN_ENV, "")
+    if token:
+        return token
+    token = secrets.token_urlsafe(32)
+    err.print(f"custodian token (not stored, keep it): {token}", highlight=False)
+    return token

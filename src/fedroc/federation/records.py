@@ -90,7 +90,7 @@ def encode(record: Mapping[str, Any]) -> bytes:
     offset = 0
     for key, value in rec.items():
         if isinstance(value, np.ndarray):
-            arr = np.ascontiguousarray(value)
+            arr = np.asarray(value, order="C")  # ascontiguousarray would make 0-d arrays 1-d
             raw = arr.tobytes()
             header[key] = {"a": [arr.dtype.str, list(arr.shape), offset, len(raw)]}
             buffers.append(raw)

@@ -44,9 +44,10 @@ def hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
 
     Examples
     --------
-    Hanley & McNeil's CT example (A = 0.893, 51 abnormal, 58 normal), published SE 0.032:
+    Hanley & McNeil's CT example (51 abnormal, 58 normal; their table's AUC is 0.89317,
+    printed as 0.893), published SE 0.032:
 
-    >>> round(hanley_mcneil_se(0.893, 51, 58), 3)
+    >>> round(hanley_mcneil_se(0.89317, 51, 58), 3)
     0.032
     """
     a = float(auc)

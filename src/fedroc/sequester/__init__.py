@@ -1,62 +1,86 @@
-"""Sequestered test data with Thresholdout answers and the load-factor planner (paper 2).
+"""The sequestered test-set service (paper 2), an application on :mod:`fedroc.methods.sequester`.
 
-Tang, Whitney, Myers & Giger, "Sequestration of imaging studies in MIDRC: controlling for
-ingenuous and disingenuous use of sequestered data" (papers/thresholdout-auc-midrc-tang.md,
-papers/NOTES.md section 2).
+- :mod:`fedroc.sequester.service`: the REST API (FastAPI; ``fedroc sequester serve``),
+  its guard (authentication before the body, body size, rate limits) and a small client.
+- :mod:`fedroc.sequester.db`: its state in SQLite or PostgreSQL, migrated with Alembic.
 
-- :mod:`fedroc.sequester.planner`: load factor, subset size, eq.-3 budget, epsilon, power,
-  AUC SE, the inverse questions, and the paper's Figures 3 and 5.
-- :mod:`fedroc.sequester.engine`: the image <-> subset hash table, h-Thresholdout_AUC and
-  Dwork's Thresholdout (threat model there).
-- :mod:`fedroc.sequester.db` and :mod:`fedroc.sequester.service`: the REST service
-  (FastAPI, SQLAlchemy; ``fedroc sequester serve``). They need the ``service`` extra and
-  are not imported here.
+Both need the ``service`` extra (``pip install 'fedroc[service]'``) and are not imported
+here. The method itself (planner, hash table, mechanisms, figures) lives in
+:mod:`fedroc.methods.sequester`; its public names are re-exported here so that
+``from fedroc.sequester import plan, Session, ...`` keeps working. The threat model is in
+:mod:`fedroc.methods.sequester`.
 """
 
-from fedroc.sequester.engine import (
+from fedroc.methods.sequester import (
+    DEFAULT_MECHANISM,
+    MECHANISMS,
     Answer,
     BudgetExhausted,
+    Limits,
     Mechanism,
+    NearDuplicate,
+    Plan,
+    PlanWarning,
+    QuotaExceeded,
     Session,
     SubsetTable,
-    draw_subsets,
-    subset_auc,
-    subset_aucs,
-)
-from fedroc.sequester.planner import (
-    Plan,
+    answer_step,
     auc_se_at,
+    auc_sensitivity,
+    draw_subsets,
+    engine,
     epsilon_of,
+    figures,
     load_factor,
     load_factor_for_budget,
+    mechanism,
     min_subset_size,
     noise_rate_for_budget,
     plan,
+    planner,
     power_grid,
+    rank_distance,
+    subset_auc,
+    subset_aucs,
     subset_size,
     subset_size_for_budget,
+    suggested_noise_rate,
     thresholdout_budget,
 )
 
 __all__ = [
+    "DEFAULT_MECHANISM",
+    "MECHANISMS",
     "Answer",
     "BudgetExhausted",
+    "Limits",
     "Mechanism",
+    "NearDuplicate",
     "Plan",
+    "PlanWarning",
+    "QuotaExceeded",
     "Session",
     "SubsetTable",
+    "answer_step",
     "auc_se_at",
+    "auc_sensitivity",
     "draw_subsets",
+    "engine",
     "epsilon_of",
+    "figures",
     "load_factor",
     "load_factor_for_budget",
+    "mechanism",
     "min_subset_size",
     "noise_rate_for_budget",
     "plan",
+    "planner",
     "power_grid",
+    "rank_distance",
     "subset_auc",
     "subset_aucs",
     "subset_size",
     "subset_size_for_budget",
+    "suggested_noise_rate",
     "thresholdout_budget",
 ]

@@ -1,36 +1,50 @@
-"""State of the sequestration service in a database (SQLAlchemy Core).
+"""State of the sequestration service in a database (SQLAlchemy Core, Alembic migrations).
 
-SQLite file by default (WAL journal, ``synchronous=FULL``, busy timeout), PostgreSQL by
-URL. Tables: test sets (image ids, labels), plans (mechanism, parameters, the custodian's
-seed and the subset membership), developers (token *hashes*, budget), submissions
-(predictions) and queries (every answer with what the custodian needs to audit it).
+SQLite file by default (created 0600, WAL journal, ``synchronous=FULL``, busy timeout),
+PostgreSQL by URL. Tables: test sets (image ids, labels), plans (mechanism, parameters,
+limits, the custodian's seed and the subset membership), developers (token *hashes*,
+budget, quotas, revoked or not), submissions (predictions), queries (every answer with
+what the custodian needs to audit it, including its differential-privacy events) and
+admin actions (who created, revoked, rotated or topped up what).
 
-Budget spending is atomic. A query runs in one transaction that starts with the
-conditional ``UPDATE developers SET n_queries = n_queries + 1 WHERE id = :id AND
-budget_remaining >= 1``: on PostgreSQL it takes the developer's row lock and re-checks the
-condition after a concurrent commit; on SQLite it takes the database's write lock. Only
-then is the state read, the answer decided and the new budget and the answer written, and
-the transaction commits before the service responds; so concurrent queries never spend a
-unit twice or answer past zero, and a crash loses no answer that was sent.
+The schema is versioned by Alembic (``fedroc/sequester/migrations``): :class:`Store`
+upgrades a database to the current schema when it opens it, including one created by
+fedroc 0.1 before migrations existed.
+
+Spending is atomic. A query runs in one transaction that starts with the conditional
+``UPDATE developers SET n_queries = n_queries + 1 WHERE id = :id AND active AND
+budget_remaining >= 1 AND (max_queries IS NULL OR n_queries < max_queries) RETURNING
+budget_remaining, threshold_noise``: on PostgreSQL it takes the developer's row lock and
+re-checks the condition after a concurrent commit; on SQLite it takes the database's write
+lock. Only then is the answer decided from the state it returned and the new budget and
+the answer written, and the transaction
+commits before the service responds; so concurrent queries never spend a unit twice or
+answer past zero, and a crash loses no answer that was sent. Submissions take the same
+lock before their quota and near-duplicate checks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+import stat
 import threading
 import time
+import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import (
     Boolean,
     Column,
+    Connection,
     Float,
     ForeignKey,
     Integer,
@@ -39,25 +53,41 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     create_engine,
     event,
     func,
     insert,
+    inspect,
+    or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.engine import Engine, make_url
 
-from fedroc.exceptions import InputError
-from fedroc.sequester.engine import (
+from fedroc.exceptions import FedrocError, InputError
+from fedroc.methods.sequester import (
     Answer,
     BudgetExhausted,
+    Limits,
     Mechanism,
+    QuotaExceeded,
     SubsetTable,
+    auc_sensitivity,
     subset_auc,
 )
 
-__all__ = ["DeveloperRow", "NotFound", "PlanRow", "Store", "hash_token", "normalize_url"]
+__all__ = [
+    "DeveloperRow",
+    "NotFound",
+    "PlanRow",
+    "Revoked",
+    "Store",
+    "hash_token",
+    "migrate",
+    "normalize_url",
+]
 
 metadata = MetaData()
 
@@ -82,7 +112,7 @@ plans = Table(
     Column("n_subsets", Integer, nullable=False),
     Column("subset_size", Integer, nullable=False),
     Column("load_factor", Float, nullable=False),
-    Column("noise_rate", Float, nullable=False),
+    Column("noise_rate", Float, nullable=False),  # sigma of eq. 3 (the budget)
     Column("threshold", Float, nullable=False),
     Column("budget", Float, nullable=False),
     Column("budget_units", Integer, nullable=False),
@@ -92,6 +122,14 @@ plans = Table(
     Column("seed", Text, nullable=False),  # the custodian's; never shown to developers
     Column("members", LargeBinary, nullable=False),  # np.save of int32 (rho, N)
     Column("created_at", Float, nullable=False),
+    # Schema 0002: answers' own noise rate (NULL: noise_rate), rounding step, the AUC
+    # sensitivity (NULL: computed when loaded), limits (NULL: none).
+    Column("answer_noise_rate", Float, nullable=True),
+    Column("answer_step", Float, nullable=False, server_default="0"),
+    Column("sensitivity", Float, nullable=True),
+    Column("max_queries", Integer, nullable=True),
+    Column("max_submissions", Integer, nullable=True),
+    Column("min_changed_images", Float, nullable=False, server_default="0"),
 )
 
 developers = Table(
@@ -106,6 +144,11 @@ developers = Table(
     Column("n_queries", Integer, nullable=False, default=0),
     Column("threshold_noise", Float, nullable=False, default=0.0),
     Column("created_at", Float, nullable=False),
+    Column("active", Boolean, nullable=False, server_default=true()),
+    Column("max_queries", Integer, nullable=True),
+    Column("max_submissions", Integer, nullable=True),
+    Column("n_submissions", Integer, nullable=False, server_default="0"),
+    Column("token_rotated_at", Float, nullable=True),
 )
 
 submissions = Table(
@@ -129,16 +172,52 @@ queries = Table(
     Column("answer", Float, nullable=False),
     Column("spent", Integer, nullable=False),
     Column("budget_after", Integer, nullable=False),
-    # Custodian-only audit columns: exact subset AUC, reference and the noise drawn.
+    # Custodian-only audit columns: exact subset AUC, reference, the noise drawn and the
+    # differential-privacy events of the answer (JSON list of fedroc.privacy.DPEvent).
     Column("holdout", Float, nullable=False),
     Column("reference", Float, nullable=False),
     Column("noise", Float, nullable=False),
     Column("created_at", Float, nullable=False),
+    Column("events", Text, nullable=False, server_default="[]"),
 )
+
+admin_actions = Table(
+    "admin_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", Float, nullable=False),
+    Column("action", String(40), nullable=False),
+    Column("target", String(80), nullable=False),
+    Column("details", Text, nullable=False),  # JSON object; never a token
+)
+
+_d = developers.c
+# The statements of a query, built once (building them costs more than running them).
+# The first takes the developer's row (or the database's write lock) and re-checks the
+# budget, the quota and the token under it; RETURNING gives the state it locked.
+_SPEND = (
+    update(developers)
+    .where(_d.id == bindparam("dev"), _d.active, _d.budget_remaining >= 1)
+    .where(or_(_d.max_queries.is_(None), _d.n_queries < _d.max_queries))
+    .values(n_queries=_d.n_queries + 1)
+    .returning(_d.budget_remaining, _d.threshold_noise)
+)
+_SETTLE = (
+    update(developers)
+    .where(_d.id == bindparam("dev"), _d.budget_remaining == bindparam("before"))
+    .values(budget_remaining=bindparam("after"), threshold_noise=bindparam("gamma"))
+)
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+MAX_COUNT = 2**31 - 1  # INTEGER columns are 32-bit in PostgreSQL
 
 
 class NotFound(InputError):
     """A referenced object does not exist (or belongs to someone else)."""
+
+
+class Revoked(FedrocError):
+    """The developer's token was revoked or rotated while the request was running."""
 
 
 def _new_id(result: Any) -> int:
@@ -152,6 +231,10 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def new_token() -> str:
+    return "fsq_" + secrets.token_urlsafe(32)
+
+
 def normalize_url(db: str) -> str:
     """A database URL, or a file path that becomes ``sqlite:///PATH``."""
     if "://" in db:
@@ -161,6 +244,50 @@ def normalize_url(db: str) -> str:
             url = url.set(drivername="postgresql+psycopg")
         return url.render_as_string(hide_password=False)
     return f"sqlite:///{db}"
+
+
+def _private_sqlite_file(path: str) -> None:
+    """Create the database file 0600 before SQLite does, or tighten an existing one.
+
+    The file holds labels, exact AUCs and the seed of the subsets. SQLite gives its -wal
+    and -shm files the permissions of the database file.
+    """
+    p = Path(path)
+    if not p.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+        return
+    mode = stat.S_IMODE(p.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(p, 0o600)
+        warnings.warn(
+            f"the database file {str(p)!r} was readable by others (mode {mode:o}); "
+            "its mode is now 600",
+            stacklevel=3,
+        )
+
+
+def migrate(engine: Engine) -> str:
+    """Upgrade the database to the current schema (Alembic ``upgrade head``).
+
+    A database created by fedroc 0.1 (tables, no ``alembic_version``) is stamped with the
+    first revision, which is its schema, and upgraded from there. Returns the revision.
+    """
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        tables = set(inspect(conn).get_table_names())
+        if "test_sets" in tables and "alembic_version" not in tables:
+            command.stamp(cfg, "0001")
+        command.upgrade(cfg, "head")
+        rev = MigrationContext.configure(conn).get_current_revision()
+    return str(rev)
 
 
 @dataclass(frozen=True)
@@ -178,6 +305,9 @@ class PlanRow:
     prevalence: float
     replace: bool
     seed: str
+    noise_rate: float
+    sensitivity: float
+    limits: Limits
 
     def public(self) -> dict[str, Any]:
         """What a developer may know about the plan."""
@@ -188,13 +318,17 @@ class PlanRow:
             "n_subsets": self.table.n_subsets,
             "subset_size": self.table.subset_size,
             "load_factor": self.table.load_factor,
-            "noise_rate": self.mechanism.noise_rate,
+            "noise_rate": self.noise_rate,
+            "answer_noise_rate": self.mechanism.noise_rate,
             "threshold": self.mechanism.threshold,
+            "answer_step": self.mechanism.step,
             "budget": self.budget,
             "budget_units": self.budget_units,
             "epsilon": self.epsilon,
+            "epsilon_guarantee": self.mechanism.epsilon(self.budget_units, self.sensitivity),
             "prevalence": self.prevalence,
             "replace": self.replace,
+            "min_changed_images": self.limits.min_changed_images,
         }
 
 
@@ -210,9 +344,16 @@ class Store:
 
     def __init__(self, url: str, *, sqlite_synchronous: str = "FULL") -> None:
         self.url = normalize_url(url)
-        self.is_sqlite = self.url.startswith("sqlite")
-        kwargs: dict[str, Any] = {"future": True}
+        parsed = make_url(self.url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        kwargs: dict[str, Any] = {}
         if self.is_sqlite:
+            if sqlite_synchronous.upper() not in ("FULL", "NORMAL", "EXTRA"):
+                raise InputError(
+                    f"sqlite synchronous must be FULL, NORMAL or EXTRA; got {sqlite_synchronous!r}"
+                )
+            if parsed.database and parsed.database != ":memory:":
+                _private_sqlite_file(parsed.database)
             kwargs.update(
                 connect_args={"timeout": 60.0, "check_same_thread": False},
                 pool_size=16,
@@ -222,8 +363,8 @@ class Store:
             kwargs.update(pool_size=16, max_overflow=48, pool_pre_ping=True)
         self.engine: Engine = create_engine(self.url, **kwargs)
         if self.is_sqlite:
-            self._sqlite_setup(self.engine, sqlite_synchronous)
-        metadata.create_all(self.engine)
+            self._sqlite_setup(self.engine, sqlite_synchronous.upper())
+        self.revision = migrate(self.engine)
         self._plans: dict[int, PlanRow] = {}
         self._devs: dict[str, DeveloperRow] = {}
         self._subs: OrderedDict[int, tuple[int, NDArray[np.float64], float]] = OrderedDict()
@@ -231,9 +372,6 @@ class Store:
 
     @staticmethod
     def _sqlite_setup(engine: Engine, synchronous: str) -> None:
-        if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA"):
-            raise InputError(f"sqlite synchronous must be FULL, NORMAL or EXTRA; got {synchronous}")
-
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             # Take transaction control from the driver so that BEGIN is issued exactly
@@ -241,7 +379,7 @@ class Store:
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            cur.execute(f"PRAGMA synchronous={synchronous}")
             cur.execute("PRAGMA busy_timeout=60000")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
@@ -252,6 +390,25 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    # ------------------------------------------------------------------ admin audit
+
+    @staticmethod
+    def _record(conn: Connection, action: str, target: str, **details: Any) -> None:
+        conn.execute(
+            insert(admin_actions).values(
+                created_at=time.time(),
+                action=action,
+                target=target,
+                details=json.dumps(details, sort_keys=True),
+            )
+        )
+
+    def actions(self) -> list[dict[str, Any]]:
+        """Every custodian action, oldest first (details as a dict)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(admin_actions).order_by(admin_actions.c.id)).all()
+        return [{**dict(r._mapping), "details": json.loads(r.details)} for r in rows]
 
     # ------------------------------------------------------------------ custodian side
 
@@ -267,7 +424,16 @@ class Store:
                     created_at=time.time(),
                 )
             )
-            return _new_id(res)
+            tid = _new_id(res)
+            self._record(conn, "create-test-set", f"test-set/{tid}", name=name,
+                         n_images=len(image_ids), n_pos=int(labels.sum()))  # fmt: skip
+            return tid
+
+    def test_sets(self) -> list[dict[str, Any]]:
+        cols = [test_sets.c.id.label("test_set_id"), test_sets.c.name, test_sets.c.n_images,
+                test_sets.c.n_pos, test_sets.c.created_at]  # fmt: skip
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(*cols).order_by(test_sets.c.id))]
 
     def test_set(self, test_set_id: int) -> tuple[str, tuple[str, ...], NDArray[np.bool_]]:
         with self.engine.connect() as conn:
@@ -290,6 +456,9 @@ class Store:
         prevalence: float,
         replace: bool,
         seed: str,
+        noise_rate: float,
+        sensitivity: float,
+        limits: Limits,
     ) -> int:
         with self.engine.begin() as conn:
             res = conn.execute(
@@ -299,8 +468,10 @@ class Store:
                     n_subsets=table.n_subsets,
                     subset_size=table.subset_size,
                     load_factor=table.load_factor,
-                    noise_rate=mechanism.noise_rate,
+                    noise_rate=noise_rate,
+                    answer_noise_rate=mechanism.noise_rate,
                     threshold=mechanism.threshold,
+                    answer_step=mechanism.step,
                     budget=budget,
                     budget_units=budget_units,
                     epsilon=epsilon,
@@ -308,10 +479,30 @@ class Store:
                     replace=replace,
                     seed=seed,
                     members=table.members_bytes(),
+                    sensitivity=sensitivity,
+                    max_queries=limits.max_queries,
+                    max_submissions=limits.max_submissions,
+                    min_changed_images=limits.min_changed_images,
                     created_at=time.time(),
                 )
             )
-            return _new_id(res)
+            pid = _new_id(res)
+            self._record(conn, "create-plan", f"plan/{pid}", test_set_id=test_set_id,
+                         mechanism=mechanism.name, budget_units=budget_units,
+                         n_subsets=table.n_subsets, subset_size=table.subset_size)  # fmt: skip
+            return pid
+
+    def plans(self, test_set_id: int | None = None) -> list[dict[str, Any]]:
+        q = select(plans.c.id).order_by(plans.c.id)
+        if test_set_id is not None:
+            q = q.where(plans.c.test_set_id == test_set_id)
+        with self.engine.connect() as conn:
+            ids = [int(r.id) for r in conn.execute(q)]
+        out = []
+        for pid in ids:
+            p = self.plan(pid)
+            out.append({**p.public(), "test_set_id": p.test_set_id, **_limits_dict(p.limits)})
+        return out
 
     def plan(self, plan_id: int) -> PlanRow:
         cached = self._plans.get(plan_id)
@@ -323,19 +514,27 @@ class Store:
             raise NotFound(f"plan {plan_id} does not exist")
         _, ids, labels = self.test_set(row.test_set_id)
         table = SubsetTable(ids, SubsetTable.members_from_bytes(row.members))
-        mech = Mechanism(row.mechanism, threshold=row.threshold, noise_rate=row.noise_rate)
+        sigma_a = row.noise_rate if row.answer_noise_rate is None else row.answer_noise_rate
+        mech = Mechanism(row.mechanism, threshold=row.threshold, noise_rate=sigma_a,
+                         step=row.answer_step)  # fmt: skip
+        # Plans of schema 0001 did not store the sensitivity: it follows from the table.
+        sens = auc_sensitivity(table, labels) if row.sensitivity is None else row.sensitivity
+        limits = Limits(row.max_queries, row.max_submissions, row.min_changed_images)
         plan = PlanRow(
             row.id, row.test_set_id, mech, labels, table, row.budget, row.budget_units,
-            row.epsilon, row.prevalence, bool(row.replace), row.seed,
+            row.epsilon, row.prevalence, bool(row.replace), row.seed, row.noise_rate, sens,
+            limits,
         )  # fmt: skip
         with self._lock:
             self._plans[plan_id] = plan
         return plan
 
-    def add_developer(self, plan_id: int, name: str) -> tuple[int, str, int]:
+    def add_developer(
+        self, plan_id: int, name: str, *, threshold_noise: float
+    ) -> tuple[int, str, int]:
         """Create a developer; returns ``(id, token, budget units)``. Only the hash is stored."""
         plan = self.plan(plan_id)
-        token = "fsq_" + secrets.token_urlsafe(32)
+        token = new_token()
         with self.engine.begin() as conn:
             res = conn.execute(
                 insert(developers).values(
@@ -345,26 +544,109 @@ class Store:
                     budget_total=plan.budget_units,
                     budget_remaining=plan.budget_units,
                     n_queries=0,
-                    threshold_noise=plan.mechanism.initial_threshold_noise(),
+                    threshold_noise=threshold_noise,
+                    max_queries=plan.limits.max_queries,
+                    max_submissions=plan.limits.max_submissions,
                     created_at=time.time(),
                 )
             )
-            return _new_id(res), token, plan.budget_units
+            dev_id = _new_id(res)
+            self._record(conn, "create-developer", f"developer/{dev_id}", plan_id=plan_id,
+                         name=name)  # fmt: skip
+            return dev_id, token, plan.budget_units
 
     def developers(self, plan_id: int | None = None) -> list[dict[str, Any]]:
         cols = [
-            developers.c.id, developers.c.plan_id, developers.c.name, developers.c.budget_total,
-            developers.c.budget_remaining, developers.c.n_queries, developers.c.created_at,
+            developers.c.id, developers.c.plan_id, developers.c.name, developers.c.active,
+            developers.c.budget_total, developers.c.budget_remaining, developers.c.n_queries,
+            developers.c.max_queries, developers.c.n_submissions, developers.c.max_submissions,
+            developers.c.created_at, developers.c.token_rotated_at,
         ]  # fmt: skip
         q = select(*cols).order_by(developers.c.id)
         if plan_id is not None:
             q = q.where(developers.c.plan_id == plan_id)
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+            return [{**dict(r._mapping), "active": bool(r.active)} for r in conn.execute(q)]
+
+    def _forget_developer(self, developer_id: int) -> None:
+        with self._lock:
+            for h in [h for h, d in self._devs.items() if d.id == developer_id]:
+                del self._devs[h]
+
+    def _developer_exists(self, conn: Connection, developer_id: int) -> Any:
+        row = conn.execute(select(developers).where(developers.c.id == developer_id)).first()
+        if row is None:
+            raise NotFound(f"developer {developer_id} does not exist")
+        return row
+
+    def revoke_developer(self, developer_id: int) -> None:
+        """Revoke a developer's token: every later request with it gets 401."""
+        with self.engine.begin() as conn:
+            self._developer_exists(conn, developer_id)
+            conn.execute(
+                update(developers).where(developers.c.id == developer_id).values(active=False)
+            )
+            self._record(conn, "revoke-developer", f"developer/{developer_id}")
+        self._forget_developer(developer_id)
+
+    def rotate_token(self, developer_id: int) -> str:
+        """Issue a new token for a developer (re-activating them); the old one stops working."""
+        token = new_token()
+        with self.engine.begin() as conn:
+            self._developer_exists(conn, developer_id)
+            conn.execute(
+                update(developers)
+                .where(developers.c.id == developer_id)
+                .values(token_hash=hash_token(token), active=True, token_rotated_at=time.time())
+            )
+            self._record(conn, "rotate-token", f"developer/{developer_id}")
+        self._forget_developer(developer_id)
+        return token
+
+    def top_up(
+        self,
+        developer_id: int,
+        *,
+        budget_units: int = 0,
+        queries: int = 0,
+        submissions: int = 0,
+    ) -> dict[str, Any]:
+        """Add budget units and quota to a developer (a NULL quota stays unlimited)."""
+        with self.engine.begin() as conn:
+            row = self._developer_exists(conn, developer_id)
+            after = [
+                ("budget_units", row.budget_total, budget_units),
+                ("queries", row.max_queries or 0, queries),
+                ("submissions", row.max_submissions or 0, submissions),
+            ]
+            for name, now, add in after:
+                if now + add > MAX_COUNT:
+                    raise InputError(
+                        f"{name}: topping up {add} would pass {MAX_COUNT} (32-bit counters)"
+                    )
+            d = developers.c
+            conn.execute(
+                update(developers)
+                .where(d.id == developer_id)
+                .values(
+                    budget_total=d.budget_total + budget_units,
+                    budget_remaining=d.budget_remaining + budget_units,
+                    max_queries=d.max_queries + queries,
+                    max_submissions=d.max_submissions + submissions,
+                )
+            )
+            self._record(conn, "top-up", f"developer/{developer_id}", budget_units=budget_units,
+                         queries=queries, submissions=submissions)  # fmt: skip
+        return next(r for r in self.developers() if r["id"] == developer_id)
 
     # ------------------------------------------------------------------ developer side
 
+    def cached_developer(self, token_hash: str) -> DeveloperRow | None:
+        """The active developer of a token hash if this process has seen it (no I/O)."""
+        return self._devs.get(token_hash)
+
     def developer_by_token(self, token: str) -> DeveloperRow | None:
+        """The active developer holding ``token``, or None (unknown, revoked or rotated)."""
         h = hash_token(token)
         cached = self._devs.get(h)
         if cached is not None:
@@ -372,7 +654,7 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(developers.c.id, developers.c.plan_id, developers.c.name).where(
-                    developers.c.token_hash == h
+                    developers.c.token_hash == h, developers.c.active
                 )
             ).first()
         if row is None:
@@ -393,13 +675,57 @@ class Store:
             ).one()
         return dict(row._mapping)
 
+    def quota(self, developer_id: int) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(
+                    developers.c.n_queries,
+                    developers.c.max_queries,
+                    developers.c.n_submissions,
+                    developers.c.max_submissions,
+                ).where(developers.c.id == developer_id)
+            ).one()
+        return dict(row._mapping)
+
     def add_submission(
-        self, developer_id: int, name: str, scores: NDArray[np.float64], whole_auc: float
+        self,
+        developer: DeveloperRow,
+        plan: PlanRow,
+        name: str,
+        scores: NDArray[np.float64],
+        whole_auc: float,
     ) -> int:
+        """Store a submission after its quota and near-duplicate checks (atomically)."""
+        d = developers.c
         with self.engine.begin() as conn:
+            got = conn.execute(
+                update(developers)
+                .where(d.id == developer.id, d.active)
+                .where((d.max_submissions.is_(None)) | (d.n_submissions < d.max_submissions))
+                .values(n_submissions=d.n_submissions + 1)
+            )
+            if got.rowcount != 1:
+                row = self._developer_exists(conn, developer.id)
+                if not row.active:
+                    raise Revoked("this token was revoked")
+                raise QuotaExceeded(
+                    f"submission quota used: {row.n_submissions} of {row.max_submissions} "
+                    "submissions made; ask the custodian for more"
+                )
+            if plan.limits.min_changed_images > 0:
+                earlier = [
+                    (int(r.id), np.frombuffer(r.scores, dtype="<f8"))
+                    for r in conn.execute(
+                        select(submissions.c.id, submissions.c.scores)
+                        .where(submissions.c.developer_id == developer.id)
+                        .order_by(submissions.c.id)
+                    )
+                ]
+                # The quota was checked above under the lock; this checks closeness only.
+                Limits(None, None, plan.limits.min_changed_images).check_submission(scores, earlier)
             res = conn.execute(
                 insert(submissions).values(
-                    developer_id=developer_id,
+                    developer_id=developer.id,
                     name=name,
                     scores=np.ascontiguousarray(scores, dtype="<f8").tobytes(),
                     whole_auc=whole_auc,
@@ -451,9 +777,9 @@ class Store:
         reference: float | None = None,
         rng: np.random.Generator | None = None,
     ) -> tuple[int, Answer]:
-        """Decide, record and commit one answer; raises BudgetExhausted past the budget."""
+        """Decide, record and commit one answer; raises past the budget or the quota."""
         scores, whole_auc = self.submission(developer.id, submission_id)
-        row_idx = plan.table._check_subset(subset_id)
+        members = plan.table.row(subset_id)
         if plan.mechanism.needs_reference:
             if reference is None:
                 raise InputError(
@@ -464,56 +790,60 @@ class Store:
         else:
             ref = whole_auc
         # The AUC is computed outside the transaction: it depends on nothing that changes.
-        holdout = subset_auc(plan.table.members[row_idx], plan.labels, scores)
+        holdout = subset_auc(members, plan.labels, scores)
         with self.engine.begin() as conn:
-            got = conn.execute(
-                update(developers)
-                .where(developers.c.id == developer.id, developers.c.budget_remaining >= 1)
-                .values(n_queries=developers.c.n_queries + 1)
-            )
-            if got.rowcount != 1:
-                raise BudgetExhausted(
-                    f"budget spent: developer {developer.name!r} has used every unit of the "
-                    "Thresholdout budget of this plan; the test set answers no more queries"
-                )
-            state = conn.execute(
-                select(developers.c.budget_remaining, developers.c.threshold_noise).where(
-                    developers.c.id == developer.id
-                )
-            ).one()
+            state = conn.execute(_SPEND, {"dev": developer.id}).first()
+            if state is None:
+                self._refusal(conn, developer)
             ans = plan.mechanism.answer(
                 holdout,
                 ref,
                 budget=int(state.budget_remaining),
                 threshold_noise=float(state.threshold_noise),
+                sensitivity=plan.sensitivity,
                 rng=rng,
             )
-            done = conn.execute(
-                update(developers)
-                .where(
-                    developers.c.id == developer.id,
-                    developers.c.budget_remaining == state.budget_remaining,
-                )
-                .values(budget_remaining=ans.budget_after, threshold_noise=ans.threshold_noise)
-            )
-            if done.rowcount != 1:  # cannot happen while we hold the row's lock
-                raise RuntimeError("developer budget changed under a held lock")
+            # Below Thresholdout's threshold nothing changes: the common case writes no row.
+            if ans.spent or ans.threshold_noise != state.threshold_noise:
+                done = conn.execute(
+                    _SETTLE,
+                    {"dev": developer.id, "before": state.budget_remaining,
+                     "after": ans.budget_after, "gamma": ans.threshold_noise},
+                )  # fmt: skip
+                if done.rowcount != 1:  # cannot happen while we hold the row's lock
+                    raise RuntimeError("developer budget changed under a held lock")
             res = conn.execute(
-                insert(queries).values(
-                    developer_id=developer.id,
-                    submission_id=submission_id,
-                    subset_id=int(subset_id),
-                    answer=ans.value,
-                    spent=ans.spent,
-                    budget_after=ans.budget_after,
-                    holdout=ans.holdout,
-                    reference=ans.reference,
-                    noise=ans.noise,
-                    created_at=time.time(),
-                )
+                insert(queries),
+                {
+                    "developer_id": developer.id,
+                    "submission_id": submission_id,
+                    "subset_id": int(subset_id),
+                    "answer": ans.value,
+                    "spent": ans.spent,
+                    "budget_after": ans.budget_after,
+                    "holdout": ans.holdout,
+                    "reference": ans.reference,
+                    "noise": ans.noise,
+                    "events": json.dumps([asdict(e) for e in ans.events]),
+                    "created_at": time.time(),
+                },
             )
             query_id = _new_id(res)
         return query_id, ans
+
+    def _refusal(self, conn: Connection, developer: DeveloperRow) -> NoReturn:
+        row = self._developer_exists(conn, developer.id)
+        if not row.active:
+            raise Revoked("this token was revoked")
+        if row.budget_remaining < 1:
+            raise BudgetExhausted(
+                f"budget spent: developer {developer.name!r} has used every unit of the "
+                "budget of this plan; the test set answers no more queries"
+            )
+        raise QuotaExceeded(
+            f"query quota used: {row.n_queries} of {row.max_queries} queries answered; "
+            "ask the custodian for more"
+        )
 
     def history(self, developer_id: int) -> list[dict[str, Any]]:
         q = (
@@ -532,14 +862,58 @@ class Store:
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def audit(self, developer_id: int) -> list[dict[str, Any]]:
-        """Custodian view of a developer's queries, with exact values and noise."""
+        """Custodian view of a developer's queries, with exact values, noise and events."""
         q = select(queries).where(queries.c.developer_id == developer_id).order_by(queries.c.id)
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+            return [{**dict(r._mapping), "events": json.loads(r.events)} for r in conn.execute(q)]
+
+    AUDIT_COLUMNS = (
+        "query_id", "created_at", "plan_id", "developer_id", "developer", "submission_id",
+        "subset_id", "answer", "spent", "budget_after", "holdout", "reference", "noise",
+        "epsilon", "events",
+    )  # fmt: skip
+
+    def audit_rows(
+        self, *, plan_id: int | None = None, developer_id: int | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """Every query for the CSV export, oldest first (columns :attr:`AUDIT_COLUMNS`)."""
+        q = (
+            select(
+                queries.c.id,
+                queries.c.created_at,
+                developers.c.plan_id,
+                developers.c.id,
+                developers.c.name,
+                queries.c.submission_id,
+                queries.c.subset_id,
+                queries.c.answer,
+                queries.c.spent,
+                queries.c.budget_after,
+                queries.c.holdout,
+                queries.c.reference,
+                queries.c.noise,
+                queries.c.events,
+            )
+            .join(developers, developers.c.id == queries.c.developer_id)
+            .order_by(queries.c.id)
+        )
+        if plan_id is not None:
+            q = q.where(developers.c.plan_id == plan_id)
+        if developer_id is not None:
+            q = q.where(developers.c.id == developer_id)
+        with self.engine.connect() as conn:
+            for r in conn.execution_options(yield_per=1000).execute(q):
+                events = json.loads(r[-1])
+                epsilon = sum(e["epsilon"] for e in events)
+                yield (*r[:-1], epsilon, r[-1])
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             return {
                 t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one())
-                for t in (test_sets, plans, developers, submissions, queries)
+                for t in (test_sets, plans, developers, submissions, queries, admin_actions)
             }
+
+
+def _limits_dict(limits: Limits) -> dict[str, Any]:
+    return {"max_queries": limits.max_queries, "max_submissions": limits.max_submissions}

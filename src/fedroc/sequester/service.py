@@ -2,91 +2,165 @@
 
 Roles
 -----
-- Custodian (admin token, given at start-up): registers a test set (image ids and
-  labels), creates plans on it (subsets, mechanism, budget) and issues developer tokens.
+- Custodian (the admin token, given to the server by the operator): registers test sets
+  (image ids and labels), creates plans on them (subsets, mechanism, budget, limits),
+  issues, revokes and rotates developer tokens, tops up budgets and quotas, lists test
+  sets, plans and developers, and exports the audit (CSV). Every custodian action is
+  recorded in the audit.
 - Developer (a token issued by the custodian, stored only as a SHA-256 hash): reads the
   public part of their plan and the image ids, uploads predictions, queries the AUC of a
-  submission on one test subset, reads their own budget and history. Another developer's
-  submissions, answers and budget are invisible (404 for their ids).
+  submission on one test subset, reads their own budget, quotas and history. Another
+  developer's submissions, answers and budget are invisible (404 for their ids).
 
-Threat model: as :mod:`fedroc.sequester.engine` (trusted custodian and server, untrusted
-adaptive developers). The service adds authentication, one budget per developer and
-atomic, durable spending (:class:`fedroc.sequester.db.Store`). Tokens travel in the
-``Authorization: Bearer`` header: put the service behind TLS outside loopback.
+Threat model: as :mod:`fedroc.methods.sequester` (trusted custodian and server, untrusted
+adaptive developers; the default ``thresholdout`` mechanism is differentially private, the
+paper's ``h-thresholdout`` is not). The service adds authentication, one budget and quotas
+per developer, atomic and durable spending (:class:`fedroc.sequester.db.Store`), and
+refuses before reading (:mod:`fedroc.sequester._guard`): token, rate and body size are
+checked before the body is read. Noise comes from the server's own entropy through
+:mod:`fedroc.privacy`; only the operator can seed it (``noise_seed``, for tests).
+Tokens travel in the ``Authorization: Bearer`` header: serve over TLS (``--tls-cert``,
+``--tls-key``) outside loopback.
 
-Errors: bad input 422, unknown token 401, a token of the wrong role 403, someone else's
-or a missing object 404, spent budget 403 with ``"budget spent"`` in the message. Nothing
-is recorded or spent on an error.
+Errors: bad input 422 naming the field, unknown or revoked token 401, a token of the wrong
+role 403, someone else's or a missing object 404, spent budget 403 with ``"budget spent"``
+in the message, a used quota 403 with ``"quota"``, too fast 429, too large a body 413.
+Nothing is recorded or spent on an error.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
 import math
 import secrets
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI, Path, Query, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
-from fedroc.exceptions import InputError
-from fedroc.sequester import planner
-from fedroc.sequester.db import DeveloperRow, NotFound, Store
-from fedroc.sequester.engine import (
+from fedroc.exceptions import FedrocError, InputError
+from fedroc.methods.sequester import (
+    DEFAULT_MECHANISM,
     BudgetExhausted,
+    Limits,
     Mechanism,
+    QuotaExceeded,
+    answer_step,
+    auc_sensitivity,
     draw_subsets,
-    subset_auc,
+    planner,
 )
+from fedroc.metrics import roc_auc
+from fedroc.sequester._guard import Guard, Principal, RateLimiter
+from fedroc.sequester.db import DeveloperRow, NotFound, Revoked, Store, hash_token
 
-__all__ = ["SequesterClient", "create_app"]
+__all__ = ["DEFAULTS", "SequesterClient", "create_app"]
 
 API = "/v1"
+MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL
+MAX_TABLE_ENTRIES = 50_000_000  # n_subsets * subset_size: 200 MB of int32 membership
+DEFAULTS = {"max_body_bytes": 16 * 2**20, "rate_limit": 50.0, "rate_burst": 100}
 
 # --------------------------------------------------------------------------- schemas
 
 
-class TestSetIn(BaseModel):
-    name: str = Field("test set", max_length=200)
-    image_ids: list[str] = Field(..., description="Image ids, unique.")
+class _In(BaseModel):
+    # An unknown field is an error, not silently dropped: nothing a developer adds (a
+    # "seed", a "noise") can look as if it was taken into account.
+    model_config = ConfigDict(extra="forbid")
+
+
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+Name = Annotated[str, Field(max_length=200)]
+
+
+class TestSetIn(_In):
+    name: Name = "test set"
+    image_ids: list[Annotated[str, Field(max_length=200)]] = Field(
+        ..., description="Image ids, unique."
+    )
     labels: list[int] = Field(..., description="Labels 0/1, one per image id.")
 
 
-class PlanIn(BaseModel):
-    n_subsets: int = Field(..., ge=1, description="rho: number of test subsets.")
-    noise_rate: float = Field(..., gt=0, description="sigma: scale of the Laplace noise.")
-    load_factor: float | None = Field(None, gt=0, description="xi = N rho / phi.")
-    subset_size: int | None = Field(None, ge=2, description="N (instead of load_factor).")
-    threshold: float = Field(0.02, ge=0, description="T of Thresholdout.")
-    mechanism: Literal["h-thresholdout", "thresholdout"] = "h-thresholdout"
-    prevalence: float | None = Field(None, gt=0, lt=1, description="Default: the set's.")
+class PlanIn(_In):
+    n_subsets: int = Field(100, ge=1, le=1_000_000, description="rho: number of test subsets.")
+    noise_rate: float = Field(
+        ..., ge=planner.MIN_NOISE_RATE, le=planner.MAX_NOISE_RATE, allow_inf_nan=False,
+        description="sigma of eq. 3: the noise rate the budget is computed for.",
+    )  # fmt: skip
+    answer_noise_rate: float | None = Field(
+        None, ge=planner.MIN_NOISE_RATE, le=planner.MAX_NOISE_RATE, allow_inf_nan=False,
+        description="Laplace scale of the answers (default: noise_rate).",
+    )  # fmt: skip
+    load_factor: float | None = Field(
+        None, gt=0, le=1e9, allow_inf_nan=False, description="xi = N rho / phi."
+    )
+    subset_size: int | None = Field(
+        None, ge=2, le=planner.MAX_SUBSET_SIZE, description="N (instead of load_factor)."
+    )
+    threshold: float = Field(0.02, ge=0, le=1, allow_inf_nan=False, description="T.")
+    mechanism: Literal["thresholdout", "laplace", "h-thresholdout"] = Field(
+        DEFAULT_MECHANISM,
+        description="'thresholdout' (Dwork et al.; needs the developer's reference AUC), "
+        "'laplace' (noise on every answer) or 'h-thresholdout' (the paper's variant: exact "
+        "answers within T, unsafe against adaptive developers).",
+    )
+    prevalence: float | None = Field(
+        None, gt=0, lt=1, allow_inf_nan=False, description="Default: the set's."
+    )
     replace: bool = Field(True, description="Draw images with replacement inside a subset.")
     budget_units: int | None = Field(
-        None, ge=0, description="Override floor(eq. 3) (relaxes the paper's guarantee)."
+        None, ge=1, le=10**9, description="Override floor(eq. 3) (relaxes the guarantee)."
     )
-    seed: str | None = Field(None, description="Custodian's seed; default from secrets.")
+    round_answers: bool = Field(True, description="Round answers to the subset's precision.")
+    max_queries: int | None = Field(1000, ge=1, le=10**9, description="Per developer; null: none.")
+    max_submissions: int | None = Field(
+        100, ge=1, le=10**9, description="Per developer; null: none."
+    )
+    min_changed_images: float = Field(
+        5.0, ge=0, le=1e9, allow_inf_nan=False,
+        description="Refuse submissions ordering the images within this many moved images "
+        "of an earlier one (0: never).",
+    )  # fmt: skip
+    seed: str | None = Field(
+        None, max_length=200, description="Custodian's seed of the subsets; default random."
+    )
 
 
-class DeveloperIn(BaseModel):
+class DeveloperIn(_In):
     name: str = Field(..., min_length=1, max_length=200)
 
 
-class SubmissionIn(BaseModel):
-    name: str = Field("model", max_length=200)
-    image_ids: list[str]
+class TopUpIn(_In):
+    budget_units: int = Field(0, ge=0, le=10**9)
+    queries: int = Field(0, ge=0, le=10**9)
+    submissions: int = Field(0, ge=0, le=10**9)
+
+
+class SubmissionIn(_In):
+    name: Name = "model"
+    image_ids: list[Annotated[str, Field(max_length=200)]]
+    # Checked by the handler (finite, one per image) so that its message names the image.
     scores: list[float | None]
 
 
-class QueryIn(BaseModel):
-    submission_id: int
-    subset_id: int
+class QueryIn(_In):
+    submission_id: int = Field(..., ge=1, le=MAX_ID)
+    subset_id: int = Field(..., ge=1, le=MAX_ID)
     reference_auc: float | None = Field(
-        None, description="Your own AUC of this model (required by 'thresholdout')."
-    )
+        None, ge=0, le=1, allow_inf_nan=False,
+        description="Your own AUC of this model (required by 'thresholdout').",
+    )  # fmt: skip
 
 
 class QueryOut(BaseModel):
@@ -97,43 +171,71 @@ class QueryOut(BaseModel):
     budget_remaining: int
 
 
-# --------------------------------------------------------------------------- the app
-
-
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
 # --------------------------------------------------------------------------- auth
 
-_bearer = HTTPBearer(auto_error=False)
-Creds = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+_bearer = HTTPBearer(auto_error=False)  # documents the scheme; the guard checks it
 
 
-def _admin(request: Request, creds: Creds) -> None:
-    store: Store = request.app.state.store
-    if creds is None:
-        raise HTTPException(401, "missing bearer token")
-    if not secrets.compare_digest(_hash(creds.credentials), request.app.state.admin_hash):
-        if store.developer_by_token(creds.credentials) is not None:
-            raise HTTPException(403, "this endpoint is for the custodian only")
-        raise HTTPException(401, "unknown token")
+def _principal(request: Request) -> Principal:
+    principal = getattr(request.state, "principal", None)
+    if principal is None:  # only if the guard is bypassed
+        raise Revoked("missing bearer token")
+    return principal
 
 
-def _developer(request: Request, creds: Creds) -> DeveloperRow:
-    store: Store = request.app.state.store
-    if creds is None:
-        raise HTTPException(401, "missing bearer token")
-    dev = store.developer_by_token(creds.credentials)
-    if dev is None:
-        if secrets.compare_digest(_hash(creds.credentials), request.app.state.admin_hash):
-            raise HTTPException(403, "this endpoint is for developers; use a developer token")
-        raise HTTPException(401, "unknown token")
-    return dev
+def _admin(
+    request: Request, _creds: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)]
+) -> None:
+    if _principal(request).role != "admin":
+        raise _Forbidden("this endpoint is for the custodian only")
+
+
+def _developer(
+    request: Request, _creds: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)]
+) -> DeveloperRow:
+    p = _principal(request)
+    if p.role != "developer":
+        raise _Forbidden("this endpoint is for developers; use a developer token")
+    return p.developer
+
+
+class _Forbidden(FedrocError):
+    pass
 
 
 Admin = Annotated[None, Depends(_admin)]
 Dev = Annotated[DeveloperRow, Depends(_developer)]
+
+_PUBLIC_PREFIXES = ("/docs", "/redoc", "/openapi.json", "/static-offline-docs", f"{API}/health")
+
+
+def _public(path: str) -> bool:
+    return path.startswith(_PUBLIC_PREFIXES)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    """One line per error naming the field; the offending value is never echoed (NaN)."""
+    parts = []
+    for e in exc.errors()[:10]:
+        loc = [str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path")]
+        field = ".".join(loc) or "body"
+        parts.append(f"{field}: {e.get('msg', 'invalid')}")
+    more = len(exc.errors()) - 10
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _noise_source(seed: int | None) -> Callable[[], np.random.Generator | None]:
+    """The server's noise: OS entropy (None) unless the operator seeded it (tests)."""
+    if seed is None:
+        return lambda: None
+    parent = np.random.default_rng(seed)
+    lock = threading.Lock()
+
+    def child() -> np.random.Generator:
+        with lock:  # a Generator is not thread-safe; each query gets its own child
+            return np.random.default_rng(int(parent.integers(2**63)))
+
+    return child
 
 
 def create_app(
@@ -141,36 +243,81 @@ def create_app(
     admin_token: str,
     *,
     sqlite_synchronous: str = "FULL",
-    noise_rng: Callable[[], np.random.Generator | None] | None = None,
+    noise_seed: int | None = None,
+    max_body_bytes: int = DEFAULTS["max_body_bytes"],  # type: ignore[assignment]
+    rate_limit: float = DEFAULTS["rate_limit"],
+    rate_burst: int = DEFAULTS["rate_burst"],  # type: ignore[assignment]
 ) -> FastAPI:
     """The service on database ``db`` (URL or SQLite path), custodian token ``admin_token``.
 
-    ``noise_rng`` is for tests only: a factory of seeded generators. By default every
-    noise draw uses a generator seeded from ``secrets``.
+    Parameters
+    ----------
+    noise_seed : int or None
+        Operator's seed of the answers' noise, for tests only; by default every draw uses
+        the operating system's entropy.
+    max_body_bytes : int
+        Largest request body (413 above it, refused before reading).
+    rate_limit, rate_burst : float, int
+        Requests per second per developer and the burst allowed (0: no limit).
     """
+    from fastapi_offline import FastAPIOffline
+
     if len(admin_token) < 16:
         raise InputError("the admin token must have at least 16 characters")
+    if max_body_bytes < 1024:
+        raise InputError(f"max_body_bytes must be at least 1024; got {max_body_bytes!r}")
+    if not (rate_limit >= 0 and math.isfinite(rate_limit)):
+        raise InputError(f"rate_limit must be a number >= 0; got {rate_limit!r}")
     store = Store(db, sqlite_synchronous=sqlite_synchronous)
-    admin_hash = _hash(admin_token)
-    app = FastAPI(
+    admin_hash = hash_token(admin_token)
+    noise_rng = _noise_source(noise_seed)
+    app = FastAPIOffline(
         title="fedroc sequestered test set",
-        version="1",
+        version="2",
         description=(
-            "AUC queries on subsets of a sequestered test set, answered through "
-            "h-Thresholdout_AUC or Thresholdout (Tang et al., MIDRC; Dwork et al. 2015)."
+            "AUC queries on subsets of a sequestered test set, answered through Thresholdout "
+            "(Dwork et al. 2015, the default), Laplace noise on every answer, or the MIDRC "
+            "paper's h-Thresholdout_AUC (Tang et al.). Authenticate with a bearer token."
         ),
     )
     app.state.store = store
     app.state.admin_hash = admin_hash
 
-    @app.exception_handler(InputError)
-    async def _input_error(_req: Request, exc: InputError) -> JSONResponse:
-        status = 404 if isinstance(exc, NotFound) else 422
-        return JSONResponse({"detail": str(exc)}, status_code=status)
+    async def authenticate(token: str) -> Principal | None:
+        h = hash_token(token)
+        if secrets.compare_digest(h, admin_hash):
+            return Principal("admin", "admin")
+        dev = store.cached_developer(h)
+        if dev is None:  # a database lookup: off the event loop
+            dev = await run_in_threadpool(store.developer_by_token, token)
+        return None if dev is None else Principal("developer", f"dev:{dev.id}", dev)
 
-    @app.exception_handler(BudgetExhausted)
-    async def _budget(_req: Request, exc: BudgetExhausted) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=403)
+    app.add_middleware(
+        Guard,
+        authenticate=authenticate,
+        public=_public,
+        max_body_bytes=max_body_bytes,
+        limiter=RateLimiter(rate_limit, rate_burst),
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _validation_message(exc)}, status_code=422)
+
+    @app.exception_handler(FedrocError)
+    async def _fedroc_error(_req: Request, exc: FedrocError) -> JSONResponse:
+        if isinstance(exc, NotFound):
+            status = 404
+        elif isinstance(exc, InputError):
+            status = 422
+        elif isinstance(exc, Revoked):
+            return JSONResponse({"detail": str(exc)}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+        elif isinstance(exc, (BudgetExhausted, QuotaExceeded, _Forbidden)):
+            status = 403
+        else:
+            status = 500
+        return JSONResponse({"detail": str(exc)}, status_code=status)
 
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
@@ -189,27 +336,35 @@ def create_app(
         if uniq.size != len(ids):
             dup = uniq[counts > 1][0]
             raise InputError(f"image_ids must be unique; {dup!r} appears more than once")
-        lab = np.asarray(body.labels)
-        bad = ~np.isin(lab, [0, 1])
-        if bad.any():
-            raise InputError(
-                f"labels must be 0 or 1; got {lab[bad][0]!r} for {ids[bad.argmax()]!r}"
-            )
-        labels = lab.astype(bool)
+        bad = next((k for k, v in enumerate(body.labels) if v not in (0, 1)), None)
+        if bad is not None:
+            raise InputError(f"labels must be 0 or 1; got {body.labels[bad]!r} for {ids[bad]!r}")
+        labels = np.asarray(body.labels, dtype=np.int8).astype(bool)
         tid = store.add_test_set(body.name, ids, labels)
         return {"test_set_id": tid, "n_images": len(ids), "n_pos": int(labels.sum()),
                 "n_neg": int((~labels).sum())}  # fmt: skip
 
+    @app.get(f"{API}/test-sets")
+    def list_test_sets(_: Admin) -> list[dict[str, Any]]:
+        return store.test_sets()
+
     @app.post(f"{API}/test-sets/{{test_set_id}}/plans", status_code=201)
-    def create_plan(test_set_id: int, body: PlanIn, _: Admin) -> dict[str, Any]:
+    def create_plan(test_set_id: Id, body: PlanIn, _: Admin) -> dict[str, Any]:
         _name, ids, labels = store.test_set(test_set_id)
         phi = len(ids)
         if (body.load_factor is None) == (body.subset_size is None):
             raise InputError("give exactly one of load_factor and subset_size")
         p = planner.plan(
             phi, body.n_subsets, noise_rate=body.noise_rate,
-            load_factor=body.load_factor, subset_size=body.subset_size,
+            answer_noise_rate=body.answer_noise_rate, load_factor=body.load_factor,
+            subset_size=body.subset_size, budget_units=body.budget_units,
         )  # fmt: skip
+        if p.subset_size * p.n_subsets > MAX_TABLE_ENTRIES:
+            raise InputError(
+                f"n_subsets {p.n_subsets} of {p.subset_size} images (load_factor "
+                f"{p.load_factor:.4g}) make {p.subset_size * p.n_subsets} entries, more than "
+                f"{MAX_TABLE_ENTRIES}; ask for fewer subsets or a smaller load_factor"
+            )
         seed = body.seed if body.seed is not None else str(secrets.randbits(128))
         # The seed string is hashed to 256 bits so that any text the custodian keeps works.
         seed_int = int.from_bytes(hashlib.sha256(seed.encode()).digest(), "big")
@@ -218,54 +373,107 @@ def create_app(
             prevalence=body.prevalence, replace=body.replace,
             seed=np.random.default_rng(seed_int), image_ids=ids,
         )  # fmt: skip
-        units = p.budget_units if body.budget_units is None else body.budget_units
-        budget = p.budget if body.budget_units is None else float(units)
-        mech = Mechanism(body.mechanism, threshold=body.threshold, noise_rate=body.noise_rate)
+        n_pos = int(labels[table.members[0]].sum())
+        step = answer_step(n_pos, table.subset_size - n_pos) if body.round_answers else 0.0
+        mech = Mechanism(body.mechanism, threshold=body.threshold,
+                         noise_rate=p.answer_noise_rate or p.noise_rate, step=step)  # fmt: skip
+        limits = Limits(body.max_queries, body.max_submissions, body.min_changed_images)
         prevalence = float(labels.mean()) if body.prevalence is None else body.prevalence
         pid = store.add_plan(
-            test_set_id, mechanism=mech, table=table, budget=budget, budget_units=units,
-            epsilon=planner.epsilon_of(budget, body.noise_rate, phi), prevalence=prevalence,
-            replace=body.replace, seed=seed,
+            test_set_id, mechanism=mech, table=table, budget=p.budget,
+            budget_units=p.budget_units, epsilon=p.epsilon, prevalence=prevalence,
+            replace=body.replace, seed=seed, noise_rate=p.noise_rate,
+            sensitivity=auc_sensitivity(table, labels), limits=limits,
         )  # fmt: skip
-        out = store.plan(pid).public()
-        out["budget_eq3"] = p.budget
-        return out
+        plan = store.plan(pid)
+        return {**plan.public(), "test_set_id": test_set_id, "budget_eq3": p.budget,
+                "max_queries": limits.max_queries, "max_submissions": limits.max_submissions,
+                "warnings": list(p.warnings)}  # fmt: skip
+
+    @app.get(f"{API}/plans")
+    def list_plans(_: Admin, test_set_id: int | None = Query(None, ge=1, le=MAX_ID)) -> Any:
+        return store.plans(test_set_id)
 
     @app.get(f"{API}/plans/{{plan_id}}")
-    def get_plan(plan_id: int, _: Admin) -> dict[str, Any]:
+    def get_plan(plan_id: Id, _: Admin) -> dict[str, Any]:
         plan = store.plan(plan_id)
-        return {**plan.public(), "test_set_id": plan.test_set_id, "seed": plan.seed}
+        return {**plan.public(), "test_set_id": plan.test_set_id, "seed": plan.seed,
+                "sensitivity": plan.sensitivity, "max_queries": plan.limits.max_queries,
+                "max_submissions": plan.limits.max_submissions}  # fmt: skip
 
     @app.get(f"{API}/plans/{{plan_id}}/subsets/{{subset_id}}")
-    def subset_images(plan_id: int, subset_id: int, _: Admin) -> dict[str, Any]:
+    def subset_images(plan_id: Id, subset_id: Id, _: Admin) -> dict[str, Any]:
         """Hash table, subset -> images (custodian only)."""
         return {"subset_id": subset_id, "image_ids": store.plan(plan_id).table.images_of(subset_id)}
 
     @app.get(f"{API}/plans/{{plan_id}}/images/{{image_id}}")
-    def image_subsets(plan_id: int, image_id: str, _: Admin) -> dict[str, Any]:
+    def image_subsets(
+        plan_id: Id, image_id: Annotated[str, Path(max_length=200)], _: Admin
+    ) -> dict[str, Any]:
         """Hash table, image -> subsets (custodian only; one entry per occurrence)."""
         subs = store.plan(plan_id).table.subsets_of(image_id)
         return {"image_id": image_id, "subset_ids": subs.tolist()}
 
     @app.post(f"{API}/plans/{{plan_id}}/developers", status_code=201)
-    def create_developer(plan_id: int, body: DeveloperIn, _: Admin) -> dict[str, Any]:
-        dev_id, token, units = store.add_developer(plan_id, body.name)
+    def create_developer(plan_id: Id, body: DeveloperIn, _: Admin) -> dict[str, Any]:
+        plan = store.plan(plan_id)
+        gamma = plan.mechanism.initial_threshold_noise(noise_rng(), sensitivity=plan.sensitivity)
+        dev_id, token, units = store.add_developer(plan_id, body.name, threshold_noise=gamma)
         return {"developer_id": dev_id, "name": body.name, "token": token,
                 "budget_total": units}  # fmt: skip
 
     @app.get(f"{API}/developers")
-    def list_developers(_: Admin, plan_id: int | None = None) -> list[dict[str, Any]]:
+    def list_developers(
+        _: Admin, plan_id: int | None = Query(None, ge=1, le=MAX_ID)
+    ) -> list[dict[str, Any]]:
         return store.developers(plan_id)
 
+    @app.post(f"{API}/developers/{{developer_id}}/revoke")
+    def revoke(developer_id: Id, _: Admin) -> dict[str, Any]:
+        store.revoke_developer(developer_id)
+        return {"developer_id": developer_id, "active": False}
+
+    @app.post(f"{API}/developers/{{developer_id}}/rotate")
+    def rotate(developer_id: Id, _: Admin) -> dict[str, Any]:
+        """A new token for the developer; the old one stops working at once."""
+        return {"developer_id": developer_id, "token": store.rotate_token(developer_id)}
+
+    @app.post(f"{API}/developers/{{developer_id}}/top-up")
+    def top_up(developer_id: Id, body: TopUpIn, _: Admin) -> dict[str, Any]:
+        return store.top_up(developer_id, budget_units=body.budget_units,
+                            queries=body.queries, submissions=body.submissions)  # fmt: skip
+
     @app.get(f"{API}/developers/{{developer_id}}/audit")
-    def audit(developer_id: int, _: Admin) -> list[dict[str, Any]]:
+    def audit(developer_id: Id, _: Admin) -> list[dict[str, Any]]:
         return store.audit(developer_id)
+
+    @app.get(f"{API}/audit/actions")
+    def actions(_: Admin) -> list[dict[str, Any]]:
+        return store.actions()
+
+    @app.get(f"{API}/audit/queries.csv")
+    def audit_csv(
+        _: Admin,
+        plan_id: int | None = Query(None, ge=1, le=MAX_ID),
+        developer_id: int | None = Query(None, ge=1, le=MAX_ID),
+    ) -> StreamingResponse:
+        """Every answer with its exact value, noise and DP events, as CSV."""
+        rows = store.audit_rows(plan_id=plan_id, developer_id=developer_id)
+        return _csv(Store.AUDIT_COLUMNS, rows, "sequester-queries.csv")
+
+    @app.get(f"{API}/audit/actions.csv")
+    def actions_csv(_: Admin) -> StreamingResponse:
+        cols = ("id", "created_at", "action", "target", "details")
+        rows = ((a["id"], a["created_at"], a["action"], a["target"], _json(a["details"]))
+                for a in store.actions())  # fmt: skip
+        return _csv(cols, rows, "sequester-actions.csv")
 
     # ---------------------------------------------------------------- developer
 
     @app.get(f"{API}/me")
     def me(dev: Dev) -> dict[str, Any]:
         return {"developer_id": dev.id, "name": dev.name, **store.budget(dev.id),
+                "quota": store.quota(dev.id),
                 "plan": store.plan(dev.plan_id).public()}  # fmt: skip
 
     @app.get(f"{API}/me/image-ids")
@@ -275,42 +483,10 @@ def create_app(
     @app.post(f"{API}/submissions", status_code=201)
     def submit(body: SubmissionIn, dev: Dev) -> dict[str, Any]:
         plan = store.plan(dev.plan_id)
-        table = plan.table
-        if len(body.scores) != len(body.image_ids):
-            raise InputError(
-                f"scores has {len(body.scores)} entries but image_ids has {len(body.image_ids)}"
-            )
-        index = table.index
-        pos = np.fromiter((index.get(i, -1) for i in body.image_ids), dtype=np.int64,
-                          count=len(body.image_ids))  # fmt: skip
-        if (pos < 0).any():
-            unknown = [body.image_ids[k] for k in np.flatnonzero(pos < 0)[:5]]
-            raise InputError(
-                f"image_ids has {(pos < 0).sum()} id(s) that are not in the test set, "
-                f"such as {unknown}"
-            )
-        if np.unique(pos).size != pos.size:
-            raise InputError("image_ids lists some image more than once")
-        if pos.size != table.n_images:
-            have = np.zeros(table.n_images, dtype=bool)
-            have[pos] = True
-            missing = [table.image_ids[k] for k in np.flatnonzero(~have)[:5]]
-            raise InputError(
-                f"predictions are missing for {table.n_images - pos.size} of the "
-                f"{table.n_images} test images, such as {missing}"
-            )
-        raw = np.array([np.nan if v is None else v for v in body.scores], dtype=np.float64)
-        if not np.isfinite(raw).all():
-            k = int(np.flatnonzero(~np.isfinite(raw))[0])
-            raise InputError(
-                f"scores must be finite numbers; {int((~np.isfinite(raw)).sum())} are not, "
-                f"such as {raw[k]!r} for image {body.image_ids[k]!r}"
-            )
-        scores = np.empty(table.n_images, dtype=np.float64)
-        scores[pos] = raw
-        whole = subset_auc(np.arange(table.n_images, dtype=np.int32), plan.labels, scores)
-        sid = store.add_submission(dev.id, body.name, scores, whole)
-        return {"submission_id": sid, "name": body.name, "n": int(pos.size)}
+        scores = _scores_in_order(body, plan.table)
+        whole = roc_auc(plan.labels, scores)
+        sid = store.add_submission(dev, plan, body.name, scores, whole)
+        return {"submission_id": sid, "name": body.name, "n": int(scores.size)}
 
     @app.get(f"{API}/submissions")
     def my_submissions(dev: Dev) -> list[dict[str, Any]]:
@@ -318,13 +494,11 @@ def create_app(
 
     @app.post(f"{API}/queries", response_model=QueryOut)
     def query(body: QueryIn, dev: Dev) -> QueryOut:
-        if body.reference_auc is not None and not math.isfinite(body.reference_auc):
-            raise InputError(f"reference_auc must be finite; got {body.reference_auc!r}")
         plan = store.plan(dev.plan_id)
-        rng = noise_rng() if noise_rng is not None else None
         qid, ans = store.answer_query(
-            dev, plan, body.submission_id, body.subset_id, reference=body.reference_auc, rng=rng
-        )
+            dev, plan, body.submission_id, body.subset_id, reference=body.reference_auc,
+            rng=noise_rng(),
+        )  # fmt: skip
         return QueryOut(query_id=qid, submission_id=body.submission_id, subset_id=body.subset_id,
                         auc=ans.value, budget_remaining=ans.budget_after)  # fmt: skip
 
@@ -339,16 +513,79 @@ def create_app(
     return app
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _csv(header: tuple[str, ...], rows: Iterator[tuple[Any, ...]], name: str) -> StreamingResponse:
+    def lines() -> Iterator[str]:
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(header)
+        for k, row in enumerate(rows, start=1):
+            writer.writerow(row)
+            if k % 500 == 0:
+                yield buf.getvalue()
+                buf.seek(0)
+                buf.truncate()
+        yield buf.getvalue()
+
+    return StreamingResponse(
+        lines(),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+def _scores_in_order(body: SubmissionIn, table: Any) -> np.ndarray:
+    """The submitted scores in test-set order, or an error naming the images at fault."""
+    if len(body.scores) != len(body.image_ids):
+        raise InputError(
+            f"scores has {len(body.scores)} entries but image_ids has {len(body.image_ids)}"
+        )
+    index = table.index
+    pos = np.fromiter((index.get(i, -1) for i in body.image_ids), dtype=np.int64,
+                      count=len(body.image_ids))  # fmt: skip
+    if (pos < 0).any():
+        unknown = [body.image_ids[k] for k in np.flatnonzero(pos < 0)[:5]]
+        raise InputError(
+            f"image_ids has {(pos < 0).sum()} id(s) that are not in the test set, such as {unknown}"
+        )
+    if np.unique(pos).size != pos.size:
+        raise InputError("image_ids lists some image more than once")
+    if pos.size != table.n_images:
+        have = np.zeros(table.n_images, dtype=bool)
+        have[pos] = True
+        missing = [table.image_ids[k] for k in np.flatnonzero(~have)[:5]]
+        raise InputError(
+            f"predictions are missing for {table.n_images - pos.size} of the "
+            f"{table.n_images} test images, such as {missing}"
+        )
+    raw = np.array([np.nan if v is None else v for v in body.scores], dtype=np.float64)
+    if not np.isfinite(raw).all():
+        k = int(np.flatnonzero(~np.isfinite(raw))[0])
+        raise InputError(
+            f"scores must be finite numbers; {int((~np.isfinite(raw)).sum())} are not, "
+            f"such as {raw[k]!r} for image {body.image_ids[k]!r}"
+        )
+    scores = np.empty(table.n_images, dtype=np.float64)
+    scores[pos] = raw
+    return scores
+
+
 class SequesterClient:
     """A small synchronous client (httpx) for scripts, benchmarks and tests."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, token: str, *, timeout: float = 30.0, verify: Any = True
+    ) -> None:
         import httpx
 
         self.http = httpx.Client(
             base_url=base_url.rstrip("/") + API,
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout,
+            verify=verify,
         )
 
     def close(self) -> None:
@@ -362,13 +599,11 @@ class SequesterClient:
 
     def _ok(self, resp: Any) -> Any:
         if resp.status_code >= 400:
-            from fedroc.exceptions import FedrocError
-
             raise FedrocError(f"HTTP {resp.status_code}: {resp.json().get('detail')}")
         return resp.json()
 
-    def get(self, path: str) -> Any:
-        return self._ok(self.http.get(path))
+    def get(self, path: str, **params: Any) -> Any:
+        return self._ok(self.http.get(path, params=params or None))
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self._ok(self.http.post(path, json=body))

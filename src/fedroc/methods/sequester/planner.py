@@ -9,7 +9,7 @@ subsets is ``xi = N rho / phi`` (values per key). The planner answers:
 - the h-Thresholdout_AUC budget of eq. 3,
   ``B = sigma^5 N^2 / (512 (ln 8 + 2 sigma^2 N))``, and its privacy parameter
   ``epsilon = B / (sigma phi)`` (as the paper states it; see the threat model in
-  :mod:`fedroc.sequester.engine` for what it does and does not cover);
+  :mod:`fedroc.methods.sequester` for what it does and does not cover);
 - the minimum subset size for a given power of the test "AUC = 0.5" at a prevalence
   (Obuchowski's variance, :func:`fedroc.metrics.auc_sample_size`);
 - the AUC standard error of one subset (Hanley & McNeil 1982);
@@ -17,15 +17,22 @@ subsets is ``xi = N rho / phi`` (values per key). The planner answers:
   noise rate, and which noise rate gives it at a load factor.
 
 The budget counts perturbed answers; the engine allows ``floor(B)`` of them (the paper
-rounds ``B = 2.09`` to 2.0), so that the number of noisy releases never exceeds ``B``.
+rounds ``B = 2.09`` to 2.0), so that the number of noisy releases never exceeds ``B``. A plan
+of 0 units is refused with the load factor and noise rate that would give one unit.
+
+The paper sets the budget with one noise rate (0.8 in its clinical plan, Figure 5) and
+perturbs answers with another (0.124, the Laplace whose full width at half maximum equals
+the width of the whole set's bootstrap 95% CI, Figure 4). :func:`plan` takes both
+(``noise_rate`` for eq. 3, ``answer_noise_rate`` for the answers, the same by default) and
+warns when they differ or when the answers' noise is far from that width rule
+(:func:`suggested_noise_rate`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,26 +44,29 @@ from fedroc.metrics import (
     auc_sample_size,
     hanley_mcneil_se,
     obuchowski_variance,
-    roc_auc,
 )
 
 __all__ = [
     "Plan",
-    "auc_iqr_by_load_factor",
+    "PlanWarning",
     "auc_se_at",
-    "budget_figure",
     "epsilon_of",
     "load_factor",
     "load_factor_for_budget",
     "min_subset_size",
     "noise_rate_for_budget",
     "plan",
-    "power_figure",
     "power_grid",
     "subset_size",
     "subset_size_for_budget",
+    "suggested_noise_rate",
     "thresholdout_budget",
 ]
+
+
+class PlanWarning(UserWarning):
+    """A plan the paper's example would not choose (see :func:`plan`)."""
+
 
 _LN8 = math.log(8.0)
 
@@ -68,10 +78,43 @@ def _positive(value: float, name: str) -> float:
     return v
 
 
+MIN_NOISE_RATE, MAX_NOISE_RATE = 1e-6, 100.0
+
+
+def _noise_rate(value: float, name: str = "noise_rate") -> float:
+    # Bounded so that eq. 3 and its inverse neither overflow nor underflow (sigma**5);
+    # Laplace noise of scale 100 on an AUC in [0, 1] already answers nothing.
+    s = _positive(value, name)
+    if not MIN_NOISE_RATE <= s <= MAX_NOISE_RATE:
+        raise InputError(
+            f"{name} must lie in [{MIN_NOISE_RATE:g}, {MAX_NOISE_RATE:g}]; got {value!r}"
+        )
+    return s
+
+
 def _count(value: int, name: str) -> int:
-    if isinstance(value, bool) or int(value) != value or value < 1:
+    ok = (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and int(value) == value
+        and value >= 1
+    )
+    if not ok:
         raise InputError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
+
+
+MAX_SUBSET_SIZE = 10**8
+
+
+def _subset_count(n: int, what: str) -> int:
+    if n > MAX_SUBSET_SIZE:
+        raise InputError(
+            f"{what} gives subsets of {n} images, more than {MAX_SUBSET_SIZE:.0e}; "
+            "ask for a smaller load factor or subset size"
+        )
+    return n
 
 
 def _prevalence(value: float) -> float:
@@ -104,7 +147,10 @@ def subset_size(load_factor: float, n_images: int, n_subsets: int) -> int:
     rho = _count(n_subsets, "n_subsets")
     # Rounding up keeps the realised load factor at or above the requested one; the
     # tolerance stops 600 * 1047 / 100 = 6282.000000001 from becoming 6283.
-    return max(1, math.ceil(xi * phi / rho - 1e-9))
+    n = xi * phi / rho
+    if n > MAX_SUBSET_SIZE:
+        _subset_count(math.ceil(n), f"load_factor {load_factor!r}")
+    return max(1, math.ceil(n - 1e-9))
 
 
 _subset_size_of = subset_size  # plan() has a parameter of the same name
@@ -119,7 +165,7 @@ def thresholdout_budget(subset_size: float, noise_rate: float) -> float:
     6.13
     """
     n = _positive(subset_size, "subset_size")
-    s = _positive(noise_rate, "noise_rate")
+    s = _noise_rate(noise_rate)
     return s**5 * n * n / (512.0 * (_LN8 + 2.0 * s * s * n))
 
 
@@ -127,7 +173,7 @@ def epsilon_of(budget: float, noise_rate: float, n_images: int) -> float:
     """Privacy parameter the paper attaches to a budget: ``epsilon = B / (sigma phi)``."""
     if not (budget >= 0 and math.isfinite(budget)):
         raise InputError(f"budget must be a non-negative number; got {budget!r}")
-    return float(budget) / (_positive(noise_rate, "noise_rate") * _count(n_images, "n_images"))
+    return float(budget) / (_noise_rate(noise_rate) * _count(n_images, "n_images"))
 
 
 def subset_size_for_budget(budget: float, noise_rate: float) -> int:
@@ -137,7 +183,7 @@ def subset_size_for_budget(budget: float, noise_rate: float) -> int:
     its positive root, rounded up, is returned (the budget grows with ``N``).
     """
     b = _positive(budget, "budget")
-    s = _positive(noise_rate, "noise_rate")
+    s = _noise_rate(noise_rate)
     a2 = s**5
     a1 = 1024.0 * b * s * s
     a0 = 512.0 * b * _LN8
@@ -171,14 +217,43 @@ def noise_rate_for_budget(budget: float, subset_size: int) -> float:
     n = _count(subset_size, "subset_size")
 
     def gap(log_s: float) -> float:
-        return math.log(thresholdout_budget(n, math.exp(log_s))) - math.log(b)
+        # exp(log(x)) may miss the bounds by an ulp
+        sigma = min(max(math.exp(log_s), MIN_NOISE_RATE), MAX_NOISE_RATE)
+        return math.log(thresholdout_budget(n, sigma)) - math.log(b)
 
-    lo, hi = math.log(1e-6), math.log(1e6)
+    lo, hi = math.log(MIN_NOISE_RATE), math.log(MAX_NOISE_RATE)
     if gap(lo) > 0 or gap(hi) < 0:
         raise InputError(
-            f"no noise rate in [1e-6, 1e6] gives budget {budget!r} with subsets of {n} images"
+            f"no noise rate in [{MIN_NOISE_RATE:g}, {MAX_NOISE_RATE:g}] gives budget {budget!r} "
+            f"with subsets of {n} images"
         )
-    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14))
+    root = math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14))
+    return min(max(root, MIN_NOISE_RATE), MAX_NOISE_RATE)
+
+
+def suggested_noise_rate(
+    auc: float, prevalence: float, n_images: int, *, confidence: float = 0.95
+) -> float:
+    """The paper's noise rate: a Laplace whose FWHM equals the whole set's AUC CI width.
+
+    The paper sets ``sigma = 0.124`` so that the full width at half maximum of
+    ``Lap(sigma)``, ``2 sigma ln 2``, equals the width of a bootstrap 95% CI of the AUC of
+    the whole sequestered set. With the Hanley & McNeil SE in place of the bootstrap,
+    ``sigma = z SE / ln 2``.
+
+    Examples
+    --------
+    >>> round(suggested_noise_rate(0.81, 0.12, 1047), 3)
+    0.068
+    """
+    from scipy import stats
+
+    phi = _count(n_images, "n_images")
+    if phi < 2:
+        raise InputError(f"n_images must be at least 2; got {n_images!r}")
+    n_pos, n_neg = _class_sizes(phi, _prevalence(prevalence))
+    z = float(stats.norm.isf((1.0 - confidence) / 2.0))
+    return z * hanley_mcneil_se(auc, n_pos, n_neg) / math.log(2.0)
 
 
 def _class_sizes(n: int, prevalence: float) -> tuple[int, int]:
@@ -263,7 +338,9 @@ class Plan(ResultMixin):
     subset_size : int
         ``N``, images per subset.
     noise_rate : float
-        ``sigma``, the scale of the Laplace perturbation.
+        ``sigma`` of eq. 3, the noise rate the budget is computed for.
+    answer_noise_rate : float
+        Scale of the Laplace perturbation of the answers (``noise_rate`` unless given).
     budget : float
         Eq. 3 at ``N`` and ``sigma``.
     budget_units : int
@@ -280,6 +357,9 @@ class Plan(ResultMixin):
         Power of one subset of ``N`` images.
     power, alpha : float
         Targets used for ``min_subset_size``.
+    warnings : tuple of str
+        What the paper's example would do differently (also issued as
+        :class:`PlanWarning`).
     """
 
     n_images: int
@@ -297,6 +377,8 @@ class Plan(ResultMixin):
     subset_power: float | None = None
     power: float = 0.8
     alpha: float = 0.05
+    answer_noise_rate: float | None = None
+    warnings: tuple[str, ...] = ()
 
     def summary(self) -> str:
         return format_table(
@@ -306,6 +388,7 @@ class Plan(ResultMixin):
                 ("load factor (xi)", self.load_factor),
                 ("subset size (N)", self.subset_size),
                 ("noise rate (sigma)", self.noise_rate),
+                ("noise rate of the answers", self.answer_noise_rate),
                 ("budget (eq. 3)", self.budget),
                 ("perturbed answers allowed", self.budget_units),
                 ("epsilon = B / (sigma phi)", self.epsilon),
@@ -329,8 +412,27 @@ def plan(
     prevalence: float | None = None,
     power: float = 0.8,
     alpha: float = 0.05,
+    answer_noise_rate: float | None = None,
+    budget_units: int | None = None,
 ) -> Plan:
     """Plan subsets from exactly one of a load factor, a subset size or a target budget.
+
+    ``noise_rate`` sets the eq.-3 budget; ``answer_noise_rate`` (default: the same) is the
+    Laplace scale of the answers. ``budget_units`` overrides ``floor(B)`` (which relaxes
+    the paper's guarantee).
+
+    Raises
+    ------
+    InputError
+        For invalid parameters, and for a plan of 0 budget units: the message names the
+        load factor and the noise rate that would give one unit.
+
+    Warns
+    -----
+    PlanWarning
+        When the two noise rates differ, or the answers' noise rate is off the paper's
+        rule by more than a factor of 2 (:func:`suggested_noise_rate`, with ``auc`` and
+        ``prevalence``; without them, above 0.25). The texts are in ``Plan.warnings``.
 
     Examples
     --------
@@ -340,7 +442,10 @@ def plan(
     """
     phi = _count(n_images, "n_images")
     rho = _count(n_subsets, "n_subsets")
-    sigma = _positive(noise_rate, "noise_rate")
+    sigma = _noise_rate(noise_rate)
+    sigma_a = (
+        sigma if answer_noise_rate is None else _noise_rate(answer_noise_rate, "answer_noise_rate")
+    )
     given = [k for k, v in (("load_factor", load_factor), ("subset_size", subset_size),
                             ("budget", budget)) if v is not None]  # fmt: skip
     if len(given) != 1:
@@ -351,14 +456,16 @@ def plan(
     if load_factor is not None:
         n = _subset_size_of(load_factor, phi, rho)
     elif subset_size is not None:
-        n = _count(subset_size, "subset_size")
+        n = _subset_count(_count(subset_size, "subset_size"), "subset_size")
     else:
         assert budget is not None
-        n = subset_size_for_budget(budget, sigma)
+        n = _subset_count(subset_size_for_budget(budget, sigma), f"budget {budget!r}")
     b = thresholdout_budget(n, sigma)
     xi = n * rho / phi
     if (auc is None) != (prevalence is None):
         raise InputError("give auc and prevalence together (both or neither)")
+    if budget_units is not None:
+        _count(budget_units, "budget_units")
     se = min_n = sub_power = None
     if auc is not None and prevalence is not None:
         p = _prevalence(prevalence)
@@ -367,6 +474,17 @@ def plan(
             se = hanley_mcneil_se(auc, n_pos, n_neg)
             sub_power = float(power_grid(auc, p, [xi], [rho], phi, alpha=alpha)[0, 0])
         min_n = min_subset_size(auc, p, power=power, alpha=alpha)
+    units = math.floor(b + 1e-12) if budget_units is None else int(budget_units)
+    if units < 1:
+        raise InputError(_zero_budget_message(b, n, sigma, phi, rho, xi))
+    notes = _warnings(sigma, sigma_a, auc, prevalence, phi)
+    if budget_units is not None and units > math.floor(b + 1e-12):
+        notes.append(
+            f"budget_units {units} is above the eq.-3 budget {b:.3g} of this plan: its epsilon "
+            "no longer describes it (the mechanism's own guarantee still does)"
+        )
+    for note in notes:
+        warnings.warn(note, PlanWarning, stacklevel=2)
     return Plan(
         n_images=phi,
         n_subsets=rho,
@@ -374,7 +492,7 @@ def plan(
         subset_size=n,
         noise_rate=sigma,
         budget=b,
-        budget_units=math.floor(b + 1e-12),
+        budget_units=units,
         epsilon=epsilon_of(b, sigma, phi),
         auc=None if auc is None else float(auc),
         prevalence=None if prevalence is None else float(prevalence),
@@ -383,138 +501,60 @@ def plan(
         subset_power=sub_power,
         power=power,
         alpha=alpha,
+        answer_noise_rate=sigma_a,
+        warnings=tuple(notes),
     )
 
 
-# --------------------------------------------------------------------------- figures
+def _up(x: float, digits: int = 4) -> str:
+    """``x`` rounded *up* to ``digits`` significant digits, in plain notation."""
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{math.ceil(x * 10**decimals) / 10**decimals:.{decimals}f}"
 
 
-def auc_iqr_by_load_factor(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    load_factors: ArrayLike,
-    *,
-    n_subsets: int = 100,
-    prevalence: float | None = None,
-    seed: int | np.random.Generator | None = 0,
-) -> NDArray[np.float64]:
-    """Interquartile range of subset AUCs when ``rho`` subsets are resampled at each load factor.
+def _zero_budget_message(b: float, n: int, sigma: float, phi: int, rho: int, xi: float) -> str:
+    xi_one, n_one = load_factor_for_budget(1.0, sigma, phi, rho)
+    try:
+        sigma_one = f"noise_rate to at least {_up(noise_rate_for_budget(1.0, n))}"
+    except InputError:
+        sigma_one = "noise_rate (no noise rate reaches one unit at this subset size)"
+    return (
+        f"this plan allows 0 perturbed answers: the eq.-3 budget of subsets of {n} images at "
+        f"noise_rate {sigma:g} is {b:.3g}, below one unit. Raise load_factor from {xi:.4g} to "
+        f"at least {_up(xi_one, 6)} (subsets of {n_one} images), or {sigma_one}, or set "
+        "budget_units (which relaxes the paper's guarantee)"
+    )
 
-    At each load factor, ``n_subsets`` subsets of ``N = ceil(xi phi / rho)`` images are drawn
-    with replacement at ``prevalence`` (default: the data's), as the paper's Figure 5 does
-    with its clinical data; the IQR of their AUCs is returned (one value per load factor).
-    """
-    from fedroc.sequester.engine import draw_subsets, subset_aucs
 
-    y = np.asarray(y_true, dtype=bool)
-    s = np.asarray(y_score, dtype=np.float64)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    out = []
-    for xi in np.asarray(load_factors, dtype=np.float64):
-        n = subset_size(float(xi), y.size, n_subsets)
-        table = draw_subsets(
-            y, n_subsets=n_subsets, subset_size=n, prevalence=prevalence, replace=True, seed=rng
+def _warnings(
+    sigma: float, sigma_a: float, auc: float | None, prevalence: float | None, phi: int
+) -> list[str]:
+    notes = []
+    if not math.isclose(sigma, sigma_a, rel_tol=1e-9):
+        weaker = "weaker" if sigma_a < sigma else "stronger"
+        notes.append(
+            f"the budget is computed at noise_rate {sigma:g} but answers are perturbed at "
+            f"answer_noise_rate {sigma_a:g}: the guarantee of eq. 3 assumes the answers' own "
+            f"noise, so this plan is {weaker} than its epsilon says (the paper's example "
+            "does the same: budget at 0.8, answers at 0.124)"
         )
-        aucs = subset_aucs(table, y, s)
-        q1, q3 = np.percentile(aucs, [25, 75])
-        out.append(q3 - q1)
-    return np.asarray(out)
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def budget_figure(
-    n_images: int = 1047,
-    n_subsets: int = 100,
-    *,
-    noise_rates: Sequence[float] = (0.4, 0.6, 0.8, 1.0),
-    load_factors: ArrayLike | None = None,
-    auc: float = 0.81,
-    prevalence: float = 0.12,
-    data: tuple[ArrayLike, ArrayLike] | None = None,
-    seed: int = 0,
-) -> Any:
-    """Paper 2, Figure 5: budget against load factor beside the AUC SE and resampled IQR.
-
-    Left: eq.-3 budget for each noise rate. Right: Hanley & McNeil SE of one subset's AUC
-    (dashed) and the IQR of resampled subset AUCs (solid) from ``data = (labels, scores)``;
-    without data a binormal sample of ``n_images`` with AUC ``auc`` at ``prevalence`` is
-    simulated (the paper's clinical data are not public).
-    """
-    from scipy import stats
-
-    plt = _plt()
-    xs = np.arange(10, 600, 20.0) if load_factors is None else np.asarray(load_factors, float)
-    if data is None:
-        rng = np.random.default_rng(seed)
-        y = rng.random(n_images) < prevalence
-        # Binormal with equal variances: AUC = Phi(d / sqrt(2)).
-        d = math.sqrt(2.0) * float(stats.norm.ppf(auc))
-        s = rng.normal(size=n_images) + d * y
-        source = f"simulated binormal data, AUC {roc_auc(y, s):.3f}"
-    else:
-        y = np.asarray(data[0], dtype=bool)
-        s = np.asarray(data[1], dtype=np.float64)
-        source = f"given data, AUC {roc_auc(y, s):.3f}"
-    phi = int(y.size)
-    fig, (ax_b, ax_v) = plt.subplots(1, 2, figsize=(10, 4.2))
-    for sigma in noise_rates:
-        budgets = [thresholdout_budget(subset_size(x, phi, n_subsets), sigma) for x in xs]
-        ax_b.plot(xs, budgets, lw=1.6, label=f"sigma = {sigma:g}")
-    ax_b.set(xlabel="load factor", ylabel="h-Thresholdout_AUC budget (eq. 3)",
-             title=f"Budget ({phi} images, {n_subsets} subsets)")  # fmt: skip
-    ax_b.legend(fontsize=8)
-    p_data = float(y.mean())
-    auc_data = roc_auc(y, s)
-    se = [auc_se_at(auc_data, p_data, load_factor=x, n_images=phi, n_subsets=n_subsets) for x in xs]
-    iqr = auc_iqr_by_load_factor(y, s, xs, n_subsets=n_subsets, seed=seed)
-    ax_v.plot(xs, iqr, color="tab:blue", lw=1.6, label="AUC IQR (resampled subsets)")
-    ax_v.plot(xs, se, color="tab:blue", ls="--", lw=1.4, label="AUC SE (Hanley & McNeil)")
-    ax_v.set(xlabel="load factor", ylabel="AUC variation", title=f"AUC variation ({source})")
-    ax_v.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def power_figure(
-    n_images: int = 1047,
-    *,
-    auc: float = 0.81,
-    prevalence: float = 0.3,
-    max_load_factor: float = 2.0,
-    max_subsets: int = 100,
-    alpha: float = 0.05,
-    n_points: int = 10,
-    seed: int = 0,
-) -> Any:
-    """Paper 2, Figure 3: power of the test AUC = 0.5 over load factor and number of subsets.
-
-    ``n_points`` random (load factor, subsets) pairs are marked in red and labelled with
-    their subset size, as in the paper.
-    """
-    plt = _plt()
-    xi = np.linspace(max_load_factor / 200, max_load_factor, 200)
-    rho = np.arange(1, max_subsets + 1)
-    z = power_grid(auc, prevalence, xi, rho, n_images, alpha=alpha)
-    fig, ax = plt.subplots(figsize=(6, 4.8))
-    cs = ax.contourf(xi, rho, z, levels=np.linspace(0, 1, 11), cmap="viridis")
-    ax.contour(xi, rho, z, levels=[0.8], colors="white", linewidths=1.0)
-    fig.colorbar(cs, ax=ax, label="power")
-    rng = np.random.default_rng(seed)
-    px = rng.uniform(0.1 * max_load_factor, max_load_factor, n_points)
-    py = rng.integers(5, max_subsets + 1, n_points)
-    ax.scatter(px, py, color="red", s=18, zorder=3)
-    for x, r in zip(px, py, strict=True):
-        ax.annotate(f"n={subset_size(float(x), n_images, int(r))}", (x, r), fontsize=7,
-                    color="red", xytext=(3, 3), textcoords="offset points")  # fmt: skip
-    ax.set(xlabel="load factor", ylabel="number of test subsets",
-           title=f"Power (AUC {auc:g}, prevalence {prevalence:g}, {n_images} images)")  # fmt: skip
-    fig.tight_layout()
-    return fig
+    if auc is not None and prevalence is not None and phi >= 2:
+        target = suggested_noise_rate(auc, prevalence, phi)
+        if not target / 2 <= sigma_a <= 2 * target:
+            notes.append(
+                f"answers are perturbed at {sigma_a:g}, but the paper's rule (Laplace FWHM = "
+                f"width of the whole set's 95% CI of the AUC) gives {target:.3g} for AUC "
+                f"{auc:g} at prevalence {prevalence:g}: "
+                + (
+                    "the answers carry little about the AUC"
+                    if sigma_a > target
+                    else "the noise is small beside the AUC's own uncertainty"
+                )
+            )
+    elif sigma_a > 0.25:
+        notes.append(
+            f"answers are perturbed by Laplace noise of scale {sigma_a:g}: on an AUC in [0, 1] "
+            "they carry little (the paper perturbs at 0.124; give auc and prevalence for its "
+            "rule)"
+        )
+    return notes

@@ -1,0 +1,123 @@
+"""Sequestered test data: Thresholdout answers and the load-factor planner (paper 2).
+
+Tang, Whitney, Myers & Giger, "Sequestration of imaging studies in MIDRC: controlling for
+ingenuous and disingenuous use of sequestered data" (papers/thresholdout-auc-midrc-tang.md,
+papers/NOTES.md section 2).
+
+- :mod:`~fedroc.methods.sequester.planner`: load factor, subset size, eq.-3 budget,
+  epsilon, power, AUC SE, the inverse questions, warnings on the noise rates.
+- :mod:`~fedroc.methods.sequester.engine`: the image <-> subset hash table, the AUC
+  sensitivity, a developer's limits and an in-memory session.
+- :mod:`~fedroc.methods.sequester.mechanism`: how one query is answered (Dwork's
+  Thresholdout, the default; Laplace on every answer; the paper's h-variant), with noise
+  and events from :mod:`fedroc.privacy`.
+- :mod:`~fedroc.methods.sequester.figures`: the paper's Figures 3, 4 and 5.
+
+The REST service that puts a test set behind these rules is an application on top:
+:mod:`fedroc.sequester` (``fedroc sequester serve``).
+
+Threat model
+------------
+The custodian (who holds the labels, the seed of the subsets and their membership) is
+trusted and runs this code and the service. Developers are untrusted and may be adaptive
+or malicious: they choose their predictions, their reference AUCs and the order of their
+queries, and see their answers, their remaining budget and quotas, their own history and
+the public part of their plan; never labels, membership, the seed, exact subset AUCs or the
+noise drawn. Noise is drawn by :mod:`fedroc.privacy` from the server's own entropy; nothing
+a developer sends seeds it.
+
+What a developer can learn, by mechanism (``B`` budget units, noise rate ``sigma``, AUC
+sensitivity ``Delta`` of :func:`~fedroc.methods.sequester.engine.auc_sensitivity`):
+
+- ``thresholdout`` (default): whether their model's subset AUC lies within a noisy ``T``
+  of the reference AUC they sent (the answer is then their own number), and at most ``B``
+  noisy subset AUCs. The interaction is ``(2 B Delta / sigma, 0)``-differentially private
+  with respect to one image's label, whatever the developer does; the one-image probe that
+  reads every label under the paper's variant reads none (``scripts/sequester_adaptive.py``,
+  ``tests/test_sequester_attack.py``).
+- ``laplace``: at most ``B`` answers, each with ``Lap(sigma)`` noise;
+  ``(B Delta / sigma, 0)``-DP.
+- ``h-thresholdout`` (the paper's variant): exact subset AUCs whenever they lie within
+  ``T`` of the whole-set AUC, without spending budget. It protects against a developer who
+  overfits one subset by accident, not against one who crafts predictions: one-image
+  probes read labels for free, limited only by the quotas. Not differentially private; the
+  ``epsilon = B / (sigma phi)`` of eq. 3 is the paper's figure, not a guarantee.
+
+Beside the budget, :class:`~fedroc.methods.sequester.engine.Limits` caps submissions and
+queries per developer and refuses a submission that orders the images almost as an
+earlier one does (a probe). Answers computed from the test set are clipped to [0, 1] and
+rounded to the precision the subset size supports. What no mechanism here hides: the size
+of the test set, the plan's public parameters, and the developer's own predictions.
+"""
+
+from fedroc.methods.sequester import planner
+from fedroc.methods.sequester.engine import (
+    Limits,
+    NearDuplicate,
+    QuotaExceeded,
+    Session,
+    SubsetTable,
+    auc_sensitivity,
+    draw_subsets,
+    rank_distance,
+    subset_auc,
+    subset_aucs,
+)
+from fedroc.methods.sequester.mechanism import (
+    DEFAULT_MECHANISM,
+    MECHANISMS,
+    Answer,
+    BudgetExhausted,
+    Mechanism,
+    answer_step,
+)
+from fedroc.methods.sequester.planner import (
+    Plan,
+    PlanWarning,
+    auc_se_at,
+    epsilon_of,
+    load_factor,
+    load_factor_for_budget,
+    min_subset_size,
+    noise_rate_for_budget,
+    plan,
+    power_grid,
+    subset_size,
+    subset_size_for_budget,
+    suggested_noise_rate,
+    thresholdout_budget,
+)
+
+__all__ = [
+    "DEFAULT_MECHANISM",
+    "MECHANISMS",
+    "Answer",
+    "BudgetExhausted",
+    "Limits",
+    "Mechanism",
+    "NearDuplicate",
+    "Plan",
+    "PlanWarning",
+    "QuotaExceeded",
+    "Session",
+    "SubsetTable",
+    "answer_step",
+    "auc_se_at",
+    "auc_sensitivity",
+    "draw_subsets",
+    "epsilon_of",
+    "load_factor",
+    "load_factor_for_budget",
+    "min_subset_size",
+    "noise_rate_for_budget",
+    "plan",
+    "planner",
+    "power_grid",
+    "rank_distance",
+    "subset_auc",
+    "subset_aucs",
+    "subset_size",
+    "subset_size_for_budget",
+    "suggested_noise_rate",
+    "thresholdout_budget",
+]

@@ -1,0 +1,404 @@
+"""The hash table of a sequestered test set and one developer's session (paper 2).
+
+Tang, Whitney, Myers & Giger (papers/thresholdout-auc-midrc-tang.md, section 2.2): the
+hash table maps each image id to the ids of the test subsets that hold it, and its inverse
+maps a subset id to its images. Subsets of ``N`` images are drawn at a set prevalence,
+with or without replacement inside a subset, from a seed that only the custodian keeps.
+How one query is answered is :mod:`fedroc.methods.sequester.mechanism`; what a developer
+may submit and ask is bounded by :class:`Limits`; :class:`Session` puts them together in
+memory (studies, tests) as the service does in its database (:mod:`fedroc.sequester`).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+
+from fedroc.exceptions import FedrocError, InputError
+from fedroc.methods.sequester.mechanism import Answer, BudgetExhausted, Mechanism
+from fedroc.metrics import roc_auc
+
+__all__ = [
+    "Limits",
+    "NearDuplicate",
+    "QuotaExceeded",
+    "Session",
+    "SubsetTable",
+    "auc_sensitivity",
+    "draw_subsets",
+    "rank_distance",
+    "subset_auc",
+    "subset_aucs",
+]
+
+
+class QuotaExceeded(FedrocError):
+    """The developer has used every submission or query their quota allows."""
+
+
+class NearDuplicate(InputError):
+    """A submission orders the images almost as an earlier one does (a probe)."""
+
+
+# --------------------------------------------------------------------------- hash table
+
+
+@dataclass(frozen=True, eq=False)
+class SubsetTable:
+    """The hash table: image ids <-> test-subset ids.
+
+    Attributes
+    ----------
+    image_ids : tuple of str
+        Keys, in the order of the test set.
+    members : ndarray of int32, shape (n_subsets, subset_size)
+        Row ``k`` holds the image indices of subset ``k + 1`` (subset ids start at 1);
+        an index may repeat when subsets were drawn with replacement.
+    """
+
+    image_ids: tuple[str, ...]
+    members: NDArray[np.int32]
+    _inverse: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def n_images(self) -> int:
+        return len(self.image_ids)
+
+    @property
+    def n_subsets(self) -> int:
+        return int(self.members.shape[0])
+
+    @property
+    def subset_size(self) -> int:
+        return int(self.members.shape[1])
+
+    @property
+    def load_factor(self) -> float:
+        """Values per key: ``N rho / phi``."""
+        return self.members.size / self.n_images
+
+    def row(self, subset_id: int) -> NDArray[np.int32]:
+        """Image indices of subset ``subset_id`` (1-based), or an error naming it."""
+        return self.members[self._index(subset_id)]
+
+    def _index(self, subset_id: int) -> int:
+        ok = isinstance(subset_id, (int, np.integer)) and not isinstance(subset_id, bool)
+        if not ok:
+            raise InputError(f"subset_id must be an integer; got {subset_id!r}")
+        if not 1 <= subset_id <= self.n_subsets:
+            raise InputError(f"subset_id must lie in 1..{self.n_subsets}; got {subset_id!r}")
+        return int(subset_id) - 1
+
+    def images_of(self, subset_id: int) -> list[str]:
+        """Image ids of one subset (repeated as drawn)."""
+        return [self.image_ids[i] for i in self.row(subset_id).tolist()]
+
+    def _csr(self) -> tuple[dict[str, int], NDArray[np.int64], NDArray[np.int64]]:
+        if not self._inverse:
+            flat = self.members.ravel()
+            order = np.argsort(flat, kind="stable")
+            offsets = np.zeros(self.n_images + 1, dtype=np.int64)
+            np.cumsum(np.bincount(flat, minlength=self.n_images), out=offsets[1:])
+            subsets = (order // self.subset_size + 1).astype(np.int64)
+            self._inverse["index"] = {img: i for i, img in enumerate(self.image_ids)}
+            self._inverse["offsets"] = offsets
+            self._inverse["subsets"] = subsets
+        return self._inverse["index"], self._inverse["offsets"], self._inverse["subsets"]
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Position of each image id in the test set."""
+        return self._csr()[0]
+
+    def subsets_of(self, image_id: str) -> NDArray[np.int64]:
+        """Subset ids that hold ``image_id`` (one entry per occurrence, ascending)."""
+        index, offsets, subsets = self._csr()
+        if image_id not in index:
+            raise InputError(f"image id {image_id!r} is not in the test set")
+        i = index[image_id]
+        return subsets[offsets[i] : offsets[i + 1]]
+
+    def members_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.save(buf, self.members, allow_pickle=False)
+        return buf.getvalue()
+
+    @staticmethod
+    def members_from_bytes(data: bytes) -> NDArray[np.int32]:
+        return np.asarray(np.load(io.BytesIO(data), allow_pickle=False), dtype=np.int32)
+
+
+def draw_subsets(
+    labels: ArrayLike,
+    *,
+    n_subsets: int,
+    subset_size: int,
+    prevalence: float | None = None,
+    replace: bool = True,
+    seed: int | np.random.Generator | None = None,
+    image_ids: Sequence[str] | None = None,
+) -> SubsetTable:
+    """Draw ``n_subsets`` subsets of ``subset_size`` images at ``prevalence``.
+
+    Each subset holds ``round(prevalence N)`` positives (at least one of each class), drawn
+    uniformly from the positives, and the rest from the negatives; ``replace=False`` draws
+    without replacement inside a subset (subsets still share images). ``prevalence``
+    defaults to the test set's. The seed is the custodian's: with it the table can be
+    rebuilt; ``None`` draws one from ``secrets``.
+
+    Raises
+    ------
+    InputError
+        When a subset cannot be drawn: fewer than two images, one class absent, or (without
+        replacement) more positives or negatives asked for than the test set holds.
+    """
+    y = np.asarray(labels, dtype=bool)
+    if y.ndim != 1:
+        raise InputError(f"labels must be one-dimensional; got shape {y.shape}")
+    if isinstance(n_subsets, bool) or int(n_subsets) != n_subsets or n_subsets < 1:
+        raise InputError(f"n_subsets must be a positive integer; got {n_subsets!r}")
+    if isinstance(subset_size, bool) or int(subset_size) != subset_size or subset_size < 2:
+        raise InputError(f"subset_size must be an integer >= 2; got {subset_size!r}")
+    pos = np.flatnonzero(y).astype(np.int32)
+    neg = np.flatnonzero(~y).astype(np.int32)
+    if pos.size == 0 or neg.size == 0:
+        raise InputError(
+            f"the test set needs both classes to draw subsets; it has {pos.size} positive "
+            f"and {neg.size} negative images"
+        )
+    p = pos.size / y.size if prevalence is None else float(prevalence)
+    if not 0.0 < p < 1.0:
+        raise InputError(f"prevalence must lie in (0, 1); got {prevalence!r}")
+    n = int(subset_size)
+    n_pos = min(max(round(p * n), 1), n - 1)
+    n_neg = n - n_pos
+    if not replace and (n_pos > pos.size or n_neg > neg.size):
+        raise InputError(
+            f"subset_size {n} at prevalence {p:.4g} needs {n_pos} positive and {n_neg} "
+            f"negative images per subset, but the test set has {pos.size} and {neg.size}; "
+            "draw with replacement or ask for smaller subsets"
+        )
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
+        secrets.randbits(128) if seed is None else seed
+    )  # fmt: skip
+    rho = int(n_subsets)
+    if replace:
+        take_pos = rng.choice(pos, size=(rho, n_pos), replace=True)
+        take_neg = rng.choice(neg, size=(rho, n_neg), replace=True)
+    else:
+        # One independent permutation per row: vectorized draw without replacement.
+        take_pos = rng.permuted(np.broadcast_to(pos, (rho, pos.size)), axis=1)[:, :n_pos]
+        take_neg = rng.permuted(np.broadcast_to(neg, (rho, neg.size)), axis=1)[:, :n_neg]
+    members = np.ascontiguousarray(np.concatenate([take_pos, take_neg], axis=1), dtype=np.int32)
+    ids = tuple(str(i) for i in (range(y.size) if image_ids is None else image_ids))
+    if len(ids) != y.size:
+        raise InputError(f"image_ids has {len(ids)} entries but labels has {y.size}")
+    return SubsetTable(ids, members)
+
+
+def subset_auc(members: NDArray[np.int32], labels: NDArray[np.bool_], scores: ArrayLike) -> float:
+    """AUC of one subset (its rows ``members``, repeats counted), ties counted 1/2."""
+    return roc_auc(labels[members], np.asarray(scores, dtype=np.float64)[members])
+
+
+def subset_aucs(table: SubsetTable, labels: ArrayLike, scores: ArrayLike) -> NDArray[np.float64]:
+    """AUC of every subset (one :func:`fedroc.metrics.roc_auc` per subset, not per row)."""
+    y = np.asarray(labels, dtype=bool)
+    s = np.asarray(scores, dtype=np.float64)
+    return np.array([roc_auc(y[row], s[row]) for row in table.members], dtype=np.float64)
+
+
+def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
+    """Largest change of a subset AUC when one image's label flips (subsets held fixed).
+
+    An image held ``m`` times by a subset of ``P`` positives and ``Q`` negatives moves its
+    AUC by at most ``m / P + m / (Q + m) <= 2 m / min(P, Q)``: leaving the positives moves
+    their mean placement by at most ``m / P``, joining the negatives moves every placement
+    by at most ``m / (Q + m)`` (and symmetrically). The maximum over subsets, capped at 1,
+    calibrates the differential-privacy events of the answers.
+    """
+    y = np.asarray(labels, dtype=bool)
+    members = np.sort(table.members, axis=1)
+    rho, n = members.shape
+    new_run = np.ones(members.shape, dtype=bool)
+    new_run[:, 1:] = members[:, 1:] != members[:, :-1]
+    starts = np.flatnonzero(new_run.ravel())
+    lengths = np.diff(np.append(starts, members.size))
+    # Runs never cross rows (each row's first entry starts a run), so reduceat over the
+    # index of each row's first run gives the largest multiplicity per subset.
+    row_first = np.searchsorted(starts, np.arange(rho) * n)
+    mult = np.maximum.reduceat(lengths, row_first)
+    n_pos = y[table.members].sum(axis=1)
+    smaller = np.minimum(n_pos, n - n_pos)
+    if (smaller < 1).any():
+        return 1.0
+    return float(min(1.0, np.max(2.0 * mult / smaller)))
+
+
+def rank_distance(a: ArrayLike, b: ArrayLike) -> float:
+    """How far apart two score vectors order the images, in images moved.
+
+    Spearman's footrule between their average ranks divided by ``n - 1``: lifting one
+    image from the bottom of a strict ordering to its top counts 2, raising one image of
+    a constant vector counts about 1; the footrule lies between the number of pairs the two
+    orderings disagree on and twice that (Diaconis & Graham 1977). Two different models
+    are hundreds of images apart; a probe that moves a few images is a few.
+    """
+    ra = stats.rankdata(np.asarray(a, dtype=np.float64))
+    rb = stats.rankdata(np.asarray(b, dtype=np.float64))
+    if ra.size < 2:
+        return 0.0
+    return float(np.abs(ra - rb).sum() / (ra.size - 1))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one developer may submit and ask, beside the budget of noisy answers.
+
+    Parameters
+    ----------
+    max_queries : int or None, default 1000
+        Queries answered in all (None: no limit).
+    max_submissions : int or None, default 100
+        Submissions accepted in all (None: no limit).
+    min_changed_images : float, default 5
+        A submission whose :func:`rank_distance` to an earlier one of the same developer
+        is below this is refused (0: never); one-image probes are about 1 apart.
+    """
+
+    max_queries: int | None = 1000
+    max_submissions: int | None = 100
+    min_changed_images: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_queries", "max_submissions"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise InputError(f"{name} must be a positive integer or None; got {value!r}")
+        if not (self.min_changed_images >= 0 and math.isfinite(self.min_changed_images)):
+            raise InputError(
+                f"min_changed_images must be a number >= 0; got {self.min_changed_images!r}"
+            )
+
+    def check_query(self, n_queries: int) -> None:
+        """Raise :class:`QuotaExceeded` when ``n_queries`` answered already use the quota."""
+        if self.max_queries is not None and n_queries >= self.max_queries:
+            raise QuotaExceeded(
+                f"query quota used: {n_queries} of {self.max_queries} queries answered; "
+                "ask the custodian for more"
+            )
+
+    def check_submission(
+        self, scores: NDArray[np.float64], earlier: Sequence[tuple[int, NDArray[np.float64]]]
+    ) -> None:
+        """Refuse a submission past the quota or too close to an ``(id, scores)`` earlier."""
+        if self.max_submissions is not None and len(earlier) >= self.max_submissions:
+            raise QuotaExceeded(
+                f"submission quota used: {len(earlier)} of {self.max_submissions} submissions "
+                "made; ask the custodian for more"
+            )
+        if self.min_changed_images <= 0:
+            return
+        for sid, prev in earlier:
+            d = rank_distance(scores, prev)
+            if d < self.min_changed_images:
+                raise NearDuplicate(
+                    f"scores order the images almost as submission {sid} does (rank distance "
+                    f"{d:.2f} images, below min_changed_images={self.min_changed_images:g}); "
+                    f"query submission {sid} instead"
+                )
+
+
+class Session:
+    """One developer's answers on an in-memory sequestered set (Python API, simulations).
+
+    The service (:mod:`fedroc.sequester`) does the same with its state in a database.
+    ``rng`` is for reproducible studies; by default every noise draw uses operating-system
+    entropy through :mod:`fedroc.privacy`. ``limits`` default to none at all (studies);
+    the service applies :class:`Limits` ``()`` unless the custodian says otherwise.
+    """
+
+    def __init__(
+        self,
+        labels: ArrayLike,
+        table: SubsetTable,
+        mechanism: Mechanism,
+        budget: int,
+        *,
+        limits: Limits | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self.labels = np.asarray(labels, dtype=bool)
+        if self.labels.size != table.n_images:
+            raise InputError(
+                f"labels has {self.labels.size} entries but the table {table.n_images} images"
+            )
+        self.table = table
+        self.mechanism = mechanism
+        self.budget = int(budget)
+        self.limits = Limits(None, None, 0.0) if limits is None else limits
+        self.rng = rng
+        self.sensitivity = auc_sensitivity(table, self.labels)
+        self.threshold_noise = mechanism.initial_threshold_noise(rng, sensitivity=self.sensitivity)
+        self.submissions: list[NDArray[np.float64]] = []
+        self.history: list[Answer] = []
+
+    def _scores(self, scores: ArrayLike) -> NDArray[np.float64]:
+        s = np.asarray(scores, dtype=np.float64)
+        if s.shape != self.labels.shape:
+            raise InputError(f"scores must have {self.labels.size} entries; got {s.shape}")
+        if not np.isfinite(s).all():
+            raise InputError("scores contain NaN or infinite values")
+        return s
+
+    def submit(self, scores: ArrayLike) -> int:
+        """Register predictions (checked against :class:`Limits`); returns the id (from 1)."""
+        s = self._scores(scores)
+        self.limits.check_submission(s, list(enumerate(self.submissions, start=1)))
+        self.submissions.append(s.copy())
+        return len(self.submissions)
+
+    def query(
+        self, scores: ArrayLike | int, subset_id: int, *, reference: float | None = None
+    ) -> Answer:
+        """The answer for a submission id, or for scores (submitted first if new)."""
+        if isinstance(scores, (int, np.integer)) and not isinstance(scores, bool):
+            if not 1 <= scores <= len(self.submissions):
+                raise InputError(f"submission {scores} does not exist")
+            s = self.submissions[int(scores) - 1]
+        else:
+            s = self._scores(scores)
+            # The same scores again query the earlier submission, as a client would.
+            if not any(np.array_equal(s, p) for p in self.submissions):
+                self.submit(s)
+        row = self.table.row(subset_id)
+        self.limits.check_query(len(self.history))
+        if self.budget < 1:
+            raise BudgetExhausted("the budget is spent; no more answers")
+        holdout = subset_auc(row, self.labels, s)
+        if self.mechanism.needs_reference:
+            if reference is None:
+                raise InputError("the thresholdout mechanism needs the developer's reference AUC")
+            ref = float(reference)
+        else:
+            ref = roc_auc(self.labels, s)
+        ans = self.mechanism.answer(
+            holdout,
+            ref,
+            budget=self.budget,
+            threshold_noise=self.threshold_noise,
+            sensitivity=self.sensitivity,
+            rng=self.rng,
+        )
+        self.budget = ans.budget_after
+        self.threshold_noise = ans.threshold_noise
+        self.history.append(ans)
+        return ans

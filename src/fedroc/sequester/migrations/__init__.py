@@ -1,0 +1,1 @@
+"""Alembic migrations of the sequestration service's database (run by ``Store``)."""
