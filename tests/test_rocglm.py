@@ -441,8 +441,14 @@ def test_ties_are_counted_one_half_throughout():
     )
     assert res.ci[0] <= ref.auc <= res.ci[1] < wins
     assert res.deconvolved.levels.tolist() == levels
-    with pytest.raises(SiteError, match="not among the declared score_levels"):
+    with pytest.raises(InputError, match="not among the declared score_levels"):
         distributed_rocglm(fed, sensitivity=0.01, privacy="paper", score_levels=[0, 0.5, 1])
+    # Undeclared, the scale is refused before any budget is spent; the paper's estimate runs.
+    start = fed.mark()
+    with pytest.raises(InputError, match="at most 20 distinct scores .*pass score_levels="):
+        distributed_rocglm(fed, sensitivity=0.01, privacy="paper")
+    assert fed.released(start).kinds.get("noisy", 0) == 0
+    assert distributed_rocglm(fed, sensitivity=0.01, privacy="paper", correction="none").auc
 
 
 # --- bad input ----------------------------------------------------------------------------
@@ -473,10 +479,14 @@ def test_unbounded_scores_are_refused_with_what_to_pass():
     y, s = flipped(rng, 600, 0.5)
     logit = np.log(np.clip(s, 0.02, 0.98) / (1 - np.clip(s, 0.02, 0.98)))
     fed, _ = federation_of(y, logit, k=2)
+    start = fed.mark()
+    for kw in ({}, {"sensitivity": 0.5}):  # refused before any noisy release
+        with pytest.raises(InputError, match="outside the score range \\[0, 1\\].*score_range="):
+            distributed_rocglm(fed, seed=0, **kw)
+    assert fed.released(start).kinds.get("noisy", 0) == 0
+    # The paper's estimate needs no range, but the heuristic needs probabilities.
     with pytest.raises(SiteError, match="outside \\[0, 1\\].*Pass sensitivity=.*score_range="):
-        distributed_rocglm(fed, seed=0)
-    with pytest.raises(SiteError, match="outside the score range \\[0, 1\\].*score_range="):
-        distributed_rocglm(fed, sensitivity=0.5, seed=0)
+        distributed_rocglm(fed, seed=0, correction="none")
     res = distributed_rocglm(
         fed, sensitivity=0.5, score_range=(-4, 4), seed=0, bootstrap=10
     )  # what the messages ask for

@@ -24,36 +24,40 @@ from fedroc.federation import Federation, Site
 from fedroc.federation.basic import distributed_calibration
 from fedroc.methods.rocglm import deconvolve, distributed_confusion, feature_sensitivity
 from fedroc.methods.rocglm._calibration import site_calibration_curves
-from fedroc.methods.rocglm._deconvolution import _data_bins, _design, _mix_sqp, bootstrap_weights
+from fedroc.methods.rocglm._deconvolution import (
+    _data_bins,
+    _design,
+    _mix_sqp,
+    bin_edges_for,
+    bootstrap_weights,
+)
 from fedroc.metrics import calibration_curve
 
 # --- deconvolution -------------------------------------------------------------------------
 
 
 def test_bin_likelihood_is_the_convolution_integral():
-    sigma, h = 0.13, 0.05
-    centers = np.array([0.0, 0.35, 1.0])
+    sigma = 0.13
+    centers = np.linspace(0.0, 1.0, 5)  # bins [0, .125], [.125, .375], ..., [.875, 1]
+    edges = np.array([0.0, 0.125, 0.375, 0.625, 0.875, 1.0])
+    np.testing.assert_allclose(bin_edges_for(0.0, 1.0, 5), edges)
     left = np.array([-np.inf, -0.1, 0.2, 0.9])
     right = np.array([-0.1, 0.2, 0.9, np.inf])
-    got = _design(sigma, centers, h, left, right)
+    got = _design(sigma, centers, 0.25, left, right)
+
+    def p_interval(u: float, i: int) -> float:
+        return stats.norm.cdf((right[i] - u) / sigma) - stats.norm.cdf((left[i] - u) / sigma)
+
     for i in range(left.size):
-        for g, c in enumerate(centers):
-            # P(U + E in [l, r]) for U uniform on [c - h/2, c + h/2]
-            ref, _ = integrate.quad(
-                lambda u, i=i: (
-                    (stats.norm.cdf((right[i] - u) / sigma) - stats.norm.cdf((left[i] - u) / sigma))
-                    / h
-                ),
-                c - h / 2,
-                c + h / 2,
-            )
-            assert got[i, g] == pytest.approx(ref, abs=1e-12)
+        for g in range(centers.size):
+            a, b = edges[g], edges[g + 1]
+            # P(U + E in [l, r]) for U uniform on bin g
+            ref, _ = integrate.quad(p_interval, a, b, args=(i,))
+            assert got[i, g] == pytest.approx(ref / (b - a), abs=1e-12)
     assert np.allclose(got.sum(axis=0), 1.0)
-    atoms = _design(sigma, centers, 0.0, left, right)
-    np.testing.assert_allclose(
-        atoms[:, 1],
-        np.diff(stats.norm.cdf(np.r_[-np.inf, -0.1, 0.2, 0.9, np.inf] - 0.35, scale=sigma)),
-    )
+    atoms = _design(sigma, centers, 0.0, left, right)  # point masses at the centres
+    cuts = np.r_[-np.inf, -0.1, 0.2, 0.9, np.inf]
+    np.testing.assert_allclose(atoms[:, 1], np.diff(stats.norm.cdf(cuts - 0.25, scale=sigma)))
 
 
 def test_mixture_weights_are_the_maximum_likelihood():

@@ -52,6 +52,7 @@ from fedroc.exceptions import InputError
 __all__ = [
     "DEFAULT_BINS",
     "BinMixture",
+    "bin_edges_for",
     "bootstrap_weights",
     "check_levels",
     "deconvolve",
@@ -78,7 +79,8 @@ class BinMixture:
     point masses at declared levels.
 
     Bins (``levels`` None): bin ``g`` is uniform on ``[c_g - h/2, c_g + h/2]`` with
-    ``c_g = lo + g h``; the two end bins reach half a bin beyond the range. Levels: a point
+    ``c_g = lo + g h``, the two end bins cut at the range (``[lo, lo + h/2]``,
+    ``[hi - h/2, hi]``). Levels: a point
     mass at each level, and :meth:`cdf` counts the mass at ``x`` itself one half.
     """
 
@@ -90,6 +92,11 @@ class BinMixture:
     @property
     def m(self) -> int:
         return int(self.weights.size)
+
+    def edges(self) -> FloatArray:
+        """Bin edges: ``lo, lo + h/2, lo + 3h/2, ..., hi - h/2, hi`` (the end bins are half
+        bins, so that no mass lies outside the range)."""
+        return bin_edges_for(self.lo, self.hi, self.m)
 
     @property
     def width(self) -> float:
@@ -107,8 +114,8 @@ class BinMixture:
         if self.levels is not None:
             c = self.centers
             return np.asarray((c < x) + 0.5 * (c == x), np.float64)
-        h = self.width
-        return np.clip((x - (self.centers - h / 2.0)) / h, 0.0, 1.0)
+        e = self.edges()
+        return np.clip((x - e[:-1]) / np.diff(e), 0.0, 1.0)
 
     def cdf(self, x: ArrayLike) -> FloatArray:
         """``P(N < x) + P(N = x) / 2``, evaluated without an n x m matrix.
@@ -121,11 +128,10 @@ class BinMixture:
             c = self.centers
             lo, hi = np.searchsorted(c, x, "left"), np.searchsorted(c, x, "right")
             return np.asarray((cum[lo] + cum[hi]) / 2.0)
-        h = self.width
-        edges = np.linspace(self.lo - h / 2.0, self.hi + h / 2.0, self.m + 1)
-        pos = np.clip((x - edges[0]) / h, 0.0, float(self.m))
-        k = np.minimum(pos.astype(np.int64), self.m - 1)
-        return np.asarray(cum[k] + (pos - k) * self.weights[k])
+        e = self.edges()
+        k = np.clip(np.searchsorted(e, x, "right") - 1, 0, self.m - 1)
+        frac = np.clip((x - e[k]) / (e[k + 1] - e[k]), 0.0, 1.0)
+        return np.asarray(cum[k] + frac * self.weights[k])
 
     def survivor(self, x: ArrayLike) -> FloatArray:
         return 1.0 - self.cdf(x)
@@ -146,6 +152,19 @@ class _Fit:
     iterations: int
 
 
+def bin_edges_for(lo: float, hi: float, m: int) -> FloatArray:
+    """Edges of ``m`` bins centred on ``linspace(lo, hi, m)``, the end bins cut at the range.
+
+    Half bins at the ends keep all mass inside the known range: a full end bin would put a
+    quarter of a bin's mass beyond it, where (for probabilities near 1) it lowers the
+    placement of every positive above the last centre (bias -0.004 at AUC 0.96, measured).
+    """
+    h = (hi - lo) / (m - 1)
+    edges = np.linspace(lo - h / 2.0, hi + h / 2.0, m + 1)
+    edges[0], edges[-1] = lo, hi
+    return edges
+
+
 def _data_bins(noisy: FloatArray, sigma: float, lo: float, hi: float) -> tuple[FloatArray, ...]:
     a, b = lo - _TAIL_SIGMAS * sigma, hi + _TAIL_SIGMAS * sigma
     n_bins = max(1, math.ceil((b - a) / (sigma / _DATA_BINS_PER_SIGMA)))
@@ -160,23 +179,25 @@ def _data_bins(noisy: FloatArray, sigma: float, lo: float, hi: float) -> tuple[F
 
 
 def _design(sigma: float, centers: FloatArray, h: float, left: FloatArray, right: FloatArray):
-    """``P(N + E in [left, right])`` for ``N`` uniform on each bin (closed form); for
-    ``h = 0``, ``N`` at each centre."""
+    """``P(N + E in [left, right])`` for ``N`` uniform on each bin (closed form; bins as in
+    :func:`bin_edges_for`); for ``h = 0``, ``N`` at each centre."""
     if h == 0.0:
         with np.errstate(invalid="ignore"):
             hi = special.ndtr((right[:, None] - centers) / sigma)
             lo = special.ndtr((left[:, None] - centers) / sigma)
         return np.asarray(hi - lo)
-    a, b = centers - h / 2.0, centers + h / 2.0
+    edges = bin_edges_for(float(centers[0]), float(centers[-1]), centers.size)
+    a, b = edges[:-1], edges[1:]
+    width = b - a
 
     def integral(e: FloatArray) -> FloatArray:
         # int_a^b Phi((e - x) / sigma) dx, with the limits e = +-inf taken exactly.
         with np.errstate(invalid="ignore"):
             value = sigma * (_psi((e[:, None] - a) / sigma) - _psi((e[:, None] - b) / sigma))
         value = np.where(np.isneginf(e)[:, None], 0.0, value)
-        return np.where(np.isposinf(e)[:, None], h, value)
+        return np.where(np.isposinf(e)[:, None], width, value)
 
-    return (integral(right) - integral(left)) / h
+    return (integral(right) - integral(left)) / width
 
 
 def _mix_sqp(design: FloatArray, w: FloatArray, start: FloatArray | None = None):

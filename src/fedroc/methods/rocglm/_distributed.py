@@ -78,9 +78,11 @@ from fedroc.methods.rocglm._site import (
     FN_FISHER,
     FN_NOISY,
     FN_PLACEMENT_SS,
+    FN_SCALE,
     FN_SENSITIVITY,
     FN_SETUP,
     MAX_THRESHOLDS,
+    MAX_UNDECLARED_LEVELS,
 )
 from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
@@ -527,6 +529,38 @@ def _check_range(score_range: Any) -> tuple[float, float]:
     return (lo, hi)
 
 
+def check_scale(
+    federation: Federation, support: tuple[float, float], levels: FloatArray | None
+) -> None:
+    """Refuse, before any release, a run whose scores the correction cannot serve."""
+    args: dict[str, Any] = {"score_range": np.asarray(support, np.float64)}
+    if levels is not None:
+        args["score_levels"] = np.asarray(levels, np.float64)
+    replies = federation.call(FN_SCALE, **args)
+    outside = sorted(name for name, r in replies.items() if not r["in_range"])
+    if outside and levels is None:
+        raise InputError(
+            f"site(s) {outside} have scores outside the score range [{support[0]:g}, "
+            f"{support[1]:g}]: the bias correction needs a public range that holds every "
+            "site's scores; pass score_range=(lo, hi) (and a sensitivity for scores that are "
+            "not probabilities)"
+        )
+    off = sorted(name for name, r in replies.items() if not r["on_levels"])
+    if off:
+        raise InputError(
+            f"site(s) {off} have scores that are not among the declared score_levels; pass "
+            "the levels of the scale every site's scores take"
+        )
+    rated = sorted(name for name, r in replies.items() if r["few_values"])
+    if rated and levels is None:
+        raise InputError(
+            f"site(s) {rated} have at most {MAX_UNDECLARED_LEVELS} distinct scores (a rating "
+            "scale): the deconvolution cannot count ties one half on a scale it does not "
+            "know; pass score_levels= (the scale's values, public), or correction='none' for "
+            "paper 1's uncorrected estimate"
+        )
+
+
 def distributed_rocglm(
     federation: Federation,
     *,
@@ -616,6 +650,8 @@ def distributed_rocglm(
     support = _check_range(score_range) if levels is None else (levels[0], levels[-1])
     threshold_grid(n_thresholds)  # validates
     start = federation.mark()
+    if correction == "deconvolution":
+        check_scale(federation, support, levels)
     eps, dlt, sens, source, notes = _privacy_parameters(
         federation, epsilon, delta, sensitivity, n_breaks, privacy
     )

@@ -69,6 +69,7 @@ __all__ = [
     "FN_FISHER",
     "FN_NOISY",
     "FN_PLACEMENT_SS",
+    "FN_SCALE",
     "FN_SENSITIVITY",
     "FN_SETUP",
     "MAX_FISHER_CALLS",
@@ -82,6 +83,10 @@ FN_SETUP = "rocglm.setup"
 FN_FISHER = "rocglm.fisher"
 FN_PLACEMENT_SS = "rocglm.placement_ss"
 FN_CONFUSION = "rocglm.confusion"
+FN_SCALE = "rocglm.scale"
+# A site with at most this many distinct scores is on a rating scale: the deconvolution
+# needs that scale declared (score_levels) to count ties one half.
+MAX_UNDECLARED_LEVELS = 20
 
 # The two fits of a setup: the paper's (placements in the noisy negatives) and the
 # corrected one (placements in their deconvolved distribution).
@@ -137,6 +142,35 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     n_breaks = args["n_breaks"]
     value, distance = score_sensitivity(ctx.data.score, None if n_breaks is None else int(n_breaks))
     return Reply({"sensitivity": value, "cell_distance": distance}, counts={"rows": ctx.data.n})
+
+
+@site_function(
+    FN_SCALE,
+    schema={
+        "score_range": FloatArray((2,), lo=-1e9, hi=1e9, default=None),
+        "score_levels": FloatArray((Bound(2, 256),), lo=-1e9, hi=1e9, default=None),
+    },
+)
+def _scale(ctx: SiteContext, args: Record) -> Reply:
+    """Whether the site's scores fit the public scale the correction assumes (no rows).
+
+    ``in_range``: every score in ``score_range`` (default [0, 1]); ``on_levels``: every
+    score one of ``score_levels`` (true when none are declared); ``few_values``: at most
+    :data:`MAX_UNDECLARED_LEVELS` distinct scores (a rating scale). Asked before the noisy
+    release, so that a run the correction cannot serve stops before it spends budget.
+    """
+    s = ctx.data.score
+    score_range = args["score_range"]
+    lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
+    levels = check_levels(args["score_levels"])
+    return Reply(
+        {
+            "in_range": bool(_outside(ctx, lo, hi) == 0),
+            "on_levels": bool(levels is None or np.isin(s, levels).all()),
+            "few_values": bool(np.unique(s).size <= min(MAX_UNDECLARED_LEVELS, s.size / 2)),
+        },
+        counts={"rows": ctx.data.n},
+    )
 
 
 @site_function(
