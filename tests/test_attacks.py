@@ -407,3 +407,48 @@ def test_padding_buys_at_most_the_grid_per_release_and_the_budget_bounds_release
             _released(fed)
             releases += 1
     assert releases == 10
+
+
+def _bisect_max(ask, lo: float, hi: float, steps: int) -> float:
+    """Bisection on ``hi`` of the scale question: every score <= hi, yes or no."""
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if ask(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def test_the_scale_question_cannot_bisect_a_sites_largest_score(tmp_path):
+    """``rocglm.scale`` answers, before any release, whether every score lies in the
+    analyst's range. Answered without limit, 40 ranges pin a site's largest score (one
+    row's raw value) to 1e-12; the site now answers at most MAX_SCALES distinct scales over
+    its lifetime (its ledger survives restarts), a few bits."""
+    from fedroc.methods.rocglm._site import FN_SCALE, MAX_SCALES
+
+    rng = np.random.default_rng(3)
+    data = SiteData.from_arrays(rng.random(400) < 0.4, rng.beta(2.0, 3.0, 400))
+    top = float(data.score.max())
+    # The attack against a site that answers every range (what its reply computes).
+    unlimited = _bisect_max(lambda h: bool(np.all(data.score <= h)), 0.0, 1.0, 40)
+    assert abs(unlimited - top) < 1e-11  # it works against an unlimited oracle
+    ledger = tmp_path / "s0.ledger"
+    site = Site("s0", data, ledger=ledger)
+    fed = Federation.from_sites([site])
+    answered = []
+
+    def ask(h: float) -> bool:
+        reply = fed.call(FN_SCALE, score_range=np.array([-1.0, h]))["s0"]
+        answered.append(h)
+        return bool(reply["in_range"])
+
+    with pytest.raises(DisclosureError, match=f"at most {MAX_SCALES} score scales"):
+        _bisect_max(ask, 0.0, 1.0, 40)
+    assert len(answered) == MAX_SCALES
+    # A scale already answered is answered again (the analyst's retry costs nothing)...
+    fed.call(FN_SCALE, score_range=np.array([-1.0, answered[0]]))
+    # ...and a restarted site remembers what it answered.
+    fed = Federation.from_sites([Site("s0", data, ledger=ledger)])
+    with pytest.raises(DisclosureError, match="score scales"):
+        fed.call(FN_SCALE, score_range=np.array([-1.0, 0.123]))

@@ -73,7 +73,9 @@ __all__ = [
     "FN_SENSITIVITY",
     "FN_SETUP",
     "MAX_FISHER_CALLS",
+    "MAX_SCALES",
     "MAX_THRESHOLDS",
+    "MAX_UNDECLARED_LEVELS",
     "OPT_IN_POSITIVES",
 ]
 
@@ -87,6 +89,9 @@ FN_SCALE = "rocglm.scale"
 # A site with at most this many distinct scores is on a rating scale: the deconvolution
 # needs that scale declared (score_levels) to count ties one half.
 MAX_UNDECLARED_LEVELS = 20
+# Distinct scales (ranges, level sets) a site answers FN_SCALE about over its lifetime: each
+# answer is one bit about its extreme scores, and unlimited answers bisect them.
+MAX_SCALES = 4
 
 # The two fits of a setup: the paper's (placements in the noisy negatives) and the
 # corrected one (placements in their deconvolved distribution).
@@ -99,6 +104,7 @@ OPT_IN_POSITIVES = "rocglm.positives_rule"
 _RELEASE = "rocglm:release:"
 _SESSION_KEY = "rocglm:session:"
 _CONFUSION_KEY = "rocglm.confusion-threshold:"
+_SCALE_KEY = "rocglm.scale:"
 _HEX = "0123456789abcdef"
 _SESSION = {"session": Text(64)}
 _MAX_VALUES = 1 << 26
@@ -157,12 +163,29 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     ``in_range``: every score in ``score_range`` (default [0, 1]); ``on_levels``: every
     score one of ``score_levels`` (true when none are declared); ``few_values``: at most
     :data:`MAX_UNDECLARED_LEVELS` distinct scores (a rating scale). Asked before the noisy
-    release, so that a run the correction cannot serve stops before it spends budget.
+    release, so that a run the correction cannot serve stops before it spends budget. At
+    most :data:`MAX_SCALES` distinct scales per site lifetime: unlimited, the bits would
+    bisect the site's smallest and largest score.
     """
     s = ctx.data.score
     score_range = args["score_range"]
     lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
     levels = check_levels(args["score_levels"])
+    # Each distinct scale answered is a bit about the extreme scores: the site answers at
+    # most MAX_SCALES of them in its lifetime (bound in its ledger, which survives restarts).
+    scale = [lo, hi] if levels is None else [float(v) for v in levels]
+    key = _SCALE_KEY + ("levels:" if levels is not None else "range:") + repr(scale)
+    if key not in ctx.ledger.bindings:
+        asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
+        if asked >= MAX_SCALES:
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {FN_SCALE!r}: it answers about at most "
+                f"{MAX_SCALES} score scales (each answer tells whether its extreme scores lie "
+                "inside), and has answered that many; ask again about one of them",
+                site=ctx.site,
+                function=FN_SCALE,
+            )
+        ctx.ledger.bind(key, scale)
     return Reply(
         {
             "in_range": bool(_outside(ctx, lo, hi) == 0),
