@@ -6,15 +6,24 @@
 2. End to end: a multi-round method (ROC-GLM when it is registered, else distributed
    variance + Brier + calibration, the ``moments`` job) as one Flower run, wall clock from
    ``flwr run`` to the result and time inside the ServerApp, against in-process.
+3. The command line, as an analyst runs it: ``fedroc flower run --method rocglm`` on a
+   3-site TLS deployment (node authentication on) against ``fedroc evaluate --method
+   rocglm`` on the same files, alternating, wall clock of each command; the ratio of the
+   medians is the figure of merit (target: 3). Where a Flower job's time goes: the phases
+   of the last job (from the clock the ServerApp reports) and the CPU seconds each process
+   of the deployment spent on it, which a loaded machine does not distort as much as the
+   wall clock.
 
-Run: ``.venv/bin/python benchmarks/bench_flower.py [--calls 20] [--quick]``.
+Run: ``.venv/bin/python benchmarks/bench_flower.py [--calls 20] [--quick] [--cli-runs 3]``.
 Every process it starts is stopped at the end; ports are free ones on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,11 +79,99 @@ def _inprocess_method(paths: dict[str, Path], job: str, options: dict[str, Any])
     return time.perf_counter() - start
 
 
+def _cpu_seconds(pids: list[int]) -> dict[int, tuple[float, str]]:
+    """User+system CPU of each process and of its reaped children (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline") as fh:
+                cmd = fh.read().split("\0")
+        except OSError:
+            continue
+        module = cmd[cmd.index("-m") + 1] if "-m" in cmd else Path(cmd[0]).name
+        out[pid] = (sum(int(x) for x in fields[11:15]) / tick, module.rsplit(".", 1)[-1])
+    return out
+
+
+def _run(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def cli_ratio(root: Path, runs: int) -> None:
+    """`fedroc flower run` against `fedroc evaluate`, the same method and files."""
+    paths = _sites(root, 3)
+    fedroc = str(Path(sys.executable).with_name("fedroc"))
+    local = [fedroc, "evaluate", "--method", "rocglm", "--seed", "1", "--json"]
+    for name, path in paths.items():
+        local += ["--site", f"{name}={path}"]
+    configs = [SiteNodeConfig(site=s, data=p) for s, p in paths.items()]
+    print("starting SuperLink + 3 tuned SuperNodes (TLS, node auth) ...", file=sys.stderr)
+    with LocalDeployment(configs, root / "deployment") as dep:
+        remote = [fedroc, "flower", "run", "--deployment", str(dep.directory)]
+        remote += ["--method", "rocglm", "--seed", "1", "--json"]
+        _run(remote)  # warm-up: page cache, the SuperLink's first run
+        flower_times, local_times = [], []
+        for _ in range(runs):
+            local_times.append(_run(local))
+            flower_times.append(_run(remote))
+        before = _cpu_seconds(dep.processes())
+        payload = dep.submit(
+            "evaluate",
+            {"method": "rocglm", "seed": 1, "options": dict(get_method("rocglm").demo_options)},
+        )
+        after = _cpu_seconds(dep.processes())
+    flower, inproc = statistics.median(flower_times), statistics.median(local_times)
+    print("\nCommand line, ROC-GLM on 3 sites (same files; medians of alternating runs)")
+    print(f"{'command':>44} {'runs':>4} {'median s':>9} {'min s':>7}")
+    print(f"{'fedroc evaluate (in-process)':>44} {runs:>4} {inproc:>9.2f} {min(local_times):>7.2f}")
+    print(
+        f"{'fedroc flower run (TLS, node auth)':>44} {runs:>4} {flower:>9.2f} "
+        f"{min(flower_times):>7.2f}"
+    )
+    print(f"ratio flower / in-process: {flower / inproc:.2f} (target 3)")
+    clock = payload["clock"]
+    t0 = clock["submitted"]
+    phases = [
+        ("flwr run: CLI start, bundle, start-run", "started"),
+        ("ServerApp task picked up and forked", "serverapp_main"),
+        ("discovery (hello to every site)", "discovered"),
+        ("the method's rounds", "job_done"),
+        ("result line reaches the analyst", "result"),
+    ]
+    print("\nWhere the last job's time went (seconds since `flwr run` was started)")
+    previous = 0.0
+    for label, key in phases:
+        if clock.get(key):
+            at = clock[key] - t0
+            print(f"{label:>44} {at - previous:7.2f}  (at {at:6.2f})")
+            previous = at
+    calls = payload["seconds"]["calls"]
+    print(f"{'rounds':>44} {len(calls):7d}  median {statistics.median(calls):.3f} s per call")
+    print("\nCPU seconds spent on that job, by process")
+    totals: dict[str, float] = {}
+    for pid, (cpu, name) in after.items():
+        totals[name] = totals.get(name, 0.0) + cpu - before.get(pid, (0.0, name))[0]
+    for name, cpu in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"{name:>44} {cpu:7.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="3 tuned SuperNodes only")
+    parser.add_argument("--cli-runs", type=int, default=3, help="runs of each command")
+    parser.add_argument("--cli-only", action="store_true", help="only the command-line ratio")
     args = parser.parse_args()
+    if args.cli_only or "rocglm" in method_names():
+        with tempfile.TemporaryDirectory(prefix="fedroc-bench-") as tmp:
+            cli_ratio(Path(tmp), args.cli_runs)
+        if args.cli_only:
+            return
     setups = [(3, True), (10, True), (3, False)] if not args.quick else [(3, True)]
     job, job_options, job_label = _method_job()
     latency_rows = []

@@ -14,6 +14,12 @@ Designs (scores are probabilities, so that every method applies):
   histogram DP interval undercovered).
 - ``ties``: the binormal score rounded to 5 levels (ratings); the truth is the AUC of the
   rounded scores with ties counted 1/2, computed on a large sample.
+- ``clustered``: several observations per patient (paper 3): section 6.1's allocation of
+  controls and cases to clusters (rho_MN = 0.4) and the exchangeable binormal model (11)
+  with population AUC theta12 = 0.7 and personalized AUC theta11 = 0.8; whole clusters are
+  dealt to the sites, n counts rows (about n / 5.5 clusters). The truth is theta12, the
+  AUC of the pooled population, which every method's ``auc`` estimates; only the
+  ``clustered`` method's interval accounts for the clustering.
 
 Simulated sites are configured as simulations are: their DP noise seeded from their own
 configuration (``noise_seed``), budgets lifted (``epsilon_limit=inf``, ``delta_limit=1``)
@@ -22,7 +28,11 @@ so that paper settings can be measured. The analyst's seed drives SIMEX and boot
 Usage::
 
     python scripts/coverage.py [--reps 200] [--sizes 500 5000] [--designs binormal rare]
-        [--methods pooled rocglm histogram histogram-dp] [--out scripts/results] [--name coverage]
+        [--methods pooled rocglm histogram histogram-dp] [--out scripts/results]
+        [--name coverage]
+
+``--name`` names the result files (``<name>.md``, ``<name>.csv``), so that a study of some
+designs does not overwrite another's table.
 """
 
 from __future__ import annotations
@@ -44,6 +54,11 @@ from scipy import special
 from fedroc.data import SiteData
 from fedroc.federation import Federation
 from fedroc.methods import evaluate, method_names, pool_site_data
+from fedroc.methods.clustered.models import (
+    binormal_parameters,
+    sample_allocation,
+    sample_binormal,
+)
 from fedroc.metrics import roc_auc
 from fedroc.privacy import DisclosurePolicy
 
@@ -55,6 +70,7 @@ class Design:
     prevalence: float
     sites: int = 5
     levels: int | None = None  # round scores to this many levels (ties)
+    cluster_column: str | None = None
 
     @property
     def mu(self) -> float:
@@ -80,10 +96,46 @@ class Design:
         return roc_auc(df["label"].to_numpy(), df["score"].to_numpy())
 
 
-DESIGNS = {
+@dataclass(frozen=True)
+class ClusteredDesign:
+    """Clusters inside sites: allocation of paper 3's section 6.1 and binormal model (11)."""
+
+    name: str
+    auc: float  # theta12, the population AUC
+    personalized: float  # theta11
+    rho_mn: float = 0.4
+    sites: int = 5
+    cluster_column: str | None = "cluster"
+    mean_cluster_size: float = 5.5  # k uniform on {2, ..., 5}, plus one of each class
+
+    def simulate(self, n: int, rng: np.random.Generator) -> dict[str, pd.DataFrame]:
+        n_clusters = max(4 * self.sites, round(n / self.mean_cluster_size))
+        delta, rho = binormal_parameters(self.auc, self.personalized)
+        m, n_cases = sample_allocation(n_clusters, self.rho_mn, rng=rng)
+        smp = sample_binormal(m, n_cases, delta=delta, rho=rho, rng=rng)
+        score = special.ndtr(smp.y_score)  # probabilities: a monotone map keeps the AUCs
+        site_of = rng.permutation(n_clusters) % self.sites
+        frames = {}
+        for k in range(self.sites):
+            rows = site_of[smp.cluster] == k
+            frames[f"site{k}"] = pd.DataFrame(
+                {
+                    "label": smp.y_true[rows].astype(int),
+                    "score": score[rows],
+                    "cluster": smp.cluster[rows],
+                }
+            )
+        return frames
+
+    def truth(self) -> float:
+        return self.auc  # eq. 12: theta12 = Phi(delta / sqrt 2), whatever the allocation
+
+
+DESIGNS: dict[str, Design | ClusteredDesign] = {
     "binormal": Design("binormal", auc=0.75, prevalence=0.3),
     "rare": Design("rare", auc=0.96, prevalence=0.1),
     "ties": Design("ties", auc=0.8, prevalence=0.4, levels=5),
+    "clustered": ClusteredDesign("clustered", auc=0.7, personalized=0.8),
 }
 
 
@@ -98,6 +150,7 @@ class MethodSpec:
     method: str
     options: dict[str, Any] = field(default_factory=dict)
     designs: tuple[str, ...] | None = None
+    needs_clusters: bool = False
 
 
 def _rocglm_paper(sensitivity: float, **options: Any) -> MethodSpec:
@@ -135,6 +188,12 @@ METHODS = {
         "histogram (DP, eps 1)", "histogram", {"quantiles": 256, "dp_epsilon": 1.0}
     ),
     "mpc": MethodSpec("mpc (exact)", "mpc"),
+    "clustered": MethodSpec(
+        "clustered (population AUC, secure aggregation)",
+        "clustered",
+        {"n_bins": 1000},
+        needs_clusters=True,
+    ),
 }
 
 
@@ -200,12 +259,14 @@ def run_study(
     for design_name in designs:
         design = DESIGNS[design_name]
         truth = design.truth()
+        # A method for clustered data has nothing to estimate on unclustered designs.
+        applicable = [
+            m
+            for m in methods
+            if (design.cluster_column or not METHODS[m].needs_clusters)
+            and (METHODS[m].designs is None or design_name in METHODS[m].designs)
+        ]
         for n in sizes:
-            applicable = [
-                m
-                for m in methods
-                if METHODS[m].designs is None or design_name in METHODS[m].designs
-            ]
             cells = {m: Cell(design_name, n, METHODS[m].label, truth) for m in applicable}
             rng = np.random.default_rng([seed, n, list(DESIGNS).index(design_name)])
             for rep in range(reps):
@@ -219,7 +280,10 @@ def run_study(
                     start = time.perf_counter()
                     try:
                         fed = Federation.from_frames(
-                            frames, policy=simulation_policy(), noise_seed=seed * 100_003 + rep
+                            frames,
+                            policy=simulation_policy(),
+                            noise_seed=seed * 100_003 + rep,
+                            cluster=design.cluster_column,
                         )
                         pooled = None
                         if spec.method == "pooled":  # the reference holds the rows
@@ -279,7 +343,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 5000])
-    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
+    parser.add_argument(
+        "--designs",
+        nargs="+",
+        default=[k for k, d in DESIGNS.items() if d.cluster_column is None],
+        choices=list(DESIGNS),
+    )
     parser.add_argument(
         "--methods",
         nargs="+",
@@ -288,9 +357,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
-    parser.add_argument(
-        "--name", default="coverage", help="file stem of the tables (NAME.md, NAME.csv)"
-    )
+    parser.add_argument("--name", default="coverage", help="stem of the result files")
     args = parser.parse_args(argv)
     command = "python scripts/coverage.py " + " ".join(sys.argv[1:] if argv is None else argv)
     start = time.perf_counter()

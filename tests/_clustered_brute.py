@@ -57,6 +57,28 @@ def brute_force(y, s, c, *, pair_correction=True, s_population=None):
     sig22 = np.var(phi, ddof=1)
     sig12 = th12 * np.mean(phi * ((row_mean + col_mean) / all_mean - mu / mbar - nu / nbar))
     sigma = np.array([[sig11, sig12], [sig12, sig22]])
+
+    # theta'12 (eq. 6): every ordered pair of distinct clusters weighted equally, and the
+    # Hoeffding variance from each cluster's mean kernel with the others.
+    h = pu / (mu[:, None] * nu[None, :])
+    off = ~np.eye(n_i, dtype=bool)
+    equal_weight = h[off].mean()
+    g = ((h * off).sum(1) + (h * off).sum(0)) / (n_i - 1)
+    # The authors' R code (auc.cluster), written as it is there: var.12.hat.
+    th12_c = (pu.sum() - np.trace(pu)) / (mu.sum() * nu.sum()) * n_i / (n_i - 1)
+    big_m_u, big_n_u = mu.sum(), nu.sum()
+    authors_var12 = (
+        th12_c**2
+        * n_i
+        * np.sum(
+            (
+                1 / th12_c / big_m_u / big_n_u * (pu.sum(0) + pu.sum(1))
+                - (mu / big_m_u + nu / big_n_u)
+            )
+            ** 2
+        )
+        * (n_i / (n_i - 1)) ** 2
+    )
     return {
         "population": th12,
         "personalized": th11,
@@ -65,6 +87,10 @@ def brute_force(y, s, c, *, pair_correction=True, s_population=None):
         "covariance": sigma / n_i,
         "n_clusters": n_i,
         "excluded": tuple(ids[~u].tolist()),
+        "between": (pu.sum() - np.trace(pu)) / (mu.sum() * nu.sum() - np.sum(mu * nu)),
+        "equal_weight": equal_weight,
+        "equal_weight_var": np.var(g, ddof=1) / n_i,
+        "authors_var12": authors_var12,
         # Obuchowski's variance with the population AUC's own Sigma11 formula (below).
         "sigma11_at_obuchowski": np.sum(
             (

@@ -18,6 +18,7 @@ from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation, Site
 from fedroc.federation.schema import ArgumentRefused
+from fedroc.methods.clustered import FUNCTION_MOMENTS, FUNCTION_SUMMARY, federated_clustered_auc
 from fedroc.methods.histogram import INPUT_NAME, MODE_DDP, leaf_index, levels_from_leaves
 from fedroc.methods.rocglm._site import FN_NOISY
 from fedroc.privacy import DisclosurePolicy, analytic_gaussian_sigma, discrete_laplace_variance
@@ -452,3 +453,128 @@ def test_the_scale_question_cannot_bisect_a_sites_largest_score(tmp_path):
     fed = Federation.from_sites([Site("s0", data, ledger=ledger)])
     with pytest.raises(DisclosureError, match="score scales"):
         fed.call(FN_SCALE, score_range=np.array([-1.0, 0.123]))
+
+
+# -- 8. per-site histograms of the clustered method over crafted bin edges ---------------------
+def _clustered_sites(n_sites: int = 3, seed: int = 11, **kwargs) -> list[Site]:
+    """Sites holding 30 clusters of 4 to 7 rows each, scores in (0, 1)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n_sites):
+        sizes = rng.integers(4, 8, 30)
+        cluster = np.repeat(np.arange(30), sizes)
+        y = rng.random(cluster.size) < 0.4
+        s = 1.0 / (1.0 + np.exp(-(rng.normal(0, 1, 30)[cluster] + y + rng.normal(0, 1, y.size))))
+        out.append(Site(f"s{k}", SiteData.from_arrays(y, s, cluster), **kwargs))
+    return out
+
+
+def _scores_from_histogram(hist: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The analyst's reconstruction: every counted row at its bin's lower edge."""
+    return np.repeat(edges[:-1], np.asarray(hist, dtype=np.int64))
+
+
+MILLION_EDGES = np.linspace(0.0, 1.0, 1_000_001)
+
+
+def test_clustered_histograms_over_crafted_edges_recover_a_sites_scores_when_unprotected():
+    # The attack itself, against a site whose operator turned every protection off
+    # (histograms in the clear, no minimum count): one call places each of its scores to
+    # 1e-6, with its label. This is what any site answered by default in fedroc 0.1.
+    [site] = _clustered_sites(1, policy=DisclosurePolicy(min_count=1, clear_histograms=True))
+    reply = Federation.from_sites([site]).call(FUNCTION_SUMMARY, edges=MILLION_EDGES)["s0"]
+    d = site._data
+    recovered = _scores_from_histogram(reply["hist_pos_all"], MILLION_EDGES)
+    np.testing.assert_allclose(recovered, np.sort(d.score[d.label]), atol=1.01e-6)
+
+
+def _moments_args(site: Site, edges: np.ndarray) -> dict:
+    """A well-formed round-2 request for one site alone (its pooled histograms its own)."""
+    first = Federation.from_sites([site]).call(FUNCTION_SUMMARY, edges=edges)[site.name]
+    return {
+        "edges": edges,
+        "hist_pos_used": first["hist_pos_used"],
+        "hist_neg_used": first["hist_neg_used"],
+        "hist_pos_all": first["hist_pos_all"],
+        "hist_neg_all": first["hist_neg_all"],
+        "n_clusters": first["clusters_used"],
+        "big_m": first["neg_used"],
+        "big_n": first["pos_used"],
+        "total_used": 100.0,
+        "population": 0.7,
+        "personalized": 0.7,
+        "obuchowski": 0.7,
+        "big_m_all": first["neg_all"],
+        "big_n_all": first["pos_all"],
+    }
+
+
+def test_clustered_histograms_stay_inside_secure_aggregation_by_default():
+    sites = _clustered_sites(3)
+    fed = Federation.from_sites(sites)
+    [helper] = _clustered_sites(1, policy=DisclosurePolicy(min_count=1, clear_histograms=True))
+    moments = _moments_args(helper, np.linspace(0, 1, 11))
+    # fedroc 0.1 answered both calls: each site's scores to 1e-6 (test above).
+    for function, args in (
+        (FUNCTION_SUMMARY, {"edges": MILLION_EDGES}),
+        (FUNCTION_MOMENTS, moments),
+    ):
+        with pytest.raises(DisclosureError, match=f"refuses '{function}' in the clear"):
+            fed.call(function, **args)
+        with pytest.raises(DisclosureError, match="clear_histograms = true"):
+            sites[1].handle(function, args)
+    assert all(e["outcome"] == "refused" for s in sites for e in s.audit.entries())
+    # The method itself runs, through secure aggregation: the analyst sees sums only.
+    result = federated_clustered_auc(fed, n_bins=100)
+    assert result.n_clusters_total == 90 and result.n_clusters >= 80
+    assert any("secure aggregation" in note for note in result.released.notes)
+
+
+def test_clear_histograms_need_q_rows_per_bin_and_one_partition_bound_before_any_answer():
+    policy = DisclosurePolicy(clear_histograms=True)  # q = 5
+    [site] = _clustered_sites(1, policy=policy)
+    # Fine edges: bins of one row are refused, by the minimum count per bin and class.
+    with pytest.raises(DisclosureError, match="bin count is 1, below the minimum of 5"):
+        site.handle(FUNCTION_SUMMARY, {"edges": MILLION_EDGES})
+    # The refused request bound the site's partition: a coarse one is refused too, so that
+    # refusals cannot steer a search (bisecting [0, t, 1] for the t where a bin drops
+    # below q would locate the q-th smallest score). Every answer is the same refusal.
+    reasons = set()
+    for t in (0.05, 0.3, 0.5, 0.95):
+        with pytest.raises(ArgumentRefused, match="bin edges were bound") as exc:
+            site.handle(FUNCTION_SUMMARY, {"edges": np.array([0.0, t, 1.0])})
+        assert exc.value.argument == "bin edges"
+        reasons.add(str(exc.value))
+    assert len(reasons) == 1
+
+    # A fresh site answers its first partition if every non-empty bin holds >= q rows of
+    # each class, and that partition only (two partitions subtract to slivers).
+    [fresh] = _clustered_sites(1, seed=12, policy=policy)
+    edges = np.linspace(0.0, 1.0, 3)
+    reply = fresh.handle(FUNCTION_SUMMARY, {"edges": edges})
+    for key in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all"):
+        counts = np.asarray(reply[key])
+        assert ((counts == 0) | (counts >= 5)).all(), key
+    again = fresh.handle(FUNCTION_SUMMARY, {"edges": edges})  # the same partition: no news
+    np.testing.assert_array_equal(again["hist_pos_all"], reply["hist_pos_all"])
+    with pytest.raises(ArgumentRefused, match="bin edges were bound"):
+        fresh.handle(FUNCTION_SUMMARY, {"edges": np.linspace(0.0, 1.0, 4)})
+
+
+def test_clear_round_two_accepts_one_request_and_only_pooled_histograms_that_hold_the_site():
+    policy = DisclosurePolicy(clear_histograms=True, min_count=1)
+    [site] = _clustered_sites(1, policy=policy)
+    args = _moments_args(site, np.linspace(0.0, 1.0, 11))
+    # A crafted pooled histogram (a single case placed in one bin, fewer rows than the
+    # site's own) would turn the per-cluster sums into threshold counts: refused.
+    crafted = dict(args, hist_pos_used=np.eye(10)[3], big_n=1.0)
+    with pytest.raises(ArgumentRefused, match="fewer rows in a bin than this site alone"):
+        site.handle(FUNCTION_MOMENTS, crafted)
+    site.handle(FUNCTION_MOMENTS, args)
+    site.handle(FUNCTION_MOMENTS, args)  # the same analysis again
+    # A second, different request (the site's own histogram plus one crafted case) could
+    # be differenced against the first: refused in the clear.
+    shifted = dict(args, hist_pos_used=np.asarray(args["hist_pos_used"]) + np.eye(10)[3])
+    shifted["big_n"] = float(np.sum(shifted["hist_pos_used"]))
+    with pytest.raises(ArgumentRefused, match="round-2 arguments were bound"):
+        site.handle(FUNCTION_MOMENTS, shifted)

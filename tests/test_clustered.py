@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,6 @@ from scipy import integrate, stats
 import fedroc
 from fedroc.cli import main
 from fedroc.clustered import clustered_auc, personalized_auc_bounds, population_auc_bounds
-from fedroc.clustered._core import cluster_terms, dense_rank
 from fedroc.clustered.models import (
     binormal_aucs,
     binormal_parameters,
@@ -33,8 +33,24 @@ from fedroc.clustered.models import (
     sample_binormal,
 )
 from fedroc.exceptions import InputError
+from fedroc.figures import make_figures
+from fedroc.methods.clustered import ClusteredAUCWarning, finite_support_bounds, obuchowski_auc
+from fedroc.methods.clustered._core import cluster_terms, dense_rank
+from fedroc.methods.clustered.models import (
+    allocation_pmf,
+    binary_response_aucs,
+    random_effects_aucs,
+    sample_binary_response,
+    sample_from_pmf,
+    sample_random_effects,
+)
+from fedroc.methods.clustered.plots import rug_figure
 from fedroc.metrics import roc_auc
 from tests._clustered_brute import brute_force
+
+# Many of the tests below use a handful of clusters on purpose; the warning that says so is
+# tested on its own.
+pytestmark = pytest.mark.filterwarnings("ignore::fedroc.methods.clustered.ClusteredAUCWarning")
 
 DESIGN_KEYS = {
     "population_auc",
@@ -382,7 +398,7 @@ def test_sigma_hat_is_calibrated_small_monte_carlo():
     mc = np.cov(np.stack([est.population, est.personalized])) * n_clu
     mean_sigma = est.sigma.mean(0)
     np.testing.assert_allclose(mean_sigma, mc, rtol=0.25, atol=0.004)
-    from fedroc.clustered._estimators import ellipse_radius2, ellipse_statistic
+    from fedroc.methods.clustered._estimators import ellipse_radius2, ellipse_statistic
 
     stat = ellipse_statistic(
         np.stack([est.population, est.personalized], -1), est.covariance, np.array([t12, t11])
@@ -507,3 +523,401 @@ def test_cli_table_and_errors(clustered_csv, capsys, tmp_path):
         main(["clustered", str(bad), "--label", "y", "--score", "p", "--cluster", "g"])
     assert exc.value.code == 2
     assert "got 1" in capsys.readouterr().err
+
+
+# -- issue 13: estimators in [0, 1], few clusters, one-class clusters -------------------------
+def _four_separated_clusters():
+    # Unbalanced clusters whose controls all lie below every case: eq. 5 is
+    # 1 - sum m_i n_i / (M N) = 1 - 12/64, so eq. 5 x 4/3 = 1.0833.
+    sizes = [(3, 1), (1, 3), (3, 1), (1, 3)]
+    y, s, c = [], [], []
+    rng = np.random.default_rng(0)
+    for k, (m, n) in enumerate(sizes):
+        y += [0] * m + [1] * n
+        s += list(rng.uniform(0.0, 0.4, m)) + list(rng.uniform(0.6, 1.0, n))
+        c += [k] * (m + n)
+    return np.array(y), np.array(s), np.array(c)
+
+
+def test_population_auc_above_one_warns_and_offers_the_bounded_estimator():
+    y, s, c = _four_separated_clusters()
+    with pytest.warns(ClusteredAUCWarning, match=r"population AUC 1\.0833 exceeds 1") as rec:
+        r = clustered_auc(y, s, c)
+    assert r.population_auc == pytest.approx(52 / 64 * 4 / 3)
+    assert r.population_ci[1] <= 1.0  # the interval is clipped
+    # The message gives the bounded alternative, which is in [0, 1] and equals brute force.
+    ref = brute_force(y, s, c)
+    assert r.population_between == pytest.approx(ref["between"]) == pytest.approx(1.0)
+    assert "population_estimator='between'" in str(rec[0].message)
+    assert "1.0000" in str(rec[0].message)
+    assert any("exceeds 1" in m for m in r.caveats) and "exceeds 1" in r.summary()
+    bounded = clustered_auc(y, s, c, population_estimator="between")
+    assert bounded.population_auc == pytest.approx(1.0)
+    assert not any("exceeds 1" in m for m in bounded.caveats)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_estimator_stays_in_the_unit_interval_except_the_warned_one(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        y, s, c = random_clustered(rng, n_clusters=int(rng.integers(3, 8)), levels=1)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = clustered_auc(y, s, c)
+        except InputError:
+            continue
+        for value in (r.personalized_auc, r.population_between, r.obuchowski_auc):
+            assert 0.0 <= value <= 1.0
+        assert 0.0 <= r.equal_weight_auc <= 1.0
+        assert (r.population_auc > 1.0) == any("exceeds 1" in m for m in r.caveats)
+
+
+def test_between_estimator_equals_brute_force_and_keeps_sigma():
+    rng = np.random.default_rng(21)
+    y, s, c = random_clustered(rng, n_clusters=14, levels=2)
+    ref = brute_force(y, s, c)
+    r = clustered_auc(y, s, c, population_estimator="between")
+    assert r.population_auc == pytest.approx(ref["between"], rel=1e-12)
+    assert r.population_estimator == "between" and r.pair_correction
+    # Sigma22 does not depend on the estimator of theta12.
+    assert r.covariance[1, 1] == pytest.approx(ref["covariance"][1, 1], rel=1e-12)
+    with pytest.raises(InputError, match="population_estimator must be one of"):
+        clustered_auc(y, s, c, population_estimator="median")
+    with pytest.raises(InputError, match="pair_correction=False means"):
+        clustered_auc(y, s, c, pair_correction=False, population_estimator="between")
+
+
+def test_few_clusters_warn_and_name_obuchowskis_and_delongs_se():
+    rng = np.random.default_rng(5)
+    m, n = sample_allocation(4, 0.2, rng=rng)
+    smp = sample_binormal(m, n, delta=0.8, rho=0.6, rng=rng)
+    with pytest.warns(ClusteredAUCWarning, match="only 4 clusters hold both classes") as rec:
+        r = clustered_auc(smp.y_true, smp.y_score, smp.cluster)
+    # DeLong's SE of the same (all-pairs) AUC, from fedroc.metrics.
+    assert r.delong_se == pytest.approx(fedroc.delong(smp.y_true, smp.y_score).se, rel=1e-12)
+    message = str(rec[0].message)
+    assert f"{r.obuchowski_se:.4f}" in message and f"{r.delong_se:.4f}" in message
+    wider = max(r.obuchowski_se, r.delong_se)
+    z = stats.norm.ppf(0.975)
+    assert f"{max(0.0, r.obuchowski_auc - z * wider):.4f}" in message
+    # Ten clusters or more: no warning.
+    m, n = sample_allocation(10, 0.2, rng=rng)
+    smp = sample_binormal(m, n, delta=0.8, rho=0.6, rng=rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert clustered_auc(smp.y_true, smp.y_score, smp.cluster).caveats == ()
+
+
+def test_obuchowski_estimator_where_clusters_hold_one_class():
+    # Patients with controls only or cases only: no cluster has both classes.
+    rng = np.random.default_rng(8)
+    n_clu = 24
+    sizes = rng.integers(1, 6, n_clu)
+    c = np.repeat(np.arange(n_clu), sizes)
+    y = (np.arange(n_clu) % 2 == 0)[c]
+    s = rng.normal(0, 1, n_clu)[c] + y + rng.normal(0, 1, c.size)
+    with pytest.raises(InputError, match=r"got 0 .*obuchowski_auc"):
+        clustered_auc(y, s, c)
+    r = obuchowski_auc(y, s, c)
+    assert r.auc == pytest.approx(roc_auc(y, s), rel=1e-12)
+    # Obuchowski's variance by brute force (NOTES.md) on the same clusters.
+    x, v = s[~y], s[y]
+    k = (x[:, None] < v[None, :]) + 0.5 * (x[:, None] == v[None, :])
+    big_m, big_n = x.size, v.size
+    theta = k.mean()
+    xi = np.bincount(c[~y], k.sum(1) / big_n, n_clu)
+    yi = np.bincount(c[y], k.sum(0) / big_m, n_clu)
+    m_i, n_i = np.bincount(c[~y], minlength=n_clu), np.bincount(c[y], minlength=n_clu)
+    i10, i01 = (m_i > 0).sum(), (n_i > 0).sum()
+    s10 = i10 / ((i10 - 1) * big_m) * np.sum((xi - m_i * theta) ** 2)
+    s01 = i01 / ((i01 - 1) * big_n) * np.sum((yi - n_i * theta) ** 2)
+    s11 = n_clu / (n_clu - 1) * np.sum((xi - m_i * theta) * (yi - n_i * theta))
+    assert r.se**2 == pytest.approx(s10 / big_m + s01 / big_n + 2 * s11 / (big_m * big_n))
+    assert (r.n_clusters, r.n_clusters_with_neg, r.n_clusters_with_pos) == (24, 12, 12)
+    assert r.ci[0] < r.auc < r.ci[1]
+    with pytest.raises(InputError, match="2 clusters holding controls"):
+        obuchowski_auc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4], [1, 1, 2, 3])
+    # Where some clusters hold both classes, clustered_auc reports Obuchowski's estimate
+    # over every cluster and says which were left out of theta12 and theta11.
+    y2, s2, c2 = random_clustered(np.random.default_rng(3), n_clusters=14, one_class=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r2 = clustered_auc(y2, s2, c2)
+        assert r2.obuchowski_auc == pytest.approx(obuchowski_auc(y2, s2, c2).auc)
+    assert any("Obuchowski's estimator (eq. 7) uses every cluster" in n for n in r2.notes)
+
+
+# -- issue 18: theta'12, Sigma11 both ways, section 4, models of sections 3.1 and 3.2 ---------
+@pytest.mark.parametrize("seed", range(5))
+def test_equal_weight_population_auc_equals_brute_force(seed):
+    rng = np.random.default_rng(100 + seed)
+    y, s, c = random_clustered(rng, n_clusters=int(rng.integers(5, 16)), levels=[None, 2][seed % 2])
+    ref = brute_force(y, s, c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = clustered_auc(y, s, c)
+    assert r.equal_weight_auc == pytest.approx(ref["equal_weight"], rel=1e-12)
+    assert r.equal_weight_se**2 == pytest.approx(ref["equal_weight_var"], rel=1e-10)
+    assert r.confidence_interval("equal_weight") == pytest.approx(r.equal_weight_ci)
+
+
+def test_equal_weight_auc_differs_from_theta12_when_z_depends_on_the_sizes():
+    # Figure 1b's model: E(Z) rises with the share of cases, no shift. Closed forms:
+    # theta11 = 1/2, theta12 = 0.846, theta'12 = 1/2; the estimates and SEs agree.
+    def z_mean(m, n):
+        return (n * (n > m) - m * (n <= m)) / 5.0
+
+    pmf = allocation_pmf(0.9, (8,))
+    truth = random_effects_aucs(0.0, pmf, z_sd=0.3, z_mean=z_mean, noise_sd=0.7)
+    assert truth["theta11"] == 0.5 and truth["theta12_prime"] == pytest.approx(0.5, abs=1e-12)
+    assert truth["theta12"] > 0.8
+    rng = np.random.default_rng(9)
+    m, n = sample_from_pmf(pmf, 4000, rng=rng)
+    smp = sample_random_effects(m, n, delta=0.0, rng=rng, z_sd=0.3, z_mean=z_mean, noise_sd=0.7)
+    r = clustered_auc(smp.y_true, smp.y_score, smp.cluster)
+    assert abs(r.population_auc - truth["theta12"]) < 4 * r.population_se
+    assert abs(r.personalized_auc - truth["theta11"]) < 4 * r.personalized_se
+    assert abs(r.equal_weight_auc - truth["theta12_prime"]) < 4 * r.equal_weight_se
+
+
+def test_equal_weight_se_is_calibrated_small_monte_carlo():
+    rng = np.random.default_rng(31)
+    pmf = allocation_pmf(0.4)
+
+    def z_mean(m, n):
+        return 0.3 * (n - m)
+
+    truth = random_effects_aucs(0.8, pmf, z_sd=0.5, z_mean=z_mean)
+    estimates, ses = [], []
+    for _ in range(300):
+        m, n = sample_from_pmf(pmf, 40, rng=rng)
+        smp = sample_random_effects(m, n, delta=0.8, rng=rng, z_sd=0.5, z_mean=z_mean)
+        r = clustered_auc(smp.y_true, smp.y_score, smp.cluster)
+        estimates.append(r.equal_weight_auc)
+        ses.append(r.equal_weight_se)
+    estimates = np.asarray(estimates)
+    assert abs(estimates.mean() - truth["theta12_prime"]) < 0.01
+    # Hoeffding's SE against the Monte Carlo SD (300 replicates: about +-8%).
+    assert np.mean(ses) == pytest.approx(estimates.std(ddof=1), rel=0.2)
+    z = stats.norm.ppf(0.975)
+    covered = np.abs(estimates - truth["theta12_prime"]) <= z * np.asarray(ses)
+    assert 0.88 <= covered.mean() <= 0.99
+
+
+def test_sigma11_both_ways():
+    rng = np.random.default_rng(13)
+    y, s, c = random_clustered(rng, n_clusters=15, levels=2, one_class=0)
+    ref = brute_force(y, s, c)
+    cor6 = clustered_auc(y, s, c)
+    authors = clustered_auc(y, s, c, sigma11="authors")
+    i = cor6.n_clusters
+    assert cor6.sigma11 == "corollary6" and authors.sigma11 == "authors"
+    assert authors.covariance[0, 0] == pytest.approx(cor6.covariance[0, 0] * i / (i - 1))
+    # The authors' var.12.hat of auc.cluster, written as in their R code.
+    assert authors.covariance[0, 0] == pytest.approx(ref["authors_var12"] / i, rel=1e-10)
+    # The rest of Sigma^ is the same both ways.
+    assert authors.covariance[1, 1] == cor6.covariance[1, 1]
+    assert authors.covariance[0, 1] == cor6.covariance[0, 1]
+    with pytest.raises(InputError, match="sigma11 must be one of"):
+        clustered_auc(y, s, c, sigma11="both")
+
+
+def _discrete_law(rng, k):
+    """k atoms with distinct coordinates (M = N = 1, no ties)."""
+    coords = rng.permutation(4 * k)[: 2 * k].reshape(k, 2).astype(float)
+    return coords, rng.dirichlet(np.ones(k))
+
+
+def test_finite_support_bound_of_section_4():
+    rng = np.random.default_rng(17)
+    for _ in range(300):
+        k = int(rng.integers(1, 8))
+        atoms, p = _discrete_law(rng, k)
+        t11, t12, ties = _exact_aucs(atoms, p, 1, 1)
+        assert ties == 0
+        concordant = int(np.sum(atoms[:, 0] < atoms[:, 1]))
+        lo, hi = finite_support_bounds(t11, concordant, k - concordant)
+        assert lo - 1e-12 <= t12 <= hi + 1e-12
+        # Sharper than (or equal to) Theorem 3.
+        t3_lo, t3_hi = population_auc_bounds(t11)
+        assert lo >= t3_lo - 1e-15 and hi <= t3_hi + 1e-15
+    # Attained: K atoms of equal mass in {x < y} whose squares do not overlap.
+    for k in (1, 3, 10):
+        atoms = np.stack([np.arange(k), np.arange(k) + 0.5], 1).astype(float)
+        t11, t12, _ = _exact_aucs(atoms, np.full(k, 1 / k), 1, 1)
+        assert t12 == pytest.approx(finite_support_bounds(t11, k, 0)[0])
+    assert finite_support_bounds(0.5, None, None) == population_auc_bounds(0.5)
+    with pytest.raises(InputError, match="at least one atom with x < y"):
+        finite_support_bounds(0.4, 0)
+    with pytest.raises(InputError, match="n_concordant_atoms must be a non-negative integer"):
+        finite_support_bounds(0.4, 1.5)
+
+
+def test_allocation_pmf_is_the_law_of_section_6_1():
+    rng = np.random.default_rng(4)
+    for rho_mn in (0.0, 0.4, 0.95):
+        pmf = allocation_pmf(rho_mn)
+        assert sum(pmf.values()) == pytest.approx(1.0, abs=1e-10)
+        m, n = sample_allocation(100_000, rho_mn, rng=rng)
+        for (mm, nn), p in pmf.items():
+            freq = np.mean((m == mm) & (n == nn))
+            assert abs(freq - p) < 5 * math.sqrt(p * (1 - p) / 100_000) + 1e-4
+    assert allocation_pmf(1.0, (4,)) == {(1, 5): 0.5, (5, 1): 0.5}
+
+
+def test_random_effects_model_matches_its_closed_forms():
+    # Section 3.1.1: Z independent of (M, N) with a large variance: theta11 near 1,
+    # theta12 near 1/2, theta'12 = theta12.
+    pmf = allocation_pmf(0.1)
+    truth = random_effects_aucs(0.3, pmf, z_sd=3.0, noise_sd=0.1)
+    assert truth["theta11"] == pytest.approx(stats.norm.cdf(0.3 / (math.sqrt(2) * 0.1)))
+    assert truth["theta12"] == pytest.approx(stats.norm.cdf(0.3 / math.sqrt(2 * 9 + 0.02)))
+    assert truth["theta12_prime"] == pytest.approx(truth["theta12"])
+    rng = np.random.default_rng(14)
+    m, n = sample_from_pmf(pmf, 5000, rng=rng)
+    smp = sample_random_effects(m, n, delta=0.3, rng=rng, z_sd=3.0, noise_sd=0.1)
+    r = clustered_auc(smp.y_true, smp.y_score, smp.cluster)
+    assert abs(r.population_auc - truth["theta12"]) < 4 * r.population_se
+    assert abs(r.personalized_auc - truth["theta11"]) < 4 * r.personalized_se
+    with pytest.raises(InputError, match="noise_sd must be > 0"):
+        random_effects_aucs(0.3, pmf, noise_sd=0.0)
+    with pytest.raises(InputError, match="sum to 1"):
+        random_effects_aucs(0.3, {(1, 1): 0.5})
+
+
+@pytest.mark.parametrize(
+    ("beta0", "beta1", "z_sd"),
+    [(2.0, 0.0, 1.0), (1.0, 0.0, 2.0), (0.0, 2.0, 1.5), (0.0, 1.0, 0.5)],
+)
+def test_binary_response_model_matches_its_closed_forms(beta0, beta1, z_sd):
+    t12, t11 = binary_response_aucs(5, beta0=beta0, beta1=beta1, z_sd=z_sd)
+    if beta1 == 0:
+        # Statuses follow the cluster effect: the personalized AUC is useless (1/2), the
+        # population AUC is not (section 3.2, instances a and b).
+        assert t11 == 0.5 and t12 > 0.55
+    else:
+        # Statuses follow the within-cluster effects (instances c and d).
+        assert t11 > t12 > 0.5
+    rng = np.random.default_rng(int(10 * beta0 + beta1))
+    smp = sample_binary_response(6000, 5, beta0=beta0, beta1=beta1, z_sd=z_sd, rng=rng)
+    assert smp.n_clusters == 6000 and smp.y_true.size == 30000
+    r = clustered_auc(smp.y_true, smp.y_score, smp.cluster)
+    assert r.n_excluded == 0
+    assert abs(r.population_auc - t12) < 4 * r.population_se
+    assert abs(r.personalized_auc - t11) < 4 * r.personalized_se
+
+
+def test_binary_response_model_errors():
+    with pytest.raises(InputError, match="closed forms for beta0 = 0 or beta1 = 0"):
+        binary_response_aucs(5, beta0=1.0, beta1=1.0)
+    with pytest.raises(InputError, match="link must be one of"):
+        binary_response_aucs(5, beta0=1.0, beta1=0.0, link="cauchit")
+    with pytest.raises(InputError, match="size must be an integer >= 2"):
+        sample_binary_response(10, 1, beta0=1.0, beta1=0.0, rng=np.random.default_rng(0))
+    # The logit link also works, with replicates.
+    smp = sample_binary_response(
+        20, 4, beta0=0.0, beta1=1.0, link="logit", rng=np.random.default_rng(1), replicates=3
+    )
+    assert smp.n_replicates == 3 and np.unique(smp.cluster).size == 60
+    est = estimate_replicates(smp)
+    assert est.population.shape == (3,)
+
+
+# -- views and figures ----------------------------------------------------------------------
+def test_ellipse_plot_has_the_authors_axes(example_result):
+    fig = example_result.plot()
+    ax = fig.axes[0]
+    assert "theta11" in ax.get_xlabel() and "theta12" in ax.get_ylabel()
+    line = ax.get_lines()[0]
+    pts = example_result.ellipse(0.95)
+    np.testing.assert_allclose(line.get_xdata(), pts[:, 1])  # personalized on x
+    np.testing.assert_allclose(line.get_ydata(), pts[:, 0])  # population on y
+    estimate = ax.get_lines()[2]
+    assert estimate.get_xdata()[0] == example_result.personalized_auc
+
+
+def test_rug_plot_draws_every_cluster_and_the_combined_row(tmp_path):
+    y, s, c = _four_separated_clusters()
+    path = tmp_path / "rug.png"
+    fig = rug_figure(y, s, c, path=str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ax = fig.axes[0]
+    # Controls and cases of each cluster on rows 1..4, and again on the combined row 0.
+    rows = np.concatenate([coll.get_offsets()[:, 1] for coll in ax.collections])
+    assert sorted(set(rows.tolist())) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert rows.size == 2 * y.size
+    assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["all", "0"]
+    with pytest.raises(InputError, match="max_clusters=3"):
+        rug_figure(y, s, c, max_clusters=3)
+
+
+def test_paper_3_figures_are_registered_and_written(tmp_path):
+    made = make_figures(3, tmp_path, quick=True, seed=1)
+    assert [f.figure for f, _ in made] == ["1", "4"]
+    for figure, path in made:
+        assert path.name == f"paper3_figure{figure.figure}.png"
+        assert path.stat().st_size > 10_000
+        assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_old_import_paths_keep_working():
+    import fedroc.clustered as old
+    import fedroc.clustered.bounds as old_bounds
+    import fedroc.clustered.models as old_models
+    import fedroc.methods.clustered as new
+
+    assert old.clustered_auc is new.clustered_auc is fedroc.clustered_auc
+    assert old.ClusteredAUCResult is new.ClusteredAUCResult
+    assert old_models.sample_binormal is new.models.sample_binormal
+    assert old_bounds.population_auc_bounds is new.bounds.population_auc_bounds
+    assert "clustered" in fedroc.methods.method_names()
+
+
+def test_cli_estimators_and_views(clustered_csv, capsys, tmp_path):
+    path, smp = clustered_csv
+    base = ["clustered", str(path), "--label", "y", "--score", "p", "--cluster", "patient"]
+    rug = tmp_path / "rug.png"
+    main(
+        [
+            *base,
+            "--json",
+            "--population-estimator",
+            "between",
+            "--sigma11",
+            "authors",
+            "--rug",
+            str(rug),
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    ref = clustered_auc(
+        smp.y_true, smp.y_score, smp.cluster, population_estimator="between", sigma11="authors"
+    )
+    assert out["population_auc"] == pytest.approx(ref.population_auc)
+    assert out["population_estimator"] == "between" and out["sigma11"] == "authors"
+    assert out["equal_weight_auc"] == pytest.approx(ref.equal_weight_auc)
+    assert out["caveats"] == [] and rug.read_bytes()[:4] == b"\x89PNG"
+    main([*base, "--json", "--estimator", "obuchowski"])
+    obu = json.loads(capsys.readouterr().out)
+    assert obu["auc"] == pytest.approx(ref.obuchowski_auc)
+    assert obu["se"] == pytest.approx(ref.obuchowski_se)
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--estimator", "median"])
+    assert exc.value.code == 2
+    assert "--estimator must be one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--sigma11", "both"])
+    assert exc.value.code == 2
+
+
+def test_cli_shows_the_caveats(tmp_path, capsys):
+    y, s, c = _four_separated_clusters()
+    path = tmp_path / "four.csv"
+    pd.DataFrame({"y": y, "p": s, "g": c}).to_csv(path, index=False)
+    main(["clustered", str(path), "--label", "y", "--score", "p", "--cluster", "g"])
+    text = capsys.readouterr().out
+    assert "CAVEAT" in text and "exceeds 1" in text and "only 4 clusters" in text
+    main(["clustered", str(path), "--label", "y", "--score", "p", "--cluster", "g", "--json"])
+    captured = capsys.readouterr()
+    assert len(json.loads(captured.out)["caveats"]) == 2

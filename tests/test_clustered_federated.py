@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from fedroc.cli import main
 from fedroc.clustered import clustered_auc
 from fedroc.clustered.models import sample_allocation, sample_binormal
 from fedroc.data import Columns
 from fedroc.exceptions import DisclosureError, InputError, SiteError
 from fedroc.federation import Federation, Site
+from fedroc.methods import evaluate
 from fedroc.methods.clustered import (
     FUNCTION_MOMENTS,
     FUNCTION_SUMMARY,
+    ClusteredAUCWarning,
     bin_scores,
     federated_clustered_auc,
     plain_sum,
@@ -40,8 +45,17 @@ def _frames(rng, n_sites=3, clusters=(12, 9, 15), levels=None, one_class=True):
     return frames
 
 
+# Sites of these accuracy tests let their histograms out in the clear, bin by bin (a site
+# refuses by default: tests/test_attacks.py); min_count 1 so that fine bins pass.
+CLEAR = DisclosurePolicy(min_count=1, clear_histograms=True)
+
+
 def _federation(frames, **kwargs):
     return Federation.from_frames(frames, label="y", score="p", cluster="pid", **kwargs)
+
+
+def _clear(frames, **kwargs):
+    return _federation(frames, policy=CLEAR, **kwargs)
 
 
 def _pooled(frames):
@@ -56,7 +70,7 @@ def test_discrete_scores_give_the_pooled_result_exactly():
     # Scores on a grid coarser than the bins: every distinct score has its own bin, so the
     # binned between-cluster pairs are the exact ones.
     frames = _frames(np.random.default_rng(0), levels=20)
-    with _federation(frames) as fed:
+    with _clear(frames) as fed:
         res = federated_clustered_auc(fed, n_bins=1000, secure=False)
     y, s, c = _pooled(frames)
     ref = clustered_auc(y, s, c)
@@ -82,7 +96,7 @@ def test_discrete_scores_give_the_pooled_result_exactly():
 def test_continuous_scores_equal_binned_reference_and_respect_the_bound(pair_correction):
     frames = _frames(np.random.default_rng(1), one_class=False)
     n_bins = 50
-    with _federation(frames) as fed:
+    with _clear(frames) as fed:
         res = federated_clustered_auc(
             fed, n_bins=n_bins, pair_correction=pair_correction, secure=False
         )
@@ -110,7 +124,7 @@ def test_fine_bins_approach_the_exact_result():
     frames = _frames(np.random.default_rng(2), one_class=False)
     y, s, c = _pooled(frames)
     exact = clustered_auc(y, s, c)
-    with _federation(frames) as fed:
+    with _clear(frames) as fed:
         res = federated_clustered_auc(fed, n_bins=100_000, secure=False)
     assert abs(res.population_auc - exact.population_auc) <= res.population_binning_bound
     assert res.population_binning_bound < 1e-3
@@ -121,7 +135,8 @@ def test_sites_release_only_sums_and_bin_counts():
     frames = _frames(np.random.default_rng(3))
     n_bins = 40
     sites = [
-        Site.from_frame(name, frame, Columns("y", "p", "pid")) for name, frame in frames.items()
+        Site.from_frame(name, frame, Columns("y", "p", "pid"), policy=CLEAR)
+        for name, frame in frames.items()
     ]
     with Federation.from_sites(sites) as fed:
         federated_clustered_auc(fed, n_bins=n_bins, secure=False)
@@ -166,7 +181,7 @@ def test_too_few_clusters_overall():
         )
     }
     with (
-        _federation(frames, policy=DisclosurePolicy(min_count=1)) as fed,
+        _federation(frames, policy=CLEAR) as fed,
         pytest.raises(InputError, match="at least 2 clusters with both classes; the sites hold 1"),
     ):
         federated_clustered_auc(fed, secure=False)
@@ -180,7 +195,7 @@ def test_aggregation_hook_is_the_only_path_from_the_sites():
         calls.append(function)
         return plain_sum(federation, function, args)
 
-    with _federation(frames) as fed:
+    with _clear(frames) as fed:
         res = federated_clustered_auc(fed, aggregate=recording_sum)
         plain = federated_clustered_auc(fed, secure=False)
     assert calls == [FUNCTION_SUMMARY, FUNCTION_MOMENTS]
@@ -198,7 +213,8 @@ def test_bin_rule_matches_the_calibration_bins():
 def test_secure_aggregation_default_matches_plain_sums_and_hides_the_sites():
     frames = _frames(np.random.default_rng(8))
     sites = [
-        Site.from_frame(name, frame, Columns("y", "p", "pid")) for name, frame in frames.items()
+        Site.from_frame(name, frame, Columns("y", "p", "pid"), policy=CLEAR)
+        for name, frame in frames.items()
     ]
     with Federation.from_sites(sites) as fed:
         secure = federated_clustered_auc(fed, n_bins=200)
@@ -226,3 +242,88 @@ def test_secure_aggregation_needs_two_sites_and_applies_the_policy():
     frames = _frames(np.random.default_rng(4), clusters=(12, 4, 15), one_class=False)
     with _federation(frames) as fed, pytest.raises(DisclosureError, match="site1"):
         federated_clustered_auc(fed)
+
+
+# -- estimators, caveats and the evaluate method ----------------------------------------------
+@pytest.mark.parametrize(("estimator", "sigma11"), [("between", "corollary6"), ("eq5", "authors")])
+def test_estimator_choices_match_the_pooled_computation(estimator, sigma11):
+    frames = _frames(np.random.default_rng(10), levels=20)
+    with _clear(frames) as fed:
+        res = federated_clustered_auc(
+            fed, n_bins=1000, secure=False, population_estimator=estimator, sigma11=sigma11
+        )
+    y, s, c = _pooled(frames)
+    ref = clustered_auc(y, s, c, population_estimator=estimator, sigma11=sigma11)
+    est = res.estimate
+    assert est.population_auc == pytest.approx(ref.population_auc, rel=1e-12)
+    assert est.population_between == pytest.approx(ref.population_between, rel=1e-12)
+    np.testing.assert_allclose(est.covariance, ref.covariance, rtol=1e-9)
+    assert (est.population_estimator, est.sigma11) == (estimator, sigma11)
+    # DeLong's SE of the all-pairs AUC from the pooled histograms: exact on these scores.
+    assert est.delong_se == pytest.approx(ref.delong_se, rel=1e-9)
+
+
+def test_federated_result_carries_the_few_cluster_caveat():
+    frames = _frames(np.random.default_rng(11), clusters=(3, 3, 3), one_class=False)
+    with _clear(frames) as fed, pytest.warns(ClusteredAUCWarning, match="only 9 clusters"):
+        res = federated_clustered_auc(fed, n_bins=50, secure=False)
+    assert any("only 9 clusters" in m for m in res.estimate.caveats)
+    assert "CAVEAT" in res.summary()
+
+
+def test_plain_sums_are_refused_by_a_default_site():
+    frames = _frames(np.random.default_rng(12))
+    with _federation(frames) as fed, pytest.raises(DisclosureError, match="clear_histograms"):
+        federated_clustered_auc(fed, secure=False)
+
+
+def test_evaluate_method_clustered_gives_the_common_result():
+    frames = _frames(np.random.default_rng(13))
+    with _federation(frames) as fed:
+        res = evaluate(fed, "clustered", n_bins=500, calibration_bins=None)
+        direct = federated_clustered_auc(fed, n_bins=500)
+    assert res.method == "clustered"
+    assert res.auc == pytest.approx(direct.population_auc, abs=1e-12)
+    assert res.auc_ci == pytest.approx(direct.population_ci, abs=1e-12)
+    d = res.to_dict()
+    for key in (
+        "personalized_auc",
+        "personalized_ci",
+        "equality_z",
+        "equality_p",
+        "obuchowski_auc",
+        "n_clusters",
+        "caveats",
+        "delong_se",
+    ):
+        assert key in d, key
+    assert d["personalized_auc"] == pytest.approx(direct.personalized_auc, abs=1e-8)
+    assert [s["name"] for s in d["sites"]] == ["site0", "site1", "site2"]
+    assert d["released"]["rounds"] >= 2
+    json.dumps(d, allow_nan=False)
+
+
+def test_cli_evaluate_method_clustered(tmp_path, capsys):
+    frames = _frames(np.random.default_rng(14))
+    args = ["evaluate", "--label", "y", "--score", "p"]
+    for name, frame in frames.items():
+        path = tmp_path / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    main([*args, "--method", "clustered", "--cluster", "pid", "--cluster-bins", "200", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    y, s, c = _pooled(frames)
+    ref = clustered_auc(y, s, c)
+    assert out["method"] == "clustered"
+    assert abs(out["auc"] - ref.population_auc) <= out["population_binning_bound"] + 1e-9
+    assert out["personalized_auc"] == pytest.approx(ref.personalized_auc, abs=1e-8)
+    assert out["n_clusters"] == ref.n_clusters and out["n_bins"] == 200
+    assert out["brier"] is not None  # the common extras of evaluate still come
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--method", "clustered"])
+    assert exc.value.code == 2
+    assert "--method clustered needs --cluster" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--method", "clustered", "--cluster", "pid", "--quantiles", "8"])
+    assert exc.value.code == 2
+    assert "--quantiles do not apply to --method clustered" in capsys.readouterr().err

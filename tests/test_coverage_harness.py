@@ -38,3 +38,14 @@ def test_failures_are_counted_not_hidden(coverage):
     # Sites with fewer than q positives refuse: the runs fail, and the table says so.
     assert table["failed"].iloc[0] == 3 and table["runs"].iloc[0] == 3
     assert any("refuse" in k for k in table["failures"].iloc[0])
+
+
+def test_clustered_design_covers_theta12_with_the_federated_clustered_method(coverage):
+    table = coverage.run_study(["clustered"], [400], ["clustered"], reps=30, seed=5)
+    assert list(table["failed"]) == [0]
+    # 30 replicates: a true coverage of 0.95 falls below 0.85 with probability about 2%.
+    assert table["coverage"].iloc[0] >= 0.85, table[["method", "coverage"]]
+    assert abs(table["bias"].iloc[0]) < 0.03
+    # A method for clustered data is not run on a design without clusters.
+    plain = coverage.run_study(["binormal"], [200], ["clustered"], reps=1, seed=5)
+    assert plain.empty

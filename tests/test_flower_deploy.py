@@ -1,5 +1,10 @@
 """fedroc on a real Flower deployment: a SuperLink and 3 SuperNodes as processes on
-loopback, with TLS from a CA generated for the test.
+loopback, with TLS from a CA generated for the test, SuperNode authentication (a key pair
+per site, registered and pinned) and the SuperLink's state in a database.
+
+At the end of the module, a hospital IT team's worries: rogue SuperNodes that hold the CA
+certificate and declare themselves a site, and a SuperLink killed mid-job (the next job
+succeeds; no site's audit log or privacy ledger loses an entry).
 
 The deployment starts once for the module (fedroc's tuned SuperNodes; the stock
 ``flower-supernode`` path is exercised by ``test_flower_up_cli_insecure_stock``) and every
@@ -13,6 +18,7 @@ import io
 import json
 import math
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -34,8 +40,11 @@ from fedroc.exceptions import DisclosureError, FedrocError, SiteError
 from fedroc.federation import Federation, basic
 from fedroc.federation.flower.apps import parse_marked
 from fedroc.federation.flower.deploy import (
+    QUIET_ENV,
     FlowerConnection,
     LocalDeployment,
+    free_port,
+    node_config_toml,
     submit_job,
 )
 from fedroc.federation.flower.jobs import run_job
@@ -64,7 +73,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
         SiteNodeConfig(
             site=name,
             data=path,
-            audit=root / "audit" / f"{name}.jsonl",
+            # No audit path: the audit log and the ledger live in the node's directory.
             site_modules=("_flower_plugin",),
             noise_seed=SEED,  # the sites' own seed: their noise equals the in-process run's
         )
@@ -72,10 +81,16 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
     ]
     dep = LocalDeployment(configs, root / "deployment", env=PLUGIN_ENV)
     try:
-        dep.start(timeout=90)
+        dep.start(timeout=240)
         yield dep, paths, root
     finally:
         dep.stop()
+    # Nothing the deployment started is left, including Flower's own helpers.
+    assert dep.processes() == []
+
+
+def _audit(dep: LocalDeployment, name: str) -> Path:
+    return Path(str(dep.sites[name].audit))
 
 
 def _close(a: Any, b: Any, path: str = "") -> None:
@@ -116,7 +131,7 @@ def test_superlink_speaks_tls_with_the_generated_ca(deployment) -> None:
 
 
 def test_moments_and_brier_equal_in_process(deployment) -> None:
-    dep, paths, root = deployment
+    dep, paths, _ = deployment
     payload = dep.submit("moments", timeout=30)
     assert payload["sites"] == list(paths)
     got = payload["result"]
@@ -132,7 +147,7 @@ def test_moments_and_brier_equal_in_process(deployment) -> None:
     _close(got["released"], _json(reference["released"]))
     # Each site's audit log holds the releases, attributed to the Flower run.
     for name in paths:
-        lines = (root / "audit" / f"{name}.jsonl").read_text().splitlines()
+        lines = _audit(dep, name).read_text().splitlines()
         mine = [json.loads(x) for x in lines if f"Flower run {payload['run_id']}" in x]
         assert [e["function"] for e in mine] == [
             "fedroc.sum",
@@ -178,11 +193,11 @@ def test_method_equals_in_process_with_the_same_seed(deployment, parity_run, met
 
 
 def test_refusal_comes_back_as_disclosure_error_naming_the_site(deployment) -> None:
-    dep, _, root = deployment
+    dep, _, _ = deployment
     with pytest.raises(DisclosureError, match="below the minimum") as exc:
         dep.submit("calls", {"calls": [{"function": "flowertest.tiny"}]}, timeout=30)
     assert exc.value.site == "site1" and exc.value.function == "flowertest.tiny"
-    last = json.loads((root / "audit" / "site1.jsonl").read_text().splitlines()[-1])
+    last = json.loads(_audit(dep, "site1").read_text().splitlines()[-1])
     assert last["outcome"] == "refused" and last["function"] == "flowertest.tiny"
 
 
@@ -208,8 +223,8 @@ def test_run_timeout_stops_the_run(deployment) -> None:
 
 
 def test_killed_supernode_stops_the_analyst_naming_it_then_a_new_run_works(deployment) -> None:
-    dep, paths, root = deployment
-    audit = root / "audit" / "site2.jsonl"
+    dep, paths, _ = deployment
+    audit = _audit(dep, "site2")
     killed: dict[str, float] = {}
 
     def slow_calls() -> int:
@@ -253,6 +268,221 @@ def test_killed_supernode_stops_the_analyst_naming_it_then_a_new_run_works(deplo
     assert math.isclose(
         payload["result"]["mean"], basic.distributed_mean(Federation.from_files(paths))[0]
     )
+
+
+# -- a hospital's IT team: rogue nodes, crashes --------------------------------------------
+class Rogue:
+    """A SuperNode started by someone who has only the CA certificate (and maybe a key)."""
+
+    def __init__(
+        self, dep: LocalDeployment, root: Path, label: str, site: str, key: Path | None
+    ) -> None:
+        base = root / f"rogue-{label}"
+        base.mkdir(parents=True, exist_ok=True)
+        frame = make_multisite([50, 50], seed=99)["site1"]  # the rogue's own 50 rows
+        data = base / "rogue.csv"
+        frame.to_csv(data, index=False)
+        config = base / "node-config.toml"
+        config.write_text(node_config_toml({"site": site, "data": str(data)}))
+        assert dep.tls is not None
+        cmd = [sys.executable, "-m", "fedroc.federation.flower.node"]
+        cmd += ["--superlink", dep.address, "--root-certificates", str(dep.tls.ca_cert)]
+        cmd += ["--node-config", str(config), "--host", "127.0.0.1", "--port", str(free_port())]
+        if key is not None:
+            cmd += ["--auth-supernode-private-key", str(key)]
+        self.log = base / "rogue.log"
+        home = base / "home"
+        home.mkdir(exist_ok=True)
+        self.cmd = cmd
+        self.env = {**os.environ, **QUIET_ENV, **PLUGIN_ENV, "FLWR_HOME": str(home)}
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as out:
+            return subprocess.Popen(
+                self.cmd, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Wait until the SuperLink took the rogue; start it again when it gives up (a key
+        whose node crashed moments ago is refused until it times out at the SuperLink)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "SuperNode ID:" in self.text():
+                return True
+            if self.proc.poll() is not None:
+                time.sleep(2.0)
+                self.proc = self._start()
+            time.sleep(0.2)
+        return False
+
+    def stop(self, graceful: bool = False) -> None:
+        """Kill the rogue; ``graceful``: SIGTERM, so that it signs off at the SuperLink."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+def _rogue_key(root: Path) -> Path:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP384R1())
+    path = root / "rogue.key"
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        )
+    )
+    return path
+
+
+def test_rogue_nodes_are_refused_and_the_refusal_names_them(deployment) -> None:
+    """Rogue SuperNodes holding the CA certificate cannot answer as a site.
+
+    While site1 is down: a rogue without a key, one with its own key, and one whose own key
+    an attacker registered under the name "site1" through the Control API, all declaring
+    site1. None is used as site1. (A node holding another site's registered key is refused
+    the same way: test_flower_identity.py, on the SuperLink's node records.)
+    """
+    from fedroc.federation.flower.deploy import flwr_executable, flwr_home
+    from fedroc.federation.flower.identity import generate_node_key, register_sites
+
+    dep, _, root = deployment
+    dep.kill_site("site1")
+    # An attacker who can reach the Control API registers its own key as "site1".
+    stolen_name = generate_node_key(root / "attacker", "site1")
+    env = {**os.environ, **flwr_home(dep.connection, root / "attacker")}
+    register_sites(
+        [flwr_executable()], env, {"site1": stolen_name.public_key}, connection_name="fedroc"
+    )
+    rogues = {
+        "no-key": Rogue(dep, root, "no-key", "site1", None),
+        "own-key": Rogue(dep, root, "own-key", "site1", _rogue_key(root)),
+        "registered-as-site1": Rogue(dep, root, "named", "site1", stolen_name.private_key),
+    }
+    try:
+        # The SuperLink refuses the unregistered keys outright: those rogues exit, and
+        # their logs carry the SuperLink's refusal.
+        for kind in ("no-key", "own-key"):
+            rogue = rogues[kind]
+            assert rogue.proc.wait(timeout=90) != 0, kind
+            text = rogue.text()
+            assert "Failed to initialize the connection to the SuperLink" in text, kind
+            assert "SuperNode ID:" not in text, kind
+        # The registered keys connect; the ServerApp refuses them, naming node and site.
+        assert rogues["registered-as-site1"].wait_connected(timeout=90)
+        with pytest.raises(SiteError) as exc:
+            dep.submit("sites", timeout=10, discovery_timeout=10)
+        message = str(exc.value)
+        assert exc.value.site == "site1" and "did not answer" in message
+        assert "declares site 'site1'" in message, message
+        assert stolen_name.fingerprint in message  # the rogue's key, named
+        # The real site comes back; the rogue registered as "site1" is still connected and
+        # still claims site1, yet the job runs on the real sites and reports the refusal.
+        dep.restart_site("site1", timeout=90)
+        payload = dep.submit("sites", timeout=30)
+        assert payload["result"]["sites"] == [
+            {"name": n, "n": k} for n, k in zip(dep.sites, SIZES, strict=True)
+        ]
+        refused = list(payload["refused"].values())
+        assert any(stolen_name.fingerprint in why for why in refused), refused
+    finally:
+        for rogue in rogues.values():
+            rogue.stop()
+        if not dep.is_alive("site1"):
+            dep.restart_site("site1", timeout=90)
+
+
+SLOW_KILL = {"calls": [{"function": "flowertest.slow", "args": {"seconds": 0.3}, "repeat": 60}]}
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+DP_JOB = {"method": "flowertest.rounds", "seed": 3, "options": {"rounds": 2}}
+
+
+def test_superlink_killed_mid_job_recovers_and_no_audit_or_ledger_entry_is_lost(
+    deployment,
+) -> None:
+    """A SuperLink crash mid-job, then a site's SuperNode crash: nothing a site recorded is
+    lost. The privacy ledger (beside the audit log, in the node's directory) keeps counting
+    across both: the budget a site spent before is still spent after."""
+    from fedroc.privacy.ledger import ledger_path_for, read_ledger_status
+
+    dep, _, _ = deployment
+    audits = {name: _audit(dep, name) for name in dep.sites}
+    ledgers = {name: ledger_path_for(p) for name, p in audits.items()}
+    assert all(p.parent == dep.node_directory(n) for n, p in audits.items())
+    dep.submit("evaluate", DP_JOB, modules=["_flower_plugin"], timeout=30)
+    spent = {name: read_ledger_status(p).epsilon for name, p in ledgers.items()}
+    assert all(e > 0 for e in spent.values()), spent
+    before = {name: len(_entries(p)) for name, p in audits.items()}
+    outcome: dict[str, BaseException] = {}
+
+    def job() -> None:
+        try:
+            dep.submit("calls", SLOW_KILL, timeout=20, run_timeout=90)
+        except BaseException as exc:  # the job must fail, not hang
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=job)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # mid-job: the sites are answering slow calls
+        if all(len(_entries(p)) >= before[n] + 3 for n, p in audits.items()):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the job did not reach the sites")
+    old_link = dep.superlink_pid
+    old_helpers = set(dep.processes("superlink")) - {old_link}
+    assert old_helpers  # Flower's SuperExec or fedroc's executor, and the job's ServerApp
+    os.kill(old_link, signal.SIGKILL)  # a crash: only the SuperLink; its helpers linger
+    at_kill = {name: _entries(p) for name, p in audits.items()}
+    ledger_at_kill = {name: p.read_text() for name, p in ledgers.items()}
+    runner.join(timeout=150)
+    assert not runner.is_alive() and "error" in outcome
+    # `flower up` notices and restarts it; the sites reconnect on their own.
+    restarted = time.time()
+    events: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        events += dep.supervise()
+        if dep.is_alive("superlink") and all(
+            dep.node_status(n).get("last_contact", 0) > restarted + 1 for n in dep.sites
+        ):
+            break
+        time.sleep(0.5)
+    assert any(e.startswith("the SuperLink exited with status -9") for e in events), events
+    assert dep.superlink_pid != old_link
+    assert not old_helpers & set(dep.processes("superlink"))  # no orphans of the old one
+    # A site's node crashes too and comes back (same key, same node directory).
+    dep.kill_site("site2")
+    dep.restart_site("site2", timeout=90)
+    payload = dep.submit("evaluate", DP_JOB, modules=["_flower_plugin"], timeout=30)
+    assert payload["result"]["method"] == "flowertest.rounds"
+    for name, path in audits.items():
+        after = _entries(path)
+        assert after[: len(at_kill[name])] == at_kill[name], name  # nothing lost or rewritten
+        assert after[-1]["outcome"] == "released"
+        ledger = ledgers[name].read_text()
+        assert ledger.startswith(ledger_at_kill[name]), name
+        # The second DP job was charged on top of the first: the budget was not reset.
+        assert read_ledger_status(ledgers[name]).epsilon > spent[name] + 1e-9, name
 
 
 def test_flower_up_cli_insecure_stock(tmp_path: Path) -> None:

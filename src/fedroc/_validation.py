@@ -53,6 +53,20 @@ def check_scores(y_score: ArrayLike, name: str = "y_score") -> FloatArray:
     return scores
 
 
+def _classes(labels: NDArray[Any]) -> NDArray[Any]:
+    """Distinct labels, sorted; O(n) for booleans and integers of a small range."""
+    if labels.size and labels.dtype.kind in "biu":
+        lo, hi = labels.min(), labels.max()
+        if int(hi) - int(lo) < 4:
+            # No sort: count each value of the (tiny) range.
+            if int(lo) >= 0:  # {0, 1} or booleans: count them as they are, no copy
+                present = np.bincount(labels, minlength=int(hi) + 1)[int(lo) :]
+            else:
+                present = np.bincount(labels.astype(np.intp) - int(lo))
+            return (np.flatnonzero(present) + lo).astype(labels.dtype)
+    return np.unique(labels)
+
+
 def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_true") -> BoolArray:
     """Return a boolean array, True for the positive class.
 
@@ -66,7 +80,7 @@ def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_tru
         if any(v is None for v in labels):
             raise InputError(f"{name} contains missing values (None); labels must be binary")
     try:
-        classes = np.unique(labels)
+        classes = _classes(labels)
     except TypeError:
         raise InputError(f"{name} mixes label types: {_preview(labels)}") from None
     if classes.size > 2:

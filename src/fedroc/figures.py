@@ -29,6 +29,7 @@ PAPERS = {
 FIGURE_MODULES: dict[int, list[str]] = {paper: [] for paper in PAPERS}
 FIGURE_MODULES[1].append("fedroc.methods.rocglm._figures")
 FIGURE_MODULES[2].append("fedroc.methods.sequester.figures")
+FIGURE_MODULES[3].append("fedroc.methods.clustered.figures")
 
 FigureFn = Callable[..., Path]
 

@@ -1,17 +1,23 @@
 """The ``fedroc`` command line.
 
 Every command prints a readable table by default and exactly one JSON object on stdout with
-``--json``; logs and progress go to stderr. Errors print one line naming what was wrong and
-exit with status 2.
+``--json``; logs and progress go to stderr. Errors print one line naming what was wrong
+(with ``--json``: one JSON object ``{"error": ...}`` on stdout) and exit with status 2; see
+:func:`fedroc.cli._common.error_exit_code`.
+
+``fedroc --help`` imports every command module to list the commands, so the command modules
+import numpy, pandas, scipy and the optional extras inside their functions, not at the top
+(``tests/test_cli_errors.py`` checks it).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import typer
 
-from fedroc.cli._common import err
+from fedroc.cli._common import error_exit_code, needs_extra
 from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
@@ -21,15 +27,32 @@ from fedroc.cli.metrics_cmd import metrics
 from fedroc.cli.mpc_cmd import mpc_app
 from fedroc.cli.privacy_cmd import privacy_app
 from fedroc.cli.sequester_cmd import sequester_app
-from fedroc.exceptions import FedrocError
 
 app = typer.Typer(
     name="fedroc",
-    help="Validate binary classifiers on test data that cannot be pooled.",
+    help="Validate binary classifiers on test data that cannot be pooled.\n\n"
+    "Exit status: 0 on success; 2 for an error you can fix (bad option or value, missing "
+    "file or column, a site's refusal, a missing optional extra: one line on stderr, or one "
+    'JSON object {"error": ...} on stdout with --json); 1 for a bug in fedroc.',
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# Commands of other modules that need an optional extra, checked before they start (rather
+# than halfway, e.g. after `flower up` has written certificates). Any other command that
+# imports a missing extra is reported the same way by error_exit_code.
+COMMAND_EXTRAS: dict[tuple[typer.Typer, str], str] = {
+    (flower_app, "up"): "flower",
+    (flower_app, "run"): "flower",
+    (flower_app, "supernode"): "flower",
+    (sequester_app, "serve"): "service",
+}
+for (_group, _name), _extra in COMMAND_EXTRAS.items():
+    for _info in _group.registered_commands:  # a renamed command is caught by the tests
+        if _info.name == _name and _info.callback is not None:
+            _path = f"fedroc {_group.info.name} {_name}"
+            _info.callback = needs_extra(_extra, _path)(_info.callback)
+
 app.command("metrics")(metrics)
 app.command("evaluate")(evaluate_command)
 app.command("demo")(demo)
@@ -41,22 +64,17 @@ app.add_typer(privacy_app, name="privacy")
 app.command("figures")(figures)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: fedroc's own errors become one line on stderr and exit status 2."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run one command; every error ends as the CLI contract says."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, standalone_mode=False)
-    except FedrocError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(1)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        # standalone_mode=False: errors reach us instead of click's multi-line usage box.
+        code = app(args=args, prog_name="fedroc", standalone_mode=False)
+    except SystemExit:
         raise
+    except BaseException as exc:  # every other way out is reported as the contract says
+        sys.exit(error_exit_code(exc, args))
+    # Without standalone mode, click returns the status of typer.Exit / ctx.exit instead of
+    # exiting; commands themselves return None.
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)

@@ -1,30 +1,213 @@
 """Output helpers shared by the commands: one JSON object on stdout with --json, readable
-tables otherwise; logs and progress on stderr."""
+tables otherwise; logs and progress on stderr.
+
+Also the error contract of every command (:func:`error_exit_code`): fedroc's own errors,
+usage errors, missing optional extras and operating-system errors become one line on
+stderr, or with ``--json`` one JSON object ``{"error": ...}`` on stdout, and exit status 2.
+
+This module is imported by ``fedroc --help``: nothing heavy (numpy, pandas, scipy) at the
+top; those are imported inside the functions that need them.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-from fedroc._results import jsonable
-from fedroc.data import Columns, SiteData, load_table
-from fedroc.exceptions import InputError
-from fedroc.metrics import CalibrationCurve
+from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fedroc.data import Columns, SiteData
+    from fedroc.metrics import CalibrationCurve
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 out = Console()
 if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
     out = Console(width=120)
 err = Console(stderr=True)
 
+#: Exit status of every error a user can act on (bad input, usage, missing extra, OS error).
+USER_ERROR = 2
+#: Exit status of a bug in fedroc (the traceback goes to stderr).
+INTERNAL_ERROR = 1
+
+# Module -> (distribution, extra of pyproject.toml that installs it). An ImportError of one
+# of these modules means "install this extra", not a bug; tests/test_cli_errors.py checks the
+# table against pyproject.toml.
+EXTRA_MODULES: dict[str, tuple[str, str]] = {
+    "flwr": ("flwr", "flower"),
+    "fastapi": ("fastapi", "service"),
+    "uvicorn": ("uvicorn", "service"),
+    "sqlalchemy": ("sqlalchemy", "service"),
+    "httpx": ("httpx", "service"),
+    "alembic": ("alembic", "service"),
+    "fastapi_offline": ("fastapi-offline", "service"),
+    "psycopg": ("psycopg", "postgres"),
+    "sklearn": ("scikit-learn", "examples"),
+    "sksurv": ("scikit-survival", "examples"),
+}
+
+
+class MissingExtraError(FedrocError):
+    """A command needs an optional extra of fedroc that is not installed."""
+
+    def __init__(
+        self, extra: str, module: str, *, installed: bool = False, command: str | None = None
+    ) -> None:
+        self.extra = extra
+        self.module = module
+        self.install = f"pip install 'fedroc[{extra}]'"
+        if installed:  # present but too old or too new: an import inside it failed
+            why = f"the installed {module} does not fit this fedroc"
+        else:
+            why = f"{module} is not installed"
+        who = command or "this command"
+        super().__init__(f"{who} needs fedroc's {extra!r} extra ({why}): {self.install}")
+
+
+def require_extra_known(extra: str) -> None:
+    known = {dist_extra for _, dist_extra in EXTRA_MODULES.values()}
+    if extra not in known:
+        raise ValueError(f"unknown extra {extra!r}; known: {sorted(known)}")
+
+
+def require_extra(extra: str, *, command: str | None = None) -> None:
+    """Fail with :class:`MissingExtraError` unless every module of ``extra`` is importable.
+
+    Commands call it first (or use :func:`needs_extra`), so that a missing extra is
+    reported before any work starts. An ImportError raised later is mapped by
+    :func:`error_exit_code` in the same way.
+    """
+    require_extra_known(extra)
+    for module, (_, owner) in EXTRA_MODULES.items():
+        if owner == extra and importlib.util.find_spec(module) is None:
+            raise MissingExtraError(extra, module, command=command)
+
+
+def needs_extra(extra: str, command: str) -> Callable[[F], F]:
+    """Decorate a command so that it checks ``extra`` (:func:`require_extra`) before it runs.
+
+    ``--help`` still works without the extra: the check runs when the command is invoked.
+    """
+    require_extra_known(extra)
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            require_extra(extra, command=command)
+            return func(*args, **kwargs)
+
+        return cast(F, wrapper)
+
+    return decorate
+
+
+def missing_extra(exc: ImportError) -> MissingExtraError | None:
+    """The extra an ImportError asks for, or None when it is not about an optional extra."""
+    name = exc.name or ""
+    top = name.partition(".")[0]
+    if top not in EXTRA_MODULES:
+        return None
+    installed = importlib.util.find_spec(top) is not None
+    return MissingExtraError(EXTRA_MODULES[top][1], top, installed=installed)
+
+
+def json_requested(args: Sequence[str]) -> bool:
+    """Whether the command line asks for --json (read before parsing, which may fail)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def _usage_error_class() -> type[Any]:
+    # typer >= 0.21 ships its own copy of click and exports the base of its usage errors as
+    # TyperException; older typer (the one flwr pins) re-exports click, which it requires.
+    base: type[Any] | None = getattr(typer, "TyperException", None)
+    if base is None:
+        import click
+
+        base = click.ClickException
+    return base
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
+    """Report ``exc`` as the CLI contract says and return the exit status.
+
+    One line on stderr (``error: ...``), or with ``--json`` in ``args`` exactly one JSON
+    object on stdout: ``{"error": message, "type": ..., "exit_code": ...}`` plus ``site``,
+    ``function``, ``extra``, ``install`` or ``command`` when known. Errors a user can act on
+    exit with 2; anything else is a bug in fedroc: its traceback goes to stderr (with
+    ``--json`` too, after the JSON object) and the exit status is 1.
+    """
+    as_json = json_requested(args)
+    payload: dict[str, Any] = {}
+    code = USER_ERROR
+    if isinstance(exc, ImportError) and (extra := missing_extra(exc)) is not None:
+        exc = extra
+    if isinstance(exc, _usage_error_class()):
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `fedroc flower`: show the help
+            text = exc.format_message().strip()  # empty where typer already printed it
+            if text:
+                err.print(text, soft_wrap=True, highlight=False, markup=False)
+            return USER_ERROR
+        message = exc.format_message()
+        ctx = getattr(exc, "ctx", None)
+        kind = "UsageError"
+        if ctx is not None:
+            payload["command"] = ctx.command_path
+            stop = "" if message.rstrip().endswith((".", "?", "!")) else "."
+            message = f"{message.rstrip()}{stop} See '{ctx.command_path} --help'."
+    elif isinstance(exc, FedrocError):
+        message, kind = str(exc), type(exc).__name__
+        if isinstance(exc, (SiteError, DisclosureError)):
+            payload["site"], payload["function"] = exc.site, exc.function
+        if isinstance(exc, MissingExtraError):
+            payload["extra"], payload["install"] = exc.extra, exc.install
+    elif isinstance(exc, OSError):  # a file, a port, a peer: the user's to fix
+        message, kind = str(exc), type(exc).__name__
+    elif isinstance(exc, KeyboardInterrupt):
+        message, kind, code = "interrupted", "KeyboardInterrupt", 130
+    elif isinstance(exc, typer.Abort):
+        message, kind, code = "aborted", "Abort", INTERNAL_ERROR
+    else:
+        message = f"internal error, please report it: {type(exc).__name__}: {exc}"
+        kind, code = "InternalError", INTERNAL_ERROR
+    message = _one_line(message) or kind
+    if as_json:  # plain json: reporting an error must not depend on numpy importing
+        obj = {"error": message, "type": kind, "exit_code": code, **payload}
+        sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+    else:
+        err.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
+    if code == INTERNAL_ERROR and kind == "InternalError":
+        traceback.print_exception(exc, file=sys.stderr)
+    return code
+
 
 def emit_json(obj: Any) -> None:
     """Write exactly one JSON object to stdout."""
+    from fedroc._results import jsonable
+
     sys.stdout.write(json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n")
     sys.stdout.flush()
 
@@ -40,6 +223,8 @@ def fmt(value: Any, digits: int = 4) -> str:
 
 
 def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("key", style="bold")
     table.add_column("value", justify="right")
@@ -49,6 +234,8 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
 
 
 def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i == 0 else "right")
@@ -73,9 +260,9 @@ def coerce_pos_label(value: str | None) -> Any:
     """Command-line pos_label: numbers become numbers, anything else stays a string."""
     if value is None:
         return None
-    for cast in (int, float):
+    for convert in (int, float):
         try:
-            return cast(value)
+            return convert(value)
         except ValueError:
             pass
     return value
@@ -94,6 +281,8 @@ def parse_sites(specs: Sequence[str]) -> dict[str, Path]:
 
 
 def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
+    from fedroc.data import SiteData, load_table
+
     data = {}
     for name, path in paths.items():
         frame = load_table(path)

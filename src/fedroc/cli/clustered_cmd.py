@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, kv_table, out
-from fedroc.clustered import clustered_auc
-from fedroc.data import Columns, SiteData, load_table
+from fedroc.exceptions import InputError
+
+_ESTIMATORS = ("joint", "obuchowski")
 
 
 def clustered(
@@ -25,6 +27,13 @@ def clustered(
         str | None, typer.Option(help="Label value of the positive class (default 1).")
     ] = None,
     confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    estimator: Annotated[
+        str,
+        typer.Option(
+            help="joint: population and personalized AUCs (clusters need both classes); "
+            "obuchowski: Obuchowski's AUC only, which uses clusters holding one class."
+        ),
+    ] = "joint",
     pair_correction: Annotated[
         bool,
         typer.Option(
@@ -32,12 +41,45 @@ def clustered(
             "--no-pair-correction gives eq. 5 as printed."
         ),
     ] = True,
+    population_estimator: Annotated[
+        str | None,
+        typer.Option(
+            help="corrected (eq. 5 x I/(I-1)), eq5, or between (concordant share of the "
+            "pairs of different clusters, always in [0, 1]); overrides --pair-correction."
+        ),
+    ] = None,
+    sigma11: Annotated[
+        str,
+        typer.Option(
+            help="Sigma11 divided by I-1 (corollary6, default) or by (I-1)^2/I (authors: "
+            "their R code and Table 1)."
+        ),
+    ] = "corollary6",
     plot: Annotated[
         Path | None, typer.Option(help="Write the confidence-ellipse figure (PNG) here.")
+    ] = None,
+    rug: Annotated[
+        Path | None,
+        typer.Option(help="Write the rug plot of the clusters (Figure 1's view, PNG) here."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Population and personalized AUCs with their joint CI and equality test (paper 3)."""
+    # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
+    from fedroc.data import Columns, SiteData, load_table
+    from fedroc.methods.clustered import ClusteredAUCWarning, clustered_auc, obuchowski_auc
+    from fedroc.methods.clustered._estimators import POPULATION_ESTIMATORS, SIGMA11_DIVISORS
+    from fedroc.methods.clustered.plots import rug_figure
+
+    if estimator not in _ESTIMATORS:
+        raise InputError(f"--estimator must be one of {list(_ESTIMATORS)}; got {estimator!r}")
+    if population_estimator is not None and population_estimator not in POPULATION_ESTIMATORS:
+        raise InputError(
+            f"--population-estimator must be one of {list(POPULATION_ESTIMATORS)}; "
+            f"got {population_estimator!r}"
+        )
+    if sigma11 not in SIGMA11_DIVISORS:
+        raise InputError(f"--sigma11 must be one of {list(SIGMA11_DIVISORS)}; got {sigma11!r}")
     frame = load_table(data)
     site = SiteData.from_frame(
         frame,
@@ -46,13 +88,46 @@ def clustered(
         source=f"file {str(data)!r}",
     )
     assert site.cluster is not None
-    result = clustered_auc(
-        site.label,
-        site.score,
-        site.cluster,
-        confidence_level=confidence,
-        pair_correction=pair_correction,
-    )
+    if rug is not None:
+        rug_figure(site.label, site.score, site.cluster, path=str(rug))
+        err.print(f"rug plot written to {rug}")
+    # The caveats are part of the result (table and JSON); no second copy as a warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ClusteredAUCWarning)
+        if estimator == "obuchowski":
+            obu = obuchowski_auc(site.label, site.score, site.cluster, confidence_level=confidence)
+            if as_json:
+                emit_json(obu.to_dict())
+                return
+            out.print(
+                kv_table(
+                    f"Obuchowski's clustered AUC of {data}",
+                    [
+                        ("Obuchowski AUC (eq. 7)", obu.auc),
+                        ("  SE (Obuchowski 1997)", obu.se),
+                        (f"  {obu.confidence_level:.0%} CI (Wald)", obu.ci),
+                        ("  SE (DeLong, clusters ignored)", obu.delong_se),
+                        ("clusters", obu.n_clusters),
+                        (
+                            "  with controls, with cases",
+                            f"{obu.n_clusters_with_neg}, {obu.n_clusters_with_pos}",
+                        ),
+                        ("controls, cases", f"{obu.n_neg}, {obu.n_pos}"),
+                    ],
+                )
+            )
+            for message in obu.caveats:
+                out.print(f"CAVEAT: {message}", highlight=False)
+            return
+        result = clustered_auc(
+            site.label,
+            site.score,
+            site.cluster,
+            confidence_level=confidence,
+            pair_correction=pair_correction,
+            population_estimator=population_estimator,  # type: ignore[arg-type]
+            sigma11=sigma11,  # type: ignore[arg-type]
+        )
     if plot is not None:
         result.plot(str(plot), levels=tuple(sorted({confidence, 0.99})))
         err.print(f"ellipse plot written to {plot}")
@@ -62,6 +137,7 @@ def clustered(
     level = f"{result.confidence_level:.0%}"
     z_less = result.equality_test("less")[1]
     z_greater = result.equality_test("greater")[1]
+    names = {"corrected": "eq. 5 x I/(I-1)", "eq5": "eq. 5", "between": "between-cluster pairs"}
     out.print(
         kv_table(
             f"Clustered AUCs of {data}",
@@ -77,12 +153,20 @@ def clustered(
                 ("  p two-sided", result.equality_p),
                 ("  p (H1 theta12 < theta11)", z_less),
                 ("  p (H1 theta12 > theta11)", z_greater),
+                ("equal-weight population AUC (theta'12, eq. 6)", result.equal_weight_auc),
+                ("  SE", result.equal_weight_se),
                 ("Obuchowski AUC (eq. 7)", result.obuchowski_auc),
                 ("  SE (Obuchowski 1997)", result.obuchowski_se),
+                ("  SE (DeLong, clusters ignored)", result.delong_se),
                 ("clusters used", result.n_clusters),
                 ("clusters with one class (excluded)", result.n_excluded),
                 ("controls, cases", f"{result.n_neg}, {result.n_pos}"),
-                ("theta12 estimator", "eq. 5 x I/(I-1)" if pair_correction else "eq. 5"),
+                ("theta12 estimator", names[result.population_estimator]),
+                ("Sigma11 divisor", "I-1" if result.sigma11 == "corollary6" else "(I-1)^2/I"),
             ],
         )
     )
+    for message in result.caveats:
+        out.print(f"CAVEAT: {message}", highlight=False)
+    for message in result.notes:
+        out.print(f"note: {message}", highlight=False)

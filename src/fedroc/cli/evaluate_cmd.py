@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,16 +19,25 @@ from fedroc.cli._common import (
     out,
     parse_sites,
 )
-from fedroc.data import Columns, SiteData
 from fedroc.exceptions import InputError
-from fedroc.federation import Federation, Site
-from fedroc.methods import EvaluationResult, evaluate, get_method, method_names, pool_site_data
-from fedroc.privacy import DisclosurePolicy
+
+if TYPE_CHECKING:
+    from fedroc.data import SiteData
+    from fedroc.federation import Federation
+    from fedroc.methods import EvaluationResult
+
+# Defaults of the options that a --sites file may also set (see evaluate_command).
+DEFAULT_LABEL = "label"
+DEFAULT_SCORE = "score"
+DEFAULT_MIN_COUNT = 5
 
 
 def build_federation(
     data: dict[str, SiteData], *, min_count: int, audit_dir: Path | None
 ) -> Federation:
+    from fedroc.federation import Federation, Site
+    from fedroc.privacy import DisclosurePolicy
+
     policy = DisclosurePolicy(min_count=min_count)
     sites = [
         Site(
@@ -41,6 +50,8 @@ def build_federation(
 
 def check_options(method: str, options: dict[str, Any]) -> None:
     """Refuse method options that the chosen method does not take, naming them."""
+    from fedroc.methods import get_method
+
     params = inspect.signature(get_method(method).run).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
@@ -60,6 +71,10 @@ def render_result(result: EvaluationResult) -> None:
             continue
         if isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            rows += [(key, v) for v in value]  # caveats and notes, one per row
+        elif isinstance(value, list) and not value:
+            continue
         elif isinstance(value, list) and len(value) <= 4:
             rows.append((key, tuple(value) if len(value) == 2 else str(value)))
     rel = result.released
@@ -115,34 +130,87 @@ def _parse_levels(text: str) -> list[float]:
         ) from None
 
 
+def _federation_from_file(
+    path: Path,
+    label: str | None,
+    score: str | None,
+    pos_label: str | None,
+    min_count: int | None,
+    audit_dir: Path | None,
+    cluster: str | None = None,
+) -> Federation:
+    """The --sites federation, with the options given on the command line winning."""
+    from fedroc.federation import Federation
+
+    columns = {
+        "label": label,
+        "score": score,
+        "pos_label": coerce_pos_label(pos_label),
+        "cluster": cluster,
+    }
+    columns = {k: v for k, v in columns.items() if v is not None}
+    policy = {} if min_count is None else {"min_count": min_count}
+    given = [f"--{k.replace('_', '-')}" for k in [*columns, *policy]]
+    if audit_dir is not None:
+        given.append("--audit-dir")
+    if given:
+        err.print(
+            f"{', '.join(given)} given on the command line override {str(path)!r} for every site",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+    return Federation.from_toml(path, columns=columns, policy=policy, audit_dir=audit_dir)
+
+
 def evaluate_command(
     site: Annotated[
         list[str] | None,
         typer.Option("--site", help="A site as NAME=PATH (CSV or Parquet); repeat per site."),
     ] = None,
     sites_file: Annotated[
-        Path | None, typer.Option("--sites", help="TOML file describing the sites instead.")
+        Path | None,
+        typer.Option(
+            "--sites",
+            help="TOML file describing the sites instead; --label, --score, --pos-label, "
+            "--min-count and --audit-dir given here override it for every site.",
+        ),
     ] = None,
-    label: Annotated[str, typer.Option(help="Label column.")] = "label",
-    score: Annotated[str, typer.Option(help="Score column.")] = "score",
-    pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
+    label: Annotated[
+        str | None,
+        typer.Option(help=f"Label column (default {DEFAULT_LABEL!r}; overrides --sites)."),
+    ] = None,
+    score: Annotated[
+        str | None,
+        typer.Option(help=f"Score column (default {DEFAULT_SCORE!r}; overrides --sites)."),
+    ] = None,
+    pos_label: Annotated[
+        str | None, typer.Option(help="Positive label value (default 1; overrides --sites).")
+    ] = None,
     method: Annotated[
-        str, typer.Option(help="pooled, rocglm, histogram or mpc (those installed).")
+        str, typer.Option(help="pooled, rocglm, histogram, mpc or clustered (those installed).")
     ] = "",
     seed: Annotated[
         int | None,
         typer.Option(
             help="Seed of the analyst's own randomness (bootstrap, SIMEX). The sites' DP noise "
-            "is theirs: a site seeds it only from its own configuration (noise_seed in TOML)."
+            "is theirs: a site seeds it only from its own configuration (noise_seed in TOML).",
+            min=0,
         ),
     ] = None,
     confidence: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
     bins: Annotated[int, typer.Option(help="Calibration bins.")] = 10,
     min_count: Annotated[
-        int, typer.Option(help="Disclosure policy: minimum rows per released aggregate (q).")
-    ] = 5,
+        int | None,
+        typer.Option(
+            help="Disclosure policy: minimum rows per released aggregate "
+            f"(q, default {DEFAULT_MIN_COUNT}; overrides --sites).",
+            min=1,
+        ),
+    ] = None,
     audit_dir: Annotated[
-        Path | None, typer.Option(help="Write each site's audit log (JSON lines) here.")
+        Path | None,
+        typer.Option(help="Write each site's audit log here as NAME.jsonl (overrides --sites)."),
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     # --- rocglm (paper 1) ---
@@ -219,12 +287,47 @@ def evaluate_command(
         str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
     ] = None,
     mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
+    # --- clustered (paper 3) ---
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="clustered: cluster id column (each cluster inside one site)."),
+    ] = None,
+    cluster_bins: Annotated[
+        int | None, typer.Option(help="clustered: shared score bins (default 1000).")
+    ] = None,
+    population_estimator: Annotated[
+        str | None, typer.Option(help="clustered: corrected (default), eq5 or between.")
+    ] = None,
+    sigma11: Annotated[
+        str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 or authors.")
+    ] = None,
+    plain: Annotated[
+        bool | None,
+        typer.Option(
+            "--plain",
+            help="clustered: sums in the clear (one or two sites whose policy sets "
+            "clear_histograms) instead of secure aggregation.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Evaluate a score over several sites with one method."""
+    """Evaluate a score over several sites with one method.
+
+    Sites come from --site NAME=PATH options or from a --sites TOML file. With --sites,
+    --label, --score, --pos-label, --min-count and --audit-dir given on the command line
+    override the file's values for every site (a note on stderr says which); the file's
+    values apply only where the command line is silent.
+    """
+    from fedroc.methods import evaluate, get_method, method_names
+
     if not method:
         raise InputError(f"--method is required; one of {method_names()}")
-    get_method(method)
+    spec = get_method(method)  # an unknown method fails before any file is read
+    if sites_file is not None and spec.needs_pooled:
+        raise InputError(
+            f"--method {method} reads the rows itself: give the sites as --site NAME=PATH, "
+            "not --sites FILE"
+        )
     options: dict[str, Any] = {}
     histogram_options = {
         "quantiles": quantiles,
@@ -255,17 +358,40 @@ def evaluate_command(
         "mpc_delta": mpc_delta,
     }
     options.update({k: v for k, v in mpc_options.items() if v is not None})
+    clustered_options = {
+        "n_bins": cluster_bins,
+        "population_estimator": population_estimator,
+        "sigma11": sigma11,
+        "secure": None if plain is None else not plain,
+    }
+    options.update({k: v for k, v in clustered_options.items() if v is not None})
+    if method == "clustered" and cluster is None and sites_file is None:
+        raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
+    pooled: SiteData | None
     if sites_file is not None:
-        federation = Federation.from_toml(sites_file)
+        federation = _federation_from_file(
+            sites_file, label, score, pos_label, min_count, audit_dir, cluster
+        )
         pooled = None
     else:
+        from fedroc.data import Columns
+        from fedroc.methods import pool_site_data
+
         if not site:
             raise InputError("give at least one --site NAME=PATH (or --sites FILE)")
         paths = parse_sites(site)
-        data = load_site_data(paths, Columns(label, score), coerce_pos_label(pos_label))
-        federation = build_federation(data, min_count=min_count, audit_dir=audit_dir)
+        data = load_site_data(
+            paths,
+            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster),
+            coerce_pos_label(pos_label),
+        )
+        federation = build_federation(
+            data,
+            min_count=DEFAULT_MIN_COUNT if min_count is None else min_count,
+            audit_dir=audit_dir,
+        )
         pooled = pool_site_data(data)
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}

@@ -84,11 +84,20 @@ def up(
         float | None,
         typer.Option(help="Stop after this many seconds (default: run until Ctrl-C)."),
     ] = None,
+    no_restart: Annotated[
+        bool,
+        typer.Option(help="Report processes that exit but do not start them again."),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the connection as one JSON object.")
     ] = False,
 ) -> None:
-    """Start a SuperLink and one SuperNode per site on loopback; stop them on Ctrl-C."""
+    """Start a SuperLink and one SuperNode per site on loopback; stop them on Ctrl-C.
+
+    With TLS (the default) each site gets its own key pair, registered with the SuperLink
+    under the site's name (SuperNode authentication); the SuperLink keeps its state in
+    DIR/superlink/state.db. Processes that exit are reported and restarted.
+    """
     from fedroc.datasets import make_multisite
     from fedroc.federation.flower.deploy import LocalDeployment
     from fedroc.federation.flower.site_config import SiteNodeConfig
@@ -118,6 +127,7 @@ def up(
             paths[name] = work / "data" / f"{name}.csv"
             frame.to_csv(paths[name], index=False)
     policy = DisclosurePolicy(min_count=min_count)
+    # No audit path: each site's audit log (and privacy ledger) lives in its node directory.
     configs = [
         SiteNodeConfig(
             site=name,
@@ -126,7 +136,6 @@ def up(
             score=score,
             pos_label=coerce_pos_label(pos_label),
             policy=policy,
-            audit=work / "audit" / f"{name}.jsonl",
         )
         for name, path in paths.items()
     ]
@@ -154,6 +163,11 @@ def up(
                             "off (insecure)" if insecure else str(connection.root_certificates),
                         ),
                         ("SuperNodes", "stock flower-supernode" if stock else "fedroc tuned"),
+                        (
+                            "SuperNode authentication",
+                            "on (a key pair per site)" if deployment.node_auth else "off",
+                        ),
+                        ("node directories", str(work / "nodes")),
                         ("connection file", str(work / "connection.json")),
                         ("logs", str(work / "logs")),
                     ],
@@ -166,7 +180,11 @@ def up(
         err.print("running; Ctrl-C stops every process")
         end = None if duration is None else time.monotonic() + duration
         while not stop["now"] and (end is None or time.monotonic() < end):
-            time.sleep(0.2)
+            time.sleep(0.5)
+            # A process that died is reported and started again (the SuperLink keeps its
+            # state in its database, the nodes their keys and audit logs).
+            for event in deployment.supervise(restart=not no_restart):
+                err.print(f"[bold yellow]{time.strftime('%H:%M:%S')}[/] {event}", highlight=False)
     except KeyboardInterrupt:
         pass
     finally:
@@ -203,10 +221,28 @@ def run(
     run_timeout: Annotated[
         float | None, typer.Option(help="Wall-clock limit of the whole run (seconds).")
     ] = None,
+    site_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--site-key",
+            help="NAME=PUBLIC_KEY_FILE: accept site NAME only from a node with this key; "
+            "repeat per site.",
+        ),
+    ] = None,
+    no_node_auth: Annotated[
+        bool,
+        typer.Option(
+            help="Accept SuperNodes that are not registered under the site they declare "
+            "(a SuperLink without --enable-supernode-auth)."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run a fedroc job (by default: evaluate one method) on a Flower federation."""
+    from dataclasses import replace
+
     from fedroc.federation.flower.deploy import FlowerConnection, submit_job
+    from fedroc.federation.flower.identity import public_key_fingerprint
 
     if deployment is not None and superlink is not None:
         raise InputError("give --deployment or --superlink, not both")
@@ -218,6 +254,16 @@ def run(
         raise InputError("give --deployment DIR (from `fedroc flower up`) or --superlink HOST:PORT")
     if site:
         connection = connection.with_sites(site)
+    if site_key:
+        keys: dict[str, tuple[str, ...]] = {}
+        for spec in site_key:
+            name, sep, path = spec.partition("=")
+            if not sep or not name or not path:
+                raise InputError(f"--site-key must look like NAME=PUBLIC_KEY_FILE; got {spec!r}")
+            keys[name] = (*keys.get(name, ()), public_key_fingerprint(path))
+        connection = replace(connection, site_keys=keys)
+    if no_node_auth:
+        connection = replace(connection, node_auth=False, site_keys=None)
     options: dict[str, Any] = {}
     if job == "evaluate":
         if not method:
@@ -233,7 +279,14 @@ def run(
     with err.status(f"running {job} on Flower ({connection.address})"):
         payload = submit_job(connection, job, options, timeout=timeout, run_timeout=run_timeout)
     result = dict(payload["result"])
-    result["flower"] = {"run_id": payload["run_id"], "nodes": payload["node_ids"]}
+    refused = payload.get("refused") or {}
+    result["flower"] = {
+        "run_id": payload["run_id"],
+        "nodes": payload["node_ids"],
+        "refused_nodes": refused,
+    }
+    for why in refused.values():
+        err.print(f"[bold yellow]warning:[/] {why}", highlight=False)
     if as_json:
         emit_json(result)
         return
@@ -265,6 +318,23 @@ def supernode(
         Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")
     ] = None,
     insecure: Annotated[bool, typer.Option(help="Connect without TLS (tests only).")] = False,
+    node_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="The node's directory: its key pair, audit log, privacy ledger and status "
+            "(default: ./fedroc-node-SITE). Keep it across restarts and back it up.",
+        ),
+    ] = None,
+    auth_key: Annotated[
+        Path | None,
+        typer.Option(
+            help="The node's private key (OpenSSH, EC P-384); default NODE_DIR/node-auth.key, "
+            "created on first start. Register its .pub with the SuperLink under --site."
+        ),
+    ] = None,
+    no_node_auth: Annotated[
+        bool, typer.Option(help="Connect without a key (SuperLink without node auth).")
+    ] = False,
     label: Annotated[str, typer.Option(help="Label column.")] = "label",
     score: Annotated[str, typer.Option(help="Score column.")] = "score",
     cluster: Annotated[str | None, typer.Option(help="Cluster column.")] = None,
@@ -281,16 +351,29 @@ def supernode(
     allowed_functions: Annotated[
         str | None, typer.Option(help="Comma-separated site functions the site runs.")
     ] = None,
-    audit: Annotated[Path | None, typer.Option(help="Audit log (JSON lines).")] = None,
+    audit: Annotated[
+        Path | None, typer.Option(help="Audit log (JSON lines); default NODE_DIR/audit.jsonl.")
+    ] = None,
     port: Annotated[int, typer.Option(help="Port of the node's local Runtime API.")] = 9094,
+    no_restart: Annotated[
+        bool,
+        typer.Option(
+            help="Exit when the SuperNode exits (leave restarts to systemd or Docker); by "
+            "default it is started again, backing off up to 30 s, e.g. after a SuperLink outage."
+        ),
+    ] = False,
 ) -> None:
     """Serve one site: a SuperNode tuned for fedroc (use it on each site's machine)."""
     from fedroc.federation.flower.deploy import node_config_toml
-    from fedroc.federation.flower.node import run_supernode
+    from fedroc.federation.flower.identity import generate_node_key
+    from fedroc.federation.flower.node import supervise
     from fedroc.federation.flower.site_config import SiteNodeConfig
 
     if insecure == (root_certificates is not None):
         raise InputError("give --root-certificates CA.pem, or --insecure for a test on loopback")
+    if insecure and not no_node_auth:
+        no_node_auth = True  # Flower authenticates SuperNodes only over TLS
+    home = (node_dir or Path(f"fedroc-node-{site}")).resolve()
     config: dict[str, Any] = {"site": site, "data": str(data.resolve()), "label": label}
     config["score"] = score
     if cluster:
@@ -302,17 +385,145 @@ def supernode(
             min_count, allow_noisy, allow_shares, epsilon_limit, delta_limit, allowed_functions
         )
     )
-    if audit is not None:
-        config["audit"] = str(audit.resolve())
+    config["audit"] = str((audit or home / "audit.jsonl").resolve())
     parsed = SiteNodeConfig.from_node_config(config)
     site_obj = parsed.build()  # fail here, with the reason, rather than on the first call
+    home.mkdir(parents=True, exist_ok=True)
+    node_config = home / "node-config.toml"
+    node_config.write_text(node_config_toml(config))
+    args = ["--superlink", superlink, "--node-config", str(node_config), "--port", str(port)]
+    args += ["--insecure"] if insecure else ["--root-certificates", str(root_certificates)]
+    if not no_node_auth:
+        if auth_key is None:
+            key = generate_node_key(home, site)
+            auth_key = key.private_key
+            err.print(
+                f"node key {key.public_key} ({key.fingerprint}); the SuperLink must have it "
+                f"registered: flwr supernode register {key.public_key} --name {site}",
+                highlight=False,
+            )
+        elif not auth_key.is_file():
+            raise InputError(f"--auth-key {str(auth_key)!r} does not exist")
+        args += ["--auth-supernode-private-key", str(Path(str(auth_key)).resolve())]
     err.print(f"{site_obj!r}: connecting to the SuperLink at {superlink} ...")
-    with tempfile.TemporaryDirectory(prefix="fedroc-node-") as tmp:
-        node_config = Path(tmp) / "node-config.toml"
-        node_config.write_text(node_config_toml(config))
-        args = ["--superlink", superlink, "--node-config", str(node_config), "--port", str(port)]
-        args += ["--insecure"] if insecure else ["--root-certificates", str(root_certificates)]
-        run_supernode(args)
+    raise typer.Exit(supervise(args, restart=not no_restart, log=err.print))
+
+
+@flower_app.command("keys")
+def keys(
+    site: Annotated[str, typer.Option(help="The site's name (a comment in the public key).")],
+    node_dir: Annotated[
+        Path, typer.Option(help="Where to write node-auth.key (private) and node-auth.pub.")
+    ],
+    rotate: Annotated[
+        bool, typer.Option(help="Replace an existing key pair (key rotation).")
+    ] = False,
+) -> None:
+    """Create a site's SuperNode key pair (run it on the site's machine)."""
+    from fedroc.federation.flower.identity import generate_node_key
+
+    key = generate_node_key(node_dir, site, overwrite=rotate)
+    out.print(f"private key (stays on this machine): {key.private_key}", highlight=False)
+    out.print(
+        f"public key (send it to the SuperLink's operator): {key.public_key}", highlight=False
+    )
+    out.print(f"fingerprint: {key.fingerprint}", highlight=False)
+
+
+@flower_app.command("register")
+def register(
+    superlink: Annotated[str, typer.Option(help="SuperLink address HOST:PORT.")],
+    root_certificates: Annotated[Path, typer.Option(help="CA certificate of the SuperLink.")],
+    site_key: Annotated[
+        list[str],
+        typer.Option("--site-key", help="NAME=PUBLIC_KEY_FILE; repeat per site."),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Register sites' public keys with a SuperLink under the sites' names."""
+    from fedroc.federation.flower.deploy import (
+        CONNECTION_NAME,
+        FlowerConnection,
+        flwr_executable,
+        flwr_home,
+    )
+    from fedroc.federation.flower.identity import public_key_fingerprint, register_sites
+
+    keys: dict[str, Path] = {}
+    for spec in site_key:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--site-key must look like NAME=PUBLIC_KEY_FILE; got {spec!r}")
+        public_key_fingerprint(path)  # a readable key, or an error naming the file
+        keys[name] = Path(path).resolve()
+    connection = FlowerConnection(superlink, root_certificates)
+    with tempfile.TemporaryDirectory(prefix="fedroc-flwr-") as tmp:
+        import os
+
+        env = {**os.environ, **flwr_home(connection, Path(tmp))}
+        nodes = register_sites([flwr_executable()], env, keys, connection_name=CONNECTION_NAME)
+    rows = [(n, nodes[n], public_key_fingerprint(keys[n])) for n in keys]
+    if as_json:
+        emit_json({"sites": [{"name": n, "node_id": i, "fingerprint": f} for n, i, f in rows]})
+        return
+    out.print(
+        grid_table(
+            "Registered SuperNode keys",
+            ["site", "node id (None: already registered)", "fingerprint"],
+            rows,
+        )
+    )
+
+
+@flower_app.command("health")
+def health(
+    superlink: Annotated[
+        str | None, typer.Option(help="Check the SuperLink at HOST:PORT (its /health).")
+    ] = None,
+    root_certificates: Annotated[
+        Path | None, typer.Option(help="CA certificate of the SuperLink.")
+    ] = None,
+    insecure: Annotated[bool, typer.Option(help="The SuperLink speaks plain HTTP.")] = False,
+    node_dir: Annotated[
+        Path | None,
+        typer.Option(help="Check the SuperNode whose directory this is (its status.json)."),
+    ] = None,
+    max_age: Annotated[
+        float, typer.Option(help="Seconds since the node's last contact with the SuperLink.")
+    ] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Health check for Docker/systemd: exit 0 when healthy, 1 when not."""
+    from fedroc.federation.flower.health import check_node, check_superlink
+
+    if (superlink is None) == (node_dir is None):
+        raise InputError("give --superlink HOST:PORT or --node-dir DIR")
+    if superlink is not None:
+        if not insecure and root_certificates is None:
+            raise InputError("give --root-certificates CA.pem (or --insecure)")
+        report = check_superlink(superlink, None if insecure else root_certificates)
+    else:
+        assert node_dir is not None
+        report = check_node(node_dir, max_age=max_age)
+    if as_json:
+        emit_json(report)
+    else:
+        (out if report["healthy"] else err).print(
+            f"{'healthy' if report['healthy'] else 'unhealthy'}: {report['detail']}",
+            highlight=False,
+        )
+    raise typer.Exit(0 if report["healthy"] else 1)
+
+
+@flower_app.command(
+    "superlink",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def superlink_command(ctx: typer.Context) -> None:
+    """Run Flower's SuperLink with fedroc's logs and defaults (flags as flower-superlink)."""
+    from fedroc.federation.flower.superlink import main as superlink_main
+
+    superlink_main(list(ctx.args))
 
 
 @flower_app.command("certs")

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, kv_table, out
-from fedroc.data import Columns, SiteData, load_table
-from fedroc.metrics import average_precision, brier_score, delong, pr_auc
+
+if TYPE_CHECKING:
+    from fedroc.data import SiteData
 
 
 def metrics_dict(data: SiteData, confidence: float) -> dict[str, Any]:
+    import numpy as np
+
+    from fedroc.metrics import average_precision, brier_score, delong, pr_auc
+
     y, s = data.label, data.score
     res = delong(y, s, confidence_level=confidence)
     is_prob = bool(np.all((s >= 0) & (s <= 1)))
@@ -45,6 +49,8 @@ def metrics(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file."""
+    from fedroc.data import Columns, SiteData, load_table
+
     frame = load_table(data)
     site = SiteData.from_frame(
         frame,

@@ -19,7 +19,6 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, grid_table, kv_table, out
-from fedroc.data import Columns, SiteData, load_table
 from fedroc.exceptions import InputError
 
 mpc_app = typer.Typer(
@@ -92,6 +91,7 @@ def share(
     pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
 ) -> None:
     """Sort, split and seal an owner's rows: one share for each proxy, in one file."""
+    from fedroc.data import Columns, SiteData, load_table
     from fedroc.mpc.bundle import make_bundle, write_bundle
     from fedroc.mpc.net import ClusterConfig
 

@@ -272,8 +272,21 @@ class Federation:
         return cls.from_sites(sites, **kwargs)
 
     @classmethod
-    def from_toml(cls, path: str | Path, **kwargs: Any) -> Federation:
+    def from_toml(
+        cls,
+        path: str | Path,
+        *,
+        columns: Mapping[str, Any] | None = None,
+        policy: Mapping[str, Any] | None = None,
+        audit_dir: str | Path | None = None,
+        **kwargs: Any,
+    ) -> Federation:
         """In-process federation described by a TOML file.
+
+        ``columns`` (label, score, cluster, pos_label) and ``policy`` settings replace the
+        file's values for every site, and ``audit_dir`` puts each site's audit log at
+        ``audit_dir/NAME.jsonl``: what a caller states explicitly (the command line) wins
+        over the file.
 
         ::
 
@@ -308,10 +321,16 @@ class Federation:
         for name, cfg in sites_cfg.items():
             if "path" not in cfg:
                 raise InputError(f"site {name!r} in {str(config_path)!r} has no 'path'")
-            cols = {**config.get("columns", {}), **cfg.get("columns", {})}
+            cols = {**config.get("columns", {}), **cfg.get("columns", {}), **(columns or {})}
             pos_label = cols.pop("pos_label", None)
-            policy = DisclosurePolicy.from_mapping(
-                {**config.get("policy", {}), **cfg.get("policy", {})}
+            unknown = sorted(set(cols) - {"label", "score", "cluster"})
+            if unknown:
+                raise InputError(
+                    f"site {name!r} in {str(config_path)!r}: unknown column setting(s) "
+                    f"{unknown}; known: label, score, cluster, pos_label"
+                )
+            site_policy = DisclosurePolicy.from_mapping(
+                {**config.get("policy", {}), **cfg.get("policy", {}), **(policy or {})}
             )
             audit = cfg.get("audit")
             unknown = sorted(set(cfg) - {"path", "columns", "policy", "audit", "noise_seed"})
@@ -319,13 +338,15 @@ class Federation:
                 raise InputError(
                     f"site {name!r} in {str(config_path)!r} has unknown key(s) {unknown}"
                 )
+            if audit_dir is not None:  # relative to the caller's directory, not the file's
+                audit = Path(audit_dir).absolute() / f"{name}.jsonl"
             sites.append(
                 Site.from_file(
                     name,
                     base / cfg["path"],
                     Columns(**cols),
                     pos_label=pos_label,
-                    policy=policy,
+                    policy=site_policy,
                     audit=None if audit is None else AuditLog(base / audit),
                     noise_seed=cfg.get("noise_seed"),
                 )

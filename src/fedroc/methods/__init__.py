@@ -121,6 +121,7 @@ class Method:
     description: str
     needs_pooled: bool = False
     demo_options: dict[str, Any] = field(default_factory=dict)
+    needs_clusters: bool = False
 
 
 _METHODS: dict[str, Method] = {}
@@ -133,14 +134,18 @@ def register_method(
     *,
     needs_pooled: bool = False,
     demo_options: Mapping[str, Any] | None = None,
+    needs_clusters: bool = False,
 ) -> Callable[[Runner], Runner]:
     """Register ``run(inputs: EvaluationInputs, **options) -> EvaluationResult``.
 
-    ``demo_options`` are the options ``fedroc demo`` runs the method with.
+    ``demo_options`` are the options ``fedroc demo`` runs the method with;
+    ``needs_clusters`` marks a method that needs a cluster column at every site.
     """
 
     def register(fn: Runner) -> Runner:
-        _METHODS[name] = Method(name, fn, description, needs_pooled, dict(demo_options or {}))
+        _METHODS[name] = Method(
+            name, fn, description, needs_pooled, dict(demo_options or {}), needs_clusters
+        )
         return fn
 
     return register

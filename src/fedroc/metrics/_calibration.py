@@ -1,4 +1,9 @@
-"""Brier score and calibration curve (pooled reference)."""
+"""Brier score and calibration curve (pooled reference).
+
+One binning rule (:func:`fedroc.metrics.bin_index_edges`: ``[e_l, e_(l+1))``, the last bin
+closed) and one set of bin sums (:meth:`ScoreCounts.calibration_sums`: rows, summed
+probabilities and positives per bin, which add up across sites).
+"""
 
 from __future__ import annotations
 
@@ -9,26 +14,44 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedroc._results import ResultMixin, format_table
 from fedroc._validation import FloatArray, check_binary, check_probabilities
-from fedroc.exceptions import InputError
+from fedroc.metrics._counts import (
+    ScoreCounts,
+    bin_edges,
+    bin_index_edges,
+    check_sample_weight,
+)
 
-__all__ = ["CalibrationCurve", "bin_edges", "bin_index", "brier_score", "calibration_curve"]
+__all__ = [
+    "CalibrationCurve",
+    "bin_edges",
+    "bin_index",
+    "brier_score",
+    "calibration_curve",
+    "calibration_sums",
+]
 
 
-def brier_score(y_true: ArrayLike, y_prob: ArrayLike, *, pos_label: object = None) -> float:
+def brier_score(
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
+    *,
+    pos_label: object = None,
+    sample_weight: ArrayLike | None = None,
+) -> float:
     """Mean squared difference between the 0/1 label and the predicted probability.
 
-    ``y_prob`` must lie in [0, 1] (paper 1, eq. 5).
+    ``y_prob`` must lie in [0, 1] (paper 1, eq. 5). With ``sample_weight``, the weighted
+    mean (:func:`sklearn.metrics.brier_score_loss`).
+
+    Examples
+    --------
+    >>> brier_score([0, 1, 1], [0.1, 0.8, 0.6])
+    0.07
     """
     y, p = check_binary(y_true, y_prob, pos_label=pos_label, name_score="y_prob")
     check_probabilities(p)
-    return float(np.mean((y - p) ** 2))
-
-
-def bin_edges(n_bins: int) -> FloatArray:
-    """``n_bins + 1`` equidistant edges from 0 to 1."""
-    if int(n_bins) != n_bins or n_bins < 1:
-        raise InputError(f"n_bins must be a positive integer; got {n_bins!r}")
-    return np.linspace(0.0, 1.0, int(n_bins) + 1)
+    w = check_sample_weight(sample_weight, y.size)
+    return float(np.average((y - p) ** 2, weights=w))
 
 
 def bin_index(y_prob: FloatArray, n_bins: int) -> NDArray[np.intp]:
@@ -36,10 +59,33 @@ def bin_index(y_prob: FloatArray, n_bins: int) -> NDArray[np.intp]:
 
     Scores of exactly 0 fall in the first bin and of exactly 1 in the last (the reference
     code's right-closed first bin dropped 0). Sites and the pooled reference use this same
-    function, so a score is in the same bin everywhere.
+    rule (:func:`bin_index_edges`), so a score is in the same bin everywhere.
+
+    Examples
+    --------
+    >>> bin_index(np.array([0.0, 0.1, 0.5, 1.0]), 2).tolist()
+    [0, 0, 1, 1]
     """
+    return bin_index_edges(y_prob, bin_edges(n_bins))
+
+
+def calibration_sums(
+    y_true: ArrayLike, y_prob: ArrayLike, *, n_bins: int = 10, pos_label: object = None
+) -> tuple[NDArray[np.int64], FloatArray, FloatArray]:
+    """Per bin: rows, sum of the predicted probabilities, positives.
+
+    What a site releases for a distributed calibration curve; the sums add up across
+    sites and :meth:`CalibrationCurve.from_sums` turns them into the curve.
+
+    Examples
+    --------
+    >>> [a.tolist() for a in calibration_sums([0, 1, 1], [0.1, 0.8, 0.6], n_bins=2)]
+    [[1, 2], [0.1, 1.4], [0.0, 2.0]]
+    """
+    y, p = check_binary(y_true, y_prob, pos_label=pos_label, name_score="y_prob")
+    check_probabilities(p)
     edges = bin_edges(n_bins)
-    return np.minimum(np.searchsorted(edges, y_prob, side="right") - 1, int(n_bins) - 1)
+    return ScoreCounts.from_scores(y, p, thresholds=edges[:-1]).calibration_sums(n_bins)
 
 
 @dataclass(frozen=True, repr=False)
@@ -109,11 +155,12 @@ def calibration_curve(
 
     Per bin: count, mean predicted probability and observed fraction of positives (paper 1,
     section 4.1). Empty bins have NaN means.
+
+    Examples
+    --------
+    >>> c = calibration_curve([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=2)
+    >>> c.count.tolist(), c.mean_predicted.tolist(), c.observed_fraction.tolist()
+    ([2, 2], [0.2, 0.7], [0.0, 1.0])
     """
-    y, p = check_binary(y_true, y_prob, pos_label=pos_label, name_score="y_prob")
-    check_probabilities(p)
-    idx = bin_index(p, n_bins)
-    count = np.bincount(idx, minlength=n_bins)
-    sum_pred = np.bincount(idx, weights=p, minlength=n_bins)
-    sum_obs = np.bincount(idx, weights=y.astype(np.float64), minlength=n_bins)
-    return CalibrationCurve.from_sums(bin_edges(n_bins), count, sum_pred, sum_obs)
+    sums = calibration_sums(y_true, y_prob, n_bins=n_bins, pos_label=pos_label)
+    return CalibrationCurve.from_sums(bin_edges(n_bins), *sums)

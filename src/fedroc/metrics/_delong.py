@@ -6,15 +6,15 @@ with score y, ``V01 = P(positive > y) + 1/2 P(positive = y)``. The AUC is the me
 set, and ``var(AUC) = var(V10) / n_pos + var(V01) / n_neg`` (paper 1, eq. 2).
 
 The fast algorithm of Sun & Xu (2014) gets the placement values from mid-ranks in
-O(n log n). Here each class is sorted once and the placement values come from binary
-searches of one sorted class in the other, which is the same computation without the
-pooled sort.
+O(n log n). Here they come from the class counts at each distinct score
+(:class:`~fedroc.metrics.ScoreCounts`): rows with equal scores share one placement value,
+so the variances are count-weighted sums over the distinct scores, the same computation
+without per-row work. The functions below are thin layers on those counts.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,12 +24,14 @@ from scipy import stats
 
 from fedroc._results import ResultMixin, format_table
 from fedroc._validation import FloatArray, check_binary, check_confidence, check_scores
-from fedroc.exceptions import InputError, UndefinedMetricWarning
+from fedroc.exceptions import InputError
+from fedroc.metrics._counts import BootstrapAUCResult, PlacementSums, ScoreCounts
 
 __all__ = [
     "DeLongResult",
     "PairedDeLongResult",
     "PlacementValues",
+    "auc_ci",
     "delong",
     "delong_from_counts",
     "delong_paired",
@@ -40,6 +42,7 @@ __all__ = [
 ]
 
 CIMethod = Literal["logit", "wald"]
+AUCCIMethod = Literal["delong", "bootstrap"]
 
 
 def _z(confidence_level: float) -> float:
@@ -98,25 +101,21 @@ class PlacementValues(ResultMixin):
     v01: FloatArray
 
 
-def _placements(
-    pos: FloatArray, neg: FloatArray, neg_sorted: FloatArray, pos_sorted: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    # Binary search of each query in the other class: left counts the strictly smaller,
-    # right the smaller-or-equal; their mean counts ties 1/2.
-    v10 = np.searchsorted(neg_sorted, pos, "left") + np.searchsorted(neg_sorted, pos, "right")
-    v01 = np.searchsorted(pos_sorted, neg, "left") + np.searchsorted(pos_sorted, neg, "right")
-    return v10 / (2.0 * neg.size), 1.0 - v01 / (2.0 * pos.size)
-
-
 def placement_values(
     y_true: ArrayLike, y_score: ArrayLike, *, pos_label: Any = None
 ) -> PlacementValues:
-    """Placement values of the positives (V10) and of the negatives (V01), in input order."""
+    """Placement values of the positives (V10) and of the negatives (V01), in input order.
+
+    Examples
+    --------
+    >>> pv = placement_values([0, 1, 1, 0], [0.1, 0.5, 0.9, 0.5])
+    >>> pv.v10.tolist(), pv.v01.tolist()
+    ([0.75, 1.0], [1.0, 0.75])
+    """
     y, s = check_binary(y_true, y_score, pos_label=pos_label)
-    pos, neg = s[y], s[~y]
-    if pos.size == 0 or neg.size == 0:
+    if y.all() or not y.any():
         raise InputError("placement values need both classes in y_true")
-    v10, v01 = _placements(pos, neg, np.sort(neg), np.sort(pos))
+    v10, v01 = ScoreCounts.from_scores(y, s).placements_at(y, s)
     return PlacementValues(v10=v10, v01=v01)
 
 
@@ -185,54 +184,77 @@ class DeLongResult(ResultMixin):
         )
 
 
-def _result_from_placements(
-    v10: FloatArray, v01: FloatArray, confidence_level: float
-) -> DeLongResult:
-    n_pos, n_neg = v10.size, v01.size
-    auc = float(v10.mean())
-    if n_pos < 2 or n_neg < 2:
-        warnings.warn(
-            f"DeLong's variance needs at least 2 samples per class (got {n_pos} positive, "
-            f"{n_neg} negative); it is returned as NaN",
-            UndefinedMetricWarning,
-            stacklevel=3,
-        )
-        variance = float("nan")
-    else:
-        variance = float(v10.var(ddof=1) / n_pos + v01.var(ddof=1) / n_neg)
-    return DeLongResult(auc, variance, n_pos, n_neg, check_confidence(confidence_level))
-
-
 def delong(
     y_true: ArrayLike,
     y_score: ArrayLike,
     *,
     pos_label: Any = None,
+    sample_weight: ArrayLike | None = None,
     confidence_level: float = 0.95,
 ) -> DeLongResult:
-    """AUC and its DeLong variance in O(n log n), sorting each class once.
+    """AUC and its DeLong variance in O(n log n).
 
-    With one class only, warns and returns NaN for the AUC and its variance.
+    With one class only, warns and returns NaN for the AUC and its variance; with fewer
+    than two rows of a class the variance is NaN (with a warning). Weights act as frequency
+    weights (a weight of 2 counts a row twice).
 
     Examples
     --------
     >>> r = delong([0, 0, 1, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9])
-    >>> round(r.auc, 4)
-    0.8889
+    >>> round(r.auc, 4), round(r.se, 4)
+    (0.8889, 0.1571)
     """
-    y, s = check_binary(y_true, y_score, pos_label=pos_label)
-    n_pos = int(np.count_nonzero(y))
-    if n_pos == 0 or n_pos == y.size:
-        warnings.warn(
-            "only one class in y_true: the AUC and its variance are NaN",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
-        return DeLongResult(float("nan"), float("nan"), n_pos, y.size - n_pos, confidence_level)
-    pos = np.sort(s[y])
-    neg = np.sort(s[~y])
-    v10, v01 = _placements(pos, neg, neg, pos)
-    return _result_from_placements(v10, v01, confidence_level)
+    counts = ScoreCounts.from_scores(
+        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
+    )
+    return counts.delong(confidence_level=confidence_level)
+
+
+def auc_ci(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    *,
+    ci_method: AUCCIMethod = "delong",
+    confidence_level: float = 0.95,
+    n_bootstraps: int = 2000,
+    seed: int | None = None,
+    pos_label: Any = None,
+) -> DeLongResult | BootstrapAUCResult:
+    """AUC with a confidence interval by DeLong's variance or a stratified bootstrap.
+
+    Parameters
+    ----------
+    y_true, y_score : array-like of shape (n,)
+    ci_method : {"delong", "bootstrap"}, default "delong"
+        "delong": :func:`delong` (logit-scale interval by default, Wald on request).
+        "bootstrap": positives and negatives resampled with replacement within their class
+        (pROC's ``ci.auc(method="bootstrap", boot.stratified=TRUE)``), percentile interval.
+    confidence_level : float, default 0.95
+    n_bootstraps : int, default 2000
+        Bootstrap replicates (pROC's ``boot.n``).
+    seed : int, optional
+        Seed of the bootstrap's generator; the same seed gives the same interval.
+    pos_label : optional
+
+    Returns
+    -------
+    DeLongResult or BootstrapAUCResult
+        Both have ``auc``, ``se``, ``ci`` and ``confidence_interval()``.
+
+    Examples
+    --------
+    >>> y, s = [0, 0, 1, 1, 0, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9, 0.5, 0.6]
+    >>> r = auc_ci(y, s, ci_method="bootstrap", n_bootstraps=1000, seed=0)
+    >>> r.auc, r.confidence_interval() == auc_ci(
+    ...     y, s, ci_method="bootstrap", n_bootstraps=1000, seed=0).confidence_interval()
+    (0.875, True)
+    """
+    counts = ScoreCounts.from_scores(y_true, y_score, pos_label=pos_label)
+    if ci_method == "delong":
+        return counts.delong(confidence_level=confidence_level)
+    if ci_method == "bootstrap":
+        return counts.bootstrap_auc(n_bootstraps, seed=seed, confidence_level=confidence_level)
+    raise InputError(f"ci_method must be 'delong' or 'bootstrap'; got {ci_method!r}")
 
 
 def delong_from_counts(
@@ -245,36 +267,14 @@ def delong_from_counts(
     tied, so this equals :func:`delong` on the scores replaced by their bin index. Counts
     add up across sites, so sites can release them (through secure aggregation) instead of
     scores. Counts may be non-integer (noisy, post-processed).
+
+    Examples
+    --------
+    >>> round(delong_from_counts([0, 1, 3], [2, 2, 0]).auc, 4)
+    0.9375
     """
-    p = np.asarray(pos_counts, dtype=np.float64)
-    q = np.asarray(neg_counts, dtype=np.float64)
-    if p.shape != q.shape or p.ndim != 1:
-        raise InputError(
-            f"pos_counts and neg_counts must be 1-d of equal length; got shapes {p.shape} "
-            f"and {q.shape}"
-        )
-    if (p < 0).any() or (q < 0).any():
-        raise InputError("pos_counts and neg_counts must be non-negative")
-    n_pos, n_neg = p.sum(), q.sum()
-    if n_pos <= 0 or n_neg <= 0:
-        warnings.warn(
-            "one class has no counts: the AUC is NaN", UndefinedMetricWarning, stacklevel=2
-        )
-        return DeLongResult(float("nan"), float("nan"), int(n_pos), int(n_neg), confidence_level)
-    neg_below = np.cumsum(q) - q
-    pos_above = n_pos - np.cumsum(p)
-    v10 = (neg_below + 0.5 * q) / n_neg  # one value per bin, weight p
-    v01 = (pos_above + 0.5 * p) / n_pos  # one value per bin, weight q
-    auc = float(np.dot(p, v10) / n_pos)
-    if n_pos < 2 or n_neg < 2:
-        variance = float("nan")
-    else:
-        var10 = float(np.dot(p, (v10 - auc) ** 2) / (n_pos - 1))
-        var01 = float(np.dot(q, (v01 - auc) ** 2) / (n_neg - 1))
-        variance = var10 / n_pos + var01 / n_neg
-    return DeLongResult(
-        auc, variance, round(n_pos), round(n_neg), check_confidence(confidence_level)
-    )
+    counts = ScoreCounts.from_bins(pos_counts, neg_counts)
+    return counts.delong(confidence_level=confidence_level)
 
 
 @dataclass(frozen=True, repr=False)
@@ -343,7 +343,18 @@ def delong_paired(
     pos_label: Any = None,
     confidence_level: float = 0.95,
 ) -> PairedDeLongResult:
-    """Compare the AUCs of two scores computed on the same cases."""
+    """Compare the AUCs of two scores computed on the same cases (DeLong et al. 1988).
+
+    The covariance of the two AUCs comes from the placement values of each score
+    (:class:`~fedroc.metrics.PlacementSums`, which sites can also aggregate).
+
+    Examples
+    --------
+    >>> y = [0, 0, 1, 1, 0, 1, 0, 1]
+    >>> r = delong_paired(y, [.1, .4, .35, .8, .2, .9, .5, .6], [.2, .1, .3, .9, .4, .7, .6, .5])
+    >>> round(r.auc_a, 4), round(r.auc_b, 4), round(r.p_value, 4)
+    (0.875, 0.8125, 0.6434)
+    """
     y, a = check_binary(y_true, score_a, pos_label=pos_label, name_score="score_a")
     b = check_scores(score_b, "score_b")
     if b.size != a.size:
@@ -355,16 +366,12 @@ def delong_paired(
             f"the paired comparison needs at least 2 samples per class; got {n_pos} "
             f"positive and {n_neg} negative"
         )
-    v10 = np.empty((2, n_pos))
-    v01 = np.empty((2, n_neg))
-    for k, s in enumerate((a, b)):
-        pos, neg = s[y], s[~y]
-        v10[k], v01[k] = _placements(pos, neg, np.sort(neg), np.sort(pos))
-    cov = np.cov(v10) / n_pos + np.cov(v01) / n_neg
+    counts = [ScoreCounts.from_scores(y, a), ScoreCounts.from_scores(y, b)]
+    sums = PlacementSums.from_rows(y, [a, b], counts)
     return PairedDeLongResult(
-        float(v10[0].mean()),
-        float(v10[1].mean()),
-        cov,
+        float(sums.auc[0]),
+        float(sums.auc[1]),
+        sums.covariance(),
         n_pos,
         n_neg,
         check_confidence(confidence_level),

@@ -1,26 +1,24 @@
-"""ROC and precision-recall curves, AUC, average precision and PR-AUC (pooled reference).
+"""ROC and precision-recall curves, AUC, partial AUC, average precision and PR-AUC.
 
-One core routine, :func:`clf_curve_counts`, sorts the scores once and takes running counts of
-true and false positives at each distinct score; the curve functions are thin layers on it
-(the layout of scikit-learn's ``_ranking.py``). :func:`roc_auc` and the DeLong routines sort
-each class once instead and count by binary search, which is what makes AUC plus its CI
-cheaper than scikit-learn's AUC alone.
+Pooled reference implementations, each a thin layer on :class:`~fedroc.metrics.ScoreCounts`
+(the layout of scikit-learn's ``_ranking.py``, whose ``_binary_clf_curve`` is the model):
+validate the input, count the classes at each distinct score, ask the counts.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedroc._validation import BoolArray, FloatArray, check_binary
-from fedroc.exceptions import UndefinedMetricWarning
+from fedroc._validation import BoolArray, FloatArray
+from fedroc.metrics._counts import ScoreCounts
 
 __all__ = [
     "average_precision",
     "clf_curve_counts",
+    "partial_auc",
     "pr_auc",
     "precision_recall_curve",
     "roc_auc",
@@ -36,7 +34,7 @@ def clf_curve_counts(
     Parameters
     ----------
     y : ndarray of bool, shape (n,)
-        True for positives (already validated).
+        True for positives.
     s : ndarray of float64, shape (n,)
         Scores, higher means more likely positive.
 
@@ -46,26 +44,15 @@ def clf_curve_counts(
         Number of negatives / positives with score >= ``thresholds[i]``.
     thresholds : ndarray of float64, shape (n_thresholds,)
         Distinct scores in decreasing order.
+
+    Examples
+    --------
+    >>> fps, tps, thr = clf_curve_counts(np.array([False, True, True]), np.array([.2, .2, .9]))
+    >>> fps.tolist(), tps.tolist(), thr.tolist()
+    ([0, 1], [1, 2], [0.9, 0.2])
     """
-    order = np.argsort(s)[::-1]
-    s_sorted = s[order]
-    last_of_group = np.r_[np.flatnonzero(np.diff(s_sorted)), s_sorted.size - 1]
-    tps = np.cumsum(y[order], dtype=np.int64)[last_of_group]
-    fps = (last_of_group + 1) - tps
-    return fps, tps, s_sorted[last_of_group]
-
-
-def _warn_one_class(y: BoolArray, what: str) -> bool:
-    n_pos = int(np.count_nonzero(y))
-    if n_pos == 0 or n_pos == y.size:
-        only = "positive" if n_pos else "negative"
-        warnings.warn(
-            f"only {only} samples in y_true: {what} is undefined and returned as NaN",
-            UndefinedMetricWarning,
-            stacklevel=3,
-        )
-        return True
-    return False
+    c = ScoreCounts.from_scores(y, s)
+    return c.fps.astype(np.int64), c.tps.astype(np.int64), c.thresholds
 
 
 def roc_curve(
@@ -73,22 +60,35 @@ def roc_curve(
     y_score: ArrayLike,
     *,
     pos_label: Any = None,
+    sample_weight: ArrayLike | None = None,
     drop_intermediate: bool = True,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Receiver operating characteristic curve.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Binary labels.
+    y_score : array-like of shape (n,)
+        Scores, higher means more likely positive.
+    pos_label : optional
+        The positive class when the labels are not {0, 1}, {-1, 1} or booleans.
+    sample_weight : array-like of shape (n,), optional
+        Non-negative weights (scikit-learn's semantics: zero-weight rows make no point).
+    drop_intermediate : bool, default True
+        Drop points collinear with their neighbours (same points as scikit-learn drops).
 
     Returns
     -------
     fpr, tpr : ndarray of float64, shape (n_points,)
         False and true positive rates at score >= ``thresholds[i]``; the curve starts at
-        (0, 0) and ends at (1, 1).
+        (0, 0) and ends at (1, 1). With one class only the undefined rate is NaN.
     thresholds : ndarray of float64, shape (n_points,)
         Decreasing; the first is ``inf`` (nothing predicted positive).
 
     Notes
     -----
-    Same points as :func:`sklearn.metrics.roc_curve`, including which collinear points
-    ``drop_intermediate`` removes. With one class only the undefined rate is NaN.
+    Same points as :func:`sklearn.metrics.roc_curve`.
 
     Examples
     --------
@@ -96,33 +96,22 @@ def roc_curve(
     >>> fpr.tolist(), tpr.tolist()
     ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
     """
-    y, s = check_binary(y_true, y_score, pos_label=pos_label)
-    fps, tps, thresholds = clf_curve_counts(y, s)
-    if drop_intermediate and fps.size > 2:
-        keep = np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True]
-        fps, tps, thresholds = fps[keep], tps[keep], thresholds[keep]
-    fps = np.r_[0, fps]
-    tps = np.r_[0, tps]
-    thresholds = np.r_[np.inf, thresholds]
-    _warn_one_class(y, "the ROC curve")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        fpr = fps / fps[-1] if fps[-1] > 0 else np.full(fps.shape, np.nan)
-        tpr = tps / tps[-1] if tps[-1] > 0 else np.full(tps.shape, np.nan)
-    return fpr.astype(np.float64), tpr.astype(np.float64), thresholds
-
-
-def _pr_points(y: BoolArray, s: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(precision, recall, thresholds) at each distinct threshold, decreasing thresholds."""
-    fps, tps, thresholds = clf_curve_counts(y, s)
-    precision = tps / (tps + fps)
-    recall = tps / tps[-1] if tps[-1] > 0 else np.ones(tps.shape)
-    return precision, recall, thresholds
+    counts = ScoreCounts.from_scores(
+        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
+    )
+    return counts.roc(drop_intermediate=drop_intermediate)
 
 
 def precision_recall_curve(
-    y_true: ArrayLike, y_score: ArrayLike, *, pos_label: Any = None
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    *,
+    pos_label: Any = None,
+    sample_weight: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Precision-recall pairs at each distinct threshold.
+
+    Parameters are those of :func:`roc_curve`.
 
     Returns
     -------
@@ -135,64 +124,125 @@ def precision_recall_curve(
     -----
     Identical to :func:`sklearn.metrics.precision_recall_curve` (``drop_intermediate=False``).
     Without positives, recall is 1 at every threshold (as scikit-learn) and a warning is given.
+
+    Examples
+    --------
+    >>> p, r, t = precision_recall_curve([0, 1, 1], [0.2, 0.2, 0.9])
+    >>> p.tolist(), r.tolist(), t.tolist()
+    ([0.6666666666666666, 1.0, 1.0], [1.0, 0.5, 0.0], [0.2, 0.9])
     """
-    y, s = check_binary(y_true, y_score, pos_label=pos_label)
-    if not y.any():
-        warnings.warn(
-            "no positive samples in y_true: recall is set to 1 for every threshold",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
-    precision, recall, thresholds = _pr_points(y, s)
-    return np.r_[precision[::-1], 1.0], np.r_[recall[::-1], 0.0], thresholds[::-1]
+    counts = ScoreCounts.from_scores(
+        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
+    )
+    return counts.pr()
 
 
-def roc_auc(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: Any = None) -> float:
+def roc_auc(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    *,
+    pos_label: Any = None,
+    sample_weight: ArrayLike | None = None,
+    max_fpr: float | None = None,
+) -> float:
     """Area under the ROC curve: the Mann-Whitney statistic, ties counted 1/2.
 
-    Equal to :func:`sklearn.metrics.roc_auc_score` for binary labels. NaN (with a warning)
-    when only one class is present.
+    Equal to :func:`sklearn.metrics.roc_auc_score` for binary labels (with its
+    ``sample_weight`` and ``max_fpr``; see :func:`partial_auc`). NaN (with a warning) when
+    only one class is present.
 
     Examples
     --------
     >>> roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
     0.75
     """
-    y, s = check_binary(y_true, y_score, pos_label=pos_label)
-    if _warn_one_class(y, "the AUC"):
-        return float("nan")
-    pos = np.sort(s[y])
-    neg = np.sort(s[~y])
-    # Binary search of each (sorted) positive among the sorted negatives: negatives below
-    # count 1, equal ones 1/2. left + right counts each tie once and each lower one twice.
-    twice = np.searchsorted(neg, pos, "left").sum() + np.searchsorted(neg, pos, "right").sum()
-    return float(twice) / (2.0 * pos.size * neg.size)
+    counts = ScoreCounts.from_scores(
+        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
+    )
+    return counts.auc(max_fpr=max_fpr)
 
 
-def average_precision(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: Any = None) -> float:
+def partial_auc(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    *,
+    max_fpr: float,
+    pos_label: Any = None,
+    sample_weight: ArrayLike | None = None,
+) -> float:
+    """McClish-standardised partial AUC over false positive rates [0, ``max_fpr``].
+
+    The area under the ROC curve up to ``max_fpr`` (the curve cut there by linear
+    interpolation), mapped to ``0.5 * (1 + (A - A_min) / (A_max - A_min))`` with
+    ``A_min = max_fpr**2 / 2`` (the chance diagonal) and ``A_max = max_fpr`` (McClish 1989).
+    So 0.5 is chance and 1 perfect, whatever ``max_fpr``. This is
+    ``sklearn.metrics.roc_auc_score(y_true, y_score, max_fpr=max_fpr)``.
+
+    Parameters
+    ----------
+    y_true, y_score : array-like of shape (n,)
+    max_fpr : float in (0, 1]
+        1 gives the full AUC.
+    pos_label, sample_weight : optional
+        As in :func:`roc_curve`.
+
+    Returns
+    -------
+    float
+        NaN (with a warning) when only one class is present.
+
+    Examples
+    --------
+    >>> round(partial_auc([0, 0, 1, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9], max_fpr=0.5), 4)
+    0.8519
+    """
+    counts = ScoreCounts.from_scores(
+        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
+    )
+    return counts.auc(max_fpr=max_fpr)
+
+
+def average_precision(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    *,
+    pos_label: Any = None,
+    sample_weight: ArrayLike | None = None,
+) -> float:
     """Average precision, the step-wise sum ``sum_k (R_k - R_{k-1}) P_k``.
 
     Equal to :func:`sklearn.metrics.average_precision_score`; NaN without positives.
+
+    Examples
+    --------
+    >>> average_precision([1, 1, 0, 0], [0.9, 0.5, 0.5, 0.1])
+    0.8333333333333333
     """
-    y, s = check_binary(y_true, y_score, pos_label=pos_label)
-    if not y.any():
-        _warn_one_class(y, "average precision")
-        return float("nan")
-    precision, recall, _ = _pr_points(y, s)
-    recall = np.r_[0.0, recall]
-    return float(max(0.0, np.sum(np.diff(recall) * precision)))
+    counts = ScoreCounts.from_scores(
+        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
+    )
+    return counts.average_precision()
 
 
-def pr_auc(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: Any = None) -> float:
+def pr_auc(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    *,
+    pos_label: Any = None,
+    sample_weight: ArrayLike | None = None,
+) -> float:
     """Area under the PR curve by trapezoids over the distinct-threshold points.
 
     The curve starts at (recall 0, precision 1). Equal to
     ``sklearn.metrics.auc(recall, precision)`` on scikit-learn's PR curve and to ppAURORA's
     tie-aware AUPR. NaN without positives.
+
+    Examples
+    --------
+    >>> pr_auc([1, 1, 0, 0], [0.9, 0.5, 0.5, 0.1])
+    0.9166666666666666
     """
-    y, s = check_binary(y_true, y_score, pos_label=pos_label)
-    if not y.any():
-        _warn_one_class(y, "the PR-AUC")
-        return float("nan")
-    precision, recall, _ = _pr_points(y, s)
-    return float(np.trapezoid(np.r_[1.0, precision], np.r_[0.0, recall]))
+    counts = ScoreCounts.from_scores(
+        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
+    )
+    return counts.pr_auc()

@@ -76,6 +76,13 @@ class DisclosurePolicy:
     opt_in : frozenset of str, default empty
         Modes of site functions that disclose more than their default and run only when
         listed here (see :meth:`allows`), e.g. ``"rocglm.positives_rule"``.
+    clear_histograms : bool, default False
+        Whether class counts per score bin may leave the site in the clear, not only as
+        input of secure aggregation. With bins chosen by the analyst a bin can hold one row,
+        so False (the default) keeps them inside secure aggregation. True allows them for
+        federations too small for secure aggregation, under two rules the site functions
+        enforce: every non-empty bin holds at least ``min_count`` rows of each class it
+        counts, and the site binds the bins of its first such request for its lifetime.
     """
 
     min_count: int = 5
@@ -87,6 +94,7 @@ class DisclosurePolicy:
     secagg_min_sites: int = DEFAULT_SECAGG_MIN_SITES
     secagg_rebind: bool = False
     opt_in: frozenset[str] = field(default_factory=frozenset)
+    clear_histograms: bool = False
 
     def __post_init__(self) -> None:
         if int(self.min_count) != self.min_count or self.min_count < 1:
@@ -122,6 +130,7 @@ class DisclosurePolicy:
             "secagg_min_sites",
             "secagg_rebind",
             "opt_in",
+            "clear_histograms",
         }
         unknown = set(values) - known
         if unknown:

@@ -16,8 +16,15 @@ How the pieces fit
 * Faults: a site that does not answer a call within the timeout fails the job with a
   :class:`~fedroc.exceptions.SiteError` naming it; policy refusals come back as
   :class:`~fedroc.exceptions.DisclosureError`. Nothing partial is reported.
-* :class:`LocalDeployment` (``fedroc flower up``) starts a SuperLink and N SuperNodes on
-  loopback, with TLS from a CA generated for the run, or insecure.
+* :class:`LocalDeployment` (``fedroc flower up``) starts a SuperLink (state in a database)
+  and N SuperNodes on loopback, with TLS from a CA generated for the run, or insecure; it
+  restarts processes that die (:meth:`LocalDeployment.supervise`) and leaves none behind.
+* Identity (:mod:`.identity`): each site has its own key pair; the SuperLink accepts only
+  registered keys (Flower's SuperNode authentication) and the ServerApp refuses a node whose
+  key is not the pinned key of the site it declares, naming it.
+* Operations: :mod:`.superlink` (``fedroc flower superlink``, with the warm ServerApp
+  executor of :mod:`.serverexec`), :mod:`.health` (``fedroc flower health``), JSON logs
+  (:mod:`._logs`); Docker, compose and systemd files are in ``deploy/flower``.
 * :mod:`.node` (``fedroc flower supernode``) is a SuperNode tuned for fedroc's many short
   rounds; the stock ``flower-supernode --node-config FILE`` works too, more slowly.
 

@@ -32,6 +32,14 @@ _RESERVED = "\x00"  # prefix of the ConfigRecord's own entries (record keys cann
 _KEYS = _RESERVED + "keys"
 _JSON = _RESERVED + "json"
 _HEADER = _RESERVED + "h:"
+_PACKED = _RESERVED + "arrays"  # {key: [dtype.str, shape]} of arrays packed as bytes
+_PACK = _RESERVED + "a:"
+# Arrays up to this size travel as raw bytes inside the ConfigRecord. In Flower 1.41 every
+# Array of an ArrayRecord is a separate object on the wire (itself split into chunks), each
+# one HTTP request to upload and one to download, each checked against the SuperLink's
+# database; fedroc's arrays are small statistics, for which those requests, not the bytes,
+# were the cost of a round. Larger arrays keep Flower's chunked ArrayRecord.
+PACK_LIMIT = 1 << 20
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -58,10 +66,14 @@ def to_recorddict(record: Mapping[str, Any], header: Mapping[str, Any] | None = 
     arrays: dict[str, Array] = {}
     values: dict[str, Any] = {}
     as_json: dict[str, Any] = {}
+    packed: dict[str, Any] = {}
     for key, value in rec.items():
         if key.startswith(_RESERVED):
             raise InputError(f"record keys may not start with a NUL character; got {key!r}")
-        if isinstance(value, np.ndarray):
+        if isinstance(value, np.ndarray) and value.nbytes <= PACK_LIMIT:
+            packed[key] = [value.dtype.str, list(value.shape)]
+            values[_PACK + key] = np.ascontiguousarray(value).tobytes()
+        elif isinstance(value, np.ndarray):
             arrays[key] = Array(value)
         elif _native(value):
             values[key] = value
@@ -69,6 +81,8 @@ def to_recorddict(record: Mapping[str, Any], header: Mapping[str, Any] | None = 
             as_json[key] = _json_safe(value)
     values[_KEYS] = json.dumps(list(rec))
     values[_JSON] = json.dumps(as_json)
+    if packed:
+        values[_PACKED] = json.dumps(packed)
     for key, value in (header or {}).items():
         values[_HEADER + key] = value
     content: dict[str, Any] = {_VALUES: ConfigRecord(values)}
@@ -95,9 +109,14 @@ def from_recorddict(content: RecordDict) -> Record:
     order = json.loads(str(values[_KEYS]))
     as_json = json.loads(str(values[_JSON]))
     arrays: Any = content[_ARRAYS] if _ARRAYS in content else {}
+    packed = json.loads(str(values[_PACKED])) if _PACKED in values else {}
     out: Record = {}
     for key in order:
-        if key in arrays:
+        if key in packed:
+            dtype, shape = packed[key]
+            blob = bytes(values[_PACK + key])
+            out[key] = np.frombuffer(blob, dtype=np.dtype(dtype)).reshape(shape).copy()
+        elif key in arrays:
             out[key] = np.array(arrays[key].numpy(), copy=True)
         elif key in as_json:
             out[key] = _json_restore(as_json[key])

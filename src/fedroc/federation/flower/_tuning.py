@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from fedroc.exceptions import InputError
 
 __all__ = [
     "EXECUTOR",
+    "STATUS",
     "TASK_READY",
     "check_flower_version",
     "pull_deadline",
@@ -72,6 +76,59 @@ EXECUTOR = ExecutorState()
 # its objects dropped) and the loop moves on; Flower's own loop would wait until the task
 # token expires (up to a minute), deaf to new messages.
 ABANDON_AFTER = 5.0
+
+
+# Longest pause between two polls of an idle SuperNode (Flower: 3 s). It bounds the delay
+# before a new run's first message is seen; 3 nodes polling twice a second cost the
+# SuperLink a few requests per second.
+IDLE_POLL = float(os.environ.get("FEDROC_FLOWER_IDLE_POLL", "0.5"))
+
+
+class NodeStatus:
+    """``status.json`` in the node directory: what ``fedroc flower health`` checks.
+
+    Rewritten (atomically) when the node connects and then at most every few seconds while
+    its polls of the SuperLink succeed, so a stale file means a node that lost the
+    SuperLink (or hangs).
+    """
+
+    EVERY = 5.0
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.site: str | None = None
+        self.node_id: int | None = None
+        self.connected_at: float | None = None
+        self._written = 0.0
+
+    def configure(self, path: Path, site: str | None) -> None:
+        self.path, self.site = path, site
+
+    def contact(self, node_id: int | None) -> None:
+        if self.path is None:
+            return
+        now = time.time()
+        if node_id != self.node_id:
+            self.node_id, self.connected_at, self._written = node_id, now, 0.0
+        if now - self._written < self.EVERY:
+            return
+        self._written = now
+        entry = {
+            "site": self.site,
+            "node_id": self.node_id,
+            "pid": os.getpid(),
+            "connected_at": self.connected_at,
+            "last_contact": now,
+        }
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(entry))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+STATUS = NodeStatus()
 
 
 class _Abandoned(Exception):
@@ -137,21 +194,37 @@ class _PollClock:
         self._idle = self._fast
 
     def sleep(self, seconds: float) -> None:
-        if seconds >= 1.0:  # "no message for me": ask again soon, then back off to Flower's
-            delay, self._idle = self._idle, min(self._idle * 1.5, seconds)
+        if seconds >= 1.0:  # "no message for me": ask again soon, then back off
+            delay, self._idle = self._idle, min(self._idle * 1.5, seconds, IDLE_POLL)
             self._real.sleep(delay)
         else:  # waiting for the reply this process is computing
             now = self._real.monotonic()
-            idle = now - max(self.wait_started, EXECUTOR.idle_since)
-            if not EXECUTOR.busy.is_set() and idle > ABANDON_AFTER:
+            # Only a task that ran (the executor finished one since this wait began) can
+            # have ended without a reply; on a loaded machine the executor may not have
+            # picked the task up yet, and giving up then would send this reply only with
+            # the next message.
+            ended = EXECUTOR.idle_since > self.wait_started
+            if ended and not EXECUTOR.busy.is_set() and now - EXECUTOR.idle_since > ABANDON_AFTER:
                 raise _Abandoned("the ClientApp task ended without a reply")
             self._real.sleep(min(seconds, self._fast / 2))
 
 
+# Heartbeat interval a node declares (Flower: 30 s, lowest accepted 10 s). A node that
+# crashed stays "online" for two intervals and cannot activate again meanwhile, so this
+# bounds how long a restarted site waits to reconnect: 20 s instead of 60 s.
+HEARTBEAT_INTERVAL = 10
+
+
 def tune_supernode_polling(fast: float) -> None:
-    """After each message poll again after ``fast`` s, backing off to Flower's 3 s."""
+    """After each message poll again after ``fast`` s, backing off to :data:`IDLE_POLL`;
+    heartbeats every :data:`HEARTBEAT_INTERVAL` s."""
     check_flower_version()
+    import flwr.supercore.heartbeat as heartbeat
+    import flwr.supernode.fleet_http_connection as fleet
     import flwr.supernode.start_client_internal as loop
+
+    heartbeat.HEARTBEAT_DEFAULT_INTERVAL = HEARTBEAT_INTERVAL
+    fleet.HEARTBEAT_DEFAULT_INTERVAL = HEARTBEAT_INTERVAL
 
     tune_object_pulls()
     clock = _PollClock(time, fast)
@@ -173,6 +246,11 @@ def tune_supernode_polling(fast: float) -> None:
         run_id = pull(*args, **kwargs)
         if run_id is not None:
             TASK_READY.set()
+        state = kwargs.get("state")
+        try:
+            STATUS.contact(None if state is None else int(state.get_node_id()))
+        except Exception:  # the status file is advisory; never stop the node's loop
+            pass
         return run_id
 
     loop.time = clock  # type: ignore[assignment]

@@ -23,12 +23,10 @@ prints the JSON result (or the error) as one marked line to its log, which
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib
 import json
 import logging
-import re
+import os
 import sys
 import time
 from typing import Any
@@ -38,7 +36,6 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 import fedroc
-from fedroc._results import jsonable
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
 from fedroc.federation.federation import Federation
 from fedroc.federation.flower._codec import (
@@ -47,6 +44,7 @@ from fedroc.federation.flower._codec import (
     read_header,
     to_recorddict,
 )
+from fedroc.federation.flower._marked import MARK, emit_marked, parse_marked, process_started
 from fedroc.federation.flower.site_config import audit_ledger, cached_site
 from fedroc.federation.flower.transport import (
     ERROR_DISCLOSURE,
@@ -59,14 +57,15 @@ from fedroc.federation.records import decode, encode
 from fedroc.federation.site import Site
 from fedroc.privacy.ledger import BudgetLedger, DPEvent
 
-__all__ = ["JOB_KEY", "client_app", "parse_marked", "server_app"]
+__all__ = ["JOB_KEY", "MARK", "client_app", "emit_marked", "parse_marked", "server_app"]
+
+_IMPORTED = time.time()  # when this process had Flower and fedroc loaded (job timing)
 
 log = logging.getLogger("fedroc.flower")
 
 JOB_KEY = "fedroc-job"
 _STATE = "fedroc.state"
 _LEDGER = "fedroc.ledger"
-_MARK = "FEDROC-OUTPUT"
 
 # Flower loads these by reference ("fedroc.federation.flower.apps:client_app"); its check
 # looks for plain assignments, so they are not annotated.
@@ -181,28 +180,6 @@ def _call(message: Message, context: Context) -> Message:
 
 
 # -- analyst side ----------------------------------------------------------------------------
-def emit_marked(kind: str, payload: Any) -> None:
-    """Print ``payload`` as one line of the ServerApp's log: kind, checksum, base64 JSON."""
-    text = json.dumps(jsonable(payload), allow_nan=False)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    blob = base64.b64encode(text.encode()).decode()
-    sys.stdout.write(f"{_MARK} {kind} {digest} {blob}\n")
-    sys.stdout.flush()
-
-
-_MARKED = re.compile(_MARK + r" (result|error) ([0-9a-f]{16}) ([A-Za-z0-9+/=]+)")
-
-
-def parse_marked(log_text: str) -> tuple[str, Any] | None:
-    """The last marked output in a ServerApp log, checked against its checksum."""
-    found = None
-    for kind, digest, blob in _MARKED.findall(log_text):
-        text = base64.b64decode(blob).decode()
-        if hashlib.sha256(text.encode()).hexdigest()[:16] == digest:
-            found = (kind, json.loads(text))
-    return found
-
-
 def _describe(exc: BaseException) -> dict[str, Any]:
     return {
         "type": type(exc).__name__,
@@ -217,10 +194,13 @@ def _main(grid: Grid, context: Context) -> None:
     from fedroc.federation.flower._tuning import tune_object_pulls
     from fedroc.federation.flower.jobs import run_job
 
-    try:
-        tune_object_pulls()
-    except InputError:
-        pass  # another Flower version: its default (slower) retries apply
+    clock = {"serverapp_process": process_started(), "serverapp_imported": _IMPORTED}
+    clock["serverapp_main"] = time.time()
+    if os.environ.get("FEDROC_FLOWER_TUNING", "on") != "off":
+        try:
+            tune_object_pulls()
+        except InputError:
+            pass  # another Flower version: its default (slower) retries apply
     try:
         spec = json.loads(str(context.run_config[JOB_KEY]))
         for module in spec.get("modules") or []:
@@ -232,24 +212,30 @@ def _main(grid: Grid, context: Context) -> None:
             timeout=float(spec.get("timeout", 60.0)),
             discovery_timeout=float(spec.get("discovery_timeout", 60.0)),
             min_sites=int(spec.get("min_sites", 1)),
+            site_keys=spec.get("site_keys"),
+            require_registered=bool(spec.get("require_registered", False)),
         )
         federation = Federation(
             transport, requester=str(spec.get("requester", "analyst")), timeout=transport.timeout
         )
         discovered = time.perf_counter()
+        clock["discovered"] = time.time()
         result = run_job(str(spec["job"]), federation, dict(spec.get("options", {})))
+        clock["job_done"] = time.time()
         payload = {
             "job": spec["job"],
             "result": result,
             "sites": federation.site_names,
             "node_ids": transport.node_ids,
             "site_versions": transport.site_versions,
+            "refused": {str(node): why for node, why in transport.refused.items()},
             "run_id": context.run_id,
             "seconds": {
                 "discovery": discovered - started,
                 "job": time.perf_counter() - discovered,
                 "calls": [c.seconds for c in federation.transcript],
             },
+            "clock": clock,
         }
     except (FedrocError, KeyError, ValueError, TypeError) as exc:
         emit_marked("error", _describe(exc))

@@ -22,14 +22,16 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
 import fedroc
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
+from fedroc.federation.flower._process import die_with_parent as _die_with_parent
 from fedroc.federation.flower.site_config import SiteNodeConfig
 
 __all__ = [
@@ -124,12 +126,21 @@ class FlowerConnection:
         Plain HTTP, no TLS (loopback tests only).
     sites : tuple of str or None
         Sites a job waits for (None: every connected SuperNode).
+    site_keys : mapping of str to tuple of str, optional
+        Fingerprints of the public keys each site's SuperNode may authenticate with
+        (:mod:`.identity`); a node whose key is not its declared site's is refused.
+    node_auth : bool, optional
+        Accept only SuperNodes registered under the name of the site they declare (the
+        SuperLink runs with ``--enable-supernode-auth``). Default: on unless ``insecure``
+        (Flower authenticates SuperNodes only over TLS).
     """
 
     address: str
     root_certificates: Path | None = None
     insecure: bool = False
     sites: tuple[str, ...] | None = None
+    site_keys: Mapping[str, tuple[str, ...]] | None = None
+    node_auth: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.insecure and self.root_certificates is None:
@@ -137,14 +148,14 @@ class FlowerConnection:
                 "a Flower connection needs root_certificates (the CA of the SuperLink's "
                 "certificate) unless insecure=True"
             )
+        if self.node_auth is None:
+            object.__setattr__(self, "node_auth", not self.insecure)
+        if self.site_keys is not None:
+            keys = {str(k): tuple(str(f) for f in v) for k, v in self.site_keys.items()}
+            object.__setattr__(self, "site_keys", keys)
 
     def with_sites(self, sites: Sequence[str] | None) -> FlowerConnection:
-        return FlowerConnection(
-            self.address,
-            self.root_certificates,
-            self.insecure,
-            None if sites is None else tuple(sites),
-        )
+        return replace(self, sites=None if sites is None else tuple(sites))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +165,10 @@ class FlowerConnection:
             else str(self.root_certificates),
             "insecure": self.insecure,
             "sites": None if self.sites is None else list(self.sites),
+            "node_auth": self.node_auth,
+            "site_keys": None
+            if self.site_keys is None
+            else {k: list(v) for k, v in self.site_keys.items()},
         }
 
     @classmethod
@@ -170,11 +185,15 @@ class FlowerConnection:
             raise InputError(f"Flower connection file {str(p)!r} is not JSON: {exc}") from None
         root = data.get("root_certificates")
         sites = data.get("sites")
+        keys = data.get("site_keys")
+        auth = data.get("node_auth")
         return cls(
             str(data["address"]),
             None if root is None else Path(root),
             bool(data.get("insecure", False)),
             None if sites is None else tuple(sites),
+            None if keys is None else {k: tuple(v) for k, v in keys.items()},
+            None if auth is None else bool(auth),
         )
 
     def flower_config(self) -> str:
@@ -203,6 +222,14 @@ def flwr_executable() -> str:
     if found is None:
         raise InputError("the 'flwr' command is not installed; pip install 'fedroc[flower]'")
     return found
+
+
+def flwr_home(connection: FlowerConnection, directory: Path) -> dict[str, str]:
+    """Write a ``FLWR_HOME`` for ``connection`` under ``directory``; its environment."""
+    home = directory / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(connection.flower_config())
+    return {**QUIET_ENV, "FLWR_HOME": str(home)}
 
 
 def _flwr(
@@ -291,6 +318,10 @@ def submit_job(
         "job": job,
         "options": dict(options or {}),
         "sites": None if connection.sites is None else list(connection.sites),
+        "site_keys": None
+        if connection.site_keys is None
+        else {k: list(v) for k, v in connection.site_keys.items()},
+        "require_registered": bool(connection.node_auth),
         "timeout": float(timeout),
         "discovery_timeout": float(discovery_timeout),
         "min_sites": int(min_sites),
@@ -298,34 +329,30 @@ def submit_job(
         "modules": list(modules),
     }
     with tempfile.TemporaryDirectory(prefix="fedroc-flower-") as tmp:
-        home = Path(tmp) / "home"
         app = Path(tmp) / "app"
-        home.mkdir()
         app.mkdir()
-        (home / "config.toml").write_text(connection.flower_config())
         (app / "pyproject.toml").write_text(APP_PYPROJECT.format(version=fedroc.__version__))
         overrides = Path(tmp) / "job.toml"
         overrides.write_text(f"{JOB_KEY} = {json.dumps(json.dumps(spec))}\n")
-        env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(home)}
-        # One `flwr run --stream`: it starts the run, then follows its log to the end.
+        env = {**os.environ, **QUIET_ENV, **flwr_home(connection, Path(tmp))}
+        # One `flwr run --stream`: it starts the run, then follows its log. fedroc's result
+        # is one checksummed line; once it is complete, the rest of the log is not needed.
         args = ["run", str(app), CONNECTION_NAME, "--run-config", str(overrides), "--stream"]
-        try:
-            text = _flwr(args, env, timeout=run_timeout, check=False)
-        except subprocess.TimeoutExpired as exc:
-            partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            found = _RUN_ID.search(partial)
+        clock: dict[str, float] = {"submitted": time.time()}
+        text, finished = _follow_run(args, env, run_timeout, clock)
+        found = _RUN_ID.search(text)
+        if not finished:
             if found is not None:
-                _flwr(["stop", found.group(1), CONNECTION_NAME], env, timeout=60.0)
+                _flwr(["stop", found.group(1), CONNECTION_NAME], env, 60.0, check=False)
             raise FedrocError(
                 f"the Flower run did not finish within {run_timeout:g} s; it was stopped"
-            ) from None
-        found = _RUN_ID.search(text)
+            )
         if found is None:
             raise FedrocError(f"`flwr run` started no run: {text.strip()[-300:]}")
         run_id = found.group(1)
         if log is not None:
             log.write(text)
-        from fedroc.federation.flower.apps import parse_marked
+        from fedroc.federation.flower._marked import parse_marked
 
         marked = parse_marked(text)
         if marked is None:
@@ -338,19 +365,84 @@ def submit_job(
         kind, payload = marked
         if kind == "error":
             _raise_reported(payload)
-        return dict(payload)
+        out = dict(payload)
+        clock["returned"] = time.time()
+        out["clock"] = {**clock, **dict(out.get("clock") or {})}
+        return out
+
+
+def _follow_run(
+    args: Sequence[str], env: Mapping[str, str], run_timeout: float | None, clock: dict[str, float]
+) -> tuple[str, bool]:
+    """Run ``flwr run --stream`` until fedroc's marked result line (or the process) ends.
+
+    Returns the output and whether the run ended within ``run_timeout``. Records in
+    ``clock`` when the run was started and when the result arrived (``time.time()``).
+    """
+    from fedroc.federation.flower._marked import MARK, parse_marked
+
+    proc = subprocess.Popen(
+        [flwr_executable(), *args],
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    )
+    lines: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "started" not in clock and _RUN_ID.search(line):
+                clock["started"] = time.time()
+            if MARK in line and parse_marked(line) is not None:  # complete and intact
+                clock["result"] = time.time()
+                done.set()
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    finished = done.wait(timeout=run_timeout)
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    reader.join(timeout=10)
+    return "".join(lines), finished
 
 
 def _run_status(run_id: str, env: Mapping[str, str]) -> str:
+    """The SuperLink's status of a run, or why it is not known (never raises)."""
     try:
         out = _flwr(["ls", CONNECTION_NAME, "--run-id", run_id, "--format", "json"], env, 60.0)
-        run = json.loads(out)["runs"][0]
-        return f"{run.get('status')} {run.get('status-details', '')}".strip()
-    except Exception as exc:
-        return f"unknown ({exc})"
+    except (FedrocError, subprocess.TimeoutExpired, OSError) as exc:
+        return f"unknown: {exc}"
+    try:
+        data = json.loads(out[out.index("{") :])
+    except ValueError:
+        return "unknown: `flwr ls` did not print JSON: " + " | ".join(out.strip().splitlines()[-2:])
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not runs:
+        # Flower's JSON errors are {"success": false, "error-message": ...}.
+        return "unknown: " + str(
+            data.get("error-message", data) if isinstance(data, dict) else data
+        )
+    run = runs[0]
+    details = str(run.get("status-details", ""))
+    return f"{run.get('status')}" + ("" if details in ("", "N/A") else f" ({details})")
 
 
 # -- local deployment ------------------------------------------------------------------------
+MARKER = "FEDROC_DEPLOYMENT"  # environment variable every process of a deployment inherits
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -370,6 +462,39 @@ def _wait_port(host: str, port: int, deadline: float, proc: subprocess.Popen[byt
     raise FedrocError(f"nothing listens on {host}:{port} after the start-up timeout")
 
 
+def marked_processes(marker: str) -> list[int]:
+    """Processes whose environment carries ``FEDROC_DEPLOYMENT=<marker>`` (Linux ``/proc``).
+
+    Flower starts its helpers (``flower-superexec``, ``flwr-serverapp``) in sessions of
+    their own, so killing a process group misses them; they inherit the environment.
+    """
+    needle = f"{MARKER}={marker}".encode()
+    below = needle + b"/"
+    found: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if any(v == needle or v.startswith(below) for v in fh.read().split(b"\0")):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _kill_marked(marker: str) -> None:
+    for pid in marked_processes(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 @dataclass
 class _Proc:
     name: str
@@ -378,6 +503,15 @@ class _Proc:
     log: Path
     popen: subprocess.Popen[bytes] | None = None
     handle: IO[bytes] | None = field(default=None, repr=False)
+    restarts: int = 0
+    next_restart: float = 0.0
+
+    @property
+    def marker(self) -> str:
+        return self.env[MARKER]
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
 
 
 class LocalDeployment:
@@ -386,10 +520,12 @@ class LocalDeployment:
     Parameters
     ----------
     sites : sequence of SiteNodeConfig
-        One per SuperNode (data file, columns, policy, audit log).
+        One per SuperNode (data file, columns, policy, audit log). A site without an audit
+        log gets ``DIR/nodes/<site>/audit.jsonl``: the node directory keeps what the site
+        must not lose (its key, audit log and privacy ledger).
     directory : path
-        Working directory: certificates, per-process ``FLWR_HOME``, node configs, logs and
-        ``connection.json`` (what ``fedroc flower run --deployment DIR`` reads).
+        Working directory: certificates, the SuperLink's database, per-node directories,
+        logs and ``connection.json`` (what ``fedroc flower run --deployment DIR`` reads).
     insecure : bool
         Plain HTTP instead of TLS (certificates are generated otherwise).
     tuned : bool
@@ -401,6 +537,13 @@ class LocalDeployment:
         The SuperLink's port (default: a free one).
     env : mapping, optional
         Extra environment variables of every process (e.g. ``PYTHONPATH`` for site modules).
+    node_auth : bool, optional
+        SuperNode authentication (default: on with TLS): each site gets a key pair in its
+        node directory, the SuperLink accepts only the registered keys, and jobs accept a
+        node only for the site its key is registered and pinned for (:mod:`.identity`).
+    database : str, optional
+        The SuperLink's state (runs, registered nodes): default ``DIR/superlink/state.db``,
+        so that a restarted SuperLink knows its nodes; ``":memory:"`` keeps it in memory.
     """
 
     def __init__(
@@ -413,22 +556,38 @@ class LocalDeployment:
         host: str = "127.0.0.1",
         port: int | None = None,
         env: Mapping[str, str] | None = None,
+        node_auth: bool | None = None,
+        database: str | None = None,
     ) -> None:
         names = [s.site for s in sites]
         if not names:
             raise InputError("a deployment needs at least one site")
         if len(set(names)) != len(names):
             raise InputError(f"site names must be unique; got {names}")
-        self.sites = {s.site: s for s in sites}
+        if node_auth and insecure:
+            raise InputError(
+                "SuperNode authentication needs TLS (Flower refuses it over plain HTTP); "
+                "drop insecure or node_auth"
+            )
         self.directory = Path(directory).resolve()
+        self.sites = {
+            s.site: s
+            if s.audit is not None
+            else replace(s, audit=self.node_directory(s.site) / "audit.jsonl")
+            for s in sites
+        }
         self.insecure = insecure
         self.tuned = tuned
         self.host = host
         self.port = port
         self.extra_env = dict(env or {})
+        self.node_auth = (not insecure) if node_auth is None else bool(node_auth)
+        self.database = database or str(self.directory / "superlink" / "state.db")
         self.tls: TlsFiles | None = None
+        self.keys: dict[str, Any] = {}
         self._link: _Proc | None = None
         self._nodes: dict[str, _Proc] = {}
+        self._id = f"{os.getpid()}-{time.time_ns()}"
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> LocalDeployment:
@@ -449,21 +608,38 @@ class LocalDeployment:
             None if self.tls is None else self.tls.ca_cert,
             self.insecure,
             tuple(self.sites),
+            {k: (v.fingerprint,) for k, v in self.keys.items()} if self.node_auth else None,
+            self.node_auth,
         )
 
-    def start(self, timeout: float = 90.0) -> None:
-        """Start the SuperLink, then the SuperNodes; return once every node registered."""
+    def node_directory(self, site: str) -> Path:
+        """Where a site's node keeps its key, audit log, privacy ledger and Flower home."""
+        return self.directory / "nodes" / site
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Start the SuperLink, register the sites' keys, start the SuperNodes; return once
+        every node is connected."""
         deadline = time.monotonic() + timeout
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
         if not self.insecure:
-            self.tls = generate_certificates(self.directory / "certs", [self.host])
+            certs = self.directory / "certs"
+            existing = TlsFiles(certs / "ca.crt", certs / "server.pem", certs / "server.key")
+            # A deployment started again in the same directory keeps its CA and keys.
+            self.tls = (
+                existing
+                if all(p.exists() for p in vars(existing).values())
+                else generate_certificates(certs, [self.host])
+            )
+        if self.node_auth:
+            from fedroc.federation.flower.identity import generate_node_key
+
+            for name in self.sites:
+                self.keys[name] = generate_node_key(self.node_directory(name), name)
         self.port = self.port or free_port(self.host)
         try:
             self._link = self._superlink()
-            self._spawn(self._link)
-            assert self._link.popen is not None
-            _wait_port(self.host, self.port, deadline, self._link.popen)
+            self._start_superlink(deadline)
             for name in self.sites:
                 self._nodes[name] = self._supernode(name)
                 self._spawn(self._nodes[name])
@@ -476,10 +652,34 @@ class LocalDeployment:
             self.stop()
             raise
 
+    def _start_superlink(self, deadline: float) -> None:
+        assert self._link is not None
+        self._spawn(self._link)
+        assert self._link.popen is not None
+        _wait_port(self.host, int(self.port or 0), deadline, self._link.popen)
+        if self.node_auth:
+            self.register_sites(timeout=max(deadline - time.monotonic(), 10.0))
+
+    def register_sites(self, timeout: float = 120.0) -> None:
+        """Register every site's public key under its name (already registered: kept)."""
+        from fedroc.federation.flower.identity import register_sites
+
+        with tempfile.TemporaryDirectory(prefix="fedroc-flwr-") as tmp:
+            env = {**self._env(Path(tmp) / "home"), **flwr_home(self.connection, Path(tmp))}
+            register_sites(
+                [flwr_executable()],
+                env,
+                {name: key.public_key for name, key in self.keys.items()},
+                connection_name=CONNECTION_NAME,
+                timeout=timeout,
+            )
+
     def stop(self) -> None:
-        """Stop every process this deployment started (SuperNodes first)."""
+        """Stop every process this deployment started (SuperNodes first), and what they
+        started, including Flower's helpers that run in sessions of their own."""
         for proc in [*self._nodes.values(), *([self._link] if self._link else [])]:
             self._terminate(proc)
+        _kill_marked(self._id)
 
     def kill_site(self, name: str) -> None:
         """SIGKILL a site's SuperNode (and its children), as a crash would."""
@@ -492,9 +692,74 @@ class LocalDeployment:
         self._spawn(proc)
         self.wait_registered(name, timeout)
 
+    def kill_superlink(self) -> None:
+        """SIGKILL the SuperLink and the processes it started, as a crash would."""
+        if self._link is not None:
+            self._terminate(self._link, sig=signal.SIGKILL)
+
+    def restart_superlink(self, timeout: float = 60.0) -> None:
+        """Start the SuperLink again on the same port and database."""
+        if self._link is None:
+            raise InputError("the deployment was not started")
+        self._terminate(self._link)
+        self._start_superlink(time.monotonic() + timeout)
+
     def is_alive(self, name: str) -> bool:
-        popen = self._node(name).popen
-        return popen is not None and popen.poll() is None
+        """Whether a site's SuperNode (``"superlink"``: the SuperLink) is running."""
+        proc = self._link if name == "superlink" else self._node(name)
+        return proc is not None and proc.alive()
+
+    @property
+    def superlink_pid(self) -> int:
+        """Process id of the SuperLink (0 when it is not running)."""
+        popen = None if self._link is None else self._link.popen
+        return 0 if popen is None or popen.poll() is not None else popen.pid
+
+    def processes(self, name: str | None = None) -> list[int]:
+        """Running processes this deployment started (of one of its processes with
+        ``name``), including Flower's helpers in sessions of their own."""
+        return marked_processes(self._id if name is None else f"{self._id}/{name}")
+
+    def node_status(self, site: str) -> dict[str, Any]:
+        """A site's node ``status.json`` (empty when the node never connected)."""
+        from fedroc.federation.flower.node import STATUS_NAME
+
+        try:
+            return dict(json.loads((self.node_directory(site) / STATUS_NAME).read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def supervise(self, *, restart: bool = True) -> list[str]:
+        """Notice processes that exited; restart them (backing off) unless ``restart`` is
+        False. Returns one line per event, for the operator."""
+        events: list[str] = []
+        now = time.monotonic()
+        procs = [*([self._link] if self._link else []), *self._nodes.values()]
+        for proc in procs:
+            if proc.popen is None or proc.alive():
+                continue
+            label = "the SuperLink" if proc is self._link else f"site {proc.name!r}'s SuperNode"
+            if not restart:
+                events.append(f"{label} exited with status {proc.popen.returncode}")
+                continue
+            if now < proc.next_restart:
+                continue
+            events.append(
+                f"{label} exited with status {proc.popen.returncode}; restarting it "
+                f"(restart {proc.restarts + 1}, log {proc.log})"
+            )
+            proc.restarts += 1
+            proc.next_restart = now + min(2.0**proc.restarts, 30.0)
+            try:
+                if proc is self._link:
+                    self._terminate(proc)
+                    self._start_superlink(time.monotonic() + 60.0)
+                else:
+                    self._terminate(proc)
+                    self._spawn(proc)
+            except FedrocError as exc:
+                events.append(f"{label} could not be restarted: {exc}")
+        return events
 
     def submit(self, job: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         """:func:`submit_job` on this deployment."""
@@ -508,20 +773,31 @@ class LocalDeployment:
         return proc.log.read_text(errors="replace")
 
     def wait_registered(self, name: str, timeout: float) -> None:
-        """Wait until a site's SuperNode has registered with the SuperLink."""
+        """Wait until a site's SuperNode has connected to the SuperLink.
+
+        A node that exits meanwhile is started again every 2 s: after a crash the
+        SuperLink keeps the node "online" for two heartbeat intervals (20 s for fedroc's
+        node, 60 s for Flower's) and refuses to activate its key again until then.
+        """
         proc = self._node(name)
         deadline = time.monotonic() + max(timeout, 0.0)
         while time.monotonic() < deadline:
             if proc.popen is None or proc.popen.poll() is not None:
-                raise FedrocError(
-                    f"the SuperNode of site {name!r} exited; see {proc.log}: "
-                    + " | ".join(self.log_text(name).strip().splitlines()[-3:])
-                )
+                if time.monotonic() + 2.0 >= deadline:
+                    break
+                time.sleep(2.0)
+                self._terminate(proc)
+                self._spawn(proc)
+                continue
             # The log is appended across restarts: look at the latest start only.
             if "SuperNode ID:" in self.log_text(name).split(_RESTART)[-1]:
                 return
             time.sleep(0.1)
-        raise FedrocError(f"the SuperNode of site {name!r} did not register; see {proc.log}")
+        tail = " | ".join(self.log_text(name).split(_RESTART)[-1].strip().splitlines()[-3:])
+        raise FedrocError(
+            f"the SuperNode of site {name!r} did not connect within {timeout:g} s; see "
+            f"{proc.log}: {tail}"
+        )
 
     # -- processes ---------------------------------------------------------------------------
     def _node(self, name: str) -> _Proc:
@@ -530,31 +806,31 @@ class LocalDeployment:
         except KeyError:
             raise InputError(f"no site {name!r} in this deployment ({list(self.sites)})") from None
 
-    def _env(self, home: Path) -> dict[str, str]:
+    def _env(self, home: Path, marker: str = "") -> dict[str, str]:
         home.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **QUIET_ENV, **self.extra_env, "FLWR_HOME": str(home)}
         env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.1"  # ServerApp start-up latency
         env["PYTHONUNBUFFERED"] = "1"
+        env[MARKER] = f"{self._id}/{marker}" if marker else self._id
         # Flower starts its helpers (flower-superexec, flwr-serverapp, ...) from PATH.
         scripts = sysconfig.get_path("scripts")
         env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])
         return env
 
     def _superlink(self) -> _Proc:
-        scripts = Path(sysconfig.get_path("scripts"))
-        cmd = [
-            str(scripts / "flower-superlink"),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--disable-runtime-dependency-installation",
-        ]
+        cmd = [sys.executable, "-m", "fedroc.federation.flower.superlink"]
+        cmd += ["--host", self.host, "--port", str(self.port)]
+        cmd += ["--disable-runtime-dependency-installation", "--database", self.database]
+        if self.database != ":memory:":
+            Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        if self.node_auth:
+            cmd.append("--enable-supernode-auth")
+        env = self._env(self.directory / "superlink" / "home", "superlink")
+        if not self.tuned:  # Flower's own components only: no patch of Flower's internals
+            cmd += ["--serverapp-executor", "stock"]
+            env["FEDROC_FLOWER_TUNING"] = "off"  # read by fedroc's ServerApp
         cmd += self._tls_server_args()
-        base = self.directory / "superlink"
-        return _Proc(
-            "superlink", cmd, self._env(base / "home"), self.directory / "logs" / "superlink.log"
-        )
+        return _Proc("superlink", cmd, env, self.directory / "logs" / "superlink.log")
 
     def _tls_server_args(self) -> list[str]:
         if self.tls is None:
@@ -569,7 +845,7 @@ class LocalDeployment:
         ]
 
     def _supernode(self, name: str) -> _Proc:
-        base = self.directory / "nodes" / name
+        base = self.node_directory(name)
         base.mkdir(parents=True, exist_ok=True)
         config = base / "node-config.toml"
         config.write_text(node_config_toml(self.sites[name].to_node_config()))
@@ -586,12 +862,17 @@ class LocalDeployment:
         args += (
             ["--insecure"] if self.tls is None else ["--root-certificates", str(self.tls.ca_cert)]
         )
+        key = self.keys.get(name)
+        if key is not None:
+            args += ["--auth-supernode-private-key", str(key.private_key)]
         if self.tuned:
             cmd = [sys.executable, "-m", "fedroc.federation.flower.node", *args]
         else:
             scripts = Path(sysconfig.get_path("scripts"))
             cmd = [str(scripts / "flower-supernode"), *args, "--isolation", "subprocess"]
-        return _Proc(name, cmd, self._env(base / "home"), self.directory / "logs" / f"{name}.log")
+        return _Proc(
+            name, cmd, self._env(base / "home", name), self.directory / "logs" / f"{name}.log"
+        )
 
     def _spawn(self, proc: _Proc) -> None:
         if proc.handle is not None:
@@ -610,6 +891,8 @@ class LocalDeployment:
             stdin=subprocess.DEVNULL,
             cwd=self.directory,
             start_new_session=True,
+            # Dies with this process (Linux), so a killed `fedroc flower up` leaves none.
+            preexec_fn=_die_with_parent,
         )
 
     @staticmethod
@@ -630,11 +913,13 @@ class LocalDeployment:
                 except ProcessLookupError:
                     pass
                 popen.wait(timeout=10)
-        # Children that outlived their parent (they exit on their own when they notice).
+        # Children that outlived their parent: its process group, and the helpers Flower
+        # started in sessions of their own (they carry the process's marker).
         try:
             os.killpg(popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        _kill_marked(proc.marker)
         if proc.handle is not None:
             proc.handle.close()
             proc.handle = None

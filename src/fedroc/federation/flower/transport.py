@@ -103,6 +103,14 @@ class FlowerTransport(Transport):
         With ``sites=None``, the number of nodes to wait for.
     poll_interval : (float, float)
         First and largest pause between two pulls of replies (it grows geometrically).
+    site_keys : mapping of str to sequence of str, optional
+        Fingerprints (:func:`~fedroc.federation.flower.identity.fingerprint`) of the public
+        keys each site may use. A node whose registered key is not one of the site it
+        declares (or that declares a site with no pinned key) is refused, naming it.
+    require_registered : bool
+        Refuse nodes whose registered name (``flwr supernode register --name``) is not the
+        site they declare; nodes that registered themselves (SuperNode authentication off)
+        have no name and are refused too.
     """
 
     def __init__(
@@ -113,7 +121,9 @@ class FlowerTransport(Transport):
         timeout: float = 60.0,
         discovery_timeout: float = 60.0,
         min_sites: int = 1,
-        poll_interval: tuple[float, float] = (0.005, 0.05),
+        poll_interval: tuple[float, float] = (0.01, 0.1),
+        site_keys: Mapping[str, Sequence[str]] | None = None,
+        require_registered: bool = False,
     ) -> None:
         if timeout <= 0 or discovery_timeout <= 0:
             raise InputError(
@@ -126,7 +136,11 @@ class FlowerTransport(Transport):
         self.timeout = float(timeout)
         self.poll_interval = poll_interval
         self.site_versions: dict[str, str] = {}
+        self.site_keys = None if site_keys is None else {k: tuple(v) for k, v in site_keys.items()}
+        self.require_registered = bool(require_registered)
+        self.refused: dict[int, str] = {}
         self._calls = 0
+        self._infos: dict[int, Any] = {}
         self._nodes = self._discover(
             None if sites is None else list(sites), float(discovery_timeout), int(min_sites)
         )
@@ -295,6 +309,11 @@ class FlowerTransport(Transport):
                             "the same fedroc version on both"
                         )
                         continue
+                    refusal = self._check_identity(node, str(info["site"]))
+                    if refusal is not None:
+                        self.refused[node] = refusal
+                        failed[node] = SiteError(refusal, site=str(info["site"]))
+                        continue
                     answered[node] = str(info["site"])
                     self.site_versions[str(info["site"])] = str(info["version"])
             if done() or time.monotonic() >= deadline:
@@ -302,6 +321,48 @@ class FlowerTransport(Transport):
             time.sleep(pause)
             pause = min(pause * 1.5, longest)
         return self._assign(wanted, answered, failed, asked, limit)
+
+    def _node_info(self, node: int) -> Any:
+        """The SuperLink's record of a node (registered name and public key), or None."""
+        get_nodes = getattr(self.grid, "get_nodes", None)
+        if get_nodes is None:
+            return None
+        if node not in self._infos:
+            self._infos.update({int(i.node_id): i for i in get_nodes()})
+        return self._infos.get(node)
+
+    def _check_identity(self, node: int, site: str) -> str | None:
+        """Why a node may not serve the site it declares (None: it may)."""
+        if self.site_keys is None and not self.require_registered:
+            return None
+        info = self._node_info(node)
+        name = str(getattr(info, "name", "") or "")
+        key = bytes(getattr(info, "public_key", b"") or b"")
+        if self.site_keys is not None:
+            from fedroc.federation.flower.identity import fingerprint
+
+            pinned = self.site_keys.get(site)
+            try:
+                found = fingerprint(key) if key else "no key"
+            except InputError:
+                found = "an unreadable key"
+            if pinned is None:
+                return (
+                    f"Flower node {node} declares site {site!r}, which has no registered key "
+                    f"in this deployment (sites: {sorted(self.site_keys)}); refused"
+                )
+            if found not in pinned:
+                return (
+                    f"Flower node {node} declares site {site!r} but authenticated with "
+                    f"{found}, not the key of {site!r} ({', '.join(pinned)}); refused"
+                )
+        if self.require_registered and name != site:
+            registered = f"registered as {name!r}" if name else "not registered under a name"
+            return (
+                f"Flower node {node} declares site {site!r} but is {registered} at the "
+                "SuperLink; refused"
+            )
+        return None
 
     @staticmethod
     def _assign(
@@ -324,7 +385,7 @@ class FlowerTransport(Transport):
             if missing:
                 hint = ""
                 if failed:
-                    hint = "; nodes that failed to start a site: " + "; ".join(
+                    hint = "; nodes refused or unable to serve a site: " + "; ".join(
                         str(e) for e in failed.values()
                     )
                 raise SiteError(

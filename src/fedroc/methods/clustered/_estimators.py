@@ -10,10 +10,13 @@ replicate. Notation follows Michael & Tian: for cluster i, ``m_i`` controls, ``n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
+
+from fedroc.exceptions import InputError
 
 FloatArray = NDArray[np.float64]
 
@@ -41,6 +44,57 @@ class JointEstimates:
         return self.sigma / self.n_clusters
 
 
+PopulationEstimator = Literal["corrected", "eq5", "between"]
+POPULATION_ESTIMATORS: tuple[str, ...] = ("corrected", "eq5", "between")
+Sigma11Divisor = Literal["corollary6", "authors"]
+SIGMA11_DIVISORS: tuple[str, ...] = ("corollary6", "authors")
+
+
+def check_population_estimator(value: str) -> str:
+    if value not in POPULATION_ESTIMATORS:
+        raise InputError(
+            f"population_estimator must be one of {POPULATION_ESTIMATORS}; got {value!r}"
+        )
+    return value
+
+
+def check_sigma11(value: str) -> str:
+    if value not in SIGMA11_DIVISORS:
+        raise InputError(f"sigma11 must be one of {SIGMA11_DIVISORS}; got {value!r}")
+    return value
+
+
+def population_estimates(
+    m: FloatArray, n: FloatArray, within: FloatArray, row: FloatArray
+) -> dict[str, FloatArray]:
+    """theta12^ by each of the three estimators (values may exceed 1 only for "corrected").
+
+    - ``"eq5"``: ``sum_{i != j} psi_ij / (M N)``, eq. 5 as printed; it divides the
+      between-cluster pairs by all ``M N`` pairs, biased by about ``-theta12 / I``.
+    - ``"corrected"``: eq. 5 times ``I / (I - 1)``: the ratio of U-statistics
+      ``(I)_2^-1 sum_{i != j} psi_ij / (I^-2 M N)`` analysed in the proof of Theorem 5 and
+      computed by the authors' R code. Not bounded by 1: with few clusters and a perfect
+      ranking it exceeds 1 (4 clusters: up to 4/3 of eq. 5).
+    - ``"between"``: ``sum_{i != j} psi_ij / sum_{i != j} m_i n_j``, the fraction of
+      concordant pairs among the pairs of different clusters (Proposition 1 without the
+      within-cluster pairs). Always in [0, 1]; its denominator is unbiased for
+      ``I (I - 1) E(M) E(N)``, so it has no first-order bias from ``Cov(M, N)``, and it has
+      the same asymptotic distribution (Theorem 5) as the other two.
+    """
+    n_clusters = m.shape[-1]
+    big_m = m.sum(-1)
+    big_n = n.sum(-1)
+    between = row.sum(-1) - within.sum(-1)
+    eq5 = between / (big_m * big_n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pairs = big_m * big_n - np.sum(m * n, axis=-1)
+        return {
+            "eq5": eq5,
+            "corrected": eq5 * (n_clusters / (n_clusters - 1)),
+            "between": between / pairs,
+        }
+
+
 def joint_estimates(
     m: FloatArray,
     n: FloatArray,
@@ -49,41 +103,44 @@ def joint_estimates(
     col: FloatArray,
     *,
     pair_correction: bool = True,
+    population_estimator: PopulationEstimator | None = None,
+    sigma11: Sigma11Divisor = "corollary6",
 ) -> JointEstimates:
     """Population and personalized AUCs with Sigma^ (Michael & Tian, eq. 5 and Corollary 6).
 
     Every cluster must have both classes (``m_i, n_i >= 1``) and there must be at least two.
 
     - ``theta11^ = mean_i psi_ii / (m_i n_i)``.
-    - ``theta12^ = sum_{i != j} psi_ij / (M N)`` (eq. 5), multiplied by ``I / (I - 1)`` with
-      ``pair_correction`` (the default): the ratio of U-statistics analysed in the proof of
-      Theorem 5 (and computed by the authors' R code), without the ``-theta12 / I`` bias of
-      eq. 5.
+    - ``theta12^`` by ``population_estimator`` (see :func:`population_estimates`); None
+      means ``"corrected"`` with ``pair_correction`` and ``"eq5"`` without.
     - ``Sigma11 = 1/(I-1) sum_i (a_i - theta12 (m_i/Mbar + n_i/Nbar))^2`` with
       ``a_i = (psi_i. + psi_.i) / (Mbar Nbar)``, ``psi_i. = row_i / I``,
       ``psi_.i = col_i / I`` and ``Mbar = M / I``. The extracted text of Corollary 6
       divides by ``M_i N_i``; Theorem 5, whose plug-in estimate this is,
-      divides by ``E(M) E(N)``, estimated by ``Mbar Nbar``.
+      divides by ``E(M) E(N)``, estimated by ``Mbar Nbar``. ``sigma11="authors"`` divides
+      the sum by ``(I-1)^2 / I`` instead of ``I - 1``, as the authors' R code
+      (``auc.cluster``) and hence their Table 1 do: ``I / (I - 1)`` times larger.
     - ``Sigma22 = 1/(I-1) sum_i (phi_i - phibar)^2`` with ``phi_i = psi_ii / (m_i n_i)``.
     - ``Sigma12 = theta12 / I sum_i phi_i ((psi_i. + psi_.i) / psi.. - m_i/Mbar - n_i/Nbar)``,
       the plug-in of Theorem 5's ``Sigma12`` (the extracted Corollary 6 lost the factor
       ``theta12``, which the authors' code has).
     """
+    estimator = population_estimator or ("corrected" if pair_correction else "eq5")
+    check_population_estimator(estimator)
+    check_sigma11(sigma11)
     n_clusters = m.shape[-1]
     big_m = m.sum(-1)
     big_n = n.sum(-1)
     total = row.sum(-1)
-    diag = within.sum(-1)
-    population = (total - diag) / (big_m * big_n)
-    if pair_correction:
-        population = population * (n_clusters / (n_clusters - 1))
+    population = population_estimates(m, n, within, row)[estimator]
     phi = within / (m * n)
     personalized = phi.mean(-1)
 
     size_term = n_clusters * (m / big_m[..., None] + n / big_n[..., None])
     pair_sum = row + col
     a = n_clusters * pair_sum / (big_m * big_n)[..., None]
-    s11 = np.sum((a - population[..., None] * size_term) ** 2, axis=-1) / (n_clusters - 1)
+    divisor = n_clusters - 1 if sigma11 == "corollary6" else (n_clusters - 1) ** 2 / n_clusters
+    s11 = np.sum((a - population[..., None] * size_term) ** 2, axis=-1) / divisor
     s22 = phi.var(axis=-1, ddof=1)
     # psi_i. + psi_.i over psi.. is I (row_i + col_i) / total; when no pair is concordant
     # (total = 0) theta12 is 0 and so is the covariance.
@@ -96,6 +153,36 @@ def joint_estimates(
     s12 = population * np.mean(phi * (share - size_term), axis=-1)
     sigma = np.stack([np.stack([s11, s12], -1), np.stack([s12, s22], -1)], -2)
     return JointEstimates(population, personalized, sigma, n_clusters)
+
+
+def equal_weight_estimate(
+    m: FloatArray,
+    n: FloatArray,
+    within: FloatArray,
+    wrow: FloatArray,
+    wcol: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """theta'12^ of eq. 6 (every pair of clusters weighted equally) and its variance.
+
+    ``theta'12 = E(psi(X_1, Y_2) / (M_1 N_2))`` is estimated by the U-statistic
+    ``(I)_2^-1 sum_{i != j} h_ij`` with the asymmetric kernel ``h_ij = psi_ij / (m_i n_j)``.
+    Its variance is Hoeffding's first-order term, ``Var(U) ~ Var(g(W)) / I`` with
+    ``g(W_i) = E(h_i2 + h_2i | W_i)``, estimated by the sample variance of
+    ``g_i = (sum_{j != i} h_ij + sum_{j != i} h_ji) / (I - 1)`` (Sen 1960). From the
+    per-cluster sums of :func:`~fedroc.methods.clustered._core.equal_weight_terms`:
+    ``sum_{j != i} h_ij = wrow_i / m_i - phi_i`` and ``sum_{j != i} h_ji = wcol_i / n_i - phi_i``.
+
+    Returns
+    -------
+    estimate, variance : ndarray, shape (...,)
+    """
+    n_clusters = m.shape[-1]
+    phi = within / (m * n)
+    out_pairs = wrow / m - phi
+    in_pairs = wcol / n - phi
+    estimate = out_pairs.sum(-1) / (n_clusters * (n_clusters - 1))
+    g = (out_pairs + in_pairs) / (n_clusters - 1)
+    return estimate, g.var(axis=-1, ddof=1) / n_clusters
 
 
 def obuchowski(

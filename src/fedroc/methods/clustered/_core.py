@@ -9,11 +9,11 @@ estimators of Michael & Tian need, for every cluster i,
 - ``col_i = sum_j psi_ji``: every control of the sample against its cases.
 
 All four come from one rule: for each observation, count the observations of the other
-class in the same *group* that it beats, ties counting 1/2. With the group set to the
-cluster this gives ``psi_ii``; with the group set to the whole sample (or to a simulation
-replicate) it gives ``row_i`` and ``col_i``. The counts come from one sort by (group, score)
-and running class counts, then ``np.bincount`` sums them per cluster: no loop over pairs of
-observations or of clusters.
+class in the same *group* that it beats, ties counting 1/2
+(:func:`fedroc.metrics.beaten_counts`, the pair counting of fedroc's counting core). With the
+group set to the cluster this gives ``psi_ii``; with the group set to the whole sample (or
+to a simulation replicate) it gives ``row_i`` and ``col_i``. ``np.bincount`` then sums them
+per cluster: no loop over pairs of observations or of clusters.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from fedroc.metrics import beaten_counts
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
@@ -31,76 +33,6 @@ def dense_rank(score: FloatArray) -> IntArray:
     """0-based rank of each score among the distinct scores (equal scores share a rank)."""
     _, inverse = np.unique(score, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64)
-
-
-def beaten_counts(label: NDArray[np.bool_], rank: IntArray, group: IntArray | None) -> FloatArray:
-    """For each observation, the other-class observations of its group that it beats.
-
-    A case (``label`` True) counts the controls of its group with a lower score plus half of
-    those with an equal score; a control counts the cases with a higher score plus half of
-    those with an equal one. Summed over the cases (or over the controls) of a group this is
-    the group's Mann-Whitney count ``sum psi(x, y)``.
-
-    Parameters
-    ----------
-    label : ndarray of bool, shape (N,)
-    rank : ndarray of int, shape (N,)
-        Dense rank of the scores (only their order and ties matter).
-    group : ndarray of int, shape (N,), or None
-        Non-negative group codes; None puts everything in one group.
-    """
-    n = label.size
-    if n == 0:
-        return np.zeros(0)
-    if group is None:
-        key = rank
-    else:
-        # One integer key orders by group, then score; int64 holds n_groups * n_ranks.
-        key = group.astype(np.int64) * (int(rank.max()) + 1) + rank
-    order = np.argsort(key)
-    k = key[order]
-    y = label[order]
-    cum_pos = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(y, out=cum_pos[1:])
-
-    # Start and end (exclusive) of each element's tie block (same group, same score).
-    new_block = np.empty(n, dtype=bool)
-    new_block[0] = True
-    np.not_equal(k[1:], k[:-1], out=new_block[1:])
-    block_starts = np.flatnonzero(new_block)
-    block_id = np.cumsum(new_block) - 1
-    block_ends = np.append(block_starts[1:], n)
-    b_start = block_starts[block_id]
-    b_end = block_ends[block_id]
-
-    if group is None:
-        g_start = np.zeros(n, dtype=np.int64)
-        g_end = np.full(n, n, dtype=np.int64)
-    else:
-        g = group[order]
-        new_group = np.empty(n, dtype=bool)
-        new_group[0] = True
-        np.not_equal(g[1:], g[:-1], out=new_group[1:])
-        group_starts = np.flatnonzero(new_group)
-        group_id = np.cumsum(new_group) - 1
-        group_ends = np.append(group_starts[1:], n)
-        g_start = group_starts[group_id]
-        g_end = group_ends[group_id]
-
-    pos_below = cum_pos[b_start] - cum_pos[g_start]
-    pos_tied = cum_pos[b_end] - cum_pos[b_start]
-    pos_total = cum_pos[g_end] - cum_pos[g_start]
-    neg_below = (b_start - g_start) - pos_below
-    neg_tied = (b_end - b_start) - pos_tied
-    # Twice the count, in integers, so that the halves are exact until the final division.
-    twice = np.where(
-        y,
-        2 * neg_below + neg_tied,
-        2 * (pos_total - pos_below - pos_tied) + pos_tied,
-    )
-    out = np.empty(n, dtype=np.float64)
-    out[order] = twice / 2.0
-    return out
 
 
 def sum_by(codes: NDArray[np.int64], weights: FloatArray, n_codes: int) -> FloatArray:
@@ -171,6 +103,34 @@ def cluster_terms(
         row=sum_by(controls, cross_counts[neg], n_clusters),
         col=sum_by(cases, cross_counts[pos], n_clusters),
     )
+
+
+def weighted_beats(label: NDArray[np.bool_], rank: IntArray, weight: FloatArray) -> FloatArray:
+    """For each observation, the summed weight of the other-class observations it beats.
+
+    Like :func:`beaten_counts` over one group, but each observation counts with its weight
+    (ties 1/2): a case gets ``sum_k w_k psi(x_k, y)`` over the controls k, a control
+    ``sum_l w_l psi(x, y_l)`` over the cases l (the counting core's weighted pair counts).
+    """
+    return beaten_counts(label, rank, weight=weight)
+
+
+def equal_weight_terms(
+    label: NDArray[np.bool_], rank: IntArray, cluster: IntArray, terms: ClusterTerms
+) -> tuple[FloatArray, FloatArray]:
+    """Per-cluster sums behind theta'12 (eq. 6), each cluster pair weighted equally.
+
+    With every control of cluster i weighted ``1 / m_i`` and every case ``1 / n_i``:
+    ``wrow_i = sum_j psi_ij / n_j`` (the cluster's controls against every cluster's cases)
+    and ``wcol_i = sum_j psi_ji / m_j``, both including ``j = i``. Every cluster must hold
+    both classes.
+    """
+    weight = np.where(label, 1.0 / terms.n[cluster], 1.0 / terms.m[cluster])
+    beats = weighted_beats(label, rank, weight)
+    n_clusters = terms.m.size
+    wrow = sum_by(cluster[~label], beats[~label], n_clusters)
+    wcol = sum_by(cluster[label], beats[label], n_clusters)
+    return wrow, wcol
 
 
 def _one_group(cluster: IntArray, group: IntArray | None) -> bool:

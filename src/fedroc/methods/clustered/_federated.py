@@ -40,8 +40,9 @@ and smooth scores it is of the order of 1e-3 or below.
 
 Threat model
 ------------
-Honest-but-curious analyst and sites that follow the protocol; with secure aggregation, the
-analyst may collude with fewer than its threshold of sites (see :mod:`fedroc.secagg`).
+Curious analyst; sites that follow the protocol; with secure aggregation, the analyst may
+collude with fewer than its threshold of sites (see :mod:`fedroc.secagg`). What each site
+allows is stated in :mod:`fedroc.methods.clustered._site`.
 
 - Raw rows and per-cluster values never leave a site. Every per-cluster quantity is summed
   over the site's clusters before release, and the site declares the number of clusters in
@@ -50,10 +51,14 @@ analyst may collude with fewer than its threshold of sites (see :mod:`fedroc.sec
 - What the analyst learns: the class counts in each shared bin (for the clusters with both
   classes and for all rows), the numbers of clusters used, excluded and holding each
   class, and the sums over clusters of the terms above. With secure aggregation (default)
-  only their sums over all sites; with :func:`plain_sum` each site's values. The pooled
-  histograms locate scores to bins without naming the site; they are not protected by q
-  (bins may hold fewer than q rows). Protecting them needs differential privacy on the
-  counts (paper 5), not implemented here.
+  only their sums over all sites (>= 3 by the default policy). The pooled histograms
+  locate scores to bins without naming the site; they are not protected by q (bins may
+  hold fewer than q rows). Protecting them needs differential privacy on the counts
+  (paper 5), not implemented here.
+- In the clear (:func:`plain_sum`, for one or two sites) each site's values: a site
+  refuses this unless its policy sets ``clear_histograms``, and then releases only bins
+  holding at least q rows of each class, over the one partition it binds at the first
+  request.
 - Sent to every site in round two: the pooled histograms and pooled scalars (I, M, N and
   the point estimates), i.e. the other sites' combined score distribution at bin
   resolution.
@@ -73,13 +78,24 @@ from numpy.typing import NDArray
 
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
-from fedroc.clustered._auc import ClusteredAUCResult, encode_clusters
-from fedroc.clustered._core import beaten_counts, cluster_terms, sum_by
 from fedroc.exceptions import InputError
-from fedroc.federation import schema as sch
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record
-from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.methods.clustered._estimators import (
+    PopulationEstimator,
+    Sigma11Divisor,
+    check_sigma11,
+)
+from fedroc.methods.clustered._pooled import resolve_estimator
+from fedroc.methods.clustered._result import ClusteredAUCResult
+from fedroc.methods.clustered._site import (
+    FUNCTION_MOMENTS,
+    FUNCTION_SUMMARY,
+    bin_scores,
+    score_bin_edges,
+)
+from fedroc.metrics import ScoreCounts, delong_from_counts
 from fedroc.secagg import secure_sum
 
 __all__ = [
@@ -90,12 +106,10 @@ __all__ = [
     "bin_scores",
     "federated_clustered_auc",
     "plain_sum",
+    "run_clustered",
     "score_bin_edges",
     "secure_site_sum",
 ]
-
-FUNCTION_SUMMARY = "fedroc.clustered.summary"
-FUNCTION_MOMENTS = "fedroc.clustered.moments"
 
 FloatArray = NDArray[np.float64]
 
@@ -111,7 +125,8 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     over sites, so a :data:`SiteSum` is the single place where per-site values could reach
     the analyst. :func:`secure_site_sum` (the default of :func:`federated_clustered_auc`)
     replaces this plain sum by secure aggregation, so that the analyst learns only the
-    sums; this one is for a single site, exact comparisons and debugging.
+    sums; this one is for federations too small for secure aggregation, and each site
+    answers it only if its policy sets ``clear_histograms``.
     """
     replies = federation.call(function, **args)
     keys = sorted(next(iter(replies.values())))
@@ -127,228 +142,10 @@ def secure_site_sum(federation: Federation, function: str, args: Record) -> dict
     Each site evaluates the same computation as the plain site function, as a secure input:
     its values are masked and only their sum over the sites is revealed to the analyst.
     Floats travel in 64-bit fixed point with 32 fraction bits (rounding about 2e-10 per
-    value); counts exactly. Needs at least two sites.
+    value); counts exactly. Needs as many sites as their policies ask (3 by default).
     """
     summed = secure_sum(federation, function, **{k: jsonable(v) for k, v in args.items()})
     return {k: np.asarray(v, dtype=np.float64) for k, v in summed.values.items()}
-
-
-def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) -> FloatArray:
-    """``n_bins + 1`` equidistant shared edges over ``score_range``."""
-    if int(n_bins) != n_bins or n_bins < 1:
-        raise InputError(f"n_bins must be a positive integer; got {n_bins!r}")
-    lo, hi = (float(v) for v in score_range)
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InputError(f"score_range must be finite with low < high; got {score_range!r}")
-    return np.linspace(lo, hi, int(n_bins) + 1)
-
-
-def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") -> NDArray[np.intp]:
-    """Bin ``[e_l, e_(l+1))`` of each score, the last bin closed (fedroc's one binning rule).
-
-    Refuses scores outside ``[edges[0], edges[-1]]``: clipping them would hide an error
-    larger than the stated binning bound.
-    """
-    lo, hi = edges[0], edges[-1]
-    outside = (score < lo) | (score > hi)
-    if outside.any():
-        raise InputError(
-            f"{where}: {int(outside.sum())} score(s) lie outside the shared score range "
-            f"[{lo:g}, {hi:g}]; pass a score_range that covers every site's scores"
-        )
-    return np.minimum(np.searchsorted(edges, score, side="right") - 1, edges.size - 2)
-
-
-# -- site side --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Local:
-    """A site's rows split by cluster, with the shared bins (never leaves the site)."""
-
-    label: NDArray[np.bool_]
-    score: FloatArray
-    bins: NDArray[np.intp]
-    codes: NDArray[np.int64]
-    n_clusters: int
-    usable: NDArray[np.bool_]  # per cluster
-
-
-def _local(ctx: SiteContext, args: Record) -> _Local:
-    data = ctx.data
-    if data.cluster is None:
-        raise InputError(
-            f"site {ctx.site!r} has no cluster column; clustered AUCs need one "
-            "(Columns(cluster=...))"
-        )
-    edges = np.asarray(args["edges"], dtype=np.float64)
-    if not (np.diff(edges) > 0).all():
-        raise InputError(f"site {ctx.site!r}: the bin edges must increase")
-    codes, ids = encode_clusters(data.cluster, data.n)
-    n_case = np.bincount(codes, weights=data.label, minlength=ids.size)
-    n_all = np.bincount(codes, minlength=ids.size)
-    return _Local(
-        label=data.label,
-        score=data.score,
-        bins=bin_scores(data.score, edges, f"site {ctx.site!r}"),
-        codes=codes,
-        n_clusters=int(ids.size),
-        usable=(n_case > 0) & (n_case < n_all),
-    )
-
-
-def _restricted(local: _Local) -> tuple[NDArray[np.bool_], NDArray[np.int64], int]:
-    keep = local.usable[local.codes]
-    new_code = np.cumsum(local.usable) - 1
-    return keep, new_code[local.codes[keep]], int(np.count_nonzero(local.usable))
-
-
-_MAX_EDGES = 1_000_001
-_EDGES = {"edges": sch.FloatArray((sch.Bound(2, _MAX_EDGES),))}
-_HIST = sch.FloatArray((sch.Bound(1, _MAX_EDGES - 1),), lo=0.0)
-
-
-@site_function(FUNCTION_SUMMARY, schema=_EDGES, release="both")
-def _site_summary(ctx: SiteContext, args: Record) -> Reply:
-    local = _local(ctx, args)
-    n_bins = int(np.asarray(args["edges"]).size - 1)
-    keep, codes, n_used = _restricted(local)
-    y, s, b = local.label[keep], local.score[keep], local.bins[keep]
-
-    def hist(mask: NDArray[np.bool_], bins: NDArray[np.intp]) -> NDArray[np.int64]:
-        return np.bincount(bins[mask], minlength=n_bins).astype(np.int64)
-
-    phi_sum = 0.0
-    within_twice = 0
-    same_bin = 0
-    if n_used:
-        exact = cluster_terms(y, s, codes, n_used)
-        phi_sum = float(np.sum(exact.within / (exact.m * exact.n)))
-        # Within-cluster pairs on the bins, so that subtracting them from the pooled
-        # histogram's pair count leaves exactly the between-cluster pairs of the bins.
-        # Twice the count is an integer: exact in secure aggregation's ring.
-        within_twice = round(2.0 * float(beaten_counts(y, b.astype(np.int64), codes)[y].sum()))
-        _, cell = np.unique(codes * n_bins + b, return_inverse=True)
-        cell = cell.reshape(-1)
-        same_bin = int(np.dot(np.bincount(cell, y.astype(np.int64)), np.bincount(cell, ~y)))
-    has_case = np.bincount(local.codes, weights=local.label, minlength=local.n_clusters) > 0
-    has_control = np.bincount(local.codes, weights=~local.label, minlength=local.n_clusters) > 0
-    return Reply(
-        {
-            "hist_pos_used": hist(y, b),
-            "hist_neg_used": hist(~y, b),
-            "hist_pos_all": hist(local.label, local.bins),
-            "hist_neg_all": hist(~local.label, local.bins),
-            "clusters_used": n_used,
-            "clusters_all": local.n_clusters,
-            "clusters_with_neg": int(has_control.sum()),
-            "clusters_with_pos": int(has_case.sum()),
-            "neg_used": int(np.count_nonzero(~y)),
-            "pos_used": int(np.count_nonzero(y)),
-            "neg_all": int(np.count_nonzero(~local.label)),
-            "pos_all": int(np.count_nonzero(local.label)),
-            "phi_sum": phi_sum,
-            "within_binned_twice": within_twice,
-            "within_same_bin": same_bin,
-        },
-        counts={"rows": ctx.data.n, "clusters": n_used},
-    )
-
-
-def _cross_sums(
-    label: NDArray[np.bool_],
-    bins: NDArray[np.intp],
-    codes: NDArray[np.int64],
-    n_clusters: int,
-    hist_pos: FloatArray,
-    hist_neg: FloatArray,
-) -> tuple[FloatArray, FloatArray]:
-    # row_i and col_i of the site's clusters against the pooled histograms: a control in bin
-    # b beats the cases above b and half of those in b; a case beats the controls below b.
-    pos_above = hist_pos.sum() - np.cumsum(hist_pos)
-    neg_below = np.cumsum(hist_neg) - hist_neg
-    beat = np.where(
-        label, neg_below[bins] + 0.5 * hist_neg[bins], pos_above[bins] + 0.5 * hist_pos[bins]
-    )
-    row = sum_by(codes[~label], beat[~label], n_clusters)
-    col = sum_by(codes[label], beat[label], n_clusters)
-    return row, col
-
-
-@site_function(
-    FUNCTION_MOMENTS,
-    schema={
-        **_EDGES,
-        "n_clusters": sch.Float(0.0),
-        "big_m": sch.Float(0.0, open_lo=True),
-        "big_n": sch.Float(0.0, open_lo=True),
-        "total_used": sch.Float(0.0),
-        "population": sch.Float(0.0, 2.0),
-        "personalized": sch.Float(0.0, 1.0),
-        "obuchowski": sch.Float(0.0, 1.0),
-        "big_m_all": sch.Float(0.0, open_lo=True),
-        "big_n_all": sch.Float(0.0, open_lo=True),
-        "hist_pos_used": _HIST,
-        "hist_neg_used": _HIST,
-        "hist_pos_all": _HIST,
-        "hist_neg_all": _HIST,
-    },
-    release="both",
-)
-def _site_moments(ctx: SiteContext, args: Record) -> Reply:
-    local = _local(ctx, args)
-    keep, codes, n_used = _restricted(local)
-    y, s, b = local.label[keep], local.score[keep], local.bins[keep]
-    n_i = float(args["n_clusters"])
-    big_m, big_n = float(args["big_m"]), float(args["big_n"])
-    total = float(args["total_used"])
-    theta12, theta11 = float(args["population"]), float(args["personalized"])
-    s11 = s12 = s22 = 0.0
-    if n_used:
-        exact = cluster_terms(y, s, codes, n_used)
-        phi = exact.within / (exact.m * exact.n)
-        row, col = _cross_sums(
-            y,
-            b,
-            codes,
-            n_used,
-            np.asarray(args["hist_pos_used"], dtype=np.float64),
-            np.asarray(args["hist_neg_used"], dtype=np.float64),
-        )
-        # The summands of Corollary 6 (see fedroc.clustered._estimators.joint_estimates),
-        # centred with the pooled estimates so that the sums add up across sites.
-        size_term = n_i * (exact.m / big_m + exact.n / big_n)
-        a = n_i * (row + col) / (big_m * big_n)
-        s11 = float(np.sum((a - theta12 * size_term) ** 2))
-        share = n_i * (row + col) / total if total > 0 else np.zeros_like(row)
-        s12 = float(np.sum(phi * (share - size_term)))
-        s22 = float(np.sum((phi - theta11) ** 2))
-    # Obuchowski's sums run over every cluster, one-class ones included.
-    m_all_i = np.bincount(local.codes[~local.label], minlength=local.n_clusters)
-    n_all_i = np.bincount(local.codes[local.label], minlength=local.n_clusters)
-    row_a, col_a = _cross_sums(
-        local.label,
-        local.bins,
-        local.codes,
-        local.n_clusters,
-        np.asarray(args["hist_pos_all"], dtype=np.float64),
-        np.asarray(args["hist_neg_all"], dtype=np.float64),
-    )
-    theta = float(args["obuchowski"])
-    big_m_all, big_n_all = float(args["big_m_all"]), float(args["big_n_all"])
-    x = row_a / big_n_all - m_all_i * theta
-    z = col_a / big_m_all - n_all_i * theta
-    return Reply(
-        {
-            "s11": s11,
-            "s12": s12,
-            "s22": s22,
-            # Divided by M, N and sqrt(M N) (as in Obuchowski's S10, S01, S11) so that they
-            # stay of the order of the cluster sizes in the fixed-point ring.
-            "o10": float(np.sum(x * x)) / big_m_all,
-            "o01": float(np.sum(z * z)) / big_n_all,
-            "o11": float(np.sum(x * z)) / math.sqrt(big_m_all * big_n_all),
-        },
-        counts={"rows": ctx.data.n, "clusters": n_used},
-    )
 
 
 # -- analyst side -----------------------------------------------------------------------
@@ -416,8 +213,13 @@ class FederatedClusteredResult(ResultMixin):
 
 
 def _pairs(hist_neg: FloatArray, hist_pos: FloatArray) -> float:
-    pos_above = hist_pos.sum() - np.cumsum(hist_pos)
-    return float(np.dot(hist_neg, pos_above + 0.5 * hist_pos))
+    """(control, case) pairs of the pooled histograms in order, ties 1/2."""
+    return ScoreCounts.from_bins(hist_pos, hist_neg).mann_whitney()
+
+
+def _tied(hist_neg: FloatArray, hist_pos: FloatArray) -> float:
+    """(control, case) pairs sharing a bin."""
+    return ScoreCounts.from_bins(hist_pos, hist_neg).tied_pairs()
 
 
 def federated_clustered_auc(
@@ -427,6 +229,8 @@ def federated_clustered_auc(
     score_range: tuple[float, float] = (0.0, 1.0),
     confidence_level: float = 0.95,
     pair_correction: bool = True,
+    population_estimator: PopulationEstimator | None = None,
+    sigma11: Sigma11Divisor = "corollary6",
     secure: bool = True,
     aggregate: SiteSum | None = None,
 ) -> FederatedClusteredResult:
@@ -444,19 +248,25 @@ def federated_clustered_auc(
     score_range : (float, float), default (0, 1)
         Range the bins cover; every score of every site must lie in it.
     confidence_level : float, default 0.95
-    pair_correction : bool, default True
-        As in :func:`fedroc.clustered.clustered_auc`.
+    pair_correction, population_estimator, sigma11
+        As in :func:`fedroc.methods.clustered.clustered_auc`.
     secure : bool, default True
-        Sum over sites by secure aggregation (:func:`secure_site_sum`, needs two or more
-        sites) rather than in the clear (:func:`plain_sum`).
+        Sum over sites by secure aggregation (:func:`secure_site_sum`, as many sites as
+        their policies ask, 3 by default) rather than in the clear (:func:`plain_sum`,
+        which each site answers only if its policy sets ``clear_histograms``).
     aggregate : SiteSum, optional
         Any other way of forming the sums over sites (overrides ``secure``).
 
     Returns
     -------
     FederatedClusteredResult
+        Its estimate carries the same caveats as :func:`clustered_auc` (issued as
+        :class:`~fedroc.methods.clustered._result.ClusteredAUCWarning`); ``equal_weight_auc``
+        (theta'12) is not computed across sites (NaN).
     """
     level = check_confidence(confidence_level)
+    estimator = resolve_estimator(pair_correction, population_estimator)
+    check_sigma11(sigma11)
     edges = score_bin_edges(n_bins, score_range)
     if aggregate is None:
         aggregate = secure_site_sum if secure else plain_sum
@@ -474,9 +284,14 @@ def federated_clustered_auc(
     g_pos, g_neg = first["hist_pos_used"], first["hist_neg_used"]
     g_pos_all, g_neg_all = first["hist_pos_all"], first["hist_neg_all"]
     total_used = _pairs(g_neg, g_pos)
-    correction = n_used / (n_used - 1) if pair_correction else 1.0
     within = float(first["within_binned_twice"]) / 2.0
-    population = (total_used - within) / (big_m * big_n) * correction
+    between_pairs = total_used - within
+    estimates = {
+        "eq5": between_pairs / (big_m * big_n),
+        "corrected": between_pairs / (big_m * big_n) * (n_used / (n_used - 1)),
+        "between": between_pairs / (big_m * big_n - float(first["mn_used"])),
+    }
+    population = estimates[estimator]
     personalized = float(first["phi_sum"]) / n_used
     obu_auc = _pairs(g_neg_all, g_pos_all) / (big_m_all * big_n_all)
 
@@ -500,7 +315,8 @@ def federated_clustered_auc(
             "obuchowski": obu_auc,
         },
     )
-    s11 = float(second["s11"]) / (n_used - 1)
+    divisor = n_used - 1 if sigma11 == "corollary6" else (n_used - 1) ** 2 / n_used
+    s11 = float(second["s11"]) / divisor
     s22 = float(second["s22"]) / (n_used - 1)
     s12 = population * float(second["s12"]) / n_used
     covariance = np.array([[s11, s12], [s12, s22]]) / n_used
@@ -517,7 +333,10 @@ def federated_clustered_auc(
             * float(second["o11"])
             / math.sqrt(big_m_all * big_n_all)
         )
-    same_bin = float(np.dot(g_neg, g_pos)) - float(first["within_same_bin"])
+    # DeLong's SE of the all-pairs AUC on the same bins: the yardstick of the few-cluster
+    # caveat, from the pooled histograms the analyst already holds.
+    delong_se = delong_from_counts(g_pos_all, g_neg_all).se
+    same_bin = _tied(g_neg, g_pos) - float(first["within_same_bin"])
     estimate = ClusteredAUCResult.from_estimates(
         population=population,
         personalized=personalized,
@@ -531,7 +350,11 @@ def federated_clustered_auc(
         n_neg=round(big_m),
         n_pos=round(big_n),
         confidence_level=level,
-        pair_correction=pair_correction,
+        pair_correction=estimator != "eq5",
+        population_estimator=estimator,
+        sigma11=sigma11,
+        delong_se=delong_se,
+        population_between=estimates["between"],
     )
     if aggregate is secure_site_sum:
         how = "secure aggregation: the analyst saw only sums over all sites"
@@ -546,13 +369,81 @@ def federated_clustered_auc(
         "pooled histograms and estimates sent back to every site in round 2",
     )
     lo, hi = (float(v) for v in score_range)
+    # The binning bound scales with the estimator's denominator.
+    scale = population / estimates["eq5"] if estimates["eq5"] > 0 else 1.0
     return FederatedClusteredResult(
         estimate=estimate,
         sites=list(federation.site_names),
         n_bins=int(n_bins),
         score_range=(lo, hi),
-        population_binning_bound=max(0.0, same_bin) / (2.0 * big_m * big_n) * correction,
-        obuchowski_binning_bound=float(np.dot(g_neg_all, g_pos_all))
-        / (2.0 * big_m_all * big_n_all),
+        population_binning_bound=max(0.0, same_bin) / (2.0 * big_m * big_n) * scale,
+        obuchowski_binning_bound=_tied(g_neg_all, g_pos_all) / (2.0 * big_m_all * big_n_all),
         released=released,
+    )
+
+
+@register_method(
+    "clustered",
+    "population AUC of clustered data (clusters inside sites), with the personalized AUC "
+    "and their equality test (paper 3)",
+    needs_clusters=True,
+)
+def run_clustered(
+    inputs: EvaluationInputs,
+    *,
+    n_bins: int = 1000,
+    score_range: tuple[float, float] | None = None,
+    secure: bool = True,
+    population_estimator: PopulationEstimator | None = None,
+    sigma11: Sigma11Divisor = "corollary6",
+) -> EvaluationResult:
+    """``fedroc evaluate --method clustered --cluster COL``: the common result of paper 3.
+
+    ``auc`` and ``auc_ci`` are the population AUC theta12 and its Wald interval: the AUC of
+    pairs from different clusters, which equals the ordinary AUC when every cluster holds
+    one observation of each class and is what every other method of ``evaluate``
+    estimates (the AUC of the pooled population). The personalized AUC (the mean
+    within-cluster AUC), the test of their equality, Obuchowski's AUC and the caveats are
+    extra keys.
+    """
+    fed_result = federated_clustered_auc(
+        inputs.federation,
+        n_bins=n_bins,
+        score_range=(0.0, 1.0) if score_range is None else tuple(score_range),  # type: ignore[arg-type]
+        confidence_level=inputs.confidence_level,
+        population_estimator=population_estimator,
+        sigma11=sigma11,
+        secure=secure,
+    )
+    est = fed_result.estimate
+    extra = {
+        "population_se": est.population_se,
+        "population_estimator": est.population_estimator,
+        "personalized_auc": est.personalized_auc,
+        "personalized_ci": list(est.personalized_ci),
+        "personalized_se": est.personalized_se,
+        "covariance": est.covariance,
+        "equality_z": est.equality_z,
+        "equality_p": est.equality_p,
+        "obuchowski_auc": est.obuchowski_auc,
+        "obuchowski_ci": list(est.obuchowski_ci),
+        "delong_se": est.delong_se,
+        "n_clusters": est.n_clusters,
+        "n_clusters_total": est.n_clusters_total,
+        "n_excluded": est.n_excluded,
+        "sigma11": est.sigma11,
+        "n_bins": fed_result.n_bins,
+        "population_binning_bound": fed_result.population_binning_bound,
+        "caveats": list(est.caveats),
+        "notes": list(est.notes),
+    }
+    return EvaluationResult(
+        method="clustered",
+        sites=[{"name": name, "n": None} for name in fed_result.sites],
+        auc=est.population_auc,
+        auc_ci=est.population_ci,
+        released=fed_result.released,
+        extra=extra,
+        confidence_level=inputs.confidence_level,
+        details=fed_result,
     )

@@ -1,0 +1,79 @@
+"""Population and personalized AUCs of clustered data (paper 3: Michael & Tian).
+
+When each patient (cluster) contributes several observations, two AUCs answer different
+questions. The *population* AUC ``theta12`` is the chance that a control and a case drawn
+from the whole population are ranked correctly (pairs from different clusters, eq. 5); the
+*personalized* AUC ``theta11`` is the average within-cluster AUC, how well the marker
+separates one patient's own observations. They can disagree, even to Simpson's paradox.
+
+One package, in the shape of every method of fedroc:
+
+- pooled analysis (one table holds every cluster): :func:`clustered_auc` gives both
+  estimators, Obuchowski's (1997) estimator with his variance, the joint covariance of
+  Corollary 6, Wald intervals, the confidence ellipse (14) and the z-test of
+  H0: theta12 = theta11 (section 6.3), in O(N log N); :class:`ClusteredAUCResult`;
+- site side (``_site``): the two site functions of the federated computation;
+- analyst side (``_federated``): :func:`federated_clustered_auc`, registered with
+  :func:`fedroc.evaluate` as ``method="clustered"``;
+- :mod:`~fedroc.methods.clustered.bounds`: Theorem 3 and the finite-support bound of
+  section 4;
+- :mod:`~fedroc.methods.clustered.models`: the simulation models of sections 3 and 6.1
+  with their closed forms;
+- :mod:`~fedroc.methods.clustered.plots`: the confidence ellipses (Figure 5's view) and the
+  clusters' rug plot (Figure 1's view); ``figures`` registers the paper's figures.
+
+``fedroc.clustered`` re-exports this package (its name before fedroc 0.2).
+"""
+
+from fedroc.methods.clustered._estimators import JointEstimates
+from fedroc.methods.clustered._federated import (
+    FederatedClusteredResult,
+    SiteSum,
+    federated_clustered_auc,
+    plain_sum,
+    run_clustered,
+    secure_site_sum,
+)
+from fedroc.methods.clustered._pooled import clustered_auc, obuchowski_auc
+from fedroc.methods.clustered._result import (
+    MIN_CLUSTERS,
+    Alternative,
+    ClusteredAUCResult,
+    ClusteredAUCWarning,
+    ObuchowskiResult,
+)
+from fedroc.methods.clustered._site import (
+    FUNCTION_MOMENTS,
+    FUNCTION_SUMMARY,
+    bin_scores,
+    score_bin_edges,
+)
+from fedroc.methods.clustered.bounds import (
+    finite_support_bounds,
+    personalized_auc_bounds,
+    population_auc_bounds,
+)
+
+__all__ = [
+    "FUNCTION_MOMENTS",
+    "FUNCTION_SUMMARY",
+    "MIN_CLUSTERS",
+    "Alternative",
+    "ClusteredAUCResult",
+    "ClusteredAUCWarning",
+    "FederatedClusteredResult",
+    "JointEstimates",
+    "ObuchowskiResult",
+    "SiteSum",
+    "bin_scores",
+    "clustered_auc",
+    "federated_clustered_auc",
+    "finite_support_bounds",
+    "obuchowski_auc",
+    "personalized_auc_bounds",
+    "plain_sum",
+    "population_auc_bounds",
+    "run_clustered",
+    "score_bin_edges",
+    "secure_site_sum",
+]

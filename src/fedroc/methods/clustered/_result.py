@@ -1,0 +1,543 @@
+"""Results of the clustered AUCs (pooled and federated share them) and their caveats."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+
+from fedroc._results import ResultMixin, format_table, jsonable
+from fedroc._validation import check_confidence
+from fedroc.exceptions import FedrocWarning, InputError
+from fedroc.methods.clustered._estimators import ellipse_radius2, ellipse_statistic
+from fedroc.metrics import wald_ci
+
+__all__ = [
+    "MIN_CLUSTERS",
+    "Alternative",
+    "ClusteredAUCResult",
+    "ClusteredAUCWarning",
+    "ObuchowskiResult",
+    "clustered_caveats",
+]
+
+Alternative = Literal["two-sided", "less", "greater"]
+_ALTERNATIVES = ("two-sided", "less", "greater")
+
+# Below this many clusters with both classes the cluster-level variances are unreliable:
+# in scripts/results/clustered_coverage.md ("few clusters") the 95% intervals built on them
+# cover 0.80-0.89 at 4 to 6 clusters and 0.88-0.93 at 10.
+MIN_CLUSTERS = 10
+
+
+class ClusteredAUCWarning(FedrocWarning):
+    """A clustered AUC that needs a caveat (out of [0, 1], too few clusters)."""
+
+
+def clustered_caveats(
+    *,
+    population: float,
+    population_between: float,
+    population_estimator: str,
+    n_clusters: int,
+    n_excluded: int,
+    obuchowski_auc: float,
+    obuchowski_se: float,
+    delong_se: float,
+    confidence_level: float,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a reader of the result must know, as (warnings, notes).
+
+    Warnings are also issued as :class:`ClusteredAUCWarning`; notes are only listed.
+    """
+    warn: list[str] = []
+    note: list[str] = []
+    if population > 1.0:
+        warn.append(
+            f"the population AUC {population:.4f} exceeds 1: it is eq. 5 times I/(I-1) = "
+            f"{n_clusters}/{n_clusters - 1} (population_estimator={population_estimator!r}), "
+            "a correction of eq. 5's bias of about -theta12/I that is not bounded by 1 when "
+            "the clusters are few and well separated. The fraction of concordant pairs "
+            f"among the pairs of different clusters (population_estimator='between', always "
+            f"in [0, 1]) is {population_between:.4f}; the interval is clipped to [0, 1]."
+        )
+    if n_clusters < MIN_CLUSTERS:
+        z = float(stats.norm.ppf(0.5 + confidence_level / 2))
+        wider = max(obuchowski_se, delong_se) if math.isfinite(obuchowski_se) else delong_se
+        low, high = obuchowski_auc - z * wider, obuchowski_auc + z * wider
+        warn.append(
+            f"only {n_clusters} clusters hold both classes (fewer than {MIN_CLUSTERS}): the "
+            "cluster-level variances (Corollary 6 and Obuchowski's) rest on "
+            f"{n_clusters - 1} degrees of freedom and are unreliable (Obuchowski's SE here "
+            f"{obuchowski_se:.4f}, DeLong's, which ignores the clusters, {delong_se:.4f}). "
+            "Trust the point estimates as descriptions of these clusters, not the intervals "
+            "built on cluster-level SEs (95% intervals covered 0.80-0.89 in simulation at "
+            "4-6 clusters). Less wrong: Obuchowski's AUC with the larger of the two SEs, "
+            f"[{max(0.0, low):.4f}, {min(1.0, high):.4f}] (it covered 0.89-0.93 there); "
+            "better: more clusters (scripts/results/clustered_coverage.md, 'few clusters')."
+        )
+    if n_excluded:
+        note.append(
+            f"{n_excluded} cluster(s) hold one class only and are left out of the population "
+            "and personalized AUCs (theta11 needs both classes in a cluster); Obuchowski's "
+            f"estimator (eq. 7) uses every cluster: {obuchowski_auc:.4f} (SE "
+            f"{obuchowski_se:.4f})."
+        )
+    return tuple(warn), tuple(note)
+
+
+def issue_warnings(messages: Sequence[str], stacklevel: int = 3) -> None:
+    for message in messages:
+        warnings.warn(message, ClusteredAUCWarning, stacklevel=stacklevel)
+
+
+@dataclass(frozen=True, repr=False)
+class ClusteredAUCResult(ResultMixin):
+    """Population and personalized AUCs with their joint covariance (Michael & Tian).
+
+    The population AUC ``theta12`` pairs controls and cases of different clusters (paper
+    eq. 5); the personalized AUC ``theta11`` averages the within-cluster AUCs; Obuchowski's
+    (1997) estimator pairs all controls with all cases (eq. 7). The joint analysis of
+    (theta12, theta11) uses the clusters that have both classes; Obuchowski's uses all.
+
+    Attributes
+    ----------
+    population_auc, personalized_auc : float
+    obuchowski_auc, obuchowski_se : float
+        Obuchowski's estimator over all clusters and the square root of his variance.
+    covariance : ndarray, shape (2, 2)
+        Estimated covariance of (population_auc, personalized_auc): Sigma^ of Corollary 6
+        divided by the number of clusters used.
+    population_ci, personalized_ci : (float, float)
+        Wald intervals at ``confidence_level``, clipped to [0, 1].
+    equality_z, equality_p : float
+        z-statistic ``(theta12^ - theta11^) / se`` and two-sided p-value of
+        H0: theta12 = theta11 (section 6.3); see :meth:`equality_test` for one-sided ones.
+    n_clusters : int
+        Clusters with both classes (used for the joint analysis).
+    n_clusters_total : int
+    excluded_clusters : tuple or None
+        Ids of the clusters with one class only, left out of the joint analysis (None when
+        the ids are not known, as in the federated computation).
+    n_excluded : int
+    n_neg, n_pos : int
+        Controls (M) and cases (N) in the clusters used.
+    confidence_level : float
+    pair_correction : bool
+        Whether theta12^ carries the ``I / (I - 1)`` factor (see :func:`clustered_auc`).
+    population_estimator : {"corrected", "eq5", "between"}
+        Which estimator of theta12 ``population_auc`` is.
+    sigma11 : {"corollary6", "authors"}
+        Divisor of Sigma11: ``I - 1`` (Corollary 6) or ``(I - 1)^2 / I`` (authors' code).
+    equal_weight_auc, equal_weight_se : float
+        theta'12 of eq. 6 (each pair of clusters weighted equally, whatever their sizes) and
+        its standard error; NaN where not computed (federated).
+    delong_se : float
+        DeLong's SE of the all-pairs AUC (= Obuchowski's estimate), which ignores the
+        clusters: a yardstick for the cluster-level SEs when clusters are few.
+    population_between : float
+        The bounded estimator (population_estimator "between"), whatever the one chosen.
+    caveats : tuple of str
+        What the numbers cannot be trusted for (also issued as ClusteredAUCWarning).
+    notes : tuple of str
+        What else a reader should know (clusters left out, ...).
+    """
+
+    population_auc: float
+    personalized_auc: float
+    obuchowski_auc: float
+    obuchowski_se: float
+    covariance: NDArray[np.float64]
+    population_ci: tuple[float, float]
+    personalized_ci: tuple[float, float]
+    equality_z: float
+    equality_p: float
+    n_clusters: int
+    n_clusters_total: int
+    excluded_clusters: tuple[Any, ...] | None
+    n_excluded: int
+    n_neg: int
+    n_pos: int
+    confidence_level: float = 0.95
+    pair_correction: bool = True
+    population_estimator: str = "corrected"
+    sigma11: str = "corollary6"
+    equal_weight_auc: float = float("nan")
+    equal_weight_se: float = float("nan")
+    delong_se: float = float("nan")
+    population_between: float = float("nan")
+    caveats: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_estimates(
+        cls,
+        *,
+        population: float,
+        personalized: float,
+        covariance: NDArray[np.float64],
+        obuchowski_auc: float,
+        obuchowski_variance: float,
+        n_clusters: int,
+        n_clusters_total: int,
+        excluded_clusters: tuple[Any, ...] | None,
+        n_excluded: int,
+        n_neg: int,
+        n_pos: int,
+        confidence_level: float = 0.95,
+        pair_correction: bool = True,
+        population_estimator: str = "corrected",
+        sigma11: str = "corollary6",
+        equal_weight: tuple[float, float] = (float("nan"), float("nan")),
+        delong_se: float = float("nan"),
+        population_between: float = float("nan"),
+        warn: bool = True,
+    ) -> ClusteredAUCResult:
+        """Derive intervals, the equality test and the caveats from estimates and Sigma^.
+
+        With ``warn`` the caveats are also issued as :class:`ClusteredAUCWarning`.
+        """
+        level = check_confidence(confidence_level)
+        cov = np.array(covariance, dtype=np.float64).reshape(2, 2)
+        cov.setflags(write=False)
+        se_pop = _sqrt(cov[0, 0])
+        se_pers = _sqrt(cov[1, 1])
+        z = _equality_z(population, personalized, cov)
+        obu_se = _sqrt(obuchowski_variance)
+        caveats, notes = clustered_caveats(
+            population=float(population),
+            population_between=float(population_between),
+            population_estimator=population_estimator,
+            n_clusters=int(n_clusters),
+            n_excluded=int(n_excluded),
+            obuchowski_auc=float(obuchowski_auc),
+            obuchowski_se=obu_se,
+            delong_se=float(delong_se),
+            confidence_level=level,
+        )
+        if warn:
+            issue_warnings(caveats, stacklevel=4)
+        return cls(
+            population_auc=float(population),
+            personalized_auc=float(personalized),
+            obuchowski_auc=float(obuchowski_auc),
+            obuchowski_se=obu_se,
+            covariance=cov,
+            population_ci=wald_ci(float(population), se_pop, level),
+            personalized_ci=wald_ci(float(personalized), se_pers, level),
+            equality_z=z,
+            equality_p=_p_value(z, "two-sided"),
+            n_clusters=int(n_clusters),
+            n_clusters_total=int(n_clusters_total),
+            excluded_clusters=excluded_clusters,
+            n_excluded=int(n_excluded),
+            n_neg=int(n_neg),
+            n_pos=int(n_pos),
+            confidence_level=level,
+            pair_correction=bool(pair_correction),
+            population_estimator=population_estimator,
+            sigma11=sigma11,
+            equal_weight_auc=float(equal_weight[0]),
+            equal_weight_se=_sqrt(equal_weight[1]),
+            delong_se=float(delong_se),
+            population_between=float(population_between),
+            caveats=caveats,
+            notes=notes,
+        )
+
+    # -- standard errors and intervals ----------------------------------------------------
+    @property
+    def population_se(self) -> float:
+        return _sqrt(self.covariance[0, 0])
+
+    @property
+    def personalized_se(self) -> float:
+        return _sqrt(self.covariance[1, 1])
+
+    @property
+    def correlation(self) -> float:
+        """Estimated correlation of the two estimates."""
+        c = self.covariance
+        denom = math.sqrt(c[0, 0] * c[1, 1]) if c[0, 0] > 0 and c[1, 1] > 0 else float("nan")
+        return float(c[0, 1] / denom)
+
+    @property
+    def sigma(self) -> NDArray[np.float64]:
+        """Sigma^ of Corollary 6 (the asymptotic covariance of sqrt(I) times the estimates)."""
+        return self.covariance * self.n_clusters
+
+    @property
+    def obuchowski_ci(self) -> tuple[float, float]:
+        return wald_ci(self.obuchowski_auc, self.obuchowski_se, self.confidence_level)
+
+    @property
+    def equal_weight_ci(self) -> tuple[float, float]:
+        return wald_ci(self.equal_weight_auc, self.equal_weight_se, self.confidence_level)
+
+    def confidence_interval(
+        self,
+        which: Literal["population", "personalized", "obuchowski", "equal_weight"] = "population",
+        confidence_level: float | None = None,
+    ) -> tuple[float, float]:
+        """Wald interval ``estimate +- z se`` clipped to [0, 1]."""
+        level = self.confidence_level if confidence_level is None else confidence_level
+        pairs = {
+            "population": (self.population_auc, self.population_se),
+            "personalized": (self.personalized_auc, self.personalized_se),
+            "obuchowski": (self.obuchowski_auc, self.obuchowski_se),
+            "equal_weight": (self.equal_weight_auc, self.equal_weight_se),
+        }
+        if which not in pairs:
+            raise InputError(f"which must be one of {sorted(pairs)}; got {which!r}")
+        return wald_ci(*pairs[which], level)
+
+    # -- the test of section 6.3 and the ellipse of eq. 14 -------------------------------
+    def equality_test(self, alternative: Alternative = "two-sided") -> tuple[float, float]:
+        """z-test of H0: theta12 = theta11.
+
+        ``alternative="less"`` is H1: theta12 < theta11 (the personalized AUC discriminates
+        more; the alternative of section 6.3), ``"greater"`` is H1: theta12 > theta11.
+
+        Returns
+        -------
+        z, p_value : float
+        """
+        if alternative not in _ALTERNATIVES:
+            raise InputError(f"alternative must be one of {_ALTERNATIVES}; got {alternative!r}")
+        return self.equality_z, _p_value(self.equality_z, alternative)
+
+    @property
+    def estimate(self) -> NDArray[np.float64]:
+        """``(population_auc, personalized_auc)``."""
+        return np.array([self.population_auc, self.personalized_auc])
+
+    def ellipse_statistic(self, point: ArrayLike) -> float:
+        """The quantity (14) at ``point = (theta12, theta11)``: chi-squared(2) under H0."""
+        p = np.asarray(point, dtype=np.float64)
+        if p.shape != (2,):
+            raise InputError(f"point must be (population, personalized); got shape {p.shape}")
+        return float(ellipse_statistic(self.estimate, self.covariance, p))
+
+    def ellipse_contains(self, point: ArrayLike, confidence_level: float | None = None) -> bool:
+        """Whether the confidence ellipse at ``confidence_level`` covers ``point``."""
+        level = self.confidence_level if confidence_level is None else confidence_level
+        return self.ellipse_statistic(point) < ellipse_radius2(check_confidence(level))
+
+    def ellipse(
+        self, confidence_level: float | None = None, n_points: int = 200
+    ) -> NDArray[np.float64]:
+        """Boundary of the confidence ellipse (eq. 14) as an ``(n_points, 2)`` array.
+
+        Points ``estimate + L sqrt(q) (cos t, sin t)`` with ``L L' = covariance`` and q the
+        chi-squared(2) quantile; columns are (population, personalized).
+        """
+        level = check_confidence(
+            self.confidence_level if confidence_level is None else confidence_level
+        )
+        q = ellipse_radius2(level)
+        vals, vecs = np.linalg.eigh(self.covariance)
+        root = vecs @ np.diag(np.sqrt(np.clip(vals, 0.0, None))) @ vecs.T
+        t = np.linspace(0.0, 2.0 * np.pi, int(n_points))
+        circle = np.stack([np.cos(t), np.sin(t)])
+        return (self.estimate[:, None] + math.sqrt(q) * root @ circle).T
+
+    def plot(
+        self,
+        path: str | None = None,
+        *,
+        ax: Any = None,
+        levels: tuple[float, ...] = (0.95, 0.99),
+        title: str | None = None,
+    ) -> Any:
+        """Confidence ellipses of (personalized, population) AUC, as the paper's Figure 5.
+
+        The personalized AUC theta11 is on the x-axis and the population AUC theta12 on
+        the y-axis, as in the authors' ``plot.auc.cluster``. Returns the matplotlib Figure;
+        with ``path`` it is also saved there.
+        """
+        from fedroc.methods.clustered.plots import ellipse_figure
+
+        return ellipse_figure(self, path=path, ax=ax, levels=levels, title=title)
+
+    def with_confidence_level(self, confidence_level: float) -> ClusteredAUCResult:
+        """The same estimates with intervals at another level."""
+        level = check_confidence(confidence_level)
+        return replace(
+            self,
+            confidence_level=level,
+            population_ci=wald_ci(self.population_auc, self.population_se, level),
+            personalized_ci=wald_ci(self.personalized_auc, self.personalized_se, level),
+        )
+
+    # -- output -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The keys of ``fedroc clustered --json`` (DESIGN.md) followed by context."""
+        return {
+            "population_auc": jsonable(self.population_auc),
+            "personalized_auc": jsonable(self.personalized_auc),
+            "obuchowski_auc": jsonable(self.obuchowski_auc),
+            "obuchowski_se": jsonable(self.obuchowski_se),
+            "covariance": jsonable(self.covariance),
+            "population_ci": jsonable(self.population_ci),
+            "personalized_ci": jsonable(self.personalized_ci),
+            "equality_z": jsonable(self.equality_z),
+            "equality_p": jsonable(self.equality_p),
+            "confidence_level": self.confidence_level,
+            "n_clusters": self.n_clusters,
+            "n_clusters_total": self.n_clusters_total,
+            "n_excluded": self.n_excluded,
+            "excluded_clusters": jsonable(self.excluded_clusters),
+            "n_neg": self.n_neg,
+            "n_pos": self.n_pos,
+            "pair_correction": self.pair_correction,
+            "population_estimator": self.population_estimator,
+            "sigma11": self.sigma11,
+            "population_se": jsonable(self.population_se),
+            "personalized_se": jsonable(self.personalized_se),
+            "obuchowski_ci": jsonable(self.obuchowski_ci),
+            "equal_weight_auc": jsonable(self.equal_weight_auc),
+            "equal_weight_se": jsonable(self.equal_weight_se),
+            "equal_weight_ci": jsonable(self.equal_weight_ci),
+            "delong_se": jsonable(self.delong_se),
+            "population_between": jsonable(self.population_between),
+            "caveats": list(self.caveats),
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        level = f"{self.confidence_level:.0%}"
+        z_less = self.equality_test("less")[1]
+        z_greater = self.equality_test("greater")[1]
+        excluded = str(self.n_excluded)
+        if self.excluded_clusters:
+            shown = ", ".join(map(str, self.excluded_clusters[:5]))
+            more = ", ..." if len(self.excluded_clusters) > 5 else ""
+            excluded += f" ({shown}{more})"
+        rows: list[tuple[str, Any]] = [
+            ("population AUC (theta12)", self.population_auc),
+            (f"  SE, {level} CI", f"{self.population_se:.4f}  {_ci(self.population_ci)}"),
+            ("  estimator", _ESTIMATOR_NAMES.get(self.population_estimator, "?")),
+            ("personalized AUC (theta11)", self.personalized_auc),
+            (f"  SE, {level} CI", f"{self.personalized_se:.4f}  {_ci(self.personalized_ci)}"),
+            ("correlation of the estimates", self.correlation),
+            ("H0 theta12 = theta11: z", self.equality_z),
+            ("  p two-sided", self.equality_p),
+            ("  p theta12 < theta11", z_less),
+            ("  p theta12 > theta11", z_greater),
+        ]
+        if math.isfinite(self.equal_weight_auc):
+            rows.append(
+                (
+                    "equal-weight population AUC (theta'12, eq. 6)",
+                    f"{self.equal_weight_auc:.4f}  SE {self.equal_weight_se:.4f}",
+                )
+            )
+        rows += [
+            ("Obuchowski AUC", self.obuchowski_auc),
+            ("  SE (Obuchowski 1997)", self.obuchowski_se),
+            ("  SE (DeLong, clusters ignored)", self.delong_se),
+            ("clusters used", self.n_clusters),
+            ("clusters with one class (excluded)", excluded),
+            ("controls, cases used", f"{self.n_neg}, {self.n_pos}"),
+        ]
+        text = format_table(rows, title="Population and personalized AUCs (Michael & Tian)")
+        for message in self.caveats:
+            text += f"\nCAVEAT: {message}"
+        for message in self.notes:
+            text += f"\nnote: {message}"
+        return text
+
+
+_ESTIMATOR_NAMES = {
+    "corrected": "eq. 5 x I/(I-1)",
+    "eq5": "eq. 5",
+    "between": "between-cluster pairs",
+}
+
+
+@dataclass(frozen=True, repr=False)
+class ObuchowskiResult(ResultMixin):
+    """Obuchowski's (1997) clustered AUC (paper eq. 7) and his variance.
+
+    Every cluster counts, also those holding one class only, which the population and
+    personalized AUCs of Michael & Tian leave out.
+
+    Attributes
+    ----------
+    auc, se : float
+    ci : (float, float)
+        Wald interval, clipped to [0, 1].
+    delong_se : float
+        DeLong's SE of the same AUC, ignoring the clusters.
+    n_clusters : int
+    n_clusters_with_neg, n_clusters_with_pos : int
+        I10 and I01 of Obuchowski's variance.
+    n_neg, n_pos : int
+    confidence_level : float
+    caveats : tuple of str
+    """
+
+    auc: float
+    se: float
+    ci: tuple[float, float]
+    delong_se: float
+    n_clusters: int
+    n_clusters_with_neg: int
+    n_clusters_with_pos: int
+    n_neg: int
+    n_pos: int
+    confidence_level: float = 0.95
+    caveats: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        text = format_table(
+            [
+                ("Obuchowski AUC (eq. 7)", self.auc),
+                ("  SE (Obuchowski 1997)", self.se),
+                (f"  {self.confidence_level:.0%} CI", self.ci),
+                ("  SE (DeLong, clusters ignored)", self.delong_se),
+                ("clusters", self.n_clusters),
+                (
+                    "  with controls, with cases",
+                    f"{self.n_clusters_with_neg}, {self.n_clusters_with_pos}",
+                ),
+                ("controls, cases", f"{self.n_neg}, {self.n_pos}"),
+            ],
+            title="Obuchowski's clustered AUC",
+        )
+        for message in self.caveats:
+            text += f"\nCAVEAT: {message}"
+        return text
+
+
+def _ci(ci: tuple[float, float]) -> str:
+    return f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+def _sqrt(v: float) -> float:
+    v = float(v)
+    return math.sqrt(v) if v >= 0 else float("nan")
+
+
+def _equality_z(population: float, personalized: float, cov: NDArray[np.float64]) -> float:
+    var = float(cov[0, 0] + cov[1, 1] - 2.0 * cov[0, 1])
+    if not var > 0:
+        return float("nan")
+    return (float(population) - float(personalized)) / math.sqrt(var)
+
+
+def _p_value(z: float, alternative: str) -> float:
+    if not math.isfinite(z):
+        return float("nan")
+    if alternative == "two-sided":
+        return float(2.0 * stats.norm.sf(abs(z)))
+    if alternative == "less":
+        return float(stats.norm.cdf(z))
+    return float(stats.norm.sf(z))

@@ -1,0 +1,409 @@
+"""Site side of the federated clustered AUCs: two site functions, and what a site allows.
+
+``fedroc.clustered.summary`` (round 1) returns a site's class counts in shared score bins
+(for the clusters with both classes and for all rows) and sums over its clusters;
+``fedroc.clustered.moments`` (round 2) returns sums over its clusters of the terms of
+Corollary 6 and of Obuchowski's variance against the pooled histograms the analyst sends
+back. Every per-cluster value is summed over the site's clusters before it leaves, and the
+policy refuses a site with fewer than ``min_count`` usable clusters.
+
+What a site allows (the analyst is untrusted and chooses the bin edges):
+
+- **Through secure aggregation** (the default of the method, at least
+  ``secagg_min_sites`` sites): both functions run as inputs of the protocol; the analyst
+  sees only sums over the sites, never one site's histogram.
+- **In the clear**: refused unless the site's policy sets ``clear_histograms``, because a
+  per-site histogram over edges of the analyst's choosing can isolate single rows (a
+  million edges place each score of the site to 1e-6; see ``tests/test_attacks.py``).
+  When the policy allows it, (1) every non-empty bin must hold at least ``min_count`` rows
+  of each class it counts, and (2) the site binds the edges of its first clear request,
+  *before* it looks at its rows, for its lifetime: a second partition is refused (two
+  partitions subtract to slivers), and so is a second try after a refusal (refusals
+  would otherwise locate scores by bisection). In round 2 the site first applies the same
+  per-bin rule to its own histograms (the check below compares them with what the analyst
+  sends, and may only touch histograms the site would release), then binds the request:
+  the analyst sends the pooled histograms, so a second, crafted request could difference
+  the site's per-cluster sums. The same request again (the same analysis re-run) passes.
+- Both rounds check that the pooled histograms and totals the analyst sends contain the
+  site's own (a pooled count can only add other sites' rows to the site's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedroc.exceptions import DisclosureError, InputError
+from fedroc.federation import schema as sch
+from fedroc.federation.records import Record
+from fedroc.federation.schema import ArgumentRefused
+from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.methods.clustered._core import cluster_terms, sum_by
+from fedroc.methods.clustered._pooled import encode_clusters
+from fedroc.metrics import ScoreCounts, beaten_counts, bin_index_edges
+
+__all__ = [
+    "FUNCTION_MOMENTS",
+    "FUNCTION_SUMMARY",
+    "bin_scores",
+    "score_bin_edges",
+]
+
+FUNCTION_SUMMARY = "fedroc.clustered.summary"
+FUNCTION_MOMENTS = "fedroc.clustered.moments"
+
+# Ledger keys of the clear path's bindings.
+BIND_EDGES = "clustered-clear:edges"
+BIND_MOMENTS = "clustered-clear:moments"
+
+FloatArray = NDArray[np.float64]
+
+
+def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) -> FloatArray:
+    """``n_bins + 1`` equidistant shared edges over ``score_range``."""
+    if int(n_bins) != n_bins or n_bins < 1:
+        raise InputError(f"n_bins must be a positive integer; got {n_bins!r}")
+    lo, hi = (float(v) for v in score_range)
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise InputError(f"score_range must be finite with low < high; got {score_range!r}")
+    return np.linspace(lo, hi, int(n_bins) + 1)
+
+
+def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") -> NDArray[np.intp]:
+    """Bin ``[e_l, e_(l+1))`` of each score, the last bin closed (fedroc's one binning rule).
+
+    Refuses scores outside ``[edges[0], edges[-1]]``: clipping them would hide an error
+    larger than the stated binning bound.
+    """
+    lo, hi = edges[0], edges[-1]
+    outside = (score < lo) | (score > hi)
+    if outside.any():
+        raise InputError(
+            f"{where}: {int(outside.sum())} score(s) lie outside the shared score range "
+            f"[{lo:g}, {hi:g}]; pass a score_range that covers every site's scores"
+        )
+    return bin_index_edges(score, edges)
+
+
+# -- what a site allows in the clear ------------------------------------------------------
+def _digest(args: Record) -> str:
+    """A canonical hash of a request (arrays by their float64 bytes)."""
+    h = hashlib.sha256()
+    for key in sorted(args):
+        value = args[key]
+        h.update(key.encode())
+        if isinstance(value, np.ndarray):
+            h.update(np.ascontiguousarray(value, dtype=np.float64).tobytes())
+        else:
+            h.update(json.dumps(value, sort_keys=True, default=float).encode())
+    return h.hexdigest()
+
+
+def _bind(ctx: SiteContext, function: str, key: str, argument: str, value: str) -> None:
+    first = ctx.ledger.bindings.get(key)
+    if first is not None and first != value:
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {function!r} in the clear: its {argument} were bound "
+            "by its first clear request and may not change (two partitions of its rows, or "
+            "two crafted requests, could be subtracted); run the method through secure "
+            "aggregation, or repeat the first request",
+            site=ctx.site,
+            function=function,
+            argument=argument,
+        )
+    # Bound before the site reads its rows: a refusal below leaves the binding in place, so
+    # that refusals cannot be used to search for a partition that isolates a row.
+    ctx.ledger.bind(key, value)
+
+
+def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:
+    """Apply the clear-path gate and bind the edges; True when this call is in the clear."""
+    if ctx.sites is not None:
+        return False  # an input of secure aggregation: only sums over sites leave
+    if not ctx.policy.clear_histograms:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r} in the clear: it releases class counts "
+            "per score bin, and over bins of the analyst's choosing a bin can hold a single "
+            "row. The site releases them only through secure aggregation (secure=True, at "
+            f"least {ctx.policy.secagg_min_sites} sites); its operator can allow them in "
+            "the clear for smaller federations with clear_histograms = true in its policy "
+            "(bins then bound for the site's lifetime and each holding at least min_count "
+            "rows per class)",
+            site=ctx.site,
+            function=function,
+        )
+    _bind(ctx, function, BIND_EDGES, "bin edges", _digest({"edges": args["edges"]}))
+    return True
+
+
+def _bin_counts(**hists: NDArray[np.int64]) -> dict[str, NDArray[np.int64]]:
+    """Each non-empty bin of each released histogram, as an aggregate the policy checks."""
+    return {f"{name} bin": h[h > 0] for name, h in hists.items()}
+
+
+# -- a site's rows ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Local:
+    """A site's rows split by cluster, with the shared bins (never leaves the site)."""
+
+    label: NDArray[np.bool_]
+    score: FloatArray
+    bins: NDArray[np.intp]
+    codes: NDArray[np.int64]
+    n_clusters: int
+    usable: NDArray[np.bool_]  # per cluster
+
+
+def _local(ctx: SiteContext, args: Record) -> _Local:
+    data = ctx.data
+    if data.cluster is None:
+        raise InputError(
+            f"site {ctx.site!r} has no cluster column; clustered AUCs need one "
+            "(Columns(cluster=...))"
+        )
+    edges = np.asarray(args["edges"], dtype=np.float64)
+    if not (np.diff(edges) > 0).all():
+        raise InputError(f"site {ctx.site!r}: the bin edges must increase")
+    codes, ids = encode_clusters(data.cluster, data.n)
+    n_case = np.bincount(codes, weights=data.label, minlength=ids.size)
+    n_all = np.bincount(codes, minlength=ids.size)
+    return _Local(
+        label=data.label,
+        score=data.score,
+        bins=bin_scores(data.score, edges, f"site {ctx.site!r}"),
+        codes=codes,
+        n_clusters=int(ids.size),
+        usable=(n_case > 0) & (n_case < n_all),
+    )
+
+
+def _restricted(local: _Local) -> tuple[NDArray[np.bool_], NDArray[np.int64], int]:
+    keep = local.usable[local.codes]
+    new_code = np.cumsum(local.usable) - 1
+    return keep, new_code[local.codes[keep]], int(np.count_nonzero(local.usable))
+
+
+def _hist(mask: NDArray[np.bool_], bins: NDArray[np.intp], n_bins: int) -> NDArray[np.int64]:
+    return np.bincount(bins[mask], minlength=n_bins).astype(np.int64)
+
+
+_MAX_EDGES = 1_000_001
+_EDGES = {"edges": sch.FloatArray((sch.Bound(2, _MAX_EDGES),))}
+_HIST = sch.FloatArray((sch.Bound(1, _MAX_EDGES - 1),), lo=0.0)
+
+
+# -- round 1 ------------------------------------------------------------------------------
+@site_function(FUNCTION_SUMMARY, schema=_EDGES, release="both")
+def _site_summary(ctx: SiteContext, args: Record) -> Reply:
+    clear = _clear_guard(ctx, FUNCTION_SUMMARY, args)
+    local = _local(ctx, args)
+    n_bins = int(np.asarray(args["edges"]).size - 1)
+    keep, codes, n_used = _restricted(local)
+    y, s, b = local.label[keep], local.score[keep], local.bins[keep]
+
+    phi_sum = 0.0
+    within_twice = 0
+    same_bin = 0
+    mn_sum = 0
+    if n_used:
+        exact = cluster_terms(y, s, codes, n_used)
+        phi_sum = float(np.sum(exact.within / (exact.m * exact.n)))
+        mn_sum = int(np.dot(exact.m, exact.n))
+        # Within-cluster pairs on the bins, so that subtracting them from the pooled
+        # histogram's pair count leaves exactly the between-cluster pairs of the bins.
+        # Twice the count is an integer: exact in secure aggregation's ring.
+        within_twice = round(2.0 * float(beaten_counts(y, b.astype(np.int64), codes)[y].sum()))
+        # Pairs tied on the bins inside a cluster: counts at each distinct (cluster, bin).
+        cell = (codes * n_bins + b).astype(np.float64)
+        same_bin = round(ScoreCounts.from_scores(y, cell).tied_pairs())
+    has_case = np.bincount(local.codes, weights=local.label, minlength=local.n_clusters) > 0
+    has_control = np.bincount(local.codes, weights=~local.label, minlength=local.n_clusters) > 0
+    hists = _own_histograms(local, keep, n_bins)
+    counts: dict[str, object] = {"rows": ctx.data.n, "clusters": n_used}
+    if clear:
+        counts.update(_bin_counts(**hists))
+    return Reply(
+        {
+            **hists,
+            "clusters_used": n_used,
+            "clusters_all": local.n_clusters,
+            "clusters_with_neg": int(has_control.sum()),
+            "clusters_with_pos": int(has_case.sum()),
+            "neg_used": int(np.count_nonzero(~y)),
+            "pos_used": int(np.count_nonzero(y)),
+            "neg_all": int(np.count_nonzero(~local.label)),
+            "pos_all": int(np.count_nonzero(local.label)),
+            "mn_used": mn_sum,
+            "phi_sum": phi_sum,
+            "within_binned_twice": within_twice,
+            "within_same_bin": same_bin,
+        },
+        counts=counts,
+    )
+
+
+# -- round 2 ------------------------------------------------------------------------------
+def _cross_sums(
+    label: NDArray[np.bool_],
+    bins: NDArray[np.intp],
+    codes: NDArray[np.int64],
+    n_clusters: int,
+    hist_pos: FloatArray,
+    hist_neg: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    # row_i and col_i of the site's clusters against the pooled histograms: a control in bin
+    # b beats the cases above b and half of those in b; a case beats the controls below b.
+    pos_wins, neg_wins = ScoreCounts.from_bins(hist_pos, hist_neg).twice_beats()
+    level = hist_pos.size - 1 - bins  # the counts' levels run from the highest bin down
+    beat = np.where(label, pos_wins[level], neg_wins[level]) / 2.0
+    row = sum_by(codes[~label], beat[~label], n_clusters)
+    col = sum_by(codes[label], beat[label], n_clusters)
+    return row, col
+
+
+def _own_histograms(
+    local: _Local, keep: NDArray[np.bool_], n_bins: int
+) -> dict[str, NDArray[np.int64]]:
+    y, b = local.label[keep], local.bins[keep]
+    return {
+        "hist_pos_used": _hist(y, b, n_bins),
+        "hist_neg_used": _hist(~y, b, n_bins),
+        "hist_pos_all": _hist(local.label, local.bins, n_bins),
+        "hist_neg_all": _hist(~local.label, local.bins, n_bins),
+    }
+
+
+def _check_pooled(
+    ctx: SiteContext,
+    args: Record,
+    local: _Local,
+    keep: NDArray[np.bool_],
+    n_bins: int,
+) -> None:
+    """Refuse pooled histograms and totals that cannot contain the site's own rows."""
+    own = _own_histograms(local, keep, n_bins)
+    totals = {
+        "hist_pos_used": "big_n",
+        "hist_neg_used": "big_m",
+        "hist_pos_all": "big_n_all",
+        "hist_neg_all": "big_m_all",
+    }
+    for key, mine in own.items():
+        pooled = np.asarray(args[key], dtype=np.float64)
+        problem = None
+        if pooled.size != n_bins:
+            problem = f"has {pooled.size} bins, not the {n_bins} of the edges"
+        elif (pooled < mine).any():
+            problem = "holds fewer rows in a bin than this site alone"
+        elif abs(pooled.sum() - float(args[totals[key]])) > 1e-6 * max(1.0, pooled.sum()):
+            problem = f"does not add up to {totals[key]}"
+        if problem is not None:
+            raise ArgumentRefused(
+                f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: argument {key!r} {problem}; "
+                "a pooled histogram is the sum of the sites' round-1 histograms",
+                site=ctx.site,
+                function=FUNCTION_MOMENTS,
+                argument=key,
+            )
+
+
+@site_function(
+    FUNCTION_MOMENTS,
+    schema={
+        **_EDGES,
+        "n_clusters": sch.Float(0.0),
+        "big_m": sch.Float(0.0, open_lo=True),
+        "big_n": sch.Float(0.0, open_lo=True),
+        "total_used": sch.Float(0.0),
+        "population": sch.Float(0.0, 2.0),
+        "personalized": sch.Float(0.0, 1.0),
+        "obuchowski": sch.Float(0.0, 1.0),
+        "big_m_all": sch.Float(0.0, open_lo=True),
+        "big_n_all": sch.Float(0.0, open_lo=True),
+        "hist_pos_used": _HIST,
+        "hist_neg_used": _HIST,
+        "hist_pos_all": _HIST,
+        "hist_neg_all": _HIST,
+    },
+    release="both",
+)
+def _site_moments(ctx: SiteContext, args: Record) -> Reply:
+    clear = _clear_guard(ctx, FUNCTION_MOMENTS, args)
+    local = _local(ctx, args)
+    keep, codes, n_used = _restricted(local)
+    n_bins = int(np.asarray(args["edges"]).size - 1)
+    if clear:
+        # The check of the pooled histograms below compares them with the site's own; in
+        # the clear that comparison may only touch histograms the site would release.
+        own = _own_histograms(local, keep, n_bins)
+        for what, counts in _bin_counts(**own).items():
+            if counts.size and counts.min() < ctx.policy.min_count:
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: the {what} count is "
+                    f"{int(counts.min())}, below the minimum of {ctx.policy.min_count} rows "
+                    "per released aggregate",
+                    site=ctx.site,
+                    function=FUNCTION_MOMENTS,
+                )
+    _check_pooled(ctx, args, local, keep, n_bins)
+    if clear:
+        # One round-2 request per lifetime in the clear: the analyst chooses the pooled
+        # histograms, and two requests could be differenced.
+        _bind(ctx, FUNCTION_MOMENTS, BIND_MOMENTS, "round-2 arguments", _digest(args))
+    y, s, b = local.label[keep], local.score[keep], local.bins[keep]
+    n_i = float(args["n_clusters"])
+    big_m, big_n = float(args["big_m"]), float(args["big_n"])
+    total = float(args["total_used"])
+    theta12, theta11 = float(args["population"]), float(args["personalized"])
+    s11 = s12 = s22 = 0.0
+    if n_used:
+        exact = cluster_terms(y, s, codes, n_used)
+        phi = exact.within / (exact.m * exact.n)
+        row, col = _cross_sums(
+            y,
+            b,
+            codes,
+            n_used,
+            np.asarray(args["hist_pos_used"], dtype=np.float64),
+            np.asarray(args["hist_neg_used"], dtype=np.float64),
+        )
+        # The summands of Corollary 6 (see fedroc.methods.clustered._estimators), centred
+        # with the pooled estimates so that the sums add up across sites.
+        size_term = n_i * (exact.m / big_m + exact.n / big_n)
+        a = n_i * (row + col) / (big_m * big_n)
+        s11 = float(np.sum((a - theta12 * size_term) ** 2))
+        share = n_i * (row + col) / total if total > 0 else np.zeros_like(row)
+        s12 = float(np.sum(phi * (share - size_term)))
+        s22 = float(np.sum((phi - theta11) ** 2))
+    # Obuchowski's sums run over every cluster, one-class ones included.
+    m_all_i = np.bincount(local.codes[~local.label], minlength=local.n_clusters)
+    n_all_i = np.bincount(local.codes[local.label], minlength=local.n_clusters)
+    row_a, col_a = _cross_sums(
+        local.label,
+        local.bins,
+        local.codes,
+        local.n_clusters,
+        np.asarray(args["hist_pos_all"], dtype=np.float64),
+        np.asarray(args["hist_neg_all"], dtype=np.float64),
+    )
+    theta = float(args["obuchowski"])
+    big_m_all, big_n_all = float(args["big_m_all"]), float(args["big_n_all"])
+    x = row_a / big_n_all - m_all_i * theta
+    z = col_a / big_m_all - n_all_i * theta
+    return Reply(
+        {
+            "s11": s11,
+            "s12": s12,
+            "s22": s22,
+            # Divided by M, N and sqrt(M N) (as in Obuchowski's S10, S01, S11) so that they
+            # stay of the order of the cluster sizes in the fixed-point ring.
+            "o10": float(np.sum(x * x)) / big_m_all,
+            "o01": float(np.sum(z * z)) / big_n_all,
+            "o11": float(np.sum(x * z)) / np.sqrt(big_m_all * big_n_all),
+        },
+        counts={"rows": ctx.data.n, "clusters": n_used},
+    )

@@ -1,0 +1,483 @@
+"""The CLI's error contract: one line (or one JSON object with --json) and exit 2 for
+anything a user can fix, a named extra when one is missing, command-line options over the
+--sites file, and a `fedroc --help` that imports nothing heavy."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import typer
+
+import fedroc
+from fedroc.cli import COMMAND_EXTRAS, app, main
+from fedroc.cli._common import EXTRA_MODULES, MissingExtraError, require_extra
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("numpy", "pandas", "scipy", "matplotlib", "pyarrow", "flwr", "fastapi", "sqlalchemy")
+
+
+def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of one in-process `fedroc ARGS`."""
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def command_paths() -> list[list[str]]:
+    """Every leaf command of the CLI as its words (`["flower", "up"]`), from click's tree."""
+    paths: list[list[str]] = []
+
+    def walk(cmd: Any, prefix: list[str]) -> None:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, [*prefix, name])
+        else:
+            paths.append(prefix)
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+def json_commands() -> list[list[str]]:
+    def has_json(path: list[str]) -> bool:
+        cmd: Any = typer.main.get_command(app)
+        for word in path:
+            cmd = cmd.commands[word]
+        return any("--json" in p.opts for p in cmd.params)
+
+    return [p for p in command_paths() if has_json(p)]
+
+
+@pytest.fixture
+def csv(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1], 30)
+    path = tmp_path / "x.csv"
+    pd.DataFrame({"label": y, "score": rng.normal(size=60) + y}).to_csv(path, index=False)
+    return path
+
+
+# -- usage errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["metrics", "{csv}", "--bogus"], "--bogus"),
+        (["nosuchcommand"], "nosuchcommand"),
+        (["evaluate", "--site", "a={csv}", "--method", "pooled", "--seed", "abc"], "--seed"),
+        (["evaluate", "--site", "a={csv}", "--method", "pooled", "--seed", "-1"], "--seed"),
+        (["metrics", "{csv}", "--confidence", "high"], "--confidence"),
+        (["metrics"], "DATA"),
+        (["metrics", "{csv}", "--label"], "--label"),
+        (["flower", "up", "--sites", "x"], "--sites"),
+        (["mpc", "party", "--id", "0"], "--cluster"),
+        (["metrics", "/no/such/file.csv"], "/no/such/file.csv"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(capsys, csv, args, needle):
+    args = [a.replace("{csv}", str(csv)) for a in args]
+    code, out, err = run_main(capsys, args)
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert needle in lines[0]
+
+
+def test_a_long_error_is_not_wrapped(capsys, tmp_path):
+    deep = tmp_path / ("a-very-long-directory-name-" * 6) / "file.csv"
+    code, _, err = run_main(capsys, ["metrics", str(deep)])
+    assert code == 2 and len(err.splitlines()) == 1 and str(deep) in err
+
+
+def test_error_message_keeps_square_brackets(capsys, tmp_path):
+    # rich would read "[...]" as markup and drop it
+    path = tmp_path / "[weird].csv"
+    code, _, err = run_main(capsys, ["metrics", str(path)])
+    assert code == 2 and "[weird].csv" in err
+
+
+def test_every_help_works(capsys):
+    code, out, _ = run_main(capsys, ["--help"])
+    assert code == 0 and "metrics" in out and "Exit status" in out
+    for path in command_paths():
+        code, out, err = run_main(capsys, [*path, "--help"])
+        assert code == 0, (path, err)
+        assert "Usage" in out, path
+
+
+def test_a_group_without_its_command_shows_help_and_exits_2(capsys):
+    code, out, err = run_main(capsys, ["flower"])
+    assert code == 2 and "Traceback" not in out + err
+    assert "supernode" in out + err
+
+
+# -- --json errors, for every command that has --json ----------------------------------
+
+# A command line per command whose error is fedroc's own (not a usage error).
+JSON_ERRORS: dict[str, list[str]] = {
+    "metrics": ["metrics", "/no/such.csv"],
+    "evaluate": ["evaluate", "--method", "pooled"],
+    "clustered": ["clustered", "/no/such.csv", "--cluster", "c"],
+    "demo": ["demo", "--seed", "-5"],
+    "sequester plan": [
+        "sequester",
+        "plan",
+        "--images",
+        "-1",
+        "--subsets",
+        "2",
+        "--noise-rate",
+        "0.1",
+        "--load-factor",
+        "1",
+    ],
+    "mpc run": ["mpc", "run", "/no/such.share", "--cluster", "/no/such.toml"],
+    "flower up": ["flower", "up", "--sites", "0"],
+    "flower run": ["flower", "run"],
+    "flower health": ["flower", "health"],
+    "flower register": [
+        "flower",
+        "register",
+        "--superlink",
+        "127.0.0.1:1",
+        "--root-certificates",
+        "/no/such.crt",
+        "--site-key",
+        "a=/no/such.pem",
+    ],
+    "privacy status": ["privacy", "status", "--audit-dir", "/no/such/dir"],
+    "figures": ["figures", "--paper", "9", "--out", "/no/such/dir"],
+}
+
+
+def test_every_json_command_has_a_json_error_case():
+    names = {" ".join(p) for p in json_commands()}
+    assert names, "no command has --json"
+    assert names <= set(JSON_ERRORS), f"add an error case for {sorted(names - set(JSON_ERRORS))}"
+
+
+def _one_json_object(out: str) -> dict[str, Any]:
+    obj = json.loads(out)  # fails on anything besides one JSON document
+    assert isinstance(obj, dict)
+    return obj
+
+
+@pytest.mark.parametrize("name", sorted(JSON_ERRORS))
+def test_json_errors_are_one_object_on_stdout(capsys, name):
+    code, out, err = run_main(capsys, [*JSON_ERRORS[name], "--json"])
+    obj = _one_json_object(out)
+    assert code == 2 and obj["exit_code"] == 2
+    assert isinstance(obj["error"], str) and obj["error"]
+    assert obj["type"] != "InternalError"
+    assert "Traceback" not in err and "error:" not in err
+
+
+@pytest.mark.parametrize("path", json_commands(), ids=" ".join)
+def test_json_usage_errors_are_one_object_on_stdout(capsys, path):
+    code, out, err = run_main(capsys, [*path, "--json", "--no-such-option"])
+    obj = _one_json_object(out)
+    assert code == 2 and obj["type"] == "UsageError"
+    assert "--no-such-option" in obj["error"]
+    assert obj["command"] == "fedroc " + " ".join(path)
+    assert "Traceback" not in err
+
+
+def test_json_error_of_a_site_names_the_site(capsys, csv):
+    args = ["evaluate", "--method", "histogram", "--min-count", "500"]
+    args += [f"--site={name}={csv}" for name in ("north", "south", "east")]
+    code, out, _ = run_main(capsys, [*args, "--json"])
+    obj = _one_json_object(out)
+    assert code == 2 and obj["site"] == "north"
+    assert obj["type"] in {"SiteError", "DisclosureError"}
+    assert "north" in obj["error"]
+
+
+def test_json_after_double_dash_is_not_a_flag():
+    from fedroc.cli._common import json_requested
+
+    assert json_requested(["metrics", "x", "--json"])
+    assert not json_requested(["metrics", "--", "--json"])
+    assert not json_requested(["metrics", "--jsonx"])
+
+
+def test_a_bug_exits_1_with_its_traceback(capsys, csv, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("fedroc.cli.metrics_cmd.metrics_dict", broken)
+    code, out, err = run_main(capsys, ["metrics", str(csv)])
+    assert code == 1 and out == ""
+    assert err.startswith("error: internal error") and "Traceback" in err and "boom" in err
+    code, out, err = run_main(capsys, ["metrics", str(csv), "--json"])
+    obj = _one_json_object(out)
+    assert code == 1 and obj["type"] == "InternalError" and "boom" in obj["error"]
+    assert "Traceback" in err
+
+
+def test_typer_exit_status_is_kept(monkeypatch, capsys, csv):
+    def exit_3(*args, **kwargs):
+        raise typer.Exit(3)
+
+    monkeypatch.setattr("fedroc.cli.metrics_cmd.metrics_dict", exit_3)
+    code, _, _ = run_main(capsys, ["metrics", str(csv)])
+    assert code == 3
+
+
+# -- missing extras ----------------------------------------------------------------------
+
+
+def _requirement_names(reqs: list[str]) -> set[str]:
+    names = set()
+    for req in reqs:
+        match = re.match(r"[A-Za-z0-9_.\-]+", req)
+        assert match
+        names.add(match.group(0).lower())
+    return names
+
+
+def test_extra_table_matches_pyproject():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for module, (dist, extra) in EXTRA_MODULES.items():
+        assert extra in extras, (module, extra)
+        assert dist.lower() in _requirement_names(extras[extra]), (module, dist, extra)
+
+
+def test_every_command_extra_names_a_registered_command():
+    for (group, name), extra in COMMAND_EXTRAS.items():
+        infos = [c for c in group.registered_commands if c.name == name]
+        assert len(infos) == 1, f"no command {group.info.name} {name}"
+        assert hasattr(infos[0].callback, "__wrapped__"), f"{name} does not check {extra!r}"
+
+
+@pytest.fixture
+def no_flwr(monkeypatch):
+    # A None entry in sys.modules makes `import flwr` fail and find_spec return None.
+    for name in [m for m in sys.modules if m == "flwr" or m.startswith("flwr.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "flwr", None)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["flower", "up"],
+        ["flower", "run"],
+        ["flower", "supernode", "--superlink", "x:1", "--site", "a", "--data", "a.csv"],
+    ],
+)
+def test_flower_commands_name_the_missing_extra(capsys, no_flwr, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: fedroc {' '.join(args[:2])} needs fedroc's 'flower' extra "
+        "(flwr is not installed): pip install 'fedroc[flower]'"
+    ]
+    assert list(tmp_path.iterdir()) == []  # refused before doing anything
+    if args[:2] in json_commands():
+        code, out, _ = run_main(capsys, [*args, "--json"])
+        obj = _one_json_object(out)
+        assert code == 2 and obj["extra"] == "flower"
+        assert obj["install"] == "pip install 'fedroc[flower]'"
+    code, out, _ = run_main(capsys, [*args[:2], "--help"])  # help needs no extra
+    assert code == 0 and "Usage" in out
+
+
+def test_flower_certs_needs_no_extra(capsys, no_flwr, tmp_path):
+    code, _, err = run_main(capsys, ["flower", "certs", str(tmp_path / "tls")])
+    assert code == 0, err
+    assert (tmp_path / "tls" / "ca.crt").exists()
+
+
+def test_sequester_serve_names_the_missing_extra(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    code, _, err = run_main(capsys, ["sequester", "serve"])
+    assert code == 2
+    assert "'service' extra" in err and "pip install 'fedroc[service]'" in err
+
+
+def test_an_import_error_inside_a_command_is_mapped_to_its_extra(capsys, csv, monkeypatch):
+    def needs_fastapi(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'fastapi'", name="fastapi")
+
+    monkeypatch.setattr("fedroc.cli.metrics_cmd.metrics_dict", needs_fastapi)
+    code, _, err = run_main(capsys, ["metrics", str(csv)])
+    assert code == 2 and "pip install 'fedroc[service]'" in err
+    # fastapi is installed here, so the message says it does not fit rather than absent
+    assert "does not fit" in err
+
+
+def test_an_import_error_of_a_required_module_is_a_bug(capsys, csv, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'nosuchmodule'", name="nosuchmodule")
+
+    monkeypatch.setattr("fedroc.cli.metrics_cmd.metrics_dict", broken)
+    code, _, err = run_main(capsys, ["metrics", str(csv)])
+    assert code == 1 and "Traceback" in err
+
+
+def test_require_extra(monkeypatch):
+    require_extra("flower")  # installed in the dev environment
+    monkeypatch.setitem(sys.modules, "sksurv", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'fedroc\[examples\]'"):
+        require_extra("examples")
+    with pytest.raises(ValueError, match="unknown extra"):
+        require_extra("nope")
+
+
+def test_demo_skips_its_use_case_without_the_examples_extra(capsys, monkeypatch):
+    from fedroc.cli.demo_cmd import _use_cases
+
+    monkeypatch.setitem(sys.modules, "sksurv", None)
+    assert _use_cases(seed=1) == {}  # the rest of the demo needs no extra
+    err = capsys.readouterr().err
+    assert "GBSG2 use case skipped" in err and "pip install 'fedroc[examples]'" in err
+
+
+# -- --sites file against command-line options -------------------------------------------
+
+
+SITES = ("north", "south", "east")  # secure aggregation needs three by default
+
+
+@pytest.fixture
+def two_scores(tmp_path: Path) -> Path:
+    """Two sites whose column 'a' is noise and column 'b' separates the classes."""
+    rng = np.random.default_rng(11)
+    for name in SITES:
+        y = np.repeat([0, 1], 60)
+        frame = pd.DataFrame(
+            {
+                "y": y,
+                "y2": 1 - y,
+                "a": rng.uniform(size=y.size),
+                "b": np.clip(0.3 + 0.4 * y + rng.normal(scale=0.1, size=y.size), 0, 1),
+            }
+        )
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+    (tmp_path / "fed.toml").write_text(
+        '[columns]\nlabel = "y"\nscore = "a"\n[policy]\nmin_count = 5\n'
+        '[sites.north]\npath = "north.csv"\n[sites.south]\npath = "south.csv"\n'
+        '[sites.south.columns]\nscore = "a"\n[sites.east]\npath = "east.csv"\n'
+    )
+    return tmp_path / "fed.toml"
+
+
+def _pooled_auc(fed: Path, label: str, score: str) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    frames = [pd.read_csv(fed.parent / f"{n}.csv") for n in SITES]
+    pooled = pd.concat(frames)
+    return float(roc_auc_score(pooled[label], pooled[score]))
+
+
+def test_command_line_score_and_label_win_over_the_sites_file(capsys, two_scores):
+    base = ["evaluate", "--sites", str(two_scores), "--method", "histogram", "--json"]
+    auc_a, auc_b = _pooled_auc(two_scores, "y", "a"), _pooled_auc(two_scores, "y", "b")
+    assert auc_b > 0.95 and abs(auc_a - 0.5) < 0.15  # the two columns are far apart
+
+    code, out, err = run_main(capsys, base)
+    assert code == 0, err
+    assert json.loads(out)["auc"] == pytest.approx(auc_a, abs=0.01)  # the file's column
+
+    code, out, err = run_main(capsys, [*base, "--score", "b"])
+    assert code == 0, err
+    assert json.loads(out)["auc"] == pytest.approx(auc_b, abs=0.01)
+    assert "--score given on the command line override" in err
+
+    code, out, err = run_main(capsys, [*base, "--score", "b", "--label", "y2"])
+    assert code == 0, err
+    assert json.loads(out)["auc"] == pytest.approx(1 - auc_b, abs=0.01)
+
+
+def test_evaluate_help_states_the_precedence(capsys):
+    code, out, _ = run_main(capsys, ["evaluate", "--help"])
+    assert code == 0
+    text = " ".join(out.split())
+    assert "override the file's values for every site" in text
+    cmd: Any = typer.main.get_command(app)
+    helps = {p.opts[0]: p.help for p in cmd.commands["evaluate"].params}
+    for opt in ("--label", "--score", "--pos-label", "--min-count", "--audit-dir"):
+        assert "overrides --sites" in helps[opt], opt
+
+
+def test_command_line_min_count_wins_over_the_sites_file(capsys, two_scores):
+    base = ["evaluate", "--sites", str(two_scores), "--method", "histogram", "--json"]
+    code, out, _ = run_main(capsys, [*base, "--min-count", "500"])
+    assert code == 2 and json.loads(out)["site"] in SITES
+    strict = two_scores.read_text().replace("min_count = 5", "min_count = 500")
+    two_scores.write_text(strict)
+    code, out, _ = run_main(capsys, base)
+    assert code == 2  # the file's q refuses
+    code, out, err = run_main(capsys, [*base, "--min-count", "5"])
+    assert code == 0, err
+
+
+def test_command_line_audit_dir_wins_over_the_sites_file(capsys, two_scores, tmp_path):
+    audit = tmp_path / "audit"
+    args = ["evaluate", "--sites", str(two_scores), "--method", "histogram"]
+    code, _, err = run_main(capsys, [*args, "--audit-dir", str(audit), "--json"])
+    assert code == 0, err
+    for name in SITES:
+        entries = (audit / f"{name}.jsonl").read_text().splitlines()
+        assert entries and all(json.loads(e)["site"] == name for e in entries)
+
+
+def test_pooled_method_with_a_sites_file_is_a_clear_error(capsys, two_scores):
+    code, _, err = run_main(capsys, ["evaluate", "--sites", str(two_scores), "--method", "pooled"])
+    assert code == 2 and "--site NAME=PATH" in err
+
+
+# -- fast help: lazy imports -------------------------------------------------------------
+
+
+def _modules_after(code: str) -> list[str]:
+    probe = (
+        f"import sys\n{code}\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_help_imports_nothing_heavy():
+    code = (
+        "from fedroc.cli import main\n"
+        "for args in (['--help'], ['evaluate', '--help'], ['flower', 'up', '--help']):\n"
+        "    try:\n        main(args)\n    except SystemExit:\n        pass"
+    )
+    assert _modules_after(code) == []
+
+
+def test_import_fedroc_is_lazy_and_complete():
+    assert _modules_after("import fedroc") == []
+    assert "numpy" in _modules_after("import fedroc; fedroc.roc_auc([0, 1], [0.2, 0.9])")
+    assert fedroc.roc_auc([0, 1, 1], [0.1, 0.8, 0.4]) == 1.0
+    for name in fedroc.__all__:
+        assert getattr(fedroc, name) is not None, name
+        assert name in dir(fedroc)
+    assert set(fedroc.__all__) == set(fedroc._LAZY)
+    assert fedroc.metrics.roc_auc is fedroc.roc_auc  # submodules as attributes
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = fedroc.nope  # type: ignore[attr-defined]

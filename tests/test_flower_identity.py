@@ -1,0 +1,266 @@
+"""Site identity, health checks, logs and launchers of the Flower deployment, without
+processes of Flower's (fast). The attacks with real SuperLink/SuperNodes are in
+test_flower_ops.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("flwr")
+
+import _flower_plugin  # noqa: F401
+from flwr.proto.node_pb2 import NodeInfo
+from test_flower import FakeGrid
+
+from fedroc.datasets import make_multisite
+from fedroc.exceptions import InputError, SiteError
+from fedroc.federation.flower import health, identity
+from fedroc.federation.flower._logs import JsonFormatter
+from fedroc.federation.flower.deploy import MARKER, _run_status, marked_processes
+from fedroc.federation.flower.superlink import executor_command, superlink_args
+from fedroc.federation.flower.transport import FlowerTransport
+
+
+# -- keys ------------------------------------------------------------------------------------
+def test_node_key_files_fingerprints_and_reuse(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    key = identity.generate_node_key(tmp_path / "n", "north")
+    assert key.private_key is not None and oct(key.private_key.stat().st_mode)[-3:] == "600"
+    assert key.public_key.read_text().rstrip().endswith("fedroc-site:north")
+    # Flower's tools read these formats; a PEM copy has the same fingerprint.
+    private = serialization.load_ssh_private_key(key.private_key.read_bytes(), None)
+    pem = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    assert identity.fingerprint(pem) == key.fingerprint
+    # A second start keeps the site's identity; rotation replaces it.
+    assert identity.generate_node_key(tmp_path / "n", "north") == key
+    rotated = identity.generate_node_key(tmp_path / "n", "north", overwrite=True)
+    assert rotated.fingerprint != key.fingerprint
+    with pytest.raises(InputError, match="nope.pub"):
+        identity.public_key_fingerprint(tmp_path / "nope.pub")
+    (tmp_path / "bad.pub").write_text("not a key")
+    with pytest.raises(InputError, match="bad.pub"):
+        identity.public_key_fingerprint(tmp_path / "bad.pub")
+
+
+# -- the ServerApp's identity check ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("flower-identity")
+    paths = {}
+    for name, frame in make_multisite((60, 70, 80), seed=4).items():
+        paths[name] = root / f"{name}.csv"
+        frame.to_csv(paths[name], index=False)
+    return paths
+
+
+class RegisteredGrid(FakeGrid):
+    """A fake grid whose nodes carry the SuperLink's record: registered name and key."""
+
+    def __init__(self, configs: dict[int, dict[str, Any]], infos: dict[int, NodeInfo]):
+        super().__init__(configs)
+        self.infos = infos
+
+    def get_nodes(self) -> list[NodeInfo]:
+        return [self.infos[n] for n in self.contexts]
+
+
+def _pem(key: identity.NodeKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    assert key.private_key is not None
+    private = serialization.load_ssh_private_key(key.private_key.read_bytes(), None)
+    return private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _deployment(site_files, tmp_path, declared: dict[int, str], registered: dict[int, tuple]):
+    keys = {n: identity.generate_node_key(tmp_path / "keys" / n, n) for n in site_files}
+    configs = {
+        node: {"site": site, "data": str(site_files[site if site in site_files else "site1"])}
+        for node, site in declared.items()
+    }
+    infos = {
+        node: NodeInfo(node_id=node, name=name, public_key=_pem(keys[owner]))
+        for node, (name, owner) in registered.items()
+    }
+    pins = {n: (k.fingerprint,) for n, k in keys.items()}
+    return RegisteredGrid(configs, infos), pins, keys
+
+
+def test_genuine_nodes_are_accepted(site_files, tmp_path) -> None:
+    declared = {1: "site1", 2: "site2", 3: "site3"}
+    registered = {1: ("site1", "site1"), 2: ("site2", "site2"), 3: ("site3", "site3")}
+    grid, pins, _ = _deployment(site_files, tmp_path, declared, registered)
+    transport = FlowerTransport(grid, site_keys=pins, require_registered=True, timeout=5)
+    assert transport.site_names == ["site1", "site2", "site3"] and transport.refused == {}
+
+
+def test_a_node_with_another_sites_key_is_refused_naming_it(site_files, tmp_path) -> None:
+    # Node 9 holds site2's registered key and declares site1.
+    declared = {1: "site1", 2: "site2", 9: "site1"}
+    registered = {1: ("site1", "site1"), 2: ("site2", "site2"), 9: ("site2", "site2")}
+    grid, pins, keys = _deployment(site_files, tmp_path, declared, registered)
+    transport = FlowerTransport(
+        grid, sites=["site1", "site2"], site_keys=pins, require_registered=True, timeout=5
+    )
+    assert transport.node_ids == {"site1": 1, "site2": 2}  # the genuine ones, no DoS
+    why = transport.refused[9]
+    assert "Flower node 9 declares site 'site1'" in why and keys["site2"].fingerprint in why
+    # Without the pins, the registered name alone refuses it too.
+    grid, _, _ = _deployment(site_files, tmp_path, declared, registered)
+    named = FlowerTransport(grid, sites=["site1"], require_registered=True, timeout=5)
+    assert "registered as 'site2'" in named.refused[9]
+    # With neither check (an unauthenticated deployment) it would have been a second site1.
+    grid, _, _ = _deployment(site_files, tmp_path, declared, registered)
+    with pytest.raises(SiteError, match="two SuperNodes serve the same site"):
+        FlowerTransport(grid, sites=["site1"], timeout=5)
+
+
+def test_a_rogue_key_registered_under_a_sites_name_is_refused(site_files, tmp_path) -> None:
+    rogue = identity.generate_node_key(tmp_path / "rogue", "site1")
+    declared = {9: "site1", 2: "site2"}
+    grid, pins, _ = _deployment(site_files, tmp_path, declared, {2: ("site2", "site2")})
+    grid.infos[9] = NodeInfo(node_id=9, name="site1", public_key=_pem(rogue))
+    with pytest.raises(SiteError) as exc:
+        FlowerTransport(
+            grid,
+            sites=["site1", "site2"],
+            site_keys=pins,
+            require_registered=True,
+            discovery_timeout=0.5,
+        )
+    assert exc.value.site == "site1"
+    assert rogue.fingerprint in str(exc.value) and "refused" in str(exc.value)
+
+
+def test_an_unregistered_node_and_an_unknown_site_are_refused(site_files, tmp_path) -> None:
+    declared = {1: "site1", 5: "elsewhere"}
+    grid, pins, _ = _deployment(site_files, tmp_path, declared, {1: ("site1", "site1")})
+    grid.infos[5] = NodeInfo(node_id=5)  # self-registered: no name, no key on record
+    transport = FlowerTransport(
+        grid, sites=["site1"], site_keys=pins, require_registered=True, timeout=5
+    )
+    assert "has no registered key" in transport.refused[5]
+    grid, _, _ = _deployment(
+        site_files, tmp_path, {1: "site1", 5: "site1"}, {1: ("site1", "site1")}
+    )
+    grid.infos[5] = NodeInfo(node_id=5)
+    unnamed = FlowerTransport(grid, sites=["site1"], require_registered=True, timeout=5)
+    assert "not registered under a name" in unnamed.refused[5]
+
+
+# -- logs, health, launchers -----------------------------------------------------------------
+def test_log_records_are_json_lines_with_utc_timestamps() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter(component="supernode", site="north"))
+    logger = logging.getLogger("fedroc.test.json")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.warning("SuperNode ID: %s\n", 42)
+    entry = json.loads(stream.getvalue())
+    assert entry["message"] == "SuperNode ID: 42" and entry["level"] == "WARNING"
+    assert entry["site"] == "north" and entry["component"] == "supernode"
+    assert time.strptime(entry["time"][:19], "%Y-%m-%dT%H:%M:%S") and entry["time"].endswith("Z")
+
+
+def test_node_health_from_its_status_file(tmp_path: Path) -> None:
+    assert not health.check_node(tmp_path)["healthy"]
+    status = {"site": "north", "node_id": 7, "pid": os.getpid(), "last_contact": time.time()}
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    assert health.check_node(tmp_path)["healthy"]
+    (tmp_path / "status.json").write_text(json.dumps({**status, "last_contact": time.time() - 99}))
+    report = health.check_node(tmp_path, max_age=60)
+    assert not report["healthy"] and "no contact with the SuperLink" in report["detail"]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "status.json").write_text(json.dumps({**status, "pid": dead.pid}))
+    assert "is gone" in health.check_node(tmp_path)["detail"]
+
+
+def test_superlink_health_of_nothing_listening_is_unhealthy() -> None:
+    from fedroc.federation.flower.deploy import free_port
+
+    report = health.check_superlink(f"127.0.0.1:{free_port()}", None, timeout=2)
+    assert not report["healthy"]
+
+
+def test_superlink_launcher_defaults_and_executor_command() -> None:
+    args = superlink_args(["--host", "0.0.0.0", "--port", "9093"], warm=True)
+    assert "--disable-runtime-dependency-installation" in args
+    assert args[-2:] == ["--isolation", "process"]
+    assert "--isolation" not in superlink_args(["--port", "9093"], warm=False)
+    tls = ["--host", "0.0.0.0", "--port", "9093", "--ssl-ca-certfile", "/tls/ca.crt"]
+    cmd = executor_command(tls)
+    assert cmd[cmd.index("--runtime-api-address") + 1] == "127.0.0.1:9093"
+    assert cmd[-2:] == ["--root-certificates", "/tls/ca.crt"]
+    assert executor_command(["--insecure"])[-1] == "--insecure"
+
+
+def test_processes_are_found_by_their_marker() -> None:
+    env = {**os.environ, MARKER: "fedroc-test-marker/site1"}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        assert child.pid in marked_processes("fedroc-test-marker")
+        assert child.pid in marked_processes("fedroc-test-marker/site1")
+        assert child.pid not in marked_processes("fedroc-test-marker/site2")
+        assert child.pid not in marked_processes("fedroc-test")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_run_status_never_raises(monkeypatch) -> None:
+    from fedroc.federation.flower import deploy
+
+    def fake(output: str):
+        return lambda *a, **k: output
+
+    monkeypatch.setattr(deploy, "_flwr", fake('{"success": false, "error-message": "no run"}'))
+    assert _run_status("1", {}) == "unknown: no run"
+    monkeypatch.setattr(deploy, "_flwr", fake("Traceback: boom"))
+    assert _run_status("1", {}).startswith("unknown: `flwr ls` did not print JSON")
+    run = '{"runs": [{"status": "finished:failed", "status-details": "ServerApp crashed"}]}'
+    monkeypatch.setattr(deploy, "_flwr", fake(run))
+    assert _run_status("1", {}) == "finished:failed (ServerApp crashed)"
+
+
+def test_site_supervisor_restarts_an_exiting_node_and_stops_on_sigterm() -> None:
+    import signal
+    import threading
+
+    from fedroc.federation.flower.node import supervise
+
+    # A SuperNode that cannot start (an unknown flag) exits at once, with status 2.
+    assert supervise(["--no-such-flag"], restart=False, log=lambda line: None) == 2
+    lines: list[str] = []
+    timer = threading.Timer(180.0, os.kill, (os.getpid(), signal.SIGTERM))
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if len(lines) == 2 and not timer.is_alive():
+            os.kill(os.getpid(), signal.SIGTERM)  # the operator stops it
+
+    timer.start()  # bounds the test if the node never exits
+    try:
+        assert supervise(["--no-such-flag"], restart=True, log=log) == 0
+    finally:
+        timer.cancel()
+    assert lines[:2] == [
+        "the SuperNode exited with status 2; starting it again in 2 s",
+        "the SuperNode exited with status 2; starting it again in 4 s",
+    ]
