@@ -273,3 +273,26 @@ def test_small_coverage_run_of_the_corrected_rocglm():
     assert row["coverage"] >= 0.85, row
     assert abs(row["bias"]) < 3 * row["bias_mcse"] + 0.005, row
     assert math.isfinite(row["mean_width"])
+
+
+def test_rocglm_imports_nothing_above_the_methods():
+    """Layers: methods never import fedroc.report or fedroc.cli (DESIGN.md), not even
+    inside a function (the ROC-GLM's plot and figures once did)."""
+    import ast
+    from pathlib import Path
+
+    import fedroc.methods.rocglm as package
+
+    above = ("fedroc.report", "fedroc.cli")
+    found = []
+    for path in Path(package.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{path.name}: {n}" for n in names if n.startswith(above)]
+    assert found == []

@@ -237,15 +237,27 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
 
         Returns the matplotlib figure.
         """
-        from fedroc.report import roc_figure
-
-        fpr, tpr = self.roc_curve()
-        label = f"distributed ROC-GLM (AUC {self.auc_rocglm:.3f})"
-        if ax is None:
-            return roc_figure(pooled, [(label, fpr, tpr)], title="ROC-GLM")
         from fedroc.metrics import roc_curve
 
-        if pooled is not None:
+        if ax is None:
+            # A bare Figure on the Agg canvas: no display, no pyplot state, and no import of
+            # fedroc.report (a layer above the methods).
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+
+            fig = Figure(figsize=(5, 5))
+            FigureCanvasAgg(fig)
+            ax = fig.add_subplot()
+            ax.set(
+                xlabel="false positive rate",
+                ylabel="true positive rate",
+                title="ROC-GLM",
+                xlim=(0, 1),
+                ylim=(0, 1.01),
+            )
+        fpr, tpr = self.roc_curve()
+        label = f"distributed ROC-GLM (AUC {self.auc_rocglm:.3f})"
+        if pooled is not None and 0 < pooled.n_pos < pooled.n:
             efpr, etpr, _ = roc_curve(pooled.label, pooled.score)
             ax.step(efpr, etpr, where="post", color="black", lw=1.2, label="pooled (empirical)")
         ax.plot(fpr, tpr, lw=1.5, label=label)

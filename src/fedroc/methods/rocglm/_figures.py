@@ -41,9 +41,14 @@ _COLORS = {"ok": "#3b6fb6", "bad": "#d0463b", "none": "#e4e4e4"}
 
 
 def _plt() -> Any:
-    from fedroc.report import _matplotlib
+    # pyplot on the Agg backend, imported here rather than from fedroc.report (a layer
+    # above the methods).
+    import matplotlib
 
-    return _matplotlib()
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 @functools.lru_cache(maxsize=4)
