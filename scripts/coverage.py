@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 import warnings
@@ -187,6 +188,18 @@ METHODS = {
     "histogram-dp": MethodSpec(
         "histogram (DP, eps 1)", "histogram", {"quantiles": 256, "dp_epsilon": 1.0}
     ),
+    # The two settings of issue 13 where the DP interval undercovered on small data.
+    "histogram-dp-q1024": MethodSpec(
+        "histogram (DP, eps 1, Q 1024)", "histogram", {"quantiles": 1024, "dp_epsilon": 1.0}
+    ),
+    "histogram-dp-eps0.1": MethodSpec(
+        "histogram (DP, eps 0.1, Q 64)", "histogram", {"quantiles": 64, "dp_epsilon": 0.1}
+    ),
+    "histogram-ldp": MethodSpec(
+        "histogram (local DP, eps 1)",
+        "histogram",
+        {"quantiles": 256, "dp_epsilon": 1.0, "dp_mode": "local"},
+    ),
     "mpc": MethodSpec("mpc (exact)", "mpc"),
     "clustered": MethodSpec(
         "clustered (population AUC, secure aggregation)",
@@ -211,9 +224,16 @@ class Cell:
     lows: list[float] = field(default_factory=list)
     highs: list[float] = field(default_factory=list)
     failures: dict[str, int] = field(default_factory=dict)
+    withheld: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def add(self, auc: float, ci: Sequence[float] | None) -> None:
+    def add(self, auc: float, ci: Sequence[float] | None, reason: str | None = None) -> None:
+        """One run; a method that withholds its estimate or interval says why (``reason``)."""
+        if ci is None or not math.isfinite(auc):
+            key = reason or "no interval"
+            self.withheld[key] = self.withheld.get(key, 0) + 1
+        if not math.isfinite(auc):
+            return
         self.aucs.append(auc)
         self.lows.append(np.nan if ci is None else float(ci[0]))
         self.highs.append(np.nan if ci is None else float(ci[1]))
@@ -226,7 +246,8 @@ class Cell:
         a, lo, hi = (np.asarray(v, np.float64) for v in (self.aucs, self.lows, self.highs))
         has_ci = np.isfinite(lo) & np.isfinite(hi)
         covered = (lo <= self.truth) & (self.truth <= hi)
-        runs = a.size + sum(self.failures.values())
+        no_estimate = sum(self.withheld.values()) - int((~has_ci).sum())
+        runs = a.size + sum(self.failures.values()) + no_estimate
         cover = float(covered[has_ci].mean()) if has_ci.any() else float("nan")
         # Monte-Carlo standard error of the coverage, to read the table honestly.
         mc = math.sqrt(max(cover * (1 - cover), 1e-12) / max(has_ci.sum(), 1))
@@ -236,6 +257,7 @@ class Cell:
             "method": self.method,
             "runs": runs,
             "failed": sum(self.failures.values()),
+            "no_ci": sum(self.withheld.values()),
             "coverage": cover,
             "coverage_mcse": mc,
             "bias": float(np.mean(a - self.truth)) if a.size else float("nan"),
@@ -243,6 +265,17 @@ class Cell:
             "mean_width": float(np.mean((hi - lo)[has_ci])) if has_ci.any() else float("nan"),
             "seconds_per_run": self.seconds / max(runs, 1),
         }
+
+
+def _withheld_reason(res: Any) -> str | None:
+    extra = res.extra
+    reason = extra.get("ci_withheld")
+    if reason is None and extra.get("caveats"):
+        reason = extra["caveats"][0]
+    if reason is None:
+        return None
+    # Keep the cause, drop the run's own numbers, so that equal reasons count together.
+    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", reason)[:160]
 
 
 def run_study(
@@ -300,13 +333,15 @@ def run_study(
                                 calibration_bins=None,
                                 **spec.options,
                             )
-                        cell.add(res.auc, res.auc_ci)
+                        cell.add(res.auc, res.auc_ci, _withheld_reason(res))
                     except Exception as exc:  # counted and shown, never hidden
                         cell.fail(exc)
                     cell.seconds += time.perf_counter() - start
                 if progress is not None and (rep + 1) % max(1, reps // 10) == 0:
                     progress(f"{design_name} n={n}: {rep + 1}/{reps}")
-            rows += [c.row() | {"failures": c.failures} for c in cells.values()]
+            rows += [
+                c.row() | {"failures": c.failures, "withheld": c.withheld} for c in cells.values()
+            ]
     return pd.DataFrame(rows)
 
 
@@ -317,14 +352,17 @@ def to_markdown(table: pd.DataFrame, *, reps: int, seed: int, command: str) -> s
         f"Command: `{command}` ({reps} replicates per cell, seed {seed}).",
         "Coverage of the true AUC (the design's), with its Monte-Carlo standard error; bias of",
         "the AUC estimate; mean interval width; failed runs (refusals, errors) are counted, and",
-        "their reasons listed below the table.",
+        "their reasons listed below the table; runs where the method withheld its interval (or",
+        "its estimate) are counted under 'no CI', and coverage is over the runs with one.",
         "",
-        "| design | n | method | runs | failed | coverage (MCSE) | bias (MCSE) | width | s/run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| design | n | method | runs | failed | no CI | coverage (MCSE) | bias (MCSE) | width "
+        "| s/run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table.to_dict("records"):
         lines.append(
             f"| {r['design']} | {r['n']} | {r['method']} | {r['runs']} | {r['failed']} | "
+            f"{r['no_ci']} | "
             f"{r['coverage']:.3f} ({r['coverage_mcse']:.3f}) | "
             f"{r['bias']:+.4f} ({r['bias_mcse']:.4f}) | {r['mean_width']:.4f} | "
             f"{r['seconds_per_run']:.2f} |"
@@ -336,6 +374,13 @@ def to_markdown(table: pd.DataFrame, *, reps: int, seed: int, command: str) -> s
     ]
     if notes:
         lines += ["", "Failures:", "", *notes]
+    withheld = [
+        f"- {r['design']} n={r['n']} {r['method']}: {k} ({v}x)"
+        for r in table.to_dict("records")
+        for k, v in r["withheld"].items()
+    ]
+    if withheld:
+        lines += ["", "Runs without an interval (the method said why):", "", *withheld]
     return "\n".join(lines) + "\n"
 
 
@@ -372,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     text = to_markdown(table, reps=args.reps, seed=args.seed, command=command)
     (args.out / f"{args.name}.md").write_text(text)
-    table.drop(columns=["failures"]).to_csv(args.out / f"{args.name}.csv", index=False)
+    table.drop(columns=["failures", "withheld"]).to_csv(args.out / f"{args.name}.csv", index=False)
     print(text)
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
 

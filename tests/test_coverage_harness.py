@@ -40,6 +40,17 @@ def test_failures_are_counted_not_hidden(coverage):
     assert any("refuse" in k for k in table["failures"].iloc[0])
 
 
+def test_histogram_dp_covers_and_says_why_when_it_cannot(coverage):
+    table = coverage.run_study(["binormal"], [600], ["histogram-dp"], reps=40, seed=4)
+    assert table["failed"].iloc[0] == 0
+    assert table["coverage"].iloc[0] >= 0.85, table[["method", "coverage"]]
+    # Issue 13's worst setting (epsilon 0.1, Q 64, 5 x 300 rows, 150 positives): no run
+    # crashes; each withholds its AUC and says why.
+    rare = coverage.run_study(["rare"], [1500], ["histogram-dp-eps0.1"], reps=8, seed=5)
+    assert rare["failed"].iloc[0] == 0 and rare["no_ci"].iloc[0] == 8
+    assert all("DP noise" in reason for reason in rare["withheld"].iloc[0])
+
+
 def test_clustered_design_covers_theta12_with_the_federated_clustered_method(coverage):
     table = coverage.run_study(["clustered"], [400], ["clustered"], reps=30, seed=5)
     assert list(table["failed"]) == [0]

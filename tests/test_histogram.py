@@ -336,9 +336,7 @@ def test_flchain_gradient_boosting_at_q_1024():
 def test_distributed_dp_spends_epsilon_and_widens_the_interval(synthetic):
     parts, pooled = synthetic
     fed = federation_of(parts, noise_seed=4)
-    res = evaluate(
-        fed, "histogram", pooled=pooled, seed=4, quantiles=64, dp_epsilon=1.0, noise_replicates=30
-    )
+    res = evaluate(fed, "histogram", pooled=pooled, seed=4, quantiles=64, dp_epsilon=1.0)
     d = res.details
     assert res.extra["epsilon"] == 1.0 and res.extra["mode"] == "distributed-dp"
     assert res.released.epsilon == {name: pytest.approx(1.0) for name in parts}
@@ -355,12 +353,9 @@ def test_distributed_dp_spends_epsilon_and_widens_the_interval(synthetic):
         seed=4,
         quantiles=64,
         dp_epsilon=1.0,
-        noise_replicates=30,
     )
     assert again.auc == res.auc  # the sites' own seed reproduces their noise
-    unseeded = evaluate(
-        federation_of(parts), "histogram", seed=4, quantiles=64, dp_epsilon=1.0, noise_replicates=2
-    )
+    unseeded = evaluate(federation_of(parts), "histogram", seed=4, quantiles=64, dp_epsilon=1.0)
     assert unseeded.auc != res.auc  # the analyst's seed does not reach the sites' noise
     cont = evaluate(
         fed,
@@ -369,7 +364,6 @@ def test_distributed_dp_spends_epsilon_and_widens_the_interval(synthetic):
         quantiles=64,
         dp_epsilon=1.0,
         dp_noise="continuous",
-        noise_replicates=30,
     )
     assert abs(cont.auc - roc_auc(pooled.label, pooled.score)) < 0.02
 
@@ -410,7 +404,6 @@ def test_privacy_spent_is_reported_when_a_site_drops_at_the_first_stage(syntheti
         dp_epsilon=0.5,
         allow_dropouts=True,
         threshold=3,
-        noise_replicates=2,
         seed=1,
     )
     # The whole first call failed, so the survivors' budget comes from their repeated

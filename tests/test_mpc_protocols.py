@@ -15,8 +15,9 @@ from fedroc.exceptions import ProtocolError
 from fedroc.mpc import protocols as pr
 from fedroc.mpc import ring
 from fedroc.mpc.local import random_shares
+from fedroc.mpc.messages import FRAME_PREFIX
 from fedroc.mpc.prg import Stream
-from fedroc.mpc.runtime import Step, pack, par, run_local, unpack
+from fedroc.mpc.runtime import Step, par, read_step, run_local, step_frame
 
 SEED = b"fedroc-mpc-tests"
 
@@ -74,8 +75,8 @@ def test_stream_is_deterministic_and_uniform():
 
 def test_frames_round_trip():
     payload = [np.arange(5, dtype=np.uint64), [np.zeros((2, 3), np.uint8), b"xy", 7], None, "s"]
-    header, buffers = pack("tag", payload)
-    tag, back = unpack(header, memoryview(b"".join(buffers)))
+    frame = step_frame("tag", payload, "job-1234")
+    tag, back = read_step(frame[FRAME_PREFIX:], "test")
     assert tag == "tag"
     assert np.array_equal(back[0], payload[0])
     assert back[1][0].shape == (2, 3) and back[1][1] == b"xy" and back[1][2] == 7
@@ -94,13 +95,13 @@ def test_private_compare_vectors_hold_a_zero_iff_blinded_result(k, rng):
     y[:40] = r[:40]  # equal values
     y[40:60] = np.uint64(top)  # t = y + 1 wraps when beta = 1
     beta = rng.integers(0, 2, m).astype(np.uint8)
-    bits = ring.bits_msb_first(r, k).astype(np.int64)
-    share0 = rng.integers(0, 67, (m, k))
+    bits = ring.bits_msb_first(r, k).T.astype(np.int64)  # bit-major: (k, m)
+    share0 = rng.integers(0, 67, (k, m))
     share1 = (bits - share0) % 67
-    s = rng.integers(1, 67, (m, k)).astype(np.uint8)
+    s = rng.integers(1, 67, (k, m)).astype(np.uint8)
     shift = rng.integers(0, k, m)
     rare = [Stream(bytes(range(32))), Stream(bytes(range(32)))]  # common to both proxies
-    mask = rng.integers(0, 67, (m, k)).astype(np.uint8)
+    mask = rng.integers(0, 67, (k, m)).astype(np.uint8)
     d0 = pr.private_compare_vectors(
         0, share0.astype(np.uint8), y, beta, s, shift, k, rare[0].zp_star, mask
     )
@@ -122,11 +123,11 @@ def test_private_compare_messages_are_rerandomized(rng):
     m, k = 4000, 63
     y = ring.u64(rng.integers(0, 2**62, m))
     beta = rng.integers(0, 2, m).astype(np.uint8)
-    share0 = rng.integers(0, 67, (m, k)).astype(np.uint8)
-    s = rng.integers(1, 67, (m, k)).astype(np.uint8)
+    share0 = rng.integers(0, 67, (k, m)).astype(np.uint8)
+    s = rng.integers(1, 67, (k, m)).astype(np.uint8)
     no_shift = np.zeros(m, dtype=np.int64)  # isolate the share masking from the rotation
-    known_zero = share0[:, 0] == 0  # the helper knows these rows
-    mask = rng.integers(0, 67, (m, k)).astype(np.uint8)
+    known_zero = share0[0] == 0  # the helper knows these rows
+    mask = rng.integers(0, 67, (k, m)).astype(np.uint8)
     plain = pr.private_compare_vectors(0, share0, y, beta, s, no_shift, k, None)
     masked = pr.private_compare_vectors(0, share0, y, beta, s, no_shift, k, None, mask)
     assert np.all(plain[known_zero, 0] == 0)  # the leak the mask removes
@@ -245,6 +246,34 @@ def test_div_frac_is_floor_of_the_ratio(rng):
     expected = [(int(a) << 52) // int(b) for a, b in zip(num, den, strict=True)]
     assert [int(v) for v in z] == expected
     assert run.stats[1].rounds < 60  # radix 16: 13 digits of 4 rounds, plus the integer part
+
+
+@pytest.mark.parametrize(
+    ("den_bits", "int_bits", "frac_bits", "radix"),
+    [(20, 22, 0, 8), (30, 12, 17, 8), (58, 0, 20, 4), (45, 1, 60, 8), (10, 30, 0, 3)],
+)
+def test_divide_is_floor_of_the_ratio_with_integer_and_fraction_bits(
+    den_bits, int_bits, frac_bits, radix, rng
+):
+    m = 60
+    den = ring.u64(rng.integers(1, 2**den_bits, m, dtype=np.uint64))
+    num = np.array(
+        [int(rng.integers(0, 2**62)) % (int(d) << int_bits) if int_bits else 0 for d in den],
+        dtype=np.uint64,
+    )
+    if not int_bits:
+        num = (den.astype(float) * rng.random(m)).astype(np.uint64)
+    z, _ = run3(
+        lambda p, a, b: pr.divide(
+            p, a, b, den_bits=den_bits, int_bits=int_bits, frac_bits=frac_bits, max_radix=radix
+        ),
+        num,
+        den,
+    )
+    expected = [(int(a) << frac_bits) // int(b) for a, b in zip(num, den, strict=True)]
+    assert [int(v) for v in z] == expected
+    with pytest.raises(ProtocolError, match="do not fit"):
+        next(pr.divide(None, num, den, den_bits=60, int_bits=5, frac_bits=0))
 
 
 def test_par_merges_rounds(rng):

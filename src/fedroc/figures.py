@@ -30,6 +30,7 @@ FIGURE_MODULES: dict[int, list[str]] = {paper: [] for paper in PAPERS}
 FIGURE_MODULES[1].append("fedroc.methods.rocglm._figures")
 FIGURE_MODULES[2].append("fedroc.methods.sequester.figures")
 FIGURE_MODULES[3].append("fedroc.methods.clustered.figures")
+FIGURE_MODULES[5].append("fedroc.methods.histogram.figures")
 
 FigureFn = Callable[..., Path]
 

@@ -33,7 +33,11 @@ DEFAULT_MIN_COUNT = 5
 
 
 def build_federation(
-    data: dict[str, SiteData], *, min_count: int, audit_dir: Path | None
+    data: dict[str, SiteData],
+    *,
+    min_count: int,
+    audit_dir: Path | None,
+    mpc_owner_keys: Path | None = None,
 ) -> Federation:
     from fedroc.federation import Federation, Site
     from fedroc.privacy import DisclosurePolicy
@@ -45,6 +49,14 @@ def build_federation(
         )
         for name, d in data.items()
     ]
+    if mpc_owner_keys is not None:
+        # The sites built here are simulated: give each its MPC owner key (owner-NAME.key,
+        # as `fedroc mpc certs --owner NAME` writes), registered with the cluster.
+        from fedroc.mpc.certs import owner_key_file
+        from fedroc.mpc.owner import configure_owner
+
+        for site in sites:
+            configure_owner(site, key=mpc_owner_keys / owner_key_file(site.name))
     return Federation.from_sites(sites)
 
 
@@ -68,6 +80,9 @@ def render_result(result: EvaluationResult) -> None:
     rows.append((f"{level} CI", result.auc_ci))
     for key, value in result.extra.items():
         if key in {"calibration", "calibration_released"}:
+            continue
+        if key == "caveats":  # plain sentences: one row each
+            rows += [("caveat", str(c)) for c in value]
             continue
         if isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
@@ -267,6 +282,17 @@ def evaluate_command(
     dp_noise: Annotated[
         str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")
     ] = None,
+    dp_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="histogram: with --dp-epsilon, 'distributed' (noise shares summed by secure "
+            "aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
+        ),
+    ] = None,
+    interpolation: Annotated[
+        str | None,
+        typer.Option(help="histogram: pchip (the paper), linear or midpoint between quantiles."),
+    ] = None,
     branching: Annotated[
         int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
     ] = None,
@@ -287,6 +313,17 @@ def evaluate_command(
         str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
     ] = None,
     mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
+    mpc_owner_keys: Annotated[
+        Path | None,
+        typer.Option(help="mpc: directory of the sites' owner keys (owner-NAME.key)."),
+    ] = None,
+    mpc_precision: Annotated[
+        int | None, typer.Option(help="mpc: bits of the opened values (default 14).")
+    ] = None,
+    mpc_min_class_count: Annotated[
+        int | None,
+        typer.Option(help="mpc: open nothing unless both classes have this many samples."),
+    ] = None,
     # --- clustered (paper 3) ---
     cluster: Annotated[
         str | None,
@@ -333,6 +370,8 @@ def evaluate_command(
         "quantiles": quantiles,
         "dp_epsilon": dp_epsilon,
         "dp_noise": dp_noise,
+        "dp_mode": dp_mode,
+        "interpolation": interpolation,
         "branching": branching,
         "score_range": None if score_range is None else _parse_range(score_range),
         "score_transform": score_transform,
@@ -356,6 +395,8 @@ def evaluate_command(
         "mpc_cluster": None if mpc_cluster is None else str(mpc_cluster),
         "mpc_sort": mpc_sort,
         "mpc_delta": mpc_delta,
+        "mpc_precision": mpc_precision,
+        "mpc_min_class_count": mpc_min_class_count,
     }
     options.update({k: v for k, v in mpc_options.items() if v is not None})
     clustered_options = {
@@ -371,6 +412,8 @@ def evaluate_command(
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     pooled: SiteData | None
     if sites_file is not None:
+        if mpc_owner_keys is not None:
+            raise InputError("--mpc-owner-keys configures sites given with --site only")
         federation = _federation_from_file(
             sites_file, label, score, pos_label, min_count, audit_dir, cluster
         )
@@ -387,15 +430,25 @@ def evaluate_command(
             Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster),
             coerce_pos_label(pos_label),
         )
+        if mpc_owner_keys is not None and method != "mpc":
+            raise InputError(f"option --mpc-owner-keys does not apply to --method {method}")
         federation = build_federation(
             data,
             min_count=DEFAULT_MIN_COUNT if min_count is None else min_count,
             audit_dir=audit_dir,
+            mpc_owner_keys=mpc_owner_keys,
         )
         pooled = pool_site_data(data)
+        if method == "mpc" and mpc_min_class_count is None:
+            # The sites built here refuse an MPC job below their --min-count.
+            options["mpc_min_class_count"] = max(
+                5, DEFAULT_MIN_COUNT if min_count is None else min_count
+            )
         if method == "pooled":
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
+    if method == "mpc":
+        options["mpc_calibration_bins"] = bins
     check_options(method, options)
     with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
         result = evaluate(

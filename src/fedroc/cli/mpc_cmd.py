@@ -1,17 +1,19 @@
 """``fedroc mpc``: run the three MPC parties on separate machines, share owners' data.
 
-A deployment: ``fedroc mpc certs DIR`` writes keys, certificates and ``cluster.toml`` (edit
-the hosts, then give each machine the public files and its own keys); ``fedroc mpc party
---cluster cluster.toml --id N`` on each of the three machines; each data owner runs
-``fedroc mpc share DATA --cluster cluster.toml --owner NAME --out NAME.share`` (the bundle
-holds two ciphertexts, one per proxy); the analyst runs ``fedroc mpc run --cluster
-cluster.toml *.share``. ``fedroc evaluate --method mpc --mpc-cluster cluster.toml`` does the
-sharing through the sites instead.
+A deployment: ``fedroc mpc certs DIR [--owner NAME ...]`` writes keys, certificates and
+``cluster.toml`` (edit the hosts, then give each machine the public files and its own keys;
+each data owner gets its ``owner-NAME.key``, or makes its own with ``fedroc mpc owner-key``
+and has its public key added under ``[owners]``); ``fedroc mpc party --cluster cluster.toml
+--id N`` on each of the three machines. For a job, the analyst picks a job id (``fedroc mpc
+new-job``) and tells the owners the id and the list of co-owners; each owner runs ``fedroc
+mpc share DATA --cluster cluster.toml --owner NAME --owner-key NAME.key --job ID --owners
+a,b,c --out NAME.share`` (two ciphertexts and the owner's signature of the job); the
+analyst runs ``fedroc mpc run --cluster cluster.toml *.share``. ``fedroc evaluate --method
+mpc --mpc-cluster cluster.toml`` does the sharing through the sites instead.
 """
 
 from __future__ import annotations
 
-import secrets
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +25,7 @@ from fedroc.exceptions import InputError
 
 mpc_app = typer.Typer(
     name="mpc",
-    help="Secure 3-party computation of exact AUROC and AUPR (ppAURORA).",
+    help="Secure 3-party computation of exact AUROC, AUPR and DeLong CI (ppAURORA).",
     no_args_is_help=True,
 )
 
@@ -50,8 +52,12 @@ def certs(
     timeout: Annotated[
         float, typer.Option(help="Seconds a party waits for a peer before giving up.")
     ] = 60.0,
+    owner: Annotated[
+        list[str] | None,
+        typer.Option(help="A data owner to make a key for and register (repeat per owner)."),
+    ] = None,
 ) -> None:
-    """Write a CA, party and client certificates, proxy keys and cluster.toml."""
+    """Write a CA, party and client certificates, proxy keys, owner keys and cluster.toml."""
     from fedroc.mpc.certs import generate_cluster
 
     ports: dict[int, int] = {}
@@ -60,9 +66,42 @@ def certs(
             ports[pid] = int(value)
         except ValueError:
             raise InputError(f"--port {pid}={value!r}: the port must be an integer") from None
-    path = generate_cluster(directory, hosts=_pairs(host, "host"), ports=ports, timeout=timeout)
+    if not timeout > 0:
+        raise InputError(f"--timeout must be positive; got {timeout}")
+    names = list(owner or [])
+    if len(set(names)) != len(names):
+        raise InputError(f"--owner names must differ; got {names}")
+    path = generate_cluster(
+        directory, hosts=_pairs(host, "host"), ports=ports, timeout=timeout, owner_keys=names
+    )
     err.print(f"cluster file written to {path}")
     out.print(str(path))
+
+
+@mpc_app.command("owner-key")
+def owner_key(
+    out_path: Annotated[Path, typer.Argument(help="File to write the private key to.")],
+    name: Annotated[str, typer.Option(help="The owner's name (as in its bundles).")],
+) -> None:
+    """Make a data owner's signing key; prints the line to add under [owners]."""
+    import json
+
+    from fedroc.mpc.owner import check_owner_name, write_owner_key
+
+    check_owner_name(name)
+    if out_path.exists():
+        raise InputError(f"{str(out_path)!r} exists already; choose another file")
+    public = write_owner_key(out_path)
+    err.print(f"owner key of {name!r} written to {out_path}; register it in cluster.toml:")
+    sys.stdout.write(f"{json.dumps(name)} = {json.dumps(public.hex())}\n")
+
+
+@mpc_app.command("new-job")
+def new_job() -> None:
+    """Print a fresh job id (the analyst gives it to the owners with the list of owners)."""
+    from fedroc.mpc.owner import new_job_id
+
+    sys.stdout.write(new_job_id() + "\n")
 
 
 @mpc_app.command("party")
@@ -73,11 +112,24 @@ def party(
         float, typer.Option(help="Seconds to wait for the other parties to come up.")
     ] = 60.0,
 ) -> None:
-    """Run one party until shut down (exit 0) or until a job fails (exit 1)."""
+    """Run one party until shut down (exit 0) or until a peer is lost (exit 1)."""
     from fedroc.mpc.net import ClusterConfig, PartyServer
 
+    if id not in (0, 1, 2):
+        raise InputError(f"--id must be 0, 1 or 2; got {id}")
+    if not startup_timeout > 0:
+        raise InputError(f"--startup-timeout must be positive; got {startup_timeout}")
     server = PartyServer(ClusterConfig.load(cluster), id, startup_timeout=startup_timeout)
     raise typer.Exit(server.serve())
+
+
+def _owners_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InputError(f"--owners must list the job's owners, comma-separated; got {text!r}")
+    if len(set(names)) != len(names):
+        raise InputError(f"--owners lists a name twice: {names}")
+    return names
 
 
 @mpc_app.command("share")
@@ -85,27 +137,70 @@ def share(
     data: Annotated[Path, typer.Argument(help="The owner's CSV or Parquet file.")],
     cluster: Annotated[Path, typer.Option(help="Cluster file (for the proxies' public keys).")],
     owner: Annotated[str, typer.Option(help="Name of this data owner.")],
+    owner_key: Annotated[Path, typer.Option(help="This owner's private key (owner-key).")],
+    job: Annotated[str, typer.Option(help="The job id the analyst gave (one job per bundle).")],
+    owners: Annotated[str, typer.Option(help="All owners of the job, comma-separated.")],
     out_path: Annotated[Path, typer.Option("--out", help="Bundle file to write.")],
     label: Annotated[str, typer.Option(help="Label column.")] = "label",
     score: Annotated[str, typer.Option(help="Score column.")] = "score",
     pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
+    precision_bits: Annotated[
+        int, typer.Option(help="Bits of the opened values the owner agrees to (1-52).")
+    ] = 14,
+    min_class_count: Annotated[
+        int, typer.Option(help="Open nothing unless both classes have this many samples.")
+    ] = 5,
+    ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Compute DeLong's CI.")] = True,
+    sort: Annotated[str, typer.Option(help="'oblivious' or 'delta' (the paper's merge).")] = (
+        "oblivious"
+    ),
+    delta: Annotated[int, typer.Option(help="The paper's delta (odd), with --sort delta.")] = 1,
+    noties: Annotated[
+        bool, typer.Option("--noties", help="Also open the paper's no-tie AUROC.")
+    ] = False,
+    compare_score: Annotated[
+        str | None,
+        typer.Option(help="A second model's score column: compare the two (paired DeLong)."),
+    ] = None,
 ) -> None:
-    """Sort, split and seal an owner's rows: one share for each proxy, in one file."""
+    """Sort, split, seal and sign an owner's rows for one job: one bundle file."""
     from fedroc.data import Columns, SiteData, load_table
     from fedroc.mpc.bundle import make_bundle, write_bundle
     from fedroc.mpc.net import ClusterConfig
+    from fedroc.mpc.owner import JobTerms, load_owner_key
 
+    key = load_owner_key(owner_key)
+    terms = JobTerms.create(
+        _owners_list(owners),
+        ClusterConfig.load(cluster).proxy_key_bytes(),
+        job=job,
+        frac_bits=precision_bits,
+        min_class_count=min_class_count,
+        ci=ci,
+        sort=sort,
+        delta=delta,
+        noties=noties,
+        compare=compare_score is not None,
+    )
     frame = load_table(data)
     rows = SiteData.from_frame(
         frame, Columns(label, score), pos_label=coerce_pos_label(pos_label), source=str(data)
     )
-    keys = ClusterConfig.load(cluster).proxy_keys()
-    bundle = make_bundle(owner, rows.label, rows.score, keys, secrets.token_hex(16))
+    scores_b = None
+    if compare_score is not None:
+        # Same rows, same order: the label column again, the second score column.
+        scores_b = SiteData.from_frame(
+            frame,
+            Columns(label, compare_score),
+            pos_label=coerce_pos_label(pos_label),
+            source=str(data),
+        ).score
+    bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=scores_b)
     write_bundle(bundle, out_path)
-    err.print(f"{rows.n} rows of {owner!r} sealed for the two proxies in {out_path}")
+    err.print(f"{rows.n} rows of {owner!r} sealed for job {terms.job} in {out_path}")
 
 
-def _result_rows(values: dict[str, float], stats: list[Any]) -> list[tuple[Any, ...]]:
+def _result_rows(stats: list[Any]) -> list[tuple[Any, ...]]:
     return [
         (f"party {pid}", s.rounds, s.bytes_sent, s.bytes_received, s.seconds)
         for pid, s in enumerate(stats)
@@ -114,44 +209,55 @@ def _result_rows(values: dict[str, float], stats: list[Any]) -> list[tuple[Any, 
 
 @mpc_app.command("run")
 def run(
-    bundles: Annotated[list[Path], typer.Argument(help="Owners' bundle files.")],
+    bundles: Annotated[list[Path], typer.Argument(help="Owners' bundle files (one job).")],
     cluster: Annotated[Path, typer.Option(help="Cluster file of the running parties.")],
-    sort: Annotated[str, typer.Option(help="'oblivious' or 'delta' (the paper's merge).")] = (
-        "oblivious"
-    ),
-    delta: Annotated[int, typer.Option(help="The paper's delta (odd), with --sort delta.")] = 1,
-    noties: Annotated[
-        bool, typer.Option("--noties", help="Also open the paper's no-tie AUROC.")
-    ] = False,
+    confidence: Annotated[float, typer.Option(help="Confidence level of the CI.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Compute AUROC and AUPR of the pooled owners on a running cluster."""
-    from fedroc.mpc.auc import AucSpec
+    """Compute AUROC, AUPR and DeLong CI of the pooled owners on a running cluster."""
+    from fedroc.methods.mpc import paired_comparison
+    from fedroc.metrics import logit_ci
     from fedroc.mpc.bundle import read_bundle
-    from fedroc.mpc.net import ClusterClient, ClusterConfig
+    from fedroc.mpc.net import ClusterClient, ClusterConfig, job_of
 
+    if not 0 < confidence < 1:
+        raise InputError(f"--confidence must lie in (0, 1); got {confidence}")
     items = [read_bundle(p) for p in bundles]
     names = [b.owner for b in items]
     if len(set(names)) != len(names):
         raise InputError(f"owner names must differ; got {names}")
-    spec = AucSpec(tuple(b.n for b in items), sort=sort, delta=delta, noties=noties)
-    result = ClusterClient(ClusterConfig.load(cluster)).run(spec, items)
+    terms, _ = job_of(items)
+    result = ClusterClient(ClusterConfig.load(cluster)).run(items)
+    o = result.outputs
+    ci = logit_ci(o.auc, o.se, confidence) if o.se is not None and o.released else None
     record = {
         "method": "mpc",
+        "job": terms.job,
         "sites": [{"name": b.owner, "n": b.n} for b in items],
-        **{k: v for k, v in result.values.items()},
+        "released": o.released,
+        "auc": o.auc,
+        "auc_ci": None if ci is None else list(ci),
+        "auc_se": o.se,
+        "pr_auc": o.pr_auc,
+        **({"auc_noties": o.auc_noties} if o.auc_noties is not None else {}),
+        **({"comparison": paired_comparison(o, confidence)} if o.auc_b is not None else {}),
+        "precision_bits": o.frac_bits,
+        "min_class_count": o.min_class_count,
         "seconds": result.seconds,
         "parties": [{"party": pid, **s.to_dict()} for pid, s in enumerate(result.stats)],
     }
     if as_json:
         emit_json(record)
         return
-    out.print(kv_table("MPC result", [*result.values.items(), ("seconds", result.seconds)]))
+    rows = [(k, v) for k, v in record.items() if k not in ("sites", "parties", "comparison")]
+    for key, value in record.get("comparison", {}).items():
+        rows.append((f"comparison: {key}", value))
+    out.print(kv_table("MPC result", rows))
     out.print(
         grid_table(
             "Parties",
             ["party", "rounds", "bytes sent", "bytes received", "seconds"],
-            _result_rows(result.values, result.stats),
+            _result_rows(result.stats),
         )
     )
 

@@ -1,17 +1,30 @@
-"""Sites, the analyst's Federation handle, transports and the first federated methods."""
+"""Sites, the analyst's Federation handle, transports and the first federated methods.
 
-from fedroc.federation.federation import CallRecord, Federation, Released
-from fedroc.federation.records import Record
-from fedroc.federation.site import (
-    AuditLog,
-    Reply,
-    Site,
-    SiteContext,
-    get_site_function,
-    registered_site_functions,
-    site_function,
-)
-from fedroc.federation.transport import Exchange, InProcessTransport, Transport
+Names are loaded on first use (PEP 562): :mod:`fedroc.federation.records`, the one record
+codec, is used by light processes (the MPC parties) that must not import pandas.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "CallRecord": "fedroc.federation.federation",
+    "Federation": "fedroc.federation.federation",
+    "Released": "fedroc.federation.federation",
+    "Record": "fedroc.federation.records",
+    "AuditLog": "fedroc.federation.site",
+    "Reply": "fedroc.federation.site",
+    "Site": "fedroc.federation.site",
+    "SiteContext": "fedroc.federation.site",
+    "get_site_function": "fedroc.federation.site",
+    "registered_site_functions": "fedroc.federation.site",
+    "site_function": "fedroc.federation.site",
+    "Exchange": "fedroc.federation.transport",
+    "InProcessTransport": "fedroc.federation.transport",
+    "Transport": "fedroc.federation.transport",
+}
 
 __all__ = [
     "AuditLog",
@@ -29,3 +42,30 @@ __all__ = [
     "registered_site_functions",
     "site_function",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fedroc.federation.federation import CallRecord, Federation, Released
+    from fedroc.federation.records import Record
+    from fedroc.federation.site import (
+        AuditLog,
+        Reply,
+        Site,
+        SiteContext,
+        get_site_function,
+        registered_site_functions,
+        site_function,
+    )
+    from fedroc.federation.transport import Exchange, InProcessTransport, Transport
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fedroc.federation' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -1,77 +1,141 @@
-"""Exact AUROC and AUPR by secure three-party computation (paper 4, ppAURORA).
+"""Exact AUROC, AUPR and DeLong CI by secure three-party computation (paper 4, ppAURORA).
 
-Threat model: that of :mod:`fedroc.mpc` (semi-honest, at most one of the three computing
-parties corrupted; the analyst learns the AUCs and the sites' sizes only).
+Threat model: that of :mod:`fedroc.mpc` (semi-honest computing parties, at most one of
+them corrupted; a curious analyst who may submit any job). What each party learns is
+stated there; in short the analyst learns the sites' list lengths, the AUROC and AUPR
+rounded to ``2**-frac_bits`` (default 14 bits), DeLong's variance of the AUROC (rounded to
+``2**-2 frac_bits``) and whether both classes have at least ``min_class_count`` samples.
 
 How the shares travel. The analyst asks every site for its shares with the site function
-``fedroc.mpc.share``, passing a fresh job context and the two proxies' X25519 public keys.
-The site sorts its rows by score, splits them into two additive shares and seals each share
-for its proxy (:mod:`fedroc.mpc.bundle`); its reply (kind ``"shares"``) holds the list length
-and two ciphertexts. The analyst relays the ciphertexts to proxy 0 with the job, and proxy 0
-forwards proxy 1's. So the sites need no connection to the computing parties (any fedroc
-transport carries the reply), and no one but each proxy can open its share: the analyst,
-who sees both ciphertexts, sees neither share. The same bundles can be made offline with
-``fedroc mpc share`` and submitted with ``fedroc mpc run``. The list length is released in
-the clear (as in the paper), so the site's disclosure policy applies to it: a site with fewer
-than ``min_count`` rows, or whose policy forbids shares, refuses.
+``fedroc.mpc.share``, passing the job's terms: a fresh job id, the list of co-owners (the
+federation's sites), the two proxies' X25519 public keys and the job's parameters
+(precision, minimum class count, CI, merge). The site checks the terms against its own
+settings (:mod:`fedroc.mpc.owner`: it is an owner, at least two owners, the minimum class
+count at least its policy's ``min_count``, the precision within its limit, at most one job
+by default), sorts its rows, splits them into two additive shares, seals each for its proxy
+and signs the bundle with its owner key. Its reply (kind ``"shares"``) holds the list
+length, its public key, the signature and two ciphertexts. The analyst relays them to
+proxy 0, which forwards proxy 1's part; each proxy checks the job (registered owners,
+signatures, exactly the signed co-owners, a job id never run before) before it starts.
 
 Where the parties run. By default the method starts three local processes talking TLS on
-127.0.0.1 (certificates made for the run) and stops them afterwards; with ``mpc_cluster``
-it uses a running cluster described by its TOML file (``fedroc mpc party`` on each machine).
+127.0.0.1 (certificates made for the run, the sites' owner keys registered) and stops them
+afterwards; whoever runs that holds every key, so it protects nothing against the analyst.
+With ``mpc_cluster`` it uses a running cluster described by its TOML file (``fedroc mpc
+party`` on each machine), which accepts only the owners registered in it.
 
-The result reports no confidence interval, and no Brier score or calibration curve: those
-would need plaintext aggregates beyond the two opened AUCs.
+Brier score and calibration come through secure aggregation
+(:func:`fedroc.secagg.secure_brier`, :func:`~fedroc.secagg.secure_calibration`) for
+probability scores, unless a site's policy refuses (then they are reported as missing and
+the reason is noted).
 """
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, FedrocError, InputError
 from fedroc.federation import Reply, SiteContext, site_function
 from fedroc.federation.records import Record
-from fedroc.federation.schema import Bytes, Text
+from fedroc.federation.schema import Bool, Bytes, Choice, Int, Names, Text
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 
-__all__ = ["MpcDetails", "run_mpc"]
+__all__ = ["MpcDetails", "paired_comparison", "run_mpc"]
 
 SHARE_FUNCTION = "fedroc.mpc.share"
+_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare")
 
 
-@site_function(
-    SHARE_FUNCTION,
-    schema={"context": Text(256), "proxy0_key": Bytes(64), "proxy1_key": Bytes(64)},
-)
+_JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
+SHARE_SCHEMA = {
+    "job": Text(64, alphabet=_JOB_ALPHABET),
+    "owners": Names(1024),
+    "proxy0_key": Bytes(32),
+    "proxy1_key": Bytes(32),
+    "frac_bits": Int(1, 52),
+    "min_class_count": Int(1, (1 << 28) - 1),
+    "ci": Bool(),
+    "sort": Choice("oblivious", "delta"),
+    "delta": Int(1, (1 << 28) - 1),
+    "noties": Bool(),
+    "compare": Bool(default=False),
+}
+
+
+@site_function(SHARE_FUNCTION, schema=SHARE_SCHEMA)
 def share_site(ctx: SiteContext, args: Record) -> Reply:
-    """This site's sorted records, split into two shares, each sealed for its proxy."""
+    """This site's sorted records, split into two shares, sealed and signed for one job."""
     from fedroc.mpc.bundle import make_bundle
-    from fedroc.mpc.seal import public_from_bytes
+    from fedroc.mpc.owner import JobTerms, authorise
 
+    where = f"site {ctx.site!r}: {SHARE_FUNCTION}"
+    owners = args["owners"]
     try:
-        context = str(args["context"])
-        keys = (
-            public_from_bytes(bytes(args["proxy0_key"])),
-            public_from_bytes(bytes(args["proxy1_key"])),
+        terms = JobTerms(
+            args["job"],
+            tuple(owners),
+            (bytes(args["proxy0_key"]), bytes(args["proxy1_key"])),
+            **{k: args[k] for k in _TERM_KEYS if args.get(k) is not None},
         )
-    except (KeyError, TypeError) as exc:
-        raise InputError(
-            f"{SHARE_FUNCTION} needs context, proxy0_key and proxy1_key: {exc}"
-        ) from None
-    bundle = make_bundle(ctx.site, ctx.data.label, ctx.data.score, keys, context)
+    except (InputError, TypeError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if terms.min_class_count < ctx.policy.min_count:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {SHARE_FUNCTION}: the job's minimum class count "
+            f"{terms.min_class_count} is below the site's minimum of {ctx.policy.min_count}",
+            site=ctx.site,
+            function=SHARE_FUNCTION,
+        )
+    with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
+        scores_b = None
+    if terms.compare:
+        # A second model's scores of the same rows (the site's data must carry them).
+        scores_b = getattr(ctx.data, "score_b", None)
+        if scores_b is None:
+            raise InputError(f"{where}: the site holds one score column; it cannot compare two")
+    with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
+        key = authorise(ctx.state, ctx.site, terms, ledger)
+    bundle = make_bundle(ctx.site, ctx.data.label, ctx.data.score, terms, key, scores_b=scores_b)
     return Reply(
         {
             "n": bundle.n,
-            "context": context,
+            "owner_key": bundle.owner_key,
+            "signature": bundle.signature,
             "box0": np.frombuffer(bundle.box0, dtype=np.uint8),
             "box1": np.frombuffer(bundle.box1, dtype=np.uint8),
         },
         kind="shares",
         counts={"rows": bundle.n},
     )
+
+
+def request_bundles(fed: Any, terms: Any) -> list[Any]:
+    """Ask every site of ``fed`` for its bundle of the job ``terms`` (one call)."""
+    from fedroc.mpc.bundle import Bundle
+
+    replies = fed.call(
+        SHARE_FUNCTION,
+        job=terms.job,
+        owners=list(terms.owners),
+        proxy0_key=terms.proxy_keys[0],
+        proxy1_key=terms.proxy_keys[1],
+        **terms.params(),
+    )
+    return [
+        Bundle(
+            name,
+            int(r["n"]),
+            terms,
+            bytes(r["owner_key"]),
+            bytes(r["signature"]),
+            r["box0"].tobytes(),
+            r["box1"].tobytes(),
+        )
+        for name, r in replies.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -87,13 +151,76 @@ class MpcDetails:
     spec: dict[str, Any] = field(default_factory=dict)
 
 
+def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str, Any]:
+    """The comparison of two models from a job's opened values (``compare=True``).
+
+    Paired DeLong (DeLong et al. 1988): the variance of ``AUC_a - AUC_b`` was computed under
+    MPC from the differences of the two models' placement values row by row (opened rounded
+    like the other variances). Returns ``auc_difference``, its ``se``, the Wald ``ci`` and the
+    two-sided ``p_value`` of H0: equal AUCs, and the second model's AUC and logit CI.
+    The evaluate layer's ``--compare-score`` reads this dictionary as its ``comparison``.
+    """
+    from scipy import stats
+
+    from fedroc.metrics import logit_ci
+
+    nan = float("nan")
+    if outputs.auc_b is None:
+        raise InputError("the job did not compare two models (compare=False)")
+    if not outputs.released:
+        return {
+            "auc_difference": nan,
+            "se": nan,
+            "ci": [nan, nan],
+            "p_value": nan,
+            "auc_b": nan,
+            "auc_b_ci": [nan, nan],
+            "method": "paired DeLong under MPC",
+        }
+    diff = outputs.auc - outputs.auc_b
+    se = outputs.se_difference
+    z = diff / se if se and se > 0 else nan
+    q = float(stats.norm.ppf(0.5 + confidence_level / 2))
+    return {
+        "auc_difference": diff,
+        "se": se,
+        "ci": [diff - q * se, diff + q * se] if se is not None else [nan, nan],
+        "p_value": float(2 * stats.norm.sf(abs(z))) if z == z else nan,
+        "auc_b": outputs.auc_b,
+        "auc_b_ci": list(logit_ci(outputs.auc_b, outputs.se_b, confidence_level)),
+        "method": "paired DeLong under MPC",
+    }
+
+
 def _megabytes(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
+def _secure_probability_metrics(fed: Any, n_bins: int) -> tuple[Any, Any, str]:
+    """Brier score and calibration by secure aggregation, or (None, None, why not)."""
+    from fedroc import secagg
+
+    # Public functions of fedroc.secagg (loaded lazily there, hence typed Any here).
+    secure_brier: Any = secagg.secure_brier
+    secure_calibration: Any = secagg.secure_calibration
+    if not all(r["ok"] for r in fed.call("fedroc.is_probability").values()):
+        return None, None, "scores are not probabilities: no Brier score or calibration"
+    try:
+        brier, _ = secure_brier(fed)
+        calibration = secure_calibration(fed, n_bins=n_bins)
+    except FedrocError as exc:
+        return None, None, f"Brier score and calibration withheld: {exc}"
+    return (
+        brier,
+        calibration.curve,
+        "Brier score and calibration by secure aggregation (the analyst saw sums over sites)",
+    )
+
+
 @register_method(
     "mpc",
-    "exact AUROC and AUPR by secure 3-party computation (ppAURORA; nothing but the AUCs opened)",
+    "exact AUROC, AUPR and DeLong CI by secure 3-party computation (ppAURORA; only the "
+    "rounded results opened)",
 )
 def run_mpc(
     inputs: EvaluationInputs,
@@ -103,8 +230,13 @@ def run_mpc(
     mpc_delta: int = 1,
     mpc_noties: bool = False,
     mpc_timeout: float = 60.0,
+    mpc_precision: int | None = None,
+    mpc_min_class_count: int | None = None,
+    mpc_ci: bool = True,
+    mpc_compare: bool = False,
+    mpc_calibration_bins: int = 10,
 ) -> EvaluationResult:
-    """Run the MPC AUC over the federation's sites.
+    """Run the MPC AUC (and its DeLong CI) over the federation's sites.
 
     Parameters
     ----------
@@ -118,49 +250,81 @@ def run_mpc(
         Also open the paper's no-tie AUROC (Algorithm 5), for comparison.
     mpc_timeout : float
         Seconds a local party waits for a peer before it gives up.
+    mpc_precision : int, optional
+        Bits of the opened values (default 14; every site must agree to it).
+    mpc_min_class_count : int, optional
+        Minimum class count checked under MPC before anything is opened (default 5; a site
+        refuses a job below its policy's ``min_count``).
+    mpc_ci : bool
+        Compute DeLong's variance and the logit CI (paper 1, eq. 3) under MPC.
+    mpc_compare : bool
+        Compare the sites' second score (``SiteData.score_b``) with the first: paired
+        DeLong under MPC, reported as ``comparison`` (:func:`paired_comparison`).
+    mpc_calibration_bins : int
+        Bins of the securely aggregated calibration curve.
     """
-    from fedroc.mpc.auc import AucSpec
-    from fedroc.mpc.bundle import Bundle
+    from fedroc.metrics import logit_ci
+    from fedroc.mpc.auc import DEFAULT_FRAC_BITS, DEFAULT_MIN_CLASS_COUNT, check_job_parameters
     from fedroc.mpc.cluster import Cluster, LocalCluster, RemoteCluster
+    from fedroc.mpc.owner import JobTerms
     from fedroc.mpc.runtime import ROLE
-    from fedroc.mpc.seal import public_bytes
 
-    if mpc_sort not in ("oblivious", "delta"):
-        raise InputError(f"--mpc-sort must be 'oblivious' or 'delta'; got {mpc_sort!r}")
-    if mpc_sort == "delta" and (mpc_delta < 1 or mpc_delta % 2 == 0):
-        raise InputError(f"--mpc-delta must be a positive odd integer; got {mpc_delta!r}")
     fed = inputs.federation
+    precision = DEFAULT_FRAC_BITS if mpc_precision is None else mpc_precision
+    min_count = DEFAULT_MIN_CLASS_COUNT if mpc_min_class_count is None else mpc_min_class_count
+    try:
+        check_job_parameters(
+            sort=mpc_sort,
+            delta=mpc_delta,
+            noties=mpc_noties,
+            frac_bits=precision,
+            min_class_count=min_count,
+            ci=mpc_ci,
+            compare=mpc_compare,
+        )
+    except InputError as exc:
+        raise InputError(f"mpc: {exc}") from None
     cluster: Cluster = (
-        LocalCluster(timeout=mpc_timeout) if mpc_cluster is None else RemoteCluster(mpc_cluster)
+        LocalCluster(timeout=mpc_timeout, start=False)
+        if mpc_cluster is None
+        else RemoteCluster(mpc_cluster)
     )
     with cluster:
-        k0, k1 = cluster.proxy_keys()
-        context = secrets.token_hex(16)
+        terms = JobTerms.create(
+            list(fed.site_names),
+            cluster.proxy_key_bytes(),
+            frac_bits=precision,
+            min_class_count=min_count,
+            ci=mpc_ci,
+            sort=mpc_sort,
+            delta=mpc_delta,
+            noties=mpc_noties,
+            compare=mpc_compare,
+        )
         start = fed.mark()
-        replies = fed.call(
-            SHARE_FUNCTION,
-            context=context,
-            proxy0_key=public_bytes(k0),
-            proxy1_key=public_bytes(k1),
-        )
-        bundles = [
-            Bundle(name, int(r["n"]), str(r["context"]), r["box0"].tobytes(), r["box1"].tobytes())
-            for name, r in replies.items()
-        ]
-        spec = AucSpec(
-            tuple(b.n for b in bundles), sort=mpc_sort, delta=mpc_delta, noties=mpc_noties
-        )
-        outcome = cluster.run(spec, bundles)
-        description = cluster.description  # type: ignore[attr-defined]
+        bundles = request_bundles(fed, terms)
+        if isinstance(cluster, LocalCluster):
+            # The local parties trust the sites' keys as the sites sent them (the analyst
+            # runs those parties anyway); a remote cluster has its owners registered.
+            cluster.register_owners({b.owner: b.owner_key for b in bundles})
+        outcome = cluster.run(bundles)
+        description = cluster.description
+    out = outcome.outputs
+    spec = terms.spec(tuple(b.n for b in bundles))
     parties = [
         {"party": pid, "role": ROLE[pid], **stats.to_dict()}
         for pid, stats in enumerate(outcome.stats)
     ]
+    opened = ["auc", "pr_auc"] + (["auc_noties"] if mpc_noties else [])
+    opened += ["auc_variance"] if mpc_ci else []
     notes = [
-        "shares sealed by each site for its proxy (X25519 + ChaCha20-Poly1305); the analyst "
-        "relayed ciphertext only",
-        f"opened to the analyst only: {', '.join(sorted(outcome.values))} "
-        "(class counts stay secret)",
+        "shares sealed by each site for its proxy (X25519 + ChaCha20-Poly1305) and signed "
+        f"for job {terms.job} with co-owners {list(terms.owners)}; the analyst relayed "
+        "ciphertext only",
+        f"opened to the analyst only: {', '.join(opened)} rounded to 2^-{precision}"
+        + (f" (variance to 2^-{spec.var_frac_bits})" if mpc_ci else "")
+        + f", and whether both classes have at least {min_count} samples (class counts "
+        "stay secret)",
         f"computed by {description}; sort: {mpc_sort}"
         + (
             f" (delta = {mpc_delta}; proxies saw selection comparisons)"
@@ -168,38 +332,54 @@ def run_mpc(
             else ""
         ),
     ]
+    if not out.released:
+        notes.append(f"withheld: fewer than {min_count} positives or negatives (checked under MPC)")
     notes += [
         f"MPC party {p['party']} ({p['role']}): {p['rounds']} rounds, "
         f"{_megabytes(p['bytes_sent'])} sent, {_megabytes(p['bytes_received'])} received"
         for p in parties
     ]
+    brier, calibration, how = _secure_probability_metrics(fed, mpc_calibration_bins)
+    notes.append(how)
     released = fed.released(start).with_notes(*notes)
-    extra: dict[str, Any] = {"pr_auc": outcome.values["pr_auc"]}
+    se = out.se
+    auc_ci = None
+    if mpc_ci and out.released and se is not None:
+        auc_ci = logit_ci(out.auc, se, inputs.confidence_level)
+    extra: dict[str, Any] = {"pr_auc": out.pr_auc}
+    if mpc_ci:
+        extra["auc_se"] = se
+        extra["auc_variance"] = out.variance
     if mpc_noties:
-        extra["auc_noties"] = outcome.values["auc_noties"]
+        extra["auc_noties"] = out.auc_noties
+    if mpc_compare:
+        extra["comparison"] = paired_comparison(out, inputs.confidence_level)
     extra["mpc"] = {
+        "job": terms.job,
         "sort": mpc_sort,
         "delta": mpc_delta if mpc_sort == "delta" else None,
+        "precision_bits": precision,
+        "min_class_count": min_count,
+        "released": out.released,
         "seconds": outcome.seconds,
         "parties": parties,
     }
-    # The method opens nothing else: no plaintext Brier score or calibration aggregates.
-    extra["brier"] = None
-    extra["calibration"] = None
+    extra["brier"] = brier
+    extra["calibration"] = calibration
     details = MpcDetails(
-        dict(outcome.values),
+        dict(out.values()),
         parties,
         mpc_sort,
         mpc_delta if mpc_sort == "delta" else None,
         description,
         outcome.seconds,
-        spec.to_dict(),
+        spec.to_record(),
     )
     return EvaluationResult(
         method="mpc",
         sites=[{"name": b.owner, "n": b.n} for b in bundles],
-        auc=outcome.values["auc"],
-        auc_ci=None,
+        auc=out.auc,
+        auc_ci=auc_ci,
         released=released,
         extra=extra,
         confidence_level=inputs.confidence_level,

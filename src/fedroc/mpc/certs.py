@@ -2,25 +2,25 @@
 
 :func:`generate_cluster` writes into one directory: a self-signed CA, a TLS certificate and
 key for each party (and for the client that submits jobs), an X25519 key pair for each
-proxy (owners seal their shares to it) and ``cluster.toml``. In a real deployment each
-party keeps only its own private keys; the TOML file names the files each side needs.
+proxy (owners seal their shares to it), optionally an Ed25519 key for each data owner
+(``owner-NAME.key``), and ``cluster.toml`` with the owners' public keys registered under
+``[owners]``. In a real deployment each party keeps only its own private keys and each
+owner only its own key; the TOML file names the files each side needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fedroc._tls import issue_certificate, new_ca, write_certificate, write_private_key
+from fedroc.exceptions import InputError
+from fedroc.mpc.messages import CLIENT_CN, party_cn
+from fedroc.mpc.owner import check_owner_name, write_owner_key
 from fedroc.mpc.seal import write_key_pair
 
-__all__ = ["CLIENT_CN", "generate_cluster", "party_cn"]
-
-CLIENT_CN = "fedroc-mpc-client"
-
-
-def party_cn(pid: int) -> str:
-    return f"fedroc-mpc-party-{pid}"
+__all__ = ["CLIENT_CN", "generate_cluster", "owner_key_file", "owners_table", "party_cn"]
 
 
 def generate_cluster(
@@ -30,6 +30,8 @@ def generate_cluster(
     ports: Mapping[int, int] | None = None,
     timeout: float = 60.0,
     days: int = 365,
+    owners: Mapping[str, bytes] | None = None,
+    owner_keys: Sequence[str] = (),
 ) -> Path:
     """Write CA, party and client certificates, proxy share keys and ``cluster.toml``.
 
@@ -41,6 +43,10 @@ def generate_cluster(
         Defaults: 127.0.0.1 and ports 7400, 7401, 7402.
     timeout : float
         Seconds a party waits for a peer before it gives up (written to the file).
+    owners : mapping name -> Ed25519 public key (32 bytes), optional
+        Data owners to register.
+    owner_keys : sequence of str
+        Owners to make a key for here (``owner-NAME.key``) and register (local setups).
 
     Returns
     -------
@@ -83,6 +89,31 @@ def generate_cluster(
     write_certificate(out / "client.pem", cert)
     write_private_key(out / "client.key", key)
     lines += ["[client]", 'cert = "client.pem"', 'key = "client.key"', ""]
+    registered = dict(owners or {})
+    for name in owner_keys:
+        registered[name] = write_owner_key(out / owner_key_file(name))
+    lines += owners_table(registered)
     path = out / "cluster.toml"
     path.write_text("\n".join(lines))
     return path
+
+
+def owner_key_file(name: str) -> str:
+    """File name of an owner's key in a cluster directory: ``owner-NAME.key``."""
+    return "owner-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".key"
+
+
+def owners_table(owners: Mapping[str, bytes]) -> list[str]:
+    """The ``[owners]`` table registering data owners' public keys (TOML lines)."""
+    lines = [
+        "# Data owners whose signed bundles the proxies accept (Ed25519 public keys).",
+        "[owners]",
+    ]
+    for name, key in owners.items():
+        check_owner_name(name)
+        if len(key) != 32:
+            raise InputError(f"owner {name!r}: an Ed25519 public key has 32 bytes")
+        # JSON strings are valid TOML basic strings (same escapes).
+        lines.append(f"{json.dumps(name)} = {json.dumps(key.hex())}")
+    lines.append("")
+    return lines

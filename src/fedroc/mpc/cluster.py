@@ -3,7 +3,12 @@
 :class:`LocalCluster` writes throw-away certificates and keys into a temporary directory,
 picks free ports on 127.0.0.1, starts ``python -m fedroc.mpc.party`` three times and stops
 exactly those processes when closed (shutdown message first, then terminate, then kill).
-Their logs are kept so that an error can quote them.
+Their logs are kept so that an error can quote them. The data owners are registered before
+the parties start (:meth:`LocalCluster.register_owners`; ``start`` happens on the first job
+if not called before), since a party reads its cluster file once.
+
+Whoever starts a local cluster holds all its keys: it protects the owners' data from
+nobody but outsiders. Against a curious analyst the three parties must be run by others.
 """
 
 from __future__ import annotations
@@ -15,15 +20,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
-from fedroc.exceptions import ProtocolError
-from fedroc.mpc.auc import AucSpec
+from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.bundle import Bundle
-from fedroc.mpc.certs import generate_cluster
+from fedroc.mpc.certs import generate_cluster, owners_table
 from fedroc.mpc.net import ClusterClient, ClusterConfig, ClusterResult
 
 __all__ = ["Cluster", "LocalCluster", "RemoteCluster"]
@@ -48,11 +54,16 @@ class Cluster:
 
     config: ClusterConfig
 
+    description: str = "a cluster"
+
     def proxy_keys(self) -> tuple[X25519PublicKey, X25519PublicKey]:
         return self.config.proxy_keys()
 
-    def run(self, spec: AucSpec, bundles: list[Bundle]) -> ClusterResult:
-        return ClusterClient(self.config).run(spec, bundles)
+    def proxy_key_bytes(self) -> tuple[bytes, bytes]:
+        return self.config.proxy_key_bytes()
+
+    def run(self, bundles: list[Bundle], **kwargs: Any) -> ClusterResult:
+        return ClusterClient(self.config).run(bundles, **kwargs)
 
     def close(self) -> None:
         pass
@@ -78,22 +89,51 @@ class RemoteCluster(Cluster):
 
 
 class LocalCluster(Cluster):
-    """Three party processes on this machine, started now and stopped by :meth:`close`."""
+    """Three party processes on this machine, started by :meth:`start` (or the first job)
+    and stopped by :meth:`close`."""
 
     def __init__(
         self,
         *,
         timeout: float = 60.0,
         die_after_rounds: dict[int, int] | None = None,
+        fail_first_job: dict[int, int] | None = None,
         startup_timeout: float = 60.0,
+        owners: Mapping[str, bytes] | None = None,
+        start: bool = True,
     ) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="fedroc-mpc-"))
         self.description = "three local processes"
-        ports = free_ports(3)
-        path = generate_cluster(self.workdir, ports=dict(enumerate(ports)), timeout=timeout, days=2)
-        self.config = ClusterConfig.load(path)
+        self.die_after_rounds = die_after_rounds
+        self.fail_first_job = fail_first_job
+        self.startup_timeout = startup_timeout
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs = [self.workdir / f"party{pid}.log" for pid in range(3)]
+        ports = free_ports(3)
+        self.path = generate_cluster(
+            self.workdir, ports=dict(enumerate(ports)), timeout=timeout, days=2, owners=owners
+        )
+        self.config = ClusterConfig.load(self.path)
+        if start:
+            self.start()
+
+    def register_owners(self, owners: Mapping[str, bytes]) -> None:
+        """Register data owners' public keys (before the parties start)."""
+        if self.procs:
+            raise InputError("owners must be registered before the local cluster starts")
+        known = dict(self.config.owners)
+        for name, key in owners.items():
+            if known.get(name, key) != key:
+                raise InputError(f"owner {name!r} is registered with another key")
+            known[name] = key
+        text = self.path.read_text()
+        head = text.split("[owners]")[0].rsplit("# Data owners", 1)[0]
+        self.path.write_text(head + "\n".join(owners_table(known)))
+        self.config = ClusterConfig.load(self.path)
+
+    def start(self) -> None:
+        if self.procs:
+            return
         try:
             for pid in range(3):
                 cmd = [
@@ -101,14 +141,16 @@ class LocalCluster(Cluster):
                     "-m",
                     "fedroc.mpc.party",
                     "--cluster",
-                    str(path),
+                    str(self.path),
                     "--id",
                     str(pid),
                     "--startup-timeout",
-                    str(startup_timeout),
+                    str(self.startup_timeout),
                 ]
-                if die_after_rounds and pid in die_after_rounds:
-                    cmd += ["--die-after-rounds", str(die_after_rounds[pid])]
+                if self.die_after_rounds and pid in self.die_after_rounds:
+                    cmd += ["--die-after-rounds", str(self.die_after_rounds[pid])]
+                if self.fail_first_job and pid in self.fail_first_job:
+                    cmd += ["--fail-first-job-after", str(self.fail_first_job[pid])]
                 with self.logs[pid].open("wb") as log:
                     self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
         except BaseException:
@@ -128,6 +170,7 @@ class LocalCluster(Cluster):
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until the three parties are connected; fail fast if one of them exits."""
+        self.start()
         deadline = time.monotonic() + timeout
         while True:
             dead = [(pid, p.returncode) for pid, p in enumerate(self.procs) if p.poll() is not None]
@@ -147,12 +190,12 @@ class LocalCluster(Cluster):
                 raise ProtocolError(
                     f"MPC parties not ready within {timeout:g} s; {self.log_tail()}"
                 )
-            time.sleep(0.05)
+            time.sleep(0.01)
 
-    def run(self, spec: AucSpec, bundles: list[Bundle]) -> ClusterResult:
+    def run(self, bundles: list[Bundle], **kwargs: Any) -> ClusterResult:
         self.wait_ready()
         try:
-            return ClusterClient(self.config).run(spec, bundles)
+            return ClusterClient(self.config).run(bundles, **kwargs)
         except ProtocolError as exc:
             # Give the parties a moment to write why they stopped.
             time.sleep(0.2)

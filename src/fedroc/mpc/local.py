@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedroc.mpc.auc import AucSpec, auc_program, decode_outputs, owner_records
+from fedroc.mpc.auc import AucOutputs, AucSpec, auc_program, decode_outputs, owner_records
 from fedroc.mpc.prg import Stream, derive_seed
 from fedroc.mpc.ring import UArray
 from fedroc.mpc.runtime import PartyStats, Recorder, run_local
@@ -34,34 +34,58 @@ def random_shares(x: UArray, seed: bytes | None = None) -> tuple[UArray, UArray]
 
 @dataclass(frozen=True)
 class LocalAucResult:
-    values: dict[str, float]
+    outputs: AucOutputs
     stats: list[PartyStats]
+
+    @property
+    def values(self) -> dict[str, float]:
+        return self.outputs.values()
 
 
 def secure_auc_local(
-    owners: Sequence[tuple[ArrayLike, ArrayLike]],
+    owners: Sequence[tuple[ArrayLike, ...]],
     *,
     sort: str = "oblivious",
     delta: int = 1,
     noties: bool = False,
+    frac_bits: int | None = None,
+    min_class_count: int | None = None,
+    ci: bool = True,
+    compare: bool = False,
     master_seed: bytes | None = None,
     recorder: Recorder | None = None,
     timeout: float = 60.0,
     **kwargs: Any,
 ) -> LocalAucResult:
-    """AUROC and AUPR of the owners' pooled ``(labels, scores)`` by the 3-party protocol.
+    """AUROC, AUPR and DeLong variance of the owners' pooled ``(labels, scores)`` by the
+    3-party protocol; with ``compare=True`` the owners give ``(labels, scores, scores_b)``
+    and the second model's values and the paired variance of the difference come too.
 
     ``master_seed`` (tests only) makes the run reproducible: it seeds the correlated
-    randomness and the owners' shares instead of :mod:`secrets`.
+    randomness and the owners' shares instead of :mod:`secrets`. ``frac_bits`` and
+    ``min_class_count`` default to those of :class:`~fedroc.mpc.auc.AucSpec`.
     """
-    records = [owner_records(y, s) for y, s in owners]
-    spec = AucSpec(tuple(r.shape[0] for r in records), sort=sort, delta=delta, noties=noties)
+    records = [owner_records(*owner) for owner in owners]
+    options: dict[str, Any] = {}
+    if frac_bits is not None:
+        options["frac_bits"] = frac_bits
+    if min_class_count is not None:
+        options["min_class_count"] = min_class_count
+    spec = AucSpec(
+        tuple(int(r.shape[0]) for r in records),
+        sort=sort,
+        delta=delta,
+        noties=noties,
+        ci=ci,
+        compare=compare,
+        **options,
+    )
     shares = [
         random_shares(r, None if master_seed is None else derive_seed(master_seed, f"owner{i}"))
         for i, r in enumerate(records)
     ]
     lists = [[sh[i] for sh in shares] for i in range(2)]
-    phantom = [np.zeros_like(r) for r in records]
+    phantom = [np.zeros_like(r) for r in records]  # the helper holds no data
     programs = [
         lambda p: auc_program(p, lists[0], spec),
         lambda p: auc_program(p, lists[1], spec),

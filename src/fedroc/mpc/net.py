@@ -1,40 +1,48 @@
 """Three OS processes over TCP with mutual TLS: the cluster file, the parties, the client.
 
 Topology. Every party listens on its address and opens one TLS connection to each peer; a
-party only *writes* to the connections it opened and only *reads* from those it accepted,
-so no TLS socket is used by two threads (a reader thread per accepted link fills a queue;
-sends block at most until the peer's reader drains them, which it always does). Every
-certificate is checked against the cluster's CA and its common name against the role the
-peer claims. Jobs come from a client (the analyst) to party 0 only, which forwards them;
-results go back the same way, each proxy's result share sealed for the client's one-time
-key, so party 0 cannot read party 1's share.
+party only *writes* to the connections it opened and only *reads* from those it accepted
+(a reader thread per accepted link fills a queue), so no TLS socket is used by two threads.
+Every certificate is checked against the cluster's CA and its common name against the role
+the peer claims. Jobs come from a client (the analyst) to party 0 only, which forwards
+them; results go back the same way, each proxy's result share sealed for the client's
+one-time key, so party 0 cannot read party 1's share. Every message is a typed record of
+:mod:`fedroc.mpc.messages`; a frame whose announced length exceeds the limit is refused
+before anything is allocated for it.
 
-Failure. A party whose peer disconnects, sends an error or stays silent for ``timeout``
-seconds stops the job, tells the others, answers the client (party 0) with the reason and
-exits with status 1: the cluster never hangs and never returns a partial result. Start the
-parties again after a failed job.
+Jobs. Each proxy checks the job on its own before it starts (:mod:`fedroc.mpc.jobs`:
+registered owners, signatures, exact co-owners, unused job id, its own shares open) and
+the three parties exchange verdicts; the job runs only if all three accept. A refused job,
+and a job that fails while running (an error at any party, a peer silent for ``timeout``
+seconds), ends for all three with a clear reason to the client, and the parties keep
+serving: frames carry their job id, and those of an ended job are dropped. Only a lost
+connection (a party died) stops the others, with status 1. A job's id is recorded in each
+proxy's ledger before its result share leaves, so no job runs twice.
 
 The cluster file (TOML; paths relative to it; :func:`fedroc.mpc.certs.generate_cluster`
 writes one for local runs)::
 
     ca = "ca.pem"
     timeout = 60.0            # seconds to wait for a peer's message
+    max_frame_mb = 1024       # largest frame a party accepts
     [party.0]                 # proxy 0; [party.1] proxy 1; [party.2] the helper
     host = "127.0.0.1"
     port = 7400
     cert = "party0.pem"
     key = "party0.key"        # needed only by party 0 itself
-    share_public = "party0.share.pub"   # proxies: owners seal shares to this key
+    share_public = "party0.share.pub"   # proxies: owners seal their shares to this key
     share_key = "party0.share.key"      # proxies: needed only by that proxy
+    jobs = "party0.jobs"      # proxies: the ledger of jobs run (default party<N>.jobs)
     [client]
     cert = "client.pem"
     key = "client.key"
+    [owners]                  # data owners whose bundles the proxies accept
+    north = "<Ed25519 public key, 64 hex digits>"
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import secrets
@@ -51,25 +59,39 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from fedroc.exceptions import InputError, ProtocolError
-from fedroc.mpc.auc import AucSpec, auc_program, decode_outputs
-from fedroc.mpc.bundle import Bundle, open_bundle
-from fedroc.mpc.certs import CLIENT_CN, party_cn
-from fedroc.mpc.prg import new_seed
-from fedroc.mpc.runtime import (
-    ROLE,
-    Channel,
-    Party,
-    PartyStats,
-    PeerStopped,
-    _Stop,
-    execute,
-    frame_size,
-    pack,
-    unpack,
+from fedroc.mpc.auc import AucOutputs, AucSpec, auc_program, decode_outputs
+from fedroc.mpc.bundle import Bundle, digest, open_box
+from fedroc.mpc.jobs import JobRefused, OwnerPart, check_job
+from fedroc.mpc.ledger import JobLedger
+from fedroc.mpc.messages import (
+    CLIENT_CN,
+    FRAME_PREFIX,
+    HELLO_LIMIT,
+    ErrorMessage,
+    Forward,
+    ForwardedBundle,
+    Hello,
+    HelperJob,
+    JobRequest,
+    Message,
+    Ok,
+    Result,
+    ResultShare,
+    Seed,
+    Shutdown,
+    StatsRecord,
+    StepFrame,
+    Verdict,
+    check_frame_length,
+    decode_message,
+    encode_message,
+    party_cn,
 )
+from fedroc.mpc.prg import new_seed
+from fedroc.mpc.runtime import ROLE, Channel, Party, PartyStats, PeerStopped, Stop, execute
 from fedroc.mpc.seal import (
     load_private_key,
     load_public_key,
@@ -82,7 +104,7 @@ from fedroc.mpc.seal import (
 
 __all__ = ["ClusterClient", "ClusterConfig", "ClusterResult", "PartyServer"]
 
-ERROR_TAG = "__error__"
+DEFAULT_MAX_FRAME_MB = 1024
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -97,6 +119,7 @@ class PartyEntry:
     key: Path | None
     share_public: Path | None
     share_key: Path | None
+    jobs: Path | None
 
 
 @dataclass(frozen=True)
@@ -109,42 +132,50 @@ class ClusterConfig:
     parties: dict[int, PartyEntry]
     client_cert: Path | None
     client_key: Path | None
+    owners: dict[str, bytes]
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_MB << 20
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
         p = Path(path)
+        where = f"cluster file {str(p)!r}"
         try:
             with p.open("rb") as fh:
                 raw = tomllib.load(fh)
         except FileNotFoundError:
-            raise InputError(f"cluster file {str(p)!r} does not exist") from None
+            raise InputError(f"{where} does not exist") from None
+        except IsADirectoryError:
+            raise InputError(f"{where} is a directory, not a TOML file") from None
         except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"cluster file {str(p)!r} is not valid TOML: {exc}") from exc
+            raise InputError(f"{where} is not valid TOML: {exc}") from exc
         base = p.parent
 
         def path_of(value: Any, what: str, required: bool = True) -> Path | None:
             if value is None:
                 if required:
-                    raise InputError(f"cluster file {str(p)!r}: {what} is missing")
+                    raise InputError(f"{where}: {what} is missing")
                 return None
-            return (base / str(value)).resolve()
+            if not isinstance(value, str):
+                raise InputError(f"{where}: {what} must be a path string; got {value!r}")
+            return (base / value).resolve()
 
         if "ca" not in raw:
-            raise InputError(f"cluster file {str(p)!r}: 'ca' (the CA certificate) is missing")
+            raise InputError(f"{where}: 'ca' (the CA certificate) is missing")
         parties_raw = raw.get("party")
         if not isinstance(parties_raw, dict) or sorted(parties_raw) != ["0", "1", "2"]:
-            raise InputError(
-                f"cluster file {str(p)!r} must have tables [party.0], [party.1] and [party.2]"
-            )
+            raise InputError(f"{where} must have tables [party.0], [party.1] and [party.2]")
         parties: dict[int, PartyEntry] = {}
         for key, entry in parties_raw.items():
             pid = int(key)
             for field in ("host", "port", "cert"):
                 if field not in entry:
-                    raise InputError(f"cluster file {str(p)!r}: [party.{pid}] has no {field!r}")
+                    raise InputError(f"{where}: [party.{pid}] has no {field!r}")
             port = entry["port"]
-            if not isinstance(port, int) or not 0 < port < 65536:
-                raise InputError(f"cluster file {str(p)!r}: [party.{pid}] port {port!r} is invalid")
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                raise InputError(f"{where}: [party.{pid}] port {port!r} is invalid")
+            jobs = path_of(entry.get("jobs"), f"[party.{pid}] jobs", required=False)
+            if jobs is None and pid < 2:
+                jobs = (base / f"party{pid}.jobs").resolve()
             parties[pid] = PartyEntry(
                 pid,
                 str(entry["host"]),
@@ -153,11 +184,33 @@ class ClusterConfig:
                 path_of(entry.get("key"), f"[party.{pid}] key", required=False),
                 path_of(entry.get("share_public"), f"[party.{pid}] share_public", pid < 2),
                 path_of(entry.get("share_key"), f"[party.{pid}] share_key", required=False),
+                jobs,
             )
         client = raw.get("client", {})
-        timeout = float(raw.get("timeout", 60.0))
-        if timeout <= 0:
-            raise InputError(f"cluster file {str(p)!r}: timeout must be positive; got {timeout}")
+        try:
+            timeout = float(raw.get("timeout", 60.0))
+            max_mb = float(raw.get("max_frame_mb", DEFAULT_MAX_FRAME_MB))
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: timeout and max_frame_mb must be numbers") from None
+        if not timeout > 0:
+            raise InputError(f"{where}: timeout must be positive; got {timeout}")
+        if not 1 <= max_mb <= 1 << 16:
+            raise InputError(f"{where}: max_frame_mb must be in [1, 65536]; got {max_mb}")
+        owners_raw = raw.get("owners", {})
+        if not isinstance(owners_raw, dict):
+            raise InputError(f"{where}: [owners] must be a table of name = public key")
+        owners: dict[str, bytes] = {}
+        for name, value in owners_raw.items():
+            try:
+                key_bytes = bytes.fromhex(str(value))
+            except ValueError:
+                key_bytes = b""
+            if len(key_bytes) != 32:
+                raise InputError(
+                    f"{where}: [owners] {name!r} must be an Ed25519 public key in 64 hex "
+                    f"digits; got {value!r}"
+                )
+            owners[str(name)] = key_bytes
         return cls(
             p,
             path_of(raw["ca"], "ca"),  # type: ignore[arg-type]
@@ -165,6 +218,8 @@ class ClusterConfig:
             parties,
             path_of(client.get("cert"), "[client] cert", required=False),
             path_of(client.get("key"), "[client] key", required=False),
+            owners,
+            int(max_mb * (1 << 20)),
         )
 
     def proxy_keys(self) -> tuple[X25519PublicKey, X25519PublicKey]:
@@ -179,7 +234,13 @@ class ClusterConfig:
                 raise InputError(
                     f"share key file {str(path)!r} of proxy {pid} does not exist"
                 ) from None
+            except (ValueError, ProtocolError) as exc:
+                raise InputError(f"share key file {str(path)!r} of proxy {pid}: {exc}") from None
         return keys[0], keys[1]
+
+    def proxy_key_bytes(self) -> tuple[bytes, bytes]:
+        k0, k1 = self.proxy_keys()
+        return public_bytes(k0), public_bytes(k1)
 
 
 def _context(cfg: ClusterConfig, cert: Path, key: Path | None, server: bool) -> ssl.SSLContext:
@@ -210,26 +271,29 @@ def _peer_cn(sock: ssl.SSLSocket) -> str:
 # -- frames on a socket ------------------------------------------------------------------
 
 
-class FrameSocket:
-    """Length-prefixed frames (see :func:`fedroc.mpc.runtime.pack`) on a TLS socket."""
+class Oversized(ProtocolError):
+    """A peer announced a frame above the limit; it was read and discarded."""
 
-    def __init__(self, sock: ssl.SSLSocket) -> None:
+
+class BadFrame(ProtocolError):
+    """A complete frame that does not decode to a valid message; the link stays in step."""
+
+
+class FrameSocket:
+    """Length-prefixed frames (:mod:`fedroc.mpc.messages`) on a TLS socket."""
+
+    def __init__(self, sock: ssl.SSLSocket, who: str) -> None:
         self.sock = sock
+        self.who = who
         self._lock = threading.Lock()
 
-    def send(self, tag: str, payload: Any) -> int:
-        header, buffers = pack(tag, payload)
-        size = frame_size(header, buffers)
-        prefix = struct.pack("<QI", size - 8, len(header)) + header
+    def send(self, message: Message, job: str = "") -> int:
+        return self.send_frame(encode_message(message, job))
+
+    def send_frame(self, frame: bytes) -> int:
         with self._lock:
-            if size <= 1 << 16:
-                self.sock.sendall(prefix + b"".join(buffers))
-            else:
-                self.sock.sendall(prefix)
-                for buf in buffers:
-                    if buf.nbytes:
-                        self.sock.sendall(buf)
-        return size
+            self.sock.sendall(frame)
+        return len(frame)
 
     def _exact(self, n: int) -> bytearray:
         buf = bytearray(n)
@@ -242,17 +306,34 @@ class FrameSocket:
             got += k
         return buf
 
-    def recv(self) -> tuple[str, Any, int]:
-        body_len, header_len = struct.unpack("<QI", self._exact(12))
-        body = self._exact(body_len - 4)
-        tag, payload = unpack(bytes(body[:header_len]), memoryview(body)[header_len:])
-        return tag, payload, body_len + 8
+    def _discard(self, n: int) -> None:
+        chunk = bytearray(1 << 20)
+        while n > 0:
+            k = self.sock.recv_into(chunk, min(n, len(chunk)))
+            if k == 0:
+                raise EOFError("connection closed")
+            n -= k
+
+    def recv(self, limit: int, *, discard_oversized: bool = False) -> tuple[str, Message, int]:
+        """Next frame: ``(job id, message, size)``; the length is checked before reading."""
+        (length,) = struct.unpack("<Q", self._exact(FRAME_PREFIX))
+        try:
+            check_frame_length(length, limit, self.who)
+        except ProtocolError as exc:
+            if discard_oversized and length <= 1 << 40:
+                self._discard(length)  # keep the stream in step; the frame is dropped
+                raise Oversized(str(exc)) from None
+            raise
+        body = self._exact(length)
+        try:
+            job, message = decode_message(body)
+        except ProtocolError as exc:
+            raise BadFrame(f"{self.who} sent {exc}") from None
+        return job, message, length + FRAME_PREFIX
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
 
 def _configure(sock: socket.socket) -> None:
@@ -262,16 +343,26 @@ def _configure(sock: socket.socket) -> None:
 # -- the party's links and channel -------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Incoming:
+    job: str
+    message: Message
+    size: int
+
+
 class Links:
     """Outgoing sockets and incoming queues of one party."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, limit: int) -> None:
         self.pid = pid
+        self.limit = limit
         self.out: dict[int, FrameSocket] = {}
         self.inbound: dict[int, FrameSocket] = {}
         self.queues: dict[int, queue.Queue[Any]] = {p: queue.Queue() for p in range(3) if p != pid}
         self.ready = {p: threading.Event() for p in range(3) if p != pid}
         self.dead: str | None = None
+        self.aborted: dict[str, str] = {}  # job attempt -> why it ended (a peer's error)
+        self._lock = threading.Lock()
 
     def add_inbound(self, peer: int, fs: FrameSocket) -> None:
         self.inbound[peer] = fs
@@ -281,18 +372,36 @@ class Links:
 
     def _read(self, peer: int, fs: FrameSocket) -> None:
         q = self.queues[peer]
-        try:
-            while True:
-                q.put(fs.recv())
-        except (EOFError, OSError, ValueError) as exc:
-            reason = (
-                f"connection from {ROLE[peer]} closed"
-                if isinstance(exc, EOFError)
-                else f"connection from {ROLE[peer]} failed: {exc}"
-            )
-            if self.dead is None:
-                self.dead = reason
-            q.put(_Stop(reason))
+        while True:
+            try:
+                job, message, size = fs.recv(self.limit, discard_oversized=True)
+            except (Oversized, BadFrame) as exc:
+                # The current job cannot go on without that frame; the link stays usable.
+                message, job, size = ErrorMessage(str(exc), "*"), "*", 0
+            except (EOFError, OSError, ValueError, ProtocolError) as exc:
+                reason = (
+                    f"connection from {ROLE[peer]} closed"
+                    if isinstance(exc, EOFError)
+                    else f"connection from {ROLE[peer]} failed: {exc}"
+                )
+                if self.dead is None:
+                    self.dead = reason
+                q.put(Stop(reason))
+                return
+            if isinstance(message, ErrorMessage):
+                with self._lock:
+                    self.aborted.setdefault(
+                        message.job or job, f"{ROLE[peer]} stopped: {message.reason}"
+                    )
+            q.put(Incoming(job, message, size))
+
+    def abort_reason(self, run: str) -> str | None:
+        with self._lock:
+            return self.aborted.get(run) or self.aborted.get("*")
+
+    def clear_oversized(self) -> None:
+        with self._lock:
+            self.aborted.pop("*", None)
 
     def close(self) -> None:
         for fs in [*self.out.values(), *self.inbound.values()]:
@@ -300,39 +409,67 @@ class Links:
 
 
 class NetChannel(Channel):
-    def __init__(self, links: Links) -> None:
+    """The links of one party, scoped to one job: frames of other jobs are dropped."""
+
+    def __init__(self, links: Links, job: str) -> None:
         self.links = links
         self.pid = links.pid
+        self.job = job
 
     def send(self, peer: int, tag: str, payload: Any) -> int:
+        return self.send_message(peer, StepFrame(tag, payload))
+
+    def send_message(self, peer: int, message: Message) -> int:
         try:
-            return self.links.out[peer].send(tag, payload)
+            return self.links.out[peer].send(message, self.job)
         except OSError as exc:
             raise PeerStopped(f"{ROLE[self.pid]}: cannot send to {ROLE[peer]}: {exc}") from exc
 
+    def receive(self, peer: int, timeout: float) -> Incoming:
+        """Next message of this job from ``peer``; raises PeerStopped if the job ended."""
+        deadline = time.monotonic() + timeout
+        q = self.links.queues[peer]
+        while True:
+            reason = self.links.abort_reason(self.job)
+            if reason is not None:
+                raise PeerStopped(f"{ROLE[self.pid]}: {reason}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PeerStopped(
+                    f"{ROLE[self.pid]}: no message from {ROLE[peer]} within {timeout:g} s"
+                )
+            try:
+                item = q.get(timeout=min(remaining, 0.05))
+            except queue.Empty:
+                continue
+            if isinstance(item, Stop):
+                q.put(item)  # later reads fail the same way
+                raise PeerStopped(f"{ROLE[self.pid]}: {item.reason}")
+            if item.job != self.job:
+                continue  # a frame of an ended job
+            if isinstance(item.message, ErrorMessage):
+                raise PeerStopped(f"{ROLE[self.pid]}: {ROLE[peer]} stopped: {item.message.reason}")
+            return item
+
+    def expect(self, peer: int, kind: type[Message], timeout: float) -> tuple[Any, int]:
+        item = self.receive(peer, timeout)
+        if not isinstance(item.message, kind):
+            raise ProtocolError(
+                f"{ROLE[self.pid]}: expected a {kind.KIND!r} message from {ROLE[peer]}, got "
+                f"{item.message.KIND!r}"
+            )
+        return item.message, item.size
+
     def recv(self, peer: int, timeout: float) -> tuple[str, Any, int]:
-        try:
-            item = self.links.queues[peer].get(timeout=timeout)
-        except queue.Empty:
-            raise PeerStopped(
-                f"{ROLE[self.pid]}: no message from {ROLE[peer]} within {timeout:g} s"
-            ) from None
-        if isinstance(item, _Stop):
-            self.links.queues[peer].put(item)  # later reads fail the same way
-            raise PeerStopped(f"{ROLE[self.pid]}: {item.reason}")
-        tag, payload, size = item
-        if tag == ERROR_TAG:
-            raise PeerStopped(f"{ROLE[self.pid]}: {ROLE[peer]} stopped: {payload}")
-        return tag, payload, size
+        message, size = self.expect(peer, StepFrame, timeout)
+        return message.tag, message.payload, size
 
     def close(self, reason: str | None = None) -> None:
         if reason is None:
             return
-        for _peer, fs in self.links.out.items():
-            try:
-                fs.send(ERROR_TAG, reason)
-            except OSError:
-                pass
+        for peer in self.links.out:
+            with contextlib.suppress(OSError):
+                self.links.out[peer].send(ErrorMessage(reason, self.job), self.job)
 
 
 # -- the party process -------------------------------------------------------------------
@@ -343,8 +480,23 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
+def _stats(party: Party) -> StatsRecord:
+    s = party.stats
+    return StatsRecord(s.rounds, s.bytes_sent, s.bytes_received, s.messages_sent, s.seconds)
+
+
+def _result_aad(job_id: str, pid: int) -> bytes:
+    return f"fedroc-mpc-result|{job_id}|proxy{pid}".encode()
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, (ProtocolError, InputError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 class PartyServer:
-    """One party of a cluster: ``serve()`` runs until shutdown (0) or failure (1)."""
+    """One party of a cluster: ``serve()`` runs until shutdown (0) or a lost link (1)."""
 
     def __init__(
         self,
@@ -353,6 +505,7 @@ class PartyServer:
         *,
         startup_timeout: float = 60.0,
         die_after_rounds: int | None = None,
+        fail_first_job_after_rounds: int | None = None,
         log: Callable[[str], None] = _log,
     ) -> None:
         if pid not in (0, 1, 2):
@@ -362,18 +515,37 @@ class PartyServer:
         self.entry = config.parties[pid]
         self.startup_timeout = startup_timeout
         self.die_after_rounds = die_after_rounds
+        # Fault injection for tests: the first job fails here (an error, not a crash).
+        self.fail_after_rounds = fail_first_job_after_rounds
         self.log = log
-        self.links = Links(pid)
-        self.jobs: queue.Queue[tuple[FrameSocket, Any]] = queue.Queue()
+        self.links = Links(pid, config.max_frame_bytes)
+        self.jobs: queue.Queue[tuple[FrameSocket, Message]] = queue.Queue()
         self.server_ctx = _context(config, self.entry.cert, self.entry.key, server=True)
         self.client_ctx = _context(config, self.entry.cert, self.entry.key, server=False)
-        self.share_key = None
+        self.share_key: X25519PrivateKey | None = None
+        self.ledger: JobLedger | None = None
+        self.proxy_keys: tuple[bytes, bytes] = (b"", b"")
         if pid in (0, 1):
-            if self.entry.share_key is None:
+            path = self.entry.share_key
+            if path is None:
                 raise InputError(
-                    f"cluster file: [party.{pid}] needs share_key (this proxy's private key)"
+                    f"cluster file {str(config.path)!r}: [party.{pid}] needs share_key (this "
+                    "proxy's private key)"
                 )
-            self.share_key = load_private_key(self.entry.share_key)
+            try:
+                self.share_key = load_private_key(path)
+            except FileNotFoundError:
+                raise InputError(
+                    f"share_key file {str(path)!r} of [party.{pid}] does not exist"
+                ) from None
+            except (ValueError, ProtocolError) as exc:
+                raise InputError(f"share_key file {str(path)!r} of [party.{pid}]: {exc}") from None
+            self.proxy_keys = config.proxy_key_bytes()
+            if public_bytes(self.share_key) != self.proxy_keys[pid]:
+                raise InputError(
+                    f"share_key {str(path)!r} of [party.{pid}] does not match its share_public"
+                )
+            self.ledger = JobLedger(self.entry.jobs)
         self._listener: socket.socket | None = None
 
     def name(self) -> str:
@@ -394,36 +566,40 @@ class PartyServer:
             _configure(conn)
             conn.settimeout(self.startup_timeout)
             tls = self.server_ctx.wrap_socket(conn, server_side=True)
-            fs = FrameSocket(tls)
-            tag, hello, _ = fs.recv()
+            fs = FrameSocket(tls, "a connecting peer")
+            _, hello, _ = fs.recv(HELLO_LIMIT)
             cn = _peer_cn(tls)
-            if tag == "hello" and hello[0] == "party":
-                peer = int(hello[1])
+            if not isinstance(hello, Hello):
+                raise ProtocolError(f"unexpected first message {hello.KIND!r}")
+            if hello.role == "party":
+                peer = hello.pid
                 if peer == self.pid or peer not in (0, 1, 2) or cn != party_cn(peer):
                     raise ProtocolError(f"a peer claiming to be party {peer} presented {cn!r}")
                 if self.links.ready[peer].is_set():
                     raise ProtocolError(f"party {peer} connected twice")
                 tls.settimeout(None)
+                fs.who = ROLE[peer]
                 self.links.add_inbound(peer, fs)
                 return
-            if tag == "hello" and hello[0] == "client":
-                if cn != CLIENT_CN:
-                    raise ProtocolError(f"a client presented certificate {cn!r}")
-                if self.pid != 0:
-                    fs.send("error", f"party {self.pid} takes no jobs; send them to party 0")
-                    fs.close()
-                    return
-                tls.settimeout(None)
-                tag, request, _ = fs.recv()
-                self.jobs.put((fs, request))
+            if cn != CLIENT_CN:
+                raise ProtocolError(f"a client presented certificate {cn!r}")
+            if self.pid != 0:
+                fs.send(ErrorMessage(f"party {self.pid} takes no jobs; send them to party 0"))
+                fs.close()
                 return
-            raise ProtocolError(f"unexpected first message {tag!r}")
-        except (OSError, EOFError, ssl.SSLError, ProtocolError, ValueError, IndexError) as exc:
-            self.log(f"{self.name()}: refused a connection: {exc}")
+            fs.who = "the client"
             try:
+                _, request, _ = fs.recv(self.cfg.max_frame_bytes)
+            except ProtocolError as exc:
+                with contextlib.suppress(OSError):
+                    fs.send(ErrorMessage(f"request refused by proxy 0: {exc}"))
+                raise
+            tls.settimeout(None)
+            self.jobs.put((fs, request))
+        except (OSError, EOFError, ssl.SSLError, ProtocolError, ValueError) as exc:
+            self.log(f"{self.name()}: refused a connection: {exc}")
+            with contextlib.suppress(OSError):
                 conn.close()
-            except OSError:
-                pass
 
     def _connect(self, peer: int, deadline: float) -> None:
         entry = self.cfg.parties[peer]
@@ -438,8 +614,8 @@ class PartyServer:
                         f"party {peer} at {entry.host}:{entry.port} presented {_peer_cn(tls)!r}"
                     )
                 tls.settimeout(None)
-                fs = FrameSocket(tls)
-                fs.send("hello", ["party", self.pid])
+                fs = FrameSocket(tls, ROLE[peer])
+                fs.send(Hello("party", self.pid))
                 self.links.out[peer] = fs
                 return
             except (
@@ -449,14 +625,19 @@ class PartyServer:
                 socket.gaierror,
             ) as exc:
                 last = exc
-                time.sleep(0.05)
+                time.sleep(0.02)
             except ssl.SSLError as exc:
                 raise ProtocolError(f"TLS with party {peer} failed: {exc}") from exc
         raise ProtocolError(f"could not reach party {peer} at {entry.host}:{entry.port}: {last}")
 
     def start(self) -> None:
         """Listen, connect to both peers and wait for their connections."""
-        self._listener = socket.create_server((self.entry.host, self.entry.port))
+        try:
+            self._listener = socket.create_server((self.entry.host, self.entry.port))
+        except OSError as exc:
+            raise ProtocolError(
+                f"cannot listen on {self.entry.host}:{self.entry.port}: {exc.strerror or exc}"
+            ) from None
         threading.Thread(target=self._accept_loop, daemon=True).start()
         deadline = time.monotonic() + self.startup_timeout
         for peer in range(3):
@@ -469,174 +650,76 @@ class PartyServer:
                 )
         self.log(f"{self.name()}: ready on {self.entry.host}:{self.entry.port}")
 
-    # -- jobs --------------------------------------------------------------------------
+    # -- serving -----------------------------------------------------------------------
     def serve(self) -> int:
+        """Serve jobs until shut down (returns 0) or until a peer is lost (returns 1)."""
         try:
             self.start()
         except (ProtocolError, OSError) as exc:
             self.log(f"{self.name()}: cannot start: {exc}")
             return 1
         try:
-            while True:
-                if self.links.dead is not None:
-                    self.log(f"{self.name()}: stopping: {self.links.dead}")
-                    return 1
-                if self.pid == 0:
-                    try:
-                        client, request = self.jobs.get(timeout=0.25)
-                    except queue.Empty:
-                        continue
-                    kind = request[0] if isinstance(request, list) and request else None
-                    if kind == "shutdown":
-                        for fs in self.links.out.values():
-                            fs.send("shutdown", None)
-                        client.send("ok", None)
-                        client.close()
-                        return 0
-                    if kind != "job":
-                        client.send("error", f"unknown request {kind!r}")
-                        client.close()
-                        continue
-                    if not self._run_job(request, client):
-                        return 1
-                else:
-                    try:
-                        item = self.links.queues[0].get(timeout=0.25)
-                    except queue.Empty:
-                        continue
-                    if isinstance(item, _Stop):
-                        self.log(f"{self.name()}: stopping: {item.reason}")
-                        return 1
-                    tag, payload, size = item
-                    if tag == "shutdown":
-                        return 0
-                    if tag != "job":
-                        self.log(
-                            f"{self.name()}: stopping: unexpected message {tag!r} from proxy 0"
-                        )
-                        return 1
-                    if not self._run_job(payload, None, size):
-                        return 1
+            return self._serve_proxy0() if self.pid == 0 else self._serve_follower()
         finally:
             self.links.close()
             if self._listener is not None:
                 self._listener.close()
 
-    def _run_job(self, request: Any, client: FrameSocket | None, received: int = 0) -> bool:
-        channel = NetChannel(self.links)
-        party: Party | None = None
-        job_id = "?"
-        if self.pid == 0:
-            # A bad request (malformed, or shares sealed for other keys) is refused before
-            # the other parties hear of it, so the cluster keeps serving.
+    def _serve_proxy0(self) -> int:
+        while True:
+            if self.links.dead is not None:
+                self.log(f"{self.name()}: stopping: {self.links.dead}")
+                return 1
             try:
-                _, job_id, spec_json, client_pub, owners = request
-                spec = AucSpec.from_dict(json.loads(spec_json))
-                if [int(o[1]) for o in owners] != list(spec.sizes):
-                    raise ProtocolError("the bundles' sizes do not match the job's sizes")
-                bundles = [
-                    Bundle(str(o[0]), int(o[1]), str(o[2]), bytes(o[3]), b"") for o in owners
-                ]
-                assert self.share_key is not None
-                own_lists = [open_bundle(b, 0, self.share_key) for b in bundles]
-            except Exception as exc:
-                self.log(f"{self.name()}: refused job {job_id}: {exc}")
-                assert client is not None
+                client, request = self.jobs.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if isinstance(request, Shutdown):
+                for fs in self.links.out.values():
+                    with contextlib.suppress(OSError):
+                        fs.send(Shutdown())
                 with contextlib.suppress(OSError):
-                    client.send("error", f"job refused by proxy 0: {exc}")
-                    client.close()
-                return True
-        try:
-            if self.pid == 0:
-                seeds = {1: new_seed(), 2: new_seed()}
-                party = self._party(channel, seeds)
-                party.stats.bytes_sent += channel.send(
-                    1,
-                    "job",
-                    [
-                        job_id,
-                        spec_json,
-                        client_pub,
-                        seeds[1],
-                        [[o[0], o[1], o[2], o[4]] for o in owners],
-                    ],
-                )
-                party.stats.bytes_sent += channel.send(2, "job", [job_id, spec_json, seeds[2]])
-            elif self.pid == 1:
-                job_id, spec_json, client_pub, seed01, owners = request
-                spec = AucSpec.from_dict(json.loads(spec_json))
-                seeds = {0: bytes(seed01), 2: new_seed()}
-                party = self._party(channel, seeds)
-                party.stats.bytes_received += received
-                party.stats.bytes_sent += channel.send(2, "seed", seeds[2])
-                bundles = [
-                    Bundle(str(o[0]), int(o[1]), str(o[2]), b"", bytes(o[3])) for o in owners
-                ]
-            else:
-                job_id, spec_json, seed02 = request
-                spec = AucSpec.from_dict(json.loads(spec_json))
-                tag, seed12, size = channel.recv(1, self.cfg.timeout)
-                if tag != "seed":
-                    raise ProtocolError(f"expected the seed from proxy 1, got {tag!r}")
-                party = self._party(channel, {0: bytes(seed02), 1: bytes(seed12)})
-                party.stats.bytes_received += received + size
-                bundles = []
-            self.log(
-                f"{self.name()}: job {job_id}: {len(spec.sizes)} owners, "
-                f"n = {spec.n}, sort = {spec.sort}"
-            )
-            if self.pid == 0:
-                lists = own_lists
-            elif self.pid == 1:
-                assert self.share_key is not None
-                lists = [open_bundle(b, self.pid, self.share_key) for b in bundles]
-            else:
-                lists = [np.zeros((n, 3), dtype=np.uint64) for n in spec.sizes]
-            out = execute(party, auc_program(party, lists, spec))
-            stats = json.dumps(party.stats.to_dict())
-            if self.pid == 0:
-                box0 = seal(
-                    public_from_bytes(bytes(client_pub)),
-                    np.ascontiguousarray(out, "<u8").tobytes(),
-                    _result_aad(job_id, 0),
-                )
-                got = [channel.recv(peer, self.cfg.timeout) for peer in (1, 2)]
-                for tag, _payload, _ in got:
-                    if tag != "result":
-                        raise ProtocolError(f"expected a result message, got {tag!r}")
-                box1, stats1 = got[0][1]
-                _, stats2 = got[1][1]
-                assert client is not None
-                client.send("result", [box0, box1, [stats, stats1, stats2]])
+                    client.send(Ok())
                 client.close()
-            elif self.pid == 1:
-                box1 = seal(
-                    public_from_bytes(bytes(client_pub)),
-                    np.ascontiguousarray(out, "<u8").tobytes(),
-                    _result_aad(job_id, 1),
-                )
-                channel.send(0, "result", [box1, stats])
-            else:
-                channel.send(0, "result", [b"", stats])
-            self.log(
-                f"{self.name()}: job {job_id} done: {party.stats.rounds} rounds, "
-                f"{party.stats.bytes_sent} bytes sent"
-            )
-            return True
-        except Exception as exc:
-            reason = (
-                f"{type(exc).__name__}: {exc}" if not isinstance(exc, ProtocolError) else str(exc)
-            )
-            self.log(f"{self.name()}: job {job_id} failed: {reason}")
-            channel.close(reason)
-            if client is not None:
-                try:
-                    client.send("error", f"MPC job failed at {ROLE[self.pid]}: {reason}")
-                except OSError:
-                    pass
-            return False
+                return 0
+            if not isinstance(request, JobRequest):
+                with contextlib.suppress(OSError):
+                    client.send(ErrorMessage(f"unexpected request {request.KIND!r}"))
+                client.close()
+                continue
+            self._job_proxy0(request, client)
+            client.close()
 
+    def _serve_follower(self) -> int:
+        q = self.links.queues[0]
+        while True:
+            try:
+                item = q.get(timeout=0.1)
+            except queue.Empty:
+                if self.links.dead is not None:
+                    self.log(f"{self.name()}: stopping: {self.links.dead}")
+                    return 1
+                continue
+            if isinstance(item, Stop):
+                self.log(f"{self.name()}: stopping: {item.reason}")
+                return 1
+            message = item.message
+            if isinstance(message, Shutdown):
+                return 0
+            if self.pid == 1 and isinstance(message, Forward):
+                self._job_proxy1(item.job, message, item.size)
+            elif self.pid == 2 and isinstance(message, HelperJob):
+                self._job_helper(item.job, message, item.size)
+            # Anything else is a frame of an ended job: dropped.
+            if self.links.dead is not None:
+                self.log(f"{self.name()}: stopping: {self.links.dead}")
+                return 1
+
+    # -- one job at each party ---------------------------------------------------------
     def _party(self, channel: Channel, seeds: dict[int, bytes]) -> Party:
+        if self.fail_after_rounds is not None:
+            fail, self.fail_after_rounds = self.fail_after_rounds, None
+            return Party(self.pid, channel, seeds, timeout=self.cfg.timeout, die_after_rounds=fail)
         return Party(
             self.pid,
             channel,
@@ -646,9 +729,173 @@ class PartyServer:
             on_die=lambda: os._exit(3),
         )
 
+    def _verdicts(self, channel: NetChannel, own: Verdict, party: Party) -> str | None:
+        """Send this party's verdict, hear the others'; the first refusal's reason, if any."""
+        for peer in self.links.out:
+            party.stats.bytes_sent += channel.send_message(peer, own)
+        refusals = [] if own.accept else [f"{ROLE[self.pid]}: {own.reason}"]
+        for peer in sorted(self.links.out):
+            verdict, size = channel.expect(peer, Verdict, self.cfg.timeout)
+            party.stats.bytes_received += size
+            if not verdict.accept:
+                refusals.append(f"{ROLE[peer]}: {verdict.reason}")
+        return refusals[0] if refusals else None
 
-def _result_aad(job_id: str, pid: int) -> bytes:
-    return f"fedroc-mpc-result|{job_id}|proxy{pid}".encode()
+    def _run(self, party: Party, lists: list[np.ndarray], spec: AucSpec) -> np.ndarray:
+        self.log(
+            f"{self.name()}: job {party.channel.job}: {len(spec.sizes)} owners, "  # type: ignore[attr-defined]
+            f"n = {spec.n}, sort = {spec.sort}, ci = {spec.ci}, precision = 2^-{spec.frac_bits}"
+        )
+        return np.asarray(execute(party, auc_program(party, lists, spec)))
+
+    def _fail(self, channel: NetChannel, exc: BaseException) -> str:
+        reason = _reason(exc)
+        self.log(f"{self.name()}: job {channel.job} failed: {reason}")
+        channel.close(reason)
+        return reason
+
+    def _job_proxy0(self, request: JobRequest, client: FrameSocket) -> None:
+        assert self.share_key is not None and self.ledger is not None
+        # Checked before the others hear of the job: a bad request costs them nothing.
+        try:
+            terms = request.bundles[0].terms
+            if any(b.terms != terms for b in request.bundles):
+                raise JobRefused("the bundles were made for different jobs")
+            parts = [
+                OwnerPart(b.owner, b.n, b.owner_key, b.signature, digest(b.box0), digest(b.box1))
+                for b in request.bundles
+            ]
+            spec = check_job(
+                terms,
+                parts,
+                registry=self.cfg.owners,
+                proxy_keys=self.proxy_keys,
+                ledger=self.ledger,
+            )
+            lists = [
+                open_box(terms, b.owner, b.n, b.box0, 0, self.share_key) for b in request.bundles
+            ]
+        except (ProtocolError, InputError) as exc:
+            self.log(f"{self.name()}: refused a job: {exc}")
+            with contextlib.suppress(OSError):
+                client.send(ErrorMessage(f"job refused by proxy 0: {exc}"))
+            return
+        job = terms.job
+        # Frames carry the job id and an attempt number: a job refused or failed before its
+        # result was released may be submitted again, and frames of the ended attempt that
+        # are still on their way must not be taken for the new one's.
+        run = f"{job}.{secrets.token_hex(6)}"
+        self.links.clear_oversized()
+        channel = NetChannel(self.links, run)
+        seeds = {1: new_seed(), 2: new_seed()}
+        party = self._party(channel, seeds)
+        try:
+            forward = Forward(
+                terms,
+                tuple(
+                    ForwardedBundle(b.owner, b.n, b.owner_key, b.signature, digest(b.box0), b.box1)
+                    for b in request.bundles
+                ),
+                request.client_key,
+                seeds[1],
+            )
+            party.stats.bytes_sent += channel.send_message(1, forward)
+            party.stats.bytes_sent += channel.send_message(2, HelperJob(spec, seeds[2]))
+            refused = self._verdicts(channel, Verdict(True), party)
+            if refused is not None:
+                self.log(f"{self.name()}: job {job} refused by {refused}")
+                with contextlib.suppress(OSError):
+                    client.send(ErrorMessage(f"job refused by {refused}", run))
+                return
+            out = self._run(party, lists, spec)
+            box0 = seal(
+                public_from_bytes(request.client_key),
+                np.ascontiguousarray(out, "<u8").tobytes(),
+                _result_aad(job, 0),
+            )
+            share1, _ = channel.expect(1, ResultShare, self.cfg.timeout)
+            share2, _ = channel.expect(2, ResultShare, self.cfg.timeout)
+            self.ledger.record(job, list(terms.owners), [p.fingerprint() for p in parts])
+        except Exception as exc:
+            reason = self._fail(channel, exc)
+            with contextlib.suppress(OSError):
+                client.send(ErrorMessage(f"MPC job failed at {ROLE[self.pid]}: {reason}", run))
+            return
+        with contextlib.suppress(OSError):
+            client.send(Result(box0, share1.box, (_stats(party), share1.stats, share2.stats)), run)
+        self.log(
+            f"{self.name()}: job {job} done: {party.stats.rounds} rounds, "
+            f"{party.stats.bytes_sent} bytes sent"
+        )
+
+    def _job_proxy1(self, run: str, forward: Forward, size: int) -> None:
+        assert self.share_key is not None and self.ledger is not None
+        job = run.split(".")[0]
+        self.links.clear_oversized()
+        channel = NetChannel(self.links, run)
+        seeds = {0: forward.seed, 2: new_seed()}
+        party = self._party(channel, seeds)
+        party.stats.bytes_received += size
+        try:
+            party.stats.bytes_sent += channel.send_message(2, Seed(seeds[2]))
+            terms = forward.terms
+            lists: list[np.ndarray] = []
+            try:
+                if terms.job != job:
+                    raise JobRefused(f"frames of job {job} carry terms of job {terms.job}")
+                parts = [
+                    OwnerPart(b.owner, b.n, b.owner_key, b.signature, b.digest0, digest(b.box1))
+                    for b in forward.bundles
+                ]
+                spec = check_job(
+                    terms,
+                    parts,
+                    registry=self.cfg.owners,
+                    proxy_keys=self.proxy_keys,
+                    ledger=self.ledger,
+                )
+                lists = [
+                    open_box(terms, b.owner, b.n, b.box1, 1, self.share_key)
+                    for b in forward.bundles
+                ]
+                own = Verdict(True)
+            except (ProtocolError, InputError) as exc:
+                self.log(f"{self.name()}: refused job {job}: {exc}")
+                own = Verdict(False, str(exc))
+            refused = self._verdicts(channel, own, party)
+            if refused is not None:
+                return
+            out = self._run(party, lists, spec)
+            box1 = seal(
+                public_from_bytes(forward.client_key),
+                np.ascontiguousarray(out, "<u8").tobytes(),
+                _result_aad(job, 1),
+            )
+            self.ledger.record(job, list(terms.owners), [p.fingerprint() for p in parts])
+            channel.send_message(0, ResultShare(box1, _stats(party)))
+        except Exception as exc:
+            self._fail(channel, exc)
+            return
+        self.log(f"{self.name()}: job {job} done: {party.stats.rounds} rounds")
+
+    def _job_helper(self, run: str, helper_job: HelperJob, size: int) -> None:
+        job = run.split(".")[0]
+        self.links.clear_oversized()
+        channel = NetChannel(self.links, run)
+        spec = helper_job.spec
+        try:
+            seed12, seed_size = channel.expect(1, Seed, self.cfg.timeout)
+            party = self._party(channel, {0: helper_job.seed, 1: seed12.seed})
+            party.stats.bytes_received += size + seed_size
+            if self._verdicts(channel, Verdict(True), party) is not None:
+                return
+            lists = [np.zeros((n, spec.fields), dtype=np.uint64) for n in spec.sizes]
+            self._run(party, lists, spec)
+            channel.send_message(0, ResultShare(b"", _stats(party)))
+        except Exception as exc:
+            self._fail(channel, exc)
+            return
+        self.log(f"{self.name()}: job {job} done: {party.stats.rounds} rounds")
 
 
 # -- the client --------------------------------------------------------------------------
@@ -656,11 +903,30 @@ def _result_aad(job_id: str, pid: int) -> bytes:
 
 @dataclass(frozen=True)
 class ClusterResult:
-    values: dict[str, float]
+    outputs: AucOutputs
     stats: list[PartyStats]
     seconds: float
     bytes_sent: int
     bytes_received: int
+
+    @property
+    def values(self) -> dict[str, float]:
+        return self.outputs.values()
+
+
+def job_of(bundles: list[Bundle], *, strict: bool = True) -> tuple[Any, AucSpec]:
+    """The terms all bundles share and the job's spec; InputError if they disagree (unless
+    ``strict`` is False: tests that play a dishonest client send such jobs anyway)."""
+    if not bundles:
+        raise InputError("a job needs at least one owner's bundle")
+    terms = bundles[0].terms
+    for b in bundles[1:]:
+        if strict and b.terms != terms:
+            raise InputError(
+                f"the bundles of {bundles[0].owner!r} and {b.owner!r} were made for different "
+                f"jobs ({terms.job} and {b.terms.job})"
+            )
+    return terms, terms.spec(tuple(b.n for b in bundles))
 
 
 class ClusterClient:
@@ -686,40 +952,33 @@ class ClusterClient:
                     raise ProtocolError(
                         f"{entry.host}:{entry.port} is not party 0 ({_peer_cn(tls)!r})"
                     )
-                fs = FrameSocket(tls)
-                fs.send("hello", ["client"])
+                fs = FrameSocket(tls, "proxy 0")
+                fs.send(Hello("client"))
                 return fs
             except (ConnectionRefusedError, ConnectionResetError, TimeoutError) as exc:
                 last = exc
-                time.sleep(0.05)
+                time.sleep(0.02)
             except ssl.SSLError as exc:
                 raise ProtocolError(f"TLS with party 0 failed: {exc}") from exc
         raise ProtocolError(f"cannot reach party 0 at {entry.host}:{entry.port}: {last}")
 
     def run(
-        self, spec: AucSpec, bundles: list[Bundle], *, timeout: float | None = 3600.0
+        self, bundles: list[Bundle], *, timeout: float | None = 3600.0, strict: bool = True
     ) -> ClusterResult:
-        """Run one AUC job on the owners' bundles; only this client can open the result."""
-        if [b.n for b in bundles] != list(spec.sizes):
-            raise InputError("bundle sizes do not match the job's sizes")
+        """Run the job the owners' bundles were made for; only this client opens the result.
+
+        ``strict=False`` skips the client's own consistency checks (the proxies check
+        everything again); tests use it to play a dishonest client.
+        """
+        terms, spec = job_of(list(bundles), strict=strict)
         start = time.perf_counter()
         key = new_key()
-        job_id = secrets.token_hex(8)
         fs = self._connect()
         try:
-            sent = fs.send(
-                "job",
-                [
-                    "job",
-                    job_id,
-                    json.dumps(spec.to_dict()),
-                    public_bytes(key),
-                    [[b.owner, b.n, b.context, b.box0, b.box1] for b in bundles],
-                ],
-            )
+            sent = fs.send(JobRequest(tuple(bundles), public_bytes(key)))
             fs.sock.settimeout(timeout)
             try:
-                tag, payload, received = fs.recv()
+                _, answer, received = fs.recv(self.cfg.max_frame_bytes)
             except EOFError:
                 raise ProtocolError(
                     "proxy 0 closed the connection before answering (it stopped or died)"
@@ -728,30 +987,38 @@ class ClusterClient:
                 raise ProtocolError(f"no answer from the cluster within {timeout:g} s") from None
         finally:
             fs.close()
-        if tag == "error":
-            raise ProtocolError(str(payload))
-        if tag != "result":
-            raise ProtocolError(f"unexpected answer {tag!r} from party 0")
-        box0, box1, stats = payload
+        if isinstance(answer, ErrorMessage):
+            raise ProtocolError(answer.reason)
+        if not isinstance(answer, Result):
+            raise ProtocolError(f"unexpected answer {answer.KIND!r} from party 0")
         shares = [
-            np.frombuffer(unseal(key, bytes(box), _result_aad(job_id, pid)), dtype="<u8").astype(
+            np.frombuffer(unseal(key, box, _result_aad(terms.job, pid)), dtype="<u8").astype(
                 np.uint64
             )
-            for pid, box in ((0, box0), (1, box1))
+            for pid, box in ((0, answer.box0), (1, answer.box1))
         ]
+        if shares[0].shape != shares[1].shape:
+            raise ProtocolError("the proxies' result shares differ in length")
         opened = shares[0] + shares[1]
-        party_stats = [PartyStats(**json.loads(s)) for s in stats]
+        party_stats = [
+            PartyStats(s.rounds, s.bytes_sent, s.bytes_received, s.messages_sent, s.seconds)
+            for s in answer.stats
+        ]
         return ClusterResult(
-            decode_outputs(opened, spec), party_stats, time.perf_counter() - start, sent, received
+            decode_outputs(opened, spec),
+            party_stats,
+            time.perf_counter() - start,
+            sent,
+            received,
         )
 
     def shutdown(self) -> None:
         fs = self._connect()
         try:
-            fs.send("shutdown", ["shutdown"])
+            fs.send(Shutdown())
             fs.sock.settimeout(10.0)
-            fs.recv()
-        except (EOFError, OSError):
+            fs.recv(HELLO_LIMIT)
+        except (EOFError, OSError, ProtocolError):
             pass
         finally:
             fs.close()

@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--id", type=int, required=True, choices=(0, 1, 2), help="party id")
     parser.add_argument("--startup-timeout", type=float, default=60.0)
     parser.add_argument("--die-after-rounds", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--fail-first-job-after", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
         server = PartyServer(
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
             args.id,
             startup_timeout=args.startup_timeout,
             die_after_rounds=args.die_after_rounds,
+            fail_first_job_after_rounds=args.fail_first_job_after,
         )
     except FedrocError as exc:
         sys.stderr.write(f"error: {exc}\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sys
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -29,6 +30,19 @@ def new_seed() -> bytes:
 def derive_seed(master: bytes, label: str) -> bytes:
     """A seed derived from a master seed (for reproducible test runs)."""
     return hashlib.sha256(master + b"\x00fedroc-mpc\x00" + label.encode()).digest()
+
+
+_LOW, _HIGH = (0, 1) if sys.byteorder == "little" else (1, 0)
+_ZEROS = bytes(1 << 20)
+
+
+def _zeros(n: int) -> memoryview:
+    """``n`` zero bytes to encrypt, from one buffer kept for the process (allocating and
+    zeroing a fresh buffer per draw cost more than the AES itself)."""
+    global _ZEROS
+    if n > len(_ZEROS):
+        _ZEROS = bytes(1 << max(20, (n - 1).bit_length()))
+    return memoryview(_ZEROS)[:n]
 
 
 def _size(shape: int | tuple[int, ...]) -> tuple[tuple[int, ...], int]:
@@ -58,7 +72,7 @@ class Stream:
         if n == 0:
             return b""
         enc = Cipher(algorithms.AES(self._key), modes.CTR(nonce)).encryptor()
-        return enc.update(bytes(n))
+        return enc.update(_zeros(n))
 
     def uint64(self, shape: int | tuple[int, ...]) -> NDArray[np.uint64]:
         shp, n = _size(shape)
@@ -73,25 +87,34 @@ class Stream:
         """Uniform integers in ``[0, bound)`` (bias at most ``bound / 2**64``)."""
         return (self.uint64(shape) % np.uint64(bound)).astype(np.int64)
 
-    def _bytes_below(self, n: int, bound: int) -> NDArray[np.uint8]:
-        """``n`` uniform bytes below ``bound`` (<= 256) by rejection sampling."""
-        limit = (256 // bound) * bound
-        out = np.empty(0, dtype=np.uint8)
-        while out.size < n:
-            want = n - out.size
-            raw = np.frombuffer(self.random_bytes(int(want * 256 / limit) + 64), dtype=np.uint8)
-            out = np.concatenate([out, raw[raw < limit][:want]])
-        return out % np.uint8(bound)
+    def _below_small(self, n: int, bound: int) -> NDArray[np.uint8]:
+        """``n`` uniform integers in ``[0, bound)`` for ``bound <= 256``, exactly.
+
+        Lemire's multiply-shift on 16-bit words: ``v = (x bound) >> 16``, rejecting the
+        ``65536 mod bound`` words whose low half ``(x bound) mod 2**16`` falls below
+        ``(65536 - bound) mod bound`` (10 in 65536 for 67). The rare rejected positions are
+        drawn again, so the result is exactly uniform and no array is compacted.
+        """
+        prod = np.frombuffer(self.random_bytes(2 * n), dtype="<u2").astype(np.uint32)
+        prod *= np.uint32(bound)
+        halves = prod.view(np.uint16)  # the low and high 16 bits of each product
+        out = halves[_HIGH::2].astype(np.uint8)
+        threshold = (65536 - bound) % bound
+        if threshold:
+            bad = np.flatnonzero(halves[_LOW::2] < threshold)
+            if bad.size:
+                out[bad] = self._below_small(bad.size, bound)
+        return out
 
     def zp(self, shape: int | tuple[int, ...]) -> NDArray[np.uint8]:
         """Uniform elements of Z_p."""
         shp, n = _size(shape)
-        return self._bytes_below(n, P).reshape(shp)
+        return self._below_small(n, P).reshape(shp)
 
     def zp_star(self, shape: int | tuple[int, ...]) -> NDArray[np.uint8]:
         """Uniform non-zero elements of Z_p."""
         shp, n = _size(shape)
-        return (self._bytes_below(n, P - 1) + np.uint8(1)).reshape(shp)
+        return (self._below_small(n, P - 1) + np.uint8(1)).reshape(shp)
 
     def child(self) -> Stream:
         """An independent stream, for draws whose number depends on public data."""

@@ -20,8 +20,8 @@ shares of the outputs at the proxies.
   :func:`modulus_conversion` (ppAURORA's MC, Z_2^63 -> Z_2^64): one call of :func:`wrap`.
 * :func:`trunc`: exact ``floor(x / 2**k)`` (two wraps side by side, 3 rounds), so a
   fixed-point product never has the wrap-around errors of local truncation.
-* :func:`div_frac`: ``floor(num * 2**f / den)`` for secret integers, by long division in
-  radix ``2**b`` (``2**b - 1`` comparisons side by side per digit).
+* :func:`divide` (and :func:`div_frac`): ``floor(num * 2**f / den)`` for secret integers,
+  by long division in radix ``2**b`` (``2**b - 1`` comparisons side by side per digit).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from fedroc.exceptions import ProtocolError
@@ -46,6 +47,7 @@ from fedroc.mpc.runtime import HELPER, Party, Program, Step, idle, par
 
 __all__ = [
     "div_frac",
+    "divide",
     "key_ge",
     "lt",
     "modulus_conversion",
@@ -61,6 +63,11 @@ __all__ = [
 ]
 
 BitArray = NDArray[np.uint8]
+
+# Masks of private compare that tests/test_mpc_security.py removes, one at a time, to show
+# that its view tests fail without them ("beta", "rho", "sigma", "tau", "share_mask").
+# Empty in every real run.
+REMOVED_MASKS: frozenset[str] = frozenset()
 
 
 def _zeros(shape: tuple[int, ...]) -> UArray:
@@ -162,44 +169,70 @@ def private_compare_vectors(
 ) -> BitArray:
     """One proxy's message of SecureNN's private compare (Wagh et al. 2019, Algorithm 3).
 
-    ``rbits`` are this proxy's Z_67 shares of the bits of the helper's ``r`` (most
-    significant first), ``y`` the public value. Reconstructed, row ``i`` has exactly one
-    zero iff ``beta XOR [r > y]``; the non-zero values are uniform in Z_67* (multiplied by
-    the common ``s``) and a common random rotation of each row hides where the zero is.
+    ``rbits`` (shape ``(k, m)``, bit-major) are this proxy's Z_67 shares of the bits of the
+    helper's ``r`` (most significant first), ``y`` the public values (shape ``(m,)``).
+    Reconstructed, row ``i`` of the message (shape ``(m, k)``) has exactly one zero iff
+    ``beta XOR [r > y]``; the non-zero values are uniform in Z_67* (multiplied by the common
+    ``s``, shape ``(k, m)``) and a common random rotation of each row hides where the zero
+    is.
 
-    ``mask`` (common to both proxies, uniform in Z_67) re-randomizes the two additive
-    shares of each ``c_i`` before the multiplication by ``s_i``: party 0 adds it, party 1
-    subtracts it. Without it the helper, who dealt both proxies' bit shares, would see the
-    ratio ``c_i^0 / c_i^1`` of the two messages (``s_i`` cancels), which depends on the
-    public bits and on ``beta``; with it each message is uniform and the pair tells only
-    the sum. (Algorithm 3 as printed sends the unmasked shares.)
+    ``mask`` (shape ``(k, m)``, common to both proxies, uniform in Z_67) re-randomizes the
+    two additive shares of each ``c_i`` before the multiplication by ``s_i``: party 0 adds
+    it, party 1 subtracts it. Without it the helper, who dealt both proxies' bit shares,
+    would see the ratio ``c_i^0 / c_i^1`` of the two messages (``s_i`` cancels), which
+    depends on the public bits and on ``beta``; with it each message is uniform and the pair
+    tells only the sum. (Algorithm 3 as printed sends the unmasked shares.)
+
+    Notes
+    -----
+    With ``b`` the public bits (of ``y + 1`` where ``beta = 1``, else of ``y``) and ``x``
+    the shares of r's bits, ``w_i = x_i + b_i (j - 2 x_i)`` are shares of ``x_i XOR b_i``
+    and ``c_i = j + sum_{l < i} w_l +- (j b_i - x_i)`` (minus where ``beta = 1``). All of it
+    is computed in int16 on bit-major arrays (the running sum runs over contiguous rows),
+    offset to non-negative values and reduced modulo 67 twice, in uint16.
     """
     m = y.shape[0]
-    x = rbits.astype(np.uint16)
-    if k >= 64:
-        t = y + U64(1)
-    else:
-        t = low_bits(y + U64(1), k)
-    bb = beta.astype(bool)[:, None]
-    pub = np.where(bb, bits_msb_first(t, k), bits_msb_first(y, k)).astype(np.uint16)
-    # Shares of x_i XOR pub_i: x_i where pub_i = 0, 1 - x_i where pub_i = 1.
-    w = np.where(pub == 1, (np.uint16(j + P) - x) % P, x)
-    prefix = np.cumsum(w, axis=1, dtype=np.uint16) - w  # sum over more significant bits
-    core = (np.uint16(j) * pub + np.uint16(P) - x) % P  # j * pub - x
-    c = (np.where(bb, (np.uint16(P) - core) % P, core) + np.uint16(j) + prefix) % P
+    if rbits.shape != (k, m) or s.shape != (k, m):
+        raise ProtocolError(f"private compare: bit shares must have shape {(k, m)}")
+    bb = beta.astype(bool)
+    z = np.where(bb, y + U64(1), y)
+    if k < 64:
+        z = low_bits(z, k)
+    pub = np.ascontiguousarray(bits_msb_first(z, k).T).astype(np.int16)
+    x = rbits.astype(np.int16)
+    jj = np.int16(j)
+    w = x + pub * (jj - 2 * x)  # in [-66, 67]
+    # c = sum_{l < i} w_l (a running sum down the contiguous rows: numpy's cumsum along
+    # axis 0 does not vectorize across the row), then + j +- (j b - x).
+    c = np.empty_like(w)
+    c[0] = 0
+    for i in range(1, k):
+        np.add(c[i - 1], w[i - 1], out=c[i])
+    c += jj
+    sign = (1 - 2 * beta.astype(np.int16))[None, :]  # -1 where beta = 1
+    c += (jj * pub - x) * sign
     full = np.uint64((1 << k) - 1) if k < 64 else np.uint64(2**64 - 1)
-    special = np.flatnonzero(beta.astype(bool) & (y == full))
+    special = np.flatnonzero(bb & (y == full))
     if special.size:
         # t = y + 1 wraps: r <= y always, so the row must hold exactly one zero.
-        u = rare(special.size * k).reshape(special.size, k).astype(np.uint16)
-        rows = np.where(j == 0, u + 1, np.uint16(P) - u) % P
-        rows[:, -1] = u[:, -1] if j == 0 else (np.uint16(P) - u[:, -1]) % P
-        c[special] = rows
+        u = rare(special.size * k).reshape(k, special.size).astype(np.int16)
+        rows = (u + 1) % P if j == 0 else (P - u) % P
+        rows[-1] = u[-1] if j == 0 else (P - u[-1]) % P
+        c[:, special] = rows
     if mask is not None:
-        c = (c + (mask.astype(np.uint16) if j == 0 else np.uint16(P) - mask)) % P
-    d = (s.astype(np.uint16) * c) % P
-    idx = (np.arange(k)[None, :] - shift[:, None]) % k
-    return np.take_along_axis(d, idx, axis=1).astype(np.uint8).reshape(m, k)
+        c = c + mask.astype(np.int16) if j == 0 else c - mask.astype(np.int16)
+    # Offset by a multiple of 67 above the most negative value, then reduce in uint16.
+    c += np.int16(P * 64)
+    cu = c.view(np.uint16)
+    np.remainder(cu, np.uint16(P), out=cu)
+    cu *= s
+    np.remainder(cu, np.uint16(P), out=cu)
+    d = cu.astype(np.uint8)
+    # Rotate row i (of the (m, k) message) right by shift_i: windows of the doubled rows.
+    rows_major = np.ascontiguousarray(d.T)
+    wide = np.concatenate([rows_major, rows_major], axis=1)
+    windows = sliding_window_view(wide, k, axis=1)
+    return np.ascontiguousarray(windows[np.arange(m), (k - shift) % k])
 
 
 OutputFn = Callable[..., BitArray]
@@ -250,16 +283,17 @@ def wrap(
     if p.is_helper:
         s0, s1 = p.shared(0), p.shared(1)
         r0 = s0.uint64(m) & mask
-        rb0 = s0.zp((m, k))
+        rb0 = s0.zp((k, m))
         out0 = s0.uint64((m, n_out)) if t else s0.uint64(m)
         r1 = s1.uint64(m) & mask
         r, w_r = carry_add(r0, r1, k)
-        rb1 = (bits_msb_first(r, k).astype(np.int16) - rb0.astype(np.int16)) % P
+        rb1 = (bits_msb_first(r, k).T.astype(np.int16) - rb0.astype(np.int16)) % P
         yield Step({1: rb1.astype(np.uint8)}, (), tag + ".r")
         got = yield Step({}, (0, 1), tag + ".pc")
         d0, e0, a0 = got[0]
         d1, e1, a1 = got[1]
-        hit = ((d0.astype(np.uint16) + d1) % P == 0).any(axis=1).astype(np.uint8)
+        both = d0 + d1  # < 2 P < 256: no wrap in uint8
+        hit = ((both == 0) | (both == P)).any(axis=1).astype(np.uint8)
         eps = np.unpackbits(e0)[:m] ^ np.unpackbits(e1)[:m]
         masked = hit ^ w_r ^ eps
         if t:
@@ -278,7 +312,7 @@ def wrap(
     j = p.pid
     sh = p.shared(HELPER)
     r_i = sh.uint64(m) & mask
-    rb = sh.zp((m, k)) if j == 0 else None
+    rb = sh.zp((k, m)) if j == 0 else None
     out_share = (sh.uint64((m, n_out)) if t else sh.uint64(m)) if j == 0 else None
     common = p.shared(p.other)
     beta = common.bits(m)
@@ -286,8 +320,19 @@ def wrap(
     sigma = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
     # tau hides each proxy's own low bit; it cancels in the helper's XOR of the two.
     tau = common.bits((t, m)) if t else np.zeros((0, m), dtype=np.uint8)
-    s = common.zp_star((m, k))
-    share_mask = common.zp((m, k))
+    s = common.zp_star((k, m))
+    share_mask = common.zp((k, m))
+    if REMOVED_MASKS:  # regression tests only: show that the view tests catch the leak
+        beta, rho, sigma, tau, share_mask = (
+            np.zeros_like(v) if name in REMOVED_MASKS else v
+            for name, v in (
+                ("beta", beta),
+                ("rho", rho),
+                ("sigma", sigma),
+                ("tau", tau),
+                ("share_mask", share_mask),
+            )
+        )
     shift = common.below(m, k)
     rare_stream = common.child()
 
@@ -321,11 +366,18 @@ def wrap(
             out = out + mu.astype(np.uint64)
         return out
     assert fn is not None
+    # Row r's table is fn at (index XOR M_r), M_r the row's masks packed like the index, so
+    # sum_i fn(i ^ M_r) share[r, i] = sum over the i' with fn(i') = 1 of share[r, i' ^ M_r].
     index = np.arange(n_out)
-    masks = [mu, *sigma]
-    args = [((index[None, :] >> q) & 1).astype(np.uint8) ^ masks[q][:, None] for q in range(t + 1)]
-    table = fn(*args).astype(np.uint64)
-    return (table * share).sum(axis=1, dtype=np.uint64)
+    base = fn(*[((index >> q) & 1).astype(np.uint8) for q in range(t + 1)])
+    packed = mu.astype(np.int64)
+    for q in range(t):
+        packed |= sigma[q].astype(np.int64) << (q + 1)
+    rows = np.arange(m)
+    out = np.zeros(m, dtype=np.uint64)
+    for i in np.flatnonzero(base):
+        out += share[rows, packed ^ i]
+    return out
 
 
 def msb(p: Party, a: UArray, tag: str = "msb") -> Program:
@@ -386,28 +438,67 @@ def mul_fixed(p: Party, x: UArray, y: UArray, frac_bits: int, tag: str = "mulfx"
     return (yield from trunc(p, z, frac_bits, tag=tag + ".trunc"))
 
 
-def div_frac(
-    p: Party, num: UArray, den: UArray, frac_bits: int, *, radix_bits: int = 4, tag: str = "div"
+def divide(
+    p: Party,
+    num: UArray,
+    den: UArray,
+    *,
+    den_bits: int,
+    int_bits: int,
+    frac_bits: int,
+    max_radix: int = 8,
+    tag: str = "div",
 ) -> Program:
-    """Shares of ``floor(num * 2**frac_bits / den)`` for integers ``0 <= num < 2 den``.
+    """Shares of ``floor(num * 2**frac_bits / den)`` for secret integers.
 
-    Long division: the integer part (0 or 1), then ``radix_bits`` quotient bits per digit,
-    each digit the count of ``t = 1 .. 2**b - 1`` with ``R >= t den``, compared side by side.
-    Needs ``den * 2**radix_bits < 2**62``. With ``den = 0`` the result is meaningless and
-    must be masked by the caller.
+    Parameters
+    ----------
+    num, den : uint64 shares, shape (m,)
+        ``0 <= num < den * 2**int_bits`` and ``0 < den < 2**den_bits`` (public bounds).
+    den_bits, int_bits, frac_bits : int
+        Bounds of the operands and the number of quotient bits after the point.
+    max_radix : int
+        Quotient bits per digit at most; the radix is also limited so that every compared
+        value stays below ``2**62``.
+
+    Notes
+    -----
+    Long division in radix ``2**b``: each digit is the count of ``t = 1 .. 2**b - 1`` with
+    ``remainder >= t den`` (``2**b - 1`` comparisons side by side, one wrap, 3 rounds), and
+    the remainder is updated by one multiplication (1 round). A larger radix costs more
+    comparisons per digit but fewer rounds; the few quotients of a job make that cheap.
+    With ``den = 0`` the result is meaningless and must be masked by the caller.
     """
+    room = 62 - den_bits
+    if room < 1 or int_bits > room or int_bits < 0 or frac_bits < 0:
+        raise ProtocolError(
+            f"divide: {den_bits}-bit denominators with {int_bits} integer bits do not fit "
+            "the 62-bit comparisons"
+        )
+    # Integer digits compare values below den 2**int_bits whatever their radix; fraction
+    # digits compare the shifted remainder (below den 2**b), so their radix is limited.
+    radix = max(1, min(max_radix, room))
     m = num.shape[0]
-    ge = yield from lt(p, num, den, tag + ".int")
-    ge = add_public(p, U64(0) - ge, 1)  # 1 - [num < den]
-    q = ge
-    sub = yield from mul(p, ge, den, tag + ".int.mul")
-    rem = num - sub
+    q = np.zeros(m, dtype=np.uint64)
+    rem = num
+    digits: list[tuple[int, int]] = []  # (bits, shift of den) for each digit, top first
+    hi = int_bits
+    while hi > 0:
+        b = min(max_radix, hi)
+        digits.append((b, hi - b))
+        hi -= b
     done = 0
     while done < frac_bits:
-        b = min(radix_bits, frac_bits - done)
+        b = min(radix, frac_bits - done)
         done += b
-        rem = rem << U64(b)
-        steps = np.arange(1, 1 << b, dtype=np.uint64)
+        digits.append((b, -b))  # fraction digit: shift the remainder left by b instead
+    for index, (b, shift) in enumerate(digits):
+        if shift < 0:
+            rem = rem << U64(-shift)
+            scale = np.uint64(1)
+        else:
+            scale = np.uint64(1) << U64(shift)
+        steps = np.arange(1, 1 << b, dtype=np.uint64) * scale
         lhs = np.repeat(rem, steps.size)
         rhs = (den[:, None] * steps[None, :]).reshape(-1)
         below = yield from lt(p, lhs, rhs, f"{tag}.digit")
@@ -415,7 +506,28 @@ def div_frac(
             p, U64(0) - below.reshape(m, -1).sum(axis=1, dtype=np.uint64), (1 << b) - 1
         )
         q = (q << U64(b)) + digit
-        if done < frac_bits:
+        if index < len(digits) - 1:
             taken = yield from mul(p, digit, den, f"{tag}.digit.mul")
-            rem = rem - taken
+            rem = rem - taken * scale
     return q
+
+
+def div_frac(
+    p: Party, num: UArray, den: UArray, frac_bits: int, *, radix_bits: int = 4, tag: str = "div"
+) -> Program:
+    """Shares of ``floor(num * 2**frac_bits / den)`` for integers ``0 <= num < 2 den``.
+
+    Needs ``den * 2**radix_bits < 2**62``; see :func:`divide`.
+    """
+    return (
+        yield from divide(
+            p,
+            num,
+            den,
+            den_bits=62 - radix_bits,
+            int_bits=1,
+            frac_bits=frac_bits,
+            max_radix=radix_bits,
+            tag=tag,
+        )
+    )

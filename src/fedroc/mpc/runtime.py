@@ -8,7 +8,8 @@ side by side and merges their steps, so independent sub-protocols share rounds.
 
 Channels: :class:`MemoryHub` connects three parties in one process (threads; the tests) and
 :mod:`fedroc.mpc.net` connects three OS processes over TCP with TLS. Both move the same
-frames (:func:`frame_size` counts them identically), so rounds and bytes agree.
+frames (:class:`~fedroc.mpc.messages.StepFrame` records of fedroc's one record codec), so
+rounds and bytes agree.
 
 Every party runs the same sequence of steps: a protocol yields the same number of steps at
 every party (idle parties yield empty steps) and draws from a shared stream at the same
@@ -18,7 +19,6 @@ that discipline would break.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
@@ -27,9 +27,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from fedroc.exceptions import ProtocolError
+from fedroc.mpc.messages import FRAME_PREFIX, StepFrame, decode_message, encode_message
 from fedroc.mpc.prg import Stream, derive_seed, new_seed
 
 __all__ = [
@@ -41,12 +40,12 @@ __all__ = [
     "PartyStats",
     "PeerStopped",
     "Step",
+    "Stop",
     "execute",
-    "frame_size",
-    "pack",
     "par",
+    "read_step",
     "run_local",
-    "unpack",
+    "step_frame",
 ]
 
 HELPER = 2
@@ -114,72 +113,20 @@ def par(*gens: Program) -> Generator[Step, dict[int, Any], list[Any]]:
     return results
 
 
-# -- frames ------------------------------------------------------------------------------
-
-
-def _structure(obj: Any, buffers: list[memoryview]) -> Any:
-    if isinstance(obj, np.ndarray):
-        arr = np.ascontiguousarray(obj)
-        buffers.append(arr.reshape(-1).view(np.uint8).data if arr.size else memoryview(b""))
-        return ["a", arr.dtype.str, list(arr.shape)]
-    if isinstance(obj, (list, tuple)):
-        return ["l", [_structure(v, buffers) for v in obj]]
-    if isinstance(obj, bytes):
-        buffers.append(memoryview(obj))
-        return ["b", len(obj)]
-    if isinstance(obj, (bool, np.bool_)):
-        return ["i", int(obj)]
-    if isinstance(obj, (int, np.integer)):
-        return ["i", int(obj)]
-    if isinstance(obj, str):
-        return ["s", obj]
-    if obj is None:
-        return ["n"]
-    raise TypeError(f"cannot send a value of type {type(obj).__name__}")
-
-
-def pack(tag: str, payload: Any) -> tuple[bytes, list[memoryview]]:
-    """Header (JSON) and buffers of one frame."""
-    buffers: list[memoryview] = []
-    header = json.dumps({"t": tag, "s": _structure(payload, buffers)}, separators=(",", ":"))
-    return header.encode(), buffers
-
-
-def _rebuild(spec: Any, body: memoryview, pos: list[int]) -> Any:
-    kind = spec[0]
-    if kind == "a":
-        dtype = np.dtype(spec[1])
-        shape = tuple(spec[2])
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        start = pos[0]
-        pos[0] += nbytes
-        return np.frombuffer(body[start : start + nbytes], dtype=dtype).reshape(shape)
-    if kind == "l":
-        return [_rebuild(s, body, pos) for s in spec[1]]
-    if kind == "b":
-        start = pos[0]
-        pos[0] += spec[1]
-        return bytes(body[start : start + spec[1]])
-    if kind == "i":
-        return spec[1]
-    if kind == "s":
-        return spec[1]
-    return None
-
-
-def unpack(header: bytes, body: memoryview) -> tuple[str, Any]:
-    head = json.loads(header)
-    return head["t"], _rebuild(head["s"], body, [0])
-
-
-FRAME_OVERHEAD = 12  # 8-byte frame length + 4-byte header length
-
-
-def frame_size(header: bytes, buffers: Sequence[memoryview]) -> int:
-    return FRAME_OVERHEAD + len(header) + sum(b.nbytes for b in buffers)
-
-
 # -- channels ----------------------------------------------------------------------------
+
+
+def step_frame(tag: str, payload: Any, job: str = "") -> bytes:
+    """The wire frame of one step's message (:mod:`fedroc.mpc.messages`)."""
+    return encode_message(StepFrame(tag, payload), job)
+
+
+def read_step(body: bytes | bytearray | memoryview, who: str) -> tuple[str, Any]:
+    """Tag and payload of a step frame's body (without its length prefix)."""
+    _job, message = decode_message(body)
+    if not isinstance(message, StepFrame):
+        raise ProtocolError(f"{who}: expected protocol data, got a {message.KIND!r} message")
+    return message.tag, message.payload
 
 
 class Channel(ABC):
@@ -197,7 +144,9 @@ class Channel(ABC):
         """Tell the peers this party stops (with ``reason`` when it failed)."""
 
 
-class _Stop:
+class Stop:
+    """Queue item that ends a link: the peer stopped, failed or disconnected."""
+
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
@@ -220,11 +169,10 @@ class MemoryChannel(Channel):
         self.pid = pid
 
     def send(self, peer: int, tag: str, payload: Any) -> int:
-        header, buffers = pack(tag, payload)
-        # Rebuild from a copy of the bytes, as a network would: no array is shared.
-        body = memoryview(b"".join(buffers))
-        self.hub.queues[(self.pid, peer)].put((header, body))
-        return frame_size(header, buffers)
+        # Encoded and decoded as on a network: no array is shared, bytes count the same.
+        frame = step_frame(tag, payload)
+        self.hub.queues[(self.pid, peer)].put(frame)
+        return len(frame)
 
     def recv(self, peer: int, timeout: float) -> tuple[str, Any, int]:
         try:
@@ -233,16 +181,15 @@ class MemoryChannel(Channel):
             raise PeerStopped(
                 f"{ROLE[self.pid]}: no message from {ROLE[peer]} within {timeout:g} s"
             ) from None
-        if isinstance(item, _Stop):
+        if isinstance(item, Stop):
             raise PeerStopped(f"{ROLE[self.pid]}: {ROLE[peer]} stopped: {item.reason}")
-        header, body = item
-        tag, payload = unpack(header, body)
-        return tag, payload, FRAME_OVERHEAD + len(header) + body.nbytes
+        tag, payload = read_step(memoryview(item)[FRAME_PREFIX:], ROLE[self.pid])
+        return tag, payload, len(item)
 
     def close(self, reason: str | None = None) -> None:
         for peer in range(3):
             if peer != self.pid:
-                self.hub.queues[(self.pid, peer)].put(_Stop(reason or "finished"))
+                self.hub.queues[(self.pid, peer)].put(Stop(reason or "finished"))
 
 
 # -- parties -----------------------------------------------------------------------------
@@ -353,7 +300,9 @@ def execute(party: Party, program: Program) -> Any:
                 ):
                     if party.on_die is not None:
                         party.on_die()
-                    raise ProtocolError(f"{ROLE[party.pid]}: fault injected (died)")
+                    raise ProtocolError(
+                        f"{ROLE[party.pid]}: fault injected after {party.die_after_rounds} rounds"
+                    )
             for peer, payload in step.send.items():
                 party.stats.bytes_sent += party.channel.send(peer, step.tag, payload)
                 party.stats.messages_sent += 1

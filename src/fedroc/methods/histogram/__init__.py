@@ -1,0 +1,492 @@
+"""Federated ROC and PR curves from hierarchical histograms (paper 5, Xu & Cormode 2025).
+
+Method (paper sections "Quantiles estimation via histograms" and "Curve approximation via
+quantiles"; details from NOTES.md section 5):
+
+1. Each site builds a hierarchical histogram of its positive and of its negative scores
+   over a public score range (default [0, 1]; a user range, or a public monotone
+   transform for unbounded scores): level l has b^l equal-width bins, l = 1..h, with
+   branching b (default 2) and height ``h = ceil(log_b Q) + 2`` for Q quantiles.
+2. The analyst aggregates the histograms. Mode "secure aggregation": the sites send their
+   leaf counts through :mod:`fedroc.secagg` and the analyst builds the upper levels. Mode
+   "distributed DP": each site adds its share of noise to every level, with budget
+   epsilon / h per level (sensitivity 1): discrete Laplace shares (difference of two
+   negative-binomial NB(1/n, 1 - e^(-epsilon/h)) variables; Goryczka & Xiong 2015) or, as
+   the continuous variant, Laplace shares (difference of two Gamma(1/n, h/epsilon)); the
+   sum goes through secure aggregation. Mode "local DP" (the reference code's ``LDP``):
+   each site adds a full draw to every node and sends its tree in the clear. Each site
+   draws from its own generator (the reference code's shared seed made all shares
+   equal). A noisy tree is then made consistent (Hay et al. 2010: weighted averaging
+   bottom-up, mean consistency top-down).
+3. Q quantiles per class at fractions linspace(0, 1, Q), found by descending the tree to
+   the bin holding each fraction (within the final leaf the position is interpolated
+   linearly, where the reference code returned the bin's left edge).
+4. Survival functions ``1 - Phi(s)`` through (quantile_k, 1 - k / (Q - 1)), by PCHIP (the
+   paper), straight lines or midpoint steps (the reference code's alternatives), clipped
+   to [0, 1]; ROC ``(F(s), T(s))`` and PR ``(T(s), T n+ / (T n+ + F n-))`` (eqs. 1-3).
+5. AUROC and AUPR by trapezoids along the approximated curves; the area errors of
+   Definition 1 (eqs. 4-5), and the errors of AUROC, AUPR and average precision, against
+   a pooled curve when the caller holds one.
+
+Beyond the paper: an AUC confidence interval. Under secure aggregation: DeLong's variance
+of the leaf-binned scores (:func:`fedroc.metrics.delong_from_counts`). Under DP the area
+under the noisy curves is biased (clipped noise smears the classes into each other), so
+the AUC is the noise-unbiased AUC of one level of the consistent tree, with the exact
+variance of the noise (:mod:`._dp`); the Brier score and calibration curve come with
+their noise SD; a setting whose noise drowns a class total gives a result that says so.
+
+Parts, as in every method package: :mod:`._site` (what a site computes: leaf counts, the
+two site functions), :mod:`._protocol` (checked options and the round of trees),
+:mod:`._tree` (consistency, noise propagation, quantiles), :mod:`._curves` (ECDFs and
+curves, their errors), :mod:`._dp` (statistics with their noise), :mod:`._result`,
+:mod:`.baselines` (the paper's exact-quantile and DP-ECDF baselines) and
+:mod:`.figures` (paper 5's figures).
+
+Threat model: honest-but-curious analyst and sites (that of :mod:`fedroc.secagg`). In the
+secure-aggregation mode the analyst learns the pooled leaf histograms of each class (the
+pooled scores rounded to a leaf width) and nothing about any single site; a site with
+fewer than q positives or negatives refuses. In the distributed-DP mode what the analyst
+learns is epsilon-differentially private with respect to adding or removing one row
+(each row adds 1 to one bin per level; basic composition over the h levels), provided
+the sites add their noise honestly; sites that collude with the analyst and reveal their
+shares weaken the noise of the others. In the local-DP mode every site's own tree is
+epsilon-DP whoever sees it (no secure aggregation, no trust in the analyst or the other
+sites), at the price of one full noise draw per site in the sum. Per-site row counts are
+not released in any mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedroc.exceptions import InputError
+from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.metrics import delong_from_counts
+
+from ._curves import (
+    INTERPOLATIONS,
+    CurveErrors,
+    Curves,
+    approximate_curves,
+    curve_errors,
+    pr_area_error,
+    roc_area_error,
+    survival_function,
+)
+from ._dp import dp_auc, dp_brier, dp_calibration
+from ._protocol import AggregatedTree, HistogramOptions, check_options, collect_tree
+from ._result import HistogramCurves
+from ._site import (
+    INPUT_NAME,
+    LOCAL_NAME,
+    MAX_LEAVES,
+    MODE_DDP,
+    MODE_LDP,
+    MODE_SA,
+    MODES,
+    NOISES,
+    TRANSFORMS,
+    _site_leaves,
+    count_leaves,
+    leaf_index,
+    levels_from_leaves,
+    tree_height,
+)
+from ._tree import (
+    consistent_tree,
+    consistent_tree_adjoint,
+    level_noise_covariance,
+    linear_noise_variance,
+    total_noise_sd,
+    tree_leaf_masses,
+    tree_quantiles,
+)
+
+__all__ = [
+    "INPUT_NAME",
+    "INTERPOLATIONS",
+    "LOCAL_NAME",
+    "MAX_LEAVES",
+    "MODES",
+    "MODE_DDP",
+    "MODE_LDP",
+    "MODE_SA",
+    "NOISES",
+    "TRANSFORMS",
+    "CurveErrors",
+    "Curves",
+    "HistogramCurves",
+    "_site_leaves",
+    "approximate_curves",
+    "consistent_tree",
+    "consistent_tree_adjoint",
+    "count_leaves",
+    "curve_errors",
+    "leaf_index",
+    "level_noise_covariance",
+    "levels_from_leaves",
+    "linear_noise_variance",
+    "pr_area_error",
+    "roc_area_error",
+    "run_histogram",
+    "survival_function",
+    "tree_height",
+    "tree_leaf_masses",
+    "tree_quantiles",
+]
+
+#: A class total must lie this many noise SDs above 0 for an AUC and its interval. The
+#: delta method needs the totals well away from 0 (coefficient of variation <= 1/6), and
+#: a total that passes only because its noise was large must stay rare: at 4 SDs, 3 of
+#: 200 runs on 5 x 300 rows at epsilon 0.1 passed with a total 2.5 SDs too high and an
+#: interval that missed by 0.4.
+MIN_TOTAL_SNR = 6.0
+
+
+def _noise_phrase(opts: HistogramOptions, tree: AggregatedTree) -> str:
+    mode = "local" if opts.mode == MODE_LDP else "distributed"
+    return (
+        f"the {mode} DP noise (epsilon {opts.epsilon:g} split over {opts.height} levels: "
+        f"noise SD {math.sqrt(tree.sigma2):.3g} on every count)"
+    )
+
+
+def _empty_curves(
+    opts: HistogramOptions,
+    tree: AggregatedTree,
+    n_pos: float,
+    n_neg: float,
+    confidence_level: float,
+    caveats: Sequence[str],
+) -> HistogramCurves:
+    empty = np.zeros(0)
+    return HistogramCurves(
+        mode=opts.mode,
+        quantiles=opts.quantiles,
+        oversampling=opts.oversampling,
+        branching=opts.branching,
+        height=opts.height,
+        score_range=(opts.lo, opts.hi),
+        transform=opts.transform,
+        epsilon=opts.epsilon,
+        noise=opts.noise,
+        interpolation=opts.interpolation,
+        n_pos=n_pos,
+        n_neg=n_neg,
+        quantiles_pos=empty,
+        quantiles_neg=empty,
+        leaves_pos=empty,
+        leaves_neg=empty,
+        scores=empty,
+        fpr=empty,
+        tpr=empty,
+        precision=empty,
+        auc=float("nan"),
+        curve_auc=float("nan"),
+        pr_auc=float("nan"),
+        average_precision=float("nan"),
+        delong=None,
+        noise_variance=float("nan"),
+        confidence_level=confidence_level,
+        noise_sd=math.sqrt(tree.sigma2),
+        ci_withheld=caveats[0],
+        caveats=tuple(caveats),
+        sites=tree.sites,
+        dropped=tree.dropped,
+    )
+
+
+def estimate(
+    tree: AggregatedTree,
+    opts: HistogramOptions,
+    *,
+    confidence_level: float = 0.95,
+    pooled: tuple[np.ndarray, np.ndarray] | None = None,
+) -> HistogramCurves:
+    """Curves, AUC and calibration from an aggregated tree (everything after the round).
+
+    ``pooled`` = (label, score) of the pooled rows, when the caller holds them, for the
+    errors against the empirical curves.
+    """
+    b = opts.branching
+    pos_levels, neg_levels = tree.pos_levels, tree.neg_levels
+    if opts.dp and opts.post_processing:
+        pos_levels, neg_levels = consistent_tree(pos_levels, b), consistent_tree(neg_levels, b)
+    caveats: list[str] = []
+    totals = float(pos_levels[0].sum()), float(neg_levels[0].sum())
+    if opts.dp:
+        cause = _noise_phrase(opts, tree)
+        total_sd = total_noise_sd(b, opts.height, tree.sigma2, opts.post_processing)
+        for name, total in zip(("positives", "negatives"), totals, strict=True):
+            if not total > 0:
+                caveats.append(
+                    f"after {cause}, the estimated number of {name} is {total:.1f} "
+                    f"(noise SD {total_sd:.3g}): no AUC or curve can be estimated; the "
+                    "budget is spent. Use a larger epsilon, a smaller Q (fewer levels) or "
+                    "more rows"
+                )
+        if caveats:
+            return _empty_curves(opts, tree, *totals, confidence_level, caveats)
+    pos_mass = tree_leaf_masses(pos_levels, b)
+    neg_mass = tree_leaf_masses(neg_levels, b)
+    n_pos, n_neg = float(pos_mass.sum()), float(neg_mass.sum())
+    if not (n_pos > 0 and n_neg > 0):
+        raise InputError(
+            f"the aggregated histograms hold {n_pos:g} positive and {n_neg:g} negative rows; "
+            "both classes are needed"
+        )
+    fractions = opts.fractions()
+    q_pos = tree_quantiles(pos_levels, b, fractions, opts.lo, opts.hi)
+    q_neg = tree_quantiles(neg_levels, b, fractions, opts.lo, opts.hi)
+    curves = approximate_curves(
+        q_pos, q_neg, fractions, n_pos, n_neg, opts.lo, opts.hi, opts.interpolation
+    )
+    ci_withheld = None
+    auc_level = None
+    binning_bound = 0.0
+    if not opts.dp:
+        delong = delong_from_counts(pos_mass, neg_mass, confidence_level=confidence_level)
+        auc, noise_variance = curves.auc, 0.0
+    else:
+        est = dp_auc(
+            pos_levels,
+            neg_levels,
+            branching=b,
+            sigma2=tree.sigma2,
+            post_processing=opts.post_processing,
+            confidence_level=confidence_level,
+        )
+        assert est is not None  # both totals are positive
+        auc, noise_variance, delong, auc_level = (
+            est.auc,
+            est.noise_variance,
+            est.delong,
+            est.level,
+        )
+        caveats.append(
+            f"the AUC is the noise-unbiased AUC of tree level {est.level} "
+            f"({est.bins} bins); the area under the noisy curves ({curves.auc:.4f}) is "
+            f"biased by {cause}"
+        )
+        binning_bound = est.ties / 2.0
+        low = min(totals)
+        se = math.sqrt(noise_variance + delong.variance)
+        if low >= MIN_TOTAL_SNR * total_sd and binning_bound > se:
+            ci_withheld = (
+                f"no AUC and no interval: {cause} allows only tree level {est.level} "
+                f"({est.bins} bins), where ties within a bin could move the AUC by up to "
+                f"{binning_bound:.3f}, more than its standard error {se:.3f}. Use a larger "
+                "epsilon or more rows"
+            )
+            caveats.append(ci_withheld)
+            auc = float("nan")
+        if low < MIN_TOTAL_SNR * total_sd:
+            ci_withheld = (
+                f"no AUC and no interval: after {cause}, the smaller class total is "
+                f"{low:.1f} with noise SD {total_sd:.3g}, too close to 0 for the estimate "
+                f"and its interval (they need {MIN_TOTAL_SNR:g} SDs; the AUC would have "
+                f"been {auc:.3f} with noise SD {math.sqrt(noise_variance):.2g}). Use a "
+                "larger epsilon, a smaller Q or more rows"
+            )
+            caveats.append(ci_withheld)
+            auc = float("nan")
+        if math.isfinite(auc) and not 0.0 <= auc <= 1.0:
+            caveats.append(
+                f"the AUC estimate {auc:.4f} lies outside [0, 1] because of {cause}; it is "
+                "left unclipped so that it stays unbiased; the interval is clipped"
+            )
+        caveats.append(
+            f"the PR curve, AUPR ({curves.pr_auc:.4f}) and average precision are read from "
+            f"the noisy curves and carry no interval ({cause})"
+        )
+    brier = brier_sd = calibration = cal_sd = None
+    if (
+        opts.calibration_bins is not None
+        and (opts.lo, opts.hi) == (0.0, 1.0)
+        and (opts.transform is None)
+    ):
+        leaves = (pos_levels[-1], neg_levels[-1]) if opts.dp else (pos_mass, neg_mass)
+        kw = dict(
+            branching=b,
+            height=opts.height,
+            sigma2=tree.sigma2,
+            post_processing=opts.post_processing,
+        )
+        nb = dp_brier(*leaves, **kw)  # type: ignore[arg-type]
+        brier, brier_sd = nb.value, nb.noise_sd
+        cal = dp_calibration(*leaves, opts.calibration_bins, **kw)  # type: ignore[arg-type]
+        calibration, cal_sd = cal.curve, cal.observed_sd
+        if opts.dp:
+            caveats.append(
+                f"the Brier score {brier:.4f} carries noise SD {brier_sd:.2g} from {cause}"
+            )
+            if cal.withheld:
+                caveats.append(
+                    f"calibration bins {cal.withheld} are withheld: their noisy counts are "
+                    f"within three noise SDs of 0 ({cause})"
+                )
+    errors = None
+    if pooled is not None:
+        y, s = pooled
+        if 0 < int(np.sum(y)) < len(y):
+            errors = curve_errors(y, s, curves)
+    return HistogramCurves(
+        mode=opts.mode,
+        quantiles=opts.quantiles,
+        oversampling=opts.oversampling,
+        branching=b,
+        height=opts.height,
+        score_range=(opts.lo, opts.hi),
+        transform=opts.transform,
+        epsilon=opts.epsilon,
+        noise=opts.noise if opts.dp else None,
+        interpolation=opts.interpolation,
+        n_pos=n_pos,
+        n_neg=n_neg,
+        quantiles_pos=q_pos,
+        quantiles_neg=q_neg,
+        leaves_pos=pos_mass,
+        leaves_neg=neg_mass,
+        scores=curves.scores,
+        fpr=curves.fpr,
+        tpr=curves.tpr,
+        precision=curves.precision,
+        auc=auc,
+        curve_auc=curves.auc,
+        pr_auc=curves.pr_auc,
+        average_precision=curves.average_precision,
+        delong=delong,
+        noise_variance=noise_variance,
+        confidence_level=confidence_level,
+        noise_sd=math.sqrt(tree.sigma2),
+        auc_level=auc_level,
+        binning_bound=binning_bound,
+        ci_withheld=ci_withheld,
+        brier=brier,
+        brier_noise_sd=brier_sd,
+        calibration=calibration,
+        calibration_noise_sd=cal_sd,
+        errors=errors,
+        caveats=tuple(caveats),
+        sites=tree.sites,
+        dropped=tree.dropped,
+    )
+
+
+@register_method(
+    "histogram",
+    "ROC/PR curves from hierarchical histograms: secure aggregation, distributed or local DP "
+    "(paper 5)",
+)
+def run_histogram(
+    inputs: EvaluationInputs,
+    *,
+    quantiles: int = 1024,
+    dp_epsilon: float | None = None,
+    dp_mode: str = "distributed",
+    dp_noise: str = "discrete",
+    branching: int = 2,
+    height: int | None = None,
+    score_range: tuple[float, float] | Sequence[float] | None = None,
+    score_transform: str | None = None,
+    interpolation: str = "pchip",
+    post_processing: bool = True,
+    threshold: int | None = None,
+    allow_dropouts: bool = False,
+    calibration_bins: int | None = 10,
+    oversampling: int | None = None,
+) -> EvaluationResult:
+    """Approximate the pooled ROC and PR curves from aggregated hierarchical histograms.
+
+    Parameters
+    ----------
+    inputs : EvaluationInputs
+    quantiles : int, default 1024
+        Q, the number of quantiles per class.
+    dp_epsilon : float, optional
+        Total epsilon per site for DP; None for secure aggregation alone.
+    dp_mode : {"distributed", "local"}, default "distributed"
+        With ``dp_epsilon``: noise shares summed by secure aggregation (one draw per node
+        in total), or a full draw per site on a tree sent in the clear (local DP).
+    dp_noise : {"discrete", "continuous"}
+        Discrete Laplace (exact in integers) or continuous Laplace noise.
+    branching : int, default 2
+    height : int, optional
+        Default ``ceil(log_b Q) + 2``.
+    score_range : (lo, hi), optional
+        Public score range, default [0, 1]. Every score must lie in it.
+    score_transform : {"logistic", "arctan"}, optional
+        Public monotone map of unbounded scores onto (0, 1) (instead of a range).
+    interpolation : {"pchip", "linear", "midpoint"}, default "pchip"
+        How the survival functions run between quantiles (the paper: PCHIP).
+    post_processing : bool, default True
+        Hay et al.'s consistency step for DP trees.
+    threshold : int, optional
+        Secure-aggregation threshold (default: a majority of the sites).
+    allow_dropouts : bool, default False
+        Go on without sites that drop out (down to ``threshold``); under DP each site
+        then adds the noise share of ``threshold`` sites, so that any set of survivors
+        holds the full noise.
+    calibration_bins : int or None, default 10
+        Bins of the calibration curve computed from the leaves (None to skip).
+    oversampling : int, optional
+        The curves go through ``oversampling * Q`` quantiles read from the same tree.
+        Default 8 under secure aggregation (post-processing, nothing more is released)
+        and 1 under DP (the paper's setting).
+
+    Returns
+    -------
+    EvaluationResult
+        ``details`` is a :class:`HistogramCurves`. Under DP a class total at or below 0
+        after the noise gives ``auc`` NaN and ``auc_ci`` None with the reason in
+        ``extra["caveats"]`` (the budget is spent by then: the sites have released).
+    """
+    opts = check_options(
+        quantiles=quantiles,
+        dp_epsilon=dp_epsilon,
+        dp_mode=dp_mode,
+        dp_noise=dp_noise,
+        branching=branching,
+        height=height,
+        score_range=score_range,
+        score_transform=score_transform,
+        post_processing=post_processing,
+        threshold=threshold,
+        allow_dropouts=allow_dropouts,
+        calibration_bins=calibration_bins,
+        oversampling=oversampling,
+        interpolation=interpolation,
+    )
+    federation = inputs.federation
+    start = federation.mark()
+    tree = collect_tree(federation, opts)
+    pooled = None
+    if inputs.pooled is not None:
+        pooled = (inputs.pooled.label, inputs.pooled.score)
+    details = estimate(tree, opts, confidence_level=inputs.confidence_level, pooled=pooled)
+    released = federation.released(start).with_notes(
+        _release_note(opts, tree), "per-site row counts were not released"
+    )
+    return details.to_evaluation(released)
+
+
+def _release_note(opts: HistogramOptions, tree: AggregatedTree) -> str:
+    leaves = opts.branching**opts.height
+    nodes = sum(opts.branching**level for level in range(1, opts.height + 1))
+    if opts.mode == MODE_SA:
+        return (
+            f"secure aggregation over {len(tree.sites)} sites: the analyst saw only the sums "
+            f"of 2 x {leaves} leaf counts"
+        )
+    if opts.mode == MODE_DDP:
+        return (
+            f"distributed DP ({opts.noise} Laplace shares, epsilon {opts.epsilon:g} split over "
+            f"{opts.height} levels): the analyst saw only the noisy sums of 2 x {nodes} counts"
+        )
+    return (
+        f"local DP ({opts.noise} Laplace, epsilon {opts.epsilon:g} split over {opts.height} "
+        f"levels): each site's own 2 x {nodes} noisy counts, in the clear"
+    )

@@ -1,0 +1,197 @@
+"""Site side of paper 5: the hierarchical histograms a site computes, and its noise.
+
+Two site functions, one per way the tree leaves a site:
+
+- ``fedroc.histogram.tree`` (:data:`INPUT_NAME`), an input of secure aggregation only:
+  the leaf counts (mode "secure-aggregation") or every level plus the site's *share* of
+  distributed DP noise (mode "distributed-dp"), split into the session's threshold.
+- ``fedroc.histogram.tree_local`` (:data:`LOCAL_NAME`), released in the clear: every level
+  plus a *full* draw of noise (mode "local-dp", the reference code's ``LDP``). Each site's
+  tree is then epsilon-DP on its own, whoever sees it; the sum holds one draw per site.
+
+Leaf counting is one function, :func:`count_leaves`, so that the counting core of
+:mod:`fedroc.metrics` can take its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedroc._validation import FloatArray
+from fedroc.data import SiteData
+from fedroc.exceptions import InputError
+from fedroc.federation.schema import Choice, Float, Int
+from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
+
+INPUT_NAME = "fedroc.histogram.tree"
+LOCAL_NAME = "fedroc.histogram.tree_local"
+MODE_SA = "secure-aggregation"
+MODE_DDP = "distributed-dp"
+MODE_LDP = "local-dp"
+MODES = (MODE_SA, MODE_DDP, MODE_LDP)
+NOISES = ("discrete", "continuous")
+MAX_LEAVES = 2**22
+TRANSFORMS: dict[str, Callable[[FloatArray], FloatArray]] = {
+    # Public monotone maps of the real line onto (0, 1): ranks, hence ROC and PR, survive.
+    "logistic": lambda s: 1.0 / (1.0 + np.exp(-s)),
+    "arctan": lambda s: 0.5 + np.arctan(s) / np.pi,
+}
+
+
+def check_int(value: Any, name: str, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``, or an InputError naming ``name``."""
+    if isinstance(value, bool) or int(value) != value or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def tree_height(quantiles: int, branching: int = 2) -> int:
+    """``ceil(log_b Q) + 2``, computed in integers (the reference code's rule)."""
+    check_int(quantiles, "quantiles", 2)
+    check_int(branching, "branching", 2)
+    levels = 0
+    while branching**levels < quantiles:
+        levels += 1
+    return levels + 2
+
+
+def leaf_index(
+    scores: FloatArray, n_leaves: int, lo: float = 0.0, hi: float = 1.0
+) -> NDArray[np.int64]:
+    """Leaf of each score: ``[e_k, e_(k+1))`` with ``e = linspace(lo, hi, n_leaves + 1)``.
+
+    The last leaf is closed (it holds ``hi``), the rule of
+    :func:`fedroc.metrics.bin_index`. Computed arithmetically and then corrected against
+    the edges, so it equals the binary search on the edges without its cost.
+    """
+    edges = np.linspace(lo, hi, n_leaves + 1)
+    k = ((scores - lo) * (n_leaves / (hi - lo))).astype(np.int64)
+    np.clip(k, 0, n_leaves - 1, out=k)
+    k -= scores < edges[k]
+    k += (scores >= edges[k + 1]) & (k < n_leaves - 1)
+    return k
+
+
+def levels_from_leaves(leaves: NDArray[Any], branching: int) -> list[NDArray[Any]]:
+    """Levels 1..h (``branching ** l`` bins each) from the leaf level by summing siblings."""
+    levels = [np.asarray(leaves)]
+    while levels[0].size > branching:
+        levels.insert(0, levels[0].reshape(-1, branching).sum(axis=1))
+    return levels
+
+
+def count_leaves(
+    label: NDArray[np.bool_], score: FloatArray, n_leaves: int, lo: float, hi: float
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Leaf counts of the positives and of the negatives (one pass, no sort).
+
+    The only place where rows become counts; the trees, the curves and every statistic
+    are built from its output.
+    """
+    k = leaf_index(score, n_leaves, lo, hi)
+    np.add(k, n_leaves, out=k, where=label)  # positives in the upper half
+    both = np.bincount(k, minlength=2 * n_leaves)
+    return both[n_leaves:].astype(np.int64), both[:n_leaves].astype(np.int64)
+
+
+def _site_leaves(
+    data: SiteData, *, n_leaves: int, lo: float, hi: float, transform: str | None, site: str
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Leaf counts of one site's positives and negatives over the public score range."""
+    s = data.score if transform is None else TRANSFORMS[transform](data.score)
+    outside = (s < lo) | (s > hi)
+    if outside.any():
+        # No value or row number in the message: it travels to the analyst.
+        raise InputError(
+            f"scores lie outside the public score range [{lo:g}, {hi:g}]; give a range "
+            "that holds every score (--score-range) or a transform (--score-transform)"
+        )
+    return count_leaves(data.label, s, n_leaves, lo, hi)
+
+
+_TREE_SCHEMA = {
+    "branching": Int(2, 64),
+    "height": Int(1, 64),
+    "lo": Float(),
+    "hi": Float(),
+    "transform": Choice(*sorted(TRANSFORMS), default=None),
+    "epsilon": Float(0.0, 1e3, open_lo=True, default=None),
+    "noise": Choice(*NOISES, default="discrete"),
+}
+
+
+def _leaves_for(ctx: SiteContext, args: dict[str, Any]) -> tuple[int, int, Any, Any]:
+    b, h = int(args["branching"]), int(args["height"])
+    lo, hi = float(args["lo"]), float(args["hi"])
+    if b**h > MAX_LEAVES:
+        raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22")
+    if not lo < hi:
+        raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
+    pos, neg = _site_leaves(
+        ctx.data, n_leaves=b**h, lo=lo, hi=hi, transform=args["transform"], site=ctx.site
+    )
+    return b, h, pos, neg
+
+
+def _noisy_levels(
+    ctx: SiteContext, args: dict[str, Any], pos: Any, neg: Any, *, n_shares: int, stream: str
+) -> tuple[dict[str, Any], tuple[DPEvent, ...]]:
+    """Every level of both trees plus noise: a row adds 1 to one bin of one class per level
+    (sensitivity 1), each level gets epsilon / h (basic composition)."""
+    if args["epsilon"] is None:
+        raise InputError("the DP modes need epsilon")
+    b, h = int(args["branching"]), int(args["height"])
+    epsilon = float(args["epsilon"])
+    rng = ctx.noise_rng(stream)
+    shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
+    noisy_pos: list[NDArray[Any]] = []
+    noisy_neg: list[NDArray[Any]] = []
+    events: list[DPEvent] = []
+    pairs = zip(levels_from_leaves(pos, b), levels_from_leaves(neg, b), strict=True)
+    for level, (p, q) in enumerate(pairs, start=1):
+        noise, event = shares(2 * p.size, n_shares=n_shares, epsilon=epsilon / h, rng=rng)
+        noisy_pos.append(p + noise[: p.size])
+        noisy_neg.append(q + noise[p.size :])
+        events.append(replace(event, note=f"histogram level {level} of {h}; {event.note}"))
+    values = {"pos": np.concatenate(noisy_pos), "neg": np.concatenate(noisy_neg)}
+    return values, tuple(events)
+
+
+@site_function(
+    INPUT_NAME,
+    schema={**_TREE_SCHEMA, "mode": Choice(MODE_SA, MODE_DDP)},
+    release="secure",
+)
+def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
+    """The site's hierarchical histograms (plus its noise share), as input of secagg.
+
+    Released only through secure aggregation. In DP mode the noise is split into the
+    session's ``noise_shares`` (its threshold), a number the site takes from the protocol,
+    not from the analyst.
+    """
+    _, _, pos, neg = _leaves_for(ctx, args)
+    counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
+    if args["mode"] == MODE_SA:
+        return Reply({"pos": pos, "neg": neg}, counts=counts)
+    values, events = _noisy_levels(
+        ctx, args, pos, neg, n_shares=ctx.noise_shares, stream=INPUT_NAME
+    )
+    return Reply(values, counts=counts, dp=events)
+
+
+@site_function(LOCAL_NAME, schema=_TREE_SCHEMA, release="clear")
+def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
+    """The site's noisy hierarchical histograms, each epsilon-DP by itself (local DP).
+
+    A full draw of noise on every node (never a share), so the release protects the rows
+    without secure aggregation and without trusting the analyst or any other site.
+    """
+    _, _, pos, neg = _leaves_for(ctx, args)
+    values, events = _noisy_levels(ctx, args, pos, neg, n_shares=1, stream=LOCAL_NAME)
+    return Reply(values, kind="noisy", dp=events)

@@ -1,0 +1,464 @@
+"""Data owners: their keys, the job terms they sign, and what a site agrees to.
+
+A data owner authorises one job by signing its *terms* (:class:`JobTerms`): the job id,
+the exact list of co-owners, the two proxies' keys and every parameter that decides what
+is opened (precision, minimum class count, whether the CI is computed, the merge). The
+signature (Ed25519, the owner's own key) also covers the owner's list length and the
+digests of its two sealed boxes (:mod:`fedroc.mpc.bundle`). The proxies check every
+signature against the keys registered in the cluster file (``[owners]``), refuse a job
+whose owners are not exactly the signed list (no subset, no duplicate, no stranger) or
+whose parameters differ from the signed ones, and never run a job id twice
+(:mod:`fedroc.mpc.ledger`). So a bundle cannot be reused, alone or with crafted bundles.
+
+At a fedroc site (:func:`fedroc.methods.mpc.share_site`), the site checks the terms
+against its own settings before it signs: it must be among the owners, the job needs at
+least ``min_owners`` owners, the minimum class count at least the site's ``min_count``,
+the precision at most ``max_frac_bits``, and the site authorises at most ``max_jobs``
+jobs over its lifetime (by default exactly one). The settings and the owner key live in the
+site's state (:func:`configure_owner`); a key is generated on first use if none is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from fedroc.exceptions import InputError, ProtocolError
+from fedroc.mpc.auc import (
+    DEFAULT_FRAC_BITS,
+    DEFAULT_MIN_CLASS_COUNT,
+    AucSpec,
+    check_job_parameters,
+)
+
+__all__ = [
+    "OWNER_STATE",
+    "JobTerms",
+    "OwnerSettings",
+    "configure_owner",
+    "load_owner_key",
+    "new_job_id",
+    "new_owner_key",
+    "owner_public_key",
+    "sign_bundle",
+    "verify_bundle",
+    "write_owner_key",
+]
+
+FORMAT = "fedroc-mpc-job-1"
+OWNER_STATE = "fedroc.mpc.owner"
+JOB_ID = re.compile(r"^[0-9A-Za-z_-]{8,64}$")
+MIN_OWNERS = 2
+MAX_OWNERS = 1 << 10
+
+
+def new_job_id() -> str:
+    import secrets
+
+    return secrets.token_hex(16)
+
+
+def check_owner_name(name: Any) -> str:
+    if (
+        not isinstance(name, str)
+        or not 1 <= len(name) <= 100
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    ):
+        raise InputError(f"an owner name is 1-100 printable characters; got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class JobTerms:
+    """What every owner of one job signs.
+
+    Attributes
+    ----------
+    job : str
+        Job id (8-64 letters, digits, ``-``, ``_``); a cluster runs each id once.
+    owners : tuple of str
+        The co-owners, sorted; the job must hold exactly one bundle of each.
+    proxy_keys : tuple of bytes
+        The proxies' X25519 public keys (32 bytes each) the shares are sealed to.
+    frac_bits, min_class_count, ci, sort, delta, noties, compare
+        As in :class:`~fedroc.mpc.auc.AucSpec`.
+    """
+
+    job: str
+    owners: tuple[str, ...]
+    proxy_keys: tuple[bytes, bytes]
+    frac_bits: int = DEFAULT_FRAC_BITS
+    min_class_count: int = DEFAULT_MIN_CLASS_COUNT
+    ci: bool = True
+    sort: str = "oblivious"
+    delta: int = 1
+    noties: bool = False
+    compare: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.job, str) or not JOB_ID.match(self.job):
+            raise InputError(f"job id must be 8-64 letters, digits, '-' or '_'; got {self.job!r}")
+        owners = self.owners
+        if not isinstance(owners, tuple) or not 1 <= len(owners) <= MAX_OWNERS:
+            raise InputError(f"owners must be a tuple of 1 to {MAX_OWNERS} names; got {owners!r}")
+        for name in owners:
+            check_owner_name(name)
+        if list(owners) != sorted(set(owners)):
+            raise InputError(f"owners must be distinct and sorted; got {list(owners)}")
+        keys = self.proxy_keys
+        if (
+            not isinstance(keys, tuple)
+            or len(keys) != 2
+            or not all(isinstance(k, bytes) and len(k) == 32 for k in keys)
+        ):
+            raise InputError("proxy_keys must be two 32-byte X25519 public keys")
+        check_job_parameters(
+            sort=self.sort,
+            delta=self.delta,
+            noties=self.noties,
+            frac_bits=self.frac_bits,
+            min_class_count=self.min_class_count,
+            ci=self.ci,
+            compare=self.compare,
+        )
+
+    @classmethod
+    def create(
+        cls,
+        owners: list[str] | tuple[str, ...],
+        proxy_keys: tuple[bytes, bytes],
+        *,
+        job: str | None = None,
+        **params: Any,
+    ) -> JobTerms:
+        """Terms with a fresh job id and the owners sorted."""
+        return cls(
+            job or new_job_id(),
+            tuple(sorted(owners)),
+            (proxy_keys[0], proxy_keys[1]),
+            **params,
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "frac_bits": self.frac_bits,
+            "min_class_count": self.min_class_count,
+            "ci": self.ci,
+            "sort": self.sort,
+            "delta": self.delta,
+            "noties": self.noties,
+            "compare": self.compare,
+        }
+
+    def canonical(self) -> bytes:
+        """The bytes that are signed: canonical JSON (sorted keys, keys in hex)."""
+        body = {
+            "format": FORMAT,
+            "job": self.job,
+            "owners": list(self.owners),
+            "proxy_keys": [k.hex() for k in self.proxy_keys],
+            **self.params(),
+        }
+        return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+    def digest(self) -> bytes:
+        return hashlib.sha256(self.canonical()).digest()
+
+    def spec(self, sizes: tuple[int, ...]) -> AucSpec:
+        """The computation these terms describe, for owners' lists of the given sizes."""
+        return AucSpec(sizes, **self.params())
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "owners": list(self.owners),
+            "proxy0": self.proxy_keys[0],
+            "proxy1": self.proxy_keys[1],
+            **self.params(),
+        }
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any]) -> JobTerms:
+        """Strict inverse of :meth:`to_record`; raises ProtocolError on any bad field."""
+        expected = {
+            "job",
+            "owners",
+            "proxy0",
+            "proxy1",
+            "frac_bits",
+            "min_class_count",
+            "ci",
+            "sort",
+            "delta",
+            "noties",
+            "compare",
+        }
+        if set(rec) != expected:
+            raise ProtocolError(f"malformed job terms: keys {sorted(rec)}")
+        owners = rec["owners"]
+        if not isinstance(owners, list):
+            raise ProtocolError("malformed job terms: owners must be a list")
+        try:
+            return cls(
+                rec["job"],
+                tuple(owners),
+                (_as_bytes(rec["proxy0"]), _as_bytes(rec["proxy1"])),
+                frac_bits=rec["frac_bits"],
+                min_class_count=rec["min_class_count"],
+                ci=rec["ci"],
+                sort=rec["sort"],
+                delta=rec["delta"],
+                noties=rec["noties"],
+                compare=rec["compare"],
+            )
+        except InputError as exc:
+            raise ProtocolError(f"malformed job terms: {exc}") from None
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    raise ProtocolError("malformed job terms: a proxy key must be bytes")
+
+
+# -- owner keys and signatures -------------------------------------------------------------
+
+
+def new_owner_key() -> Ed25519PrivateKey:
+    """A fresh Ed25519 signing key (from the operating system's entropy)."""
+    return Ed25519PrivateKey.generate()
+
+
+def owner_public_bytes(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
+    pub = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def _private_raw(key: Ed25519PrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
+
+
+def write_owner_key(path: str | Path, key: Ed25519PrivateKey | None = None) -> bytes:
+    """Write an owner's private key (PEM, mode 0600); returns its public key (32 bytes)."""
+    import os
+
+    key = key or new_owner_key()
+    p = Path(path)
+    p.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    os.chmod(p, 0o600)
+    return owner_public_bytes(key)
+
+
+def load_owner_key(path: str | Path) -> Ed25519PrivateKey:
+    p = Path(path)
+    try:
+        key = serialization.load_pem_private_key(p.read_bytes(), password=None)
+    except FileNotFoundError:
+        raise InputError(f"owner key file {str(p)!r} does not exist") from None
+    except ValueError as exc:
+        raise InputError(f"owner key file {str(p)!r} is not a PEM private key: {exc}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise InputError(f"owner key file {str(p)!r} does not hold an Ed25519 key")
+    return key
+
+
+def _signed_message(terms: JobTerms, owner: str, n: int, digest0: bytes, digest1: bytes) -> bytes:
+    return b"|".join(
+        [
+            FORMAT.encode(),
+            terms.digest(),
+            owner.encode(),
+            str(int(n)).encode(),
+            digest0,
+            digest1,
+        ]
+    )
+
+
+def sign_bundle(
+    key: Ed25519PrivateKey, terms: JobTerms, owner: str, n: int, digest0: bytes, digest1: bytes
+) -> bytes:
+    """The owner's signature of (terms, owner, n, digests of its two boxes)."""
+    return key.sign(_signed_message(terms, owner, n, digest0, digest1))
+
+
+def verify_bundle(
+    public: bytes,
+    signature: bytes,
+    terms: JobTerms,
+    owner: str,
+    n: int,
+    digest0: bytes,
+    digest1: bytes,
+) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(
+            signature, _signed_message(terms, owner, n, digest0, digest1)
+        )
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+# -- a site's settings as a data owner -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OwnerSettings:
+    """What a site agrees to as an MPC data owner (kept in its state).
+
+    Attributes
+    ----------
+    max_frac_bits : int
+        Highest precision of the opened values it accepts (default 14).
+    max_jobs : int
+        Jobs it authorises over its lifetime (default 1: each owner authorises one job).
+    min_owners : int
+        Fewest co-owners of a job, itself included (default 2: never its own AUC alone).
+    """
+
+    max_frac_bits: int = DEFAULT_FRAC_BITS
+    max_jobs: int = 1
+    min_owners: int = MIN_OWNERS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_frac_bits, int) or not 1 <= self.max_frac_bits <= 52:
+            raise InputError(f"max_frac_bits must be in [1, 52]; got {self.max_frac_bits!r}")
+        if not isinstance(self.max_jobs, int) or self.max_jobs < 0:
+            raise InputError(f"max_jobs must be a non-negative integer; got {self.max_jobs!r}")
+        if not isinstance(self.min_owners, int) or self.min_owners < 1:
+            raise InputError(f"min_owners must be a positive integer; got {self.min_owners!r}")
+
+
+def _state(site_or_state: Any) -> dict[str, Any]:
+    state = getattr(site_or_state, "state", site_or_state)
+    if not isinstance(state, dict):
+        raise InputError("configure_owner needs a Site (or its state dict)")
+    entry = state.get(OWNER_STATE)
+    if entry is None:
+        entry = {
+            "key": _private_raw(new_owner_key()),
+            "max_frac_bits": DEFAULT_FRAC_BITS,
+            "max_jobs": 1,
+            "min_owners": MIN_OWNERS,
+            "jobs": [],
+            "job_terms": [],
+        }
+        state[OWNER_STATE] = entry
+    return entry
+
+
+def configure_owner(
+    site: Any,
+    *,
+    key: str | Path | Ed25519PrivateKey | None = None,
+    max_frac_bits: int | None = None,
+    max_jobs: int | None = None,
+    min_owners: int | None = None,
+) -> bytes:
+    """Set a site's owner key and settings (site-side configuration); returns its public key.
+
+    The public key must be registered with the cluster (``[owners]`` in its file) before
+    the proxies accept the site's bundles.
+    """
+    entry = _state(site)
+    if key is not None:
+        private = key if isinstance(key, Ed25519PrivateKey) else load_owner_key(key)
+        entry["key"] = _private_raw(private)
+    settings = OwnerSettings(
+        entry["max_frac_bits"] if max_frac_bits is None else max_frac_bits,
+        entry["max_jobs"] if max_jobs is None else max_jobs,
+        entry["min_owners"] if min_owners is None else min_owners,
+    )
+    entry.update(
+        max_frac_bits=settings.max_frac_bits,
+        max_jobs=settings.max_jobs,
+        min_owners=settings.min_owners,
+    )
+    return owner_public_bytes(Ed25519PrivateKey.from_private_bytes(entry["key"]))
+
+
+def owner_public_key(site: Any) -> bytes:
+    """The site's owner public key (generated on first use)."""
+    entry = _state(site)
+    return owner_public_bytes(Ed25519PrivateKey.from_private_bytes(entry["key"]))
+
+
+def _authorised(ledger: Any) -> dict[str, str]:
+    """Job id -> terms digest of every MPC job the site authorised (from its ledger)."""
+    jobs: dict[str, str] = {}
+    for key, value in ledger.bindings.items():
+        if key.startswith(JOB_BINDING) and isinstance(value, dict):
+            jobs[str(value.get("job"))] = str(value.get("terms"))
+    return jobs
+
+
+JOB_BINDING = "mpc-job:"
+
+
+def authorise(
+    state: dict[str, Any], site: str, terms: JobTerms, ledger: Any = None
+) -> Ed25519PrivateKey:
+    """Check ``terms`` against the site's settings and record the authorisation.
+
+    The authorisations are kept in the site's ledger (``ledger``, persistent when the site
+    has an audit directory; its state otherwise), so that a restarted site still counts
+    them. A repeated request for a job the site already authorised (same id, same terms)
+    is allowed: the proxies run a job id once, so a second bundle for it opens nothing more.
+    """
+    entry = _state(state)
+    settings = OwnerSettings(entry["max_frac_bits"], entry["max_jobs"], entry["min_owners"])
+    refuse = f"site {site!r} refuses MPC job {terms.job}"
+    if site not in terms.owners:
+        raise InputError(f"{refuse}: the site is not among its owners {list(terms.owners)}")
+    if len(terms.owners) < settings.min_owners:
+        raise InputError(
+            f"{refuse}: a job needs at least {settings.min_owners} data owners; "
+            f"got {len(terms.owners)}"
+        )
+    if terms.frac_bits > settings.max_frac_bits:
+        raise InputError(
+            f"{refuse}: it agrees to at most {settings.max_frac_bits} bits of precision; "
+            f"asked {terms.frac_bits}"
+        )
+    digest = terms.digest().hex()
+    key = Ed25519PrivateKey.from_private_bytes(entry["key"])
+    if ledger is None:
+        jobs = dict(zip(entry["jobs"], entry["job_terms"], strict=True))
+    else:
+        jobs = _authorised(ledger)
+    if terms.job in jobs:
+        if jobs[terms.job] != digest:
+            raise InputError(f"{refuse}: it authorised that job id with other terms")
+        return key
+    if len(jobs) >= settings.max_jobs:
+        raise InputError(
+            f"{refuse}: it has authorised {len(jobs)} MPC job(s) already and its owner "
+            f"settings allow {settings.max_jobs}"
+        )
+    if ledger is None:
+        entry["jobs"] = [*entry["jobs"], terms.job]
+        entry["job_terms"] = [*entry["job_terms"], digest]
+    else:
+        ledger.bind(f"{JOB_BINDING}{terms.job}", {"job": terms.job, "terms": digest})
+    return key
