@@ -15,8 +15,9 @@ Designs (scores are probabilities, so that every method applies):
 - ``ties``: the binormal score rounded to 5 levels (ratings); the truth is the AUC of the
   rounded scores with ties counted 1/2, computed on a large sample.
 - ``paired``: two correlated binormal models on the same rows (AUC 0.8 and 0.75, latent
-  correlation 0.6); methods that compare two models (``pooled-compare``) are measured on
-  the AUC difference and its interval, the others on the first model's AUC.
+  correlation 0.6); methods that compare two models (``pooled-compare``,
+  ``histogram-compare``) are measured on the AUC difference and its interval, the others
+  on the first model's AUC.
 - ``clustered``: several observations per patient (paper 3): section 6.1's allocation of
   controls and cases to clusters (rho_MN = 0.4) and the exchangeable binormal model (11)
   with population AUC theta12 = 0.7 and personalized AUC theta11 = 0.8; whole clusters are
@@ -249,6 +250,12 @@ METHODS = {
     "mpc": MethodSpec("mpc (exact)", "mpc"),
     "pooled-compare": MethodSpec(
         "pooled paired DeLong (AUC difference)", "pooled", {"compare": True}, compares=True
+    ),
+    "histogram-compare": MethodSpec(
+        "histogram paired DeLong, 64 x 64 joint bins (AUC difference)",
+        "histogram",
+        {"quantiles": 256, "compare": True},
+        compares=True,
     ),
     "clustered": MethodSpec(
         "clustered (population AUC, secure aggregation)",

@@ -211,3 +211,31 @@ def test_mpc_compare_score_is_paired_delong_under_mpc(capsys, paired_sites):
     assert mpc["auc_difference"] == pytest.approx(pooled["auc_difference"], abs=1e-3)
     assert mpc["p_value"] == pytest.approx(pooled["p_value"], abs=1e-2)
     assert mpc["ci"] == pytest.approx(pooled["ci"], abs=2e-3)
+
+
+def test_histogram_compare_score_is_paired_delong_of_the_binned_rows(capsys, paired_sites):
+    """--compare-score with --method histogram: the paired DeLong of the pooled rows with
+    both scores rounded to the joint grid (64 bins), and the rows' own difference within
+    its binning bound."""
+    from fedroc.methods.histogram import leaf_index
+
+    args = ["evaluate", *_site_args(paired_sites), "--label", "y", "--score", "m1"]
+    args += ["--method", "histogram", "--quantiles", "64", "--compare-score", "m2"]
+    code, out, err = run_main(capsys, [*args, "--json"])
+    assert code == 0, err
+    cmp = json.loads(out)["comparison"]
+    df = _pooled(paired_sites)
+    y = df["y"].to_numpy() == 1
+    a, b = df["m1"].to_numpy(), df["m2"].to_numpy()
+    binned = delong_paired(y, leaf_index(a, 64), leaf_index(b, 64))
+    assert cmp["bins"] == 64
+    assert cmp["auc_difference"] == pytest.approx(binned.difference, abs=1e-12)
+    assert cmp["se"] == pytest.approx(binned.se_difference, abs=1e-12)
+    assert cmp["p_value"] == pytest.approx(binned.p_value, rel=1e-9)
+    assert cmp["auc_b"] == pytest.approx(binned.auc_b, abs=1e-12)
+    rows = delong_paired(y, a, b)
+    assert abs(rows.difference - cmp["auc_difference"]) <= cmp["binning_bound"] < 0.05
+    code, out, _ = run_main(capsys, args)
+    assert code == 0 and "Comparison of two models" in out
+    code, out, err = run_main(capsys, [*args, "--dp-epsilon", "1"])
+    assert code == 2 and "only under secure aggregation" in err and "Traceback" not in err

@@ -73,3 +73,19 @@ def test_paired_design_the_difference_ci_covers_and_uses_the_pairing(coverage):
     # two AUCs would be about as wide as sqrt(2) times one AUC's interval.
     one = table.set_index("method").loc["pooled (DeLong, reference)"]
     assert cmp["mean_width"] < 1.2 * one["mean_width"]
+
+
+def test_paired_design_histogram_comparison_matches_the_pooled_one(coverage):
+    """The histogram comparison (64 x 64 joint bins) runs in the harness and is close to
+    the pooled paired DeLong on the same replicates: same coverage band, bias and width."""
+    table = coverage.run_study(
+        ["paired"], [300], ["pooled-compare", "histogram-compare"], reps=40, seed=7
+    )
+    assert list(table["failed"]) == [0, 0]
+    rows = table.set_index("method")
+    hist = rows.loc["histogram paired DeLong, 64 x 64 joint bins (AUC difference)"]
+    pooled = rows.loc["pooled paired DeLong (AUC difference)"]
+    # 40 replicates: a true coverage of 0.95 falls below 0.85 with probability < 3%.
+    assert hist["coverage"] >= 0.85, table[["method", "coverage"]]
+    assert abs(hist["bias"] - pooled["bias"]) < 0.005
+    assert abs(hist["mean_width"] / pooled["mean_width"] - 1) < 0.05

@@ -73,7 +73,7 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if "compare" in wrong or "mpc_compare" in wrong:
         raise InputError(
             f"--method {method} cannot compare two models (--compare-score): it releases no "
-            "paired statistic of two scores; pooled and mpc can (docs/analysis.md)"
+            "paired statistic of two scores; pooled, histogram and mpc can (docs/analysis.md)"
         )
     asks = [ASK_OPTIONS[k] for k in wrong if k in ASK_OPTIONS]
     if asks:

@@ -67,6 +67,7 @@ from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.methods._asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
 
+from ._compare import JOINT_NAME, collect_joint, comparison_extra, joint_bins
 from ._curves import (
     INTERPOLATIONS,
     CurveErrors,
@@ -109,6 +110,7 @@ from ._tree import (
 __all__ = [
     "INPUT_NAME",
     "INTERPOLATIONS",
+    "JOINT_NAME",
     "LOCAL_NAME",
     "MAX_LEAVES",
     "MODES",
@@ -403,6 +405,8 @@ def run_histogram(
     at_specificity: Sequence[float] = (),
     at_sensitivity: Sequence[float] = (),
     youden: bool = False,
+    compare: bool = False,
+    compare_bins: int | None = None,
 ) -> EvaluationResult:
     """Approximate the pooled ROC and PR curves from aggregated hierarchical histograms.
 
@@ -446,6 +450,16 @@ def run_histogram(
         nothing more is released): exact 2x2 tables at thresholds restricted to the leaf
         edges under secure aggregation, with a stated error bound for the partial AUC
         (:func:`fedroc.methods._asks.binned_asks`).
+    compare : bool, default False
+        Compare the sites' second score (``SiteData.score_b``) with the first: a second
+        round of secure aggregation sums the sites' joint class histograms of the two
+        scores, and ``extra["comparison"]`` is the paired DeLong comparison of the binned
+        scores (:mod:`._compare`). Refused under DP (the joint counts have no noise of
+        their own).
+    compare_bins : int, optional
+        Bins per score of the joint grid, a level ``branching ** l`` of the tree (default
+        the largest with at most 64 bins). Each site binds the grid of its first joint
+        histogram for its lifetime.
 
     Returns
     -------
@@ -470,18 +484,50 @@ def run_histogram(
         oversampling=oversampling,
         interpolation=interpolation,
     )
+    check_targets(max_fpr, at_specificity, at_sensitivity)
+    bins = None
+    if compare:
+        if opts.dp:
+            raise InputError(
+                "--method histogram compares two models (--compare-score) only under secure "
+                "aggregation: under DP (--dp-epsilon) the joint histogram of the two scores "
+                "would need noise and budget of its own, which are not implemented"
+            )
+        bins = joint_bins(compare_bins, opts.branching, opts.height)
+    elif compare_bins is not None:
+        raise InputError("compare_bins applies only with compare=True (--compare-score)")
     federation = inputs.federation
     start = federation.mark()
+    joint = None
+    if bins is not None:  # first: a site without a second score refuses before any release
+        joint = collect_joint(
+            federation,
+            bins=bins,
+            lo=opts.lo,
+            hi=opts.hi,
+            transform=opts.transform,
+            threshold=opts.threshold,
+            allow_dropouts=opts.allow_dropouts,
+        )
     tree = collect_tree(federation, opts)
     pooled = None
     if inputs.pooled is not None:
         pooled = (inputs.pooled.label, inputs.pooled.score)
-    check_targets(max_fpr, at_specificity, at_sensitivity)
     details = estimate(tree, opts, confidence_level=inputs.confidence_level, pooled=pooled)
+    notes = [_release_note(opts, tree)]
+    if joint is not None:
+        notes.append(
+            f"secure aggregation over {len(joint[2])} sites: the analyst saw only the sums of "
+            f"2 x {bins} x {bins} joint counts of the two scores"
+        )
     released = federation.released(start).with_notes(
-        _release_note(opts, tree), "per-site row counts were not released"
+        *notes, "per-site row counts were not released"
     )
     result = details.to_evaluation(released)
+    if joint is not None and bins is not None:
+        result = result.with_extra(
+            comparison=comparison_extra(joint[0], joint[1], bins, inputs.confidence_level)
+        )
     asked = max_fpr is not None or at_specificity or at_sensitivity or youden
     if asked and details.leaves_pos.size and details.n_pos > 0 and details.n_neg > 0:
         edges = np.linspace(opts.lo, opts.hi, details.leaves_pos.size + 1)
