@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import fedroc
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
+from fedroc.federation.flower import CLIENT_APP_REF, SERVER_APP_REF
 from fedroc.federation.flower._process import die_with_parent as _die_with_parent
 from fedroc.federation.flower.site_config import SiteNodeConfig
 
@@ -53,10 +54,10 @@ JOB_KEY = "fedroc-job"
 # Every process we start: no telemetry, no update check against the network.
 QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
 
-APP_PYPROJECT = """\
+APP_PYPROJECT = f"""\
 [project]
 name = "fedroc-job"
-version = "{version}"
+version = "{{version}}"
 description = "fedroc: federated evaluation of a classifier (ROC, AUC, calibration)"
 license = "MIT"
 dependencies = []
@@ -65,8 +66,8 @@ dependencies = []
 publisher = "fedroc"
 
 [tool.flwr.app.components]
-serverapp = "fedroc.federation.flower.apps:server_app"
-clientapp = "fedroc.federation.flower.apps:client_app"
+serverapp = "{SERVER_APP_REF}"
+clientapp = "{CLIENT_APP_REF}"
 
 [tool.flwr.app.config]
 fedroc-job = ""

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from fedroc.exceptions import InputError
+from fedroc.federation.flower import CLIENT_APP_REF, load_app
 from fedroc.federation.flower._process import die_with_parent
 from fedroc.federation.flower._tuning import (
     EXECUTOR,
@@ -64,7 +65,6 @@ __all__ = ["CLIENT_APP_REF", "InProcessExecutor", "main", "run_supernode"]
 
 log = logging.getLogger("fedroc.flower")
 
-CLIENT_APP_REF = "fedroc.federation.flower.apps:client_app"
 FAST_POLL = float(os.environ.get("FEDROC_FLOWER_POLL", "0.02"))
 STATUS_NAME = "status.json"
 
@@ -167,7 +167,7 @@ class InProcessExecutor:
             push_task_output,
         )
 
-        from fedroc.federation.flower.apps import client_app
+        client_app = load_app(CLIENT_APP_REF)
 
         client = self._client(token)
         done = threading.Event()
