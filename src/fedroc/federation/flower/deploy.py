@@ -30,7 +30,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import fedroc
-from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
+from fedroc.exceptions import (
+    FedrocError,
+    InputError,
+    error_from_dict,
+)
 from fedroc.federation.flower import CLIENT_APP_REF, SERVER_APP_REF
 from fedroc.federation.flower._process import die_with_parent as _die_with_parent
 from fedroc.federation.flower.site_config import SiteNodeConfig
@@ -253,21 +257,7 @@ def _flwr(
 
 
 def _raise_reported(info: Mapping[str, Any]) -> None:
-    kind = str(info.get("type"))
-    message = str(info.get("message"))
-    site = info.get("site")
-    function = info.get("function")
-    if kind == "DisclosureError":
-        raise DisclosureError(message, site=str(site), function=str(function or ""))
-    if kind == "SiteError":
-        raise SiteError(
-            message, site=str(site), function=None if function is None else str(function)
-        )
-    if kind == "InputError":
-        raise InputError(message)
-    if kind == "ProtocolError":
-        raise ProtocolError(message)
-    raise FedrocError(f"the ServerApp failed: {kind}: {message}")
+    raise error_from_dict(dict(info), fallback="FedrocError")
 
 
 def submit_job(
