@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+import tomli_w
+
 import fedroc
 from fedroc.exceptions import (
     FedrocError,
@@ -58,24 +60,31 @@ JOB_KEY = "fedroc-job"
 # Every process we start: no telemetry, no update check against the network.
 QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
 
-APP_PYPROJECT = f"""\
-[project]
-name = "fedroc-job"
-version = "{{version}}"
-description = "fedroc: federated evaluation of a classifier (ROC, AUC, calibration)"
-license = "MIT"
-dependencies = []
 
-[tool.flwr.app]
-publisher = "fedroc"
-
-[tool.flwr.app.components]
-serverapp = "{SERVER_APP_REF}"
-clientapp = "{CLIENT_APP_REF}"
-
-[tool.flwr.app.config]
-fedroc-job = ""
-"""
+def app_pyproject(version: str) -> str:
+    """The ``pyproject.toml`` of the Flower app bundle (FAB) fedroc submits for a job."""
+    return tomli_w.dumps(
+        {
+            "project": {
+                "name": "fedroc-job",
+                "version": version,
+                "description": (
+                    "fedroc: federated evaluation of a classifier (ROC, AUC, calibration)"
+                ),
+                "license": "MIT",
+                "dependencies": [],
+            },
+            "tool": {
+                "flwr": {
+                    "app": {
+                        "publisher": "fedroc",
+                        "components": {"serverapp": SERVER_APP_REF, "clientapp": CLIENT_APP_REF},
+                        "config": {JOB_KEY: ""},
+                    }
+                }
+            },
+        }
+    )
 
 
 # -- certificates ----------------------------------------------------------------------------
@@ -203,19 +212,12 @@ class FlowerConnection:
 
     def flower_config(self) -> str:
         """The Flower configuration file (``$FLWR_HOME/config.toml``) for this SuperLink."""
-        lines = [
-            "[superlink]",
-            f'default = "{CONNECTION_NAME}"',
-            "",
-            f"[superlink.{CONNECTION_NAME}]",
-            f"address = {json.dumps(self.address)}",
-        ]
+        link: dict[str, Any] = {"address": self.address}
         if self.insecure:
-            lines.append("insecure = true")
+            link["insecure"] = True
         else:
-            ca = Path(str(self.root_certificates)).resolve()
-            lines.append(f"root-certificates = {json.dumps(str(ca))}")
-        return "\n".join(lines) + "\n"
+            link["root-certificates"] = str(Path(str(self.root_certificates)).resolve())
+        return tomli_w.dumps({"superlink": {"default": CONNECTION_NAME, CONNECTION_NAME: link}})
 
 
 def flwr_executable() -> str:
@@ -322,9 +324,9 @@ def submit_job(
     with tempfile.TemporaryDirectory(prefix="fedroc-flower-") as tmp:
         app = Path(tmp) / "app"
         app.mkdir()
-        (app / "pyproject.toml").write_text(APP_PYPROJECT.format(version=fedroc.__version__))
+        (app / "pyproject.toml").write_text(app_pyproject(fedroc.__version__))
         overrides = Path(tmp) / "job.toml"
-        overrides.write_text(f"{JOB_KEY} = {json.dumps(json.dumps(spec))}\n")
+        overrides.write_text(tomli_w.dumps({JOB_KEY: json.dumps(spec)}))
         env = {**os.environ, **QUIET_ENV, **flwr_home(connection, Path(tmp))}
         # One `flwr run --stream`: it starts the run, then follows its log. fedroc's result
         # is one checksummed line; once it is complete, the rest of the log is not needed.
@@ -916,14 +918,8 @@ class LocalDeployment:
             proc.handle = None
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))
-
-
 def node_config_toml(config: Mapping[str, Any]) -> str:
     """A node config as the TOML file ``flower-supernode --node-config FILE`` reads."""
-    return "".join(f"{key} = {_toml_value(value)}\n" for key, value in config.items())
+    return tomli_w.dumps(
+        {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in config.items()}
+    )
