@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
+from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.auc import AucOutputs, AucSpec, auc_program, decode_outputs
 from fedroc.mpc.bundle import Bundle, digest, open_box
@@ -340,6 +341,36 @@ def _configure(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+# Errors that mean "the party is not listening yet" while the cluster starts.
+_NOT_YET = (ConnectionRefusedError, ConnectionResetError, TimeoutError, socket.gaierror)
+
+
+def _dial(
+    ctx: ssl.SSLContext, entry: PartyEntry, peer: int, role: str, deadline: float
+) -> FrameSocket:
+    """A TLS connection to party ``peer`` (its certificate checked), retried until ``deadline``."""
+
+    def attempt() -> FrameSocket:
+        raw = socket.create_connection((entry.host, entry.port), timeout=5.0)
+        _configure(raw)
+        tls = ctx.wrap_socket(raw, server_hostname=entry.host)
+        if _peer_cn(tls) != party_cn(peer):
+            raise ProtocolError(
+                f"{entry.host}:{entry.port} is not party {peer} (it presented {_peer_cn(tls)!r})"
+            )
+        tls.settimeout(None)
+        return FrameSocket(tls, role)
+
+    try:
+        return retry(attempt, retry_on=_NOT_YET, deadline=deadline, pause=0.02)
+    except ssl.SSLError as exc:
+        raise ProtocolError(f"TLS with party {peer} failed: {exc}") from exc
+    except RetryExpired as exc:
+        raise ProtocolError(
+            f"could not reach party {peer} at {entry.host}:{entry.port}: {exc.last}"
+        ) from None
+
+
 # -- the party's links and channel -------------------------------------------------------
 
 
@@ -602,33 +633,9 @@ class PartyServer:
                 conn.close()
 
     def _connect(self, peer: int, deadline: float) -> None:
-        entry = self.cfg.parties[peer]
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                raw = socket.create_connection((entry.host, entry.port), timeout=5.0)
-                _configure(raw)
-                tls = self.client_ctx.wrap_socket(raw, server_hostname=entry.host)
-                if _peer_cn(tls) != party_cn(peer):
-                    raise ProtocolError(
-                        f"party {peer} at {entry.host}:{entry.port} presented {_peer_cn(tls)!r}"
-                    )
-                tls.settimeout(None)
-                fs = FrameSocket(tls, ROLE[peer])
-                fs.send(Hello("party", self.pid))
-                self.links.out[peer] = fs
-                return
-            except (
-                ConnectionRefusedError,
-                ConnectionResetError,
-                TimeoutError,
-                socket.gaierror,
-            ) as exc:
-                last = exc
-                time.sleep(0.02)
-            except ssl.SSLError as exc:
-                raise ProtocolError(f"TLS with party {peer} failed: {exc}") from exc
-        raise ProtocolError(f"could not reach party {peer} at {entry.host}:{entry.port}: {last}")
+        fs = _dial(self.client_ctx, self.cfg.parties[peer], peer, ROLE[peer], deadline)
+        fs.send(Hello("party", self.pid))
+        self.links.out[peer] = fs
 
     def start(self) -> None:
         """Listen, connect to both peers and wait for their connections."""
@@ -940,27 +947,10 @@ class ClusterClient:
         self.ctx = _context(config, config.client_cert, config.client_key, server=False)
 
     def _connect(self) -> FrameSocket:
-        entry = self.cfg.parties[0]
         deadline = time.monotonic() + self.connect_timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                raw = socket.create_connection((entry.host, entry.port), timeout=5.0)
-                _configure(raw)
-                tls = self.ctx.wrap_socket(raw, server_hostname=entry.host)
-                if _peer_cn(tls) != party_cn(0):
-                    raise ProtocolError(
-                        f"{entry.host}:{entry.port} is not party 0 ({_peer_cn(tls)!r})"
-                    )
-                fs = FrameSocket(tls, "proxy 0")
-                fs.send(Hello("client"))
-                return fs
-            except (ConnectionRefusedError, ConnectionResetError, TimeoutError) as exc:
-                last = exc
-                time.sleep(0.02)
-            except ssl.SSLError as exc:
-                raise ProtocolError(f"TLS with party 0 failed: {exc}") from exc
-        raise ProtocolError(f"cannot reach party 0 at {entry.host}:{entry.port}: {last}")
+        fs = _dial(self.ctx, self.cfg.parties[0], 0, "proxy 0", deadline)
+        fs.send(Hello("client"))
+        return fs
 
     def run(
         self, bundles: list[Bundle], *, timeout: float | None = 3600.0, strict: bool = True

@@ -32,6 +32,7 @@ from typing import IO, Any
 import tomli_w
 
 import fedroc
+from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import (
     FedrocError,
     InputError,
@@ -444,15 +445,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _wait_port(host: str, port: int, deadline: float, proc: subprocess.Popen[bytes]) -> None:
-    while time.monotonic() < deadline:
+    def attempt() -> None:
         if proc.poll() is not None:
             raise FedrocError(f"process {proc.args!r} exited with status {proc.returncode}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise FedrocError(f"nothing listens on {host}:{port} after the start-up timeout")
+        socket.create_connection((host, port), timeout=0.5).close()
+
+    try:
+        retry(attempt, retry_on=(OSError,), deadline=deadline, pause=0.1)
+    except RetryExpired:
+        raise FedrocError(f"nothing listens on {host}:{port} after the start-up timeout") from None
 
 
 def marked_processes(marker: str) -> list[int]:

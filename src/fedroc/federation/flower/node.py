@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import InputError
 from fedroc.federation.flower import CLIENT_APP_REF, load_app
 from fedroc.federation.flower._process import die_with_parent
@@ -119,12 +120,14 @@ class InProcessExecutor:
 
     def _wait_for_api(self) -> None:
         host, _, port = self.address.rpartition(":")
-        while not self.stop.is_set():
-            try:
-                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-                    return
-            except OSError:
-                time.sleep(0.1)
+        with contextlib.suppress(RetryExpired):  # stopped before the API came up
+            retry(
+                lambda: socket.create_connection(
+                    (host.strip("[]"), int(port)), timeout=1.0
+                ).close(),
+                retry_on=(OSError,),
+                stop=self.stop.is_set,
+            )
 
     def run(self) -> None:
         from flwr.proto.runtime_pb2 import AcquireTaskRequest
