@@ -372,33 +372,26 @@ def audit_mod(call: Call, next_handler: Handler) -> Reply:
     return reply
 
 
-def _check_allowed(call: Call) -> _Spec:
-    call.ctx.policy.check_function(call.ctx.site, call.function)
-    return _spec(call.function)
+def _release_mod(refused: Release, reason: str) -> Mod:
+    """A mod refusing functions the policy does not allow, or registered as ``refused``."""
+
+    def mod(call: Call, next_handler: Handler) -> Reply:
+        call.ctx.policy.check_function(call.ctx.site, call.function)
+        if _spec(call.function).release == refused:
+            raise DisclosureError(
+                f"site {call.ctx.site!r} refuses {call.function!r}: {reason}",
+                site=call.ctx.site,
+                function=call.function,
+            )
+        return next_handler(call)
+
+    return mod
 
 
-def direct_release_mod(call: Call, next_handler: Handler) -> Reply:
-    """Refuse a function the policy does not allow, or one released only securely."""
-    if _check_allowed(call).release == "secure":
-        raise DisclosureError(
-            f"site {call.ctx.site!r} refuses {call.function!r}: it is released only "
-            "through secure aggregation",
-            site=call.ctx.site,
-            function=call.function,
-        )
-    return next_handler(call)
-
-
-def aggregate_release_mod(call: Call, next_handler: Handler) -> Reply:
-    """Refuse as an aggregate input a function not allowed, or not registered as one."""
-    if _check_allowed(call).release == "clear":
-        raise DisclosureError(
-            f"site {call.ctx.site!r} refuses to aggregate {call.function!r}: it is not an "
-            "aggregate input",
-            site=call.ctx.site,
-            function=call.function,
-        )
-    return next_handler(call)
+# A direct call: its reply goes to the requester in the clear.
+direct_release_mod = _release_mod("secure", "it is released only through secure aggregation")
+# An input of secure aggregation: its values are masked before they leave.
+aggregate_release_mod = _release_mod("clear", "it is not an aggregate input")
 
 
 def schema_mod(call: Call, next_handler: Handler) -> Reply:
