@@ -1,5 +1,6 @@
-"""Exact AUROC, AUPR and DeLong CI by secure three-party computation (ppAURORA, Unal et
-al. 2021).
+"""Exact AUROC, AUPR and DeLong CI by secure three-party computation.
+
+The protocol of ppAURORA (Unal et al. 2021).
 
 Parties
 -------

@@ -43,6 +43,7 @@ writes one for local runs)::
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import secrets
@@ -123,6 +124,70 @@ class PartyEntry:
     jobs: Path | None
 
 
+def _read_toml(p: Path, where: str) -> dict[str, Any]:
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{where} is a directory, not a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where} is not valid TOML: {exc}") from exc
+
+
+def _path_of(base: Path, where: str, value: Any, what: str, required: bool = True) -> Path | None:
+    """A path of the cluster file, relative to its folder."""
+    if value is None:
+        if required:
+            raise InputError(f"{where}: {what} is missing")
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{where}: {what} must be a path string; got {value!r}")
+    return (base / value).resolve()
+
+
+def _party_entry(pid: int, entry: dict[str, Any], base: Path, where: str) -> PartyEntry:
+    for field in ("host", "port", "cert"):
+        if field not in entry:
+            raise InputError(f"{where}: [party.{pid}] has no {field!r}")
+    port = entry["port"]
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InputError(f"{where}: [party.{pid}] port {port!r} is invalid")
+    path_of = functools.partial(_path_of, base, where)
+    jobs = path_of(entry.get("jobs"), f"[party.{pid}] jobs", required=False)
+    if jobs is None and pid < 2:
+        jobs = (base / f"party{pid}.jobs").resolve()
+    return PartyEntry(
+        pid,
+        str(entry["host"]),
+        port,
+        path_of(entry["cert"], f"[party.{pid}] cert"),  # type: ignore[arg-type]
+        path_of(entry.get("key"), f"[party.{pid}] key", required=False),
+        path_of(entry.get("share_public"), f"[party.{pid}] share_public", pid < 2),
+        path_of(entry.get("share_key"), f"[party.{pid}] share_key", required=False),
+        jobs,
+    )
+
+
+def _owners(owners_raw: Any, where: str) -> dict[str, bytes]:
+    if not isinstance(owners_raw, dict):
+        raise InputError(f"{where}: [owners] must be a table of name = public key")
+    owners: dict[str, bytes] = {}
+    for name, value in owners_raw.items():
+        try:
+            key_bytes = bytes.fromhex(str(value))
+        except ValueError:
+            key_bytes = b""
+        if len(key_bytes) != 32:
+            raise InputError(
+                f"{where}: [owners] {name!r} must be an Ed25519 public key in 64 hex "
+                f"digits; got {value!r}"
+            )
+        owners[str(name)] = key_bytes
+    return owners
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """A parsed cluster file."""
@@ -140,53 +205,17 @@ class ClusterConfig:
     def load(cls, path: str | Path) -> ClusterConfig:
         p = Path(path)
         where = f"cluster file {str(p)!r}"
-        try:
-            with p.open("rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            raise InputError(f"{where} does not exist") from None
-        except IsADirectoryError:
-            raise InputError(f"{where} is a directory, not a TOML file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"{where} is not valid TOML: {exc}") from exc
-        base = p.parent
-
-        def path_of(value: Any, what: str, required: bool = True) -> Path | None:
-            if value is None:
-                if required:
-                    raise InputError(f"{where}: {what} is missing")
-                return None
-            if not isinstance(value, str):
-                raise InputError(f"{where}: {what} must be a path string; got {value!r}")
-            return (base / value).resolve()
-
+        raw = _read_toml(p, where)
         if "ca" not in raw:
             raise InputError(f"{where}: 'ca' (the CA certificate) is missing")
         parties_raw = raw.get("party")
         if not isinstance(parties_raw, dict) or sorted(parties_raw) != ["0", "1", "2"]:
             raise InputError(f"{where} must have tables [party.0], [party.1] and [party.2]")
-        parties: dict[int, PartyEntry] = {}
-        for key, entry in parties_raw.items():
-            pid = int(key)
-            for field in ("host", "port", "cert"):
-                if field not in entry:
-                    raise InputError(f"{where}: [party.{pid}] has no {field!r}")
-            port = entry["port"]
-            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-                raise InputError(f"{where}: [party.{pid}] port {port!r} is invalid")
-            jobs = path_of(entry.get("jobs"), f"[party.{pid}] jobs", required=False)
-            if jobs is None and pid < 2:
-                jobs = (base / f"party{pid}.jobs").resolve()
-            parties[pid] = PartyEntry(
-                pid,
-                str(entry["host"]),
-                port,
-                path_of(entry["cert"], f"[party.{pid}] cert"),  # type: ignore[arg-type]
-                path_of(entry.get("key"), f"[party.{pid}] key", required=False),
-                path_of(entry.get("share_public"), f"[party.{pid}] share_public", pid < 2),
-                path_of(entry.get("share_key"), f"[party.{pid}] share_key", required=False),
-                jobs,
-            )
+        base = p.parent
+        parties = {
+            int(key): _party_entry(int(key), entry, base, where)
+            for key, entry in parties_raw.items()
+        }
         client = raw.get("client", {})
         try:
             timeout = float(raw.get("timeout", 60.0))
@@ -197,21 +226,8 @@ class ClusterConfig:
             raise InputError(f"{where}: timeout must be positive; got {timeout}")
         if not 1 <= max_mb <= 1 << 16:
             raise InputError(f"{where}: max_frame_mb must be in [1, 65536]; got {max_mb}")
-        owners_raw = raw.get("owners", {})
-        if not isinstance(owners_raw, dict):
-            raise InputError(f"{where}: [owners] must be a table of name = public key")
-        owners: dict[str, bytes] = {}
-        for name, value in owners_raw.items():
-            try:
-                key_bytes = bytes.fromhex(str(value))
-            except ValueError:
-                key_bytes = b""
-            if len(key_bytes) != 32:
-                raise InputError(
-                    f"{where}: [owners] {name!r} must be an Ed25519 public key in 64 hex "
-                    f"digits; got {value!r}"
-                )
-            owners[str(name)] = key_bytes
+        owners = _owners(raw.get("owners", {}), where)
+        path_of = functools.partial(_path_of, base, where)
         return cls(
             p,
             path_of(raw["ca"], "ca"),  # type: ignore[arg-type]
@@ -922,8 +938,11 @@ class ClusterResult:
 
 
 def job_of(bundles: list[Bundle], *, strict: bool = True) -> tuple[Any, AucSpec]:
-    """The terms all bundles share and the job's spec; InputError if they disagree (unless
-    ``strict`` is False: tests that play a dishonest client send such jobs anyway)."""
+    """The terms all bundles share and the job's spec.
+
+    InputError if they disagree (unless ``strict`` is False: tests that play a dishonest client send
+    such jobs anyway).
+    """
     if not bundles:
         raise InputError("a job needs at least one owner's bundle")
     terms = bundles[0].terms

@@ -611,8 +611,11 @@ class LocalDeployment:
         return self.directory / "nodes" / site
 
     def start(self, timeout: float = 180.0) -> None:
-        """Start the SuperLink, register the sites' keys, start the SuperNodes; return once
-        every node is connected."""
+        """Start the deployment and wait until every node is connected.
+
+        Start the SuperLink, register the sites' keys, start the SuperNodes; return once every node
+        is connected.
+        """
         deadline = time.monotonic() + timeout
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
@@ -669,8 +672,11 @@ class LocalDeployment:
             )
 
     def stop(self) -> None:
-        """Stop every process this deployment started (SuperNodes first), and what they
-        started, including Flower's helpers that run in sessions of their own."""
+        """Stop every process this deployment started.
+
+        SuperNodes first, then what they started, including Flower's helpers that run in
+        sessions of their own.
+        """
         for proc in [*self._nodes.values(), *([self._link] if self._link else [])]:
             self._terminate(proc)
         _kill_marked(self._id)
@@ -710,8 +716,11 @@ class LocalDeployment:
         return 0 if popen is None or popen.poll() is not None else popen.pid
 
     def processes(self, name: str | None = None) -> list[int]:
-        """Running processes this deployment started (of one of its processes with
-        ``name``), including Flower's helpers in sessions of their own."""
+        """Running processes this deployment started.
+
+        Of one of its processes with ``name`` when given, including Flower's helpers in
+        sessions of their own.
+        """
         return marked_processes(self._id if name is None else f"{self._id}/{name}")
 
     def node_status(self, site: str) -> dict[str, Any]:
@@ -724,8 +733,11 @@ class LocalDeployment:
             return {}
 
     def supervise(self, *, restart: bool = True) -> list[str]:
-        """Notice processes that exited; restart them (backing off) unless ``restart`` is
-        False. Returns one line per event, for the operator."""
+        """Notice processes that exited and restart them.
+
+        Notice processes that exited; restart them (backing off) unless ``restart`` is False.
+        Returns one line per event, for the operator.
+        """
         events: list[str] = []
         now = time.monotonic()
         procs = [*([self._link] if self._link else []), *self._nodes.values()]
