@@ -116,6 +116,15 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+# The parameters a job's spec and its owners' terms share (checked the same way in both).
+JOB_PARAMETERS = ("sort", "delta", "noties", "frac_bits", "min_class_count", "ci", "compare")
+
+
+def job_parameters(obj: Any) -> dict[str, Any]:
+    """The :data:`JOB_PARAMETERS` of a spec or terms object, by name."""
+    return {name: getattr(obj, name) for name in JOB_PARAMETERS}
+
+
 def check_job_parameters(
     *,
     sort: Any,
@@ -191,15 +200,7 @@ class AucSpec:
             raise InputError(f"sizes must be a non-empty tuple of counts; got {self.sizes!r}")
         if not all(_is_int(v) and v >= 1 for v in self.sizes):
             raise InputError(f"every data owner needs at least one sample; sizes {self.sizes}")
-        check_job_parameters(
-            sort=self.sort,
-            delta=self.delta,
-            noties=self.noties,
-            frac_bits=self.frac_bits,
-            min_class_count=self.min_class_count,
-            ci=self.ci,
-            compare=self.compare,
-        )
+        check_job_parameters(**job_parameters(self))
         if self.n > MAX_N:
             raise InputError(f"at most {MAX_N} samples are supported; got {self.n}")
         if self.ci and self.n > MAX_N_CI:
