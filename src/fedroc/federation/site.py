@@ -416,6 +416,32 @@ def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -
             )
 
 
+def _bound(call: Call) -> dict[str, Any]:
+    """The ledger keys and values of the call's arguments declared ``bind``."""
+    return {
+        f"argument:{call.function}:{key}": call.args[key]
+        for key, fld in _spec(call.function).schema.items()
+        if fld.bind
+    }
+
+
+def binding_mod(call: Call, next_handler: Handler) -> Reply:
+    """Hold arguments declared ``bind`` to their first value, for an aggregate input.
+
+    A secure sum under another binning could be subtracted from the first as well as two
+    direct releases could; the keys are the same as a direct call's, so one value holds for
+    both. The value binds once the input is computed, before anything is unmasked.
+    """
+    bound = _bound(call)
+    _check_bindings(call.ctx, call.function, bound)
+    reply = next_handler(call)
+    with call.ctx.ledger.transaction():
+        _check_bindings(call.ctx, call.function, bound)
+        for key, value in bound.items():
+            call.ctx.ledger.bind(key, value)
+    return reply
+
+
 def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
     """Check the reply against the policy and charge its DP events to the ledger.
 
@@ -424,11 +450,7 @@ def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
     same budget or bind another value.
     """
     ctx, function = call.ctx, call.function
-    bound = {
-        f"argument:{function}:{key}": call.args[key]
-        for key, fld in _spec(function).schema.items()
-        if fld.bind
-    }
+    bound = _bound(call)
     _check_bindings(ctx, function, bound)
     reply = next_handler(call)
     values = check_record(reply.values, f"reply of {function!r}")
@@ -459,7 +481,7 @@ def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
 # of secure aggregation (its values are masked; the protocol's reply declares its counts and DP
 # events, so the disclosure mod of that call checks and charges them).
 DIRECT_MODS: tuple[Mod, ...] = (audit_mod, direct_release_mod, schema_mod, disclosure_mod)
-AGGREGATE_MODS: tuple[Mod, ...] = (aggregate_release_mod, schema_mod)
+AGGREGATE_MODS: tuple[Mod, ...] = (aggregate_release_mod, schema_mod, binding_mod)
 
 
 class Site:
