@@ -67,7 +67,7 @@ JOB_KEY = "fedroc-job"
 _STATE = "fedroc.state"
 _LEDGER = "fedroc.ledger"
 
-# Flower loads these by reference ("fedroc.federation.flower.apps:client_app"); its check
+# Flower loads these through fedroc.apps.flower (CLIENT_APP_REF, SERVER_APP_REF); its check
 # looks for plain assignments, so they are not annotated.
 client_app = ClientApp()
 server_app = ServerApp()
