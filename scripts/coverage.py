@@ -142,19 +142,47 @@ DESIGNS: dict[str, Design | ClusteredDesign] = {
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A row of the table: a registered method with its options."""
+    """A row of the table: a registered method with its options.
+
+    ``designs`` restricts it to the designs it applies to (None: all).
+    """
 
     label: str
     method: str
     options: dict[str, Any] = field(default_factory=dict)
+    designs: tuple[str, ...] | None = None
     needs_clusters: bool = False
+
+
+def _rocglm_paper(sensitivity: float, **options: Any) -> MethodSpec:
+    from fedroc.methods.rocglm import recommended_privacy
+
+    eps, delta = recommended_privacy(sensitivity)
+    tag = "paper estimate, uncorrected" if options.get("correction") == "none" else "corrected"
+    return MethodSpec(
+        f"rocglm (paper: l2 {sensitivity:g}, eps {eps:g}, delta {delta:g}; {tag})",
+        "rocglm",
+        {"sensitivity": sensitivity, "privacy": "paper", **options},
+    )
 
 
 METHODS = {
     "pooled": MethodSpec("pooled (DeLong, reference)", "pooled"),
-    "rocglm": MethodSpec("rocglm (default privacy)", "rocglm", {"sensitivity": 0.03}),
-    "rocglm-paper": MethodSpec(
-        "rocglm (paper: eps 0.3, delta 0.4)", "rocglm", {"sensitivity": 0.03, "privacy": "paper"}
+    "rocglm": MethodSpec(
+        "rocglm (default: l2 0.03, eps 1, delta 1/(10 n))", "rocglm", {"sensitivity": 0.03}
+    ),
+    # Paper 1's four recommended settings (section 5.3.1), each at the largest
+    # sensitivity of its range.
+    "rocglm-paper-0.01": _rocglm_paper(0.01),
+    "rocglm-paper": _rocglm_paper(0.03),
+    "rocglm-paper-0.05": _rocglm_paper(0.05),
+    "rocglm-paper-0.07": _rocglm_paper(0.07),
+    "rocglm-uncorrected": _rocglm_paper(0.03, correction="none"),
+    "rocglm-levels": MethodSpec(
+        "rocglm (paper: l2 0.03; rating levels declared)",
+        "rocglm",
+        {"sensitivity": 0.03, "privacy": "paper", "score_levels": [0, 0.25, 0.5, 0.75, 1]},
+        designs=("ties",),
     ),
     "histogram": MethodSpec("histogram (secure aggregation)", "histogram", {"quantiles": 256}),
     "histogram-dp": MethodSpec(
@@ -265,7 +293,12 @@ def run_study(
         design = DESIGNS[design_name]
         truth = design.truth()
         # A method for clustered data has nothing to estimate on unclustered designs.
-        applicable = [m for m in methods if design.cluster_column or not METHODS[m].needs_clusters]
+        applicable = [
+            m
+            for m in methods
+            if (design.cluster_column or not METHODS[m].needs_clusters)
+            and (METHODS[m].designs is None or design_name in METHODS[m].designs)
+        ]
         for n in sizes:
             cells = {m: Cell(design_name, n, METHODS[m].label, truth) for m in applicable}
             rng = np.random.default_rng([seed, n, list(DESIGNS).index(design_name)])

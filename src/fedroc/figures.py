@@ -27,6 +27,7 @@ PAPERS = {
 }
 # Modules that register each paper's figures (filled in by the methods' modules).
 FIGURE_MODULES: dict[int, list[str]] = {paper: [] for paper in PAPERS}
+FIGURE_MODULES[1].append("fedroc.methods.rocglm._figures")
 FIGURE_MODULES[2].append("fedroc.methods.sequester.figures")
 FIGURE_MODULES[3].append("fedroc.methods.clustered.figures")
 FIGURE_MODULES[5].append("fedroc.methods.histogram.figures")

@@ -136,6 +136,15 @@ def _parse_range(text: str) -> tuple[float, float]:
     return lo, hi
 
 
+def _parse_levels(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise InputError(
+            f"--score-levels must be numbers separated by commas; got {text!r}"
+        ) from None
+
+
 def _federation_from_file(
     path: Path,
     label: str | None,
@@ -199,7 +208,7 @@ def evaluate_command(
     seed: Annotated[
         int | None,
         typer.Option(
-            help="Seed of the analyst's own randomness (SIMEX, bootstrap). The sites' DP noise "
+            help="Seed of the analyst's own randomness (bootstrap, SIMEX). The sites' DP noise "
             "is theirs: a site seeds it only from its own configuration (noise_seed in TOML).",
             min=0,
         ),
@@ -244,9 +253,20 @@ def evaluate_command(
         str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
     ] = None,
     n_thresholds: Annotated[int | None, typer.Option(help="rocglm: size of the grid.")] = None,
-    simex: Annotated[
-        bool | None,
-        typer.Option("--simex", help="rocglm: correct the noise bias by SIMEX (no DP cost)."),
+    correction: Annotated[
+        str | None,
+        typer.Option(
+            help="rocglm: 'deconvolution' (default: corrects the noise bias and includes the "
+            "noise in the CI) or 'none' (paper 1's estimate)."
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int | None,
+        typer.Option(help="rocglm: resamples of the noisy negatives for the CI (default 50)."),
+    ] = None,
+    score_levels: Annotated[
+        str | None,
+        typer.Option(help="rocglm: the public levels of rated scores, e.g. 1,2,3,4,5."),
     ] = None,
     a0: Annotated[
         float | None, typer.Option(help="rocglm: one-sided test of H0: AUC <= A0.")
@@ -277,7 +297,8 @@ def evaluate_command(
         int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
     ] = None,
     score_range: Annotated[
-        str | None, typer.Option(help="histogram: public score range LO,HI (default 0,1).")
+        str | None,
+        typer.Option(help="histogram, rocglm: public score range LO,HI (default 0,1)."),
     ] = None,
     score_transform: Annotated[
         str | None,
@@ -364,7 +385,9 @@ def evaluate_command(
         "privacy": privacy,
         "thresholds": thresholds,
         "n_thresholds": n_thresholds,
-        "simex": simex,
+        "correction": correction,
+        "bootstrap": bootstrap,
+        "score_levels": None if score_levels is None else _parse_levels(score_levels),
         "a0": a0,
     }
     options.update({k: v for k, v in rocglm_options.items() if v is not None})

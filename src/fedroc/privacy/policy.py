@@ -73,6 +73,9 @@ class DisclosurePolicy:
         Whether the site aggregates a quantity (a site function) over a different set of
         sites than the first time. False refuses it: sums over two different sets of sites
         subtract to the inputs of the sites in only one of them.
+    opt_in : frozenset of str, default empty
+        Modes of site functions that disclose more than their default and run only when
+        listed here (see :meth:`allows`), e.g. ``"rocglm.positives_rule"``.
     clear_histograms : bool, default False
         Whether class counts per score bin may leave the site in the clear, not only as
         input of secure aggregation. With bins chosen by the analyst a bin can hold one row,
@@ -90,6 +93,7 @@ class DisclosurePolicy:
     allowed_functions: frozenset[str] | None = field(default=None)
     secagg_min_sites: int = DEFAULT_SECAGG_MIN_SITES
     secagg_rebind: bool = False
+    opt_in: frozenset[str] = field(default_factory=frozenset)
     clear_histograms: bool = False
 
     def __post_init__(self) -> None:
@@ -103,6 +107,10 @@ class DisclosurePolicy:
             raise InputError(
                 f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
             )
+
+    def allows(self, option: str) -> bool:
+        """Whether the site opted in to a disclosive mode ``option`` (see ``opt_in``)."""
+        return option in self.opt_in
 
     def delta_limit_for(self, n_rows: int) -> float:
         """The site's lifetime delta: the configured one, or ``1/n``."""
@@ -121,6 +129,7 @@ class DisclosurePolicy:
             "allowed_functions",
             "secagg_min_sites",
             "secagg_rebind",
+            "opt_in",
             "clear_histograms",
         }
         unknown = set(values) - known
@@ -133,6 +142,8 @@ class DisclosurePolicy:
             )
         if kwargs.get("allowed_functions") is not None:
             kwargs["allowed_functions"] = frozenset(kwargs["allowed_functions"])
+        if "opt_in" in kwargs:
+            kwargs["opt_in"] = frozenset(kwargs["opt_in"] or ())
         return cls(**kwargs)
 
     @classmethod

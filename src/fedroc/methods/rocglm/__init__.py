@@ -9,27 +9,50 @@ sections 3.4 and 4; NOTES.md section 1).
   and the reference code's sensitivity heuristic.
 - :mod:`._probit`: Fisher scoring with R ``glm``'s stopping rule, for a batch of fits.
 - :mod:`._site`: the site functions (``rocglm.*``).
-- :mod:`._distributed`: the analyst side, the result object and SIMEX.
+- :mod:`._deconvolution`: the noisy negatives' distribution, deconvolved on the known
+  score range (the bias correction).
+- :mod:`._distributed`: the analyst side, the result object and its interval.
+- :mod:`._confusion`: the distributed confusion matrix (dsBinVal's ``dsConfusion``).
+- :mod:`._sensitivity`: the sensitivity heuristic on a model's features (section 4.2).
+- :mod:`._figures`: paper 1's figures 4, 6, 7 and 8 (``fedroc figures --paper 1``).
 - :mod:`.gbsg2`: the use case of section 6 on the GBSG2 data.
 
 Threat model
 ------------
-Honest-but-curious analyst and sites; no collusion assumptions are needed because no
-site sees another's data. What leaves a site:
+A curious analyst who uses fedroc's public calls with arguments of its choosing (it may
+deviate from the protocol: craft survivor functions, replay, ask again); honest sites that
+do not collude with it. What leaves a site, and what the site decides:
 
-1. Every row's score plus Gaussian noise, once, sorted and split by class (principle
-   A2). Under the paper's definition each row's score is (epsilon, delta)-DP given the
-   l2-sensitivity; the guarantee is only as good as that sensitivity, and the site
-   heuristic (``score_sensitivity``) is not a bound. The class sizes are revealed.
-   Paper 1's recommended settings use delta between 0.1 and 0.5, which is weak privacy.
-2. Sums over at least q rows (principle A1): placement-value sums and centred sums of
-   squares (distrAVG / distrVAR), and for each Fisher-scoring round the site's
-   log-likelihood, score vector and Fisher information. These are not DP: a curious
-   analyst who chooses the survivor function and coefficients freely could, over many
-   rounds, learn counts of positives above chosen cutoffs. SIMEX refits make the
-   sites release more such aggregates (they cost no DP budget).
-3. With no sensitivity given, each site's heuristic sensitivity: a difference of two of
-   its rows' scores.
+1. Every row's score plus Gaussian noise, once per release, sorted and split by class
+   (principle A2). Each row's score is (epsilon, delta)-DP for the given l2-sensitivity;
+   the noise is the site's own (OpenDP, or a seed in its configuration) and its ledger
+   refuses releases beyond its budget. The class sizes are revealed. With no sensitivity
+   given, the sites' heuristic (``score_sensitivity``, on probability scores only) is not
+   a bound, and the result, the CLI table and the report say so. Paper 1's recommended
+   settings (delta 0.1 to 0.5) protect little; sites refuse them unless configured.
+2. Per release, one setup (the site refuses a second), whose pooled noisy scores must
+   contain the site's own release. The site computes everything else itself from them and
+   the public rule: the grid of at most 64 thresholds, the placements of its positives in
+   the noisy negatives and in their deconvolution, two grouped tables. It then releases
+   sums over its positives (at least q): the placement sums and sums of squares
+   (distrAVG, distrVAR) and, for at most 60 Fisher-scoring calls, log-likelihoods, score
+   vectors and Fisher informations of the two tables. These are not DP. Over many calls
+   they can reveal the two tables, i.e. the number of the site's positives above each of
+   at most 2 x 64 cutoffs that are functions of the pooled noisy negatives.
+3. What the analyst can still steer: the pooled noisy scores it sends. Fabricated values
+   beside the site's own release (padding) let it move those cutoffs where it likes. The
+   site cannot tell them from other sites' releases without keys it does not have. Each
+   release then buys at most 128 counts of the site's positives above cutoffs of the
+   analyst's choosing, and the budget bounds the releases (ten at the default). This is
+   far from the 4000 free counts of fedroc 0.1 (``tests/test_attacks.py``), but it is not
+   zero. Authenticating each site's release (signatures checked by the other sites) would
+   close it.
+4. The reference code's "positives" threshold rule uses each positive's score as a
+   threshold. The Fisher information at chosen coefficients then discloses those scores,
+   so a site runs it only if its policy opts in (``opt_in = ["rocglm.positives_rule"]``).
+5. The confusion matrix (``rocglm.confusion``) releases four cells of at least q rows, at
+   thresholds spaced so that no two released tables subtract to fewer than q rows of a
+   class (the site keeps its released thresholds in its ledger).
 
 The analyst sends S~0 and S~1 (the pooled noisy scores) back to every site, so every
 site learns the other sites' noisy scores too.
@@ -40,6 +63,8 @@ from __future__ import annotations
 from typing import Any
 
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.methods.rocglm._calibration import SiteCalibrationCurves, site_calibration_curves
+from fedroc.methods.rocglm._confusion import ConfusionMatrix, distributed_confusion
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
     THRESHOLD_RULES,
@@ -54,43 +79,55 @@ from fedroc.methods.rocglm._core import (
     rocglm_from_scores,
     score_sensitivity,
 )
+from fedroc.methods.rocglm._deconvolution import BinMixture, deconvolve
 from fedroc.methods.rocglm._distributed import (
+    CORRECTIONS,
+    DEFAULT_BOOTSTRAP,
     DistributedRocGlm,
     NoisyScores,
-    SimexFit,
     distributed_rocglm,
-    fit_with_survivors,
+    fit_release,
     release_noisy_scores,
     site_sensitivity,
 )
+from fedroc.methods.rocglm._sensitivity import FeatureSensitivity, feature_sensitivity
 
 __all__ = [
+    "CORRECTIONS",
+    "DEFAULT_BOOTSTRAP",
     "DEFAULT_N_THRESHOLDS",
     "THRESHOLD_RULES",
+    "BinMixture",
+    "ConfusionMatrix",
     "DistributedRocGlm",
+    "FeatureSensitivity",
     "GroupedTable",
     "NoisyScores",
     "PrivacyCautionWarning",
     "RocGlmFit",
-    "SimexFit",
+    "SiteCalibrationCurves",
     "binormal_auc",
     "binormal_auc_integral",
     "binormal_roc",
+    "deconvolve",
+    "distributed_confusion",
     "distributed_rocglm",
-    "fit_with_survivors",
+    "feature_sensitivity",
+    "fit_release",
     "recommended_privacy",
     "release_noisy_scores",
     "rocglm",
     "rocglm_from_scores",
     "run_rocglm",
     "score_sensitivity",
+    "site_calibration_curves",
     "site_sensitivity",
 ]
 
 
 @register_method(
     "rocglm",
-    "distributed ROC-GLM with DP noisy survivor function and DeLong CI (paper 1)",
+    "distributed ROC-GLM with DP noisy survivor function and a CI that covers (paper 1)",
     demo_options={"sensitivity": 0.01},
 )
 def run_rocglm(
@@ -103,7 +140,10 @@ def run_rocglm(
     privacy: str = "default",
     thresholds: str = "grid",
     n_thresholds: int = DEFAULT_N_THRESHOLDS,
-    simex: bool = False,
+    correction: str = "deconvolution",
+    score_range: tuple[float, float] | None = None,
+    score_levels: list[float] | None = None,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
     a0: float | None = None,
 ) -> EvaluationResult:
     """``fedroc evaluate --method rocglm``: see :func:`distributed_rocglm`."""
@@ -116,17 +156,24 @@ def run_rocglm(
         privacy=privacy,
         thresholds=thresholds,
         n_thresholds=n_thresholds,
-        simex=simex,
+        correction=correction,
+        score_range=score_range,
+        score_levels=score_levels,
+        bootstrap=bootstrap,
         confidence_level=inputs.confidence_level,
         seed=inputs.seed,
         a0=a0,
     )
     extra: dict[str, Any] = {
         "rocglm_params": [res.g1, res.g2],
+        "auc_rocglm": res.auc_rocglm,
+        "correction": res.correction,
         "epsilon": res.epsilon,
         "delta": res.delta,
         "sensitivity": res.sensitivity,
         "sensitivity_source": res.sensitivity_source,
+        "sensitivity_is_heuristic": res.sensitivity_is_heuristic,
+        "privacy_guarantee": res.guarantee,
         "dp_calibration": res.calibration,
         "noise_sd": res.noise_sd,
         "thresholds": res.thresholds,
@@ -134,8 +181,9 @@ def run_rocglm(
         "iterations": res.iterations,
         "converged": res.converged,
     }
-    if res.simex is not None:
-        extra["auc_without_simex"] = binormal_auc(*res.simex.naive)
+    if res.paper is not None:
+        extra["auc_uncorrected"] = res.paper.auc
+        extra["auc_ci_uncorrected"] = list(res.paper.ci)
     if a0 is not None:
         z, p = res.test_greater(a0)
         extra["auc_test"] = {"a0": a0, "z": z, "p_value": p}

@@ -1,11 +1,19 @@
 """The ROC-GLM on pooled data: thresholds, placement values, grouped table, probit fit.
 
 Paper 1, section 3.4 (Pepe 2000). For every positive ``i`` and threshold ``t_j`` the
-response is ``U_ij = 1(S0(score_i) <= t_j)`` with ``S0(x) = #{negatives > x} / n0`` (the
-empirical survivor function, ``1 - ecdf`` as in the reference code), and the model is
+response is ``U_ij = 1(S0(score_i) <= t_j)`` with ``S0(x) = (#{negatives > x} +
+#{negatives = x} / 2) / n0``, the empirical survivor function with ties counted one half,
+and the model is
 ``P(U_ij = 1) = Phi(g1 + g2 Phi^-1(t_j))``. Rows that share a threshold are one binomial
 row ``(successes_j, trials_j)``, so the fit costs O(n log n + n_T) and never builds the
 n1 x n_T table.
+
+Ties: the placement of a positive tied with negatives counts them one half, the
+convention of DeLong's variance (paper 1, eq. 2) and of scikit-learn's AUC, so that the
+area under the empirical curve of the placements is the AUC DeLong's interval is about.
+The reference code (and paper 1, section 3.4, ``U = 1(Y1 >= Y0)``) counts ties as wins:
+on 5-level ratings that gave 0.845 against the empirical 0.770 (issue "Honest statistics by
+default").
 
 Threshold rules:
 
@@ -16,8 +24,6 @@ Threshold rules:
   1 are dropped from the threshold set (``Phi^-1`` is infinite there). Across sites the
   tables differ, so the distributed fit equals the fit on the stacked per-site tables.
 
-The pieces that depend on the survivor function alone (:func:`grid_cutoffs`) let the
-analyst send a site ``n_T`` numbers instead of the whole noisy survivor function.
 """
 
 from __future__ import annotations
@@ -51,8 +57,6 @@ __all__ = [
     "binormal_auc_integral",
     "binormal_roc",
     "delong_placements",
-    "grid_cutoffs",
-    "grouped_from_cutoffs",
     "grouped_from_placements",
     "positive_thresholds",
     "recommended_privacy",
@@ -91,9 +95,9 @@ def threshold_grid(n_thresholds: int = DEFAULT_N_THRESHOLDS) -> FloatArray:
 
 
 def survivor(sorted_ref: FloatArray, x: ArrayLike) -> FloatArray:
-    """``#{ref > x} / n_ref``: the empirical survivor function of ``sorted_ref`` at ``x``."""
-    n = sorted_ref.size
-    return (n - np.searchsorted(sorted_ref, np.asarray(x, np.float64), "right")) / n
+    """``(#{ref > x} + #{ref = x} / 2) / n_ref``: the survivor function of ``sorted_ref``
+    at ``x`` with ties counted one half (``1 -`` the DeLong placement of ``x``)."""
+    return 1.0 - delong_placements(sorted_ref, x, below=True)
 
 
 def delong_placements(sorted_ref: FloatArray, x: ArrayLike, *, below: bool) -> FloatArray:
@@ -110,32 +114,6 @@ def delong_placements(sorted_ref: FloatArray, x: ArrayLike, *, below: bool) -> F
     if below:
         return (lo + hi) / (2.0 * n)
     return (2 * n - lo - hi) / (2.0 * n)
-
-
-def grid_cutoffs(sorted_neg: FloatArray, t: FloatArray) -> FloatArray:
-    """Score cutoffs ``c_j`` with ``S0(x) <= t_j  <=>  x >= c_j``.
-
-    ``S0(x) = k / N`` with ``k = #{neg > x}``; ``k / N <= t`` holds for ``k <= K`` where
-    ``K`` is the largest integer with ``K / N <= t`` (computed in the same floating point
-    as the direct comparison), and ``#{neg > x} <= K`` holds exactly when the
-    ``(N - K)``-th smallest negative is ``<= x``. So a site needs only these ``n_T``
-    order statistics of the noisy negatives, not the whole survivor function.
-    """
-    n = sorted_neg.size
-    k = np.floor(t * n).astype(np.int64)
-    k = np.where((k + 1) / n <= t, k + 1, k)
-    k = np.where(k / n > t, k - 1, k)
-    k = np.clip(k, -1, n)
-    out = np.full(t.shape, -np.inf)
-    inside = (k >= 0) & (k < n)
-    out[inside] = sorted_neg[n - k[inside] - 1]
-    out[k < 0] = np.inf  # t < 0: no score qualifies (not reachable for t in (0, 1))
-    return out
-
-
-def grouped_from_cutoffs(sorted_pos: FloatArray, cutoffs: FloatArray) -> FloatArray:
-    """Successes ``#{positives >= c_j}`` for each cutoff (any leading shape)."""
-    return (sorted_pos.size - np.searchsorted(sorted_pos, cutoffs, "left")).astype(np.float64)
 
 
 def grouped_from_placements(placements: FloatArray, t: FloatArray) -> FloatArray:

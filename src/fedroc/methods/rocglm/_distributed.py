@@ -1,21 +1,45 @@
-"""Analyst side of the distributed ROC-GLM and its DeLong confidence interval.
+"""Analyst side of the distributed ROC-GLM and its confidence interval.
 
 Protocol (paper 1, sections 4.2-4.4), one row per round:
 
 1. (optional) ``rocglm.sensitivity``: each site's heuristic l2-sensitivity; the analyst
    takes the largest.
 2. ``rocglm.noisy_scores``: each site adds Gaussian noise (classic or analytic
-   calibration) to every row's score once and sends the sorted noisy scores by class.
-   The analyst pools them into the noisy survivor functions S~0 (negatives) and S~1
-   (positives).
-3. ``rocglm.setup``: S~0 and S~1 go back to every site (for the grid rule also the
-   score cutoffs that turn S~0 into the grouped response); each site builds its grouped
-   ROC-GLM table and its DeLong placement values and replies with their sums (distrAVG).
-4. ``rocglm.fisher`` (repeated): the analyst sends the coefficients, each site replies
-   with its log-likelihood, score vector and Fisher information; the analyst adds them,
-   takes a Fisher-scoring step and stops by R ``glm``'s relative deviance rule.
+   calibration) to every row's score once and sends the sorted noisy scores by class with
+   a release id. The analyst pools them into the noisy survivor functions S~0 (negatives)
+   and S~1 (positives).
+3. ``rocglm.setup``: S~0 and S~1 go back to every site with its release id; each site
+   checks they contain its own release, places its positives in S~0 (the paper) and in the
+   deconvolved distribution of the negatives (the correction), builds both grouped ROC-GLM
+   tables on its own thresholds and replies with the sums of the placements (distrAVG).
+4. ``rocglm.fisher`` (repeated): the analyst sends the coefficients of both fits, each
+   site replies with its log-likelihood, score vector and Fisher information; the analyst
+   adds them, takes a Fisher-scoring step and stops by R ``glm``'s relative deviance rule.
 5. ``rocglm.placement_ss``: the global placement means go out, centred sums of squares
-   come back (distrVAR); the DeLong variance gives the logit interval of eq. 3.
+   come back (distrVAR).
+
+The interval. The paper's (``correction="none"``): DeLong's variance (eq. 2) from the
+placements in the noisy survivor functions, on the logit scale (eq. 3), around the ROC-GLM
+AUC. It ignores the noise's bias and variance and undercovers (issue "Honest statistics by
+default": 0.47 at n = 5000).
+
+The default (``correction="deconvolution"``): the AUC is eq. 1 with the negatives'
+survivor function deconvolved from S~0 (:mod:`._deconvolution`), ``AUC = mean_i F0^(p_i)``
+over the true positive scores ``p_i`` (distrAVG). Its variance has two independent parts:
+
+- the positives': ``var_i(F0^(p_i)) / n1`` (DeLong's first term, by distrVAR);
+- the negatives' and the noise's: the noisy negatives are a sample of ``N + E``; the
+  analyst resamples S~0 (a bootstrap, which its seed drives), refits the deconvolution each
+  time and takes the variance of ``sum_g w_g c_g``, where ``c_g`` is the share of positives
+  above bin ``g`` of the deconvolved distribution. ``c`` needs the positives' distribution,
+  which the analyst knows only through S~1; the noisy positives' histogram in ten bins is
+  close enough (what matters is the coarse shape; measured in
+  ``scripts/results/rocglm_coverage.md``), so this costs the sites nothing.
+
+The binormal ROC-GLM is fitted to the deconvolved placements too: its curve is the result's
+curve and its area is ``auc_rocglm``. It is not the reported AUC, because a binormal fit to
+the deconvolved placements (a distribution with few, narrow bins of mass) adds bias and
+variance of its own (at n = 50000: bias -0.002, sd 0.0054 against 0.0036).
 """
 
 from __future__ import annotations
@@ -23,12 +47,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
@@ -40,10 +63,10 @@ from fedroc.methods.rocglm._core import (
     _warn_unconverged,
     binormal_auc,
     check_rule,
-    grid_cutoffs,
     recommended_privacy,
     threshold_grid,
 )
+from fedroc.methods.rocglm._deconvolution import BinMixture, bootstrap_weights, check_levels
 from fedroc.methods.rocglm._probit import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -51,129 +74,93 @@ from fedroc.methods.rocglm._probit import (
     fisher_scoring,
 )
 from fedroc.methods.rocglm._site import (
+    FITS,
     FN_FISHER,
     FN_NOISY,
     FN_PLACEMENT_SS,
+    FN_SCALE,
     FN_SENSITIVITY,
     FN_SETUP,
+    MAX_THRESHOLDS,
+    MAX_UNDECLARED_LEVELS,
 )
 from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
 
 __all__ = [
-    "DEFAULT_SIMEX_LAMBDAS",
-    "DEFAULT_SIMEX_REPLICATES",
+    "CORRECTIONS",
+    "DEFAULT_BOOTSTRAP",
     "DistributedRocGlm",
     "NoisyScores",
-    "SimexFit",
     "distributed_rocglm",
-    "fit_with_survivors",
+    "fit_release",
     "release_noisy_scores",
     "site_sensitivity",
 ]
 
 FloatArray = NDArray[np.float64]
-DEFAULT_SIMEX_LAMBDAS = (0.5, 1.0, 1.5, 2.0)
-DEFAULT_SIMEX_REPLICATES = 20
+CORRECTIONS = ("deconvolution", "none")
 CALIBRATIONS = ("classic", "analytic")
-EXTRAPOLANTS = ("linear", "quadratic")
-
-
-@dataclass(frozen=True, repr=False)
-class SimexFit(ResultMixin):
-    """Simulation-extrapolation of the ROC-GLM against the noise on S~0.
-
-    The analyst adds more Gaussian noise (variance ``lambda * sigma^2``) to the noisy
-    negatives it already holds, refits at each level (``replicates`` draws per level),
-    and extrapolates the mean coefficients to ``lambda = -1``, where the total noise
-    variance ``(1 + lambda) sigma^2`` vanishes (Cook & Stefanski 1994). The extra noise is
-    post-processing of released values, so it costs no privacy budget; the refits do make
-    the sites release more aggregates over their positives (in the same rounds).
-
-    The default extrapolant is linear in lambda: in fedroc's simulation (data of paper 1
-    section 5.2, see scripts/rocglm_simulation.py) it removed most of the bias with less
-    variance than the quadratic one, which removes all of it on average.
-
-    Attributes
-    ----------
-    lambdas : ndarray
-        0 (the naive fit) followed by the added noise levels.
-    g1, g2 : ndarray
-        Mean coefficients at each level.
-    auc : ndarray
-        Mean binormal AUC at each level.
-    replicates : int
-    extrapolant : {"linear", "quadratic"}
-    naive : (float, float)
-        The uncorrected coefficients (level 0).
-    """
-
-    lambdas: FloatArray
-    g1: FloatArray
-    g2: FloatArray
-    auc: FloatArray
-    replicates: int
-    extrapolant: str
-    naive: tuple[float, float]
-
-    def extrapolate(self, values: ArrayLike) -> float:
-        degree = 1 if self.extrapolant == "linear" else 2
-        coef = np.polyfit(self.lambdas, np.asarray(values, np.float64), degree)
-        return float(np.polyval(coef, -1.0))
-
-    @property
-    def params(self) -> tuple[float, float]:
-        return (self.extrapolate(self.g1), self.extrapolate(self.g2))
-
-    def summary(self) -> str:
-        rows: list[tuple[str, Any]] = [
-            (f"lambda = {lam:g}", f"AUC {a:.4f}")
-            for lam, a in zip(self.lambdas, self.auc, strict=True)
-        ]
-        rows.append(
-            (
-                f"{self.extrapolant} extrapolation to lambda = -1",
-                f"AUC {binormal_auc(*self.params):.4f}",
-            )
-        )
-        return format_table(rows, title="SIMEX")
+DEFAULT_BOOTSTRAP = 50
+# Bins of the noisy positives' histogram that stands in for the positives' distribution in
+# the variance of the correction (see the module docstring).
+_PLUGIN_BINS = 10
+_PAPER, _DECONVOLVED = FITS.index("paper"), FITS.index("deconvolved")
 
 
 @dataclass(frozen=True, repr=False)
 class DistributedRocGlm(BinormalCurve, ResultMixin):
-    """Result of the distributed ROC-GLM with its DeLong confidence interval.
+    """Result of the distributed ROC-GLM with its confidence interval.
 
     Attributes
     ----------
-    g1, g2 : float
-        Binormal ROC-GLM coefficients, ``ROC(t) = Phi(g1 + g2 Phi^-1(t))`` (after SIMEX
-        when it was requested; the uncorrected ones are in ``simex.naive``).
     auc : float
-        Closed form ``Phi(g1 / sqrt(1 + g2^2))``; :attr:`auc_integral` integrates the curve.
+        With ``correction="deconvolution"`` (the default): the area under the empirical ROC
+        curve of the true positive scores against the deconvolved distribution of the
+        negatives (paper 1 eq. 1, ties one half). With ``"none"``: the ROC-GLM's
+        ``Phi(g1 / sqrt(1 + g2^2))`` as in the paper.
     ci : (float, float)
-        Logit-scale interval (paper 1 eq. 3) around ``auc`` with the DeLong variance from
-        the noisy survivor functions (distrAVG / distrVAR).
+        Logit-scale interval (paper 1 eq. 3) around ``auc`` with :attr:`variance`.
     variance : float
-        ``var(V10) / n_pos + var(V01) / n_neg`` (paper 1 eq. 2).
+        Deconvolution: ``variance_positives + variance_negatives``. None: DeLong's
+        ``var(V10) / n_pos + var(V01) / n_neg`` (eq. 2) from the noisy survivor functions.
+    variance_positives, variance_negatives : float
+        The two parts (see the module docstring); the second includes the noise's.
+    g1, g2 : float
+        Binormal ROC-GLM coefficients, ``ROC(t) = Phi(g1 + g2 Phi^-1(t))``, fitted to the
+        placements the AUC uses (deconvolved, or in the noisy negatives).
+    auc_rocglm : float
+        Area under that binormal curve.
+    correction : {"deconvolution", "none"}
+    paper : DistributedRocGlm or None
+        The paper's uncorrected estimate of the same run (same release, same rounds).
     auc_placement : float
-        Mean placement value of the positives against S~0: the empirical AUC of the true
-        positive scores against the noisy negatives (a by-product of distrAVG).
+        Mean placement of the true positives in the noisy negatives (the paper's
+        distrAVG): the naive empirical AUC.
     iterations, converged, deviance :
-        Fisher scoring outcome (R ``glm``'s rule, weights included in the deviance).
-    epsilon, delta, sensitivity, noise_sd : float or None
-        Privacy parameters of the one noisy release and the noise standard deviation
-        (None for a fit on given survivor functions).
+        Fisher scoring outcome of the reported fit (R ``glm``'s rule).
+    epsilon, delta, sensitivity, noise_sd : float
+        The one noisy release: its guarantee, the sensitivity it was calibrated to and the
+        noise standard deviation.
     sensitivity_source : str
-        ``"given"``, ``"estimated at the sites (heuristic)"`` or ``"none"``.
+        ``"given"`` or ``"estimated at the sites (heuristic)"``.
+    sensitivity_is_heuristic : bool
+        True when nobody vouched for the sensitivity: the (epsilon, delta) guarantee then
+        holds only if the heuristic happens to bound it (see :attr:`guarantee`).
+    guarantee : str
+        The privacy guarantee in words.
     calibration : str
         ``"classic"`` or ``"analytic"`` Gaussian mechanism.
     thresholds : str
         Threshold rule; ``n_thresholds`` is the number of grouped rows over all sites.
+    score_range : (float, float)
+        Support of the deconvolution.
+    bootstrap : int
+        Resamples of the noisy negatives behind ``variance_negatives`` (0 without).
     sites : dict
         Per site: ``n_pos``, ``n_neg``, and the DP events it released.
     released : Released
         What left the sites (rounds, bytes, DP events, notes).
-    simex : SimexFit or None
     """
 
     g1: float
@@ -181,51 +168,61 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
     auc: float
     ci: tuple[float, float]
     variance: float
+    variance_positives: float
+    variance_negatives: float
+    auc_rocglm: float
+    correction: str
     auc_placement: float
     iterations: int
     converged: bool
     deviance: float
     n_pos: int
     n_neg: int
-    epsilon: float | None
-    delta: float | None
-    sensitivity: float | None
+    epsilon: float
+    delta: float
+    sensitivity: float
     sensitivity_source: str
-    noise_sd: float | None
+    noise_sd: float
     calibration: str
     thresholds: str
     n_thresholds: int
+    score_range: tuple[float, float]
+    bootstrap: int
     confidence_level: float
     sites: dict[str, dict[str, Any]] = field(repr=False)
     released: Released = field(repr=False)
-    simex: SimexFit | None = field(default=None, repr=False)
+    paper: DistributedRocGlm | None = field(default=None, repr=False)
+    deconvolved: BinMixture | None = field(default=None, repr=False)
     a0: float | None = None
 
     @property
     def se(self) -> float:
         return math.sqrt(self.variance) if self.variance >= 0 else float("nan")
 
+    @property
+    def sensitivity_is_heuristic(self) -> bool:
+        return self.sensitivity_source != "given"
+
+    @property
+    def guarantee(self) -> str:
+        text = (
+            f"({self.epsilon:g}, {self.delta:.3g})-DP for each row's score, for an "
+            f"l2-sensitivity of {self.sensitivity:.4g}"
+        )
+        if self.sensitivity_is_heuristic:
+            return (
+                text + " ESTIMATED BY A HEURISTIC, NOT A BOUND: the guarantee holds only if no "
+                "row can move the score by more; give the sensitivity of the model"
+            )
+        return text + " (given)"
+
     def confidence_interval(self, confidence_level: float | None = None) -> tuple[float, float]:
         level = self.confidence_level if confidence_level is None else confidence_level
         return logit_ci(self.auc, self.se, level)
 
-    def without_simex(self) -> DistributedRocGlm:
-        """The uncorrected fit of the same run (itself when SIMEX was not used).
-
-        Same release, same DeLong variance; the interval is centred on the plain AUC.
-        """
-        if self.simex is None:
-            return self
-        g1, g2 = self.simex.naive
-        auc = binormal_auc(g1, g2)
-        return dataclasses.replace(
-            self,
-            g1=g1,
-            g2=g2,
-            auc=auc,
-            ci=logit_ci(auc, self.se, self.confidence_level),
-            simex=None,
-        )
+    def without_correction(self) -> DistributedRocGlm:
+        """The paper's uncorrected estimate of the same run (itself when uncorrected)."""
+        return self if self.paper is None else self.paper
 
     def test_greater(self, a0: float) -> tuple[float, float]:
         """One-sided test of H0: AUC <= a0 on the logit scale (paper 1, sections 3.3, 6).
@@ -240,15 +237,27 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
 
         Returns the matplotlib figure.
         """
-        from fedroc.report import roc_figure
-
-        fpr, tpr = self.roc_curve()
-        label = f"distributed ROC-GLM (AUC {self.auc:.3f})"
-        if ax is None:
-            return roc_figure(pooled, [(label, fpr, tpr)], title="ROC-GLM")
         from fedroc.metrics import roc_curve
 
-        if pooled is not None:
+        if ax is None:
+            # A bare Figure on the Agg canvas: no display, no pyplot state, and no import of
+            # fedroc.report (a layer above the methods).
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+
+            fig = Figure(figsize=(5, 5))
+            FigureCanvasAgg(fig)
+            ax = fig.add_subplot()
+            ax.set(
+                xlabel="false positive rate",
+                ylabel="true positive rate",
+                title="ROC-GLM",
+                xlim=(0, 1),
+                ylim=(0, 1.01),
+            )
+        fpr, tpr = self.roc_curve()
+        label = f"distributed ROC-GLM (AUC {self.auc_rocglm:.3f})"
+        if pooled is not None and 0 < pooled.n_pos < pooled.n:
             efpr, etpr, _ = roc_curve(pooled.label, pooled.score)
             ax.step(efpr, etpr, where="post", color="black", lw=1.2, label="pooled (empirical)")
         ax.plot(fpr, tpr, lw=1.5, label=label)
@@ -259,16 +268,26 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
     def summary(self) -> str:
         level = f"{self.confidence_level:.0%}"
         rows: list[tuple[str, Any]] = [
-            ("g1", self.g1),
-            ("g2", self.g2),
-            ("AUC (ROC-GLM)", self.auc),
-            (f"{level} CI (logit, DeLong)", self.ci),
+            ("AUC", self.auc),
+            (f"{level} CI (logit)", self.ci),
             ("SE", self.se),
+            ("correction", self.correction),
+        ]
+        if self.correction != "none":
+            rows += [
+                ("  SE from the positives", math.sqrt(max(self.variance_positives, 0.0))),
+                (
+                    "  SE from the negatives and the noise",
+                    math.sqrt(max(self.variance_negatives, 0.0)),
+                ),
+            ]
+        if self.paper is not None:
+            rows.append(("AUC of the paper (uncorrected)", self.paper.auc))
+        rows += [
+            ("ROC-GLM g1, g2", f"{self.g1:.4f}, {self.g2:.4f}"),
+            ("ROC-GLM AUC", self.auc_rocglm),
             ("positives / negatives", f"{self.n_pos} / {self.n_neg}"),
-            ("epsilon", self.epsilon),
-            ("delta", self.delta),
-            ("l2-sensitivity", self.sensitivity),
-            ("sensitivity from", self.sensitivity_source),
+            ("privacy", self.guarantee),
             ("noise sd", self.noise_sd),
             ("calibration", self.calibration),
             ("thresholds", f"{self.thresholds} ({self.n_thresholds} rows)"),
@@ -276,8 +295,6 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
             ("converged", self.converged),
             ("rounds", self.released.rounds),
         ]
-        if self.simex is not None:
-            rows.append(("AUC without SIMEX", binormal_auc(*self.simex.naive)))
         if self.a0 is not None:
             z, p = self.test_greater(self.a0)
             rows.append((f"H0: AUC <= {self.a0:g}", f"z = {z:.3f}, p = {p:.4g}"))
@@ -286,7 +303,11 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
 
 @dataclass(frozen=True)
 class NoisyScores:
-    """The pooled noisy scores the analyst received (sorted), and how they were made."""
+    """The pooled noisy scores the analyst received (sorted), and how they were made.
+
+    ``per_site[name]`` holds the site's class sizes, its DP events and its ``release`` id
+    (which the setup must name).
+    """
 
     negative: FloatArray
     positive: FloatArray
@@ -323,9 +344,9 @@ def release_noisy_scores(
 ) -> NoisyScores:
     """Round 2: every site's noisy scores, pooled and sorted by class.
 
-    The noise is each site's own: nothing sent here (no seed) can influence it.
+    The noise is each site's own: nothing sent here (no seed) can influence it. The noise
+    sd is the sites' (they agree, since they computed it from the same parameters).
     """
-    sigma = noise_sd(epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration)
     start = federation.mark()
     replies = federation.call(
         FN_NOISY,
@@ -339,93 +360,73 @@ def release_noisy_scores(
         name: {
             "n_pos": int(np.size(r["positive"])),
             "n_neg": int(np.size(r["negative"])),
+            "release": str(r["release"]),
             "dp": [dataclasses.asdict(e) for e in call.dp.get(name, [])],
         }
         for name, r in replies.items()
     }
+    sds = {float(r["noise_sd"]) for r in replies.values()}
+    if len(sds) != 1:
+        raise InputError(f"the sites released with different noise sd {sorted(sds)}")
     neg = np.sort(np.concatenate([np.asarray(r["negative"]) for r in replies.values()]))
     pos = np.sort(np.concatenate([np.asarray(r["positive"]) for r in replies.values()]))
-    return NoisyScores(neg, pos, epsilon, delta, sensitivity, sigma, calibration, per_site)
+    return NoisyScores(neg, pos, epsilon, delta, sensitivity, sds.pop(), calibration, per_site)
 
 
 @dataclass(frozen=True)
 class _FitOutcome:
+    """Both fits of one setup: index 0 the paper's, 1 the deconvolved (see ``FITS``)."""
+
     gamma: FloatArray
     deviance: FloatArray
     iterations: NDArray[np.int64]
     converged: NDArray[np.bool_]
-    variance: float
-    auc_placement: float
+    mean_v10: FloatArray
+    var_v10: FloatArray
+    mean_v01: float
+    var_v01: float
     n_pos: int
     n_neg: int
     n_rows: int
 
 
-def _simex_negatives(
-    neg: FloatArray, sigma: float, lambdas: Sequence[float], replicates: int, rng: Any
-) -> list[FloatArray]:
-    out = []
-    for lam in lambdas:
-        for _ in range(replicates):
-            out.append(neg + rng.normal(0.0, math.sqrt(lam) * sigma, neg.size))
-    return out
-
-
-def _cutoffs_unsorted(values: FloatArray, t: FloatArray) -> FloatArray:
-    """``grid_cutoffs`` of unsorted values: only the n_T order statistics are selected."""
-    n = values.size
-    base = np.floor(t * n).astype(np.int64)
-    probe = np.concatenate([base - 1, base, base + 1])
-    idx = np.unique(np.clip(n - np.clip(probe, 0, n) - 1, 0, n - 1))
-    part = np.partition(values, idx.astype(np.intp))
-    # Positions other than idx hold arbitrary values, but grid_cutoffs reads only n - K - 1
-    # for the K it derives, which lies in idx.
-    return grid_cutoffs(part, t)
-
-
-def fit_with_survivors(
+def fit_release(
     federation: Federation,
-    negative: ArrayLike,
-    positive: ArrayLike,
+    noisy: NoisyScores,
     *,
     thresholds: str = "grid",
     n_thresholds: int = DEFAULT_N_THRESHOLDS,
-    extra_negatives: Sequence[FloatArray] = (),
+    score_range: tuple[float, float] = (0.0, 1.0),
+    score_levels: FloatArray | None = None,
     tol: float = DEFAULT_TOL,
     max_iter: int = DEFAULT_MAX_ITER,
 ) -> _FitOutcome:
-    """Rounds 3-5 given the pooled (noisy) scores of each class.
-
-    ``extra_negatives`` are further versions of the negatives (SIMEX), fitted in the same
-    rounds (grid rule only). The first fit uses ``negative``.
-    """
+    """Rounds 3-5 on one release of noisy scores (each release serves one setup)."""
     check_rule(thresholds)
-    neg = np.sort(np.asarray(negative, np.float64))
-    pos = np.sort(np.asarray(positive, np.float64))
     session = secrets.token_hex(8)
-    args: dict[str, Any] = {
+    common: dict[str, Any] = {
         "session": session,
+        "negative": noisy.negative,
+        "positive": noisy.positive,
         "thresholds": thresholds,
-        "negative": neg,
-        "positive": pos,
+        "n_thresholds": int(n_thresholds),
+        "score_range": np.asarray(score_range, np.float64),
     }
-    n_fits = 1 + len(extra_negatives)
-    if thresholds == "grid":
-        t = threshold_grid(n_thresholds)
-        cut = [grid_cutoffs(neg, t)] + [_cutoffs_unsorted(z, t) for z in extra_negatives]
-        args["t"] = t
-        args["cutoffs"] = np.vstack(cut)
-    elif extra_negatives:
-        raise InputError("SIMEX needs thresholds='grid' (the positives rule refits per site)")
-    sums = federation.call(FN_SETUP, **args)
+    if score_levels is not None:
+        common["score_levels"] = np.asarray(score_levels, np.float64)
+    sums = federation.call_each(
+        FN_SETUP,
+        {name: {**common, "release": info["release"]} for name, info in noisy.per_site.items()},
+    )
     n_pos = sum(int(r["n_pos"]) for r in sums.values())
     n_neg = sum(int(r["n_neg"]) for r in sums.values())
-    mean_v10 = sum(float(r["sum_v10"]) for r in sums.values()) / n_pos
+    mean_v10 = sum(np.asarray(r["sum_v10"], np.float64) for r in sums.values()) / n_pos
     mean_v01 = sum(float(r["sum_v01"]) for r in sums.values()) / n_neg
     n_rows = sum(int(r["n_rows"]) for r in sums.values())
+    sites = list(sums)
 
     def parts(gamma: FloatArray, which: NDArray[np.int64]) -> FisherParts:
-        replies = federation.call(FN_FISHER, session=session, gamma=gamma, fits=which)
+        replies = federation.call(FN_FISHER, sites=sites, session=session, gamma=gamma, fits=which)
         total = FisherParts.zeros(which.size)
         for r in replies.values():
             total = total + FisherParts(
@@ -433,27 +434,46 @@ def fit_with_survivors(
             )
         return total
 
-    trace = fisher_scoring(parts, n_fits, tol=tol, max_iter=max_iter)
+    trace = fisher_scoring(parts, len(FITS), tol=tol, max_iter=max_iter)
     ss = federation.call(
-        FN_PLACEMENT_SS, session=session, mean_v10=mean_v10, mean_v01=mean_v01, finish=True
+        FN_PLACEMENT_SS, sites=sites, session=session, mean_v10=mean_v10, mean_v01=mean_v01
     )
-    ss10 = sum(float(r["ss_v10"]) for r in ss.values())
+    ss10 = sum(np.asarray(r["ss_v10"], np.float64) for r in ss.values())
     ss01 = sum(float(r["ss_v01"]) for r in ss.values())
-    if n_pos < 2 or n_neg < 2:
-        variance = float("nan")
-    else:
-        variance = ss10 / (n_pos - 1) / n_pos + ss01 / (n_neg - 1) / n_neg
+    var10 = ss10 / (n_pos - 1) if n_pos > 1 else np.full(len(FITS), np.nan)
+    var01 = ss01 / (n_neg - 1) if n_neg > 1 else float("nan")
     return _FitOutcome(
         trace.gamma,
         trace.deviance,
         trace.iterations,
         trace.converged,
-        variance,
-        mean_v10,
+        np.asarray(mean_v10, np.float64),
+        np.asarray(var10, np.float64),
+        float(mean_v01),
+        float(var01),
         n_pos,
         n_neg,
         n_rows,
     )
+
+
+def _noisy_histogram_profile(
+    mixture: BinMixture, positive: FloatArray, n_bins: int = _PLUGIN_BINS
+) -> FloatArray:
+    """``c_g``: the share of positives above bin ``g``'s value, from the noisy positives.
+
+    The noisy positives (clipped into the score range) are counted in ``n_bins`` equal
+    parts of it and spread uniformly inside each; ``c_g = E[P(U_g <= P)]``.
+    """
+    lo, hi = mixture.lo, mixture.hi
+    part = np.minimum(
+        ((np.clip(positive, lo, hi) - lo) / (hi - lo) * n_bins).astype(int), n_bins - 1
+    )
+    share = np.bincount(part, minlength=n_bins) / positive.size
+    fine = 40 * n_bins  # points per part: the bins' CDFs are piecewise linear
+    mids = lo + (np.arange(fine * n_bins) + 0.5) * (hi - lo) / (fine * n_bins)
+    weight = np.repeat(share / fine, fine)
+    return np.asarray(mixture.bin_cdf(mids).T @ weight)
 
 
 PRIVACY_SETTINGS = ("default", "paper")
@@ -479,9 +499,9 @@ def _privacy_parameters(
         sensitivity = site_sensitivity(federation, n_breaks=n_breaks)
         source = "estimated at the sites (heuristic)"
         notes.append(
-            f"l2-sensitivity {sensitivity:.4g} estimated at the sites by the reference "
-            "code's heuristic (largest score difference of rows in adjacent histogram "
-            "cells); it is not a proven bound, so the DP guarantee below is heuristic too"
+            f"HEURISTIC SENSITIVITY: l2-sensitivity {sensitivity:.4g} estimated at the sites "
+            "by the reference code's heuristic (largest score difference of rows in adjacent "
+            "histogram cells); it is not a proven bound, so the DP guarantee is heuristic too"
         )
     else:
         if not (sensitivity > 0 and math.isfinite(sensitivity)):
@@ -509,6 +529,50 @@ def _privacy_parameters(
     return float(epsilon), float(delta), float(sensitivity), source, notes
 
 
+def _check_range(score_range: Any) -> tuple[float, float]:
+    if score_range is None:
+        return (0.0, 1.0)
+    try:
+        lo, hi = (float(v) for v in score_range)
+    except (TypeError, ValueError):
+        raise InputError(f"score_range must be two numbers (lo, hi); got {score_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise InputError(f"score_range must be two finite numbers lo < hi; got {score_range!r}")
+    return (lo, hi)
+
+
+def check_scale(
+    federation: Federation, support: tuple[float, float], levels: FloatArray | None
+) -> None:
+    """Refuse, before any release, a run whose scores the correction cannot serve."""
+    args: dict[str, Any] = {"score_range": np.asarray(support, np.float64)}
+    if levels is not None:
+        args["score_levels"] = np.asarray(levels, np.float64)
+    replies = federation.call(FN_SCALE, **args)
+    outside = sorted(name for name, r in replies.items() if not r["in_range"])
+    if outside and levels is None:
+        raise InputError(
+            f"site(s) {outside} have scores outside the score range [{support[0]:g}, "
+            f"{support[1]:g}]: the bias correction needs a public range that holds every "
+            "site's scores; pass score_range=(lo, hi) (and a sensitivity for scores that are "
+            "not probabilities)"
+        )
+    off = sorted(name for name, r in replies.items() if not r["on_levels"])
+    if off:
+        raise InputError(
+            f"site(s) {off} have scores that are not among the declared score_levels; pass "
+            "the levels of the scale every site's scores take"
+        )
+    rated = sorted(name for name, r in replies.items() if r["few_values"])
+    if rated and levels is None:
+        raise InputError(
+            f"site(s) {rated} have at most {MAX_UNDECLARED_LEVELS} distinct scores (a rating "
+            "scale): the deconvolution cannot count ties one half on a scale it does not "
+            "know; pass score_levels= (the scale's values, public), or correction='none' for "
+            "paper 1's uncorrected estimate"
+        )
+
+
 def distributed_rocglm(
     federation: Federation,
     *,
@@ -519,10 +583,10 @@ def distributed_rocglm(
     privacy: str = "default",
     thresholds: str = "grid",
     n_thresholds: int = DEFAULT_N_THRESHOLDS,
-    simex: bool = False,
-    simex_lambdas: Sequence[float] = DEFAULT_SIMEX_LAMBDAS,
-    simex_replicates: int = DEFAULT_SIMEX_REPLICATES,
-    simex_extrapolant: str = "linear",
+    correction: str = "deconvolution",
+    score_range: tuple[float, float] | None = None,
+    score_levels: Any = None,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
     confidence_level: float = 0.95,
     seed: int | None = None,
     a0: float | None = None,
@@ -530,7 +594,7 @@ def distributed_rocglm(
     tol: float = DEFAULT_TOL,
     max_iter: int = DEFAULT_MAX_ITER,
 ) -> DistributedRocGlm:
-    """Distributed ROC-GLM with differential privacy and the distributed DeLong CI.
+    """Distributed ROC-GLM with differential privacy and a confidence interval that covers.
 
     Parameters
     ----------
@@ -540,7 +604,8 @@ def distributed_rocglm(
         setting ``privacy`` names.
     sensitivity : float, optional
         l2-sensitivity of the model's score. None estimates it at the sites with the
-        reference code's heuristic (not a bound; see ``score_sensitivity``).
+        reference code's heuristic (not a bound; the result flags it), which needs
+        probability scores: on another scale pass the sensitivity and ``score_range``.
     dp_calibration : {"classic", "analytic"}, optional
         Gaussian mechanism of the paper (proven for epsilon < 1) or Balle & Wang's analytic
         one (exact for every epsilon, less noise). Default: analytic, or classic with
@@ -552,18 +617,26 @@ def distributed_rocglm(
         recommendation for the l2-sensitivity (:func:`recommended_privacy`), whose delta
         (0.1 to 0.5) sites refuse unless their policy raises ``delta_limit``.
     thresholds : {"grid", "positives"}
-        Threshold rule (see ``fedroc.methods.rocglm._core``).
+        Threshold rule (see ``fedroc.methods.rocglm._core``); "positives" runs only at
+        sites whose policy opts in (it discloses the positives' scores).
     n_thresholds : int
-        Size of the grid.
-    simex : bool
-        Correct the noise's downward bias by simulation-extrapolation (grid rule only;
-        see :class:`SimexFit`).
-    simex_lambdas, simex_replicates, simex_extrapolant :
-        Added noise levels (multiples of the noise variance), refits per level, and
-        ``"linear"`` or ``"quadratic"`` extrapolation.
+        Size of the grid (at most 64).
+    correction : {"deconvolution", "none"}
+        "deconvolution" (default) corrects the noise's bias and includes the noise in the
+        interval (see the module docstring); "none" is the paper's estimate, which the
+        result also carries as :attr:`DistributedRocGlm.paper`.
+    score_range : (float, float), optional
+        Public range of the scores, the support of the deconvolution; default ``(0, 1)``.
+        Sites whose scores fall outside refuse.
+    score_levels : array-like, optional
+        The public, finite set of values the scores take (a rating scale). The
+        deconvolution then puts point masses exactly there, so that ties count one half
+        (bins cannot locate them that precisely). Sites with other scores refuse.
+    bootstrap : int
+        Resamples of the noisy negatives for the variance of the correction.
     confidence_level : float
     seed : int, optional
-        Seed of the analyst's own randomness (SIMEX's added noise). The sites' DP noise is
+        Seed of the analyst's own randomness (the bootstrap). The sites' DP noise is
         theirs: a seed for it can only come from a site's own configuration.
     a0 : float, optional
         Reference value of the one-sided test H0: AUC <= a0 reported in the summary.
@@ -573,30 +646,29 @@ def distributed_rocglm(
     if a0 is not None and not 0.0 < a0 < 1.0:
         raise InputError(f"a0 must lie in (0, 1); got {a0!r}")
     check_rule(thresholds)
+    if correction not in CORRECTIONS:
+        raise InputError(f"correction must be one of {CORRECTIONS}; got {correction!r}")
     if dp_calibration is None:
         dp_calibration = "classic" if privacy == "paper" else "analytic"
     if dp_calibration not in CALIBRATIONS:
         raise InputError(f"dp_calibration must be one of {CALIBRATIONS}; got {dp_calibration!r}")
-    if simex and thresholds != "grid":
-        raise InputError("simex needs thresholds='grid'")
-    if simex_extrapolant not in EXTRAPOLANTS:
+    if int(n_thresholds) != n_thresholds or not 2 <= n_thresholds <= MAX_THRESHOLDS:
         raise InputError(
-            f"simex_extrapolant must be one of {EXTRAPOLANTS}; got {simex_extrapolant!r}"
+            f"n_thresholds must be an integer in [2, {MAX_THRESHOLDS}]; got {n_thresholds!r}"
         )
-    if simex and (int(simex_replicates) != simex_replicates or simex_replicates < 1):
-        raise InputError(f"simex_replicates must be a positive integer; got {simex_replicates!r}")
-    if thresholds == "grid":
-        threshold_grid(n_thresholds)  # validates
+    if correction == "deconvolution" and (int(bootstrap) != bootstrap or bootstrap < 2):
+        raise InputError(f"bootstrap must be an integer >= 2; got {bootstrap!r}")
+    levels = check_levels(score_levels)
+    support = _check_range(score_range) if levels is None else (levels[0], levels[-1])
+    threshold_grid(n_thresholds)  # validates
     start = federation.mark()
+    if correction == "deconvolution":
+        check_scale(federation, support, levels)
     eps, dlt, sens, source, notes = _privacy_parameters(
         federation, epsilon, delta, sensitivity, n_breaks, privacy
     )
     noisy = release_noisy_scores(
-        federation,
-        epsilon=eps,
-        delta=dlt,
-        sensitivity=sens,
-        calibration=dp_calibration,
+        federation, epsilon=eps, delta=dlt, sensitivity=sens, calibration=dp_calibration
     )
     notes.append(
         f"each row's score released once with Gaussian noise (sd {noisy.noise_sd:.4g}, "
@@ -607,76 +679,100 @@ def distributed_rocglm(
             "the classic Gaussian calibration is proven only for epsilon < 1; use "
             "dp_calibration='analytic' for a guarantee at this epsilon"
         )
-    extra: list[FloatArray] = []
-    lambdas = np.asarray(simex_lambdas, np.float64) if simex else np.zeros(0)
-    if simex:
-        if lambdas.size < 2 or (lambdas <= 0).any():
-            raise InputError("simex_lambdas must hold at least two positive noise levels")
-        rng = np.random.default_rng(None if seed is None else [int(seed), 0x5E1E])
-        extra = _simex_negatives(
-            noisy.negative, noisy.noise_sd, lambdas.tolist(), int(simex_replicates), rng
-        )
-    outcome = fit_with_survivors(
+    outcome = fit_release(
         federation,
-        noisy.negative,
-        noisy.positive,
+        noisy,
         thresholds=thresholds,
         n_thresholds=n_thresholds,
-        extra_negatives=extra,
+        score_range=support,
+        score_levels=levels,
         tol=tol,
         max_iter=max_iter,
     )
-    gamma = outcome.gamma
-    simex_fit = None
-    if simex:
-        b = int(simex_replicates)
-        levels = np.concatenate([[0.0], lambdas])
-        groups = [gamma[:1]] + [gamma[1 + k * b : 1 + (k + 1) * b] for k in range(lambdas.size)]
-        aucs = [np.mean([binormal_auc(*g) for g in grp]) for grp in groups]
-        simex_fit = SimexFit(
-            levels,
-            np.array([grp[:, 0].mean() for grp in groups]),
-            np.array([grp[:, 1].mean() for grp in groups]),
-            np.asarray(aucs),
-            b,
-            simex_extrapolant,
-            (float(gamma[0, 0]), float(gamma[0, 1])),
-        )
-        g1, g2 = simex_fit.params
-        notes.append(
-            f"SIMEX: {lambdas.size} noise levels x {b} refits of the released noisy "
-            "negatives (no privacy cost; more Fisher-scoring aggregates from the sites)"
-        )
-    else:
-        g1, g2 = float(gamma[0, 0]), float(gamma[0, 1])
-    converged = bool(outcome.converged[0])
-    _warn_unconverged(converged, max_iter)
-    auc = binormal_auc(g1, g2)
-    se = math.sqrt(outcome.variance) if outcome.variance >= 0 else float("nan")
-    released = federation.released(start).with_notes(*notes)
+    for k in range(len(FITS)):
+        _warn_unconverged(bool(outcome.converged[k]), max_iter)
+    released = federation.released(start)
+    common: dict[str, Any] = {
+        "n_pos": outcome.n_pos,
+        "n_neg": outcome.n_neg,
+        "epsilon": eps,
+        "delta": dlt,
+        "sensitivity": sens,
+        "sensitivity_source": source,
+        "noise_sd": noisy.noise_sd,
+        "calibration": dp_calibration,
+        "thresholds": thresholds,
+        "n_thresholds": outcome.n_rows,
+        "score_range": (float(support[0]), float(support[1])),
+        "confidence_level": confidence_level,
+        "sites": noisy.per_site,
+        "auc_placement": float(outcome.mean_v10[_PAPER]),
+        "a0": a0,
+    }
+
+    def fit_fields(k: int) -> dict[str, Any]:
+        g1, g2 = float(outcome.gamma[k, 0]), float(outcome.gamma[k, 1])
+        return {
+            "g1": g1,
+            "g2": g2,
+            "auc_rocglm": binormal_auc(g1, g2),
+            "iterations": int(outcome.iterations[k]),
+            "converged": bool(outcome.converged[k]),
+            "deviance": float(outcome.deviance[k]),
+        }
+
+    var_paper = outcome.var_v10[_PAPER] / outcome.n_pos + outcome.var_v01 / outcome.n_neg
+    paper_fields = fit_fields(_PAPER)
+    paper = DistributedRocGlm(
+        auc=paper_fields["auc_rocglm"],
+        ci=logit_ci(paper_fields["auc_rocglm"], math.sqrt(var_paper), confidence_level),
+        variance=float(var_paper),
+        variance_positives=float(outcome.var_v10[_PAPER] / outcome.n_pos),
+        variance_negatives=float(outcome.var_v01 / outcome.n_neg),
+        correction="none",
+        bootstrap=0,
+        released=released.with_notes(
+            *notes, "uncorrected (paper 1): the noise biases the AUC towards 1/2"
+        ),
+        **paper_fields,
+        **common,
+    )
+    if correction == "none":
+        return paper
+    rng = np.random.default_rng(seed)
+    mixture, weights = bootstrap_weights(
+        noisy.negative,
+        noisy.noise_sd,
+        score_range=support,
+        levels=levels,
+        replicates=bootstrap,
+        rng=rng,
+    )
+    profile = _noisy_histogram_profile(mixture, noisy.positive)
+    var_neg = float(np.var(weights @ profile, ddof=1))
+    var_pos = float(outcome.var_v10[_DECONVOLVED] / outcome.n_pos)
+    auc = float(outcome.mean_v10[_DECONVOLVED])
+    variance = var_pos + var_neg
+    where = (
+        f"the score range [{support[0]:g}, {support[1]:g}]"
+        if levels is None
+        else f"the {levels.size} declared score levels"
+    )
+    notes.append(
+        f"bias corrected by deconvolving the noisy negatives on {where}; the interval "
+        f"includes the noise ({bootstrap} resamples of the noisy negatives)"
+    )
     return DistributedRocGlm(
-        g1=g1,
-        g2=g2,
         auc=auc,
-        ci=logit_ci(auc, se, confidence_level),
-        variance=outcome.variance,
-        auc_placement=outcome.auc_placement,
-        iterations=int(outcome.iterations[0]),
-        converged=converged,
-        deviance=float(outcome.deviance[0]),
-        n_pos=outcome.n_pos,
-        n_neg=outcome.n_neg,
-        epsilon=eps,
-        delta=dlt,
-        sensitivity=sens,
-        sensitivity_source=source,
-        noise_sd=noisy.noise_sd,
-        calibration=dp_calibration,
-        thresholds=thresholds,
-        n_thresholds=outcome.n_rows,
-        confidence_level=confidence_level,
-        sites=noisy.per_site,
-        released=released,
-        simex=simex_fit,
-        a0=a0,
+        ci=logit_ci(auc, math.sqrt(variance), confidence_level),
+        variance=variance,
+        variance_positives=var_pos,
+        variance_negatives=var_neg,
+        correction=correction,
+        bootstrap=int(bootstrap),
+        released=released.with_notes(*notes),
+        paper=paper,
+        deconvolved=mixture,
+        **fit_fields(_DECONVOLVED),
+        **common,
     )

@@ -1,40 +1,82 @@
-"""Site functions of the distributed ROC-GLM (paper 1, section 4).
+"""Site functions of the distributed ROC-GLM (paper 1, section 4) and of dsBinVal.
 
 Each function runs at a site on its own rows and returns noisy values (A2) or sums over
 at least q rows (A1); the site's disclosure policy checks the declared counts and the DP
-events, and its audit log records every reply. State between calls (the grouped ROC-GLM
-table, the placement values) stays at the site under a session id chosen by the analyst.
+events, and its audit log records every reply.
+
+What the site decides, not the analyst (the analyst is untrusted):
+
+- the noise of its one release of noisy scores (:data:`FN_NOISY`), drawn from its own
+  randomness; it remembers what it released under a random release id;
+- whether a setup (:data:`FN_SETUP`) belongs to that release: the pooled noisy negatives
+  and positives must contain the site's own released ones, and each release serves one
+  setup only;
+- the thresholds: the site builds the ROC-GLM table itself, from the pooled noisy
+  survivor function and the public threshold rule (the paper's equidistant grid of at most
+  :data:`MAX_THRESHOLDS` false-positive rates). No cutoff, no threshold vector and no noise
+  level is accepted from the analyst;
+- the bias correction: it deconvolves the pooled noisy negatives itself
+  (:mod:`._deconvolution`, with the noise sd of its own release and the public score
+  range), so one setup holds exactly two fits, the paper's and the corrected one;
+- how often it answers: at most :data:`MAX_FISHER_CALLS` Fisher-scoring calls and one
+  variance call per setup;
+- the reference code's threshold rule (each positive's score as a threshold), which
+  discloses the positives' scores through the Fisher information, only when its policy
+  opts in to :data:`OPT_IN_POSITIVES`;
+- which thresholds its confusion matrices may be cut at (:data:`FN_CONFUSION`): every
+  interval between two thresholds it has released must hold at least q rows of each class,
+  so that no difference of two matrices isolates fewer rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import secrets
 
 import numpy as np
+from scipy import special
 
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.records import Record
-from fedroc.federation.schema import Bool, Bound, Choice, Float, FloatArray, Int, IntArray, Text
+from fedroc.federation.schema import (
+    ArgumentRefused,
+    Bound,
+    Choice,
+    Float,
+    FloatArray,
+    Int,
+    IntArray,
+    Text,
+)
 from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.methods.rocglm._core import (
+    DEFAULT_N_THRESHOLDS,
     GroupedTable,
     check_rule,
     delong_placements,
-    grouped_from_cutoffs,
+    grouped_from_placements,
     positive_thresholds,
     score_sensitivity,
-    survivor,
+    threshold_grid,
 )
+from fedroc.methods.rocglm._deconvolution import check_levels, deconvolve
 from fedroc.methods.rocglm._probit import probit_parts
 from fedroc.privacy import gaussian_mechanism
 
 __all__ = [
+    "FITS",
+    "FN_CONFUSION",
     "FN_FISHER",
     "FN_NOISY",
     "FN_PLACEMENT_SS",
+    "FN_SCALE",
     "FN_SENSITIVITY",
     "FN_SETUP",
+    "MAX_FISHER_CALLS",
+    "MAX_SCALES",
+    "MAX_THRESHOLDS",
+    "MAX_UNDECLARED_LEVELS",
+    "OPT_IN_POSITIVES",
 ]
 
 FN_SENSITIVITY = "rocglm.sensitivity"
@@ -42,21 +84,39 @@ FN_NOISY = "rocglm.noisy_scores"
 FN_SETUP = "rocglm.setup"
 FN_FISHER = "rocglm.fisher"
 FN_PLACEMENT_SS = "rocglm.placement_ss"
+FN_CONFUSION = "rocglm.confusion"
+FN_SCALE = "rocglm.scale"
+# A site with at most this many distinct scores is on a rating scale: the deconvolution
+# needs that scale declared (score_levels) to count ties one half.
+MAX_UNDECLARED_LEVELS = 20
+# Distinct scales (ranges, level sets) a site answers FN_SCALE about over its lifetime: each
+# answer is one bit about its extreme scores, and unlimited answers bisect them.
+MAX_SCALES = 4
 
-_STATE_PREFIX = "rocglm:"
-# Fits per session (1 + SIMEX's levels x replicates) and Fisher-scoring coefficients per
-# call: bounds on what one session can ask of a site's positives.
-MAX_FITS = 101
-MAX_THRESHOLDS = 200
+# The two fits of a setup: the paper's (placements in the noisy negatives) and the
+# corrected one (placements in their deconvolved distribution).
+FITS = ("paper", "deconvolved")
+MAX_THRESHOLDS = 64
+# R glm's 25 iterations, their first evaluation, and room for step halvings.
+MAX_FISHER_CALLS = 60
+OPT_IN_POSITIVES = "rocglm.positives_rule"
+
+_RELEASE = "rocglm:release:"
+_SESSION_KEY = "rocglm:session:"
+_CONFUSION_KEY = "rocglm.confusion-threshold:"
+_SCALE_KEY = "rocglm.scale:"
+_HEX = "0123456789abcdef"
 _SESSION = {"session": Text(64)}
+_MAX_VALUES = 1 << 26
 
 
 def _session(ctx: SiteContext, args: Record) -> tuple[str, Record]:
-    key = _STATE_PREFIX + str(args["session"])
+    key = _SESSION_KEY + str(args["session"])
     state = ctx.state.get(key)
     if state is None:
         raise InputError(
-            f"site {ctx.site!r} has no ROC-GLM session {args['session']!r}; call {FN_SETUP!r} first"
+            f"site {ctx.site!r} has no ROC-GLM session {args['session']!r} (a session ends "
+            f"with {FN_PLACEMENT_SS!r}); call {FN_SETUP!r} first"
         )
     return key, state
 
@@ -65,12 +125,75 @@ def _class_counts(ctx: SiteContext) -> dict[str, int]:
     return {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
 
 
+def _outside(ctx: SiteContext, lo: float, hi: float) -> int:
+    s = ctx.data.score
+    return int(np.count_nonzero((s < lo) | (s > hi)))
+
+
 @site_function(FN_SENSITIVITY, schema={"n_breaks": Int(2, 10_000, default=None)})
 def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
-    """Heuristic l2-sensitivity of this site's scores (see ``score_sensitivity``)."""
+    """Heuristic l2-sensitivity of this site's scores (see ``score_sensitivity``).
+
+    Only for probability scores: on an unbounded scale a difference of two scores says
+    nothing about how far one row can move the score, and the analyst must bring a bound.
+    """
+    outside = _outside(ctx, 0.0, 1.0)
+    if outside:
+        raise InputError(
+            f"{outside} score(s) of site {ctx.site!r} lie outside [0, 1]: the sensitivity "
+            "heuristic is only defined for probabilities. Pass sensitivity= (a bound on how "
+            "much one row can change the score, on its own scale) and score_range=(lo, hi) "
+            "(a public range that holds every site's scores)"
+        )
     n_breaks = args["n_breaks"]
     value, distance = score_sensitivity(ctx.data.score, None if n_breaks is None else int(n_breaks))
     return Reply({"sensitivity": value, "cell_distance": distance}, counts={"rows": ctx.data.n})
+
+
+@site_function(
+    FN_SCALE,
+    schema={
+        "score_range": FloatArray((2,), lo=-1e9, hi=1e9, default=None),
+        "score_levels": FloatArray((Bound(2, 256),), lo=-1e9, hi=1e9, default=None),
+    },
+)
+def _scale(ctx: SiteContext, args: Record) -> Reply:
+    """Whether the site's scores fit the public scale the correction assumes (no rows).
+
+    ``in_range``: every score in ``score_range`` (default [0, 1]); ``on_levels``: every
+    score one of ``score_levels`` (true when none are declared); ``few_values``: at most
+    :data:`MAX_UNDECLARED_LEVELS` distinct scores (a rating scale). Asked before the noisy
+    release, so that a run the correction cannot serve stops before it spends budget. At
+    most :data:`MAX_SCALES` distinct scales per site lifetime: unlimited, the bits would
+    bisect the site's smallest and largest score.
+    """
+    s = ctx.data.score
+    score_range = args["score_range"]
+    lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
+    levels = check_levels(args["score_levels"])
+    # Each distinct scale answered is a bit about the extreme scores: the site answers at
+    # most MAX_SCALES of them in its lifetime (bound in its ledger, which survives restarts).
+    scale = [lo, hi] if levels is None else [float(v) for v in levels]
+    key = _SCALE_KEY + ("levels:" if levels is not None else "range:") + repr(scale)
+    if key not in ctx.ledger.bindings:
+        asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
+        if asked >= MAX_SCALES:
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {FN_SCALE!r}: it answers about at most "
+                f"{MAX_SCALES} score scales (each answer tells whether its extreme scores lie "
+                "inside), and has answered that many; ask again about one of them",
+                site=ctx.site,
+                function=FN_SCALE,
+            )
+        ctx.ledger.bind(key, scale)
+    return Reply(
+        {
+            "in_range": bool(_outside(ctx, lo, hi) == 0),
+            "on_levels": bool(levels is None or np.isin(s, levels).all()),
+            "few_values": bool(np.unique(s).size <= min(MAX_UNDECLARED_LEVELS, s.size / 2)),
+        },
+        counts={"rows": ctx.data.n},
+    )
 
 
 @site_function(
@@ -89,6 +212,9 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     protected at (epsilon, delta) (the classes are disjoint sets of rows). Sorting removes
     the row order. Counts are declared so that a site with fewer than q positives or
     negatives refuses. The noise is the site's own (OpenDP, or its configured seed).
+
+    The site keeps what it released under a random ``release`` id (returned), so that a
+    later :data:`FN_SETUP` can be checked against it and used once.
     """
     d = ctx.data
     noisy, event = gaussian_mechanism(
@@ -106,11 +232,40 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
             f"{d.n_pos} positives for S1)"
         ),
     )
+    negative, positive = np.sort(noisy[~d.label]), np.sort(noisy[d.label])
+    release = secrets.token_hex(16)
+    ctx.state[_RELEASE + release] = {
+        "negative": negative,
+        "positive": positive,
+        "sigma": float(event.noise_scale),
+        "used": False,
+    }
     return Reply(
-        {"negative": np.sort(noisy[~d.label]), "positive": np.sort(noisy[d.label])},
+        {
+            "negative": negative,
+            "positive": positive,
+            "release": release,
+            "noise_sd": float(event.noise_scale),
+        },
         kind="noisy",
         counts=_class_counts(ctx),
         dp=(event,),
+    )
+
+
+def _contains(pooled: np.ndarray, own: np.ndarray) -> bool:
+    """Whether the sorted ``pooled`` holds every value of ``own`` as often as ``own`` does."""
+    values, mult = np.unique(own, return_counts=True)
+    have = np.searchsorted(pooled, values, "right") - np.searchsorted(pooled, values, "left")
+    return bool(np.all(have >= mult))
+
+
+def _refuse(ctx: SiteContext, argument: str, reason: str) -> ArgumentRefused:
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {FN_SETUP!r}: argument {argument!r}: {reason}",
+        site=ctx.site,
+        function=FN_SETUP,
+        argument=argument,
     )
 
 
@@ -118,70 +273,128 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     FN_SETUP,
     schema={
         **_SESSION,
-        "thresholds": Choice("grid", "positives"),
-        "negative": FloatArray((Bound(1, 1 << 26),)),
-        "positive": FloatArray((Bound(1, 1 << 26),)),
-        "t": FloatArray((Bound(1, MAX_THRESHOLDS),), lo=0.0, hi=1.0, default=None),
-        "cutoffs": FloatArray(
-            (Bound(1, MAX_FITS), Bound(1, MAX_THRESHOLDS)),
-            max_size=MAX_FITS * MAX_THRESHOLDS,
-            default=None,
-        ),
+        "release": Text(32, alphabet=_HEX),
+        "negative": FloatArray((Bound(1, _MAX_VALUES),)),
+        "positive": FloatArray((Bound(1, _MAX_VALUES),)),
+        "thresholds": Choice("grid", "positives", default="grid"),
+        "n_thresholds": Int(2, MAX_THRESHOLDS, default=DEFAULT_N_THRESHOLDS),
+        "score_range": FloatArray((2,), lo=-1e9, hi=1e9, default=None),
+        "score_levels": FloatArray((Bound(2, 256),), lo=-1e9, hi=1e9, default=None),
     },
 )
 def _setup(ctx: SiteContext, args: Record) -> Reply:
-    """Receive the noisy survivor functions and build the site's ROC-GLM table.
+    """Receive the pooled noisy scores of one release and build the site's ROC-GLM tables.
 
-    Arguments: ``session``; ``negative`` and ``positive``, the pooled sorted noisy scores
-    (S~0 and S~1); ``thresholds`` (the rule); for the grid rule ``t`` (the grid) and
-    ``cutoffs`` (shape (R, n_T): R fits, see ``grid_cutoffs``).
+    Arguments: ``session``; ``release``, this site's release id from :data:`FN_NOISY`;
+    ``negative`` and ``positive``, the pooled noisy scores of every site (S~0, S~1), which
+    must contain this site's own release; the threshold rule and the grid size; the public
+    ``score_range`` of the scores (default ``[0, 1]``), the support of the deconvolution,
+    or the public ``score_levels`` of scores on a finite scale (ratings).
 
-    Replies with the sums of the DeLong placement values of this site's rows against the
-    noisy survivor function of the other class (distrAVG's first step).
+    The site computes, for its positives, their DeLong placements (ties 1/2) in S~0 (the
+    paper's) and their placements in the deconvolved distribution of the negatives (the
+    correction), groups each into the ROC-GLM table over its own thresholds, and keeps both
+    tables for :data:`FN_FISHER`. It replies with the sums of the placements (distrAVG).
     """
     rule = check_rule(str(args["thresholds"]))
-    neg = np.asarray(args["negative"], np.float64)
-    pos_ref = np.asarray(args["positive"], np.float64)
-    if neg.size == 0 or pos_ref.size == 0:
-        raise InputError("the noisy survivor functions must not be empty")
+    release_key = _RELEASE + str(args["release"])
+    release = ctx.state.get(release_key)
+    if release is None:
+        raise _refuse(
+            ctx,
+            "release",
+            f"it has no release {args['release']!r} of noisy scores (call {FN_NOISY!r} "
+            "first; a restarted site has forgotten its releases)",
+        )
+    if release["used"]:
+        raise _refuse(
+            ctx,
+            "release",
+            "its release was set up before; each release of noisy scores serves one setup "
+            "(a second setup on other pooled scores would disclose counts at other cutoffs)",
+        )
+    neg = np.sort(np.asarray(args["negative"], np.float64))
+    pos_ref = np.sort(np.asarray(args["positive"], np.float64))
+    if not _contains(neg, np.asarray(release["negative"])):
+        raise _refuse(
+            ctx,
+            "negative",
+            "the pooled noisy negatives do not contain the noisy negatives it released",
+        )
+    if not _contains(pos_ref, np.asarray(release["positive"])):
+        raise _refuse(
+            ctx,
+            "positive",
+            "the pooled noisy positives do not contain the noisy positives it released",
+        )
+    score_range = args["score_range"]
+    lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
+    if not lo < hi:
+        raise _refuse(ctx, "score_range", f"the score range needs lo < hi; got [{lo}, {hi}]")
+    levels = check_levels(args["score_levels"])
+    if levels is not None:
+        off = int(np.count_nonzero(~np.isin(ctx.data.score, levels)))
+        if off:
+            raise InputError(
+                f"{off} score(s) of site {ctx.site!r} are not among the declared "
+                f"score_levels; pass the levels of the scale every site's scores take"
+            )
+        lo, hi = float(levels[0]), float(levels[-1])
+    outside = _outside(ctx, lo, hi)
+    if outside:
+        raise InputError(
+            f"{outside} score(s) of site {ctx.site!r} lie outside the score range "
+            f"[{lo:g}, {hi:g}]; the bias correction needs a public range that holds every "
+            "site's scores: pass score_range=(lo, hi) (and an explicit sensitivity for "
+            "scores that are not probabilities)"
+        )
+    if rule == "positives" and not ctx.policy.allows(OPT_IN_POSITIVES):
+        raise _refuse(
+            ctx,
+            "thresholds",
+            "the 'positives' threshold rule uses each positive's score as a threshold and "
+            "discloses those scores through the Fisher information; its policy must opt in "
+            f"(opt_in = [{OPT_IN_POSITIVES!r}])",
+        )
+    sigma = float(release["sigma"])
+    # The release is spent before anything is computed from it.
+    ctx.state[release_key] = {"used": True}
     d = ctx.data
     pos = np.sort(d.score[d.label])
     negs = d.score[~d.label]
-    state: dict[str, Any] = {"rule": rule, "n_pos": pos.size}
+    mixture = deconvolve(neg, sigma, score_range=(lo, hi), levels=levels)
+    v10 = np.vstack([delong_placements(neg, pos, below=True), mixture.cdf(pos)])
+    v01 = delong_placements(pos_ref, negs, below=False)
     if rule == "grid":
-        if args["cutoffs"] is None or args["t"] is None:
-            raise InputError("the grid rule needs t and cutoffs")
-        cutoffs = np.atleast_2d(np.asarray(args["cutoffs"], np.float64))
-        t = np.asarray(args["t"], np.float64)
-        if cutoffs.shape[1] != t.size:
-            raise InputError(f"cutoffs have {cutoffs.shape[1]} columns for {t.size} thresholds")
-        state["t"] = t
-        state["successes"] = grouped_from_cutoffs(pos, cutoffs)
-        state["trials"] = np.full(t.size, float(pos.size))
+        t = threshold_grid(int(args["n_thresholds"]))
+        successes = np.vstack([grouped_from_placements(1.0 - v, t) for v in v10])
+        trials = np.full(t.size, float(pos.size))
     else:
-        table = GroupedTable.from_positives_rule(
-            survivor(neg, pos), positive_thresholds(pos, f"site {ctx.site!r}")
-        )
-        if table.t.size == 0:
+        thresholds = positive_thresholds(pos, f"site {ctx.site!r}")
+        if thresholds.size == 0:
             raise InputError(
                 f"site {ctx.site!r} has no positive score strictly inside (0, 1) to use as "
                 "threshold"
             )
-        state["t"] = table.t
-        state["successes"] = table.successes[None, :]
-        state["trials"] = table.trials
-    v10 = delong_placements(neg, pos, below=True)
-    v01 = delong_placements(pos_ref, negs, below=False)
-    state["v10"] = v10
-    state["v01"] = v01
-    ctx.state[_STATE_PREFIX + str(args["session"])] = state
+        tables = [GroupedTable.from_positives_rule(1.0 - v, thresholds) for v in v10]
+        t, trials = tables[0].t, tables[0].trials
+        successes = np.vstack([tab.successes for tab in tables])
+    ctx.state[_SESSION_KEY + str(args["session"])] = {
+        "t": t,
+        "x": special.ndtri(t),
+        "successes": successes,
+        "trials": trials,
+        "v10": v10,
+        "v01": v01,
+        "calls": 0,
+    }
     return Reply(
         {
-            "n_pos": int(v10.size),
-            "sum_v10": float(v10.sum()),
+            "n_pos": int(pos.size),
+            "sum_v10": v10.sum(axis=1),
             "n_neg": int(v01.size),
             "sum_v01": float(v01.sum()),
-            "n_rows": int(np.asarray(state["t"]).size),
+            "n_rows": int(t.size),
         },
         counts=_class_counts(ctx),
     )
@@ -191,61 +404,111 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     FN_FISHER,
     schema={
         **_SESSION,
-        "gamma": FloatArray((Bound(1, MAX_FITS), 2), lo=-1e6, hi=1e6),
-        "fits": IntArray((Bound(1, MAX_FITS),), lo=0, hi=MAX_FITS - 1),
+        "gamma": FloatArray((Bound(1, len(FITS)), 2), lo=-1e6, hi=1e6),
+        "fits": IntArray((Bound(1, len(FITS)),), lo=0, hi=len(FITS) - 1),
     },
 )
 def _fisher(ctx: SiteContext, args: Record) -> Reply:
     """Log-likelihood, score vector and Fisher information at the analyst's coefficients.
 
-    ``gamma`` has shape (k, 2) and ``fits`` (k,) says which of the session's tables each
-    row belongs to. These are sums over the site's positives (paper 1, eq. 6-7).
+    ``gamma`` has shape (k, 2) and ``fits`` (k,) says which of the session's two tables
+    (:data:`FITS`) each row belongs to. These are sums over the site's positives (paper 1,
+    eq. 6-7). At most :data:`MAX_FISHER_CALLS` calls per session.
     """
     _, state = _session(ctx, args)
+    calls = int(state["calls"]) + 1
+    if calls > MAX_FISHER_CALLS:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {FN_FISHER!r}: a ROC-GLM session gets at most "
+            f"{MAX_FISHER_CALLS} Fisher-scoring calls (R glm needs at most 26)",
+            site=ctx.site,
+            function=FN_FISHER,
+        )
+    state["calls"] = calls
     gamma = np.atleast_2d(np.asarray(args["gamma"], np.float64))
     fits = np.asarray(args["fits"], np.int64)
-    n_fits = np.asarray(state["successes"]).shape[0]
-    if fits.size != gamma.shape[0] or (fits >= n_fits).any():
-        raise InputError(f"fits must name one of the session's {n_fits} fits per gamma row")
-    succ = state["successes"][fits]
-    parts = probit_parts(np.asarray(_probit_x(state)), succ, state["trials"], gamma)
+    if fits.size != gamma.shape[0]:
+        raise InputError(f"fits must name one of the session's {len(FITS)} fits per gamma row")
+    succ = np.asarray(state["successes"])[fits]
+    parts = probit_parts(np.asarray(state["x"]), succ, np.asarray(state["trials"]), gamma)
     return Reply(
         {"loglik": parts.loglik, "score": parts.score, "information": parts.information},
-        counts={"positive": int(state["n_pos"])},
+        counts={"positive": int(np.asarray(state["v10"]).shape[1])},
     )
-
-
-def _probit_x(state: Record) -> np.ndarray:
-    x = state.get("x")
-    if x is None:
-        from scipy import special
-
-        x = special.ndtri(state["t"])
-        state["x"] = x
-    return np.asarray(x)
 
 
 @site_function(
     FN_PLACEMENT_SS,
     schema={
         **_SESSION,
-        "mean_v10": Float(0.0, 1.0),
+        "mean_v10": FloatArray((len(FITS),), lo=0.0, hi=1.0),
         "mean_v01": Float(0.0, 1.0),
-        "finish": Bool(default=True),
     },
 )
 def _placement_ss(ctx: SiteContext, args: Record) -> Reply:
     """Centred sums of squares of the placement values about the global means (distrVAR).
 
-    With ``finish`` true the session's state is dropped afterwards.
+    ``mean_v10`` holds the global mean of each fit's positive placements. The session ends
+    here: its state is dropped.
     """
     key, state = _session(ctx, args)
-    v10, v01 = state["v10"], state["v01"]
-    ss10 = float(np.sum((v10 - float(args["mean_v10"])) ** 2))
+    v10, v01 = np.asarray(state["v10"]), np.asarray(state["v01"])
+    mean10 = np.asarray(args["mean_v10"], np.float64)
+    ss10 = np.sum((v10 - mean10[:, None]) ** 2, axis=1)
     ss01 = float(np.sum((v01 - float(args["mean_v01"])) ** 2))
-    if args["finish"]:
-        ctx.state.pop(key, None)
+    ctx.state.pop(key, None)
     return Reply(
-        {"n_pos": int(v10.size), "ss_v10": ss10, "n_neg": int(v01.size), "ss_v01": ss01},
+        {"n_pos": int(v10.shape[1]), "ss_v10": ss10, "n_neg": int(v01.size), "ss_v01": ss01},
         counts=_class_counts(ctx),
     )
+
+
+# --- confusion matrix at a threshold (dsBinVal's dsConfusion) ------------------------------
+
+
+@site_function(FN_CONFUSION, schema={"threshold": Float(-1e9, 1e9)})
+def _confusion(ctx: SiteContext, args: Record) -> Reply:
+    """Counts of the 2 x 2 table at ``threshold`` (predicted positive: ``score >= threshold``).
+
+    As dsBinVal's ``confusion``, every cell must hold at least q rows. A minimum count does
+    not stop differencing: the tables at two thresholds subtract to the rows of each class
+    between them. So the site keeps every threshold it has released in its ledger (it
+    survives restarts) and refuses a new one that would leave fewer than q rows of either
+    class between it and a released neighbour.
+    """
+    threshold = float(args["threshold"])
+    d = ctx.data
+    q = ctx.policy.min_count
+    predicted = d.score >= threshold
+    cells = {
+        "tp": int(np.count_nonzero(predicted & d.label)),
+        "fp": int(np.count_nonzero(predicted & ~d.label)),
+        "fn": int(np.count_nonzero(~predicted & d.label)),
+        "tn": int(np.count_nonzero(~predicted & ~d.label)),
+    }
+    small = {k: v for k, v in cells.items() if v < q}
+    if small:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
+            f"{sorted(small)} would hold fewer than the minimum of {q} rows",
+            site=ctx.site,
+            function=FN_CONFUSION,
+        )
+    released = sorted(
+        float(v) for k, v in ctx.ledger.bindings.items() if k.startswith(_CONFUSION_KEY)
+    )
+    if threshold not in released:
+        pos, neg = d.score[d.label], d.score[~d.label]
+        for other in released:
+            a, b = min(other, threshold), max(other, threshold)
+            between = [int(np.count_nonzero((v >= a) & (v < b))) for v in (pos, neg)]
+            if min(between) < q:
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
+                    f"its table at {other:g} was released, and the two would subtract to "
+                    f"fewer than {q} rows of a class between them",
+                    site=ctx.site,
+                    function=FN_CONFUSION,
+                )
+        ctx.ledger.bind(_CONFUSION_KEY + repr(threshold), threshold)
+    return Reply(cells, counts={"cell": np.array(list(cells.values()))})
