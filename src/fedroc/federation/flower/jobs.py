@@ -99,12 +99,18 @@ def _plain(value: Any) -> Any:
     return jsonable(value)
 
 
+def _steps(options: dict[str, Any], job: str, key: str, item: str) -> list[Any]:
+    """The one option of a job that runs a list of steps, checked to be a non-empty list."""
+    take_options(options, {key}, job)
+    steps = options.get(key)
+    if not isinstance(steps, list) or not steps:
+        raise InputError(f"job {job!r} needs {key!r}: a list of {item}")
+    return steps
+
+
 @flower_job("calls")
 def calls_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    take_options(options, {"calls"}, "calls")
-    script = options.get("calls")
-    if not isinstance(script, list) or not script:
-        raise InputError("job 'calls' needs 'calls': a list of {function, args, repeat}")
+    script = _steps(options, "calls", "calls", "{function, args, repeat}")
     start = federation.mark()
     replies: list[dict[str, Any]] = []
     for step in script:
@@ -122,10 +128,7 @@ def calls_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]
 
 @flower_job("batch")
 def batch_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    take_options(options, {"jobs"}, "batch")
-    jobs = options.get("jobs")
-    if not isinstance(jobs, list) or not jobs:
-        raise InputError("job 'batch' needs 'jobs': a list of {job, options}")
+    jobs = _steps(options, "batch", "jobs", "{job, options}")
     results = []
     for item in jobs:
         name = str(item.get("job"))
