@@ -92,6 +92,7 @@ from fedroc.mpc.messages import (
     encode_message,
     party_cn,
 )
+from fedroc.mpc.owner import JobTerms
 from fedroc.mpc.prg import new_seed
 from fedroc.mpc.runtime import ROLE, Channel, Party, PartyStats, PeerStopped, Stop, execute
 from fedroc.mpc.seal import (
@@ -777,6 +778,24 @@ class PartyServer:
         channel.close(reason)
         return reason
 
+    def _admit_job(
+        self, terms: JobTerms, parts: list[OwnerPart], boxes: list[bytes]
+    ) -> tuple[AucSpec, list[np.ndarray]]:
+        """Check a job against the owners' registry and the ledger; open this proxy's boxes.
+
+        ``boxes`` are this proxy's share of each owner's bundle, in the order of ``parts``.
+        Raises :class:`ProtocolError` or :class:`InputError` when the job is refused.
+        """
+        assert self.share_key is not None and self.ledger is not None
+        spec = check_job(
+            terms, parts, registry=self.cfg.owners, proxy_keys=self.proxy_keys, ledger=self.ledger
+        )
+        lists = [
+            open_box(terms, part.owner, part.n, box, self.pid, self.share_key)
+            for part, box in zip(parts, boxes, strict=True)
+        ]
+        return spec, lists
+
     def _job_proxy0(self, request: JobRequest, client: FrameSocket) -> None:
         assert self.share_key is not None and self.ledger is not None
         # Checked before the others hear of the job: a bad request costs them nothing.
@@ -788,16 +807,7 @@ class PartyServer:
                 OwnerPart(b.owner, b.n, b.owner_key, b.signature, digest(b.box0), digest(b.box1))
                 for b in request.bundles
             ]
-            spec = check_job(
-                terms,
-                parts,
-                registry=self.cfg.owners,
-                proxy_keys=self.proxy_keys,
-                ledger=self.ledger,
-            )
-            lists = [
-                open_box(terms, b.owner, b.n, b.box0, 0, self.share_key) for b in request.bundles
-            ]
+            spec, lists = self._admit_job(terms, parts, [b.box0 for b in request.bundles])
         except (ProtocolError, InputError) as exc:
             self.log(f"{self.name()}: refused a job: {exc}")
             with contextlib.suppress(OSError):
@@ -870,17 +880,7 @@ class PartyServer:
                     OwnerPart(b.owner, b.n, b.owner_key, b.signature, b.digest0, digest(b.box1))
                     for b in forward.bundles
                 ]
-                spec = check_job(
-                    terms,
-                    parts,
-                    registry=self.cfg.owners,
-                    proxy_keys=self.proxy_keys,
-                    ledger=self.ledger,
-                )
-                lists = [
-                    open_box(terms, b.owner, b.n, b.box1, 1, self.share_key)
-                    for b in forward.bundles
-                ]
+                spec, lists = self._admit_job(terms, parts, [b.box1 for b in forward.bundles])
                 own = Verdict(True)
             except (ProtocolError, InputError) as exc:
                 self.log(f"{self.name()}: refused job {job}: {exc}")
