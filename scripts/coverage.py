@@ -14,6 +14,9 @@ Designs (scores are probabilities, so that every method applies):
   histogram DP interval undercovered).
 - ``ties``: the binormal score rounded to 5 levels (ratings); the truth is the AUC of the
   rounded scores with ties counted 1/2, computed on a large sample.
+- ``paired``: two correlated binormal models on the same rows (AUC 0.8 and 0.75, latent
+  correlation 0.6); methods that compare two models (``pooled-compare``) are measured on
+  the AUC difference and its interval, the others on the first model's AUC.
 - ``clustered``: several observations per patient (paper 3): section 6.1's allocation of
   controls and cases to clusters (rho_MN = 0.4) and the exchangeable binormal model (11)
   with population AUC theta12 = 0.7 and personalized AUC theta11 = 0.8; whole clusters are
@@ -52,7 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from fedroc.data import SiteData
+from fedroc.data import Columns, SiteData
 from fedroc.federation import Federation
 from fedroc.methods import evaluate, method_names, pool_site_data
 from fedroc.methods.clustered.models import (
@@ -132,11 +135,53 @@ class ClusteredDesign:
         return self.auc  # eq. 12: theta12 = Phi(delta / sqrt 2), whatever the allocation
 
 
-DESIGNS: dict[str, Design | ClusteredDesign] = {
+@dataclass(frozen=True)
+class PairedDesign:
+    """Two correlated models on the same rows (issue 14.2: compare two models).
+
+    Latent scores ``X_a = mu_a y + Z_a`` and ``X_b = mu_b y + Z_b`` with ``(Z_a, Z_b)``
+    standard bivariate normal of correlation ``rho`` in each class; the scores are
+    ``Phi(X)``. Each AUC is ``Phi(mu / sqrt 2)`` exactly, so the true difference
+    ``auc - auc_b`` is known. Methods that compare (``compares``) are measured on the
+    difference; the others on the first model's AUC.
+    """
+
+    name: str
+    auc: float
+    auc_b: float
+    rho: float
+    prevalence: float
+    sites: int = 5
+    cluster_column: str | None = None
+    score_b: str | None = "score_b"
+
+    def simulate(self, n: int, rng: np.random.Generator) -> dict[str, pd.DataFrame]:
+        y = rng.random(n) < self.prevalence
+        z_a = rng.normal(size=n)
+        z_b = self.rho * z_a + math.sqrt(1.0 - self.rho**2) * rng.normal(size=n)
+        mu_a = math.sqrt(2.0) * float(special.ndtri(self.auc))
+        mu_b = math.sqrt(2.0) * float(special.ndtri(self.auc_b))
+        a = special.ndtr(mu_a * y + z_a)
+        b = special.ndtr(mu_b * y + z_b)
+        parts = np.array_split(rng.permutation(n), self.sites)
+        return {
+            f"site{k}": pd.DataFrame({"label": y[i].astype(int), "score": a[i], "score_b": b[i]})
+            for k, i in enumerate(parts)
+        }
+
+    def truth(self) -> float:
+        return self.auc
+
+    def truth_difference(self) -> float:
+        return self.auc - self.auc_b
+
+
+DESIGNS: dict[str, Design | ClusteredDesign | PairedDesign] = {
     "binormal": Design("binormal", auc=0.75, prevalence=0.3),
     "rare": Design("rare", auc=0.96, prevalence=0.1),
     "ties": Design("ties", auc=0.8, prevalence=0.4, levels=5),
     "clustered": ClusteredDesign("clustered", auc=0.7, personalized=0.8),
+    "paired": PairedDesign("paired", auc=0.8, auc_b=0.75, rho=0.6, prevalence=0.3),
 }
 
 
@@ -152,6 +197,7 @@ class MethodSpec:
     options: dict[str, Any] = field(default_factory=dict)
     designs: tuple[str, ...] | None = None
     needs_clusters: bool = False
+    compares: bool = False  # measured on the comparison (difference, its CI), not the AUC
 
 
 def _rocglm_paper(sensitivity: float, **options: Any) -> MethodSpec:
@@ -201,6 +247,9 @@ METHODS = {
         {"quantiles": 256, "dp_epsilon": 1.0, "dp_mode": "local"},
     ),
     "mpc": MethodSpec("mpc (exact)", "mpc"),
+    "pooled-compare": MethodSpec(
+        "pooled paired DeLong (AUC difference)", "pooled", {"compare": True}, compares=True
+    ),
     "clustered": MethodSpec(
         "clustered (population AUC, secure aggregation)",
         "clustered",
@@ -299,8 +348,20 @@ def run_study(
             if (design.cluster_column or not METHODS[m].needs_clusters)
             and (METHODS[m].designs is None or design_name in METHODS[m].designs)
         ]
+        score_b = getattr(design, "score_b", None)  # only a paired design has a second model
+        applicable = [m for m in applicable if score_b or not METHODS[m].compares]
         for n in sizes:
-            cells = {m: Cell(design_name, n, METHODS[m].label, truth) for m in applicable}
+            cells = {
+                m: Cell(
+                    design_name,
+                    n,
+                    METHODS[m].label,
+                    design.truth_difference()  # type: ignore[union-attr]
+                    if METHODS[m].compares
+                    else truth,
+                )
+                for m in applicable
+            }
             rng = np.random.default_rng([seed, n, list(DESIGNS).index(design_name)])
             for rep in range(reps):
                 frames = design.simulate(n, rng)
@@ -317,11 +378,13 @@ def run_study(
                             policy=simulation_policy(),
                             noise_seed=seed * 100_003 + rep,
                             cluster=design.cluster_column,
+                            score_b=score_b,
                         )
                         pooled = None
                         if spec.method == "pooled":  # the reference holds the rows
+                            columns = Columns(score_b=score_b)
                             pooled = pool_site_data(
-                                {k: SiteData.from_frame(v) for k, v in frames.items()}
+                                {k: SiteData.from_frame(v, columns) for k, v in frames.items()}
                             )
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
@@ -333,7 +396,11 @@ def run_study(
                                 calibration_bins=None,
                                 **spec.options,
                             )
-                        cell.add(res.auc, res.auc_ci, _withheld_reason(res))
+                        estimate, ci = res.auc, res.auc_ci
+                        if spec.compares:  # the difference of two models and its CI
+                            comparison = res.extra["comparison"]
+                            estimate, ci = comparison["auc_difference"], comparison["ci"]
+                        cell.add(estimate, ci, _withheld_reason(res))
                     except Exception as exc:  # counted and shown, never hidden
                         cell.fail(exc)
                     cell.seconds += time.perf_counter() - start

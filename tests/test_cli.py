@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,7 +140,7 @@ def test_evaluate_table_and_report(capsys, site_files, tmp_path):
     ).out
     assert "north" in out and "Calibration" in out
     html = report.read_text()
-    assert html.count("data:image/png;base64") == 2
+    assert html.count("data:image/png;base64") == 3  # ROC, PR, calibration
 
 
 @pytest.mark.parametrize(
@@ -189,11 +190,23 @@ def test_console_script_json_is_the_only_stdout(site_files):
     assert json.loads(proc.stdout)["n"] == 210
 
 
-def test_demo_json(capsys):
-    res = json.loads(run(capsys, "demo", "--json").out)
+def test_demo_json(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the demo writes its report into the current directory
+    captured = run(capsys, "demo", "--json")
+    res = json.loads(captured.out)
     assert res["reference"]["method"] == "pooled"
     for row in res["statistics"]:
         assert row["distributed"] == pytest.approx(row["pooled"], abs=1e-12)
+    # One report, and the demo says where (issue 14.4).
+    path = tmp_path / "fedroc-demo-report.html"
+    assert f"report written to {path}" in captured.err
+    text = path.read_text(encoding="utf-8")
+    for section in ("result", "figures", "sites", "released", "methods", "provenance"):
+        assert f'<section id="{section}">' in text
+    assert "<td>histogram</td>" in text and "<td>mpc</td>" in text
+    # mpc opens the AUC only: listed among the methods that released no curve.
+    note = re.search(r"No curve from ([^:<]*): these methods release no ROC curve", text)
+    assert note is not None and "mpc" in note.group(1).split(", ")
 
 
 def test_figures_command_writes_registered_figures(tmp_path, capsys, monkeypatch):

@@ -18,11 +18,16 @@ __all__ = ["Columns", "SiteData", "load_table"]
 
 @dataclass(frozen=True)
 class Columns:
-    """Which columns hold the label, the score and (optionally) the cluster id."""
+    """Which columns hold the label, the score and (optionally) the cluster id.
+
+    ``score_b`` names a second model's score of the same rows, for paired comparisons
+    (``fedroc evaluate --compare-score``).
+    """
 
     label: str = "label"
     score: str = "score"
     cluster: str | None = None
+    score_b: str | None = None
 
 
 def load_table(path: str | Path) -> pd.DataFrame:
@@ -62,15 +67,17 @@ def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Seri
 class SiteData:
     """One site's validated rows: labels (True = positive), scores, optional cluster ids.
 
+    ``score_b`` is an optional second model's score of the same rows (paired comparisons).
     The arrays are read-only so that site functions cannot alter the table.
     """
 
     label: NDArray[np.bool_]
     score: NDArray[np.float64]
     cluster: NDArray[Any] | None = None
+    score_b: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
-        for arr in (self.label, self.score, self.cluster):
+        for arr in (self.label, self.score, self.cluster, self.score_b):
             if arr is not None:
                 arr.setflags(write=False)
 
@@ -96,6 +103,7 @@ class SiteData:
         score: Any,
         cluster: Any = None,
         *,
+        score_b: Any = None,
         pos_label: Any = None,
         source: str = "the data",
     ) -> SiteData:
@@ -106,7 +114,14 @@ class SiteData:
         if y.size == 0:
             raise InputError(f"{source} has no rows")
         c = None if cluster is None else np.asarray(cluster).copy()
-        return cls(np.ascontiguousarray(y), np.ascontiguousarray(s), c)
+        b = None
+        if score_b is not None:
+            b = np.ascontiguousarray(
+                check_scores(np.asarray(score_b), name=f"second score of {source}")
+            )
+            if b.size != y.size:
+                raise InputError(f"{source}: {y.size} labels but {b.size} second scores")
+        return cls(np.ascontiguousarray(y), np.ascontiguousarray(s), c, b)
 
     @classmethod
     def from_frame(
@@ -124,7 +139,14 @@ class SiteData:
             if columns.cluster is None
             else _column(frame, columns.cluster, "cluster", source).to_numpy()
         )
-        return cls.from_arrays(label, score, cluster, pos_label=pos_label, source=source)
+        score_b = (
+            None
+            if columns.score_b is None
+            else _column(frame, columns.score_b, "second score", source).to_numpy()
+        )
+        return cls.from_arrays(
+            label, score, cluster, score_b=score_b, pos_label=pos_label, source=source
+        )
 
     @classmethod
     def from_file(

@@ -1,20 +1,106 @@
-"""HTML report: tables and figures in one self-contained file."""
+"""HTML report: one self-contained file (figures inline as PNG, no external resource).
+
+:func:`evaluation_report` turns an :class:`~fedroc.methods.EvaluationResult` into a report
+with the result, the comparison and operating points when asked, the ROC curve (with a
+confidence band where the method supports one), the PR curve, the calibration plot (bins
+withheld by a site shown as withheld, never joined by the line), a per-site table, what
+left the sites, and the provenance of the run.
+
+A figure shows only what the analyst holds: the curve a method released, never the pooled
+empirical curve unless the method is the pooled reference (then labelled as such). The mpc
+method opens the AUC only, so its report draws no ROC curve.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
 import io
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedroc.data import SiteData
-from fedroc.metrics import CalibrationCurve, roc_curve
+from fedroc.metrics import CalibrationCurve, ScoreCounts, roc_curve
 
-__all__ = ["Report", "calibration_figure", "roc_figure"]
+if TYPE_CHECKING:
+    from fedroc.methods import EvaluationResult
+
+__all__ = [
+    "LABELS",
+    "Provenance",
+    "Report",
+    "calibration_figure",
+    "comparison_report",
+    "evaluation_report",
+    "human_label",
+    "pr_figure",
+    "roc_band",
+    "roc_figure",
+]
+
+#: Human labels of result keys (anything else goes through :func:`human_label`'s rules).
+LABELS: dict[str, str] = {
+    "auc": "AUC",
+    "auc_ci": "AUC confidence interval",
+    "auc_se": "Standard error of the AUC",
+    "auc_ci_wald": "AUC confidence interval (Wald)",
+    "auc_ci_logit": "AUC confidence interval (logit)",
+    "auc_variance": "Variance of the AUC",
+    "average_precision": "Average precision (step-wise)",
+    "pr_auc": "Area under the PR curve (trapezoids)",
+    "brier": "Brier score",
+    "brier_ci": "Brier score confidence interval",
+    "n": "Rows",
+    "n_pos": "Positives",
+    "n_neg": "Negatives",
+    "max_fpr": "Partial AUC: largest false positive rate",
+    "partial_auc": "Partial AUC (McClish-standardised)",
+    "epsilon": "Differential privacy: epsilon",
+    "delta": "Differential privacy: delta",
+    "rocglm_params": "ROC-GLM parameters (intercept, slope)",
+    "quantiles": "Quantiles per class",
+    "curve_auc": "Area under the released curve",
+    "auc_binned": "AUC of the binned scores",
+    "noise_sd": "Noise standard deviation",
+    "auc_noise_sd": "Noise standard deviation of the AUC",
+    "ci_withheld": "Confidence interval withheld because",
+    "simex": "SIMEX correction",
+    "method": "Method",
+    "caveats": "Caveat",
+    "dropped": "Sites dropped",
+}
+
+_WORDS = {
+    "auc": "AUC",
+    "ci": "CI",
+    "se": "SE",
+    "sd": "SD",
+    "dp": "DP",
+    "pr": "PR",
+    "roc": "ROC",
+    "mpc": "MPC",
+    "ppv": "PPV",
+    "npv": "NPV",
+    "fpr": "FPR",
+    "tpr": "TPR",
+    "glm": "GLM",
+    "n": "number of",
+}
+
+
+def human_label(key: str) -> str:
+    """A reader's label for a result key: ``auc_se`` -> "Standard error of the AUC"."""
+    if key in LABELS:
+        return LABELS[key]
+    words = [_WORDS.get(w, w) for w in key.split("_") if w]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:] if text else key
 
 
 def _matplotlib() -> Any:
@@ -26,23 +112,81 @@ def _matplotlib() -> Any:
     return plt
 
 
+# -- figures -------------------------------------------------------------------------------
+def roc_band(
+    counts: ScoreCounts,
+    *,
+    n_bootstraps: int = 200,
+    confidence_level: float = 0.95,
+    seed: int | None = None,
+    grid: int = 101,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pointwise stratified-bootstrap band of the empirical ROC curve (vertical averaging).
+
+    Each replicate resamples the positives and the negatives from their own class (a
+    multinomial draw over the levels of whole ``counts``); the band holds the percentile
+    interval of the replicates' true positive rate at each false positive rate of the grid
+    (pROC's ``ci.se`` over a grid of specificities).
+
+    Returns
+    -------
+    fpr, low, high : ndarray, shape (grid,)
+    """
+    rng = np.random.default_rng(seed)
+    keep = (counts.pos + counts.neg) > 0
+    pos, neg = counts.pos[keep], counts.neg[keep]
+    p, n = round(pos.sum()), round(neg.sum())
+    fpr = np.linspace(0.0, 1.0, grid)
+    tpr = np.empty((n_bootstraps, grid))
+    bp = rng.multinomial(p, pos / p, size=n_bootstraps)
+    bn = rng.multinomial(n, neg / n, size=n_bootstraps)
+    tps = np.cumsum(bp, axis=1) / p
+    fps = np.cumsum(bn, axis=1) / n
+    for b in range(n_bootstraps):  # one pass per replicate (not per row)
+        f = np.r_[0.0, fps[b]]
+        t = np.r_[0.0, tps[b]]
+        # The step curve's highest TPR at a false positive rate not above each grid value.
+        tpr[b] = t[np.searchsorted(f, fpr + 1e-12, side="right") - 1]
+    alpha = (1.0 - confidence_level) / 2.0
+    low, high = np.quantile(tpr, [alpha, 1.0 - alpha], axis=0)
+    return fpr, low, high
+
+
 def roc_figure(
     pooled: SiteData | None = None,
     curves: Sequence[tuple[str, np.ndarray, np.ndarray]] = (),
     title: str = "ROC curve",
+    *,
+    band: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    band_label: str = "",
+    points: Sequence[tuple[str, float, float]] = (),
+    reference: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Any:
-    """ROC curves: the pooled empirical one (when the caller holds the rows) and others."""
+    """ROC curves, an optional band and operating points.
+
+    ``pooled`` (rows) or ``reference`` (its ``(fpr, tpr)``) draws the pooled empirical
+    curve, labelled as the reference: pass it only when the analyst really pooled the rows.
+    """
     plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(5, 5))
+    if band is not None:
+        f, lo, hi = band
+        ax.fill_between(f, lo, hi, step="post", color="tab:blue", alpha=0.2, label=band_label)
     if pooled is not None and 0 < pooled.n_pos < pooled.n:
         fpr, tpr, _ = roc_curve(pooled.label, pooled.score)
-        ax.step(fpr, tpr, where="post", color="black", lw=1.2, label="pooled (empirical)")
+        ax.step(fpr, tpr, where="post", color="black", lw=1.2, label="pooled rows (reference)")
     for label, fpr, tpr in curves:
-        ax.plot(fpr, tpr, lw=1.5, label=label)
+        ax.plot(fpr, tpr, lw=1.5, label=label, drawstyle="default")
+    if reference is not None:  # on top, thin and dashed, so that it does not hide the others
+        ax.plot(
+            *reference, color="black", lw=1.0, ls="--", zorder=3, label="pooled rows (reference)"
+        )
+    for label, x, y in points:
+        ax.plot([x], [y], marker="o", ms=6, ls="none", label=label)
     ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8)
     ax.set(
-        xlabel="false positive rate",
-        ylabel="true positive rate",
+        xlabel="false positive rate (1 - specificity)",
+        ylabel="true positive rate (sensitivity)",
         title=title,
         xlim=(0, 1),
         ylim=(0, 1.01),
@@ -52,61 +196,117 @@ def roc_figure(
     return fig
 
 
-def calibration_figure(
-    curves: Sequence[tuple[str, CalibrationCurve]], title: str = "Calibration"
+def pr_figure(
+    curves: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    prevalence: float | None = None,
+    title: str = "Precision-recall curve",
 ) -> Any:
-    """Observed fraction against mean predicted probability, one line per curve."""
+    """Precision against recall, one line per ``(label, recall, precision)``."""
     plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8, label="perfect calibration")
-    for label, curve in curves:
-        ok = np.isfinite(curve.observed_fraction)
-        ax.plot(
-            curve.mean_predicted[ok], curve.observed_fraction[ok], marker="o", ms=3, label=label
-        )
-        sup = ok & curve.suppressed
-        if sup.any():
-            ax.scatter(
-                curve.mean_predicted[sup],
-                curve.observed_fraction[sup],
-                facecolors="none",
-                edgecolors="red",
-                s=60,
-                zorder=3,
-                label=f"{label}: bin withheld at a site",
-            )
-    ax.set(
-        xlabel="mean predicted probability",
-        ylabel="observed fraction",
-        title=title,
-        xlim=(0, 1),
-        ylim=(0, 1),
-    )
-    ax.legend(loc="upper left", fontsize=8)
+    for label, recall, precision in curves:
+        ax.plot(recall, precision, lw=1.5, label=label)
+    if prevalence is not None and math.isfinite(prevalence):
+        ax.axhline(prevalence, ls=":", color="grey", lw=0.8, label=f"prevalence {prevalence:.3f}")
+    ax.set(xlabel="recall (sensitivity)", ylabel="precision (PPV)", title=title)
+    ax.set(xlim=(0, 1), ylim=(0, 1.01))
+    ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     return fig
 
 
+def calibration_figure(
+    curves: Sequence[tuple[str, CalibrationCurve]], title: str = "Calibration"
+) -> Any:
+    """Observed fraction against mean predicted probability, with the rows of each bin.
+
+    The line joins only bins that every site released: a bin withheld at a site (fewer
+    rows than its minimum count) is shaded and labelled as withheld, and what the other
+    sites released there is a hollow marker, never a point on the line.
+    """
+    plt = _matplotlib()
+    fig, (ax, bars) = plt.subplots(
+        2, 1, figsize=(5, 6.2), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
+    ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8, label="perfect calibration")
+    shaded = False
+    for i, (label, curve) in enumerate(curves):
+        ok = np.isfinite(curve.observed_fraction) & np.isfinite(curve.mean_predicted)
+        known = ok & ~curve.suppressed
+        # NaN breaks the line: nothing is drawn through a withheld bin.
+        y = np.where(known, curve.observed_fraction, np.nan)
+        ax.plot(curve.mean_predicted, y, marker="o", ms=3, label=label)
+        partial = ok & curve.suppressed
+        if partial.any():
+            ax.scatter(
+                curve.mean_predicted[partial],
+                curve.observed_fraction[partial],
+                facecolors="none",
+                edgecolors="red",
+                s=60,
+                zorder=3,
+                label=f"{label}: other sites only (bin withheld at a site)",
+            )
+        for k in np.flatnonzero(curve.suppressed):
+            ax.axvspan(curve.edges[k], curve.edges[k + 1], color="grey", alpha=0.15, lw=0)
+            shaded = True
+        width = np.diff(curve.edges)
+        bars.bar(
+            curve.edges[:-1] + i * width / (len(curves) + 1),
+            curve.count,
+            width=width / (len(curves) + 1),
+            align="edge",
+            label=label,
+            color=np.where(curve.suppressed, "lightgrey", f"C{i}"),
+        )
+    if shaded:
+        ax.axvspan(0, 0, color="grey", alpha=0.15, label="withheld bin")
+    ax.set(ylabel="observed fraction of positives", title=title, xlim=(0, 1), ylim=(0, 1))
+    ax.legend(loc="upper left", fontsize=7)
+    bars.set(xlabel="mean predicted probability", ylabel="rows per bin")
+    fig.tight_layout()
+    return fig
+
+
+# -- the document --------------------------------------------------------------------------
 class Report:
     """Collects sections and writes a single HTML file with embedded PNG figures."""
 
     def __init__(self, title: str) -> None:
         self.title = title
         self._parts: list[str] = []
+        self._open = False
+
+    def start_section(self, ident: str, heading: str) -> None:
+        """A ``<section id=ident>`` with an ``<h2>``; the next parts go inside it."""
+        self.end_section()
+        self._parts.append(f'<section id="{html.escape(ident)}"><h2>{html.escape(heading)}</h2>')
+        self._open = True
+
+    def end_section(self) -> None:
+        if self._open:
+            self._parts.append("</section>")
+            self._open = False
 
     def add_heading(self, text: str) -> None:
         self._parts.append(f"<h2>{html.escape(text)}</h2>")
 
-    def add_text(self, text: str) -> None:
-        self._parts.append(f"<p>{html.escape(text)}</p>")
+    def add_text(self, text: str, cls: str | None = None) -> None:
+        attr = f' class="{html.escape(cls)}"' if cls else ""
+        self._parts.append(f"<p{attr}>{html.escape(text)}</p>")
 
-    def add_table(self, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def add_table(
+        self, header: Sequence[str], rows: Sequence[Sequence[Any]], cls: str | None = None
+    ) -> None:
         head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
         body = "".join(
             "<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in row) + "</tr>"
             for row in rows
         )
-        self._parts.append(f"<table><tr>{head}</tr>{body}</table>")
+        attr = f' class="{html.escape(cls)}"' if cls else ""
+        self._parts.append(
+            f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
 
     def add_figure(self, fig: Any, caption: str = "") -> None:
         buf = io.BytesIO()
@@ -119,17 +319,20 @@ class Report:
         )
 
     def render(self) -> str:
+        self.end_section()
         style = (
-            "body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}"
+            "body{font-family:sans-serif;max-width:62em;margin:2em auto;color:#222}"
             "table{border-collapse:collapse;margin:1em 0}"
             "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}"
-            "th{background:#f3f3f3}figure{display:inline-block;margin:1em}"
+            "td:first-child,th:first-child{text-align:left}"
+            "th{background:#f3f3f3}figure{display:inline-block;margin:1em;vertical-align:top}"
+            "figcaption{max-width:32em;font-size:.9em}.note{color:#555;font-size:.9em}"
+            "section{margin-top:2em}"
         )
         return (
-            f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}"
-            f"</title><style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>"
-            + "".join(self._parts)
-            + "</body></html>"
+            "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{html.escape(self.title)}</title><style>{style}</style></head><body>"
+            f"<h1>{html.escape(self.title)}</h1>" + "".join(self._parts) + "</body></html>"
         )
 
     def write(self, path: str | Path) -> Path:
@@ -144,8 +347,428 @@ class Report:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4f}"
+        if math.isnan(value):
+            return "-"
+        # Small values such as a DP delta keep their significant digits.
+        return f"{value:.3g}" if 0 < abs(value) < 1e-3 else f"{value:.4f}"
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return f"[{_cell(value[0])}, {_cell(value[1])}]"
+    if isinstance(value, (tuple, list)):
+        return ", ".join(_cell(v) for v in value)
     return str(value)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a result came from, for the report's provenance block."""
+
+    inputs: Mapping[str, str] = field(default_factory=dict)  # site -> file (or "TOML ...")
+    columns: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    command: str | None = None
+    date: str | None = None
+    version: str | None = None
+
+    @staticmethod
+    def now() -> str:
+        from datetime import datetime
+
+        return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+_SKIP_KEYS = {
+    "calibration",
+    "calibration_released",
+    "calibration_noise_sd",
+    "comparison",
+    "operating_points",
+    "mpc",
+    "caveats",
+}
+
+
+def evaluation_report(
+    result: EvaluationResult,
+    *,
+    provenance: Provenance | None = None,
+    site_rows: Sequence[Mapping[str, Any]] | None = None,
+    audit_summary: Mapping[str, Mapping[str, int]] | None = None,
+    seed: int | None = None,
+    title: str | None = None,
+) -> Report:
+    """The report of one evaluation.
+
+    Parameters
+    ----------
+    result : EvaluationResult
+    provenance : Provenance, optional
+    site_rows : sequence of mapping, optional
+        Per-site ``{name, n, n_pos, auc}`` the analyst holds (the pooled reference, which
+        holds the rows). Without it the table shows what the method's result says of each
+        site, and "not released" for the rest.
+    audit_summary : mapping, optional
+        Per site, the number of audit records per outcome (released, refused, error), from
+        the sites' audit logs where the caller can read them (in-process sites).
+    seed : int, optional
+        Seed of the bootstrap band of the pooled ROC curve.
+    """
+    level = result.confidence_level
+    pct = f"{level:.0%}"
+    report = Report(title or f"fedroc evaluation: {result.method}")
+    extra = result.extra
+
+    report.start_section("result", "Result")
+    rows: list[tuple[str, Any]] = [
+        ("Method", result.method),
+        ("AUC", result.auc),
+        (f"AUC {pct} confidence interval", result.auc_ci),
+    ]
+    for key, value in extra.items():
+        if key in _SKIP_KEYS or isinstance(value, dict):
+            continue
+        if isinstance(value, (list, tuple)) and len(value) > 2 and key != "rocglm_params":
+            continue
+        rows.append((human_label(key), value))
+    rows = [(k, "not given by this method" if v is None else v) for k, v in rows]
+    report.add_table(["Quantity", "Value"], rows, cls="result")
+    for caveat in extra.get("caveats") or []:
+        report.add_text(f"Caveat: {caveat}", cls="note")
+
+    comparison = extra.get("comparison")
+    if comparison is not None:
+        report.start_section("comparison", "Comparison of two models on the same rows")
+        report.add_table(
+            ["Quantity", "Value"],
+            [
+                ("AUC of the compared model", comparison.get("auc_b")),
+                ("AUC difference (model minus compared model)", comparison["auc_difference"]),
+                ("Standard error of the difference", comparison.get("se")),
+                (f"{pct} confidence interval of the difference", comparison["ci"]),
+                ("p-value (two-sided, equal AUCs)", comparison["p_value"]),
+                ("Test", comparison["method"]),
+            ],
+        )
+
+    points = extra.get("operating_points") or []
+    if points:
+        report.start_section("operating-points", "Operating points")
+        report.add_table(
+            [
+                "Chosen by",
+                "Threshold",
+                "Sensitivity",
+                "Specificity",
+                "PPV",
+                "NPV",
+                f"{pct} CI of the chosen rate, threshold re-chosen",
+            ],
+            [
+                (
+                    p["criterion"],
+                    p["threshold"],
+                    _with_ci(p, "sensitivity"),
+                    _with_ci(p, "specificity"),
+                    _with_ci(p, "ppv"),
+                    _with_ci(p, "npv"),
+                    p.get("selection_ci"),
+                )
+                for p in points
+            ],
+        )
+        report.add_text(
+            "A case is predicted positive when its score is at least the threshold. The "
+            f"bracketed {pct} intervals treat the threshold as fixed in advance; the last column "
+            "re-chooses it in every bootstrap sample. PPV and NPV depend on the prevalence of "
+            "these rows.",
+            cls="note",
+        )
+
+    report.start_section("figures", "Figures")
+    _roc_section(report, result, points, seed)
+    _pr_section(report, result)
+    cal = extra.get("calibration")
+    if cal is not None:
+        withheld = int(np.count_nonzero(cal.suppressed))
+        report.add_figure(
+            calibration_figure([(result.method, cal)], title="Calibration"),
+            "Calibration: observed fraction of positives per bin of predicted probability, "
+            "rows per bin below. "
+            + (
+                f"{withheld} bin(s) withheld at a site are shaded; the line does not pass them."
+                if withheld
+                else "No bin was withheld."
+            ),
+        )
+    else:
+        report.add_text(
+            "No calibration plot: the scores are not probabilities, or the method released "
+            "no calibration bins.",
+            cls="note",
+        )
+
+    _sites_section(report, result, site_rows)
+    _released_section(report, result, audit_summary)
+    if provenance is not None:
+        _provenance_section(report, provenance, result)
+    report.end_section()
+    return report
+
+
+def _with_ci(point: Mapping[str, Any], name: str) -> str:
+    value, ci = point.get(name), point.get(f"{name}_ci")
+    return _cell(value) + ("" if ci is None else f" {_cell(ci)}")
+
+
+def _roc_section(
+    report: Report, result: EvaluationResult, points: Sequence[Mapping[str, Any]], seed: int | None
+) -> None:
+    details = result.details
+    roc = getattr(details, "roc_points", None)
+    if not callable(roc):
+        report.add_text(
+            f"No ROC curve: the {result.method} method releases no curve (only what the result "
+            "table lists), and this report draws only what the analyst holds.",
+            cls="note",
+        )
+        return
+    fpr, tpr = roc()
+    counts = getattr(details, "counts", None)
+    band = None
+    band_text = "The method releases no uncertainty of the curve: no band is drawn."
+    if result.method == "pooled" and isinstance(counts, ScoreCounts) and counts.is_whole():
+        band = roc_band(counts, confidence_level=result.confidence_level, seed=seed)
+        band_text = (
+            f"Shaded: pointwise {result.confidence_level:.0%} stratified bootstrap band "
+            f"(200 samples, seed {seed})."
+        )
+    label = (
+        "pooled rows (reference)"
+        if result.method == "pooled"
+        else f"{result.method} (released curve)"
+    )
+    marks = [
+        (f"{p['criterion']}", 1.0 - p["specificity"], p["sensitivity"])
+        for p in points
+        if p.get("specificity") is not None and p.get("sensitivity") is not None
+    ]
+    report.add_figure(
+        roc_figure(
+            curves=[(label, fpr, tpr)],
+            band=band,
+            band_label=f"{result.confidence_level:.0%} band" if band is not None else "",
+            points=marks,
+        ),
+        f"ROC curve: {label}. {band_text}",
+    )
+
+
+def _pr_section(report: Report, result: EvaluationResult) -> None:
+    pr = getattr(result.details, "pr_points", None)
+    if not callable(pr):
+        report.add_text(
+            f"No precision-recall curve: the {result.method} method releases none.", cls="note"
+        )
+        return
+    recall, precision = pr()
+    n_pos, n_neg = result.extra.get("n_pos"), result.extra.get("n_neg")
+    prevalence = None
+    if isinstance(n_pos, (int, float)) and isinstance(n_neg, (int, float)) and n_pos + n_neg > 0:
+        prevalence = float(n_pos) / float(n_pos + n_neg)
+    label = "pooled rows (reference)" if result.method == "pooled" else f"{result.method}"
+    report.add_figure(
+        pr_figure([(label, recall, precision)], prevalence),
+        f"Precision-recall curve: {label}. The dotted line is the prevalence (a random score).",
+    )
+
+
+def _sites_section(
+    report: Report, result: EvaluationResult, site_rows: Sequence[Mapping[str, Any]] | None
+) -> None:
+    report.start_section("sites", "Sites")
+    missing = "not released"
+    rows = []
+    if site_rows is not None:
+        for s in site_rows:
+            n, n_pos = s.get("n"), s.get("n_pos")
+            prev = n_pos / n if n and n_pos is not None else None
+            rows.append((s["name"], n, prev, s.get("auc", missing)))
+        report.add_table(["Site", "Rows", "Prevalence", "AUC at the site"], rows, cls="sites")
+        report.add_text(
+            "The pooled reference holds every row, so each site's figures are known here.",
+            cls="note",
+        )
+        return
+    for s in result.sites:
+        name = s["name"] if isinstance(s, Mapping) else str(s)
+        info = s if isinstance(s, Mapping) else {}
+        n = info.get("n")
+        n_pos = info.get("n_pos")
+        prev = n_pos / n if n and n_pos is not None else None
+        rows.append(
+            (
+                name,
+                missing if n is None else n,
+                missing if prev is None else prev,
+                info.get("auc", missing),
+            )
+        )
+    report.add_table(["Site", "Rows", "Prevalence", "AUC at the site"], rows, cls="sites")
+    report.add_text(
+        f"Only what the {result.method} method released about each site is shown; no site "
+        "released its own AUC.",
+        cls="note",
+    )
+
+
+def _released_section(
+    report: Report,
+    result: EvaluationResult,
+    audit_summary: Mapping[str, Mapping[str, int]] | None,
+) -> None:
+    rel = result.released
+    report.start_section("released", "What left the sites")
+    sites = sorted(set(rel.bytes_received) | set(rel.epsilon) | set(rel.dp))
+    report.add_table(
+        ["Quantity", "Value"],
+        [
+            ("Rounds (calls of site functions)", rel.rounds),
+            ("Site functions called", ", ".join(rel.functions) or "none"),
+            ("Replies by kind", ", ".join(f"{k}: {v}" for k, v in rel.kinds.items()) or "none"),
+            ("Bytes sent by the sites, total", sum(rel.bytes_received.values())),
+        ],
+        cls="released",
+    )
+    if sites:
+        rows = []
+        for site in sites:
+            events = rel.dp.get(site, [])
+            mechanisms = sorted({str(e.get("mechanism", "?")) for e in events}) if events else []
+            rows.append(
+                (
+                    site,
+                    rel.bytes_received.get(site, 0),
+                    rel.bytes_sent.get(site, 0),
+                    ", ".join(mechanisms) or "none (no noise)",
+                    rel.epsilon.get(site),
+                    rel.delta.get(site),
+                )
+            )
+        report.add_table(
+            [
+                "Site",
+                "Bytes sent",
+                "Bytes received",
+                "DP mechanisms",
+                "Epsilon spent",
+                "Delta spent",
+            ],
+            rows,
+            cls="privacy",
+        )
+    for note in rel.notes:
+        report.add_text(note, cls="note")
+    dropped = result.extra.get("dropped")
+    if dropped:
+        report.add_text(f"Sites that refused or were dropped: {', '.join(dropped)}", cls="note")
+    if audit_summary:
+        report.add_table(
+            ["Site", "Released", "Refused", "Errors"],
+            [
+                (site, c.get("released", 0), c.get("refused", 0), c.get("error", 0))
+                for site, c in sorted(audit_summary.items())
+            ],
+            cls="audit",
+        )
+        report.add_text("From the sites' audit logs (every reply and refusal).", cls="note")
+
+
+def _provenance_section(report: Report, prov: Provenance, result: EvaluationResult) -> None:
+    report.start_section("provenance", "Provenance")
+    rows: list[tuple[str, Any]] = [(f"Input: {k}", v) for k, v in prov.inputs.items()]
+    rows += [(f"Column: {k}", v) for k, v in prov.columns.items() if v is not None]
+    rows += [(f"Option: {k}", v) for k, v in prov.options.items()]
+    rows += [
+        ("Method", result.method),
+        ("Confidence level", result.confidence_level),
+        ("Seed", prov.seed),
+        ("fedroc version", prov.version),
+        ("Date (UTC)", prov.date),
+        ("Command", prov.command),
+    ]
+    report.add_table(["Item", "Value"], rows, cls="provenance")
+
+
+def comparison_report(
+    reference: EvaluationResult,
+    results: Sequence[EvaluationResult],
+    *,
+    provenance: Provenance | None = None,
+    site_rows: Sequence[Mapping[str, Any]] | None = None,
+    seed: int | None = None,
+    title: str = "fedroc: every method beside the pooled reference",
+) -> Report:
+    """Several methods on the same sites beside the pooled reference (``fedroc demo``).
+
+    The analyst of the demo holds the synthetic rows, so the pooled curve is drawn, labelled
+    as the reference; each private method adds only the curve it released (none for mpc).
+    """
+    report = evaluation_report(
+        reference, provenance=None, site_rows=site_rows, seed=seed, title=title
+    )
+    report.start_section("methods", "Private methods beside the pooled reference")
+    rows = []
+    for r in results:
+        eps = max(r.released.epsilon.values()) if r.released.epsilon else None
+        rows.append(
+            (
+                r.method,
+                r.auc,
+                "not given by this method" if r.auc_ci is None else r.auc_ci,
+                abs(r.auc - reference.auc) if math.isfinite(r.auc) else None,
+                r.released.rounds,
+                sum(r.released.bytes_received.values()),
+                "none" if eps is None else eps,
+            )
+        )
+    report.add_table(
+        [
+            "Method",
+            "AUC",
+            f"AUC {reference.confidence_level:.0%} CI",
+            "Distance to the pooled AUC",
+            "Rounds",
+            "Bytes sent by the sites",
+            "Largest epsilon spent by a site",
+        ],
+        rows,
+        cls="methods",
+    )
+    curves = []
+    silent = []
+    for r in results:
+        roc = getattr(r.details, "roc_points", None)
+        if callable(roc):
+            fpr, tpr = roc()
+            curves.append((f"{r.method} (released curve)", fpr, tpr))
+        else:
+            silent.append(r.method)
+    fpr, tpr = reference.details.roc_points()
+    report.add_figure(
+        roc_figure(curves=curves, reference=(fpr, tpr)),
+        "ROC curves the private methods released, beside the pooled reference.",
+    )
+    if silent:
+        report.add_text(
+            f"No curve from {', '.join(silent)}: these methods release no ROC curve.",
+            cls="note",
+        )
+    for r in results:
+        report.add_text(f"{r.method}: " + "; ".join(r.released.notes or ["no notes"]), cls="note")
+    if provenance is not None:
+        _provenance_section(report, provenance, reference)
+    report.end_section()
+    return report

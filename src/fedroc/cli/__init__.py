@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import typer
 
-from fedroc.cli._common import error_exit_code, needs_extra
+from fedroc.cli._common import COMMAND_LINE, error_exit_code, needs_extra
 from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
@@ -67,6 +67,7 @@ app.command("figures")(figures)
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run one command; every error ends as the CLI contract says."""
     args = list(sys.argv[1:] if argv is None else argv)
+    COMMAND_LINE[:] = args  # for the provenance of reports
     try:
         # standalone_mode=False: errors reach us instead of click's multi-line usage box.
         code = app(args=args, prog_name="fedroc", standalone_mode=False)

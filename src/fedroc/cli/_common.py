@@ -40,6 +40,17 @@ if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 colu
     out = Console(width=120)
 err = Console(stderr=True)
 
+#: The arguments of the running command (set by :func:`fedroc.cli.main`), for provenance.
+COMMAND_LINE: list[str] = []
+
+
+def command_line() -> str:
+    """The running command as a shell line (``fedroc evaluate ...``)."""
+    import shlex
+
+    return "fedroc " + shlex.join(COMMAND_LINE or sys.argv[1:])
+
+
 #: Exit status of every error a user can act on (bad input, usage, missing extra, OS error).
 USER_ERROR = 2
 #: Exit status of a bug in fedroc (the traceback goes to stderr).
@@ -255,6 +266,32 @@ def calibration_table(title: str, curve: CalibrationCurve) -> Table:
             (label, int(curve.count[k]), curve.mean_predicted[k], curve.observed_fraction[k], note)
         )
     return grid_table(title, ["bin", "n", "predicted", "observed", ""], rows)
+
+
+def operating_points_table(points: Sequence[dict[str, Any]], level: str) -> Table:
+    """The ``operating_points`` of a result: one row per point, CIs where released."""
+
+    def cell(point: dict[str, Any], name: str) -> str:
+        value, ci = point.get(name), point.get(f"{name}_ci")
+        return fmt(value) + ("" if ci is None else f" {fmt(ci, 3)}")
+
+    rows = [
+        (
+            p["criterion"],
+            p["threshold"],
+            cell(p, "sensitivity"),
+            cell(p, "specificity"),
+            cell(p, "ppv"),
+            cell(p, "npv"),
+            p.get("selection_ci"),
+        )
+        for p in points
+    ]
+    return grid_table(
+        f"Operating points (predict positive when score >= threshold; {level} CIs)",
+        ["criterion", "threshold", "sensitivity", "specificity", "PPV", "NPV", "CI with choice"],
+        rows,
+    )
 
 
 def coerce_pos_label(value: str | None) -> Any:

@@ -11,6 +11,7 @@ import typer
 from fedroc.cli._common import (
     MissingExtraError,
     calibration_table,
+    command_line,
     emit_json,
     err,
     grid_table,
@@ -25,7 +26,7 @@ def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
     from fedroc.datasets import make_multisite
     from fedroc.federation import basic
     from fedroc.methods import evaluate, get_method, method_names, pool_site_data
-    from fedroc.metrics import brier_score, calibration_curve
+    from fedroc.metrics import brier_score, calibration_curve, roc_auc
 
     frames = make_multisite(seed=seed)
     data = {
@@ -56,8 +57,13 @@ def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
         ("variance of score", moments.variance, float(pooled.score.var(ddof=1))),
         ("Brier score", brier, brier_score(pooled.label, pooled.score)),
     ]
+    site_rows = [
+        {"name": k, "n": v.n, "n_pos": v.n_pos, "auc": roc_auc(v.label, v.score)}
+        for k, v in data.items()
+    ]
     return {
         "sites": sizes,
+        "site_rows": site_rows,
         "reference": reference,
         "methods": rows,
         "statistics": stats_rows,
@@ -65,6 +71,30 @@ def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
         "pooled_calibration": calibration_curve(pooled.label, pooled.score),
         "use_cases": _use_cases(seed),
     }
+
+
+def _write_report(path: Path, result: dict[str, Any], seed: int) -> Path:
+    from fedroc import __version__
+    from fedroc.report import Provenance, comparison_report
+
+    prov = Provenance(
+        inputs={"data": f"fedroc.datasets.make_multisite(seed={seed}), 5 synthetic sites"},
+        columns={"label": "label", "score": "score"},
+        options={"methods": ", ".join(["pooled"] + [r.method for r in result["methods"]])},
+        seed=seed,
+        command=command_line(),
+        date=Provenance.now(),
+        version=__version__,
+    )
+    report = comparison_report(
+        result["reference"],
+        result["methods"],
+        provenance=prov,
+        site_rows=result["site_rows"],
+        seed=seed,
+        title="fedroc demo: five synthetic hospitals, every method beside the pooled reference",
+    )
+    return report.write(path).resolve()
 
 
 def _use_cases(seed: int) -> dict[str, Any]:
@@ -120,14 +150,20 @@ def demo(
     audit_dir: Annotated[
         Path | None, typer.Option(help="Keep the sites' audit logs here (default: temporary).")
     ] = None,
+    report: Annotated[
+        Path,
+        typer.Option(help="Write the HTML report of the demo here (one self-contained file)."),
+    ] = Path("fedroc-demo-report.html"),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Five synthetic hospitals: every method beside the pooled reference."""
+    """Five synthetic hospitals: every method beside the pooled reference, and a report."""
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
         result = run_demo(seed, audit_dir or Path(tmp))
     ref = result["reference"]
+    written = _write_report(report, result, seed)
+    err.print(f"report written to {written}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         emit_json(
             {

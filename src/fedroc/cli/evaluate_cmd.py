@@ -11,11 +11,13 @@ import typer
 from fedroc.cli._common import (
     calibration_table,
     coerce_pos_label,
+    command_line,
     emit_json,
     err,
     grid_table,
     kv_table,
     load_site_data,
+    operating_points_table,
     out,
     parse_sites,
 )
@@ -68,9 +70,56 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     wrong = [k for k in options if k not in params]
+    if "compare" in wrong or "mpc_compare" in wrong:
+        raise InputError(
+            f"--method {method} cannot compare two models (--compare-score): it releases no "
+            "paired statistic of two scores; pooled and mpc can (docs/analysis.md)"
+        )
+    asks = [ASK_OPTIONS[k] for k in wrong if k in ASK_OPTIONS]
+    if asks:
+        raise InputError(
+            f"--method {method} cannot give {', '.join(asks)}: it does not release the class "
+            "counts they need; pooled and histogram can (docs/analysis.md)"
+        )
     if wrong:
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
+
+
+# Method keyword -> flag of the options that ask for more than the AUC (kept in step with
+# fedroc.methods._asks.ASK_OPTIONS, which this module must not import at its top).
+ASK_OPTIONS = {
+    "max_fpr": "--max-fpr",
+    "at_specificity": "--at-specificity",
+    "at_sensitivity": "--at-sensitivity",
+    "youden": "--youden",
+    "compare": "--compare-score",
+}
+
+
+def ask_options(
+    max_fpr: float | None,
+    at_specificity: list[float],
+    at_sensitivity: list[float],
+    youden: bool,
+    compare_score: str | None,
+) -> dict[str, Any]:
+    """The method keywords of the options beyond the AUC that were given.
+
+    The methods check their ranges.
+    """
+    asks: dict[str, Any] = {}
+    if max_fpr is not None:
+        asks["max_fpr"] = max_fpr
+    if at_specificity:
+        asks["at_specificity"] = list(at_specificity)
+    if at_sensitivity:
+        asks["at_sensitivity"] = list(at_sensitivity)
+    if youden:
+        asks["youden"] = True
+    if compare_score is not None:
+        asks["compare"] = True
+    return asks
 
 
 def render_result(result: EvaluationResult) -> None:
@@ -79,7 +128,7 @@ def render_result(result: EvaluationResult) -> None:
     rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
     rows.append((f"{level} CI", result.auc_ci))
     for key, value in result.extra.items():
-        if key in {"calibration", "calibration_released"}:
+        if key in {"calibration", "calibration_released", "comparison", "operating_points"}:
             continue
         if key == "caveats":  # plain sentences: one row each
             rows += [("caveat", str(c)) for c in value]
@@ -101,31 +150,105 @@ def render_result(result: EvaluationResult) -> None:
     for note in rel.notes:
         rows.append(("released", note))
     out.print(kv_table(f"Evaluation: {result.method}", rows))
+    comparison = result.extra.get("comparison")
+    if comparison is not None:
+        out.print(
+            grid_table(
+                "Comparison of two models on the same rows",
+                ["AUC difference (score - compare score)", f"{level} CI", "p-value", "method"],
+                [
+                    (
+                        comparison["auc_difference"],
+                        comparison["ci"],
+                        comparison["p_value"],
+                        comparison["method"],
+                    )
+                ],
+            )
+        )
+    points = result.extra.get("operating_points")
+    if points:
+        out.print(operating_points_table(points, level))
     cal = result.extra.get("calibration")
     if cal is not None:
         out.print(calibration_table("Calibration", cal))
 
 
-def write_report(path: Path, result: EvaluationResult, pooled: SiteData | None) -> None:
-    from fedroc.report import Report, calibration_figure, roc_figure
+def write_report(
+    path: Path,
+    result: EvaluationResult,
+    *,
+    provenance: Any = None,
+    site_data: dict[str, SiteData] | None = None,
+    audit_dir: Path | None = None,
+    seed: int | None = None,
+) -> Path:
+    """The HTML report of one result (fedroc.report.evaluation_report).
 
-    report = Report(f"fedroc evaluation: {result.method}")
-    report.add_table(["site", "n"], [(s["name"], s["n"]) for s in result.sites])
-    report.add_table(
-        ["quantity", "value"],
-        [("AUC", result.auc), ("CI", result.auc_ci)]
-        + [(k, v) for k, v in result.extra.items() if isinstance(v, (int, float, str))],
+    Per-site figures come from ``site_data`` only for the pooled method: it holds the rows;
+    a private method's report shows what its result released about each site.
+    """
+    from fedroc.report import evaluation_report
+
+    site_rows = None
+    if result.method == "pooled" and site_data is not None:
+        from fedroc.metrics import ScoreCounts
+
+        site_rows = []
+        for name, d in site_data.items():
+            auc = ScoreCounts.from_scores(d.label, d.score).auc() if 0 < d.n_pos < d.n else None
+            site_rows.append({"name": name, "n": d.n, "n_pos": d.n_pos, "auc": auc})
+    report = evaluation_report(
+        result,
+        provenance=provenance,
+        site_rows=site_rows,
+        audit_summary=audit_summary(audit_dir) if audit_dir is not None else None,
+        seed=seed,
     )
-    curves = []
-    roc = getattr(result.details, "roc_points", None)
-    if callable(roc):
-        fpr, tpr = roc()
-        curves.append((result.method, fpr, tpr))
-    report.add_figure(roc_figure(pooled, curves), "ROC curve")
-    cal = result.extra.get("calibration")
-    if cal is not None:
-        report.add_figure(calibration_figure([(result.method, cal)]), "Calibration curve")
-    report.write(path)
+    return report.write(path)
+
+
+def audit_summary(audit_dir: Path) -> dict[str, dict[str, int]]:
+    """Per site (NAME.jsonl in ``audit_dir``), the number of audit records per outcome."""
+    import json
+
+    summary: dict[str, dict[str, int]] = {}
+    for log in sorted(audit_dir.glob("*.jsonl")):
+        if log.name.endswith(".ledger.jsonl"):
+            continue
+        counts: dict[str, int] = {}
+        for line in log.read_text(encoding="utf-8").splitlines():
+            try:
+                outcome = str(json.loads(line).get("outcome", "unknown"))
+            except (ValueError, AttributeError):
+                outcome = "unreadable"
+            counts[outcome] = counts.get(outcome, 0) + 1
+        summary[log.stem] = counts
+    return summary
+
+
+def provenance(
+    *,
+    inputs: dict[str, str],
+    columns: dict[str, Any],
+    method: str,
+    options: dict[str, Any],
+    seed: int | None,
+) -> Any:
+    """The report's provenance of this command line."""
+    from fedroc import __version__
+    from fedroc.report import Provenance
+
+    shown = {k: v for k, v in options.items() if k != "site_sizes"}
+    return Provenance(
+        inputs=inputs,
+        columns=columns,
+        options={"method": method, **shown},
+        seed=seed,
+        command=command_line(),
+        date=Provenance.now(),
+        version=__version__,
+    )
 
 
 def _parse_range(text: str) -> tuple[float, float]:
@@ -153,6 +276,7 @@ def _federation_from_file(
     min_count: int | None,
     audit_dir: Path | None,
     cluster: str | None = None,
+    score_b: str | None = None,
 ) -> Federation:
     """The --sites federation, with the options given on the command line winning."""
     from fedroc.federation import Federation
@@ -162,10 +286,12 @@ def _federation_from_file(
         "score": score,
         "pos_label": coerce_pos_label(pos_label),
         "cluster": cluster,
+        "score_b": score_b,
     }
     columns = {k: v for k, v in columns.items() if v is not None}
     policy = {} if min_count is None else {"min_count": min_count}
-    given = [f"--{k.replace('_', '-')}" for k in [*columns, *policy]]
+    flags = {"score_b": "compare_score"}
+    given = [f"--{flags.get(k, k).replace('_', '-')}" for k in [*columns, *policy]]
     if audit_dir is not None:
         given.append("--audit-dir")
     if given:
@@ -228,6 +354,29 @@ def evaluate_command(
         typer.Option(help="Write each site's audit log here as NAME.jsonl (overrides --sites)."),
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    # --- beyond the AUC (methods that release enough; others refuse, naming the method) ---
+    compare_score: Annotated[
+        str | None,
+        typer.Option(
+            help="A second model's score column of the same rows: adds the paired comparison "
+            "(AUC of --score minus AUC of this), its CI and p-value."
+        ),
+    ] = None,
+    max_fpr: Annotated[
+        float | None,
+        typer.Option(help="Partial AUC up to this false positive rate (McClish-standardised)."),
+    ] = None,
+    at_specificity: Annotated[
+        list[float] | None,
+        typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
+    ] = None,
+    at_sensitivity: Annotated[
+        list[float] | None,
+        typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
+    ] = None,
+    youden: Annotated[
+        bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
+    ] = False,
     # --- rocglm (paper 1) ---
     epsilon: Annotated[
         float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
@@ -406,16 +555,22 @@ def evaluate_command(
         "secure": None if plain is None else not plain,
     }
     options.update({k: v for k, v in clustered_options.items() if v is not None})
+    options.update(
+        ask_options(max_fpr, at_specificity or [], at_sensitivity or [], youden, compare_score)
+    )
+    if method == "mpc" and options.pop("compare", False):
+        options["mpc_compare"] = True  # paired DeLong under MPC
     if method == "clustered" and cluster is None and sites_file is None:
         raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     pooled: SiteData | None
+    site_data: dict[str, SiteData] | None = None
     if sites_file is not None:
         if mpc_owner_keys is not None:
             raise InputError("--mpc-owner-keys configures sites given with --site only")
         federation = _federation_from_file(
-            sites_file, label, score, pos_label, min_count, audit_dir, cluster
+            sites_file, label, score, pos_label, min_count, audit_dir, cluster, compare_score
         )
         pooled = None
     else:
@@ -427,7 +582,7 @@ def evaluate_command(
         paths = parse_sites(site)
         data = load_site_data(
             paths,
-            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster),
+            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster, compare_score),
             coerce_pos_label(pos_label),
         )
         if mpc_owner_keys is not None and method != "mpc":
@@ -439,6 +594,7 @@ def evaluate_command(
             mpc_owner_keys=mpc_owner_keys,
         )
         pooled = pool_site_data(data)
+        site_data = data
         if method == "mpc" and mpc_min_class_count is None:
             # The sites built here refuse an MPC job below their --min-count.
             options["mpc_min_class_count"] = max(
@@ -461,8 +617,33 @@ def evaluate_command(
             **options,
         )
     if report is not None:
-        write_report(report, result, pooled)
-        err.print(f"report written to {report}")
+        inputs = (
+            {"sites file": str(sites_file)}
+            if sites_file is not None
+            else {name: str(p) for name, p in parse_sites(site or []).items()}
+        )
+        prov = provenance(
+            inputs=inputs,
+            columns={
+                "label": label or DEFAULT_LABEL if sites_file is None else label,
+                "score": score or DEFAULT_SCORE if sites_file is None else score,
+                "compared score": compare_score,
+                "positive label": pos_label,
+                "cluster": cluster,
+            },
+            method=method,
+            options=options,
+            seed=seed,
+        )
+        written = write_report(
+            report,
+            result,
+            provenance=prov,
+            site_data=site_data,
+            audit_dir=audit_dir,
+            seed=seed,
+        )
+        err.print(f"report written to {written}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         emit_json(result.to_dict())
     else:

@@ -7,21 +7,81 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fedroc.cli._common import coerce_pos_label, emit_json, kv_table, out
+from fedroc.cli._common import (
+    coerce_pos_label,
+    emit_json,
+    grid_table,
+    kv_table,
+    operating_points_table,
+    out,
+)
+from fedroc.exceptions import InputError
 
 if TYPE_CHECKING:
     from fedroc.data import SiteData
 
 
-def metrics_dict(data: SiteData, confidence: float) -> dict[str, Any]:
+def metrics_dict(
+    data: SiteData,
+    confidence: float,
+    *,
+    max_fpr: float | None = None,
+    at_specificity: list[float] | None = None,
+    at_sensitivity: list[float] | None = None,
+    youden: bool = False,
+    bootstrap: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
     import numpy as np
 
-    from fedroc.metrics import average_precision, brier_score, delong, pr_auc
+    from fedroc.methods._asks import (
+        check_targets,
+        comparison_dict,
+        operating_points_from_counts,
+    )
+    from fedroc.metrics import (
+        ScoreCounts,
+        average_precision,
+        brier_score,
+        delong,
+        delong_paired,
+        pr_auc,
+    )
 
+    check_targets(max_fpr, at_specificity or [], at_sensitivity or [])
     y, s = data.label, data.score
     res = delong(y, s, confidence_level=confidence)
     is_prob = bool(np.all((s >= 0) & (s <= 1)))
     two_classes = 0 < data.n_pos < data.n
+    extra: dict[str, Any] = {}
+    counts = ScoreCounts.from_scores(y, s) if two_classes else None
+    if max_fpr is not None:
+        extra["max_fpr"] = max_fpr
+        extra["partial_auc"] = counts.auc(max_fpr=max_fpr) if counts is not None else None
+    if bootstrap is not None:
+        if bootstrap < 1:
+            raise InputError(f"--bootstrap must be a positive number of samples; got {bootstrap}")
+        boot = (
+            counts.bootstrap_auc(bootstrap, seed=seed, confidence_level=confidence)
+            if counts
+            else None
+        )
+        extra["auc_ci_bootstrap"] = None if boot is None else list(boot.confidence_interval())
+        extra["bootstrap"] = {"samples": bootstrap, "seed": seed}
+    if (at_specificity or at_sensitivity or youden) and counts is not None:
+        extra["operating_points"] = operating_points_from_counts(
+            counts,
+            at_specificity=at_specificity or [],
+            at_sensitivity=at_sensitivity or [],
+            youden=youden,
+            confidence_level=confidence,
+            seed=seed,
+        )
+    if data.score_b is not None:
+        extra["comparison"] = comparison_dict(
+            delong_paired(y, s, data.score_b, confidence_level=confidence),
+            "paired DeLong",
+        )
     return {
         "n": data.n,
         "n_pos": data.n_pos,
@@ -33,6 +93,7 @@ def metrics_dict(data: SiteData, confidence: float) -> dict[str, Any]:
         "average_precision": average_precision(y, s) if data.n_pos else None,
         "pr_auc": pr_auc(y, s) if two_classes else None,
         "brier": brier_score(y, s) if is_prob else None,
+        **extra,
     }
 
 
@@ -46,19 +107,57 @@ def metrics(
         str | None, typer.Option(help="Label value of the positive class (default 1).")
     ] = None,
     confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    compare_score: Annotated[
+        str | None,
+        typer.Option(help="A second model's score column: paired DeLong comparison."),
+    ] = None,
+    max_fpr: Annotated[
+        float | None,
+        typer.Option(help="Partial AUC up to this false positive rate (McClish-standardised)."),
+    ] = None,
+    at_specificity: Annotated[
+        list[float] | None,
+        typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
+    ] = None,
+    at_sensitivity: Annotated[
+        list[float] | None,
+        typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
+    ] = None,
+    youden: Annotated[
+        bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
+    ] = False,
+    bootstrap: Annotated[
+        int | None,
+        typer.Option(help="Also a stratified bootstrap CI of the AUC with this many samples."),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the bootstraps (reproducible intervals).", min=0)
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file."""
+    """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file.
+
+    Partial AUC, operating points and a paired comparison on request.
+    """
     from fedroc.data import Columns, SiteData, load_table
 
     frame = load_table(data)
     site = SiteData.from_frame(
         frame,
-        Columns(label, score),
+        Columns(label, score, score_b=compare_score),
         pos_label=coerce_pos_label(pos_label),
         source=f"file {str(data)!r}",
     )
-    result = metrics_dict(site, confidence)
+    result = metrics_dict(
+        site,
+        confidence,
+        max_fpr=max_fpr,
+        at_specificity=at_specificity,
+        at_sensitivity=at_sensitivity,
+        youden=youden,
+        bootstrap=bootstrap,
+        seed=seed,
+    )
     if as_json:
         emit_json(result)
         return
@@ -77,6 +176,40 @@ def metrics(
                 ("average precision", result["average_precision"]),
                 ("PR-AUC (trapezoids)", result["pr_auc"]),
                 ("Brier score", result["brier"]),
+                *_optional_rows(result, level),
             ],
         )
     )
+    comparison = result.get("comparison")
+    if comparison is not None:
+        out.print(
+            grid_table(
+                f"Comparison: {score} minus {compare_score} (same rows)",
+                ["AUC difference", f"{level} CI", "p-value", f"AUC of {compare_score}"],
+                [
+                    (
+                        comparison["auc_difference"],
+                        comparison["ci"],
+                        comparison["p_value"],
+                        comparison["auc_b"],
+                    )
+                ],
+            )
+        )
+    if result.get("operating_points"):
+        out.print(operating_points_table(result["operating_points"], level))
+
+
+def _optional_rows(result: dict[str, Any], level: str) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    if "partial_auc" in result:
+        rows.append((f"partial AUC (FPR <= {result['max_fpr']:g}, McClish)", result["partial_auc"]))
+    if "auc_ci_bootstrap" in result:
+        boot = result["bootstrap"]
+        rows.append(
+            (
+                f"{level} CI, bootstrap ({boot['samples']} samples, seed {boot['seed']})",
+                result["auc_ci_bootstrap"],
+            )
+        )
+    return rows

@@ -213,6 +213,7 @@ class Federation:
         policy: DisclosurePolicy | None = None,
         audit_dir: str | Path | None = None,
         noise_seed: int | None = None,
+        score_b: str | None = None,
         **kwargs: Any,
     ) -> Federation:
         """In-process federation from ``{site name: pandas DataFrame}``.
@@ -221,12 +222,12 @@ class Federation:
         (``<name>.jsonl``, ``<name>.ledger.jsonl``), so that its spending carries over to
         later runs; without it both live in memory. ``noise_seed`` configures the sites'
         DP noise for reproducible simulations (each site derives its own stream); it is a
-        setting of the sites, not of the analyst.
+        setting of the sites, not of the analyst. ``score_b`` names a second model's score
+        column (paired comparisons).
         """
         settings = {"pos_label": pos_label, "policy": policy, "noise_seed": noise_seed}
-        return cls._from_tables(
-            Site.from_frame, frames, Columns(label, score, cluster), audit_dir, settings, kwargs
-        )
+        columns = Columns(label, score, cluster, score_b)
+        return cls._from_tables(Site.from_frame, frames, columns, audit_dir, settings, kwargs)
 
     @classmethod
     def from_files(
@@ -240,6 +241,7 @@ class Federation:
         policy: DisclosurePolicy | None = None,
         audit_dir: str | Path | None = None,
         noise_seed: int | None = None,
+        score_b: str | None = None,
         **kwargs: Any,
     ) -> Federation:
         """In-process federation from ``{site name: CSV or Parquet path}``.
@@ -247,9 +249,8 @@ class Federation:
         ``audit_dir`` and ``noise_seed`` as in :meth:`from_frames`.
         """
         settings = {"pos_label": pos_label, "policy": policy, "noise_seed": noise_seed}
-        return cls._from_tables(
-            Site.from_file, paths, Columns(label, score, cluster), audit_dir, settings, kwargs
-        )
+        columns = Columns(label, score, cluster, score_b)
+        return cls._from_tables(Site.from_file, paths, columns, audit_dir, settings, kwargs)
 
     @classmethod
     def _from_tables(
@@ -279,7 +280,7 @@ class Federation:
     ) -> Federation:
         """In-process federation described by a TOML file.
 
-        ``columns`` (label, score, cluster, pos_label) and ``policy`` settings replace the
+        ``columns`` (label, score, score_b, cluster, pos_label) and ``policy`` settings replace the
         file's values for every site, and ``audit_dir`` puts each site's audit log at
         ``audit_dir/NAME.jsonl``: what a caller states explicitly (the command line) wins
         over the file.
@@ -319,11 +320,11 @@ class Federation:
                 raise InputError(f"site {name!r} in {str(config_path)!r} has no 'path'")
             cols = {**config.get("columns", {}), **cfg.get("columns", {}), **(columns or {})}
             pos_label = cols.pop("pos_label", None)
-            unknown = sorted(set(cols) - {"label", "score", "cluster"})
+            unknown = sorted(set(cols) - {"label", "score", "cluster", "score_b"})
             if unknown:
                 raise InputError(
                     f"site {name!r} in {str(config_path)!r}: unknown column setting(s) "
-                    f"{unknown}; known: label, score, cluster, pos_label"
+                    f"{unknown}; known: label, score, score_b, cluster, pos_label"
                 )
             site_policy = DisclosurePolicy.from_mapping(
                 {**config.get("policy", {}), **cfg.get("policy", {}), **(policy or {})}

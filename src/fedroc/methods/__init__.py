@@ -179,10 +179,14 @@ def pool_site_data(parts: Mapping[str, SiteData]) -> SiteData:
         # Cluster ids are local to a site: prefix them so two sites' ids never merge.
         prefixed = [f"{name}:{c}" for name, p in parts.items() for c in p.cluster]  # type: ignore[union-attr]
         cluster = np.asarray(prefixed, dtype=np.str_)
+    score_b = None
+    if parts and all(p.score_b is not None for p in parts.values()):
+        score_b = np.concatenate([p.score_b for p in parts.values()])
     return SiteData(
         np.concatenate([p.label for p in parts.values()]),
         np.concatenate([p.score for p in parts.values()]),
         cluster,
+        score_b,
     )
 
 

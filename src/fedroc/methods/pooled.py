@@ -6,6 +6,8 @@ themselves, so it only runs where the caller holds them (local files, tests).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,24 +15,57 @@ import numpy as np
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Released
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.methods._asks import check_targets, comparison_dict, operating_points_from_counts
 from fedroc.metrics import (
-    average_precision,
+    DeLongResult,
+    PairedDeLongResult,
+    PlacementSums,
+    ScoreCounts,
     brier_score,
     calibration_curve,
-    delong,
-    pr_auc,
 )
 
 
 @register_method("pooled", "all rows pooled: the reference, no privacy", needs_pooled=True)
 def run_pooled(
-    inputs: EvaluationInputs, *, site_sizes: dict[str, int] | None = None, n_bins: int = 10
+    inputs: EvaluationInputs,
+    *,
+    site_sizes: dict[str, int] | None = None,
+    n_bins: int = 10,
+    max_fpr: float | None = None,
+    at_specificity: Sequence[float] = (),
+    at_sensitivity: Sequence[float] = (),
+    youden: bool = False,
+    compare: bool = False,
 ) -> EvaluationResult:
+    """The pooled reference.
+
+    Parameters
+    ----------
+    site_sizes : dict, optional
+        Rows per site, for the result's ``sites`` (the pooled rows do not know them).
+    n_bins : int
+        Calibration bins.
+    max_fpr : float, optional
+        Adds ``partial_auc`` (scikit-learn's McClish-standardised partial AUC) and
+        ``max_fpr``.
+    at_specificity, at_sensitivity : sequence of float
+        Adds ``operating_points`` at these targets (with Wilson intervals at the chosen
+        threshold and a bootstrap interval of the choice, seeded by the analyst's seed).
+    youden : bool
+        Adds Youden's threshold to ``operating_points``.
+    compare : bool
+        Compare the second score of the rows (``SiteData.score_b``) with the first: paired
+        DeLong, as ``comparison`` (difference first minus second).
+    """
     data = inputs.pooled
     if data is None:
         raise InputError("the pooled method needs the pooled rows")
+    check_targets(max_fpr, at_specificity, at_sensitivity)
     y, s = data.label, data.score
-    res = delong(y, s, confidence_level=inputs.confidence_level)
+    level = inputs.confidence_level
+    counts = ScoreCounts.from_scores(y, s)
+    res = counts.delong(confidence_level=level)
     is_prob = bool(np.all((s >= 0) & (s <= 1)))
     sizes = site_sizes if site_sizes is not None else {"pooled": data.n}
     extra: dict[str, Any] = {
@@ -39,11 +74,27 @@ def run_pooled(
         "n_neg": data.n_neg,
         "auc_se": res.se,
         "auc_ci_wald": res.confidence_interval(method="wald"),
-        "average_precision": average_precision(y, s),
-        "pr_auc": pr_auc(y, s),
+        "average_precision": counts.average_precision(),
+        "pr_auc": counts.pr_auc(),
         "brier": brier_score(y, s) if is_prob else None,
         "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
     }
+    if max_fpr is not None:
+        extra["max_fpr"] = max_fpr
+        extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
+    if at_specificity or at_sensitivity or youden:
+        extra["operating_points"] = operating_points_from_counts(
+            counts,
+            at_specificity=at_specificity,
+            at_sensitivity=at_sensitivity,
+            youden=youden,
+            confidence_level=level,
+            seed=inputs.seed,
+        )
+    if compare:
+        extra["comparison"] = comparison_dict(
+            _paired(data.label, s, data.score_b, level), "paired DeLong (pooled rows)"
+        )
     return EvaluationResult(
         method="pooled",
         sites=[{"name": k, "n": v} for k, v in sizes.items()],
@@ -52,5 +103,40 @@ def run_pooled(
         released=Released.pooled(data.n),
         extra=extra,
         confidence_level=inputs.confidence_level,
-        details=res,
+        details=PooledDetails(res, counts),
     )
+
+
+def _paired(y: np.ndarray, a: np.ndarray, b: np.ndarray | None, level: float) -> PairedDeLongResult:
+    if b is None:
+        raise InputError(
+            "the pooled comparison needs a second score column at every site (--compare-score)"
+        )
+    n_pos = int(np.count_nonzero(y))
+    n_neg = y.size - n_pos
+    if min(n_pos, n_neg) < 2:
+        raise InputError(
+            f"the paired comparison needs at least 2 rows per class; got {n_pos} positive "
+            f"and {n_neg} negative"
+        )
+    counts = [ScoreCounts.from_scores(y, a), ScoreCounts.from_scores(y, b)]
+    sums = PlacementSums.from_rows(y, [a, b], counts)
+    return PairedDeLongResult(
+        float(sums.auc[0]), float(sums.auc[1]), sums.covariance(), n_pos, n_neg, level
+    )
+
+
+@dataclass(frozen=True)
+class PooledDetails:
+    """The pooled result's details: DeLong's result and the counts behind every metric."""
+
+    delong: DeLongResult
+    counts: ScoreCounts
+
+    def roc_points(self) -> tuple[np.ndarray, np.ndarray]:
+        fpr, tpr, _ = self.counts.roc()
+        return fpr, tpr
+
+    def pr_points(self) -> tuple[np.ndarray, np.ndarray]:
+        precision, recall, _ = self.counts.pr()
+        return recall, precision

@@ -64,6 +64,7 @@ import numpy as np
 
 from fedroc.exceptions import InputError
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.methods._asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
 
 from ._curves import (
@@ -403,6 +404,10 @@ def run_histogram(
     allow_dropouts: bool = False,
     calibration_bins: int | None = 10,
     oversampling: int | None = None,
+    max_fpr: float | None = None,
+    at_specificity: Sequence[float] = (),
+    at_sensitivity: Sequence[float] = (),
+    youden: bool = False,
 ) -> EvaluationResult:
     """Approximate the pooled ROC and PR curves from aggregated hierarchical histograms.
 
@@ -441,6 +446,11 @@ def run_histogram(
         The curves go through ``oversampling * Q`` quantiles read from the same tree.
         Default 8 under secure aggregation (post-processing, nothing more is released)
         and 1 under DP (the paper's setting).
+    max_fpr, at_specificity, at_sensitivity, youden
+        Partial AUC and operating points from the aggregated leaf counts (post-processing,
+        nothing more is released): exact 2x2 tables at thresholds restricted to the leaf
+        edges under secure aggregation, with a stated error bound for the partial AUC
+        (:func:`fedroc.methods._asks.binned_asks`).
 
     Returns
     -------
@@ -471,11 +481,31 @@ def run_histogram(
     pooled = None
     if inputs.pooled is not None:
         pooled = (inputs.pooled.label, inputs.pooled.score)
+    check_targets(max_fpr, at_specificity, at_sensitivity)
     details = estimate(tree, opts, confidence_level=inputs.confidence_level, pooled=pooled)
     released = federation.released(start).with_notes(
         _release_note(opts, tree), "per-site row counts were not released"
     )
-    return details.to_evaluation(released)
+    result = details.to_evaluation(released)
+    asked = max_fpr is not None or at_specificity or at_sensitivity or youden
+    if asked and details.leaves_pos.size and details.n_pos > 0 and details.n_neg > 0:
+        edges = np.linspace(opts.lo, opts.hi, details.leaves_pos.size + 1)
+        result = result.with_extra(
+            **binned_asks(
+                details.leaves_pos,
+                details.leaves_neg,
+                edges,
+                exact=opts.mode == MODE_SA,
+                max_fpr=max_fpr,
+                at_specificity=at_specificity,
+                at_sensitivity=at_sensitivity,
+                youden=youden,
+                confidence_level=inputs.confidence_level,
+                seed=inputs.seed,
+                transform=opts.transform,
+            )
+        )
+    return result
 
 
 def _release_note(opts: HistogramOptions, tree: AggregatedTree) -> str:
