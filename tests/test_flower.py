@@ -500,7 +500,7 @@ def test_tuned_node_reads_which_clientapp_a_bundle_names() -> None:
     import io
     import zipfile
 
-    from fedroc.federation.flower.deploy import APP_PYPROJECT
+    from fedroc.federation.flower.deploy import app_pyproject
     from fedroc.federation.flower.node import CLIENT_APP_REF, _clientapp_ref
 
     def bundle(pyproject: str) -> bytes:
@@ -509,7 +509,7 @@ def test_tuned_node_reads_which_clientapp_a_bundle_names() -> None:
             zf.writestr("pyproject.toml", pyproject)
         return buffer.getvalue()
 
-    assert _clientapp_ref(bundle(APP_PYPROJECT.format(version="0.1.0"))) == CLIENT_APP_REF
-    foreign = APP_PYPROJECT.format(version="1").replace(CLIENT_APP_REF, "evil.app:client_app")
+    assert _clientapp_ref(bundle(app_pyproject("0.1.0"))) == CLIENT_APP_REF
+    foreign = app_pyproject("1").replace(CLIENT_APP_REF, "evil.app:client_app")
     assert _clientapp_ref(bundle(foreign)) == "evil.app:client_app"
     assert _clientapp_ref(b"not a zip") is None

@@ -448,3 +448,34 @@ def test_misrouted_shares_fail_authentication(vectors):
     inbox["s0"]["s1"] = inbox["s2"]["s1"]
     with pytest.raises(SiteError, match="failed authentication"):
         server.collect_masked_inputs()
+
+
+def test_policy_allowlist_covers_aggregate_inputs() -> None:
+    # Attack: a site's policy allows secure aggregation's stages but not the class counts;
+    # the analyst asks for the class counts as the input of a secure sum. The allowlist is
+    # middleware around every site function, so the input is refused like a direct call.
+    allowed = frozenset({*FUNCTIONS.values(), FN_ABORT})
+    sites = make_sites(3, policy=DisclosurePolicy(allowed_functions=allowed))
+    fed = Federation.from_sites(sites)
+    with pytest.raises(DisclosureError, match="not among the functions its policy allows"):
+        fed.call("fedroc.class_counts")
+    with pytest.raises(DisclosureError, match="not among the functions its policy allows"):
+        secure_sum(fed, "fedroc.class_counts")
+    # The allowed input goes through.
+    open_sites = make_sites(
+        3, policy=DisclosurePolicy(allowed_functions=allowed | {"fedroc.class_counts"})
+    )
+    assert int(secure_sum(Federation.from_sites(open_sites), "fedroc.class_counts")["n_pos"]) == 30
+
+
+def test_bound_arguments_hold_for_aggregate_inputs_too() -> None:
+    # Attack: the site binds the calibration's number of bins to its first value, so that
+    # two binnings cannot be subtracted. Asking for the other binning as the input of a
+    # secure sum would get around it if only direct calls were checked.
+    fed = Federation.from_sites(make_sites(3))
+    first = secure_sum(fed, "fedroc.calibration", n_bins=4)
+    assert int(np.sum(first["count"])) == 60
+    with pytest.raises(DisclosureError, match="'n_bins' was 4"):
+        secure_sum(fed, "fedroc.calibration", n_bins=5)
+    with pytest.raises(DisclosureError, match="'n_bins' was 4"):
+        fed.call("fedroc.calibration", n_bins=5)

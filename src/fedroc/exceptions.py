@@ -47,3 +47,79 @@ class FedrocWarning(UserWarning):
 
 class UndefinedMetricWarning(FedrocWarning):
     """A metric is undefined for this input (one class only); NaN is returned."""
+
+
+# -- the wire format of an error ---------------------------------------------------------------
+# Errors cross processes (a site's reply on Flower, the ServerApp's result) as one JSON-ready
+# dict: {"type", "message", "site", "function"}. The type is the nearest of these classes, so a
+# subclass (``ArgumentRefused``) arrives as the error the receiver handles.
+_WIRE_TYPES: dict[str, type[FedrocError]] = {
+    "DisclosureError": DisclosureError,
+    "SiteError": SiteError,
+    "InputError": InputError,
+    "ProtocolError": ProtocolError,
+    "FedrocError": FedrocError,
+}
+
+
+def error_to_dict(exc: BaseException) -> dict[str, str | None]:
+    """The wire form of an error: ``{"type", "message", "site", "function"}``.
+
+    Parameters
+    ----------
+    exc : BaseException
+        Any exception; its type is written as the nearest fedroc error class it derives
+        from, or its own name when it is not a fedroc error.
+
+    Returns
+    -------
+    dict
+        JSON-ready; :func:`error_from_dict` turns it back into an exception.
+
+    Examples
+    --------
+    >>> info = error_to_dict(SiteError("site 'a' timed out", site="a"))
+    >>> info["type"], info["site"]
+    ('SiteError', 'a')
+    >>> error_from_dict(info).site
+    'a'
+    """
+    kind = next((c.__name__ for c in type(exc).__mro__ if c.__name__ in _WIRE_TYPES), None)
+    site, function = getattr(exc, "site", None), getattr(exc, "function", None)
+    return {
+        "type": kind or type(exc).__name__,
+        "message": str(exc),
+        "site": None if site is None else str(site),
+        "function": None if function is None else str(function),
+    }
+
+
+def error_from_dict(
+    info: dict[str, object], *, site: str | None = None, fallback: str = "SiteError"
+) -> FedrocError:
+    """The exception :func:`error_to_dict` describes.
+
+    Parameters
+    ----------
+    info : dict
+        The wire form.
+    site : str, optional
+        The site the error came from, when the receiver knows it (it wins over ``info``).
+    fallback : {"SiteError", "FedrocError"}
+        What an unknown type becomes: a failure at the site, or (for a whole job) a
+        :class:`FedrocError` whose message names the original type.
+    """
+    kind = str(info.get("type"))
+    message = str(info.get("message", ""))
+    where = site if site is not None else info.get("site")
+    function = info.get("function")
+    cls = _WIRE_TYPES.get(kind)
+    if cls is DisclosureError:
+        return DisclosureError(message, site=str(where), function=str(function or ""))
+    if cls in (InputError, ProtocolError):
+        return cls(message)
+    if cls is SiteError or fallback == "SiteError":
+        return SiteError(
+            message, site=str(where), function=None if function is None else str(function)
+        )
+    return FedrocError(f"the ServerApp failed: {kind}: {message}")

@@ -1,5 +1,6 @@
-"""Output helpers shared by the commands: one JSON object on stdout with --json, readable
-tables otherwise; logs and progress on stderr.
+"""Output helpers shared by the commands.
+
+One JSON object on stdout with --json, readable tables otherwise; logs and progress on stderr.
 
 Also the error contract of every command (:func:`error_exit_code`): fedroc's own errors,
 usage errors, missing optional extras and operating-system errors become one line on

@@ -104,8 +104,10 @@ def ask_options(
     youden: bool,
     compare_score: str | None,
 ) -> dict[str, Any]:
-    """The method keywords of the options beyond the AUC that were given (the methods check
-    their ranges)."""
+    """The method keywords of the options beyond the AUC that were given.
+
+    The methods check their ranges.
+    """
     asks: dict[str, Any] = {}
     if max_fpr is not None:
         asks["max_fpr"] = max_fpr

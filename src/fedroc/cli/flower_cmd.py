@@ -193,6 +193,40 @@ def up(
         err.print("stopped")
 
 
+def _connection(
+    deployment: Path | None,
+    superlink: str | None,
+    root_certificates: Path | None,
+    insecure: bool,
+    sites: list[str] | None,
+) -> Any:
+    """The SuperLink to submit to: a deployment's, or one given by address."""
+    from fedroc.federation.flower.deploy import FlowerConnection
+
+    if deployment is not None and superlink is not None:
+        raise InputError("give --deployment or --superlink, not both")
+    if deployment is not None:
+        connection = FlowerConnection.from_file(deployment)
+    elif superlink is not None:
+        connection = FlowerConnection(superlink, root_certificates, insecure)
+    else:
+        raise InputError("give --deployment DIR (from `fedroc flower up`) or --superlink HOST:PORT")
+    return connection.with_sites(sites) if sites else connection
+
+
+def _site_keys(specs: list[str]) -> dict[str, tuple[str, ...]]:
+    """``--site-key NAME=PUBLIC_KEY_FILE`` options as {site: key fingerprints}."""
+    from fedroc.federation.flower.identity import public_key_fingerprint
+
+    keys: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--site-key must look like NAME=PUBLIC_KEY_FILE; got {spec!r}")
+        keys[name] = (*keys.get(name, ()), public_key_fingerprint(path))
+    return keys
+
+
 @flower_app.command("run")
 def run(
     deployment: Annotated[
@@ -241,27 +275,11 @@ def run(
     """Run a fedroc job (by default: evaluate one method) on a Flower federation."""
     from dataclasses import replace
 
-    from fedroc.federation.flower.deploy import FlowerConnection, submit_job
-    from fedroc.federation.flower.identity import public_key_fingerprint
+    from fedroc.federation.flower.deploy import submit_job
 
-    if deployment is not None and superlink is not None:
-        raise InputError("give --deployment or --superlink, not both")
-    if deployment is not None:
-        connection = FlowerConnection.from_file(deployment)
-    elif superlink is not None:
-        connection = FlowerConnection(superlink, root_certificates, insecure)
-    else:
-        raise InputError("give --deployment DIR (from `fedroc flower up`) or --superlink HOST:PORT")
-    if site:
-        connection = connection.with_sites(site)
+    connection = _connection(deployment, superlink, root_certificates, insecure, site)
     if site_key:
-        keys: dict[str, tuple[str, ...]] = {}
-        for spec in site_key:
-            name, sep, path = spec.partition("=")
-            if not sep or not name or not path:
-                raise InputError(f"--site-key must look like NAME=PUBLIC_KEY_FILE; got {spec!r}")
-            keys[name] = (*keys.get(name, ()), public_key_fingerprint(path))
-        connection = replace(connection, site_keys=keys)
+        connection = replace(connection, site_keys=_site_keys(site_key))
     if no_node_auth:
         connection = replace(connection, node_auth=False, site_keys=None)
     options: dict[str, Any] = {}

@@ -135,8 +135,10 @@ def metrics(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file; partial
-    AUC, operating points and a paired comparison on request."""
+    """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file.
+
+    Partial AUC, operating points and a paired comparison on request.
+    """
     from fedroc.data import Columns, SiteData, load_table
 
     frame = load_table(data)

@@ -6,8 +6,9 @@ codec, is used by light processes (the MPC parties) that must not import pandas.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedroc._lazy import attach
 
 _LAZY = {
     "CallRecord": "fedroc.federation.federation",
@@ -58,14 +59,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from fedroc.federation.transport import Exchange, InProcessTransport, Transport
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fedroc.federation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = attach(__name__, _LAZY, globals())

@@ -1,5 +1,6 @@
-"""The first federated computations: distributed mean and variance, Brier score and
-calibration curve (paper 1, section 4.1).
+"""The first federated computations (paper 1, section 4.1).
+
+Distributed mean and variance, Brier score and calibration curve.
 
 Threat model: honest-but-curious analyst. Each site releases sums over at least q rows
 (its policy's ``min_count``); the analyst learns the per-site sums and counts, nothing
@@ -166,7 +167,7 @@ def site_sizes(federation: Federation) -> dict[str, int]:
 def distributed_mean(
     federation: Federation, *, column: str = "score", subset: str = "all"
 ) -> tuple[float, int]:
-    """distrAVG of paper 1: ``(sum of site sums) / (sum of site counts)``."""
+    """DistrAVG of paper 1: ``(sum of site sums) / (sum of site counts)``."""
     replies = federation.call(FN_SUM, column=column, subset=subset)
     n = sum(int(r["n"]) for r in replies.values())
     total = sum(float(r["sum"]) for r in replies.values())
@@ -176,7 +177,7 @@ def distributed_mean(
 def distributed_variance(
     federation: Federation, *, column: str = "score", subset: str = "all"
 ) -> DistributedMoments:
-    """distrVAR of paper 1: the mean goes out first, then centred sums of squares come back.
+    """DistrVAR of paper 1: the mean goes out first, then centred sums of squares come back.
 
     Two rounds, so the sample variance is computed about the global mean (numerically as
     stable as the pooled two-pass formula), not from per-site sums of squares.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,20 +225,9 @@ class Federation:
         setting of the sites, not of the analyst. ``score_b`` names a second model's score
         column (paired comparisons).
         """
+        settings = {"pos_label": pos_label, "policy": policy, "noise_seed": noise_seed}
         columns = Columns(label, score, cluster, score_b)
-        sites = [
-            Site.from_frame(
-                name,
-                frame,
-                columns,
-                pos_label=pos_label,
-                policy=policy,
-                audit=_audit_path(audit_dir, name),
-                noise_seed=noise_seed,
-            )
-            for name, frame in frames.items()
-        ]
-        return cls.from_sites(sites, **kwargs)
+        return cls._from_tables(Site.from_frame, frames, columns, audit_dir, settings, kwargs)
 
     @classmethod
     def from_files(
@@ -259,18 +248,23 @@ class Federation:
 
         ``audit_dir`` and ``noise_seed`` as in :meth:`from_frames`.
         """
+        settings = {"pos_label": pos_label, "policy": policy, "noise_seed": noise_seed}
         columns = Columns(label, score, cluster, score_b)
+        return cls._from_tables(Site.from_file, paths, columns, audit_dir, settings, kwargs)
+
+    @classmethod
+    def _from_tables(
+        cls,
+        make_site: Callable[..., Site],
+        tables: Mapping[str, Any],
+        columns: Columns,
+        audit_dir: str | Path | None,
+        settings: dict[str, Any],
+        kwargs: dict[str, Any],
+    ) -> Federation:
         sites = [
-            Site.from_file(
-                name,
-                path,
-                columns,
-                pos_label=pos_label,
-                policy=policy,
-                audit=_audit_path(audit_dir, name),
-                noise_seed=noise_seed,
-            )
-            for name, path in paths.items()
+            make_site(name, table, columns, audit=_audit_path(audit_dir, name), **settings)
+            for name, table in tables.items()
         ]
         return cls.from_sites(sites, **kwargs)
 

@@ -24,7 +24,7 @@ __all__ = ["Record", "check_record", "decode", "encode"]
 Record = dict[str, Any]
 
 _SCALARS = (bool, int, float, str, type(None))
-_MAGIC = b"FRR1"
+_MAGIC = b"FRR2"  # FRR1 wrote bytes as hex inside the JSON header
 
 
 def _check_value(key: str, value: Any, where: str) -> Any:
@@ -83,7 +83,7 @@ def _json_restore(value: Any) -> Any:
 
 
 def encode(record: Mapping[str, Any]) -> bytes:
-    """Serialize a record: a JSON header followed by the raw array buffers."""
+    """Serialize a record: a JSON header followed by the raw array and bytes buffers."""
     rec = check_record(record)
     header: dict[str, Any] = {}
     buffers: list[bytes] = []
@@ -95,6 +95,12 @@ def encode(record: Mapping[str, Any]) -> bytes:
             header[key] = {"a": [arr.dtype.str, list(arr.shape), offset, len(raw)]}
             buffers.append(raw)
             offset += len(raw)
+        elif isinstance(value, bytes):
+            # Raw, like arrays: keys, ciphertexts and shares are most of what secure
+            # aggregation and MPC send, and hex in the JSON header would double them.
+            header[key] = {"b": [offset, len(value)]}
+            buffers.append(value)
+            offset += len(value)
         else:
             header[key] = {"v": _json_safe(value)}
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -114,6 +120,9 @@ def decode(blob: bytes) -> Record:
             dtype, shape, offset, nbytes = item["a"]
             arr = np.frombuffer(body[offset : offset + nbytes], dtype=np.dtype(dtype))
             out[key] = arr.reshape(shape).copy()
+        elif "b" in item:
+            offset, nbytes = item["b"]
+            out[key] = bytes(body[offset : offset + nbytes])
         else:
             out[key] = _json_restore(item["v"])
     return out

@@ -21,19 +21,30 @@ The analyst is untrusted, so the site decides what runs and with what:
 A function registered with ``release="secure"`` is an input of secure aggregation only:
 :func:`aggregate_input` runs it for :mod:`fedroc.secagg` and its values never leave the
 site in the clear.
+
+A site function is written once; what every call needs besides it (the policy's list of
+functions, the argument schema, the disclosure check and ledger, the audit log) is
+*middleware* around it, as Flower's mods wrap a ClientApp's handler: a :data:`Mod` takes the
+:class:`Call` and the next handler and may refuse, change or check what passes. A direct call
+runs :data:`DIRECT_MODS`; an input of secure aggregation runs :data:`AGGREGATE_MODS`, and the
+secure-aggregation protocol (itself site functions, called directly) checks and charges what
+the input releases through its own reply.
+
+Site functions are registered by the layer that owns them when it is imported
+(:mod:`fedroc.federation.basic` here, :mod:`fedroc.secagg` and :mod:`fedroc.methods` above);
+this module names no higher layer. A process that serves sites imports the application
+module :mod:`fedroc.apps`, which loads them all.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import importlib
 import json
 import os
-import pkgutil
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,7 +59,12 @@ from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for
 from fedroc.privacy.policy import DisclosurePolicy, ReleaseKind
 
 __all__ = [
+    "AGGREGATE_MODS",
+    "DIRECT_MODS",
     "AuditLog",
+    "Call",
+    "Handler",
+    "Mod",
     "Reply",
     "Site",
     "SiteContext",
@@ -61,10 +77,6 @@ __all__ = [
 # Keys of a reply that carry metadata for the analyst's transcript, not results.
 META_DP = "__dp__"
 META_KIND = "__kind__"
-
-# Modules and packages whose import registers site functions. A site looks a function up
-# here before refusing it as unknown, so a Flower ClientApp needs no extra imports.
-SITE_FUNCTION_MODULES: list[str] = ["fedroc.federation.basic", "fedroc.methods", "fedroc.secagg"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +153,6 @@ class _Spec:
 
 
 _REGISTRY: dict[str, _Spec] = {}
-_LOADED = False
 
 
 def site_function(
@@ -171,21 +182,11 @@ def site_function(
     return register
 
 
-def _load_plugins() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    for module_name in SITE_FUNCTION_MODULES:
-        module = importlib.import_module(module_name)
-        if hasattr(module, "__path__"):
-            for info in pkgutil.walk_packages(module.__path__, module_name + "."):
-                importlib.import_module(info.name)
-    _LOADED = True
-
-
 def _spec(name: str) -> _Spec:
     if name not in _REGISTRY:
-        _load_plugins()
+        # The foundation's own site functions (this layer's) are always served; those of
+        # higher layers are registered by importing them (or the application, fedroc.apps).
+        import fedroc.federation.basic  # noqa: F401
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -204,25 +205,15 @@ def site_function_schema(name: str) -> Schema:
 def aggregate_input(ctx: SiteContext, name: str, args: Mapping[str, Any]) -> Reply:
     """Run site function ``name`` as an input of secure aggregation at this site.
 
-    The function must be registered with ``release="secure"`` or ``"both"``; ``args`` are
-    checked against its schema exactly as :meth:`Site.handle` checks a direct call.
+    The function must be registered with ``release="secure"`` or ``"both"`` and allowed by
+    the site's policy; ``args`` are checked against its schema exactly as
+    :meth:`Site.handle` checks a direct call (the mods :data:`AGGREGATE_MODS`).
     """
-    spec = _spec(name)
-    if spec.release == "clear":
-        raise DisclosureError(
-            f"site {ctx.site!r} refuses to aggregate {name!r}: it is not an aggregate input",
-            site=ctx.site,
-            function=name,
-        )
-    checked = check_arguments(spec.schema, args, site=ctx.site, function=name)
-    reply = spec.fn(ctx, checked)
-    if not isinstance(reply, Reply):
-        raise TypeError(f"site function {name!r} returned {type(reply).__name__}, not Reply")
-    return reply
+    return _chain(AGGREGATE_MODS)(Call(name, args, ctx))
 
 
 def registered_site_functions() -> list[str]:
-    _load_plugins()
+    """The names of the site functions registered in this process."""
     return sorted(_REGISTRY)
 
 
@@ -308,6 +299,189 @@ def _summarize_args(args: Record) -> dict[str, Any]:
         else:
             out[key] = jsonable(value)
     return out
+
+
+# -- middleware --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Call:
+    """One request at a site, as it passes through the site's mods.
+
+    Attributes
+    ----------
+    function : str
+        The registered name of the site function.
+    args : mapping of str to value
+        The arguments as received; :func:`schema_mod` replaces them with the checked ones.
+    ctx : SiteContext
+        What the function may use at this site.
+    audit : AuditLog or None
+        The site's audit log (None for an input of secure aggregation, whose release the
+        protocol's own reply logs).
+    """
+
+    function: str
+    args: Mapping[str, Any]
+    ctx: SiteContext
+    audit: AuditLog | None = None
+
+
+Handler = Callable[[Call], Reply]
+Mod = Callable[[Call, Handler], Reply]
+
+
+def _run(call: Call) -> Reply:
+    """The innermost handler: the site function itself."""
+    reply = _spec(call.function).fn(call.ctx, dict(call.args))
+    if not isinstance(reply, Reply):
+        raise TypeError(
+            f"site function {call.function!r} returned {type(reply).__name__}, not Reply"
+        )
+    return reply
+
+
+def _chain(mods: Iterable[Mod], handler: Handler = _run) -> Handler:
+    """``mods[0]`` outermost, ``handler`` innermost."""
+    for mod in reversed(list(mods)):
+        handler = (lambda m, h: lambda call: m(call, h))(mod, handler)
+    return handler
+
+
+def audit_mod(call: Call, next_handler: Handler) -> Reply:
+    """Write the outcome of the call (released, refused or failed) to the site's audit log."""
+    assert call.audit is not None
+    base = {"site": call.ctx.site, "function": call.function, "requester": call.ctx.requester}
+    try:
+        reply = next_handler(call)
+    except DisclosureError as exc:
+        call.audit.append({**base, "outcome": "refused", "reason": str(exc)})
+        raise
+    except Exception as exc:
+        call.audit.append({**base, "outcome": "error", "reason": f"{type(exc).__name__}: {exc}"})
+        raise
+    call.audit.append(
+        {
+            **base,
+            "outcome": "released",
+            "kind": reply.kind,
+            "args": _summarize_args(dict(call.args)),
+            "counts": jsonable(dict(reply.counts)),
+            "dp": [jsonable(e) for e in reply.dp],
+        },
+        released=reply.values,
+    )
+    return reply
+
+
+def _release_mod(refused: Release, reason: str) -> Mod:
+    """A mod refusing functions the policy does not allow, or registered as ``refused``."""
+
+    def mod(call: Call, next_handler: Handler) -> Reply:
+        call.ctx.policy.check_function(call.ctx.site, call.function)
+        if _spec(call.function).release == refused:
+            raise DisclosureError(
+                f"site {call.ctx.site!r} refuses {call.function!r}: {reason}",
+                site=call.ctx.site,
+                function=call.function,
+            )
+        return next_handler(call)
+
+    return mod
+
+
+# A direct call: its reply goes to the requester in the clear.
+direct_release_mod = _release_mod("secure", "it is released only through secure aggregation")
+# An input of secure aggregation: its values are masked before they leave.
+aggregate_release_mod = _release_mod("clear", "it is not an aggregate input")
+
+
+def schema_mod(call: Call, next_handler: Handler) -> Reply:
+    """Check the arguments against the function's schema before it runs."""
+    schema = _spec(call.function).schema
+    checked = check_arguments(schema, dict(call.args), site=call.ctx.site, function=call.function)
+    return next_handler(replace(call, args=checked))
+
+
+def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -> None:
+    for key, value in bound.items():
+        first = ctx.ledger.bindings.get(key)
+        if first is not None and first != value:
+            argument = key.rsplit(":", 1)[-1]
+            raise ArgumentRefused(
+                f"site {ctx.site!r} refuses {function!r}: argument {argument!r} was "
+                f"{first!r} in its earlier releases and may not change (got {value!r}); "
+                "aggregates under two choices could be subtracted",
+                site=ctx.site,
+                function=function,
+                argument=argument,
+            )
+
+
+def _bound(call: Call) -> dict[str, Any]:
+    """The ledger keys and values of the call's arguments declared ``bind``."""
+    return {
+        f"argument:{call.function}:{key}": call.args[key]
+        for key, fld in _spec(call.function).schema.items()
+        if fld.bind
+    }
+
+
+def binding_mod(call: Call, next_handler: Handler) -> Reply:
+    """Hold arguments declared ``bind`` to their first value, for an aggregate input.
+
+    A secure sum under another binning could be subtracted from the first as well as two
+    direct releases could; the keys are the same as a direct call's, so one value holds for
+    both. The value binds once the input is computed, before anything is unmasked.
+    """
+    bound = _bound(call)
+    _check_bindings(call.ctx, call.function, bound)
+    reply = next_handler(call)
+    with call.ctx.ledger.transaction():
+        _check_bindings(call.ctx, call.function, bound)
+        for key, value in bound.items():
+            call.ctx.ledger.bind(key, value)
+    return reply
+
+
+def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
+    """Check the reply against the policy and charge its DP events to the ledger.
+
+    Arguments declared ``bind`` may not change between releases; the check runs before the
+    function and again with the ledger held, so that no concurrent release can spend the
+    same budget or bind another value.
+    """
+    ctx, function = call.ctx, call.function
+    bound = _bound(call)
+    _check_bindings(ctx, function, bound)
+    reply = next_handler(call)
+    values = check_record(reply.values, f"reply of {function!r}")
+    if any(k.startswith("__") for k in values):
+        raise InputError(f"reply keys starting with '__' are reserved ({function!r})")
+    with ctx.ledger.transaction():
+        _check_bindings(ctx, function, bound)
+        ctx.policy.check_release(
+            site=ctx.site,
+            function=function,
+            kind=reply.kind,
+            counts=reply.counts,
+            dp=reply.dp,
+            ledger=ctx.ledger,
+            n_rows=ctx.data.n,
+        )
+        ctx.ledger.record(
+            reply.dp,
+            function=function,
+            limits=(ctx.policy.epsilon_limit, ctx.policy.delta_limit_for(ctx.data.n)),
+        )
+        for key, value in bound.items():
+            ctx.ledger.bind(key, value)
+    return replace(reply, values=values)
+
+
+# What wraps every site function: a direct call (its reply goes to the requester) and an input
+# of secure aggregation (its values are masked; the protocol's reply declares its counts and DP
+# events, so the disclosure mod of that call checks and charges them).
+DIRECT_MODS: tuple[Mod, ...] = (audit_mod, direct_release_mod, schema_mod, disclosure_mod)
+AGGREGATE_MODS: tuple[Mod, ...] = (aggregate_release_mod, schema_mod, binding_mod)
 
 
 class Site:
@@ -408,97 +582,18 @@ class Site:
             self.noise_seed,
         )
 
-    def _check_bindings(self, function: str, bound: Mapping[str, Any]) -> None:
-        for key, value in bound.items():
-            first = self.ledger.bindings.get(key)
-            if first is not None and first != value:
-                argument = key.rsplit(":", 1)[-1]
-                raise ArgumentRefused(
-                    f"site {self.name!r} refuses {function!r}: argument {argument!r} was "
-                    f"{first!r} in its earlier releases and may not change (got {value!r}); "
-                    "aggregates under two choices could be subtracted",
-                    site=self.name,
-                    function=function,
-                    argument=argument,
-                )
-
     def handle(self, function: str, args: Mapping[str, Any], requester: str = "analyst") -> Record:
         """Check a request, run the site function, check its reply, log it, return it.
 
-        The arguments are checked against the function's schema before it runs; the reply
-        against the policy (counts, release kind, privacy budget) before it leaves, with the
-        ledger held so that no concurrent release can spend the same budget.
+        The call passes the mods :data:`DIRECT_MODS`: the policy's list of functions, the
+        argument schema (before the function runs), the disclosure check (counts, release
+        kind, privacy budget, before the reply leaves) and the audit log. One call at a time
+        runs at a site.
         """
-        base = {"site": self.name, "function": function, "requester": requester}
         with self._lock:
-            try:
-                self.policy.check_function(self.name, function)
-                spec = _spec(function)
-                if spec.release == "secure":
-                    raise DisclosureError(
-                        f"site {self.name!r} refuses {function!r}: it is released only "
-                        "through secure aggregation",
-                        site=self.name,
-                        function=function,
-                    )
-                checked = check_arguments(
-                    spec.schema, dict(args), site=self.name, function=function
-                )
-                bound = {
-                    f"argument:{function}:{key}": checked[key]
-                    for key, fld in spec.schema.items()
-                    if fld.bind
-                }
-                self._check_bindings(function, bound)
-                reply = spec.fn(self.context(requester), checked)
-                if not isinstance(reply, Reply):
-                    raise TypeError(
-                        f"site function {function!r} returned {type(reply).__name__}, not Reply"
-                    )
-                values = check_record(reply.values, f"reply of {function!r}")
-                if any(k.startswith("__") for k in values):
-                    raise InputError(f"reply keys starting with '__' are reserved ({function!r})")
-                with self.ledger.transaction():
-                    self._check_bindings(function, bound)
-                    self.policy.check_release(
-                        site=self.name,
-                        function=function,
-                        kind=reply.kind,
-                        counts=reply.counts,
-                        dp=reply.dp,
-                        ledger=self.ledger,
-                        n_rows=self._data.n,
-                    )
-                    self.ledger.record(
-                        reply.dp,
-                        function=function,
-                        limits=(
-                            self.policy.epsilon_limit,
-                            self.policy.delta_limit_for(self._data.n),
-                        ),
-                    )
-                    for key, value in bound.items():
-                        self.ledger.bind(key, value)
-            except DisclosureError as exc:
-                self.audit.append({**base, "outcome": "refused", "reason": str(exc)})
-                raise
-            except Exception as exc:
-                self.audit.append(
-                    {**base, "outcome": "error", "reason": f"{type(exc).__name__}: {exc}"}
-                )
-                raise
-            self.audit.append(
-                {
-                    **base,
-                    "outcome": "released",
-                    "kind": reply.kind,
-                    "args": _summarize_args(dict(args)),
-                    "counts": jsonable(dict(reply.counts)),
-                    "dp": [jsonable(e) for e in reply.dp],
-                },
-                released=values,
-            )
-        out = dict(values)
+            call = Call(function, args, self.context(requester), self.audit)
+            reply = _chain(DIRECT_MODS)(call)
+        out = dict(reply.values)
         out[META_KIND] = reply.kind
         out[META_DP] = [e.to_json() for e in reply.dp]
         return out

@@ -67,7 +67,7 @@ SHARE_SCHEMA = {
 
 @site_function(SHARE_FUNCTION, schema=SHARE_SCHEMA)
 def share_site(ctx: SiteContext, args: Record) -> Reply:
-    """This site's sorted records, split into two shares, sealed and signed for one job."""
+    """Split the site's sorted records into two shares, sealed and signed for one job."""
     from fedroc.mpc.bundle import make_bundle
     from fedroc.mpc.owner import JobTerms, authorise
 

@@ -911,9 +911,12 @@ class ScoreCounts(ResultMixin):
         return float(max(0.0, np.sum(np.diff(np.r_[0.0, recall]) * precision)))
 
     def pr_auc(self) -> float:
-        """Trapezoids over the points (recall, precision), starting at (0, 1); NaN without
-        positives. Equal to ``sklearn.metrics.auc(recall, precision)`` on scikit-learn's
-        PR curve and to ppAURORA's tie-aware AUPR."""
+        """Area under the PR curve by trapezoids.
+
+        Trapezoids over the points (recall, precision), starting at (0, 1); NaN without positives.
+        Equal to ``sklearn.metrics.auc(recall, precision)`` on scikit-learn's PR curve and to
+        ppAURORA's tie-aware AUPR.
+        """
         if self.n_pos <= 0:
             self._defined("the PR-AUC", need_neg=False)
             return float("nan")
@@ -998,9 +1001,11 @@ class ScoreCounts(ResultMixin):
             return (neg_below + neg_at / 2.0) / n, (p - pos_below - pos_at / 2.0) / p
 
     def placements_at(self, y: BoolArray, score: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """Placement values of rows against these counts: (V10 of the positives, V01 of
-        the negatives), in row order. The rows may be some of the counted ones (a site's
-        rows against the pooled counts)."""
+        """Placement values of rows against these counts.
+
+        (V10 of the positives, V01 of the negatives), in row order. The rows may be some of the
+        counted ones (a site's rows against the pooled counts).
+        """
         v10, v01 = self.placements()
         return v10[self.level_of(score[y])], v01[self.level_of(score[~y])]
 

@@ -1,5 +1,6 @@
-"""Exact AUROC, AUPR and DeLong CI by secure three-party computation (ppAURORA, Unal et
-al. 2021).
+"""Exact AUROC, AUPR and DeLong CI by secure three-party computation.
+
+The protocol of ppAURORA (Unal et al. 2021).
 
 Parties
 -------
@@ -101,8 +102,9 @@ a proxy checks), :mod:`~fedroc.mpc.ledger` (jobs run), :mod:`~fedroc.mpc.net` (T
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedroc._lazy import attach
 
 # Loaded on first use (PEP 562): a party process imports only what it runs.
 _LAZY = {
@@ -160,14 +162,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from fedroc.mpc.owner import JobTerms, configure_owner, new_owner_key, owner_public_key
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fedroc.mpc' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = attach(__name__, _LAZY, globals())

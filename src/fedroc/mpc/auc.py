@@ -93,8 +93,11 @@ SORTS = ("oblivious", "delta")
 def owner_records(
     labels: ArrayLike, scores: ArrayLike, scores_b: ArrayLike | None = None
 ) -> UArray:
-    """A data owner's plaintext records, sorted by score descending: rows ``[h, l, label]``,
-    or ``[h, l, label, h_b, l_b]`` with a second model's scores (to compare two models)."""
+    """A data owner's plaintext records, sorted by score descending.
+
+    Rows ``[h, l, label]``, or ``[h, l, label, h_b, l_b]`` with a second model's scores (to compare
+    two models).
+    """
     y = np.asarray(labels).astype(bool)
     h, low = float_key_parts(scores)
     order = np.lexsort((low, h))[::-1]
@@ -111,6 +114,15 @@ def owner_records(
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+# The parameters a job's spec and its owners' terms share (checked the same way in both).
+JOB_PARAMETERS = ("sort", "delta", "noties", "frac_bits", "min_class_count", "ci", "compare")
+
+
+def job_parameters(obj: Any) -> dict[str, Any]:
+    """The :data:`JOB_PARAMETERS` of a spec or terms object, by name."""
+    return {name: getattr(obj, name) for name in JOB_PARAMETERS}
 
 
 def check_job_parameters(
@@ -188,15 +200,7 @@ class AucSpec:
             raise InputError(f"sizes must be a non-empty tuple of counts; got {self.sizes!r}")
         if not all(_is_int(v) and v >= 1 for v in self.sizes):
             raise InputError(f"every data owner needs at least one sample; sizes {self.sizes}")
-        check_job_parameters(
-            sort=self.sort,
-            delta=self.delta,
-            noties=self.noties,
-            frac_bits=self.frac_bits,
-            min_class_count=self.min_class_count,
-            ci=self.ci,
-            compare=self.compare,
-        )
+        check_job_parameters(**job_parameters(self))
         if self.n > MAX_N:
             raise InputError(f"at most {MAX_N} samples are supported; got {self.n}")
         if self.ci and self.n > MAX_N_CI:
@@ -218,16 +222,21 @@ class AucSpec:
 
     @property
     def prec_bits(self) -> int:
-        """Fraction bits ``F`` of the precision values: the largest keeping
-        ``2 P 2**F 2**b < 2**62`` (``b`` the radix bits of the division). The AUPR is then
-        within about ``2**-F`` of the exact value: 40 bits (1e-12) for ``n = 10**5``, 30 bits
-        (1e-9) at ``n = 2**26``."""
+        """Fraction bits of the precision values.
+
+        Fraction bits ``F`` of the precision values: the largest keeping ``2 P 2**F 2**b < 2**62``
+        (``b`` the radix bits of the division). The AUPR is then within about ``2**-F`` of the exact
+        value: 40 bits (1e-12) for ``n = 10**5``, 30 bits (1e-9) at ``n = 2**26``.
+        """
         return 62 - PREC_RADIX_BITS - int(2 * self.n).bit_length()
 
     @property
     def var_frac_bits(self) -> int:
-        """Opened bits of the variance: twice the AUC's (its square root, the SE, then has
-        about the AUC's absolute precision), at most 60."""
+        """Opened bits of the variance.
+
+        Twice the AUC's (its square root, the SE, then has about the AUC's absolute precision), at
+        most 60.
+        """
         return min(2 * self.frac_bits, VAR_BITS)
 
     def to_record(self) -> dict[str, Any]:
@@ -279,9 +288,12 @@ class AucSpec:
 
 
 def _segmented_scan(p: Party, flags: UArray, values: UArray) -> Program:
-    """Inclusive scan of ``(flag, value)`` under ``(f_a, v_a) . (f_b, v_b) = (f_a or f_b,
-    v_b if f_b else v_a)`` along axis 1: each entry gets the value of the last flagged entry
-    at or before it. Hillis-Steele, one shared-factor multiplication per doubling."""
+    """Segmented inclusive scan: the value of the last flagged entry.
+
+    Inclusive scan of ``(flag, value)`` under ``(f_a, v_a) . (f_b, v_b) = (f_a or f_b, v_b if f_b
+    else v_a)`` along axis 1: each entry gets the value of the last flagged entry at or before it.
+    Hillis-Steele, one shared-factor multiplication per doubling.
+    """
     length = flags.shape[1]
     dist = 1
     while dist < length:
@@ -310,9 +322,12 @@ def _bits(value: int) -> int:
 def _rounded_quotients(
     p: Party, groups: list[tuple[list[UArray], list[UArray], int]], spec: AucSpec
 ) -> Program:
-    """``round(num / den * 2**frac_bits)`` for ``num <= den``: one extra quotient bit, then
-    halved exactly. ``groups`` are ``(nums, dens, den_bits)``, divided side by side (each
-    group at the largest radix its denominators allow)."""
+    """Secure fixed-point division of shared values.
+
+    ``round(num / den * 2**frac_bits)`` for ``num <= den``: one extra quotient bit, then halved
+    exactly. ``groups`` are ``(nums, dens, den_bits)``, divided side by side (each group at the
+    largest radix its denominators allow).
+    """
     parts = yield from par(
         *[
             divide(
@@ -440,9 +455,12 @@ def _rank(
     first: Program | None = None,
     carry: UArray | None = None,
 ) -> Program:
-    """Tie pattern, precisions and the two segmented scans of one sorted list (key in
-    columns 0-1, label in 2); ``first`` runs side by side with the first round group and its
-    value is returned too; ``carry`` columns are multiplied by the labels with the rest."""
+    """Tie pattern, precisions and segmented scans of one sorted list.
+
+    Tie pattern, precisions and the two segmented scans of one sorted list (key in columns 0-1,
+    label in 2); ``first`` runs side by side with the first round group and its value is returned
+    too; ``carry`` columns are multiplied by the labels with the rest.
+    """
     n = spec.n
     F = spec.prec_bits
     h, low, lab = srt[:, 0], srt[:, 1], srt[:, 2]
@@ -656,8 +674,11 @@ class AucOutputs:
 
 
 def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
-    """Turn the opened ``[auc, (noties), pr_auc, (auc_b, pr_auc_b), (variances...),
-    released]`` into floats."""
+    """Turn the opened outputs into floats.
+
+    Turn the opened ``[auc, (noties), pr_auc, (auc_b, pr_auc_b), (variances...), released]`` into
+    floats.
+    """
     quotients = 2 + int(spec.noties) + 2 * int(spec.compare)
     variances = (3 if spec.compare else 1) if spec.ci else 0
     expected = quotients + variances + 1

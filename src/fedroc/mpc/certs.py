@@ -10,9 +10,11 @@ owner only its own key; the TOML file names the files each side needs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import tomli_w
 
 from fedroc._tls import issue_certificate, new_ca, write_certificate, write_private_key
 from fedroc.exceptions import InputError
@@ -58,43 +60,38 @@ def generate_cluster(
     ports = {pid: (ports or {}).get(pid, 7400 + pid) for pid in range(3)}
     ca_cert, ca_key = new_ca("fedroc-mpc-ca", days=days)
     write_certificate(out / "ca.pem", ca_cert)
-    lines = [
-        "# fedroc MPC cluster: parties 0 and 1 are the proxies, party 2 the helper.",
-        "# Paths are relative to this file. Each party needs only its own private keys.",
-        'ca = "ca.pem"',
-        f"timeout = {float(timeout)!r}",
-        "",
-    ]
+    config: dict[str, Any] = {"ca": "ca.pem", "timeout": float(timeout), "party": {}}
     for pid in range(3):
         cert, key = issue_certificate(
             ca_cert, ca_key, party_cn(pid), hosts=["localhost", "127.0.0.1", hosts[pid]], days=days
         )
         write_certificate(out / f"party{pid}.pem", cert)
         write_private_key(out / f"party{pid}.key", key)
-        lines += [
-            f"[party.{pid}]",
-            f'host = "{hosts[pid]}"',
-            f"port = {int(ports[pid])}",
-            f'cert = "party{pid}.pem"',
-            f'key = "party{pid}.key"',
-        ]
+        party: dict[str, Any] = {
+            "host": hosts[pid],
+            "port": int(ports[pid]),
+            "cert": f"party{pid}.pem",
+            "key": f"party{pid}.key",
+        }
         if pid in (0, 1):
             write_key_pair(out / f"party{pid}.share.key", out / f"party{pid}.share.pub")
-            lines += [
-                f'share_public = "party{pid}.share.pub"',
-                f'share_key = "party{pid}.share.key"',
-            ]
-        lines.append("")
+            party["share_public"] = f"party{pid}.share.pub"
+            party["share_key"] = f"party{pid}.share.key"
+        config["party"][str(pid)] = party
     cert, key = issue_certificate(ca_cert, ca_key, CLIENT_CN, days=days)
     write_certificate(out / "client.pem", cert)
     write_private_key(out / "client.key", key)
-    lines += ["[client]", 'cert = "client.pem"', 'key = "client.key"', ""]
+    config["client"] = {"cert": "client.pem", "key": "client.key"}
     registered = dict(owners or {})
     for name in owner_keys:
         registered[name] = write_owner_key(out / owner_key_file(name))
-    lines += owners_table(registered)
+    head = (
+        "# fedroc MPC cluster: parties 0 and 1 are the proxies, party 2 the helper.\n"
+        "# Paths are relative to this file. Each party needs only its own private keys.\n"
+    )
+    # The owners' table stays last: register_owners rewrites it in place.
     path = out / "cluster.toml"
-    path.write_text("\n".join(lines))
+    path.write_text(head + tomli_w.dumps(config) + "\n" + "\n".join(owners_table(registered)))
     return path
 
 
@@ -105,15 +102,10 @@ def owner_key_file(name: str) -> str:
 
 def owners_table(owners: Mapping[str, bytes]) -> list[str]:
     """The ``[owners]`` table registering data owners' public keys (TOML lines)."""
-    lines = [
-        "# Data owners whose signed bundles the proxies accept (Ed25519 public keys).",
-        "[owners]",
-    ]
     for name, key in owners.items():
         check_owner_name(name)
         if len(key) != 32:
             raise InputError(f"owner {name!r}: an Ed25519 public key has 32 bytes")
-        # JSON strings are valid TOML basic strings (same escapes).
-        lines.append(f"{json.dumps(name)} = {json.dumps(key.hex())}")
-    lines.append("")
-    return lines
+    table = tomli_w.dumps({"owners": {name: key.hex() for name, key in owners.items()}})
+    comment = "# Data owners whose signed bundles the proxies accept (Ed25519 public keys)."
+    return [comment, *table.splitlines(), ""]

@@ -89,8 +89,10 @@ class RemoteCluster(Cluster):
 
 
 class LocalCluster(Cluster):
-    """Three party processes on this machine, started by :meth:`start` (or the first job)
-    and stopped by :meth:`close`."""
+    """Three party processes on this machine.
+
+    Started by :meth:`start` (or the first job) and stopped by :meth:`close`.
+    """
 
     def __init__(
         self,

@@ -57,9 +57,11 @@ def secure_auc_local(
     timeout: float = 60.0,
     **kwargs: Any,
 ) -> LocalAucResult:
-    """AUROC, AUPR and DeLong variance of the owners' pooled ``(labels, scores)`` by the
-    3-party protocol; with ``compare=True`` the owners give ``(labels, scores, scores_b)``
-    and the second model's values and the paired variance of the difference come too.
+    """AUROC, AUPR and DeLong variance by the 3-party protocol, in one process.
+
+    AUROC, AUPR and DeLong variance of the owners' pooled ``(labels, scores)`` by the 3-party
+    protocol; with ``compare=True`` the owners give ``(labels, scores, scores_b)`` and the second
+    model's values and the paired variance of the difference come too.
 
     ``master_seed`` (tests only) makes the run reproducible: it seeds the correlated
     randomness and the owners' shares instead of :mod:`secrets`. ``frac_bits`` and

@@ -43,6 +43,7 @@ writes one for local runs)::
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import secrets
@@ -61,6 +62,7 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
+from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.auc import AucOutputs, AucSpec, auc_program, decode_outputs
 from fedroc.mpc.bundle import Bundle, digest, open_box
@@ -90,6 +92,7 @@ from fedroc.mpc.messages import (
     encode_message,
     party_cn,
 )
+from fedroc.mpc.owner import JobTerms
 from fedroc.mpc.prg import new_seed
 from fedroc.mpc.runtime import ROLE, Channel, Party, PartyStats, PeerStopped, Stop, execute
 from fedroc.mpc.seal import (
@@ -122,6 +125,70 @@ class PartyEntry:
     jobs: Path | None
 
 
+def _read_toml(p: Path, where: str) -> dict[str, Any]:
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{where} is a directory, not a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where} is not valid TOML: {exc}") from exc
+
+
+def _path_of(base: Path, where: str, value: Any, what: str, required: bool = True) -> Path | None:
+    """A path of the cluster file, relative to its folder."""
+    if value is None:
+        if required:
+            raise InputError(f"{where}: {what} is missing")
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{where}: {what} must be a path string; got {value!r}")
+    return (base / value).resolve()
+
+
+def _party_entry(pid: int, entry: dict[str, Any], base: Path, where: str) -> PartyEntry:
+    for field in ("host", "port", "cert"):
+        if field not in entry:
+            raise InputError(f"{where}: [party.{pid}] has no {field!r}")
+    port = entry["port"]
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InputError(f"{where}: [party.{pid}] port {port!r} is invalid")
+    path_of = functools.partial(_path_of, base, where)
+    jobs = path_of(entry.get("jobs"), f"[party.{pid}] jobs", required=False)
+    if jobs is None and pid < 2:
+        jobs = (base / f"party{pid}.jobs").resolve()
+    return PartyEntry(
+        pid,
+        str(entry["host"]),
+        port,
+        path_of(entry["cert"], f"[party.{pid}] cert"),  # type: ignore[arg-type]
+        path_of(entry.get("key"), f"[party.{pid}] key", required=False),
+        path_of(entry.get("share_public"), f"[party.{pid}] share_public", pid < 2),
+        path_of(entry.get("share_key"), f"[party.{pid}] share_key", required=False),
+        jobs,
+    )
+
+
+def _owners(owners_raw: Any, where: str) -> dict[str, bytes]:
+    if not isinstance(owners_raw, dict):
+        raise InputError(f"{where}: [owners] must be a table of name = public key")
+    owners: dict[str, bytes] = {}
+    for name, value in owners_raw.items():
+        try:
+            key_bytes = bytes.fromhex(str(value))
+        except ValueError:
+            key_bytes = b""
+        if len(key_bytes) != 32:
+            raise InputError(
+                f"{where}: [owners] {name!r} must be an Ed25519 public key in 64 hex "
+                f"digits; got {value!r}"
+            )
+        owners[str(name)] = key_bytes
+    return owners
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """A parsed cluster file."""
@@ -139,53 +206,17 @@ class ClusterConfig:
     def load(cls, path: str | Path) -> ClusterConfig:
         p = Path(path)
         where = f"cluster file {str(p)!r}"
-        try:
-            with p.open("rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            raise InputError(f"{where} does not exist") from None
-        except IsADirectoryError:
-            raise InputError(f"{where} is a directory, not a TOML file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"{where} is not valid TOML: {exc}") from exc
-        base = p.parent
-
-        def path_of(value: Any, what: str, required: bool = True) -> Path | None:
-            if value is None:
-                if required:
-                    raise InputError(f"{where}: {what} is missing")
-                return None
-            if not isinstance(value, str):
-                raise InputError(f"{where}: {what} must be a path string; got {value!r}")
-            return (base / value).resolve()
-
+        raw = _read_toml(p, where)
         if "ca" not in raw:
             raise InputError(f"{where}: 'ca' (the CA certificate) is missing")
         parties_raw = raw.get("party")
         if not isinstance(parties_raw, dict) or sorted(parties_raw) != ["0", "1", "2"]:
             raise InputError(f"{where} must have tables [party.0], [party.1] and [party.2]")
-        parties: dict[int, PartyEntry] = {}
-        for key, entry in parties_raw.items():
-            pid = int(key)
-            for field in ("host", "port", "cert"):
-                if field not in entry:
-                    raise InputError(f"{where}: [party.{pid}] has no {field!r}")
-            port = entry["port"]
-            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-                raise InputError(f"{where}: [party.{pid}] port {port!r} is invalid")
-            jobs = path_of(entry.get("jobs"), f"[party.{pid}] jobs", required=False)
-            if jobs is None and pid < 2:
-                jobs = (base / f"party{pid}.jobs").resolve()
-            parties[pid] = PartyEntry(
-                pid,
-                str(entry["host"]),
-                port,
-                path_of(entry["cert"], f"[party.{pid}] cert"),  # type: ignore[arg-type]
-                path_of(entry.get("key"), f"[party.{pid}] key", required=False),
-                path_of(entry.get("share_public"), f"[party.{pid}] share_public", pid < 2),
-                path_of(entry.get("share_key"), f"[party.{pid}] share_key", required=False),
-                jobs,
-            )
+        base = p.parent
+        parties = {
+            int(key): _party_entry(int(key), entry, base, where)
+            for key, entry in parties_raw.items()
+        }
         client = raw.get("client", {})
         try:
             timeout = float(raw.get("timeout", 60.0))
@@ -196,21 +227,8 @@ class ClusterConfig:
             raise InputError(f"{where}: timeout must be positive; got {timeout}")
         if not 1 <= max_mb <= 1 << 16:
             raise InputError(f"{where}: max_frame_mb must be in [1, 65536]; got {max_mb}")
-        owners_raw = raw.get("owners", {})
-        if not isinstance(owners_raw, dict):
-            raise InputError(f"{where}: [owners] must be a table of name = public key")
-        owners: dict[str, bytes] = {}
-        for name, value in owners_raw.items():
-            try:
-                key_bytes = bytes.fromhex(str(value))
-            except ValueError:
-                key_bytes = b""
-            if len(key_bytes) != 32:
-                raise InputError(
-                    f"{where}: [owners] {name!r} must be an Ed25519 public key in 64 hex "
-                    f"digits; got {value!r}"
-                )
-            owners[str(name)] = key_bytes
+        owners = _owners(raw.get("owners", {}), where)
+        path_of = functools.partial(_path_of, base, where)
         return cls(
             p,
             path_of(raw["ca"], "ca"),  # type: ignore[arg-type]
@@ -338,6 +356,36 @@ class FrameSocket:
 
 def _configure(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+# Errors that mean "the party is not listening yet" while the cluster starts.
+_NOT_YET = (ConnectionRefusedError, ConnectionResetError, TimeoutError, socket.gaierror)
+
+
+def _dial(
+    ctx: ssl.SSLContext, entry: PartyEntry, peer: int, role: str, deadline: float
+) -> FrameSocket:
+    """A TLS connection to party ``peer`` (its certificate checked), retried until ``deadline``."""
+
+    def attempt() -> FrameSocket:
+        raw = socket.create_connection((entry.host, entry.port), timeout=5.0)
+        _configure(raw)
+        tls = ctx.wrap_socket(raw, server_hostname=entry.host)
+        if _peer_cn(tls) != party_cn(peer):
+            raise ProtocolError(
+                f"{entry.host}:{entry.port} is not party {peer} (it presented {_peer_cn(tls)!r})"
+            )
+        tls.settimeout(None)
+        return FrameSocket(tls, role)
+
+    try:
+        return retry(attempt, retry_on=_NOT_YET, deadline=deadline, pause=0.02)
+    except ssl.SSLError as exc:
+        raise ProtocolError(f"TLS with party {peer} failed: {exc}") from exc
+    except RetryExpired as exc:
+        raise ProtocolError(
+            f"could not reach party {peer} at {entry.host}:{entry.port}: {exc.last}"
+        ) from None
 
 
 # -- the party's links and channel -------------------------------------------------------
@@ -602,33 +650,9 @@ class PartyServer:
                 conn.close()
 
     def _connect(self, peer: int, deadline: float) -> None:
-        entry = self.cfg.parties[peer]
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                raw = socket.create_connection((entry.host, entry.port), timeout=5.0)
-                _configure(raw)
-                tls = self.client_ctx.wrap_socket(raw, server_hostname=entry.host)
-                if _peer_cn(tls) != party_cn(peer):
-                    raise ProtocolError(
-                        f"party {peer} at {entry.host}:{entry.port} presented {_peer_cn(tls)!r}"
-                    )
-                tls.settimeout(None)
-                fs = FrameSocket(tls, ROLE[peer])
-                fs.send(Hello("party", self.pid))
-                self.links.out[peer] = fs
-                return
-            except (
-                ConnectionRefusedError,
-                ConnectionResetError,
-                TimeoutError,
-                socket.gaierror,
-            ) as exc:
-                last = exc
-                time.sleep(0.02)
-            except ssl.SSLError as exc:
-                raise ProtocolError(f"TLS with party {peer} failed: {exc}") from exc
-        raise ProtocolError(f"could not reach party {peer} at {entry.host}:{entry.port}: {last}")
+        fs = _dial(self.client_ctx, self.cfg.parties[peer], peer, ROLE[peer], deadline)
+        fs.send(Hello("party", self.pid))
+        self.links.out[peer] = fs
 
     def start(self) -> None:
         """Listen, connect to both peers and wait for their connections."""
@@ -754,6 +778,24 @@ class PartyServer:
         channel.close(reason)
         return reason
 
+    def _admit_job(
+        self, terms: JobTerms, parts: list[OwnerPart], boxes: list[bytes]
+    ) -> tuple[AucSpec, list[np.ndarray]]:
+        """Check a job against the owners' registry and the ledger; open this proxy's boxes.
+
+        ``boxes`` are this proxy's share of each owner's bundle, in the order of ``parts``.
+        Raises :class:`ProtocolError` or :class:`InputError` when the job is refused.
+        """
+        assert self.share_key is not None and self.ledger is not None
+        spec = check_job(
+            terms, parts, registry=self.cfg.owners, proxy_keys=self.proxy_keys, ledger=self.ledger
+        )
+        lists = [
+            open_box(terms, part.owner, part.n, box, self.pid, self.share_key)
+            for part, box in zip(parts, boxes, strict=True)
+        ]
+        return spec, lists
+
     def _job_proxy0(self, request: JobRequest, client: FrameSocket) -> None:
         assert self.share_key is not None and self.ledger is not None
         # Checked before the others hear of the job: a bad request costs them nothing.
@@ -765,16 +807,7 @@ class PartyServer:
                 OwnerPart(b.owner, b.n, b.owner_key, b.signature, digest(b.box0), digest(b.box1))
                 for b in request.bundles
             ]
-            spec = check_job(
-                terms,
-                parts,
-                registry=self.cfg.owners,
-                proxy_keys=self.proxy_keys,
-                ledger=self.ledger,
-            )
-            lists = [
-                open_box(terms, b.owner, b.n, b.box0, 0, self.share_key) for b in request.bundles
-            ]
+            spec, lists = self._admit_job(terms, parts, [b.box0 for b in request.bundles])
         except (ProtocolError, InputError) as exc:
             self.log(f"{self.name()}: refused a job: {exc}")
             with contextlib.suppress(OSError):
@@ -847,17 +880,7 @@ class PartyServer:
                     OwnerPart(b.owner, b.n, b.owner_key, b.signature, b.digest0, digest(b.box1))
                     for b in forward.bundles
                 ]
-                spec = check_job(
-                    terms,
-                    parts,
-                    registry=self.cfg.owners,
-                    proxy_keys=self.proxy_keys,
-                    ledger=self.ledger,
-                )
-                lists = [
-                    open_box(terms, b.owner, b.n, b.box1, 1, self.share_key)
-                    for b in forward.bundles
-                ]
+                spec, lists = self._admit_job(terms, parts, [b.box1 for b in forward.bundles])
                 own = Verdict(True)
             except (ProtocolError, InputError) as exc:
                 self.log(f"{self.name()}: refused job {job}: {exc}")
@@ -915,8 +938,11 @@ class ClusterResult:
 
 
 def job_of(bundles: list[Bundle], *, strict: bool = True) -> tuple[Any, AucSpec]:
-    """The terms all bundles share and the job's spec; InputError if they disagree (unless
-    ``strict`` is False: tests that play a dishonest client send such jobs anyway)."""
+    """The terms all bundles share and the job's spec.
+
+    InputError if they disagree (unless ``strict`` is False: tests that play a dishonest client send
+    such jobs anyway).
+    """
     if not bundles:
         raise InputError("a job needs at least one owner's bundle")
     terms = bundles[0].terms
@@ -940,27 +966,10 @@ class ClusterClient:
         self.ctx = _context(config, config.client_cert, config.client_key, server=False)
 
     def _connect(self) -> FrameSocket:
-        entry = self.cfg.parties[0]
         deadline = time.monotonic() + self.connect_timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                raw = socket.create_connection((entry.host, entry.port), timeout=5.0)
-                _configure(raw)
-                tls = self.ctx.wrap_socket(raw, server_hostname=entry.host)
-                if _peer_cn(tls) != party_cn(0):
-                    raise ProtocolError(
-                        f"{entry.host}:{entry.port} is not party 0 ({_peer_cn(tls)!r})"
-                    )
-                fs = FrameSocket(tls, "proxy 0")
-                fs.send(Hello("client"))
-                return fs
-            except (ConnectionRefusedError, ConnectionResetError, TimeoutError) as exc:
-                last = exc
-                time.sleep(0.02)
-            except ssl.SSLError as exc:
-                raise ProtocolError(f"TLS with party 0 failed: {exc}") from exc
-        raise ProtocolError(f"cannot reach party 0 at {entry.host}:{entry.port}: {last}")
+        fs = _dial(self.ctx, self.cfg.parties[0], 0, "proxy 0", deadline)
+        fs.send(Hello("client"))
+        return fs
 
     def run(
         self, bundles: list[Bundle], *, timeout: float | None = 3600.0, strict: bool = True

@@ -41,6 +41,7 @@ from fedroc.mpc.auc import (
     DEFAULT_MIN_CLASS_COUNT,
     AucSpec,
     check_job_parameters,
+    job_parameters,
 )
 
 __all__ = [
@@ -124,15 +125,7 @@ class JobTerms:
             or not all(isinstance(k, bytes) and len(k) == 32 for k in keys)
         ):
             raise InputError("proxy_keys must be two 32-byte X25519 public keys")
-        check_job_parameters(
-            sort=self.sort,
-            delta=self.delta,
-            noties=self.noties,
-            frac_bits=self.frac_bits,
-            min_class_count=self.min_class_count,
-            ci=self.ci,
-            compare=self.compare,
-        )
+        check_job_parameters(**job_parameters(self))
 
     @classmethod
     def create(

@@ -37,8 +37,10 @@ _ZEROS = bytes(1 << 20)
 
 
 def _zeros(n: int) -> memoryview:
-    """``n`` zero bytes to encrypt, from one buffer kept for the process (allocating and
-    zeroing a fresh buffer per draw cost more than the AES itself)."""
+    """``n`` zero bytes to encrypt, from one buffer kept for the process.
+
+    Allocating and zeroing a fresh buffer per draw cost more than the AES itself.
+    """
     global _ZEROS
     if n > len(_ZEROS):
         _ZEROS = bytes(1 << max(20, (n - 1).bit_length()))

@@ -412,7 +412,7 @@ def key_ge(p: Party, hx: UArray, lx: UArray, hy: UArray, ly: UArray, tag: str = 
 
 
 def modulus_conversion(p: Party, dk: UArray, tag: str = "mc") -> Program:
-    """ppAURORA's MC: shares of ``x`` over Z_2^63 to shares of the same ``x`` over Z_2^64."""
+    """PpAURORA's MC: shares of ``x`` over Z_2^63 to shares of the same ``x`` over Z_2^64."""
     dk = dk & U64(MASK63)
     w = yield from wrap(p, dk, 63, tag=tag)
     return dk - w * U64(1 << 63)

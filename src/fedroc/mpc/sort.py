@@ -142,7 +142,7 @@ def _largest_odd_at_most(n: int) -> int:
 
 
 def delta_sort(p: Party, rec: UArray, sizes: list[int], delta: int) -> Program:
-    """ppAURORA's private merge (Section 5), merging the owners' lists pairwise over a tree."""
+    """PpAURORA's private merge (Section 5), merging the owners' lists pairwise over a tree."""
     if delta < 1 or delta % 2 == 0:
         raise ProtocolError(f"delta must be a positive odd number; got {delta}")
     lists = _owner_lists(list(sizes))

@@ -76,8 +76,11 @@ class DPEvent:
 
 
 def _parse(line: str) -> dict[str, Any] | None:
-    """One entry, or None for a blank or torn line (a crash mid-write: nothing was
-    released, since the ledger is written before a reply leaves the site)."""
+    """One entry, or None for a blank or torn line.
+
+    A crash mid-write: nothing was released, since the ledger is written before a reply leaves the
+    site.
+    """
     if not line.strip():
         return None
     try:
@@ -88,8 +91,10 @@ def _parse(line: str) -> dict[str, Any] | None:
 
 
 def ledger_path_for(audit_path: str | Path) -> Path:
-    """Where a site keeps its ledger: beside its audit log (``north.jsonl`` ->
-    ``north.ledger.jsonl``)."""
+    """Where a site keeps its ledger: beside its audit log.
+
+    ``north.jsonl`` -> ``north.ledger.jsonl``
+    """
     p = Path(audit_path)
     stem = p.name[: -len(p.suffix)] if p.suffix else p.name
     return p.with_name(stem + LEDGER_SUFFIX)
@@ -97,8 +102,9 @@ def ledger_path_for(audit_path: str | Path) -> Path:
 
 @dataclass
 class BudgetLedger:
-    """DP events spent so far and the site's bindings (first partner sets, first bins),
-    optionally on disk.
+    """DP events spent so far and the site's bindings.
+
+    The bindings are the first partner sets and first bins; the ledger is optionally on disk.
 
     Parameters
     ----------
@@ -140,9 +146,11 @@ class BudgetLedger:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[BudgetLedger]:
-        """Hold the ledger (thread lock and, on disk, an exclusive file lock) while a
-        caller checks the budget and records a release, so that no concurrent release
-        slips in between."""
+        """Hold the ledger while a caller checks the budget and records a release.
+
+        Hold the ledger (thread lock and, on disk, an exclusive file lock) while a caller checks the
+        budget and records a release, so that no concurrent release slips in between.
+        """
         with self._lock:
             if self.path is None:
                 yield self

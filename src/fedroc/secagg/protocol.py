@@ -1,4 +1,4 @@
-"""Secure aggregation of integer vectors in Z_2^k (Bonawitz et al. 2017) over a Federation.
+r"""Secure aggregation of integer vectors in Z_2^k (Bonawitz et al. 2017) over a Federation.
 
 The analyst is the server; the sites are the clients. Every message between two sites
 (their Shamir shares) goes through the server encrypted for the recipient, as in the
@@ -23,7 +23,7 @@ the consistency-check round):
    mod 2^k, where s_uv is the X25519 agreement of u and v and PRG the ChaCha20 stream.
    Survivors: U3, the sites whose inputs the sum contains.
 3. ``unmask``: the server sends U3. Each site returns its share of b_v for every v in U3
-   and of s_v^SK for every v that dropped (U2 \\ U3), never both for the same v. The
+   and of s_v^SK for every v that dropped (U2 \ U3), never both for the same v. The
    server reconstructs them, removes the self-masks of U3 and the pairwise masks that
    dropped sites left in the survivors' vectors, and obtains ``sum_{u in U3} x_u``.
 

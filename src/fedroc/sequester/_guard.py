@@ -117,30 +117,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        if not self.public(scope["path"]):
-            auth = headers.get(b"authorization", b"").decode("latin-1")
-            scheme, _, token = auth.partition(" ")
-            challenge = [(b"www-authenticate", b"Bearer")]
-            if scheme.lower() != "bearer" or not token.strip():
-                await _respond(send, 401, "missing bearer token", challenge)
-                return
-            principal = await self.authenticate(token.strip())
-            if principal is None:
-                await _respond(send, 401, "unknown or revoked token", challenge)
-                return
-            scope.setdefault("state", {})["principal"] = principal
-            if principal.role != "admin":
-                wait = self.limiter.wait_time(principal.key)
-                if wait > 0:
-                    retry = str(max(1, math.ceil(wait))).encode()
-                    await _respond(
-                        send,
-                        429,
-                        f"rate limit: at most {self.limiter.rate:g} requests per second "
-                        f"(bursts of {self.limiter.burst}); retry in {wait:.2f} s",
-                        [(b"retry-after", retry)],
-                    )
-                    return
+        if not self.public(scope["path"]) and not await self._admit(scope, headers, send):
+            return
         declared = headers.get(b"content-length")
         if declared is not None:
             try:
@@ -179,6 +157,33 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _admit(self, scope: Scope, headers: dict[bytes, bytes], send: Send) -> bool:
+        """Authenticate the bearer token and apply the rate limit; False once refused."""
+        auth = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = auth.partition(" ")
+        challenge = [(b"www-authenticate", b"Bearer")]
+        if scheme.lower() != "bearer" or not token.strip():
+            await _respond(send, 401, "missing bearer token", challenge)
+            return False
+        principal = await self.authenticate(token.strip())
+        if principal is None:
+            await _respond(send, 401, "unknown or revoked token", challenge)
+            return False
+        scope.setdefault("state", {})["principal"] = principal
+        if principal.role != "admin":
+            wait = self.limiter.wait_time(principal.key)
+            if wait > 0:
+                retry = str(max(1, math.ceil(wait))).encode()
+                await _respond(
+                    send,
+                    429,
+                    f"rate limit: at most {self.limiter.rate:g} requests per second "
+                    f"(bursts of {self.limiter.burst}); retry in {wait:.2f} s",
+                    [(b"retry-after", retry)],
+                )
+                return False
+        return True
 
     def _too_large(self, what: str) -> str:
         return (

@@ -41,6 +41,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# Flower loads the apps by these references. They name the application module
+# (:mod:`fedroc.apps.flower`), which registers every layer's site functions, methods and jobs
+# before it hands Flower the apps of :mod:`.apps`; this layer never imports it.
+CLIENT_APP_REF = "fedroc.apps.flower:client_app"
+SERVER_APP_REF = "fedroc.apps.flower:server_app"
+
+
+def load_app(ref: str) -> Any:
+    """The object ``module:attribute`` names (a Flower app reference)."""
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 __all__ = [
     "FlowerConnection",
     "FlowerTransport",

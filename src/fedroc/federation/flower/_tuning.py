@@ -166,8 +166,11 @@ def _fast_pulls(module: Any) -> None:
 
 
 def tune_object_pulls() -> None:
-    """Retry a not-yet-uploaded message part after 5 ms (growing to 0.25 s), not 1 s, and
-    give up at the :func:`pull_deadline` (or after a minute), not after two hours."""
+    """Retry message parts sooner and give up at the pull deadline.
+
+    A not-yet-uploaded message part is retried after 5 ms (growing to 0.25 s), not 1 s, and
+    given up at the :func:`pull_deadline` (or after a minute), not after two hours.
+    """
     check_flower_version()
     import flwr.supercore.inflatable.inflatable_utils as inflatable
     import flwr.superlink.grid.http_grid as grid
@@ -216,8 +219,11 @@ HEARTBEAT_INTERVAL = 10
 
 
 def tune_supernode_polling(fast: float) -> None:
-    """After each message poll again after ``fast`` s, backing off to :data:`IDLE_POLL`;
-    heartbeats every :data:`HEARTBEAT_INTERVAL` s."""
+    """Poll fast after each message, then back off.
+
+    After each message the node polls again after ``fast`` s, backing off to
+    :data:`IDLE_POLL`; heartbeats every :data:`HEARTBEAT_INTERVAL` s.
+    """
     check_flower_version()
     import flwr.supercore.heartbeat as heartbeat
     import flwr.supernode.fleet_http_connection as fleet

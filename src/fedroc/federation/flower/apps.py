@@ -36,7 +36,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 import fedroc
-from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
+from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError, error_to_dict
 from fedroc.federation.federation import Federation
 from fedroc.federation.flower._codec import (
     PROTOCOL,
@@ -67,7 +67,7 @@ JOB_KEY = "fedroc-job"
 _STATE = "fedroc.state"
 _LEDGER = "fedroc.ledger"
 
-# Flower loads these by reference ("fedroc.federation.flower.apps:client_app"); its check
+# Flower loads these through fedroc.apps.flower (CLIENT_APP_REF, SERVER_APP_REF); its check
 # looks for plain assignments, so they are not annotated.
 client_app = ClientApp()
 server_app = ServerApp()
@@ -75,9 +75,11 @@ server_app = ServerApp()
 
 # -- site side -------------------------------------------------------------------------------
 def _error_reply(
-    message: Message, code: int, exc_type: str, text: str, function: str | None = None
+    message: Message, code: int, exc: BaseException, function: str | None = None
 ) -> Message:
-    reason = json.dumps({"type": exc_type, "message": text, "function": function})
+    info = error_to_dict(exc)
+    info["function"] = info["function"] or function  # the call's, unless the error names one
+    reason = json.dumps(info)
     return Message(Error(code=code, reason=reason), reply_to=message)
 
 
@@ -93,8 +95,9 @@ def _site(context: Context, message: Message) -> Site | Message:
         return _error_reply(
             message,
             ERROR_MISCONFIGURED,
-            "SiteError",
-            f"site {name!r} is misconfigured on its SuperNode (details in its log)",
+            SiteError(
+                f"site {name!r} is misconfigured on its SuperNode (details in its log)", site=name
+            ),
         )
 
 
@@ -161,34 +164,24 @@ def _call(message: Message, context: Context) -> Message:
         finally:
             _save_state(context, site)
     except DisclosureError as exc:
-        return _error_reply(message, ERROR_DISCLOSURE, "DisclosureError", str(exc), function)
+        return _error_reply(message, ERROR_DISCLOSURE, exc, function)
     except FedrocError as exc:
-        return _error_reply(message, ERROR_FEDROC, type(exc).__name__, str(exc), function)
+        return _error_reply(message, ERROR_FEDROC, exc, function)
     except Exception as exc:
         # Messages of other exceptions may quote data or paths: they stay in the site's log
         # (and its audit log); the analyst learns the type only.
         log.exception("site %r: %r failed", site.name, function)
-        return _error_reply(
-            message,
-            ERROR_INTERNAL,
-            "SiteError",
+        hidden = SiteError(
             f"site {site.name!r}: {function!r} failed with {type(exc).__name__} "
             "(details in the site's log)",
-            function,
+            site=site.name,
+            function=function,
         )
+        return _error_reply(message, ERROR_INTERNAL, hidden)
     return Message(to_recorddict(reply), reply_to=message)
 
 
 # -- analyst side ----------------------------------------------------------------------------
-def _describe(exc: BaseException) -> dict[str, Any]:
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "site": getattr(exc, "site", None),
-        "function": getattr(exc, "function", None),
-    }
-
-
 @server_app.main()
 def _main(grid: Grid, context: Context) -> None:
     from fedroc.federation.flower._tuning import tune_object_pulls
@@ -238,9 +231,9 @@ def _main(grid: Grid, context: Context) -> None:
             "clock": clock,
         }
     except (FedrocError, KeyError, ValueError, TypeError) as exc:
-        emit_marked("error", _describe(exc))
+        emit_marked("error", error_to_dict(exc))
         raise
     except Exception as exc:
-        emit_marked("error", _describe(SiteError(f"{type(exc).__name__}: {exc}", site="?")))
+        emit_marked("error", error_to_dict(SiteError(f"{type(exc).__name__}: {exc}", site="?")))
         raise
     emit_marked("result", payload)

@@ -29,8 +29,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+import tomli_w
+
 import fedroc
-from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
+from fedroc._retry import RetryExpired, retry
+from fedroc.exceptions import (
+    FedrocError,
+    InputError,
+    error_from_dict,
+)
+from fedroc.federation.flower import CLIENT_APP_REF, SERVER_APP_REF
 from fedroc.federation.flower._process import die_with_parent as _die_with_parent
 from fedroc.federation.flower.site_config import SiteNodeConfig
 
@@ -53,24 +61,31 @@ JOB_KEY = "fedroc-job"
 # Every process we start: no telemetry, no update check against the network.
 QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
 
-APP_PYPROJECT = """\
-[project]
-name = "fedroc-job"
-version = "{version}"
-description = "fedroc: federated evaluation of a classifier (ROC, AUC, calibration)"
-license = "MIT"
-dependencies = []
 
-[tool.flwr.app]
-publisher = "fedroc"
-
-[tool.flwr.app.components]
-serverapp = "fedroc.federation.flower.apps:server_app"
-clientapp = "fedroc.federation.flower.apps:client_app"
-
-[tool.flwr.app.config]
-fedroc-job = ""
-"""
+def app_pyproject(version: str) -> str:
+    """The ``pyproject.toml`` of the Flower app bundle (FAB) fedroc submits for a job."""
+    return tomli_w.dumps(
+        {
+            "project": {
+                "name": "fedroc-job",
+                "version": version,
+                "description": (
+                    "fedroc: federated evaluation of a classifier (ROC, AUC, calibration)"
+                ),
+                "license": "MIT",
+                "dependencies": [],
+            },
+            "tool": {
+                "flwr": {
+                    "app": {
+                        "publisher": "fedroc",
+                        "components": {"serverapp": SERVER_APP_REF, "clientapp": CLIENT_APP_REF},
+                        "config": {JOB_KEY: ""},
+                    }
+                }
+            },
+        }
+    )
 
 
 # -- certificates ----------------------------------------------------------------------------
@@ -198,19 +213,12 @@ class FlowerConnection:
 
     def flower_config(self) -> str:
         """The Flower configuration file (``$FLWR_HOME/config.toml``) for this SuperLink."""
-        lines = [
-            "[superlink]",
-            f'default = "{CONNECTION_NAME}"',
-            "",
-            f"[superlink.{CONNECTION_NAME}]",
-            f"address = {json.dumps(self.address)}",
-        ]
+        link: dict[str, Any] = {"address": self.address}
         if self.insecure:
-            lines.append("insecure = true")
+            link["insecure"] = True
         else:
-            ca = Path(str(self.root_certificates)).resolve()
-            lines.append(f"root-certificates = {json.dumps(str(ca))}")
-        return "\n".join(lines) + "\n"
+            link["root-certificates"] = str(Path(str(self.root_certificates)).resolve())
+        return tomli_w.dumps({"superlink": {"default": CONNECTION_NAME, CONNECTION_NAME: link}})
 
 
 def flwr_executable() -> str:
@@ -252,21 +260,7 @@ def _flwr(
 
 
 def _raise_reported(info: Mapping[str, Any]) -> None:
-    kind = str(info.get("type"))
-    message = str(info.get("message"))
-    site = info.get("site")
-    function = info.get("function")
-    if kind == "DisclosureError":
-        raise DisclosureError(message, site=str(site), function=str(function or ""))
-    if kind == "SiteError":
-        raise SiteError(
-            message, site=str(site), function=None if function is None else str(function)
-        )
-    if kind == "InputError":
-        raise InputError(message)
-    if kind == "ProtocolError":
-        raise ProtocolError(message)
-    raise FedrocError(f"the ServerApp failed: {kind}: {message}")
+    raise error_from_dict(dict(info), fallback="FedrocError")
 
 
 def submit_job(
@@ -331,9 +325,9 @@ def submit_job(
     with tempfile.TemporaryDirectory(prefix="fedroc-flower-") as tmp:
         app = Path(tmp) / "app"
         app.mkdir()
-        (app / "pyproject.toml").write_text(APP_PYPROJECT.format(version=fedroc.__version__))
+        (app / "pyproject.toml").write_text(app_pyproject(fedroc.__version__))
         overrides = Path(tmp) / "job.toml"
-        overrides.write_text(f"{JOB_KEY} = {json.dumps(json.dumps(spec))}\n")
+        overrides.write_text(tomli_w.dumps({JOB_KEY: json.dumps(spec)}))
         env = {**os.environ, **QUIET_ENV, **flwr_home(connection, Path(tmp))}
         # One `flwr run --stream`: it starts the run, then follows its log. fedroc's result
         # is one checksummed line; once it is complete, the rest of the log is not needed.
@@ -451,15 +445,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _wait_port(host: str, port: int, deadline: float, proc: subprocess.Popen[bytes]) -> None:
-    while time.monotonic() < deadline:
+    def attempt() -> None:
         if proc.poll() is not None:
             raise FedrocError(f"process {proc.args!r} exited with status {proc.returncode}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise FedrocError(f"nothing listens on {host}:{port} after the start-up timeout")
+        socket.create_connection((host, port), timeout=0.5).close()
+
+    try:
+        retry(attempt, retry_on=(OSError,), deadline=deadline, pause=0.1)
+    except RetryExpired:
+        raise FedrocError(f"nothing listens on {host}:{port} after the start-up timeout") from None
 
 
 def marked_processes(marker: str) -> list[int]:
@@ -617,8 +611,11 @@ class LocalDeployment:
         return self.directory / "nodes" / site
 
     def start(self, timeout: float = 180.0) -> None:
-        """Start the SuperLink, register the sites' keys, start the SuperNodes; return once
-        every node is connected."""
+        """Start the deployment and wait until every node is connected.
+
+        Start the SuperLink, register the sites' keys, start the SuperNodes; return once every node
+        is connected.
+        """
         deadline = time.monotonic() + timeout
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
@@ -675,8 +672,11 @@ class LocalDeployment:
             )
 
     def stop(self) -> None:
-        """Stop every process this deployment started (SuperNodes first), and what they
-        started, including Flower's helpers that run in sessions of their own."""
+        """Stop every process this deployment started.
+
+        SuperNodes first, then what they started, including Flower's helpers that run in
+        sessions of their own.
+        """
         for proc in [*self._nodes.values(), *([self._link] if self._link else [])]:
             self._terminate(proc)
         _kill_marked(self._id)
@@ -716,8 +716,11 @@ class LocalDeployment:
         return 0 if popen is None or popen.poll() is not None else popen.pid
 
     def processes(self, name: str | None = None) -> list[int]:
-        """Running processes this deployment started (of one of its processes with
-        ``name``), including Flower's helpers in sessions of their own."""
+        """Running processes this deployment started.
+
+        Of one of its processes with ``name`` when given, including Flower's helpers in
+        sessions of their own.
+        """
         return marked_processes(self._id if name is None else f"{self._id}/{name}")
 
     def node_status(self, site: str) -> dict[str, Any]:
@@ -730,8 +733,11 @@ class LocalDeployment:
             return {}
 
     def supervise(self, *, restart: bool = True) -> list[str]:
-        """Notice processes that exited; restart them (backing off) unless ``restart`` is
-        False. Returns one line per event, for the operator."""
+        """Notice processes that exited and restart them.
+
+        Notice processes that exited; restart them (backing off) unless ``restart`` is False.
+        Returns one line per event, for the operator.
+        """
         events: list[str] = []
         now = time.monotonic()
         procs = [*([self._link] if self._link else []), *self._nodes.values()]
@@ -925,14 +931,8 @@ class LocalDeployment:
             proc.handle = None
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))
-
-
 def node_config_toml(config: Mapping[str, Any]) -> str:
     """A node config as the TOML file ``flower-supernode --node-config FILE`` reads."""
-    return "".join(f"{key} = {_toml_value(value)}\n" for key, value in config.items())
+    return tomli_w.dumps(
+        {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in config.items()}
+    )

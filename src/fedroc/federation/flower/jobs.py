@@ -5,7 +5,8 @@ A job takes a :class:`~fedroc.federation.Federation` (here backed by
 JSON-ready dict. The same functions run on an in-process federation, which is how the
 tests compare the two transports.
 
-* ``evaluate``: one registered method via :func:`fedroc.methods.evaluate`; options
+* ``evaluate`` (registered by :mod:`fedroc.apps`): one registered method via
+  :func:`fedroc.methods.evaluate`; options
   ``method``, ``seed``, ``confidence_level``, ``calibration_bins``, ``options`` (the
   method's own); returns ``EvaluationResult.to_dict()``.
 * ``moments``: distributed mean and variance of a column (paper 1, distrAVG/distrVAR) and,
@@ -28,7 +29,7 @@ from fedroc.exceptions import InputError
 from fedroc.federation import basic
 from fedroc.federation.federation import Federation
 
-__all__ = ["flower_job", "job_names", "run_job"]
+__all__ = ["flower_job", "job_names", "run_job", "take_options"]
 
 JobFn = Callable[[Federation, dict[str, Any]], dict[str, Any]]
 _JOBS: dict[str, JobFn] = {}
@@ -58,7 +59,7 @@ def run_job(name: str, federation: Federation, options: dict[str, Any]) -> dict[
     return out
 
 
-def _take(options: dict[str, Any], allowed: set[str], job: str) -> None:
+def take_options(options: dict[str, Any], allowed: set[str], job: str) -> None:
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise InputError(
@@ -66,36 +67,9 @@ def _take(options: dict[str, Any], allowed: set[str], job: str) -> None:
         )
 
 
-@flower_job("evaluate")
-def evaluate_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    from fedroc.methods import evaluate, get_method
-
-    _take(
-        options, {"method", "seed", "confidence_level", "calibration_bins", "options"}, "evaluate"
-    )
-    method = str(options.get("method", ""))
-    if not method:
-        raise InputError("job 'evaluate' needs a 'method'")
-    if get_method(method).needs_pooled:
-        raise InputError(
-            f"method {method!r} needs the pooled rows, which never leave the sites on Flower"
-        )
-    seed = options.get("seed")
-    bins = options.get("calibration_bins", 10)
-    result = evaluate(
-        federation,
-        method,
-        seed=None if seed is None else int(seed),
-        confidence_level=float(options.get("confidence_level", 0.95)),
-        calibration_bins=None if bins is None else int(bins),
-        **dict(options.get("options") or {}),
-    )
-    return result.to_dict()
-
-
 @flower_job("moments")
 def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    _take(options, {"column", "subset", "calibration_bins"}, "moments")
+    take_options(options, {"column", "subset", "calibration_bins"}, "moments")
     start = federation.mark()
     moments = basic.distributed_variance(
         federation,
@@ -115,7 +89,7 @@ def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, An
 
 @flower_job("sites")
 def sites_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    _take(options, set(), "sites")
+    take_options(options, set(), "sites")
     return {"sites": [{"name": k, "n": v} for k, v in basic.site_sizes(federation).items()]}
 
 
@@ -125,12 +99,18 @@ def _plain(value: Any) -> Any:
     return jsonable(value)
 
 
+def _steps(options: dict[str, Any], job: str, key: str, item: str) -> list[Any]:
+    """The one option of a job that runs a list of steps, checked to be a non-empty list."""
+    take_options(options, {key}, job)
+    steps = options.get(key)
+    if not isinstance(steps, list) or not steps:
+        raise InputError(f"job {job!r} needs {key!r}: a list of {item}")
+    return steps
+
+
 @flower_job("calls")
 def calls_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    _take(options, {"calls"}, "calls")
-    script = options.get("calls")
-    if not isinstance(script, list) or not script:
-        raise InputError("job 'calls' needs 'calls': a list of {function, args, repeat}")
+    script = _steps(options, "calls", "calls", "{function, args, repeat}")
     start = federation.mark()
     replies: list[dict[str, Any]] = []
     for step in script:
@@ -148,10 +128,7 @@ def calls_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]
 
 @flower_job("batch")
 def batch_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
-    _take(options, {"jobs"}, "batch")
-    jobs = options.get("jobs")
-    if not isinstance(jobs, list) or not jobs:
-        raise InputError("job 'batch' needs 'jobs': a list of {job, options}")
+    jobs = _steps(options, "batch", "jobs", "{job, options}")
     results = []
     for item in jobs:
         name = str(item.get("job"))

@@ -49,7 +49,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import InputError
+from fedroc.federation.flower import CLIENT_APP_REF, load_app
 from fedroc.federation.flower._process import die_with_parent
 from fedroc.federation.flower._tuning import (
     EXECUTOR,
@@ -64,7 +66,6 @@ __all__ = ["CLIENT_APP_REF", "InProcessExecutor", "main", "run_supernode"]
 
 log = logging.getLogger("fedroc.flower")
 
-CLIENT_APP_REF = "fedroc.federation.flower.apps:client_app"
 FAST_POLL = float(os.environ.get("FEDROC_FLOWER_POLL", "0.02"))
 STATUS_NAME = "status.json"
 
@@ -119,12 +120,14 @@ class InProcessExecutor:
 
     def _wait_for_api(self) -> None:
         host, _, port = self.address.rpartition(":")
-        while not self.stop.is_set():
-            try:
-                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-                    return
-            except OSError:
-                time.sleep(0.1)
+        with contextlib.suppress(RetryExpired):  # stopped before the API came up
+            retry(
+                lambda: socket.create_connection(
+                    (host.strip("[]"), int(port)), timeout=1.0
+                ).close(),
+                retry_on=(OSError,),
+                stop=self.stop.is_set,
+            )
 
     def run(self) -> None:
         from flwr.proto.runtime_pb2 import AcquireTaskRequest
@@ -167,7 +170,7 @@ class InProcessExecutor:
             push_task_output,
         )
 
-        from fedroc.federation.flower.apps import client_app
+        client_app = load_app(CLIENT_APP_REF)
 
         client = self._client(token)
         done = threading.Event()

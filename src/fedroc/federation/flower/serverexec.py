@@ -37,9 +37,9 @@ def preload() -> None:
     import flwr.superlink.cli.flwr_serverapp
     import flwr.superlink.runtime.run_serverapp  # noqa: F401
 
-    import fedroc.federation.flower.apps
-    import fedroc.federation.flower.jobs
-    import fedroc.methods  # noqa: F401  (registers the methods)
+    from fedroc.federation.flower import SERVER_APP_REF, load_app
+
+    load_app(SERVER_APP_REF)  # the application: every site function, method and job
 
 
 def _client(address: str, root_certificates: str | None) -> Any:

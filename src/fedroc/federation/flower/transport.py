@@ -24,7 +24,13 @@ from typing import Any
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-from fedroc.exceptions import DisclosureError, FedrocError, InputError, ProtocolError, SiteError
+from fedroc.exceptions import (
+    FedrocError,
+    InputError,
+    ProtocolError,
+    SiteError,
+    error_from_dict,
+)
 from fedroc.federation.flower._codec import (
     PROTOCOL,
     from_recorddict,
@@ -55,12 +61,6 @@ _UNDELIVERED = {3, 4, 5}
 CALL_TYPE = "query.fedroc_call"
 HELLO_TYPE = "query.fedroc_hello"
 
-_ERROR_CLASSES: dict[str, type[FedrocError]] = {
-    "InputError": InputError,
-    "ProtocolError": ProtocolError,
-    "SiteError": SiteError,
-}
-
 
 def error_from_reply(site: str, code: int, reason: str) -> FedrocError:
     """Turn a site's error reply into the exception the analyst sees."""
@@ -71,14 +71,11 @@ def error_from_reply(site: str, code: int, reason: str) -> FedrocError:
     if not isinstance(info, dict):
         # An error produced by Flower itself (ClientApp crashed, node unavailable, ...).
         return SiteError(f"Flower error {code} at site {site!r}: {reason}", site=site)
-    message = str(info.get("message", ""))
-    function = info.get("function")
     if code == ERROR_DISCLOSURE:
-        return DisclosureError(message, site=site, function=str(function or ""))
-    cls = _ERROR_CLASSES.get(str(info.get("type")))
-    if code == ERROR_FEDROC and cls is not None and cls is not SiteError:
-        return cls(message)
-    return SiteError(message, site=site, function=None if function is None else str(function))
+        info["type"] = "DisclosureError"
+    elif code != ERROR_FEDROC:
+        info["type"] = "SiteError"  # internal or misconfigured: a failure of the site
+    return error_from_dict(info, site=site)
 
 
 class FlowerTransport(Transport):

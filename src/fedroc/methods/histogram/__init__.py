@@ -202,6 +202,18 @@ def _empty_curves(
     )
 
 
+def _no_class_left(totals: tuple[float, float], cause: str, total_sd: float) -> list[str]:
+    """Why nothing can be estimated: a class whose noisy total is not positive."""
+    return [
+        f"after {cause}, the estimated number of {name} is {total:.1f} "
+        f"(noise SD {total_sd:.3g}): no AUC or curve can be estimated; the "
+        "budget is spent. Use a larger epsilon, a smaller Q (fewer levels) or "
+        "more rows"
+        for name, total in zip(("positives", "negatives"), totals, strict=True)
+        if not total > 0
+    ]
+
+
 def estimate(
     tree: AggregatedTree,
     opts: HistogramOptions,
@@ -218,21 +230,14 @@ def estimate(
     pos_levels, neg_levels = tree.pos_levels, tree.neg_levels
     if opts.dp and opts.post_processing:
         pos_levels, neg_levels = consistent_tree(pos_levels, b), consistent_tree(neg_levels, b)
-    caveats: list[str] = []
     totals = float(pos_levels[0].sum()), float(neg_levels[0].sum())
     if opts.dp:
         cause = _noise_phrase(opts, tree)
         total_sd = total_noise_sd(b, opts.height, tree.sigma2, opts.post_processing)
-        for name, total in zip(("positives", "negatives"), totals, strict=True):
-            if not total > 0:
-                caveats.append(
-                    f"after {cause}, the estimated number of {name} is {total:.1f} "
-                    f"(noise SD {total_sd:.3g}): no AUC or curve can be estimated; the "
-                    "budget is spent. Use a larger epsilon, a smaller Q (fewer levels) or "
-                    "more rows"
-                )
+        caveats = _no_class_left(totals, cause, total_sd)
         if caveats:
             return _empty_curves(opts, tree, *totals, confidence_level, caveats)
+    caveats = []
     pos_mass = tree_leaf_masses(pos_levels, b)
     neg_mass = tree_leaf_masses(neg_levels, b)
     n_pos, n_neg = float(pos_mass.sum()), float(neg_mass.sum())

@@ -142,8 +142,11 @@ def _leaves_for(ctx: SiteContext, args: dict[str, Any]) -> tuple[int, int, Any, 
 def _noisy_levels(
     ctx: SiteContext, args: dict[str, Any], pos: Any, neg: Any, *, n_shares: int, stream: str
 ) -> tuple[dict[str, Any], tuple[DPEvent, ...]]:
-    """Every level of both trees plus noise: a row adds 1 to one bin of one class per level
-    (sensitivity 1), each level gets epsilon / h (basic composition)."""
+    """Both trees, every level, with Laplace noise.
+
+    Every level of both trees plus noise: a row adds 1 to one bin of one class per level
+    (sensitivity 1), each level gets epsilon / h (basic composition).
+    """
     if args["epsilon"] is None:
         raise InputError("the DP modes need epsilon")
     b, h = int(args["branching"]), int(args["height"])

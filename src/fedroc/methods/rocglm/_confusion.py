@@ -76,8 +76,11 @@ class ConfusionMatrix(ResultMixin):
         return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
     def matrix(self) -> list[list[int]]:
-        """``[[tn, fp], [fn, tp]]``: rows the truth (0, 1), columns the prediction, as
-        scikit-learn's ``confusion_matrix`` orders them."""
+        """The matrix ``[[tn, fp], [fn, tp]]``.
+
+        Rows the truth (0, 1), columns the prediction, as scikit-learn's
+        ``confusion_matrix`` orders them.
+        """
         return [[self.tn, self.fp], [self.fn, self.tp]]
 
     def summary(self) -> str:

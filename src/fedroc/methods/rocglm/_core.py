@@ -95,8 +95,10 @@ def threshold_grid(n_thresholds: int = DEFAULT_N_THRESHOLDS) -> FloatArray:
 
 
 def survivor(sorted_ref: FloatArray, x: ArrayLike) -> FloatArray:
-    """``(#{ref > x} + #{ref = x} / 2) / n_ref``: the survivor function of ``sorted_ref``
-    at ``x`` with ties counted one half (``1 -`` the DeLong placement of ``x``)."""
+    """The survivor function of ``sorted_ref`` at ``x``, ties counted one half.
+
+    ``(#{ref > x} + #{ref = x} / 2) / n_ref``, that is ``1 -`` the DeLong placement of ``x``.
+    """
     return 1.0 - delong_placements(sorted_ref, x, below=True)
 
 

@@ -75,8 +75,9 @@ def _psi(z: FloatArray) -> FloatArray:
 
 @dataclass(frozen=True)
 class BinMixture:
-    """A distribution on ``[lo, hi]``: weights on uniform bins centred on a grid, or on
-    point masses at declared levels.
+    """A distribution on ``[lo, hi]``.
+
+    Weights on uniform bins centred on a grid, or on point masses at declared levels.
 
     Bins (``levels`` None): bin ``g`` is uniform on ``[c_g - h/2, c_g + h/2]`` with
     ``c_g = lo + g h``, the two end bins cut at the range (``[lo, lo + h/2]``,
@@ -94,8 +95,10 @@ class BinMixture:
         return int(self.weights.size)
 
     def edges(self) -> FloatArray:
-        """Bin edges: ``lo, lo + h/2, lo + 3h/2, ..., hi - h/2, hi`` (the end bins are half
-        bins, so that no mass lies outside the range)."""
+        """Bin edges ``lo, lo + h/2, lo + 3h/2, ..., hi - h/2, hi``.
+
+        The end bins are half bins, so that no mass lies outside the range.
+        """
         return bin_edges_for(self.lo, self.hi, self.m)
 
     @property
@@ -179,8 +182,10 @@ def _data_bins(noisy: FloatArray, sigma: float, lo: float, hi: float) -> tuple[F
 
 
 def _design(sigma: float, centers: FloatArray, h: float, left: FloatArray, right: FloatArray):
-    """``P(N + E in [left, right])`` for ``N`` uniform on each bin (closed form; bins as in
-    :func:`bin_edges_for`); for ``h = 0``, ``N`` at each centre."""
+    """The probability ``P(N + E in [left, right])`` for ``N`` uniform on each bin.
+
+    In closed form, bins as in :func:`bin_edges_for`; for ``h = 0``, ``N`` at each centre.
+    """
     if h == 0.0:
         with np.errstate(invalid="ignore"):
             hi = special.ndtr((right[:, None] - centers) / sigma)

@@ -153,7 +153,6 @@ def settings_grid(
 
 def overall_mae(grid: pd.DataFrame, column: str = "mae_auc") -> pd.Series:
     """Per setting, the MAE over all data sets (bins weighted by their counts)."""
-
     out = {}
     for key, frame in grid.groupby(["sensitivity", "epsilon", "delta"]):
         w = frame["count"].to_numpy()

@@ -66,9 +66,11 @@ def _design(frame: pd.DataFrame) -> pd.DataFrame:
 def gbsg2_feature_sensitivity(
     features: pd.DataFrame, scores: np.ndarray, n_breaks: int | None = None
 ) -> float:
-    """The feature heuristic (:func:`~fedroc.methods.rocglm.feature_sensitivity`) on one
-    site's GBSG2 rows: horTh, tgrade (and any column with at most three values) one-hot,
-    the other covariates binned. A heuristic, not a bound."""
+    """The feature heuristic on one site's GBSG2 rows.
+
+    :func:`~fedroc.methods.rocglm.feature_sensitivity` with horTh, tgrade (and any column
+    with at most three values) one-hot, the other covariates binned. A heuristic, not a bound.
+    """
     few = [c for c in features.columns if features[c].nunique() <= 3]
     return feature_sensitivity(features, scores, n_breaks=n_breaks, categorical=few).sensitivity
 

@@ -1,5 +1,8 @@
-"""Alembic environment: migrations run on the connection :func:`fedroc.sequester.db.migrate`
-hands over (``config.attributes["connection"]``), inside its transaction."""
+"""Alembic environment of the sequestration database.
+
+Migrations run on the connection :func:`fedroc.sequester.db.migrate` hands over
+(``config.attributes["connection"]``), inside its transaction.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,82 @@
+"""The layers of DESIGN.md: a lower layer never imports a higher one (checked on the source).
+
+The check reads every ``import`` (also those inside functions, which run later but still
+tie the layers) with :mod:`ast`, so it fails on the first upward import anyone adds.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "fedroc"
+
+# Package -> its layer (DESIGN.md, "Layers"). Modules of the same layer may import each other.
+LAYER = {
+    "metrics": 1,
+    "privacy": 2,
+    "federation": 3,
+    "secagg": 4,
+    "mpc": 4,
+    "methods": 5,
+    "clustered": 5,  # the former home of paper 3, re-exports fedroc.methods.clustered
+    "sequester": 6,  # the sequestration service and its database, on top of the method
+    "apps": 6,
+    "report": 6,
+    "figures": 6,
+    "datasets": 6,
+    "cli": 7,
+}
+# Checked strictly: these layers must stay importable without anything above them.
+STRICT = ("metrics", "privacy", "federation", "secagg", "mpc")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def _upward(package: str) -> list[str]:
+    found = []
+    for path in sorted((SRC / package).rglob("*.py")):
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "fedroc" and len(parts) > 1 and LAYER.get(parts[1], 0) > LAYER[package]:
+                found.append(f"{path.relative_to(SRC.parent)}:{line} imports {module}")
+    return found
+
+
+@pytest.mark.parametrize("package", STRICT)
+def test_no_layer_imports_a_higher_one(package: str) -> None:
+    assert _upward(package) == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
+    # The test above would pass vacuously if _imports missed imports inside functions.
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from fedroc.methods import evaluate\n    import fedroc.cli\n")
+    assert [m for _, m in _imports(module)] == ["fedroc.methods", "fedroc.cli"]
+
+
+def test_site_functions_register_with_the_layer_that_owns_them() -> None:
+    # The federation layer loads no plugin list by name: a higher layer's site function is
+    # known once that layer (or the application, fedroc.apps) is imported.
+    import subprocess
+    import sys
+
+    code = (
+        "from fedroc.federation.site import registered_site_functions as r\n"
+        "before = r()\n"
+        "import fedroc.apps\n"
+        "print(sorted(set(r()) - set(before)))\n"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    added = got.stdout
+    assert "fedroc.secagg.advertise_keys" in added and "rocglm.setup" in added
