@@ -286,7 +286,9 @@ def test_removing_a_mask_makes_the_view_test_fail(monkeypatch, mask, protocol, p
     found = dependencies(views, party, classes)
     assert found, f"removing {mask} went unnoticed"
     assert any(re.search(feature, name) for _, name in found), found[:5]
-    assert found[0][0] < 1e-12  # not a borderline effect
+    # Not a borderline effect: the intact protocols' smallest p-values are far above this.
+    # (1e-12 failed once at 7.4e-12: the views' masks come from fresh entropy each run.)
+    assert found[0][0] < 1e-9
 
 
 def test_the_whole_auc_program_view_does_not_depend_on_the_data():
