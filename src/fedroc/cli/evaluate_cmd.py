@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedroc.cli._common import (
+    AtSensitivityOption,
+    AtSpecificityOption,
+    MaxFprOption,
+    YoudenOption,
     calibration_table,
     coerce_pos_label,
     command_line,
@@ -362,21 +366,10 @@ def evaluate_command(
             "(AUC of --score minus AUC of this), its CI and p-value."
         ),
     ] = None,
-    max_fpr: Annotated[
-        float | None,
-        typer.Option(help="Partial AUC up to this false positive rate (McClish-standardised)."),
-    ] = None,
-    at_specificity: Annotated[
-        list[float] | None,
-        typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
-    ] = None,
-    at_sensitivity: Annotated[
-        list[float] | None,
-        typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
-    ] = None,
-    youden: Annotated[
-        bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
-    ] = False,
+    max_fpr: MaxFprOption = None,
+    at_specificity: AtSpecificityOption = None,
+    at_sensitivity: AtSensitivityOption = None,
+    youden: YoudenOption = False,
     # --- rocglm (paper 1) ---
     epsilon: Annotated[
         float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")

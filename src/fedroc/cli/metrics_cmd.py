@@ -8,6 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedroc.cli._common import (
+    AtSensitivityOption,
+    AtSpecificityOption,
+    MaxFprOption,
+    YoudenOption,
     coerce_pos_label,
     emit_json,
     grid_table,
@@ -111,21 +115,10 @@ def metrics(
         str | None,
         typer.Option(help="A second model's score column: paired DeLong comparison."),
     ] = None,
-    max_fpr: Annotated[
-        float | None,
-        typer.Option(help="Partial AUC up to this false positive rate (McClish-standardised)."),
-    ] = None,
-    at_specificity: Annotated[
-        list[float] | None,
-        typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
-    ] = None,
-    at_sensitivity: Annotated[
-        list[float] | None,
-        typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
-    ] = None,
-    youden: Annotated[
-        bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
-    ] = False,
+    max_fpr: MaxFprOption = None,
+    at_specificity: AtSpecificityOption = None,
+    at_sensitivity: AtSensitivityOption = None,
+    youden: YoudenOption = False,
     bootstrap: Annotated[
         int | None,
         typer.Option(help="Also a stratified bootstrap CI of the AUC with this many samples."),
