@@ -111,36 +111,37 @@ def operating_points_from_counts(
     """
     whole = counts.is_whole()
     points = []
-    for target in at_specificity:
-        d = point_dict(counts.at_specificity(target), confidence_level, intervals=whole)
-        d["selection_ci"] = (
-            list(
-                counts.sensitivity_at_specificity_ci(
-                    target,
-                    n_bootstraps=n_bootstraps,
-                    seed=seed,
-                    confidence_level=confidence_level,
+    # A target on one proportion chooses the threshold; the other (free) one gets the interval.
+    targeted = (
+        (
+            at_specificity,
+            counts.at_specificity,
+            counts.sensitivity_at_specificity_ci,
+            "sensitivity",
+        ),
+        (
+            at_sensitivity,
+            counts.at_sensitivity,
+            counts.specificity_at_sensitivity_ci,
+            "specificity",
+        ),
+    )
+    for targets, choose, selection_ci, free in targeted:
+        for target in targets:
+            d = point_dict(choose(target), confidence_level, intervals=whole)
+            d["selection_ci"] = (
+                list(
+                    selection_ci(
+                        target,
+                        n_bootstraps=n_bootstraps,
+                        seed=seed,
+                        confidence_level=confidence_level,
+                    )
                 )
+                if whole and d[free] is not None
+                else None
             )
-            if whole and d["sensitivity"] is not None
-            else None
-        )
-        points.append(d)
-    for target in at_sensitivity:
-        d = point_dict(counts.at_sensitivity(target), confidence_level, intervals=whole)
-        d["selection_ci"] = (
-            list(
-                counts.specificity_at_sensitivity_ci(
-                    target,
-                    n_bootstraps=n_bootstraps,
-                    seed=seed,
-                    confidence_level=confidence_level,
-                )
-            )
-            if whole and d["specificity"] is not None
-            else None
-        )
-        points.append(d)
+            points.append(d)
     if youden:
         d = point_dict(counts.youden(), confidence_level, intervals=whole)
         d["selection_ci"] = None
