@@ -12,18 +12,8 @@ import pandas as pd
 import pytest
 from sklearn import metrics as skm
 
-from fedroc.cli import main
 from fedroc.metrics import delong_paired
-
-
-def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests._cli import run_main
 
 
 @pytest.fixture(scope="module")

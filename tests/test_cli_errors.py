@@ -18,22 +18,12 @@ import pytest
 import typer
 
 import fedroc
-from fedroc.cli import COMMAND_EXTRAS, app, main
+from fedroc.cli import COMMAND_EXTRAS, app
 from fedroc.cli._common import EXTRA_MODULES, MissingExtraError, require_extra
+from tests._cli import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "pandas", "scipy", "matplotlib", "pyarrow", "flwr", "fastapi", "sqlalchemy")
-
-
-def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
-    """Exit status, stdout and stderr of one in-process `fedroc ARGS`."""
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def command_paths() -> list[list[str]]:

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from sklearn import metrics as skm
 
-from fedroc.cli import main
 from fedroc.metrics import CalibrationCurve, ScoreCounts, bin_edges
 from fedroc.report import calibration_figure, human_label, roc_band
+from tests._cli import run_main
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_report_browser.py"
 SECTIONS = ["result", "figures", "sites", "released", "provenance"]
@@ -77,16 +77,6 @@ class Page(HTMLParser):
 
     def row(self, section: str, first: str) -> list[str]:
         return next(r for r in self.cells[section] if r and r[0] == first)
-
-
-def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")
