@@ -22,6 +22,7 @@ import pytest
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.federation import Federation, Site
+from fedroc.methods.mpc import SHARE_FUNCTION  # the layer that registers the site function
 from fedroc.metrics import roc_auc
 from fedroc.mpc import JobTerms, LocalCluster, make_bundle, new_owner_key
 from fedroc.mpc.local import secure_auc_local
@@ -116,7 +117,7 @@ def test_sites_authorise_one_job_with_the_owners_they_are_told():
         terms = JobTerms.create(owners, proxies, **params)
         target = Federation.from_sites(sites) if sites else fed
         return target.call(
-            "fedroc.mpc.share",
+            SHARE_FUNCTION,
             job=terms.job,
             owners=list(terms.owners),
             proxy0_key=proxies[0],
@@ -146,7 +147,7 @@ def test_a_sites_authorisation_survives_a_restart(tmp_path):
     def ask(site):
         terms = JobTerms.create(["A", "B"], proxies)
         return site.handle(
-            "fedroc.mpc.share",
+            SHARE_FUNCTION,
             {
                 "job": terms.job,
                 "owners": list(terms.owners),
