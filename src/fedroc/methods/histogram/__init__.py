@@ -254,6 +254,7 @@ def estimate(
     )
     ci_withheld = None
     auc_level = None
+    auc_test = None
     binning_bound = 0.0
     if not opts.dp:
         delong = delong_from_counts(pos_mass, neg_mass, confidence_level=confidence_level)
@@ -268,11 +269,12 @@ def estimate(
             confidence_level=confidence_level,
         )
         assert est is not None  # both totals are positive
-        auc, noise_variance, delong, auc_level = (
+        auc, noise_variance, delong, auc_level, auc_test = (
             est.auc,
             est.noise_variance,
             est.delong,
             est.level,
+            est.test,
         )
         caveats.append(
             f"the AUC is the noise-unbiased AUC of tree level {est.level} "
@@ -372,6 +374,7 @@ def estimate(
         noise_sd=math.sqrt(tree.sigma2),
         auc_level=auc_level,
         binning_bound=binning_bound,
+        auc_test=auc_test,
         ci_withheld=ci_withheld,
         brier=brier,
         brier_noise_sd=brier_sd,
