@@ -34,6 +34,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ from scipy import special
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coverage import DESIGNS, Design  # noqa: E402
 
-from fedroc.methods.histogram import estimate  # noqa: E402
+from fedroc.methods.histogram import MIN_TOTAL_SNR, estimate  # noqa: E402
 from fedroc.metrics import roc_auc  # noqa: E402
 from fedroc.methods.histogram._dp import dp_auc  # noqa: E402
 from fedroc.methods.histogram._protocol import AggregatedTree, check_options  # noqa: E402
@@ -57,6 +58,13 @@ from fedroc.methods.histogram._tree import (  # noqa: E402
 SETTINGS = {"eps 1, Q 1024": (1.0, 1024), "eps 1, Q 256": (1.0, 256), "eps 0.1, Q 64": (0.1, 64)}
 THRESHOLDS = (4.0, 5.0, 6.0, 7.0, 8.0)
 Z95 = float(special.ndtri(0.975))
+
+
+def _widen(bounds: tuple[float, float] | None, widen: float) -> tuple[float, float] | None:
+    """As the method reports an interval: widened by the binning bound, clipped."""
+    if bounds is None:
+        return None
+    return (min(max(bounds[0] - widen, 0.0), 1.0), max(min(bounds[1] + widen, 1.0), 0.0))
 
 
 def _first_order(pos: np.ndarray, neg: np.ndarray, e: np.ndarray, f: np.ndarray) -> float:
@@ -133,19 +141,24 @@ def replicate(design: Design, n: int, eps: float, quantiles: int, rng: np.random
         sigma2=sigma2,
         post_processing=True,
         confidence_level=0.95,
+        threshold=MIN_TOTAL_SNR * row["total_sd"],
     )
     assert dp is not None
     lv = dp.level - 1
     first = _first_order(
         exact_p[lv], exact_n[lv], cons_p[lv] - exact_p[lv], cons_n[lv] - exact_n[lv]
     )
-    fieller = dp.test.interval(0.95)
     widen = dp.ties / 2.0
     se = math.sqrt(dp.noise_variance + dp.delong.variance)
-    if fieller is not None:
-        fieller = (min(max(fieller[0] - widen, 0.0), 1.0), max(min(fieller[1] + widen, 1.0), 0.0))
+    fieller = _widen(dp.test.fieller(0.95), widen)
+    selective = {
+        k: _widen(replace(dp.test, threshold=k * row["total_sd"]).interval(0.95), widen)
+        for k in THRESHOLDS
+    }
     if row["released"]:  # the method's own numbers are these
-        assert res.auc == dp.auc and res.confidence_interval() == fieller
+        assert res.auc == dp.auc and res.confidence_interval() == selective[MIN_TOTAL_SNR]
+    for k, bounds in selective.items():
+        row[f"sel{k:g}_lo"], row[f"sel{k:g}_hi"] = (np.nan, np.nan) if bounds is None else bounds
     row.update(
         level=dp.level,
         binned=_binned_auc(exact_p[lv], exact_n[lv]),
@@ -182,7 +195,13 @@ def summarize(runs: pd.DataFrame, truth: float) -> dict[str, float]:
         out["released: bias"] = float((rel["estimate"] - truth).mean())
         out["released: bias MCSE"] = float(rel["estimate"].std(ddof=1) / math.sqrt(len(rel)))
         out["released: selection"] = float(rel["first_order"].mean() - cv.mean())
-        for name in ("wald", "fieller"):
+        rel = rel.rename(
+            columns={
+                f"sel{MIN_TOTAL_SNR:g}_lo": "selective_lo",
+                f"sel{MIN_TOTAL_SNR:g}_hi": "selective_hi",
+            }
+        )
+        for name in ("wald", "fieller", "selective"):
             lo, hi = rel[f"{name}_lo"], rel[f"{name}_hi"]
             out[f"{name}: coverage"] = float(((lo <= truth) & (truth <= hi)).mean())
             out[f"{name}: miss low/high"] = f"{(lo > truth).mean():.3f}/{(hi < truth).mean():.3f}"  # type: ignore[assignment]
@@ -195,13 +214,20 @@ def rule_table(runs: pd.DataFrame, truth: float) -> list[dict[str, object]]:
     est = runs.dropna(subset=["estimate"])
     for k in THRESHOLDS:
         rel = est[est["min_total"] >= k * est["total_sd"]]
-        lo, hi = rel["fieller_lo"], rel["fieller_hi"]
+        lo, hi = rel[f"sel{k:g}_lo"], rel[f"sel{k:g}_hi"]
+        flo, fhi = rel["fieller_lo"], rel["fieller_hi"]
         rows.append(
             {
                 "threshold (SDs)": k,
                 "released": len(rel) / len(runs),
                 "bias": float((rel["estimate"] - truth).mean()) if len(rel) else math.nan,
-                "coverage": float(((lo <= truth) & (truth <= hi)).mean()) if len(rel) else math.nan,
+                "coverage (Fieller)": float(((flo <= truth) & (truth <= fhi)).mean())
+                if len(rel)
+                else math.nan,
+                "coverage (selective)": float(((lo <= truth) & (truth <= hi)).mean())
+                if len(rel)
+                else math.nan,
+                "width (selective)": float((hi - lo).mean()) if len(rel) else math.nan,
                 "largest error": float((rel["estimate"] - truth).abs().max()) if len(rel) else math.nan,
             }
         )

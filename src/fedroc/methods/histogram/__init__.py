@@ -113,6 +113,7 @@ __all__ = [
     "JOINT_NAME",
     "LOCAL_NAME",
     "MAX_LEAVES",
+    "MIN_TOTAL_SNR",
     "MODES",
     "MODE_DDP",
     "MODE_LDP",
@@ -267,6 +268,7 @@ def estimate(
             sigma2=tree.sigma2,
             post_processing=opts.post_processing,
             confidence_level=confidence_level,
+            threshold=MIN_TOTAL_SNR * total_sd,
         )
         assert est is not None  # both totals are positive
         auc, noise_variance, delong, auc_level, auc_test = (
