@@ -42,29 +42,22 @@ import pandas as pd
 from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import DESIGNS, Design  # noqa: E402
+from coverage import DESIGNS, Design
 
-from fedroc.methods.histogram import MIN_TOTAL_SNR, estimate  # noqa: E402
-from fedroc.metrics import roc_auc  # noqa: E402
-from fedroc.methods.histogram._dp import dp_auc  # noqa: E402
-from fedroc.methods.histogram._protocol import AggregatedTree, check_options  # noqa: E402
-from fedroc.methods.histogram._site import count_leaves, levels_from_leaves  # noqa: E402
-from fedroc.methods.histogram._tree import (  # noqa: E402
+from fedroc.methods.histogram import MIN_TOTAL_SNR, estimate
+from fedroc.methods.histogram._dp import dp_auc, dp_interval
+from fedroc.methods.histogram._protocol import AggregatedTree, check_options
+from fedroc.methods.histogram._site import count_leaves, levels_from_leaves
+from fedroc.methods.histogram._tree import (
     consistent_tree,
     node_noise_variance,
     total_noise_sd,
 )
+from fedroc.metrics import roc_auc
 
 SETTINGS = {"eps 1, Q 1024": (1.0, 1024), "eps 1, Q 256": (1.0, 256), "eps 0.1, Q 64": (0.1, 64)}
 THRESHOLDS = (4.0, 5.0, 6.0, 7.0, 8.0)
 Z95 = float(special.ndtri(0.975))
-
-
-def _widen(bounds: tuple[float, float] | None, widen: float) -> tuple[float, float] | None:
-    """As the method reports an interval: widened by the binning bound, clipped."""
-    if bounds is None:
-        return None
-    return (min(max(bounds[0] - widen, 0.0), 1.0), max(min(bounds[1] + widen, 1.0), 0.0))
 
 
 def _first_order(pos: np.ndarray, neg: np.ndarray, e: np.ndarray, f: np.ndarray) -> float:
@@ -150,9 +143,9 @@ def replicate(design: Design, n: int, eps: float, quantiles: int, rng: np.random
     )
     widen = dp.ties / 2.0
     se = math.sqrt(dp.noise_variance + dp.delong.variance)
-    fieller = _widen(dp.test.fieller(0.95), widen)
+    fieller = dp_interval(replace(dp.test, threshold=None), widen, 0.95)
     selective = {
-        k: _widen(replace(dp.test, threshold=k * row["total_sd"]).interval(0.95), widen)
+        k: dp_interval(replace(dp.test, threshold=k * row["total_sd"]), widen, 0.95)
         for k in THRESHOLDS
     }
     if row["released"]:  # the method's own numbers are these
@@ -228,7 +221,9 @@ def rule_table(runs: pd.DataFrame, truth: float) -> list[dict[str, object]]:
                 if len(rel)
                 else math.nan,
                 "width (selective)": float((hi - lo).mean()) if len(rel) else math.nan,
-                "largest error": float((rel["estimate"] - truth).abs().max()) if len(rel) else math.nan,
+                "largest error": float((rel["estimate"] - truth).abs().max())
+                if len(rel)
+                else math.nan,
             }
         )
     return rows

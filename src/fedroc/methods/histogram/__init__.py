@@ -78,7 +78,7 @@ from ._curves import (
     roc_area_error,
     survival_function,
 )
-from ._dp import dp_auc, dp_brier, dp_calibration
+from ._dp import DPAuc, dp_auc, dp_brier, dp_calibration, dp_interval
 from ._protocol import AggregatedTree, HistogramOptions, check_options, collect_tree
 from ._result import HistogramCurves
 from ._site import (
@@ -112,6 +112,7 @@ __all__ = [
     "INTERPOLATIONS",
     "JOINT_NAME",
     "LOCAL_NAME",
+    "MAX_DP_INTERVAL_WIDTH",
     "MAX_LEAVES",
     "MIN_TOTAL_SNR",
     "MODES",
@@ -148,6 +149,13 @@ __all__ = [
 #: 200 runs on 5 x 300 rows at epsilon 0.1 passed with a total 2.5 SDs too high and an
 #: interval that missed by 0.4.
 MIN_TOTAL_SNR = 6.0
+
+#: A DP AUC whose interval (selection-aware, :class:`._dp.RatioTest`) is wider than this
+#: is withheld: runs that clear the 6-SD rule only because their noise raised a small
+#: class total get intervals as wide as [0, 1] around a far-off estimate (rare design,
+#: 500 rows, epsilon 1: AUC 0.70 for 0.97); a number printed with such an interval would
+#: be quoted without it.
+MAX_DP_INTERVAL_WIDTH = 0.5
 
 
 def _noise_phrase(opts: HistogramOptions, tree: AggregatedTree) -> str:
@@ -213,6 +221,53 @@ def _no_class_left(totals: tuple[float, float], cause: str, total_sd: float) -> 
         for name, total in zip(("positives", "negatives"), totals, strict=True)
         if not total > 0
     ]
+
+
+def _dp_withheld(
+    est: DPAuc,
+    totals: tuple[float, float],
+    total_sd: float,
+    cause: str,
+    confidence_level: float,
+) -> str | None:
+    """Why the DP AUC is withheld (None: released); the rule is :data:`MIN_TOTAL_SNR`'s.
+
+    In order: a class total too close to 0; a level so coarse that ties within its bins
+    could move the AUC by more than its SE; an interval (conditioned on the first rule)
+    that is not bounded or wider than :data:`MAX_DP_INTERVAL_WIDTH`.
+    """
+    low = min(totals)
+    noise_sd = math.sqrt(est.noise_variance)
+    if low < MIN_TOTAL_SNR * total_sd:
+        return (
+            f"no AUC and no interval: after {cause}, the smaller class total is "
+            f"{low:.1f} with noise SD {total_sd:.3g}, too close to 0 for the estimate "
+            f"and its interval (they need {MIN_TOTAL_SNR:g} SDs; the AUC would have "
+            f"been {est.auc:.3f} with noise SD {noise_sd:.2g}). Use a "
+            "larger epsilon, a smaller Q or more rows"
+        )
+    se = math.sqrt(est.noise_variance + est.delong.variance)
+    bound = est.ties / 2.0
+    if bound > se:
+        return (
+            f"no AUC and no interval: {cause} allows only tree level {est.level} "
+            f"({est.bins} bins), where ties within a bin could move the AUC by up to "
+            f"{bound:.3f}, more than its standard error {se:.3f}. Use a larger "
+            "epsilon or more rows"
+        )
+    interval = dp_interval(est.test, bound, confidence_level)
+    if interval is None or interval[1] - interval[0] > MAX_DP_INTERVAL_WIDTH:
+        where = (
+            "is not bounded" if interval is None else f"is [{interval[0]:.3f}, {interval[1]:.3f}]"
+        )
+        return (
+            f"no AUC and no interval: after {cause}, the AUC's {confidence_level:.0%} "
+            f"interval (which accounts for the noise and for this rule's selection of "
+            f"class totals that clear {MIN_TOTAL_SNR:g} noise SDs) {where}: wider than "
+            f"{MAX_DP_INTERVAL_WIDTH:g}, so the estimate ({est.auc:.3f}) would say nothing "
+            "about the model. Use a larger epsilon, a smaller Q or more rows"
+        )
+    return None
 
 
 def estimate(
@@ -284,25 +339,8 @@ def estimate(
             f"biased by {cause}"
         )
         binning_bound = est.ties / 2.0
-        low = min(totals)
-        se = math.sqrt(noise_variance + delong.variance)
-        if low >= MIN_TOTAL_SNR * total_sd and binning_bound > se:
-            ci_withheld = (
-                f"no AUC and no interval: {cause} allows only tree level {est.level} "
-                f"({est.bins} bins), where ties within a bin could move the AUC by up to "
-                f"{binning_bound:.3f}, more than its standard error {se:.3f}. Use a larger "
-                "epsilon or more rows"
-            )
-            caveats.append(ci_withheld)
-            auc = float("nan")
-        if low < MIN_TOTAL_SNR * total_sd:
-            ci_withheld = (
-                f"no AUC and no interval: after {cause}, the smaller class total is "
-                f"{low:.1f} with noise SD {total_sd:.3g}, too close to 0 for the estimate "
-                f"and its interval (they need {MIN_TOTAL_SNR:g} SDs; the AUC would have "
-                f"been {auc:.3f} with noise SD {math.sqrt(noise_variance):.2g}). Use a "
-                "larger epsilon, a smaller Q or more rows"
-            )
+        ci_withheld = _dp_withheld(est, totals, total_sd, cause, confidence_level)
+        if ci_withheld is not None:
             caveats.append(ci_withheld)
             auc = float("nan")
         if math.isfinite(auc) and not 0.0 <= auc <= 1.0:

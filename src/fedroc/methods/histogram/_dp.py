@@ -329,6 +329,22 @@ def dp_auc(
     )
 
 
+def dp_interval(
+    test: RatioTest, binning_bound: float, confidence_level: float
+) -> tuple[float, float] | None:
+    """The DP AUC interval: :meth:`RatioTest.interval` widened by the binning bound.
+
+    Clipped into [0, 1] at both ends: a set that lies wholly outside (the data reject
+    every possible AUC, a miss) becomes the end point, never an inverted pair.
+    """
+    bounds = test.interval(confidence_level)
+    if bounds is None:
+        return None
+    low = min(max(bounds[0] - binning_bound, 0.0), 1.0)
+    high = max(min(bounds[1] + binning_bound, 1.0), 0.0)
+    return (low, high)
+
+
 def wald_interval(value: float, se: float, confidence_level: float) -> tuple[float, float]:
     """``value +- z se`` clipped to [0, 1]."""
     z = float(special.ndtri(0.5 + confidence_level / 2.0))

@@ -16,7 +16,7 @@ from fedroc.methods import EvaluationResult
 from fedroc.metrics import CalibrationCurve, DeLongResult, logit_ci
 
 from ._curves import CurveErrors, survival_function
-from ._dp import RatioTest, wald_interval
+from ._dp import RatioTest, dp_interval, wald_interval
 from ._site import MODE_SA
 
 
@@ -155,16 +155,8 @@ class HistogramCurves(ResultMixin):
             return logit_ci(self.auc, self.se, level)
         if self.auc_test is None:
             low, high = wald_interval(self.auc, self.se, level)
-        else:
-            bounds = self.auc_test.interval(level)
-            if bounds is None:
-                return None
-            low, high = bounds
-        # Clipped into [0, 1] at both ends: a set that lies wholly outside (the data reject
-        # every possible AUC, a miss) becomes the end point, never an inverted pair.
-        low = min(max(low - self.binning_bound, 0.0), 1.0)
-        high = max(min(high + self.binning_bound, 1.0), 0.0)
-        return (low, high)
+            return (max(0.0, low - self.binning_bound), min(1.0, high + self.binning_bound))
+        return dp_interval(self.auc_test, self.binning_bound, level)
 
     def brier_interval(self, confidence_level: float | None = None) -> tuple[float, float] | None:
         """Interval for the pooled rows' Brier score given the DP noise (not the sampling)."""
