@@ -16,6 +16,8 @@ consistency step:
   The level trades the binning bias (pairs in one bin count 1/2: at most half the
   fraction of such pairs) against the noise, which grows with the number of bins
   (:func:`choose_level`).
+- the AUC's interval: Fieller's test inversion for the ratio, conditioned on the release
+  rule (:class:`RatioTest`, :func:`dp_interval`).
 - the Brier score and the calibration curve: ratios of linear statistics of the leaves,
   with their noise SD by the delta method (:func:`dp_brier`, :func:`dp_calibration`).
 """
