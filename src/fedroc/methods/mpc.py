@@ -46,7 +46,7 @@ from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 __all__ = ["MpcDetails", "paired_comparison", "run_mpc"]
 
 SHARE_FUNCTION = "fedroc.mpc.share"
-_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare")
+_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare", "asks")
 
 
 _JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
@@ -62,6 +62,7 @@ SHARE_SCHEMA = {
     "delta": Int(1, (1 << 28) - 1),
     "noties": Bool(),
     "compare": Bool(default=False),
+    "asks": Text(400, alphabet="abcdefghijklmnopqrstuvwxyz0123456789: ", default=""),
 }
 
 
