@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -140,3 +141,43 @@ def test_key_to_float_inverts_the_score_keys(rng):
     h, low = float_key_parts(s)
     back = np.array([key_to_float(a, b) for a, b in zip(h, low, strict=True)])
     assert np.array_equal(back, np.where(s == 0, 0.0, s))
+
+
+def test_cli_mpc_partial_auc_and_points_json_table_and_report(capsys, tmp_path, rng):
+    """End to end: the mpc method's asked values agree with the pooled method's to the opened
+    precision (2**-14, rounded), thresholds exactly; the table and the report show them."""
+    import pandas as pd
+
+    from tests._cli import run_main
+
+    args = ["evaluate", "--label", "y", "--score", "s"]
+    for name, n in (("north", 90), ("south", 70)):
+        y = rng.random(n) < 0.4
+        s = 1 / (1 + np.exp(-(1.2 * y + rng.normal(size=n))))
+        path = tmp_path / f"{name}.csv"
+        pd.DataFrame({"y": y.astype(int), "s": s.round(2)}).to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    asks = ["--max-fpr", "0.2", "--at-specificity", "0.9", "--at-sensitivity", "0.8", "--youden"]
+    report = tmp_path / "mpc.html"
+    code, out, err = run_main(
+        capsys, [*args, *asks, "--method", "mpc", "--json", "--report", str(report)]
+    )
+    assert code == 0, err
+    mpc = json.loads(out)
+    code, out, _ = run_main(capsys, [*args, *asks, "--method", "pooled", "--json"])
+    pooled = json.loads(out)
+    half = 2.0**-15
+    assert abs(mpc["partial_auc"] - pooled["partial_auc"]) <= half
+    assert len(mpc["operating_points"]) == 3
+    for got, want in zip(mpc["operating_points"], pooled["operating_points"], strict=True):
+        assert got["criterion"] == want["criterion"]
+        assert got["threshold"] == want["threshold"]
+        for name in ("sensitivity", "specificity", "ppv", "npv"):
+            assert abs(got[name] - want[name]) <= half, name
+        assert got["tp"] is None and got["sensitivity_ci"] is None  # counts stay secret
+    assert any("operating point" in note for note in mpc["released"]["notes"])
+    html = report.read_text(encoding="utf-8")
+    assert "Operating points" in html and "Partial AUC" in html
+    code, out, _ = run_main(capsys, [*args, *asks, "--method", "mpc"])
+    assert code == 0
+    assert "partial_auc" in out and "specificity >= 0.9" in out and "youden" in out

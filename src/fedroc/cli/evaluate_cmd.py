@@ -83,7 +83,7 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if asks:
         raise InputError(
             f"--method {method} cannot give {', '.join(asks)}: it does not release the class "
-            "counts they need; pooled and histogram can (docs/analysis.md)"
+            "counts they need; pooled, histogram and mpc can (docs/analysis.md)"
         )
     if wrong:
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
