@@ -181,3 +181,19 @@ def test_cli_mpc_partial_auc_and_points_json_table_and_report(capsys, tmp_path, 
     code, out, _ = run_main(capsys, [*args, *asks, "--method", "mpc"])
     assert code == 0
     assert "partial_auc" in out and "specificity >= 0.9" in out and "youden" in out
+
+
+def test_asks_are_part_of_the_signed_terms():
+    """An analyst cannot widen what a site agreed to: other asks are other terms, and a site
+    that authorised a job id refuses the same id with other asks."""
+    from fedroc.mpc.owner import JobTerms, authorise
+
+    keys = (b"\x01" * 32, b"\x02" * 32)
+    base = JobTerms.create(["a", "b"], keys, job="job-asks-0001", asks="pauc:200000")
+    wider = JobTerms.create(["a", "b"], keys, job="job-asks-0001", asks="pauc:200000 youden")
+    assert base.digest() != wider.digest()
+    assert JobTerms.from_record(wider.to_record()) == wider
+    state: dict = {}
+    authorise(state, "a", base)
+    with pytest.raises(InputError, match="other terms"):
+        authorise(state, "a", wider)
