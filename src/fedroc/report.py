@@ -539,7 +539,13 @@ def _roc_section(
     counts = getattr(details, "counts", None)
     band = None
     band_text = "The method releases no uncertainty of the curve: no band is drawn."
-    if result.method == "pooled" and isinstance(counts, ScoreCounts) and counts.is_whole():
+    weighted = bool(result.extra.get("weighted"))  # a row bootstrap says nothing of weights
+    if (
+        result.method == "pooled"
+        and not weighted
+        and isinstance(counts, ScoreCounts)
+        and counts.is_whole()
+    ):
         band = roc_band(counts, confidence_level=result.confidence_level, seed=seed)
         band_text = (
             f"Shaded: pointwise {result.confidence_level:.0%} stratified bootstrap band "

@@ -37,14 +37,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
 from fedroc.exceptions import InputError
 from fedroc.mpc.protocols import add_public, constant, lt, mul, mul_sf
-from fedroc.mpc.ring import K as TOP_BIT
 from fedroc.mpc.ring import MASK63, U64, UArray
+from fedroc.mpc.ring import K as TOP_BIT
 from fedroc.mpc.runtime import Party, Program, par
 
 __all__ = ["PPM", "Asks"]
@@ -192,6 +191,120 @@ def _youden(p: Party, cols: UArray) -> Program:
     return cols[0]
 
 
+def _cuts(end: UArray) -> tuple[UArray, UArray, UArray]:
+    """``TP``, ``FP`` and ``j`` (rows above) at each row's cut."""
+    return end[:, 0], end[:, 2] - end[:, 0], end[:, 2]
+
+
+def _at_targets(
+    p: Party, asks: Asks, srt: UArray, end: UArray, pos: UArray, neg: UArray
+) -> Program:
+    """The points chosen by targets: per point ``(h, l, TP, FP, j, nothing positive)``."""
+    n = srt.shape[0]
+    tp_end, fp_end, j_end = _cuts(end)
+    zero = constant(p, 0, (1,))
+    n_spec, n_sens = len(asks.at_specificity), len(asks.at_sensitivity)
+    # Layer 1: each target's condition at every row's cut ([... < ...]: the cut fails).
+    xs = [(np.repeat(neg, n) - fp_end) * U64(PPM) for _ in asks.at_specificity]
+    ys = [np.repeat(neg, n) * U64(s) for s in asks.at_specificity]
+    xs += [tp_end * U64(PPM) for _ in asks.at_sensitivity]
+    ys += [np.repeat(pos, n) * U64(s) for s in asks.at_sensitivity]
+    fails = yield from lt(p, np.concatenate(xs), np.concatenate(ys), "asks.cut")
+    ok = [add_public(p, U64(0) - fails[i * n : (i + 1) * n], 1) for i in range(len(xs))]
+    # A prefix (specificity) ends at the chosen cut's last row; a suffix (sensitivity)
+    # starts at its first row (before it: the cut at inf qualifies only for target 0).
+    sels = [ok[i] - np.concatenate([ok[i][1:], zero]) for i in range(n_spec)]
+    for i, s in enumerate(asks.at_sensitivity):
+        o = ok[n_spec + i]
+        sels.append(o - np.concatenate([constant(p, 1 if s == 0 else 0, (1,)), o[:-1]]))
+    counts = yield from mul(
+        p,
+        np.concatenate(sels),
+        np.concatenate([tp_end] * n_spec + [fp_end] * n_sens),
+        "asks.count",
+    )
+    counts = counts.reshape(n_spec + n_sens, n).sum(axis=1)
+    # Layer 2, the tie rule: the first cut with TP >= the chosen TP (over [inf, rows]),
+    # the last cut with FP <= the chosen FP.
+    xs = [np.concatenate([zero, tp_end]) for _ in range(n_spec)]
+    ys = [np.repeat(counts[i : i + 1], n + 1) for i in range(n_spec)]
+    xs += [np.repeat(counts[n_spec + i : n_spec + i + 1], n) for i in range(n_sens)]
+    ys += [fp_end] * n_sens
+    tie = yield from lt(p, np.concatenate(xs), np.concatenate(ys), "asks.tie")
+    sels, nothing = [], []
+    for i in range(n_spec):
+        q = add_public(p, U64(0) - tie[i * (n + 1) : (i + 1) * (n + 1)], 1)
+        sels.append(q[1:] - q[:-1])
+        nothing.append(q[0:1])
+    base = n_spec * (n + 1)
+    for i in range(n_sens):
+        r = add_public(p, U64(0) - tie[base + i * n : base + (i + 1) * n], 1)
+        sels.append(r - np.concatenate([r[1:], zero]))
+        nothing.append(add_public(p, U64(0) - r[0:1], 1))
+    stack = np.stack([srt[:, 0], srt[:, 1], tp_end, fp_end, j_end], axis=1)
+    chosen = yield from mul_sf(p, np.concatenate(sels), np.tile(stack, (len(sels), 1)), "pick")
+    chosen = chosen.reshape(len(sels), n, 5).sum(axis=1)
+    return [(*(c[k : k + 1] for k in range(5)), nothing[i]) for i, c in enumerate(chosen)]
+
+
+def _partial_auc(
+    p: Party, asks: Asks, beg: UArray, end: UArray, neg_b: UArray, neg: UArray, pn2: UArray
+) -> Program:
+    """Numerator and denominator of the standardised partial AUC (secret integers)."""
+    n = end.shape[0]
+    k, d = asks.fraction()
+    tp_end, fp_end, _ = _cuts(end)
+    tp_beg, fp_beg, _ = _cuts(beg)
+    one = constant(p, 1, (1,))
+    beyond = yield from lt(p, np.repeat(neg, n) * U64(k), fp_end * U64(d), "pauc.cut")
+    within = add_public(p, U64(0) - beyond, 1)  # prefix: whole cuts up to max_fpr
+    straddle = np.concatenate([one, within[:-1]]) - within  # first row of the next group
+    t_s = np.repeat(neg, n) * U64(k) - fp_beg * U64(d)  # d (B - FP_beg)
+    stack = np.stack([tp_beg, tp_end - tp_beg, fp_end - fp_beg, t_s], axis=1)
+    picked, whole = yield from par(
+        mul_sf(p, straddle, stack, "pauc.pick"), mul(p, within, neg_b, "pauc.whole")
+    )
+    tp_b, dtp, m, t_s = (picked.sum(axis=0)[i : i + 1] for i in range(4))
+    a2 = whole.sum(keepdims=True)  # 2 x area of the whole groups below B
+    # No straddling group (max_fpr = 1): m = 0 there; use 1 (T_s and dTP are 0 too).
+    m = add_public(p, m - straddle.sum(keepdims=True), 1)
+    prods = yield from mul(
+        p, np.concatenate([m, m, t_s, m]), np.concatenate([a2, t_s, t_s, pn2]), "pauc.prod"
+    )
+    m_a2, m_t, t_t, m_pn = (prods[i : i + 1] for i in range(4))
+    last = yield from mul(p, np.concatenate([m_t, t_t]), np.concatenate([tp_b, dtp]), "pauc.p2")
+    # d^2 m (2 x partial area) = d^2 m A2 + 2 d m T_s TP_beg + dTP T_s^2 (T_s = d T).
+    u = U64(d * d) * m_a2 + U64(2 * d) * last[0:1] + last[1:2]
+    q = U64(d * d) * m_pn  # d^2 m 2 P N
+    # McClish: (kd - k^2 + d^2 a) / (2kd - k^2) with a = u / q.
+    return U64(k * d - k * k) * q + U64(d * d) * u, U64(2 * k * d - k * k) * q
+
+
+def _youden_point(
+    p: Party, srt: UArray, end: UArray, pos: UArray, neg: UArray, pn: UArray
+) -> Program:
+    """Youden's cut ``(h, l, TP, FP, j, nothing positive)``; entry 0 is the cut at inf."""
+    n = srt.shape[0]
+    tp_end, fp_end, j_end = _cuts(end)
+    zero = constant(p, 0, (1,))
+
+    def ext(x: UArray) -> UArray:
+        return np.concatenate([zero, x])
+
+    tp_x, fp_x = ext(tp_end), ext(fp_end)
+    prod = yield from mul(
+        p,
+        np.concatenate([tp_x, fp_x]),
+        np.concatenate([np.repeat(neg, n + 1), np.repeat(pos, n + 1)]),
+        "youden.j",
+    )
+    v = prod[: n + 1] - prod[n + 1 :] + np.repeat(pn, n + 1)  # (J + 1) P N >= 0
+    inf = np.concatenate([constant(p, 1, (1,)), constant(p, 0, (n,))])
+    cols = np.stack([v, ext(srt[:, 0]), ext(srt[:, 1]), tp_x, fp_x, ext(j_end), inf], axis=1)
+    w = yield from _youden(p, cols)
+    return [tuple(w[k : k + 1] for k in range(1, 7))]
+
+
 def asks_program(
     p: Party,
     asks: Asks,
@@ -213,157 +326,21 @@ def asks_program(
     key ``h, l``, the flag "nothing positive" and the flag "everything positive".
     """
     n = srt.shape[0]
-    nb = max(1, n.bit_length())
     neg = add_public(p, U64(0) - pos, n)
-    big_n, big_p = _rep(neg, n), _rep(pos, n)
-    tp_end, j_end = end[:, 0], end[:, 2]
-    fp_end = j_end - tp_end
-    tp_beg, j_beg = beg[:, 0], beg[:, 2]
-    fp_beg = j_beg - tp_beg
-    one = constant(p, 1, (1,))
-    zero = constant(p, 0, (1,))
-    # Layer 1: every target's condition on every row's cut, in one comparison.
-    xs: list[UArray] = []
-    ys: list[UArray] = []
-    for s in asks.at_specificity:  # [(N - FP) 10^6 < s N]: the cut fails
-        xs.append((big_n - fp_end) * U64(PPM))
-        ys.append(big_n * U64(s))
-    for s in asks.at_sensitivity:  # [TP 10^6 < s P]: the cut fails
-        xs.append(tp_end * U64(PPM))
-        ys.append(big_p * U64(s))
-    k, d = asks.fraction()
-    if asks.max_fpr is not None:  # [k N < d FP]: beyond max_fpr
-        xs.append(big_n * U64(k))
-        ys.append(fp_end * U64(d))
-    youden_cols = None
-    if asks.youden:
-        ext = lambda x: np.concatenate([zero, x])  # noqa: E731 - entry 0 is the cut at inf
-        tp_x, fp_x = ext(tp_end), ext(fp_end)
-        prod = yield from mul(
-            p,
-            np.concatenate([tp_x, fp_x]),
-            np.concatenate([_rep(neg, n + 1), _rep(pos, n + 1)]),
-            "youden.j",
-        )
-        pn = U64(n) * pos - pp
-        v = prod[: n + 1] - prod[n + 1 :] + _rep(pn, n + 1)  # (J + 1) P N >= 0
-        flag_inf = np.concatenate([one, constant(p, 0, (n,))])
-        youden_cols = np.stack(
-            [v, ext(srt[:, 0]), ext(srt[:, 1]), tp_x, fp_x, ext(j_end), flag_inf], axis=1
-        )
-    fails = (yield from lt(p, np.concatenate(xs), np.concatenate(ys), "asks.cut")) if xs else None
-    ok = [add_public(p, U64(0) - fails[i * n : (i + 1) * n], 1) for i in range(len(xs))]
-    n_spec, n_sens = len(asks.at_specificity), len(asks.at_sensitivity)
-    # Layer 2: the count of the cut each target chooses, and the partial area's pieces.
+    pn = U64(n) * pos - pp
     work: list[Program] = []
-    sel_spec = []
-    for i in range(n_spec):  # ok is a prefix: its last row ends the chosen cut
-        sel_spec.append(ok[i] - np.concatenate([ok[i][1:], zero]))
-    sel_sens = []
-    for i, s in enumerate(asks.at_sensitivity):  # ok is a suffix: its first row starts it
-        before = constant(p, 1 if s == 0 else 0, (1,))
-        o = ok[n_spec + i]
-        sel_sens.append(o - np.concatenate([before, o[:-1]]))
-    if n_spec + n_sens:
-        work.append(
-            mul(
-                p,
-                np.concatenate(sel_spec + sel_sens),
-                np.concatenate([tp_end] * n_spec + [fp_end] * n_sens),
-                "asks.count",
-            )
-        )
     if asks.max_fpr is not None:
-        within = ok[-1]  # prefix: whole cuts up to max_fpr
-        straddle = np.concatenate([one, within[:-1]]) - within  # first row of the next group
-        t_s = _rep(neg, n) * U64(k) - fp_beg * U64(d)  # d (B - FP_beg)
-        stack = np.stack([tp_beg, tp_end - tp_beg, fp_end - fp_beg, t_s], axis=1)
-        work += [
-            mul_sf(p, straddle, stack, "pauc.pick"),
-            mul(p, within, neg_b, "pauc.whole"),
-        ]
-    if youden_cols is not None:
-        work.append(_youden(p, youden_cols))
+        work.append(_partial_auc(p, asks, beg, end, neg_b, neg, U64(2) * pn))
+    if asks.at_specificity or asks.at_sensitivity:
+        work.append(_at_targets(p, asks, srt, end, pos, neg))
+    if asks.youden:
+        work.append(_youden_point(p, srt, end, pos, neg, pn))
     done = yield from par(*work)
-    at = 0
-    points: list[tuple[UArray, ...]] = []  # (h, l, TP, FP, j, nothing positive)
-    rest: list[Program] = []
-    if n_spec + n_sens:
-        counts = done[at].reshape(n_spec + n_sens, n).sum(axis=1)
-        at += 1
-        # Layer 3: the tie rule, a second monotone indicator against the chosen count.
-        xs, ys = [], []
-        for i in range(n_spec):  # q = [TP_cut >= TP_sel] over [inf, rows]: first cut
-            xs.append(np.concatenate([zero, tp_end]))
-            ys.append(_rep(counts[i : i + 1], n + 1))
-        for i in range(n_sens):  # r = [FP_cut <= FP_sel] over rows: last cut
-            xs.append(_rep(counts[n_spec + i : n_spec + i + 1], n))
-            ys.append(fp_end)
-        rest.append(lt(p, np.concatenate(xs), np.concatenate(ys), "asks.tie"))
-    pauc_parts = None
-    if asks.max_fpr is not None:
-        picked, whole = done[at], done[at + 1]
-        at += 1 + 1
-        straddles = picked.sum(axis=0)  # [TP_beg, dTP, m, T_s] of the straddling group
-        tp_b, dtp, m, t_s = straddles[0:1], straddles[1:2], straddles[2:3], straddles[3:4]
-        a2 = whole.sum(keepdims=True)  # 2 x area of the whole groups below B
-        # No straddling group (max_fpr = 1): m = 0 there; use 1 (T_s and dTP are 0).
-        found = straddle.sum(keepdims=True)
-        m = add_public(p, m - found, 1)
-        pn2 = U64(2) * (U64(n) * pos - pp)
-        pauc_parts = (tp_b, dtp, m, t_s, a2, pn2)
-        rest.append(
-            mul(
-                p,
-                np.concatenate([m, m, t_s, m]),
-                np.concatenate([a2, t_s, t_s, pn2]),
-                "pauc.prod",
-            )
-        )
-    if youden_cols is not None:
-        w = done[at]
-        points_youden = (w[1:2], w[2:3], w[3:4], w[4:5], w[5:6], w[6:7])
-    else:
-        points_youden = None
-    stage = yield from par(*rest)
     groups: list[tuple[list[UArray], list[UArray], int]] = []
-    if pauc_parts is not None:
-        tp_b, dtp, m, t_s, a2, pn2 = pauc_parts
-        prods = stage[-1]
-        m_a2, m_t, t_t, m_pn = prods[0:1], prods[1:2], prods[2:3], prods[3:4]
-        last = yield from mul(
-            p, np.concatenate([m_t, t_t]), np.concatenate([tp_b, dtp]), "pauc.prod2"
-        )
-        # d^2 m (2 x partial area) = d^2 m A2 + 2 d m T_s TP_beg + dTP T_s^2 (T_s = d T).
-        u = U64(d * d) * m_a2 + U64(2 * d) * last[0:1] + last[1:2]
-        q = U64(d * d) * m_pn  # d^2 m 2 P N
-        # McClish: (kd - k^2 + d^2 a) / (2kd - k^2) with a = u / q.
-        num = U64(k * d - k * k) * q + U64(d * d) * u
-        den = U64(2 * k * d - k * k) * q
+    if asks.max_fpr is not None:
+        num, den = done.pop(0)
         groups.append(([num], [den], asks.partial_auc_bound(n).bit_length()))
-    if n_spec + n_sens:
-        tie = stage[0]
-        stack = np.stack([srt[:, 0], srt[:, 1], tp_end, fp_end, j_end], axis=1)
-        sels = []
-        nothing = []
-        for i in range(n_spec):
-            qx = add_public(p, U64(0) - tie[i * (n + 1) : (i + 1) * (n + 1)], 1)
-            sels.append(qx[1:] - qx[:-1])
-            nothing.append(qx[0:1])
-        base = n_spec * (n + 1)
-        for i in range(n_sens):
-            r = add_public(p, U64(0) - tie[base + i * n : base + (i + 1) * n], 1)
-            sels.append(r - np.concatenate([r[1:], zero]))
-            nothing.append(add_public(p, U64(0) - r[0:1], 1))
-        chosen = yield from mul_sf(
-            p, np.concatenate(sels), np.tile(stack, (len(sels), 1)), "asks.pick"
-        )
-        chosen = chosen.reshape(len(sels), n, 5).sum(axis=1)
-        for i in range(len(sels)):
-            c = chosen[i]
-            points.append((c[0:1], c[1:2], c[2:3], c[3:4], c[4:5], nothing[i]))
-    if points_youden is not None:
-        points.append(points_youden)
+    points = [pt for found in done for pt in found]
     raw: list[UArray] = []
     if points:
         js = np.concatenate([pt[4] for pt in points])
@@ -375,5 +352,5 @@ def asks_program(
             nums += [tp, tn, tp, tn]
             dens += [pos, neg, j + inf, add_public(p, every[i : i + 1] - j, n)]
             raw += [h, low, inf, every[i : i + 1]]
-        groups.append((nums, dens, nb))
+        groups.append((nums, dens, max(1, n.bit_length())))
     return groups, raw
