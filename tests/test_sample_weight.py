@@ -97,3 +97,28 @@ def test_negative_weights_are_refused_naming_the_site(capsys, tmp_path):
     args = ["evaluate", "--label", "y", "--score", "s", "--sample-weight", "w"]
     code, _, err = run_main(capsys, [*args, "--site", f"bad={path}", "--method", "pooled"])
     assert code == 2 and "non-negative" in err and "'bad'" in err and "Traceback" not in err
+
+
+def test_pooled_bootstrap_ci_is_the_seeded_stratified_bootstrap(capsys, weighted_sites):
+    """evaluate --method pooled --bootstrap N --seed S: the pooled rows' stratified bootstrap
+    (the function checked against pROC in test_proc_reference), the same draws for one seed."""
+    from fedroc.metrics import ScoreCounts
+
+    args = [a for a in _args(weighted_sites) if a not in ("--sample-weight", "w")]
+    args += ["--method", "pooled", "--bootstrap", "400", "--seed", "7", "--json"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    res = json.loads(out)
+    df = pd.concat([pd.read_csv(p) for p in weighted_sites.values()], ignore_index=True)
+    counts = ScoreCounts.from_scores(df["y"].to_numpy(), df["s"].to_numpy())
+    ref = counts.bootstrap_auc(400, seed=7).confidence_interval()
+    assert res["auc_ci_bootstrap"] == pytest.approx(list(ref), abs=1e-15)
+    assert res["bootstrap"] == {"samples": 400, "seed": 7}
+    lo, hi = res["auc_ci_bootstrap"]
+    assert lo < res["auc"] < hi
+    for extra, needle in (
+        (["--method", "mpc"], "--bootstrap do not apply to --method mpc"),
+        (["--method", "pooled", "--sample-weight", "w"], "--bootstrap does not take"),
+    ):
+        code, _, err = run_main(capsys, [*args[:-1], *extra])
+        assert code == 2 and needle in err, err

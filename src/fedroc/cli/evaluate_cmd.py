@@ -434,7 +434,10 @@ def evaluate_command(
     ] = None,
     bootstrap: Annotated[
         int | None,
-        typer.Option(help="rocglm: resamples of the noisy negatives for the CI (default 50)."),
+        typer.Option(
+            help="rocglm: resamples of the noisy negatives for the CI (default 50); pooled: "
+            "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
+        ),
     ] = None,
     score_levels: Annotated[
         str | None,

@@ -43,6 +43,7 @@ def run_pooled(
     youden: bool = False,
     compare: bool = False,
     sample_weight: bool = False,
+    bootstrap: int | None = None,
 ) -> EvaluationResult:
     """The pooled reference.
 
@@ -69,12 +70,19 @@ def run_pooled(
         ``sample_weight``. No confidence interval (DeLong's variance and the Wilson and
         bootstrap intervals count rows, which weights are not), no calibration curve (it
         counts rows) and no comparison; the result says so in ``caveats``.
+    bootstrap : int, optional
+        Adds ``auc_ci_bootstrap``: pROC's stratified bootstrap CI of the AUC with this many
+        samples, seeded by the analyst's seed (``bootstrap``: samples and seed).
     """
     data = inputs.pooled
     if data is None:
         raise InputError("the pooled method needs the pooled rows")
     check_targets(max_fpr, at_specificity, at_sensitivity)
+    if bootstrap is not None and (isinstance(bootstrap, bool) or bootstrap < 1):
+        raise InputError(f"--bootstrap must be a positive number of samples; got {bootstrap}")
     if sample_weight:
+        if bootstrap is not None:
+            raise InputError("--bootstrap does not take --sample-weight: it resamples rows")
         asks = (max_fpr, at_specificity, at_sensitivity, youden, compare)
         return _weighted(inputs, data, site_sizes, *asks)
     y, s = data.label, data.score
@@ -94,6 +102,10 @@ def run_pooled(
         "brier": brier_score(y, s) if is_prob else None,
         "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
     }
+    if bootstrap is not None:
+        boot = counts.bootstrap_auc(bootstrap, seed=inputs.seed, confidence_level=level)
+        extra["auc_ci_bootstrap"] = list(boot.confidence_interval())
+        extra["bootstrap"] = {"samples": bootstrap, "seed": inputs.seed}
     if max_fpr is not None:
         extra["max_fpr"] = max_fpr
         extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
