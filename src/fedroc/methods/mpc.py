@@ -4,7 +4,9 @@ Threat model: that of :mod:`fedroc.mpc` (semi-honest computing parties, at most 
 them corrupted; a curious analyst who may submit any job). What each party learns is
 stated there; in short the analyst learns the sites' list lengths, the AUROC and AUPR
 rounded to ``2**-frac_bits`` (default 14 bits), DeLong's variance of the AUROC (rounded to
-``2**-2 frac_bits``) and whether both classes have at least ``min_class_count`` samples.
+``2**-2 frac_bits``) and whether both classes have at least ``min_class_count`` samples;
+with ``max_fpr`` or operating points asked, those values too (a point's threshold is the
+exact score value of one row).
 
 How the shares travel. The analyst asks every site for its shares with the site function
 ``fedroc.mpc.share``, passing the job's terms: a fresh job id, the list of co-owners (the
