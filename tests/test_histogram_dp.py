@@ -27,12 +27,14 @@ from fedroc.methods.histogram import (
     survival_function,
 )
 from fedroc.methods.histogram._dp import (
+    choose_level,
     dp_brier,
     dp_calibration,
     level_auc,
     pair_noise_trace,
+    ratio_test,
 )
-from fedroc.methods.histogram._tree import node_noise_variance
+from fedroc.methods.histogram._tree import node_noise_variance, total_noise_sd
 from fedroc.methods.histogram.baselines import (
     dp_ecdf_curves,
     exact_quantile_curves,
@@ -134,6 +136,71 @@ def test_level_auc_is_unbiased_and_its_variance_is_the_noise(rare_tree):
     assert raw.mean() - truth.raw > 3 * mcse  # the plain ratio is biased upward here
     stated = math.sqrt(np.mean([d.noise_variance for d in draws]))
     assert stated == pytest.approx(auc.std(), rel=0.1)
+
+
+def test_auc_interval_inverts_the_test_and_conditions_on_the_release_rule():
+    # Monte Carlo over the noise, the data fixed (1000 rows, 108 positives: 6.4 noise SDs).
+    # 1. Wald's ``auc +- z sd`` misses on one side only: the noise that lands on the
+    #    positive total pulls the estimate towards chance and shrinks its plug-in SD.
+    #    Fieller's interval (the variance taken at each candidate AUC) misses on both.
+    # 2. Among the runs that clear a release rule on the noisy totals (7 SDs here), those
+    #    whose noise raised the positive total are over-represented; the interval that
+    #    conditions on the rule covers them, Fieller's does not.
+    from scipy import special
+
+    rng = np.random.default_rng(11)
+    y = rng.random(1000) < 0.1
+    s = special.ndtr(rng.normal(2.48 * y, 1.0))
+    pos, neg = count_leaves(y, s, 2**12, 0.0, 1.0)
+    tp = levels_from_leaves(pos.astype(float), 2)
+    tn = levels_from_leaves(neg.astype(float), 2)
+    eps_level = 1.0 / 12
+    sigma2 = node_noise_variance("discrete", eps_level)
+    sd = total_noise_sd(2, 12, sigma2, True)
+    level = choose_level(2, 12, sigma2, tp[0].sum(), tn[0].sum(), True)
+    cov = level_noise_covariance(2, 12, level)
+    truth = level_auc(tp[level - 1], tn[level - 1], cov, 0.0).raw
+    z = 1.959964
+    wald, fieller, kept, selective = [], [], [], []
+    for _ in range(800):
+        p, q = _noisy(tp, eps_level, rng)[level - 1], _noisy(tn, eps_level, rng)[level - 1]
+        est = level_auc(p, q, cov, sigma2)
+        half = z * math.sqrt(est.noise_variance)
+        wald.append((est.auc - half, est.auc + half))
+        fieller.append(ratio_test(p, q, cov, sigma2, 0.0).fieller(0.95))
+        if min(p.sum(), q.sum()) >= 7 * sd:
+            kept.append(fieller[-1])
+            selective.append(ratio_test(p, q, cov, sigma2, 0.0, threshold=7 * sd).interval(0.95))
+    w, f = np.array(wald), np.array(fieller, dtype=float)
+    assert np.mean(w[:, 0] > truth) < 0.005 and np.mean(w[:, 1] < truth) > 0.035
+    assert 0.01 < np.mean(f[:, 0] > truth) < 0.04 and 0.01 < np.mean(f[:, 1] < truth) < 0.04
+    clipped = np.clip(f, 0, 1), np.clip(w, 0, 1)  # as reported: and narrower
+    assert np.mean(np.diff(clipped[0])) < np.mean(np.diff(clipped[1]))
+    k, sel = np.array(kept, dtype=float), np.array(selective, dtype=float)
+    assert 150 < len(k) < 250
+    assert np.mean((k[:, 0] <= truth) & (truth <= k[:, 1])) < 0.935
+    assert np.mean((sel[:, 0] <= truth) & (truth <= sel[:, 1])) > 0.955
+
+
+def test_a_run_that_clears_the_total_rule_by_luck_is_withheld():
+    # Issue 13: 5 x 100 rows, 51 positives (3.6 noise SDs), epsilon 1, Q 256. With this
+    # noise the positive total reads 91 (6.4 SDs), so the 6-SD rule alone released
+    # AUC 0.70 (pooled 0.97) with the Wald interval [0.56, 0.85]. Its interval conditioned
+    # on that rule is [0, 1]: the result withholds the AUC and says why.
+    parts = _rare_sites(seed=1, n=100)
+    pooled = pool_site_data(parts)
+    truth = roc_auc(pooled.label, pooled.score)
+    res = evaluate(
+        _federation(parts, 55), "histogram", quantiles=256, dp_epsilon=1.0, calibration_bins=None
+    )
+    d = res.details
+    sd = total_noise_sd(2, d.height, d.noise_sd**2, True)
+    assert min(d.n_pos, d.n_neg) >= 6 * sd  # the old rule would have released
+    assert d.auc_test is not None
+    would_be = d.auc_test.u / d.auc_test.m
+    assert truth - would_be > 0.2  # ... an AUC this far off
+    assert math.isnan(res.auc) and res.auc_ci is None
+    assert "interval" in res.extra["ci_withheld"] and "wider than 0.5" in res.extra["ci_withheld"]
 
 
 def test_brier_and_calibration_carry_their_noise(rare_tree):

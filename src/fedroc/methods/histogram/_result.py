@@ -16,7 +16,7 @@ from fedroc.methods import EvaluationResult
 from fedroc.metrics import CalibrationCurve, DeLongResult, logit_ci
 
 from ._curves import CurveErrors, survival_function
-from ._dp import wald_interval
+from ._dp import RatioTest, dp_interval, wald_interval
 from ._site import MODE_SA
 
 
@@ -58,6 +58,8 @@ class HistogramCurves(ResultMixin):
     binning_bound : float
         Under DP, the most that ties within that level's bins can move the AUC (half the
         estimated fraction of pairs in one bin); the interval is widened by it.
+    auc_test : RatioTest or None
+        Under DP, the test whose inversion gives the AUC interval (Fieller's method).
     delong : DeLongResult or None
         DeLong's AUC and variance of the binned scores (the sampling part of the SE).
     noise_variance : float
@@ -110,6 +112,7 @@ class HistogramCurves(ResultMixin):
     noise_sd: float = 0.0
     auc_level: int | None = None
     binning_bound: float = 0.0
+    auc_test: RatioTest | None = None
     ci_withheld: str | None = None
     brier: float | None = None
     brier_noise_sd: float | None = None
@@ -140,17 +143,20 @@ class HistogramCurves(ResultMixin):
     ) -> tuple[float, float] | None:
         """The AUC interval, or None when :attr:`ci_withheld` says why there is none.
 
-        Logit scale (paper 1, eq. 3) under secure aggregation; under DP
-        ``auc +- (z se + binning_bound)`` clipped to [0, 1], because the noisy estimate may
-        fall outside (0, 1).
+        Logit scale (paper 1, eq. 3) under secure aggregation; under DP the inverted test of
+        :class:`~._dp.RatioTest` (Fieller's interval: the noise's variance taken at each
+        candidate AUC, not at the noisy estimate), widened by ``binning_bound`` and clipped
+        to [0, 1]; None where that set is not bounded at this level.
         """
         level = self.confidence_level if confidence_level is None else confidence_level
         if self.ci_withheld is not None or not math.isfinite(self.se):
             return None
         if self.mode == MODE_SA:
             return logit_ci(self.auc, self.se, level)
-        low, high = wald_interval(self.auc, self.se, level)
-        return (max(0.0, low - self.binning_bound), min(1.0, high + self.binning_bound))
+        if self.auc_test is None:
+            low, high = wald_interval(self.auc, self.se, level)
+            return (max(0.0, low - self.binning_bound), min(1.0, high + self.binning_bound))
+        return dp_interval(self.auc_test, self.binning_bound, level)
 
     def brier_interval(self, confidence_level: float | None = None) -> tuple[float, float] | None:
         """Interval for the pooled rows' Brier score given the DP noise (not the sampling)."""
