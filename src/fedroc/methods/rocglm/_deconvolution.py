@@ -60,7 +60,7 @@ from scipy import linalg, optimize, special
 from fedroc.exceptions import InputError
 
 __all__ = [
-    "DEFAULT_BINS",
+    "MAX_BINS",
     "BinMixture",
     "bin_edges_for",
     "bootstrap_weights",
@@ -72,7 +72,7 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 # Bins over the score range: half a noise sd wide, within these bounds (see the module
 # docstring). 41 bins (the most) are the finest the noise of any setting resolves.
-MIN_BINS, DEFAULT_BINS = 11, 41
+MIN_BINS, MAX_BINS = 11, 41
 _BINS_PER_SIGMA = 2.0
 # Bins of the noisy values per noise standard deviation: the likelihood of a bin is exact,
 # and sigma / 20 loses nothing the noise has not already blurred.
@@ -193,8 +193,8 @@ def default_bins(sigma: float, score_range: tuple[float, float] = (0.0, 1.0)) ->
     lo, hi = (float(v) for v in score_range)
     per_range = _BINS_PER_SIGMA * (hi - lo) / float(sigma)
     if not math.isfinite(per_range):
-        return DEFAULT_BINS
-    return int(min(max(round(per_range) + 1, MIN_BINS), DEFAULT_BINS))
+        return MAX_BINS
+    return int(min(max(round(per_range) + 1, MIN_BINS), MAX_BINS))
 
 
 def _data_bins(noisy: FloatArray, sigma: float, lo: float, hi: float) -> tuple[FloatArray, ...]:
