@@ -473,7 +473,6 @@ def test_site_with_too_few_positives_refuses_naming_it():
     assert refused.value.site == "tiny"
 
 
-
 def test_positives_rule_needs_unit_interval_scores_and_names_the_site():
     rng = np.random.default_rng(16)
     y, s = flipped(rng, 600, 0.5)
