@@ -529,9 +529,14 @@ def test_parameter_errors():
 def test_evaluate_runner_json_keys_and_estimated_sensitivity():
     rng = np.random.default_rng(18)
     y, s = flipped(rng, 1000, 0.5)
-    fed, _ = federation_of(y, s)
+    fed, parts = federation_of(y, s)
     res = evaluate(fed, "rocglm", seed=4)
     out = res.to_dict()
+    # The sites released their scores per class, so each site's class sizes are known
+    # (the report's per-site table shows them).
+    assert out["sites"] == [
+        {"name": k, "n": i.size, "n_pos": int(y[i].sum())} for k, i in parts.items()
+    ]
     for key in ("method", "sites", "auc", "auc_ci", "released", "rocglm_params", "epsilon"):
         assert key in out
     assert out["delta"] is not None and out["brier"] == pytest.approx(np.mean((y - s) ** 2))

@@ -189,7 +189,11 @@ def run_rocglm(
         extra["auc_test"] = {"a0": a0, "z": z, "p_value": p}
     return EvaluationResult(
         method="rocglm",
-        sites=[{"name": k, "n": v["n_pos"] + v["n_neg"]} for k, v in res.sites.items()],
+        sites=[
+            # Each site released its noisy scores per class, so its class sizes are known.
+            {"name": k, "n": v["n_pos"] + v["n_neg"], "n_pos": v["n_pos"]}
+            for k, v in res.sites.items()
+        ],
         auc=res.auc,
         auc_ci=res.ci,
         released=res.released,
