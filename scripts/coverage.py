@@ -257,6 +257,12 @@ METHODS = {
         {"quantiles": 256, "compare": True},
         compares=True,
     ),
+    "histogram-compare-dp": MethodSpec(
+        "histogram paired DeLong, 16 x 16 joint bins, distributed DP eps 1 (AUC difference)",
+        "histogram",
+        {"quantiles": 256, "compare": True, "dp_epsilon": 1.0},
+        compares=True,
+    ),
     "clustered": MethodSpec(
         "clustered (population AUC, secure aggregation)",
         "clustered",
@@ -408,10 +414,16 @@ def run_study(
                                 **spec.options,
                             )
                         estimate, ci = res.auc, res.auc_ci
+                        reason = _withheld_reason(res)
                         if spec.compares:  # the difference of two models and its CI
                             comparison = res.extra["comparison"]
                             estimate, ci = comparison["auc_difference"], comparison["ci"]
-                        cell.add(estimate, ci, _withheld_reason(res))
+                            if estimate is None:  # withheld, with the reason in its note
+                                estimate = math.nan
+                                reason = re.sub(
+                                    r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", comparison["note"]
+                                )[:160]
+                        cell.add(estimate, ci, reason)
                     except Exception as exc:  # counted and shown, never hidden
                         cell.fail(exc)
                     cell.seconds += time.perf_counter() - start

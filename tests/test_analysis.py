@@ -227,5 +227,12 @@ def test_histogram_compare_score_is_paired_delong_of_the_binned_rows(capsys, pai
     assert abs(rows.difference - cmp["auc_difference"]) <= cmp["binning_bound"] < 0.05
     code, out, _ = run_main(capsys, args)
     assert code == 0 and "Comparison of two models" in out
-    code, out, err = run_main(capsys, [*args, "--dp-epsilon", "1"])
-    assert code == 2 and "only under secure aggregation" in err and "Traceback" not in err
+    # Under distributed DP the comparison comes from noisy joint counts (the noise in its
+    # interval); under local DP it is refused in one line.
+    code, out, err = run_main(capsys, [*args, "--dp-epsilon", "1", "--json"])
+    assert code == 0, err
+    cmp = json.loads(out)["comparison"]
+    assert "distributed DP" in cmp["method"] and cmp["bins"] == 16
+    args += ["--dp-epsilon", "1", "--dp-mode", "local"]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and "under local DP" in err and "Traceback" not in err

@@ -92,12 +92,12 @@ def test_difference_on_continuous_scores_lies_within_the_binning_bound_which_is_
     assert extreme.difference - binned.difference == pytest.approx(bound, abs=1e-12)
 
 
-def test_compare_under_dp_is_refused_before_anything_leaves():
+def test_compare_under_local_dp_is_refused_before_anything_leaves():
     rng = np.random.default_rng(2)
     fed = Federation.from_frames(_frames(*_paired_rows(400, rng)), score_b="score_b")
     start = fed.mark()
-    with pytest.raises(InputError, match="only under secure aggregation"):
-        evaluate(fed, "histogram", quantiles=64, compare=True, dp_epsilon=1.0)
+    with pytest.raises(InputError, match="under local DP"):
+        evaluate(fed, "histogram", quantiles=64, compare=True, dp_epsilon=1.0, dp_mode="local")
     assert fed.released(start).rounds == 0
     with pytest.raises(InputError, match="compare_bins must be a level of the tree"):
         evaluate(fed, "histogram", quantiles=64, compare=True, compare_bins=100)

@@ -21,13 +21,15 @@ class Columns:
     """Which columns hold the label, the score and (optionally) the cluster id.
 
     ``score_b`` names a second model's score of the same rows, for paired comparisons
-    (``fedroc evaluate --compare-score``).
+    (``fedroc evaluate --compare-score``); ``weight`` a column of sample weights (the pooled
+    reference's ``--sample-weight``).
     """
 
     label: str = "label"
     score: str = "score"
     cluster: str | None = None
     score_b: str | None = None
+    weight: str | None = None
 
 
 def load_table(path: str | Path) -> pd.DataFrame:
@@ -63,11 +65,29 @@ def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Seri
     return series
 
 
+def _weights(weight: Any, n: int, source: str) -> NDArray[np.float64]:
+    """Sample weights: one finite, non-negative number per row."""
+    try:
+        w = np.asarray(weight, dtype=np.float64).reshape(-1)
+    except (ValueError, TypeError):
+        raise InputError(f"weight of {source} must be numbers") from None
+    if w.size != n:
+        raise InputError(f"{source}: {n} labels but {w.size} weights")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"weight of {source} must be finite and non-negative; row {i} has {float(w[i])!r}"
+        )
+    return np.ascontiguousarray(w)
+
+
 @dataclass(frozen=True, repr=False)
 class SiteData:
     """One site's validated rows: labels (True = positive), scores, optional cluster ids.
 
-    ``score_b`` is an optional second model's score of the same rows (paired comparisons).
+    ``score_b`` is an optional second model's score of the same rows (paired comparisons),
+    ``weight`` optional sample weights (finite, non-negative).
     The arrays are read-only so that site functions cannot alter the table.
     """
 
@@ -75,9 +95,10 @@ class SiteData:
     score: NDArray[np.float64]
     cluster: NDArray[Any] | None = None
     score_b: NDArray[np.float64] | None = None
+    weight: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
-        for arr in (self.label, self.score, self.cluster, self.score_b):
+        for arr in (self.label, self.score, self.cluster, self.score_b, self.weight):
             if arr is not None:
                 arr.setflags(write=False)
 
@@ -104,6 +125,7 @@ class SiteData:
         cluster: Any = None,
         *,
         score_b: Any = None,
+        weight: Any = None,
         pos_label: Any = None,
         source: str = "the data",
     ) -> SiteData:
@@ -121,7 +143,8 @@ class SiteData:
             )
             if b.size != y.size:
                 raise InputError(f"{source}: {y.size} labels but {b.size} second scores")
-        return cls(np.ascontiguousarray(y), np.ascontiguousarray(s), c, b)
+        w = None if weight is None else _weights(weight, y.size, source)
+        return cls(np.ascontiguousarray(y), np.ascontiguousarray(s), c, b, w)
 
     @classmethod
     def from_frame(
@@ -144,8 +167,19 @@ class SiteData:
             if columns.score_b is None
             else _column(frame, columns.score_b, "second score", source).to_numpy()
         )
+        weight = (
+            None
+            if columns.weight is None
+            else _column(frame, columns.weight, "weight", source).to_numpy()
+        )
         return cls.from_arrays(
-            label, score, cluster, score_b=score_b, pos_label=pos_label, source=source
+            label,
+            score,
+            cluster,
+            score_b=score_b,
+            weight=weight,
+            pos_label=pos_label,
+            source=source,
         )
 
     @classmethod

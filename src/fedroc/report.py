@@ -51,6 +51,10 @@ LABELS: dict[str, str] = {
     "auc_se": "Standard error of the AUC",
     "auc_ci_wald": "AUC confidence interval (Wald)",
     "auc_ci_logit": "AUC confidence interval (logit)",
+    "auc_ci_bootstrap": "AUC confidence interval (stratified bootstrap)",
+    "weighted": "Rows weighted (--sample-weight)",
+    "weight_pos": "Total weight of the positives",
+    "weight_neg": "Total weight of the negatives",
     "auc_variance": "Variance of the AUC",
     "average_precision": "Average precision (step-wise)",
     "pr_auc": "Area under the PR curve (trapezoids)",
@@ -539,7 +543,13 @@ def _roc_section(
     counts = getattr(details, "counts", None)
     band = None
     band_text = "The method releases no uncertainty of the curve: no band is drawn."
-    if result.method == "pooled" and isinstance(counts, ScoreCounts) and counts.is_whole():
+    weighted = bool(result.extra.get("weighted"))  # a row bootstrap says nothing of weights
+    if (
+        result.method == "pooled"
+        and not weighted
+        and isinstance(counts, ScoreCounts)
+        and counts.is_whole()
+    ):
         band = roc_band(counts, confidence_level=result.confidence_level, seed=seed)
         band_text = (
             f"Shaded: pointwise {result.confidence_level:.0%} stratified bootstrap band "

@@ -83,11 +83,33 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if asks:
         raise InputError(
             f"--method {method} cannot give {', '.join(asks)}: it does not release the class "
-            "counts they need; pooled and histogram can (docs/analysis.md)"
+            "counts they need; pooled, histogram and mpc can (docs/analysis.md)"
         )
     if wrong:
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
+
+
+# Why a method cannot weight its rows (docs/analysis.md, "Sample weights").
+_NO_WEIGHTS = {
+    "histogram": "its sites release counts of rows per leaf, which the disclosure policy and "
+    "the DP noise are calibrated to",
+    "mpc": "the secret lists carry 0/1 labels, not weights",
+    "rocglm": "its DP noise and its fit are per row",
+    "clustered": "its estimators weight clusters by design",
+}
+
+
+def check_weights(method: str, column: str | None) -> dict[str, Any]:
+    """The method option of --sample-weight; refused where the method takes no weights."""
+    from fedroc.methods import get_method
+
+    if column is None:
+        return {}
+    if "sample_weight" in inspect.signature(get_method(method).run).parameters:
+        return {"sample_weight": True}
+    why = _NO_WEIGHTS.get(method, "it takes no weights")
+    raise InputError(f"--sample-weight does not apply to --method {method}: {why}; use pooled")
 
 
 # Method keyword -> flag of the options that ask for more than the AUC (kept in step with
@@ -370,6 +392,14 @@ def evaluate_command(
     at_specificity: AtSpecificityOption = None,
     at_sensitivity: AtSensitivityOption = None,
     youden: YoudenOption = False,
+    sample_weight: Annotated[
+        str | None,
+        typer.Option(
+            "--sample-weight",
+            help="pooled: column of sample weights (AUC, partial AUC, average precision, "
+            "Brier score and operating points as scikit-learn's; no CI).",
+        ),
+    ] = None,
     # --- rocglm (paper 1) ---
     epsilon: Annotated[
         float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
@@ -404,7 +434,10 @@ def evaluate_command(
     ] = None,
     bootstrap: Annotated[
         int | None,
-        typer.Option(help="rocglm: resamples of the noisy negatives for the CI (default 50)."),
+        typer.Option(
+            help="rocglm: resamples of the noisy negatives for the CI (default 50); pooled: "
+            "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
+        ),
     ] = None,
     score_levels: Annotated[
         str | None,
@@ -502,12 +535,12 @@ def evaluate_command(
     if not method:
         raise InputError(f"--method is required; one of {method_names()}")
     spec = get_method(method)  # an unknown method fails before any file is read
+    options: dict[str, Any] = check_weights(method, sample_weight)
     if sites_file is not None and spec.needs_pooled:
         raise InputError(
             f"--method {method} reads the rows itself: give the sites as --site NAME=PATH, "
             "not --sites FILE"
         )
-    options: dict[str, Any] = {}
     histogram_options = {
         "quantiles": quantiles,
         "dp_epsilon": dp_epsilon,
@@ -575,7 +608,13 @@ def evaluate_command(
         paths = parse_sites(site)
         data = load_site_data(
             paths,
-            Columns(label or DEFAULT_LABEL, score or DEFAULT_SCORE, cluster, compare_score),
+            Columns(
+                label or DEFAULT_LABEL,
+                score or DEFAULT_SCORE,
+                cluster,
+                compare_score,
+                sample_weight,
+            ),
             coerce_pos_label(pos_label),
         )
         if mpc_owner_keys is not None and method != "mpc":
@@ -621,6 +660,7 @@ def evaluate_command(
                 "label": label or DEFAULT_LABEL if sites_file is None else label,
                 "score": score or DEFAULT_SCORE if sites_file is None else score,
                 "compared score": compare_score,
+                "sample weight": sample_weight,
                 "positive label": pos_label,
                 "cluster": cluster,
             },

@@ -182,11 +182,15 @@ def pool_site_data(parts: Mapping[str, SiteData]) -> SiteData:
     score_b = None
     if parts and all(p.score_b is not None for p in parts.values()):
         score_b = np.concatenate([p.score_b for p in parts.values()])
+    weight = None
+    if parts and all(p.weight is not None for p in parts.values()):
+        weight = np.concatenate([p.weight for p in parts.values()])
     return SiteData(
         np.concatenate([p.label for p in parts.values()]),
         np.concatenate([p.score for p in parts.values()]),
         cluster,
         score_b,
+        weight,
     )
 
 

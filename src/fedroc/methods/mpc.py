@@ -4,7 +4,9 @@ Threat model: that of :mod:`fedroc.mpc` (semi-honest computing parties, at most 
 them corrupted; a curious analyst who may submit any job). What each party learns is
 stated there; in short the analyst learns the sites' list lengths, the AUROC and AUPR
 rounded to ``2**-frac_bits`` (default 14 bits), DeLong's variance of the AUROC (rounded to
-``2**-2 frac_bits``) and whether both classes have at least ``min_class_count`` samples.
+``2**-2 frac_bits``) and whether both classes have at least ``min_class_count`` samples;
+with ``max_fpr`` or operating points asked, those values too (a point's threshold is the
+exact score value of one row).
 
 How the shares travel. The analyst asks every site for its shares with the site function
 ``fedroc.mpc.share``, passing the job's terms: a fresh job id, the list of co-owners (the
@@ -32,6 +34,7 @@ the reason is noted).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +49,7 @@ from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 __all__ = ["MpcDetails", "paired_comparison", "run_mpc"]
 
 SHARE_FUNCTION = "fedroc.mpc.share"
-_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare")
+_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare", "asks")
 
 
 _JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
@@ -62,6 +65,7 @@ SHARE_SCHEMA = {
     "delta": Int(1, (1 << 28) - 1),
     "noties": Bool(),
     "compare": Bool(default=False),
+    "asks": Text(400, alphabet="abcdefghijklmnopqrstuvwxyz0123456789: ", default=""),
 }
 
 
@@ -192,6 +196,22 @@ def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str,
     }
 
 
+def _point(p: dict[str, Any]) -> dict[str, Any]:
+    """An opened operating point with the keys of the other methods' (counts stay secret)."""
+
+    def finite(v: float) -> float | None:
+        return v if np.isfinite(v) else None
+
+    out: dict[str, Any] = {"criterion": p["criterion"], "threshold": finite(p["threshold"])}
+    out.update(dict.fromkeys(("tp", "fp", "tn", "fn")))
+    names = ("sensitivity", "specificity", "ppv", "npv")
+    out.update({k: finite(p[k]) for k in names})
+    out.update({f"{k}_ci": None for k in names})
+    out["ci_method"] = None
+    out["selection_ci"] = None
+    return out
+
+
 def _megabytes(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
@@ -235,6 +255,10 @@ def run_mpc(
     mpc_ci: bool = True,
     mpc_compare: bool = False,
     mpc_calibration_bins: int = 10,
+    max_fpr: float | None = None,
+    at_specificity: Sequence[float] = (),
+    at_sensitivity: Sequence[float] = (),
+    youden: bool = False,
 ) -> EvaluationResult:
     """Run the MPC AUC (and its DeLong CI) over the federation's sites.
 
@@ -262,8 +286,18 @@ def run_mpc(
         DeLong under MPC, reported as ``comparison`` (:func:`paired_comparison`).
     mpc_calibration_bins : int
         Bins of the securely aggregated calibration curve.
+    max_fpr : float, optional
+        Adds ``partial_auc`` (scikit-learn's McClish-standardised partial AUC, exact, opened
+        rounded like the AUC); at most six decimals.
+    at_specificity, at_sensitivity : sequence of float
+        Adds ``operating_points`` at these targets (the cuts of
+        :class:`~fedroc.metrics.ScoreCounts`, exact): the threshold (a score value) and the
+        four proportions are opened; the 2x2 counts stay secret, so there are no intervals.
+    youden : bool
+        Adds Youden's cut to ``operating_points``.
     """
     from fedroc.metrics import logit_ci
+    from fedroc.mpc.asks import Asks
     from fedroc.mpc.auc import DEFAULT_FRAC_BITS, DEFAULT_MIN_CLASS_COUNT, check_job_parameters
     from fedroc.mpc.cluster import Cluster, LocalCluster, RemoteCluster
     from fedroc.mpc.owner import JobTerms
@@ -273,6 +307,16 @@ def run_mpc(
     precision = DEFAULT_FRAC_BITS if mpc_precision is None else mpc_precision
     min_count = DEFAULT_MIN_CLASS_COUNT if mpc_min_class_count is None else mpc_min_class_count
     try:
+        asks = Asks.from_floats(max_fpr, at_specificity, at_sensitivity, youden)
+        if asks.max_fpr is not None:
+            # Before any site shares (a job spends its budget): the exact partial AUC's
+            # denominator must fit; the list lengths are public to the job anyway.
+            from fedroc.federation.basic import site_sizes
+
+            asks.check_size(sum(site_sizes(fed).values()))
+    except InputError as exc:
+        raise InputError(f"mpc: {exc}") from None
+    try:
         check_job_parameters(
             sort=mpc_sort,
             delta=mpc_delta,
@@ -281,6 +325,7 @@ def run_mpc(
             min_class_count=min_count,
             ci=mpc_ci,
             compare=mpc_compare,
+            asks=asks.encode(),
         )
     except InputError as exc:
         raise InputError(f"mpc: {exc}") from None
@@ -300,6 +345,7 @@ def run_mpc(
             delta=mpc_delta,
             noties=mpc_noties,
             compare=mpc_compare,
+            asks=asks.encode(),
         )
         start = fed.mark()
         bundles = request_bundles(fed, terms)
@@ -317,6 +363,8 @@ def run_mpc(
     ]
     opened = ["auc", "pr_auc"] + (["auc_noties"] if mpc_noties else [])
     opened += ["auc_variance"] if mpc_ci else []
+    opened += ["partial_auc"] if asks.max_fpr is not None else []
+    opened += ["the operating points' proportions"] if asks.n_points else []
     notes = [
         "shares sealed by each site for its proxy (X25519 + ChaCha20-Poly1305) and signed "
         f"for job {terms.job} with co-owners {list(terms.owners)}; the analyst relayed "
@@ -332,6 +380,12 @@ def run_mpc(
             else ""
         ),
     ]
+    if asks.n_points:
+        notes.append(
+            f"opened for each of {asks.n_points} operating point(s): its threshold, the exact "
+            "score value of one row at some site (or inf), and whether the cut predicts every "
+            "row positive; its 2x2 counts stay secret"
+        )
     if not out.released:
         notes.append(f"withheld: fewer than {min_count} positives or negatives (checked under MPC)")
     notes += [
@@ -354,6 +408,11 @@ def run_mpc(
         extra["auc_noties"] = out.auc_noties
     if mpc_compare:
         extra["comparison"] = paired_comparison(out, inputs.confidence_level)
+    if asks.max_fpr is not None:
+        extra["max_fpr"] = max_fpr
+        extra["partial_auc"] = out.partial_auc
+    if asks.n_points:
+        extra["operating_points"] = [_point(p) for p in out.operating_points]
     extra["mpc"] = {
         "job": terms.job,
         "sort": mpc_sort,

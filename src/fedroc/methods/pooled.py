@@ -15,7 +15,12 @@ import numpy as np
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Released
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
-from fedroc.methods._asks import check_targets, comparison_dict, operating_points_from_counts
+from fedroc.methods._asks import (
+    check_targets,
+    comparison_dict,
+    operating_points_from_counts,
+    point_dict,
+)
 from fedroc.metrics import (
     DeLongResult,
     PairedDeLongResult,
@@ -37,6 +42,8 @@ def run_pooled(
     at_sensitivity: Sequence[float] = (),
     youden: bool = False,
     compare: bool = False,
+    sample_weight: bool = False,
+    bootstrap: int | None = None,
 ) -> EvaluationResult:
     """The pooled reference.
 
@@ -57,11 +64,27 @@ def run_pooled(
     compare : bool
         Compare the second score of the rows (``SiteData.score_b``) with the first: paired
         DeLong, as ``comparison`` (difference first minus second).
+    sample_weight : bool
+        Weight the rows by ``SiteData.weight`` (``--sample-weight COL``): AUC, partial AUC,
+        average precision, PR-AUC, Brier score and operating points as scikit-learn's with
+        ``sample_weight``. No confidence interval (DeLong's variance and the Wilson and
+        bootstrap intervals count rows, which weights are not), no calibration curve (it
+        counts rows) and no comparison; the result says so in ``caveats``.
+    bootstrap : int, optional
+        Adds ``auc_ci_bootstrap``: pROC's stratified bootstrap CI of the AUC with this many
+        samples, seeded by the analyst's seed (``bootstrap``: samples and seed).
     """
     data = inputs.pooled
     if data is None:
         raise InputError("the pooled method needs the pooled rows")
     check_targets(max_fpr, at_specificity, at_sensitivity)
+    if bootstrap is not None and (isinstance(bootstrap, bool) or bootstrap < 1):
+        raise InputError(f"--bootstrap must be a positive number of samples; got {bootstrap}")
+    if sample_weight:
+        if bootstrap is not None:
+            raise InputError("--bootstrap does not take --sample-weight: it resamples rows")
+        asks = (max_fpr, at_specificity, at_sensitivity, youden, compare)
+        return _weighted(inputs, data, site_sizes, *asks)
     y, s = data.label, data.score
     level = inputs.confidence_level
     counts = ScoreCounts.from_scores(y, s)
@@ -79,6 +102,10 @@ def run_pooled(
         "brier": brier_score(y, s) if is_prob else None,
         "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
     }
+    if bootstrap is not None:
+        boot = counts.bootstrap_auc(bootstrap, seed=inputs.seed, confidence_level=level)
+        extra["auc_ci_bootstrap"] = list(boot.confidence_interval())
+        extra["bootstrap"] = {"samples": bootstrap, "seed": inputs.seed}
     if max_fpr is not None:
         extra["max_fpr"] = max_fpr
         extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
@@ -107,6 +134,71 @@ def run_pooled(
     )
 
 
+def _weighted(
+    inputs: EvaluationInputs,
+    data: Any,
+    site_sizes: dict[str, int] | None,
+    max_fpr: float | None,
+    at_specificity: Sequence[float],
+    at_sensitivity: Sequence[float],
+    youden: bool,
+    compare: bool,
+) -> EvaluationResult:
+    """The pooled reference with sample weights (see :func:`run_pooled`)."""
+    if data.weight is None:
+        raise InputError("--sample-weight needs a weight column at every site")
+    if compare:
+        raise InputError(
+            "--compare-score does not take --sample-weight: paired DeLong counts rows, "
+            "which weights are not"
+        )
+    y, s, w = data.label, data.score, data.weight
+    counts = ScoreCounts.from_scores(y, s, sample_weight=w)
+    if not (counts.n_pos > 0 and counts.n_neg > 0):
+        raise InputError("--sample-weight: both classes need a positive total weight")
+    is_prob = bool(np.all((s >= 0) & (s <= 1)))
+    sizes = site_sizes if site_sizes is not None else {"pooled": data.n}
+    extra: dict[str, Any] = {
+        "n": data.n,
+        "n_pos": data.n_pos,
+        "n_neg": data.n_neg,
+        "weighted": True,
+        "weight_pos": float(counts.n_pos),
+        "weight_neg": float(counts.n_neg),
+        "auc_se": None,
+        "average_precision": counts.average_precision(),
+        "pr_auc": counts.pr_auc(),
+        "brier": brier_score(y, s, sample_weight=w) if is_prob else None,
+        "calibration": None,
+        "caveats": [
+            "weighted by --sample-weight: no confidence interval (DeLong's variance, Wilson "
+            "and bootstrap intervals count rows, which weights are not)",
+            "weighted: no calibration curve (its bins count rows)",
+        ],
+    }
+    if max_fpr is not None:
+        extra["max_fpr"] = max_fpr
+        extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
+    if at_specificity or at_sensitivity or youden:
+        chosen = [counts.at_specificity(t) for t in at_specificity]
+        chosen += [counts.at_sensitivity(t) for t in at_sensitivity]
+        chosen += [counts.youden()] if youden else []
+        level = inputs.confidence_level
+        extra["operating_points"] = [
+            {**point_dict(op, level, intervals=False), "selection_ci": None} for op in chosen
+        ]
+    return EvaluationResult(
+        method="pooled",
+        sites=[{"name": k, "n": v} for k, v in sizes.items()],
+        auc=counts.auc(),
+        auc_ci=None,
+        released=Released.pooled(data.n),
+        extra=extra,
+        confidence_level=inputs.confidence_level,
+        details=PooledDetails(None, counts),
+    )
+
+
 def _paired(y: np.ndarray, a: np.ndarray, b: np.ndarray | None, level: float) -> PairedDeLongResult:
     if b is None:
         raise InputError(
@@ -130,7 +222,7 @@ def _paired(y: np.ndarray, a: np.ndarray, b: np.ndarray | None, level: float) ->
 class PooledDetails:
     """The pooled result's details: DeLong's result and the counts behind every metric."""
 
-    delong: DeLongResult
+    delong: DeLongResult | None  # None when weighted (no DeLong variance of weights)
     counts: ScoreCounts
 
     def roc_points(self) -> tuple[np.ndarray, np.ndarray]:

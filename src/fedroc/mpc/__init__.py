@@ -30,7 +30,10 @@ What each one learns
   variance of the AUROC rounded to ``2**-min(2b, 60)`` (its square root is the SE, from
   which the logit CI of paper 1 eq. 3 is computed); when the job compares two models
   (``compare``), the same for the second model and the variance of the difference of the
-  two AUROCs (paired DeLong). Nothing else: not ``P`` or ``N``, no
+  two AUROCs (paired DeLong); when the job asks (``asks``, :mod:`fedroc.mpc.asks`), the
+  partial AUC and, per operating point, its threshold (the exact score value of one row,
+  or "none": the cut predicts nothing positive), whether it predicts every row positive,
+  and its sensitivity, specificity, PPV and NPV. Nothing else: not ``P`` or ``N``, no
   numerator or denominator, no per-owner value. What these values imply: the AUROC is a
   rational with denominator ``2 P N``, so at full precision it pins the class counts
   ``{P, N}`` in most cases (95% of random pooled datasets of ``n = 1000`` in

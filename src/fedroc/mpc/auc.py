@@ -49,6 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedroc.exceptions import InputError, ProtocolError
+from fedroc.mpc.asks import Asks, asks_program, key_to_float
 from fedroc.mpc.protocols import (
     add_public,
     constant,
@@ -117,7 +118,16 @@ def _is_int(value: Any) -> bool:
 
 
 # The parameters a job's spec and its owners' terms share (checked the same way in both).
-JOB_PARAMETERS = ("sort", "delta", "noties", "frac_bits", "min_class_count", "ci", "compare")
+JOB_PARAMETERS = (
+    "sort",
+    "delta",
+    "noties",
+    "frac_bits",
+    "min_class_count",
+    "ci",
+    "compare",
+    "asks",
+)
 
 
 def job_parameters(obj: Any) -> dict[str, Any]:
@@ -134,6 +144,7 @@ def check_job_parameters(
     min_class_count: Any,
     ci: Any,
     compare: Any = False,
+    asks: Any = "",
 ) -> None:
     """Validate a job's parameters (types and ranges); raises :class:`InputError`."""
     if sort not in SORTS:
@@ -150,6 +161,7 @@ def check_job_parameters(
         )
     if not _is_int(min_class_count) or not 1 <= min_class_count <= MAX_N:
         raise InputError(f"min_class_count must be a positive integer; got {min_class_count!r}")
+    Asks.parse(asks)
     if compare and not ci:
         raise InputError("comparing two models needs the variances: compare requires ci")
     if ci and min_class_count < 2:
@@ -184,6 +196,9 @@ class AucSpec:
     compare : bool
         Records carry a second model's score: also open its AUROC, AUPR and variance, and
         the variance of the difference of the two AUROCs (paired DeLong), all under MPC.
+    asks : str
+        Partial AUC and operating points of the first model (:class:`~fedroc.mpc.asks.Asks`
+        in its canonical text; empty for none).
     """
 
     sizes: tuple[int, ...]
@@ -194,6 +209,7 @@ class AucSpec:
     min_class_count: int = DEFAULT_MIN_CLASS_COUNT
     ci: bool = True
     compare: bool = False
+    asks: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.sizes, tuple) or not self.sizes or len(self.sizes) > 1 << 16:
@@ -208,6 +224,7 @@ class AucSpec:
                 f"the confidence interval supports at most {MAX_N_CI} samples; got {self.n} "
                 "(ask without it: ci=False)"
             )
+        Asks.parse(self.asks).check_size(self.n)
         if self.sort == "delta" and self.delta > self.n:
             raise InputError(f"delta {self.delta} exceeds the number of samples {self.n}")
 
@@ -249,6 +266,7 @@ class AucSpec:
             "min_class_count": int(self.min_class_count),
             "ci": bool(self.ci),
             "compare": bool(self.compare),
+            "asks": self.asks,
         }
 
     to_dict = to_record
@@ -265,6 +283,7 @@ class AucSpec:
             "min_class_count",
             "ci",
             "compare",
+            "asks",
         }
         if set(rec) != expected:
             raise InputError(
@@ -282,6 +301,7 @@ class AucSpec:
             min_class_count=rec["min_class_count"],
             ci=rec["ci"],
             compare=rec["compare"],
+            asks=rec["asks"],
         )
 
     from_dict = from_record
@@ -445,6 +465,8 @@ class _Model:
     weighted: UArray  # labels times [B, precision sum, A, carried columns...]
     u2: UArray  # 2 P N AUROC
     pr_num: UArray  # 2 P 2**F AUPR
+    beg: UArray  # [TP, precision, j] at the cut before each row's tie group
+    end: UArray  # the same at the end of each row's tie group (the row's cut)
 
 
 def _rank(
@@ -500,7 +522,7 @@ def _rank(
         columns += list(carry.T)
     weighted = yield from mul_sf(p, lab, np.stack(columns, axis=1), "labels")
     u2 = b_k.sum(keepdims=True) - weighted[:, 0].sum(keepdims=True)
-    model = _Model(tp, a_k, b_k, weighted, u2, weighted[:, 1].sum(keepdims=True))
+    model = _Model(tp, a_k, b_k, weighted, u2, weighted[:, 1].sum(keepdims=True), beg, end)
     return model, (done[2] if first is not None else None)
 
 
@@ -559,6 +581,12 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
         srt_b = yield from oblivious_sort(p, rec_b, bitonic_plan([1] * n))
         second, _ = yield from _rank(p, srt_b, spec, pos, carry=srt_b[:, 3:5])
         groups += [([second.u2], [roc_den], roc_bits), ([second.pr_num], [pr_den], pr_bits)]
+    raw: list[UArray] = []
+    asks = Asks.parse(spec.asks)
+    if asks:
+        neg_b = model.b_k - model.weighted[:, 0]
+        more, raw = yield from asks_program(p, asks, srt, model.beg, model.end, neg_b, pos, pp)
+        groups += more
     quotients: Program = _rounded_quotients(p, groups, spec)
     if spec.ci:
         # Squares: A^2 over the positives, B^2 over the negatives, for each lane.
@@ -600,9 +628,9 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
             variance = yield from trunc(
                 p, add_public(p, variance, 1 << (drop - 1)), drop, signed=False, tag="var.round"
             )
-        outputs = np.concatenate([rounded, variance])
+        outputs = np.concatenate([rounded, variance, *raw])
     else:
-        outputs = yield from quotients
+        outputs = np.concatenate([(yield from quotients), *raw])
     masked = yield from mul(p, outputs, np.repeat(released, outputs.size), "mask")
     return np.concatenate([masked, released])
 
@@ -626,6 +654,14 @@ class AucOutputs:
         The second model's values (only when comparing two models).
     variance_difference : float or None
         DeLong's variance of ``auc - auc_b`` (paired: both models on the same rows).
+    partial_auc : float or None
+        McClish-standardised partial AUC up to ``max_fpr`` (only when asked).
+    max_fpr : float or None
+        The job's ``max_fpr``.
+    operating_points : tuple of dict
+        Per asked point: ``criterion``, ``threshold`` (a score value, ``inf`` when the cut
+        predicts nothing positive), ``sensitivity``, ``specificity``, ``ppv``, ``npv``
+        (NaN where undefined or withheld).
     """
 
     released: bool
@@ -640,6 +676,9 @@ class AucOutputs:
     pr_auc_b: float | None = None
     variance_b: float | None = None
     variance_difference: float | None = None
+    partial_auc: float | None = None
+    max_fpr: float | None = None
+    operating_points: tuple[dict[str, Any], ...] = ()
 
     @staticmethod
     def _sqrt(value: float | None) -> float | None:
@@ -668,6 +707,7 @@ class AucOutputs:
             "pr_auc_b": self.pr_auc_b,
             "auc_variance_b": self.variance_b,
             "auc_difference_variance": self.variance_difference,
+            "partial_auc": self.partial_auc,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -679,9 +719,11 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
     Turn the opened ``[auc, (noties), pr_auc, (auc_b, pr_auc_b), (variances...), released]`` into
     floats.
     """
-    quotients = 2 + int(spec.noties) + 2 * int(spec.compare)
+    asks = Asks.parse(spec.asks)
+    asked = int(asks.max_fpr is not None) + 4 * asks.n_points
+    quotients = 2 + int(spec.noties) + 2 * int(spec.compare) + asked
     variances = (3 if spec.compare else 1) if spec.ci else 0
-    expected = quotients + variances + 1
+    expected = quotients + variances + 4 * asks.n_points + 1
     if opened.shape != (expected,):
         raise ProtocolError(f"expected {expected} opened values, got shape {opened.shape}")
     flag = int(opened[-1])
@@ -711,6 +753,30 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
         variance = value(k, vb)
         if spec.compare:
             var_b, var_d = value(k + 1, vb), value(k + 2, vb)
+    partial_auc = None
+    at = 2 + int(spec.noties) + 2 * int(spec.compare)
+    if asks.max_fpr is not None:
+        partial_auc = value(at, b)
+        at += 1
+    raw = quotients + variances
+    points = []
+    for i, criterion in enumerate(asks.criteria()):
+        h, low, nothing, everything = (int(v) for v in opened[raw + 4 * i : raw + 4 * i + 4])
+        sens, spec_, ppv, npv = (value(at + 4 * i + j, b) for j in range(4))
+        if nothing:
+            threshold, ppv = float("inf"), nan
+        else:
+            threshold = key_to_float(h, low) if released else nan
+        points.append(
+            {
+                "criterion": criterion,
+                "threshold": threshold,
+                "sensitivity": sens,
+                "specificity": spec_,
+                "ppv": ppv,
+                "npv": nan if everything else npv,
+            }
+        )
     return AucOutputs(
         released,
         value(0, b),
@@ -724,4 +790,7 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
         pr_b,
         var_b,
         var_d,
+        partial_auc,
+        None if asks.max_fpr is None else asks.max_fpr / 1e6,
+        tuple(points),
     )

@@ -52,6 +52,7 @@ def secure_auc_local(
     min_class_count: int | None = None,
     ci: bool = True,
     compare: bool = False,
+    asks: str = "",
     master_seed: bytes | None = None,
     recorder: Recorder | None = None,
     timeout: float = 60.0,
@@ -80,6 +81,7 @@ def secure_auc_local(
         noties=noties,
         ci=ci,
         compare=compare,
+        asks=asks,
         **options,
     )
     shares = [

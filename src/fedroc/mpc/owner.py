@@ -93,7 +93,7 @@ class JobTerms:
         The co-owners, sorted; the job must hold exactly one bundle of each.
     proxy_keys : tuple of bytes
         The proxies' X25519 public keys (32 bytes each) the shares are sealed to.
-    frac_bits, min_class_count, ci, sort, delta, noties, compare
+    frac_bits, min_class_count, ci, sort, delta, noties, compare, asks
         As in :class:`~fedroc.mpc.auc.AucSpec`.
     """
 
@@ -107,6 +107,7 @@ class JobTerms:
     delta: int = 1
     noties: bool = False
     compare: bool = False
+    asks: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.job, str) or not JOB_ID.match(self.job):
@@ -153,6 +154,7 @@ class JobTerms:
             "delta": self.delta,
             "noties": self.noties,
             "compare": self.compare,
+            "asks": self.asks,
         }
 
     def canonical(self) -> bytes:
@@ -197,6 +199,7 @@ class JobTerms:
             "delta",
             "noties",
             "compare",
+            "asks",
         }
         if set(rec) != expected:
             raise ProtocolError(f"malformed job terms: keys {sorted(rec)}")
@@ -215,6 +218,7 @@ class JobTerms:
                 delta=rec["delta"],
                 noties=rec["noties"],
                 compare=rec["compare"],
+                asks=rec["asks"],
             )
         except InputError as exc:
             raise ProtocolError(f"malformed job terms: {exc}") from None

@@ -67,7 +67,15 @@ from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.methods._asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
 
-from ._compare import JOINT_NAME, collect_joint, comparison_extra, joint_bins
+from ._compare import (
+    DEFAULT_DP_JOINT_BINS,
+    DEFAULT_JOINT_BINS,
+    JOINT_NAME,
+    collect_joint,
+    comparison_extra,
+    dp_comparison_extra,
+    joint_bins,
+)
 from ._curves import (
     INTERPOLATIONS,
     CurveErrors,
@@ -79,7 +87,7 @@ from ._curves import (
     survival_function,
 )
 from ._dp import dp_auc, dp_brier, dp_calibration
-from ._protocol import AggregatedTree, HistogramOptions, check_options, collect_tree
+from ._protocol import FRAC_BITS, AggregatedTree, HistogramOptions, check_options, collect_tree
 from ._result import HistogramCurves
 from ._site import (
     INPUT_NAME,
@@ -102,6 +110,7 @@ from ._tree import (
     consistent_tree_adjoint,
     level_noise_covariance,
     linear_noise_variance,
+    node_noise_variance,
     total_noise_sd,
     tree_leaf_masses,
     tree_quantiles,
@@ -147,6 +156,9 @@ __all__ = [
 #: 200 runs on 5 x 300 rows at epsilon 0.1 passed with a total 2.5 SDs too high and an
 #: interval that missed by 0.4.
 MIN_TOTAL_SNR = 6.0
+# The comparison under DP: a class total of the noisy joint counts (noise on 2 B^2 cells)
+# at least this many noise SDs from 0 (scripts/results/coverage_paired_histogram_dp.md).
+MIN_JOINT_SNR = 4.0
 
 
 def _noise_phrase(opts: HistogramOptions, tree: AggregatedTree) -> str:
@@ -459,12 +471,13 @@ def run_histogram(
         Compare the sites' second score (``SiteData.score_b``) with the first: a second
         round of secure aggregation sums the sites' joint class histograms of the two
         scores, and ``extra["comparison"]`` is the paired DeLong comparison of the binned
-        scores (:mod:`._compare`). Refused under DP (the joint counts have no noise of
-        their own).
+        scores (:mod:`._compare`). Under distributed DP the joint counts carry noise of
+        their own (the sites spend ``dp_epsilon`` again on them) and the interval adds the
+        noise's variance; refused under local DP.
     compare_bins : int, optional
         Bins per score of the joint grid, a level ``branching ** l`` of the tree (default
-        the largest with at most 64 bins). Each site binds the grid of its first joint
-        histogram for its lifetime.
+        the largest with at most 64 bins, 16 under DP). Each site binds the grid of its
+        first joint histogram for its lifetime.
 
     Returns
     -------
@@ -492,13 +505,14 @@ def run_histogram(
     check_targets(max_fpr, at_specificity, at_sensitivity)
     bins = None
     if compare:
-        if opts.dp:
+        if opts.mode == MODE_LDP:
             raise InputError(
-                "--method histogram compares two models (--compare-score) only under secure "
-                "aggregation: under DP (--dp-epsilon) the joint histogram of the two scores "
-                "would need noise and budget of its own, which are not implemented"
+                "--method histogram compares two models (--compare-score) under secure "
+                "aggregation or distributed DP; under local DP the joint histogram would go "
+                "out in the clear (use --dp-mode distributed)"
             )
-        bins = joint_bins(compare_bins, opts.branching, opts.height)
+        default = DEFAULT_DP_JOINT_BINS if opts.dp else DEFAULT_JOINT_BINS
+        bins = joint_bins(compare_bins, opts.branching, opts.height, default)
     elif compare_bins is not None:
         raise InputError("compare_bins applies only with compare=True (--compare-score)")
     federation = inputs.federation
@@ -513,6 +527,9 @@ def run_histogram(
             transform=opts.transform,
             threshold=opts.threshold,
             allow_dropouts=opts.allow_dropouts,
+            epsilon=opts.epsilon if opts.dp else None,
+            noise=opts.noise,
+            frac_bits=FRAC_BITS,
         )
     tree = collect_tree(federation, opts)
     pooled = None
@@ -524,14 +541,34 @@ def run_histogram(
         notes.append(
             f"secure aggregation over {len(joint[2])} sites: the analyst saw only the sums of "
             f"2 x {bins} x {bins} joint counts of the two scores"
+            + (
+                f", with distributed DP noise ({opts.noise} Laplace shares, epsilon "
+                f"{opts.epsilon:g} of its own: each site spends it in addition to the tree's)"
+                if opts.dp
+                else ""
+            )
         )
     released = federation.released(start).with_notes(
         *notes, "per-site row counts were not released"
     )
     result = details.to_evaluation(released)
-    if joint is not None and bins is not None:
+    if joint is not None and bins is not None and not opts.dp:
         result = result.with_extra(
             comparison=comparison_extra(joint[0], joint[1], bins, inputs.confidence_level)
+        )
+    elif joint is not None and bins is not None:
+        assert opts.epsilon is not None
+        sigma2 = node_noise_variance(opts.noise, opts.epsilon, joint[3])
+        result = result.with_extra(
+            comparison=dp_comparison_extra(
+                joint[0],
+                joint[1],
+                bins,
+                inputs.confidence_level,
+                sigma2,
+                opts.epsilon,
+                MIN_JOINT_SNR,
+            )
         )
     asked = max_fpr is not None or at_specificity or at_sensitivity or youden
     if asked and details.leaves_pos.size and details.n_pos > 0 and details.n_neg > 0:

@@ -15,8 +15,15 @@ What the site enforces, beyond its policy's rules for every secure input (at lea
 class): the grid (bins, range, transform) of its first joint histogram is bound in its
 ledger for its lifetime. Pooled joint counts over two grids (shifted or refined) could be
 subtracted to place pooled rows more finely than either grid; with one grid, a repeat gives
-the analyst the same counts again. Under DP the joint counts would need noise of their own
-and a budget; the method refuses the comparison there instead.
+the analyst the same counts again.
+
+Under distributed DP (``epsilon``) each site adds its share of Laplace noise to every cell
+(one row moves one cell of one class: L1 sensitivity 1), and the release is charged to its
+ledger, so repeated releases (which could be averaged) end with the site's budget. The
+analyst's interval adds the noise's delta-method variance to DeLong's
+(:func:`dp_comparison_extra`); the grid is coarser by default (16 x 16) because the noise
+grows with the number of cells. Under local DP the method refuses (the joint counts would
+travel in the clear).
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ from fedroc.federation import Federation
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.metrics import PairedDeLongResult, PlacementSums
+from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
-from ._site import TRANSFORMS, leaf_index
+from ._site import NOISES, TRANSFORMS, leaf_index
 
 __all__ = [
     "DEFAULT_JOINT_BINS",
@@ -59,7 +67,14 @@ MAX_JOINT_BINS = 256
 BIND_GRID = "histogram-joint:grid"
 
 
-def joint_bins(requested: Any, branching: int, height: int) -> int:
+#: Bins per score under DP by default: 2 x 16 x 16 noisy cells (a 64 x 64 grid carries so
+#: many noisy cells that the noise swamps the comparison; docs/analysis.md).
+DEFAULT_DP_JOINT_BINS = 16
+
+
+def joint_bins(
+    requested: Any, branching: int, height: int, default: int = DEFAULT_JOINT_BINS
+) -> int:
     """The bins per score of the joint grid: a level ``branching ** l`` of the tree.
 
     ``None`` takes the largest level with at most :data:`DEFAULT_JOINT_BINS` bins; a
@@ -68,7 +83,7 @@ def joint_bins(requested: Any, branching: int, height: int) -> int:
     levels = [branching**level for level in range(1, height + 1)]
     allowed = [b for b in levels if b <= MAX_JOINT_BINS]
     if requested is None:
-        fitting = [b for b in allowed if b <= DEFAULT_JOINT_BINS]
+        fitting = [b for b in allowed if b <= default]
         return fitting[-1] if fitting else allowed[0]
     if isinstance(requested, bool) or requested not in allowed:
         raise InputError(
@@ -119,11 +134,18 @@ def _bind_grid(ctx: SiteContext, grid: list[Any]) -> None:
         "lo": Float(),
         "hi": Float(),
         "transform": Choice(*sorted(TRANSFORMS), default=None),
+        "epsilon": Float(0.0, 1e3, open_lo=True, default=None),
+        "noise": Choice(*NOISES, default="discrete"),
     },
     release="secure",
 )
 def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
-    """The site's joint class histograms of its two scores, as input of secagg only."""
+    """The site's joint class histograms of its two scores, as input of secagg only.
+
+    With ``epsilon`` the site adds its share of Laplace noise to every cell (a row moves
+    one cell of one class by 1: L1 sensitivity 1), split into the session's
+    ``noise_shares`` as the tree's noise is; the release is charged to its ledger.
+    """
     bins, lo, hi = int(args["bins"]), float(args["lo"]), float(args["hi"])
     transform = args["transform"]
     if not lo < hi:
@@ -147,7 +169,21 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
                 "by a transform (--score-transform)"
             )
     pos, neg = count_joint(data.label, a, b, bins, lo, hi)
-    return Reply({"pos": pos, "neg": neg}, counts={"positive": data.n_pos, "negative": data.n_neg})
+    counts = {"positive": data.n_pos, "negative": data.n_neg}
+    if args["epsilon"] is None:
+        return Reply({"pos": pos, "neg": neg}, counts=counts)
+    shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
+    noise, event = shares(
+        2 * bins * bins,
+        n_shares=ctx.noise_shares,
+        epsilon=float(args["epsilon"]),
+        rng=ctx.noise_rng(JOINT_NAME),
+    )
+    noisy = {
+        "pos": pos.reshape(-1) + noise[: bins * bins],
+        "neg": neg.reshape(-1) + noise[bins * bins :],
+    }
+    return Reply(noisy, counts=counts, dp=(event,))
 
 
 def collect_joint(
@@ -159,24 +195,68 @@ def collect_joint(
     transform: str | None,
     threshold: int | None,
     allow_dropouts: bool,
-) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str]]:
-    """One round of secure aggregation: the pooled joint counts and the sites in the sum."""
+    epsilon: float | None = None,
+    noise: str = "discrete",
+    frac_bits: int = 0,
+) -> tuple[NDArray[Any], NDArray[Any], list[str], float]:
+    """One round of secure aggregation: the pooled joint counts and the sites in the sum.
+
+    With ``epsilon`` (distributed DP) the counts are noisy; the last value is the number of
+    full noise draws on each cell (``sites / threshold``; 0 without DP).
+    """
     n_sites = len(federation.site_names)
-    t = max(2, n_sites // 2 + 1) if threshold is None else threshold
+    if threshold is not None:
+        t = threshold
+    elif epsilon is not None and not allow_dropouts:
+        t = max(2, n_sites)  # every site's share: one full draw of noise in the sum
+    else:
+        t = max(2, n_sites // 2 + 1)
+    dp: dict[str, Any] = {} if epsilon is None else {"epsilon": epsilon, "noise": noise}
     summed = secure_sum(
         federation,
         JOINT_NAME,
         threshold=t,
         allow_dropouts=allow_dropouts,
-        frac_bits=0,
+        frac_bits=frac_bits if epsilon is not None else 0,
         bins=bins,
         lo=lo,
         hi=hi,
         transform=transform,
+        **dp,
     )
-    pos = np.asarray(summed["pos"], dtype=np.int64).reshape(bins, bins)
-    neg = np.asarray(summed["neg"], dtype=np.int64).reshape(bins, bins)
-    return pos, neg, list(summed.sites)
+    kind = np.int64 if epsilon is None else np.float64
+    pos = np.asarray(summed["pos"], dtype=kind).reshape(bins, bins)
+    neg = np.asarray(summed["neg"], dtype=kind).reshape(bins, bins)
+    draws = 0.0 if epsilon is None else len(summed.sites) / summed.threshold
+    return pos, neg, list(summed.sites), draws
+
+
+def noise_variance_of_difference(pos: NDArray[Any], neg: NDArray[Any], sigma2: float) -> float:
+    """Delta-method variance of ``AUC_a - AUC_b`` from independent noise on every cell.
+
+    ``dAUC_a / dpos[i, j] = (V10_a(i) - AUC_a) / P`` (the first score's placement value of
+    bin i) and ``dAUC_a / dneg[i, j] = (V01_a(i) - AUC_a) / N``; likewise for b with bin j.
+    Each cell's noise has variance ``sigma2``; the gradient is taken at the noisy counts.
+    """
+    p, q = np.asarray(pos, np.float64), np.asarray(neg, np.float64)
+    n_pos, n_neg = float(p.sum()), float(q.sum())
+    out = 0.0
+    for mp_a, mn_a, mp_b, mn_b, total, placement in (
+        (p.sum(1), q.sum(1), p.sum(0), q.sum(0), n_pos, "v10"),
+        (p.sum(1), q.sum(1), p.sum(0), q.sum(0), n_neg, "v01"),
+    ):
+        devs = []
+        for mp, mn in ((mp_a, mn_a), (mp_b, mn_b)):
+            v10 = (np.cumsum(mn) - 0.5 * mn) / n_neg
+            v01 = (n_pos - np.cumsum(mp) + 0.5 * mp) / n_pos
+            auc = float(mp @ v10) / n_pos
+            devs.append((v10 if placement == "v10" else v01) - auc)
+        x, y = devs
+        b = x.size
+        # sum over cells (i, j) of (x_i - y_j)^2
+        ss = b * float(x @ x) + b * float(y @ y) - 2.0 * float(x.sum()) * float(y.sum())
+        out += ss / total**2
+    return sigma2 * out
 
 
 def binning_bound(pos: NDArray[Any], neg: NDArray[Any]) -> float:
@@ -208,6 +288,73 @@ def joint_comparison(
     return PairedDeLongResult(
         float(sums.auc[0]), float(sums.auc[1]), sums.covariance(), n_pos, n_neg, confidence_level
     )
+
+
+def dp_comparison_extra(
+    pos: NDArray[Any],
+    neg: NDArray[Any],
+    bins: int,
+    confidence_level: float,
+    sigma2: float,
+    epsilon: float,
+    min_snr: float,
+) -> dict[str, Any]:
+    """The ``comparison`` from noisy joint counts (distributed DP).
+
+    The difference of the binned AUCs of the noisy counts (the noise is independent across
+    cells and classes, so the bilinear numerators are unbiased) with a Wald interval whose
+    variance is DeLong's paired variance at the noisy counts plus the delta-method variance
+    of the noise (:func:`noise_variance_of_difference`). Withheld (null) when a class total
+    is within ``min_snr`` noise SDs of 0.
+    """
+    from scipy import stats
+
+    p, q = np.asarray(pos, np.float64), np.asarray(neg, np.float64)
+    total_sd = math.sqrt(sigma2 * p.size)
+    method = (
+        f"paired DeLong of the {bins} x {bins} joint bin counts with distributed DP noise "
+        f"(epsilon {epsilon:g}), plus the noise's delta-method variance"
+    )
+    out: dict[str, Any] = {
+        "auc_difference": None,
+        "se": None,
+        "ci": None,
+        "p_value": None,
+        "auc_b": None,
+        "auc_b_ci": None,
+        "method": method,
+        "auc_a": None,
+        "bins": bins,
+        "binning_bound": None,
+        "noise_se": None,
+    }
+    low = min(float(p.sum()), float(q.sum()))
+    if low < min_snr * total_sd:
+        out["note"] = (
+            f"withheld: the smaller noisy class total {low:.1f} is within {min_snr:g} noise "
+            f"SDs ({total_sd:.3g}) of 0; use a larger epsilon or more rows"
+        )
+        return out
+    res = joint_comparison(p, q, confidence_level)
+    noise_var = noise_variance_of_difference(p, q, sigma2)
+    var = res.se_difference**2 + noise_var
+    se = math.sqrt(var)
+    z = float(stats.norm.ppf(0.5 + confidence_level / 2))
+    diff = res.difference
+    out.update(
+        auc_difference=diff,
+        se=se,
+        ci=[diff - z * se, diff + z * se],
+        p_value=float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else None,
+        auc_b=res.auc_b,
+        auc_a=res.auc_a,
+        noise_se=math.sqrt(noise_var),
+        note=(
+            f"both AUCs are those of the scores rounded to {bins} bins, from noisy counts; "
+            "the interval includes the noise (no binning bound: the noise hides the ties)"
+        ),
+    )
+    return out
 
 
 def comparison_extra(
