@@ -301,7 +301,11 @@ class Cell:
         self.highs.append(np.nan if ci is None else float(ci[1]))
 
     def fail(self, exc: BaseException) -> None:
-        key = f"{type(exc).__name__}: {str(exc)[:80]}"
+        # Without the run's site names and numbers, equal causes count together and the
+        # cause (after the names of the refusing sites) fits in the table.
+        text = re.sub(r"site\(s\): site '[^']*': site '[^']*'", "site(s): site '#'", str(exc))
+        text = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", text)
+        key = f"{type(exc).__name__}: {text[:200]}"
         self.failures[key] = self.failures.get(key, 0) + 1
 
     def row(self) -> dict[str, Any]:

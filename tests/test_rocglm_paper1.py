@@ -30,6 +30,7 @@ from fedroc.methods.rocglm._deconvolution import (
     _mix_sqp,
     bin_edges_for,
     bootstrap_weights,
+    default_bins,
 )
 from fedroc.metrics import calibration_curve
 
@@ -105,11 +106,43 @@ def test_deconvolved_auc_is_unbiased_where_the_noisy_one_is_not():
     assert abs(np.mean(corrected) - 0.75) < 0.002
 
 
+def _rare_design_errors(m, reps=300, n=500, sd=0.19, seed=6):
+    """Deconvolved AUC minus the exact one, on scripts/coverage.py's 'rare' design.
+
+    Negatives uniform (Phi of N(0, 1)), positives Phi(N(mu, 1)) with prevalence 0.1, noise
+    sd 0.19 (paper 1's setting for l2-sensitivity 0.07).
+    """
+    rng = np.random.default_rng(seed)
+    mu = math.sqrt(2) * stats.norm.ppf(0.96)
+    out = []
+    for _ in range(reps):
+        n_pos = rng.binomial(n, 0.1)
+        noisy = rng.random(n - n_pos) + rng.normal(0, sd, n - n_pos)
+        pos = stats.norm.cdf(rng.normal(mu, 1, n_pos))
+        # Against the positives' placements in the true (uniform) negatives: the deconvolution
+        # error alone, without the positives' own sampling noise.
+        out.append(deconvolve(noisy, sd, m=m).cdf(pos).mean() - pos.mean())
+    return np.asarray(out)
+
+
+def test_deconvolved_auc_at_the_end_of_the_range_is_not_biased_low():
+    """Where the positives pile up at the end of the range (AUC 0.96), bins finer than the
+    noise made the AUC biased low with a long lower tail, and the interval undercovered
+    (0.885 at n = 5000 with paper 1's settings; scripts/results/rocglm_coverage_rare.md).
+    Bins half a noise sd wide (the default) remove both; 41 bins show the old failure."""
+    default = _rare_design_errors(None)
+    fine = _rare_design_errors(41)  # the old default, on the same data
+    assert default.std() / math.sqrt(default.size) < 0.001  # the bias is measured to 0.001
+    assert abs(default.mean()) < 0.003  # measured: -0.0021 (41 bins: -0.0062)
+    assert fine.mean() < default.mean() - 0.003
+    assert default.std() < 0.8 * fine.std()  # measured: 0.0138 against 0.0199
+
+
 def test_bootstrap_refits_vary_around_the_fit():
     rng = np.random.default_rng(4)
     noisy = rng.random(3000) + rng.normal(0, 0.1, 3000)
     mix, weights = bootstrap_weights(noisy, 0.1, replicates=30, rng=np.random.default_rng(0))
-    assert weights.shape == (30, 41)
+    assert weights.shape == (30, default_bins(0.1)) == (30, 21)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0)
     assert np.abs(weights.mean(axis=0) @ mix.centers - mix.weights @ mix.centers) < 0.01
     again = bootstrap_weights(noisy, 0.1, replicates=30, rng=np.random.default_rng(0))[1]
@@ -273,6 +306,12 @@ def test_small_coverage_run_of_the_corrected_rocglm():
     assert row["coverage"] >= 0.85, row
     assert abs(row["bias"]) < 3 * row["bias_mcse"] + 0.005, row
     assert math.isfinite(row["mean_width"])
+    # The rare design (AUC 0.96, prevalence 0.1), where 41 bins left the estimate biased
+    # low with a long lower tail (coverage 0.885 at n = 5000 over 200 runs).
+    rare = module.run_study(["rare"], [5000], ["rocglm-paper-0.07"], reps=16, seed=5).iloc[0]
+    assert rare["failed"] == 0
+    assert rare["coverage"] >= 0.85, rare
+    assert abs(rare["bias"]) < 3 * rare["bias_mcse"] + 0.003, rare
 
 
 def test_rocglm_imports_nothing_above_the_methods():

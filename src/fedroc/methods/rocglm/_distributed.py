@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,7 @@ from numpy.typing import NDArray
 
 from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation, Released
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
@@ -106,6 +107,9 @@ DEFAULT_BOOTSTRAP = 50
 # the variance of the correction (see the module docstring).
 _PLUGIN_BINS = 10
 _PAPER, _DECONVOLVED = FITS.index("paper"), FITS.index("deconvolved")
+# A site's policy refusing the noisy release because a class is smaller than its minimum
+# count (fedroc.privacy.policy's wording for the counts the reply declares).
+_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is \d+")
 
 
 @dataclass(frozen=True, repr=False)
@@ -348,13 +352,26 @@ def release_noisy_scores(
     sd is the sites' (they agree, since they computed it from the same parameters).
     """
     start = federation.mark()
-    replies = federation.call(
-        FN_NOISY,
-        epsilon=float(epsilon),
-        delta=float(delta),
-        sensitivity=float(sensitivity),
-        calibration=calibration,
-    )
+    try:
+        replies = federation.call(
+            FN_NOISY,
+            epsilon=float(epsilon),
+            delta=float(delta),
+            sensitivity=float(sensitivity),
+            calibration=calibration,
+        )
+    except DisclosureError as exc:
+        if not _CLASS_COUNT_REFUSAL.search(str(exc)):
+            raise
+        # The policy's words are generic; say what it means for this method.
+        raise DisclosureError(
+            f"{exc}. The ROC-GLM releases one noisy score per row, split by class, which "
+            "tells how many rows of each class a site has: a site with fewer rows of a class "
+            "than its minimum count cannot take part (leave it out, or merge its rows with "
+            "another site's)",
+            site=exc.site,
+            function=exc.function,
+        ) from exc
     call = federation.transcript[start]
     per_site = {
         name: {
