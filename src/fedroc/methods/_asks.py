@@ -100,6 +100,7 @@ def operating_points_from_counts(
     confidence_level: float = 0.95,
     seed: int | None = None,
     n_bootstraps: int = 2000,
+    intervals: bool = True,
 ) -> list[dict[str, Any]]:
     """Operating points of exact counts, with intervals.
 
@@ -108,8 +109,10 @@ def operating_points_from_counts(
     bootstrap interval of the free proportion (the sensitivity at that specificity) that
     re-chooses the threshold in every replicate, so it includes the choice (pROC's
     ``ci.se``). Youden's point has no such interval (its J is optimistic on these rows).
+    Counts that are not whole rows (weights) get no intervals, nor does ``intervals=False``
+    (weights that happen to be whole numbers still do not count rows).
     """
-    whole = counts.is_whole()
+    whole = intervals and counts.is_whole()
     points = []
     # A target on one proportion chooses the threshold; the other (free) one gets the interval.
     targeted = (

@@ -19,7 +19,6 @@ from fedroc.methods._asks import (
     check_targets,
     comparison_dict,
     operating_points_from_counts,
-    point_dict,
 )
 from fedroc.metrics import (
     DeLongResult,
@@ -89,16 +88,11 @@ def run_pooled(
     level = inputs.confidence_level
     counts = ScoreCounts.from_scores(y, s)
     res = counts.delong(confidence_level=level)
-    is_prob = bool(np.all((s >= 0) & (s <= 1)))
-    sizes = site_sizes if site_sizes is not None else {"pooled": data.n}
+    is_prob = _is_probability(s)
     extra: dict[str, Any] = {
-        "n": data.n,
-        "n_pos": data.n_pos,
-        "n_neg": data.n_neg,
+        **_counts_extra(data, counts),
         "auc_se": res.se,
         "auc_ci_wald": res.confidence_interval(method="wald"),
-        "average_precision": counts.average_precision(),
-        "pr_auc": counts.pr_auc(),
         "brier": brier_score(y, s) if is_prob else None,
         "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
     }
@@ -106,6 +100,44 @@ def run_pooled(
         boot = counts.bootstrap_auc(bootstrap, seed=inputs.seed, confidence_level=level)
         extra["auc_ci_bootstrap"] = list(boot.confidence_interval())
         extra["bootstrap"] = {"samples": bootstrap, "seed": inputs.seed}
+    _add_asks(extra, inputs, counts, max_fpr, at_specificity, at_sensitivity, youden, True)
+    if compare:
+        extra["comparison"] = comparison_dict(
+            _paired(data.label, s, data.score_b, level), "paired DeLong (pooled rows)"
+        )
+    return _result(
+        inputs, data, site_sizes, res.auc, res.confidence_interval(method="logit"), extra,
+        PooledDetails(res, counts),
+    )  # fmt: skip
+
+
+def _is_probability(s: np.ndarray) -> bool:
+    """True when every score lies in [0, 1] (Brier and calibration need probabilities)."""
+    return bool(np.all((s >= 0) & (s <= 1)))
+
+
+def _counts_extra(data: Any, counts: ScoreCounts) -> dict[str, Any]:
+    """The keys the weighted and unweighted results share: row counts and PR areas."""
+    return {
+        "n": data.n,
+        "n_pos": data.n_pos,
+        "n_neg": data.n_neg,
+        "average_precision": counts.average_precision(),
+        "pr_auc": counts.pr_auc(),
+    }
+
+
+def _add_asks(
+    extra: dict[str, Any],
+    inputs: EvaluationInputs,
+    counts: ScoreCounts,
+    max_fpr: float | None,
+    at_specificity: Sequence[float],
+    at_sensitivity: Sequence[float],
+    youden: bool,
+    intervals: bool,
+) -> None:
+    """Add the partial AUC and the operating points the analyst asked for."""
     if max_fpr is not None:
         extra["max_fpr"] = max_fpr
         extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
@@ -115,22 +147,31 @@ def run_pooled(
             at_specificity=at_specificity,
             at_sensitivity=at_sensitivity,
             youden=youden,
-            confidence_level=level,
+            confidence_level=inputs.confidence_level,
             seed=inputs.seed,
+            intervals=intervals,
         )
-    if compare:
-        extra["comparison"] = comparison_dict(
-            _paired(data.label, s, data.score_b, level), "paired DeLong (pooled rows)"
-        )
+
+
+def _result(
+    inputs: EvaluationInputs,
+    data: Any,
+    site_sizes: dict[str, int] | None,
+    auc: float,
+    auc_ci: Any,
+    extra: dict[str, Any],
+    details: PooledDetails,
+) -> EvaluationResult:
+    sizes = site_sizes if site_sizes is not None else {"pooled": data.n}
     return EvaluationResult(
         method="pooled",
         sites=[{"name": k, "n": v} for k, v in sizes.items()],
-        auc=res.auc,
-        auc_ci=res.confidence_interval(method="logit"),
+        auc=auc,
+        auc_ci=auc_ci,
         released=Released.pooled(data.n),
         extra=extra,
         confidence_level=inputs.confidence_level,
-        details=PooledDetails(res, counts),
+        details=details,
     )
 
 
@@ -156,19 +197,13 @@ def _weighted(
     counts = ScoreCounts.from_scores(y, s, sample_weight=w)
     if not (counts.n_pos > 0 and counts.n_neg > 0):
         raise InputError("--sample-weight: both classes need a positive total weight")
-    is_prob = bool(np.all((s >= 0) & (s <= 1)))
-    sizes = site_sizes if site_sizes is not None else {"pooled": data.n}
     extra: dict[str, Any] = {
-        "n": data.n,
-        "n_pos": data.n_pos,
-        "n_neg": data.n_neg,
+        **_counts_extra(data, counts),
         "weighted": True,
         "weight_pos": float(counts.n_pos),
         "weight_neg": float(counts.n_neg),
         "auc_se": None,
-        "average_precision": counts.average_precision(),
-        "pr_auc": counts.pr_auc(),
-        "brier": brier_score(y, s, sample_weight=w) if is_prob else None,
+        "brier": brier_score(y, s, sample_weight=w) if _is_probability(s) else None,
         "calibration": None,
         "caveats": [
             "weighted by --sample-weight: no confidence interval (DeLong's variance, Wilson "
@@ -176,27 +211,9 @@ def _weighted(
             "weighted: no calibration curve (its bins count rows)",
         ],
     }
-    if max_fpr is not None:
-        extra["max_fpr"] = max_fpr
-        extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
-    if at_specificity or at_sensitivity or youden:
-        chosen = [counts.at_specificity(t) for t in at_specificity]
-        chosen += [counts.at_sensitivity(t) for t in at_sensitivity]
-        chosen += [counts.youden()] if youden else []
-        level = inputs.confidence_level
-        extra["operating_points"] = [
-            {**point_dict(op, level, intervals=False), "selection_ci": None} for op in chosen
-        ]
-    return EvaluationResult(
-        method="pooled",
-        sites=[{"name": k, "n": v} for k, v in sizes.items()],
-        auc=counts.auc(),
-        auc_ci=None,
-        released=Released.pooled(data.n),
-        extra=extra,
-        confidence_level=inputs.confidence_level,
-        details=PooledDetails(None, counts),
-    )
+    # Weights that happen to be whole numbers still do not count rows: no intervals.
+    _add_asks(extra, inputs, counts, max_fpr, at_specificity, at_sensitivity, youden, False)
+    return _result(inputs, data, site_sizes, counts.auc(), None, extra, PooledDetails(None, counts))
 
 
 def _paired(y: np.ndarray, a: np.ndarray, b: np.ndarray | None, level: float) -> PairedDeLongResult:
