@@ -274,17 +274,7 @@ class AucSpec:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> AucSpec:
         """Strict inverse of :meth:`to_record`: unknown or missing keys are errors."""
-        expected = {
-            "sizes",
-            "sort",
-            "delta",
-            "noties",
-            "frac_bits",
-            "min_class_count",
-            "ci",
-            "compare",
-            "asks",
-        }
+        expected = {"sizes", *JOB_PARAMETERS}
         if set(rec) != expected:
             raise InputError(
                 f"a job spec has exactly the keys {sorted(expected)}; got {sorted(rec)}"
