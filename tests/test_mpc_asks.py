@@ -16,20 +16,10 @@ from fedroc.mpc.asks import Asks, key_to_float
 from fedroc.mpc.auc import AucSpec
 from fedroc.mpc.local import secure_auc_local
 from fedroc.mpc.ring import float_key_parts
+from tests._mpc_data import owners_from
 
 SEED = b"fedroc-mpc-asks-tests"
 TOL = 1e-12
-
-
-def owners_from(rng, sizes, levels=None, shift=0.8):
-    out = []
-    for n in sizes:
-        y = rng.integers(0, 2, n)
-        s = rng.normal(size=n) + shift * y
-        if levels is not None:
-            s = np.round(s * levels) / levels
-        out.append((y, s))
-    return out
 
 
 def pooled(owners):
@@ -73,7 +63,7 @@ def assert_points(out, y, s, asks):
     [([40, 25, 31], None), ([30, 30], 3), ([12, 50, 7], 1), ([64], 8)],
 )
 def test_partial_auc_and_points_equal_the_pooled_ones(sizes, levels, rng):
-    owners = owners_from(rng, sizes, levels)
+    owners = owners_from(rng, sizes, levels, shift=0.8)
     y, s = pooled(owners)
     asks = Asks.from_floats(0.2, (0.9, 0.5, 0.0, 1.0), (0.8, 0.0, 1.0), youden=True)
     out = run(owners, asks)
@@ -85,7 +75,7 @@ def test_partial_auc_and_points_equal_the_pooled_ones(sizes, levels, rng):
 def test_partial_auc_at_many_max_fpr_with_ties_at_the_cut(max_fpr, rng):
     # Ten score levels: the cut at max_fpr falls inside tie groups, where scikit-learn
     # interpolates along the group's diagonal.
-    owners = owners_from(rng, [20, 20], levels=2)
+    owners = owners_from(rng, [20, 20], levels=2, shift=0.8)
     y, s = pooled(owners)
     out = run(owners, Asks.from_floats(max_fpr))
     with warnings.catch_warnings():

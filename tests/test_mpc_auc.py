@@ -22,6 +22,7 @@ from fedroc.mpc.auc import AucSpec, owner_records
 from fedroc.mpc.local import random_shares, secure_auc_local
 from fedroc.mpc.runtime import run_local
 from fedroc.mpc.sort import bitonic_plan, delta_sort, oblivious_sort
+from tests._mpc_data import owners_from
 
 SEED = b"fedroc-mpc-auc-tests"
 TOL = 1e-12
@@ -64,17 +65,6 @@ def check(owners, *, min_class_count=1, ci=False, **kwargs):
         assert np.array_equal(np.isnan(got_ci), np.isnan(ref_ci))  # NaN at AUC 0 or 1
         assert np.nanmax(np.abs(got_ci - ref_ci), initial=0.0) <= 1e-9
     return result
-
-
-def owners_from(rng, sizes, levels=None, shift=0.7):
-    out = []
-    for n in sizes:
-        y = rng.integers(0, 2, n)
-        s = rng.normal(size=n) + shift * y
-        if levels is not None:
-            s = np.round(s * levels) / levels
-        out.append((y, s))
-    return out
 
 
 # -- merging -------------------------------------------------------------------------------
