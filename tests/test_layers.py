@@ -67,14 +67,14 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
 
 def test_site_functions_register_with_the_layer_that_owns_them() -> None:
     # The federation layer loads no plugin list by name: a higher layer's site function is
-    # known once that layer (or the application, fedroc.apps) is imported.
+    # known once that layer (or the application, fedroc.apps.application) is imported.
     import subprocess
     import sys
 
     code = (
         "from fedroc.federation.site import registered_site_functions as r\n"
         "before = r()\n"
-        "import fedroc.apps\n"
+        "import fedroc.apps.application\n"
         "print(sorted(set(r()) - set(before)))\n"
     )
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

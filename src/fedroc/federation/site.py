@@ -33,7 +33,7 @@ the input releases through its own reply.
 Site functions are registered by the layer that owns them when it is imported
 (:mod:`fedroc.federation.basic` here, :mod:`fedroc.secagg` and :mod:`fedroc.methods` above);
 this module names no higher layer. A process that serves sites imports the application
-module :mod:`fedroc.apps`, which loads them all.
+module :mod:`fedroc.apps.application`, which loads them all.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def site_function(
 def _spec(name: str) -> _Spec:
     if name not in _REGISTRY:
         # The foundation's own site functions (this layer's) are always served; those of
-        # higher layers are registered by importing them (or the application, fedroc.apps).
+        # higher layers are registered by importing them (or the application, fedroc.apps.application).
         import fedroc.federation.basic  # noqa: F401
     try:
         return _REGISTRY[name]

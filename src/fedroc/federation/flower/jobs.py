@@ -5,7 +5,7 @@ A job takes a :class:`~fedroc.federation.Federation` (here backed by
 JSON-ready dict. The same functions run on an in-process federation, which is how the
 tests compare the two transports.
 
-* ``evaluate`` (registered by :mod:`fedroc.apps`): one registered method via
+* ``evaluate`` (registered by :mod:`fedroc.apps.application`): one registered method via
   :func:`fedroc.methods.evaluate`; options
   ``method``, ``seed``, ``confidence_level``, ``calibration_bins``, ``options`` (the
   method's own); returns ``EvaluationResult.to_dict()``.
