@@ -27,9 +27,19 @@ __all__ = ["main", "preload", "run"]
 
 log = logging.getLogger("fedroc.flower")
 
-# Pause between two AcquireTask calls: short for a while after a job (batches of jobs),
-# then longer while idle (each call is an HTTPS request the SuperLink answers).
-POLL_BUSY, POLL_IDLE, BUSY_FOR = 0.1, 0.25, 5.0
+# Pause between two AcquireTask calls: short for a while after a job ended (batches of
+# jobs), longer while idle, longest while a job runs: each call is an HTTPS request that
+# costs the SuperLink a few SQL statements, and a job's rounds need the SuperLink's CPU (at
+# 0.1-0.25 s these polls were a tenth of its requests during a job). A job submitted while
+# another runs starts within POLL_RUNNING.
+POLL_BUSY, POLL_IDLE, POLL_RUNNING, BUSY_FOR = 0.1, 0.25, 1.0, 5.0
+
+
+def poll_pause(running: int, since_last_end: float) -> float:
+    """Seconds before the next AcquireTask, with ``running`` children alive."""
+    if running:
+        return POLL_RUNNING
+    return POLL_BUSY if since_last_end < BUSY_FOR else POLL_IDLE
 
 
 def preload() -> None:
@@ -105,9 +115,8 @@ def run(address: str, root_certificates: str | None) -> None:
     preload()
     client = _client(address, root_certificates)
     children: set[int] = set()
-    last_task = 0.0
+    last_end = 0.0
     while True:
-        _reap(children)
         try:
             res = client.AcquireTask(AcquireTaskRequest(supported_task_types=[TaskType.SERVER_APP]))
         except Exception as exc:  # the SuperLink is starting or restarting
@@ -115,7 +124,6 @@ def run(address: str, root_certificates: str | None) -> None:
             time.sleep(0.5)
             continue
         if res.HasField("task") and res.token:
-            last_task = time.monotonic()
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child's coverage is not collected
                 code = 1
@@ -127,8 +135,15 @@ def run(address: str, root_certificates: str | None) -> None:
                     os._exit(code)
             children.add(pid)
             continue
-        busy = time.monotonic() - last_task < BUSY_FOR
-        time.sleep(POLL_BUSY if busy else POLL_IDLE)
+        # Wait; a job that ends (checked every 50 ms, no request) ends a running pause early.
+        end = time.monotonic() + poll_pause(len(children), time.monotonic() - last_end)
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05) if children else left)
+            if children:
+                _reap(children)
+                if not children:
+                    last_end = time.monotonic()
+                    break
 
 
 def main(argv: Sequence[str] | None = None) -> None:
