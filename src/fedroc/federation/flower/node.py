@@ -17,7 +17,8 @@ two changes, both confined to this process:
   process is its executor: it acquires each ClientApp task from the SuperNode's local
   Runtime API and runs fedroc's ClientApp in this process (the site's table is loaded once).
   It runs only fedroc's ClientApp: a run whose app names another ClientApp gets an error
-  reply, so no code shipped by an analyst ever runs at the site.
+  reply, so no code shipped by an analyst ever runs at the site. Its local Runtime API
+  skips Flower's tracing layer while tracing is off (:mod:`._middleware`).
 
 :func:`supervise` (what ``fedroc flower supernode`` runs) starts the node as a child
 process and starts it again when it exits, e.g. after a SuperLink outage; the node writes
@@ -52,6 +53,7 @@ from typing import Any
 from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import InputError
 from fedroc.federation.flower import CLIENT_APP_REF, load_app
+from fedroc.federation.flower._middleware import tune_supernode_middleware
 from fedroc.federation.flower._process import die_with_parent
 from fedroc.federation.flower._tuning import (
     EXECUTOR,
@@ -264,6 +266,7 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     if host in ("0.0.0.0", "::"):
         runtime = f"127.0.0.1:{port}"
     tune_supernode_polling(fast)
+    tune_supernode_middleware()
     executor = InProcessExecutor(runtime, fast=fast)
     threading.Thread(target=executor.run, name="fedroc-executor", daemon=True).start()
     from flwr.supernode.cli import flower_supernode

@@ -8,11 +8,13 @@ ServerApp executor (:mod:`.serverexec`: the SuperLink runs with ``--isolation pr
 a child process forks each job's ServerApp with fedroc already loaded).
 ``--serverapp-executor stock`` keeps Flower's own SuperExec (a new ``flwr-serverapp``
 process per job); so does an explicit ``--isolation``, another Flower version, or a platform
-without ``fork``.
+without ``fork``. On Flower 1.41 requests also skip the HTTP middleware that has nothing to
+do for them (:mod:`._middleware`); ``FEDROC_FLOWER_TUNING=off`` keeps Flower's stack.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -86,7 +88,9 @@ def executor_command(args: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from fedroc.exceptions import InputError
     from fedroc.federation.flower._logs import configure
+    from fedroc.federation.flower._middleware import tune_superlink_middleware, tuning_enabled
     from fedroc.federation.flower._process import die_with_parent
 
     os.environ.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.1")
@@ -104,6 +108,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = superlink_args(args, warm=warm)
     configure("superlink")
+    if tuning_enabled():
+        try:
+            tune_superlink_middleware()
+        except InputError as exc:  # another Flower version: its own stack, unchanged
+            logging.getLogger("fedroc.flower").warning("%s", exc)
     if warm:
         # It waits for the SuperLink's port by itself, and dies with this process.
         subprocess.Popen(executor_command(args), preexec_fn=die_with_parent)
