@@ -38,10 +38,11 @@ import contextlib
 import io
 import logging
 import os
+import secrets
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tomllib
@@ -50,7 +51,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import InputError
 from fedroc.federation.flower import CLIENT_APP_REF, load_app
 from fedroc.federation.flower._middleware import tune_supernode_middleware
@@ -81,55 +81,125 @@ def _clientapp_ref(fab_content: bytes) -> str | None:
         return None
 
 
-class InProcessExecutor:
-    """Acquires the SuperNode's ClientApp tasks and runs fedroc's ClientApp in this process."""
+class RuntimeApi:
+    """The SuperNode's Runtime API app, once Flower has created it in this process."""
 
-    def __init__(self, runtime_address: str, *, fast: float = FAST_POLL) -> None:
-        self.address = runtime_address
+    def __init__(self) -> None:
+        self.app: Any = None
+        self.ready = threading.Event()
+
+    def capture(self) -> None:
+        """Record the app ``flower_supernode`` creates (``flwr.supernode.main.create_app``)."""
+        import flwr.supernode.main as main
+
+        original = main.create_app
+        if getattr(original, "_fedroc_capture", False):
+            return
+
+        def create_app(*args: Any, **kwargs: Any) -> Any:
+            self.app = original(*args, **kwargs)
+            self.ready.set()
+            return self.app
+
+        create_app._fedroc_capture = True  # type: ignore[attr-defined]
+        create_app.__wrapped__ = original  # type: ignore[attr-defined]
+        main.create_app = create_app
+
+
+RUNTIME = RuntimeApi()
+
+
+class DirectRuntimeClient:
+    """The SuperNode's Runtime API, called in this process instead of over HTTP.
+
+    Each method runs what Flower 1.41's Runtime route of the same name runs
+    (``flwr.supercore.routers.runtime.router``): the handler the SuperNode's app was built
+    with, on its state, after authenticating the task token exactly as the route's
+    dependency does (``authenticate_task``: an unknown, expired or revoked token fails with
+    Flower's ``RUNTIME_AUTHENTICATION_FAILED``). ``AcquireTask`` needs no token; over HTTP
+    it needs the SuperExec secret (:func:`run_supernode` sets one), which this process does
+    not need because it calls the handler itself. No request leaves the process, so the
+    executor and the node do not share a plain-HTTP channel any other local process could
+    use.
+    """
+
+    def __init__(self, app: Any, token: str | None = None) -> None:
+        self._app = app
+        self._token = token
+
+    def _state(self) -> Any:
+        return self._app.state.runtime_state_factory.state()
+
+    def _task(self, state: Any) -> Any:
+        from flwr.supercore.error import ApiErrorCode, FlowerError
+
+        task = state.get_task_by_token(self._token) if self._token else None
+        if task is None:
+            raise FlowerError(
+                ApiErrorCode.RUNTIME_AUTHENTICATION_FAILED,
+                "Runtime task-token authentication failed.",
+            )
+        return task
+
+    def _call(self, name: str, request: Any) -> Any:
+        state = self._state()
+        task = self._task(state)
+        return getattr(self._app.state.runtime_handlers, name)(request, state, task)
+
+    # Flower's client method names.
+    def AcquireTask(self, request: Any) -> Any:
+        return self._app.state.runtime_handlers.acquire_task(request, self._state())
+
+    def SendTaskHeartbeat(self, request: Any) -> Any:
+        from flwr.supercore.servicer.runtime import runtime_handlers as core
+
+        state = self._state()
+        return core.send_task_heartbeat(request, state, self._task(state))
+
+    def PullTaskInput(self, request: Any) -> Any:
+        return self._call("pull_task_input", request)
+
+    def PushTaskOutput(self, request: Any) -> Any:
+        return self._call("push_task_output", request)
+
+    def PullMessages(self, request: Any) -> Any:
+        return self._call("pull_messages", request)
+
+    def PushMessages(self, request: Any) -> Any:
+        return self._call("push_messages", request)
+
+    def PullObject(self, request: Any) -> Any:
+        return self._call("pull_object", request)
+
+    def PushObject(self, request: Any) -> Any:
+        return self._call("push_object", request)
+
+    def ConfirmMessageReceived(self, request: Any) -> Any:
+        return self._call("confirm_message_received", request)
+
+    def close(self) -> None:
+        pass
+
+
+class InProcessExecutor:
+    """Acquires the SuperNode's ClientApp tasks and runs fedroc's ClientApp in this process.
+
+    It calls the node's Runtime API in this process (:class:`DirectRuntimeClient`) once
+    ``flower_supernode`` has created it (:data:`RUNTIME`).
+    """
+
+    def __init__(self, runtime: RuntimeApi = RUNTIME, *, fast: float = FAST_POLL) -> None:
+        self.runtime = runtime
         self.fast = fast
         self.stop = threading.Event()
 
     def _client(self, token: str | None) -> Any:
-        import httpx
-        from flwr.supercore.interceptors import (
-            RuntimeTokenHttpInterceptor,
-            RuntimeVersionHttpInterceptor,
-        )
-        from flwr.supercore.retry import RetryInvoker, exponential
-        from flwr.supercore.runtime import RuntimeHttpClient
-
-        interceptors: list[Any] = [
-            RuntimeVersionHttpInterceptor(
-                component_name="SuperExec" if token is None else "flwr-clientapp"
-            )
-        ]
-        if token is not None:
-            interceptors.append(RuntimeTokenHttpInterceptor(token))
-        return RuntimeHttpClient.from_server_address(
-            server_address=self.address,
-            insecure=True,
-            root_certificates=None,
-            interceptors=interceptors,
-            # Not Flower's default invoker: on HTTP 401 (a revoked task token, e.g. a
-            # stopped run) it sends SIGINT to its own process, here the SuperNode.
-            retry_invoker=RetryInvoker(
-                lambda: exponential(max_delay=1),
-                (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.ConnectTimeout),
-                max_tries=5,
-                max_time=10.0,
-            ),
-        )
+        # Flower's run_clientapp functions take a RuntimeHttpClient; this one has its methods.
+        return DirectRuntimeClient(self.runtime.app, token)
 
     def _wait_for_api(self) -> None:
-        host, _, port = self.address.rpartition(":")
-        with contextlib.suppress(RetryExpired):  # stopped before the API came up
-            retry(
-                lambda: socket.create_connection(
-                    (host.strip("[]"), int(port)), timeout=1.0
-                ).close(),
-                retry_on=(OSError,),
-                stop=self.stop.is_set,
-            )
+        while not self.stop.is_set() and not self.runtime.ready.wait(0.1):
+            pass
 
     def run(self) -> None:
         from flwr.proto.runtime_pb2 import AcquireTaskRequest
@@ -245,6 +315,20 @@ def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
     return (None if site is None else str(site)), Path(path).resolve().parent
 
 
+def _runtime_secret(node_dir: Path | None) -> Path:
+    """A fresh random secret for the node's Runtime API (owner-only file)."""
+    if node_dir is None:
+        fd, name = tempfile.mkstemp(prefix="fedroc-runtime-", suffix=".secret")
+        os.close(fd)
+        path = Path(name)
+    else:
+        path = node_dir / "runtime-api.secret"
+    path.touch(mode=0o600)
+    os.chmod(path, 0o600)
+    path.write_bytes(secrets.token_bytes(32))
+    return path
+
+
 def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> None:
     """Run ``flower-supernode`` with ``flower_args``, tuned as described above (blocks)."""
     check_flower_version()
@@ -260,14 +344,16 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
         )
     if not isolation:
         args += ["--isolation", "process"]
-    host = _option(args, "--host", "127.0.0.1")
-    port = _option(args, "--port", "9094")
-    runtime = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    if host in ("0.0.0.0", "::"):
-        runtime = f"127.0.0.1:{port}"
+    secret = None
+    if not _option(args, "--superexec-auth-secret-file", ""):
+        # The executor calls the Runtime API in this process; over HTTP, AcquireTask then
+        # needs this secret, which nothing outside the process knows.
+        secret = _runtime_secret(node_dir)
+        args += ["--superexec-auth-secret-file", str(secret)]
     tune_supernode_polling(fast)
     tune_supernode_middleware()
-    executor = InProcessExecutor(runtime, fast=fast)
+    RUNTIME.capture()
+    executor = InProcessExecutor(RUNTIME, fast=fast)
     threading.Thread(target=executor.run, name="fedroc-executor", daemon=True).start()
     from flwr.supernode.cli import flower_supernode
 
@@ -276,6 +362,8 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
         flower_supernode()
     finally:
         executor.stop.set()
+        if secret is not None and node_dir is None:
+            secret.unlink(missing_ok=True)
 
 
 def supervise(
