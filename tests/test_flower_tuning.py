@@ -130,9 +130,7 @@ def test_lean_superlink_answers_as_flowers_own_and_skips_idle_layers(ran: list[s
         if path == "/health":  # Flower's stack runs every layer on a request nothing stops
             assert in_stock == every
     # The layers still act where they apply: the no-cache headers, Fleet authentication.
-    _, _, headers = _send(
-        lean, "POST", "/v1/control/get-login-details", GetLoginDetailsRequest()
-    )
+    _, _, headers = _send(lean, "POST", "/v1/control/get-login-details", GetLoginDetailsRequest())
     assert ("cache-control", "no-store") in headers
     status, _, _ = _send(lean, "POST", "/v1/fleet/pull-messages", PullMessagesRequest())
     assert status == 401
@@ -215,3 +213,115 @@ def test_serverapp_executor_polls_slowly_while_a_job_runs() -> None:
     assert serverexec.poll_pause(0, 1.0) == serverexec.POLL_BUSY  # just after a job
     assert serverexec.poll_pause(0, 60.0) == serverexec.POLL_IDLE
     assert serverexec.POLL_BUSY < serverexec.POLL_IDLE < serverexec.POLL_RUNNING
+
+
+# -- the SuperLink's state: in memory, node registrations in a database ----------------------
+def _registry_state(path: Any) -> Any:
+    from flwr.supercore.object_store.object_store_factory import ObjectStoreFactory
+    from flwr.superlink.federation.noop_federation_manager import NoOpFederationManager
+
+    from fedroc.federation.flower._linkstate import NodeRegistry, RegistryLinkState
+
+    return RegistryLinkState(
+        NodeRegistry(path), NoOpFederationManager(), ObjectStoreFactory().store()
+    )
+
+
+def test_node_registrations_survive_a_restart_and_unregistered_keys_stay_refused(
+    tmp_path: Any,
+) -> None:
+    from flwr.supercore.constant import NodeStatus
+
+    db = tmp_path / "state.db"
+    state = _registry_state(db)
+    north = state.create_node("aid", "operator", b"north-key", 10.0, name="north")
+    south = state.create_node("aid", "operator", b"south-key", 10.0, name="south")
+    assert state.activate_node(north, 10.0)  # online when the SuperLink dies
+    state.delete_node("aid", south)
+
+    restarted = _registry_state(db)  # a new process on the same file
+    assert restarted.get_node_id_by_public_key(b"north-key") == north  # same node id
+    (info,) = restarted.get_node_info(node_ids=[north])
+    assert info.name == "north" and info.public_key == b"north-key"
+    assert info.status == NodeStatus.REGISTERED  # offline until it activates again
+    assert restarted.activate_node(north, 10.0)
+    assert restarted.get_node_id_by_public_key(b"south-key") is None  # unregistered: refused
+    with pytest.raises(ValueError, match="already in use"):
+        restarted.create_node("aid", "operator", b"south-key", 10.0, name="south")
+    # Registered after the restart, known after the next one.
+    west = restarted.create_node("aid", "operator", b"west-key", 10.0, name="west")
+    assert _registry_state(db).get_node_id_by_public_key(b"west-key") == west
+
+
+def test_linkstate_factory_builds_the_registry_state(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
+    from flwr.server.superlink.linkstate.linkstate_factory import LinkStateFactory
+    from flwr.supercore.object_store.object_store_factory import ObjectStoreFactory
+    from flwr.superlink.federation.noop_federation_manager import NoOpFederationManager
+
+    from fedroc.federation.flower._linkstate import RegistryLinkState, use_registry_state
+
+    monkeypatch.setattr(LinkStateFactory, "state", LinkStateFactory.state)
+
+    def factory() -> Any:
+        return LinkStateFactory(":flwr-in-memory:", NoOpFederationManager(), ObjectStoreFactory())
+
+    use_registry_state(None)  # no file: Flower's own in-memory state
+    assert type(factory().state()) is InMemoryLinkState
+    use_registry_state(tmp_path / "state.db")
+    use_registry_state(tmp_path / "state.db")  # idempotent
+    state = factory().state()
+    assert isinstance(state, RegistryLinkState)
+    node = state.create_node("aid", "op", b"k", 10.0, name="n")
+    assert factory().state().get_node_id_by_public_key(b"k") == node
+
+
+def test_superlink_launcher_link_state(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flwr.server.superlink.linkstate.linkstate_factory import LinkStateFactory
+
+    from fedroc.federation.flower.superlink import link_state_args
+
+    monkeypatch.setattr(LinkStateFactory, "state", LinkStateFactory.state)
+    db = str(tmp_path / "state.db")
+    args = link_state_args(["--port", "9093", "--database", db], tunable=True)
+    assert args == ["--port", "9093", "--database", ":flwr-in-memory:"]
+    assert getattr(LinkStateFactory.state, "_fedroc", False)  # registrations go to db
+    assert (tmp_path / "state.db").exists()
+    sql = ["--database", db, "--link-state", "sql"]
+    assert link_state_args(sql, tunable=True) == ["--database", db]
+    assert link_state_args(["--database", db], tunable=False) == ["--database", db]
+    with pytest.raises(SystemExit, match="FEDROC_FLOWER_TUNING"):
+        link_state_args(["--link-state", "memory"], tunable=False)
+    with pytest.raises(SystemExit, match="database URLs"):
+        link_state_args(["--database", "postgresql://x/y"], tunable=True)
+    with pytest.raises(SystemExit, match="'memory' or 'sql'"):
+        link_state_args(["--link-state", "disk"], tunable=True)
+
+
+# -- the tuned node's executor calls its Runtime API in process --------------------------------
+def test_direct_runtime_client_answers_as_the_http_api_and_checks_tokens() -> None:
+    from flwr.proto.runtime_pb2 import PullTaskInputRequest
+    from flwr.supercore.error import ApiErrorCode, FlowerError
+    from flwr.supercore.object_store.object_store_factory import ObjectStoreFactory
+    from flwr.supernode.main import create_app
+    from flwr.supernode.nodestate import NodeStateFactory
+
+    from fedroc.federation.flower.node import DirectRuntimeClient
+
+    app = create_app(state_factory=NodeStateFactory(ObjectStoreFactory()))
+    request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
+    direct = DirectRuntimeClient(app).AcquireTask(request)
+    status, body, _ = Client(app).send("POST", "/v1/runtime/acquire-task", request)
+    assert status == 200 and direct.SerializeToString() == body  # no task yet, either way
+    # A task call with an unknown token fails as over HTTP (Flower's 401 and error code).
+    with pytest.raises(FlowerError) as caught:
+        DirectRuntimeClient(app, "not-a-token").PullTaskInput(PullTaskInputRequest())
+    assert caught.value.code == ApiErrorCode.RUNTIME_AUTHENTICATION_FAILED
+    with pytest.raises(FlowerError):
+        DirectRuntimeClient(app, None).PullTaskInput(PullTaskInputRequest())
+    status, body, _ = Client(app).send(
+        "POST", "/v1/runtime/pull-task-input", PullTaskInputRequest()
+    )
+    assert status == 401 and str(int(ApiErrorCode.RUNTIME_AUTHENTICATION_FAILED)) in body.decode()

@@ -9,7 +9,10 @@ a child process forks each job's ServerApp with fedroc already loaded).
 ``--serverapp-executor stock`` keeps Flower's own SuperExec (a new ``flwr-serverapp``
 process per job); so does an explicit ``--isolation``, another Flower version, or a platform
 without ``fork``. On Flower 1.41 requests also skip the HTTP middleware that has nothing to
-do for them (:mod:`._middleware`); ``FEDROC_FLOWER_TUNING=off`` keeps Flower's stack.
+do for them (:mod:`._middleware`), and the state is kept in memory with the node
+registrations in the ``--database`` file (``--link-state memory``, :mod:`._linkstate`;
+``--link-state sql``: Flower's SQL state in that file). ``FEDROC_FLOWER_TUNING=off`` keeps
+Flower's stack and its SQL state.
 """
 
 from __future__ import annotations
@@ -87,6 +90,38 @@ def executor_command(args: Sequence[str]) -> list[str]:
     return cmd
 
 
+IN_MEMORY = ":flwr-in-memory:"  # Flower's name of its in-memory state
+
+
+def link_state_args(args: Sequence[str], *, tunable: bool) -> list[str]:
+    """``args`` with fedroc's ``--link-state`` applied (see :mod:`._linkstate`).
+
+    ``memory`` (the default where fedroc may tune Flower): Flower's in-memory state, the
+    node registrations in the ``--database`` file; ``sql``: Flower's SQL state in it.
+    """
+    out = list(args)
+    choice = _pop_option(out, "--link-state") or ("memory" if tunable else "sql")
+    if choice not in ("memory", "sql"):
+        sys.exit(f"--link-state must be 'memory' or 'sql'; got {choice!r}")
+    if choice == "sql":
+        return out
+    if not tunable:
+        sys.exit(
+            "--link-state memory needs Flower 1.41 and FEDROC_FLOWER_TUNING not 'off'; "
+            "use --link-state sql"
+        )
+    database = _pop_option(out, "--database")
+    if database is not None and "://" in database:
+        sys.exit(
+            f"--link-state memory keeps the node registrations in an SQLite file; got "
+            f"--database {database!r} (use --link-state sql for database URLs)"
+        )
+    from fedroc.federation.flower._linkstate import use_registry_state
+
+    use_registry_state(None if database in (None, IN_MEMORY, ":memory:") else database)
+    return [*out, "--database", IN_MEMORY]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from fedroc.exceptions import InputError
     from fedroc.federation.flower._logs import configure
@@ -108,11 +143,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = superlink_args(args, warm=warm)
     configure("superlink")
-    if tuning_enabled():
+    tunable = tuning_enabled()
+    if tunable:
         try:
             tune_superlink_middleware()
         except InputError as exc:  # another Flower version: its own stack, unchanged
             logging.getLogger("fedroc.flower").warning("%s", exc)
+            tunable = False
+    args = link_state_args(args, tunable=tunable)
     if warm:
         # It waits for the SuperLink's port by itself, and dies with this process.
         subprocess.Popen(executor_command(args), preexec_fn=die_with_parent)
