@@ -8,6 +8,7 @@ stock stack (``FEDROC_FLOWER_TUNING=off``) runs in test_flower_deploy.py
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -325,3 +326,22 @@ def test_direct_runtime_client_answers_as_the_http_api_and_checks_tokens() -> No
         "POST", "/v1/runtime/pull-task-input", PullTaskInputRequest()
     )
     assert status == 401 and str(int(ApiErrorCode.RUNTIME_AUTHENTICATION_FAILED)) in body.decode()
+
+
+def test_flwr_run_alone_takes_flwr_runs_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedroc.federation.flower import _flwr_run
+    from fedroc.federation.flower.deploy import flwr_executable
+
+    monkeypatch.delenv("FEDROC_FLOWER_TUNING", raising=False)
+    cmd = _flwr_run.command(flwr_executable())
+    assert cmd == [sys.executable, "-m", "fedroc.federation.flower._flwr_run"]
+    env = {**os.environ, "COLUMNS": "200"}
+    ours = subprocess.run([*cmd, "--help"], capture_output=True, text=True, env=env, check=True)
+    theirs = subprocess.run(
+        [flwr_executable(), "run", "--help"], capture_output=True, text=True, env=env, check=True
+    )
+    options = {w for w in theirs.stdout.split() if w.startswith("--")}
+    assert {"--run-config", "--stream", "--federation-config"} <= options
+    assert options == {w for w in ours.stdout.split() if w.startswith("--")}
+    monkeypatch.setenv("FEDROC_FLOWER_TUNING", "off")
+    assert _flwr_run.command("/x/flwr") == ["/x/flwr", "run"]

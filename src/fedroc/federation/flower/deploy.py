@@ -331,7 +331,7 @@ def submit_job(
         env = {**os.environ, **QUIET_ENV, **flwr_home(connection, Path(tmp))}
         # One `flwr run --stream`: it starts the run, then follows its log. fedroc's result
         # is one checksummed line; once it is complete, the rest of the log is not needed.
-        args = ["run", str(app), CONNECTION_NAME, "--run-config", str(overrides), "--stream"]
+        args = [str(app), CONNECTION_NAME, "--run-config", str(overrides), "--stream"]
         clock: dict[str, float] = {"submitted": time.time()}
         text, finished = _follow_run(args, env, run_timeout, clock)
         found = _RUN_ID.search(text)
@@ -368,15 +368,16 @@ def submit_job(
 def _follow_run(
     args: Sequence[str], env: Mapping[str, str], run_timeout: float | None, clock: dict[str, float]
 ) -> tuple[str, bool]:
-    """Run ``flwr run --stream`` until fedroc's marked result line (or the process) ends.
+    """Run ``flwr run ARGS`` (``--stream``) until fedroc's marked result line (or the process) ends.
 
     Returns the output and whether the run ended within ``run_timeout``. Records in
     ``clock`` when the run was started and when the result arrived (``time.time()``).
     """
+    from fedroc.federation.flower._flwr_run import command
     from fedroc.federation.flower._marked import MARK, parse_marked
 
     proc = subprocess.Popen(
-        [flwr_executable(), *args],
+        [*command(flwr_executable()), *args],
         env=dict(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
