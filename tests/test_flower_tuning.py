@@ -345,3 +345,53 @@ def test_flwr_run_alone_takes_flwr_runs_options(monkeypatch: pytest.MonkeyPatch)
     assert options == {w for w in ours.stdout.split() if w.startswith("--")}
     monkeypatch.setenv("FEDROC_FLOWER_TUNING", "off")
     assert _flwr_run.command("/x/flwr") == ["/x/flwr", "run"]
+
+
+def test_log_intervals_are_tuned_in_this_process_only_on_flower_1_41(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import flwr.supercore.logger as logger
+    import flwr.supercore.version as version
+    import flwr.superlink.servicer.control.control_handlers as control
+
+    from fedroc.federation.flower import _tuning
+
+    monkeypatch.setattr(control, "LOG_STREAM_INTERVAL", control.LOG_STREAM_INTERVAL)
+    monkeypatch.setattr(logger, "LOG_UPLOAD_INTERVAL", logger.LOG_UPLOAD_INTERVAL)
+    assert (control.LOG_STREAM_INTERVAL, logger.LOG_UPLOAD_INTERVAL) == (0.5, 0.2)  # Flower's
+    _tuning.tune_log_stream()
+    _tuning.tune_log_upload()
+    assert (control.LOG_STREAM_INTERVAL, logger.LOG_UPLOAD_INTERVAL) == (0.1, 0.05)
+    monkeypatch.setattr(version, "package_version", "1.42.0")
+    with pytest.raises(InputError):
+        _tuning.tune_log_stream()
+
+
+def test_node_polls_often_for_a_while_after_a_reply_then_backs_off() -> None:
+    from fedroc.federation.flower import _tuning
+
+    class Clock:
+        def __init__(self) -> None:
+            self.now = 100.0
+            self.slept: list[float] = []
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, seconds: float) -> None:
+            self.slept.append(seconds)
+            self.now += seconds
+
+    real = Clock()
+    clock = _tuning._PollClock(real, 0.02)
+    clock.activity()  # a reply was just sent
+    for _ in range(12):
+        clock.sleep(3.0)  # Flower's loop: "no message, sleep 3 s"
+    busy = real.slept[:]
+    assert busy[0] == 0.02 and max(busy) == _tuning.BUSY_POLL
+    assert sum(busy) < _tuning.BUSY_WINDOW
+    real.now += _tuning.BUSY_WINDOW
+    real.slept.clear()
+    for _ in range(5):
+        clock.sleep(3.0)
+    assert real.slept[-1] == _tuning.IDLE_POLL  # idle: back to the slow pace

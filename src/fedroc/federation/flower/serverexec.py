@@ -48,8 +48,12 @@ def preload() -> None:
     import flwr.superlink.runtime.run_serverapp  # noqa: F401
 
     from fedroc.federation.flower import SERVER_APP_REF, load_app
+    from fedroc.federation.flower._middleware import tuning_enabled
+    from fedroc.federation.flower._tuning import tune_log_upload
 
     load_app(SERVER_APP_REF)  # the application: every site function, method and job
+    if tuning_enabled():
+        tune_log_upload()  # the job's result line reaches the SuperLink sooner
 
 
 def _client(address: str, root_certificates: str | None) -> Any:

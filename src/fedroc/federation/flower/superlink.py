@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from fedroc.federation.flower._logs import configure
     from fedroc.federation.flower._middleware import tune_superlink_middleware, tuning_enabled
     from fedroc.federation.flower._process import die_with_parent
+    from fedroc.federation.flower._tuning import tune_log_stream
 
     os.environ.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.1")
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
@@ -147,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if tunable:
         try:
             tune_superlink_middleware()
+            tune_log_stream()
         except InputError as exc:  # another Flower version: its own stack, unchanged
             logging.getLogger("fedroc.flower").warning("%s", exc)
             tunable = False
