@@ -403,6 +403,37 @@ def test_rogue_nodes_are_refused_and_the_refusal_names_them(deployment) -> None:
             dep.restart_site("site1", timeout=90)
 
 
+def test_runtime_apis_refuse_whoever_lacks_the_executors_secret(deployment) -> None:
+    """Nobody but the executors can take tasks from the Runtime APIs.
+
+    The SuperLink serves its Runtime API on the port the sites reach: with only the CA
+    certificate, a site (or anyone on the network) called AcquireTask and took the analyst's
+    ServerApp task (the job failed, "No heartbeat received from the task"; a taker could
+    answer in its place). A node's Runtime API (loopback) handed its ClientApp tasks to any
+    local process. Both now demand Flower's SuperExec secret, which only fedroc's executors
+    hold (the node's executor calls it in process).
+    """
+    import httpx
+    from flwr.proto.runtime_pb2 import AcquireTaskRequest
+    from flwr.supercore.constant import TaskType
+
+    from fedroc.federation.flower.serverexec import _client
+
+    dep, _, _ = deployment
+    assert dep.tls is not None
+    node_port = dep._node("site1").cmd[dep._node("site1").cmd.index("--port") + 1]
+    for address, ca, task_type in (
+        (dep.address, str(dep.tls.ca_cert), TaskType.SERVER_APP),
+        (f"127.0.0.1:{node_port}", None, TaskType.CLIENT_APP),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as exc:
+            _client(address, ca).AcquireTask(AcquireTaskRequest(supported_task_types=[task_type]))
+        assert exc.value.response.status_code == 401, address
+    # The executors still take their tasks: a job runs.
+    payload = dep.submit("sites", timeout=30)
+    assert [s["name"] for s in payload["result"]["sites"]] == list(dep.sites)
+
+
 SLOW_KILL = {"calls": [{"function": "flowertest.slow", "args": {"seconds": 0.3}, "repeat": 60}]}
 
 

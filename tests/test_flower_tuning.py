@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -395,3 +396,24 @@ def test_node_polls_often_for_a_while_after_a_reply_then_backs_off() -> None:
     for _ in range(5):
         clock.sleep(3.0)
     assert real.slept[-1] == _tuning.IDLE_POLL  # idle: back to the slow pace
+
+
+def test_superlink_launcher_makes_a_superexec_secret_for_its_executor(tmp_path: Any) -> None:
+    from fedroc.federation.flower.superlink import executor_command, superexec_secret_args
+
+    db = tmp_path / "link" / "state.db"
+    args, temporary = superexec_secret_args(["--port", "9093", "--database", str(db)])
+    secret = tmp_path / "link" / "superexec.secret"
+    assert temporary is None and args[-2:] == ["--superexec-auth-secret-file", str(secret)]
+    assert len(secret.read_bytes()) == 32 and oct(secret.stat().st_mode)[-3:] == "600"
+    first = secret.read_bytes()
+    superexec_secret_args(["--database", str(db)])
+    assert secret.read_bytes() != first  # a fresh secret at every start
+    cmd = executor_command(args)
+    assert cmd[cmd.index("--superexec-auth-secret-file") + 1] == str(secret)
+    # No database file: a private temporary directory; a given secret is kept as it is.
+    args, temporary = superexec_secret_args(["--port", "9093"])
+    assert temporary is not None and oct(temporary.stat().st_mode)[-3:] == "700"
+    assert Path(args[-1]).parent == temporary
+    given = ["--superexec-auth-secret-file", "/etc/fedroc/secret"]
+    assert superexec_secret_args(given) == (given, None)

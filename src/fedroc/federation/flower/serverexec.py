@@ -56,9 +56,12 @@ def preload() -> None:
         tune_log_upload()  # the job's result line reaches the SuperLink sooner
 
 
-def _client(address: str, root_certificates: str | None) -> Any:
+def _client(address: str, root_certificates: str | None, secret: bytes | None = None) -> Any:
     import httpx
-    from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
+    from flwr.supercore.interceptors import (
+        RuntimeVersionHttpInterceptor,
+        SuperExecAuthHttpInterceptor,
+    )
     from flwr.supercore.retry import RetryInvoker, exponential
     from flwr.supercore.runtime import RuntimeHttpClient
 
@@ -66,11 +69,18 @@ def _client(address: str, root_certificates: str | None) -> Any:
     if root_certificates is not None:
         with open(root_certificates, "rb") as fh:
             certificates = fh.read()
+    interceptors: list[Any] = [RuntimeVersionHttpInterceptor(component_name="SuperExec")]
+    if secret is not None:  # the SuperLink refuses AcquireTask without it
+        interceptors.append(
+            SuperExecAuthHttpInterceptor(
+                master_secret=secret, protected_methods={"/flwr.proto.Runtime/AcquireTask"}
+            )
+        )
     return RuntimeHttpClient.from_server_address(
         server_address=address,
         insecure=root_certificates is None,
         root_certificates=certificates,
-        interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
+        interceptors=interceptors,
         # Not Flower's default invoker: on HTTP 401 it sends SIGINT to its own process.
         retry_invoker=RetryInvoker(
             lambda: exponential(max_delay=1),
@@ -108,7 +118,7 @@ def _reap(children: set[int]) -> None:
             children.discard(pid)
 
 
-def run(address: str, root_certificates: str | None) -> None:
+def run(address: str, root_certificates: str | None, secret: bytes | None = None) -> None:
     """Acquire ServerApp tasks from the SuperLink at ``address`` and fork one child each."""
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.constant import TaskType
@@ -117,7 +127,7 @@ def run(address: str, root_certificates: str | None) -> None:
 
     check_flower_version()
     preload()
-    client = _client(address, root_certificates)
+    client = _client(address, root_certificates, secret)
     children: set[int] = set()
     last_end = 0.0
     while True:
@@ -160,9 +170,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--root-certificates")
     group.add_argument("--insecure", action="store_true")
+    parser.add_argument("--superexec-auth-secret-file")
     args = parser.parse_args(argv)
     configure("serverapp-executor")
-    run(args.runtime_api_address, None if args.insecure else args.root_certificates)
+    secret = None
+    if args.superexec_auth_secret_file:
+        with open(args.superexec_auth_secret_file, "rb") as fh:
+            secret = fh.read()
+    run(args.runtime_api_address, None if args.insecure else args.root_certificates, secret)
 
 
 if __name__ == "__main__":

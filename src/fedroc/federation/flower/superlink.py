@@ -17,11 +17,16 @@ Flower's stack and its SQL state.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 __all__ = ["main", "superlink_args"]
 
@@ -87,7 +92,40 @@ def executor_command(args: Sequence[str]) -> list[str]:
         cmd.append("--insecure")
     else:
         cmd += ["--root-certificates", ca]
+    secret = _option(args, "--superexec-auth-secret-file")
+    if secret is not None:
+        cmd += ["--superexec-auth-secret-file", secret]
     return cmd
+
+
+SECRET_NAME = "superexec.secret"
+
+
+def superexec_secret_args(args: Sequence[str]) -> tuple[list[str], Path | None]:
+    """``args`` with a SuperExec secret (Flower's ``--superexec-auth-secret-file``).
+
+    The SuperLink serves its Runtime API on the port it serves the sites on. Without
+    Flower's SuperExec authentication, anyone who can reach that port (any site holding the
+    CA certificate) can call ``AcquireTask`` and take the analyst's ServerApp task: the job
+    then fails, or the taker answers in its place. With a secret, only the holder (fedroc's
+    executor) can; a fresh 32-byte secret is written next to the ``--database`` file (or in
+    a private temporary directory, returned to be removed at exit) unless one is given.
+    """
+    out = list(args)
+    if _option(out, "--superexec-auth-secret-file") is not None:
+        return out, None
+    database = _option(out, "--database")
+    temporary = None
+    if database and database not in (IN_MEMORY, ":memory:") and "://" not in database:
+        path = Path(database).resolve().parent / SECRET_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        temporary = Path(tempfile.mkdtemp(prefix="fedroc-superlink-"))
+        path = temporary / SECRET_NAME
+    path.touch(mode=0o600)
+    os.chmod(path, 0o600)
+    path.write_bytes(secrets.token_bytes(32))
+    return [*out, "--superexec-auth-secret-file", str(path)], temporary
 
 
 IN_MEMORY = ":flwr-in-memory:"  # Flower's name of its in-memory state
@@ -144,6 +182,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = superlink_args(args, warm=warm)
     configure("superlink")
+    if warm:  # Flower checks the secret in process isolation only (the warm executor's)
+        args, temporary = superexec_secret_args(args)
+        if temporary is not None:
+            atexit.register(shutil.rmtree, temporary, ignore_errors=True)
     tunable = tuning_enabled()
     if tunable:
         try:
