@@ -86,7 +86,9 @@ def up(
     ] = None,
     no_restart: Annotated[
         bool,
-        typer.Option(help="Report processes that exit but do not start them again."),
+        typer.Option(
+            "--no-restart", help="Report processes that exit but do not start them again."
+        ),
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the connection as one JSON object.")
@@ -376,8 +378,9 @@ def supernode(
     no_restart: Annotated[
         bool,
         typer.Option(
+            "--no-restart",
             help="Exit when the SuperNode exits (leave restarts to systemd or Docker); by "
-            "default it is started again, backing off up to 30 s, e.g. after a SuperLink outage."
+            "default it is started again, backing off up to 30 s, e.g. after a SuperLink outage.",
         ),
     ] = False,
 ) -> None:
