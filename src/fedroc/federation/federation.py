@@ -67,6 +67,7 @@ class Released(ResultMixin):
     notes: list[str] = field(default_factory=list)
 
     def with_notes(self, *notes: str) -> Released:
+        """Return a copy with ``notes`` appended to the method-specific remarks."""
         return Released(
             self.rounds,
             self.functions,
@@ -81,6 +82,7 @@ class Released(ResultMixin):
 
     @classmethod
     def from_calls(cls, calls: Sequence[CallRecord]) -> Released:
+        """Sum up a transcript of calls: rounds, bytes, reply kinds and privacy spent per site."""
         functions: list[str] = []
         received: dict[str, int] = {}
         sent: dict[str, int] = {}
@@ -133,19 +135,24 @@ class Federation:
             raise InputError("a federation needs at least one site")
 
     def __repr__(self) -> str:
+        """Show the site names and the transport's type."""
         return f"Federation(sites={self.site_names}, transport={type(self.transport).__name__})"
 
     def __enter__(self) -> Federation:
+        """Return the federation, so that ``with`` closes its transport at the end."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the transport (see :meth:`close`)."""
         self.close()
 
     def close(self) -> None:
+        """Close the transport: its connections, servers or processes."""
         self.transport.close()
 
     @property
     def site_names(self) -> list[str]:
+        """Names of the sites, in the transport's order."""
         return self.transport.site_names
 
     # -- calls ---------------------------------------------------------------------------
@@ -194,11 +201,13 @@ class Federation:
         return len(self.transcript)
 
     def released(self, since: int = 0) -> Released:
+        """Summarise what left the sites in the calls since ``since`` (see :meth:`mark`)."""
         return Released.from_calls(self.transcript[since:])
 
     # -- construction --------------------------------------------------------------------
     @classmethod
     def from_sites(cls, sites: Iterable[Site], **kwargs: Any) -> Federation:
+        """Build an in-process federation of ``sites`` (names must be unique)."""
         return cls(InProcessTransport(sites), **kwargs)
 
     @classmethod

@@ -123,7 +123,7 @@ class SiteContext:
     noise_shares: int = 1
 
     def noise_rng(self, stream: str) -> np.random.Generator | None:
-        """The generator for this site's DP noise, or None for the production samplers.
+        """Return the generator for this site's DP noise, or None for the production samplers.
 
         None (no ``noise_seed`` in the site's configuration) tells the mechanisms of
         :mod:`fedroc.privacy` to draw from OpenDP or the operating system. With a
@@ -194,11 +194,18 @@ def _spec(name: str) -> _Spec:
 
 
 def get_site_function(name: str) -> SiteFn:
+    """Return the function registered as ``name``.
+
+    Raises
+    ------
+    InputError
+        When no site function of that name is registered.
+    """
     return _spec(name).fn
 
 
 def site_function_schema(name: str) -> Schema:
-    """The arguments a site function accepts (its declared schema)."""
+    """Return the arguments a site function accepts (its declared schema)."""
     return _spec(name).schema
 
 
@@ -213,7 +220,7 @@ def aggregate_input(ctx: SiteContext, name: str, args: Mapping[str, Any]) -> Rep
 
 
 def registered_site_functions() -> list[str]:
-    """The names of the site functions registered in this process."""
+    """List the names of the site functions registered in this process."""
     return sorted(_REGISTRY)
 
 
@@ -260,6 +267,17 @@ class AuditLog:
         return jsonable(value)
 
     def append(self, entry: Mapping[str, Any], released: Mapping[str, Any] | None = None) -> None:
+        """Append one entry, with the values it released, and flush it to disk.
+
+        Parameters
+        ----------
+        entry : mapping
+            What happened (site, function, requester, outcome, ...); a sequence number and the
+            UTC time are added.
+        released : mapping, optional
+            The released values. Arrays of more than 4096 elements are written to a blob file
+            (in-memory logs keep a copy) and recorded by shape, dtype and SHA-256; bytes as hex.
+        """
         with self._lock:
             seq = self._seq
             self._seq += 1
@@ -278,6 +296,7 @@ class AuditLog:
                 os.fsync(fh.fileno())
 
     def entries(self) -> list[dict[str, Any]]:
+        """Return every entry logged so far, oldest first (read from the file if there is one)."""
         if self.path is None:
             return list(self._memory)
         if not self.path.exists():
@@ -330,7 +349,7 @@ Mod = Callable[[Call, Handler], Reply]
 
 
 def _run(call: Call) -> Reply:
-    """The innermost handler: the site function itself."""
+    """Run the site function itself: the innermost handler of every chain of mods."""
     reply = _spec(call.function).fn(call.ctx, dict(call.args))
     if not isinstance(reply, Reply):
         raise TypeError(
@@ -373,7 +392,7 @@ def audit_mod(call: Call, next_handler: Handler) -> Reply:
 
 
 def _release_mod(refused: Release, reason: str) -> Mod:
-    """A mod refusing functions the policy does not allow, or registered as ``refused``."""
+    """Make a mod that refuses functions the policy does not allow, or registered as ``refused``."""
 
     def mod(call: Call, next_handler: Handler) -> Reply:
         call.ctx.policy.check_function(call.ctx.site, call.function)
@@ -417,7 +436,7 @@ def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -
 
 
 def _bound(call: Call) -> dict[str, Any]:
-    """The ledger keys and values of the call's arguments declared ``bind``."""
+    """Return the ledger keys and values of the call's arguments declared ``bind``."""
     return {
         f"argument:{call.function}:{key}": call.args[key]
         for key, fld in _spec(call.function).schema.items()
@@ -538,6 +557,7 @@ class Site:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
+        """Show the name, the row count and q; never the rows."""
         return f"Site({self.name!r}, n={self._data.n}, min_count={self.policy.min_count})"
 
     @classmethod
@@ -552,6 +572,10 @@ class Site:
         audit: AuditLog | str | Path | None = None,
         **kwargs: Any,
     ) -> Site:
+        """Build a site from a data frame (see :meth:`fedroc.data.SiteData.from_frame`).
+
+        The remaining keywords (``ledger``, ``noise_seed``) go to :class:`Site`.
+        """
         data = SiteData.from_frame(frame, columns, pos_label=pos_label, source=f"site {name!r}")
         return cls(name, data, policy=policy, audit=audit, **kwargs)
 
@@ -567,11 +591,15 @@ class Site:
         audit: AuditLog | str | Path | None = None,
         **kwargs: Any,
     ) -> Site:
+        """Build a site from a CSV or Parquet file (see :meth:`fedroc.data.SiteData.from_file`).
+
+        The remaining keywords (``ledger``, ``noise_seed``) go to :class:`Site`.
+        """
         data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
         return cls(name, data, policy=policy, audit=audit, **kwargs)
 
     def context(self, requester: str = "analyst") -> SiteContext:
-        """What a site function running here may use."""
+        """Return what a site function running here may use (rows, policy, state, ledger)."""
         return SiteContext(
             self.name,
             self._data,
@@ -608,6 +636,13 @@ def split_meta(reply: Record) -> tuple[Record, str, list[DPEvent]]:
 
 
 def site_names_unique(names: Iterable[str]) -> list[str]:
+    """Return the names as a list, refusing a name used twice.
+
+    Raises
+    ------
+    InputError
+        Naming the first repeated site name.
+    """
     seen: list[str] = []
     for name in names:
         if name in seen:

@@ -35,7 +35,8 @@ class Transport(ABC):
 
     @property
     @abstractmethod
-    def site_names(self) -> list[str]: ...
+    def site_names(self) -> list[str]:
+        """Names of the sites this transport reaches."""
 
     @abstractmethod
     def call(
@@ -85,6 +86,7 @@ class InProcessTransport(Transport):
 
     @property
     def site_names(self) -> list[str]:
+        """Names of the sites, in the order they were given."""
         return list(self._sites)
 
     def call(
@@ -95,6 +97,12 @@ class InProcessTransport(Transport):
         requester: str = "analyst",
         timeout: float | None = None,
     ) -> dict[str, Exchange]:
+        """Run ``function`` at each site in turn, encoding arguments and replies as bytes.
+
+        Every site is called even if one fails; then :func:`raise_site_failures` names all the
+        failed sites. ``timeout`` is ignored: the sites run in this thread. See
+        :meth:`Transport.call`.
+        """
         out: dict[str, Exchange] = {}
         failures: dict[str, BaseException] = {}
         for name, args in args_by_site.items():
