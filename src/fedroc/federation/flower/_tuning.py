@@ -46,7 +46,7 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def pull_deadline(deadline: float) -> Iterator[None]:
-    """Pulls of message parts started inside give up at ``deadline`` (``time.monotonic``).
+    """Make pulls of message parts started inside give up at ``deadline`` (``time.monotonic``).
 
     A sender that dies after announcing a message but before uploading its parts would
     otherwise hold the receiver for minutes; Flower then returns an error reply instead.

@@ -84,7 +84,7 @@ def _error_reply(
 
 
 def _site(context: Context, message: Message) -> Site | Message:
-    """The site of this SuperNode, or an error reply that does not reveal its settings."""
+    """Return the site of this SuperNode, or an error reply that does not reveal its settings."""
     try:
         return cached_site(dict(context.node_config))
     except Exception as exc:

@@ -130,6 +130,7 @@ class InProcessExecutor:
             )
 
     def run(self) -> None:
+        """Acquire ClientApp tasks from the SuperNode and run each one until :attr:`stop` is set."""
         from flwr.proto.runtime_pb2 import AcquireTaskRequest
         from flwr.supercore.constant import TaskType
 
@@ -232,7 +233,7 @@ def _option(args: Sequence[str], name: str, default: str) -> str:
 
 
 def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
-    """The site's name and the node directory (that of ``--node-config FILE``)."""
+    """Return the site's name and the node directory (that of ``--node-config FILE``)."""
     path = _option(args, "--node-config", "")
     if not path or not Path(path).is_file():
         return None, None
@@ -322,6 +323,7 @@ def supervise(
 
 
 def main() -> None:
+    """Run ``fedroc flower supernode``: a SuperNode with fedroc's ClientApp in process (blocks)."""
     import faulthandler
     import signal
 

@@ -84,6 +84,17 @@ class SiteNodeConfig:
 
     @classmethod
     def from_node_config(cls, config: Mapping[str, Any]) -> SiteNodeConfig:
+        """Read a SuperNode's node config (the keys of :data:`NODE_CONFIG_KEYS`).
+
+        The policy comes either from a ``policy-file`` or from the policy keys (``min-count``,
+        ``allowed-functions`` as a comma-separated list, ...), not both.
+
+        Raises
+        ------
+        InputError
+            On an unknown key, a missing ``site`` or ``data``, a policy given both ways, or a
+            privacy-budget limit without an ``audit`` log (the spending is summed from it).
+        """
         unknown = sorted(set(config) - set(NODE_CONFIG_KEYS))
         if unknown:
             raise InputError(
@@ -131,7 +142,7 @@ class SiteNodeConfig:
         )
 
     def to_node_config(self) -> dict[str, Any]:
-        """The node config (for a TOML file given to ``--node-config``)."""
+        """Return the node config (for a TOML file given to ``--node-config``)."""
         out: dict[str, Any] = {
             "site": self.site,
             "data": str(self.data),
@@ -161,6 +172,7 @@ class SiteNodeConfig:
         return out
 
     def build(self) -> Site:
+        """Import the ``site_modules`` (they register site functions) and load the site."""
         for module in self.site_modules:
             importlib.import_module(module)
         return Site.from_file(
@@ -179,7 +191,7 @@ _CACHE_LOCK = threading.Lock()
 
 
 def cached_site(config: Mapping[str, Any]) -> Site:
-    """The Site for a node config, built once per process while its data file is unchanged.
+    """Return the Site for a node config, built once per process while its data file is unchanged.
 
     With Flower's default isolation every message runs in a fresh ClientApp process, so
     this only saves work in a long-lived process (``fedroc flower supernode``). State
@@ -231,7 +243,7 @@ _LEDGERS: dict[Path, _AuditLedger] = {}
 
 
 def audit_ledger(audit: AuditLog) -> BudgetLedger | None:
-    """The privacy budget spent so far, summed from the site's audit log (None: no file)."""
+    """Sum the privacy budget spent so far from the site's audit log (None: no file)."""
     if audit.path is None:
         return None
     path = audit.path.resolve()

@@ -69,7 +69,7 @@ def superlink_args(args: Sequence[str], *, warm: bool) -> list[str]:
 
 
 def executor_command(args: Sequence[str]) -> list[str]:
-    """The command of fedroc's ServerApp executor for a SuperLink started with ``args``."""
+    """Return the command of fedroc's ServerApp executor for a SuperLink started with ``args``."""
     host = _option(args, "--host") or DEFAULT_HOST
     port = _option(args, "--port") or DEFAULT_PORT
     if host in ("0.0.0.0", "::", ""):
@@ -86,6 +86,7 @@ def executor_command(args: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Run ``fedroc flower superlink``: Flower's SuperLink with fedroc's defaults (blocks)."""
     from fedroc.federation.flower._logs import configure
     from fedroc.federation.flower._process import die_with_parent
 
