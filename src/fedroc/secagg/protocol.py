@@ -251,13 +251,16 @@ class ClientState:
 
     @property
     def index(self) -> int:
+        """The site's position in ``sites``, from 1: its Shamir x-coordinate and mask order."""
         return self.sites.index(self.site) + 1  # Shamir x-coordinate and mask order
 
     def to_record(self) -> Record:
+        """Return the state as a record, to keep in the site's state between stages."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ClientState:
+        """Rebuild the state :meth:`to_record` wrote."""
         kwargs = {f.name: record[f.name] for f in fields(cls)}
         for name in ("sites", "u1", "u2", "share_owners"):
             kwargs[name] = list(kwargs[name])
@@ -265,6 +268,13 @@ class ClientState:
         return cls(**kwargs)
 
     def wipe(self, *, keep_shares: bool = False) -> None:
+        """Erase the input, the private keys and the self-mask seed (and the shares held).
+
+        Parameters
+        ----------
+        keep_shares : bool, default False
+            Keep the shares of the other sites' secrets, which the unmasking stage still needs.
+        """
         self.vector = np.zeros(0, np.uint64)
         self.c_sk = self.s_sk = self.b_seed = b""
         if not keep_shares:
@@ -618,9 +628,11 @@ class SecureSum(ResultMixin):
     released: Released
 
     def __getitem__(self, key: str) -> Any:
+        """Return the sum of input value ``key`` (``result["counts"]``)."""
         return self.values[key]
 
     def summary(self) -> str:
+        """Format who is in the sum, who dropped out, the threshold, ring and traffic."""
         rows: list[tuple[str, Any]] = [
             ("sites in the sum", ", ".join(self.sites)),
             ("dropped", ", ".join(self.dropped) or "none"),
