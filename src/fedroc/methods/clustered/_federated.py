@@ -234,7 +234,7 @@ def federated_clustered_auc(
     secure: bool = True,
     aggregate: SiteSum | None = None,
 ) -> FederatedClusteredResult:
-    """Population, personalized and Obuchowski AUCs over sites that each hold whole clusters.
+    """Estimate clustered AUCs over sites that each hold whole clusters.
 
     Two rounds (see the module docstring): shared-bin class counts and per-site sums over
     clusters, then centred per-site sums against the pooled histograms.

@@ -52,7 +52,7 @@ def clustered_caveats(
     delong_se: float,
     confidence_level: float,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What a reader of the result must know, as (warnings, notes).
+    """Collect what a reader of the result must know, as (warnings, notes).
 
     Warnings are also issued as :class:`ClusteredAUCWarning`; notes are only listed.
     """
@@ -319,7 +319,7 @@ class ClusteredAUCResult(ResultMixin):
         return np.array([self.population_auc, self.personalized_auc])
 
     def ellipse_statistic(self, point: ArrayLike) -> float:
-        """The quantity (14) at ``point = (theta12, theta11)``: chi-squared(2) under H0."""
+        """Compute statistic (14) at ``point = (theta12, theta11)``; chi-squared(2) under H0."""
         p = np.asarray(point, dtype=np.float64)
         if p.shape != (2,):
             raise InputError(f"point must be (population, personalized); got shape {p.shape}")
@@ -367,7 +367,7 @@ class ClusteredAUCResult(ResultMixin):
         return ellipse_figure(self, path=path, ax=ax, levels=levels, title=title)
 
     def with_confidence_level(self, confidence_level: float) -> ClusteredAUCResult:
-        """The same estimates with intervals at another level."""
+        """Return the same estimates with intervals at another level."""
         level = check_confidence(confidence_level)
         return replace(
             self,
@@ -378,7 +378,7 @@ class ClusteredAUCResult(ResultMixin):
 
     # -- output -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The keys of ``fedroc clustered --json`` (DESIGN.md) followed by context."""
+        """Return the keys of ``fedroc clustered --json`` (DESIGN.md) followed by context."""
         return {
             "population_auc": jsonable(self.population_auc),
             "personalized_auc": jsonable(self.personalized_auc),

@@ -91,7 +91,7 @@ def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") 
 
 # -- what a site allows in the clear ------------------------------------------------------
 def _digest(args: Record) -> str:
-    """A canonical hash of a request (arrays by their float64 bytes)."""
+    """Hash a request canonically (arrays by their float64 bytes)."""
     h = hashlib.sha256()
     for key in sorted(args):
         value = args[key]

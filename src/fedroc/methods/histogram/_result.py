@@ -141,7 +141,7 @@ class HistogramCurves(ResultMixin):
     def confidence_interval(
         self, confidence_level: float | None = None
     ) -> tuple[float, float] | None:
-        """The AUC interval, or None when :attr:`ci_withheld` says why there is none.
+        """Return the AUC interval, or None when :attr:`ci_withheld` says why there is none.
 
         Logit scale (paper 1, eq. 3) under secure aggregation; under DP the inverted test of
         :class:`~._dp.RatioTest` (Fieller's interval: the noise's variance taken at each
@@ -174,7 +174,7 @@ class HistogramCurves(ResultMixin):
         return self.tpr, self.precision
 
     def survival_functions(self) -> tuple[Callable[[Any], FloatArray], Callable[[Any], FloatArray]]:
-        """The interpolated survival functions ``(T(s), F(s))`` of positives and negatives."""
+        """Interpolate the survival functions ``(T(s), F(s))`` of positives and negatives."""
         fractions = np.linspace(0.0, 1.0, self.quantiles * self.oversampling)
         return (
             survival_function(self.quantiles_pos, fractions, self.interpolation),
@@ -208,7 +208,7 @@ class HistogramCurves(ResultMixin):
         return format_table(rows, title="Federated ROC/PR curves from histograms")
 
     def to_evaluation(self, released: Released) -> EvaluationResult:
-        """The common result of ``fedroc evaluate`` (its JSON keys)."""
+        """Return the common result of ``fedroc evaluate`` (its JSON keys)."""
         extra: dict[str, Any] = {
             "pr_auc": self.pr_auc,
             "quantiles": self.quantiles,

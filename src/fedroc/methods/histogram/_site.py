@@ -172,7 +172,7 @@ def _noisy_levels(
     release="secure",
 )
 def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
-    """The site's hierarchical histograms (plus its noise share), as input of secagg.
+    """Count the site's hierarchical histograms (plus its noise share), as input of secagg.
 
     Released only through secure aggregation. In DP mode the noise is split into the
     session's ``noise_shares`` (its threshold), a number the site takes from the protocol,
@@ -190,7 +190,7 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
 
 @site_function(LOCAL_NAME, schema=_TREE_SCHEMA, release="clear")
 def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
-    """The site's noisy hierarchical histograms, each epsilon-DP by itself (local DP).
+    """Release the site's noisy hierarchical histograms, each epsilon-DP by itself (local DP).
 
     A full draw of noise on every node (never a share), so the release protects the rows
     without secure aggregation and without trusting the analyst or any other site.

@@ -76,7 +76,7 @@ class ConfusionMatrix(ResultMixin):
         return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
     def matrix(self) -> list[list[int]]:
-        """The matrix ``[[tn, fp], [fn, tp]]``.
+        """Return the matrix ``[[tn, fp], [fn, tp]]``.
 
         Rows the truth (0, 1), columns the prediction, as scikit-learn's
         ``confusion_matrix`` orders them.
@@ -101,7 +101,7 @@ class ConfusionMatrix(ResultMixin):
 
 
 def distributed_confusion(federation: Federation, threshold: float = 0.5) -> ConfusionMatrix:
-    """The confusion matrix over all sites at ``threshold`` (dsBinVal's ``dsConfusion``).
+    """Add up the confusion matrix over all sites at ``threshold`` (dsBinVal's ``dsConfusion``).
 
     Every site must release its table: one that refuses (a cell below q, or a threshold too
     close to one it released before) stops the computation with its reason.

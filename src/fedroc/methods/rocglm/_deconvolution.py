@@ -183,7 +183,7 @@ def bin_edges_for(lo: float, hi: float, m: int) -> FloatArray:
 
 
 def default_bins(sigma: float, score_range: tuple[float, float] = (0.0, 1.0)) -> int:
-    """Number of bins for noise sd ``sigma``: bins about ``sigma / 2`` wide, 11 to 41.
+    """Choose the number of bins for noise sd ``sigma``: about ``sigma / 2`` wide, 11 to 41.
 
     Examples
     --------
@@ -211,7 +211,7 @@ def _data_bins(noisy: FloatArray, sigma: float, lo: float, hi: float) -> tuple[F
 
 
 def _design(sigma: float, centers: FloatArray, h: float, left: FloatArray, right: FloatArray):
-    """The probability ``P(N + E in [left, right])`` for ``N`` uniform on each bin.
+    """Compute ``P(N + E in [left, right])`` for ``N`` uniform on each bin.
 
     In closed form, bins as in :func:`bin_edges_for`; for ``h = 0``, ``N`` at each centre.
     """
@@ -385,7 +385,7 @@ def bootstrap_weights(
     replicates: int = 50,
     rng: np.random.Generator,
 ) -> tuple[BinMixture, FloatArray]:
-    """The fit and ``replicates`` refits on resamples of the noisy values.
+    """Fit, then refit ``replicates`` times on resamples of the noisy values.
 
     Resampling the noisy values with replacement is a multinomial draw of the data bins'
     counts, so each refit reuses the design matrix and starts from the fit (a few SQP

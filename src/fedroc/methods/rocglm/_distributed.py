@@ -225,7 +225,7 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         return logit_ci(self.auc, self.se, level)
 
     def without_correction(self) -> DistributedRocGlm:
-        """The paper's uncorrected estimate of the same run (itself when uncorrected)."""
+        """Return the paper's uncorrected estimate of the same run (itself when uncorrected)."""
         return self if self.paper is None else self.paper
 
     def test_greater(self, a0: float) -> tuple[float, float]:
@@ -418,7 +418,7 @@ def fit_release(
     tol: float = DEFAULT_TOL,
     max_iter: int = DEFAULT_MAX_ITER,
 ) -> _FitOutcome:
-    """Rounds 3-5 on one release of noisy scores (each release serves one setup)."""
+    """Run rounds 3-5 on one release of noisy scores (each release serves one setup)."""
     check_rule(thresholds)
     session = secrets.token_hex(8)
     common: dict[str, Any] = {

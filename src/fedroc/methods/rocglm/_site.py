@@ -468,7 +468,7 @@ def _placement_ss(ctx: SiteContext, args: Record) -> Reply:
 
 @site_function(FN_CONFUSION, schema={"threshold": Float(-1e9, 1e9)})
 def _confusion(ctx: SiteContext, args: Record) -> Reply:
-    """Counts of the 2 x 2 table at ``threshold`` (predicted positive: ``score >= threshold``).
+    """Count the 2 x 2 table at ``threshold`` (predicted positive: ``score >= threshold``).
 
     As dsBinVal's ``confusion``, every cell must hold at least q rows. A minimum count does
     not stop differencing: the tables at two thresholds subtract to the rows of each class
