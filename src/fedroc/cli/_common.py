@@ -45,7 +45,7 @@ COMMAND_LINE: list[str] = []
 
 
 def command_line() -> str:
-    """The running command as a shell line (``fedroc evaluate ...``)."""
+    """Return the running command as a shell line (``fedroc evaluate ...``)."""
     import shlex
 
     return "fedroc " + shlex.join(COMMAND_LINE or sys.argv[1:])
@@ -128,7 +128,7 @@ def needs_extra(extra: str, command: str) -> Callable[[F], F]:
 
 
 def missing_extra(exc: ImportError) -> MissingExtraError | None:
-    """The extra an ImportError asks for, or None when it is not about an optional extra."""
+    """Name the optional extra an ImportError asks for, or None when it is about no extra."""
     name = exc.name or ""
     top = name.partition(".")[0]
     if top not in EXTRA_MODULES:
@@ -269,7 +269,7 @@ def calibration_table(title: str, curve: CalibrationCurve) -> Table:
 
 
 def operating_points_table(points: Sequence[dict[str, Any]], level: str) -> Table:
-    """The ``operating_points`` of a result: one row per point, CIs where released."""
+    """Tabulate a result's ``operating_points``: one row per point, CIs where released."""
 
     def cell(point: dict[str, Any], name: str) -> str:
         value, ci = point.get(name), point.get(f"{name}_ci")

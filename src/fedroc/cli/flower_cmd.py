@@ -200,7 +200,7 @@ def _connection(
     insecure: bool,
     sites: list[str] | None,
 ) -> Any:
-    """The SuperLink to submit to: a deployment's, or one given by address."""
+    """Choose the SuperLink to submit to: a deployment's, or one given by address."""
     from fedroc.federation.flower.deploy import FlowerConnection
 
     if deployment is not None and superlink is not None:
