@@ -314,7 +314,15 @@ class Bytes(Field):
 
 @dataclass(frozen=True)
 class Names(Field):
-    """A list of distinct short strings (site names, ...)."""
+    """A list of distinct short strings (site names, ...).
+
+    Parameters
+    ----------
+    max_items : int, default 1024
+        Most names the list may hold; each name has at most 256 characters.
+    default : optional
+        Makes the argument optional.
+    """
 
     max_items: int = 1024
 

@@ -97,7 +97,23 @@ class RemoteCluster(Cluster):
 class LocalCluster(Cluster):
     """Three party processes on this machine.
 
-    Started by :meth:`start` (or the first job) and stopped by :meth:`close`.
+    Started by :meth:`start` (at once unless ``start=False``, else by the first job) and
+    stopped by :meth:`close`, which also deletes its temporary folder of keys and logs.
+
+    Parameters
+    ----------
+    timeout : float, default 60
+        Seconds a party waits for a peer's message (the cluster file's ``timeout``).
+    die_after_rounds, fail_first_job : dict of int to int, optional
+        Fault injection for tests: party id -> rounds after which it exits, or after which
+        its first job fails.
+    startup_timeout : float, default 60
+        Seconds a party waits for its peers to connect.
+    owners : mapping of str to bytes, optional
+        Data owners' Ed25519 public keys to register (also possible later with
+        :meth:`register_owners`, before the parties start).
+    start : bool, default True
+        Start the parties now.
     """
 
     def __init__(

@@ -558,7 +558,27 @@ def _reason(exc: BaseException) -> str:
 
 
 class PartyServer:
-    """One party of a cluster: ``serve()`` runs until shutdown (0) or a lost link (1)."""
+    """One party of a cluster: ``serve()`` runs until shutdown (0) or a lost link (1).
+
+    Parameters
+    ----------
+    config : ClusterConfig
+        The cluster file.
+    pid : {0, 1, 2}
+        This party: proxy 0 (it takes clients' jobs), proxy 1, or the helper.
+    startup_timeout : float, default 60
+        Seconds to wait for the other parties to connect.
+    die_after_rounds, fail_first_job_after_rounds : int, optional
+        Fault injection for tests: exit after that many rounds, or fail the first job there.
+    log : callable, default: print to stderr
+        Where the party's log lines go.
+
+    Raises
+    ------
+    InputError
+        For a bad ``pid``, or a proxy whose share key is missing, unreadable or not the one
+        the cluster file registers.
+    """
 
     def __init__(
         self,
@@ -986,7 +1006,15 @@ def job_of(bundles: list[Bundle], *, strict: bool = True) -> tuple[Any, AucSpec]
 
 
 class ClusterClient:
-    """Submits jobs to party 0 of a running cluster."""
+    """Submit jobs to party 0 of a running cluster.
+
+    Parameters
+    ----------
+    config : ClusterConfig
+        The cluster file; it must name the client's certificate (``[client] cert``).
+    connect_timeout : float, default 10
+        Seconds to keep trying to reach party 0.
+    """
 
     def __init__(self, config: ClusterConfig, *, connect_timeout: float = 10.0) -> None:
         self.cfg = config

@@ -237,6 +237,9 @@ class Party:
         view); the security tests use it.
     die_after_rounds : int, optional
         Fault injection for tests: stop abruptly after that many rounds.
+    on_die : callable, optional
+        Called when the injected fault fires, before the party raises (a party process
+        exits there, like a crash).
     """
 
     def __init__(

@@ -342,7 +342,17 @@ class DeveloperRow:
 
 
 class Store:
-    """Database access for the service; safe to share between threads."""
+    """Database access for the service; safe to share between threads.
+
+    Opening a store brings the database's schema up to date (:func:`migrate`).
+
+    Parameters
+    ----------
+    url : str
+        A database URL, or a file path for SQLite (:func:`normalize_url`).
+    sqlite_synchronous : {"FULL", "NORMAL", "EXTRA"}, default "FULL"
+        SQLite's ``synchronous`` setting (ignored for other databases).
+    """
 
     def __init__(self, url: str, *, sqlite_synchronous: str = "FULL") -> None:
         self.url = normalize_url(url)

@@ -576,7 +576,19 @@ def _scores_in_order(body: SubmissionIn, table: Any) -> np.ndarray:
 
 
 class SequesterClient:
-    """A small synchronous client (httpx) for scripts, benchmarks and tests."""
+    """A small synchronous client (httpx) for scripts, benchmarks and tests.
+
+    Parameters
+    ----------
+    base_url : str
+        The service's address (``http://host:port``); requests go to its API root.
+    token : str
+        The custodian's or a developer's bearer token.
+    timeout : float, default 30
+        Seconds per request.
+    verify : bool, str or ssl.SSLContext, default True
+        TLS verification, as httpx takes it.
+    """
 
     def __init__(
         self, base_url: str, token: str, *, timeout: float = 30.0, verify: Any = True

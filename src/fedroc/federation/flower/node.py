@@ -80,7 +80,15 @@ def _clientapp_ref(fab_content: bytes) -> str | None:
 
 
 class InProcessExecutor:
-    """Acquires the SuperNode's ClientApp tasks and runs fedroc's ClientApp in this process."""
+    """Acquire the SuperNode's ClientApp tasks and run fedroc's ClientApp in this process.
+
+    Parameters
+    ----------
+    runtime_address : str
+        ``host:port`` of the SuperNode's runtime API, where ClientApp tasks are acquired.
+    fast : float, default ``$FEDROC_FLOWER_POLL`` or 0.02
+        The SuperNode's fast poll interval in seconds, kept with the executor.
+    """
 
     def __init__(self, runtime_address: str, *, fast: float = FAST_POLL) -> None:
         self.address = runtime_address

@@ -327,9 +327,23 @@ class Session:
     """One developer's answers on an in-memory sequestered set (Python API, simulations).
 
     The service (:mod:`fedroc.sequester`) does the same with its state in a database.
-    ``rng`` is for reproducible studies; by default every noise draw uses operating-system
-    entropy through :mod:`fedroc.privacy`. ``limits`` default to none at all (studies);
-    the service applies :class:`Limits` ``()`` unless the custodian says otherwise.
+
+    Parameters
+    ----------
+    labels : array-like of bool, shape (n_images,)
+        The test set's labels, in the order of ``table.image_ids``.
+    table : SubsetTable
+        The test subsets.
+    mechanism : Mechanism
+        The answering rule.
+    budget : int
+        Perturbed answers the developer may receive.
+    limits : Limits, optional
+        Default: none at all (studies); the service applies :class:`Limits` ``()`` unless
+        the custodian says otherwise.
+    rng : numpy.random.Generator, optional
+        For reproducible studies; by default every noise draw uses operating-system entropy
+        through :mod:`fedroc.privacy`.
     """
 
     def __init__(
