@@ -41,6 +41,7 @@ class JointEstimates:
 
     @property
     def covariance(self) -> FloatArray:
+        """Covariance of the two estimates, ``sigma / n_clusters``: shape ``(..., 2, 2)``."""
         return self.sigma / self.n_clusters
 
 

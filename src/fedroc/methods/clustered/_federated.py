@@ -179,12 +179,14 @@ class FederatedClusteredResult(ResultMixin):
     method: str = "shared-bin histograms + per-cluster sums"
 
     def __getattr__(self, name: str) -> Any:
+        """Read the estimate's attributes (``population_auc``, ``covariance``, ...) through."""
         # population_auc, covariance, ... read through to the estimate.
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.estimate, name)
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the estimate's keys, then the federation's (sites, bins, bounds, released)."""
         return {
             **self.estimate.to_dict(),
             "method": self.method,
@@ -197,6 +199,7 @@ class FederatedClusteredResult(ResultMixin):
         }
 
     def summary(self) -> str:
+        """Format the estimate's summary, then the federated computation's."""
         extra = format_table(
             [
                 ("sites", ", ".join(self.sites)),

@@ -255,10 +255,12 @@ class ClusteredAUCResult(ResultMixin):
     # -- standard errors and intervals ----------------------------------------------------
     @property
     def population_se(self) -> float:
+        """Standard error of the population AUC (from :attr:`covariance`; NaN if negative)."""
         return _sqrt(self.covariance[0, 0])
 
     @property
     def personalized_se(self) -> float:
+        """Standard error of the personalized AUC (from :attr:`covariance`; NaN if negative)."""
         return _sqrt(self.covariance[1, 1])
 
     @property
@@ -275,10 +277,12 @@ class ClusteredAUCResult(ResultMixin):
 
     @property
     def obuchowski_ci(self) -> tuple[float, float]:
+        """Wald interval of the Obuchowski AUC at :attr:`confidence_level`, clipped to [0, 1]."""
         return wald_ci(self.obuchowski_auc, self.obuchowski_se, self.confidence_level)
 
     @property
     def equal_weight_ci(self) -> tuple[float, float]:
+        """Wald interval of the equal-weight AUC at :attr:`confidence_level`, clipped to [0, 1]."""
         return wald_ci(self.equal_weight_auc, self.equal_weight_se, self.confidence_level)
 
     def confidence_interval(
@@ -412,6 +416,7 @@ class ClusteredAUCResult(ResultMixin):
         }
 
     def summary(self) -> str:
+        """Format both AUCs with their intervals, the equality test and Obuchowski's AUC as text."""
         level = f"{self.confidence_level:.0%}"
         z_less = self.equality_test("less")[1]
         z_greater = self.equality_test("greater")[1]
@@ -497,6 +502,7 @@ class ObuchowskiResult(ResultMixin):
     caveats: tuple[str, ...] = ()
 
     def summary(self) -> str:
+        """Format the Obuchowski AUC, its SEs and interval, the cluster counts and caveats."""
         text = format_table(
             [
                 ("Obuchowski AUC (eq. 7)", self.auc),

@@ -125,10 +125,12 @@ class HistogramCurves(ResultMixin):
 
     @property
     def roc_area_error(self) -> float | None:
+        """The ROC curve's area error against the pooled rows (None without them)."""
         return None if self.errors is None else self.errors.roc_area_error
 
     @property
     def pr_area_error(self) -> float | None:
+        """The PR curve's area error against the pooled rows (None without them)."""
         return None if self.errors is None else self.errors.pr_area_error
 
     @property
@@ -182,6 +184,7 @@ class HistogramCurves(ResultMixin):
         )
 
     def summary(self) -> str:
+        """Format the settings, the AUROC with its interval, the AUPR, errors and caveats."""
         rows: list[tuple[str, Any]] = [
             ("mode", self.mode),
             (

@@ -151,6 +151,7 @@ class GroupedTable:
 
     @property
     def x(self) -> FloatArray:
+        """The covariate ``Phi^-1(t)`` of each row."""
         return special.ndtri(self.t)
 
     @classmethod
@@ -161,6 +162,7 @@ class GroupedTable:
         return cls(values, succ, (mult * placements.size).astype(np.float64))
 
     def stacked(self, other: GroupedTable) -> GroupedTable:
+        """Return the rows of this table followed by those of ``other``."""
         return GroupedTable(
             np.concatenate([self.t, other.t]),
             np.concatenate([self.successes, other.successes]),
@@ -270,6 +272,7 @@ class RocGlmFit(BinormalCurve, ResultMixin):
         return binormal_auc(self.g1, self.g2)
 
     def summary(self) -> str:
+        """Format the coefficients, the AUC and the fit's convergence as a table."""
         return format_table(
             [
                 ("g1", self.g1),

@@ -106,6 +106,7 @@ class BinMixture:
 
     @property
     def m(self) -> int:
+        """Number of components (bins or levels)."""
         return int(self.weights.size)
 
     def edges(self) -> FloatArray:
@@ -117,10 +118,12 @@ class BinMixture:
 
     @property
     def width(self) -> float:
+        """Grid spacing ``h = (hi - lo) / (m - 1)`` of the bins (0 for levels)."""
         return 0.0 if self.levels is not None else (self.hi - self.lo) / (self.m - 1)
 
     @property
     def centers(self) -> FloatArray:
+        """Component centres: the grid ``lo, lo + h, ..., hi``, or the levels."""
         if self.levels is not None:
             return np.asarray(self.levels, np.float64)
         return np.linspace(self.lo, self.hi, self.m)
@@ -151,6 +154,7 @@ class BinMixture:
         return np.asarray(cum[k] + frac * self.weights[k])
 
     def survivor(self, x: ArrayLike) -> FloatArray:
+        """Evaluate ``1 - cdf(x)``: ``P(N > x) + P(N = x) / 2``."""
         return 1.0 - self.cdf(x)
 
     def coarse(self, n_bins: int = 10) -> FloatArray:

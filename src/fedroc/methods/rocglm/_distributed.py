@@ -201,14 +201,17 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
 
     @property
     def se(self) -> float:
+        """Standard error of :attr:`auc`, ``sqrt(variance)`` (NaN if negative)."""
         return math.sqrt(self.variance) if self.variance >= 0 else float("nan")
 
     @property
     def sensitivity_is_heuristic(self) -> bool:
+        """Whether the sensitivity was estimated at the sites rather than given (see the class)."""
         return self.sensitivity_source != "given"
 
     @property
     def guarantee(self) -> str:
+        """The privacy guarantee in words, flagged loudly when the sensitivity is a heuristic."""
         text = (
             f"({self.epsilon:g}, {self.delta:.3g})-DP for each row's score, for an "
             f"l2-sensitivity of {self.sensitivity:.4g}"
@@ -221,6 +224,7 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         return text + " (given)"
 
     def confidence_interval(self, confidence_level: float | None = None) -> tuple[float, float]:
+        """Compute the logit-scale interval (paper 1, eq. 3) at another confidence level."""
         level = self.confidence_level if confidence_level is None else confidence_level
         return logit_ci(self.auc, self.se, level)
 
@@ -270,6 +274,7 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         return ax.figure
 
     def summary(self) -> str:
+        """Format the AUC, its interval, the correction, the fit and the privacy spent as text."""
         level = f"{self.confidence_level:.0%}"
         rows: list[tuple[str, Any]] = [
             ("AUC", self.auc),

@@ -64,6 +64,7 @@ class FeatureSensitivity(ResultMixin):
     heuristic: bool = True
 
     def summary(self) -> str:
+        """Format the heuristic's outcome (it is not a bound) as a table."""
         return format_table(
             [
                 ("l2-sensitivity (heuristic, not a bound)", self.sensitivity),
