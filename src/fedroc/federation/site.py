@@ -267,7 +267,7 @@ class AuditLog:
         return jsonable(value)
 
     def append(self, entry: Mapping[str, Any], released: Mapping[str, Any] | None = None) -> None:
-        """Append one entry, with the values it released, and flush it to disk.
+        """Append one entry with the values it released (a file log flushes it to disk).
 
         Parameters
         ----------

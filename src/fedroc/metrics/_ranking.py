@@ -166,8 +166,9 @@ def roc_auc(
     Returns
     -------
     float
-        The probability that a random positive scores above a random negative (ties 1/2);
-        NaN (with a warning) when only one class is present.
+        The probability that a random positive scores above a random negative (ties 1/2),
+        or with ``max_fpr`` the standardised partial AUC; NaN (with a warning) when only
+        one class is present.
 
     Examples
     --------
