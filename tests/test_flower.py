@@ -43,6 +43,13 @@ from fedroc.federation.flower.transport import (
     error_from_reply,
 )
 from fedroc.federation.records import encode
+from fedroc.federation.roster import (
+    KEY_NAME,
+    ROSTER_NAME,
+    Roster,
+    public_key_bytes,
+    write_signing_key,
+)
 from fedroc.methods import evaluate, get_method, method_names
 from fedroc.methods.clustered.models import sample_allocation, sample_binormal
 from fedroc.privacy import DisclosurePolicy
@@ -232,12 +239,27 @@ def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
+def node_dirs(names: list[str], root: Path) -> dict[str, Path]:
+    """Each site's node directory with its secure-aggregation key and a roster of all sites.
+
+    What ``fedroc flower up`` writes; keys that exist are kept.
+    """
+    homes = {name: root / "nodes" / name for name in names}
+    keys = {name: write_signing_key(home / KEY_NAME) for name, home in homes.items()}
+    roster = Roster({name: public_key_bytes(key) for name, key in keys.items()})
+    for home in homes.values():
+        roster.write(home / ROSTER_NAME)
+    return homes
+
+
 def _grid(site_files: dict[str, Path], tmp_path: Path, **policy: Any) -> FakeGrid:
     configs = {}
+    homes = node_dirs(list(site_files), tmp_path)
     for k, (name, path) in enumerate(site_files.items()):
         configs[100 + k] = {
             "site": name,
             "data": str(path),
+            "node-dir": str(homes[name]),
             "audit": str(tmp_path / f"{name}.jsonl"),
             "site-modules": "_flower_plugin",
             **policy,

@@ -256,12 +256,14 @@ def test_dropouts_at_every_stage(vectors):
         "s3": drop_from(STAGE_MASKED_INPUT),
         "s4": drop_from(STAGE_UNMASK),
     }
-    fed = federation(8, fail)
+    # Nine sites: the sites accept no threshold below a majority (5), and five answer the
+    # unmasking stage.
+    fed = federation(9, fail)
     for k, name in enumerate(fed.site_names):
         vectors[name] = np.array([k, 10 * k])
-    result = secure_sum(fed, "test.secagg.vector", threshold=4, allow_dropouts=True)
-    assert result.sites == ["s0", "s4", "s5", "s6", "s7"]
-    np.testing.assert_array_equal(result["x"], [22, 220])
+    result = secure_sum(fed, "test.secagg.vector", threshold=5, allow_dropouts=True)
+    assert result.sites == ["s0", "s4", "s5", "s6", "s7", "s8"]
+    np.testing.assert_array_equal(result["x"], [30, 300])
 
 
 def test_below_threshold_aborts_and_reveals_nothing(vectors):

@@ -18,8 +18,15 @@ Flower's node config)::
     delta-limit = 1e-5
     allowed-functions = "fedroc.info,fedroc.sum"   # comma-separated
     policy-file = "/etc/fedroc/policy.toml"        # instead of the policy keys above
+    node-dir = "/var/lib/fedroc/north"             # default ./fedroc-node-SITE
     audit = "/var/log/fedroc/north.jsonl"          # JSON-lines audit log (recommended)
+    secagg-key = "/etc/fedroc/secagg.key"          # default NODE_DIR/secagg.key
+    roster = "/etc/fedroc/roster.toml"             # default NODE_DIR/roster.toml
     site-modules = "mysite.functions"              # extra modules registering site functions
+
+``secagg-key`` (the site's Ed25519 signing key) and ``roster`` (the
+sites it aggregates with and their keys, :mod:`fedroc.federation.roster`) let it take part
+in secure aggregation; a node without them refuses it.
 
 Unknown keys are refused (a misspelt ``min_count`` must not silently weaken the policy).
 Relative paths are taken from the SuperNode's working directory.
@@ -38,6 +45,7 @@ from typing import Any
 
 from fedroc.data import Columns
 from fedroc.exceptions import InputError
+from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, SiteIdentity, load_identity
 from fedroc.federation.site import AuditLog, Site
 from fedroc.privacy.ledger import BudgetLedger, DPEvent
 from fedroc.privacy.policy import DEFAULT_EPSILON_LIMIT, DisclosurePolicy
@@ -61,10 +69,17 @@ NODE_CONFIG_KEYS: tuple[str, ...] = (
     "pos-label",
     *_POLICY_KEYS,
     "policy-file",
+    "node-dir",
     "audit",
+    "secagg-key",
+    "roster",
     "site-modules",
     "noise-seed",
 )
+
+
+def _path(config: Mapping[str, Any], key: str) -> Path | None:
+    return Path(str(config[key])) if str(config.get(key, "")).strip() else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,28 @@ class SiteNodeConfig:
     audit: Path | None = None
     site_modules: tuple[str, ...] = ()
     noise_seed: int | None = None
+    node_dir: Path | None = None
+    secagg_key: Path | None = None
+    roster: Path | None = None
+
+    @property
+    def node_directory(self) -> Path:
+        """Where the node keeps what it must not lose: ``node_dir`` or ./fedroc-node-SITE."""
+        return self.node_dir if self.node_dir is not None else Path(f"fedroc-node-{self.site}")
+
+    def identity(self) -> SiteIdentity | None:
+        """Read the site's signing key and roster (None when the node has neither).
+
+        Raises
+        ------
+        InputError
+            When a configured file is missing or malformed, or a roster has no key.
+        """
+        key = self.secagg_key or self.node_directory / KEY_NAME
+        roster = self.roster or self.node_directory / ROSTER_NAME
+        if self.secagg_key is None and self.roster is None and not roster.exists():
+            return None  # secure aggregation not set up: the site refuses it
+        return load_identity(self.site, key, roster)
 
     @classmethod
     def from_node_config(cls, config: Mapping[str, Any]) -> SiteNodeConfig:
@@ -118,8 +155,8 @@ class SiteNodeConfig:
                     f.strip() for f in text.split(",") if f.strip()
                 ]
             policy = DisclosurePolicy.from_mapping(policy_items)
-        audit = Path(str(config["audit"])) if str(config.get("audit", "")).strip() else None
-        if audit is None and ("epsilon-limit" in config or "delta-limit" in config):
+        limits = "epsilon-limit" in config or "delta-limit" in config
+        if _path(config, "audit") is None and limits:
             raise InputError(
                 "a privacy-budget limit (epsilon-limit/delta-limit) needs an 'audit' log on a "
                 "SuperNode: the budget spent is summed from it, across runs and restarts"
@@ -136,9 +173,12 @@ class SiteNodeConfig:
             cluster=cluster,
             pos_label=config.get("pos-label"),
             policy=policy,
-            audit=audit,
             site_modules=modules,
             noise_seed=None if config.get("noise-seed") is None else int(config["noise-seed"]),
+            node_dir=_path(config, "node-dir"),
+            audit=_path(config, "audit"),
+            secagg_key=_path(config, "secagg-key"),
+            roster=_path(config, "roster"),
         )
 
     def to_node_config(self) -> dict[str, Any]:
@@ -163,8 +203,14 @@ class SiteNodeConfig:
             out["delta-limit"] = float(p.delta_limit)
         if p.allowed_functions is not None:
             out["allowed-functions"] = ",".join(sorted(p.allowed_functions))
-        if self.audit is not None:
-            out["audit"] = str(self.audit)
+        for key, path in (
+            ("node-dir", self.node_dir),
+            ("audit", self.audit),
+            ("secagg-key", self.secagg_key),
+            ("roster", self.roster),
+        ):
+            if path is not None:
+                out[key] = str(path)
         if self.site_modules:
             out["site-modules"] = ",".join(self.site_modules)
         if self.noise_seed is not None:
@@ -183,6 +229,7 @@ class SiteNodeConfig:
             policy=self.policy,
             audit=self.audit,
             noise_seed=self.noise_seed,
+            identity=self.identity(),
         )
 
 
