@@ -578,3 +578,48 @@ def test_clear_round_two_accepts_one_request_and_only_pooled_histograms_that_hol
     shifted["big_n"] = float(np.sum(shifted["hist_pos_used"]))
     with pytest.raises(ArgumentRefused, match="round-2 arguments were bound"):
         site.handle(FUNCTION_MOMENTS, shifted)
+
+
+# -- 9. a Flower node without an audit path (attack review, hole 4) ---------------------------
+def test_a_flower_node_without_an_audit_path_keeps_its_budget_and_bindings_across_runs(
+    tmp_path, monkeypatch
+):
+    # On main, a SuperNode whose node config named no audit log rebuilt its ledger from the
+    # run's state at every message, without bindings: calibration at 10 then 11 bins was
+    # answered in one run, and every Flower run had a fresh budget of 10 releases.
+    pytest.importorskip("flwr")
+    import pandas as pd
+    from test_flower import FakeGrid
+
+    from fedroc.federation.flower.transport import FlowerTransport
+
+    monkeypatch.chdir(tmp_path)  # the node's default directory is ./fedroc-node-SITE
+    [site] = _sites(1, n=200, seed=5)
+    path = tmp_path / "north.csv"
+    d = site._data
+    pd.DataFrame({"label": d.label.astype(int), "score": d.score}).to_csv(path, index=False)
+    config = {"site": "north", "data": str(path), "site-modules": "_flower_plugin"}
+
+    def new_run() -> Federation:
+        """A new Flower run at the same node: a fresh Context.state, fresh processes."""
+        return Federation(FlowerTransport(FakeGrid({1: config}), timeout=5))
+
+    run = new_run()
+    run.call("fedroc.calibration", n_bins=10)
+    with pytest.raises(DisclosureError, match="'n_bins' was 10"):
+        run.call("fedroc.calibration", n_bins=11)
+    with pytest.raises(DisclosureError, match="'n_bins' was 10"):
+        new_run().call("fedroc.calibration", n_bins=11)
+    released = 0
+    for _ in range(3):  # three runs, each asking for up to 12 releases at epsilon 1
+        run = new_run()
+        run.call("flowertest.open", session="s", edges=np.linspace(0, 1, 5))
+        for k in range(12):
+            try:
+                run.call("flowertest.noisy", session="s", round=k, epsilon=1.0, weight=1.0)
+            except DisclosureError as exc:
+                assert "budget is epsilon 10, it has spent 10" in str(exc)
+                break
+            released += 1
+    assert released == 10  # on main: 10 per run, 30 in three runs
+    assert (tmp_path / "fedroc-node-north" / "audit.ledger.jsonl").exists()

@@ -14,17 +14,19 @@ Flower's node config)::
     min-count = 5                   # disclosure policy: q
     allow-noisy = true
     allow-shares = true
-    epsilon-limit = 3.0             # needs an audit log: the budget is summed from it
+    epsilon-limit = 3.0             # lifetime budget, kept in the site's ledger
     delta-limit = 1e-5
     allowed-functions = "fedroc.info,fedroc.sum"   # comma-separated
     policy-file = "/etc/fedroc/policy.toml"        # instead of the policy keys above
     node-dir = "/var/lib/fedroc/north"             # default ./fedroc-node-SITE
-    audit = "/var/log/fedroc/north.jsonl"          # JSON-lines audit log (recommended)
+    audit = "/var/log/fedroc/north.jsonl"          # default NODE_DIR/audit.jsonl
     secagg-key = "/etc/fedroc/secagg.key"          # default NODE_DIR/secagg.key
     roster = "/etc/fedroc/roster.toml"             # default NODE_DIR/roster.toml
     site-modules = "mysite.functions"              # extra modules registering site functions
 
-``secagg-key`` (the site's Ed25519 signing key) and ``roster`` (the
+Every SuperNode keeps an audit log and, beside it, its privacy ledger (``audit.ledger.jsonl``):
+its spending and its bindings (partner sets, bins) hold across runs and restarts, so there
+is no node without one. ``secagg-key`` (the site's Ed25519 signing key) and ``roster`` (the
 sites it aggregates with and their keys, :mod:`fedroc.federation.roster`) let it take part
 in secure aggregation; a node without them refuses it.
 
@@ -46,11 +48,10 @@ from typing import Any
 from fedroc.data import Columns
 from fedroc.exceptions import InputError
 from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, SiteIdentity, load_identity
-from fedroc.federation.site import AuditLog, Site
-from fedroc.privacy.ledger import BudgetLedger, DPEvent
+from fedroc.federation.site import Site
 from fedroc.privacy.policy import DEFAULT_EPSILON_LIMIT, DisclosurePolicy
 
-__all__ = ["NODE_CONFIG_KEYS", "SiteNodeConfig", "audit_ledger", "cached_site"]
+__all__ = ["NODE_CONFIG_KEYS", "SiteNodeConfig", "cached_site"]
 
 _POLICY_KEYS = {
     "min-count": "min_count",
@@ -105,6 +106,11 @@ class SiteNodeConfig:
         """Where the node keeps what it must not lose: ``node_dir`` or ./fedroc-node-SITE."""
         return self.node_dir if self.node_dir is not None else Path(f"fedroc-node-{self.site}")
 
+    @property
+    def audit_path(self) -> Path:
+        """The audit log (its ledger lies beside it): ``audit`` or NODE_DIR/audit.jsonl."""
+        return self.audit if self.audit is not None else self.node_directory / "audit.jsonl"
+
     def identity(self) -> SiteIdentity | None:
         """Read the site's signing key and roster (None when the node has neither).
 
@@ -129,8 +135,7 @@ class SiteNodeConfig:
         Raises
         ------
         InputError
-            On an unknown key, a missing ``site`` or ``data``, a policy given both ways, or a
-            privacy-budget limit without an ``audit`` log (the spending is summed from it).
+            On an unknown key, a missing ``site`` or ``data``, or a policy given both ways.
         """
         unknown = sorted(set(config) - set(NODE_CONFIG_KEYS))
         if unknown:
@@ -155,12 +160,6 @@ class SiteNodeConfig:
                     f.strip() for f in text.split(",") if f.strip()
                 ]
             policy = DisclosurePolicy.from_mapping(policy_items)
-        limits = "epsilon-limit" in config or "delta-limit" in config
-        if _path(config, "audit") is None and limits:
-            raise InputError(
-                "a privacy-budget limit (epsilon-limit/delta-limit) needs an 'audit' log on a "
-                "SuperNode: the budget spent is summed from it, across runs and restarts"
-            )
         modules = tuple(
             m.strip() for m in str(config.get("site-modules", "")).split(",") if m.strip()
         )
@@ -218,7 +217,11 @@ class SiteNodeConfig:
         return out
 
     def build(self) -> Site:
-        """Import the ``site_modules`` (they register site functions) and load the site."""
+        """Import the ``site_modules`` (they register site functions) and load the site.
+
+        The site's audit log and ledger are files (:attr:`audit_path`): a SuperNode never
+        keeps its spending or its bindings in memory only.
+        """
         for module in self.site_modules:
             importlib.import_module(module)
         return Site.from_file(
@@ -227,7 +230,7 @@ class SiteNodeConfig:
             Columns(self.label, self.score, self.cluster),
             pos_label=self.pos_label,
             policy=self.policy,
-            audit=self.audit,
+            audit=self.audit_path,
             noise_seed=self.noise_seed,
             identity=self.identity(),
         )
@@ -258,42 +261,3 @@ def cached_site(config: Mapping[str, Any]) -> Site:
             _CACHE.clear()  # one site per SuperNode: keep only the current configuration
             _CACHE[key] = site
         return site
-
-
-class _AuditLedger:
-    """DP events read incrementally from an audit log (complete lines only)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.events: list[DPEvent] = []
-
-    def refresh(self) -> BudgetLedger:
-        if self.path.exists():
-            if self.path.stat().st_size < self.offset:  # log replaced: start over
-                self.offset, self.events = 0, []
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                for line in fh:
-                    if not line.endswith(b"\n"):
-                        break
-                    self.offset += len(line)
-                    if not line.strip():
-                        continue
-                    entry = json.loads(line)
-                    if entry.get("outcome") == "released":
-                        self.events += [DPEvent(**e) for e in entry.get("dp") or []]
-        return BudgetLedger(list(self.events))
-
-
-_LEDGERS: dict[Path, _AuditLedger] = {}
-
-
-def audit_ledger(audit: AuditLog) -> BudgetLedger | None:
-    """Sum the privacy budget spent so far from the site's audit log (None: no file)."""
-    if audit.path is None:
-        return None
-    path = audit.path.resolve()
-    with _CACHE_LOCK:
-        reader = _LEDGERS.setdefault(path, _AuditLedger(path))
-        return reader.refresh()
