@@ -19,7 +19,7 @@ from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation, Site
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.methods.clustered import FUNCTION_MOMENTS, FUNCTION_SUMMARY, federated_clustered_auc
-from fedroc.methods.histogram import INPUT_NAME, MODE_DDP, leaf_index, levels_from_leaves
+from fedroc.methods.histogram import INPUT_NAME, MODE_DDP, MODE_SA, leaf_index, levels_from_leaves
 from fedroc.methods.rocglm._site import FN_NOISY
 from fedroc.privacy import DisclosurePolicy, analytic_gaussian_sigma, discrete_laplace_variance
 from fedroc.secagg import secure_sum
@@ -534,7 +534,7 @@ def test_clear_histograms_need_q_rows_per_bin_and_one_partition_bound_before_any
     policy = DisclosurePolicy(clear_histograms=True)  # q = 5
     [site] = _clustered_sites(1, policy=policy)
     # Fine edges: bins of one row are refused, by the minimum count per bin and class.
-    with pytest.raises(DisclosureError, match="bin count is 1, below the minimum of 5"):
+    with pytest.raises(DisclosureError, match="bin count is below the minimum of 5"):
         site.handle(FUNCTION_SUMMARY, {"edges": MILLION_EDGES})
     # The refused request bound the site's partition: a coarse one is refused too, so that
     # refusals cannot steer a search (bisecting [0, t, 1] for the t where a bin drops
@@ -623,3 +623,165 @@ def test_a_flower_node_without_an_audit_path_keeps_its_budget_and_bindings_acros
             released += 1
     assert released == 10  # on main: 10 per run, 30 in three runs
     assert (tmp_path / "fedroc-node-north" / "audit.ledger.jsonl").exists()
+
+
+# -- 10. refusals that carry numbers computed from a site's rows (holes 2a, 2d) ---------------
+def _stage0(fed: Federation, function: str, args: dict, session: int, **ring: int) -> str:
+    """Ask site s0 alone for stage 0 of secure aggregation; return its refusal (or "answered")."""
+    import json
+
+    from fedroc._results import jsonable
+    from fedroc.exceptions import FedrocError
+
+    request = {
+        "session": f"{session:032x}",
+        "sites": fed.site_names,
+        "threshold": 2,
+        "bits": ring.get("bits", 64),
+        "frac_bits": ring.get("frac_bits", 32),
+        "input": function,
+        "input_args": json.dumps(jsonable(args)),
+    }
+    try:
+        fed.call_each("fedroc.secagg.advertise_keys", {"s0": request})
+    except FedrocError as exc:
+        return str(exc)
+    return "answered"
+
+
+def _variants(make, y, s, row: int, score: float) -> tuple[str, str]:
+    """The same federation twice: s0's data as given, and with one row's score changed."""
+    moved = s.copy()
+    moved[row] = score
+    return make(y, s), make(y, moved)
+
+
+def test_refusals_read_the_same_for_two_datasets_one_row_apart():
+    import re
+
+    import pandas as pd
+
+    from fedroc.exceptions import FedrocError
+    from fedroc.federation import basic
+
+    texts: dict[str, tuple[str, str]] = {}
+
+    # (a) the minimum count: a site with 2 positives, and with 3 (q = 5).
+    def tiny(y, s):
+        frames = {"tiny": pd.DataFrame({"label": y, "score": s})}
+        try:
+            Federation.from_frames(frames).call("fedroc.class_counts")
+        except FedrocError as exc:
+            return str(exc)
+        return "answered"
+
+    y = np.array([1, 1, 0, 0, 0, 0, 0, 0])
+    texts["min count"] = (
+        tiny(y, np.linspace(0, 1, 8)),
+        tiny(np.r_[1, y[1:2], 1, y[3:]], np.linspace(0, 1, 8)),
+    )
+
+    # (b) the Brier score's range check: 8 scores outside [0, 1], and 9.
+    def brier(y, s):
+        frames = {"a": pd.DataFrame({"label": y, "score": s})}
+        try:
+            basic.distributed_brier(Federation.from_frames(frames))
+        except FedrocError as exc:
+            return str(exc)
+        return "answered"
+
+    y10, s10 = np.array([0, 1] * 5), np.linspace(-1, 3, 10)
+    texts["brier range"] = _variants(brier, y10, s10, row=2, score=1.5)
+
+    # (c) fedroc.clustered.summary as a secure input: on main "k score(s) lie outside ..."
+    # was the exact count of s0's scores below any x, asked without limit (all 100 scores
+    # of a site to 1e-9 in 2,329 calls).
+    base = _clustered_sites(3)
+    d0 = base[0]._data
+    below = int(np.argmin(np.abs(d0.score - 0.6)))
+
+    def clustered(y, s):
+        sites = [Site("s0", SiteData.from_arrays(y, s, d0.cluster)), *base[1:]]
+        fed = Federation.from_sites([Site(x.name, x._data) for x in sites])
+        first = _stage0(fed, FUNCTION_SUMMARY, {"edges": [0.5, 1e300]}, 1)
+        second = _stage0(fed, FUNCTION_SUMMARY, {"edges": [0.3, 1e300]}, 2)
+        return first + " | " + second
+
+    texts["clustered range"] = _variants(clustered, d0.label, d0.score, row=below, score=0.4)
+    a, _ = texts["clustered range"]
+    assert "scores lie outside" in a and "bin edges were bound" in a  # one answer per lifetime
+
+    # (d) the ring: on main "secure input 'neg' reaches N" at bits = 8 was the count of s0's
+    # negatives on one side of t (and fedroc.brier's sum of squares to 3 digits at bits 20).
+    rng = np.random.default_rng(6)
+    y600 = rng.random(600) < 0.4
+    s600 = np.clip(rng.normal(0.35 + 0.3 * y600, 0.15), 0.0, 1.0)
+    neg = int(np.flatnonzero(~y600 & (s600 < 0.3))[0])
+
+    def ring(y, s):
+        fed = Federation.from_sites([Site("s0", SiteData.from_arrays(y, s)), *_sites(3)[1:]])
+        tree = {"branching": 2, "height": 1, "lo": -1.7, "hi": 2.3, "mode": MODE_SA}
+        out = [_stage0(fed, INPUT_NAME, tree, 3, bits=8, frac_bits=0)]
+        out.append(_stage0(fed, "fedroc.brier", {}, 4, bits=20, frac_bits=14))
+        # The smallest ring a site accepts has 2^31 of headroom: nothing of these overflows.
+        out.append(_stage0(fed, INPUT_NAME, tree, 5, bits=32, frac_bits=0))
+        return " | ".join(out)
+
+    texts["ring"] = _variants(ring, y600, s600, row=neg, score=0.9)
+    assert texts["ring"][0].endswith("| answered")
+
+    for what, (first, second) in texts.items():
+        assert first != "answered", what
+        assert first == second, f"{what}: {first!r} != {second!r}"
+        assert not re.search(r"\b(reaches|count is) \d", first), what
+
+
+def test_the_pooled_histogram_check_answers_once_through_secure_aggregation():
+    # fedroc.clustered.moments as a secure input: the site refuses pooled histograms with
+    # fewer rows in a bin than its own. On main the refusal was free and unlimited, so
+    # bisecting one bin's pooled count gave the site's own count there (its histograms are
+    # otherwise never released through secure aggregation). Now the site binds its first
+    # round-2 request before the check: the second crafted request is refused unread.
+    sites = _clustered_sites(3)
+    fed = Federation.from_sites(sites)
+    edges = np.linspace(0.0, 1.0, 11)
+    from fedroc.methods.clustered._site import bin_scores
+
+    d = sites[0]._data
+    truth = int(np.sum(d.label & (bin_scores(d.score, edges) == 4)))
+    huge = np.full(10, 1e6)
+
+    def crafted(k: float) -> dict:
+        pos = huge.copy()
+        pos[4] = k
+        return {
+            "edges": edges,
+            "n_clusters": 30.0,
+            "big_m": 1e7,
+            "big_n": 1e7,
+            "total_used": 1e7,
+            "population": 0.5,
+            "personalized": 0.5,
+            "obuchowski": 0.5,
+            "big_m_all": 1e7,
+            "big_n_all": float(pos.sum()),
+            "hist_pos_used": huge,
+            "hist_neg_used": huge,
+            "hist_pos_all": pos,
+            "hist_neg_all": huge,
+        }
+
+    lo, hi, answers = 0, d.n, []
+    while lo < hi:  # the smallest k the site accepts is its own count in bin 4
+        k = (lo + hi) // 2
+        text = _stage0(fed, FUNCTION_MOMENTS, crafted(float(k)), 10 + len(answers))
+        answers.append(text)
+        if "fewer rows in a bin than this site alone" in text:
+            lo = k + 1
+        elif text == "answered":
+            hi = k
+        else:
+            break  # refused unread: the attack learns nothing more
+    recovered = lo if lo == hi else None
+    assert recovered != truth, answers
+    assert any("round-2 arguments were bound" in a for a in answers), answers

@@ -12,8 +12,9 @@ Learning", CCS 2017, figure 4 with its signatures; see below for its consistency
    order), the threshold t, the ring (bits, frac_bits), the input function and its
    arguments. Each site checks them against what *it* allows: every member must be on the
    roster its own operator configured (:mod:`fedroc.federation.roster`), t at least a
-   majority of the members (:func:`minimum_threshold`). It computes its private input
-   vector x_u (a site function registered with ``release="secure"`` or ``"both"``, run through
+   majority of the members (:func:`minimum_threshold`), the ring at least 2^31 of integer
+   headroom. It computes its private input vector x_u (a site function registered with
+   ``release="secure"`` or ``"both"``, run through
    :func:`~fedroc.federation.site.aggregate_input` with its argument schema checked; its
    rows never leave), draws two X25519 key pairs (c for share encryption, s for masks) and
    sends both public keys, **signed with its long-term Ed25519 key** together with every
@@ -63,8 +64,9 @@ fedroc does without it. Not covered: sites that collude with the server (c collu
 supply both kinds of shares: t > (n + c) / 2 keeps inputs safe; the site's minimum covers
 c = 0), and sites that collude to reveal their own DP noise shares.
 
-Overflow: the sum is exact modulo 2^k, so callers choose k and the fixed-point scale so
-that the true sum fits in (-2^(k-1), 2^(k-1)).
+Overflow: the sum is exact modulo 2^k. A site refuses a ring with less than 2^31 of
+integer headroom (``bits - frac_bits >= 32``), so where an input overflows is not the
+analyst's to place, and its refusal names no magnitude.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ from fedroc.secagg import _crypto, shamir
 
 __all__ = [
     "FUNCTIONS",
+    "MIN_HEADROOM_BITS",
     "STAGES",
     "ClientState",
     "SecAggServer",
@@ -153,6 +156,10 @@ _CIPHER_BYTES = _crypto.NONCE_BYTES + _PLAIN_BYTES + _crypto.TAG_BYTES
 _STATE_PREFIX = "fedroc.secagg/"
 _REPLY_DP = "__dp_events"  # where a stored reply keeps its DP events (never sent as a value)
 _ADVERTISEMENT = b"fedroc-secagg/v2 advertisement\x00"  # domain of the sites' signatures
+# Integer headroom a site keeps in the ring: an input overflows only beyond 2^31 (counts,
+# sums of bounded scores never reach it), a bound the analyst cannot move with bits or
+# frac_bits, so an overflow refusal is not an oracle it can steer.
+MIN_HEADROOM_BITS = 32
 
 
 # -- what a site accepts at each stage -------------------------------------------------------
@@ -201,17 +208,17 @@ def _encode_input(
         elif arr.dtype.kind == "f":
             kind, scaled = "float", arr.astype(np.float64) * 2.0**frac_bits
             if not np.isfinite(scaled).all():
-                raise InputError(f"site {site!r}: secure input {key!r} has non-finite values")
+                raise InputError(f"site {site!r}: secure input {key!r} is not finite")
         else:
             raise InputError(
                 f"site {site!r}: secure input {key!r} has dtype {arr.dtype}; only numbers "
                 "can be aggregated"
             )
-        magnitude = float(np.abs(scaled).max()) if scaled.size else 0.0
-        if magnitude >= limit:
+        if scaled.size and float(np.abs(scaled).max()) >= limit:
+            # No magnitude in the message: it would be a number computed from the rows.
             raise InputError(
-                f"site {site!r}: secure input {key!r} reaches {magnitude:.3g} (fixed-point "
-                f"units), beyond the {bits}-bit ring; use more bits or fewer fraction bits"
+                f"site {site!r}: secure input {key!r} does not fit the {bits}-bit ring at "
+                f"{frac_bits} fraction bits; nothing was sent"
             )
         ints = arr.astype(np.int64) if kind == "int" else np.rint(scaled).astype(np.int64)
         parts.append(ints.reshape(-1))
@@ -710,10 +717,13 @@ def _check_parameters(n: int, threshold: int, bits: int, frac_bits: int) -> None
         raise InputError(f"secure aggregation needs at least 2 sites; got {n}")
     if not 2 <= threshold <= n:
         raise InputError(f"threshold must lie in [2, {n}] for {n} sites; got {threshold}")
-    if not 8 <= bits <= 64:
-        raise InputError(f"bits must lie in [8, 64]; got {bits}")
-    if not 0 <= frac_bits <= bits - 2:
-        raise InputError(f"frac_bits must lie in [0, {bits - 2}]; got {frac_bits}")
+    if not MIN_HEADROOM_BITS <= bits <= 64:
+        raise InputError(f"bits must lie in [{MIN_HEADROOM_BITS}, 64]; got {bits}")
+    if not 0 <= frac_bits <= bits - MIN_HEADROOM_BITS:
+        raise InputError(
+            f"frac_bits must lie in [0, {bits - MIN_HEADROOM_BITS}] for a {bits}-bit ring (the "
+            f"sites keep 2^{MIN_HEADROOM_BITS - 1} of integer headroom); got {frac_bits}"
+        )
 
 
 # -- server side ---------------------------------------------------------------------------
@@ -778,9 +788,10 @@ class SecAggServer:
         Survivors needed at every stage and shares needed to rebuild a secret; default
         ``n // 2 + 1`` (at least 2), the smallest the sites accept (:func:`minimum_threshold`).
     bits : int, default 64
-        The ring Z_2^bits.
+        The ring Z_2^bits (at least 32).
     frac_bits : int, default 32
-        Fixed-point scale of float inputs (their values are rounded to 2^-frac_bits).
+        Fixed-point scale of float inputs (their values are rounded to 2^-frac_bits); at
+        most ``bits - 32``: the sites keep 2^31 of integer headroom.
     allow_dropouts : bool, default False
         If False, the first site that fails aborts the session with its error; if True,
         sites that fail are dropped and the sum covers the survivors, down to

@@ -109,7 +109,7 @@ _PLUGIN_BINS = 10
 _PAPER, _DECONVOLVED = FITS.index("paper"), FITS.index("deconvolved")
 # A site's policy refusing the noisy release because a class is smaller than its minimum
 # count (fedroc.privacy.policy's wording for the counts the reply declares).
-_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is \d+")
+_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is below")
 
 
 @dataclass(frozen=True, repr=False)
