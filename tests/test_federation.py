@@ -163,8 +163,13 @@ def test_small_site_refuses_class_counts():
     fr = frames()
     fr["tiny"] = pd.DataFrame({"y": [1, 1, 0, 0, 0, 0, 0, 0], "p": np.linspace(0, 1, 8)})
     fed = Federation.from_frames(fr, label="y", score="p")
-    with pytest.raises(DisclosureError, match="site 'tiny'.*positive count is 2"):
+    with pytest.raises(DisclosureError, match="site 'tiny'.*positive count is 2") as info:
         fed.call("fedroc.class_counts")
+    # The site is named once, followed by its reason (it read "site 'tiny': site 'tiny'
+    # refuses ..." before).
+    msg = str(info.value)
+    assert msg.count("'tiny'") == 1, msg
+    assert "site 'tiny' refuses 'fedroc.class_counts': the positive count is 2" in msg
 
 
 def test_failure_at_one_site_names_it_and_returns_nothing():
