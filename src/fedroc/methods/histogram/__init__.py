@@ -73,7 +73,6 @@ from fedroc.exceptions import DisclosureError, InputError
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.methods._asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
-from fedroc.secagg.protocol import FN_ABORT
 
 from ._compare import (
     DEFAULT_DP_JOINT_BINS,
@@ -614,22 +613,18 @@ def run_histogram(
         counts = collect_counts(federation, opts) if opts.dp else None
         tree = None if opts.dp else collect_tree(federation, opts)
     except DisclosureError as exc:
-        released = federation.released(start)
-        # The server's abort of the session is all that may have been answered.
-        if set(released.functions) - {FN_ABORT} or not _CLASS_COUNT_REFUSAL.search(str(exc)):
+        if not _CLASS_COUNT_REFUSAL.search(str(exc)):
             raise
-        # Refused before anything left a site: say so in a result, as for a DP setting
-        # that cannot support an AUC (nothing is spent here).
-        reason = (
-            f"no AUC, curve or interval: {exc}. The histogram method counts each class at "
-            "every site, so a site with fewer rows of a class than its minimum count takes "
-            "part in no aggregate of them. Nothing was released and no budget spent; leave "
-            "the site out, or merge its rows with another site's"
-        )
-        empty = _empty_curves(
-            opts, 0.0, [], {}, math.nan, math.nan, inputs.confidence_level, [reason]
-        )
-        return empty.to_evaluation(released.with_notes("a site refused: nothing was released"))
+        # The policy's words are generic; say what it means for this method. A refusal is
+        # the user's to fix (exit 2 on the command line), not a result.
+        raise DisclosureError(
+            f"{exc}. The histogram method counts each class at every site, so a site with "
+            "fewer rows of a class than its minimum count takes part in no aggregate of "
+            "them (leave it out, or merge its rows with another site's)"
+            + ("; no DP budget was spent" if not federation.released(start).dp else ""),
+            site=exc.site,
+            function=exc.function,
+        ) from exc
     withheld = None if counts is None else _counts_withheld(counts, opts)
     if counts is not None and withheld is not None:
         # The counts cannot support an AUC: the tree stays at the sites, unspent.
