@@ -530,3 +530,24 @@ def test_cli_histogram_dp_mode_and_interpolation(tmp_path, capsys):
             main([*args, *bad])
         assert exc.value.code == 2
     assert leaf_index(np.array([1.0]), 4)[0] == 3
+
+
+def test_cli_table_gives_each_dp_calibration_bin_its_noise_or_why_it_is_withheld(tmp_path, capsys):
+    from fedroc.cli import main
+
+    parts = _rare_sites(n=1500, sites=3)
+    args = ["evaluate", "--method", "histogram", "--dp-epsilon", "1", "--quantiles", "256"]
+    for name, d in parts.items():
+        path = tmp_path / f"{name}.csv"
+        pd.DataFrame({"label": d.label.astype(int), "score": d.score}).to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    main(args)
+    out = capsys.readouterr().out
+    table = out[out.index("Calibration") :]
+    rows = [line for line in table.splitlines() if line.startswith("│ [")]
+    assert len(rows) == 10
+    # Each bin states its noise SD or the reason it is withheld: under DP no bin is
+    # withheld "at a site" (the counts are pooled, then noised).
+    assert all("noise SD" in r or "within 3 noise SDs of 0" in r for r in rows), table
+    assert "withheld at a site" not in table
+    assert "Brier" in out and "brier_noise_sd" in out

@@ -197,7 +197,7 @@ def render_result(result: EvaluationResult) -> None:
         out.print(operating_points_table(points, level))
     cal = result.extra.get("calibration")
     if cal is not None:
-        out.print(calibration_table("Calibration", cal))
+        out.print(calibration_table("Calibration", cal, result.extra.get("calibration_noise_sd")))
 
 
 def write_report(
