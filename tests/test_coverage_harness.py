@@ -132,3 +132,14 @@ def test_cells_near_the_target_run_on(coverage):
     assert near["runs"].iloc[0] == 10
     first = coverage.run_study(["binormal"], [300], ["pooled"], reps=10, seed=2)
     assert near["bias"].iloc[0] == first["bias"].iloc[0]  # the same ten replicates
+
+
+def test_easy_design_covers_for_rocglm(coverage):
+    # The corrected ROC-GLM (default setting: its noise corrected, the bagged
+    # deconvolution's variance in the interval) on the easy design.
+    table = coverage.run_study(["binormal"], [600], ["rocglm"], reps=40, seed=3)
+    row = table.iloc[0]
+    assert row["failed"] == 0 and row["no_ci"] == 0
+    # 40 replicates: a true coverage of 0.95 falls below 0.85 with probability < 1%.
+    assert row["coverage"] >= 0.85, table[["method", "coverage"]]
+    assert abs(row["bias"]) < 0.02
