@@ -435,7 +435,8 @@ def evaluate_command(
     bootstrap: Annotated[
         int | None,
         typer.Option(
-            help="rocglm: resamples of the noisy negatives for the CI (default 50); pooled: "
+            help="rocglm: resamples of the noisy negatives the deconvolution is bagged over "
+            "and the CI's noise part comes from (default 50, at most 500); pooled: "
             "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
         ),
     ] = None,

@@ -43,9 +43,11 @@ came out 0.05 to 0.1 off, turning ties into wins). Scores on a public finite sca
 masses at exactly those values, and a positive at a level counts half of that level's
 mass.
 
-The result is deterministic given the noisy values, sigma and the range: every site that
-receives the same pooled noisy negatives computes the same distribution, and the analyst
-can reproduce it.
+The method uses :func:`bagged`: the mean of the fits on resamples of the noisy values,
+which removes the variance the sparse fit's jumps between bins add (see there). The
+result is deterministic given the noisy values, sigma and the range (the resamples are
+seeded by them): every site that receives the same pooled noisy negatives computes the
+same distribution, and the analyst can reproduce it.
 """
 
 from __future__ import annotations

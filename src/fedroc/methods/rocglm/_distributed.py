@@ -794,8 +794,9 @@ def distributed_rocglm(
         else f"the {levels.size} declared score levels"
     )
     notes.append(
-        f"bias corrected by deconvolving the noisy negatives on {where}; the interval "
-        f"includes the noise ({bootstrap} resamples of the noisy negatives)"
+        f"bias corrected by deconvolving the noisy negatives on {where}, bagged over "
+        f"{bootstrap} resamples of them; the interval includes the noise (the resamples' "
+        "spread)"
     )
     return DistributedRocGlm(
         auc=auc,
