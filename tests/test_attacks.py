@@ -19,7 +19,14 @@ from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation, Site
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.methods.clustered import FUNCTION_MOMENTS, FUNCTION_SUMMARY, federated_clustered_auc
-from fedroc.methods.histogram import INPUT_NAME, MODE_DDP, MODE_SA, leaf_index, levels_from_leaves
+from fedroc.methods.histogram import (
+    COUNT_NAME,
+    INPUT_NAME,
+    MODE_DDP,
+    MODE_SA,
+    leaf_index,
+    levels_from_leaves,
+)
 from fedroc.methods.rocglm._site import FN_NOISY
 from fedroc.privacy import DisclosurePolicy, analytic_gaussian_sigma, discrete_laplace_variance
 from fedroc.secagg import secure_sum
@@ -157,6 +164,38 @@ def test_repeated_releases_stop_at_the_default_budget_and_averaging_fails(tmp_pa
     truth = np.sort(d.score[~d.label])
     rmse = np.sqrt(np.mean((np.mean(releases, axis=0) - truth) ** 2))
     assert rmse > 0.5 * sigma / math.sqrt(10)
+
+
+def test_the_noisy_class_counts_cannot_be_averaged_beyond_the_budget():
+    # The histogram method under DP releases the class counts first, with noise of their
+    # own at a small share of epsilon (1 / (h + 1)). An analyst who asks for them again and
+    # again to average their noise away pays every ask in each site's ledger, cannot see
+    # one site's counts (secure aggregation only) and is refused at the lifetime budget;
+    # n asks at epsilon / n average to a noise variance n times that of one ask at epsilon.
+    policy = DisclosurePolicy(epsilon_limit=1.0)
+    sites = _sites(3, n=300, seed=9, policy=policy)
+    fed = Federation.from_sites(sites)
+    args = {"lo": 0.0, "hi": 1.0, "epsilon": 1.0 / 11, "noise": "discrete"}
+    with pytest.raises(DisclosureError, match="only through secure aggregation"):
+        fed.call(COUNT_NAME, **args)
+    truth = sum(s._data.n_pos for s in sites)
+    asks = []
+    with pytest.raises(DisclosureError, match="budget is epsilon 1"):
+        for _ in range(50):
+            asks.append(float(secure_sum(fed, COUNT_NAME, **args)["counts"][0]))
+    assert len(asks) in (10, 11)  # 11 asks at 1/11 spend the budget (rounding aside)
+    for site in sites:
+        assert site.ledger.spent()[0] == pytest.approx(len(asks) / 11)
+    # One large ask is refused outright: the site charges what the analyst asks for.
+    fresh = Federation.from_sites(_sites(3, n=300, seed=9, policy=policy))
+    with pytest.raises(DisclosureError, match="budget is epsilon 1"):
+        secure_sum(fresh, COUNT_NAME, **{**args, "epsilon": 50.0})
+    # Measure: each ask carries the whole noise of its epsilon (variance about 242), so the
+    # average of all the asks the budget allows keeps an SD of about 4.7 rows, more than
+    # one ask at the whole budget would (1.4): averaging buys nothing the budget does not.
+    errors = np.array(asks) - truth
+    assert np.var(errors) > 0.3 * discrete_laplace_variance(epsilon=1.0 / 11)
+    assert len(set(asks)) > 1  # fresh noise each time: no ask repeats an earlier one
 
 
 # -- 5. bins chosen to difference suppressed calibration cells --------------------------------

@@ -166,7 +166,12 @@ def test_small_site_refuses_class_counts():
     fed = Federation.from_frames(fr, label="y", score="p")
     with pytest.raises(DisclosureError, match="site 'tiny'.*positive count is below") as info:
         fed.call("fedroc.class_counts")
-    assert "is 2" not in str(info.value)
+    # The site is named once, followed by its reason (it read "site 'tiny': site 'tiny'
+    # refuses ..." before), and the reason carries no count of the site's rows.
+    msg = str(info.value)
+    assert "is 2" not in msg, msg
+    assert msg.count("'tiny'") == 1, msg
+    assert "site 'tiny' refuses 'fedroc.class_counts': the positive count is below" in msg
 
 
 def test_failure_at_one_site_names_it_and_returns_nothing():
