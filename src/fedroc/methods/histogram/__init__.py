@@ -41,7 +41,7 @@ the tree's noise; a run it stops spends only the counts' budget and gives a resu
 says so, as does a tree whose noise leaves the AUC's interval wider than 0.5.
 
 Parts, as in every method package: :mod:`._site` (what a site computes: leaf counts, the
-two site functions), :mod:`._protocol` (checked options and the round of trees),
+site functions), :mod:`._protocol` (checked options, the rounds of class counts and trees),
 :mod:`._tree` (consistency, noise propagation, quantiles), :mod:`._curves` (ECDFs and
 curves, their errors), :mod:`._dp` (statistics with their noise), :mod:`._result`,
 :mod:`.baselines` (the paper's exact-quantile and DP-ECDF baselines) and
