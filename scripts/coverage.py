@@ -340,7 +340,7 @@ class Cell:
 
 
 # A site's policy refusing because a class is smaller than its minimum count.
-_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is \d+")
+_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is (below|\d+)")
 
 
 def _group_key(text: str) -> str:

@@ -259,7 +259,7 @@ def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]])
 def calibration_table(
     title: str, curve: CalibrationCurve, noise_sd: Sequence[float] | None = None
 ) -> Table:
-    """The calibration bins; with ``noise_sd`` (from DP counts) each fraction's noise SD."""
+    """Render the calibration bins; with ``noise_sd`` (from DP counts) each fraction's noise SD."""
     rows = []
     for k in range(curve.n_bins):
         close = "]" if k == curve.n_bins - 1 else ")"

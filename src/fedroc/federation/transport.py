@@ -59,7 +59,7 @@ class Transport(ABC):
 
 
 def _site_reason(site: str, exc: BaseException) -> str:
-    """The failure of one site, naming the site once.
+    """Describe the failure of one site, naming the site once.
 
     A site's own refusal already starts ``site 'x' refuses ...``: prefixing the name again
     read ``site 'x': site 'x' refuses ...``.

@@ -186,7 +186,7 @@ _COUNT_SCHEMA = {
 def _noisy_class_counts(
     ctx: SiteContext, args: dict[str, Any], *, n_shares: int, stream: str
 ) -> tuple[dict[str, Any], DPEvent]:
-    """The site's positive and negative counts plus Laplace noise at ``epsilon``.
+    """Release the site's positive and negative counts plus Laplace noise at ``epsilon``.
 
     A row adds 1 to one of the two counts (sensitivity 1). The scores are checked against
     the public range as the tree checks them, so that a site that would refuse the tree

@@ -427,7 +427,7 @@ def _resample_key(
     levels: FloatArray | None,
     replicates: int,
 ) -> bytes:
-    """A digest of the noisy values and the settings: the bagged fit depends on nothing else."""
+    """Digest the noisy values and the settings: the bagged fit depends on nothing else."""
     digest = hashlib.sha256(np.sort(values).astype("<f8").tobytes())
     lv = None if levels is None else [float(v) for v in levels]
     digest.update(repr((float(sigma), tuple(map(float, score_range)), m, lv, replicates)).encode())
@@ -450,7 +450,7 @@ def bagged(
     levels: ArrayLike | None = None,
     replicates: int = DEFAULT_RESAMPLES,
 ) -> tuple[BinMixture, FloatArray]:
-    """The bagged deconvolution: the mean of the refits on resamples of the noisy values.
+    """Bag the deconvolution: return the mean of the refits on resamples of the noisy values.
 
     The maximum-likelihood weights are sparse (a few bins carry the mass, the others
     none), and which bins carry it jumps from sample to sample. Those jumps add variance
