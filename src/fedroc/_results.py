@@ -50,13 +50,13 @@ class ResultMixin:
         return f"{type(self).__name__}({', '.join(parts)})"
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-ready types (NaN as None, arrays as lists)."""
+        """Return the result as JSON-ready types (NaN as None, arrays as lists)."""
         assert dataclasses.is_dataclass(self)
         return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def format_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> str:
-    """A two-column plain-text table used by ``summary()``."""
+    """Format rows of (label, value) as the two-column plain-text table of ``summary()``."""
     lines = [title, "-" * len(title)] if title else []
     items = [(k, _fmt(v)) for k, v in rows]
     width = max((len(k) for k, _ in items), default=0)

@@ -29,7 +29,7 @@ def _name(common_name: str) -> x509.Name:
 
 
 def new_ca(common_name: str, *, days: int) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A self-signed CA certificate and its key, valid for ``days`` days."""
+    """Create a self-signed CA certificate and its key, valid for ``days`` days."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = _name(common_name)
     now = _dt.datetime.now(_dt.UTC)
@@ -81,7 +81,7 @@ def issue_certificate(
     days: int,
     server_only: bool = False,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A certificate signed by the CA, naming ``hosts`` (IP addresses or DNS names).
+    """Issue a certificate signed by the CA, naming ``hosts`` (IP addresses or DNS names).
 
     Without hosts it is a client certificate (mutual TLS). ``server_only`` restricts its
     use to TLS servers (extended key usage serverAuth), as gRPC servers expect.

@@ -98,23 +98,28 @@ class SiteData:
     weight: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
+        """Make the arrays read-only, so that no site function can alter the table."""
         for arr in (self.label, self.score, self.cluster, self.score_b, self.weight):
             if arr is not None:
                 arr.setflags(write=False)
 
     def __repr__(self) -> str:
+        """Show the row counts only: a repr never prints a site's rows."""
         return f"SiteData(n={self.n}, n_pos={self.n_pos})"
 
     @property
     def n(self) -> int:
+        """Number of rows."""
         return int(self.label.size)
 
     @property
     def n_pos(self) -> int:
+        """Number of positive rows."""
         return int(np.count_nonzero(self.label))
 
     @property
     def n_neg(self) -> int:
+        """Number of negative rows."""
         return self.n - self.n_pos
 
     @classmethod
@@ -129,6 +134,35 @@ class SiteData:
         pos_label: Any = None,
         source: str = "the data",
     ) -> SiteData:
+        """Validate arrays of labels and scores into a site's rows.
+
+        Parameters
+        ----------
+        label : array-like of shape (n,)
+            Binary labels ({0, 1}, {-1, 1}, booleans, or two values with ``pos_label``).
+        score : array-like of shape (n,)
+            Finite scores, higher means more likely positive.
+        cluster : array-like of shape (n,), optional
+            Cluster (e.g. patient) id of each row.
+        score_b : array-like of shape (n,), optional
+            A second model's score of the same rows.
+        weight : array-like of shape (n,), optional
+            Finite, non-negative sample weights.
+        pos_label : optional
+            The positive class.
+        source : str, default "the data"
+            How error messages name the data (a file, a site).
+
+        Returns
+        -------
+        SiteData
+
+        Raises
+        ------
+        InputError
+            On labels that are not binary, non-finite scores or weights, arrays of different
+            lengths, or no rows.
+        """
         y = check_labels(np.asarray(label), pos_label=pos_label, name=f"label of {source}")
         s = check_scores(np.asarray(score), name=f"score of {source}")
         if y.size != s.size:
@@ -155,6 +189,25 @@ class SiteData:
         pos_label: Any = None,
         source: str = "the data frame",
     ) -> SiteData:
+        """Validate the label, score and optional columns of a data frame.
+
+        Parameters
+        ----------
+        frame : DataFrame
+            The table.
+        columns : Columns, optional
+            Which columns hold what (default: ``label`` and ``score``).
+        pos_label : optional
+            The positive class.
+        source : str, default "the data frame"
+            How error messages name the data.
+
+        Raises
+        ------
+        InputError
+            On a missing column (the message lists the available ones), a missing value, or
+            what :meth:`from_arrays` refuses.
+        """
         label = _column(frame, columns.label, "label", source).to_numpy()
         score = _column(frame, columns.score, "score", source).to_numpy()
         cluster = (
@@ -191,5 +244,9 @@ class SiteData:
         pos_label: Any = None,
         site: str | None = None,
     ) -> SiteData:
+        """Read and validate a site's CSV or Parquet file (see :func:`load_table`).
+
+        ``site`` names the site in error messages, with the file.
+        """
         source = f"file {str(path)!r}" if site is None else f"site {site!r} (file {str(path)!r})"
         return cls.from_frame(load_table(path), columns, pos_label=pos_label, source=source)

@@ -63,7 +63,7 @@ _WIRE_TYPES: dict[str, type[FedrocError]] = {
 
 
 def error_to_dict(exc: BaseException) -> dict[str, str | None]:
-    """The wire form of an error: ``{"type", "message", "site", "function"}``.
+    """Describe an error in its wire form: ``{"type", "message", "site", "function"}``.
 
     Parameters
     ----------
@@ -97,7 +97,7 @@ def error_to_dict(exc: BaseException) -> dict[str, str | None]:
 def error_from_dict(
     info: dict[str, object], *, site: str | None = None, fallback: str = "SiteError"
 ) -> FedrocError:
-    """The exception :func:`error_to_dict` describes.
+    """Rebuild the exception :func:`error_to_dict` describes.
 
     Parameters
     ----------

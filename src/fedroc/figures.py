@@ -37,6 +37,20 @@ FigureFn = Callable[..., Path]
 
 @dataclass(frozen=True)
 class PaperFigure:
+    """A registered figure of a paper and the function that draws it.
+
+    Attributes
+    ----------
+    paper : int
+        The paper's number (1-5, as in :data:`PAPERS`).
+    figure : str
+        The figure as the paper numbers it: ``"4"``, ``"6 and 8"``, ``"Table 1"``.
+    title : str
+        What the figure shows.
+    make : callable
+        ``make(path, *, quick, seed) -> Path`` writes the PNG (see :func:`paper_figure`).
+    """
+
     paper: int
     figure: str  # as the paper numbers it: "4", "6 and 8", "Table 1"
     title: str
@@ -44,6 +58,7 @@ class PaperFigure:
 
     @property
     def filename(self) -> str:
+        """File name of the PNG, e.g. ``paper1_figure4.png`` or ``paper5_figure6+8.png``."""
         tag = self.figure.lower().replace(" ", "").replace("and", "+")
         return f"paper{self.paper}_figure{tag}.png"
 
@@ -69,7 +84,7 @@ def paper_figure(paper: int, figure: str, title: str) -> Callable[[FigureFn], Fi
 
 
 def paper_figures(paper: int) -> list[PaperFigure]:
-    """The registered figures of one paper, in the paper's order."""
+    """Return the registered figures of one paper, in the order their modules register them."""
     if paper not in PAPERS:
         raise InputError(f"--paper must be one of {sorted(PAPERS)}; got {paper!r}")
     for module in FIGURE_MODULES[paper]:

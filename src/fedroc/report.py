@@ -99,7 +99,7 @@ _WORDS = {
 
 
 def human_label(key: str) -> str:
-    """A reader's label for a result key: ``auc_se`` -> "Standard error of the AUC"."""
+    """Turn a result key into a reader's label: ``auc_se`` -> "Standard error of the AUC"."""
     if key in LABELS:
         return LABELS[key]
     words = [_WORDS.get(w, w) for w in key.split("_") if w]
@@ -282,26 +282,34 @@ class Report:
         self._open = False
 
     def start_section(self, ident: str, heading: str) -> None:
-        """A ``<section id=ident>`` with an ``<h2>``; the next parts go inside it."""
+        """Open a ``<section id=ident>`` with an ``<h2>``; the next parts go inside it."""
         self.end_section()
         self._parts.append(f'<section id="{html.escape(ident)}"><h2>{html.escape(heading)}</h2>')
         self._open = True
 
     def end_section(self) -> None:
+        """Close the open section, if any."""
         if self._open:
             self._parts.append("</section>")
             self._open = False
 
     def add_heading(self, text: str) -> None:
+        """Append an ``<h2>`` heading (text escaped)."""
         self._parts.append(f"<h2>{html.escape(text)}</h2>")
 
     def add_text(self, text: str, cls: str | None = None) -> None:
+        """Append a paragraph (text escaped), with an optional CSS class such as ``"note"``."""
         attr = f' class="{html.escape(cls)}"' if cls else ""
         self._parts.append(f"<p{attr}>{html.escape(text)}</p>")
 
     def add_table(
         self, header: Sequence[str], rows: Sequence[Sequence[Any]], cls: str | None = None
     ) -> None:
+        """Append a table: one header row, then one row per sequence of cells.
+
+        Cells are formatted for readers: None and NaN as "-", booleans as yes/no, floats with four
+        decimals (small ones with three significant digits), pairs as ``[low, high]``.
+        """
         head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
         body = "".join(
             "<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in row) + "</tr>"
@@ -313,6 +321,7 @@ class Report:
         )
 
     def add_figure(self, fig: Any, caption: str = "") -> None:
+        """Append a matplotlib figure as an inline PNG with a caption, and close the figure."""
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=110)
         _matplotlib().close(fig)
@@ -323,6 +332,7 @@ class Report:
         )
 
     def render(self) -> str:
+        """Return the whole document as one HTML string (closing an open section)."""
         self.end_section()
         style = (
             "body{font-family:sans-serif;max-width:62em;margin:2em auto;color:#222}"
@@ -340,6 +350,7 @@ class Report:
         )
 
     def write(self, path: str | Path) -> Path:
+        """Write the document to ``path`` atomically and return the path."""
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
@@ -379,6 +390,7 @@ class Provenance:
 
     @staticmethod
     def now() -> str:
+        """Return the current UTC time in ISO 8601, to the second."""
         from datetime import datetime
 
         return datetime.now(UTC).isoformat(timespec="seconds")
@@ -404,7 +416,7 @@ def evaluation_report(
     seed: int | None = None,
     title: str | None = None,
 ) -> Report:
-    """The report of one evaluation.
+    """Build the HTML report of one evaluation (tables, curves, provenance).
 
     Parameters
     ----------

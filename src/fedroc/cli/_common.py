@@ -45,7 +45,7 @@ COMMAND_LINE: list[str] = []
 
 
 def command_line() -> str:
-    """The running command as a shell line (``fedroc evaluate ...``)."""
+    """Return the running command as a shell line (``fedroc evaluate ...``)."""
     import shlex
 
     return "fedroc " + shlex.join(COMMAND_LINE or sys.argv[1:])
@@ -128,7 +128,7 @@ def needs_extra(extra: str, command: str) -> Callable[[F], F]:
 
 
 def missing_extra(exc: ImportError) -> MissingExtraError | None:
-    """The extra an ImportError asks for, or None when it is not about an optional extra."""
+    """Name the optional extra an ImportError asks for, or None when it is about no extra."""
     name = exc.name or ""
     top = name.partition(".")[0]
     if top not in EXTRA_MODULES:
@@ -256,12 +256,22 @@ def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]])
     return table
 
 
-def calibration_table(title: str, curve: CalibrationCurve) -> Table:
+def calibration_table(
+    title: str, curve: CalibrationCurve, noise_sd: Sequence[float] | None = None
+) -> Table:
+    """Render the calibration bins; with ``noise_sd`` (from DP counts) each fraction's noise SD."""
     rows = []
     for k in range(curve.n_bins):
         close = "]" if k == curve.n_bins - 1 else ")"
         label = f"[{curve.edges[k]:.1f}, {curve.edges[k + 1]:.1f}{close}"
-        note = "withheld at a site" if curve.suppressed[k] else ""
+        if noise_sd is None:
+            note = "withheld at a site" if curve.suppressed[k] else ""
+        else:  # under DP a bin is withheld for its noise, never at a site
+            note = (
+                "withheld: noisy count within 3 noise SDs of 0"
+                if curve.suppressed[k]
+                else f"noise SD {float(noise_sd[k]):.3f}"
+            )
         rows.append(
             (label, int(curve.count[k]), curve.mean_predicted[k], curve.observed_fraction[k], note)
         )
@@ -269,7 +279,7 @@ def calibration_table(title: str, curve: CalibrationCurve) -> Table:
 
 
 def operating_points_table(points: Sequence[dict[str, Any]], level: str) -> Table:
-    """The ``operating_points`` of a result: one row per point, CIs where released."""
+    """Tabulate a result's ``operating_points``: one row per point, CIs where released."""
 
     def cell(point: dict[str, Any], name: str) -> str:
         value, ci = point.get(name), point.get(f"{name}_ci")

@@ -64,7 +64,7 @@ def clustered(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Population and personalized AUCs with their joint CI and equality test (paper 3)."""
+    """Estimate population and personalized AUCs, their joint CI and equality test (paper 3)."""
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
     from fedroc.data import Columns, SiteData, load_table
     from fedroc.methods.clustered import ClusteredAUCWarning, clustered_auc, obuchowski_auc

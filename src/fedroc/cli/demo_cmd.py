@@ -21,6 +21,23 @@ from fedroc.cli._common import (
 
 
 def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
+    """Run ``fedroc demo``'s computation: five synthetic sites, every method, the reference.
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the synthetic data and of the methods' statistical randomness.
+    audit_dir : Path
+        Where the simulated sites write their audit logs and privacy ledgers.
+
+    Returns
+    -------
+    dict
+        ``sites`` (rows per site), ``site_rows``, ``reference`` (the pooled result),
+        ``methods`` (one result per private method), ``statistics`` (distributed mean,
+        variance and Brier score beside their pooled values), ``calibration``,
+        ``pooled_calibration`` and ``use_cases`` (real-data cases whose packages are installed).
+    """
     from fedroc.cli.evaluate_cmd import build_federation
     from fedroc.data import Columns, SiteData
     from fedroc.datasets import make_multisite

@@ -45,6 +45,19 @@ def build_federation(
     audit_dir: Path | None,
     mpc_owner_keys: Path | None = None,
 ) -> Federation:
+    """Build an in-process federation of the command line's sites.
+
+    Parameters
+    ----------
+    data : dict of str to SiteData
+        Each site's validated rows.
+    min_count : int
+        Every site's minimum cell count q.
+    audit_dir : Path or None
+        Where each site writes ``NAME.jsonl`` (and its ledger); None keeps them in memory.
+    mpc_owner_keys : Path, optional
+        Folder of the sites' MPC owner keys (``owner-NAME.key``), for ``--method mpc``.
+    """
     from fedroc.federation import Federation, Site
     from fedroc.privacy import DisclosurePolicy
 
@@ -101,7 +114,7 @@ _NO_WEIGHTS = {
 
 
 def check_weights(method: str, column: str | None) -> dict[str, Any]:
-    """The method option of --sample-weight; refused where the method takes no weights."""
+    """Map --sample-weight to the method's option; refuse it where the method takes no weights."""
     from fedroc.methods import get_method
 
     if column is None:
@@ -130,7 +143,7 @@ def ask_options(
     youden: bool,
     compare_score: str | None,
 ) -> dict[str, Any]:
-    """The method keywords of the options beyond the AUC that were given.
+    """Collect the method keywords of the options beyond the AUC that were given.
 
     The methods check their ranges.
     """
@@ -149,6 +162,7 @@ def ask_options(
 
 
 def render_result(result: EvaluationResult) -> None:
+    """Print a result as tables: sites, the estimates, then comparison, points, calibration."""
     out.print(grid_table("Sites", ["site", "n"], [(s["name"], s["n"]) for s in result.sites]))
     level = f"{result.confidence_level:.0%}"
     rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
@@ -197,7 +211,7 @@ def render_result(result: EvaluationResult) -> None:
         out.print(operating_points_table(points, level))
     cal = result.extra.get("calibration")
     if cal is not None:
-        out.print(calibration_table("Calibration", cal))
+        out.print(calibration_table("Calibration", cal, result.extra.get("calibration_noise_sd")))
 
 
 def write_report(
@@ -209,7 +223,7 @@ def write_report(
     audit_dir: Path | None = None,
     seed: int | None = None,
 ) -> Path:
-    """The HTML report of one result (fedroc.report.evaluation_report).
+    """Write the HTML report of one result (fedroc.report.evaluation_report).
 
     Per-site figures come from ``site_data`` only for the pooled method: it holds the rows;
     a private method's report shows what its result released about each site.
@@ -261,7 +275,7 @@ def provenance(
     options: dict[str, Any],
     seed: int | None,
 ) -> Any:
-    """The report's provenance of this command line."""
+    """Describe this command line for the report's provenance block."""
     from fedroc import __version__
     from fedroc.report import Provenance
 
@@ -304,7 +318,7 @@ def _federation_from_file(
     cluster: str | None = None,
     score_b: str | None = None,
 ) -> Federation:
-    """The --sites federation, with the options given on the command line winning."""
+    """Build the --sites federation, the options given on the command line winning."""
     from fedroc.federation import Federation
 
     columns = {
@@ -435,7 +449,8 @@ def evaluate_command(
     bootstrap: Annotated[
         int | None,
         typer.Option(
-            help="rocglm: resamples of the noisy negatives for the CI (default 50); pooled: "
+            help="rocglm: resamples of the noisy negatives the deconvolution is bagged over "
+            "and the CI's noise part comes from (default 50, at most 500); pooled: "
             "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
         ),
     ] = None,

@@ -36,6 +36,13 @@ def metrics_dict(
     bootstrap: int | None = None,
     seed: int | None = None,
 ) -> dict[str, Any]:
+    """Compute the JSON object of ``fedroc metrics`` (keys in DESIGN.md) from pooled rows.
+
+    ``average_precision``, ``pr_auc`` and ``brier`` are None where the rows do not define them
+    (no positive, one class, scores outside [0, 1]); the AUC and its intervals are NaN with one
+    class. The optional keyword arguments add ``partial_auc``, ``auc_ci_bootstrap`` and
+    ``operating_points``; a second score (``data.score_b``) adds the paired ``comparison``.
+    """
     import numpy as np
 
     from fedroc.methods._asks import (

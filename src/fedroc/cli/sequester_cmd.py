@@ -257,7 +257,7 @@ def serve_command(
 
 
 def _admin_token(path: Path | None) -> str:
-    """The custodian token: from a file, else the environment, else a new one (printed)."""
+    """Read the custodian token: from a file, else the environment, else a new one (printed)."""
     if path is not None:
         try:
             token = path.read_text(encoding="utf-8").strip()

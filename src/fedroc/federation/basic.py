@@ -61,16 +61,15 @@ def _values(ctx: SiteContext, args: Record) -> np.ndarray:
 
 
 def site_probabilities(ctx: SiteContext) -> np.ndarray:
-    """The site's scores, refusing if any lies outside [0, 1].
+    """Return the site's scores, refusing if any lies outside [0, 1].
 
-    The message travels to the analyst, so it states how many scores are out of range and
-    nothing about any one row (no value, no index).
+    The message travels to the analyst, so it states the cause and no number computed
+    from the rows (no count, no value, no index).
     """
     s = ctx.data.score
-    outside = int(np.count_nonzero((s < 0.0) | (s > 1.0)))
-    if outside:
+    if ((s < 0.0) | (s > 1.0)).any():
         raise InputError(
-            f"{outside} score(s) of site {ctx.site!r} lie outside [0, 1]; the Brier score and "
+            f"scores of site {ctx.site!r} lie outside [0, 1]; the Brier score and "
             "calibration need probabilities"
         )
     return s
@@ -153,6 +152,7 @@ class DistributedMoments(ResultMixin):
     n: int
 
     def summary(self) -> str:
+        """Format n, mean and variance as a table."""
         return format_table(
             [("n", self.n), ("mean", self.mean), ("variance", self.variance)],
             title="Distributed moments",
@@ -160,7 +160,7 @@ class DistributedMoments(ResultMixin):
 
 
 def site_sizes(federation: Federation) -> dict[str, int]:
-    """Number of rows at each site."""
+    """Ask every site for its number of rows."""
     return {name: int(r["n"]) for name, r in federation.call(FN_INFO).items()}
 
 
@@ -208,6 +208,7 @@ class SiteCalibration(ResultMixin):
     suppressed_by_site: dict[str, list[int]]
 
     def summary(self) -> str:
+        """Format the curve's table and, per site, the bins it withheld."""
         lines = [self.curve.summary()]
         withheld = {s: b for s, b in self.suppressed_by_site.items() if b}
         if withheld:

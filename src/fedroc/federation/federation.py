@@ -13,6 +13,7 @@ from fedroc._results import ResultMixin, jsonable
 from fedroc.data import Columns
 from fedroc.exceptions import InputError
 from fedroc.federation.records import Record, check_record
+from fedroc.federation.roster import SiteIdentity, load_identity, provide_identities
 from fedroc.federation.site import AuditLog, Site, split_meta
 from fedroc.federation.transport import InProcessTransport, Transport
 from fedroc.privacy.ledger import DPEvent
@@ -67,6 +68,7 @@ class Released(ResultMixin):
     notes: list[str] = field(default_factory=list)
 
     def with_notes(self, *notes: str) -> Released:
+        """Return a copy with ``notes`` appended to the method-specific remarks."""
         return Released(
             self.rounds,
             self.functions,
@@ -81,6 +83,7 @@ class Released(ResultMixin):
 
     @classmethod
     def from_calls(cls, calls: Sequence[CallRecord]) -> Released:
+        """Sum up a transcript of calls: rounds, bytes, reply kinds and privacy spent per site."""
         functions: list[str] = []
         received: dict[str, int] = {}
         sent: dict[str, int] = {}
@@ -133,19 +136,24 @@ class Federation:
             raise InputError("a federation needs at least one site")
 
     def __repr__(self) -> str:
+        """Show the site names and the transport's type."""
         return f"Federation(sites={self.site_names}, transport={type(self.transport).__name__})"
 
     def __enter__(self) -> Federation:
+        """Return the federation, so that ``with`` closes its transport at the end."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the transport (see :meth:`close`)."""
         self.close()
 
     def close(self) -> None:
+        """Close the transport: its connections, servers or processes."""
         self.transport.close()
 
     @property
     def site_names(self) -> list[str]:
+        """Names of the sites, in the transport's order."""
         return self.transport.site_names
 
     # -- calls ---------------------------------------------------------------------------
@@ -194,12 +202,22 @@ class Federation:
         return len(self.transcript)
 
     def released(self, since: int = 0) -> Released:
+        """Summarise what left the sites in the calls since ``since`` (see :meth:`mark`)."""
         return Released.from_calls(self.transcript[since:])
 
     # -- construction --------------------------------------------------------------------
     @classmethod
     def from_sites(cls, sites: Iterable[Site], **kwargs: Any) -> Federation:
-        return cls(InProcessTransport(sites), **kwargs)
+        """Build an in-process federation of ``sites`` (names must be unique).
+
+        A site without an identity (signing key and roster, :mod:`fedroc.federation.roster`)
+        gets one here, with a roster of this federation's sites, so that secure aggregation
+        runs among them; a site that has one keeps it and aggregates only with its roster.
+        """
+        sites = list(sites)
+        transport = InProcessTransport(sites)
+        provide_identities(sites)
+        return cls(transport, **kwargs)
 
     @classmethod
     def from_frames(
@@ -299,6 +317,12 @@ class Federation:
             [sites.north.policy]
             min_count = 10
             epsilon_limit = 10.0
+            # secagg_key = "keys/north.key"   # the site's Ed25519 signing key (PEM) and
+            # roster = "roster.toml"          # the peers it aggregates with (also top-level)
+
+        Without ``secagg_key`` and ``roster`` a site gets a signing key and a roster of this
+        file's sites when the federation is built
+        (:func:`~fedroc.federation.roster.provide_identities`).
         """
         config_path = Path(path)
         try:
@@ -330,7 +354,8 @@ class Federation:
                 {**config.get("policy", {}), **cfg.get("policy", {}), **(policy or {})}
             )
             audit = cfg.get("audit")
-            unknown = sorted(set(cfg) - {"path", "columns", "policy", "audit", "noise_seed"})
+            known = {"path", "columns", "policy", "audit", "noise_seed", "secagg_key", "roster"}
+            unknown = sorted(set(cfg) - known)
             if unknown:
                 raise InputError(
                     f"site {name!r} in {str(config_path)!r} has unknown key(s) {unknown}"
@@ -346,9 +371,25 @@ class Federation:
                     policy=site_policy,
                     audit=None if audit is None else AuditLog(base / audit),
                     noise_seed=cfg.get("noise_seed"),
+                    identity=_toml_identity(name, cfg, config, base, config_path),
                 )
             )
         return cls.from_sites(sites, **kwargs)
+
+
+def _toml_identity(
+    name: str, cfg: Mapping[str, Any], config: Mapping[str, Any], base: Path, path: Path
+) -> SiteIdentity | None:
+    """Return a TOML site's signing key and roster, when the file configures them."""
+    key, roster = cfg.get("secagg_key"), cfg.get("roster", config.get("roster"))
+    if key is None and roster is None:
+        return None
+    if key is None or roster is None:
+        raise InputError(
+            f"site {name!r} in {str(path)!r}: give both 'secagg_key' (its signing key) and "
+            "'roster' (the peers it aggregates with), or neither"
+        )
+    return load_identity(name, base / str(key), base / str(roster))
 
 
 def _audit_path(audit_dir: str | Path | None, name: str) -> Path | None:

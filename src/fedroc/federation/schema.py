@@ -85,12 +85,19 @@ class Field:
 
     @property
     def required(self) -> bool:
+        """Whether the argument must be given (the field has no default)."""
         return self.default is _MISSING
 
     def check(self, value: Any) -> Any:  # pragma: no cover - abstract
+        """Return ``value`` as the site function should see it, or refuse it.
+
+        Each field raises the module's internal ``_Invalid`` with the reason;
+        :func:`check_arguments` turns it into an :class:`ArgumentRefused` naming the argument.
+        """
         raise NotImplementedError
 
     def describe(self) -> str:  # pragma: no cover - abstract
+        """Describe the accepted values for a refusal message (``"integer in [2, 100]"``)."""
         raise NotImplementedError
 
 
@@ -110,6 +117,21 @@ def _in_bounds(number: float, lo: float | None, hi: float | None, shown: Any) ->
 
 @dataclass(frozen=True)
 class Int(Field):
+    """An integer in ``[lo, hi]`` (either bound may be None).
+
+    Integral floats (``3.0``) are accepted and returned as ``int``; booleans are refused.
+
+    Parameters
+    ----------
+    lo, hi : int, optional
+        Inclusive bounds.
+    default : optional
+        Makes the argument optional.
+    bind : bool, default False
+        Accept one value over the site's lifetime for releases in the clear (see
+        :class:`Field`).
+    """
+
     lo: int | None = None
     hi: int | None = None
 
@@ -127,6 +149,7 @@ class Int(Field):
         object.__setattr__(self, "bind", bind)
 
     def check(self, value: Any) -> int:
+        """Return ``value`` as a Python ``int`` if it is an integer within the bounds."""
         number = _number(value, "an integer")
         if number != int(number):
             raise _Invalid(f"must be an integer; got {_show(value)}")
@@ -134,11 +157,24 @@ class Int(Field):
         return int(number)
 
     def describe(self) -> str:
+        """Describe the bounds (``"integer in [lo, hi]"``)."""
         return f"integer in [{self.lo}, {self.hi}]"
 
 
 @dataclass(frozen=True)
 class Float(Field):
+    """A finite number in ``[lo, hi]``, or ``(lo, hi]`` with ``open_lo``.
+
+    Parameters
+    ----------
+    lo, hi : float, optional
+        Bounds (inclusive unless ``open_lo``).
+    open_lo : bool, default False
+        Exclude ``lo`` itself (for a scale or an epsilon that must be positive).
+    default : optional
+        Makes the argument optional.
+    """
+
     lo: float | None = None
     hi: float | None = None
     open_lo: bool = False
@@ -157,6 +193,7 @@ class Float(Field):
         object.__setattr__(self, "default", default)
 
     def check(self, value: Any) -> float:
+        """Return ``value`` as a Python ``float`` if it is finite and within the bounds."""
         number = _number(value, "a number")
         _in_bounds(number, self.lo, self.hi, value)
         if self.open_lo and self.lo is not None and number <= self.lo:
@@ -164,22 +201,40 @@ class Float(Field):
         return number
 
     def describe(self) -> str:
+        """Describe the interval of accepted numbers."""
         return f"finite number in {'(' if self.open_lo else '['}{self.lo}, {self.hi}]"
 
 
 @dataclass(frozen=True)
 class Bool(Field):
+    """A boolean (``True``/``False`` or a numpy bool; numbers are refused)."""
+
     def check(self, value: Any) -> bool:
+        """Return ``value`` as a Python ``bool`` if it is one."""
         if not isinstance(value, (bool, np.bool_)):
             raise _Invalid(f"must be true or false; got {_show(value)}")
         return bool(value)
 
     def describe(self) -> str:
+        """Return ``"boolean"``."""
         return "boolean"
 
 
 @dataclass(frozen=True)
 class Choice(Field):
+    """One of a fixed set of values.
+
+    Parameters
+    ----------
+    *options
+        The accepted values (booleans are always refused, even where ``True == 1``).
+    default : optional
+        Makes the argument optional.
+    bind : bool, default False
+        Accept one value over the site's lifetime for releases in the clear (see
+        :class:`Field`).
+    """
+
     options: tuple[Any, ...] = ()
 
     def __init__(self, *options: Any, default: Any = _MISSING, bind: bool = False):
@@ -188,16 +243,29 @@ class Choice(Field):
         object.__setattr__(self, "bind", bind)
 
     def check(self, value: Any) -> Any:
+        """Return ``value`` if it is one of the options."""
         if isinstance(value, bool) or value not in self.options:
             raise _Invalid(f"must be one of {list(self.options)}; got {_show(value)}")
         return value
 
     def describe(self) -> str:
+        """List the options."""
         return f"one of {list(self.options)}"
 
 
 @dataclass(frozen=True)
 class Text(Field):
+    """A string of at most ``max_length`` characters, optionally from an ``alphabet``.
+
+    Parameters
+    ----------
+    max_length : int, default 256
+    alphabet : str, optional
+        The only characters allowed.
+    default : optional
+        Makes the argument optional.
+    """
+
     max_length: int = 256
     alphabet: str | None = None
 
@@ -207,6 +275,7 @@ class Text(Field):
         object.__setattr__(self, "default", default)
 
     def check(self, value: Any) -> str:
+        """Return ``value`` if it is a string within the length and the alphabet."""
         if not isinstance(value, str):
             raise _Invalid(f"must be a string; got {_show(value)}")
         if len(value) > self.max_length:
@@ -216,11 +285,14 @@ class Text(Field):
         return value
 
     def describe(self) -> str:
+        """Describe the longest string accepted."""
         return f"string of at most {self.max_length} characters"
 
 
 @dataclass(frozen=True)
 class Bytes(Field):
+    """A ``bytes`` (or ``bytearray``) value of at most ``max_length`` bytes (1 MiB default)."""
+
     max_length: int = 1 << 20
 
     def __init__(self, max_length: int = 1 << 20, *, default: Any = _MISSING):
@@ -228,6 +300,7 @@ class Bytes(Field):
         object.__setattr__(self, "default", default)
 
     def check(self, value: Any) -> bytes:
+        """Return ``value`` as ``bytes`` if it is bytes within the length."""
         if not isinstance(value, (bytes, bytearray)):
             raise _Invalid(f"must be bytes; got {type(value).__name__}")
         if len(value) > self.max_length:
@@ -235,12 +308,21 @@ class Bytes(Field):
         return bytes(value)
 
     def describe(self) -> str:
+        """Describe the largest value accepted."""
         return f"at most {self.max_length} bytes"
 
 
 @dataclass(frozen=True)
 class Names(Field):
-    """A list of distinct short strings (site names, ...)."""
+    """A list of distinct short strings (site names, ...).
+
+    Parameters
+    ----------
+    max_items : int, default 1024
+        Most names the list may hold; each name has at most 256 characters.
+    default : optional
+        Makes the argument optional.
+    """
 
     max_items: int = 1024
 
@@ -249,6 +331,10 @@ class Names(Field):
         object.__setattr__(self, "default", default)
 
     def check(self, value: Any) -> list[str]:
+        """Return ``value`` as a list if it holds at most ``max_items`` distinct strings.
+
+        Each name may have at most 256 characters.
+        """
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise _Invalid(f"must be a list of strings; got {_show(value)}")
         if len(value) > self.max_items:
@@ -260,6 +346,7 @@ class Names(Field):
         return list(value)
 
     def describe(self) -> str:
+        """Describe the longest list accepted."""
         return f"list of at most {self.max_items} distinct names"
 
 
@@ -321,6 +408,20 @@ class _Array(Field):
 
 
 class FloatArray(_Array):
+    """A numeric array, returned as contiguous float64, every value finite.
+
+    Parameters
+    ----------
+    shape : tuple of (int, Bound or None), default ``(None,)``
+        One entry per dimension: an exact length, a :class:`Bound`, or None for any length.
+    lo, hi : float, optional
+        Inclusive bounds on every value.
+    max_size : int, default ``2**26``
+        Most values the array may hold.
+    default : optional
+        Makes the argument optional.
+    """
+
     def __init__(
         self,
         shape: tuple[Dim, ...] = (None,),
@@ -334,6 +435,12 @@ class FloatArray(_Array):
 
 
 class IntArray(_Array):
+    """A numeric array of integers, returned as contiguous int64.
+
+    Floats are accepted only when every value is integral. Parameters as :class:`FloatArray`,
+    with integer bounds.
+    """
+
     def __init__(
         self,
         shape: tuple[Dim, ...] = (None,),

@@ -54,6 +54,7 @@ from fedroc._results import jsonable
 from fedroc.data import Columns, SiteData
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.records import Record, check_record
+from fedroc.federation.roster import SiteIdentity
 from fedroc.federation.schema import ArgumentRefused, Schema, check_arguments
 from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for
 from fedroc.privacy.policy import DisclosurePolicy, ReleaseKind
@@ -109,7 +110,9 @@ class SiteContext:
     aggregation: the sites of the session, and the number of shares to split DP noise into
     (the session's threshold: no sum of fewer inputs can be unmasked, so any sum the
     analyst sees holds at least one full draw). Both come from the protocol as checked by
-    the site, never from an argument of the function.
+    the site, never from an argument of the function. ``identity`` is the site's signing key
+    and its operator's roster of peers (:mod:`fedroc.federation.roster`), with which it
+    authenticates the other members of a secure aggregation.
     """
 
     site: str
@@ -121,9 +124,10 @@ class SiteContext:
     noise_seed: int | None = None
     sites: tuple[str, ...] | None = None
     noise_shares: int = 1
+    identity: SiteIdentity | None = None
 
     def noise_rng(self, stream: str) -> np.random.Generator | None:
-        """The generator for this site's DP noise, or None for the production samplers.
+        """Return the generator for this site's DP noise, or None for the production samplers.
 
         None (no ``noise_seed`` in the site's configuration) tells the mechanisms of
         :mod:`fedroc.privacy` to draw from OpenDP or the operating system. With a
@@ -185,7 +189,8 @@ def site_function(
 def _spec(name: str) -> _Spec:
     if name not in _REGISTRY:
         # The foundation's own site functions (this layer's) are always served; those of
-        # higher layers are registered by importing them (or the application, fedroc.apps.application).
+        # higher layers are registered by importing them (or the application,
+        # fedroc.apps.application).
         import fedroc.federation.basic  # noqa: F401
     try:
         return _REGISTRY[name]
@@ -194,11 +199,18 @@ def _spec(name: str) -> _Spec:
 
 
 def get_site_function(name: str) -> SiteFn:
+    """Return the function registered as ``name``.
+
+    Raises
+    ------
+    InputError
+        When no site function of that name is registered.
+    """
     return _spec(name).fn
 
 
 def site_function_schema(name: str) -> Schema:
-    """The arguments a site function accepts (its declared schema)."""
+    """Return the arguments a site function accepts (its declared schema)."""
     return _spec(name).schema
 
 
@@ -213,7 +225,7 @@ def aggregate_input(ctx: SiteContext, name: str, args: Mapping[str, Any]) -> Rep
 
 
 def registered_site_functions() -> list[str]:
-    """The names of the site functions registered in this process."""
+    """List the names of the site functions registered in this process."""
     return sorted(_REGISTRY)
 
 
@@ -260,6 +272,17 @@ class AuditLog:
         return jsonable(value)
 
     def append(self, entry: Mapping[str, Any], released: Mapping[str, Any] | None = None) -> None:
+        """Append one entry with the values it released (a file log flushes it to disk).
+
+        Parameters
+        ----------
+        entry : mapping
+            What happened (site, function, requester, outcome, ...); a sequence number and the
+            UTC time are added.
+        released : mapping, optional
+            The released values. Arrays of more than 4096 elements are written to a blob file
+            (in-memory logs keep a copy) and recorded by shape, dtype and SHA-256; bytes as hex.
+        """
         with self._lock:
             seq = self._seq
             self._seq += 1
@@ -278,6 +301,7 @@ class AuditLog:
                 os.fsync(fh.fileno())
 
     def entries(self) -> list[dict[str, Any]]:
+        """Return every entry logged so far, oldest first (read from the file if there is one)."""
         if self.path is None:
             return list(self._memory)
         if not self.path.exists():
@@ -330,7 +354,7 @@ Mod = Callable[[Call, Handler], Reply]
 
 
 def _run(call: Call) -> Reply:
-    """The innermost handler: the site function itself."""
+    """Run the site function itself: the innermost handler of every chain of mods."""
     reply = _spec(call.function).fn(call.ctx, dict(call.args))
     if not isinstance(reply, Reply):
         raise TypeError(
@@ -373,7 +397,7 @@ def audit_mod(call: Call, next_handler: Handler) -> Reply:
 
 
 def _release_mod(refused: Release, reason: str) -> Mod:
-    """A mod refusing functions the policy does not allow, or registered as ``refused``."""
+    """Make a mod that refuses functions the policy does not allow, or registered as ``refused``."""
 
     def mod(call: Call, next_handler: Handler) -> Reply:
         call.ctx.policy.check_function(call.ctx.site, call.function)
@@ -417,7 +441,7 @@ def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -
 
 
 def _bound(call: Call) -> dict[str, Any]:
-    """The ledger keys and values of the call's arguments declared ``bind``."""
+    """Return the ledger keys and values of the call's arguments declared ``bind``."""
     return {
         f"argument:{call.function}:{key}": call.args[key]
         for key, fld in _spec(call.function).schema.items()
@@ -505,6 +529,11 @@ class Site:
         Seed of the site's DP noise, for reproducible simulations and tests only. It is
         part of the site's own configuration; without it the noise comes from OpenDP's
         samplers and the operating system's entropy.
+    identity : SiteIdentity, optional
+        The site's signing key and its operator's roster of the sites it aggregates with
+        (:mod:`fedroc.federation.roster`). A site without one refuses secure aggregation;
+        an in-process federation gives its sites one when it is built
+        (:meth:`Federation.from_sites`).
     """
 
     def __init__(
@@ -516,6 +545,7 @@ class Site:
         audit: AuditLog | str | Path | None = None,
         ledger: BudgetLedger | str | Path | None = None,
         noise_seed: int | None = None,
+        identity: SiteIdentity | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise InputError(f"a site needs a non-empty name; got {name!r}")
@@ -534,10 +564,14 @@ class Site:
         else:
             self.ledger = BudgetLedger()
         self.noise_seed = None if noise_seed is None else int(noise_seed)
+        if identity is not None and identity.name != name:
+            raise InputError(f"site {name!r} was given the identity of site {identity.name!r}")
+        self.identity = identity
         self.state: dict[str, Record] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
+        """Show the name, the row count and q; never the rows."""
         return f"Site({self.name!r}, n={self._data.n}, min_count={self.policy.min_count})"
 
     @classmethod
@@ -552,6 +586,10 @@ class Site:
         audit: AuditLog | str | Path | None = None,
         **kwargs: Any,
     ) -> Site:
+        """Build a site from a data frame (see :meth:`fedroc.data.SiteData.from_frame`).
+
+        The remaining keywords (``ledger``, ``noise_seed``, ``identity``) go to :class:`Site`.
+        """
         data = SiteData.from_frame(frame, columns, pos_label=pos_label, source=f"site {name!r}")
         return cls(name, data, policy=policy, audit=audit, **kwargs)
 
@@ -567,11 +605,15 @@ class Site:
         audit: AuditLog | str | Path | None = None,
         **kwargs: Any,
     ) -> Site:
+        """Build a site from a CSV or Parquet file (see :meth:`fedroc.data.SiteData.from_file`).
+
+        The remaining keywords (``ledger``, ``noise_seed``, ``identity``) go to :class:`Site`.
+        """
         data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
         return cls(name, data, policy=policy, audit=audit, **kwargs)
 
     def context(self, requester: str = "analyst") -> SiteContext:
-        """What a site function running here may use."""
+        """Return what a site function running here may use (rows, policy, state, ledger)."""
         return SiteContext(
             self.name,
             self._data,
@@ -580,6 +622,7 @@ class Site:
             requester,
             self.ledger,
             self.noise_seed,
+            identity=self.identity,
         )
 
     def handle(self, function: str, args: Mapping[str, Any], requester: str = "analyst") -> Record:
@@ -608,6 +651,13 @@ def split_meta(reply: Record) -> tuple[Record, str, list[DPEvent]]:
 
 
 def site_names_unique(names: Iterable[str]) -> list[str]:
+    """Return the names as a list, refusing a name used twice.
+
+    Raises
+    ------
+    InputError
+        Naming the first repeated site name.
+    """
     seen: list[str] = []
     for name in names:
         if name in seen:

@@ -35,7 +35,8 @@ class Transport(ABC):
 
     @property
     @abstractmethod
-    def site_names(self) -> list[str]: ...
+    def site_names(self) -> list[str]:
+        """Names of the sites this transport reaches."""
 
     @abstractmethod
     def call(
@@ -57,13 +58,23 @@ class Transport(ABC):
         """Release connections or processes."""
 
 
+def _site_reason(site: str, exc: BaseException) -> str:
+    """Describe the failure of one site, naming the site once.
+
+    A site's own refusal already starts ``site 'x' refuses ...``: prefixing the name again
+    read ``site 'x': site 'x' refuses ...``.
+    """
+    text = str(exc)
+    return text if text.startswith(f"site {site!r} ") else f"site {site!r}: {text}"
+
+
 def raise_site_failures(function: str, failures: Mapping[str, BaseException]) -> None:
     """Raise one error naming every failed site (a refusal stays a DisclosureError)."""
     if not failures:
         return
     names = list(failures)
     first = failures[names[0]]
-    detail = "; ".join(f"site {n!r}: {failures[n]}" for n in names)
+    detail = "; ".join(_site_reason(n, failures[n]) for n in names)
     if all(isinstance(e, DisclosureError) for e in failures.values()):
         raise DisclosureError(
             f"{function!r} refused by {len(names)} site(s): {detail}",
@@ -85,6 +96,7 @@ class InProcessTransport(Transport):
 
     @property
     def site_names(self) -> list[str]:
+        """Names of the sites, in the order they were given."""
         return list(self._sites)
 
     def call(
@@ -95,6 +107,12 @@ class InProcessTransport(Transport):
         requester: str = "analyst",
         timeout: float | None = None,
     ) -> dict[str, Exchange]:
+        """Run ``function`` at each site in turn, encoding arguments and replies as bytes.
+
+        Every site is called even if one fails; then :func:`raise_site_failures` names all the
+        failed sites. ``timeout`` is ignored: the sites run in this thread. See
+        :meth:`Transport.call`.
+        """
         out: dict[str, Exchange] = {}
         failures: dict[str, BaseException] = {}
         for name, args in args_by_site.items():

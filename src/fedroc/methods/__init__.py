@@ -76,6 +76,7 @@ class EvaluationResult(ResultMixin):
     details: Any = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the JSON object of ``fedroc evaluate --json`` (see the class)."""
         out: dict[str, Any] = {
             "method": self.method,
             "sites": jsonable(self.sites),
@@ -88,6 +89,7 @@ class EvaluationResult(ResultMixin):
         return out
 
     def with_extra(self, **extra: Any) -> EvaluationResult:
+        """Return a copy with ``extra`` keys added (or replaced) among the method's own keys."""
         return EvaluationResult(
             self.method,
             self.sites,
@@ -100,6 +102,7 @@ class EvaluationResult(ResultMixin):
         )
 
     def summary(self) -> str:
+        """Format the AUC, its interval, the method's scalar keys and the traffic as a table."""
         rows: list[tuple[str, Any]] = [("method", self.method), ("AUC", self.auc)]
         if self.auc_ci is not None:
             rows.append((f"{self.confidence_level:.0%} CI", tuple(self.auc_ci)))
@@ -116,6 +119,24 @@ Runner = Callable[..., EvaluationResult]
 
 @dataclass(frozen=True)
 class Method:
+    """A registered method (see :func:`register_method`).
+
+    Attributes
+    ----------
+    name : str
+        The name ``evaluate`` and ``fedroc evaluate --method`` take.
+    run : callable
+        ``run(inputs: EvaluationInputs, **options) -> EvaluationResult``.
+    description : str
+        One line saying what the method computes.
+    needs_pooled : bool
+        The method needs the pooled rows (the pooled reference only).
+    demo_options : dict
+        Options ``fedroc demo`` runs the method with.
+    needs_clusters : bool
+        The method needs a cluster column at every site.
+    """
+
     name: str
     run: Runner
     description: str
@@ -160,11 +181,19 @@ def _load() -> None:
 
 
 def method_names() -> list[str]:
+    """List the registered methods, in registration order (loading every method module)."""
     _load()
     return list(_METHODS)
 
 
 def get_method(name: str) -> Method:
+    """Return the method registered as ``name``.
+
+    Raises
+    ------
+    InputError
+        Naming the unknown method and the available ones.
+    """
     _load()
     try:
         return _METHODS[name]
@@ -204,11 +233,59 @@ def evaluate(
     calibration_bins: int | None = 10,
     **options: Any,
 ) -> EvaluationResult:
-    """Run one method on a federation.
+    """Run one method on a federation and return its common result.
 
     For probability scores (all sites report scores in [0, 1]) the result also carries the
     distributed Brier score and calibration curve (``calibration_bins`` bins; None to skip),
     unless the method reported its own.
+
+    Parameters
+    ----------
+    federation : Federation
+        The sites, reached only through their site functions.
+    method : str, default "pooled"
+        A registered method (:func:`method_names`): ``"pooled"`` (needs ``pooled``),
+        ``"rocglm"``, ``"histogram"``, ``"mpc"``, ``"clustered"``.
+    pooled : SiteData, optional
+        The pooled rows, for the pooled reference (or to report a private method's error
+        against it); private methods never compute their result from it.
+    seed : int, optional
+        Seed of the analyst's statistical randomness (bootstrap, SIMEX, simulation); it never
+        reaches a site.
+    confidence_level : float, default 0.95
+    calibration_bins : int or None, default 10
+    **options
+        The method's own options (see its runner, e.g. :func:`fedroc.methods.pooled.run_pooled`).
+
+    Returns
+    -------
+    EvaluationResult
+        ``to_dict()`` is the JSON object of ``fedroc evaluate --json``.
+
+    Raises
+    ------
+    InputError
+        For an unknown method, or one that needs the pooled rows without them; methods raise it
+        too for options they refuse.
+
+    Examples
+    --------
+    Three sites; the histogram method sums their class histograms by secure aggregation and
+    gets the AUC of the pooled rows without pooling them:
+
+    >>> import pandas as pd
+    >>> from fedroc.federation import Federation
+    >>> from fedroc.metrics import roc_auc
+    >>> rng = np.random.default_rng(0)
+    >>> frames = {}
+    >>> for name in ("north", "south", "east"):
+    ...     y = rng.random(200) < 0.4
+    ...     s = 1 / (1 + np.exp(-(rng.normal(size=200) + 1.5 * y)))
+    ...     frames[name] = pd.DataFrame({"label": y.astype(int), "score": s})
+    >>> result = evaluate(Federation.from_frames(frames), "histogram")
+    >>> rows = pd.concat(frames.values())
+    >>> result.method, abs(result.auc - roc_auc(rows["label"], rows["score"])) < 1e-4
+    ('histogram', True)
     """
     from fedroc.federation import basic
 

@@ -153,7 +153,7 @@ def operating_points_from_counts(
 
 
 def comparison_dict(res: PairedDeLongResult, method: str) -> dict[str, Any]:
-    """A paired comparison as JSON (the keys of the mpc method's ``comparison``)."""
+    """Format a paired comparison as JSON (the keys of the mpc method's ``comparison``)."""
     from fedroc.metrics import logit_ci
 
     var_b = float(res.covariance[1, 1])
@@ -180,7 +180,7 @@ def _untransform(t: np.ndarray, transform: str | None) -> np.ndarray:
 
 
 def partial_auc_bounds(counts: ScoreCounts, max_fpr: float) -> tuple[float, float]:
-    """The McClish-standardised partial AUC of any rows that these bins could hold.
+    """Bound the McClish-standardised partial AUC of any rows that these bins could hold.
 
     Within a bin the rows' ROC curve runs monotonically from the bin's lower-left corner
     to its upper-right one, so it stays in that rectangle: the lower and upper steps bound

@@ -156,7 +156,7 @@ class MpcDetails:
 
 
 def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str, Any]:
-    """The comparison of two models from a job's opened values (``compare=True``).
+    """Build the comparison of two models from a job's opened values (``compare=True``).
 
     Paired DeLong (DeLong et al. 1988): the variance of ``AUC_a - AUC_b`` was computed under
     MPC from the differences of the two models' placement values row by row (opened rounded
@@ -197,7 +197,7 @@ def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str,
 
 
 def _point(p: dict[str, Any]) -> dict[str, Any]:
-    """An opened operating point with the keys of the other methods' (counts stay secret)."""
+    """Format an opened operating point with the other methods' keys (counts stay secret)."""
 
     def finite(v: float) -> float | None:
         return v if np.isfinite(v) else None

@@ -44,7 +44,7 @@ def run_pooled(
     sample_weight: bool = False,
     bootstrap: int | None = None,
 ) -> EvaluationResult:
-    """The pooled reference.
+    """Compute the pooled reference.
 
     Parameters
     ----------
@@ -112,12 +112,12 @@ def run_pooled(
 
 
 def _is_probability(s: np.ndarray) -> bool:
-    """True when every score lies in [0, 1] (Brier and calibration need probabilities)."""
+    """Tell whether every score lies in [0, 1] (Brier and calibration need probabilities)."""
     return bool(np.all((s >= 0) & (s <= 1)))
 
 
 def _counts_extra(data: Any, counts: ScoreCounts) -> dict[str, Any]:
-    """The keys the weighted and unweighted results share: row counts and PR areas."""
+    """Return the keys the weighted and unweighted results share: row counts and PR areas."""
     return {
         "n": data.n,
         "n_pos": data.n_pos,
@@ -185,7 +185,7 @@ def _weighted(
     youden: bool,
     compare: bool,
 ) -> EvaluationResult:
-    """The pooled reference with sample weights (see :func:`run_pooled`)."""
+    """Compute the pooled reference with sample weights (see :func:`run_pooled`)."""
     if data.weight is None:
         raise InputError("--sample-weight needs a weight column at every site")
     if compare:
@@ -243,9 +243,11 @@ class PooledDetails:
     counts: ScoreCounts
 
     def roc_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(fpr, tpr)`` of the empirical ROC curve, for the report's figure."""
         fpr, tpr, _ = self.counts.roc()
         return fpr, tpr
 
     def pr_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(recall, precision)`` of the empirical PR curve, for the report's figure."""
         precision, recall, _ = self.counts.pr()
         return recall, precision

@@ -120,6 +120,26 @@ class CalibrationCurve(ResultMixin):
         sum_observed: ArrayLike,
         suppressed: ArrayLike | None = None,
     ) -> CalibrationCurve:
+        """Build the curve from per-bin sums (pooled, or added up across sites).
+
+        Parameters
+        ----------
+        edges : ndarray of shape (n_bins + 1,)
+            Bin edges on [0, 1].
+        count : array-like of int, shape (n_bins,)
+            Rows in each bin.
+        sum_predicted : array-like of shape (n_bins,)
+            Sum of the predicted probabilities of each bin's rows.
+        sum_observed : array-like of shape (n_bins,)
+            Positives in each bin.
+        suppressed : array-like of bool, shape (n_bins,), optional
+            Bins withheld by at least one site; None: no bin was withheld.
+
+        Returns
+        -------
+        CalibrationCurve
+            Means are NaN where a bin has no rows.
+        """
         n = np.asarray(count, dtype=np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_predicted = np.where(n > 0, np.asarray(sum_predicted) / n, np.nan)
@@ -129,9 +149,11 @@ class CalibrationCurve(ResultMixin):
 
     @property
     def n_bins(self) -> int:
+        """Number of bins."""
         return int(self.count.size)
 
     def summary(self) -> str:
+        """Format one line per bin: rows, mean predicted probability, observed fraction."""
         rows = []
         for k in range(self.n_bins):
             lo, hi = self.edges[k], self.edges[k + 1]

@@ -418,6 +418,7 @@ class OperatingPoint(ResultMixin):
         return proportion_ci(k, n, confidence_level, method)
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the fields and the four proportions as JSON-ready types (NaN as None)."""
         out = super().to_dict()
         for name in _PROPORTIONS:
             value = getattr(self, name)
@@ -425,6 +426,17 @@ class OperatingPoint(ResultMixin):
         return out
 
     def summary(self, confidence_level: float = 0.95) -> str:
+        """Format the point as a table of its proportions with binomial intervals.
+
+        Parameters
+        ----------
+        confidence_level : float, default 0.95
+            Level of the Wilson intervals, shown only for whole (unweighted) counts.
+
+        Returns
+        -------
+        str
+        """
         rows: list[tuple[str, Any]] = [("threshold", self.threshold), ("criterion", self.criterion)]
         whole = all(float(v).is_integer() for v in (self.tp, self.fp, self.tn, self.fn))
         for name in _PROPORTIONS:
@@ -464,10 +476,12 @@ class BootstrapAUCResult(ResultMixin):
 
     @property
     def variance(self) -> float:
+        """Variance of the replicates (``se ** 2``)."""
         return self.se**2
 
     @property
     def ci(self) -> tuple[float, float]:
+        """Percentile interval at :attr:`confidence_level`."""
         return self.confidence_interval()
 
     def confidence_interval(self, confidence_level: float | None = None) -> tuple[float, float]:
@@ -481,6 +495,7 @@ class BootstrapAUCResult(ResultMixin):
         return (float(lo), float(hi))
 
     def summary(self) -> str:
+        """Format the AUC, its bootstrap SE and percentile interval as a table."""
         return format_table(
             [
                 ("AUC", self.auc),
@@ -674,7 +689,7 @@ class ScoreCounts(ResultMixin):
         edges: ArrayLike | None = None,
         score_sum: ArrayLike | None = None,
     ) -> ScoreCounts:
-        """Counts from per-bin histograms in increasing score order (what sites release).
+        """Build counts from per-bin histograms in increasing score order (what sites release).
 
         Parameters
         ----------
@@ -717,7 +732,7 @@ class ScoreCounts(ResultMixin):
         return cls(t[::-1], p[::-1], q[::-1], ss[::-1])
 
     def __add__(self, other: object) -> ScoreCounts:
-        """Counts of the pooled rows: add the counts at the same thresholds."""
+        """Pool two sets of counts at the same thresholds by adding them level by level."""
         if not isinstance(other, ScoreCounts):
             return NotImplemented
         if self.thresholds.shape != other.thresholds.shape or not np.array_equal(
@@ -735,6 +750,7 @@ class ScoreCounts(ResultMixin):
         return ScoreCounts._trusted(self.thresholds, self.pos + other.pos, self.neg + other.neg, ss)
 
     def __radd__(self, other: object) -> ScoreCounts:
+        """Add to ``0`` as ``self``, so that ``sum(site_counts)`` pools a list of counts."""
         # sum() starts from 0.
         if isinstance(other, int) and other == 0:
             return self
@@ -743,6 +759,7 @@ class ScoreCounts(ResultMixin):
     # -- totals ----------------------------------------------------------------------------
     @property
     def n_levels(self) -> int:
+        """Number of thresholds (levels)."""
         return int(self.thresholds.size)
 
     @cached_property
@@ -772,7 +789,7 @@ class ScoreCounts(ResultMixin):
         return self.score_sum
 
     def is_whole(self) -> bool:
-        """True when every count is a whole number (unweighted rows)."""
+        """Tell whether every count is a whole number (unweighted rows)."""
         return bool(
             np.array_equal(self.pos, np.round(self.pos))
             and np.array_equal(self.neg, np.round(self.neg))
@@ -955,7 +972,7 @@ class ScoreCounts(ResultMixin):
     def below_and_at(
         self, score: ArrayLike
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        """Counts strictly below and exactly at each value, taking each level as one score.
+        """Count each class strictly below and exactly at each value, each level as one score.
 
         For counts at each distinct score (one value per level) this is exact for any value,
         counted or not: the empirical distribution functions of both classes.
@@ -1216,7 +1233,7 @@ class ScoreCounts(ResultMixin):
         )
 
     def operating_point(self, threshold: float) -> OperatingPoint:
-        """The 2x2 table when predicting positive for ``score >= threshold``.
+        """Tabulate the 2x2 table when predicting positive for ``score >= threshold``.
 
         Exact for counts at each distinct score, and for shared thresholds when
         ``threshold`` is one of them.
@@ -1249,7 +1266,7 @@ class ScoreCounts(ResultMixin):
         return v
 
     def at_specificity(self, specificity: float) -> OperatingPoint:
-        """The cut with the highest sensitivity among those with specificity >= the target.
+        """Choose the cut with the highest sensitivity among those with specificity >= target.
 
         Among cuts of equal sensitivity the one with the higher specificity is taken.
 
@@ -1272,7 +1289,7 @@ class ScoreCounts(ResultMixin):
         return self._point(i, criterion)
 
     def at_sensitivity(self, sensitivity: float) -> OperatingPoint:
-        """The cut with the highest specificity among those with sensitivity >= the target.
+        """Choose the cut with the highest specificity among those with sensitivity >= target.
 
         Among cuts of equal specificity the one with the higher sensitivity is taken.
         """
@@ -1288,7 +1305,7 @@ class ScoreCounts(ResultMixin):
         return self._point(i, criterion)
 
     def youden(self) -> OperatingPoint:
-        """The cut that maximises Youden's J = sensitivity + specificity - 1.
+        """Choose the cut that maximises Youden's J = sensitivity + specificity - 1.
 
         Ties go to the highest threshold. With one class only: a warning and NaN (as for
         every operating point).
@@ -1302,6 +1319,7 @@ class ScoreCounts(ResultMixin):
         return self._point(int(np.argmax(j)), "youden")
 
     def summary(self) -> str:
+        """Format the number of levels, the class totals and the AUC as a table."""
         return format_table(
             [
                 ("levels", self.n_levels),
@@ -1350,7 +1368,7 @@ def _auc_statistic(bp: FloatArray, bn: FloatArray, p: int, n: int) -> FloatArray
 
 
 def _cuts(bp: FloatArray, bn: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Running (tps, fps) of each replicate, starting with the cut above every score."""
+    """Return the running (tps, fps) of each replicate, starting above every score."""
     zero = np.zeros((bp.shape[0], 1))
     return np.hstack([zero, np.cumsum(bp, axis=1)]), np.hstack([zero, np.cumsum(bn, axis=1)])
 
@@ -1430,7 +1448,7 @@ class PlacementSums(ResultMixin):
     def from_rows(
         cls, y: BoolArray, scores: Sequence[FloatArray], counts: Sequence[ScoreCounts]
     ) -> PlacementSums:
-        """Sums over the rows ``(y, scores[j])`` against ``counts[j]`` (the pooled counts).
+        """Sum over the rows ``(y, scores[j])`` against ``counts[j]`` (the pooled counts).
 
         Examples
         --------
@@ -1454,7 +1472,7 @@ class PlacementSums(ResultMixin):
 
     @classmethod
     def from_joint_counts(cls, pos: ArrayLike, neg: ArrayLike) -> PlacementSums:
-        """Sums of two scores from their joint bin counts (the rows grouped by bin pair).
+        """Build the sums of two scores from their joint bin counts (rows grouped by bin pair).
 
         ``pos[i, j]`` counts the positives whose first score falls in bin i and whose
         second falls in bin j, bins in increasing score order; ``neg`` the negatives.
@@ -1504,6 +1522,13 @@ class PlacementSums(ResultMixin):
         return cls(np.array(aucs), n_pos, n_neg, cross10, cross01)
 
     def __add__(self, other: object) -> PlacementSums:
+        """Pool two sites' sums centred at the same pooled AUCs.
+
+        Raises
+        ------
+        InputError
+            When the centres (``auc``) differ: the sums were taken against different counts.
+        """
         if not isinstance(other, PlacementSums):
             return NotImplemented
         if not np.array_equal(self.auc, other.auc):
@@ -1517,6 +1542,7 @@ class PlacementSums(ResultMixin):
         )
 
     def __radd__(self, other: object) -> PlacementSums:
+        """Add to ``0`` as ``self``, so that ``sum(site_sums)`` pools a list of sums."""
         if isinstance(other, int) and other == 0:
             return self
         return self.__add__(other)

@@ -50,9 +50,28 @@ def _z(confidence_level: float) -> float:
 
 
 def logit_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[float, float]:
-    """Logit-scale interval of paper 1, eq. 3, mapped back to the AUC scale.
+    """Compute the logit-scale interval of paper 1, eq. 3, mapped back to the AUC scale.
 
-    ``logit(AUC) +- z * se / (AUC (1 - AUC))``. Undefined (NaN) at AUC 0 or 1.
+    ``logit(AUC) +- z * se / (AUC (1 - AUC))``. Unlike :func:`wald_ci` it stays inside
+    (0, 1) and is asymmetric near the bounds.
+
+    Parameters
+    ----------
+    auc : float
+        Estimated AUC.
+    se : float
+        Its standard error (for instance DeLong's, :attr:`DeLongResult.se`).
+    confidence_level : float, default 0.95
+
+    Returns
+    -------
+    low, high : float
+        NaN at AUC 0 or 1, or when ``se`` is not finite.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in logit_ci(0.8, 0.05)]
+    [0.6843, 0.8807]
     """
     z = _z(confidence_level)
     if not 0.0 < auc < 1.0 or not math.isfinite(se):
@@ -78,7 +97,26 @@ def logit_test_greater(auc: float, se: float, a0: float) -> tuple[float, float]:
 
 
 def wald_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[float, float]:
-    """``AUC +- z * se`` clipped to [0, 1] (pROC's DeLong interval)."""
+    """Compute ``AUC +- z * se`` clipped to [0, 1] (pROC's DeLong interval).
+
+    Parameters
+    ----------
+    auc : float
+        Estimated AUC.
+    se : float
+        Its standard error.
+    confidence_level : float, default 0.95
+
+    Returns
+    -------
+    low, high : float
+        NaN when ``auc`` or ``se`` is not finite.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in wald_ci(0.97, 0.03)]
+    [0.9112, 1.0]
+    """
     z = _z(confidence_level)
     if not math.isfinite(auc) or not math.isfinite(se):
         return (float("nan"), float("nan"))
@@ -142,6 +180,7 @@ class DeLongResult(ResultMixin):
 
     @property
     def se(self) -> float:
+        """Standard error, ``sqrt(variance)``; NaN when the variance is."""
         return math.sqrt(self.variance) if self.variance >= 0 else float("nan")
 
     @property
@@ -170,6 +209,7 @@ class DeLongResult(ResultMixin):
         return logit_test_greater(self.auc, self.se, a0)
 
     def summary(self) -> str:
+        """Format the AUC, its DeLong SE and logit and Wald intervals as a table."""
         level = self.confidence_level
         return format_table(
             [
@@ -297,15 +337,18 @@ class PairedDeLongResult(ResultMixin):
 
     @property
     def difference(self) -> float:
+        """``auc_a - auc_b``."""
         return self.auc_a - self.auc_b
 
     @property
     def se_difference(self) -> float:
+        """Standard error of the difference, ``sqrt(var_a + var_b - 2 cov_ab)``."""
         c = self.covariance
         return math.sqrt(max(0.0, float(c[0, 0] + c[1, 1] - 2 * c[0, 1])))
 
     @property
     def z(self) -> float:
+        """``difference / se_difference``; NaN when the standard error is 0."""
         se = self.se_difference
         return self.difference / se if se > 0 else float("nan")
 
@@ -321,6 +364,7 @@ class PairedDeLongResult(ResultMixin):
         return (d - z * se, d + z * se)
 
     def summary(self) -> str:
+        """Format both AUCs, their difference, its interval and the test as a table."""
         return format_table(
             [
                 ("AUC a", self.auc_a),

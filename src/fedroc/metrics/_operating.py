@@ -31,7 +31,7 @@ def operating_point(
     pos_label: Any = None,
     sample_weight: ArrayLike | None = None,
 ) -> OperatingPoint:
-    """The 2x2 table when predicting positive for ``score >= threshold``.
+    """Tabulate the 2x2 table when predicting positive for ``score >= threshold``.
 
     Examples
     --------
@@ -53,7 +53,7 @@ def sensitivity_at_specificity(
     pos_label: Any = None,
     sample_weight: ArrayLike | None = None,
 ) -> OperatingPoint:
-    """The threshold with the highest sensitivity whose specificity is at least the target.
+    """Find the threshold of highest sensitivity whose specificity reaches the target.
 
     The threshold is one of the scores (predict positive when ``score >= threshold``), so
     the returned specificity is achieved on these rows; it may exceed the target.
@@ -81,7 +81,7 @@ def specificity_at_sensitivity(
     pos_label: Any = None,
     sample_weight: ArrayLike | None = None,
 ) -> OperatingPoint:
-    """The threshold with the highest specificity whose sensitivity is at least the target.
+    """Find the threshold of highest specificity whose sensitivity reaches the target.
 
     Examples
     --------
@@ -103,7 +103,7 @@ def youden_threshold(
     pos_label: Any = None,
     sample_weight: ArrayLike | None = None,
 ) -> OperatingPoint:
-    """The threshold that maximises Youden's J = sensitivity + specificity - 1.
+    """Find the threshold that maximises Youden's J = sensitivity + specificity - 1.
 
     Ties go to the highest threshold. The maximum is chosen on these rows, so its J (and
     the sensitivity and specificity there) is optimistic for new data.

@@ -37,7 +37,7 @@ def _check_auc(theta: float, name: str = "auc") -> float:
 
 
 def hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
-    """Standard error of an AUC by Hanley & McNeil (1982), eq. 2.
+    """Compute the standard error of an AUC by Hanley & McNeil (1982), eq. 2.
 
     ``sqrt([A(1-A) + (n_pos-1)(Q1-A^2) + (n_neg-1)(Q2-A^2)] / (n_pos n_neg))`` with
     ``Q1 = A/(2-A)`` and ``Q2 = 2A^2/(1+A)``.
@@ -62,7 +62,16 @@ def hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
 
 
 def obuchowski_variance(auc: float, kappa: float = 1.0) -> float:
-    """Obuchowski's variance function ``V(theta, kappa)`` (times ``n_cases``)."""
+    """Compute Obuchowski's variance function ``V(theta, kappa)`` (times ``n_cases``).
+
+    ``V / n_cases`` is the variance of an AUC estimated on ``n_cases`` cases and
+    ``kappa * n_cases`` controls (formula in the module docstring).
+
+    Examples
+    --------
+    >>> round(obuchowski_variance(0.5), 4)
+    0.1584
+    """
     theta = _check_auc(auc)
     if kappa <= 0:
         raise InputError(f"kappa (controls per case) must be > 0; got {kappa!r}")
@@ -97,6 +106,7 @@ class SampleSize(ResultMixin):
     kappa: float
 
     def summary(self) -> str:
+        """Format the plan (AUC, power, alpha, cases and controls) as a table."""
         return format_table(
             [
                 ("AUC under H1", self.auc),
@@ -118,7 +128,32 @@ def auc_sample_size(
     kappa: float = 1.0,
     alternative: Alternative = "two-sided",
 ) -> SampleSize:
-    """Cases and controls to detect ``auc`` against H0: AUC = 0.5 with the given power."""
+    """Plan the cases and controls to detect ``auc`` against H0: AUC = 0.5.
+
+    Obuchowski's variance (see the module docstring), as pROC's ``power.roc.test``.
+
+    Parameters
+    ----------
+    auc : float in (0, 1)
+        AUC under the alternative; must differ from 0.5.
+    power : float in (0, 1), default 0.8
+    alpha : float in (0, 1), default 0.05
+        Type I error rate.
+    kappa : float, default 1.0
+        Controls per case.
+    alternative : {"two-sided", "one-sided"}, default "two-sided"
+
+    Returns
+    -------
+    SampleSize
+        ``n_cases`` and ``n_controls`` rounded up, and the unrounded ``n_cases_exact``.
+
+    Examples
+    --------
+    >>> plan = auc_sample_size(0.75)
+    >>> plan.n_cases, plan.n_controls, round(auc_power(0.75, plan.n_cases), 3)
+    (19, 19, 0.801)
+    """
     theta = _check_auc(auc)
     if theta == 0.5:
         raise InputError("auc must differ from 0.5 to plan a test against 0.5")
@@ -142,7 +177,29 @@ def auc_power(
     kappa: float = 1.0,
     alternative: Alternative = "two-sided",
 ) -> float:
-    """Power to detect ``auc`` against 0.5 (``n_cases`` cases, ``kappa n_cases`` controls)."""
+    """Compute the power to detect ``auc`` against H0: AUC = 0.5.
+
+    Parameters
+    ----------
+    auc : float in (0, 1)
+        AUC under the alternative.
+    n_cases : int
+        Cases (positives); the controls are ``kappa * n_cases``.
+    alpha : float in (0, 1), default 0.05
+    kappa : float, default 1.0
+        Controls per case.
+    alternative : {"two-sided", "one-sided"}, default "two-sided"
+
+    Returns
+    -------
+    float
+        Probability of rejecting H0 when the AUC is ``auc`` (Obuchowski's variance).
+
+    Examples
+    --------
+    >>> round(auc_power(0.75, 30), 3)
+    0.946
+    """
     theta = _check_auc(auc)
     if n_cases < 1:
         raise InputError(f"n_cases must be >= 1; got {n_cases!r}")

@@ -145,15 +145,36 @@ def roc_auc(
     sample_weight: ArrayLike | None = None,
     max_fpr: float | None = None,
 ) -> float:
-    """Area under the ROC curve: the Mann-Whitney statistic, ties counted 1/2.
+    """Compute the area under the ROC curve: the Mann-Whitney statistic, ties counted 1/2.
 
     Equal to :func:`sklearn.metrics.roc_auc_score` for binary labels (with its
-    ``sample_weight`` and ``max_fpr``; see :func:`partial_auc`). NaN (with a warning) when
-    only one class is present.
+    ``sample_weight`` and ``max_fpr``; see :func:`partial_auc`).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Binary labels.
+    y_score : array-like of shape (n,)
+        Scores, higher means more likely positive.
+    pos_label : optional
+        The positive class when the labels are not {0, 1}, {-1, 1} or booleans.
+    sample_weight : array-like of shape (n,), optional
+        Non-negative weights; the AUC is then the weighted share of correctly ordered pairs.
+    max_fpr : float in (0, 1], optional
+        Return the McClish-standardised partial AUC up to this false positive rate instead.
+
+    Returns
+    -------
+    float
+        The probability that a random positive scores above a random negative (ties 1/2),
+        or with ``max_fpr`` the standardised partial AUC; NaN (with a warning) when only
+        one class is present.
 
     Examples
     --------
     >>> roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    0.75
+    >>> roc_auc(["no", "no", "yes", "yes"], [0.1, 0.4, 0.35, 0.8], pos_label="yes")
     0.75
     """
     counts = ScoreCounts.from_scores(
@@ -209,9 +230,24 @@ def average_precision(
     pos_label: Any = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
-    """Average precision, the step-wise sum ``sum_k (R_k - R_{k-1}) P_k``.
+    """Compute average precision, the step-wise sum ``sum_k (R_k - R_{k-1}) P_k``.
 
-    Equal to :func:`sklearn.metrics.average_precision_score`; NaN without positives.
+    Equal to :func:`sklearn.metrics.average_precision_score`.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Binary labels.
+    y_score : array-like of shape (n,)
+        Scores, higher means more likely positive.
+    pos_label, sample_weight : optional
+        As in :func:`roc_curve`.
+
+    Returns
+    -------
+    float
+        Precision at each distinct threshold weighted by the recall gained there; NaN (with a
+        warning) without positives.
 
     Examples
     --------
@@ -231,11 +267,25 @@ def pr_auc(
     pos_label: Any = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
-    """Area under the PR curve by trapezoids over the distinct-threshold points.
+    """Compute the area under the PR curve by trapezoids over the distinct-threshold points.
 
     The curve starts at (recall 0, precision 1). Equal to
     ``sklearn.metrics.auc(recall, precision)`` on scikit-learn's PR curve and to ppAURORA's
-    tie-aware AUPR. NaN without positives.
+    tie-aware AUPR.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Binary labels.
+    y_score : array-like of shape (n,)
+        Scores, higher means more likely positive.
+    pos_label, sample_weight : optional
+        As in :func:`roc_curve`.
+
+    Returns
+    -------
+    float
+        NaN (with a warning) without positives.
 
     Examples
     --------

@@ -75,6 +75,14 @@ class Asks:
     youden: bool = False
 
     def __post_init__(self) -> None:
+        """Check the targets.
+
+        Raises
+        ------
+        InputError
+            When ``max_fpr`` is outside (0, 1e6] ppm, a target outside [0, 1e6] ppm, or more
+            than ``MAX_TARGETS`` targets are asked.
+        """
         if self.max_fpr is not None and not 0 < self.max_fpr <= PPM:
             raise InputError(f"max_fpr must lie in (0, {PPM}] ppm; got {self.max_fpr!r}")
         for v in self.at_specificity + self.at_sensitivity:
@@ -91,7 +99,7 @@ class Asks:
         at_sensitivity: Sequence[float] = (),
         youden: bool = False,
     ) -> Asks:
-        """The asks of ``fedroc evaluate`` (proportions as floats, at most six decimals)."""
+        """Convert the asks of ``fedroc evaluate`` (floats, at most six decimals) to ppm."""
         return cls(
             None if max_fpr is None else _ppm("--max-fpr", max_fpr, positive=True),
             tuple(_ppm("--at-specificity", v) for v in at_specificity),
@@ -100,14 +108,16 @@ class Asks:
         )
 
     def __bool__(self) -> bool:
+        """Tell whether the job asks anything beyond the AUROC."""
         return self.max_fpr is not None or self.n_points > 0
 
     @property
     def n_points(self) -> int:
+        """Number of operating points asked (targets and Youden's)."""
         return len(self.at_specificity) + len(self.at_sensitivity) + int(self.youden)
 
     def criteria(self) -> list[str]:
-        """The points' criteria, in the order they are opened (as ScoreCounts names them)."""
+        """Name the points' criteria, in the order they are opened (as ScoreCounts names them)."""
         out = [f"specificity >= {v / PPM:g}" for v in self.at_specificity]
         out += [f"sensitivity >= {v / PPM:g}" for v in self.at_sensitivity]
         return out + (["youden"] if self.youden else [])
@@ -150,12 +160,19 @@ class Asks:
         return f.numerator, f.denominator
 
     def partial_auc_bound(self, n: int) -> int:
-        """A public bound on the partial AUC's secret denominator for ``n`` rows."""
+        """Bound the partial AUC's secret denominator for ``n`` rows (a public number)."""
         k, d = self.fraction()
         # den = (2kd - k^2) d^2 m 2PN with m <= N: N^2 P <= 4 n^3 / 27.
         return (2 * k * d - k * k) * d * d * 2 * (4 * n**3 // 27 + 1)
 
     def check_size(self, n: int) -> None:
+        """Refuse a partial AUC whose exact division does not fit the ring for ``n`` rows.
+
+        Raises
+        ------
+        InputError
+            Suggesting a ``max_fpr`` with a smaller denominator, or fewer rows.
+        """
         if self.max_fpr is None:
             return
         if self.partial_auc_bound(n).bit_length() > MAX_BITS:
@@ -199,7 +216,7 @@ def _cuts(end: UArray) -> tuple[UArray, UArray, UArray]:
 def _at_targets(
     p: Party, asks: Asks, srt: UArray, end: UArray, pos: UArray, neg: UArray
 ) -> Program:
-    """The points chosen by targets: per point ``(h, l, TP, FP, j, nothing positive)``."""
+    """Choose the points asked by targets: per point ``(h, l, TP, FP, j, nothing positive)``."""
     n = srt.shape[0]
     tp_end, fp_end, j_end = _cuts(end)
     zero = constant(p, 0, (1,))

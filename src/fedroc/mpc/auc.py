@@ -94,7 +94,7 @@ SORTS = ("oblivious", "delta")
 def owner_records(
     labels: ArrayLike, scores: ArrayLike, scores_b: ArrayLike | None = None
 ) -> UArray:
-    """A data owner's plaintext records, sorted by score descending.
+    """Encode a data owner's plaintext records, sorted by score descending.
 
     Rows ``[h, l, label]``, or ``[h, l, label, h_b, l_b]`` with a second model's scores (to compare
     two models).
@@ -131,7 +131,7 @@ JOB_PARAMETERS = (
 
 
 def job_parameters(obj: Any) -> dict[str, Any]:
-    """The :data:`JOB_PARAMETERS` of a spec or terms object, by name."""
+    """Return the :data:`JOB_PARAMETERS` of a spec or terms object, by name."""
     return {name: getattr(obj, name) for name in JOB_PARAMETERS}
 
 
@@ -212,6 +212,15 @@ class AucSpec:
     asks: str = ""
 
     def __post_init__(self) -> None:
+        """Check the sizes and the job parameters against the limits of the protocol.
+
+        Raises
+        ------
+        InputError
+            On an empty or non-positive ``sizes``, more than :data:`MAX_N` rows (or
+            :data:`MAX_N_CI` with ``ci``), a partial AUC that does not fit, a ``delta`` above the
+            number of rows, or a parameter :func:`check_job_parameters` refuses.
+        """
         if not isinstance(self.sizes, tuple) or not self.sizes or len(self.sizes) > 1 << 16:
             raise InputError(f"sizes must be a non-empty tuple of counts; got {self.sizes!r}")
         if not all(_is_int(v) and v >= 1 for v in self.sizes):
@@ -230,6 +239,7 @@ class AucSpec:
 
     @property
     def n(self) -> int:
+        """Total number of rows over the owners."""
         return int(sum(self.sizes))
 
     @property
@@ -257,6 +267,7 @@ class AucSpec:
         return min(2 * self.frac_bits, VAR_BITS)
 
     def to_record(self) -> dict[str, Any]:
+        """Return the spec as a record (JSON-ready); :meth:`from_record` inverts it."""
         return {
             "sizes": [int(v) for v in self.sizes],
             "sort": self.sort,
@@ -678,17 +689,21 @@ class AucOutputs:
 
     @property
     def se(self) -> float | None:
+        """Standard error of the AUROC (None without CI; NaN for a negative variance)."""
         return self._sqrt(self.variance)
 
     @property
     def se_b(self) -> float | None:
+        """Standard error of the second model's AUROC (None unless comparing with CI)."""
         return self._sqrt(self.variance_b)
 
     @property
     def se_difference(self) -> float | None:
+        """Standard error of ``auc - auc_b`` (None unless comparing with CI)."""
         return self._sqrt(self.variance_difference)
 
     def values(self) -> dict[str, float]:
+        """Return the opened values by name; those not asked are left out."""
         out = {"auc": self.auc, "pr_auc": self.pr_auc}
         optional = {
             "auc_noties": self.auc_noties,

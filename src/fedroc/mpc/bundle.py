@@ -76,6 +76,7 @@ class Bundle:
     box1: bytes
 
     def box(self, pid: int) -> bytes:
+        """Return the box sealed for proxy ``pid`` (0 or 1)."""
         return self.box0 if pid == 0 else self.box1
 
     def verify(self) -> bool:
@@ -91,6 +92,7 @@ class Bundle:
         )
 
     def to_record(self) -> dict[str, Any]:
+        """Return the bundle as a record (the boxes as uint8 arrays); see :func:`write_bundle`."""
         return {
             "format": FORMAT,
             "owner": self.owner,
@@ -170,7 +172,7 @@ def make_bundle(
 def open_box(
     terms: JobTerms, owner: str, n: int, box: bytes, pid: int, key: X25519PrivateKey
 ) -> UArray:
-    """Proxy ``pid``'s share of an owner's records, shape ``(n, 3)``."""
+    """Open proxy ``pid``'s share of an owner's records, shape ``(n, 3)`` (``(n, 5)`` comparing)."""
     plain = unseal(key, box, _aad(terms, owner, n, pid))
     fields = FIELDS + 2 if terms.compare else FIELDS
     shape = (n, fields)
@@ -184,15 +186,26 @@ def open_box(
 
 
 def open_bundle(bundle: Bundle, pid: int, key: X25519PrivateKey) -> UArray:
-    """Proxy ``pid``'s share of the owner's records, shape ``(n, 3)``."""
+    """Open proxy ``pid``'s share of the owner's records.
+
+    Returns an array of shape ``(n, 3)``, or ``(n, 5)`` when the job compares two models.
+    """
     return open_box(bundle.terms, bundle.owner, bundle.n, bundle.box(pid), pid, key)
 
 
 def write_bundle(bundle: Bundle, path: str | Path) -> None:
+    """Write a bundle to ``path`` (the file an owner hands to the analyst)."""
     Path(path).write_bytes(encode(bundle.to_record()))
 
 
 def read_bundle(path: str | Path) -> Bundle:
+    """Read and validate a bundle file.
+
+    Raises
+    ------
+    InputError
+        When the file is missing, not a record, or a field is malformed.
+    """
     p = Path(path)
     try:
         rec = decode(p.read_bytes())

@@ -101,7 +101,7 @@ def owner_key_file(name: str) -> str:
 
 
 def owners_table(owners: Mapping[str, bytes]) -> list[str]:
-    """The ``[owners]`` table registering data owners' public keys (TOML lines)."""
+    """Write the ``[owners]`` table registering data owners' public keys (TOML lines)."""
     for name, key in owners.items():
         check_owner_name(name)
         if len(key) != 32:

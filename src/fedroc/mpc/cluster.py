@@ -57,18 +57,23 @@ class Cluster:
     description: str = "a cluster"
 
     def proxy_keys(self) -> tuple[X25519PublicKey, X25519PublicKey]:
+        """Load the proxies' public keys that owners seal their shares to."""
         return self.config.proxy_keys()
 
     def proxy_key_bytes(self) -> tuple[bytes, bytes]:
+        """Return the proxies' public keys as raw 32-byte strings (as job terms hold them)."""
         return self.config.proxy_key_bytes()
 
     def run(self, bundles: list[Bundle], **kwargs: Any) -> ClusterResult:
+        """Run the job the owners' bundles were made for (see :meth:`ClusterClient.run`)."""
         return ClusterClient(self.config).run(bundles, **kwargs)
 
     def close(self) -> None:
+        """Release the cluster (nothing to do for a remote one)."""
         pass
 
     def __enter__(self) -> Cluster:
+        """Return the cluster, so that ``with`` closes it at the end."""
         return self
 
     def __exit__(
@@ -77,6 +82,7 @@ class Cluster:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Close the cluster (see :meth:`close`)."""
         self.close()
 
 
@@ -91,7 +97,23 @@ class RemoteCluster(Cluster):
 class LocalCluster(Cluster):
     """Three party processes on this machine.
 
-    Started by :meth:`start` (or the first job) and stopped by :meth:`close`.
+    Started by :meth:`start` (at once unless ``start=False``, else by the first job) and
+    stopped by :meth:`close`, which also deletes its temporary folder of keys and logs.
+
+    Parameters
+    ----------
+    timeout : float, default 60
+        Seconds a party waits for a peer's message (the cluster file's ``timeout``).
+    die_after_rounds, fail_first_job : dict of int to int, optional
+        Fault injection for tests: party id -> rounds after which it exits, or after which
+        its first job fails.
+    startup_timeout : float, default 60
+        Seconds a party waits for its peers to connect.
+    owners : mapping of str to bytes, optional
+        Data owners' Ed25519 public keys to register (also possible later with
+        :meth:`register_owners`, before the parties start).
+    start : bool, default True
+        Start the parties now.
     """
 
     def __init__(
@@ -134,6 +156,7 @@ class LocalCluster(Cluster):
         self.config = ClusterConfig.load(self.path)
 
     def start(self) -> None:
+        """Start the three party processes (once; a failed start closes the cluster)."""
         if self.procs:
             return
         try:
@@ -160,6 +183,7 @@ class LocalCluster(Cluster):
             raise
 
     def log_tail(self, lines: int = 3) -> str:
+        """Return the last ``lines`` lines of each party's log, on one line for an error message."""
         parts = []
         for pid, log in enumerate(self.logs):
             try:
@@ -195,6 +219,10 @@ class LocalCluster(Cluster):
             time.sleep(0.01)
 
     def run(self, bundles: list[Bundle], **kwargs: Any) -> ClusterResult:
+        """Run a job once the parties are ready.
+
+        A :class:`~fedroc.exceptions.ProtocolError` carries the last lines of the parties' logs.
+        """
         self.wait_ready()
         try:
             return ClusterClient(self.config).run(bundles, **kwargs)
@@ -204,6 +232,10 @@ class LocalCluster(Cluster):
             raise ProtocolError(f"{exc} [{self.log_tail(2)}]") from exc
 
     def close(self) -> None:
+        """Shut the parties down and delete the work folder.
+
+        Parties still running after 5 s are terminated, then killed.
+        """
         if any(p.poll() is None for p in self.procs):
             with contextlib.suppress(Exception):
                 ClusterClient(self.config, connect_timeout=2.0).shutdown()

@@ -48,6 +48,10 @@ class OwnerPart:
     digest1: bytes
 
     def fingerprint(self) -> str:
+        """Return the SHA-256 of the signature (hex), the key of a bundle in the job ledger.
+
+        The ledger records it so that a bundle cannot serve a second job.
+        """
         return hashlib.sha256(self.signature).hexdigest()
 
 

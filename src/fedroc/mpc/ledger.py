@@ -45,10 +45,12 @@ class JobLedger:
                 ) from None
 
     def used(self, job: str) -> bool:
+        """Tell whether job id ``job`` was run already."""
         with self._lock:
             return job in self._jobs
 
     def seen_bundle(self, digest: str) -> bool:
+        """Tell whether a bundle of this fingerprint served an earlier job."""
         with self._lock:
             return digest in self._bundles
 

@@ -34,11 +34,22 @@ def random_shares(x: UArray, seed: bytes | None = None) -> tuple[UArray, UArray]
 
 @dataclass(frozen=True)
 class LocalAucResult:
+    """Outputs and per-party statistics of a job run in one process.
+
+    Attributes
+    ----------
+    outputs : AucOutputs
+        The opened values.
+    stats : list of PartyStats
+        Communication of each party (proxy 0, proxy 1, helper).
+    """
+
     outputs: AucOutputs
     stats: list[PartyStats]
 
     @property
     def values(self) -> dict[str, float]:
+        """The opened values by name (see :meth:`AucOutputs.values`)."""
         return self.outputs.values()
 
 

@@ -74,7 +74,7 @@ CLIENT_CN = "fedroc-mpc-client"  # common name of the analyst's TLS certificate
 
 
 def party_cn(pid: int) -> str:
-    """Common name of party ``pid``'s TLS certificate."""
+    """Return the common name of party ``pid``'s TLS certificate."""
     return f"fedroc-mpc-party-{pid}"
 
 
@@ -184,7 +184,7 @@ def read_job_id(rec: Mapping[str, Any], kind: str) -> str:
 
 
 def sub_record(rec: Mapping[str, Any], prefix: str) -> Record:
-    """The fields of ``rec`` under ``prefix.`` (prefix stripped)."""
+    """Return the fields of ``rec`` under ``prefix.`` (prefix stripped)."""
     head = prefix + "."
     return {k[len(head) :]: v for k, v in rec.items() if k.startswith(head)}
 
@@ -202,10 +202,21 @@ class Message:
     KIND: ClassVar[str]
 
     def fields(self) -> Record:
+        """Return the message's own fields as a record.
+
+        :func:`encode_message` adds ``kind`` and ``job``.
+        """
         return {}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> Message:
+        """Read and validate a message of this kind from its record.
+
+        Raises
+        ------
+        ProtocolError
+            Naming the first field that is missing or malformed.
+        """
         return cls()
 
 
@@ -227,10 +238,12 @@ class Hello(Message):
     pid: int = -1
 
     def fields(self) -> Record:
+        """Return ``role`` and ``pid``."""
         return {"role": self.role, "pid": self.pid}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> Hello:
+        """Read ``role`` (``"party"`` or ``"client"``) and ``pid`` (-1 to 2)."""
         role = read_str(rec, "role", cls.KIND, max_len=16)
         if role not in ("party", "client"):
             raise ProtocolError(f"malformed 'hello' message: unknown role {role!r}")
@@ -240,12 +253,19 @@ class Hello(Message):
 @_message
 @dataclass(frozen=True)
 class Shutdown(Message):
+    """Client -> proxy 0, then proxy 0 -> the other parties: stop serving.
+
+    Proxy 0 answers the client with :class:`Ok`.
+    """
+
     KIND: ClassVar[str] = Kind.SHUTDOWN
 
 
 @_message
 @dataclass(frozen=True)
 class Ok(Message):
+    """Proxy 0 -> client: the shutdown was passed on."""
+
     KIND: ClassVar[str] = Kind.OK
 
 
@@ -259,10 +279,12 @@ class ErrorMessage(Message):
     job: str = ""
 
     def fields(self) -> Record:
+        """Return ``reason`` (cut to 4096 characters) and ``job``."""
         return {"reason": self.reason[:MAX_TEXT], "job": self.job}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> ErrorMessage:
+        """Read ``reason`` and ``job`` (at most 96 characters)."""
         return cls(read_str(rec, "reason", cls.KIND), read_str(rec, "job", cls.KIND, max_len=96))
 
 
@@ -277,6 +299,7 @@ class StatsRecord:
     seconds: float
 
     def to_record(self) -> Record:
+        """Return the statistics as a record."""
         return {
             "rounds": self.rounds,
             "bytes_sent": self.bytes_sent,
@@ -287,6 +310,10 @@ class StatsRecord:
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any], kind: str) -> StatsRecord:
+        """Read and validate statistics (non-negative counts and seconds).
+
+        ``kind`` names the enclosing message in error messages.
+        """
         big = 1 << 62
         seconds = _get(rec, "seconds", kind)
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
@@ -312,6 +339,7 @@ class ForwardedBundle:
     box1: bytes
 
     def to_record(self) -> Record:
+        """Return the bundle part as a record (``box1`` as a uint8 array)."""
         return {
             "owner": self.owner,
             "n": self.n,
@@ -323,6 +351,10 @@ class ForwardedBundle:
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any], kind: str) -> ForwardedBundle:
+        """Read and validate a bundle part (key, signature and digest of fixed sizes).
+
+        ``kind`` names the enclosing message in error messages.
+        """
         return cls(
             read_str(rec, "owner", kind, max_len=100),
             read_int(rec, "n", kind, lo=1, hi=1 << 28),
@@ -354,10 +386,12 @@ class JobRequest(Message):
     client_key: bytes
 
     def fields(self) -> Record:
+        """Return the client's key and the bundles (under ``bundle0.``, ``bundle1.``, ...)."""
         return {"client_key": self.client_key, **_bundles_to_record(self.bundles)}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> JobRequest:
+        """Read the client's 32-byte key and each bundle (validated by ``Bundle.from_record``)."""
         from fedroc.mpc.bundle import Bundle
 
         count = _count(rec, cls.KIND)
@@ -377,6 +411,7 @@ class Forward(Message):
     seed: bytes
 
     def fields(self) -> Record:
+        """Return the terms (under ``terms.``), the client's key, the seed and the bundles."""
         return {
             **with_prefix(self.terms.to_record(), "terms"),
             "client_key": self.client_key,
@@ -386,6 +421,7 @@ class Forward(Message):
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> Forward:
+        """Read and validate the terms, the bundle parts, the client's key and the 32-byte seed."""
         from fedroc.mpc.owner import JobTerms
 
         count = _count(rec, cls.KIND)
@@ -410,10 +446,12 @@ class HelperJob(Message):
     seed: bytes
 
     def fields(self) -> Record:
+        """Return the spec (under ``spec.``) and the seed."""
         return {**with_prefix(self.spec.to_record(), "spec"), "seed": self.seed}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> HelperJob:
+        """Read the spec (validated by ``AucSpec.from_record``) and the 32-byte seed."""
         from fedroc.mpc.auc import AucSpec
 
         return cls(
@@ -425,14 +463,18 @@ class HelperJob(Message):
 @_message
 @dataclass(frozen=True)
 class Seed(Message):
+    """Proxy 1 -> helper: the seed of the P1-H correlated-randomness stream."""
+
     KIND: ClassVar[str] = Kind.SEED
     seed: bytes
 
     def fields(self) -> Record:
+        """Return the seed."""
         return {"seed": self.seed}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> Seed:
+        """Read the 32-byte seed."""
         return cls(read_bytes(rec, "seed", cls.KIND, size=32))
 
 
@@ -446,10 +488,12 @@ class Verdict(Message):
     reason: str = ""
 
     def fields(self) -> Record:
+        """Return ``accept`` and ``reason`` (cut to 4096 characters)."""
         return {"accept": self.accept, "reason": self.reason[:MAX_TEXT]}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> Verdict:
+        """Read ``accept`` (a boolean) and ``reason``."""
         return cls(read_bool(rec, "accept", cls.KIND), read_str(rec, "reason", cls.KIND))
 
 
@@ -463,10 +507,12 @@ class ResultShare(Message):
     stats: StatsRecord
 
     def fields(self) -> Record:
+        """Return the sealed box and the statistics (under ``stats.``)."""
         return {"box": self.box, **with_prefix(self.stats.to_record(), "stats")}
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> ResultShare:
+        """Read the box (at most 1 MiB) and the statistics."""
         return cls(
             read_bytes(rec, "box", cls.KIND, max_size=1 << 20),
             StatsRecord.from_record(sub_record(rec, "stats"), cls.KIND),
@@ -484,6 +530,7 @@ class Result(Message):
     stats: tuple[StatsRecord, StatsRecord, StatsRecord]
 
     def fields(self) -> Record:
+        """Return both boxes and each party's statistics (under ``stats0.`` ... ``stats2.``)."""
         out: Record = {"box0": self.box0, "box1": self.box1}
         for pid, s in enumerate(self.stats):
             out.update(with_prefix(s.to_record(), f"stats{pid}"))
@@ -491,6 +538,7 @@ class Result(Message):
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> Result:
+        """Read both boxes (at most 1 MiB each) and the three parties' statistics."""
         stats = tuple(
             StatsRecord.from_record(sub_record(rec, f"stats{pid}"), cls.KIND) for pid in range(3)
         )
@@ -510,12 +558,14 @@ class StepFrame(Message):
     payload: Any
 
     def fields(self) -> Record:
+        """Return the tag and the payload flattened into keys ``p``, ``p.0``, ``p#``, ..."""
         out: Record = {"tag": self.tag}
         _flatten("p", self.payload, out)
         return out
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> StepFrame:
+        """Read the tag and rebuild the nested payload (at most 16 levels deep)."""
         return cls(read_str(rec, "tag", cls.KIND, max_len=256), _unflatten("p", rec))
 
 

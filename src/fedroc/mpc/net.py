@@ -138,7 +138,7 @@ def _read_toml(p: Path, where: str) -> dict[str, Any]:
 
 
 def _path_of(base: Path, where: str, value: Any, what: str, required: bool = True) -> Path | None:
-    """A path of the cluster file, relative to its folder."""
+    """Resolve a path of the cluster file, relative to its folder."""
     if value is None:
         if required:
             raise InputError(f"{where}: {what} is missing")
@@ -204,6 +204,16 @@ class ClusterConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
+        """Read and check a cluster file (TOML).
+
+        Paths in the file are relative to its folder.
+
+        Raises
+        ------
+        InputError
+            On a missing ``ca`` or party table, a timeout or frame limit out of range, or a
+            malformed ``[owners]`` entry; the message names the file.
+        """
         p = Path(path)
         where = f"cluster file {str(p)!r}"
         raw = _read_toml(p, where)
@@ -241,7 +251,7 @@ class ClusterConfig:
         )
 
     def proxy_keys(self) -> tuple[X25519PublicKey, X25519PublicKey]:
-        """The proxies' public keys that owners seal their shares to."""
+        """Load the proxies' public keys that owners seal their shares to."""
         keys = []
         for pid in (0, 1):
             path = self.parties[pid].share_public
@@ -257,6 +267,7 @@ class ClusterConfig:
         return keys[0], keys[1]
 
     def proxy_key_bytes(self) -> tuple[bytes, bytes]:
+        """Return the proxies' public keys as raw 32-byte strings (as job terms hold them)."""
         k0, k1 = self.proxy_keys()
         return public_bytes(k0), public_bytes(k1)
 
@@ -365,7 +376,10 @@ _NOT_YET = (ConnectionRefusedError, ConnectionResetError, TimeoutError, socket.g
 def _dial(
     ctx: ssl.SSLContext, entry: PartyEntry, peer: int, role: str, deadline: float
 ) -> FrameSocket:
-    """A TLS connection to party ``peer`` (its certificate checked), retried until ``deadline``."""
+    """Open a TLS connection to party ``peer``, its certificate checked.
+
+    Retried until ``deadline`` while the party is not listening yet.
+    """
 
     def attempt() -> FrameSocket:
         raw = socket.create_connection((entry.host, entry.port), timeout=5.0)
@@ -544,7 +558,27 @@ def _reason(exc: BaseException) -> str:
 
 
 class PartyServer:
-    """One party of a cluster: ``serve()`` runs until shutdown (0) or a lost link (1)."""
+    """One party of a cluster: ``serve()`` runs until shutdown (0) or a lost link (1).
+
+    Parameters
+    ----------
+    config : ClusterConfig
+        The cluster file.
+    pid : {0, 1, 2}
+        This party: proxy 0 (it takes clients' jobs), proxy 1, or the helper.
+    startup_timeout : float, default 60
+        Seconds to wait for the other parties to connect.
+    die_after_rounds, fail_first_job_after_rounds : int, optional
+        Fault injection for tests: exit after that many rounds, or fail the first job there.
+    log : callable, default: print to stderr
+        Where the party's log lines go.
+
+    Raises
+    ------
+    InputError
+        For a bad ``pid``, or a proxy whose share key is missing, unreadable or not the one
+        the cluster file registers.
+    """
 
     def __init__(
         self,
@@ -597,6 +631,7 @@ class PartyServer:
         self._listener: socket.socket | None = None
 
     def name(self) -> str:
+        """Name this party in log lines (``fedroc mpc party 0 (proxy 0)``)."""
         return f"fedroc mpc party {self.pid} ({ROLE[self.pid]})"
 
     # -- connections -------------------------------------------------------------------
@@ -926,6 +961,20 @@ class PartyServer:
 
 @dataclass(frozen=True)
 class ClusterResult:
+    """What a client gets back from a cluster job.
+
+    Attributes
+    ----------
+    outputs : AucOutputs
+        The opened values (only the client can open the result shares).
+    stats : list of PartyStats
+        Communication of each party during the job.
+    seconds : float
+        Wall time of the job as the client saw it.
+    bytes_sent, bytes_received : int
+        The client's own traffic with proxy 0.
+    """
+
     outputs: AucOutputs
     stats: list[PartyStats]
     seconds: float
@@ -934,11 +983,12 @@ class ClusterResult:
 
     @property
     def values(self) -> dict[str, float]:
+        """The opened values by name (see :meth:`AucOutputs.values`)."""
         return self.outputs.values()
 
 
 def job_of(bundles: list[Bundle], *, strict: bool = True) -> tuple[Any, AucSpec]:
-    """The terms all bundles share and the job's spec.
+    """Return the terms all bundles share and the job's spec.
 
     InputError if they disagree (unless ``strict`` is False: tests that play a dishonest client send
     such jobs anyway).
@@ -956,7 +1006,15 @@ def job_of(bundles: list[Bundle], *, strict: bool = True) -> tuple[Any, AucSpec]
 
 
 class ClusterClient:
-    """Submits jobs to party 0 of a running cluster."""
+    """Submit jobs to party 0 of a running cluster.
+
+    Parameters
+    ----------
+    config : ClusterConfig
+        The cluster file; it must name the client's certificate (``[client] cert``).
+    connect_timeout : float, default 10
+        Seconds to keep trying to reach party 0.
+    """
 
     def __init__(self, config: ClusterConfig, *, connect_timeout: float = 10.0) -> None:
         self.cfg = config
@@ -1022,6 +1080,7 @@ class ClusterClient:
         )
 
     def shutdown(self) -> None:
+        """Ask the cluster to stop: proxy 0 passes it on to the other parties."""
         fs = self._connect()
         try:
             fs.send(Shutdown())

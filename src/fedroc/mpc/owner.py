@@ -66,6 +66,7 @@ MAX_OWNERS = 1 << 10
 
 
 def new_job_id() -> str:
+    """Return a fresh random job id (32 hex digits)."""
     import secrets
 
     return secrets.token_hex(16)
@@ -110,6 +111,13 @@ class JobTerms:
     asks: str = ""
 
     def __post_init__(self) -> None:
+        """Check the job id, the owners (sorted, distinct), the proxy keys and the parameters.
+
+        Raises
+        ------
+        InputError
+            Naming the first field that does not fit.
+        """
         if not isinstance(self.job, str) or not JOB_ID.match(self.job):
             raise InputError(f"job id must be 8-64 letters, digits, '-' or '_'; got {self.job!r}")
         owners = self.owners
@@ -146,6 +154,7 @@ class JobTerms:
         )
 
     def params(self) -> dict[str, Any]:
+        """Return the computation's parameters (those :class:`~fedroc.mpc.auc.AucSpec` takes)."""
         return {
             "frac_bits": self.frac_bits,
             "min_class_count": self.min_class_count,
@@ -158,7 +167,7 @@ class JobTerms:
         }
 
     def canonical(self) -> bytes:
-        """The bytes that are signed: canonical JSON (sorted keys, keys in hex)."""
+        """Encode the bytes that are signed: canonical JSON (sorted keys, keys in hex)."""
         body = {
             "format": FORMAT,
             "job": self.job,
@@ -169,13 +178,15 @@ class JobTerms:
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     def digest(self) -> bytes:
+        """Return the SHA-256 of :meth:`canonical` (32 bytes)."""
         return hashlib.sha256(self.canonical()).digest()
 
     def spec(self, sizes: tuple[int, ...]) -> AucSpec:
-        """The computation these terms describe, for owners' lists of the given sizes."""
+        """Return the computation these terms describe, for owners' lists of the given sizes."""
         return AucSpec(sizes, **self.params())
 
     def to_record(self) -> dict[str, Any]:
+        """Return the terms as a record; :meth:`from_record` inverts it."""
         return {
             "job": self.job,
             "owners": list(self.owners),
@@ -234,11 +245,12 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def new_owner_key() -> Ed25519PrivateKey:
-    """A fresh Ed25519 signing key (from the operating system's entropy)."""
+    """Generate a fresh Ed25519 signing key (from the operating system's entropy)."""
     return Ed25519PrivateKey.generate()
 
 
 def owner_public_bytes(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
+    """Return an owner's Ed25519 public key as 32 raw bytes."""
     pub = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
@@ -267,6 +279,13 @@ def write_owner_key(path: str | Path, key: Ed25519PrivateKey | None = None) -> b
 
 
 def load_owner_key(path: str | Path) -> Ed25519PrivateKey:
+    """Read an owner's Ed25519 private key (PEM).
+
+    Raises
+    ------
+    InputError
+        When the file is missing, not PEM, or holds another kind of key.
+    """
     p = Path(path)
     try:
         key = serialization.load_pem_private_key(p.read_bytes(), password=None)
@@ -295,7 +314,7 @@ def _signed_message(terms: JobTerms, owner: str, n: int, digest0: bytes, digest1
 def sign_bundle(
     key: Ed25519PrivateKey, terms: JobTerms, owner: str, n: int, digest0: bytes, digest1: bytes
 ) -> bytes:
-    """The owner's signature of (terms, owner, n, digests of its two boxes)."""
+    """Sign (terms, owner, n, digests of its two boxes) with the owner's key."""
     return key.sign(_signed_message(terms, owner, n, digest0, digest1))
 
 
@@ -308,6 +327,10 @@ def verify_bundle(
     digest0: bytes,
     digest1: bytes,
 ) -> bool:
+    """Tell whether ``signature`` is the owner's signature of these terms, length and digests.
+
+    A malformed key or signature gives False, not an error.
+    """
     try:
         Ed25519PublicKey.from_public_bytes(public).verify(
             signature, _signed_message(terms, owner, n, digest0, digest1)
@@ -339,6 +362,7 @@ class OwnerSettings:
     min_owners: int = MIN_OWNERS
 
     def __post_init__(self) -> None:
+        """Check ``max_frac_bits`` in [1, 52], ``max_jobs >= 0`` and ``min_owners >= 1``."""
         if not isinstance(self.max_frac_bits, int) or not 1 <= self.max_frac_bits <= 52:
             raise InputError(f"max_frac_bits must be in [1, 52]; got {self.max_frac_bits!r}")
         if not isinstance(self.max_jobs, int) or self.max_jobs < 0:
@@ -396,7 +420,7 @@ def configure_owner(
 
 
 def owner_public_key(site: Any) -> bytes:
-    """The site's owner public key (generated on first use)."""
+    """Return the site's owner public key (generated on first use)."""
     entry = _state(site)
     return owner_public_bytes(Ed25519PrivateKey.from_private_bytes(entry["key"]))
 

@@ -13,6 +13,11 @@ from fedroc.mpc.net import ClusterConfig, PartyServer
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one party of a cluster until it is shut down; return the exit status.
+
+    Returns 2 (with a one-line error on stderr) when the cluster file or the party's keys are
+    not usable.
+    """
     parser = argparse.ArgumentParser(prog="python -m fedroc.mpc.party", description=__doc__)
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--id", type=int, required=True, choices=(0, 1, 2), help="party id")

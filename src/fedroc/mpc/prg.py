@@ -24,11 +24,12 @@ SEED_BYTES = 32
 
 
 def new_seed() -> bytes:
+    """Return a fresh 32-byte seed from :mod:`secrets`."""
     return secrets.token_bytes(SEED_BYTES)
 
 
 def derive_seed(master: bytes, label: str) -> bytes:
-    """A seed derived from a master seed (for reproducible test runs)."""
+    """Derive a seed from a master seed and a label (for reproducible test runs)."""
     return hashlib.sha256(master + b"\x00fedroc-mpc\x00" + label.encode()).digest()
 
 
@@ -69,6 +70,7 @@ class Stream:
         self._draw = 0
 
     def random_bytes(self, n: int) -> bytes:
+        """Draw ``n`` bytes: AES-256-CTR of zeros under this draw's counter block."""
         nonce = self._draw.to_bytes(8, "big") + bytes(8)
         self._draw += 1
         if n == 0:
@@ -77,10 +79,12 @@ class Stream:
         return enc.update(_zeros(n))
 
     def uint64(self, shape: int | tuple[int, ...]) -> NDArray[np.uint64]:
+        """Draw uniform ring elements (uint64) of the given shape."""
         shp, n = _size(shape)
         return np.frombuffer(self.random_bytes(8 * n), dtype="<u8").astype(np.uint64).reshape(shp)
 
     def bits(self, shape: int | tuple[int, ...]) -> NDArray[np.uint8]:
+        """Draw uniform bits (uint8 0/1) of the given shape."""
         shp, n = _size(shape)
         raw = np.frombuffer(self.random_bytes((n + 7) // 8), dtype=np.uint8)
         return np.unpackbits(raw)[:n].reshape(shp)
@@ -119,5 +123,5 @@ class Stream:
         return (self._below_small(n, P - 1) + np.uint8(1)).reshape(shp)
 
     def child(self) -> Stream:
-        """An independent stream, for draws whose number depends on public data."""
+        """Split off an independent stream, for draws whose number depends on public data."""
         return Stream(self.random_bytes(SEED_BYTES))

@@ -78,6 +78,7 @@ def split_with(x: UArray, share0: UArray) -> tuple[UArray, UArray]:
 
 
 def reconstruct(*shares: UArray) -> UArray:
+    """Add the shares (mod ``2**64``) to recover the shared value."""
     out = np.zeros_like(shares[0])
     for s in shares:
         out = out + s
@@ -102,6 +103,7 @@ def encode_fixed(x: ArrayLike, frac_bits: int) -> UArray:
 
 
 def decode_fixed(x: UArray, frac_bits: int) -> NDArray[np.float64]:
+    """Return the float64 values of fixed-point ring elements (inverse of :func:`encode_fixed`)."""
     return to_signed(x).astype(np.float64) / float(1 << frac_bits)
 
 
@@ -125,7 +127,7 @@ def float_key(scores: ArrayLike) -> UArray:
 
 
 def float_key_parts(scores: ArrayLike) -> tuple[UArray, UArray]:
-    """The key's top bit ``h`` (0/1) and its low 63 bits ``l``."""
+    """Split each score's key into its top bit ``h`` (0/1) and its low 63 bits ``l``."""
     key = float_key(scores)
     return key >> U64(63), key & U64(MASK63)
 
@@ -134,7 +136,10 @@ def float_key_parts(scores: ArrayLike) -> tuple[UArray, UArray]:
 
 
 def bits_msb_first(x: UArray, k: int) -> NDArray[np.uint8]:
-    """The low ``k`` bits of each element, most significant first: shape ``x.shape + (k,)``."""
+    """Return the low ``k`` bits of each element, most significant first.
+
+    The result has shape ``x.shape + (k,)``.
+    """
     flat = np.ascontiguousarray(x.reshape(-1), dtype=np.uint64)
     big = flat.astype(">u8").view(np.uint8).reshape(-1, 8)
     bits = np.unpackbits(big, axis=1)[:, 64 - k :]
@@ -142,7 +147,7 @@ def bits_msb_first(x: UArray, k: int) -> NDArray[np.uint8]:
 
 
 def carry_add(a: UArray, b: UArray, k: int) -> tuple[UArray, NDArray[np.uint8]]:
-    """``(a + b) mod 2**k`` and the carry ``[a + b >= 2**k]`` for a, b < 2**k."""
+    """Add ``a + b`` mod ``2**k`` and return the carry ``[a + b >= 2**k]`` too (a, b < 2**k)."""
     s = a + b
     if k >= 64:
         return s, (s < a).astype(np.uint8)
@@ -153,7 +158,7 @@ def carry_add(a: UArray, b: UArray, k: int) -> tuple[UArray, NDArray[np.uint8]]:
 
 
 def beaver_local(party: int, e: UArray, f: UArray, a: UArray, b: UArray, c: UArray) -> UArray:
-    """A proxy's share of ``x * y`` from the opened ``e = x - a``, ``f = y - b``.
+    """Compute a proxy's share of ``x * y`` from the opened ``e = x - a``, ``f = y - b``.
 
     ``x y = (e + a)(f + b) = e f + e b + a f + a b``; the public ``e f`` is added by party 0
     only. Shapes broadcast, so one ``a`` can serve a whole row of ``b`` (shared factor).

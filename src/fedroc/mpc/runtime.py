@@ -117,7 +117,7 @@ def par(*gens: Program) -> Generator[Step, dict[int, Any], list[Any]]:
 
 
 def step_frame(tag: str, payload: Any, job: str = "") -> bytes:
-    """The wire frame of one step's message (:mod:`fedroc.mpc.messages`)."""
+    """Encode the wire frame of one step's message (:mod:`fedroc.mpc.messages`)."""
     return encode_message(StepFrame(tag, payload), job)
 
 
@@ -160,6 +160,7 @@ class MemoryHub:
         }
 
     def channel(self, pid: int) -> MemoryChannel:
+        """Return party ``pid``'s end of the queues."""
         return MemoryChannel(self, pid)
 
 
@@ -206,6 +207,7 @@ class PartyStats:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the statistics as JSON-ready types (seconds to the microsecond)."""
         return {
             "rounds": self.rounds,
             "bytes_sent": self.bytes_sent,
@@ -235,6 +237,9 @@ class Party:
         view); the security tests use it.
     die_after_rounds : int, optional
         Fault injection for tests: stop abruptly after that many rounds.
+    on_die : callable, optional
+        Called when the injected fault fires, before the party raises (a party process
+        exits there, like a crash).
     """
 
     def __init__(
@@ -261,6 +266,7 @@ class Party:
 
     @property
     def is_helper(self) -> bool:
+        """Whether this party is the helper (party 2)."""
         return self.pid == HELPER
 
     @property
@@ -269,10 +275,11 @@ class Party:
         return 1 - self.pid
 
     def shared(self, peer: int) -> Stream:
-        """The stream this party shares with ``peer``."""
+        """Return the stream this party shares with ``peer``."""
         return self.streams[peer]
 
     def __repr__(self) -> str:
+        """Show the party's role."""
         return f"Party({ROLE[self.pid]})"
 
 

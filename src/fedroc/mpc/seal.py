@@ -35,15 +35,18 @@ _INFO = b"fedroc-mpc sealed box v1"
 
 
 def new_key() -> X25519PrivateKey:
+    """Generate a fresh X25519 private key (from the operating system's entropy)."""
     return X25519PrivateKey.generate()
 
 
 def public_bytes(key: X25519PublicKey | X25519PrivateKey) -> bytes:
+    """Return an X25519 public key (or a private key's) as 32 raw bytes."""
     pub = key.public_key() if isinstance(key, X25519PrivateKey) else key
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def public_from_bytes(raw: bytes) -> X25519PublicKey:
+    """Read a 32-byte X25519 public key; any other length is a ProtocolError."""
     if len(raw) != 32:
         raise ProtocolError(f"an X25519 public key has 32 bytes; got {len(raw)}")
     return X25519PublicKey.from_public_bytes(raw)
@@ -54,7 +57,10 @@ def _key(shared: bytes, eph: bytes, recipient: bytes) -> bytes:
 
 
 def seal(recipient: X25519PublicKey, message: bytes, aad: bytes) -> bytes:
-    """``ephemeral public key (32) || nonce (12) || ciphertext``."""
+    """Seal ``message`` for ``recipient``, bound to ``aad``.
+
+    Returns ``ephemeral public key (32) || nonce (12) || ciphertext`` (with its 16-byte tag).
+    """
     eph = X25519PrivateKey.generate()
     eph_pub = public_bytes(eph)
     key = _key(eph.exchange(recipient), eph_pub, public_bytes(recipient))
@@ -63,6 +69,13 @@ def seal(recipient: X25519PublicKey, message: bytes, aad: bytes) -> bytes:
 
 
 def unseal(private: X25519PrivateKey, box: bytes, aad: bytes) -> bytes:
+    """Open a box sealed for ``private`` with the same ``aad``.
+
+    Raises
+    ------
+    ProtocolError
+        When the box is too short, or was sealed for another key or other associated data.
+    """
     if len(box) < 32 + 12 + 16:
         raise ProtocolError("sealed box too short")
     eph_pub, nonce, body = box[:32], box[32:44], box[44:]
@@ -76,6 +89,7 @@ def unseal(private: X25519PrivateKey, box: bytes, aad: bytes) -> bytes:
 
 
 def write_key_pair(private_path: Path, public_path: Path) -> X25519PrivateKey:
+    """Generate a key pair and write it as PEM files (the private one with mode 0600)."""
     key = new_key()
     private_path.write_bytes(
         key.private_bytes(
@@ -94,6 +108,7 @@ def write_key_pair(private_path: Path, public_path: Path) -> X25519PrivateKey:
 
 
 def load_private_key(path: Path) -> X25519PrivateKey:
+    """Read an X25519 private key from a PEM file."""
     key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
     if not isinstance(key, X25519PrivateKey):
         raise ProtocolError(f"{path} does not hold an X25519 private key")
@@ -101,6 +116,7 @@ def load_private_key(path: Path) -> X25519PrivateKey:
 
 
 def load_public_key(path: Path) -> X25519PublicKey:
+    """Read an X25519 public key from a PEM file."""
     key = serialization.load_pem_public_key(Path(path).read_bytes())
     if not isinstance(key, X25519PublicKey):
         raise ProtocolError(f"{path} does not hold an X25519 public key")

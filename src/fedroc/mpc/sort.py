@@ -48,6 +48,7 @@ class SortPlan:
 
     @property
     def comparisons(self) -> int:
+        """Number of compare-exchange operations in the network."""
         return sum(int(hi.size) for hi, _ in self.layers)
 
 
@@ -94,7 +95,7 @@ def _bitonic_merge_stages(
 
 
 def bitonic_plan(sizes: list[int]) -> SortPlan:
-    """The oblivious merge network for owners' lists of the given lengths."""
+    """Plan the oblivious merge network for owners' lists of the given lengths."""
     lists = _owner_lists(list(sizes))
     layers: list[tuple[IntArray, IntArray]] = []
     while len(lists) > 1:
@@ -128,7 +129,7 @@ def compare_exchange(p: Party, rec: UArray, hi: IntArray, lo: IntArray, tag: str
 
 
 def oblivious_sort(p: Party, rec: UArray, plan: SortPlan) -> Program:
-    """Records (rows ``[h, l, label]``) in descending key order; nothing is opened."""
+    """Sort secret records (rows ``[h, l, label]``) by descending key; nothing is opened."""
     for hi, lo in plan.layers:
         rec = yield from compare_exchange(p, rec, hi, lo)
     return rec[plan.order]

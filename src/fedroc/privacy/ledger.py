@@ -63,14 +63,21 @@ class DPEvent:
     sampler: str = ""
 
     def to_json(self) -> str:
+        """Serialise the event as one JSON object with sorted keys."""
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> DPEvent:
+        """Read an event written by :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> DPEvent:
+        """Build an event from a mapping, ignoring keys that are not fields.
+
+        Keys unknown to this version (written by a newer one) are dropped so that an old site can
+        still read its ledger; a missing required field raises ``TypeError``.
+        """
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
         return cls(**known)
 
@@ -120,6 +127,7 @@ class BudgetLedger:
     bindings: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Open the ledger file (mode 0600, created if missing) and read what it holds."""
         self._lock = threading.RLock()
         if self.path is not None:
             self.path = Path(self.path)
@@ -164,9 +172,15 @@ class BudgetLedger:
                     fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def spent(self) -> tuple[float, float]:
+        """Return the total ``(epsilon, delta)`` of the recorded events (basic composition)."""
         return (sum(e.epsilon for e in self.events), sum(e.delta for e in self.events))
 
     def spent_with(self, more: Iterable[DPEvent]) -> tuple[float, float]:
+        """Return the total ``(epsilon, delta)`` if the events ``more`` were recorded too.
+
+        Nothing is recorded: the policy calls this to check a release against its limits before
+        the release is allowed.
+        """
         extra = list(more)
         eps, delta = self.spent()
         return (eps + sum(e.epsilon for e in extra), delta + sum(e.delta for e in extra))
@@ -218,13 +232,16 @@ class BudgetLedger:
     # Secure aggregation: the set of sites each quantity was first aggregated over.
     @staticmethod
     def partners_key(quantity: str) -> str:
+        """Return the binding key under which the partner sites of ``quantity`` are kept."""
         return f"secagg-partners:{quantity}"
 
     def partners(self, quantity: str) -> list[str] | None:
+        """Return the sorted set of sites ``quantity`` was first aggregated over, or None."""
         value = self.bindings.get(self.partners_key(quantity))
         return None if value is None else list(value)
 
     def bind_partners(self, quantity: str, sites: Sequence[str]) -> None:
+        """Remember ``sites`` as the partners of ``quantity``; a set bound earlier stays."""
         self.bind(self.partners_key(quantity), sorted(sites))
 
 

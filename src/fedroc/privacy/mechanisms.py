@@ -80,7 +80,7 @@ def _check_sensitivity(sensitivity: float) -> None:
 
 
 def os_entropy_rng() -> np.random.Generator:
-    """A numpy generator seeded with 128 bits from the operating system (``secrets``)."""
+    """Return a numpy generator seeded with 128 bits from the operating system (``secrets``)."""
     return np.random.Generator(np.random.PCG64(secrets.randbits(128)))
 
 

@@ -97,6 +97,14 @@ class DisclosurePolicy:
     clear_histograms: bool = False
 
     def __post_init__(self) -> None:
+        """Validate the settings.
+
+        Raises
+        ------
+        InputError
+            When ``min_count`` is not a positive integer, a limit is negative (or NaN), or
+            ``secagg_min_sites`` is not an integer >= 2.
+        """
         if int(self.min_count) != self.min_count or self.min_count < 1:
             raise InputError(f"min_count must be a positive integer; got {self.min_count!r}")
         for name in ("epsilon_limit", "delta_limit"):
@@ -113,13 +121,25 @@ class DisclosurePolicy:
         return option in self.opt_in
 
     def delta_limit_for(self, n_rows: int) -> float:
-        """The site's lifetime delta: the configured one, or ``1/n``."""
+        """Return the site's lifetime delta: the configured one, or ``1/n``."""
         if self.delta_limit is not None:
             return float(self.delta_limit)
         return 1.0 / max(int(n_rows), 1)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> DisclosurePolicy:
+        """Build a policy from a site's configuration table.
+
+        Parameters
+        ----------
+        values : mapping
+            The ``[policy]`` table: keys are the field names; lists become frozensets.
+
+        Raises
+        ------
+        InputError
+            On an unknown key, or an ``epsilon_limit`` given as null (use ``inf`` for no limit).
+        """
         known = {
             "min_count",
             "allow_noisy",
@@ -148,11 +168,20 @@ class DisclosurePolicy:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> DisclosurePolicy:
+        """Read a policy from a TOML file: its ``[policy]`` table, or the whole file."""
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
         return cls.from_mapping(data.get("policy", data))
 
     def check_function(self, site: str, function: str) -> None:
+        """Refuse a site function that is not in ``allowed_functions``.
+
+        Raises
+        ------
+        DisclosureError
+            Naming the site and the function, when the policy lists the functions it allows and
+            ``function`` is not among them.
+        """
         if self.allowed_functions is not None and function not in self.allowed_functions:
             raise DisclosureError(
                 f"site {site!r} refuses {function!r}: not among the functions its policy allows",
@@ -181,10 +210,10 @@ class DisclosurePolicy:
         for what, count in counts.items():
             arr = np.atleast_1d(np.asarray(count))
             if arr.size and (arr < self.min_count).any():
-                smallest = arr[np.argmin(arr)].item()
+                # The message names the count, not its value: that is a number of the rows.
                 raise DisclosureError(
-                    f"site {site!r} refuses {function!r}: the {what} count is {smallest}, below "
-                    f"the minimum of {self.min_count} rows per released aggregate",
+                    f"site {site!r} refuses {function!r}: the {what} count is below the "
+                    f"minimum of {self.min_count} rows per released aggregate",
                     site=site,
                     function=function,
                 )

@@ -67,7 +67,7 @@ def public_key(private: bytes) -> bytes:
 
 
 def agree(private: bytes, peer_public: bytes, *, purpose: bytes, session: bytes) -> bytes:
-    """A 32-byte key for ``purpose`` from X25519(private, peer_public), HKDF-derived."""
+    """Derive a 32-byte key for ``purpose`` from X25519(private, peer_public) by HKDF."""
     try:
         peer = X25519PublicKey.from_public_bytes(peer_public)
         shared = X25519PrivateKey.from_private_bytes(private).exchange(peer)

@@ -21,7 +21,7 @@ SHARE_BYTES = 66  # ceil(521 / 8)
 
 
 def split(secret: int, *, n: int, threshold: int) -> list[int]:
-    """Shares ``f(1), ..., f(n)`` of ``secret`` with reconstruction threshold ``threshold``."""
+    """Split ``secret`` into the shares ``f(1), ..., f(n)`` of threshold ``threshold``."""
     if not 0 <= secret < PRIME:
         raise ProtocolError("the secret does not fit the field")
     if not 1 <= threshold <= n:
@@ -37,7 +37,33 @@ def split(secret: int, *, n: int, threshold: int) -> list[int]:
 
 
 def reconstruct(shares: Mapping[int, int], *, threshold: int) -> int:
-    """The secret from ``{x: f(x)}``; needs at least ``threshold`` shares."""
+    """Recover the secret from shares ``{x: f(x)}`` by Lagrange interpolation at 0.
+
+    Parameters
+    ----------
+    shares : mapping of int to int
+        Share ``f(x)`` of party ``x`` (counted from 1); the ``threshold`` smallest ``x`` are
+        used.
+    threshold : int
+        The threshold the secret was split with.
+
+    Returns
+    -------
+    int
+        The secret. Shares that were not made by one :func:`split` give a meaningless number,
+        not an error.
+
+    Raises
+    ------
+    ProtocolError
+        With fewer than ``threshold`` shares.
+
+    Examples
+    --------
+    >>> shares = split(42, n=5, threshold=3)
+    >>> reconstruct({x: shares[x - 1] for x in (1, 3, 5)}, threshold=3)
+    42
+    """
     if len(shares) < threshold:
         raise ProtocolError(
             f"{len(shares)} share(s) cannot reconstruct a secret of threshold {threshold}"
@@ -55,8 +81,10 @@ def reconstruct(shares: Mapping[int, int], *, threshold: int) -> int:
 
 
 def share_to_bytes(share: int) -> bytes:
+    """Encode a share as :data:`SHARE_BYTES` big-endian bytes."""
     return share.to_bytes(SHARE_BYTES, "big")
 
 
 def share_from_bytes(blob: bytes | Sequence[int]) -> int:
+    """Decode a share written by :func:`share_to_bytes`."""
     return int.from_bytes(bytes(blob), "big")

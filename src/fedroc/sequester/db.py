@@ -236,7 +236,7 @@ def new_token() -> str:
 
 
 def normalize_url(db: str) -> str:
-    """A database URL, or a file path that becomes ``sqlite:///PATH``."""
+    """Turn a database URL, or a file path, into a URL (``sqlite:///PATH`` for a path)."""
     if "://" in db:
         url = make_url(db)
         if url.drivername in ("postgresql", "postgres"):
@@ -310,7 +310,7 @@ class PlanRow:
     limits: Limits
 
     def public(self) -> dict[str, Any]:
-        """What a developer may know about the plan."""
+        """Return what a developer may know about the plan."""
         return {
             "plan_id": self.id,
             "mechanism": self.mechanism.name,
@@ -334,13 +334,25 @@ class PlanRow:
 
 @dataclass(frozen=True)
 class DeveloperRow:
+    """A developer as a request sees it: id, plan and name (never the token)."""
+
     id: int
     plan_id: int
     name: str
 
 
 class Store:
-    """Database access for the service; safe to share between threads."""
+    """Database access for the service; safe to share between threads.
+
+    Opening a store brings the database's schema up to date (:func:`migrate`).
+
+    Parameters
+    ----------
+    url : str
+        A database URL, or a file path for SQLite (:func:`normalize_url`).
+    sqlite_synchronous : {"FULL", "NORMAL", "EXTRA"}, default "FULL"
+        SQLite's ``synchronous`` setting (ignored for other databases).
+    """
 
     def __init__(self, url: str, *, sqlite_synchronous: str = "FULL") -> None:
         self.url = normalize_url(url)
@@ -389,6 +401,7 @@ class Store:
             conn.exec_driver_sql("BEGIN")
 
     def close(self) -> None:
+        """Close the database connections."""
         self.engine.dispose()
 
     # ------------------------------------------------------------------ admin audit
@@ -413,6 +426,7 @@ class Store:
     # ------------------------------------------------------------------ custodian side
 
     def add_test_set(self, name: str, image_ids: Sequence[str], labels: NDArray[np.bool_]) -> int:
+        """Store a test set (image ids in order, labels) and return its id (audited)."""
         with self.engine.begin() as conn:
             res = conn.execute(
                 insert(test_sets).values(
@@ -430,12 +444,20 @@ class Store:
             return tid
 
     def test_sets(self) -> list[dict[str, Any]]:
+        """List the test sets (id, name, sizes, creation time), oldest first."""
         cols = [test_sets.c.id.label("test_set_id"), test_sets.c.name, test_sets.c.n_images,
                 test_sets.c.n_pos, test_sets.c.created_at]  # fmt: skip
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(select(*cols).order_by(test_sets.c.id))]
 
     def test_set(self, test_set_id: int) -> tuple[str, tuple[str, ...], NDArray[np.bool_]]:
+        """Return a test set's name, image ids and labels.
+
+        Raises
+        ------
+        NotFound
+            When no test set has this id.
+        """
         with self.engine.connect() as conn:
             row = conn.execute(select(test_sets).where(test_sets.c.id == test_set_id)).first()
         if row is None:
@@ -460,6 +482,7 @@ class Store:
         sensitivity: float,
         limits: Limits,
     ) -> int:
+        """Store a sequestration plan of a test set and return its id (audited)."""
         with self.engine.begin() as conn:
             res = conn.execute(
                 insert(plans).values(
@@ -493,6 +516,7 @@ class Store:
             return pid
 
     def plans(self, test_set_id: int | None = None) -> list[dict[str, Any]]:
+        """List the plans (what developers see, plus the test set and limits), oldest first."""
         q = select(plans.c.id).order_by(plans.c.id)
         if test_set_id is not None:
             q = q.where(plans.c.test_set_id == test_set_id)
@@ -505,6 +529,13 @@ class Store:
         return out
 
     def plan(self, plan_id: int) -> PlanRow:
+        """Load a plan (cached in this process after the first load).
+
+        Raises
+        ------
+        NotFound
+            When no plan has this id.
+        """
         cached = self._plans.get(plan_id)
         if cached is not None:
             return cached
@@ -556,6 +587,7 @@ class Store:
             return dev_id, token, plan.budget_units
 
     def developers(self, plan_id: int | None = None) -> list[dict[str, Any]]:
+        """List the developers with their budgets and quotas (never the token hashes)."""
         cols = [
             developers.c.id, developers.c.plan_id, developers.c.name, developers.c.active,
             developers.c.budget_total, developers.c.budget_remaining, developers.c.n_queries,
@@ -642,11 +674,11 @@ class Store:
     # ------------------------------------------------------------------ developer side
 
     def cached_developer(self, token_hash: str) -> DeveloperRow | None:
-        """The active developer of a token hash if this process has seen it (no I/O)."""
+        """Return the active developer of a token hash if this process has seen it (no I/O)."""
         return self._devs.get(token_hash)
 
     def developer_by_token(self, token: str) -> DeveloperRow | None:
-        """The active developer holding ``token``, or None (unknown, revoked or rotated)."""
+        """Find the active developer holding ``token``, or None (unknown, revoked or rotated)."""
         h = hash_token(token)
         cached = self._devs.get(h)
         if cached is not None:
@@ -665,6 +697,7 @@ class Store:
         return dev
 
     def budget(self, developer_id: int) -> dict[str, Any]:
+        """Return a developer's budget units (total, remaining) and queries answered."""
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(
@@ -676,6 +709,7 @@ class Store:
         return dict(row._mapping)
 
     def quota(self, developer_id: int) -> dict[str, Any]:
+        """Return a developer's queries and submissions made, and their limits (None: unlimited)."""
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(
@@ -759,6 +793,7 @@ class Store:
         return cached[1], cached[2]
 
     def list_submissions(self, developer_id: int) -> list[dict[str, Any]]:
+        """List a developer's submissions (id, name, creation time), oldest first."""
         q = (
             select(submissions.c.id, submissions.c.name, submissions.c.created_at)
             .where(submissions.c.developer_id == developer_id)
@@ -846,6 +881,7 @@ class Store:
         )
 
     def history(self, developer_id: int) -> list[dict[str, Any]]:
+        """List the answers a developer received, oldest first (no exact values, no noise)."""
         q = (
             select(
                 queries.c.id.label("query_id"),
@@ -908,6 +944,7 @@ class Store:
                 yield (*r[:-1], epsilon, r[-1])
 
     def counts(self) -> dict[str, int]:
+        """Count the rows of every table (for the operator's status)."""
         with self.engine.connect() as conn:
             return {
                 t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one())

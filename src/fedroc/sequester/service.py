@@ -225,7 +225,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def _noise_source(seed: int | None) -> Callable[[], np.random.Generator | None]:
-    """The server's noise: OS entropy (None) unless the operator seeded it (tests)."""
+    """Choose the server's noise: OS entropy (None) unless the operator seeded it (tests)."""
     if seed is None:
         return lambda: None
     parent = np.random.default_rng(seed)
@@ -250,7 +250,7 @@ def create_app(  # noqa: C901
     rate_limit: float = DEFAULTS["rate_limit"],
     rate_burst: int = DEFAULTS["rate_burst"],  # type: ignore[assignment]
 ) -> FastAPI:
-    """The service on database ``db`` (URL or SQLite path), custodian token ``admin_token``.
+    """Build the service on database ``db`` (URL or SQLite path), custodian token ``admin_token``.
 
     Parameters
     ----------
@@ -437,7 +437,7 @@ def create_app(  # noqa: C901
 
     @app.post(f"{API}/developers/{{developer_id}}/rotate")
     def rotate(developer_id: Id, _: Admin) -> dict[str, Any]:
-        """A new token for the developer; the old one stops working at once."""
+        """Issue a new token for the developer; the old one stops working at once."""
         return {"developer_id": developer_id, "token": store.rotate_token(developer_id)}
 
     @app.post(f"{API}/developers/{{developer_id}}/top-up")
@@ -540,7 +540,7 @@ def _csv(header: tuple[str, ...], rows: Iterator[tuple[Any, ...]], name: str) ->
 
 
 def _scores_in_order(body: SubmissionIn, table: Any) -> np.ndarray:
-    """The submitted scores in test-set order, or an error naming the images at fault."""
+    """Put the submitted scores in test-set order, or refuse naming the images at fault."""
     if len(body.scores) != len(body.image_ids):
         raise InputError(
             f"scores has {len(body.scores)} entries but image_ids has {len(body.image_ids)}"
@@ -576,7 +576,19 @@ def _scores_in_order(body: SubmissionIn, table: Any) -> np.ndarray:
 
 
 class SequesterClient:
-    """A small synchronous client (httpx) for scripts, benchmarks and tests."""
+    """A small synchronous client (httpx) for scripts, benchmarks and tests.
+
+    Parameters
+    ----------
+    base_url : str
+        The service's address (``http://host:port``); requests go to its API root.
+    token : str
+        The custodian's or a developer's bearer token.
+    timeout : float, default 30
+        Seconds per request.
+    verify : bool, str or ssl.SSLContext, default True
+        TLS verification, as httpx takes it.
+    """
 
     def __init__(
         self, base_url: str, token: str, *, timeout: float = 30.0, verify: Any = True
@@ -591,12 +603,15 @@ class SequesterClient:
         )
 
     def close(self) -> None:
+        """Close the HTTP connection."""
         self.http.close()
 
     def __enter__(self) -> SequesterClient:
+        """Return the client, so that ``with`` closes it at the end."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the client (see :meth:`close`)."""
         self.close()
 
     def _ok(self, resp: Any) -> Any:
@@ -605,30 +620,53 @@ class SequesterClient:
         return resp.json()
 
     def get(self, path: str, **params: Any) -> Any:
+        """GET ``path`` under the API root and return the JSON reply.
+
+        Raises
+        ------
+        FedrocError
+            ``HTTP <status>: <detail>`` for an error status.
+        """
         return self._ok(self.http.get(path, params=params or None))
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` as JSON to ``path`` under the API root and return the JSON reply.
+
+        Raises
+        ------
+        FedrocError
+            ``HTTP <status>: <detail>`` for an error status.
+        """
         return self._ok(self.http.post(path, json=body))
 
     # custodian
     def add_test_set(self, image_ids: list[str], labels: list[int], name: str = "test set") -> int:
+        """Upload a test set (custodian token) and return its id."""
         body = {"name": name, "image_ids": image_ids, "labels": labels}
         return int(self.post("/test-sets", body)["test_set_id"])
 
     def add_plan(self, test_set_id: int, **plan: Any) -> dict[str, Any]:
+        """Create a plan for a test set (custodian token); ``plan`` are the plan's fields."""
         return dict(self.post(f"/test-sets/{test_set_id}/plans", plan))
 
     def add_developer(self, plan_id: int, name: str) -> str:
+        """Register a developer for a plan (custodian token) and return the developer's token."""
         return str(self.post(f"/plans/{plan_id}/developers", {"name": name})["token"])
 
     # developer
     def submit(self, image_ids: list[str], scores: list[float], name: str = "model") -> int:
+        """Submit a model's scores (developer token) and return the submission id."""
         body = {"name": name, "image_ids": image_ids, "scores": scores}
         return int(self.post("/submissions", body)["submission_id"])
 
     def query(
         self, submission_id: int, subset_id: int, reference_auc: float | None = None
     ) -> dict[str, Any]:
+        """Ask the AUC of a submission on one test subset (developer token).
+
+        ``reference_auc`` is the model's AUC on the developer's own data, which the thresholdout
+        mechanism needs.
+        """
         body: dict[str, Any] = {"submission_id": submission_id, "subset_id": subset_id}
         if reference_auc is not None:
             body["reference_auc"] = reference_auc

@@ -49,7 +49,7 @@ SERVER_APP_REF = "fedroc.apps.flower:server_app"
 
 
 def load_app(ref: str) -> Any:
-    """The object ``module:attribute`` names (a Flower app reference)."""
+    """Import and return the object ``module:attribute`` names (a Flower app reference)."""
     module, _, attribute = ref.partition(":")
     return getattr(importlib.import_module(module), attribute)
 

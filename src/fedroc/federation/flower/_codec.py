@@ -68,7 +68,7 @@ def _values(content: RecordDict) -> Any:
 
 
 def read_header(content: RecordDict) -> dict[str, Any]:
-    """The header :func:`to_recorddict` packed."""
+    """Return the header :func:`to_recorddict` packed."""
     values = _values(content)
     return {k[len(_HEADER) :]: v for k, v in values.items() if k.startswith(_HEADER)}
 

@@ -18,7 +18,7 @@ __all__ = ["command", "main"]
 
 
 def command(flwr_executable: str) -> list[str]:
-    """The command that runs ``flwr run`` (append its arguments, without ``run``)."""
+    """Build the command that runs ``flwr run`` (append its arguments, without ``run``)."""
     from importlib.metadata import PackageNotFoundError, version
 
     from fedroc.federation.flower._middleware import tuning_enabled

@@ -33,7 +33,7 @@ def emit_marked(kind: str, payload: Any) -> None:
 
 
 def parse_marked(log_text: str) -> tuple[str, Any] | None:
-    """The last marked output in a ServerApp log, checked against its checksum."""
+    """Find the last marked output in a ServerApp log, checked against its checksum."""
     found = None
     for kind, digest, blob in MARKED.findall(log_text):
         text = base64.b64decode(blob).decode()

@@ -73,7 +73,7 @@ def _fleet_event_log(scope: Scope, path: str) -> bool:
 
 
 def superlink_conditions() -> dict[type, Condition]:
-    """The SuperLink's layers that act only on some requests, and when (Flower 1.41)."""
+    """List the SuperLink's layers that act only on some requests, and when (Flower 1.41)."""
     from flwr.supercore.routers.runtime.tracing import RuntimeTracingMiddleware
     from flwr.superlink.routers.control import middlewares as control
     from flwr.superlink.routers.fleet.middlewares import FleetEventLogMiddleware
@@ -96,7 +96,7 @@ def superlink_conditions() -> dict[type, Condition]:
 
 
 def supernode_conditions() -> dict[type, Condition]:
-    """The SuperNode's layers that act only on some requests (Flower 1.41)."""
+    """List the SuperNode's layers that act only on some requests (Flower 1.41)."""
     from flwr.supercore.routers.runtime.tracing import RuntimeTracingMiddleware
 
     return {RuntimeTracingMiddleware: _tracing}
@@ -138,7 +138,7 @@ def tuning_enabled() -> bool:
 
 
 def tune_superlink_middleware() -> None:
-    """The SuperLink of this process (``flower_superlink``) builds a lean stack."""
+    """Make the SuperLink of this process (``flower_superlink``) build a lean stack."""
     from fedroc.federation.flower._tuning import check_flower_version
 
     check_flower_version()
@@ -148,7 +148,7 @@ def tune_superlink_middleware() -> None:
 
 
 def tune_supernode_middleware() -> None:
-    """The SuperNode of this process serves its local Runtime API with a lean stack."""
+    """Make the SuperNode of this process serve its local Runtime API with a lean stack."""
     from fedroc.federation.flower._tuning import check_flower_version
 
     check_flower_version()

@@ -48,7 +48,7 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def pull_deadline(deadline: float) -> Iterator[None]:
-    """Pulls of message parts started inside give up at ``deadline`` (``time.monotonic``).
+    """Make pulls of message parts started inside give up at ``deadline`` (``time.monotonic``).
 
     A sender that dies after announcing a message but before uploading its parts would
     otherwise hold the receiver for minutes; Flower then returns an error reply instead.
@@ -283,7 +283,7 @@ LOG_UPLOAD_INTERVAL = 0.05
 
 
 def tune_log_stream() -> None:
-    """The SuperLink of this process streams run logs every 0.1 s (Flower: 0.5 s)."""
+    """Make the SuperLink of this process stream run logs every 0.1 s (Flower: 0.5 s)."""
     check_flower_version()
     import flwr.superlink.servicer.control.control_handlers as control
 
@@ -291,7 +291,7 @@ def tune_log_stream() -> None:
 
 
 def tune_log_upload() -> None:
-    """A ServerApp of this process uploads new log lines every 0.05 s (Flower: 0.2 s)."""
+    """Make a ServerApp of this process upload new log lines every 0.05 s (Flower: 0.2 s)."""
     check_flower_version()
     import flwr.supercore.logger as logger
 

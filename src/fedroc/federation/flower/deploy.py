@@ -63,7 +63,7 @@ QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
 
 
 def app_pyproject(version: str) -> str:
-    """The ``pyproject.toml`` of the Flower app bundle (FAB) fedroc submits for a job."""
+    """Write the ``pyproject.toml`` of the Flower app bundle (FAB) fedroc submits for a job."""
     return tomli_w.dumps(
         {
             "project": {
@@ -104,7 +104,7 @@ def generate_certificates(
     *,
     days: int = 30,
 ) -> TlsFiles:
-    """A self-signed CA and a SuperLink certificate for ``hosts`` (names or IP addresses).
+    """Create a self-signed CA and a SuperLink certificate for ``hosts`` (names or IP addresses).
 
     The SuperLink's certificate must name every address its clients use, including
     127.0.0.1 (its own ServerApp processes connect there); keys are ECDSA P-256.
@@ -158,6 +158,13 @@ class FlowerConnection:
     node_auth: bool | None = None
 
     def __post_init__(self) -> None:
+        """Check that TLS has a CA unless ``insecure``; default ``node_auth`` to ``not insecure``.
+
+        Raises
+        ------
+        InputError
+            When neither ``root_certificates`` nor ``insecure`` is given.
+        """
         if not self.insecure and self.root_certificates is None:
             raise InputError(
                 "a Flower connection needs root_certificates (the CA of the SuperLink's "
@@ -170,9 +177,11 @@ class FlowerConnection:
             object.__setattr__(self, "site_keys", keys)
 
     def with_sites(self, sites: Sequence[str] | None) -> FlowerConnection:
+        """Return a copy that waits for ``sites`` (None: every connected SuperNode)."""
         return replace(self, sites=None if sites is None else tuple(sites))
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the connection as JSON-ready types (the content of ``connection.json``)."""
         return {
             "address": self.address,
             "root_certificates": None
@@ -212,7 +221,7 @@ class FlowerConnection:
         )
 
     def flower_config(self) -> str:
-        """The Flower configuration file (``$FLWR_HOME/config.toml``) for this SuperLink."""
+        """Write the Flower configuration file (``$FLWR_HOME/config.toml``) for this SuperLink."""
         link: dict[str, Any] = {"address": self.address}
         if self.insecure:
             link["insecure"] = True
@@ -222,7 +231,7 @@ class FlowerConnection:
 
 
 def flwr_executable() -> str:
-    """The ``flwr`` command of this Python environment."""
+    """Find the ``flwr`` command of this Python environment (else the one on ``PATH``)."""
     here = Path(sysconfig.get_path("scripts")) / "flwr"
     if here.exists():
         return str(here)
@@ -414,7 +423,7 @@ def _follow_run(
 
 
 def _run_status(run_id: str, env: Mapping[str, str]) -> str:
-    """The SuperLink's status of a run, or why it is not known (never raises)."""
+    """Ask the SuperLink for the status of a run, or say why it is not known (never raises)."""
     try:
         out = _flwr(["ls", CONNECTION_NAME, "--run-id", run_id, "--format", "json"], env, 60.0)
     except (FedrocError, subprocess.TimeoutExpired, OSError) as exc:
@@ -439,7 +448,7 @@ MARKER = "FEDROC_DEPLOYMENT"  # environment variable every process of a deployme
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` now."""
+    """Return a TCP port that is free on ``host`` now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -458,7 +467,7 @@ def _wait_port(host: str, port: int, deadline: float, proc: subprocess.Popen[byt
 
 
 def marked_processes(marker: str) -> list[int]:
-    """Processes whose environment carries ``FEDROC_DEPLOYMENT=<marker>`` (Linux ``/proc``).
+    """List the processes whose environment carries ``FEDROC_DEPLOYMENT=<marker>`` (``/proc``).
 
     Flower starts its helpers (``flower-superexec``, ``flwr-serverapp``) in sessions of
     their own, so killing a process group misses them; they inherit the environment.
@@ -515,9 +524,10 @@ class LocalDeployment:
     Parameters
     ----------
     sites : sequence of SiteNodeConfig
-        One per SuperNode (data file, columns, policy, audit log). A site without an audit
-        log gets ``DIR/nodes/<site>/audit.jsonl``: the node directory keeps what the site
-        must not lose (its key, audit log and privacy ledger).
+        One per SuperNode (data file, columns, policy, audit log). A site without a node
+        directory gets ``DIR/nodes/<site>``: it keeps what the site must not lose (its keys,
+        audit log and privacy ledger, and the roster of the sites it aggregates with, which
+        :meth:`start` writes with every site's secure-aggregation key).
     directory : path
         Working directory: certificates, the SuperLink's database, per-node directories,
         logs and ``connection.json`` (what ``fedroc flower run --deployment DIR`` reads).
@@ -565,11 +575,12 @@ class LocalDeployment:
                 "drop insecure or node_auth"
             )
         self.directory = Path(directory).resolve()
+        homed = [
+            s if s.node_dir else replace(s, node_dir=self.node_directory(s.site)) for s in sites
+        ]
         self.sites = {
-            s.site: s
-            if s.audit is not None
-            else replace(s, audit=self.node_directory(s.site) / "audit.jsonl")
-            for s in sites
+            s.site: s if s.audit is not None else replace(s, audit=s.node_directory / "audit.jsonl")
+            for s in homed
         }
         self.insecure = insecure
         self.tuned = tuned
@@ -586,18 +597,22 @@ class LocalDeployment:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> LocalDeployment:
+        """Start the SuperLink and the sites' SuperNodes (see :meth:`start`)."""
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop every process the deployment started (see :meth:`stop`)."""
         self.stop()
 
     @property
     def address(self) -> str:
+        """``host:port`` of the SuperLink."""
         return f"{self.host}:{self.port}"
 
     @property
     def connection(self) -> FlowerConnection:
+        """How the analyst reaches this deployment (its CA, its sites and their keys)."""
         return FlowerConnection(
             self.address,
             None if self.tls is None else self.tls.ca_cert,
@@ -634,6 +649,7 @@ class LocalDeployment:
 
             for name in self.sites:
                 self.keys[name] = generate_node_key(self.node_directory(name), name)
+        self.write_rosters()
         self.port = self.port or free_port(self.host)
         try:
             self._link = self._superlink()
@@ -649,6 +665,28 @@ class LocalDeployment:
         except BaseException:
             self.stop()
             raise
+
+    def write_rosters(self) -> None:
+        """Give every site a secure-aggregation key and a roster of all the sites' keys.
+
+        A key that exists is kept (the site's identity survives a restart); sites whose
+        configuration names its own key or roster are left alone.
+        """
+        from fedroc.federation.roster import (
+            KEY_NAME,
+            ROSTER_NAME,
+            Roster,
+            public_key_bytes,
+            write_signing_key,
+        )
+
+        managed = {n: s for n, s in self.sites.items() if s.secagg_key is None and s.roster is None}
+        keys = {n: write_signing_key(s.node_directory / KEY_NAME) for n, s in managed.items()}
+        if not keys:
+            return
+        roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
+        for s in managed.values():
+            roster.write(s.node_directory / ROSTER_NAME)
 
     def _start_superlink(self, deadline: float) -> None:
         assert self._link is not None
@@ -717,7 +755,7 @@ class LocalDeployment:
         return 0 if popen is None or popen.poll() is not None else popen.pid
 
     def processes(self, name: str | None = None) -> list[int]:
-        """Running processes this deployment started.
+        """List the running processes this deployment started.
 
         Of one of its processes with ``name`` when given, including Flower's helpers in
         sessions of their own.
@@ -725,7 +763,7 @@ class LocalDeployment:
         return marked_processes(self._id if name is None else f"{self._id}/{name}")
 
     def node_status(self, site: str) -> dict[str, Any]:
-        """A site's node ``status.json`` (empty when the node never connected)."""
+        """Read a site's node ``status.json`` (empty when the node never connected)."""
         from fedroc.federation.flower.node import STATUS_NAME
 
         try:
@@ -773,7 +811,7 @@ class LocalDeployment:
         return submit_job(self.connection, job, options, **kwargs)
 
     def log_text(self, name: str) -> str:
-        """The log of a site's SuperNode (``"superlink"`` for the SuperLink)."""
+        """Return the log of a site's SuperNode (``"superlink"`` for the SuperLink)."""
         proc = self._link if name == "superlink" else self._node(name)
         if proc is None or not proc.log.exists():
             return ""
@@ -933,7 +971,7 @@ class LocalDeployment:
 
 
 def node_config_toml(config: Mapping[str, Any]) -> str:
-    """A node config as the TOML file ``flower-supernode --node-config FILE`` reads."""
+    """Write a node config as the TOML file ``flower-supernode --node-config FILE`` reads."""
     return tomli_w.dumps(
         {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in config.items()}
     )

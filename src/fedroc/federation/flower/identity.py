@@ -117,7 +117,7 @@ def generate_node_key(directory: str | Path, site: str, *, overwrite: bool = Fal
 
 
 def read_node_key(directory: str | Path, site: str) -> NodeKey:
-    """The key pair a node directory holds (the private key may be absent: analyst side)."""
+    """Read the key pair a node directory holds (the private key may be absent: analyst side)."""
     out = Path(directory)
     private = out / PRIVATE_NAME
     public = out / PUBLIC_NAME

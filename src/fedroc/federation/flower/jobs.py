@@ -46,6 +46,7 @@ def flower_job(name: str) -> Callable[[JobFn], JobFn]:
 
 
 def job_names() -> list[str]:
+    """List the names of the registered jobs."""
     return sorted(_JOBS)
 
 
@@ -60,6 +61,13 @@ def run_job(name: str, federation: Federation, options: dict[str, Any]) -> dict[
 
 
 def take_options(options: dict[str, Any], allowed: set[str], job: str) -> None:
+    """Refuse options a job does not take.
+
+    Raises
+    ------
+    InputError
+        Naming the job, the unknown options and the ones it takes.
+    """
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise InputError(
@@ -100,7 +108,7 @@ def _plain(value: Any) -> Any:
 
 
 def _steps(options: dict[str, Any], job: str, key: str, item: str) -> list[Any]:
-    """The one option of a job that runs a list of steps, checked to be a non-empty list."""
+    """Return the one option of a job that runs a list of steps, checked to be a non-empty list."""
     take_options(options, {key}, job)
     steps = options.get(key)
     if not isinstance(steps, list) or not steps:

@@ -182,10 +182,17 @@ class DirectRuntimeClient:
 
 
 class InProcessExecutor:
-    """Acquires the SuperNode's ClientApp tasks and runs fedroc's ClientApp in this process.
+    """Acquire the SuperNode's ClientApp tasks and run fedroc's ClientApp in this process.
 
     It calls the node's Runtime API in this process (:class:`DirectRuntimeClient`) once
     ``flower_supernode`` has created it (:data:`RUNTIME`).
+
+    Parameters
+    ----------
+    runtime : RuntimeApi, default :data:`RUNTIME`
+        Where the SuperNode's Runtime API app appears once Flower has created it.
+    fast : float, default ``$FEDROC_FLOWER_POLL`` or 0.02
+        The SuperNode's fast poll interval in seconds, kept with the executor.
     """
 
     def __init__(self, runtime: RuntimeApi = RUNTIME, *, fast: float = FAST_POLL) -> None:
@@ -202,6 +209,7 @@ class InProcessExecutor:
             pass
 
     def run(self) -> None:
+        """Acquire ClientApp tasks from the SuperNode and run each one until :attr:`stop` is set."""
         from flwr.proto.runtime_pb2 import AcquireTaskRequest
         from flwr.supercore.constant import TaskType
 
@@ -304,7 +312,7 @@ def _option(args: Sequence[str], name: str, default: str) -> str:
 
 
 def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
-    """The site's name and the node directory (that of ``--node-config FILE``)."""
+    """Return the site's name and the node directory (that of ``--node-config FILE``)."""
     path = _option(args, "--node-config", "")
     if not path or not Path(path).is_file():
         return None, None
@@ -316,7 +324,7 @@ def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
 
 
 def _runtime_secret(node_dir: Path | None) -> Path:
-    """A fresh random secret for the node's Runtime API (owner-only file)."""
+    """Write a fresh random secret for the node's Runtime API (owner-only file)."""
     if node_dir is None:
         fd, name = tempfile.mkstemp(prefix="fedroc-runtime-", suffix=".secret")
         os.close(fd)
@@ -413,6 +421,7 @@ def supervise(
 
 
 def main() -> None:
+    """Run ``fedroc flower supernode``: a SuperNode with fedroc's ClientApp in process (blocks)."""
     import faulthandler
     import signal
 

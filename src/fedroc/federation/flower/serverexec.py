@@ -161,6 +161,7 @@ def run(address: str, root_certificates: str | None, secret: bytes | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and run the warm executor (see :func:`run`; blocks)."""
     import argparse
 
     from fedroc.federation.flower._logs import configure

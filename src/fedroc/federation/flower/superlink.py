@@ -79,7 +79,7 @@ def superlink_args(args: Sequence[str], *, warm: bool) -> list[str]:
 
 
 def executor_command(args: Sequence[str]) -> list[str]:
-    """The command of fedroc's ServerApp executor for a SuperLink started with ``args``."""
+    """Return the command of fedroc's ServerApp executor for a SuperLink started with ``args``."""
     host = _option(args, "--host") or DEFAULT_HOST
     port = _option(args, "--port") or DEFAULT_PORT
     if host in ("0.0.0.0", "::", ""):
@@ -161,6 +161,7 @@ def link_state_args(args: Sequence[str], *, tunable: bool) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Run ``fedroc flower superlink``: Flower's SuperLink with fedroc's defaults (blocks)."""
     from fedroc.exceptions import InputError
     from fedroc.federation.flower._logs import configure
     from fedroc.federation.flower._middleware import tune_superlink_middleware, tuning_enabled

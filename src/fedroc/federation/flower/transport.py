@@ -145,6 +145,7 @@ class FlowerTransport(Transport):
     # -- Transport -------------------------------------------------------------------------
     @property
     def site_names(self) -> list[str]:
+        """Names of the sites found at discovery."""
         return list(self._nodes)
 
     @property
@@ -160,6 +161,12 @@ class FlowerTransport(Transport):
         requester: str = "analyst",
         timeout: float | None = None,
     ) -> dict[str, Exchange]:
+        """Send ``function`` to each site's SuperNode and gather the replies.
+
+        Each message lives ``timeout + 30`` s on the SuperLink. See :meth:`Transport.call` for what
+        is returned or raised; a site whose reply does not arrive complete fails with a
+        :class:`~fedroc.exceptions.SiteError` naming its Flower node.
+        """
         limit = self.timeout if timeout is None else float(timeout)
         failures: dict[str, BaseException] = {}
         sent: dict[str, int] = {}
@@ -320,7 +327,7 @@ class FlowerTransport(Transport):
         return self._assign(wanted, answered, failed, asked, limit)
 
     def _node_info(self, node: int) -> Any:
-        """The SuperLink's record of a node (registered name and public key), or None."""
+        """Return the SuperLink's record of a node (registered name and public key), or None."""
         get_nodes = getattr(self.grid, "get_nodes", None)
         if get_nodes is None:
             return None

@@ -41,6 +41,7 @@ class JointEstimates:
 
     @property
     def covariance(self) -> FloatArray:
+        """Covariance of the two estimates, ``sigma / n_clusters``: shape ``(..., 2, 2)``."""
         return self.sigma / self.n_clusters
 
 
@@ -106,7 +107,7 @@ def joint_estimates(
     population_estimator: PopulationEstimator | None = None,
     sigma11: Sigma11Divisor = "corollary6",
 ) -> JointEstimates:
-    """Population and personalized AUCs with Sigma^ (Michael & Tian, eq. 5 and Corollary 6).
+    """Estimate population and personalized AUCs with Sigma^ (Michael & Tian, eq. 5, Cor. 6).
 
     Every cluster must have both classes (``m_i, n_i >= 1``) and there must be at least two.
 

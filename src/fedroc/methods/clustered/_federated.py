@@ -179,12 +179,14 @@ class FederatedClusteredResult(ResultMixin):
     method: str = "shared-bin histograms + per-cluster sums"
 
     def __getattr__(self, name: str) -> Any:
+        """Read the estimate's attributes (``population_auc``, ``covariance``, ...) through."""
         # population_auc, covariance, ... read through to the estimate.
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.estimate, name)
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the estimate's keys, then the federation's (sites, bins, bounds, released)."""
         return {
             **self.estimate.to_dict(),
             "method": self.method,
@@ -197,6 +199,7 @@ class FederatedClusteredResult(ResultMixin):
         }
 
     def summary(self) -> str:
+        """Format the estimate's summary, then the federated computation's."""
         extra = format_table(
             [
                 ("sites", ", ".join(self.sites)),
@@ -234,7 +237,7 @@ def federated_clustered_auc(
     secure: bool = True,
     aggregate: SiteSum | None = None,
 ) -> FederatedClusteredResult:
-    """Population, personalized and Obuchowski AUCs over sites that each hold whole clusters.
+    """Estimate clustered AUCs over sites that each hold whole clusters.
 
     Two rounds (see the module docstring): shared-bin class counts and per-site sums over
     clusters, then centred per-site sums against the pooled histograms.

@@ -65,7 +65,7 @@ def encode_clusters(cluster: ArrayLike, n: int) -> tuple[NDArray[np.int64], NDAr
 
 
 def resolve_estimator(pair_correction: bool, population_estimator: str | None) -> str:
-    """The population estimator from the two ways of naming it (refusing contradictions)."""
+    """Resolve the population estimator from the two ways of naming it (refusing contradictions)."""
     if population_estimator is None:
         return "corrected" if pair_correction else "eq5"
     check_population_estimator(population_estimator)
@@ -88,7 +88,7 @@ def clustered_auc(
     population_estimator: PopulationEstimator | None = None,
     sigma11: Sigma11Divisor = "corollary6",
 ) -> ClusteredAUCResult:
-    """Population, personalized and Obuchowski AUCs of clustered data, with inference.
+    """Estimate population, personalized and Obuchowski AUCs of clustered data, with inference.
 
     Implements Michael & Tian, "The population and personalized AUCs": the estimators of
     section 2 (eq. 5 and theta11^), Sigma^ of Corollary 6, Wald intervals, the confidence

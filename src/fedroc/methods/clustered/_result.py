@@ -52,7 +52,7 @@ def clustered_caveats(
     delong_se: float,
     confidence_level: float,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What a reader of the result must know, as (warnings, notes).
+    """Collect what a reader of the result must know, as (warnings, notes).
 
     Warnings are also issued as :class:`ClusteredAUCWarning`; notes are only listed.
     """
@@ -255,10 +255,12 @@ class ClusteredAUCResult(ResultMixin):
     # -- standard errors and intervals ----------------------------------------------------
     @property
     def population_se(self) -> float:
+        """Standard error of the population AUC (from :attr:`covariance`; NaN if negative)."""
         return _sqrt(self.covariance[0, 0])
 
     @property
     def personalized_se(self) -> float:
+        """Standard error of the personalized AUC (from :attr:`covariance`; NaN if negative)."""
         return _sqrt(self.covariance[1, 1])
 
     @property
@@ -275,10 +277,12 @@ class ClusteredAUCResult(ResultMixin):
 
     @property
     def obuchowski_ci(self) -> tuple[float, float]:
+        """Wald interval of the Obuchowski AUC at :attr:`confidence_level`, clipped to [0, 1]."""
         return wald_ci(self.obuchowski_auc, self.obuchowski_se, self.confidence_level)
 
     @property
     def equal_weight_ci(self) -> tuple[float, float]:
+        """Wald interval of the equal-weight AUC at :attr:`confidence_level`, clipped to [0, 1]."""
         return wald_ci(self.equal_weight_auc, self.equal_weight_se, self.confidence_level)
 
     def confidence_interval(
@@ -319,7 +323,7 @@ class ClusteredAUCResult(ResultMixin):
         return np.array([self.population_auc, self.personalized_auc])
 
     def ellipse_statistic(self, point: ArrayLike) -> float:
-        """The quantity (14) at ``point = (theta12, theta11)``: chi-squared(2) under H0."""
+        """Compute statistic (14) at ``point = (theta12, theta11)``; chi-squared(2) under H0."""
         p = np.asarray(point, dtype=np.float64)
         if p.shape != (2,):
             raise InputError(f"point must be (population, personalized); got shape {p.shape}")
@@ -367,7 +371,7 @@ class ClusteredAUCResult(ResultMixin):
         return ellipse_figure(self, path=path, ax=ax, levels=levels, title=title)
 
     def with_confidence_level(self, confidence_level: float) -> ClusteredAUCResult:
-        """The same estimates with intervals at another level."""
+        """Return the same estimates with intervals at another level."""
         level = check_confidence(confidence_level)
         return replace(
             self,
@@ -378,7 +382,7 @@ class ClusteredAUCResult(ResultMixin):
 
     # -- output -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The keys of ``fedroc clustered --json`` (DESIGN.md) followed by context."""
+        """Return the keys of ``fedroc clustered --json`` (DESIGN.md) followed by context."""
         return {
             "population_auc": jsonable(self.population_auc),
             "personalized_auc": jsonable(self.personalized_auc),
@@ -412,6 +416,7 @@ class ClusteredAUCResult(ResultMixin):
         }
 
     def summary(self) -> str:
+        """Format both AUCs with their intervals, the equality test and Obuchowski's AUC as text."""
         level = f"{self.confidence_level:.0%}"
         z_less = self.equality_test("less")[1]
         z_greater = self.equality_test("greater")[1]
@@ -497,6 +502,7 @@ class ObuchowskiResult(ResultMixin):
     caveats: tuple[str, ...] = ()
 
     def summary(self) -> str:
+        """Format the Obuchowski AUC, its SEs and interval, the cluster counts and caveats."""
         text = format_table(
             [
                 ("Obuchowski AUC (eq. 7)", self.auc),

@@ -204,7 +204,7 @@ def sample_allocation(
     replicates: int | None = None,
     sizes: Sequence[int] = (2, 3, 4, 5),
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Controls ``m`` and cases ``n`` per cluster under the allocation of section 6.1.
+    """Draw controls ``m`` and cases ``n`` per cluster under the allocation of section 6.1.
 
     Returns arrays of shape ``(n_clusters,)``, or ``(replicates, n_clusters)``.
     """
@@ -333,7 +333,7 @@ Allocation = Mapping[tuple[int, int], float]
 def allocation_pmf(
     rho_mn: float, sizes: Sequence[int] = (2, 3, 4, 5)
 ) -> dict[tuple[int, int], float]:
-    """The law of (M, N) under the allocation of section 6.1, as ``{(m, n): probability}``.
+    """Tabulate the law of (M, N) under the allocation of section 6.1, ``{(m, n): probability}``.
 
     Given ``k`` (uniform over ``sizes``) the preliminary controls are the positive ones of
     ``k`` normals with pairwise correlation ``rho_mn``: given their common factor ``z``,

@@ -21,7 +21,7 @@ __all__ = ["ellipse_figure", "new_figure", "rug_axes", "rug_figure"]
 
 
 def new_figure(figsize: tuple[float, float]) -> Any:
-    """A Figure on the Agg canvas (no display, no pyplot state)."""
+    """Create a Figure on the Agg canvas (no display, no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -75,7 +75,7 @@ DEFAULT_DP_JOINT_BINS = 16
 def joint_bins(
     requested: Any, branching: int, height: int, default: int = DEFAULT_JOINT_BINS
 ) -> int:
-    """The bins per score of the joint grid: a level ``branching ** l`` of the tree.
+    """Choose the bins per score of the joint grid: a level ``branching ** l`` of the tree.
 
     ``None`` takes the largest level with at most :data:`DEFAULT_JOINT_BINS` bins; a
     given number must be such a level (at most the leaves, at most :data:`MAX_JOINT_BINS`).
@@ -140,7 +140,7 @@ def _bind_grid(ctx: SiteContext, grid: list[Any]) -> None:
     release="secure",
 )
 def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
-    """The site's joint class histograms of its two scores, as input of secagg only.
+    """Count the site's joint class histograms of its two scores, as input of secagg only.
 
     With ``epsilon`` the site adds its share of Laplace noise to every cell (a row moves
     one cell of one class by 1: L1 sensitivity 1), split into the session's
@@ -260,7 +260,7 @@ def noise_variance_of_difference(pos: NDArray[Any], neg: NDArray[Any], sigma2: f
 
 
 def binning_bound(pos: NDArray[Any], neg: NDArray[Any]) -> float:
-    """The most the rows' own AUC difference can differ from that of their bins.
+    """Bound how far the rows' own AUC difference can be from that of their bins.
 
     A positive-negative pair in one bin of a score counts 1/2 binned and 0 or 1 on the
     rows, so each AUC moves by at most half the share of its tied pairs; the orders within
@@ -299,7 +299,7 @@ def dp_comparison_extra(
     epsilon: float,
     min_snr: float,
 ) -> dict[str, Any]:
-    """The ``comparison`` from noisy joint counts (distributed DP).
+    """Build the ``comparison`` from noisy joint counts (distributed DP).
 
     The difference of the binned AUCs of the noisy counts (the noise is independent across
     cells and classes, so the bilinear numerators are unbiased) with a Wald interval whose
@@ -360,7 +360,7 @@ def dp_comparison_extra(
 def comparison_extra(
     pos: NDArray[Any], neg: NDArray[Any], bins: int, confidence_level: float
 ) -> dict[str, Any]:
-    """The ``comparison`` entry of the result (the keys of the pooled and mpc methods')."""
+    """Build the ``comparison`` entry of the result (the keys of the pooled and mpc methods')."""
     from fedroc.methods._asks import comparison_dict
 
     res = joint_comparison(pos, neg, confidence_level)

@@ -239,6 +239,7 @@ class CurveErrors:
     ap_error: float
 
     def to_dict(self) -> dict[str, float]:
+        """Return the five errors by name."""
         return asdict(self)
 
 

@@ -16,8 +16,12 @@ consistency step:
   The level trades the binning bias (pairs in one bin count 1/2: at most half the
   fraction of such pairs) against the noise, which grows with the number of bins
   (:func:`choose_level`).
-- the AUC's interval: Fieller's test inversion for the ratio, conditioned on the release
-  rule (:class:`RatioTest`, :func:`dp_interval`).
+- the AUC's interval: Fieller's test inversion for the ratio (:class:`RatioTest`,
+  :func:`dp_interval`). It can condition on a release rule that reads the tree's own
+  class totals; the method's rule reads class counts with noise of their own instead
+  (:func:`fedroc.methods.histogram.run_histogram`), which selects nothing in the tree's
+  noise, so the method does not condition (coverage among the released runs:
+  scripts/results/histogram_dp_bias.md).
 - the Brier score and the calibration curve: ratios of linear statistics of the leaves,
   with their noise SD by the delta method (:func:`dp_brier`, :func:`dp_calibration`).
 """
@@ -175,7 +179,7 @@ class RatioTest:
         return np.asarray(stats.truncnorm.cdf(d / sd, lower / sd, upper / sd))
 
     def interval(self, confidence_level: float) -> tuple[float, float] | None:
-        """The AUC interval (see the class); None where Fieller's set is not bounded."""
+        """Return the AUC interval (see the class); None where Fieller's set is not bounded."""
         bounds = self.fieller(confidence_level)
         if self.threshold is None or bounds is None:
             return bounds
@@ -266,7 +270,7 @@ def _pair_noise_trace(branching: int, height: int, level: int, post_processing: 
 def choose_level(
     branching: int, height: int, sigma2: float, n_pos: float, n_neg: float, post_processing: bool
 ) -> int:
-    """The deepest level (at most 1024 bins) whose noise-times-noise SD is at most 0.01.
+    """Choose the deepest level (at most 1024 bins) whose noise-times-noise SD is at most 0.01.
 
     Deeper levels tie fewer pairs (the binning bias is at most half the fraction of pairs
     in one bin), but the product of the two trees' noises grows with the number of bins.
@@ -297,7 +301,7 @@ def dp_auc(
     confidence_level: float,
     threshold: float | None = None,
 ) -> DPAuc | None:
-    """The noise-unbiased AUC of the level of :func:`choose_level`, with its variances.
+    """Estimate the noise-unbiased AUC at the level of :func:`choose_level`, with its variances.
 
     ``pos_levels`` and ``neg_levels`` are the consistent (or, without post-processing,
     the raw) noisy levels. The sampling variance is DeLong's on the non-negative masses
@@ -335,7 +339,7 @@ def dp_auc(
 def dp_interval(
     test: RatioTest, binning_bound: float, confidence_level: float
 ) -> tuple[float, float] | None:
-    """The DP AUC interval: :meth:`RatioTest.interval` widened by the binning bound.
+    """Compute the DP AUC interval: :meth:`RatioTest.interval` widened by the binning bound.
 
     Clipped into [0, 1] at both ends: a set that lies wholly outside (the data reject
     every possible AUC, a miss) becomes the end point, never an inverted pair.

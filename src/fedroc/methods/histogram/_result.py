@@ -125,10 +125,12 @@ class HistogramCurves(ResultMixin):
 
     @property
     def roc_area_error(self) -> float | None:
+        """The ROC curve's area error against the pooled rows (None without them)."""
         return None if self.errors is None else self.errors.roc_area_error
 
     @property
     def pr_area_error(self) -> float | None:
+        """The PR curve's area error against the pooled rows (None without them)."""
         return None if self.errors is None else self.errors.pr_area_error
 
     @property
@@ -141,7 +143,7 @@ class HistogramCurves(ResultMixin):
     def confidence_interval(
         self, confidence_level: float | None = None
     ) -> tuple[float, float] | None:
-        """The AUC interval, or None when :attr:`ci_withheld` says why there is none.
+        """Return the AUC interval, or None when :attr:`ci_withheld` says why there is none.
 
         Logit scale (paper 1, eq. 3) under secure aggregation; under DP the inverted test of
         :class:`~._dp.RatioTest` (Fieller's interval: the noise's variance taken at each
@@ -174,7 +176,7 @@ class HistogramCurves(ResultMixin):
         return self.tpr, self.precision
 
     def survival_functions(self) -> tuple[Callable[[Any], FloatArray], Callable[[Any], FloatArray]]:
-        """The interpolated survival functions ``(T(s), F(s))`` of positives and negatives."""
+        """Interpolate the survival functions ``(T(s), F(s))`` of positives and negatives."""
         fractions = np.linspace(0.0, 1.0, self.quantiles * self.oversampling)
         return (
             survival_function(self.quantiles_pos, fractions, self.interpolation),
@@ -182,6 +184,7 @@ class HistogramCurves(ResultMixin):
         )
 
     def summary(self) -> str:
+        """Format the settings, the AUROC with its interval, the AUPR, errors and caveats."""
         rows: list[tuple[str, Any]] = [
             ("mode", self.mode),
             (
@@ -208,7 +211,7 @@ class HistogramCurves(ResultMixin):
         return format_table(rows, title="Federated ROC/PR curves from histograms")
 
     def to_evaluation(self, released: Released) -> EvaluationResult:
-        """The common result of ``fedroc evaluate`` (its JSON keys)."""
+        """Return the common result of ``fedroc evaluate`` (its JSON keys)."""
         extra: dict[str, Any] = {
             "pr_auc": self.pr_auc,
             "quantiles": self.quantiles,

@@ -71,7 +71,7 @@ def consistent_tree(levels: Sequence[ArrayLikeF], branching: int) -> list[FloatA
 def consistent_tree_adjoint(
     grads: Sequence[NDArray[Any]], branching: int, height: int | None = None
 ) -> list[FloatArray]:
-    """The transpose of :func:`consistent_tree`, applied to a batch of cotangents.
+    """Apply the transpose of :func:`consistent_tree` to a batch of cotangents.
 
     ``grads[j]`` has shape ``(batch, b ** (j + 1))``: weights on the consistent level
     j + 1. Returns, per released level, the weights of each noisy node in the weighted
@@ -206,7 +206,7 @@ def tree_quantiles(
 
 
 def split_levels(vector: NDArray[Any], branching: int, height: int) -> list[FloatArray]:
-    """The released vector (levels 1..h concatenated) as a list of levels."""
+    """Split the released vector (levels 1..h concatenated) into a list of levels."""
     out, offset = [], 0
     for level in range(1, height + 1):
         size = branching**level

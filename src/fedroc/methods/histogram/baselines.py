@@ -66,7 +66,7 @@ def exact_quantile_curves(
 
 
 def monotone_projection(x: FloatArray, *, norm: int = 2) -> FloatArray:
-    """The non-decreasing curve in [0, 1] closest to ``x`` in the l1 or l2 norm.
+    """Project ``x`` on the non-decreasing curves in [0, 1], in the l1 or l2 norm.
 
     l2: isotonic regression (pool adjacent violators) clipped to [0, 1], which solves the
     bounded problem. l1: the linear programme of the reference code (``z = v - u``,
@@ -117,7 +117,7 @@ def dp_ecdf_curves(
     norm: int = 1,
     rng: np.random.Generator | int | None = None,
 ) -> Curves:
-    """The DP-ECDF baseline's ROC and PR curves (scores in [0, 1]).
+    """Compute the DP-ECDF baseline's ROC and PR curves (scores in [0, 1]).
 
     ``rng`` drives the simulated noise: this is a baseline run on pooled rows for
     comparisons (as in the paper's experiments), not a release of a site.

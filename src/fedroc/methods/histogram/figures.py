@@ -39,6 +39,7 @@ def _scores(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 @paper_figure(5, "1", "hierarchical histogram of each class (branching 2, height 4)")
 def figure1(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
+    """Draw paper 5's Figure 1: each class's hierarchical histogram (simulated scores)."""
     plt = _pyplot()
     y, s = _scores(400, seed)
     height = 4
@@ -76,6 +77,7 @@ def figure1(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
 
 @paper_figure(5, "2", "class ECDFs reconstructed from Q = 6 quantiles by PCHIP")
 def figure2(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
+    """Draw paper 5's Figure 2: class ECDFs rebuilt from six quantiles by PCHIP."""
     plt = _pyplot()
     y, s = _scores(2000, seed)
     fractions = np.linspace(0.0, 1.0, 6)
@@ -106,6 +108,7 @@ def figure2(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
 
 @paper_figure(5, "3", "ROC and PR curves approximated from the Q = 6 quantile ECDFs")
 def figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
+    """Draw paper 5's Figure 3: ROC and PR curves from the six-quantile ECDFs."""
     from fedroc.metrics import precision_recall_curve, roc_curve
 
     plt = _pyplot()
@@ -151,6 +154,11 @@ def _figure4_data(quick: bool, seed: int) -> tuple[pd.DataFrame, str]:
 
 @paper_figure(5, "4", "area error of the ROC and PR curves against Q, SA and distributed DP")
 def figure4(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
+    """Draw paper 5's Figure 4: ROC and PR area errors against Q, for SA and distributed DP.
+
+    Ten sites, flchain scores when scikit-survival is installed (simulated scores otherwise
+    and with ``quick``); ``quick`` also runs fewer Q and one repetition instead of five.
+    """
     from fedroc.data import SiteData
     from fedroc.federation import Federation
     from fedroc.methods import evaluate

@@ -31,6 +31,7 @@ class SiteCalibrationCurves(ResultMixin):
     released: Released
 
     def summary(self) -> str:
+        """Format the pooled curve, then each site's rows in released bins and bins withheld."""
         lines = ["pooled:", self.pooled.summary()]
         for name, curve in self.sites.items():
             withheld = np.flatnonzero(curve.suppressed).tolist()

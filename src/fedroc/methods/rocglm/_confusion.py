@@ -42,6 +42,7 @@ class ConfusionMatrix(ResultMixin):
 
     @property
     def n(self) -> int:
+        """Rows counted, ``tp + fp + fn + tn``."""
         return self.tp + self.fp + self.fn + self.tn
 
     @property
@@ -51,6 +52,7 @@ class ConfusionMatrix(ResultMixin):
 
     @property
     def fpr(self) -> float:
+        """False positive rate ``fp / (fp + tn)``; NaN without negatives."""
         return _ratio(self.fp, self.fp + self.tn)
 
     @property
@@ -65,18 +67,21 @@ class ConfusionMatrix(ResultMixin):
 
     @property
     def npv(self) -> float:
+        """Negative predictive value ``tn / (tn + fn)``; NaN when nothing is predicted negative."""
         return _ratio(self.tn, self.tn + self.fn)
 
     @property
     def accuracy(self) -> float:
+        """Share of rows classified correctly, ``(tp + tn) / n``."""
         return _ratio(self.tp + self.tn, self.n)
 
     @property
     def f1(self) -> float:
+        """F1 score ``2 tp / (2 tp + fp + fn)``; NaN when it is 0 / 0."""
         return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
     def matrix(self) -> list[list[int]]:
-        """The matrix ``[[tn, fp], [fn, tp]]``.
+        """Return the matrix ``[[tn, fp], [fn, tp]]``.
 
         Rows the truth (0, 1), columns the prediction, as scikit-learn's
         ``confusion_matrix`` orders them.
@@ -84,6 +89,7 @@ class ConfusionMatrix(ResultMixin):
         return [[self.tn, self.fp], [self.fn, self.tp]]
 
     def summary(self) -> str:
+        """Format the table, its rates and the number of sites as text."""
         return format_table(
             [
                 ("threshold (predict positive if score >=)", self.threshold),
@@ -101,7 +107,7 @@ class ConfusionMatrix(ResultMixin):
 
 
 def distributed_confusion(federation: Federation, threshold: float = 0.5) -> ConfusionMatrix:
-    """The confusion matrix over all sites at ``threshold`` (dsBinVal's ``dsConfusion``).
+    """Add up the confusion matrix over all sites at ``threshold`` (dsBinVal's ``dsConfusion``).
 
     Every site must release its table: one that refuses (a cell below q, or a threshold too
     close to one it released before) stops the computation with its reason.

@@ -87,7 +87,7 @@ def check_rule(rule: str) -> str:
 
 
 def threshold_grid(n_thresholds: int = DEFAULT_N_THRESHOLDS) -> FloatArray:
-    """The paper's equidistant false-positive rates ``j / (n_T + 1)``, j = 1..n_T."""
+    """Return the paper's equidistant false-positive rates ``j / (n_T + 1)``, j = 1..n_T."""
     if int(n_thresholds) != n_thresholds or n_thresholds < 2:
         raise InputError(f"n_thresholds must be an integer >= 2; got {n_thresholds!r}")
     n = int(n_thresholds)
@@ -95,7 +95,7 @@ def threshold_grid(n_thresholds: int = DEFAULT_N_THRESHOLDS) -> FloatArray:
 
 
 def survivor(sorted_ref: FloatArray, x: ArrayLike) -> FloatArray:
-    """The survivor function of ``sorted_ref`` at ``x``, ties counted one half.
+    """Evaluate the survivor function of ``sorted_ref`` at ``x``, ties counted one half.
 
     ``(#{ref > x} + #{ref = x} / 2) / n_ref``, that is ``1 -`` the DeLong placement of ``x``.
     """
@@ -151,6 +151,7 @@ class GroupedTable:
 
     @property
     def x(self) -> FloatArray:
+        """The covariate ``Phi^-1(t)`` of each row."""
         return special.ndtri(self.t)
 
     @classmethod
@@ -161,6 +162,7 @@ class GroupedTable:
         return cls(values, succ, (mult * placements.size).astype(np.float64))
 
     def stacked(self, other: GroupedTable) -> GroupedTable:
+        """Return the rows of this table followed by those of ``other``."""
         return GroupedTable(
             np.concatenate([self.t, other.t]),
             np.concatenate([self.successes, other.successes]),
@@ -177,7 +179,7 @@ def binormal_auc(g1: float, g2: float) -> float:
 
 
 def binormal_auc_integral(g1: float, g2: float) -> float:
-    """The same area by adaptive quadrature (QUADPACK, as R's ``integrate`` in the paper)."""
+    """Integrate the binormal AUC by adaptive quadrature (QUADPACK, as R's ``integrate``)."""
     value, _ = integrate.quad(
         lambda t: float(special.ndtr(g1 + g2 * special.ndtri(t))),
         0.0,
@@ -224,7 +226,7 @@ class BinormalCurve:
         return binormal_auc_integral(self.g1, self.g2)
 
     def roc(self, t: ArrayLike) -> FloatArray:
-        """The fitted curve as a function of the false-positive rate."""
+        """Evaluate the fitted curve at false-positive rates ``t``."""
         return binormal_roc(self.g1, self.g2, t)
 
     def roc_curve(self, n_points: int = 201) -> tuple[FloatArray, FloatArray]:
@@ -270,6 +272,7 @@ class RocGlmFit(BinormalCurve, ResultMixin):
         return binormal_auc(self.g1, self.g2)
 
     def summary(self) -> str:
+        """Format the coefficients, the AUC and the fit's convergence as a table."""
         return format_table(
             [
                 ("g1", self.g1),
@@ -328,7 +331,7 @@ def pooled_table(
     thresholds: str = "grid",
     n_thresholds: int = DEFAULT_N_THRESHOLDS,
 ) -> GroupedTable:
-    """Grouped ROC-GLM data of one data set (placements of the positives in ``neg``)."""
+    """Group one data set for the ROC-GLM (placements of the positives in ``neg``)."""
     check_rule(thresholds)
     sorted_neg = np.sort(neg)
     placements = survivor(sorted_neg, pos)
@@ -368,7 +371,7 @@ def rocglm(
     n_thresholds: int = DEFAULT_N_THRESHOLDS,
     pos_label: Any = None,
 ) -> RocGlmFit:
-    """The binormal ROC-GLM of paper 1 (section 3.4) on pooled data.
+    """Fit the binormal ROC-GLM of paper 1 (section 3.4) on pooled data.
 
     Parameters
     ----------

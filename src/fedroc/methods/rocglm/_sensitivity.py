@@ -64,6 +64,7 @@ class FeatureSensitivity(ResultMixin):
     heuristic: bool = True
 
     def summary(self) -> str:
+        """Format the heuristic's outcome (it is not a bound) as a table."""
         return format_table(
             [
                 ("l2-sensitivity (heuristic, not a bound)", self.sensitivity),
@@ -97,7 +98,7 @@ def _columns(features: Any) -> list[tuple[str, NDArray[Any], bool]]:
 def feature_codes(
     features: Any, *, n_breaks: int | None = None, categorical: Sequence[str] = ()
 ) -> tuple[NDArray[np.float64], int]:
-    """The histogram representation of each row: cell indices and one-hot codes.
+    """Code each row for the histogram: cell indices of numeric columns, one-hot codes.
 
     Numeric columns: equal-width cells, index ``floor((x - min) / width)`` clipped to
     ``n_breaks - 1``. Columns named in ``categorical`` (and non-numeric ones): one-hot.

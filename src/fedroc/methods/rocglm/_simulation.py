@@ -92,7 +92,7 @@ def paper_estimate(
     confidence_level: float = 0.95,
     n_thresholds: int = DEFAULT_N_THRESHOLDS,
 ) -> tuple[float, tuple[float, float]]:
-    """The paper's distributed ROC-GLM AUC and CI from the pooled noisy scores.
+    """Compute the paper's distributed ROC-GLM AUC and CI from the pooled noisy scores.
 
     The ROC-GLM of the true positives placed in the noisy negatives, and DeLong's logit
     interval from the placements in the noisy survivor functions (paper 1, section 4.4).

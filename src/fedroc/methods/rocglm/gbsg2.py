@@ -66,7 +66,7 @@ def _design(frame: pd.DataFrame) -> pd.DataFrame:
 def gbsg2_feature_sensitivity(
     features: pd.DataFrame, scores: np.ndarray, n_breaks: int | None = None
 ) -> float:
-    """The feature heuristic on one site's GBSG2 rows.
+    """Run the feature heuristic on one site's GBSG2 rows.
 
     :func:`~fedroc.methods.rocglm.feature_sensitivity` with horTh, tgrade (and any column
     with at most three values) one-hot, the other covariates binned. A heuristic, not a bound.
@@ -167,6 +167,7 @@ class Gbsg2UseCase(ResultMixin):
         ]
 
     def summary(self) -> str:
+        """Format the use case's settings and its distributed, corrected and pooled results."""
         d = self.distributed
         rows: list[tuple[str, Any]] = [
             ("sites", self.site_sizes),

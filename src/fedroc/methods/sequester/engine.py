@@ -70,14 +70,17 @@ class SubsetTable:
 
     @property
     def n_images(self) -> int:
+        """Number of images in the test set (phi)."""
         return len(self.image_ids)
 
     @property
     def n_subsets(self) -> int:
+        """Number of test subsets (rho)."""
         return int(self.members.shape[0])
 
     @property
     def subset_size(self) -> int:
+        """Images per subset (N)."""
         return int(self.members.shape[1])
 
     @property
@@ -127,12 +130,14 @@ class SubsetTable:
         return subsets[offsets[i] : offsets[i + 1]]
 
     def members_bytes(self) -> bytes:
+        """Serialise :attr:`members` as a ``.npy`` blob (no pickle), for the database."""
         buf = io.BytesIO()
         np.save(buf, self.members, allow_pickle=False)
         return buf.getvalue()
 
     @staticmethod
     def members_from_bytes(data: bytes) -> NDArray[np.int32]:
+        """Read a blob written by :meth:`members_bytes` (pickles refused)."""
         return np.asarray(np.load(io.BytesIO(data), allow_pickle=False), dtype=np.int32)
 
 
@@ -279,6 +284,7 @@ class Limits:
     min_changed_images: float = 5.0
 
     def __post_init__(self) -> None:
+        """Check the limits: positive integers or None, ``min_changed_images >= 0``."""
         for name in ("max_queries", "max_submissions"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
@@ -321,9 +327,23 @@ class Session:
     """One developer's answers on an in-memory sequestered set (Python API, simulations).
 
     The service (:mod:`fedroc.sequester`) does the same with its state in a database.
-    ``rng`` is for reproducible studies; by default every noise draw uses operating-system
-    entropy through :mod:`fedroc.privacy`. ``limits`` default to none at all (studies);
-    the service applies :class:`Limits` ``()`` unless the custodian says otherwise.
+
+    Parameters
+    ----------
+    labels : array-like of bool, shape (n_images,)
+        The test set's labels, in the order of ``table.image_ids``.
+    table : SubsetTable
+        The test subsets.
+    mechanism : Mechanism
+        The answering rule.
+    budget : int
+        Perturbed answers the developer may receive.
+    limits : Limits, optional
+        Default: none at all (studies); the service applies :class:`Limits` ``()`` unless
+        the custodian says otherwise.
+    rng : numpy.random.Generator, optional
+        For reproducible studies; by default every noise draw uses operating-system entropy
+        through :mod:`fedroc.privacy`.
     """
 
     def __init__(
@@ -369,7 +389,7 @@ class Session:
     def query(
         self, scores: ArrayLike | int, subset_id: int, *, reference: float | None = None
     ) -> Answer:
-        """The answer for a submission id, or for scores (submitted first if new)."""
+        """Answer a submission id, or scores (submitting them first if new)."""
         if isinstance(scores, (int, np.integer)) and not isinstance(scores, bool):
             if not 1 <= scores <= len(self.submissions):
                 raise InputError(f"submission {scores} does not exist")

@@ -109,7 +109,7 @@ def laplace(
 
 
 def answer_step(n_pos: int, n_neg: int) -> float:
-    """Rounding step for AUCs of subsets with ``n_pos`` positives and ``n_neg`` negatives.
+    """Return the AUC rounding step for subsets of ``n_pos`` positives and ``n_neg`` negatives.
 
     The standard error of an AUC near 0.5 is ``sqrt((n_pos + n_neg + 1) / (12 n_pos
     n_neg))`` (Mann-Whitney under the null); the step is that SE rounded down to 1, 2 or 5
@@ -170,6 +170,7 @@ class Mechanism:
     step: float = 0.0
 
     def __post_init__(self) -> None:
+        """Check the rule's name, ``threshold >= 0``, ``noise_rate > 0`` and ``0 <= step < 1``."""
         if self.name not in MECHANISMS:
             raise InputError(f"mechanism must be one of {MECHANISMS}; got {self.name!r}")
         if not (self.threshold >= 0 and math.isfinite(self.threshold)):

@@ -234,7 +234,7 @@ def noise_rate_for_budget(budget: float, subset_size: int) -> float:
 def suggested_noise_rate(
     auc: float, prevalence: float, n_images: int, *, confidence: float = 0.95
 ) -> float:
-    """The paper's noise rate: a Laplace whose FWHM equals the whole set's AUC CI width.
+    """Suggest the paper's noise rate: a Laplace whose FWHM equals the whole set's AUC CI width.
 
     The paper sets ``sigma = 0.124`` so that the full width at half maximum of
     ``Lap(sigma)``, ``2 sigma ln 2``, equals the width of a bootstrap 95% CI of the AUC of
@@ -381,6 +381,7 @@ class Plan(ResultMixin):
     warnings: tuple[str, ...] = ()
 
     def summary(self) -> str:
+        """Format the plan (sizes, noise, budget, epsilon and power) as a table."""
         return format_table(
             [
                 ("images (phi)", self.n_images),

@@ -10,6 +10,7 @@ from alembic import context
 
 
 def run() -> None:
+    """Run the migrations on the connection :func:`fedroc.sequester.db.migrate` gave."""
     connection = context.config.attributes.get("connection")
     if connection is None:
         raise RuntimeError("run the migrations through fedroc.sequester.db.migrate(engine)")

@@ -18,8 +18,10 @@ depends_on = ${repr(depends_on)}
 
 
 def upgrade() -> None:
+    """Apply this revision."""
     ${upgrades if upgrades else "pass"}
 
 
 def downgrade() -> None:
+    """Undo :func:`upgrade`."""
     ${downgrades if downgrades else "pass"}

@@ -16,6 +16,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Create the tables of fedroc 0.1."""
     op.create_table(
         "test_sets",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -86,5 +87,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop every table."""
     for table in ("queries", "submissions", "developers", "plans", "test_sets"):
         op.drop_table(table)

@@ -20,6 +20,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Add rounding, limits, revocation, DP events and the custodian's audit table."""
     # Plain ADD COLUMN (constant defaults): SQLite does it in place, where a batch copy
     # would have to drop tables that others reference.
     for table, column in [
@@ -52,6 +53,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop what :func:`upgrade` added."""
     op.drop_table("admin_actions")
     with op.batch_alter_table("queries") as batch:
         batch.drop_column("events")
