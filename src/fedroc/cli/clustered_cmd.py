@@ -67,8 +67,13 @@ def clustered(
     """Estimate population and personalized AUCs, their joint CI and equality test (paper 3)."""
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
     from fedroc.data import Columns, SiteData, load_table
-    from fedroc.methods.clustered import ClusteredAUCWarning, clustered_auc, obuchowski_auc
-    from fedroc.methods.clustered._estimators import POPULATION_ESTIMATORS, SIGMA11_DIVISORS
+    from fedroc.methods.clustered import (
+        POPULATION_ESTIMATORS,
+        SIGMA11_DIVISORS,
+        ClusteredAUCWarning,
+        clustered_auc,
+        obuchowski_auc,
+    )
     from fedroc.methods.clustered.plots import rug_figure
 
     if estimator not in _ESTIMATORS:

@@ -122,7 +122,7 @@ def _use_cases(seed: int) -> dict[str, Any]:
     except MissingExtraError as exc:  # the base install: the demo runs without it
         err.print(f"GBSG2 use case skipped: {exc}", highlight=False, markup=False)
         return cases
-    from fedroc.methods.rocglm.gbsg2 import gbsg2_use_case
+    from fedroc.experiments.gbsg2 import gbsg2_use_case
 
     err.print("running the GBSG2 use case (paper 1, section 6) ...")
     cases["gbsg2_rocglm"] = gbsg2_use_case(seed=seed)

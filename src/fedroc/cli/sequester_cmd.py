@@ -133,7 +133,7 @@ def figure_command(
     ] = 0.124,
 ) -> None:
     """Draw paper 2's Figure 5 (budget vs load factor beside AUC SE/IQR), 4 or 3."""
-    from fedroc.methods.sequester.figures import budget_figure, perturbation_figure, power_figure
+    from fedroc.experiments.sequester import budget_figure, perturbation_figure, power_figure
 
     kinds = ("budget", "perturbation", "power")
     if kind not in kinds:

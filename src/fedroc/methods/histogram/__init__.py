@@ -41,8 +41,8 @@ Parts, as in every method package: :mod:`._site` (what a site computes: leaf cou
 two site functions), :mod:`._protocol` (checked options and the round of trees),
 :mod:`._tree` (consistency, noise propagation, quantiles), :mod:`._curves` (ECDFs and
 curves, their errors), :mod:`._dp` (statistics with their noise), :mod:`._result`,
-:mod:`.baselines` (the paper's exact-quantile and DP-ECDF baselines) and
-:mod:`.figures` (paper 5's figures).
+:mod:`.baselines` (the paper's exact-quantile and DP-ECDF baselines). Paper 5's figures are
+reproduced by :mod:`fedroc.experiments.histogram`.
 
 Threat model: honest-but-curious analyst and sites (that of :mod:`fedroc.secagg`). In the
 secure-aggregation mode the analyst learns the pooled leaf histograms of each class (the

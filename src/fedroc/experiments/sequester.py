@@ -28,11 +28,12 @@ from scipy import stats
 
 from fedroc.exceptions import InputError
 from fedroc.figures import paper_figure
-from fedroc.methods.sequester.engine import draw_subsets, subset_aucs
-from fedroc.methods.sequester.mechanism import Mechanism
-from fedroc.methods.sequester.planner import (
+from fedroc.methods.sequester import (
+    Mechanism,
     auc_se_at,
+    draw_subsets,
     power_grid,
+    subset_aucs,
     subset_size,
     thresholdout_budget,
 )

@@ -24,8 +24,7 @@ from scipy import stats
 
 from fedroc.exceptions import InputError
 from fedroc.figures import paper_figure
-from fedroc.methods.clustered._estimators import equality_z
-from fedroc.methods.clustered._pooled import clustered_auc
+from fedroc.methods.clustered import clustered_auc, equality_z
 from fedroc.methods.clustered.models import (
     ZMean,
     allocation_pmf,

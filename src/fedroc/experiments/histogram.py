@@ -16,9 +16,12 @@ import numpy as np
 import pandas as pd
 
 from fedroc.figures import paper_figure
-
-from ._curves import approximate_curves, survival_function
-from ._site import count_leaves, levels_from_leaves
+from fedroc.methods.histogram import (
+    approximate_curves,
+    count_leaves,
+    levels_from_leaves,
+    survival_function,
+)
 
 
 def _pyplot() -> Any:

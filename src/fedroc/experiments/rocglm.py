@@ -9,7 +9,7 @@
 - Figure 8: the ROC-GLM curve beside the empirical one, and the pooled calibration curve
   beside the distributed one (section 6.4).
 
-Figures 3-5 run the simulation of section 5 (:mod:`._simulation`; ``quick`` uses a few
+Figures 3-5 run the simulation of section 5 (:mod:`.rocglm_simulation`; ``quick`` uses a few
 data sets instead of the paper's 10000). Figures 6-8 run the GBSG2 use case
 (:mod:`.gbsg2`), which needs the ``examples`` extra (scikit-survival).
 """
@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from fedroc.exceptions import InputError
-from fedroc.figures import paper_figure
-from fedroc.methods.rocglm._simulation import (
+from fedroc.experiments.rocglm_simulation import (
     BIN_EDGES,
     DELTAS,
     EPSILONS,
@@ -34,6 +33,7 @@ from fedroc.methods.rocglm._simulation import (
     settings_grid,
     simulate_paper_data,
 )
+from fedroc.figures import paper_figure
 
 __all__: list[str] = []
 
@@ -106,7 +106,7 @@ def draw_settings_grid(frame: Any, path: Path, column: str, what: str, figure: s
 
 @paper_figure(1, "3", "Densities of the empirical and the ROC-GLM AUC by data size")
 def figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
-    from fedroc.methods.rocglm._core import rocglm
+    from fedroc.methods.rocglm import rocglm
     from fedroc.metrics import roc_auc
 
     plt = _plt()
@@ -153,7 +153,7 @@ def figure5(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
 @functools.lru_cache(maxsize=2)
 def _use_case(seed: int) -> Any:
     try:
-        from fedroc.methods.rocglm.gbsg2 import gbsg2_use_case
+        from fedroc.experiments.gbsg2 import gbsg2_use_case
 
         return gbsg2_use_case(seed=seed)
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
