@@ -93,6 +93,59 @@ def test_the_check_sees_the_package_root(tmp_path: Path) -> None:
     ]
 
 
+def _private_crossings(path: Path, source: str | None = None) -> list[str]:
+    """Private names (and private modules) that ``path`` imports from outside their owner.
+
+    The owner of ``_x`` in ``a.b._x`` is ``a.b``: a private module serves its own package, a
+    private name its own module. fedroc's own helpers (``fedroc._results``, ...) serve all.
+    """
+    here = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+    here = here.removesuffix(".__init__")
+    package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
+    found = []
+    text = path.read_text(encoding="utf-8") if source is None else source
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = node.module or ""
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            module = ".".join([*base, module] if module else base)
+        if not module.startswith("fedroc"):
+            continue
+        for alias in node.names:
+            parts = f"{module}.{alias.name}".split(".")
+            for i, part in enumerate(parts):
+                owner = ".".join(parts[:i])
+                private = part.startswith("_") and not part.startswith("__")
+                if private and not (here == owner or here.startswith(owner + ".")):
+                    found.append(f"{here}:{node.lineno} imports {'.'.join(parts[: i + 1])}")
+                    break
+    return found
+
+
+def test_no_private_name_crosses_its_owner() -> None:
+    # What another module needs is exported under a public name (issue 15: _Stop,
+    # _check_subset, ... were imported across modules).
+    found = [f for path in sorted(SRC.rglob("*.py")) for f in _private_crossings(path)]
+    assert found == []
+
+
+def test_the_private_check_sees_a_crossing() -> None:
+    code = (
+        "from fedroc.methods.rocglm._core import rocglm\n"
+        "from fedroc.secagg import _crypto\n"
+        "from ._common import _helper, emit_json\n"
+        "from fedroc._results import ResultMixin\n"
+        "from fedroc.cli._common import err\n"
+    )
+    assert _private_crossings(SRC / "cli" / "m.py", code) == [
+        "fedroc.cli.m:1 imports fedroc.methods.rocglm._core",
+        "fedroc.cli.m:2 imports fedroc.secagg._crypto",
+        "fedroc.cli.m:3 imports fedroc.cli._common._helper",
+    ]
+
+
 def test_site_functions_register_with_the_layer_that_owns_them() -> None:
     # The federation layer loads no plugin list by name: a higher layer's site function is
     # known once that layer (or the application, fedroc.apps) is imported.

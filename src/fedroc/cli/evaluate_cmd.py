@@ -126,7 +126,7 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
 
 
 # Method keyword -> flag of the options that ask for more than the AUC (kept in step with
-# fedroc.methods._asks.ASK_OPTIONS, which this module must not import at its top).
+# fedroc.methods.asks.ASK_OPTIONS, which this module must not import at its top).
 ASK_OPTIONS = {
     "max_fpr": "--max-fpr",
     "at_specificity": "--at-specificity",

@@ -45,7 +45,7 @@ def metrics_dict(
     """
     import numpy as np
 
-    from fedroc.methods._asks import (
+    from fedroc.methods.asks import (
         check_targets,
         comparison_dict,
         operating_points_from_counts,

@@ -15,7 +15,7 @@ import numpy as np
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Released
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
-from fedroc.methods._asks import (
+from fedroc.methods.asks import (
     check_targets,
     comparison_dict,
     operating_points_from_counts,

@@ -66,7 +66,7 @@ import numpy as np
 
 from fedroc.exceptions import InputError
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
-from fedroc.methods._asks import binned_asks, check_targets
+from fedroc.methods.asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
 
 from ._compare import (
@@ -101,10 +101,10 @@ from ._site import (
     MODES,
     NOISES,
     TRANSFORMS,
-    _site_leaves,
     count_leaves,
     leaf_index,
     levels_from_leaves,
+    site_leaves,
     tree_height,
 )
 from ._tree import (
@@ -135,7 +135,6 @@ __all__ = [
     "CurveErrors",
     "Curves",
     "HistogramCurves",
-    "_site_leaves",
     "approximate_curves",
     "consistent_tree",
     "consistent_tree_adjoint",
@@ -148,6 +147,7 @@ __all__ = [
     "pr_area_error",
     "roc_area_error",
     "run_histogram",
+    "site_leaves",
     "survival_function",
     "tree_height",
     "tree_leaf_masses",
@@ -517,7 +517,7 @@ def run_histogram(
         Partial AUC and operating points from the aggregated leaf counts (post-processing,
         nothing more is released): exact 2x2 tables at thresholds restricted to the leaf
         edges under secure aggregation, with a stated error bound for the partial AUC
-        (:func:`fedroc.methods._asks.binned_asks`).
+        (:func:`fedroc.methods.asks.binned_asks`).
     compare : bool, default False
         Compare the sites' second score (``SiteData.score_b``) with the first: a second
         round of secure aggregation sums the sites' joint class histograms of the two

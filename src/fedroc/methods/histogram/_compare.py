@@ -361,7 +361,7 @@ def comparison_extra(
     pos: NDArray[Any], neg: NDArray[Any], bins: int, confidence_level: float
 ) -> dict[str, Any]:
     """Build the ``comparison`` entry of the result (the keys of the pooled and mpc methods')."""
-    from fedroc.methods._asks import comparison_dict
+    from fedroc.methods.asks import comparison_dict
 
     res = joint_comparison(pos, neg, confidence_level)
     out = comparison_dict(

@@ -100,7 +100,7 @@ def count_leaves(
     return both[n_leaves:].astype(np.int64), both[:n_leaves].astype(np.int64)
 
 
-def _site_leaves(
+def site_leaves(
     data: SiteData, *, n_leaves: int, lo: float, hi: float, transform: str | None, site: str
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Leaf counts of one site's positives and negatives over the public score range."""
@@ -133,7 +133,7 @@ def _leaves_for(ctx: SiteContext, args: dict[str, Any]) -> tuple[int, int, Any, 
         raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22")
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
-    pos, neg = _site_leaves(
+    pos, neg = site_leaves(
         ctx.data, n_leaves=b**h, lo=lo, hi=hi, transform=args["transform"], site=ctx.site
     )
     return b, h, pos, neg

@@ -61,11 +61,11 @@ from fedroc.federation.federation import Federation, Released
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
     BinormalCurve,
-    _warn_unconverged,
     binormal_auc,
     check_rule,
     recommended_privacy,
     threshold_grid,
+    warn_unconverged,
 )
 from fedroc.methods.rocglm._deconvolution import BinMixture, bootstrap_weights, check_levels
 from fedroc.methods.rocglm._probit import (
@@ -712,7 +712,7 @@ def distributed_rocglm(
         max_iter=max_iter,
     )
     for k in range(len(FITS)):
-        _warn_unconverged(bool(outcome.converged[k]), max_iter)
+        warn_unconverged(bool(outcome.converged[k]), max_iter)
     released = federation.released(start)
     common: dict[str, Any] = {
         "n_pos": outcome.n_pos,
