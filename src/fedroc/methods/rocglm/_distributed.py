@@ -248,13 +248,9 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         from fedroc.metrics import roc_curve
 
         if ax is None:
-            # A bare Figure on the Agg canvas: no display, no pyplot state, and no import of
-            # fedroc.report (a layer above the methods).
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
+            from fedroc._plotting import new_figure
 
-            fig = Figure(figsize=(5, 5))
-            FigureCanvasAgg(fig)
+            fig = new_figure((5, 5))
             ax = fig.add_subplot()
             ax.set(
                 xlabel="false positive rate",
