@@ -125,8 +125,7 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
     raise InputError(f"--sample-weight does not apply to --method {method}: {why}; use pooled")
 
 
-# Method keyword -> flag of the options that ask for more than the AUC (kept in step with
-# fedroc.methods.asks.ASK_OPTIONS, which this module must not import at its top).
+# Method keyword -> flag of the options that ask for more than the AUC.
 ASK_OPTIONS = {
     "max_fpr": "--max-fpr",
     "at_specificity": "--at-specificity",
