@@ -52,7 +52,7 @@ from typing import Any
 from fedroc._retry import RetryExpired, retry
 from fedroc.exceptions import InputError
 from fedroc.federation.flower import CLIENT_APP_REF, load_app
-from fedroc.federation.flower._process import die_with_parent
+from fedroc.federation.flower._process import die_with_parent, option_value
 from fedroc.federation.flower._tuning import (
     EXECUTOR,
     STATUS,
@@ -231,18 +231,9 @@ class InProcessExecutor:
             client.close()
 
 
-def _option(args: Sequence[str], name: str, default: str) -> str:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return default
-
-
 def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
     """Return the site's name and the node directory (that of ``--node-config FILE``)."""
-    path = _option(args, "--node-config", "")
+    path = option_value(args, "--node-config", "")
     if not path or not Path(path).is_file():
         return None, None
     try:
@@ -259,7 +250,7 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     site, node_dir = _node_config(args)
     if node_dir is not None:
         STATUS.configure(node_dir / STATUS_NAME, site)
-    isolation = _option(args, "--isolation", "")
+    isolation = option_value(args, "--isolation", "")
     if isolation and isolation != "process":
         raise InputError(
             f"fedroc's SuperNode runs the ClientApp itself (isolation 'process'); "
@@ -267,8 +258,8 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
         )
     if not isolation:
         args += ["--isolation", "process"]
-    host = _option(args, "--host", "127.0.0.1")
-    port = _option(args, "--port", "9094")
+    host = option_value(args, "--host", "127.0.0.1")
+    port = option_value(args, "--port", "9094")
     runtime = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if host in ("0.0.0.0", "::"):
         runtime = f"127.0.0.1:{port}"

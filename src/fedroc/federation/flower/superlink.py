@@ -18,18 +18,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from fedroc.federation.flower._process import option_value
+
 __all__ = ["main", "superlink_args"]
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", "8000"  # Flower 1.41's defaults
-
-
-def _option(args: Sequence[str], name: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def _pop_option(args: list[str], name: str) -> str | None:
@@ -70,14 +63,14 @@ def superlink_args(args: Sequence[str], *, warm: bool) -> list[str]:
 
 def executor_command(args: Sequence[str]) -> list[str]:
     """Return the command of fedroc's ServerApp executor for a SuperLink started with ``args``."""
-    host = _option(args, "--host") or DEFAULT_HOST
-    port = _option(args, "--port") or DEFAULT_PORT
+    host = option_value(args, "--host") or DEFAULT_HOST
+    port = option_value(args, "--port") or DEFAULT_PORT
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     cmd = [sys.executable, "-m", "fedroc.federation.flower.serverexec"]
     cmd += ["--runtime-api-address", address]
-    ca = _option(args, "--ssl-ca-certfile")
+    ca = option_value(args, "--ssl-ca-certfile")
     if "--insecure" in args or ca is None:
         cmd.append("--insecure")
     else:
@@ -99,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"--serverapp-executor must be 'warm' or 'stock'; got {choice!r}")
     warm = (
         choice == "warm"
-        and _option(args, "--isolation") is None
+        and option_value(args, "--isolation") is None
         and "--simulation" not in args
         and warm_executor_possible()
     )
