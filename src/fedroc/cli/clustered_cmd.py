@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -101,28 +101,7 @@ def clustered(
         warnings.simplefilter("ignore", ClusteredAUCWarning)
         if estimator == "obuchowski":
             obu = obuchowski_auc(site.label, site.score, site.cluster, confidence_level=confidence)
-            if as_json:
-                emit_json(obu.to_dict())
-                return
-            out.print(
-                kv_table(
-                    f"Obuchowski's clustered AUC of {data}",
-                    [
-                        ("Obuchowski AUC (eq. 7)", obu.auc),
-                        ("  SE (Obuchowski 1997)", obu.se),
-                        (f"  {obu.confidence_level:.0%} CI (Wald)", obu.ci),
-                        ("  SE (DeLong, clusters ignored)", obu.delong_se),
-                        ("clusters", obu.n_clusters),
-                        (
-                            "  with controls, with cases",
-                            f"{obu.n_clusters_with_neg}, {obu.n_clusters_with_pos}",
-                        ),
-                        ("controls, cases", f"{obu.n_neg}, {obu.n_pos}"),
-                    ],
-                )
-            )
-            for message in obu.caveats:
-                out.print(f"CAVEAT: {message}", highlight=False)
+            _show(obu, f"Obuchowski's clustered AUC of {data}", as_json)
             return
         result = clustered_auc(
             site.label,
@@ -136,42 +115,16 @@ def clustered(
     if plot is not None:
         result.plot(str(plot), levels=tuple(sorted({confidence, 0.99})))
         err.print(f"ellipse plot written to {plot}")
+    _show(result, f"Clustered AUCs of {data}", as_json)
+
+
+def _show(result: Any, title: str, as_json: bool) -> None:
+    """Print the result as one JSON object, or as its table followed by its caveats and notes."""
     if as_json:
         emit_json(result.to_dict())
         return
-    level = f"{result.confidence_level:.0%}"
-    z_less = result.equality_test("less")[1]
-    z_greater = result.equality_test("greater")[1]
-    names = {"corrected": "eq. 5 x I/(I-1)", "eq5": "eq. 5", "between": "between-cluster pairs"}
-    out.print(
-        kv_table(
-            f"Clustered AUCs of {data}",
-            [
-                ("population AUC (theta12)", result.population_auc),
-                ("  SE", result.population_se),
-                (f"  {level} CI (Wald)", result.population_ci),
-                ("personalized AUC (theta11)", result.personalized_auc),
-                ("  SE", result.personalized_se),
-                (f"  {level} CI (Wald)", result.personalized_ci),
-                ("correlation of the two estimates", result.correlation),
-                ("H0 theta12 = theta11: z", result.equality_z),
-                ("  p two-sided", result.equality_p),
-                ("  p (H1 theta12 < theta11)", z_less),
-                ("  p (H1 theta12 > theta11)", z_greater),
-                ("equal-weight population AUC (theta'12, eq. 6)", result.equal_weight_auc),
-                ("  SE", result.equal_weight_se),
-                ("Obuchowski AUC (eq. 7)", result.obuchowski_auc),
-                ("  SE (Obuchowski 1997)", result.obuchowski_se),
-                ("  SE (DeLong, clusters ignored)", result.delong_se),
-                ("clusters used", result.n_clusters),
-                ("clusters with one class (excluded)", result.n_excluded),
-                ("controls, cases", f"{result.n_neg}, {result.n_pos}"),
-                ("theta12 estimator", names[result.population_estimator]),
-                ("Sigma11 divisor", "I-1" if result.sigma11 == "corollary6" else "(I-1)^2/I"),
-            ],
-        )
-    )
+    out.print(kv_table(title, result.summary_rows()))
     for message in result.caveats:
         out.print(f"CAVEAT: {message}", highlight=False)
-    for message in result.notes:
+    for message in getattr(result, "notes", ()):
         out.print(f"note: {message}", highlight=False)

@@ -88,21 +88,7 @@ def plan_command(
     if as_json:
         emit_json(result)
         return
-    rows = [
-        ("images (phi)", p.n_images),
-        ("subsets (rho)", p.n_subsets),
-        ("load factor (xi)", p.load_factor),
-        ("subset size (N)", p.subset_size),
-        ("noise rate (sigma)", p.noise_rate),
-        ("noise rate of the answers", p.answer_noise_rate),
-        ("budget (eq. 3)", p.budget),
-        ("perturbed answers allowed", p.budget_units),
-        ("epsilon = B / (sigma phi)", p.epsilon),
-        ("AUC SE of one subset (Hanley-McNeil)", p.auc_se),
-        (f"minimum subset size (power {power:g})", p.min_subset_size),
-        ("power of one subset", p.subset_power),
-    ]
-    out.print(kv_table("Sequestration plan (h-Thresholdout_AUC)", rows))
+    out.print(kv_table(p.SUMMARY_TITLE, p.summary_rows()))
 
 
 @sequester_app.command("figure")
