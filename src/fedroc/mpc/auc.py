@@ -68,11 +68,13 @@ __all__ = [
     "DEFAULT_FRAC_BITS",
     "DEFAULT_MIN_CLASS_COUNT",
     "FULL_PRECISION",
+    "JOB_PARAMETERS",
     "AucOutputs",
     "AucSpec",
     "auc_program",
     "check_job_parameters",
     "decode_outputs",
+    "job_parameters",
     "owner_records",
 ]
 
@@ -293,17 +295,7 @@ class AucSpec:
         sizes = rec["sizes"]
         if not isinstance(sizes, list):
             raise InputError(f"sizes must be a list of counts; got {sizes!r}")
-        return cls(
-            sizes=tuple(sizes),
-            sort=rec["sort"],
-            delta=rec["delta"],
-            noties=rec["noties"],
-            frac_bits=rec["frac_bits"],
-            min_class_count=rec["min_class_count"],
-            ci=rec["ci"],
-            compare=rec["compare"],
-            asks=rec["asks"],
-        )
+        return cls(sizes=tuple(sizes), **{name: rec[name] for name in JOB_PARAMETERS})
 
     from_dict = from_record
 

@@ -39,6 +39,7 @@ from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.auc import (
     DEFAULT_FRAC_BITS,
     DEFAULT_MIN_CLASS_COUNT,
+    JOB_PARAMETERS,
     AucSpec,
     check_job_parameters,
     job_parameters,
@@ -155,16 +156,7 @@ class JobTerms:
 
     def params(self) -> dict[str, Any]:
         """Return the computation's parameters (those :class:`~fedroc.mpc.auc.AucSpec` takes)."""
-        return {
-            "frac_bits": self.frac_bits,
-            "min_class_count": self.min_class_count,
-            "ci": self.ci,
-            "sort": self.sort,
-            "delta": self.delta,
-            "noties": self.noties,
-            "compare": self.compare,
-            "asks": self.asks,
-        }
+        return job_parameters(self)
 
     def canonical(self) -> bytes:
         """Encode the bytes that are signed: canonical JSON (sorted keys, keys in hex)."""
@@ -198,20 +190,7 @@ class JobTerms:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> JobTerms:
         """Strict inverse of :meth:`to_record`; raises ProtocolError on any bad field."""
-        expected = {
-            "job",
-            "owners",
-            "proxy0",
-            "proxy1",
-            "frac_bits",
-            "min_class_count",
-            "ci",
-            "sort",
-            "delta",
-            "noties",
-            "compare",
-            "asks",
-        }
+        expected = {"job", "owners", "proxy0", "proxy1", *JOB_PARAMETERS}
         if set(rec) != expected:
             raise ProtocolError(f"malformed job terms: keys {sorted(rec)}")
         owners = rec["owners"]
@@ -222,14 +201,7 @@ class JobTerms:
                 rec["job"],
                 tuple(owners),
                 (_as_bytes(rec["proxy0"]), _as_bytes(rec["proxy1"])),
-                frac_bits=rec["frac_bits"],
-                min_class_count=rec["min_class_count"],
-                ci=rec["ci"],
-                sort=rec["sort"],
-                delta=rec["delta"],
-                noties=rec["noties"],
-                compare=rec["compare"],
-                asks=rec["asks"],
+                **{name: rec[name] for name in JOB_PARAMETERS},
             )
         except InputError as exc:
             raise ProtocolError(f"malformed job terms: {exc}") from None
