@@ -44,6 +44,7 @@ from fedroc.mpc.auc import (
     check_job_parameters,
     job_parameters,
 )
+from fedroc.mpc.seal import public_bytes
 
 __all__ = [
     "OWNER_STATE",
@@ -221,10 +222,8 @@ def new_owner_key() -> Ed25519PrivateKey:
     return Ed25519PrivateKey.generate()
 
 
-def owner_public_bytes(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
-    """Return an owner's Ed25519 public key as 32 raw bytes."""
-    pub = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
-    return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+#: The 32 raw bytes of an owner's public key, from its private or public key.
+owner_public_bytes = public_bytes
 
 
 def _private_raw(key: Ed25519PrivateKey) -> bytes:
