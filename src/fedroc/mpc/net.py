@@ -806,6 +806,13 @@ class PartyServer:
         )
         return np.asarray(execute(party, auc_program(party, lists, spec)))
 
+    def _run_sealed(
+        self, party: Party, lists: list[np.ndarray], spec: AucSpec, job: str, client_key: bytes
+    ) -> bytes:
+        """Run the job; this proxy's share of the outputs, sealed for the analyst."""
+        share = np.ascontiguousarray(self._run(party, lists, spec), "<u8").tobytes()
+        return seal(public_from_bytes(client_key), share, _result_aad(job, self.pid))
+
     def _fail(self, channel: NetChannel, exc: BaseException) -> str:
         reason = _reason(exc)
         self.log(f"{self.name()}: job {channel.job} failed: {reason}")
@@ -874,12 +881,7 @@ class PartyServer:
                 with contextlib.suppress(OSError):
                     client.send(ErrorMessage(f"job refused by {refused}", run))
                 return
-            out = self._run(party, lists, spec)
-            box0 = seal(
-                public_from_bytes(request.client_key),
-                np.ascontiguousarray(out, "<u8").tobytes(),
-                _result_aad(job, 0),
-            )
+            box0 = self._run_sealed(party, lists, spec, job, request.client_key)
             share1, _ = channel.expect(1, ResultShare, self.cfg.timeout)
             share2, _ = channel.expect(2, ResultShare, self.cfg.timeout)
             self.ledger.record(job, list(terms.owners), [p.fingerprint() for p in parts])
@@ -922,12 +924,7 @@ class PartyServer:
             refused = self._verdicts(channel, own, party)
             if refused is not None:
                 return
-            out = self._run(party, lists, spec)
-            box1 = seal(
-                public_from_bytes(forward.client_key),
-                np.ascontiguousarray(out, "<u8").tobytes(),
-                _result_aad(job, 1),
-            )
+            box1 = self._run_sealed(party, lists, spec, job, forward.client_key)
             self.ledger.record(job, list(terms.owners), [p.fingerprint() for p in parts])
             channel.send_message(0, ResultShare(box1, _stats(party)))
         except Exception as exc:
