@@ -9,6 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, kv_table, out
+from fedroc.cli._options import (
+    ConfidenceOption,
+    JsonOption,
+    LabelOption,
+    PosLabelOption,
+    ScoreOption,
+)
 from fedroc.exceptions import InputError
 
 _ESTIMATORS = ("joint", "obuchowski")
@@ -19,14 +26,10 @@ def clustered(
         Path, typer.Argument(help="CSV or Parquet file with labels, scores, clusters.")
     ],
     cluster: Annotated[str, typer.Option(help="Cluster id column (patient, reader, site).")],
-    label: Annotated[str, typer.Option(help="Label column (binary).")] = "label",
-    score: Annotated[str, typer.Option(help="Score column (higher = more likely positive).")] = (
-        "score"
-    ),
-    pos_label: Annotated[
-        str | None, typer.Option(help="Label value of the positive class (default 1).")
-    ] = None,
-    confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    label: LabelOption = "label",
+    score: ScoreOption = "score",
+    pos_label: PosLabelOption = None,
+    confidence: ConfidenceOption = 0.95,
     estimator: Annotated[
         str,
         typer.Option(
@@ -62,7 +65,7 @@ def clustered(
         Path | None,
         typer.Option(help="Write the rug plot of the clusters (Figure 1's view, PNG) here."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Estimate population and personalized AUCs, their joint CI and equality test (paper 3)."""
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.

@@ -18,6 +18,7 @@ from fedroc.cli._common import (
     out,
     require_extra,
 )
+from fedroc.cli._options import JsonOption
 
 
 def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
@@ -171,7 +172,7 @@ def demo(
         Path,
         typer.Option(help="Write the HTML report of the demo here (one self-contained file)."),
     ] = Path("fedroc-demo-report.html"),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Five synthetic hospitals: every method beside the pooled reference, and a report."""
     import numpy as np

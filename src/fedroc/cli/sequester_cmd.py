@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import emit_json, err, kv_table, out
+from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
 
 sequester_app = typer.Typer(
@@ -57,7 +58,7 @@ def plan_command(
     ] = None,
     power: Annotated[float, typer.Option("--power", help="Target power of one subset.")] = 0.8,
     alpha: Annotated[float, typer.Option("--alpha", help="Two-sided test level.")] = 0.05,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Subset size, eq.-3 budget, epsilon and AUC SE of a sequestration plan."""
     import warnings
