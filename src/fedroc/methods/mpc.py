@@ -314,19 +314,17 @@ def run_mpc(
             from fedroc.federation.basic import site_sizes
 
             asks.check_size(sum(site_sizes(fed).values()))
-    except InputError as exc:
-        raise InputError(f"mpc: {exc}") from None
-    try:
-        check_job_parameters(
-            sort=mpc_sort,
-            delta=mpc_delta,
-            noties=mpc_noties,
-            frac_bits=precision,
-            min_class_count=min_count,
-            ci=mpc_ci,
-            compare=mpc_compare,
-            asks=asks.encode(),
-        )
+        params: dict[str, Any] = {
+            "sort": mpc_sort,
+            "delta": mpc_delta,
+            "noties": mpc_noties,
+            "frac_bits": precision,
+            "min_class_count": min_count,
+            "ci": mpc_ci,
+            "compare": mpc_compare,
+            "asks": asks.encode(),
+        }
+        check_job_parameters(**params)
     except InputError as exc:
         raise InputError(f"mpc: {exc}") from None
     cluster: Cluster = (
@@ -335,18 +333,7 @@ def run_mpc(
         else RemoteCluster(mpc_cluster)
     )
     with cluster:
-        terms = JobTerms.create(
-            list(fed.site_names),
-            cluster.proxy_key_bytes(),
-            frac_bits=precision,
-            min_class_count=min_count,
-            ci=mpc_ci,
-            sort=mpc_sort,
-            delta=mpc_delta,
-            noties=mpc_noties,
-            compare=mpc_compare,
-            asks=asks.encode(),
-        )
+        terms = JobTerms.create(list(fed.site_names), cluster.proxy_key_bytes(), **params)
         start = fed.mark()
         bundles = request_bundles(fed, terms)
         if isinstance(cluster, LocalCluster):
