@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -186,6 +187,25 @@ def _noise_phrase(opts: HistogramOptions, tree: AggregatedTree) -> str:
     )
 
 
+def _run_fields(opts: HistogramOptions, tree: AggregatedTree) -> dict[str, Any]:
+    """Collect the fields of :class:`HistogramCurves` that describe the run, not estimates."""
+    return {
+        "mode": opts.mode,
+        "quantiles": opts.quantiles,
+        "oversampling": opts.oversampling,
+        "branching": opts.branching,
+        "height": opts.height,
+        "score_range": (opts.lo, opts.hi),
+        "transform": opts.transform,
+        "epsilon": opts.epsilon,
+        "noise": opts.noise if opts.dp else None,
+        "interpolation": opts.interpolation,
+        "noise_sd": math.sqrt(tree.sigma2),
+        "sites": tree.sites,
+        "dropped": tree.dropped,
+    }
+
+
 def _empty_curves(
     opts: HistogramOptions,
     tree: AggregatedTree,
@@ -196,16 +216,7 @@ def _empty_curves(
 ) -> HistogramCurves:
     empty = np.zeros(0)
     return HistogramCurves(
-        mode=opts.mode,
-        quantiles=opts.quantiles,
-        oversampling=opts.oversampling,
-        branching=opts.branching,
-        height=opts.height,
-        score_range=(opts.lo, opts.hi),
-        transform=opts.transform,
-        epsilon=opts.epsilon,
-        noise=opts.noise,
-        interpolation=opts.interpolation,
+        **_run_fields(opts, tree),
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=empty,
@@ -223,11 +234,8 @@ def _empty_curves(
         delong=None,
         noise_variance=float("nan"),
         confidence_level=confidence_level,
-        noise_sd=math.sqrt(tree.sigma2),
         ci_withheld=caveats[0],
         caveats=tuple(caveats),
-        sites=tree.sites,
-        dropped=tree.dropped,
     )
 
 
@@ -404,16 +412,7 @@ def estimate(
         if 0 < int(np.sum(y)) < len(y):
             errors = curve_errors(y, s, curves)
     return HistogramCurves(
-        mode=opts.mode,
-        quantiles=opts.quantiles,
-        oversampling=opts.oversampling,
-        branching=b,
-        height=opts.height,
-        score_range=(opts.lo, opts.hi),
-        transform=opts.transform,
-        epsilon=opts.epsilon,
-        noise=opts.noise if opts.dp else None,
-        interpolation=opts.interpolation,
+        **_run_fields(opts, tree),
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=q_pos,
@@ -431,7 +430,6 @@ def estimate(
         delong=delong,
         noise_variance=noise_variance,
         confidence_level=confidence_level,
-        noise_sd=math.sqrt(tree.sigma2),
         auc_level=auc_level,
         binning_bound=binning_bound,
         auc_test=auc_test,
@@ -442,8 +440,6 @@ def estimate(
         calibration_noise_sd=cal_sd,
         errors=errors,
         caveats=tuple(caveats),
-        sites=tree.sites,
-        dropped=tree.dropped,
     )
 
 
