@@ -49,7 +49,6 @@ from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 __all__ = ["MpcDetails", "paired_comparison", "run_mpc"]
 
 SHARE_FUNCTION = "fedroc.mpc.share"
-_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare", "asks")
 
 
 _JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
@@ -72,6 +71,7 @@ SHARE_SCHEMA = {
 @site_function(SHARE_FUNCTION, schema=SHARE_SCHEMA)
 def share_site(ctx: SiteContext, args: Record) -> Reply:
     """Split the site's sorted records into two shares, sealed and signed for one job."""
+    from fedroc.mpc.auc import JOB_PARAMETERS
     from fedroc.mpc.bundle import make_bundle
     from fedroc.mpc.owner import JobTerms, authorise
 
@@ -82,7 +82,7 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
             args["job"],
             tuple(owners),
             (bytes(args["proxy0_key"]), bytes(args["proxy1_key"])),
-            **{k: args[k] for k in _TERM_KEYS if args.get(k) is not None},
+            **{k: args[k] for k in JOB_PARAMETERS if args.get(k) is not None},
         )
     except (InputError, TypeError) as exc:
         raise InputError(f"{where}: {exc}") from None

@@ -38,9 +38,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.auc import (
     DEFAULT_FRAC_BITS,
-    DEFAULT_MIN_CLASS_COUNT,
     JOB_PARAMETERS,
     AucSpec,
+    JobParameters,
     check_job_parameters,
     job_parameters,
 )
@@ -85,8 +85,10 @@ def check_owner_name(name: Any) -> str:
 
 
 @dataclass(frozen=True)
-class JobTerms:
-    """What every owner of one job signs.
+class JobTerms(JobParameters):
+    """What every owner of one job signs: the job, its owners and proxies, its parameters.
+
+    The parameters are the :class:`~fedroc.mpc.auc.JobParameters`, given by keyword.
 
     Attributes
     ----------
@@ -96,21 +98,11 @@ class JobTerms:
         The co-owners, sorted; the job must hold exactly one bundle of each.
     proxy_keys : tuple of bytes
         The proxies' X25519 public keys (32 bytes each) the shares are sealed to.
-    frac_bits, min_class_count, ci, sort, delta, noties, compare, asks
-        As in :class:`~fedroc.mpc.auc.AucSpec`.
     """
 
     job: str
     owners: tuple[str, ...]
     proxy_keys: tuple[bytes, bytes]
-    frac_bits: int = DEFAULT_FRAC_BITS
-    min_class_count: int = DEFAULT_MIN_CLASS_COUNT
-    ci: bool = True
-    sort: str = "oblivious"
-    delta: int = 1
-    noties: bool = False
-    compare: bool = False
-    asks: str = ""
 
     def __post_init__(self) -> None:
         """Check the job id, the owners (sorted, distinct), the proxy keys and the parameters.
