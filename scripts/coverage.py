@@ -4,8 +4,10 @@ Each replicate simulates one federation from a design whose true AUC is known, r
 requested method on it through ``fedroc.evaluate`` (the same call a user makes), and
 records the AUC and its interval. The table gives, per design, size and method: the
 coverage of the true AUC by the nominal 95% interval, the mean bias, the mean width, and
-how many runs failed (a refusal or an error: never hidden). The pooled DeLong interval is
-the reference row.
+how many runs failed (an error: never hidden) and how many withheld their AUC or interval
+with a reason (a method's own rule, or a site's policy refusing before anything was
+released because a class is smaller than its minimum count). The pooled DeLong interval
+is the reference row. The table's header names the command, seed and commit.
 
 Designs (scores are probabilities, so that every method applies):
 
@@ -33,7 +35,7 @@ Usage::
 
     python scripts/coverage.py [--reps 200] [--sizes 500 5000] [--designs binormal rare]
         [--methods pooled rocglm histogram histogram-dp] [--out scripts/results]
-        [--name coverage]
+        [--name coverage] [--extend-to 400]
 
 ``--name`` names the result files (``<name>.md``, ``<name>.csv``), so that a study of some
 designs does not overwrite another's table.
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import subprocess
 import sys
 import time
 import warnings
@@ -57,6 +60,7 @@ import pandas as pd
 from scipy import special
 
 from fedroc.data import Columns, SiteData
+from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation
 from fedroc.methods import evaluate, method_names, pool_site_data
 from fedroc.methods.clustered.models import (
@@ -301,12 +305,14 @@ class Cell:
         self.highs.append(np.nan if ci is None else float(ci[1]))
 
     def fail(self, exc: BaseException) -> None:
-        # Without the run's site names and numbers, equal causes count together and the
-        # cause (after the names of the refusing sites) fits in the table.
-        text = re.sub(r"site\(s\): site '[^']*': site '[^']*'", "site(s): site '#'", str(exc))
-        text = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", text)
-        key = f"{type(exc).__name__}: {text[:200]}"
+        key = f"{type(exc).__name__}: {_group_key(str(exc))}"
         self.failures[key] = self.failures.get(key, 0) + 1
+
+    def refuse(self, exc: BaseException) -> None:
+        """A site's policy refused before anything was released: the data cannot support
+        the method (a class smaller than a site's minimum count). Counted as withheld."""
+        key = f"refused before any release: {_group_key(str(exc))}"
+        self.withheld[key] = self.withheld.get(key, 0) + 1
 
     def row(self) -> dict[str, Any]:
         a, lo, hi = (np.asarray(v, np.float64) for v in (self.aucs, self.lows, self.highs))
@@ -333,6 +339,29 @@ class Cell:
         }
 
 
+# A site's policy refusing because a class is smaller than its minimum count.
+_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is (below|\d+)")
+
+
+def _group_key(text: str) -> str:
+    """The cause without the run's site names and numbers, so that equal causes group."""
+    text = re.sub(r"site '[^']*'", "site '#'", text)
+    text = re.sub(r"\[[^\]]*'[^\]]*\]", "[#]", text)  # lists of site names
+    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", text)[:320]
+
+
+def git_commit() -> str:
+    """The commit the script runs from, marked ``+dirty`` when tracked files differ."""
+    here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def _withheld_reason(res: Any) -> str | None:
     extra = res.extra
     reason = extra.get("ci_withheld")
@@ -341,7 +370,60 @@ def _withheld_reason(res: Any) -> str | None:
     if reason is None:
         return None
     # Keep the cause, drop the run's own numbers, so that equal reasons count together.
-    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", reason)[:160]
+    return _group_key(reason)
+
+
+def _run_one(
+    spec: MethodSpec,
+    cell: Cell,
+    design: Design | ClusteredDesign | PairedDesign,
+    frames: dict[str, pd.DataFrame],
+    rep: int,
+    seed: int,
+) -> None:
+    """One method on one replicate, recorded in its cell (a result, a refusal or a failure)."""
+    score_b = getattr(design, "score_b", None)
+    start = time.perf_counter()
+    try:
+        fed = Federation.from_frames(
+            frames,
+            policy=simulation_policy(),
+            noise_seed=seed * 100_003 + rep,
+            cluster=design.cluster_column,
+            score_b=score_b,
+        )
+        pooled = None
+        if spec.method == "pooled":  # the reference holds the rows
+            columns = Columns(score_b=score_b)
+            pooled = pool_site_data({k: SiteData.from_frame(v, columns) for k, v in frames.items()})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = evaluate(
+                fed, spec.method, pooled=pooled, seed=rep, calibration_bins=None, **spec.options
+            )
+        estimate, ci = res.auc, res.auc_ci
+        reason = _withheld_reason(res)
+        if spec.compares:  # the difference of two models and its CI
+            comparison = res.extra["comparison"]
+            estimate, ci = comparison["auc_difference"], comparison["ci"]
+            if estimate is None:  # withheld, with the reason in its note
+                estimate = math.nan
+                reason = _group_key(comparison["note"])
+        cell.add(estimate, ci, reason)
+    except DisclosureError as exc:
+        if _CLASS_COUNT_REFUSAL.search(str(exc)):
+            cell.refuse(exc)
+        else:
+            cell.fail(exc)
+    except Exception as exc:  # counted and shown, never hidden
+        cell.fail(exc)
+    cell.seconds += time.perf_counter() - start
+
+
+def _near(row: dict[str, Any], target: float) -> bool:
+    """Whether a cell's coverage lies within one MCSE of ``target`` (it needs more runs)."""
+    cover, mcse = row["coverage"], row["coverage_mcse"]
+    return bool(math.isfinite(cover) and abs(cover - target) <= mcse)
 
 
 def run_study(
@@ -351,8 +433,16 @@ def run_study(
     reps: int,
     seed: int,
     progress: Callable[[str], None] | None = None,
+    extend_to: int | None = None,
+    target: float = 0.93,
 ) -> pd.DataFrame:
-    """Every (design, size) replicate runs every method on the same simulated data."""
+    """Every (design, size) replicate runs every method on the same simulated data.
+
+    With ``extend_to``, a cell whose coverage after ``reps`` runs lies within one MCSE of
+    ``target`` runs on to ``extend_to`` replicates (the same data stream: replicates
+    ``reps`` to ``extend_to - 1`` of its design and size), so that the table can tell it
+    from the target.
+    """
     available = set(method_names())
     rows = []
     for design_name in designs:
@@ -380,70 +470,55 @@ def run_study(
                 for m in applicable
             }
             rng = np.random.default_rng([seed, n, list(DESIGNS).index(design_name)])
-            for rep in range(reps):
+            running = list(applicable)
+            total = reps
+            rep = 0
+            while rep < total:
                 frames = design.simulate(n, rng)
-                for m in applicable:
-                    spec = METHODS[m]
-                    cell = cells[m]
-                    if spec.method not in available:
-                        cell.fail(RuntimeError(f"method {spec.method!r} is not installed"))
-                        continue
-                    start = time.perf_counter()
-                    try:
-                        fed = Federation.from_frames(
-                            frames,
-                            policy=simulation_policy(),
-                            noise_seed=seed * 100_003 + rep,
-                            cluster=design.cluster_column,
-                            score_b=score_b,
+                for m in running:
+                    if METHODS[m].method not in available:
+                        cells[m].fail(
+                            RuntimeError(f"method {METHODS[m].method!r} is not installed")
                         )
-                        pooled = None
-                        if spec.method == "pooled":  # the reference holds the rows
-                            columns = Columns(score_b=score_b)
-                            pooled = pool_site_data(
-                                {k: SiteData.from_frame(v, columns) for k, v in frames.items()}
-                            )
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            res = evaluate(
-                                fed,
-                                spec.method,
-                                pooled=pooled,
-                                seed=rep,
-                                calibration_bins=None,
-                                **spec.options,
-                            )
-                        estimate, ci = res.auc, res.auc_ci
-                        reason = _withheld_reason(res)
-                        if spec.compares:  # the difference of two models and its CI
-                            comparison = res.extra["comparison"]
-                            estimate, ci = comparison["auc_difference"], comparison["ci"]
-                            if estimate is None:  # withheld, with the reason in its note
-                                estimate = math.nan
-                                reason = re.sub(
-                                    r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", comparison["note"]
-                                )[:160]
-                        cell.add(estimate, ci, reason)
-                    except Exception as exc:  # counted and shown, never hidden
-                        cell.fail(exc)
-                    cell.seconds += time.perf_counter() - start
-                if progress is not None and (rep + 1) % max(1, reps // 10) == 0:
-                    progress(f"{design_name} n={n}: {rep + 1}/{reps}")
+                    else:
+                        _run_one(METHODS[m], cells[m], design, frames, rep, seed)
+                rep += 1
+                if progress is not None and rep % max(1, reps // 10) == 0:
+                    progress(f"{design_name} n={n}: {rep}/{total} ({len(running)} methods)")
+                if rep == reps and extend_to is not None and extend_to > reps:
+                    running = [m for m in running if _near(cells[m].row(), target)]
+                    if running:
+                        total = extend_to
             rows += [
                 c.row() | {"failures": c.failures, "withheld": c.withheld} for c in cells.values()
             ]
     return pd.DataFrame(rows)
 
 
-def to_markdown(table: pd.DataFrame, *, reps: int, seed: int, command: str) -> str:
+def to_markdown(
+    table: pd.DataFrame,
+    *,
+    reps: int,
+    seed: int,
+    command: str,
+    commit: str = "",
+    extend_to: int | None = None,
+) -> str:
+    more = (
+        f"; {extend_to} where the coverage after {reps} lay within one MCSE of 0.93"
+        if extend_to
+        else ""
+    )
     lines = [
         "# Coverage of the 95% AUC intervals, every method on the same simulated data",
         "",
-        f"Command: `{command}` ({reps} replicates per cell, seed {seed}).",
+        f"Command: `{command}` ({reps} replicates per cell{more}; seed {seed}; commit "
+        f"{commit or git_commit()}).",
         "Coverage of the true AUC (the design's), with its Monte-Carlo standard error; bias of",
-        "the AUC estimate; mean interval width; failed runs (refusals, errors) are counted, and",
-        "their reasons listed below the table; runs where the method withheld its interval (or",
-        "its estimate) are counted under 'no CI', and coverage is over the runs with one.",
+        "the AUC estimate; mean interval width; failed runs (errors) are counted, and their",
+        "reasons listed below the table; runs where the method withheld its interval (or its",
+        "estimate), or a site's policy refused before anything was released, are counted under",
+        "'no CI' with their reasons below, and coverage is over the runs with an interval.",
         "",
         "| design | n | method | runs | failed | no CI | coverage (MCSE) | bias (MCSE) | width "
         "| s/run |",
@@ -470,7 +545,7 @@ def to_markdown(table: pd.DataFrame, *, reps: int, seed: int, command: str) -> s
         for k, v in r["withheld"].items()
     ]
     if withheld:
-        lines += ["", "Runs without an interval (the method said why):", "", *withheld]
+        lines += ["", "Runs without an interval (the method or a site said why):", "", *withheld]
     return "\n".join(lines) + "\n"
 
 
@@ -493,8 +568,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     parser.add_argument("--name", default="coverage", help="stem of the result files")
+    parser.add_argument(
+        "--extend-to",
+        type=int,
+        default=None,
+        help="run cells whose coverage lies within one MCSE of 0.93 on to this many replicates",
+    )
     args = parser.parse_args(argv)
     command = "python scripts/coverage.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    commit = git_commit()  # before the run: the code it measured
     start = time.perf_counter()
     table = run_study(
         args.designs,
@@ -503,9 +585,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.reps,
         args.seed,
         progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+        extend_to=args.extend_to,
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    text = to_markdown(table, reps=args.reps, seed=args.seed, command=command)
+    text = to_markdown(
+        table,
+        reps=args.reps,
+        seed=args.seed,
+        command=command,
+        commit=commit,
+        extend_to=args.extend_to,
+    )
     (args.out / f"{args.name}.md").write_text(text)
     table.drop(columns=["failures", "withheld"]).to_csv(args.out / f"{args.name}.csv", index=False)
     print(text)

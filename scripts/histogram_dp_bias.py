@@ -1,29 +1,35 @@
 """Where the histogram AUC's bias under distributed DP comes from (issue 13).
 
 Each replicate draws a federation's pooled rows from a design of ``scripts/coverage.py``,
-builds the exact hierarchical histograms, adds the noise the sites' shares sum to (one
-discrete Laplace draw per node, epsilon / h per level: the law of the released sum,
-sampled here with numpy since this is a simulation of the analyst's view, not a site),
-and runs the method's own analyst step (:func:`fedroc.methods.histogram.estimate`). Since
-the script holds the exact counts, it splits each estimate's error into parts:
+builds the exact hierarchical histograms and class counts, adds the noise the sites'
+shares sum to (one discrete Laplace draw per node and per class count, epsilon / (h + 1)
+each: the law of the released sums, sampled here with numpy since this is a simulation
+of the analyst's view, not a site), and runs the method's own analyst steps: the decision
+from the noisy class counts (``_counts_withheld``) and the estimate from the tree
+(:func:`fedroc.methods.histogram.estimate`). Since the script holds the exact counts, it
+splits each estimate's error into parts:
 
-- ``binning``: the exact counts' binned AUC at the chosen level minus the design's AUC;
+- ``binning``: the exact counts' binned AUC at the chosen level minus the sample's AUC;
 - ``noise``: the estimate minus that binned AUC, measured with a control variate (the
   noise's first-order term, whose mean is exactly 0, is subtracted: its MCSE is then a
   tenth of the plain one), for the estimate (``corrected``), the plain ratio (``raw``) and
   the area under the noisy curves (``curve``: the paper's curves from leaf masses clipped
   at 0);
 - ``selection``: the mean first-order noise term over the runs that were released (0 over
-  all runs): what withholding on a noisy class total does to the released runs.
+  all runs): what the release decision does to the released runs. It reads only the
+  class counts, whose noise is independent of the tree's, so this is 0 up to its MCSE
+  (the tree's own rules, ties and the interval's width, still read the tree).
 
-The interval columns compare the method's interval (test inversion, Fieller) with the
-Wald interval ``auc +- z se`` on the same runs, and the rule columns show, for release
-thresholds of 4 to 8 noise SDs on the smaller class total, the share released and the
-bias and coverage among the released runs.
+Among the released runs: the bias (plain, and with the control variate), and the
+coverage and width of the method's interval (Fieller's, unconditioned) and of the Wald
+interval ``auc +- z se``. The rule table varies the threshold of the decision (in noise
+SDs of a class total of the tree, after the counts' lower bound) and shows the share
+released and the bias and coverage among the released runs.
 
 Usage::
 
-    python scripts/histogram_dp_bias.py [--reps 1000] [--out scripts/results]
+    python scripts/histogram_dp_bias.py [--reps 1000] [--cells rare:1500:"eps 1, Q 256"]
+        [--out scripts/results]
 """
 
 from __future__ import annotations
@@ -42,11 +48,11 @@ import pandas as pd
 from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import DESIGNS, Design
+from coverage import DESIGNS, Design, git_commit
 
-from fedroc.methods.histogram import MIN_TOTAL_SNR, estimate
+from fedroc.methods.histogram import COUNT_Z, MIN_TOTAL_SNR, _counts_withheld, estimate
 from fedroc.methods.histogram._dp import dp_auc, dp_interval
-from fedroc.methods.histogram._protocol import AggregatedTree, check_options
+from fedroc.methods.histogram._protocol import AggregatedTree, NoisyCounts, check_options
 from fedroc.methods.histogram._site import count_leaves, levels_from_leaves
 from fedroc.methods.histogram._tree import (
     consistent_tree,
@@ -56,7 +62,7 @@ from fedroc.methods.histogram._tree import (
 from fedroc.metrics import roc_auc
 
 SETTINGS = {"eps 1, Q 1024": (1.0, 1024), "eps 1, Q 256": (1.0, 256), "eps 0.1, Q 64": (0.1, 64)}
-THRESHOLDS = (4.0, 5.0, 6.0, 7.0, 8.0)
+THRESHOLDS = (3.0, 4.0, 5.0, 6.0, 7.0)
 Z95 = float(special.ndtri(0.975))
 
 
@@ -75,7 +81,7 @@ def _binned_auc(pos: np.ndarray, neg: np.ndarray) -> float:
 
 
 def replicate(design: Design, n: int, eps: float, quantiles: int, rng: np.random.Generator):
-    """One run: the method's result and the parts of its error."""
+    """One run: the decision, the method's result and the parts of its error."""
     opts = check_options(
         quantiles=quantiles,
         dp_epsilon=eps,
@@ -99,42 +105,38 @@ def replicate(design: Design, n: int, eps: float, quantiles: int, rng: np.random
     pos, neg = count_leaves(y, s, 2**h, 0.0, 1.0)
     exact_p = levels_from_leaves(pos.astype(np.float64), 2)
     exact_n = levels_from_leaves(neg.astype(np.float64), 2)
-    alpha = math.exp(-eps / h)
+    alpha = math.exp(-opts.eps_level)  # the class counts have the same budget
 
-    def noisy(levels: Sequence[np.ndarray]) -> list[np.ndarray]:
-        return [
-            lv + rng.geometric(1 - alpha, lv.size) - rng.geometric(1 - alpha, lv.size)
-            for lv in levels
-        ]
+    def laplace(size: int) -> np.ndarray:
+        return rng.geometric(1 - alpha, size) - rng.geometric(1 - alpha, size)
 
-    noisy_p, noisy_n = noisy(exact_p), noisy(exact_n)
-    sigma2 = node_noise_variance("discrete", eps / h)
+    noisy_p = [lv + laplace(lv.size) for lv in exact_p]
+    noisy_n = [lv + laplace(lv.size) for lv in exact_n]
+    sigma2 = node_noise_variance("discrete", opts.eps_level)
+    n_pos, n_neg = float(exact_p[0].sum()), float(exact_n[0].sum())
+    noisy_counts = (n_pos + float(laplace(1)[0]), n_neg + float(laplace(1)[0]))
+    counts = NoisyCounts(noisy_counts, math.sqrt(sigma2), opts.count_epsilon, ["pooled"])
     tree = AggregatedTree(noisy_p, noisy_n, sigma2, 1.0, ["pooled"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = estimate(tree, opts)
     cons_p, cons_n = consistent_tree(noisy_p, 2), consistent_tree(noisy_n, 2)
+    total_sd = total_noise_sd(2, h, sigma2, True)
     row = {
         "sample": roc_auc(y.astype(int), s),
-        "n_pos": float(exact_p[0].sum()),
-        "total_noise": min(float(cons_p[0].sum()), float(cons_n[0].sum()))
-        - min(float(exact_p[0].sum()), float(exact_n[0].sum())),
-        "total_sd": total_noise_sd(2, h, sigma2, True),
+        "n_pos": n_pos,
+        "total_sd": total_sd,
+        # The decision's statistic: the counts' lower bound in SDs of a tree total.
+        "count_snr": (min(noisy_counts) - COUNT_Z * counts.sd) / total_sd,
+        "decided": _counts_withheld(counts, opts) is None,
         "min_total": min(float(cons_p[0].sum()), float(cons_n[0].sum())),
-        "released": math.isfinite(res.auc),
+        "tree_ok": math.isfinite(res.auc),  # the tree's own rules (ties, width)
     }
+    row["released"] = row["decided"] and row["tree_ok"]
     if not row["min_total"] > 0:
         return row
-    # The method's estimate and interval whether or not its rule released them, so that
-    # the rule itself can be studied.
     dp = dp_auc(
-        cons_p,
-        cons_n,
-        branching=2,
-        sigma2=sigma2,
-        post_processing=True,
-        confidence_level=0.95,
-        threshold=MIN_TOTAL_SNR * row["total_sd"],
+        cons_p, cons_n, branching=2, sigma2=sigma2, post_processing=True, confidence_level=0.95
     )
     assert dp is not None
     lv = dp.level - 1
@@ -144,14 +146,8 @@ def replicate(design: Design, n: int, eps: float, quantiles: int, rng: np.random
     widen = dp.ties / 2.0
     se = math.sqrt(dp.noise_variance + dp.delong.variance)
     fieller = dp_interval(replace(dp.test, threshold=None), widen, 0.95)
-    selective = {
-        k: dp_interval(replace(dp.test, threshold=k * row["total_sd"]), widen, 0.95)
-        for k in THRESHOLDS
-    }
-    if row["released"]:  # the method's own numbers are these
-        assert res.auc == dp.auc and res.confidence_interval() == selective[MIN_TOTAL_SNR]
-    for k, bounds in selective.items():
-        row[f"sel{k:g}_lo"], row[f"sel{k:g}_hi"] = (np.nan, np.nan) if bounds is None else bounds
+    if row["tree_ok"]:  # the method's own numbers are these
+        assert res.auc == dp.auc and res.confidence_interval() == fieller
     row.update(
         level=dp.level,
         binned=_binned_auc(exact_p[lv], exact_n[lv]),
@@ -176,6 +172,10 @@ def summarize(runs: pd.DataFrame, truth: float) -> dict[str, float]:
     out: dict[str, float] = {
         "runs": len(runs),
         "released": float(runs["released"].mean()),
+        "decided (class counts)": float(runs["decided"].mean()),
+        "withheld by the tree's rules after the decision": float(
+            (runs["decided"] & ~runs["tree_ok"]).mean()
+        ),
         "n_pos / total SD": float((runs["n_pos"] / runs["total_sd"]).mean()),
         "sampling": float((est["sample"] - truth).mean()),
         "binning": float((est["binned"] - est["sample"]).mean()),
@@ -185,16 +185,17 @@ def summarize(runs: pd.DataFrame, truth: float) -> dict[str, float]:
         out[f"noise: {name}"] = float(d.mean())
         out[f"noise: {name} MCSE"] = float(d.std(ddof=1) / math.sqrt(k))
     if len(rel):
+        m = len(rel)
         out["released: bias"] = float((rel["estimate"] - truth).mean())
-        out["released: bias MCSE"] = float(rel["estimate"].std(ddof=1) / math.sqrt(len(rel)))
+        out["released: bias MCSE"] = float(rel["estimate"].std(ddof=1) / math.sqrt(m))
+        # The released runs' bias with the control variate, whose mean is exactly 0 unless
+        # the release selects on the tree's noise (the selection row measures that).
+        d = rel["estimate"] - rel["first_order"] - truth
+        out["released: bias, control variate"] = float(d.mean())
+        out["released: bias, control variate MCSE"] = float(d.std(ddof=1) / math.sqrt(m))
         out["released: selection"] = float(rel["first_order"].mean() - cv.mean())
-        rel = rel.rename(
-            columns={
-                f"sel{MIN_TOTAL_SNR:g}_lo": "selective_lo",
-                f"sel{MIN_TOTAL_SNR:g}_hi": "selective_hi",
-            }
-        )
-        for name in ("wald", "fieller", "selective"):
+        out["released: selection MCSE"] = float(rel["first_order"].std(ddof=1) / math.sqrt(m))
+        for name in ("wald", "fieller"):
             lo, hi = rel[f"{name}_lo"], rel[f"{name}_hi"]
             out[f"{name}: coverage"] = float(((lo <= truth) & (truth <= hi)).mean())
             out[f"{name}: miss low/high"] = f"{(lo > truth).mean():.3f}/{(hi < truth).mean():.3f}"  # type: ignore[assignment]
@@ -206,21 +207,22 @@ def rule_table(runs: pd.DataFrame, truth: float) -> list[dict[str, object]]:
     rows = []
     est = runs.dropna(subset=["estimate"])
     for k in THRESHOLDS:
-        rel = est[est["min_total"] >= k * est["total_sd"]]
-        lo, hi = rel[f"sel{k:g}_lo"], rel[f"sel{k:g}_hi"]
-        flo, fhi = rel["fieller_lo"], rel["fieller_hi"]
+        rel = est[(est["count_snr"] >= k) & est["tree_ok"]]
+        lo, hi = rel["fieller_lo"], rel["fieller_hi"]
+        cv = rel["estimate"] - rel["first_order"] - truth
         rows.append(
             {
                 "threshold (SDs)": k,
                 "released": len(rel) / len(runs),
                 "bias": float((rel["estimate"] - truth).mean()) if len(rel) else math.nan,
-                "coverage (Fieller)": float(((flo <= truth) & (truth <= fhi)).mean())
+                "bias (control variate)": float(cv.mean()) if len(rel) else math.nan,
+                "bias (control variate) MCSE": float(cv.std(ddof=1) / math.sqrt(len(rel)))
+                if len(rel) > 1
+                else math.nan,
+                "coverage (Fieller)": float(((lo <= truth) & (truth <= hi)).mean())
                 if len(rel)
                 else math.nan,
-                "coverage (selective)": float(((lo <= truth) & (truth <= hi)).mean())
-                if len(rel)
-                else math.nan,
-                "width (selective)": float((hi - lo).mean()) if len(rel) else math.nan,
+                "width (Fieller)": float((hi - lo).mean()) if len(rel) else math.nan,
                 "largest error": float((rel["estimate"] - truth).abs().max())
                 if len(rel)
                 else math.nan,
@@ -234,24 +236,32 @@ def _fmt(value: object, key: str = "") -> str:
         return str(value)
     if math.isnan(value):
         return "-"
-    signed = not any(w in key for w in ("MCSE", "width", "coverage", "released", "SD", "error"))
+    signed = not any(
+        w in key
+        for w in ("MCSE", "width", "coverage", "released", "decided", "withheld", "SD", "error")
+    )
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
 def to_markdown(
-    cells: list[tuple[str, dict[str, float], list[dict[str, object]]]], command: str
+    cells: list[tuple[str, dict[str, float], list[dict[str, object]]]],
+    command: str,
+    seed: int,
+    commit: str,
 ) -> str:
     lines = [
         "# Where the histogram AUC's bias under distributed DP comes from",
         "",
-        f"Command: `{command}`. The design's AUC is the truth; parts of the error of the",
-        "estimate (see the script's docstring): `sampling` (the sample's AUC), `binning` (the",
-        "exact counts' binned AUC at the chosen level), `noise` (estimate minus that binned AUC,",
-        "with the first-order noise term subtracted as a control variate: its mean is 0) for",
-        "the method's estimate, the plain ratio and the area under the noisy (clipped) curves;",
-        "`selection`: the mean first-order noise term of the released runs minus that of all",
-        "runs. Intervals of the released runs: Wald (`auc +- z se`), Fieller, and Fieller",
-        "conditioned on the release rule (the method's).",
+        f"Command: `{command}` (seed {seed}, commit {commit}). The design's AUC is the",
+        "truth; parts of the error of the estimate (see the script's docstring): `sampling`",
+        "(the sample's AUC), `binning` (the exact counts' binned AUC at the chosen level),",
+        "`noise` (estimate minus that binned AUC, with the first-order noise term subtracted",
+        "as a control variate: its mean is 0) for the method's estimate, the plain ratio and",
+        "the area under the noisy (clipped) curves; `selection`: the mean first-order noise",
+        "term of the released runs minus that of all runs. The decision reads the class",
+        "counts released before the tree (their own noise); the tree's own rules (ties, the",
+        "interval's width) still apply. Intervals of the released runs: Wald",
+        "(`auc +- z se`) and Fieller's (the method's).",
         "",
     ]
     for cell, summary, rules in cells:
@@ -260,8 +270,11 @@ def to_markdown(
         keys = list(rules[0])
         lines += [
             "",
-            "Release rule on the smaller noisy class total (threshold in noise SDs; the method",
-            "uses 6 and withholds intervals wider than 0.5, which this table does not apply):",
+            "The decision's threshold: the smaller noisy class count, less "
+            f"{COUNT_Z:g} of its noise",
+            "SDs, in noise SDs of a class total of the tree (the method uses "
+            f"{MIN_TOTAL_SNR:g}); runs the",
+            "tree's own rules withhold are left out:",
             "",
             "| " + " | ".join(keys) + " |",
             "|" + "---|" * len(keys),
@@ -299,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         cells.append((cell, summarize(runs, design.truth()), rule_table(runs, design.truth())))
         print(cell, file=sys.stderr, flush=True)
-    text = to_markdown(cells, command)
+    text = to_markdown(cells, command, args.seed, git_commit())
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.md").write_text(text)
     print(text)

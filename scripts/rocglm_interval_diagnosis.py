@@ -12,12 +12,16 @@ process) and reports, over the replicates:
   logit interval and of a Wald interval with the same SE.
 
 ``--bins 41`` forces the old 41 deconvolution bins (at the sites and the analyst alike) to
-show what the default (``default_bins``) changed.
+show what the default (``default_bins``) changed. ``--fit single`` replaces the bagged
+deconvolution (the default, :func:`fedroc.methods.rocglm._deconvolution.bagged`) by the
+single maximum-likelihood fit, everything else equal (the same resamples give the
+variance), to show what bagging changed.
 
 Usage::
 
     python scripts/rocglm_interval_diagnosis.py [--design rare] [--n 5000] [--reps 100]
-        [--setting paper-0.03 paper-0.07 default] [--bins 41] [--out scripts/results]
+        [--setting paper-0.03 paper-0.07 default] [--bins 41] [--fit bagged single]
+        [--out scripts/results]
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import DESIGNS, simulation_policy
+from coverage import DESIGNS, git_commit, simulation_policy
 
 from fedroc.federation import Federation
-from fedroc.methods.rocglm import _deconvolution, _distributed
+from fedroc.methods.rocglm import _deconvolution, _distributed, _site
 from fedroc.metrics import roc_auc
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -46,17 +50,44 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def diagnose(design_name: str, n: int, setting: str, reps: int, seed: int) -> dict[str, Any]:
+def single_fit(noisy: Any, sigma: float, **kwargs: Any) -> Any:
+    """What :func:`_deconvolution.bagged` returns, with the single fit for the bagged mean."""
+    values = np.asarray(noisy, np.float64).reshape(-1)
+    points = _deconvolution.check_levels(kwargs.get("levels"))
+    key = _deconvolution._resample_key(
+        values,
+        sigma,
+        kwargs.get("score_range", (0.0, 1.0)),
+        kwargs.get("m"),
+        points,
+        int(kwargs["replicates"]),
+    )
+    return _deconvolution.bootstrap_weights(
+        values,
+        sigma,
+        score_range=kwargs.get("score_range", (0.0, 1.0)),
+        m=kwargs.get("m"),
+        levels=points,
+        replicates=int(kwargs["replicates"]),
+        rng=np.random.default_rng(int.from_bytes(key[:16], "little")),
+    )
+
+
+def diagnose(
+    design_name: str, n: int, setting: str, reps: int, seed: int, fit: str = "bagged"
+) -> dict[str, Any]:
     design = DESIGNS[design_name]
     truth = design.truth()
     captured: dict[str, Any] = {}
-    bootstrap = _distributed.bootstrap_weights
+    bagged = _distributed.bagged
+    deconvolve = bagged if fit == "bagged" else single_fit
 
-    def keep_bootstrap(*args: Any, **kwargs: Any) -> Any:
-        captured["mixture"], captured["weights"] = bootstrap(*args, **kwargs)
+    def keep_weights(*args: Any, **kwargs: Any) -> Any:
+        captured["mixture"], captured["weights"] = deconvolve(*args, **kwargs)
         return captured["mixture"], captured["weights"]
 
-    _distributed.bootstrap_weights = keep_bootstrap  # type: ignore[assignment]
+    _distributed.bagged = keep_weights  # type: ignore[assignment]
+    _site.bagged = deconvolve  # type: ignore[assignment]
     rng = np.random.default_rng([seed, n, list(DESIGNS).index(design_name)])
     rows = []
     try:
@@ -88,7 +119,8 @@ def diagnose(design_name: str, n: int, setting: str, reps: int, seed: int) -> di
                 )
             )
     finally:
-        _distributed.bootstrap_weights = bootstrap  # type: ignore[assignment]
+        _distributed.bagged = bagged  # type: ignore[assignment]
+        _site.bagged = bagged  # type: ignore[assignment]
     a, se, lo, hi, emp, vneg, se_exact, sd = (np.asarray(v) for v in zip(*rows, strict=True))
     z = (a - truth) / se
     return {
@@ -114,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--setting", nargs="+", default=["paper-0.03", "paper-0.07"])
-    parser.add_argument("--bins", type=int, nargs="+", default=[41, 0], help="0: default")
+    parser.add_argument("--bins", type=int, nargs="+", default=[0], help="0: default")
+    parser.add_argument("--fit", nargs="+", default=["bagged"], choices=["bagged", "single"])
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     args = parser.parse_args(argv)
@@ -124,22 +157,25 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     default_bins = _deconvolution.default_bins
     results = []
+    commit = git_commit()
     for setting in args.setting:
         for bins in args.bins:
-            if bins:
-                _deconvolution.default_bins = lambda *a, b=bins: b  # type: ignore[misc]
-            try:
-                res = diagnose(args.design, args.n, setting, args.reps, args.seed)
-            finally:
-                _deconvolution.default_bins = default_bins  # type: ignore[assignment]
-            results.append({"setting": setting, "bins": bins or "default"} | res)
-            print(f"{setting} bins={bins or 'default'} done", file=sys.stderr, flush=True)
+            for fit in args.fit:
+                if bins:
+                    _deconvolution.default_bins = lambda *a, b=bins: b  # type: ignore[misc]
+                try:
+                    res = diagnose(args.design, args.n, setting, args.reps, args.seed, fit)
+                finally:
+                    _deconvolution.default_bins = default_bins  # type: ignore[assignment]
+                results.append({"setting": setting, "bins": bins or "default", "fit": fit} | res)
+                print(f"{setting} bins={bins or 'default'} {fit} done", file=sys.stderr, flush=True)
     keys = list(results[0])
     lines = [
         f"# Why the ROC-GLM interval misses: {args.design} design, n = {args.n}",
         "",
-        f"Command: `{command}` (seed {args.seed}; replicates as coverage.py's, the first "
-        f"{args.reps}). 'emp': the empirical AUC of the same rows; 'noise SE, exact profile': "
+        f"Command: `{command}` (seed {args.seed}, commit {commit}; replicates as coverage.py's, "
+        f"the first {args.reps}). 'fit': the bagged deconvolution (the default) or the "
+        "single fit; 'emp': the empirical AUC of the same rows; 'noise SE, exact profile': "
         "the bootstrap's noise SE weighted by the true positives (which the analyst lacks).",
         "",
         "| " + " | ".join(keys) + " |",

@@ -19,7 +19,14 @@ from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation, Site
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.methods.clustered import FUNCTION_MOMENTS, FUNCTION_SUMMARY, federated_clustered_auc
-from fedroc.methods.histogram import INPUT_NAME, MODE_DDP, leaf_index, levels_from_leaves
+from fedroc.methods.histogram import (
+    COUNT_NAME,
+    INPUT_NAME,
+    MODE_DDP,
+    MODE_SA,
+    leaf_index,
+    levels_from_leaves,
+)
 from fedroc.methods.rocglm._site import FN_NOISY
 from fedroc.privacy import DisclosurePolicy, analytic_gaussian_sigma, discrete_laplace_variance
 from fedroc.secagg import secure_sum
@@ -157,6 +164,38 @@ def test_repeated_releases_stop_at_the_default_budget_and_averaging_fails(tmp_pa
     truth = np.sort(d.score[~d.label])
     rmse = np.sqrt(np.mean((np.mean(releases, axis=0) - truth) ** 2))
     assert rmse > 0.5 * sigma / math.sqrt(10)
+
+
+def test_the_noisy_class_counts_cannot_be_averaged_beyond_the_budget():
+    # The histogram method under DP releases the class counts first, with noise of their
+    # own at a small share of epsilon (1 / (h + 1)). An analyst who asks for them again and
+    # again to average their noise away pays every ask in each site's ledger, cannot see
+    # one site's counts (secure aggregation only) and is refused at the lifetime budget;
+    # n asks at epsilon / n average to a noise variance n times that of one ask at epsilon.
+    policy = DisclosurePolicy(epsilon_limit=1.0)
+    sites = _sites(3, n=300, seed=9, policy=policy)
+    fed = Federation.from_sites(sites)
+    args = {"lo": 0.0, "hi": 1.0, "epsilon": 1.0 / 11, "noise": "discrete"}
+    with pytest.raises(DisclosureError, match="only through secure aggregation"):
+        fed.call(COUNT_NAME, **args)
+    truth = sum(s._data.n_pos for s in sites)
+    asks = []
+    with pytest.raises(DisclosureError, match="budget is epsilon 1"):
+        for _ in range(50):
+            asks.append(float(secure_sum(fed, COUNT_NAME, **args)["counts"][0]))
+    assert len(asks) in (10, 11)  # 11 asks at 1/11 spend the budget (rounding aside)
+    for site in sites:
+        assert site.ledger.spent()[0] == pytest.approx(len(asks) / 11)
+    # One large ask is refused outright: the site charges what the analyst asks for.
+    fresh = Federation.from_sites(_sites(3, n=300, seed=9, policy=policy))
+    with pytest.raises(DisclosureError, match="budget is epsilon 1"):
+        secure_sum(fresh, COUNT_NAME, **{**args, "epsilon": 50.0})
+    # Measure: each ask carries the whole noise of its epsilon (variance about 242), so the
+    # average of all the asks the budget allows keeps an SD of about 4.7 rows, more than
+    # one ask at the whole budget would (1.4): averaging buys nothing the budget does not.
+    errors = np.array(asks) - truth
+    assert np.var(errors) > 0.3 * discrete_laplace_variance(epsilon=1.0 / 11)
+    assert len(set(asks)) > 1  # fresh noise each time: no ask repeats an earlier one
 
 
 # -- 5. bins chosen to difference suppressed calibration cells --------------------------------
@@ -534,7 +573,7 @@ def test_clear_histograms_need_q_rows_per_bin_and_one_partition_bound_before_any
     policy = DisclosurePolicy(clear_histograms=True)  # q = 5
     [site] = _clustered_sites(1, policy=policy)
     # Fine edges: bins of one row are refused, by the minimum count per bin and class.
-    with pytest.raises(DisclosureError, match="bin count is 1, below the minimum of 5"):
+    with pytest.raises(DisclosureError, match="bin count is below the minimum of 5"):
         site.handle(FUNCTION_SUMMARY, {"edges": MILLION_EDGES})
     # The refused request bound the site's partition: a coarse one is refused too, so that
     # refusals cannot steer a search (bisecting [0, t, 1] for the t where a bin drops
@@ -578,3 +617,210 @@ def test_clear_round_two_accepts_one_request_and_only_pooled_histograms_that_hol
     shifted["big_n"] = float(np.sum(shifted["hist_pos_used"]))
     with pytest.raises(ArgumentRefused, match="round-2 arguments were bound"):
         site.handle(FUNCTION_MOMENTS, shifted)
+
+
+# -- 9. a Flower node without an audit path (attack review, hole 4) ---------------------------
+def test_a_flower_node_without_an_audit_path_keeps_its_budget_and_bindings_across_runs(
+    tmp_path, monkeypatch
+):
+    # On main, a SuperNode whose node config named no audit log rebuilt its ledger from the
+    # run's state at every message, without bindings: calibration at 10 then 11 bins was
+    # answered in one run, and every Flower run had a fresh budget of 10 releases.
+    pytest.importorskip("flwr")
+    import pandas as pd
+    from test_flower import FakeGrid
+
+    from fedroc.federation.flower.transport import FlowerTransport
+
+    monkeypatch.chdir(tmp_path)  # the node's default directory is ./fedroc-node-SITE
+    [site] = _sites(1, n=200, seed=5)
+    path = tmp_path / "north.csv"
+    d = site._data
+    pd.DataFrame({"label": d.label.astype(int), "score": d.score}).to_csv(path, index=False)
+    config = {"site": "north", "data": str(path), "site-modules": "_flower_plugin"}
+
+    def new_run() -> Federation:
+        """A new Flower run at the same node: a fresh Context.state, fresh processes."""
+        return Federation(FlowerTransport(FakeGrid({1: config}), timeout=5))
+
+    run = new_run()
+    run.call("fedroc.calibration", n_bins=10)
+    with pytest.raises(DisclosureError, match="'n_bins' was 10"):
+        run.call("fedroc.calibration", n_bins=11)
+    with pytest.raises(DisclosureError, match="'n_bins' was 10"):
+        new_run().call("fedroc.calibration", n_bins=11)
+    released = 0
+    for _ in range(3):  # three runs, each asking for up to 12 releases at epsilon 1
+        run = new_run()
+        run.call("flowertest.open", session="s", edges=np.linspace(0, 1, 5))
+        for k in range(12):
+            try:
+                run.call("flowertest.noisy", session="s", round=k, epsilon=1.0, weight=1.0)
+            except DisclosureError as exc:
+                assert "budget is epsilon 10, it has spent 10" in str(exc)
+                break
+            released += 1
+    assert released == 10  # on main: 10 per run, 30 in three runs
+    assert (tmp_path / "fedroc-node-north" / "audit.ledger.jsonl").exists()
+
+
+# -- 10. refusals that carry numbers computed from a site's rows (holes 2a, 2d) ---------------
+def _stage0(fed: Federation, function: str, args: dict, session: int, **ring: int) -> str:
+    """Ask site s0 alone for stage 0 of secure aggregation; return its refusal (or "answered")."""
+    import json
+
+    from fedroc._results import jsonable
+    from fedroc.exceptions import FedrocError
+
+    request = {
+        "session": f"{session:032x}",
+        "sites": fed.site_names,
+        "threshold": 2,
+        "bits": ring.get("bits", 64),
+        "frac_bits": ring.get("frac_bits", 32),
+        "input": function,
+        "input_args": json.dumps(jsonable(args)),
+    }
+    try:
+        fed.call_each("fedroc.secagg.advertise_keys", {"s0": request})
+    except FedrocError as exc:
+        return str(exc)
+    return "answered"
+
+
+def _variants(make, y, s, row: int, score: float) -> tuple[str, str]:
+    """The same federation twice: s0's data as given, and with one row's score changed."""
+    moved = s.copy()
+    moved[row] = score
+    return make(y, s), make(y, moved)
+
+
+def test_refusals_read_the_same_for_two_datasets_one_row_apart():
+    import re
+
+    import pandas as pd
+
+    from fedroc.exceptions import FedrocError
+    from fedroc.federation import basic
+
+    texts: dict[str, tuple[str, str]] = {}
+
+    # (a) the minimum count: a site with 2 positives, and with 3 (q = 5).
+    def tiny(y, s):
+        frames = {"tiny": pd.DataFrame({"label": y, "score": s})}
+        try:
+            Federation.from_frames(frames).call("fedroc.class_counts")
+        except FedrocError as exc:
+            return str(exc)
+        return "answered"
+
+    y = np.array([1, 1, 0, 0, 0, 0, 0, 0])
+    texts["min count"] = (
+        tiny(y, np.linspace(0, 1, 8)),
+        tiny(np.r_[1, y[1:2], 1, y[3:]], np.linspace(0, 1, 8)),
+    )
+
+    # (b) the Brier score's range check: 8 scores outside [0, 1], and 9.
+    def brier(y, s):
+        frames = {"a": pd.DataFrame({"label": y, "score": s})}
+        try:
+            basic.distributed_brier(Federation.from_frames(frames))
+        except FedrocError as exc:
+            return str(exc)
+        return "answered"
+
+    y10, s10 = np.array([0, 1] * 5), np.linspace(-1, 3, 10)
+    texts["brier range"] = _variants(brier, y10, s10, row=2, score=1.5)
+
+    # (c) fedroc.clustered.summary as a secure input: on main "k score(s) lie outside ..."
+    # was the exact count of s0's scores below any x, asked without limit (all 100 scores
+    # of a site to 1e-9 in 2,329 calls).
+    base = _clustered_sites(3)
+    d0 = base[0]._data
+    below = int(np.argmin(np.abs(d0.score - 0.6)))
+
+    def clustered(y, s):
+        sites = [Site("s0", SiteData.from_arrays(y, s, d0.cluster)), *base[1:]]
+        fed = Federation.from_sites([Site(x.name, x._data) for x in sites])
+        first = _stage0(fed, FUNCTION_SUMMARY, {"edges": [0.5, 1e300]}, 1)
+        second = _stage0(fed, FUNCTION_SUMMARY, {"edges": [0.3, 1e300]}, 2)
+        return first + " | " + second
+
+    texts["clustered range"] = _variants(clustered, d0.label, d0.score, row=below, score=0.4)
+    a, _ = texts["clustered range"]
+    assert "scores lie outside" in a and "bin edges were bound" in a  # one answer per lifetime
+
+    # (d) the ring: on main "secure input 'neg' reaches N" at bits = 8 was the count of s0's
+    # negatives on one side of t (and fedroc.brier's sum of squares to 3 digits at bits 20).
+    rng = np.random.default_rng(6)
+    y600 = rng.random(600) < 0.4
+    s600 = np.clip(rng.normal(0.35 + 0.3 * y600, 0.15), 0.0, 1.0)
+    neg = int(np.flatnonzero(~y600 & (s600 < 0.3))[0])
+
+    def ring(y, s):
+        fed = Federation.from_sites([Site("s0", SiteData.from_arrays(y, s)), *_sites(3)[1:]])
+        tree = {"branching": 2, "height": 1, "lo": -1.7, "hi": 2.3, "mode": MODE_SA}
+        out = [_stage0(fed, INPUT_NAME, tree, 3, bits=8, frac_bits=0)]
+        out.append(_stage0(fed, "fedroc.brier", {}, 4, bits=20, frac_bits=14))
+        # The smallest ring a site accepts has 2^31 of headroom: nothing of these overflows.
+        out.append(_stage0(fed, INPUT_NAME, tree, 5, bits=32, frac_bits=0))
+        return " | ".join(out)
+
+    texts["ring"] = _variants(ring, y600, s600, row=neg, score=0.9)
+    assert texts["ring"][0].endswith("| answered")
+
+    for what, (first, second) in texts.items():
+        assert first != "answered", what
+        assert first == second, f"{what}: {first!r} != {second!r}"
+        assert not re.search(r"\b(reaches|count is) \d", first), what
+
+
+def test_the_pooled_histogram_check_answers_once_through_secure_aggregation():
+    # fedroc.clustered.moments as a secure input: the site refuses pooled histograms with
+    # fewer rows in a bin than its own. On main the refusal was free and unlimited, so
+    # bisecting one bin's pooled count gave the site's own count there (its histograms are
+    # otherwise never released through secure aggregation). Now the site binds its first
+    # round-2 request before the check: the second crafted request is refused unread.
+    sites = _clustered_sites(3)
+    fed = Federation.from_sites(sites)
+    edges = np.linspace(0.0, 1.0, 11)
+    from fedroc.methods.clustered._site import bin_scores
+
+    d = sites[0]._data
+    truth = int(np.sum(d.label & (bin_scores(d.score, edges) == 4)))
+    huge = np.full(10, 1e6)
+
+    def crafted(k: float) -> dict:
+        pos = huge.copy()
+        pos[4] = k
+        return {
+            "edges": edges,
+            "n_clusters": 30.0,
+            "big_m": 1e7,
+            "big_n": 1e7,
+            "total_used": 1e7,
+            "population": 0.5,
+            "personalized": 0.5,
+            "obuchowski": 0.5,
+            "big_m_all": 1e7,
+            "big_n_all": float(pos.sum()),
+            "hist_pos_used": huge,
+            "hist_neg_used": huge,
+            "hist_pos_all": pos,
+            "hist_neg_all": huge,
+        }
+
+    lo, hi, answers = 0, d.n, []
+    while lo < hi:  # the smallest k the site accepts is its own count in bin 4
+        k = (lo + hi) // 2
+        text = _stage0(fed, FUNCTION_MOMENTS, crafted(float(k)), 10 + len(answers))
+        answers.append(text)
+        if "fewer rows in a bin than this site alone" in text:
+            lo = k + 1
+        elif text == "answered":
+            hi = k
+        else:
+            break  # refused unread: the attack learns nothing more
+    recovered = lo if lo == hi else None
+    assert recovered != truth, answers
+    assert any("round-2 arguments were bound" in a for a in answers), answers

@@ -28,16 +28,31 @@ def test_easy_design_covers_for_pooled_and_histogram(coverage):
     assert (table["bias"].abs() < 0.02).all()
 
 
-def test_failures_are_counted_not_hidden(coverage):
+def test_failures_and_refusals_are_counted_not_hidden(coverage):
     design = coverage.Design("tiny", auc=0.7, prevalence=0.02, sites=5)
     coverage.DESIGNS["tiny"] = design
+    coverage.METHODS["broken"] = coverage.MethodSpec("broken", "histogram", {"quantiles": 1})
     try:
-        table = coverage.run_study(["tiny"], [60], ["histogram"], reps=3, seed=1)
+        table = coverage.run_study(["tiny"], [60], ["histogram", "rocglm", "broken"], 3, seed=1)
     finally:
-        del coverage.DESIGNS["tiny"]
-    # Sites with fewer than q positives refuse: the runs fail, and the table says so.
-    assert table["failed"].iloc[0] == 3 and table["runs"].iloc[0] == 3
-    assert any("refuse" in k for k in table["failures"].iloc[0])
+        del coverage.DESIGNS["tiny"], coverage.METHODS["broken"]
+    rows = table.set_index("method")
+    # Sites with fewer than q positives refuse before anything is released: every run is
+    # counted, as withheld, with the site's reason (the histogram says so in its result,
+    # the ROC-GLM raises the refusal), without the run's site names or numbers.
+    for label in ("histogram (secure aggregation)", METHODS_ROCGLM):
+        row = rows.loc[label]
+        assert row["runs"] == 3 and row["failed"] == 0 and row["no_ci"] == 3, row
+        [reason] = row["withheld"]
+        assert "count is below the minimum of # rows" in reason, reason
+        assert "site '#'" in reason and "site0" not in reason
+    # An error is a failure: counted, with its cause.
+    broken = rows.loc["broken"]
+    assert broken["failed"] == 3 and broken["runs"] == 3
+    assert any("quantiles must be an integer >= #" in k for k in broken["failures"])
+
+
+METHODS_ROCGLM = "rocglm (default: l2 0.03, eps 1, delta 1/(10 n))"
 
 
 def test_histogram_dp_covers_and_says_why_when_it_cannot(coverage):
@@ -99,5 +114,32 @@ def test_paired_design_histogram_comparison_under_dp_covers(coverage):
     row = table.iloc[0]
     assert row["failed"] == 0
     # 60 replicates: a true coverage of 0.95 falls below 0.85 with probability < 1%.
+    assert row["coverage"] >= 0.85, table[["method", "coverage"]]
+    assert abs(row["bias"]) < 0.02
+
+
+def test_cells_near_the_target_run_on(coverage):
+    # A cell whose coverage lies within one MCSE of the target runs on to extend_to
+    # replicates of the same data stream; the others stop at reps.
+    far = coverage.run_study(
+        ["binormal"], [300], ["pooled"], reps=6, seed=2, extend_to=10, target=0.1
+    )
+    assert far["runs"].iloc[0] == 6 and far["coverage"].iloc[0] > 0.5
+    near = coverage.run_study(
+        ["binormal"], [300], ["pooled"], reps=6, seed=2, extend_to=10,
+        target=far["coverage"].iloc[0],
+    )  # fmt: skip
+    assert near["runs"].iloc[0] == 10
+    first = coverage.run_study(["binormal"], [300], ["pooled"], reps=10, seed=2)
+    assert near["bias"].iloc[0] == first["bias"].iloc[0]  # the same ten replicates
+
+
+def test_easy_design_covers_for_rocglm(coverage):
+    # The corrected ROC-GLM (default setting: its noise corrected, the bagged
+    # deconvolution's variance in the interval) on the easy design.
+    table = coverage.run_study(["binormal"], [600], ["rocglm"], reps=40, seed=3)
+    row = table.iloc[0]
+    assert row["failed"] == 0 and row["no_ci"] == 0
+    # 40 replicates: a true coverage of 0.95 falls below 0.85 with probability < 1%.
     assert row["coverage"] >= 0.85, table[["method", "coverage"]]
     assert abs(row["bias"]) < 0.02

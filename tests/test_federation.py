@@ -153,7 +153,8 @@ def test_policy_refusal_names_site_function_and_count(tmp_path):
     with pytest.raises(DisclosureError) as info:
         fed.call("test.echo_rows")
     msg = str(info.value)
-    assert "site 's0'" in msg and "'test.echo_rows'" in msg and "rows count is 1" in msg
+    assert "site 's0'" in msg and "'test.echo_rows'" in msg and "rows count is below" in msg
+    assert "count is 1" not in msg  # the value is a number of the site's rows
     for name in fr:
         entries = AuditLog(tmp_path / f"{name}.jsonl").entries()
         assert entries[-1]["outcome"] == "refused" and "released" not in entries[-1]
@@ -163,8 +164,14 @@ def test_small_site_refuses_class_counts():
     fr = frames()
     fr["tiny"] = pd.DataFrame({"y": [1, 1, 0, 0, 0, 0, 0, 0], "p": np.linspace(0, 1, 8)})
     fed = Federation.from_frames(fr, label="y", score="p")
-    with pytest.raises(DisclosureError, match="site 'tiny'.*positive count is 2"):
+    with pytest.raises(DisclosureError, match="site 'tiny'.*positive count is below") as info:
         fed.call("fedroc.class_counts")
+    # The site is named once, followed by its reason (it read "site 'tiny': site 'tiny'
+    # refuses ..." before), and the reason carries no count of the site's rows.
+    msg = str(info.value)
+    assert "is 2" not in msg, msg
+    assert msg.count("'tiny'") == 1, msg
+    assert "site 'tiny' refuses 'fedroc.class_counts': the positive count is below" in msg
 
 
 def test_failure_at_one_site_names_it_and_returns_nothing():
@@ -309,7 +316,8 @@ def test_brier_refuses_non_probabilities():
     fed = Federation.from_frames(
         {"a": pd.DataFrame({"label": [0, 1] * 5, "score": np.linspace(-1, 3, 10)})}
     )
-    with pytest.raises(SiteError, match=r"8 score\(s\) of site 'a' lie outside \[0, 1\]") as info:
+    with pytest.raises(SiteError, match=r"scores of site 'a' lie outside \[0, 1\]") as info:
         basic.distributed_brier(fed)
-    # The refusal reaches the analyst: it must not carry any row's score or position.
+    # The refusal reaches the analyst: it must not carry any row's score, position or count.
     assert "index" not in str(info.value) and "-1.0" not in str(info.value)
+    assert "8" not in str(info.value)

@@ -43,6 +43,13 @@ from fedroc.federation.flower.transport import (
     error_from_reply,
 )
 from fedroc.federation.records import encode
+from fedroc.federation.roster import (
+    KEY_NAME,
+    ROSTER_NAME,
+    Roster,
+    public_key_bytes,
+    write_signing_key,
+)
 from fedroc.methods import evaluate, get_method, method_names
 from fedroc.methods.clustered.models import sample_allocation, sample_binormal
 from fedroc.privacy import DisclosurePolicy
@@ -166,7 +173,6 @@ def test_node_config_parses_and_round_trips(tmp_path: Path) -> None:
     [
         ({"site": "a", "data": "x.csv", "min_count": 3}, "unknown node config key"),
         ({"data": "x.csv"}, "needs 'site'"),
-        ({"site": "a", "data": "x.csv", "epsilon-limit": 1.0}, "needs an 'audit' log"),
         ({"site": "a", "data": "x.csv", "min-count": 0}, "min_count"),
         ({"site": "a", "data": "x.csv", "min-count": 3, "policy-file": "p.toml"}, "not both"),
     ],
@@ -174,6 +180,25 @@ def test_node_config_parses_and_round_trips(tmp_path: Path) -> None:
 def test_node_config_refuses_bad_settings(config: dict[str, Any], match: str) -> None:
     with pytest.raises(InputError, match=match):
         SiteNodeConfig.from_node_config(config)
+
+
+def test_a_node_without_an_audit_path_keeps_its_ledger_in_its_node_directory(
+    site_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A budget limit without an audit path used to be refused, and a node without either
+    # kept its spending in the run's state only (attack review, hole 4). Now every node has
+    # a ledger file: NODE_DIR/audit.ledger.jsonl, NODE_DIR by default ./fedroc-node-SITE.
+    monkeypatch.chdir(tmp_path)
+    path = site_files["site1"]
+    parsed = SiteNodeConfig.from_node_config({"site": "a", "data": str(path), "epsilon-limit": 1.0})
+    assert parsed.audit_path == Path("fedroc-node-a") / "audit.jsonl"
+    site = parsed.build()
+    assert site.ledger.path is not None
+    assert site.ledger.path.resolve() == (tmp_path / "fedroc-node-a" / "audit.ledger.jsonl")
+    homed = SiteNodeConfig.from_node_config(
+        {"site": "a", "data": str(path), "node-dir": str(tmp_path / "n")}
+    ).build()
+    assert homed.ledger.path == tmp_path / "n" / "audit.ledger.jsonl"
 
 
 # -- a fake grid around the real ClientApp ---------------------------------------------------
@@ -232,12 +257,27 @@ def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
+def node_dirs(names: list[str], root: Path) -> dict[str, Path]:
+    """Each site's node directory with its secure-aggregation key and a roster of all sites.
+
+    What ``fedroc flower up`` writes; keys that exist are kept.
+    """
+    homes = {name: root / "nodes" / name for name in names}
+    keys = {name: write_signing_key(home / KEY_NAME) for name, home in homes.items()}
+    roster = Roster({name: public_key_bytes(key) for name, key in keys.items()})
+    for home in homes.values():
+        roster.write(home / ROSTER_NAME)
+    return homes
+
+
 def _grid(site_files: dict[str, Path], tmp_path: Path, **policy: Any) -> FakeGrid:
     configs = {}
+    homes = node_dirs(list(site_files), tmp_path)
     for k, (name, path) in enumerate(site_files.items()):
         configs[100 + k] = {
             "site": name,
             "data": str(path),
+            "node-dir": str(homes[name]),
             "audit": str(tmp_path / f"{name}.jsonl"),
             "site-modules": "_flower_plugin",
             **policy,

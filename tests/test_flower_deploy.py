@@ -283,7 +283,9 @@ class Rogue:
         data = base / "rogue.csv"
         frame.to_csv(data, index=False)
         config = base / "node-config.toml"
-        config.write_text(node_config_toml({"site": site, "data": str(data)}))
+        config.write_text(
+            node_config_toml({"site": site, "data": str(data), "node-dir": str(base / "node")})
+        )
         assert dep.tls is not None
         cmd = [sys.executable, "-m", "fedroc.federation.flower.node"]
         cmd += ["--superlink", dep.address, "--root-certificates", str(dep.tls.ca_cert)]

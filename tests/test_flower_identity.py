@@ -90,7 +90,11 @@ def _pem(key: identity.NodeKey) -> bytes:
 def _deployment(site_files, tmp_path, declared: dict[int, str], registered: dict[int, tuple]):
     keys = {n: identity.generate_node_key(tmp_path / "keys" / n, n) for n in site_files}
     configs = {
-        node: {"site": site, "data": str(site_files[site if site in site_files else "site1"])}
+        node: {
+            "site": site,
+            "data": str(site_files[site if site in site_files else "site1"]),
+            "node-dir": str(tmp_path / "nodes" / str(node)),
+        }
         for node, site in declared.items()
     }
     infos = {

@@ -340,7 +340,7 @@ def test_distributed_dp_spends_epsilon_and_widens_the_interval(synthetic):
     d = res.details
     assert res.extra["epsilon"] == 1.0 and res.extra["mode"] == "distributed-dp"
     assert res.released.epsilon == {name: pytest.approx(1.0) for name in parts}
-    assert len(res.released.dp["site0"]) == d.height
+    assert len(res.released.dp["site0"]) == d.height + 1  # the class counts, then h levels
     assert d.noise_variance > 0 and d.se > d.delong.se
     assert abs(d.n_pos - pooled.n_pos) < 100 and abs(d.n_neg - pooled.n_neg) < 100
     assert abs(res.auc - roc_auc(pooled.label, pooled.score)) < 0.02

@@ -182,25 +182,86 @@ def test_auc_interval_inverts_the_test_and_conditions_on_the_release_rule():
     assert np.mean((sel[:, 0] <= truth) & (truth <= sel[:, 1])) > 0.955
 
 
-def test_a_run_that_clears_the_total_rule_by_luck_is_withheld():
-    # Issue 13: 5 x 100 rows, 51 positives (3.6 noise SDs), epsilon 1, Q 256. With this
-    # noise the positive total reads 91 (6.4 SDs), so the 6-SD rule alone released
-    # AUC 0.70 (pooled 0.97) with the Wald interval [0.56, 0.85]. Its interval conditioned
-    # on that rule is [0, 1]: the result withholds the AUC and says why.
+def test_a_class_too_small_for_an_auc_stops_before_the_tree():
+    # Issue 13: 5 x 100 rows, 51 positives, epsilon 1, Q 256. The rule that read the tree's
+    # own positive total (noise raised it to 91, 6.4 noise SDs) released AUC 0.70 (pooled
+    # 0.97). Now the class counts go first with noise of their own, at the budget of one
+    # level: they cannot show the 6 tree SDs an AUC needs, so the tree stays at the sites
+    # and each site spends epsilon 1 / (h + 1) only.
     parts = _rare_sites(seed=1, n=100)
-    pooled = pool_site_data(parts)
-    truth = roc_auc(pooled.label, pooled.score)
+    sites = [
+        Site(k, v, policy=DisclosurePolicy(epsilon_limit=math.inf), noise_seed=55)
+        for k, v in parts.items()
+    ]
     res = evaluate(
-        _federation(parts, 55), "histogram", quantiles=256, dp_epsilon=1.0, calibration_bins=None
+        Federation.from_sites(sites),
+        "histogram",
+        quantiles=256,
+        dp_epsilon=1.0,
+        calibration_bins=None,
     )
-    d = res.details
-    sd = total_noise_sd(2, d.height, d.noise_sd**2, True)
-    assert min(d.n_pos, d.n_neg) >= 6 * sd  # the old rule would have released
-    assert d.auc_test is not None
-    would_be = d.auc_test.u / d.auc_test.m
-    assert truth - would_be > 0.2  # ... an AUC this far off
     assert math.isnan(res.auc) and res.auc_ci is None
-    assert "interval" in res.extra["ci_withheld"] and "wider than 0.5" in res.extra["ci_withheld"]
+    reason = res.extra["ci_withheld"]
+    assert "class counts released first" in reason and "tree was not released" in reason
+    height = res.extra["height"]
+    assert res.released.epsilon == {k: pytest.approx(1.0 / (height + 1)) for k in parts}
+    for site in sites:  # the sites' own ledgers: one release, the counts
+        [event] = site.ledger.events
+        assert "class counts" in event.note and event.epsilon == pytest.approx(1 / (height + 1))
+    # A released run spends the whole epsilon: the counts and the h levels, 1 / (h + 1) each.
+    big = _rare_sites(seed=1, n=2000)
+    fed = _federation(big, 3)
+    res = evaluate(fed, "histogram", quantiles=256, dp_epsilon=1.0, calibration_bins=None)
+    assert math.isfinite(res.auc) and res.auc_ci is not None
+    assert res.released.epsilon == {k: pytest.approx(1.0) for k in big}
+    events = res.released.dp["s0"]
+    assert len(events) == height + 1 and "class counts" in events[0]["note"]
+    assert [e["epsilon"] for e in events] == pytest.approx([1.0 / (height + 1)] * (height + 1))
+
+
+def test_the_release_decision_selects_nothing_in_the_trees_noise():
+    # The decision reads only the class counts released first. Over the noise, with the
+    # data fixed at the rule (125 positives of 1200 rows: about half the runs released),
+    # the AUC's first-order noise term has mean 0 among the runs the decision releases;
+    # selecting on the tree's own positive total, as the old rule did, shifts it.
+    from scipy import special
+
+    from fedroc.methods.histogram import _counts_withheld
+    from fedroc.methods.histogram._protocol import NoisyCounts, check_options
+
+    rng = np.random.default_rng(21)
+    y = np.arange(1200) < 125
+    s = special.ndtr(rng.normal(2.48 * y, 1.0))
+    opts = check_options(
+        quantiles=256, dp_epsilon=1.0, dp_mode="distributed", dp_noise="discrete",
+        branching=2, height=None, score_range=None, score_transform=None,
+        post_processing=True, threshold=None, allow_dropouts=False, calibration_bins=None,
+        oversampling=None, interpolation="pchip",
+    )  # fmt: skip
+    h = opts.height
+    pos, neg = count_leaves(y, s, 2**h, 0.0, 1.0)
+    tp = levels_from_leaves(pos.astype(float), 2)
+    tn = levels_from_leaves(neg.astype(float), 2)
+    sigma2 = node_noise_variance("discrete", opts.eps_level)
+    sd = total_noise_sd(2, h, sigma2, True)
+    level = 6
+    p_, q_ = tp[level - 1], tn[level - 1]
+    v10 = (np.cumsum(q_) - 0.5 * q_) / q_.sum()
+    auc = p_ @ v10 / p_.sum()
+    alpha = 1.0 - math.exp(-opts.eps_level)
+    first, by_counts, by_tree = [], [], []
+    for _ in range(3000):
+        e = _noisy(tp, opts.eps_level, rng)  # the consistent noisy tree of the positives
+        count = tp[0].sum() + rng.negative_binomial(1, alpha) - rng.negative_binomial(1, alpha)
+        counts = NoisyCounts((count, float(tn[0].sum())), math.sqrt(sigma2), 0.1, ["pooled"])
+        first.append(float((e[level - 1] - p_) @ (v10 - auc) / p_.sum()))
+        by_counts.append(_counts_withheld(counts, opts) is None)
+        by_tree.append(e[0].sum() >= 6 * sd + 2 * math.sqrt(sigma2))
+    first_a, kept, old = np.array(first), np.array(by_counts), np.array(by_tree)
+    assert 0.2 < kept.mean() < 0.8 and 0.2 < old.mean() < 0.8
+    mcse = first_a.std() / math.sqrt(kept.sum())
+    assert abs(first_a[kept].mean() - first_a.mean()) < 3 * mcse
+    assert first_a[old].mean() - first_a.mean() < -5 * mcse  # pulled towards chance
 
 
 def test_brier_and_calibration_carry_their_noise(rare_tree):
@@ -306,8 +367,10 @@ def test_local_dp_noises_each_site_fully():
     res = evaluate(fed, "histogram", quantiles=16, dp_epsilon=1.0, dp_mode="local")
     assert res.extra["mode"] == "local-dp"
     assert res.released.epsilon == {k: pytest.approx(1.0) for k in parts}
-    sigma2 = node_noise_variance("discrete", 1.0 / res.extra["height"])
+    # epsilon / (h + 1) per level: the class counts released first take one share.
+    sigma2 = node_noise_variance("discrete", 1.0 / (res.extra["height"] + 1))
     assert res.extra["noise_sd"] == pytest.approx(math.sqrt(5 * sigma2))
+    sigma2 = node_noise_variance("discrete", 1.0 / res.extra["height"])  # asked directly
     # The attack a share count would allow: each site's own release must hold a full
     # draw, whatever the number of sites (no secure aggregation hides it).
     height = res.extra["height"]
@@ -467,3 +530,24 @@ def test_cli_histogram_dp_mode_and_interpolation(tmp_path, capsys):
             main([*args, *bad])
         assert exc.value.code == 2
     assert leaf_index(np.array([1.0]), 4)[0] == 3
+
+
+def test_cli_table_gives_each_dp_calibration_bin_its_noise_or_why_it_is_withheld(tmp_path, capsys):
+    from fedroc.cli import main
+
+    parts = _rare_sites(n=1500, sites=3)
+    args = ["evaluate", "--method", "histogram", "--dp-epsilon", "1", "--quantiles", "256"]
+    for name, d in parts.items():
+        path = tmp_path / f"{name}.csv"
+        pd.DataFrame({"label": d.label.astype(int), "score": d.score}).to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    main(args)
+    out = capsys.readouterr().out
+    table = out[out.index("Calibration") :]
+    rows = [line for line in table.splitlines() if line.startswith("│ [")]
+    assert len(rows) == 10
+    # Each bin states its noise SD or the reason it is withheld: under DP no bin is
+    # withheld "at a site" (the counts are pooled, then noised).
+    assert all("noise SD" in r or "within 3 noise SDs of 0" in r for r in rows), table
+    assert "withheld at a site" not in table
+    assert "Brier" in out and "brier_noise_sd" in out

@@ -115,7 +115,10 @@ def test_continuous_laplace_shares_sum_to_laplace():
 def test_policy_refuses_small_counts_noise_shares_and_budget():
     policy = DisclosurePolicy(min_count=5)
     ledger = BudgetLedger()
-    with pytest.raises(DisclosureError, match=r"site 'north' refuses 'f': the bin count is 3"):
+    with pytest.raises(
+        DisclosureError,
+        match=r"site 'north' refuses 'f': the bin count is below the minimum of 5 rows",
+    ):
         policy.check_release(
             site="north",
             function="f",

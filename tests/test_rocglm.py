@@ -25,7 +25,6 @@ from fedroc.methods.rocglm import (
     PrivacyCautionWarning,
     binormal_auc,
     binormal_auc_integral,
-    deconvolve,
     distributed_rocglm,
     recommended_privacy,
     release_noisy_scores,
@@ -41,6 +40,7 @@ from fedroc.methods.rocglm._core import (
     survivor,
     threshold_grid,
 )
+from fedroc.methods.rocglm._deconvolution import bagged, deconvolve
 from fedroc.methods.rocglm._probit import fisher_scoring, probit_parts
 from fedroc.methods.rocglm._site import OPT_IN_POSITIVES
 from fedroc.metrics import delong, logit_ci
@@ -241,12 +241,13 @@ def test_score_sensitivity_equals_pairwise_brute_force():
 # --- distributed ROC-GLM ------------------------------------------------------------------
 
 
-def _pooled_reference(rel, y, s, score_range=(0.0, 1.0), n_thresholds=28):
+def _pooled_reference(rel, y, s, score_range=(0.0, 1.0), n_thresholds=28, bootstrap=20):
     """Everything the distributed run computes, from the same release and the pooled rows."""
     pos, neg = s[y], s[~y]
     t = threshold_grid(n_thresholds)
     v10 = 1.0 - survivor(rel.negative, pos)  # ties one half
-    mix = deconvolve(rel.negative, rel.noise_sd, score_range=score_range)
+    # The bagged deconvolution: its resamples are seeded by the noisy values alone.
+    mix, _ = bagged(rel.negative, rel.noise_sd, score_range=score_range, replicates=bootstrap)
     v10d = mix.cdf(pos)
     v01 = (
         (rel.positive[None, :] > neg[:, None]) + 0.5 * (rel.positive[None, :] == neg[:, None])
@@ -407,6 +408,32 @@ def test_deconvolution_removes_the_noise_bias_that_the_paper_keeps():
     assert np.mean(covered) >= 8 / 10
 
 
+def test_bagged_deconvolution_is_the_mean_refit_and_the_same_for_every_party():
+    """Every site and the analyst bag over the same resamples: their generator is seeded by
+    the noisy values and the settings alone (the order the values arrive in, and anything
+    an analyst might send, do not enter), and the bagged weights are the refits' mean."""
+    from fedroc.methods.rocglm import _deconvolution as dec
+
+    rng = np.random.default_rng(31)
+    noisy = stats.norm.cdf(rng.normal(size=3000)) + rng.normal(0.0, 0.15, 3000)
+    dec._BAGGED.clear()
+    mix, weights = bagged(noisy, 0.15, replicates=30)
+    dec._BAGGED.clear()  # computed again, from the values in another order
+    again, weights2 = bagged(rng.permutation(noisy), 0.15, replicates=30)
+    np.testing.assert_array_equal(weights, weights2)
+    np.testing.assert_allclose(mix.weights, again.weights, atol=1e-15)
+    np.testing.assert_allclose(mix.weights, weights.mean(axis=0) / weights.mean(axis=0).sum())
+    assert weights.shape == (30, mix.m) and not weights.flags.writeable
+    # Other settings, other resamples: the bag is not one fixed draw.
+    _, other = bagged(noisy, 0.15, replicates=31)
+    assert not np.allclose(other[:30], weights)
+    # A single fit is sparse, the bag is not: more bins carry mass.
+    single = deconvolve(noisy, 0.15)
+    assert np.count_nonzero(mix.weights > 1e-6) > np.count_nonzero(single.weights > 1e-6)
+    with pytest.raises(InputError, match="replicates must be an integer in \\[2, 500\\]"):
+        bagged(noisy, 0.15, replicates=501)
+
+
 def test_ci_level_and_one_sided_test_agree():
     rng = np.random.default_rng(14)
     y, s = flipped(rng, 900, 0.6)
@@ -466,7 +493,7 @@ def test_site_with_too_few_positives_refuses_naming_it():
     y, s = flipped(rng, 400, 0.5)
     small = SiteData.from_arrays(np.array([1, 1, 0, 0, 0, 0, 0, 0]), rng.random(8))
     sites = [Site("big", SiteData.from_arrays(y, s)), Site("tiny", small)]
-    with pytest.raises(DisclosureError, match="'tiny'.*positive count is 2") as refused:
+    with pytest.raises(DisclosureError, match="'tiny'.*positive count is below") as refused:
         distributed_rocglm(Federation.from_sites(sites), sensitivity=0.01, seed=0)
     # The refusal says what it means for this method and what to do about it.
     assert "one noisy score per row, split by class" in str(refused.value)

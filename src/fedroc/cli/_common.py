@@ -256,12 +256,22 @@ def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]])
     return table
 
 
-def calibration_table(title: str, curve: CalibrationCurve) -> Table:
+def calibration_table(
+    title: str, curve: CalibrationCurve, noise_sd: Sequence[float] | None = None
+) -> Table:
+    """Render the calibration bins; with ``noise_sd`` (from DP counts) each fraction's noise SD."""
     rows = []
     for k in range(curve.n_bins):
         close = "]" if k == curve.n_bins - 1 else ")"
         label = f"[{curve.edges[k]:.1f}, {curve.edges[k + 1]:.1f}{close}"
-        note = "withheld at a site" if curve.suppressed[k] else ""
+        if noise_sd is None:
+            note = "withheld at a site" if curve.suppressed[k] else ""
+        else:  # under DP a bin is withheld for its noise, never at a site
+            note = (
+                "withheld: noisy count within 3 noise SDs of 0"
+                if curve.suppressed[k]
+                else f"noise SD {float(noise_sd[k]):.3f}"
+            )
         rows.append(
             (label, int(curve.count[k]), curve.mean_predicted[k], curve.observed_fraction[k], note)
         )

@@ -215,7 +215,7 @@ def render_result(result: EvaluationResult) -> None:
         out.print(operating_points_table(points, level))
     cal = result.extra.get("calibration")
     if cal is not None:
-        out.print(calibration_table("Calibration", cal))
+        out.print(calibration_table("Calibration", cal, result.extra.get("calibration_noise_sd")))
 
 
 def write_report(
@@ -453,7 +453,8 @@ def evaluate_command(
     bootstrap: Annotated[
         int | None,
         typer.Option(
-            help="rocglm: resamples of the noisy negatives for the CI (default 50); pooled: "
+            help="rocglm: resamples of the noisy negatives the deconvolution is bagged over "
+            "and the CI's noise part comes from (default 50, at most 500); pooled: "
             "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
         ),
     ] = None,

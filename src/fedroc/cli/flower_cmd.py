@@ -391,6 +391,7 @@ def supernode(
     from fedroc.federation.flower.identity import generate_node_key
     from fedroc.federation.flower.node import supervise
     from fedroc.federation.flower.site_config import SiteNodeConfig
+    from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, public_key_text, write_signing_key
 
     if insecure == (root_certificates is not None):
         raise InputError("give --root-certificates CA.pem, or --insecure for a test on loopback")
@@ -408,9 +409,20 @@ def supernode(
             min_count, allow_noisy, allow_shares, epsilon_limit, delta_limit, allowed_functions
         )
     )
+    config["node-dir"] = str(home)
     config["audit"] = str((audit or home / "audit.jsonl").resolve())
     parsed = SiteNodeConfig.from_node_config(config)
+    if (home / ROSTER_NAME).exists():
+        write_signing_key(home / KEY_NAME)  # a roster is configured: the site needs its key
     site_obj = parsed.build()  # fail here, with the reason, rather than on the first call
+    # Its secure-aggregation key: the other sites' operators list its public key in their
+    # rosters, and this site aggregates only with the sites in NODE_DIR/roster.toml.
+    secagg = write_signing_key(home / KEY_NAME)
+    err.print(
+        f"secure-aggregation key: {site} = {public_key_text(secagg)!r} (give this line to the "
+        f"other sites' operators; list theirs in {home / ROSTER_NAME})",
+        highlight=False,
+    )
     home.mkdir(parents=True, exist_ok=True)
     node_config = home / "node-config.toml"
     node_config.write_text(node_config_toml(config))
@@ -442,8 +454,9 @@ def keys(
         bool, typer.Option(help="Replace an existing key pair (key rotation).")
     ] = False,
 ) -> None:
-    """Create a site's SuperNode key pair (run it on the site's machine)."""
+    """Create a site's SuperNode key pair and its secure-aggregation key (on the site's machine)."""
     from fedroc.federation.flower.identity import generate_node_key
+    from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, public_key_text, write_signing_key
 
     key = generate_node_key(node_dir, site, overwrite=rotate)
     out.print(f"private key (stays on this machine): {key.private_key}", highlight=False)
@@ -451,6 +464,12 @@ def keys(
         f"public key (send it to the SuperLink's operator): {key.public_key}", highlight=False
     )
     out.print(f"fingerprint: {key.fingerprint}", highlight=False)
+    secagg = write_signing_key(Path(node_dir) / KEY_NAME)
+    out.print(
+        f"secure-aggregation roster line (send it to the other sites' operators): {site} = "
+        f"{public_key_text(secagg)!r}; list theirs in {Path(node_dir) / ROSTER_NAME}",
+        highlight=False,
+    )
 
 
 @flower_app.command("register")

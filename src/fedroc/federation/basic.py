@@ -63,14 +63,13 @@ def _values(ctx: SiteContext, args: Record) -> np.ndarray:
 def site_probabilities(ctx: SiteContext) -> np.ndarray:
     """Return the site's scores, refusing if any lies outside [0, 1].
 
-    The message travels to the analyst, so it states how many scores are out of range and
-    nothing about any one row (no value, no index).
+    The message travels to the analyst, so it states the cause and no number computed
+    from the rows (no count, no value, no index).
     """
     s = ctx.data.score
-    outside = int(np.count_nonzero((s < 0.0) | (s > 1.0)))
-    if outside:
+    if ((s < 0.0) | (s > 1.0)).any():
         raise InputError(
-            f"{outside} score(s) of site {ctx.site!r} lie outside [0, 1]; the Brier score and "
+            f"scores of site {ctx.site!r} lie outside [0, 1]; the Brier score and "
             "calibration need probabilities"
         )
     return s

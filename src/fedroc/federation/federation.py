@@ -13,6 +13,7 @@ from fedroc._results import ResultMixin, jsonable
 from fedroc.data import Columns
 from fedroc.exceptions import InputError
 from fedroc.federation.records import Record, check_record
+from fedroc.federation.roster import SiteIdentity, load_identity, provide_identities
 from fedroc.federation.site import AuditLog, Site, split_meta
 from fedroc.federation.transport import InProcessTransport, Transport
 from fedroc.privacy.ledger import DPEvent
@@ -207,8 +208,16 @@ class Federation:
     # -- construction --------------------------------------------------------------------
     @classmethod
     def from_sites(cls, sites: Iterable[Site], **kwargs: Any) -> Federation:
-        """Build an in-process federation of ``sites`` (names must be unique)."""
-        return cls(InProcessTransport(sites), **kwargs)
+        """Build an in-process federation of ``sites`` (names must be unique).
+
+        A site without an identity (signing key and roster, :mod:`fedroc.federation.roster`)
+        gets one here, with a roster of this federation's sites, so that secure aggregation
+        runs among them; a site that has one keeps it and aggregates only with its roster.
+        """
+        sites = list(sites)
+        transport = InProcessTransport(sites)
+        provide_identities(sites)
+        return cls(transport, **kwargs)
 
     @classmethod
     def from_frames(
@@ -308,6 +317,12 @@ class Federation:
             [sites.north.policy]
             min_count = 10
             epsilon_limit = 10.0
+            # secagg_key = "keys/north.key"   # the site's Ed25519 signing key (PEM) and
+            # roster = "roster.toml"          # the peers it aggregates with (also top-level)
+
+        Without ``secagg_key`` and ``roster`` a site gets a signing key and a roster of this
+        file's sites when the federation is built
+        (:func:`~fedroc.federation.roster.provide_identities`).
         """
         config_path = Path(path)
         try:
@@ -339,7 +354,8 @@ class Federation:
                 {**config.get("policy", {}), **cfg.get("policy", {}), **(policy or {})}
             )
             audit = cfg.get("audit")
-            unknown = sorted(set(cfg) - {"path", "columns", "policy", "audit", "noise_seed"})
+            known = {"path", "columns", "policy", "audit", "noise_seed", "secagg_key", "roster"}
+            unknown = sorted(set(cfg) - known)
             if unknown:
                 raise InputError(
                     f"site {name!r} in {str(config_path)!r} has unknown key(s) {unknown}"
@@ -355,9 +371,25 @@ class Federation:
                     policy=site_policy,
                     audit=None if audit is None else AuditLog(base / audit),
                     noise_seed=cfg.get("noise_seed"),
+                    identity=_toml_identity(name, cfg, config, base, config_path),
                 )
             )
         return cls.from_sites(sites, **kwargs)
+
+
+def _toml_identity(
+    name: str, cfg: Mapping[str, Any], config: Mapping[str, Any], base: Path, path: Path
+) -> SiteIdentity | None:
+    """Return a TOML site's signing key and roster, when the file configures them."""
+    key, roster = cfg.get("secagg_key"), cfg.get("roster", config.get("roster"))
+    if key is None and roster is None:
+        return None
+    if key is None or roster is None:
+        raise InputError(
+            f"site {name!r} in {str(path)!r}: give both 'secagg_key' (its signing key) and "
+            "'roster' (the peers it aggregates with), or neither"
+        )
+    return load_identity(name, base / str(key), base / str(roster))
 
 
 def _audit_path(audit_dir: str | Path | None, name: str) -> Path | None:

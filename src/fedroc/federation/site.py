@@ -54,6 +54,7 @@ from fedroc._results import jsonable
 from fedroc.data import Columns, SiteData
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.records import Record, check_record
+from fedroc.federation.roster import SiteIdentity
 from fedroc.federation.schema import ArgumentRefused, Schema, check_arguments
 from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for
 from fedroc.privacy.policy import DisclosurePolicy, ReleaseKind
@@ -109,7 +110,9 @@ class SiteContext:
     aggregation: the sites of the session, and the number of shares to split DP noise into
     (the session's threshold: no sum of fewer inputs can be unmasked, so any sum the
     analyst sees holds at least one full draw). Both come from the protocol as checked by
-    the site, never from an argument of the function.
+    the site, never from an argument of the function. ``identity`` is the site's signing key
+    and its operator's roster of peers (:mod:`fedroc.federation.roster`), with which it
+    authenticates the other members of a secure aggregation.
     """
 
     site: str
@@ -121,6 +124,7 @@ class SiteContext:
     noise_seed: int | None = None
     sites: tuple[str, ...] | None = None
     noise_shares: int = 1
+    identity: SiteIdentity | None = None
 
     def noise_rng(self, stream: str) -> np.random.Generator | None:
         """Return the generator for this site's DP noise, or None for the production samplers.
@@ -524,6 +528,11 @@ class Site:
         Seed of the site's DP noise, for reproducible simulations and tests only. It is
         part of the site's own configuration; without it the noise comes from OpenDP's
         samplers and the operating system's entropy.
+    identity : SiteIdentity, optional
+        The site's signing key and its operator's roster of the sites it aggregates with
+        (:mod:`fedroc.federation.roster`). A site without one refuses secure aggregation;
+        an in-process federation gives its sites one when it is built
+        (:meth:`Federation.from_sites`).
     """
 
     def __init__(
@@ -535,6 +544,7 @@ class Site:
         audit: AuditLog | str | Path | None = None,
         ledger: BudgetLedger | str | Path | None = None,
         noise_seed: int | None = None,
+        identity: SiteIdentity | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise InputError(f"a site needs a non-empty name; got {name!r}")
@@ -553,6 +563,9 @@ class Site:
         else:
             self.ledger = BudgetLedger()
         self.noise_seed = None if noise_seed is None else int(noise_seed)
+        if identity is not None and identity.name != name:
+            raise InputError(f"site {name!r} was given the identity of site {identity.name!r}")
+        self.identity = identity
         self.state: dict[str, Record] = {}
         self._lock = threading.Lock()
 
@@ -574,7 +587,7 @@ class Site:
     ) -> Site:
         """Build a site from a data frame (see :meth:`fedroc.data.SiteData.from_frame`).
 
-        The remaining keywords (``ledger``, ``noise_seed``) go to :class:`Site`.
+        The remaining keywords (``ledger``, ``noise_seed``, ``identity``) go to :class:`Site`.
         """
         data = SiteData.from_frame(frame, columns, pos_label=pos_label, source=f"site {name!r}")
         return cls(name, data, policy=policy, audit=audit, **kwargs)
@@ -593,7 +606,7 @@ class Site:
     ) -> Site:
         """Build a site from a CSV or Parquet file (see :meth:`fedroc.data.SiteData.from_file`).
 
-        The remaining keywords (``ledger``, ``noise_seed``) go to :class:`Site`.
+        The remaining keywords (``ledger``, ``noise_seed``, ``identity``) go to :class:`Site`.
         """
         data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
         return cls(name, data, policy=policy, audit=audit, **kwargs)
@@ -608,6 +621,7 @@ class Site:
             requester,
             self.ledger,
             self.noise_seed,
+            identity=self.identity,
         )
 
     def handle(self, function: str, args: Mapping[str, Any], requester: str = "analyst") -> Record:

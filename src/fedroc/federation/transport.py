@@ -58,13 +58,23 @@ class Transport(ABC):
         """Release connections or processes."""
 
 
+def _site_reason(site: str, exc: BaseException) -> str:
+    """Describe the failure of one site, naming the site once.
+
+    A site's own refusal already starts ``site 'x' refuses ...``: prefixing the name again
+    read ``site 'x': site 'x' refuses ...``.
+    """
+    text = str(exc)
+    return text if text.startswith(f"site {site!r} ") else f"site {site!r}: {text}"
+
+
 def raise_site_failures(function: str, failures: Mapping[str, BaseException]) -> None:
     """Raise one error naming every failed site (a refusal stays a DisclosureError)."""
     if not failures:
         return
     names = list(failures)
     first = failures[names[0]]
-    detail = "; ".join(f"site {n!r}: {failures[n]}" for n in names)
+    detail = "; ".join(_site_reason(n, failures[n]) for n in names)
     if all(isinstance(e, DisclosureError) for e in failures.values()):
         raise DisclosureError(
             f"{function!r} refused by {len(names)} site(s): {detail}",

@@ -210,10 +210,10 @@ class DisclosurePolicy:
         for what, count in counts.items():
             arr = np.atleast_1d(np.asarray(count))
             if arr.size and (arr < self.min_count).any():
-                smallest = arr[np.argmin(arr)].item()
+                # The message names the count, not its value: that is a number of the rows.
                 raise DisclosureError(
-                    f"site {site!r} refuses {function!r}: the {what} count is {smallest}, below "
-                    f"the minimum of {self.min_count} rows per released aggregate",
+                    f"site {site!r} refuses {function!r}: the {what} count is below the "
+                    f"minimum of {self.min_count} rows per released aggregate",
                     site=site,
                     function=function,
                 )

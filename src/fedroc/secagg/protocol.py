@@ -5,19 +5,27 @@ The analyst is the server; the sites are the clients. Every message between two 
 paper, so the protocol runs on any :class:`~fedroc.federation.Transport`: each client
 stage is a site function, each server stage one method of :class:`SecAggServer`.
 
-Protocol (the semi-honest variant of Bonawitz et al., "Practical Secure Aggregation for
-Privacy-Preserving Machine Learning", CCS 2017, figure 4 without signatures and without
-the consistency-check round):
+Protocol (Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving Machine
+Learning", CCS 2017, figure 4 with its signatures; see below for its consistency round):
 
-0. ``advertise_keys``: each site computes its private input vector x_u (a site function
-   registered with ``release="secure"`` or ``"both"``, run through
+0. ``advertise_keys``: the server names the session's parameters: its id, its members (in
+   order), the threshold t, the ring (bits, frac_bits), the input function and its
+   arguments. Each site checks them against what *it* allows: every member must be on the
+   roster its own operator configured (:mod:`fedroc.federation.roster`), t at least a
+   majority of the members (:func:`minimum_threshold`), the ring at least 2^31 of integer
+   headroom. It computes its private input vector x_u (a site function registered with
+   ``release="secure"`` or ``"both"``, run through
    :func:`~fedroc.federation.site.aggregate_input` with its argument schema checked; its
    rows never leave), draws two X25519 key pairs (c for share encryption, s for masks) and
-   sends both public keys. Survivors: U1.
-1. ``share_keys``: the server broadcasts U1's public keys. Each site draws a self-mask
-   seed b_u and splits b_u and its mask key s_u^SK into Shamir shares of threshold t, one
-   per site of U1, each encrypted (AES-GCM) under the key it agrees with the recipient.
-   Survivors: U2.
+   sends both public keys, **signed with its long-term Ed25519 key** together with every
+   parameter of the session (:func:`advertisement`). Survivors: U1.
+1. ``share_keys``: the server broadcasts U1's public keys and signatures. Each site
+   verifies every member's signature under its roster's key over the parameters it was
+   itself given, so a key the server substituted, a member the roster does not know, or a
+   member that was asked for another sum (other arguments, threshold, members, ring) is
+   refused before any share leaves. Then it draws a self-mask seed b_u and splits b_u and
+   its mask key s_u^SK into Shamir shares of threshold t, one per site of U1, each
+   encrypted (AES-GCM) under the key it agrees with the recipient. Survivors: U2.
 2. ``masked_input``: the server forwards each site its shares. Each site sends
    ``y_u = x_u + PRG(b_u) + sum_{v in U2, v > u} PRG(s_uv) - sum_{v in U2, v < u} PRG(s_uv)``
    mod 2^k, where s_uv is the X25519 agreement of u and v and PRG the ChaCha20 stream.
@@ -42,13 +50,23 @@ noise splits it into as many shares as the session's threshold t (the site's own
 :attr:`~fedroc.federation.SiteContext.noise_shares`, never a number the analyst sends):
 every sum the analyst can unmask holds at least t inputs, hence at least one full draw.
 
-Threat model: honest-but-curious server and sites. The server learns the sum over U3 and
-the sets U1..U3; it learns nothing about an individual input as long as it does not
-collude with t or more sites (what it sees from one site is uniform in Z_2^k). Sites
-learn nothing about each other's inputs. Not covered: an actively malicious server (it
-could relay false public keys or claim false dropouts; the paper's active variant adds a
-PKI, signatures and a consistency round), and overflow: the sum is exact modulo 2^k, so
-callers choose k and the fixed-point scale so that the true sum fits in (-2^(k-1), 2^(k-1)).
+Threat model: the server (the analyst) may be actively malicious: it chooses the requests,
+relays every message and may lie about who dropped; the sites follow the protocol and
+none colludes with the server. The server learns the sum over U3 and the sets U1..U3 and
+nothing else about an individual input: it cannot add members of its own (roster), swap
+keys (signatures), ask members for different sums (signed parameters), or lower the
+threshold below a majority. Lying about dropouts gets it nothing either: to open one
+site's input it needs t shares of that site's self-mask seed (from sites told the site
+survived) and t of its mask key (from sites told it dropped); each site answers the
+unmasking stage once, so that takes 2t <= n sites, which a majority threshold excludes.
+This is what Bonawitz et al.'s consistency round guards against when t may be lower, so
+fedroc does without it. Not covered: sites that collude with the server (c colluders can
+supply both kinds of shares: t > (n + c) / 2 keeps inputs safe; the site's minimum covers
+c = 0), and sites that collude to reveal their own DP noise shares.
+
+Overflow: the sum is exact modulo 2^k. A site refuses a ring with less than 2^31 of
+integer headroom (``bits - frac_bits >= 32``), so where an input overflows is not the
+analyst's to place, and its refusal names no magnitude.
 """
 
 from __future__ import annotations
@@ -66,6 +84,7 @@ from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc.exceptions import DisclosureError, InputError, ProtocolError, SiteError
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record, encode
+from fedroc.federation.roster import SIGNATURE_BYTES
 from fedroc.federation.schema import Bytes, Int, Names, Text
 from fedroc.federation.site import Reply, SiteContext, aggregate_input, site_function
 from fedroc.privacy.ledger import DPEvent
@@ -73,11 +92,14 @@ from fedroc.secagg import _crypto, shamir
 
 __all__ = [
     "FUNCTIONS",
+    "MIN_HEADROOM_BITS",
     "STAGES",
     "ClientState",
     "SecAggServer",
     "SecureSum",
     "ServerState",
+    "advertisement",
+    "minimum_threshold",
     "secure_sum",
 ]
 
@@ -114,6 +136,8 @@ KEY_INPUT = "input"
 KEY_INPUT_ARGS = "input_args"
 KEY_C_PK = "c_pk"
 KEY_S_PK = "s_pk"
+KEY_SIGNATURE = "signature"  # a site's Ed25519 signature of its advertisement
+KEY_SIGNATURES = "signatures"  # U1's signatures, in U1's order
 KEY_LAYOUT = "layout"
 KEY_ACTIVE = "active"  # the survivors of the previous stage, in site order
 KEY_C_PKS = "c_pks"
@@ -131,6 +155,11 @@ _PLAIN_BYTES = 2 + 2 + 2 * shamir.SHARE_BYTES
 _CIPHER_BYTES = _crypto.NONCE_BYTES + _PLAIN_BYTES + _crypto.TAG_BYTES
 _STATE_PREFIX = "fedroc.secagg/"
 _REPLY_DP = "__dp_events"  # where a stored reply keeps its DP events (never sent as a value)
+_ADVERTISEMENT = b"fedroc-secagg/v2 advertisement\x00"  # domain of the sites' signatures
+# Integer headroom a site keeps in the ring: an input overflows only beyond 2^31 (counts,
+# sums of bounded scores never reach it), a bound the analyst cannot move with bits or
+# frac_bits, so an overflow refusal is not an oracle it can steer.
+MIN_HEADROOM_BITS = 32
 
 
 # -- what a site accepts at each stage -------------------------------------------------------
@@ -152,6 +181,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         KEY_ACTIVE: Names(_MAX_SITES),
         KEY_C_PKS: _KEYS,
         KEY_S_PKS: _KEYS,
+        KEY_SIGNATURES: Bytes(SIGNATURE_BYTES * _MAX_SITES, default=b""),
     },
     STAGE_MASKED_INPUT: {
         KEY_SESSION: _SESSION,
@@ -178,17 +208,17 @@ def _encode_input(
         elif arr.dtype.kind == "f":
             kind, scaled = "float", arr.astype(np.float64) * 2.0**frac_bits
             if not np.isfinite(scaled).all():
-                raise InputError(f"site {site!r}: secure input {key!r} has non-finite values")
+                raise InputError(f"site {site!r}: secure input {key!r} is not finite")
         else:
             raise InputError(
                 f"site {site!r}: secure input {key!r} has dtype {arr.dtype}; only numbers "
                 "can be aggregated"
             )
-        magnitude = float(np.abs(scaled).max()) if scaled.size else 0.0
-        if magnitude >= limit:
+        if scaled.size and float(np.abs(scaled).max()) >= limit:
+            # No magnitude in the message: it would be a number computed from the rows.
             raise InputError(
-                f"site {site!r}: secure input {key!r} reaches {magnitude:.3g} (fixed-point "
-                f"units), beyond the {bits}-bit ring; use more bits or fewer fraction bits"
+                f"site {site!r}: secure input {key!r} does not fit the {bits}-bit ring at "
+                f"{frac_bits} fraction bits; nothing was sent"
             )
         ints = arr.astype(np.int64) if kind == "int" else np.rint(scaled).astype(np.int64)
         parts.append(ints.reshape(-1))
@@ -248,6 +278,7 @@ class ClientState:
     sk_shares: bytes = b""  # ... and of each owner's mask key
     last_digest: str = ""
     quantity: str = ""  # the input function: what the site's partner-set rule is about
+    input_digest: str = ""  # SHA-256 of the input's arguments, as the site received them
 
     @property
     def index(self) -> int:
@@ -296,6 +327,7 @@ class ServerState:
     layout: str = ""
     c_pks: dict[str, bytes] = field(default_factory=dict)
     s_pks: dict[str, bytes] = field(default_factory=dict)
+    signatures: dict[str, bytes] = field(default_factory=dict)
     u1: list[str] = field(default_factory=list)
     u2: list[str] = field(default_factory=list)
     u3: list[str] = field(default_factory=list)
@@ -383,6 +415,75 @@ def _save(ctx: SiteContext, state: ClientState) -> None:
     ctx.state[_state_key(state.session)] = state.to_record()
 
 
+def minimum_threshold(n_sites: int) -> int:
+    """Return the smallest threshold a site accepts for ``n_sites`` members: a majority.
+
+    With t > n / 2 a server that tells some sites that a site dropped and others that it
+    survived cannot collect t shares of both its self-mask seed and its mask key (each
+    site answers the unmasking stage once), so it cannot open any single input.
+    """
+    return max(2, n_sites // 2 + 1)
+
+
+def _input_digest(input_args: Mapping[str, Any]) -> str:
+    """SHA-256 of an input's arguments in canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(input_args, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def advertisement(state: ClientState, site: str, c_pk: bytes, s_pk: bytes) -> bytes:
+    """Return what ``site`` signs in a session: its two public keys and every parameter.
+
+    ``state`` holds the parameters as the verifying site received them, so a signature
+    verifies only if the signer was given the same session, members (in the same order),
+    threshold, ring, input function and input arguments.
+    """
+    body = {
+        "session": state.session,
+        "sites": list(state.sites),
+        "threshold": int(state.threshold),
+        "bits": int(state.bits),
+        "frac_bits": int(state.frac_bits),
+        "input": state.quantity,
+        "input_args_sha256": state.input_digest,
+        "site": site,
+        "c_pk": c_pk.hex(),
+        "s_pk": s_pk.hex(),
+    }
+    return _ADVERTISEMENT + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _check_session(ctx: SiteContext, sites: list[str], threshold: int) -> None:
+    """Refuse a session with members off the site's roster or a threshold below its minimum."""
+    function = FUNCTIONS[STAGE_ADVERTISE_KEYS]
+    identity = ctx.identity
+    if identity is None:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r}: it has no roster of sites to aggregate "
+            "with (its operator configures its signing key and roster, see "
+            "fedroc.federation.roster)",
+            site=ctx.site,
+            function=function,
+        )
+    strangers = [v for v in sites if v not in identity.roster]
+    if strangers:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r}: site(s) {strangers} are not on the roster "
+            "its operator configured",
+            site=ctx.site,
+            function=function,
+        )
+    least = minimum_threshold(len(sites))
+    if threshold < least:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r}: a threshold of {threshold} for "
+            f"{len(sites)} sites; it needs at least {least} (a majority), or a server that "
+            "lies about dropouts could open an input",
+            site=ctx.site,
+            function=function,
+        )
+
+
 @_client_stage(STAGE_ADVERTISE_KEYS)
 def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -> Reply:
     sites = list(args[KEY_SITES])
@@ -390,6 +491,7 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         raise ProtocolError(f"site {ctx.site!r} is not among the session's sites {sites}")
     threshold, bits, frac_bits = (int(args[k]) for k in (KEY_THRESHOLD, KEY_BITS, KEY_FRAC_BITS))
     _check_parameters(len(sites), threshold, bits, frac_bits)
+    _check_session(ctx, sites, threshold)
     quantity = str(args[KEY_INPUT])
     ctx.policy.check_aggregation(
         site=ctx.site,
@@ -404,6 +506,12 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         raise InputError(f"site {ctx.site!r}: the input arguments are not JSON") from None
     if not isinstance(input_args, dict):
         raise InputError(f"site {ctx.site!r}: the input arguments must be a JSON object")
+    try:
+        digest = _input_digest(input_args)
+    except ValueError:
+        raise InputError(
+            f"site {ctx.site!r}: the input arguments hold a non-finite number"
+        ) from None
     # The input runs with the session in view: DP noise is split into t shares, since the
     # protocol unmasks no sum of fewer than t inputs.
     session_ctx = replace(ctx, sites=tuple(sites), noise_shares=threshold)
@@ -422,16 +530,16 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         c_sk=_crypto.new_private_key(),
         s_sk=_crypto.new_private_key(),
         quantity=quantity,
+        input_digest=digest,
     )
     _save(ctx, state)
+    c_pk, s_pk = _crypto.public_key(state.c_sk), _crypto.public_key(state.s_sk)
+    assert ctx.identity is not None  # checked by _check_session
+    signature = ctx.identity.sign(advertisement(state, ctx.site, c_pk, s_pk))
     # The input's counts and DP events are declared here, so the site's policy checks
     # them (and charges the budget) before any key material is exchanged.
     return Reply(
-        {
-            KEY_C_PK: _crypto.public_key(state.c_sk),
-            KEY_S_PK: _crypto.public_key(state.s_sk),
-            KEY_LAYOUT: layout,
-        },
+        {KEY_C_PK: c_pk, KEY_S_PK: s_pk, KEY_SIGNATURE: signature, KEY_LAYOUT: layout},
         kind="shares",
         counts=result.counts,
         dp=result.dp,
@@ -451,6 +559,22 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     me = u1.index(ctx.site)
     if c_pks[me] != _crypto.public_key(state.c_sk) or s_pks[me] != _crypto.public_key(state.s_sk):
         raise ProtocolError(f"site {ctx.site!r}: the server relayed a wrong key for this site")
+    # Every member's keys must carry its signature, under the key the site's roster holds
+    # for it, over the parameters this site was given: no substituted key, no stranger, no
+    # member that was asked for another sum.
+    signatures = _chunks(args.get(KEY_SIGNATURES), SIGNATURE_BYTES, len(u1), KEY_SIGNATURES)
+    roster = None if ctx.identity is None else ctx.identity.roster
+    forged = [
+        v
+        for v, c_pk, s_pk, sig in zip(u1, c_pks, s_pks, signatures, strict=True)
+        if roster is None or not roster.verify(v, advertisement(state, v, c_pk, s_pk), sig)
+    ]
+    if forged:
+        raise ProtocolError(
+            f"site {ctx.site!r}: the keys of {forged} do not carry their signature over this "
+            "session's parameters (keys substituted, a site off the roster, or the sites were "
+            "given different parameters); it shares nothing"
+        )
     state.b_seed = _crypto.random_bytes(_crypto.KEY_BYTES)
     n = len(state.sites)
     sk_shares = shamir.split(int.from_bytes(state.s_sk, "big"), n=n, threshold=state.threshold)
@@ -593,10 +717,13 @@ def _check_parameters(n: int, threshold: int, bits: int, frac_bits: int) -> None
         raise InputError(f"secure aggregation needs at least 2 sites; got {n}")
     if not 2 <= threshold <= n:
         raise InputError(f"threshold must lie in [2, {n}] for {n} sites; got {threshold}")
-    if not 8 <= bits <= 64:
-        raise InputError(f"bits must lie in [8, 64]; got {bits}")
-    if not 0 <= frac_bits <= bits - 2:
-        raise InputError(f"frac_bits must lie in [0, {bits - 2}]; got {frac_bits}")
+    if not MIN_HEADROOM_BITS <= bits <= 64:
+        raise InputError(f"bits must lie in [{MIN_HEADROOM_BITS}, 64]; got {bits}")
+    if not 0 <= frac_bits <= bits - MIN_HEADROOM_BITS:
+        raise InputError(
+            f"frac_bits must lie in [0, {bits - MIN_HEADROOM_BITS}] for a {bits}-bit ring (the "
+            f"sites keep 2^{MIN_HEADROOM_BITS - 1} of integer headroom); got {frac_bits}"
+        )
 
 
 # -- server side ---------------------------------------------------------------------------
@@ -659,11 +786,12 @@ class SecAggServer:
         The sites taking part (default: all).
     threshold : int, optional
         Survivors needed at every stage and shares needed to rebuild a secret; default
-        ``n // 2 + 1`` (at least 2).
+        ``n // 2 + 1`` (at least 2), the smallest the sites accept (:func:`minimum_threshold`).
     bits : int, default 64
-        The ring Z_2^bits.
+        The ring Z_2^bits (at least 32).
     frac_bits : int, default 32
-        Fixed-point scale of float inputs (their values are rounded to 2^-frac_bits).
+        Fixed-point scale of float inputs (their values are rounded to 2^-frac_bits); at
+        most ``bits - 32``: the sites keep 2^31 of integer headroom.
     allow_dropouts : bool, default False
         If False, the first site that fails aborts the session with its error; if True,
         sites that fail are dropped and the sum covers the survivors, down to
@@ -687,7 +815,7 @@ class SecAggServer:
         if unknown:
             raise InputError(f"unknown site(s) {unknown}; sites are {federation.site_names}")
         n = len(names)
-        t = max(2, n // 2 + 1) if threshold is None else int(threshold)
+        t = minimum_threshold(n) if threshold is None else int(threshold)
         _check_parameters(n, t, int(bits), int(frac_bits))
         self.federation = federation
         self.allow_dropouts = bool(allow_dropouts)
@@ -777,6 +905,7 @@ class SecAggServer:
         s.u1 = [name for name in s.sites if name in replies]
         s.c_pks = {name: bytes(replies[name][KEY_C_PK]) for name in s.u1}
         s.s_pks = {name: bytes(replies[name][KEY_S_PK]) for name in s.u1}
+        s.signatures = {name: bytes(replies[name][KEY_SIGNATURE]) for name in s.u1}
         s.layout = next(iter(layouts.values()), "")
         s.stage = STAGE_ADVERTISE_KEYS
         self._require(s.u1, STAGE_ADVERTISE_KEYS)
@@ -791,6 +920,7 @@ class SecAggServer:
             KEY_ACTIVE: s.u1,
             KEY_C_PKS: b"".join(s.c_pks[v] for v in s.u1),
             KEY_S_PKS: b"".join(s.s_pks[v] for v in s.u1),
+            KEY_SIGNATURES: b"".join(s.signatures[v] for v in s.u1),
         }
         replies = self._call(STAGE_SHARE_KEYS, {name: args for name in s.u1})
         s.u2 = [name for name in s.u1 if name in replies]

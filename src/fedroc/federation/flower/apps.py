@@ -11,9 +11,9 @@ State between calls: with Flower's default isolation each message runs in a new 
 process, so nothing survives in memory. The site's ``state`` (what site functions keep
 between the calls of one protocol, keyed by session id) is stored as records in the run's
 ``Context.state``, which the SuperNode keeps for the run and hands to the next message.
-The privacy budget spent is summed from the site's audit log, so a site's epsilon/delta
-limits hold across runs and restarts; without an audit log it lives in ``Context.state``
-for one run (and budget limits are refused, see :mod:`.site_config`).
+The site's privacy ledger (its spending and its bindings) is a file beside its audit log,
+which every SuperNode has (:mod:`.site_config`), so its limits and bindings hold across
+messages, runs and restarts.
 
 ``server_app`` runs one fedroc *job* (see :mod:`.jobs`) described by the run config key
 ``fedroc-job`` (JSON), on a :class:`Federation` backed by :class:`FlowerTransport`, and
@@ -45,7 +45,7 @@ from fedroc.federation.flower._codec import (
     to_recorddict,
 )
 from fedroc.federation.flower._marked import MARK, emit_marked, parse_marked, process_started
-from fedroc.federation.flower.site_config import audit_ledger, cached_site
+from fedroc.federation.flower.site_config import cached_site
 from fedroc.federation.flower.transport import (
     ERROR_DISCLOSURE,
     ERROR_FEDROC,
@@ -55,7 +55,6 @@ from fedroc.federation.flower.transport import (
 )
 from fedroc.federation.records import decode, encode
 from fedroc.federation.site import Site
-from fedroc.privacy.ledger import BudgetLedger, DPEvent
 
 __all__ = ["JOB_KEY", "MARK", "client_app", "emit_marked", "parse_marked", "server_app"]
 
@@ -65,7 +64,6 @@ log = logging.getLogger("fedroc.flower")
 
 JOB_KEY = "fedroc-job"
 _STATE = "fedroc.state"
-_LEDGER = "fedroc.ledger"
 
 # Flower loads these through fedroc.apps.flower (CLIENT_APP_REF, SERVER_APP_REF); its check
 # looks for plain assignments, so they are not annotated.
@@ -104,13 +102,8 @@ def _site(context: Context, message: Message) -> Site | Message:
 def _load_state(context: Context, site: Site) -> None:
     state = context.state[_STATE] if _STATE in context.state else ConfigRecord()
     site.state = {key: decode(bytes(blob)) for key, blob in state.items()}  # type: ignore[arg-type]
-    if site.ledger.path is not None:
-        return  # the site's own ledger file (beside its audit log) is the record
-    ledger = audit_ledger(site.audit)
-    if ledger is None:
-        events = context.state[_LEDGER]["events"] if _LEDGER in context.state else "[]"
-        ledger = BudgetLedger([DPEvent.from_json(e) for e in json.loads(str(events))])
-    site.ledger = ledger
+    if site.ledger.path is None:  # SiteNodeConfig.build always gives the site a ledger file
+        raise InputError(f"site {site.name!r} has no ledger file; a SuperNode needs one")
 
 
 def _save_state(context: Context, site: Site) -> None:
@@ -124,9 +117,6 @@ def _save_state(context: Context, site: Site) -> None:
                 "between calls must be records"
             ) from None
     context.state[_STATE] = ConfigRecord(blobs)
-    if site.audit.path is None:
-        events = json.dumps([e.to_json() for e in site.ledger.events])
-        context.state[_LEDGER] = ConfigRecord({"events": events})
 
 
 @client_app.query("fedroc_hello")

@@ -523,9 +523,10 @@ class LocalDeployment:
     Parameters
     ----------
     sites : sequence of SiteNodeConfig
-        One per SuperNode (data file, columns, policy, audit log). A site without an audit
-        log gets ``DIR/nodes/<site>/audit.jsonl``: the node directory keeps what the site
-        must not lose (its key, audit log and privacy ledger).
+        One per SuperNode (data file, columns, policy, audit log). A site without a node
+        directory gets ``DIR/nodes/<site>``: it keeps what the site must not lose (its keys,
+        audit log and privacy ledger, and the roster of the sites it aggregates with, which
+        :meth:`start` writes with every site's secure-aggregation key).
     directory : path
         Working directory: certificates, the SuperLink's database, per-node directories,
         logs and ``connection.json`` (what ``fedroc flower run --deployment DIR`` reads).
@@ -573,11 +574,12 @@ class LocalDeployment:
                 "drop insecure or node_auth"
             )
         self.directory = Path(directory).resolve()
+        homed = [
+            s if s.node_dir else replace(s, node_dir=self.node_directory(s.site)) for s in sites
+        ]
         self.sites = {
-            s.site: s
-            if s.audit is not None
-            else replace(s, audit=self.node_directory(s.site) / "audit.jsonl")
-            for s in sites
+            s.site: s if s.audit is not None else replace(s, audit=s.node_directory / "audit.jsonl")
+            for s in homed
         }
         self.insecure = insecure
         self.tuned = tuned
@@ -646,6 +648,7 @@ class LocalDeployment:
 
             for name in self.sites:
                 self.keys[name] = generate_node_key(self.node_directory(name), name)
+        self.write_rosters()
         self.port = self.port or free_port(self.host)
         try:
             self._link = self._superlink()
@@ -661,6 +664,28 @@ class LocalDeployment:
         except BaseException:
             self.stop()
             raise
+
+    def write_rosters(self) -> None:
+        """Give every site a secure-aggregation key and a roster of all the sites' keys.
+
+        A key that exists is kept (the site's identity survives a restart); sites whose
+        configuration names its own key or roster are left alone.
+        """
+        from fedroc.federation.roster import (
+            KEY_NAME,
+            ROSTER_NAME,
+            Roster,
+            public_key_bytes,
+            write_signing_key,
+        )
+
+        managed = {n: s for n, s in self.sites.items() if s.secagg_key is None and s.roster is None}
+        keys = {n: write_signing_key(s.node_directory / KEY_NAME) for n, s in managed.items()}
+        if not keys:
+            return
+        roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
+        for s in managed.values():
+            roster.write(s.node_directory / ROSTER_NAME)
 
     def _start_superlink(self, deadline: float) -> None:
         assert self._link is not None

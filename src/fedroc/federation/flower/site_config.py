@@ -14,12 +14,21 @@ Flower's node config)::
     min-count = 5                   # disclosure policy: q
     allow-noisy = true
     allow-shares = true
-    epsilon-limit = 3.0             # needs an audit log: the budget is summed from it
+    epsilon-limit = 3.0             # lifetime budget, kept in the site's ledger
     delta-limit = 1e-5
     allowed-functions = "fedroc.info,fedroc.sum"   # comma-separated
     policy-file = "/etc/fedroc/policy.toml"        # instead of the policy keys above
-    audit = "/var/log/fedroc/north.jsonl"          # JSON-lines audit log (recommended)
+    node-dir = "/var/lib/fedroc/north"             # default ./fedroc-node-SITE
+    audit = "/var/log/fedroc/north.jsonl"          # default NODE_DIR/audit.jsonl
+    secagg-key = "/etc/fedroc/secagg.key"          # default NODE_DIR/secagg.key
+    roster = "/etc/fedroc/roster.toml"             # default NODE_DIR/roster.toml
     site-modules = "mysite.functions"              # extra modules registering site functions
+
+Every SuperNode keeps an audit log and, beside it, its privacy ledger (``audit.ledger.jsonl``):
+its spending and its bindings (partner sets, bins) hold across runs and restarts, so there
+is no node without one. ``secagg-key`` (the site's Ed25519 signing key) and ``roster`` (the
+sites it aggregates with and their keys, :mod:`fedroc.federation.roster`) let it take part
+in secure aggregation; a node without them refuses it.
 
 Unknown keys are refused (a misspelt ``min_count`` must not silently weaken the policy).
 Relative paths are taken from the SuperNode's working directory.
@@ -38,11 +47,11 @@ from typing import Any
 
 from fedroc.data import Columns
 from fedroc.exceptions import InputError
-from fedroc.federation.site import AuditLog, Site
-from fedroc.privacy.ledger import BudgetLedger, DPEvent
+from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, SiteIdentity, load_identity
+from fedroc.federation.site import Site
 from fedroc.privacy.policy import DEFAULT_EPSILON_LIMIT, DisclosurePolicy
 
-__all__ = ["NODE_CONFIG_KEYS", "SiteNodeConfig", "audit_ledger", "cached_site"]
+__all__ = ["NODE_CONFIG_KEYS", "SiteNodeConfig", "cached_site"]
 
 _POLICY_KEYS = {
     "min-count": "min_count",
@@ -61,10 +70,17 @@ NODE_CONFIG_KEYS: tuple[str, ...] = (
     "pos-label",
     *_POLICY_KEYS,
     "policy-file",
+    "node-dir",
     "audit",
+    "secagg-key",
+    "roster",
     "site-modules",
     "noise-seed",
 )
+
+
+def _path(config: Mapping[str, Any], key: str) -> Path | None:
+    return Path(str(config[key])) if str(config.get(key, "")).strip() else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,33 @@ class SiteNodeConfig:
     audit: Path | None = None
     site_modules: tuple[str, ...] = ()
     noise_seed: int | None = None
+    node_dir: Path | None = None
+    secagg_key: Path | None = None
+    roster: Path | None = None
+
+    @property
+    def node_directory(self) -> Path:
+        """Where the node keeps what it must not lose: ``node_dir`` or ./fedroc-node-SITE."""
+        return self.node_dir if self.node_dir is not None else Path(f"fedroc-node-{self.site}")
+
+    @property
+    def audit_path(self) -> Path:
+        """The audit log (its ledger lies beside it): ``audit`` or NODE_DIR/audit.jsonl."""
+        return self.audit if self.audit is not None else self.node_directory / "audit.jsonl"
+
+    def identity(self) -> SiteIdentity | None:
+        """Read the site's signing key and roster (None when the node has neither).
+
+        Raises
+        ------
+        InputError
+            When a configured file is missing or malformed, or a roster has no key.
+        """
+        key = self.secagg_key or self.node_directory / KEY_NAME
+        roster = self.roster or self.node_directory / ROSTER_NAME
+        if self.secagg_key is None and self.roster is None and not roster.exists():
+            return None  # secure aggregation not set up: the site refuses it
+        return load_identity(self.site, key, roster)
 
     @classmethod
     def from_node_config(cls, config: Mapping[str, Any]) -> SiteNodeConfig:
@@ -92,8 +135,7 @@ class SiteNodeConfig:
         Raises
         ------
         InputError
-            On an unknown key, a missing ``site`` or ``data``, a policy given both ways, or a
-            privacy-budget limit without an ``audit`` log (the spending is summed from it).
+            On an unknown key, a missing ``site`` or ``data``, or a policy given both ways.
         """
         unknown = sorted(set(config) - set(NODE_CONFIG_KEYS))
         if unknown:
@@ -118,12 +160,6 @@ class SiteNodeConfig:
                     f.strip() for f in text.split(",") if f.strip()
                 ]
             policy = DisclosurePolicy.from_mapping(policy_items)
-        audit = Path(str(config["audit"])) if str(config.get("audit", "")).strip() else None
-        if audit is None and ("epsilon-limit" in config or "delta-limit" in config):
-            raise InputError(
-                "a privacy-budget limit (epsilon-limit/delta-limit) needs an 'audit' log on a "
-                "SuperNode: the budget spent is summed from it, across runs and restarts"
-            )
         modules = tuple(
             m.strip() for m in str(config.get("site-modules", "")).split(",") if m.strip()
         )
@@ -136,9 +172,12 @@ class SiteNodeConfig:
             cluster=cluster,
             pos_label=config.get("pos-label"),
             policy=policy,
-            audit=audit,
             site_modules=modules,
             noise_seed=None if config.get("noise-seed") is None else int(config["noise-seed"]),
+            node_dir=_path(config, "node-dir"),
+            audit=_path(config, "audit"),
+            secagg_key=_path(config, "secagg-key"),
+            roster=_path(config, "roster"),
         )
 
     def to_node_config(self) -> dict[str, Any]:
@@ -163,8 +202,14 @@ class SiteNodeConfig:
             out["delta-limit"] = float(p.delta_limit)
         if p.allowed_functions is not None:
             out["allowed-functions"] = ",".join(sorted(p.allowed_functions))
-        if self.audit is not None:
-            out["audit"] = str(self.audit)
+        for key, path in (
+            ("node-dir", self.node_dir),
+            ("audit", self.audit),
+            ("secagg-key", self.secagg_key),
+            ("roster", self.roster),
+        ):
+            if path is not None:
+                out[key] = str(path)
         if self.site_modules:
             out["site-modules"] = ",".join(self.site_modules)
         if self.noise_seed is not None:
@@ -172,7 +217,11 @@ class SiteNodeConfig:
         return out
 
     def build(self) -> Site:
-        """Import the ``site_modules`` (they register site functions) and load the site."""
+        """Import the ``site_modules`` (they register site functions) and load the site.
+
+        The site's audit log and ledger are files (:attr:`audit_path`): a SuperNode never
+        keeps its spending or its bindings in memory only.
+        """
         for module in self.site_modules:
             importlib.import_module(module)
         return Site.from_file(
@@ -181,8 +230,9 @@ class SiteNodeConfig:
             Columns(self.label, self.score, self.cluster),
             pos_label=self.pos_label,
             policy=self.policy,
-            audit=self.audit,
+            audit=self.audit_path,
             noise_seed=self.noise_seed,
+            identity=self.identity(),
         )
 
 
@@ -211,42 +261,3 @@ def cached_site(config: Mapping[str, Any]) -> Site:
             _CACHE.clear()  # one site per SuperNode: keep only the current configuration
             _CACHE[key] = site
         return site
-
-
-class _AuditLedger:
-    """DP events read incrementally from an audit log (complete lines only)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.events: list[DPEvent] = []
-
-    def refresh(self) -> BudgetLedger:
-        if self.path.exists():
-            if self.path.stat().st_size < self.offset:  # log replaced: start over
-                self.offset, self.events = 0, []
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                for line in fh:
-                    if not line.endswith(b"\n"):
-                        break
-                    self.offset += len(line)
-                    if not line.strip():
-                        continue
-                    entry = json.loads(line)
-                    if entry.get("outcome") == "released":
-                        self.events += [DPEvent(**e) for e in entry.get("dp") or []]
-        return BudgetLedger(list(self.events))
-
-
-_LEDGERS: dict[Path, _AuditLedger] = {}
-
-
-def audit_ledger(audit: AuditLog) -> BudgetLedger | None:
-    """Sum the privacy budget spent so far from the site's audit log (None: no file)."""
-    if audit.path is None:
-        return None
-    path = audit.path.resolve()
-    with _CACHE_LOCK:
-        reader = _LEDGERS.setdefault(path, _AuditLedger(path))
-        return reader.refresh()

@@ -26,6 +26,12 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   the site's per-cluster sums. The same request again (the same analysis re-run) passes.
 - Both rounds check that the pooled histograms and totals the analyst sends contain the
   site's own (a pooled count can only add other sites' rows to the site's).
+- Through secure aggregation too, the site binds the edges of its first request before it
+  reads its rows, and binds its first round-2 request before it compares the pooled
+  histograms with its own: whether a score lies outside the edges, or whether a pooled
+  count falls below the site's own, is a fact about its rows that the analyst could
+  otherwise ask again and again (bisecting a site's scores, or its count in a bin, with
+  its histograms never released). Refusals name no count.
 """
 
 from __future__ import annotations
@@ -56,9 +62,11 @@ __all__ = [
 FUNCTION_SUMMARY = "fedroc.clustered.summary"
 FUNCTION_MOMENTS = "fedroc.clustered.moments"
 
-# Ledger keys of the clear path's bindings.
+# Ledger keys of the bindings: of the clear path, and of inputs of secure aggregation.
 BIND_EDGES = "clustered-clear:edges"
 BIND_MOMENTS = "clustered-clear:moments"
+BIND_SECURE_EDGES = "clustered-secure:edges"
+BIND_SECURE_MOMENTS = "clustered-secure:moments"
 
 FloatArray = NDArray[np.float64]
 
@@ -80,11 +88,11 @@ def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") 
     larger than the stated binning bound.
     """
     lo, hi = edges[0], edges[-1]
-    outside = (score < lo) | (score > hi)
-    if outside.any():
+    if ((score < lo) | (score > hi)).any():
+        # No count: at a site it would be a number computed from its rows.
         raise InputError(
-            f"{where}: {int(outside.sum())} score(s) lie outside the shared score range "
-            f"[{lo:g}, {hi:g}]; pass a score_range that covers every site's scores"
+            f"{where}: scores lie outside the shared score range [{lo:g}, {hi:g}]; pass a "
+            "score_range that covers every site's scores"
         )
     return bin_index_edges(score, edges)
 
@@ -103,14 +111,20 @@ def _digest(args: Record) -> str:
     return h.hexdigest()
 
 
-def _bind(ctx: SiteContext, function: str, key: str, argument: str, value: str) -> None:
+def _bind(
+    ctx: SiteContext, function: str, key: str, argument: str, value: str, clear: bool = True
+) -> None:
     first = ctx.ledger.bindings.get(key)
     if first is not None and first != value:
+        how, advice = (
+            ("in the clear", "run the method through secure aggregation, or ")
+            if clear
+            else ("through secure aggregation", "")
+        )
         raise ArgumentRefused(
-            f"site {ctx.site!r} refuses {function!r} in the clear: its {argument} were bound "
-            "by its first clear request and may not change (two partitions of its rows, or "
-            "two crafted requests, could be subtracted); run the method through secure "
-            "aggregation, or repeat the first request",
+            f"site {ctx.site!r} refuses {function!r} {how}: its {argument} were bound by its "
+            "first such request and may not change (two partitions of its rows, or two "
+            f"crafted requests, could be subtracted); {advice}repeat the first request",
             site=ctx.site,
             function=function,
             argument=argument,
@@ -123,7 +137,12 @@ def _bind(ctx: SiteContext, function: str, key: str, argument: str, value: str) 
 def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:
     """Apply the clear-path gate and bind the edges; True when this call is in the clear."""
     if ctx.sites is not None:
-        return False  # an input of secure aggregation: only sums over sites leave
+        # An input of secure aggregation: only sums over sites leave. The edges are bound
+        # all the same, before the site reads its rows (refusals that depend on its rows
+        # must not be asked again over other edges).
+        edges = _digest({"edges": args["edges"]})
+        _bind(ctx, function, BIND_SECURE_EDGES, "bin edges", edges, clear=False)
+        return False
     if not ctx.policy.clear_histograms:
         raise DisclosureError(
             f"site {ctx.site!r} refuses {function!r} in the clear: it releases class counts "
@@ -349,6 +368,10 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
                     site=ctx.site,
                     function=FUNCTION_MOMENTS,
                 )
+    if not clear:
+        # The site's histograms stay hidden, so whether the pooled ones contain them is a
+        # fact about its rows: one round-2 request per lifetime, bound before the check.
+        _bind(ctx, FUNCTION_MOMENTS, BIND_SECURE_MOMENTS, "round-2 arguments", _digest(args), False)
     _check_pooled(ctx, args, local, keep, n_bins)
     if clear:
         # One round-2 request per lifetime in the clear: the analyst chooses the pooled

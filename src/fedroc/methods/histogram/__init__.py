@@ -10,7 +10,8 @@ quantiles"; details from NOTES.md section 5):
 2. The analyst aggregates the histograms. Mode "secure aggregation": the sites send their
    leaf counts through :mod:`fedroc.secagg` and the analyst builds the upper levels. Mode
    "distributed DP": each site adds its share of noise to every level, with budget
-   epsilon / h per level (sensitivity 1): discrete Laplace shares (difference of two
+   epsilon / h per level (sensitivity 1; fedroc: epsilon / (h + 1), the last share going
+   to the class counts released first): discrete Laplace shares (difference of two
    negative-binomial NB(1/n, 1 - e^(-epsilon/h)) variables; Goryczka & Xiong 2015) or, as
    the continuous variant, Laplace shares (difference of two Gamma(1/n, h/epsilon)); the
    sum goes through secure aggregation. Mode "local DP" (the reference code's ``LDP``):
@@ -32,13 +33,15 @@ Beyond the paper: an AUC confidence interval. Under secure aggregation: DeLong's
 of the leaf-binned scores (:func:`fedroc.metrics.delong_from_counts`). Under DP the area
 under the noisy curves is biased (clipped noise smears the classes into each other), so
 the AUC is the noise-unbiased AUC of one level of the consistent tree, with the exact
-variance of the noise (:mod:`._dp`) and an interval by test inversion that conditions on
-the release rule (:class:`._dp.RatioTest`); the Brier score and calibration curve come
-with their noise SD; a setting whose noise drowns a class total, or leaves the AUC's
-interval wider than 0.5, gives a result that says so.
+variance of the noise (:mod:`._dp`) and an interval by test inversion (Fieller's,
+:class:`._dp.RatioTest`); the Brier score and calibration curve come with their noise SD.
+Whether the tree can support an AUC is decided before it is released, from class counts
+with noise of their own (:data:`MIN_TOTAL_SNR`), so that the decision selects nothing in
+the tree's noise; a run it stops spends only the counts' budget and gives a result that
+says so, as does a tree whose noise leaves the AUC's interval wider than 0.5.
 
 Parts, as in every method package: :mod:`._site` (what a site computes: leaf counts, the
-two site functions), :mod:`._protocol` (checked options and the round of trees),
+site functions), :mod:`._protocol` (checked options, the rounds of class counts and trees),
 :mod:`._tree` (consistency, noise propagation, quantiles), :mod:`._curves` (ECDFs and
 curves, their errors), :mod:`._dp` (statistics with their noise), :mod:`._result`,
 :mod:`.baselines` (the paper's exact-quantile and DP-ECDF baselines). Paper 5's figures are
@@ -49,7 +52,8 @@ secure-aggregation mode the analyst learns the pooled leaf histograms of each cl
 pooled scores rounded to a leaf width) and nothing about any single site; a site with
 fewer than q positives or negatives refuses. In the distributed-DP mode what the analyst
 learns is epsilon-differentially private with respect to adding or removing one row
-(each row adds 1 to one bin per level; basic composition over the h levels), provided
+(each row adds 1 to one bin per level and to one class count; basic composition over the
+class counts and the h levels, each at epsilon / (h + 1)), provided
 the sites add their noise honestly; sites that collude with the analyst and reveal their
 shares weaken the noise of the others. In the local-DP mode every site's own tree is
 epsilon-DP whoever sees it (no secure aggregation, no trust in the analyst or the other
@@ -60,12 +64,13 @@ not released in any mode.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, InputError
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.methods.asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
@@ -90,9 +95,19 @@ from ._curves import (
     survival_function,
 )
 from ._dp import DPAuc, dp_auc, dp_brier, dp_calibration, dp_interval
-from ._protocol import FRAC_BITS, AggregatedTree, HistogramOptions, check_options, collect_tree
+from ._protocol import (
+    FRAC_BITS,
+    AggregatedTree,
+    HistogramOptions,
+    NoisyCounts,
+    check_options,
+    collect_counts,
+    collect_tree,
+)
 from ._result import HistogramCurves
 from ._site import (
+    COUNT_LOCAL_NAME,
+    COUNT_NAME,
     INPUT_NAME,
     LOCAL_NAME,
     MAX_LEAVES,
@@ -120,6 +135,9 @@ from ._tree import (
 )
 
 __all__ = [
+    "COUNT_LOCAL_NAME",
+    "COUNT_NAME",
+    "COUNT_Z",
     "INPUT_NAME",
     "INTERPOLATIONS",
     "JOINT_NAME",
@@ -155,39 +173,63 @@ __all__ = [
     "tree_quantiles",
 ]
 
-#: The smaller noisy class total must lie this many noise SDs above 0 for an AUC. Its
-#: lower 99.9% bound then stays about 3 SDs above 0 (the total's noise is nearly normal:
-#: 0.2% of draws beyond 3 SDs), where Fieller's interval for the ratio exists. The rule
-#: reads the same noise as the estimate, so the runs just above it are those whose noise
-#: raised the total, and their estimates are pulled towards chance: a stricter threshold
-#: moves these runs to larger data, it does not remove them (rare design, epsilon 1,
-#: Q 1024: at 8 SDs instead of 6, no release at 500 rows instead of 0.2%, but 22% instead
-#: of 0.7% withheld at 1500 rows with a bias of -0.022 instead of -0.006 among the
-#: rest; scripts/results/histogram_dp_bias.md). What the threshold cannot do, the interval
-#: does: it conditions on this rule (:class:`._dp.RatioTest`), and
-#: :data:`MAX_DP_INTERVAL_WIDTH` withholds the runs it leaves without information.
+#: Under DP the sites first release their class counts with noise of their own (at the
+#: budget of one level, ``epsilon / (h + 1)``), and the tree only if those counts show
+#: both classes large enough for an AUC: the smaller noisy count, less
+#: :data:`COUNT_Z` of its noise SDs (a one-sided 97.7% lower bound of the class size),
+#: must reach this many noise SDs of a class total of the tree. The decision reads no
+#: noise of the tree, so it selects nothing in the estimate (the earlier rule read the
+#: tree's own totals: the released runs were those whose noise had raised a class total,
+#: pulling their AUC towards chance, bias -0.0076 at AUC 0.96 and 1500 rows), and a run
+#: it withholds spends only the counts' budget. The value is measured in
+#: scripts/results/histogram_dp_bias.md.
 MIN_TOTAL_SNR = 6.0
+COUNT_Z = 2.0
 # The comparison under DP: a class total of the noisy joint counts (noise on 2 B^2 cells)
 # at least this many noise SDs from 0 (scripts/results/coverage_paired_histogram_dp.md).
 MIN_JOINT_SNR = 4.0
 
-#: A DP AUC whose interval (selection-aware, :class:`._dp.RatioTest`) is wider than this
-#: is withheld: runs that clear the 6-SD rule only because their noise raised a small
-#: class total get intervals as wide as [0, 1] around a far-off estimate (rare design,
-#: 500 rows, epsilon 1: AUC 0.70 for 0.97); a number printed with such an interval would
-#: be quoted without it.
+#: A DP AUC whose interval (Fieller's, :class:`._dp.RatioTest`) is wider than this is
+#: withheld: a number printed with such an interval would be quoted without it.
 MAX_DP_INTERVAL_WIDTH = 0.5
+# A site's policy refusing an aggregate because a class is smaller than its minimum count
+# (fedroc.privacy.policy's wording for the counts a reply declares).
+_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is \d+")
 
 
-def _noise_phrase(opts: HistogramOptions, tree: AggregatedTree) -> str:
+def _noise_phrase(opts: HistogramOptions, sigma2: float) -> str:
     mode = "local" if opts.mode == MODE_LDP else "distributed"
     return (
-        f"the {mode} DP noise (epsilon {opts.epsilon:g} split over {opts.height} levels: "
-        f"noise SD {math.sqrt(tree.sigma2):.3g} on every count)"
+        f"the {mode} DP noise (epsilon {opts.epsilon:g} split over the class counts and "
+        f"{opts.height} levels: noise SD {math.sqrt(sigma2):.3g} on every count)"
     )
 
 
-def _run_fields(opts: HistogramOptions, tree: AggregatedTree) -> dict[str, Any]:
+def _counts_withheld(counts: NoisyCounts, opts: HistogramOptions) -> str | None:
+    """Why the tree is not released after the noisy class counts (None: release it).
+
+    The rule of :data:`MIN_TOTAL_SNR`. Each count's noise has the variance of a node of
+    the tree (the same budget), hence the tree's class total SD below.
+    """
+    total_sd = total_noise_sd(opts.branching, opts.height, counts.sd**2, opts.post_processing)
+    low = min(counts.totals)
+    bound = low - COUNT_Z * counts.sd
+    need = MIN_TOTAL_SNR * total_sd
+    if bound >= need:
+        return None
+    return (
+        f"no AUC, curve or interval: the class counts released first with "
+        f"{_noise_phrase(opts, counts.sd**2)} put the smaller class at {low:.1f}, at least "
+        f"{bound:.1f} ({COUNT_Z:g} noise SDs below), fewer than the {need:.1f} rows "
+        f"({MIN_TOTAL_SNR:g} noise SDs of a class total of the tree) an AUC needs; the "
+        f"tree was not released: each site spent epsilon {counts.epsilon:.3g} of "
+        f"{opts.epsilon:g}. Use a larger epsilon, a smaller Q or more rows"
+    )
+
+
+def _run_fields(
+    opts: HistogramOptions, sigma2: float, sites: list[str], dropped: dict[str, str]
+) -> dict[str, Any]:
     """Collect the fields of :class:`HistogramCurves` that describe the run, not estimates."""
     return {
         "mode": opts.mode,
@@ -200,15 +242,17 @@ def _run_fields(opts: HistogramOptions, tree: AggregatedTree) -> dict[str, Any]:
         "epsilon": opts.epsilon,
         "noise": opts.noise if opts.dp else None,
         "interpolation": opts.interpolation,
-        "noise_sd": math.sqrt(tree.sigma2),
-        "sites": tree.sites,
-        "dropped": tree.dropped,
+        "noise_sd": math.sqrt(sigma2),
+        "sites": sites,
+        "dropped": dropped,
     }
 
 
 def _empty_curves(
     opts: HistogramOptions,
-    tree: AggregatedTree,
+    sigma2: float,
+    sites: list[str],
+    dropped: dict[str, str],
     n_pos: float,
     n_neg: float,
     confidence_level: float,
@@ -216,7 +260,7 @@ def _empty_curves(
 ) -> HistogramCurves:
     empty = np.zeros(0)
     return HistogramCurves(
-        **_run_fields(opts, tree),
+        **_run_fields(opts, sigma2, sites, dropped),
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=empty,
@@ -251,29 +295,12 @@ def _no_class_left(totals: tuple[float, float], cause: str, total_sd: float) -> 
     ]
 
 
-def _dp_withheld(
-    est: DPAuc,
-    totals: tuple[float, float],
-    total_sd: float,
-    cause: str,
-    confidence_level: float,
-) -> str | None:
-    """Why the DP AUC is withheld (None: released); the rule is :data:`MIN_TOTAL_SNR`'s.
+def _dp_withheld(est: DPAuc, cause: str, confidence_level: float) -> str | None:
+    """Why the DP AUC is withheld although the tree was released (None: released).
 
-    In order: a class total too close to 0; a level so coarse that ties within its bins
-    could move the AUC by more than its SE; an interval (conditioned on the first rule)
-    that is not bounded or wider than :data:`MAX_DP_INTERVAL_WIDTH`.
+    In order: a level so coarse that ties within its bins could move the AUC by more than
+    its SE; an interval that is not bounded or wider than :data:`MAX_DP_INTERVAL_WIDTH`.
     """
-    low = min(totals)
-    noise_sd = math.sqrt(est.noise_variance)
-    if low < MIN_TOTAL_SNR * total_sd:
-        return (
-            f"no AUC and no interval: after {cause}, the smaller class total is "
-            f"{low:.1f} with noise SD {total_sd:.3g}, too close to 0 for the estimate "
-            f"and its interval (they need {MIN_TOTAL_SNR:g} SDs; the AUC would have "
-            f"been {est.auc:.3f} with noise SD {noise_sd:.2g}). Use a "
-            "larger epsilon, a smaller Q or more rows"
-        )
     se = math.sqrt(est.noise_variance + est.delong.variance)
     bound = est.ties / 2.0
     if bound > se:
@@ -290,8 +317,7 @@ def _dp_withheld(
         )
         return (
             f"no AUC and no interval: after {cause}, the AUC's {confidence_level:.0%} "
-            f"interval (which accounts for the noise and for this rule's selection of "
-            f"class totals that clear {MIN_TOTAL_SNR:g} noise SDs) {where}: wider than "
+            f"interval (which accounts for the noise) {where}: wider than "
             f"{MAX_DP_INTERVAL_WIDTH:g}, so the estimate ({est.auc:.3f}) would say nothing "
             "about the model. Use a larger epsilon, a smaller Q or more rows"
         )
@@ -316,11 +342,13 @@ def estimate(
         pos_levels, neg_levels = consistent_tree(pos_levels, b), consistent_tree(neg_levels, b)
     totals = float(pos_levels[0].sum()), float(neg_levels[0].sum())
     if opts.dp:
-        cause = _noise_phrase(opts, tree)
+        cause = _noise_phrase(opts, tree.sigma2)
         total_sd = total_noise_sd(b, opts.height, tree.sigma2, opts.post_processing)
         caveats = _no_class_left(totals, cause, total_sd)
         if caveats:
-            return _empty_curves(opts, tree, *totals, confidence_level, caveats)
+            return _empty_curves(
+                opts, tree.sigma2, tree.sites, tree.dropped, *totals, confidence_level, caveats
+            )
     caveats = []
     pos_mass = tree_leaf_masses(pos_levels, b)
     neg_mass = tree_leaf_masses(neg_levels, b)
@@ -351,7 +379,6 @@ def estimate(
             sigma2=tree.sigma2,
             post_processing=opts.post_processing,
             confidence_level=confidence_level,
-            threshold=MIN_TOTAL_SNR * total_sd,
         )
         assert est is not None  # both totals are positive
         auc, noise_variance, delong, auc_level, auc_test = (
@@ -367,7 +394,7 @@ def estimate(
             f"biased by {cause}"
         )
         binning_bound = est.ties / 2.0
-        ci_withheld = _dp_withheld(est, totals, total_sd, cause, confidence_level)
+        ci_withheld = _dp_withheld(est, cause, confidence_level)
         if ci_withheld is not None:
             caveats.append(ci_withheld)
             auc = float("nan")
@@ -412,7 +439,7 @@ def estimate(
         if 0 < int(np.sum(y)) < len(y):
             errors = curve_errors(y, s, curves)
     return HistogramCurves(
-        **_run_fields(opts, tree),
+        **_run_fields(opts, tree.sigma2, tree.sites, tree.dropped),
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=q_pos,
@@ -529,9 +556,11 @@ def run_histogram(
     Returns
     -------
     EvaluationResult
-        ``details`` is a :class:`HistogramCurves`. Under DP a class total at or below 0
-        after the noise gives ``auc`` NaN and ``auc_ci`` None with the reason in
-        ``extra["caveats"]`` (the budget is spent by then: the sites have released).
+        ``details`` is a :class:`HistogramCurves`. Under DP, class counts too small for
+        an AUC (the noisy counts released first, :data:`MIN_TOTAL_SNR`) give ``auc`` NaN
+        and ``auc_ci`` None with the reason in ``extra["caveats"]``, and the tree is not
+        released (only the counts' budget is spent: ``released.epsilon``); so does a
+        released tree whose noise leaves no usable interval.
     """
     opts = check_options(
         quantiles=quantiles,
@@ -565,25 +594,58 @@ def run_histogram(
     federation = inputs.federation
     start = federation.mark()
     joint = None
-    if bins is not None:  # first: a site without a second score refuses before any release
-        joint = collect_joint(
-            federation,
-            bins=bins,
-            lo=opts.lo,
-            hi=opts.hi,
-            transform=opts.transform,
-            threshold=opts.threshold,
-            allow_dropouts=opts.allow_dropouts,
-            epsilon=opts.epsilon if opts.dp else None,
-            noise=opts.noise,
-            frac_bits=FRAC_BITS,
+    try:
+        if bins is not None:  # first: a site without a second score refuses before any release
+            joint = collect_joint(
+                federation,
+                bins=bins,
+                lo=opts.lo,
+                hi=opts.hi,
+                transform=opts.transform,
+                threshold=opts.threshold,
+                allow_dropouts=opts.allow_dropouts,
+                epsilon=opts.epsilon if opts.dp else None,
+                noise=opts.noise,
+                frac_bits=FRAC_BITS,
+            )
+        counts = collect_counts(federation, opts) if opts.dp else None
+        tree = None if opts.dp else collect_tree(federation, opts)
+    except DisclosureError as exc:
+        if not _CLASS_COUNT_REFUSAL.search(str(exc)):
+            raise
+        # The policy's words are generic; say what it means for this method. A refusal is
+        # the user's to fix (exit 2 on the command line), not a result.
+        raise DisclosureError(
+            f"{exc}. The histogram method counts each class at every site, so a site with "
+            "fewer rows of a class than its minimum count takes part in no aggregate of "
+            "them (leave it out, or merge its rows with another site's)"
+            + ("; no DP budget was spent" if not federation.released(start).dp else ""),
+            site=exc.site,
+            function=exc.function,
+        ) from exc
+    withheld = None if counts is None else _counts_withheld(counts, opts)
+    if counts is not None and withheld is not None:
+        # The counts cannot support an AUC: the tree stays at the sites, unspent.
+        details = _empty_curves(
+            opts,
+            counts.sd**2,
+            counts.sites,
+            counts.dropped,
+            *counts.totals,
+            inputs.confidence_level,
+            [withheld],
         )
-    tree = collect_tree(federation, opts)
-    pooled = None
-    if inputs.pooled is not None:
-        pooled = (inputs.pooled.label, inputs.pooled.score)
-    details = estimate(tree, opts, confidence_level=inputs.confidence_level, pooled=pooled)
-    notes = [_release_note(opts, tree)]
+        notes = [_count_note(opts, counts), "the tree was not released (see the caveat)"]
+    else:
+        if tree is None:
+            tree = collect_tree(federation, opts)
+        pooled = None
+        if inputs.pooled is not None:
+            pooled = (inputs.pooled.label, inputs.pooled.score)
+        details = estimate(tree, opts, confidence_level=inputs.confidence_level, pooled=pooled)
+        notes = [_release_note(opts, tree)]
+        if counts is not None:
+            notes.insert(0, _count_note(opts, counts))
     if joint is not None:
         notes.append(
             f"secure aggregation over {len(joint[2])} sites: the analyst saw only the sums of "
@@ -638,6 +700,15 @@ def run_histogram(
     return result
 
 
+def _count_note(opts: HistogramOptions, counts: NoisyCounts) -> str:
+    how = "each site's in the clear" if opts.mode == MODE_LDP else "summed by secure aggregation"
+    return (
+        f"first the two class counts with noise of their own ({opts.noise} Laplace, epsilon "
+        f"{counts.epsilon:.3g} of {opts.epsilon:g}, noise SD {counts.sd:.3g}; {how}): the "
+        "tree is released only if they show both classes large enough for an AUC"
+    )
+
+
 def _release_note(opts: HistogramOptions, tree: AggregatedTree) -> str:
     leaves = opts.branching**opts.height
     nodes = sum(opts.branching**level for level in range(1, opts.height + 1))
@@ -648,10 +719,11 @@ def _release_note(opts: HistogramOptions, tree: AggregatedTree) -> str:
         )
     if opts.mode == MODE_DDP:
         return (
-            f"distributed DP ({opts.noise} Laplace shares, epsilon {opts.epsilon:g} split over "
-            f"{opts.height} levels): the analyst saw only the noisy sums of 2 x {nodes} counts"
+            f"distributed DP ({opts.noise} Laplace shares, epsilon {opts.tree_epsilon:.3g} split "
+            f"over {opts.height} levels): the analyst saw only the noisy sums of 2 x {nodes} "
+            "counts"
         )
     return (
-        f"local DP ({opts.noise} Laplace, epsilon {opts.epsilon:g} split over {opts.height} "
-        f"levels): each site's own 2 x {nodes} noisy counts, in the clear"
+        f"local DP ({opts.noise} Laplace, epsilon {opts.tree_epsilon:.3g} split over "
+        f"{opts.height} levels): each site's own 2 x {nodes} noisy counts, in the clear"
     )

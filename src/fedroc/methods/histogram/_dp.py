@@ -16,8 +16,12 @@ consistency step:
   The level trades the binning bias (pairs in one bin count 1/2: at most half the
   fraction of such pairs) against the noise, which grows with the number of bins
   (:func:`choose_level`).
-- the AUC's interval: Fieller's test inversion for the ratio, conditioned on the release
-  rule (:class:`RatioTest`, :func:`dp_interval`).
+- the AUC's interval: Fieller's test inversion for the ratio (:class:`RatioTest`,
+  :func:`dp_interval`). It can condition on a release rule that reads the tree's own
+  class totals; the method's rule reads class counts with noise of their own instead
+  (:func:`fedroc.methods.histogram.run_histogram`), which selects nothing in the tree's
+  noise, so the method does not condition (coverage among the released runs:
+  scripts/results/histogram_dp_bias.md).
 - the Brier score and the calibration curve: ratios of linear statistics of the leaves,
   with their noise SD by the delta method (:func:`dp_brier`, :func:`dp_calibration`).
 """

@@ -3,7 +3,8 @@
 :func:`check_options` validates every option before anything is sent (each refusal names
 the option and repeats its value). :func:`collect_tree` asks the sites for their trees
 in the chosen mode and returns the pooled tree as the analyst sees it, with the variance
-of the noise on each node.
+of the noise on each node. Under DP :func:`collect_counts` first asks for the noisy class
+counts, at the budget of one level (:attr:`HistogramOptions.count_epsilon`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from fedroc.secagg import secure_sum
 
 from ._curves import INTERPOLATIONS
 from ._site import (
+    COUNT_LOCAL_NAME,
+    COUNT_NAME,
     INPUT_NAME,
     LOCAL_NAME,
     MAX_LEAVES,
@@ -65,9 +68,22 @@ class HistogramOptions:
         return self.mode != MODE_SA
 
     @property
-    def eps_level(self) -> float:
+    def count_epsilon(self) -> float:
+        """Under DP, the budget of the class counts released before the tree.
+
+        One level's share: epsilon / (h + 1), the tree's h levels the rest.
+        """
         assert self.epsilon is not None
-        return self.epsilon / self.height
+        return self.epsilon / (self.height + 1)
+
+    @property
+    def tree_epsilon(self) -> float:
+        assert self.epsilon is not None
+        return self.epsilon - self.count_epsilon
+
+    @property
+    def eps_level(self) -> float:
+        return self.tree_epsilon / self.height
 
     def fractions(self) -> FloatArray:
         return np.linspace(0.0, 1.0, self.quantiles * self.oversampling)
@@ -183,6 +199,69 @@ def _sum_levels(replies: Sequence[dict[str, Any]], key: str, b: int, h: int) -> 
     return split_levels(np.asarray(total), b, h)
 
 
+@dataclass(frozen=True)
+class NoisyCounts:
+    """The pooled noisy class counts released before a DP tree.
+
+    Attributes
+    ----------
+    totals : (float, float)
+        Positives and negatives, each with noise of SD ``sd``.
+    sd : float
+    epsilon : float
+        What each site spent on them.
+    sites, dropped : list and dict
+    """
+
+    totals: tuple[float, float]
+    sd: float
+    epsilon: float
+    sites: list[str]
+    dropped: dict[str, str] = field(default_factory=dict)
+
+
+def _threshold(federation: Federation, opts: HistogramOptions) -> int:
+    n_sites = len(federation.site_names)
+    # Under DP each site splits its noise into t shares (t = the threshold, as the site
+    # reads it from the protocol); without dropouts t = n keeps the total at one draw.
+    default_t = n_sites if opts.mode == MODE_DDP and not opts.allow_dropouts else n_sites // 2 + 1
+    return max(2, default_t) if opts.threshold is None else opts.threshold
+
+
+def collect_counts(federation: Federation, opts: HistogramOptions) -> NoisyCounts:
+    """Under DP, the round before the tree: the sites' noisy class counts, summed.
+
+    Their noise is their own (at :attr:`HistogramOptions.count_epsilon`), independent of
+    the tree's, so that deciding from them whether to release the tree selects nothing
+    in the tree's noise.
+    """
+    args: dict[str, Any] = dict(
+        lo=opts.lo,
+        hi=opts.hi,
+        transform=opts.transform,
+        epsilon=opts.count_epsilon,
+        noise=opts.noise,
+    )
+    if opts.mode == MODE_LDP:
+        replies = federation.call(COUNT_LOCAL_NAME, **args)
+        total = np.sum([np.asarray(r["counts"], np.float64) for r in replies.values()], axis=0)
+        draws, sites, dropped = float(len(replies)), list(replies), {}
+    else:
+        summed = secure_sum(
+            federation,
+            COUNT_NAME,
+            threshold=_threshold(federation, opts),
+            allow_dropouts=opts.allow_dropouts,
+            frac_bits=FRAC_BITS,
+            **args,
+        )
+        total = np.asarray(summed["counts"], dtype=np.float64)
+        draws = len(summed.sites) / summed.threshold
+        sites, dropped = list(summed.sites), dict(summed.dropped)
+    sd = math.sqrt(node_noise_variance(opts.noise, opts.count_epsilon, draws))
+    return NoisyCounts((float(total[0]), float(total[1])), sd, opts.count_epsilon, sites, dropped)
+
+
 def collect_tree(federation: Federation, opts: HistogramOptions) -> AggregatedTree:
     """One round: every site's tree, summed (secure aggregation, or in the clear for LDP)."""
     b, h = opts.branching, opts.height
@@ -192,7 +271,7 @@ def collect_tree(federation: Federation, opts: HistogramOptions) -> AggregatedTr
         lo=opts.lo,
         hi=opts.hi,
         transform=opts.transform,
-        epsilon=opts.epsilon,
+        epsilon=opts.tree_epsilon if opts.dp else None,
         noise=opts.noise,
     )
     if opts.mode == MODE_LDP:
@@ -206,15 +285,10 @@ def collect_tree(federation: Federation, opts: HistogramOptions) -> AggregatedTr
             draws,
             sites,
         )
-    n_sites = len(federation.site_names)
-    # Under DP each site splits its noise into t shares (t = the threshold, as the site
-    # reads it from the protocol); without dropouts t = n keeps the total at one draw.
-    default_t = n_sites if opts.mode == MODE_DDP and not opts.allow_dropouts else n_sites // 2 + 1
-    t = max(2, default_t) if opts.threshold is None else opts.threshold
     summed = secure_sum(
         federation,
         INPUT_NAME,
-        threshold=t,
+        threshold=_threshold(federation, opts),
         allow_dropouts=opts.allow_dropouts,
         frac_bits=FRAC_BITS,
         mode=opts.mode,

@@ -9,6 +9,12 @@ Two site functions, one per way the tree leaves a site:
   plus a *full* draw of noise (mode "local-dp", the reference code's ``LDP``). Each site's
   tree is then epsilon-DP on its own, whoever sees it; the sum holds one draw per site.
 
+Under DP the tree is preceded by the site's two class counts with noise of their own
+(:data:`COUNT_NAME` through secure aggregation, :data:`COUNT_LOCAL_NAME` in the clear),
+at the budget of one more level: the analyst decides from them alone whether the tree
+can support an AUC, so that the decision reads no noise of the tree (see
+:func:`fedroc.methods.histogram.run_histogram`).
+
 Leaf counting is one function, :func:`count_leaves`, so that the counting core of
 :mod:`fedroc.metrics` can take its place.
 """
@@ -31,6 +37,8 @@ from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_
 
 INPUT_NAME = "fedroc.histogram.tree"
 LOCAL_NAME = "fedroc.histogram.tree_local"
+COUNT_NAME = "fedroc.histogram.class_counts"
+COUNT_LOCAL_NAME = "fedroc.histogram.class_counts_local"
 MODE_SA = "secure-aggregation"
 MODE_DDP = "distributed-dp"
 MODE_LDP = "local-dp"
@@ -164,6 +172,54 @@ def _noisy_levels(
         events.append(replace(event, note=f"histogram level {level} of {h}; {event.note}"))
     values = {"pos": np.concatenate(noisy_pos), "neg": np.concatenate(noisy_neg)}
     return values, tuple(events)
+
+
+_COUNT_SCHEMA = {
+    "lo": Float(),
+    "hi": Float(),
+    "transform": Choice(*sorted(TRANSFORMS), default=None),
+    "epsilon": Float(0.0, 1e3, open_lo=True),
+    "noise": Choice(*NOISES, default="discrete"),
+}
+
+
+def _noisy_class_counts(
+    ctx: SiteContext, args: dict[str, Any], *, n_shares: int, stream: str
+) -> tuple[dict[str, Any], DPEvent]:
+    """Release the site's positive and negative counts plus Laplace noise at ``epsilon``.
+
+    A row adds 1 to one of the two counts (sensitivity 1). The scores are checked against
+    the public range as the tree checks them, so that a site that would refuse the tree
+    refuses here, before it spends anything.
+    """
+    lo, hi = float(args["lo"]), float(args["hi"])
+    if not lo < hi:
+        raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
+    _site_leaves(ctx.data, n_leaves=1, lo=lo, hi=hi, transform=args["transform"], site=ctx.site)
+    shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
+    noise, event = shares(
+        2, n_shares=n_shares, epsilon=float(args["epsilon"]), rng=ctx.noise_rng(stream)
+    )
+    event = replace(event, note=f"histogram class counts, before the tree; {event.note}")
+    return {"counts": np.array([ctx.data.n_pos, ctx.data.n_neg]) + noise}, event
+
+
+@site_function(COUNT_NAME, schema=_COUNT_SCHEMA, release="secure")
+def _count_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
+    """Noisy class counts as input of secure aggregation (a share of the noise).
+
+    The noise is split into the session's ``noise_shares``, as the tree's.
+    """
+    values, event = _noisy_class_counts(ctx, args, n_shares=ctx.noise_shares, stream=COUNT_NAME)
+    d = ctx.data
+    return Reply(values, counts={"positive": d.n_pos, "negative": d.n_neg}, dp=(event,))
+
+
+@site_function(COUNT_LOCAL_NAME, schema=_COUNT_SCHEMA, release="clear")
+def _count_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
+    """Noisy class counts in the clear, with a full draw of noise (local DP)."""
+    values, event = _noisy_class_counts(ctx, args, n_shares=1, stream=COUNT_LOCAL_NAME)
+    return Reply(values, kind="noisy", dp=(event,))
 
 
 @site_function(

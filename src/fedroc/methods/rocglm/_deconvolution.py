@@ -43,14 +43,18 @@ came out 0.05 to 0.1 off, turning ties into wins). Scores on a public finite sca
 masses at exactly those values, and a positive at a level counts half of that level's
 mass.
 
-The result is deterministic given the noisy values, sigma and the range: every site that
-receives the same pooled noisy negatives computes the same distribution, and the analyst
-can reproduce it.
+The method uses :func:`bagged`: the mean of the fits on resamples of the noisy values,
+which removes the variance the sparse fit's jumps between bins add (see there). The
+result is deterministic given the noisy values, sigma and the range (the resamples are
+seeded by them): every site that receives the same pooled noisy negatives computes the
+same distribution, and the analyst can reproduce it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,8 +64,11 @@ from scipy import linalg, optimize, special
 from fedroc.exceptions import InputError
 
 __all__ = [
+    "DEFAULT_RESAMPLES",
     "MAX_BINS",
+    "MAX_RESAMPLES",
     "BinMixture",
+    "bagged",
     "bin_edges_for",
     "bootstrap_weights",
     "check_levels",
@@ -78,6 +85,8 @@ _BINS_PER_SIGMA = 2.0
 # and sigma / 20 loses nothing the noise has not already blurred.
 _DATA_BINS_PER_SIGMA = 20
 _TAIL_SIGMAS = 6.0
+# Resamples of the noisy values behind the bagged distribution and its variance.
+DEFAULT_RESAMPLES, MAX_RESAMPLES = 50, 500
 _MAX_SQP_ITER = 200
 _SQP_TOL = 1e-10
 
@@ -408,3 +417,81 @@ def bootstrap_weights(
         keep = draw > 0
         out[b], _ = _mix_sqp(fit.design[keep], draw[keep] / total, start=fit.mixture.weights)
     return fit.mixture, out
+
+
+def _resample_key(
+    values: FloatArray,
+    sigma: float,
+    score_range: tuple[float, float],
+    m: int | None,
+    levels: FloatArray | None,
+    replicates: int,
+) -> bytes:
+    """Digest the noisy values and the settings: the bagged fit depends on nothing else."""
+    digest = hashlib.sha256(np.sort(values).astype("<f8").tobytes())
+    lv = None if levels is None else [float(v) for v in levels]
+    digest.update(repr((float(sigma), tuple(map(float, score_range)), m, lv, replicates)).encode())
+    return digest.digest()
+
+
+# The last few bagged fits, by the digest of their inputs: in-process sites (simulations,
+# tests) receive the same pooled noisy values and would otherwise repeat the same refits.
+# The inputs are the released values and public settings, so nothing of a site is kept.
+_BAGGED: OrderedDict[bytes, tuple[BinMixture, FloatArray]] = OrderedDict()
+_BAGGED_SIZE = 8
+
+
+def bagged(
+    noisy: ArrayLike,
+    sigma: float,
+    *,
+    score_range: tuple[float, float] = (0.0, 1.0),
+    m: int | None = None,
+    levels: ArrayLike | None = None,
+    replicates: int = DEFAULT_RESAMPLES,
+) -> tuple[BinMixture, FloatArray]:
+    """Bag the deconvolution: return the mean of the refits on resamples of the noisy values.
+
+    The maximum-likelihood weights are sparse (a few bins carry the mass, the others
+    none), and which bins carry it jumps from sample to sample. Those jumps add variance
+    that a bootstrap around one fit does not see: on the rare design of
+    ``scripts/coverage.py`` (AUC 0.96, noise sd 0.151, n = 50000) the bootstrap SE of the
+    AUC was 0.0031 against an SD of 0.0035 (coverage 0.92). Averaging the refits
+    (bagging, Efron 2014, "Estimation and accuracy after model selection") smooths the
+    jumps away: the bagged AUC's SD was 0.0028, and the same bootstrap's SE (0.0031) then
+    covers it (``scripts/results/rocglm_bagging.md``). Efron shows that the bootstrap SD
+    of the unbagged estimate bounds the infinitesimal-jackknife SD of the bagged one from
+    above, so this SE errs on the safe side.
+
+    The resamples are drawn from a generator seeded by a digest of the noisy values and
+    the settings, so every party with the same values computes the same distribution and
+    nobody chooses the resamples. Returns the bagged distribution and the refits'
+    weights, shape ``(replicates, m)`` (read-only).
+    """
+    if int(replicates) != replicates or not 2 <= replicates <= MAX_RESAMPLES:
+        raise InputError(
+            f"bootstrap replicates must be an integer in [2, {MAX_RESAMPLES}]; got {replicates!r}"
+        )
+    points = check_levels(levels)
+    values = np.asarray(noisy, np.float64).reshape(-1)
+    key = _resample_key(values, sigma, score_range, m, points, int(replicates))
+    if key in _BAGGED:
+        _BAGGED.move_to_end(key)
+        return _BAGGED[key]
+    rng = np.random.default_rng(int.from_bytes(key[:16], "little"))
+    fit, weights = bootstrap_weights(
+        values,
+        sigma,
+        score_range=score_range,
+        m=m,
+        levels=points,
+        replicates=int(replicates),
+        rng=rng,
+    )
+    mean = weights.mean(axis=0)
+    weights.flags.writeable = False
+    out = (BinMixture(fit.lo, fit.hi, mean / mean.sum(), fit.levels), weights)
+    _BAGGED[key] = out
+    while len(_BAGGED) > _BAGGED_SIZE:
+        _BAGGED.popitem(last=False)
+    return out

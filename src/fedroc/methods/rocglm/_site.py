@@ -59,7 +59,12 @@ from fedroc.methods.rocglm._core import (
     score_sensitivity,
     threshold_grid,
 )
-from fedroc.methods.rocglm._deconvolution import check_levels, deconvolve
+from fedroc.methods.rocglm._deconvolution import (
+    DEFAULT_RESAMPLES,
+    MAX_RESAMPLES,
+    bagged,
+    check_levels,
+)
 from fedroc.methods.rocglm._probit import probit_parts
 from fedroc.privacy import gaussian_mechanism
 
@@ -141,9 +146,10 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     if outside:
         raise InputError(
             f"{outside} score(s) of site {ctx.site!r} lie outside [0, 1]: the sensitivity "
-            "heuristic is only defined for probabilities. Pass sensitivity= (a bound on how "
-            "much one row can change the score, on its own scale) and score_range=(lo, hi) "
-            "(a public range that holds every site's scores)"
+            "heuristic is only defined for probabilities. Pass sensitivity= (--sensitivity: "
+            "a bound on how much one row can change the score, on its own scale) and "
+            "score_range=(lo, hi) (--score-range LO,HI: a public range that holds every "
+            "site's scores)"
         )
     n_breaks = args["n_breaks"]
     value, distance = score_sensitivity(ctx.data.score, None if n_breaks is None else int(n_breaks))
@@ -280,6 +286,7 @@ def _refuse(ctx: SiteContext, argument: str, reason: str) -> ArgumentRefused:
         "n_thresholds": Int(2, MAX_THRESHOLDS, default=DEFAULT_N_THRESHOLDS),
         "score_range": FloatArray((2,), lo=-1e9, hi=1e9, default=None),
         "score_levels": FloatArray((Bound(2, 256),), lo=-1e9, hi=1e9, default=None),
+        "bootstrap": Int(2, MAX_RESAMPLES, default=DEFAULT_RESAMPLES),
     },
 )
 def _setup(ctx: SiteContext, args: Record) -> Reply:
@@ -289,7 +296,10 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     ``negative`` and ``positive``, the pooled noisy scores of every site (S~0, S~1), which
     must contain this site's own release; the threshold rule and the grid size; the public
     ``score_range`` of the scores (default ``[0, 1]``), the support of the deconvolution,
-    or the public ``score_levels`` of scores on a finite scale (ratings).
+    or the public ``score_levels`` of scores on a finite scale (ratings); ``bootstrap``,
+    the number of resamples of S~0 the deconvolution is bagged over (drawn from a
+    generator seeded by S~0 itself, so that every site and the analyst get the same
+    distribution, :func:`._deconvolution.bagged`).
 
     The site computes, for its positives, their DeLong placements (ties 1/2) in S~0 (the
     paper's) and their placements in the deconvolved distribution of the negatives (the
@@ -362,7 +372,9 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     d = ctx.data
     pos = np.sort(d.score[d.label])
     negs = d.score[~d.label]
-    mixture = deconvolve(neg, sigma, score_range=(lo, hi), levels=levels)
+    mixture, _ = bagged(
+        neg, sigma, score_range=(lo, hi), levels=levels, replicates=int(args["bootstrap"])
+    )
     v10 = np.vstack([delong_placements(neg, pos, below=True), mixture.cdf(pos)])
     v01 = delong_placements(pos_ref, negs, below=False)
     if rule == "grid":
