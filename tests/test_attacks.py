@@ -824,3 +824,63 @@ def test_the_pooled_histogram_check_answers_once_through_secure_aggregation():
     recovered = lo if lo == hi else None
     assert recovered != truth, answers
     assert any("round-2 arguments were bound" in a for a in answers), answers
+
+
+# -- 11. rocglm.setup's range refusal counted a site's scores (attack review, hole 2b) ---------
+def _setup_args(rel: dict, **kw) -> dict:
+    return {
+        "session": "z",
+        "release": rel["release"],
+        "negative": rel["negative"],
+        "positive": rel["positive"],
+        **kw,
+    }
+
+
+def test_a_setup_refusal_spends_the_release_and_carries_no_count():
+    """On main 0e2da79 ``rocglm.setup`` refused a score range that left out some of the
+    site's scores with "k score(s) of site 's0' lie outside ..." *before* it marked the
+    release used: after one release, the exact count of the site's scores below any x,
+    without limit (its 11th smallest score to 1e-16 in 53 calls, no budget). Now the release
+    is spent before the site reads its rows, and the refusal names no count."""
+    import re
+
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.rocglm._site import FN_SETUP
+
+    [site] = _sites(1)
+    fed = Federation.from_sites([site])
+    truth = np.sort(site._data.score)
+    rel, _ = _released(fed)
+    texts: list[str] = []
+
+    def below(x: float) -> int | None:
+        """#(scores < x), read from the refusal of a setup over [x, 1e9]; None if untold."""
+        try:
+            fed.call(FN_SETUP, **_setup_args(rel, score_range=np.array([x, 1e9])))
+        except FedrocError as exc:
+            texts.append(str(exc))
+            found = re.search(r"(\d+) score\(s\)", str(exc))
+            return None if found is None else int(found.group(1))
+        return 0
+
+    lo, hi = 0.0, 1.0
+    for _ in range(53):  # bisect the 11th smallest score
+        mid = (lo + hi) / 2
+        k = below(mid)
+        if k is None:
+            break
+        lo, hi = (lo, mid) if k >= 11 else (mid, hi)
+    assert hi - lo > 0.1 and abs(hi - truth[10]) > 1e-3, (lo, hi, truth[10])  # main: 1e-16
+    assert "lie outside the score range" in texts[0]
+    assert not re.search(r"\d+ score", texts[0])
+    # The refusal read the rows, so it spent the release: a second range is refused unread.
+    with pytest.raises(DisclosureError, match="argument 'release': its release was set up"):
+        fed.call(FN_SETUP, **_setup_args(rel, score_range=np.array([0.0, 1.0])))
+    # The same for declared score levels (on main: "k score(s) ... are not among the levels").
+    rel, _ = _released(fed)
+    with pytest.raises(FedrocError, match="not among the declared score_levels") as bad:
+        fed.call(FN_SETUP, **_setup_args(rel, score_levels=np.array([0.0, 0.5, 1.0])))
+    assert not re.search(r"\d+ score", str(bad.value))
+    with pytest.raises(DisclosureError, match="argument 'release': its release was set up"):
+        fed.call(FN_SETUP, **_setup_args(rel))

@@ -10,7 +10,8 @@ What the site decides, not the analyst (the analyst is untrusted):
   randomness; it remembers what it released under a random release id;
 - whether a setup (:data:`FN_SETUP`) belongs to that release: the pooled noisy negatives
   and positives must contain the site's own released ones, and each release serves one
-  setup only;
+  setup only (the release is spent before the site reads its rows, so that a refusal about
+  its scores, which names no count, is one answer per release);
 - the thresholds: the site builds the ROC-GLM table itself, from the pooled noisy
   survivor function and the public threshold rule (the paper's equidistant grid of at most
   :data:`MAX_THRESHOLDS` false-positive rates). No cutoff, no threshold vector and no noise
@@ -342,22 +343,6 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     if not lo < hi:
         raise _refuse(ctx, "score_range", f"the score range needs lo < hi; got [{lo}, {hi}]")
     levels = check_levels(args["score_levels"])
-    if levels is not None:
-        off = int(np.count_nonzero(~np.isin(ctx.data.score, levels)))
-        if off:
-            raise InputError(
-                f"{off} score(s) of site {ctx.site!r} are not among the declared "
-                f"score_levels; pass the levels of the scale every site's scores take"
-            )
-        lo, hi = float(levels[0]), float(levels[-1])
-    outside = _outside(ctx, lo, hi)
-    if outside:
-        raise InputError(
-            f"{outside} score(s) of site {ctx.site!r} lie outside the score range "
-            f"[{lo:g}, {hi:g}]; the bias correction needs a public range that holds every "
-            "site's scores: pass score_range=(lo, hi) (and an explicit sensitivity for "
-            "scores that are not probabilities)"
-        )
     if rule == "positives" and not ctx.policy.allows(OPT_IN_POSITIVES):
         raise _refuse(
             ctx,
@@ -367,8 +352,24 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             f"(opt_in = [{OPT_IN_POSITIVES!r}])",
         )
     sigma = float(release["sigma"])
-    # The release is spent before anything is computed from it.
+    # The release is spent before the site reads its rows: a refusal below answers one
+    # question about them per release, and names no count (unspent, it answered a count of
+    # the scores below any cutoff again and again).
     ctx.state[release_key] = {"used": True}
+    if levels is not None:
+        if not np.isin(ctx.data.score, levels).all():
+            raise InputError(
+                f"scores of site {ctx.site!r} are not among the declared score_levels; pass "
+                "the levels of the scale every site's scores take (the release is spent)"
+            )
+        lo, hi = float(levels[0]), float(levels[-1])
+    if _outside(ctx, lo, hi):
+        raise InputError(
+            f"scores of site {ctx.site!r} lie outside the score range [{lo:g}, {hi:g}]; the "
+            "bias correction needs a public range that holds every site's scores: pass "
+            "score_range=(lo, hi) (and an explicit sensitivity for scores that are not "
+            "probabilities; the release is spent)"
+        )
     d = ctx.data
     pos = np.sort(d.score[d.label])
     negs = d.score[~d.label]
