@@ -884,3 +884,91 @@ def test_a_setup_refusal_spends_the_release_and_carries_no_count():
     assert not re.search(r"\d+ score", str(bad.value))
     with pytest.raises(DisclosureError, match="argument 'release': its release was set up"):
         fed.call(FN_SETUP, **_setup_args(rel))
+
+
+# -- 12. the 1-D histogram tree chosen per request (attack review, holes 2c and 5) -------------
+def test_tree_local_range_check_cannot_bisect_a_sites_largest_score(tmp_path):
+    """On main 0e2da79 ``fedroc.histogram.tree_local`` answered yes/no (released or "scores
+    lie outside the public score range") on any range, accepted epsilon = 1e-9 and charged
+    nothing for a refusal: s0's largest score exactly in 52 calls for 2.3e-8 of epsilon.
+    Now epsilon has a floor in the site's policy, and the tree (branching, height, range,
+    transform) is bound in the site's ledger before it reads its rows: one range answered."""
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.histogram import LOCAL_NAME
+
+    [base] = _sites(1)
+    data = base._data
+    top = float(data.score.max())
+    ledger = tmp_path / "s0.ledger"
+    fed = Federation.from_sites([Site("s0", data, ledger=ledger)])
+    tree = {"branching": 2, "height": 1, "lo": -1.0}
+    with pytest.raises(DisclosureError, match="argument 'epsilon'.*0.01"):
+        fed.call(LOCAL_NAME, hi=2.0, epsilon=1e-9, **tree)
+    texts: list[str] = []
+
+    def inside(h: float) -> bool | None:
+        try:
+            fed.call(LOCAL_NAME, hi=h, epsilon=0.01, **tree)  # the default floor
+        except FedrocError as exc:
+            texts.append(str(exc))
+            return False if "outside the public score range" in str(exc) else None
+        return True
+
+    lo, hi = 0.0, 1.0
+    for _ in range(52):
+        mid = (lo + hi) / 2
+        answer = inside(mid)
+        if answer is None:
+            break
+        lo, hi = (lo, mid) if answer else (mid, hi)
+    assert hi - lo >= 0.25 and abs(hi - top) > 1e-3, (lo, hi, top)  # main: exact
+    assert any("bound" in t for t in texts), texts
+    # A restarted site remembers its tree: another range is refused before any row is read.
+    fed = Federation.from_sites([Site("s0", data, ledger=ledger)])
+    with pytest.raises(DisclosureError, match="bound"):
+        fed.call(LOCAL_NAME, hi=0.77, epsilon=0.01, **tree)
+
+
+def test_pooled_trees_over_shifted_or_finer_ranges_are_refused():
+    """On main 0e2da79 the tree's parameters were not bound: through secure aggregation
+    (pooled sums only, no budget) trees over shifted ranges placed lone pooled rows to
+    4.7e-9, and 2-leaf trees bisected any pooled row with its label to 3e-16 in 50 calls.
+    Now each site binds its first tree; only that tree or a coarser level of it is
+    answered."""
+    from fedroc.exceptions import FedrocError
+
+    sites = _sites(3)
+    fed = Federation.from_sites(sites)
+    positives = np.concatenate([s._data.score[s._data.label] for s in sites])
+    first = secure_sum(fed, INPUT_NAME, branching=2, height=10, lo=0.0, hi=1.0, mode=MODE_SA)
+    refusals: list[str] = []
+
+    def above(mid: float) -> int | None:
+        """Pooled positives >= mid, from a 2-leaf tree with its edge at mid."""
+        try:
+            r = secure_sum(
+                fed, INPUT_NAME, branching=2, height=1, lo=mid - 2.0, hi=mid + 2.0, mode=MODE_SA
+            )
+        except FedrocError as exc:
+            refusals.append(str(exc))
+            return None
+        return int(np.asarray(r["pos"])[1])
+
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        k = above(mid)
+        if k is None:
+            break
+        lo, hi = (mid, hi) if k >= 1 else (lo, mid)
+    assert hi - lo == 1.0 and abs(lo - positives.max()) > 1e-3  # main: to 3e-16
+    assert refusals and "bound" in refusals[0], refusals
+    # A shifted range and a finer tree are refused too; the bound tree and its coarser
+    # levels are answered, and equal the levels of the first sum.
+    for other in ({"height": 10, "lo": 1e-3, "hi": 1.001}, {"height": 11, "lo": 0.0, "hi": 1.0}):
+        with pytest.raises(FedrocError, match="bound"):
+            secure_sum(fed, INPUT_NAME, branching=2, mode=MODE_SA, **other)
+    again = secure_sum(fed, INPUT_NAME, branching=2, height=10, lo=0.0, hi=1.0, mode=MODE_SA)
+    np.testing.assert_array_equal(again["pos"], first["pos"])
+    coarse = secure_sum(fed, INPUT_NAME, branching=4, height=3, lo=0.0, hi=1.0, mode=MODE_SA)
+    np.testing.assert_array_equal(coarse["neg"], levels_from_leaves(np.asarray(first["neg"]), 2)[5])

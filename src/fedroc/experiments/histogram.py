@@ -146,14 +146,15 @@ def figure4(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     for rep in range(reps):
         part = np.random.default_rng([seed, rep]).permutation(len(frame)) % 10
         frames = {f"site{k}": frame[part == k] for k in range(10)}
-        fed = Federation.from_frames(
-            frames,
-            policy=DisclosurePolicy(epsilon_limit=float("inf")),
-            noise_seed=seed * 1000 + rep,
-        )
         for name, options in settings:
             row = []
             for q in qs:
+                # A federation per tree: each site binds the tree of its first request.
+                fed = Federation.from_frames(
+                    frames,
+                    policy=DisclosurePolicy(epsilon_limit=float("inf")),
+                    noise_seed=seed * 1000 + rep,
+                )
                 res = evaluate(
                     fed, "histogram", pooled=pooled, quantiles=q, calibration_bins=None, **options
                 )
