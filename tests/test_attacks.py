@@ -972,3 +972,104 @@ def test_pooled_trees_over_shifted_or_finer_ranges_are_refused():
     np.testing.assert_array_equal(again["pos"], first["pos"])
     coarse = secure_sum(fed, INPUT_NAME, branching=4, height=3, lo=0.0, hi=1.0, mode=MODE_SA)
     np.testing.assert_array_equal(coarse["neg"], levels_from_leaves(np.asarray(first["neg"]), 2)[5])
+
+
+# -- 13. the ROC-GLM noise at the analyst's sensitivity (attack review, hole 3) ----------------
+def test_the_rocglm_noise_has_a_sensitivity_floor_at_the_site():
+    """On main 0e2da79 ``rocglm.noisy_scores`` calibrated its noise to any sensitivity the
+    analyst claimed: at 1e-12 the noise sd was 5.9e-9 and every score of a site came back
+    by class to 1.3e-8, charged as epsilon 1. Now the site refuses a sensitivity below the
+    floor of its policy (``rocglm_min_sensitivity``, 0.01 by default)."""
+    [site] = _sites(1)
+    fed = Federation.from_sites([site])
+    d = site._data
+    args = {"epsilon": 1.0, "delta": 1e-4, "calibration": "analytic"}
+
+    def error(sensitivity: float) -> float:
+        r = fed.call(FN_NOISY, sensitivity=sensitivity, **args)["s0"]
+        return float(np.max(np.abs(r["negative"] - np.sort(d.score[~d.label]))))
+
+    with pytest.raises(DisclosureError, match="argument 'sensitivity'.*0.01"):
+        error(1e-12)  # main: every negative to 1.3e-8
+    assert site.ledger.spent() == (0.0, 0.0)
+    # At the floor the sorted noisy negatives are off by 0.03 to 0.06 (sd 0.032), not 1e-8.
+    assert error(0.01) > 5e-3
+    # The site's heuristic never answers below the floor either.
+    from fedroc.methods.rocglm._site import FN_SENSITIVITY
+
+    big = Site("big", SiteData.from_arrays(np.arange(6000) % 3 == 0, np.linspace(0, 1, 6000)))
+    reply = Federation.from_sites([big]).call(FN_SENSITIVITY)["big"]
+    assert reply["sensitivity"] >= 0.01
+    # A site on a wider scale raises its floor.
+    strict = Site("s0", d, policy=DisclosurePolicy(rocglm_min_sensitivity=0.5))
+    with pytest.raises(DisclosureError, match="argument 'sensitivity'.*0.5"):
+        Federation.from_sites([strict]).call(FN_NOISY, sensitivity=0.3, **args)
+
+
+# -- 14. confusion-matrix refusals as an oracle (attack review, hole 6) ------------------------
+def test_confusion_refusals_are_counted_and_name_no_cell():
+    """On main 0e2da79 ``rocglm.confusion`` refused a threshold with fewer than q rows in a
+    cell by naming the cell ("['tp'] would hold fewer than ...") and left nothing in the
+    ledger: bisecting where each cell is named gave the 5th largest and smallest score of
+    each class exactly (218 calls). Now a refusal names no cell, and each distinct
+    threshold asked, answered or refused, counts against a lifetime cap in the ledger."""
+    import re
+
+    from fedroc.methods.rocglm._site import FN_CONFUSION, MAX_CONFUSION_THRESHOLDS
+
+    [site] = _sites(1, n=600)
+    fed = Federation.from_sites([site])
+    d = site._data
+    q = site.policy.min_count
+    fifth = float(np.sort(d.score[d.label])[-q])  # the q-th largest positive
+    texts: list[str] = []
+    asked: list[float] = []
+
+    def named(t: float) -> str:
+        asked.append(t)
+        try:
+            fed.call(FN_CONFUSION, threshold=t)
+        except DisclosureError as exc:
+            texts.append(str(exc))
+            return str(exc)
+        return ""
+
+    lo, hi = 0.0, 1.5
+    for _ in range(60):  # tp < q iff t > the q-th largest positive
+        mid = (lo + hi) / 2
+        text = named(mid)
+        if "at most" in text:
+            break
+        lo, hi = (lo, mid) if "'tp'" in text else (mid, hi)
+    assert hi - lo > 1e-3 and abs(hi - fifth) > 1e-4, (lo, hi, fifth)  # main: one ulp
+    assert not any(re.search(r"'(tp|fp|fn|tn)'", t) for t in texts), texts
+    # Refusals count too: even a bisection on "refused or not" stops at the cap of
+    # distinct thresholds, and a threshold asked before is answered as before.
+    assert len(asked) <= MAX_CONFUSION_THRESHOLDS + 1, len(asked)
+    with pytest.raises(DisclosureError, match=f"at most {MAX_CONFUSION_THRESHOLDS}"):
+        fed.call(FN_CONFUSION, threshold=0.123456)
+    with pytest.raises(DisclosureError, match="fewer than the minimum") as again:
+        fed.call(FN_CONFUSION, threshold=asked[0])
+    assert str(again.value) == texts[0]
+
+
+# -- 15. rocglm.sensitivity at any n_breaks (attack review, hole 7) ----------------------------
+def test_the_sensitivity_heuristic_answers_one_n_breaks():
+    """On main 0e2da79 ``rocglm.sensitivity`` answered any ``n_breaks`` without limit: 2,999
+    values gave 245 distinct exact differences of two rows' scores, no budget. Now the site
+    binds ``n_breaks`` (its default counts as a value) before it reads its rows."""
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.rocglm._site import FN_SENSITIVITY
+
+    [site] = _sites(1)
+    fed = Federation.from_sites([site])
+    answers = set()
+    refused = []
+    for n_breaks in range(2, 200):
+        try:
+            answers.add(fed.call(FN_SENSITIVITY, n_breaks=n_breaks)["s0"]["sensitivity"])
+        except FedrocError as exc:
+            refused.append(exc)
+    assert len(answers) == 1, len(answers)  # main: dozens of exact differences
+    assert refused and all("argument 'n_breaks'" in str(e) for e in refused)
+    assert fed.call(FN_SENSITIVITY, n_breaks=2)["s0"]["sensitivity"] in answers
