@@ -26,7 +26,7 @@ from fedroc.federation import Federation, Reply, Site, SiteContext, site_functio
 from fedroc.federation.records import Record
 from fedroc.federation.transport import Exchange, InProcessTransport
 from fedroc.methods import evaluate
-from fedroc.methods.histogram import _site_leaves, tree_height
+from fedroc.methods.histogram import site_leaves, tree_height
 from fedroc.secagg import secure_sum
 
 VECTOR_SIZE = 2**14
@@ -81,7 +81,7 @@ def bench_method(n_sites: int, rows: int) -> None:
     n_leaves = 2 ** tree_height(1024, 2)
     data = sites[0]._data
     start = time.perf_counter()
-    _site_leaves(data, n_leaves=n_leaves, lo=0.0, hi=1.0, transform=None, site="site0")
+    site_leaves(data, n_leaves=n_leaves, lo=0.0, hi=1.0, transform=None, site="site0")
     counting = time.perf_counter() - start
     start = time.perf_counter()
     for cls in (data.label, ~data.label):

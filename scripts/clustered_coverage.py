@@ -37,6 +37,7 @@ import numpy as np
 from scipy import stats
 
 from fedroc.exceptions import InputError
+from fedroc.experiments.clustered import CENSOR_BOUND, power_grid, power_surface_figure
 from fedroc.methods.clustered._core import cluster_terms
 from fedroc.methods.clustered._estimators import (
     ellipse_radius2,
@@ -44,7 +45,6 @@ from fedroc.methods.clustered._estimators import (
     joint_estimates,
     obuchowski,
 )
-from fedroc.methods.clustered.figures import CENSOR_BOUND, power_grid, power_surface_figure
 from fedroc.methods.clustered.models import (
     binormal_parameters,
     censored_binormal_aucs,

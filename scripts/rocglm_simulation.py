@@ -1,7 +1,7 @@
 """Paper 1's simulation (section 5): Table 1, the recommended settings, the Figure 4/5 grid.
 
 Data of section 5.2 as the reference simulation code generates it
-(``fedroc.methods.rocglm._simulation``: gamma ~ U[0, 1], not the text's U[0.5, 1], see
+(``fedroc.experiments.rocglm_simulation``: gamma ~ U[0, 1], not the text's U[0.5, 1], see
 there); each data set is split at random over K = 5 sites (policy q = 1 so that small
 simulated sites are not refused, and budgets lifted: the paper's settings exceed a site's
 default budget; the paper's simulation has no q either).
@@ -36,11 +36,8 @@ import pandas as pd
 
 from fedroc.data import SiteData
 from fedroc.exceptions import FedrocWarning
-from fedroc.federation import Federation, Site
-from fedroc.methods.rocglm import PrivacyCautionWarning, distributed_rocglm, recommended_privacy
-from fedroc.methods.rocglm._core import rocglm
-from fedroc.methods.rocglm._figures import draw_settings_grid
-from fedroc.methods.rocglm._simulation import (
+from fedroc.experiments.rocglm import draw_settings_grid
+from fedroc.experiments.rocglm_simulation import (
     PAPER_THRESHOLD,
     SENSITIVITIES,
     auc_bin,
@@ -49,6 +46,9 @@ from fedroc.methods.rocglm._simulation import (
     settings_grid,
     simulate_paper_data,
 )
+from fedroc.federation import Federation, Site
+from fedroc.methods.rocglm import PrivacyCautionWarning, distributed_rocglm, recommended_privacy
+from fedroc.methods.rocglm._core import rocglm
 from fedroc.metrics import delong
 from fedroc.privacy import DisclosurePolicy, classic_gaussian_sigma
 

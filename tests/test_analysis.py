@@ -174,7 +174,7 @@ def test_histogram_partial_auc_within_its_bound_and_exact_operating_points(capsy
 
 def test_histogram_partial_auc_bound_is_tight_at_the_rectangles():
     """partial_auc_bounds: for rows inside one bin, the extreme orders reach the bounds."""
-    from fedroc.methods._asks import partial_auc_bounds
+    from fedroc.methods.asks import partial_auc_bounds
     from fedroc.metrics import ScoreCounts
 
     # Bin 0 (low) holds 2 negatives; bin 1 holds 2 positives and 2 negatives.

@@ -824,3 +824,252 @@ def test_the_pooled_histogram_check_answers_once_through_secure_aggregation():
     recovered = lo if lo == hi else None
     assert recovered != truth, answers
     assert any("round-2 arguments were bound" in a for a in answers), answers
+
+
+# -- 11. rocglm.setup's range refusal counted a site's scores (attack review, hole 2b) ---------
+def _setup_args(rel: dict, **kw) -> dict:
+    return {
+        "session": "z",
+        "release": rel["release"],
+        "negative": rel["negative"],
+        "positive": rel["positive"],
+        **kw,
+    }
+
+
+def test_a_setup_refusal_spends_the_release_and_carries_no_count():
+    """On main 0e2da79 ``rocglm.setup`` refused a score range that left out some of the
+    site's scores with "k score(s) of site 's0' lie outside ..." *before* it marked the
+    release used: after one release, the exact count of the site's scores below any x,
+    without limit (its 11th smallest score to 1e-16 in 53 calls, no budget). Now the release
+    is spent before the site reads its rows, and the refusal names no count."""
+    import re
+
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.rocglm._site import FN_SETUP
+
+    [site] = _sites(1)
+    fed = Federation.from_sites([site])
+    truth = np.sort(site._data.score)
+    rel, _ = _released(fed)
+    texts: list[str] = []
+
+    def below(x: float) -> int | None:
+        """#(scores < x), read from the refusal of a setup over [x, 1e9]; None if untold."""
+        try:
+            fed.call(FN_SETUP, **_setup_args(rel, score_range=np.array([x, 1e9])))
+        except FedrocError as exc:
+            texts.append(str(exc))
+            found = re.search(r"(\d+) score\(s\)", str(exc))
+            return None if found is None else int(found.group(1))
+        return 0
+
+    lo, hi = 0.0, 1.0
+    for _ in range(53):  # bisect the 11th smallest score
+        mid = (lo + hi) / 2
+        k = below(mid)
+        if k is None:
+            break
+        lo, hi = (lo, mid) if k >= 11 else (mid, hi)
+    assert hi - lo > 0.1 and abs(hi - truth[10]) > 1e-3, (lo, hi, truth[10])  # main: 1e-16
+    assert "lie outside the score range" in texts[0]
+    assert not re.search(r"\d+ score", texts[0])
+    # The refusal read the rows, so it spent the release: a second range is refused unread.
+    with pytest.raises(DisclosureError, match="argument 'release': its release was set up"):
+        fed.call(FN_SETUP, **_setup_args(rel, score_range=np.array([0.0, 1.0])))
+    # The same for declared score levels (on main: "k score(s) ... are not among the levels").
+    rel, _ = _released(fed)
+    with pytest.raises(FedrocError, match="not among the declared score_levels") as bad:
+        fed.call(FN_SETUP, **_setup_args(rel, score_levels=np.array([0.0, 0.5, 1.0])))
+    assert not re.search(r"\d+ score", str(bad.value))
+    with pytest.raises(DisclosureError, match="argument 'release': its release was set up"):
+        fed.call(FN_SETUP, **_setup_args(rel))
+
+
+# -- 12. the 1-D histogram tree chosen per request (attack review, holes 2c and 5) -------------
+def test_tree_local_range_check_cannot_bisect_a_sites_largest_score(tmp_path):
+    """On main 0e2da79 ``fedroc.histogram.tree_local`` answered yes/no (released or "scores
+    lie outside the public score range") on any range, accepted epsilon = 1e-9 and charged
+    nothing for a refusal: s0's largest score exactly in 52 calls for 2.3e-8 of epsilon.
+    Now epsilon has a floor in the site's policy, and the tree (branching, height, range,
+    transform) is bound in the site's ledger before it reads its rows: one range answered."""
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.histogram import LOCAL_NAME
+
+    [base] = _sites(1)
+    data = base._data
+    top = float(data.score.max())
+    ledger = tmp_path / "s0.ledger"
+    fed = Federation.from_sites([Site("s0", data, ledger=ledger)])
+    tree = {"branching": 2, "height": 1, "lo": -1.0}
+    with pytest.raises(DisclosureError, match="argument 'epsilon'.*0.01"):
+        fed.call(LOCAL_NAME, hi=2.0, epsilon=1e-9, **tree)
+    texts: list[str] = []
+
+    def inside(h: float) -> bool | None:
+        try:
+            fed.call(LOCAL_NAME, hi=h, epsilon=0.01, **tree)  # the default floor
+        except FedrocError as exc:
+            texts.append(str(exc))
+            return False if "outside the public score range" in str(exc) else None
+        return True
+
+    lo, hi = 0.0, 1.0
+    for _ in range(52):
+        mid = (lo + hi) / 2
+        answer = inside(mid)
+        if answer is None:
+            break
+        lo, hi = (lo, mid) if answer else (mid, hi)
+    assert hi - lo >= 0.25 and abs(hi - top) > 1e-3, (lo, hi, top)  # main: exact
+    assert any("bound" in t for t in texts), texts
+    # A restarted site remembers its tree: another range is refused before any row is read.
+    fed = Federation.from_sites([Site("s0", data, ledger=ledger)])
+    with pytest.raises(DisclosureError, match="bound"):
+        fed.call(LOCAL_NAME, hi=0.77, epsilon=0.01, **tree)
+
+
+def test_pooled_trees_over_shifted_or_finer_ranges_are_refused():
+    """On main 0e2da79 the tree's parameters were not bound: through secure aggregation
+    (pooled sums only, no budget) trees over shifted ranges placed lone pooled rows to
+    4.7e-9, and 2-leaf trees bisected any pooled row with its label to 3e-16 in 50 calls.
+    Now each site binds its first tree; only that tree or a coarser level of it is
+    answered."""
+    from fedroc.exceptions import FedrocError
+
+    sites = _sites(3)
+    fed = Federation.from_sites(sites)
+    positives = np.concatenate([s._data.score[s._data.label] for s in sites])
+    first = secure_sum(fed, INPUT_NAME, branching=2, height=10, lo=0.0, hi=1.0, mode=MODE_SA)
+    refusals: list[str] = []
+
+    def above(mid: float) -> int | None:
+        """Pooled positives >= mid, from a 2-leaf tree with its edge at mid."""
+        try:
+            r = secure_sum(
+                fed, INPUT_NAME, branching=2, height=1, lo=mid - 2.0, hi=mid + 2.0, mode=MODE_SA
+            )
+        except FedrocError as exc:
+            refusals.append(str(exc))
+            return None
+        return int(np.asarray(r["pos"])[1])
+
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        k = above(mid)
+        if k is None:
+            break
+        lo, hi = (mid, hi) if k >= 1 else (lo, mid)
+    assert hi - lo == 1.0 and abs(lo - positives.max()) > 1e-3  # main: to 3e-16
+    assert refusals and "bound" in refusals[0], refusals
+    # A shifted range and a finer tree are refused too; the bound tree and its coarser
+    # levels are answered, and equal the levels of the first sum.
+    for other in ({"height": 10, "lo": 1e-3, "hi": 1.001}, {"height": 11, "lo": 0.0, "hi": 1.0}):
+        with pytest.raises(FedrocError, match="bound"):
+            secure_sum(fed, INPUT_NAME, branching=2, mode=MODE_SA, **other)
+    again = secure_sum(fed, INPUT_NAME, branching=2, height=10, lo=0.0, hi=1.0, mode=MODE_SA)
+    np.testing.assert_array_equal(again["pos"], first["pos"])
+    coarse = secure_sum(fed, INPUT_NAME, branching=4, height=3, lo=0.0, hi=1.0, mode=MODE_SA)
+    np.testing.assert_array_equal(coarse["neg"], levels_from_leaves(np.asarray(first["neg"]), 2)[5])
+
+
+# -- 13. the ROC-GLM noise at the analyst's sensitivity (attack review, hole 3) ----------------
+def test_the_rocglm_noise_has_a_sensitivity_floor_at_the_site():
+    """On main 0e2da79 ``rocglm.noisy_scores`` calibrated its noise to any sensitivity the
+    analyst claimed: at 1e-12 the noise sd was 5.9e-9 and every score of a site came back
+    by class to 1.3e-8, charged as epsilon 1. Now the site refuses a sensitivity below the
+    floor of its policy (``rocglm_min_sensitivity``, 0.01 by default)."""
+    [site] = _sites(1)
+    fed = Federation.from_sites([site])
+    d = site._data
+    args = {"epsilon": 1.0, "delta": 1e-4, "calibration": "analytic"}
+
+    def error(sensitivity: float) -> float:
+        r = fed.call(FN_NOISY, sensitivity=sensitivity, **args)["s0"]
+        return float(np.max(np.abs(r["negative"] - np.sort(d.score[~d.label]))))
+
+    with pytest.raises(DisclosureError, match="argument 'sensitivity'.*0.01"):
+        error(1e-12)  # main: every negative to 1.3e-8
+    assert site.ledger.spent() == (0.0, 0.0)
+    # At the floor the sorted noisy negatives are off by 0.03 to 0.06 (sd 0.032), not 1e-8.
+    assert error(0.01) > 5e-3
+    # The site's heuristic never answers below the floor either.
+    from fedroc.methods.rocglm._site import FN_SENSITIVITY
+
+    big = Site("big", SiteData.from_arrays(np.arange(6000) % 3 == 0, np.linspace(0, 1, 6000)))
+    reply = Federation.from_sites([big]).call(FN_SENSITIVITY)["big"]
+    assert reply["sensitivity"] >= 0.01
+    # A site on a wider scale raises its floor.
+    strict = Site("s0", d, policy=DisclosurePolicy(rocglm_min_sensitivity=0.5))
+    with pytest.raises(DisclosureError, match="argument 'sensitivity'.*0.5"):
+        Federation.from_sites([strict]).call(FN_NOISY, sensitivity=0.3, **args)
+
+
+# -- 14. confusion-matrix refusals as an oracle (attack review, hole 6) ------------------------
+def test_confusion_refusals_are_counted_and_name_no_cell():
+    """On main 0e2da79 ``rocglm.confusion`` refused a threshold with fewer than q rows in a
+    cell by naming the cell ("['tp'] would hold fewer than ...") and left nothing in the
+    ledger: bisecting where each cell is named gave the 5th largest and smallest score of
+    each class exactly (218 calls). Now a refusal names no cell, and each distinct
+    threshold asked, answered or refused, counts against a lifetime cap in the ledger."""
+    import re
+
+    from fedroc.methods.rocglm._site import FN_CONFUSION, MAX_CONFUSION_THRESHOLDS
+
+    [site] = _sites(1, n=600)
+    fed = Federation.from_sites([site])
+    d = site._data
+    q = site.policy.min_count
+    fifth = float(np.sort(d.score[d.label])[-q])  # the q-th largest positive
+    texts: list[str] = []
+    asked: list[float] = []
+
+    def named(t: float) -> str:
+        asked.append(t)
+        try:
+            fed.call(FN_CONFUSION, threshold=t)
+        except DisclosureError as exc:
+            texts.append(str(exc))
+            return str(exc)
+        return ""
+
+    lo, hi = 0.0, 1.5
+    for _ in range(60):  # tp < q iff t > the q-th largest positive
+        mid = (lo + hi) / 2
+        text = named(mid)
+        if "at most" in text:
+            break
+        lo, hi = (lo, mid) if "'tp'" in text else (mid, hi)
+    assert hi - lo > 1e-3 and abs(hi - fifth) > 1e-4, (lo, hi, fifth)  # main: one ulp
+    assert not any(re.search(r"'(tp|fp|fn|tn)'", t) for t in texts), texts
+    # Refusals count too: even a bisection on "refused or not" stops at the cap of
+    # distinct thresholds, and a threshold asked before is answered as before.
+    assert len(asked) <= MAX_CONFUSION_THRESHOLDS + 1, len(asked)
+    with pytest.raises(DisclosureError, match=f"at most {MAX_CONFUSION_THRESHOLDS}"):
+        fed.call(FN_CONFUSION, threshold=0.123456)
+    with pytest.raises(DisclosureError, match="fewer than the minimum") as again:
+        fed.call(FN_CONFUSION, threshold=asked[0])
+    assert str(again.value) == texts[0]
+
+
+# -- 15. rocglm.sensitivity at any n_breaks (attack review, hole 7) ----------------------------
+def test_the_sensitivity_heuristic_answers_one_n_breaks():
+    """On main 0e2da79 ``rocglm.sensitivity`` answered any ``n_breaks`` without limit: 2,999
+    values gave 245 distinct exact differences of two rows' scores, no budget. Now the site
+    binds ``n_breaks`` (its default counts as a value) before it reads its rows."""
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.rocglm._site import FN_SENSITIVITY
+
+    [site] = _sites(1)
+    fed = Federation.from_sites([site])
+    answers = set()
+    refused = []
+    for n_breaks in range(2, 200):
+        try:
+            answers.add(fed.call(FN_SENSITIVITY, n_breaks=n_breaks)["s0"]["sensitivity"])
+        except FedrocError as exc:
+            refused.append(exc)
+    assert len(answers) == 1, len(answers)  # main: dozens of exact differences
+    assert refused and all("argument 'n_breaks'" in str(e) for e in refused)
+    assert fed.call(FN_SENSITIVITY, n_breaks=2)["s0"]["sensitivity"] in answers

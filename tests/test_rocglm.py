@@ -618,7 +618,7 @@ def test_cli_evaluate_rocglm(tmp_path, capsys):
 
 def test_gbsg2_use_case_labels_and_pooled_comparison():
     pytest.importorskip("sksurv")
-    from fedroc.methods.rocglm.gbsg2 import gbsg2_data, gbsg2_use_case
+    from fedroc.experiments.gbsg2 import gbsg2_data, gbsg2_use_case
 
     data = gbsg2_data(seed=3)
     assert data.n_train == 412 and data.n_test == 274

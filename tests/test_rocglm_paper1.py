@@ -243,7 +243,7 @@ def test_feature_sensitivity_equals_pairwise_brute_force():
 
 def test_gbsg2_uses_the_general_feature_heuristic():
     pytest.importorskip("sksurv")
-    from fedroc.methods.rocglm.gbsg2 import gbsg2_data, gbsg2_feature_sensitivity
+    from fedroc.experiments.gbsg2 import gbsg2_data, gbsg2_feature_sensitivity
 
     data = gbsg2_data(seed=3)
     name = next(iter(data.sites))

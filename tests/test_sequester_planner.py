@@ -10,7 +10,7 @@ import pytest
 
 from fedroc.cli import main
 from fedroc.exceptions import InputError
-from fedroc.methods.sequester import figures
+from fedroc.experiments import sequester as figures
 from fedroc.methods.sequester.planner import (
     PlanWarning,
     auc_se_at,

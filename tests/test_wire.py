@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedroc.exceptions import (
     DisclosureError,
@@ -35,6 +37,24 @@ def test_errors_survive_the_wire(exc: FedrocError) -> None:
     assert str(back) == str(exc)
     assert getattr(back, "site", None) == getattr(exc, "site", None)
     assert getattr(back, "function", None) == getattr(exc, "function", None)
+
+
+_text = st.text(max_size=40)
+_name = st.text(min_size=1, max_size=20)
+any_error = st.one_of(
+    st.builds(DisclosureError, _text, site=_name, function=_name),
+    st.builds(ArgumentRefused, _text, site=_name, function=_name, argument=_name),
+    st.builds(SiteError, _text, site=_name, function=st.none() | _name),
+    st.builds(InputError, _text),
+    st.builds(ProtocolError, _text),
+)
+
+
+@given(any_error)
+@settings(max_examples=200, deadline=None)
+def test_any_error_survives_the_wire(exc: FedrocError) -> None:
+    # The property behind the examples above, for any message, site and function name.
+    test_errors_survive_the_wire(exc)
 
 
 def test_unknown_errors_become_site_or_job_failures() -> None:

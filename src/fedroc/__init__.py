@@ -14,12 +14,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from fedroc._version import __version__ as __version__
 
 # Public name -> module that defines it.
 _LAZY = {
-    "ClusteredAUCResult": "fedroc.clustered",
-    "clustered_auc": "fedroc.clustered",
+    "ClusteredAUCResult": "fedroc.methods.clustered",
+    "clustered_auc": "fedroc.methods.clustered",
     "Columns": "fedroc.data",
     "SiteData": "fedroc.data",
     "DisclosureError": "fedroc.exceptions",
@@ -89,7 +89,6 @@ _SUBMODULES = frozenset(
 )
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
-    from fedroc.clustered import ClusteredAUCResult, clustered_auc
     from fedroc.data import Columns, SiteData
     from fedroc.exceptions import (
         DisclosureError,
@@ -101,6 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from fedroc.federation import Federation, Site
     from fedroc.methods import EvaluationResult, evaluate
+    from fedroc.methods.clustered import ClusteredAUCResult, clustered_auc
     from fedroc.metrics import (
         average_precision,
         brier_score,

@@ -1,10 +1,11 @@
 """The papers' figures, reproduced by one command: ``fedroc figures --paper N --out DIR``.
 
 A figure is a function ``make(out_dir, *, quick, seed) -> Path`` registered with
-:func:`paper_figure` in the module of the paper's method; :data:`FIGURE_MODULES` lists, per
-paper, the modules that register figures (imported only when that paper's figures are
-asked for). Each file is named after the paper's figure (``paper1_figure4.png``), and the
-figure's title says which figure of which paper it reproduces.
+:func:`paper_figure` in the paper's module of :mod:`fedroc.experiments`;
+:data:`FIGURE_MODULES` lists, per paper, the modules that register figures (imported only
+when that paper's figures are asked for). Each file is named after the paper's figure
+(``paper1_figure4.png``), and the figure's title says which figure of which paper it
+reproduces.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ PAPERS = {
     4: "Unal et al., ppAURORA",
     5: "Xu & Cormode, federated ROC and PR curves",
 }
-# Modules that register each paper's figures (filled in by the methods' modules).
+# Modules that register each paper's figures (the experiments, a layer above the methods).
 FIGURE_MODULES: dict[int, list[str]] = {paper: [] for paper in PAPERS}
-FIGURE_MODULES[1].append("fedroc.methods.rocglm._figures")
-FIGURE_MODULES[2].append("fedroc.methods.sequester.figures")
-FIGURE_MODULES[3].append("fedroc.methods.clustered.figures")
-FIGURE_MODULES[5].append("fedroc.methods.histogram.figures")
+FIGURE_MODULES[1].append("fedroc.experiments.rocglm")
+FIGURE_MODULES[2].append("fedroc.experiments.sequester")
+FIGURE_MODULES[3].append("fedroc.experiments.clustered")
+FIGURE_MODULES[5].append("fedroc.experiments.histogram")
 
 FigureFn = Callable[..., Path]
 

@@ -19,7 +19,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -338,21 +338,3 @@ def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> 
             frame, columns, pos_label=pos_label, source=f"site {name!r} (file {str(path)!r})"
         )
     return data
-
-
-# Options that `fedroc metrics` and `fedroc evaluate` share, declared once.
-MaxFprOption = Annotated[
-    float | None,
-    typer.Option(help="Partial AUC up to this false positive rate (McClish-standardised)."),
-]
-AtSpecificityOption = Annotated[
-    list[float] | None,
-    typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
-]
-AtSensitivityOption = Annotated[
-    list[float] | None,
-    typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
-]
-YoudenOption = Annotated[
-    bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
-]

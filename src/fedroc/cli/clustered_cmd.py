@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, kv_table, out
+from fedroc.cli._options import (
+    ConfidenceOption,
+    JsonOption,
+    LabelOption,
+    PosLabelOption,
+    ScoreOption,
+)
 from fedroc.exceptions import InputError
 
 _ESTIMATORS = ("joint", "obuchowski")
@@ -19,14 +26,10 @@ def clustered(
         Path, typer.Argument(help="CSV or Parquet file with labels, scores, clusters.")
     ],
     cluster: Annotated[str, typer.Option(help="Cluster id column (patient, reader, site).")],
-    label: Annotated[str, typer.Option(help="Label column (binary).")] = "label",
-    score: Annotated[str, typer.Option(help="Score column (higher = more likely positive).")] = (
-        "score"
-    ),
-    pos_label: Annotated[
-        str | None, typer.Option(help="Label value of the positive class (default 1).")
-    ] = None,
-    confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    label: LabelOption = "label",
+    score: ScoreOption = "score",
+    pos_label: PosLabelOption = None,
+    confidence: ConfidenceOption = 0.95,
     estimator: Annotated[
         str,
         typer.Option(
@@ -62,13 +65,18 @@ def clustered(
         Path | None,
         typer.Option(help="Write the rug plot of the clusters (Figure 1's view, PNG) here."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Estimate population and personalized AUCs, their joint CI and equality test (paper 3)."""
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
     from fedroc.data import Columns, SiteData, load_table
-    from fedroc.methods.clustered import ClusteredAUCWarning, clustered_auc, obuchowski_auc
-    from fedroc.methods.clustered._estimators import POPULATION_ESTIMATORS, SIGMA11_DIVISORS
+    from fedroc.methods.clustered import (
+        POPULATION_ESTIMATORS,
+        SIGMA11_DIVISORS,
+        ClusteredAUCWarning,
+        clustered_auc,
+        obuchowski_auc,
+    )
     from fedroc.methods.clustered.plots import rug_figure
 
     if estimator not in _ESTIMATORS:
@@ -96,28 +104,7 @@ def clustered(
         warnings.simplefilter("ignore", ClusteredAUCWarning)
         if estimator == "obuchowski":
             obu = obuchowski_auc(site.label, site.score, site.cluster, confidence_level=confidence)
-            if as_json:
-                emit_json(obu.to_dict())
-                return
-            out.print(
-                kv_table(
-                    f"Obuchowski's clustered AUC of {data}",
-                    [
-                        ("Obuchowski AUC (eq. 7)", obu.auc),
-                        ("  SE (Obuchowski 1997)", obu.se),
-                        (f"  {obu.confidence_level:.0%} CI (Wald)", obu.ci),
-                        ("  SE (DeLong, clusters ignored)", obu.delong_se),
-                        ("clusters", obu.n_clusters),
-                        (
-                            "  with controls, with cases",
-                            f"{obu.n_clusters_with_neg}, {obu.n_clusters_with_pos}",
-                        ),
-                        ("controls, cases", f"{obu.n_neg}, {obu.n_pos}"),
-                    ],
-                )
-            )
-            for message in obu.caveats:
-                out.print(f"CAVEAT: {message}", highlight=False)
+            _show(obu, f"Obuchowski's clustered AUC of {data}", as_json)
             return
         result = clustered_auc(
             site.label,
@@ -131,42 +118,16 @@ def clustered(
     if plot is not None:
         result.plot(str(plot), levels=tuple(sorted({confidence, 0.99})))
         err.print(f"ellipse plot written to {plot}")
+    _show(result, f"Clustered AUCs of {data}", as_json)
+
+
+def _show(result: Any, title: str, as_json: bool) -> None:
+    """Print the result as one JSON object, or as its table followed by its caveats and notes."""
     if as_json:
         emit_json(result.to_dict())
         return
-    level = f"{result.confidence_level:.0%}"
-    z_less = result.equality_test("less")[1]
-    z_greater = result.equality_test("greater")[1]
-    names = {"corrected": "eq. 5 x I/(I-1)", "eq5": "eq. 5", "between": "between-cluster pairs"}
-    out.print(
-        kv_table(
-            f"Clustered AUCs of {data}",
-            [
-                ("population AUC (theta12)", result.population_auc),
-                ("  SE", result.population_se),
-                (f"  {level} CI (Wald)", result.population_ci),
-                ("personalized AUC (theta11)", result.personalized_auc),
-                ("  SE", result.personalized_se),
-                (f"  {level} CI (Wald)", result.personalized_ci),
-                ("correlation of the two estimates", result.correlation),
-                ("H0 theta12 = theta11: z", result.equality_z),
-                ("  p two-sided", result.equality_p),
-                ("  p (H1 theta12 < theta11)", z_less),
-                ("  p (H1 theta12 > theta11)", z_greater),
-                ("equal-weight population AUC (theta'12, eq. 6)", result.equal_weight_auc),
-                ("  SE", result.equal_weight_se),
-                ("Obuchowski AUC (eq. 7)", result.obuchowski_auc),
-                ("  SE (Obuchowski 1997)", result.obuchowski_se),
-                ("  SE (DeLong, clusters ignored)", result.delong_se),
-                ("clusters used", result.n_clusters),
-                ("clusters with one class (excluded)", result.n_excluded),
-                ("controls, cases", f"{result.n_neg}, {result.n_pos}"),
-                ("theta12 estimator", names[result.population_estimator]),
-                ("Sigma11 divisor", "I-1" if result.sigma11 == "corollary6" else "(I-1)^2/I"),
-            ],
-        )
-    )
+    out.print(kv_table(title, result.summary_rows()))
     for message in result.caveats:
         out.print(f"CAVEAT: {message}", highlight=False)
-    for message in result.notes:
+    for message in getattr(result, "notes", ()):
         out.print(f"note: {message}", highlight=False)

@@ -18,6 +18,7 @@ from fedroc.cli._common import (
     out,
     require_extra,
 )
+from fedroc.cli._options import JsonOption
 
 
 def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
@@ -122,7 +123,7 @@ def _use_cases(seed: int) -> dict[str, Any]:
     except MissingExtraError as exc:  # the base install: the demo runs without it
         err.print(f"GBSG2 use case skipped: {exc}", highlight=False, markup=False)
         return cases
-    from fedroc.methods.rocglm.gbsg2 import gbsg2_use_case
+    from fedroc.experiments.gbsg2 import gbsg2_use_case
 
     err.print("running the GBSG2 use case (paper 1, section 6) ...")
     cases["gbsg2_rocglm"] = gbsg2_use_case(seed=seed)
@@ -171,7 +172,7 @@ def demo(
         Path,
         typer.Option(help="Write the HTML report of the demo here (one self-contained file)."),
     ] = Path("fedroc-demo-report.html"),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Five synthetic hospitals: every method beside the pooled reference, and a report."""
     import numpy as np

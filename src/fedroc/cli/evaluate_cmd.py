@@ -9,10 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedroc.cli._common import (
-    AtSensitivityOption,
-    AtSpecificityOption,
-    MaxFprOption,
-    YoudenOption,
     calibration_table,
     coerce_pos_label,
     command_line,
@@ -24,6 +20,15 @@ from fedroc.cli._common import (
     operating_points_table,
     out,
     parse_sites,
+)
+from fedroc.cli._options import (
+    AtSensitivityOption,
+    AtSpecificityOption,
+    CalibrationBinsOption,
+    ConfidenceOption,
+    JsonOption,
+    MaxFprOption,
+    YoudenOption,
 )
 from fedroc.exceptions import InputError
 
@@ -125,8 +130,7 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
     raise InputError(f"--sample-weight does not apply to --method {method}: {why}; use pooled")
 
 
-# Method keyword -> flag of the options that ask for more than the AUC (kept in step with
-# fedroc.methods._asks.ASK_OPTIONS, which this module must not import at its top).
+# Method keyword -> flag of the options that ask for more than the AUC.
 ASK_OPTIONS = {
     "max_fpr": "--max-fpr",
     "at_specificity": "--at-specificity",
@@ -379,8 +383,8 @@ def evaluate_command(
             min=0,
         ),
     ] = None,
-    confidence: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
-    bins: Annotated[int, typer.Option(help="Calibration bins.")] = 10,
+    confidence: ConfidenceOption = 0.95,
+    bins: CalibrationBinsOption = 10,
     min_count: Annotated[
         int | None,
         typer.Option(
@@ -536,7 +540,7 @@ def evaluate_command(
             "clear_histograms) instead of secure aggregation.",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Evaluate a score over several sites with one method.
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from fedroc.cli._common import emit_json, err, grid_table, out
+from fedroc.cli._options import JsonOption
 
 
 def figures(
@@ -17,7 +18,7 @@ def figures(
         bool, typer.Option("--quick", help="Fewer replicates: a quick look, not the paper's.")
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the simulations behind the figures.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Reproduce the figures of one paper, each file named and titled after its figure."""
     from fedroc.figures import PAPERS, make_figures

@@ -17,6 +17,15 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, grid_table, kv_table, out
+from fedroc.cli._options import (
+    CalibrationBinsOption,
+    ConfidenceOption,
+    JsonOption,
+    LabelOption,
+    PosLabelOption,
+    RootCertificatesOption,
+    ScoreOption,
+)
 from fedroc.exceptions import InputError
 
 flower_app = typer.Typer(
@@ -63,9 +72,9 @@ def up(
             "Without it, synthetic hospitals are generated.",
         ),
     ] = None,
-    label: Annotated[str, typer.Option(help="Label column.")] = "label",
-    score: Annotated[str, typer.Option(help="Score column.")] = "score",
-    pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
+    label: LabelOption = "label",
+    score: ScoreOption = "score",
+    pos_label: PosLabelOption = None,
     min_count: Annotated[int, typer.Option(help="Disclosure policy of every site: q.")] = 5,
     directory: Annotated[
         Path | None,
@@ -238,9 +247,7 @@ def run(
     superlink: Annotated[
         str | None, typer.Option(help="SuperLink address HOST:PORT (instead of --deployment).")
     ] = None,
-    root_certificates: Annotated[
-        Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")
-    ] = None,
+    root_certificates: RootCertificatesOption = None,
     insecure: Annotated[bool, typer.Option(help="Connect without TLS.")] = False,
     site: Annotated[
         list[str] | None,
@@ -249,8 +256,8 @@ def run(
     job: Annotated[str, typer.Option(help="evaluate, moments, sites or calls.")] = "evaluate",
     method: Annotated[str | None, typer.Option(help="Method of the evaluate job.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the DP noise.")] = None,
-    confidence: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
-    bins: Annotated[int, typer.Option(help="Calibration bins.")] = 10,
+    confidence: ConfidenceOption = 0.95,
+    bins: CalibrationBinsOption = 10,
     timeout: Annotated[
         float, typer.Option(help="Seconds a site may take to answer one call.")
     ] = 60.0,
@@ -272,7 +279,7 @@ def run(
             "(a SuperLink without --enable-supernode-auth)."
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run a fedroc job (by default: evaluate one method) on a Flower federation."""
     from dataclasses import replace
@@ -334,9 +341,7 @@ def supernode(
     superlink: Annotated[str, typer.Option(help="SuperLink Fleet address HOST:PORT.")],
     site: Annotated[str, typer.Option(help="This site's name.")],
     data: Annotated[Path, typer.Option(help="This site's data (CSV or Parquet).")],
-    root_certificates: Annotated[
-        Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")
-    ] = None,
+    root_certificates: RootCertificatesOption = None,
     insecure: Annotated[bool, typer.Option(help="Connect without TLS (tests only).")] = False,
     node_dir: Annotated[
         Path | None,
@@ -355,10 +360,10 @@ def supernode(
     no_node_auth: Annotated[
         bool, typer.Option(help="Connect without a key (SuperLink without node auth).")
     ] = False,
-    label: Annotated[str, typer.Option(help="Label column.")] = "label",
-    score: Annotated[str, typer.Option(help="Score column.")] = "score",
+    label: LabelOption = "label",
+    score: ScoreOption = "score",
     cluster: Annotated[str | None, typer.Option(help="Cluster column.")] = None,
-    pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
+    pos_label: PosLabelOption = None,
     min_count: Annotated[int, typer.Option(help="Minimum rows per released aggregate (q).")] = 5,
     allow_noisy: Annotated[bool, typer.Option(help="Allow DP-noisy releases.")] = True,
     allow_shares: Annotated[bool, typer.Option(help="Allow secret shares.")] = True,
@@ -478,7 +483,7 @@ def register(
         list[str],
         typer.Option("--site-key", help="NAME=PUBLIC_KEY_FILE; repeat per site."),
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Register sites' public keys with a SuperLink under the sites' names."""
     from fedroc.federation.flower.deploy import (
@@ -520,9 +525,7 @@ def health(
     superlink: Annotated[
         str | None, typer.Option(help="Check the SuperLink at HOST:PORT (its /health).")
     ] = None,
-    root_certificates: Annotated[
-        Path | None, typer.Option(help="CA certificate of the SuperLink.")
-    ] = None,
+    root_certificates: RootCertificatesOption = None,
     insecure: Annotated[bool, typer.Option(help="The SuperLink speaks plain HTTP.")] = False,
     node_dir: Annotated[
         Path | None,
@@ -531,7 +534,7 @@ def health(
     max_age: Annotated[
         float, typer.Option(help="Seconds since the node's last contact with the SuperLink.")
     ] = 60.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Health check for Docker/systemd: exit 0 when healthy, 1 when not."""
     from fedroc.federation.flower.health import check_node, check_superlink

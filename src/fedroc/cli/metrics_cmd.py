@@ -8,16 +8,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedroc.cli._common import (
-    AtSensitivityOption,
-    AtSpecificityOption,
-    MaxFprOption,
-    YoudenOption,
     coerce_pos_label,
     emit_json,
     grid_table,
     kv_table,
     operating_points_table,
     out,
+)
+from fedroc.cli._options import (
+    AtSensitivityOption,
+    AtSpecificityOption,
+    ConfidenceOption,
+    JsonOption,
+    LabelOption,
+    MaxFprOption,
+    PosLabelOption,
+    ScoreOption,
+    YoudenOption,
 )
 from fedroc.exceptions import InputError
 
@@ -45,7 +52,7 @@ def metrics_dict(
     """
     import numpy as np
 
-    from fedroc.methods._asks import (
+    from fedroc.methods.asks import (
         check_targets,
         comparison_dict,
         operating_points_from_counts,
@@ -110,14 +117,10 @@ def metrics_dict(
 
 def metrics(
     data: Annotated[Path, typer.Argument(help="CSV or Parquet file with labels and scores.")],
-    label: Annotated[str, typer.Option(help="Label column (binary).")] = "label",
-    score: Annotated[str, typer.Option(help="Score column (higher = more likely positive).")] = (
-        "score"
-    ),
-    pos_label: Annotated[
-        str | None, typer.Option(help="Label value of the positive class (default 1).")
-    ] = None,
-    confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    label: LabelOption = "label",
+    score: ScoreOption = "score",
+    pos_label: PosLabelOption = None,
+    confidence: ConfidenceOption = 0.95,
     compare_score: Annotated[
         str | None,
         typer.Option(help="A second model's score column: paired DeLong comparison."),
@@ -133,7 +136,7 @@ def metrics(
     seed: Annotated[
         int | None, typer.Option(help="Seed of the bootstraps (reproducible intervals).", min=0)
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file.
 

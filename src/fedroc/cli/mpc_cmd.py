@@ -21,6 +21,13 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, grid_table, kv_table, out
+from fedroc.cli._options import (
+    ConfidenceOption,
+    JsonOption,
+    LabelOption,
+    PosLabelOption,
+    ScoreOption,
+)
 from fedroc.exceptions import InputError
 
 mpc_app = typer.Typer(
@@ -141,9 +148,9 @@ def share(
     job: Annotated[str, typer.Option(help="The job id the analyst gave (one job per bundle).")],
     owners: Annotated[str, typer.Option(help="All owners of the job, comma-separated.")],
     out_path: Annotated[Path, typer.Option("--out", help="Bundle file to write.")],
-    label: Annotated[str, typer.Option(help="Label column.")] = "label",
-    score: Annotated[str, typer.Option(help="Score column.")] = "score",
-    pos_label: Annotated[str | None, typer.Option(help="Positive label value.")] = None,
+    label: LabelOption = "label",
+    score: ScoreOption = "score",
+    pos_label: PosLabelOption = None,
     precision_bits: Annotated[
         int, typer.Option(help="Bits of the opened values the owner agrees to (1-52).")
     ] = 14,
@@ -211,8 +218,8 @@ def _result_rows(stats: list[Any]) -> list[tuple[Any, ...]]:
 def run(
     bundles: Annotated[list[Path], typer.Argument(help="Owners' bundle files (one job).")],
     cluster: Annotated[Path, typer.Option(help="Cluster file of the running parties.")],
-    confidence: Annotated[float, typer.Option(help="Confidence level of the CI.")] = 0.95,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    confidence: ConfidenceOption = 0.95,
+    as_json: JsonOption = False,
 ) -> None:
     """Compute AUROC, AUPR and DeLong CI of the pooled owners on a running cluster."""
     from fedroc.methods.mpc import paired_comparison

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from fedroc.cli._common import emit_json, grid_table, out
+from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
 
 privacy_app = typer.Typer(
@@ -27,7 +28,7 @@ def status(
             "(<site>.ledger.jsonl).",
         ),
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Each site's privacy spending (basic composition) against its limits."""
     from fedroc.privacy.ledger import LEDGER_SUFFIX, read_ledger_status

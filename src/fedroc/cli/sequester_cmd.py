@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import emit_json, err, kv_table, out
+from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
 
 sequester_app = typer.Typer(
@@ -57,7 +58,7 @@ def plan_command(
     ] = None,
     power: Annotated[float, typer.Option("--power", help="Target power of one subset.")] = 0.8,
     alpha: Annotated[float, typer.Option("--alpha", help="Two-sided test level.")] = 0.05,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Subset size, eq.-3 budget, epsilon and AUC SE of a sequestration plan."""
     import warnings
@@ -88,21 +89,7 @@ def plan_command(
     if as_json:
         emit_json(result)
         return
-    rows = [
-        ("images (phi)", p.n_images),
-        ("subsets (rho)", p.n_subsets),
-        ("load factor (xi)", p.load_factor),
-        ("subset size (N)", p.subset_size),
-        ("noise rate (sigma)", p.noise_rate),
-        ("noise rate of the answers", p.answer_noise_rate),
-        ("budget (eq. 3)", p.budget),
-        ("perturbed answers allowed", p.budget_units),
-        ("epsilon = B / (sigma phi)", p.epsilon),
-        ("AUC SE of one subset (Hanley-McNeil)", p.auc_se),
-        (f"minimum subset size (power {power:g})", p.min_subset_size),
-        ("power of one subset", p.subset_power),
-    ]
-    out.print(kv_table("Sequestration plan (h-Thresholdout_AUC)", rows))
+    out.print(kv_table(p.SUMMARY_TITLE, p.summary_rows()))
 
 
 @sequester_app.command("figure")
@@ -133,7 +120,7 @@ def figure_command(
     ] = 0.124,
 ) -> None:
     """Draw paper 2's Figure 5 (budget vs load factor beside AUC SE/IQR), 4 or 3."""
-    from fedroc.methods.sequester.figures import budget_figure, perturbation_figure, power_figure
+    from fedroc.experiments.sequester import budget_figure, perturbation_figure, power_figure
 
     kinds = ("budget", "perturbation", "power")
     if kind not in kinds:

@@ -21,7 +21,7 @@ from fedroc.federation.federation import Federation
 from fedroc.federation.records import Record
 from fedroc.federation.schema import Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, site_function
-from fedroc.metrics._calibration import CalibrationCurve, bin_edges, bin_index
+from fedroc.metrics import CalibrationCurve, bin_edges, bin_index
 
 __all__ = [
     "DistributedMoments",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -80,8 +80,8 @@ class Field:
     subtracted to isolate fewer rows than the minimum count.
     """
 
-    default: Any = _MISSING
-    bind: bool = False
+    default: Any = field(default=_MISSING, kw_only=True)
+    bind: bool = field(default=False, kw_only=True)
 
     @property
     def required(self) -> bool:
@@ -135,19 +135,6 @@ class Int(Field):
     lo: int | None = None
     hi: int | None = None
 
-    def __init__(
-        self,
-        lo: int | None = None,
-        hi: int | None = None,
-        *,
-        default: Any = _MISSING,
-        bind: bool = False,
-    ):
-        object.__setattr__(self, "lo", lo)
-        object.__setattr__(self, "hi", hi)
-        object.__setattr__(self, "default", default)
-        object.__setattr__(self, "bind", bind)
-
     def check(self, value: Any) -> int:
         """Return ``value`` as a Python ``int`` if it is an integer within the bounds."""
         number = _number(value, "an integer")
@@ -177,20 +164,7 @@ class Float(Field):
 
     lo: float | None = None
     hi: float | None = None
-    open_lo: bool = False
-
-    def __init__(
-        self,
-        lo: float | None = None,
-        hi: float | None = None,
-        *,
-        open_lo: bool = False,
-        default: Any = _MISSING,
-    ):
-        object.__setattr__(self, "lo", lo)
-        object.__setattr__(self, "hi", hi)
-        object.__setattr__(self, "open_lo", open_lo)
-        object.__setattr__(self, "default", default)
+    open_lo: bool = field(default=False, kw_only=True)
 
     def check(self, value: Any) -> float:
         """Return ``value`` as a Python ``float`` if it is finite and within the bounds."""
@@ -267,12 +241,7 @@ class Text(Field):
     """
 
     max_length: int = 256
-    alphabet: str | None = None
-
-    def __init__(self, max_length: int = 256, *, alphabet: str | None = None, default=_MISSING):
-        object.__setattr__(self, "max_length", max_length)
-        object.__setattr__(self, "alphabet", alphabet)
-        object.__setattr__(self, "default", default)
+    alphabet: str | None = field(default=None, kw_only=True)
 
     def check(self, value: Any) -> str:
         """Return ``value`` if it is a string within the length and the alphabet."""
@@ -294,10 +263,6 @@ class Bytes(Field):
     """A ``bytes`` (or ``bytearray``) value of at most ``max_length`` bytes (1 MiB default)."""
 
     max_length: int = 1 << 20
-
-    def __init__(self, max_length: int = 1 << 20, *, default: Any = _MISSING):
-        object.__setattr__(self, "max_length", max_length)
-        object.__setattr__(self, "default", default)
 
     def check(self, value: Any) -> bytes:
         """Return ``value`` as ``bytes`` if it is bytes within the length."""
@@ -325,10 +290,6 @@ class Names(Field):
     """
 
     max_items: int = 1024
-
-    def __init__(self, max_items: int = 1024, *, default: Any = _MISSING):
-        object.__setattr__(self, "max_items", max_items)
-        object.__setattr__(self, "default", default)
 
     def check(self, value: Any) -> list[str]:
         """Return ``value`` as a list if it holds at most ``max_items`` distinct strings.
@@ -363,11 +324,14 @@ Dim = int | Bound | None  # exact length, a range, or any length
 
 @dataclass(frozen=True)
 class _Array(Field):
-    shape: tuple[Dim, ...] = ()
-    lo: float | None = None
-    hi: float | None = None
-    max_size: int = 1 << 26
-    dtype: Any = np.float64
+    shape: tuple[Dim, ...] = (None,)
+    lo: float | None = field(default=None, kw_only=True)
+    hi: float | None = field(default=None, kw_only=True)
+    max_size: int = field(default=1 << 26, kw_only=True)
+    dtype: Any = field(default=np.float64, init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
 
     def check(self, value: Any) -> np.ndarray:
         if isinstance(value, (list, tuple)) and all(
@@ -407,6 +371,7 @@ class _Array(Field):
         return f"array of shape ({dims}) with values in [{self.lo}, {self.hi}]"
 
 
+@dataclass(frozen=True)
 class FloatArray(_Array):
     """A numeric array, returned as contiguous float64, every value finite.
 
@@ -422,18 +387,8 @@ class FloatArray(_Array):
         Makes the argument optional.
     """
 
-    def __init__(
-        self,
-        shape: tuple[Dim, ...] = (None,),
-        *,
-        lo: float | None = None,
-        hi: float | None = None,
-        max_size: int = 1 << 26,
-        default: Any = _MISSING,
-    ):
-        super().__init__(default, False, tuple(shape), lo, hi, max_size, np.float64)
 
-
+@dataclass(frozen=True)
 class IntArray(_Array):
     """A numeric array of integers, returned as contiguous int64.
 
@@ -441,16 +396,7 @@ class IntArray(_Array):
     with integer bounds.
     """
 
-    def __init__(
-        self,
-        shape: tuple[Dim, ...] = (None,),
-        *,
-        lo: int | None = None,
-        hi: int | None = None,
-        max_size: int = 1 << 26,
-        default: Any = _MISSING,
-    ):
-        super().__init__(default, False, tuple(shape), lo, hi, max_size, np.int64)
+    dtype: Any = field(default=np.int64, init=False)
 
 
 Schema = Mapping[str, Field]

@@ -49,7 +49,6 @@ from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 __all__ = ["MpcDetails", "paired_comparison", "run_mpc"]
 
 SHARE_FUNCTION = "fedroc.mpc.share"
-_TERM_KEYS = ("frac_bits", "min_class_count", "ci", "sort", "delta", "noties", "compare", "asks")
 
 
 _JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
@@ -72,6 +71,7 @@ SHARE_SCHEMA = {
 @site_function(SHARE_FUNCTION, schema=SHARE_SCHEMA)
 def share_site(ctx: SiteContext, args: Record) -> Reply:
     """Split the site's sorted records into two shares, sealed and signed for one job."""
+    from fedroc.mpc.auc import JOB_PARAMETERS
     from fedroc.mpc.bundle import make_bundle
     from fedroc.mpc.owner import JobTerms, authorise
 
@@ -82,7 +82,7 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
             args["job"],
             tuple(owners),
             (bytes(args["proxy0_key"]), bytes(args["proxy1_key"])),
-            **{k: args[k] for k in _TERM_KEYS if args.get(k) is not None},
+            **{k: args[k] for k in JOB_PARAMETERS if args.get(k) is not None},
         )
     except (InputError, TypeError) as exc:
         raise InputError(f"{where}: {exc}") from None
@@ -314,19 +314,17 @@ def run_mpc(
             from fedroc.federation.basic import site_sizes
 
             asks.check_size(sum(site_sizes(fed).values()))
-    except InputError as exc:
-        raise InputError(f"mpc: {exc}") from None
-    try:
-        check_job_parameters(
-            sort=mpc_sort,
-            delta=mpc_delta,
-            noties=mpc_noties,
-            frac_bits=precision,
-            min_class_count=min_count,
-            ci=mpc_ci,
-            compare=mpc_compare,
-            asks=asks.encode(),
-        )
+        params: dict[str, Any] = {
+            "sort": mpc_sort,
+            "delta": mpc_delta,
+            "noties": mpc_noties,
+            "frac_bits": precision,
+            "min_class_count": min_count,
+            "ci": mpc_ci,
+            "compare": mpc_compare,
+            "asks": asks.encode(),
+        }
+        check_job_parameters(**params)
     except InputError as exc:
         raise InputError(f"mpc: {exc}") from None
     cluster: Cluster = (
@@ -335,18 +333,7 @@ def run_mpc(
         else RemoteCluster(mpc_cluster)
     )
     with cluster:
-        terms = JobTerms.create(
-            list(fed.site_names),
-            cluster.proxy_key_bytes(),
-            frac_bits=precision,
-            min_class_count=min_count,
-            ci=mpc_ci,
-            sort=mpc_sort,
-            delta=mpc_delta,
-            noties=mpc_noties,
-            compare=mpc_compare,
-            asks=asks.encode(),
-        )
+        terms = JobTerms.create(list(fed.site_names), cluster.proxy_key_bytes(), **params)
         start = fed.mark()
         bundles = request_bundles(fed, terms)
         if isinstance(cluster, LocalCluster):

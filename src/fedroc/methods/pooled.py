@@ -15,7 +15,7 @@ import numpy as np
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Released
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
-from fedroc.methods._asks import (
+from fedroc.methods.asks import (
     check_targets,
     comparison_dict,
     operating_points_from_counts,
@@ -23,10 +23,10 @@ from fedroc.methods._asks import (
 from fedroc.metrics import (
     DeLongResult,
     PairedDeLongResult,
-    PlacementSums,
     ScoreCounts,
     brier_score,
     calibration_curve,
+    delong_paired,
 )
 
 
@@ -221,18 +221,7 @@ def _paired(y: np.ndarray, a: np.ndarray, b: np.ndarray | None, level: float) ->
         raise InputError(
             "the pooled comparison needs a second score column at every site (--compare-score)"
         )
-    n_pos = int(np.count_nonzero(y))
-    n_neg = y.size - n_pos
-    if min(n_pos, n_neg) < 2:
-        raise InputError(
-            f"the paired comparison needs at least 2 rows per class; got {n_pos} positive "
-            f"and {n_neg} negative"
-        )
-    counts = [ScoreCounts.from_scores(y, a), ScoreCounts.from_scores(y, b)]
-    sums = PlacementSums.from_rows(y, [a, b], counts)
-    return PairedDeLongResult(
-        float(sums.auc[0]), float(sums.auc[1]), sums.covariance(), n_pos, n_neg, level
-    )
+    return delong_paired(y, a, b, confidence_level=level)
 
 
 @dataclass(frozen=True)

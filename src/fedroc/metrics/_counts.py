@@ -47,6 +47,7 @@ __all__ = [
     "OperatingPoint",
     "PlacementSums",
     "ScoreCounts",
+    "TwoByTwo",
     "beaten_counts",
     "bin_edges",
     "bin_index_edges",
@@ -329,8 +330,55 @@ def proportion_ci(
 
 
 # -- results -------------------------------------------------------------------------------
+class TwoByTwo:
+    """The rates of a 2x2 table, for any result with the cells ``tp, fp, tn, fn``.
+
+    A rate whose margin is empty (no positives, nothing predicted positive, ...) is NaN.
+
+    Examples
+    --------
+    >>> op = OperatingPoint(0.5, tp=3, fp=1, tn=5, fn=1)
+    >>> op.sensitivity, op.specificity, op.ppv, op.npv
+    (0.75, 0.8333333333333334, 0.75, 0.8333333333333334)
+    """
+
+    tp: float
+    fp: float
+    tn: float
+    fn: float
+
+    @staticmethod
+    def _ratio(a: float, b: float) -> float:
+        return a / b if b > 0 else float("nan")
+
+    @property
+    def sensitivity(self) -> float:
+        """``tp / (tp + fn)`` (recall, true positive rate)."""
+        return self._ratio(self.tp, self.tp + self.fn)
+
+    @property
+    def specificity(self) -> float:
+        """``tn / (tn + fp)`` (1 - false positive rate)."""
+        return self._ratio(self.tn, self.tn + self.fp)
+
+    @property
+    def ppv(self) -> float:
+        """``tp / (tp + fp)`` (precision); NaN when nothing is predicted positive."""
+        return self._ratio(self.tp, self.tp + self.fp)
+
+    @property
+    def npv(self) -> float:
+        """``tn / (tn + fn)``; NaN when nothing is predicted negative."""
+        return self._ratio(self.tn, self.tn + self.fn)
+
+    @property
+    def youden_j(self) -> float:
+        """``sensitivity + specificity - 1``."""
+        return self.sensitivity + self.specificity - 1.0
+
+
 @dataclass(frozen=True, repr=False)
-class OperatingPoint(ResultMixin):
+class OperatingPoint(TwoByTwo, ResultMixin):
     """A threshold and the 2x2 table it gives: predict positive when ``score >= threshold``.
 
     Attributes
@@ -361,35 +409,6 @@ class OperatingPoint(ResultMixin):
     tn: float
     fn: float
     criterion: str = "threshold"
-
-    @staticmethod
-    def _ratio(a: float, b: float) -> float:
-        return a / b if b > 0 else float("nan")
-
-    @property
-    def sensitivity(self) -> float:
-        """``tp / (tp + fn)`` (recall, true positive rate)."""
-        return self._ratio(self.tp, self.tp + self.fn)
-
-    @property
-    def specificity(self) -> float:
-        """``tn / (tn + fp)`` (1 - false positive rate)."""
-        return self._ratio(self.tn, self.tn + self.fp)
-
-    @property
-    def ppv(self) -> float:
-        """``tp / (tp + fp)`` (precision); NaN when nothing is predicted positive."""
-        return self._ratio(self.tp, self.tp + self.fp)
-
-    @property
-    def npv(self) -> float:
-        """``tn / (tn + fn)``; NaN when nothing is predicted negative."""
-        return self._ratio(self.tn, self.tn + self.fn)
-
-    @property
-    def youden_j(self) -> float:
-        """``sensitivity + specificity - 1``."""
-        return self.sensitivity + self.specificity - 1.0
 
     def _counts(self, what: str) -> tuple[float, float]:
         table = {

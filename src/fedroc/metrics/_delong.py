@@ -317,6 +317,17 @@ def delong_from_counts(
     return counts.delong(confidence_level=confidence_level)
 
 
+def _paired_class_sizes(n_pos: float, n_neg: float) -> tuple[int, int]:
+    """Return the class sizes of a paired comparison; refuse fewer than two rows per class."""
+    p, n = round(n_pos), round(n_neg)
+    if min(p, n) < 2:
+        raise InputError(
+            f"the paired comparison needs at least 2 rows per class; got {p} positive and {n} "
+            "negative"
+        )
+    return p, n
+
+
 @dataclass(frozen=True, repr=False)
 class PairedDeLongResult(ResultMixin):
     """Comparison of two scores on the same cases (DeLong et al. 1988).
@@ -334,6 +345,13 @@ class PairedDeLongResult(ResultMixin):
     n_pos: int
     n_neg: int
     confidence_level: float = 0.95
+
+    @classmethod
+    def from_sums(cls, sums: PlacementSums, confidence_level: float = 0.95) -> PairedDeLongResult:
+        """Compare the two scores of ``sums`` (from rows or from pooled joint counts)."""
+        n_pos, n_neg = _paired_class_sizes(sums.n_pos, sums.n_neg)
+        auc_a, auc_b = (float(v) for v in sums.auc)
+        return cls(auc_a, auc_b, sums.covariance(), n_pos, n_neg, confidence_level)
 
     @property
     def difference(self) -> float:
@@ -403,20 +421,8 @@ def delong_paired(
     b = check_scores(score_b, "score_b")
     if b.size != a.size:
         raise InputError(f"score_a has {a.size} elements but score_b has {b.size}")
+    level = check_confidence(confidence_level)
     n_pos = int(np.count_nonzero(y))
-    n_neg = y.size - n_pos
-    if min(n_pos, n_neg) < 2:
-        raise InputError(
-            f"the paired comparison needs at least 2 samples per class; got {n_pos} "
-            f"positive and {n_neg} negative"
-        )
+    _paired_class_sizes(n_pos, y.size - n_pos)  # before the counts, which warn on one class
     counts = [ScoreCounts.from_scores(y, a), ScoreCounts.from_scores(y, b)]
-    sums = PlacementSums.from_rows(y, [a, b], counts)
-    return PairedDeLongResult(
-        float(sums.auc[0]),
-        float(sums.auc[1]),
-        sums.covariance(),
-        n_pos,
-        n_neg,
-        check_confidence(confidence_level),
-    )
+    return PairedDeLongResult.from_sums(PlacementSums.from_rows(y, [a, b], counts), level)

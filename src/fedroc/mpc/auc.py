@@ -42,7 +42,7 @@ AUROC when no two scores tie.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -68,11 +68,14 @@ __all__ = [
     "DEFAULT_FRAC_BITS",
     "DEFAULT_MIN_CLASS_COUNT",
     "FULL_PRECISION",
+    "JOB_PARAMETERS",
     "AucOutputs",
     "AucSpec",
+    "JobParameters",
     "auc_program",
     "check_job_parameters",
     "decode_outputs",
+    "job_parameters",
     "owner_records",
 ]
 
@@ -117,17 +120,50 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-# The parameters a job's spec and its owners' terms share (checked the same way in both).
-JOB_PARAMETERS = (
-    "sort",
-    "delta",
-    "noties",
-    "frac_bits",
-    "min_class_count",
-    "ci",
-    "compare",
-    "asks",
-)
+@dataclass(frozen=True, kw_only=True)
+class JobParameters:
+    """What a job computes and how much it opens: the parameters its owners agree to.
+
+    :class:`AucSpec` (the computation) and :class:`~fedroc.mpc.owner.JobTerms` (what each
+    owner signs) carry them, both checked by :func:`check_job_parameters`; they are given by
+    keyword.
+
+    Attributes
+    ----------
+    sort : {"oblivious", "delta"}
+        Bitonic merge (nothing opened) or the paper's merge with ``delta``.
+    delta : int
+        Odd; the paper's privacy/speed parameter (``sort="delta"`` only).
+    noties : bool
+        Also compute the paper's no-tie AUROC (Algorithm 5).
+    frac_bits : int
+        Precision of the opened values: each is rounded to a multiple of ``2**-frac_bits``
+        (the variance to ``2**-min(2 frac_bits, 60)``); 1 to 52, default 14.
+    min_class_count : int
+        Nothing is opened (every value comes back undefined) unless both classes have at
+        least this many samples, checked under MPC; default 5.
+    ci : bool
+        Also compute DeLong's variance of the AUROC (for its standard error and CI).
+    compare : bool
+        Records carry a second model's score: also open its AUROC, AUPR and variance, and
+        the variance of the difference of the two AUROCs (paired DeLong), all under MPC.
+    asks : str
+        Partial AUC and operating points of the first model (:class:`~fedroc.mpc.asks.Asks`
+        in its canonical text; empty for none).
+    """
+
+    sort: str = "oblivious"
+    delta: int = 1
+    noties: bool = False
+    frac_bits: int = DEFAULT_FRAC_BITS
+    min_class_count: int = DEFAULT_MIN_CLASS_COUNT
+    ci: bool = True
+    compare: bool = False
+    asks: str = ""
+
+
+#: The names of the :class:`JobParameters`, in their order.
+JOB_PARAMETERS = tuple(f.name for f in fields(JobParameters))
 
 
 def job_parameters(obj: Any) -> dict[str, Any]:
@@ -172,44 +208,16 @@ def check_job_parameters(
 
 
 @dataclass(frozen=True)
-class AucSpec:
-    """Public parameters of one computation.
+class AucSpec(JobParameters):
+    """Public parameters of one computation: the owners' sizes and the :class:`JobParameters`.
 
     Attributes
     ----------
     sizes : tuple of int
         Number of samples of each data owner (public, as in the paper).
-    sort : {"oblivious", "delta"}
-        Bitonic merge (nothing opened) or the paper's merge with ``delta``.
-    delta : int
-        Odd; the paper's privacy/speed parameter (``sort="delta"`` only).
-    noties : bool
-        Also compute the paper's no-tie AUROC (Algorithm 5).
-    frac_bits : int
-        Precision of the opened values: each is rounded to a multiple of ``2**-frac_bits``
-        (the variance to ``2**-min(2 frac_bits, 60)``); 1 to 52, default 14.
-    min_class_count : int
-        Nothing is opened (every value comes back undefined) unless both classes have at
-        least this many samples, checked under MPC; default 5.
-    ci : bool
-        Also compute DeLong's variance of the AUROC (for its standard error and CI).
-    compare : bool
-        Records carry a second model's score: also open its AUROC, AUPR and variance, and
-        the variance of the difference of the two AUROCs (paired DeLong), all under MPC.
-    asks : str
-        Partial AUC and operating points of the first model (:class:`~fedroc.mpc.asks.Asks`
-        in its canonical text; empty for none).
     """
 
     sizes: tuple[int, ...]
-    sort: str = "oblivious"
-    delta: int = 1
-    noties: bool = False
-    frac_bits: int = DEFAULT_FRAC_BITS
-    min_class_count: int = DEFAULT_MIN_CLASS_COUNT
-    ci: bool = True
-    compare: bool = False
-    asks: str = ""
 
     def __post_init__(self) -> None:
         """Check the sizes and the job parameters against the limits of the protocol.
@@ -293,17 +301,7 @@ class AucSpec:
         sizes = rec["sizes"]
         if not isinstance(sizes, list):
             raise InputError(f"sizes must be a list of counts; got {sizes!r}")
-        return cls(
-            sizes=tuple(sizes),
-            sort=rec["sort"],
-            delta=rec["delta"],
-            noties=rec["noties"],
-            frac_bits=rec["frac_bits"],
-            min_class_count=rec["min_class_count"],
-            ci=rec["ci"],
-            compare=rec["compare"],
-            asks=rec["asks"],
-        )
+        return cls(sizes=tuple(sizes), **{name: rec[name] for name in JOB_PARAMETERS})
 
     from_dict = from_record
 

@@ -57,7 +57,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -108,6 +108,7 @@ from fedroc.mpc.seal import (
 __all__ = ["ClusterClient", "ClusterConfig", "ClusterResult", "PartyServer"]
 
 DEFAULT_MAX_FRAME_MB = 1024
+_Key = TypeVar("_Key")
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -256,20 +257,23 @@ class ClusterConfig:
         for pid in (0, 1):
             path = self.parties[pid].share_public
             assert path is not None
-            try:
-                keys.append(load_public_key(path))
-            except FileNotFoundError:
-                raise InputError(
-                    f"share key file {str(path)!r} of proxy {pid} does not exist"
-                ) from None
-            except (ValueError, ProtocolError) as exc:
-                raise InputError(f"share key file {str(path)!r} of proxy {pid}: {exc}") from None
+            keys.append(_load_key(load_public_key, path, "share key file", f"of proxy {pid}"))
         return keys[0], keys[1]
 
     def proxy_key_bytes(self) -> tuple[bytes, bytes]:
         """Return the proxies' public keys as raw 32-byte strings (as job terms hold them)."""
         k0, k1 = self.proxy_keys()
         return public_bytes(k0), public_bytes(k1)
+
+
+def _load_key(load: Callable[[Path], _Key], path: Path, what: str, where: str) -> _Key:
+    """``load(path)``; a missing or malformed key file is an InputError naming it."""
+    try:
+        return load(path)
+    except FileNotFoundError:
+        raise InputError(f"{what} {str(path)!r} {where} does not exist") from None
+    except (ValueError, ProtocolError) as exc:
+        raise InputError(f"{what} {str(path)!r} {where}: {exc}") from None
 
 
 def _context(cfg: ClusterConfig, cert: Path, key: Path | None, server: bool) -> ssl.SSLContext:
@@ -614,14 +618,9 @@ class PartyServer:
                     f"cluster file {str(config.path)!r}: [party.{pid}] needs share_key (this "
                     "proxy's private key)"
                 )
-            try:
-                self.share_key = load_private_key(path)
-            except FileNotFoundError:
-                raise InputError(
-                    f"share_key file {str(path)!r} of [party.{pid}] does not exist"
-                ) from None
-            except (ValueError, ProtocolError) as exc:
-                raise InputError(f"share_key file {str(path)!r} of [party.{pid}]: {exc}") from None
+            self.share_key = _load_key(
+                load_private_key, path, "share_key file", f"of [party.{pid}]"
+            )
             self.proxy_keys = config.proxy_key_bytes()
             if public_bytes(self.share_key) != self.proxy_keys[pid]:
                 raise InputError(
@@ -807,6 +806,13 @@ class PartyServer:
         )
         return np.asarray(execute(party, auc_program(party, lists, spec)))
 
+    def _run_sealed(
+        self, party: Party, lists: list[np.ndarray], spec: AucSpec, job: str, client_key: bytes
+    ) -> bytes:
+        """Run the job; this proxy's share of the outputs, sealed for the analyst."""
+        share = np.ascontiguousarray(self._run(party, lists, spec), "<u8").tobytes()
+        return seal(public_from_bytes(client_key), share, _result_aad(job, self.pid))
+
     def _fail(self, channel: NetChannel, exc: BaseException) -> str:
         reason = _reason(exc)
         self.log(f"{self.name()}: job {channel.job} failed: {reason}")
@@ -875,12 +881,7 @@ class PartyServer:
                 with contextlib.suppress(OSError):
                     client.send(ErrorMessage(f"job refused by {refused}", run))
                 return
-            out = self._run(party, lists, spec)
-            box0 = seal(
-                public_from_bytes(request.client_key),
-                np.ascontiguousarray(out, "<u8").tobytes(),
-                _result_aad(job, 0),
-            )
+            box0 = self._run_sealed(party, lists, spec, job, request.client_key)
             share1, _ = channel.expect(1, ResultShare, self.cfg.timeout)
             share2, _ = channel.expect(2, ResultShare, self.cfg.timeout)
             self.ledger.record(job, list(terms.owners), [p.fingerprint() for p in parts])
@@ -923,12 +924,7 @@ class PartyServer:
             refused = self._verdicts(channel, own, party)
             if refused is not None:
                 return
-            out = self._run(party, lists, spec)
-            box1 = seal(
-                public_from_bytes(forward.client_key),
-                np.ascontiguousarray(out, "<u8").tobytes(),
-                _result_aad(job, 1),
-            )
+            box1 = self._run_sealed(party, lists, spec, job, forward.client_key)
             self.ledger.record(job, list(terms.owners), [p.fingerprint() for p in parts])
             channel.send_message(0, ResultShare(box1, _stats(party)))
         except Exception as exc:

@@ -38,11 +38,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.auc import (
     DEFAULT_FRAC_BITS,
-    DEFAULT_MIN_CLASS_COUNT,
+    JOB_PARAMETERS,
     AucSpec,
+    JobParameters,
     check_job_parameters,
     job_parameters,
 )
+from fedroc.mpc.seal import public_bytes
 
 __all__ = [
     "OWNER_STATE",
@@ -83,8 +85,10 @@ def check_owner_name(name: Any) -> str:
 
 
 @dataclass(frozen=True)
-class JobTerms:
-    """What every owner of one job signs.
+class JobTerms(JobParameters):
+    """What every owner of one job signs: the job, its owners and proxies, its parameters.
+
+    The parameters are the :class:`~fedroc.mpc.auc.JobParameters`, given by keyword.
 
     Attributes
     ----------
@@ -94,21 +98,11 @@ class JobTerms:
         The co-owners, sorted; the job must hold exactly one bundle of each.
     proxy_keys : tuple of bytes
         The proxies' X25519 public keys (32 bytes each) the shares are sealed to.
-    frac_bits, min_class_count, ci, sort, delta, noties, compare, asks
-        As in :class:`~fedroc.mpc.auc.AucSpec`.
     """
 
     job: str
     owners: tuple[str, ...]
     proxy_keys: tuple[bytes, bytes]
-    frac_bits: int = DEFAULT_FRAC_BITS
-    min_class_count: int = DEFAULT_MIN_CLASS_COUNT
-    ci: bool = True
-    sort: str = "oblivious"
-    delta: int = 1
-    noties: bool = False
-    compare: bool = False
-    asks: str = ""
 
     def __post_init__(self) -> None:
         """Check the job id, the owners (sorted, distinct), the proxy keys and the parameters.
@@ -155,16 +149,7 @@ class JobTerms:
 
     def params(self) -> dict[str, Any]:
         """Return the computation's parameters (those :class:`~fedroc.mpc.auc.AucSpec` takes)."""
-        return {
-            "frac_bits": self.frac_bits,
-            "min_class_count": self.min_class_count,
-            "ci": self.ci,
-            "sort": self.sort,
-            "delta": self.delta,
-            "noties": self.noties,
-            "compare": self.compare,
-            "asks": self.asks,
-        }
+        return job_parameters(self)
 
     def canonical(self) -> bytes:
         """Encode the bytes that are signed: canonical JSON (sorted keys, keys in hex)."""
@@ -198,20 +183,7 @@ class JobTerms:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> JobTerms:
         """Strict inverse of :meth:`to_record`; raises ProtocolError on any bad field."""
-        expected = {
-            "job",
-            "owners",
-            "proxy0",
-            "proxy1",
-            "frac_bits",
-            "min_class_count",
-            "ci",
-            "sort",
-            "delta",
-            "noties",
-            "compare",
-            "asks",
-        }
+        expected = {"job", "owners", "proxy0", "proxy1", *JOB_PARAMETERS}
         if set(rec) != expected:
             raise ProtocolError(f"malformed job terms: keys {sorted(rec)}")
         owners = rec["owners"]
@@ -222,14 +194,7 @@ class JobTerms:
                 rec["job"],
                 tuple(owners),
                 (_as_bytes(rec["proxy0"]), _as_bytes(rec["proxy1"])),
-                frac_bits=rec["frac_bits"],
-                min_class_count=rec["min_class_count"],
-                ci=rec["ci"],
-                sort=rec["sort"],
-                delta=rec["delta"],
-                noties=rec["noties"],
-                compare=rec["compare"],
-                asks=rec["asks"],
+                **{name: rec[name] for name in JOB_PARAMETERS},
             )
         except InputError as exc:
             raise ProtocolError(f"malformed job terms: {exc}") from None
@@ -249,10 +214,8 @@ def new_owner_key() -> Ed25519PrivateKey:
     return Ed25519PrivateKey.generate()
 
 
-def owner_public_bytes(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
-    """Return an owner's Ed25519 public key as 32 raw bytes."""
-    pub = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
-    return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+#: The 32 raw bytes of an owner's public key, from its private or public key.
+owner_public_bytes = public_bytes
 
 
 def _private_raw(key: Ed25519PrivateKey) -> bytes:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -39,9 +40,11 @@ def new_key() -> X25519PrivateKey:
     return X25519PrivateKey.generate()
 
 
-def public_bytes(key: X25519PublicKey | X25519PrivateKey) -> bytes:
-    """Return an X25519 public key (or a private key's) as 32 raw bytes."""
-    pub = key.public_key() if isinstance(key, X25519PrivateKey) else key
+def public_bytes(
+    key: X25519PublicKey | X25519PrivateKey | Ed25519PublicKey | Ed25519PrivateKey,
+) -> bytes:
+    """Return the 32 raw bytes of a key's public half (sealing X25519 or signing Ed25519)."""
+    pub = key.public_key() if isinstance(key, X25519PrivateKey | Ed25519PrivateKey) else key
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 

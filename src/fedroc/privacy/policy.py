@@ -30,6 +30,8 @@ from fedroc.privacy.ledger import BudgetLedger, DPEvent
 
 __all__ = [
     "DEFAULT_EPSILON_LIMIT",
+    "DEFAULT_HISTOGRAM_MIN_EPSILON",
+    "DEFAULT_ROCGLM_MIN_SENSITIVITY",
     "DEFAULT_SECAGG_MIN_SITES",
     "DisclosurePolicy",
     "ReleaseKind",
@@ -41,6 +43,13 @@ DEFAULT_EPSILON_LIMIT = 10.0
 # Fewest sites a site aggregates with: with two, each site's partner could subtract its own
 # input from a published sum.
 DEFAULT_SECAGG_MIN_SITES = 3
+# Smallest l2-sensitivity a site calibrates its ROC-GLM noise to, for probability scores: a
+# claimed 1e-12 would release every score to 1e-8 "at epsilon 1". 0.01 is the smallest of
+# paper 1's settings; a site whose scores span a wider range sets a larger floor.
+DEFAULT_ROCGLM_MIN_SENSITIVITY = 0.01
+# Smallest epsilon of a histogram tree a site releases in the clear (local DP): a release at
+# a negligible charge is an almost free answer about the site's rows.
+DEFAULT_HISTOGRAM_MIN_EPSILON = 0.01
 
 ReleaseKind = Literal["aggregate", "noisy", "shares"]
 RELEASE_KINDS: tuple[str, ...] = ("aggregate", "noisy", "shares")
@@ -83,6 +92,12 @@ class DisclosurePolicy:
         federations too small for secure aggregation, under two rules the site functions
         enforce: every non-empty bin holds at least ``min_count`` rows of each class it
         counts, and the site binds the bins of its first such request for its lifetime.
+    rocglm_min_sensitivity : float, default 0.01
+        Smallest l2-sensitivity the site calibrates the noise of its ROC-GLM release to (the
+        analyst's ``sensitivity`` is refused below it, and the site's heuristic answers no
+        less). 0.01 suits probability scores; on a wider scale set it on that scale.
+    histogram_min_epsilon : float, default 0.01
+        Smallest epsilon of a histogram tree the site releases in the clear (local DP).
     """
 
     min_count: int = 5
@@ -95,6 +110,8 @@ class DisclosurePolicy:
     secagg_rebind: bool = False
     opt_in: frozenset[str] = field(default_factory=frozenset)
     clear_histograms: bool = False
+    rocglm_min_sensitivity: float = DEFAULT_ROCGLM_MIN_SENSITIVITY
+    histogram_min_epsilon: float = DEFAULT_HISTOGRAM_MIN_EPSILON
 
     def __post_init__(self) -> None:
         """Validate the settings.
@@ -107,7 +124,12 @@ class DisclosurePolicy:
         """
         if int(self.min_count) != self.min_count or self.min_count < 1:
             raise InputError(f"min_count must be a positive integer; got {self.min_count!r}")
-        for name in ("epsilon_limit", "delta_limit"):
+        for name in (
+            "epsilon_limit",
+            "delta_limit",
+            "rocglm_min_sensitivity",
+            "histogram_min_epsilon",
+        ):
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise InputError(f"{name} must be >= 0; got {value!r}")
@@ -151,6 +173,8 @@ class DisclosurePolicy:
             "secagg_rebind",
             "opt_in",
             "clear_histograms",
+            "rocglm_min_sensitivity",
+            "histogram_min_epsilon",
         }
         unknown = set(values) - known
         if unknown:

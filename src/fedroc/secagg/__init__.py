@@ -8,34 +8,18 @@
 - :mod:`fedroc.secagg.statistics`: secure class counts, Brier score and calibration.
 """
 
-from fedroc.secagg.protocol import (
-    FUNCTIONS,
-    STAGES,
-    ClientState,
-    SecAggServer,
-    SecureSum,
-    ServerState,
-    secure_sum,
-)
+from fedroc.secagg.protocol import *  # noqa: F403  (the protocol's public names)
+from fedroc.secagg.protocol import __all__ as _PROTOCOL
 
-__all__ = [
-    "FUNCTIONS",
-    "STAGES",
-    "ClientState",
-    "SecAggServer",
-    "SecureSum",
-    "ServerState",
-    "secure_brier",
-    "secure_calibration",
-    "secure_class_counts",
-    "secure_sum",
-]
+# The helpers for the foundation's statistics import fedroc.federation.basic; they are
+# loaded on first use so that importing fedroc.secagg stays light.
+_STATISTICS = ("secure_brier", "secure_calibration", "secure_class_counts")
+
+__all__ = sorted([*_PROTOCOL, *_STATISTICS])
 
 
 def __getattr__(name: str) -> object:
-    # The helpers for the foundation's statistics import fedroc.federation.basic; load them
-    # on first use so that importing fedroc.secagg stays light.
-    if name in {"secure_brier", "secure_calibration", "secure_class_counts"}:
+    if name in _STATISTICS:
         from fedroc.secagg import statistics
 
         return getattr(statistics, name)

@@ -15,7 +15,7 @@ from typing import Any
 from fedroc.federation import basic  # registers the site functions summed here
 from fedroc.federation.basic import SiteCalibration
 from fedroc.federation.federation import Federation
-from fedroc.metrics._calibration import CalibrationCurve, bin_edges
+from fedroc.metrics import CalibrationCurve, bin_edges
 from fedroc.secagg.protocol import secure_sum
 
 __all__ = ["secure_brier", "secure_calibration", "secure_class_counts"]

@@ -1,8 +1,28 @@
-"""Child processes that do not outlive the process that started them."""
+"""Child processes: the options on their command lines, and a lifetime bound to their parent."""
 
 from __future__ import annotations
 
-__all__ = ["die_with_parent"]
+from collections.abc import Sequence
+from typing import overload
+
+__all__ = ["die_with_parent", "option_value"]
+
+
+@overload
+def option_value(args: Sequence[str], name: str) -> str | None: ...
+@overload
+def option_value(args: Sequence[str], name: str, default: str) -> str: ...
+def option_value(args: Sequence[str], name: str, default: str | None = None) -> str | None:
+    """Return the value of ``name`` in ``args`` (``NAME VALUE`` or ``NAME=VALUE``), or ``default``.
+
+    The overloads give ``str`` when a default is given, ``str | None`` when it is not.
+    """
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return default
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec

@@ -35,7 +35,7 @@ from flwr.app import ConfigRecord, Context, Error, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-import fedroc
+from fedroc._version import __version__
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError, error_to_dict
 from fedroc.federation.federation import Federation
 from fedroc.federation.flower._codec import (
@@ -126,7 +126,7 @@ def _hello(message: Message, context: Context) -> Message:
         return site
     info: dict[str, Any] = {
         "site": site.name,
-        "version": fedroc.__version__,
+        "version": __version__,
         "protocol": PROTOCOL,
     }
     return Message(to_recorddict({}, info), reply_to=message)

@@ -31,8 +31,8 @@ from typing import IO, Any
 
 import tomli_w
 
-import fedroc
 from fedroc._retry import RetryExpired, retry
+from fedroc._version import __version__
 from fedroc.exceptions import (
     FedrocError,
     InputError,
@@ -334,7 +334,7 @@ def submit_job(
     with tempfile.TemporaryDirectory(prefix="fedroc-flower-") as tmp:
         app = Path(tmp) / "app"
         app.mkdir()
-        (app / "pyproject.toml").write_text(app_pyproject(fedroc.__version__))
+        (app / "pyproject.toml").write_text(app_pyproject(__version__))
         overrides = Path(tmp) / "job.toml"
         overrides.write_text(tomli_w.dumps({JOB_KEY: json.dumps(spec)}))
         env = {**os.environ, **QUIET_ENV, **flwr_home(connection, Path(tmp))}

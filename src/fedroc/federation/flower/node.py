@@ -54,7 +54,7 @@ from typing import Any
 from fedroc.exceptions import InputError
 from fedroc.federation.flower import CLIENT_APP_REF, load_app
 from fedroc.federation.flower._middleware import tune_supernode_middleware
-from fedroc.federation.flower._process import die_with_parent
+from fedroc.federation.flower._process import die_with_parent, option_value
 from fedroc.federation.flower._tuning import (
     EXECUTOR,
     STATUS,
@@ -302,18 +302,9 @@ class InProcessExecutor:
             client.close()
 
 
-def _option(args: Sequence[str], name: str, default: str) -> str:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return default
-
-
 def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
     """Return the site's name and the node directory (that of ``--node-config FILE``)."""
-    path = _option(args, "--node-config", "")
+    path = option_value(args, "--node-config", "")
     if not path or not Path(path).is_file():
         return None, None
     try:
@@ -344,7 +335,7 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     site, node_dir = _node_config(args)
     if node_dir is not None:
         STATUS.configure(node_dir / STATUS_NAME, site)
-    isolation = _option(args, "--isolation", "")
+    isolation = option_value(args, "--isolation", "")
     if isolation and isolation != "process":
         raise InputError(
             f"fedroc's SuperNode runs the ClientApp itself (isolation 'process'); "
@@ -353,7 +344,7 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     if not isolation:
         args += ["--isolation", "process"]
     secret = None
-    if not _option(args, "--superexec-auth-secret-file", ""):
+    if not option_value(args, "--superexec-auth-secret-file", ""):
         # The executor calls the Runtime API in this process; over HTTP, AcquireTask then
         # needs this secret, which nothing outside the process knows.
         secret = _runtime_secret(node_dir)

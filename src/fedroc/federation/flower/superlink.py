@@ -28,18 +28,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from fedroc.federation.flower._process import option_value
+
 __all__ = ["main", "superlink_args"]
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", "8000"  # Flower 1.41's defaults
-
-
-def _option(args: Sequence[str], name: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def _pop_option(args: list[str], name: str) -> str | None:
@@ -80,19 +73,19 @@ def superlink_args(args: Sequence[str], *, warm: bool) -> list[str]:
 
 def executor_command(args: Sequence[str]) -> list[str]:
     """Return the command of fedroc's ServerApp executor for a SuperLink started with ``args``."""
-    host = _option(args, "--host") or DEFAULT_HOST
-    port = _option(args, "--port") or DEFAULT_PORT
+    host = option_value(args, "--host") or DEFAULT_HOST
+    port = option_value(args, "--port") or DEFAULT_PORT
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     cmd = [sys.executable, "-m", "fedroc.federation.flower.serverexec"]
     cmd += ["--runtime-api-address", address]
-    ca = _option(args, "--ssl-ca-certfile")
+    ca = option_value(args, "--ssl-ca-certfile")
     if "--insecure" in args or ca is None:
         cmd.append("--insecure")
     else:
         cmd += ["--root-certificates", ca]
-    secret = _option(args, "--superexec-auth-secret-file")
+    secret = option_value(args, "--superexec-auth-secret-file")
     if secret is not None:
         cmd += ["--superexec-auth-secret-file", secret]
     return cmd
@@ -112,9 +105,9 @@ def superexec_secret_args(args: Sequence[str]) -> tuple[list[str], Path | None]:
     a private temporary directory, returned to be removed at exit) unless one is given.
     """
     out = list(args)
-    if _option(out, "--superexec-auth-secret-file") is not None:
+    if option_value(out, "--superexec-auth-secret-file") is not None:
         return out, None
-    database = _option(out, "--database")
+    database = option_value(out, "--database")
     temporary = None
     if database and database not in (IN_MEMORY, ":memory:") and "://" not in database:
         path = Path(database).resolve().parent / SECRET_NAME
@@ -177,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"--serverapp-executor must be 'warm' or 'stock'; got {choice!r}")
     warm = (
         choice == "warm"
-        and _option(args, "--isolation") is None
+        and option_value(args, "--isolation") is None
         and "--simulation" not in args
         and warm_executor_possible()
     )

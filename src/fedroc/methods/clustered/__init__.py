@@ -20,12 +20,18 @@ One package, in the shape of every method of fedroc:
 - :mod:`~fedroc.methods.clustered.models`: the simulation models of sections 3 and 6.1
   with their closed forms;
 - :mod:`~fedroc.methods.clustered.plots`: the confidence ellipses (Figure 5's view) and the
-  clusters' rug plot (Figure 1's view); ``figures`` registers the paper's figures.
+  clusters' rug plot (Figure 1's view); the paper's figures are reproduced by
+  :mod:`fedroc.experiments.clustered`.
 
 ``fedroc.clustered`` re-exports this package (its name before fedroc 0.2).
 """
 
-from fedroc.methods.clustered._estimators import JointEstimates
+from fedroc.methods.clustered._estimators import (
+    POPULATION_ESTIMATORS,
+    SIGMA11_DIVISORS,
+    JointEstimates,
+    equality_z,
+)
 from fedroc.methods.clustered._federated import (
     FederatedClusteredResult,
     SiteSum,
@@ -58,6 +64,8 @@ __all__ = [
     "FUNCTION_MOMENTS",
     "FUNCTION_SUMMARY",
     "MIN_CLUSTERS",
+    "POPULATION_ESTIMATORS",
+    "SIGMA11_DIVISORS",
     "Alternative",
     "ClusteredAUCResult",
     "ClusteredAUCWarning",
@@ -67,6 +75,7 @@ __all__ = [
     "SiteSum",
     "bin_scores",
     "clustered_auc",
+    "equality_z",
     "federated_clustered_auc",
     "finite_support_bounds",
     "obuchowski_auc",

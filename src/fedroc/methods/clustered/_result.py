@@ -415,11 +415,11 @@ class ClusteredAUCResult(ResultMixin):
             "notes": list(self.notes),
         }
 
-    def summary(self) -> str:
-        """Format both AUCs with their intervals, the equality test and Obuchowski's AUC as text."""
+    SUMMARY_TITLE = "Population and personalized AUCs (Michael & Tian)"
+
+    def summary_rows(self) -> list[tuple[str, Any]]:
+        """Give the ``(quantity, value)`` rows of :meth:`summary` and of ``fedroc clustered``."""
         level = f"{self.confidence_level:.0%}"
-        z_less = self.equality_test("less")[1]
-        z_greater = self.equality_test("greater")[1]
         excluded = str(self.n_excluded)
         if self.excluded_clusters:
             shown = ", ".join(map(str, self.excluded_clusters[:5]))
@@ -427,32 +427,37 @@ class ClusteredAUCResult(ResultMixin):
             excluded += f" ({shown}{more})"
         rows: list[tuple[str, Any]] = [
             ("population AUC (theta12)", self.population_auc),
-            (f"  SE, {level} CI", f"{self.population_se:.4f}  {_ci(self.population_ci)}"),
+            ("  SE", self.population_se),
+            (f"  {level} CI (Wald)", self.population_ci),
             ("  estimator", _ESTIMATOR_NAMES.get(self.population_estimator, "?")),
             ("personalized AUC (theta11)", self.personalized_auc),
-            (f"  SE, {level} CI", f"{self.personalized_se:.4f}  {_ci(self.personalized_ci)}"),
-            ("correlation of the estimates", self.correlation),
+            ("  SE", self.personalized_se),
+            (f"  {level} CI (Wald)", self.personalized_ci),
+            ("correlation of the two estimates", self.correlation),
             ("H0 theta12 = theta11: z", self.equality_z),
             ("  p two-sided", self.equality_p),
-            ("  p theta12 < theta11", z_less),
-            ("  p theta12 > theta11", z_greater),
+            ("  p (H1 theta12 < theta11)", self.equality_test("less")[1]),
+            ("  p (H1 theta12 > theta11)", self.equality_test("greater")[1]),
         ]
         if math.isfinite(self.equal_weight_auc):
-            rows.append(
-                (
-                    "equal-weight population AUC (theta'12, eq. 6)",
-                    f"{self.equal_weight_auc:.4f}  SE {self.equal_weight_se:.4f}",
-                )
-            )
-        rows += [
-            ("Obuchowski AUC", self.obuchowski_auc),
+            rows += [
+                ("equal-weight population AUC (theta'12, eq. 6)", self.equal_weight_auc),
+                ("  SE", self.equal_weight_se),
+            ]
+        return [
+            *rows,
+            ("Obuchowski AUC (eq. 7)", self.obuchowski_auc),
             ("  SE (Obuchowski 1997)", self.obuchowski_se),
             ("  SE (DeLong, clusters ignored)", self.delong_se),
             ("clusters used", self.n_clusters),
             ("clusters with one class (excluded)", excluded),
             ("controls, cases used", f"{self.n_neg}, {self.n_pos}"),
+            ("Sigma11 divisor", "I-1" if self.sigma11 == "corollary6" else "(I-1)^2/I"),
         ]
-        text = format_table(rows, title="Population and personalized AUCs (Michael & Tian)")
+
+    def summary(self) -> str:
+        """Format both AUCs with their intervals, the equality test and Obuchowski's AUC as text."""
+        text = format_table(self.summary_rows(), title=self.SUMMARY_TITLE)
         for message in self.caveats:
             text += f"\nCAVEAT: {message}"
         for message in self.notes:
@@ -501,30 +506,29 @@ class ObuchowskiResult(ResultMixin):
     confidence_level: float = 0.95
     caveats: tuple[str, ...] = ()
 
+    SUMMARY_TITLE = "Obuchowski's clustered AUC"
+
+    def summary_rows(self) -> list[tuple[str, Any]]:
+        """Give the ``(quantity, value)`` rows of :meth:`summary` and of ``fedroc clustered``."""
+        return [
+            ("Obuchowski AUC (eq. 7)", self.auc),
+            ("  SE (Obuchowski 1997)", self.se),
+            (f"  {self.confidence_level:.0%} CI (Wald)", self.ci),
+            ("  SE (DeLong, clusters ignored)", self.delong_se),
+            ("clusters", self.n_clusters),
+            (
+                "  with controls, with cases",
+                f"{self.n_clusters_with_neg}, {self.n_clusters_with_pos}",
+            ),
+            ("controls, cases", f"{self.n_neg}, {self.n_pos}"),
+        ]
+
     def summary(self) -> str:
         """Format the Obuchowski AUC, its SEs and interval, the cluster counts and caveats."""
-        text = format_table(
-            [
-                ("Obuchowski AUC (eq. 7)", self.auc),
-                ("  SE (Obuchowski 1997)", self.se),
-                (f"  {self.confidence_level:.0%} CI", self.ci),
-                ("  SE (DeLong, clusters ignored)", self.delong_se),
-                ("clusters", self.n_clusters),
-                (
-                    "  with controls, with cases",
-                    f"{self.n_clusters_with_neg}, {self.n_clusters_with_pos}",
-                ),
-                ("controls, cases", f"{self.n_neg}, {self.n_pos}"),
-            ],
-            title="Obuchowski's clustered AUC",
-        )
+        text = format_table(self.summary_rows(), title=self.SUMMARY_TITLE)
         for message in self.caveats:
             text += f"\nCAVEAT: {message}"
         return text
-
-
-def _ci(ci: tuple[float, float]) -> str:
-    return f"[{ci[0]:.4f}, {ci[1]:.4f}]"
 
 
 def _sqrt(v: float) -> float:

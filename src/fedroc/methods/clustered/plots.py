@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fedroc._plotting import new_figure
 from fedroc._validation import check_binary
 from fedroc.exceptions import InputError
 
@@ -18,16 +19,6 @@ if TYPE_CHECKING:
     from fedroc.methods.clustered._result import ClusteredAUCResult
 
 __all__ = ["ellipse_figure", "new_figure", "rug_axes", "rug_figure"]
-
-
-def new_figure(figsize: tuple[float, float]) -> Any:
-    """Create a Figure on the Agg canvas (no display, no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize)
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def ellipse_figure(

@@ -44,8 +44,8 @@ Parts, as in every method package: :mod:`._site` (what a site computes: leaf cou
 site functions), :mod:`._protocol` (checked options, the rounds of class counts and trees),
 :mod:`._tree` (consistency, noise propagation, quantiles), :mod:`._curves` (ECDFs and
 curves, their errors), :mod:`._dp` (statistics with their noise), :mod:`._result`,
-:mod:`.baselines` (the paper's exact-quantile and DP-ECDF baselines) and
-:mod:`.figures` (paper 5's figures).
+:mod:`.baselines` (the paper's exact-quantile and DP-ECDF baselines). Paper 5's figures are
+reproduced by :mod:`fedroc.experiments.histogram`.
 
 Threat model: honest-but-curious analyst and sites (that of :mod:`fedroc.secagg`). In the
 secure-aggregation mode the analyst learns the pooled leaf histograms of each class (the
@@ -66,12 +66,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
-from fedroc.methods._asks import binned_asks, check_targets
+from fedroc.methods.asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
 
 from ._compare import (
@@ -116,10 +117,10 @@ from ._site import (
     MODES,
     NOISES,
     TRANSFORMS,
-    _site_leaves,
     count_leaves,
     leaf_index,
     levels_from_leaves,
+    site_leaves,
     tree_height,
 )
 from ._tree import (
@@ -153,7 +154,6 @@ __all__ = [
     "CurveErrors",
     "Curves",
     "HistogramCurves",
-    "_site_leaves",
     "approximate_curves",
     "consistent_tree",
     "consistent_tree_adjoint",
@@ -166,6 +166,7 @@ __all__ = [
     "pr_area_error",
     "roc_area_error",
     "run_histogram",
+    "site_leaves",
     "survival_function",
     "tree_height",
     "tree_leaf_masses",
@@ -226,6 +227,27 @@ def _counts_withheld(counts: NoisyCounts, opts: HistogramOptions) -> str | None:
     )
 
 
+def _run_fields(
+    opts: HistogramOptions, sigma2: float, sites: list[str], dropped: dict[str, str]
+) -> dict[str, Any]:
+    """Collect the fields of :class:`HistogramCurves` that describe the run, not estimates."""
+    return {
+        "mode": opts.mode,
+        "quantiles": opts.quantiles,
+        "oversampling": opts.oversampling,
+        "branching": opts.branching,
+        "height": opts.height,
+        "score_range": (opts.lo, opts.hi),
+        "transform": opts.transform,
+        "epsilon": opts.epsilon,
+        "noise": opts.noise if opts.dp else None,
+        "interpolation": opts.interpolation,
+        "noise_sd": math.sqrt(sigma2),
+        "sites": sites,
+        "dropped": dropped,
+    }
+
+
 def _empty_curves(
     opts: HistogramOptions,
     sigma2: float,
@@ -238,16 +260,7 @@ def _empty_curves(
 ) -> HistogramCurves:
     empty = np.zeros(0)
     return HistogramCurves(
-        mode=opts.mode,
-        quantiles=opts.quantiles,
-        oversampling=opts.oversampling,
-        branching=opts.branching,
-        height=opts.height,
-        score_range=(opts.lo, opts.hi),
-        transform=opts.transform,
-        epsilon=opts.epsilon,
-        noise=opts.noise,
-        interpolation=opts.interpolation,
+        **_run_fields(opts, sigma2, sites, dropped),
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=empty,
@@ -265,11 +278,8 @@ def _empty_curves(
         delong=None,
         noise_variance=float("nan"),
         confidence_level=confidence_level,
-        noise_sd=math.sqrt(sigma2),
         ci_withheld=caveats[0],
         caveats=tuple(caveats),
-        sites=sites,
-        dropped=dropped,
     )
 
 
@@ -429,16 +439,7 @@ def estimate(
         if 0 < int(np.sum(y)) < len(y):
             errors = curve_errors(y, s, curves)
     return HistogramCurves(
-        mode=opts.mode,
-        quantiles=opts.quantiles,
-        oversampling=opts.oversampling,
-        branching=b,
-        height=opts.height,
-        score_range=(opts.lo, opts.hi),
-        transform=opts.transform,
-        epsilon=opts.epsilon,
-        noise=opts.noise if opts.dp else None,
-        interpolation=opts.interpolation,
+        **_run_fields(opts, tree.sigma2, tree.sites, tree.dropped),
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=q_pos,
@@ -456,7 +457,6 @@ def estimate(
         delong=delong,
         noise_variance=noise_variance,
         confidence_level=confidence_level,
-        noise_sd=math.sqrt(tree.sigma2),
         auc_level=auc_level,
         binning_bound=binning_bound,
         auc_test=auc_test,
@@ -467,8 +467,6 @@ def estimate(
         calibration_noise_sd=cal_sd,
         errors=errors,
         caveats=tuple(caveats),
-        sites=tree.sites,
-        dropped=tree.dropped,
     )
 
 
@@ -542,7 +540,7 @@ def run_histogram(
         Partial AUC and operating points from the aggregated leaf counts (post-processing,
         nothing more is released): exact 2x2 tables at thresholds restricted to the leaf
         edges under secure aggregation, with a stated error bound for the partial AUC
-        (:func:`fedroc.methods._asks.binned_asks`).
+        (:func:`fedroc.methods.asks.binned_asks`).
     compare : bool, default False
         Compare the sites' second score (``SiteData.score_b``) with the first: a second
         round of secure aggregation sums the sites' joint class histograms of the two

@@ -278,16 +278,7 @@ def joint_comparison(
     pos: NDArray[Any], neg: NDArray[Any], confidence_level: float = 0.95
 ) -> PairedDeLongResult:
     """Paired DeLong of the two binned scores from the pooled joint counts."""
-    sums = PlacementSums.from_joint_counts(pos, neg)
-    n_pos, n_neg = round(sums.n_pos), round(sums.n_neg)
-    if min(n_pos, n_neg) < 2:
-        raise InputError(
-            f"the paired comparison needs at least 2 rows per class; got {n_pos} positive "
-            f"and {n_neg} negative"
-        )
-    return PairedDeLongResult(
-        float(sums.auc[0]), float(sums.auc[1]), sums.covariance(), n_pos, n_neg, confidence_level
-    )
+    return PairedDeLongResult.from_sums(PlacementSums.from_joint_counts(pos, neg), confidence_level)
 
 
 def dp_comparison_extra(
@@ -361,7 +352,7 @@ def comparison_extra(
     pos: NDArray[Any], neg: NDArray[Any], bins: int, confidence_level: float
 ) -> dict[str, Any]:
     """Build the ``comparison`` entry of the result (the keys of the pooled and mpc methods')."""
-    from fedroc.methods._asks import comparison_dict
+    from fedroc.methods.asks import comparison_dict
 
     res = joint_comparison(pos, neg, confidence_level)
     out = comparison_dict(

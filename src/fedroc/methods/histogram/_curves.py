@@ -91,6 +91,31 @@ class Curves:
     n_pos: float
     n_neg: float
 
+    @classmethod
+    def from_rates(
+        cls, scores: FloatArray, tpr: FloatArray, fpr: FloatArray, n_pos: float, n_neg: float
+    ) -> Curves:
+        """Trace the curves through ``(fpr, tpr)`` at decreasing ``scores``, (0, 0) to (1, 1).
+
+        The rates are monotone by construction up to rounding; they are made monotone so
+        that areas and inverses are sound. Precision is 1 where nothing is predicted positive.
+        """
+        tpr = np.maximum.accumulate(np.r_[0.0, tpr, 1.0])
+        fpr = np.maximum.accumulate(np.r_[0.0, fpr, 1.0])
+        tp, fp = tpr * n_pos, fpr * n_neg
+        with np.errstate(divide="ignore", invalid="ignore"):
+            precision = np.where(tp + fp > 0, tp / (tp + fp), 1.0)
+        return cls(
+            scores=np.r_[np.inf, scores, -np.inf],
+            fpr=fpr,
+            tpr=tpr,
+            precision=precision,
+            auc=float(np.trapezoid(tpr, fpr)),
+            pr_auc=float(np.trapezoid(precision, tpr)),
+            n_pos=float(n_pos),
+            n_neg=float(n_neg),
+        )
+
     @property
     def average_precision(self) -> float:
         """Step-wise ``sum_k (R_k - R_{k-1}) P_k`` along the traced curve."""
@@ -117,23 +142,9 @@ def approximate_curves(
     steps = np.linspace(0.0, 1.0, GRID_STEPS + 1)[:-1]
     grid = np.r_[(knots[:-1, None] + np.diff(knots)[:, None] * steps).ravel(), knots[-1]]
     s = grid[::-1]
-    tpr = np.r_[0.0, survival_function(q_pos, fractions, interpolation)(s), 1.0]
-    fpr = np.r_[0.0, survival_function(q_neg, fractions, interpolation)(s), 1.0]
-    # Monotone by construction up to rounding; enforce it so areas and inverses are sound.
-    tpr, fpr = np.maximum.accumulate(tpr), np.maximum.accumulate(fpr)
-    tp, fp = tpr * n_pos, fpr * n_neg
-    with np.errstate(divide="ignore", invalid="ignore"):
-        precision = np.where(tp + fp > 0, tp / (tp + fp), 1.0)
-    return Curves(
-        scores=np.r_[np.inf, s, -np.inf],
-        fpr=fpr,
-        tpr=tpr,
-        precision=precision,
-        auc=float(np.trapezoid(tpr, fpr)),
-        pr_auc=float(np.trapezoid(precision, tpr)),
-        n_pos=float(n_pos),
-        n_neg=float(n_neg),
-    )
+    tpr = survival_function(q_pos, fractions, interpolation)(s)
+    fpr = survival_function(q_neg, fractions, interpolation)(s)
+    return Curves.from_rates(s, tpr, fpr, n_pos, n_neg)
 
 
 # -- area errors (paper, Definition 1) -----------------------------------------------------

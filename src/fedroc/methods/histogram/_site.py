@@ -15,6 +15,14 @@ at the budget of one more level: the analyst decides from them alone whether the
 can support an AUC, so that the decision reads no noise of the tree (see
 :func:`fedroc.methods.histogram.run_histogram`).
 
+Each site binds its 1-D histograms in its ledger before it reads its rows: the score range
+and transform of its first request (class counts or tree) and the tree (branching, height)
+of its first tree. Later requests may ask for that tree again or for a coarser one over the
+same range (every level a union of its leaves), nothing else: trees over shifted ranges or
+finer leaves would place pooled rows one by one, and a range check answered on any range
+would bisect a site's extreme scores. A tree in the clear (local DP) needs an epsilon of at
+least the site's ``histogram_min_epsilon``.
+
 Leaf counting is one function, :func:`count_leaves`, so that the counting core of
 :mod:`fedroc.metrics` can take its place.
 """
@@ -31,7 +39,7 @@ from numpy.typing import NDArray
 from fedroc._validation import FloatArray
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
-from fedroc.federation.schema import Choice, Float, Int
+from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
 
@@ -45,6 +53,9 @@ MODE_LDP = "local-dp"
 MODES = (MODE_SA, MODE_DDP, MODE_LDP)
 NOISES = ("discrete", "continuous")
 MAX_LEAVES = 2**22
+# Ledger keys of a site's 1-D histograms: [lo, hi, transform] and [branching, height].
+BIND_RANGE = "histogram-tree:range"
+BIND_TREE = "histogram-tree:tree"
 TRANSFORMS: dict[str, Callable[[FloatArray], FloatArray]] = {
     # Public monotone maps of the real line onto (0, 1): ranks, hence ROC and PR, survive.
     "logistic": lambda s: 1.0 / (1.0 + np.exp(-s)),
@@ -108,7 +119,7 @@ def count_leaves(
     return both[n_leaves:].astype(np.int64), both[:n_leaves].astype(np.int64)
 
 
-def _site_leaves(
+def site_leaves(
     data: SiteData, *, n_leaves: int, lo: float, hi: float, transform: str | None, site: str
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Leaf counts of one site's positives and negatives over the public score range."""
@@ -134,14 +145,58 @@ _TREE_SCHEMA = {
 }
 
 
-def _leaves_for(ctx: SiteContext, args: dict[str, Any]) -> tuple[int, int, Any, Any]:
+def _bind_tree(
+    ctx: SiteContext, function: str, lo: float, hi: float, transform: Any, tree: Any = None
+) -> None:
+    """Hold the site's range (and tree) to its first request, before it reads its rows.
+
+    ``tree`` is ``(branching, height)`` or None (the class counts: one bin). A tree is
+    answered if it is the bound one or coarser: its ``branching ** height`` leaves divide
+    the bound tree's, so that every bin of it is a union of bound leaves.
+    """
+    with ctx.ledger.transaction():  # checked and bound under the ledger's lock
+        _check_tree(ctx, function, [lo, hi, transform], tree)
+        ctx.ledger.bind(BIND_RANGE, [lo, hi, transform])
+        if tree is not None:
+            ctx.ledger.bind(BIND_TREE, [int(tree[0]), int(tree[1])])
+
+
+def _check_tree(ctx: SiteContext, function: str, scale: list[Any], tree: Any) -> None:
+    lo, hi, transform = scale
+    bound_range, bound_tree = (ctx.ledger.bindings.get(k) for k in (BIND_RANGE, BIND_TREE))
+    if bound_range is not None and list(bound_range) != [lo, hi, transform]:
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
+            f"histograms were bound to {list(bound_range)} by its first request and may not "
+            f"change (got {[lo, hi, transform]}); histograms over two ranges could be "
+            "subtracted, and a range check answered on any range bisects the extreme scores",
+            site=ctx.site,
+            function=function,
+            argument="lo",
+        )
+    if tree is not None and bound_tree is not None:
+        b0, h0 = (int(v) for v in bound_tree)
+        if (b0**h0) % (tree[0] ** tree[1]):
+            raise ArgumentRefused(
+                f"site {ctx.site!r} refuses {function!r}: its tree was bound to branching "
+                f"{b0}, height {h0} by its first request; it answers that tree or a coarser "
+                f"one whose leaves are unions of its leaves (got branching {tree[0]}, height "
+                f"{tree[1]}); finer trees would place pooled rows one by one",
+                site=ctx.site,
+                function=function,
+                argument="height",
+            )
+
+
+def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[int, int, Any, Any]:
     b, h = int(args["branching"]), int(args["height"])
     lo, hi = float(args["lo"]), float(args["hi"])
     if b**h > MAX_LEAVES:
         raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22")
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
-    pos, neg = _site_leaves(
+    _bind_tree(ctx, function, lo, hi, args["transform"], (b, h))
+    pos, neg = site_leaves(
         ctx.data, n_leaves=b**h, lo=lo, hi=hi, transform=args["transform"], site=ctx.site
     )
     return b, h, pos, neg
@@ -184,7 +239,7 @@ _COUNT_SCHEMA = {
 
 
 def _noisy_class_counts(
-    ctx: SiteContext, args: dict[str, Any], *, n_shares: int, stream: str
+    ctx: SiteContext, args: dict[str, Any], *, n_shares: int, stream: str, function: str
 ) -> tuple[dict[str, Any], DPEvent]:
     """Release the site's positive and negative counts plus Laplace noise at ``epsilon``.
 
@@ -195,7 +250,8 @@ def _noisy_class_counts(
     lo, hi = float(args["lo"]), float(args["hi"])
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
-    _site_leaves(ctx.data, n_leaves=1, lo=lo, hi=hi, transform=args["transform"], site=ctx.site)
+    _bind_tree(ctx, function, lo, hi, args["transform"])
+    site_leaves(ctx.data, n_leaves=1, lo=lo, hi=hi, transform=args["transform"], site=ctx.site)
     shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
     noise, event = shares(
         2, n_shares=n_shares, epsilon=float(args["epsilon"]), rng=ctx.noise_rng(stream)
@@ -210,7 +266,9 @@ def _count_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
 
     The noise is split into the session's ``noise_shares``, as the tree's.
     """
-    values, event = _noisy_class_counts(ctx, args, n_shares=ctx.noise_shares, stream=COUNT_NAME)
+    values, event = _noisy_class_counts(
+        ctx, args, n_shares=ctx.noise_shares, stream=COUNT_NAME, function=COUNT_NAME
+    )
     d = ctx.data
     return Reply(values, counts={"positive": d.n_pos, "negative": d.n_neg}, dp=(event,))
 
@@ -218,7 +276,9 @@ def _count_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
 @site_function(COUNT_LOCAL_NAME, schema=_COUNT_SCHEMA, release="clear")
 def _count_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Noisy class counts in the clear, with a full draw of noise (local DP)."""
-    values, event = _noisy_class_counts(ctx, args, n_shares=1, stream=COUNT_LOCAL_NAME)
+    values, event = _noisy_class_counts(
+        ctx, args, n_shares=1, stream=COUNT_LOCAL_NAME, function=COUNT_LOCAL_NAME
+    )
     return Reply(values, kind="noisy", dp=(event,))
 
 
@@ -234,7 +294,7 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     session's ``noise_shares`` (its threshold), a number the site takes from the protocol,
     not from the analyst.
     """
-    _, _, pos, neg = _leaves_for(ctx, args)
+    _, _, pos, neg = _leaves_for(ctx, args, INPUT_NAME)
     counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
     if args["mode"] == MODE_SA:
         return Reply({"pos": pos, "neg": neg}, counts=counts)
@@ -249,8 +309,20 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Release the site's noisy hierarchical histograms, each epsilon-DP by itself (local DP).
 
     A full draw of noise on every node (never a share), so the release protects the rows
-    without secure aggregation and without trusting the analyst or any other site.
+    without secure aggregation and without trusting the analyst or any other site. Its
+    epsilon is at least the site's ``histogram_min_epsilon``: a release at a negligible
+    charge would be an almost free answer about the rows.
     """
-    _, _, pos, neg = _leaves_for(ctx, args)
+    floor = ctx.policy.histogram_min_epsilon
+    if args["epsilon"] is not None and float(args["epsilon"]) < floor:
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {LOCAL_NAME!r}: argument 'epsilon' is "
+            f"{float(args['epsilon']):g}, below the floor of {floor:g} of its policy "
+            "(histogram_min_epsilon)",
+            site=ctx.site,
+            function=LOCAL_NAME,
+            argument="epsilon",
+        )
+    _, _, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
     values, events = _noisy_levels(ctx, args, pos, neg, n_shares=1, stream=LOCAL_NAME)
     return Reply(values, kind="noisy", dp=events)

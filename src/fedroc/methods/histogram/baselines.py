@@ -148,17 +148,4 @@ def dp_ecdf_curves(
     grid = np.r_[(thresholds[:-1, None] + np.diff(thresholds)[:, None] * steps).ravel(), 0.0]
     t = np.interp(grid[::-1], thresholds[::-1], tpr[::-1])[::-1]
     f = np.interp(grid[::-1], thresholds[::-1], fpr[::-1])[::-1]
-    t, f = np.r_[0.0, t, 1.0], np.r_[0.0, f, 1.0]
-    t, f = np.maximum.accumulate(t), np.maximum.accumulate(f)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        precision = np.where(t * n_pos + f * n_neg > 0, t * n_pos / (t * n_pos + f * n_neg), 1.0)
-    return Curves(
-        scores=np.r_[np.inf, grid, -np.inf],
-        fpr=f,
-        tpr=t,
-        precision=precision,
-        auc=float(np.trapezoid(t, f)),
-        pr_auc=float(np.trapezoid(precision, t)),
-        n_pos=n_pos,
-        n_neg=n_neg,
-    )
+    return Curves.from_rates(grid, t, f, n_pos, n_neg)

@@ -14,8 +14,10 @@ sections 3.4 and 4; NOTES.md section 1).
 - :mod:`._distributed`: the analyst side, the result object and its interval.
 - :mod:`._confusion`: the distributed confusion matrix (dsBinVal's ``dsConfusion``).
 - :mod:`._sensitivity`: the sensitivity heuristic on a model's features (section 4.2).
-- :mod:`._figures`: paper 1's figures 4, 6, 7 and 8 (``fedroc figures --paper 1``).
-- :mod:`.gbsg2`: the use case of section 6 on the GBSG2 data.
+
+The paper's simulation, figures and GBSG2 use case are experiments on top of the method:
+:mod:`fedroc.experiments.rocglm_simulation`, :mod:`fedroc.experiments.rocglm` (``fedroc
+figures --paper 1``) and :mod:`fedroc.experiments.gbsg2` (``fedroc demo``).
 
 Threat model
 ------------
@@ -74,6 +76,7 @@ from fedroc.methods.rocglm._core import (
     binormal_auc,
     binormal_auc_integral,
     binormal_roc,
+    delong_placements,
     recommended_privacy,
     rocglm,
     rocglm_from_scores,
@@ -110,6 +113,7 @@ __all__ = [
     "binormal_auc_integral",
     "binormal_roc",
     "deconvolve",
+    "delong_placements",
     "distributed_confusion",
     "distributed_rocglm",
     "feature_sensitivity",

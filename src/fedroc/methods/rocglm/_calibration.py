@@ -17,7 +17,7 @@ import numpy as np
 from fedroc._results import ResultMixin
 from fedroc.federation.basic import FN_CALIBRATION
 from fedroc.federation.federation import Federation, Released
-from fedroc.metrics._calibration import CalibrationCurve, bin_edges
+from fedroc.metrics import CalibrationCurve, bin_edges
 
 __all__ = ["SiteCalibrationCurves", "site_calibration_curves"]
 

@@ -16,16 +16,13 @@ from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation, Released
 from fedroc.methods.rocglm._site import FN_CONFUSION
+from fedroc.metrics import TwoByTwo
 
 __all__ = ["ConfusionMatrix", "distributed_confusion"]
 
 
-def _ratio(a: int, b: int) -> float:
-    return a / b if b else float("nan")
-
-
 @dataclass(frozen=True, repr=False)
-class ConfusionMatrix(ResultMixin):
+class ConfusionMatrix(TwoByTwo, ResultMixin):
     """The pooled 2 x 2 table at one threshold, the sites' tables and derived rates.
 
     ``tp``, ``fp``, ``fn``, ``tn`` are summed over the sites; ``by_site`` holds each
@@ -45,40 +42,23 @@ class ConfusionMatrix(ResultMixin):
         """Rows counted, ``tp + fp + fn + tn``."""
         return self.tp + self.fp + self.fn + self.tn
 
-    @property
-    def tpr(self) -> float:
-        """Sensitivity (recall)."""
-        return _ratio(self.tp, self.tp + self.fn)
+    tpr = TwoByTwo.sensitivity  # the names of dsBinVal's table
+    tnr = TwoByTwo.specificity
 
     @property
     def fpr(self) -> float:
         """False positive rate ``fp / (fp + tn)``; NaN without negatives."""
-        return _ratio(self.fp, self.fp + self.tn)
-
-    @property
-    def tnr(self) -> float:
-        """Specificity."""
-        return _ratio(self.tn, self.fp + self.tn)
-
-    @property
-    def ppv(self) -> float:
-        """Precision."""
-        return _ratio(self.tp, self.tp + self.fp)
-
-    @property
-    def npv(self) -> float:
-        """Negative predictive value ``tn / (tn + fn)``; NaN when nothing is predicted negative."""
-        return _ratio(self.tn, self.tn + self.fn)
+        return self._ratio(self.fp, self.fp + self.tn)
 
     @property
     def accuracy(self) -> float:
         """Share of rows classified correctly, ``(tp + tn) / n``."""
-        return _ratio(self.tp + self.tn, self.n)
+        return self._ratio(self.tp + self.tn, self.n)
 
     @property
     def f1(self) -> float:
         """F1 score ``2 tp / (2 tp + fp + fn)``; NaN when it is 0 / 0."""
-        return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
+        return self._ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
     def matrix(self) -> list[list[int]]:
         """Return the matrix ``[[tn, fp], [fn, tp]]``.

@@ -310,11 +310,11 @@ def fit_table(
         table,
         thresholds,
     )
-    _warn_unconverged(fit.converged, max_iter)
+    warn_unconverged(fit.converged, max_iter)
     return fit
 
 
-def _warn_unconverged(converged: bool, max_iter: int) -> None:
+def warn_unconverged(converged: bool, max_iter: int) -> None:
     if not converged:
         warnings.warn(
             f"the ROC-GLM did not converge in {max_iter} Fisher-scoring iterations (the "

@@ -67,11 +67,11 @@ from fedroc.federation.federation import Federation, Released
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
     BinormalCurve,
-    _warn_unconverged,
     binormal_auc,
     check_rule,
     recommended_privacy,
     threshold_grid,
+    warn_unconverged,
 )
 from fedroc.methods.rocglm._deconvolution import (
     DEFAULT_RESAMPLES,
@@ -260,13 +260,9 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         from fedroc.metrics import roc_curve
 
         if ax is None:
-            # A bare Figure on the Agg canvas: no display, no pyplot state, and no import of
-            # fedroc.report (a layer above the methods).
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
+            from fedroc._plotting import new_figure
 
-            fig = Figure(figsize=(5, 5))
-            FigureCanvasAgg(fig)
+            fig = new_figure((5, 5))
             ax = fig.add_subplot()
             ax.set(
                 xlabel="false positive rate",
@@ -730,7 +726,7 @@ def distributed_rocglm(
         max_iter=max_iter,
     )
     for k in range(len(FITS)):
-        _warn_unconverged(bool(outcome.converged[k]), max_iter)
+        warn_unconverged(bool(outcome.converged[k]), max_iter)
     released = federation.released(start)
     common: dict[str, Any] = {
         "n_pos": outcome.n_pos,

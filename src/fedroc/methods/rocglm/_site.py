@@ -10,7 +10,8 @@ What the site decides, not the analyst (the analyst is untrusted):
   randomness; it remembers what it released under a random release id;
 - whether a setup (:data:`FN_SETUP`) belongs to that release: the pooled noisy negatives
   and positives must contain the site's own released ones, and each release serves one
-  setup only;
+  setup only (the release is spent before the site reads its rows, so that a refusal about
+  its scores, which names no count, is one answer per release);
 - the thresholds: the site builds the ROC-GLM table itself, from the pooled noisy
   survivor function and the public threshold rule (the paper's equidistant grid of at most
   :data:`MAX_THRESHOLDS` false-positive rates). No cutoff, no threshold vector and no noise
@@ -25,7 +26,10 @@ What the site decides, not the analyst (the analyst is untrusted):
   opts in to :data:`OPT_IN_POSITIVES`;
 - which thresholds its confusion matrices may be cut at (:data:`FN_CONFUSION`): every
   interval between two thresholds it has released must hold at least q rows of each class,
-  so that no difference of two matrices isolates fewer rows.
+  so that no difference of two matrices isolates fewer rows; at most
+  :data:`MAX_CONFUSION_THRESHOLDS` distinct thresholds, refusals included, in its lifetime;
+- the floor of its noise: no release at a sensitivity below its policy's
+  ``rocglm_min_sensitivity``; and one ``n_breaks`` for its sensitivity heuristic.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ __all__ = [
     "FN_SCALE",
     "FN_SENSITIVITY",
     "FN_SETUP",
+    "MAX_CONFUSION_THRESHOLDS",
     "MAX_FISHER_CALLS",
     "MAX_SCALES",
     "MAX_THRESHOLDS",
@@ -97,6 +102,9 @@ MAX_UNDECLARED_LEVELS = 20
 # Distinct scales (ranges, level sets) a site answers FN_SCALE about over its lifetime: each
 # answer is one bit about its extreme scores, and unlimited answers bisect them.
 MAX_SCALES = 4
+# Distinct thresholds a site answers FN_CONFUSION at (released or refused) in its lifetime:
+# unlimited, its refusals would bisect the q-th largest and smallest score of each class.
+MAX_CONFUSION_THRESHOLDS = 10
 
 # The two fits of a setup: the paper's (placements in the noisy negatives) and the
 # corrected one (placements in their deconvolved distribution).
@@ -109,7 +117,9 @@ OPT_IN_POSITIVES = "rocglm.positives_rule"
 _RELEASE = "rocglm:release:"
 _SESSION_KEY = "rocglm:session:"
 _CONFUSION_KEY = "rocglm.confusion-threshold:"
+_CONFUSION_ASKED = "rocglm.confusion-asked:"
 _SCALE_KEY = "rocglm.scale:"
+_BREAKS_KEY = "rocglm.sensitivity:n_breaks"
 _HEX = "0123456789abcdef"
 _SESSION = {"session": Text(64)}
 _MAX_VALUES = 1 << 26
@@ -141,18 +151,35 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
 
     Only for probability scores: on an unbounded scale a difference of two scores says
     nothing about how far one row can move the score, and the analyst must bring a bound.
+    The answer is never below the site's ``rocglm_min_sensitivity``, the floor its noise
+    release accepts. Each answer is an exact difference of two rows' scores, so the site
+    binds ``n_breaks`` (its default, a third of its rows, counts as a value) in its ledger
+    before it reads its rows and answers no other.
     """
-    outside = _outside(ctx, 0.0, 1.0)
-    if outside:
+    n_breaks = args["n_breaks"]
+    breaks = max(1, ctx.data.n // 3) if n_breaks is None else int(n_breaks)
+    with ctx.ledger.transaction():
+        first = ctx.ledger.bindings.get(_BREAKS_KEY)
+        if first is not None and int(first) != breaks:
+            raise ArgumentRefused(
+                f"site {ctx.site!r} refuses {FN_SENSITIVITY!r}: argument 'n_breaks' was "
+                f"{int(first)} in its first answer and may not change (got {breaks}); each "
+                "answer is a difference of two of its scores",
+                site=ctx.site,
+                function=FN_SENSITIVITY,
+                argument="n_breaks",
+            )
+        ctx.ledger.bind(_BREAKS_KEY, breaks)
+    if _outside(ctx, 0.0, 1.0):
         raise InputError(
-            f"{outside} score(s) of site {ctx.site!r} lie outside [0, 1]: the sensitivity "
+            f"scores of site {ctx.site!r} lie outside [0, 1]: the sensitivity "
             "heuristic is only defined for probabilities. Pass sensitivity= (--sensitivity: "
             "a bound on how much one row can change the score, on its own scale) and "
             "score_range=(lo, hi) (--score-range LO,HI: a public range that holds every "
             "site's scores)"
         )
-    n_breaks = args["n_breaks"]
-    value, distance = score_sensitivity(ctx.data.score, None if n_breaks is None else int(n_breaks))
+    value, distance = score_sensitivity(ctx.data.score, breaks)
+    value = max(value, float(ctx.policy.rocglm_min_sensitivity))
     return Reply({"sensitivity": value, "cell_distance": distance}, counts={"rows": ctx.data.n})
 
 
@@ -214,6 +241,9 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
 def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     """Every row's score plus Gaussian noise, released once, sorted, split by class.
 
+    The noise is calibrated to the analyst's ``sensitivity``, which the site refuses below
+    its policy's ``rocglm_min_sensitivity`` (default 0.01, for probability scores).
+
     One event covers all rows: each row's score is perturbed exactly once, so each row is
     protected at (epsilon, delta) (the classes are disjoint sets of rows). Sorting removes
     the row order. Counts are declared so that a site with fewer than q positives or
@@ -222,6 +252,17 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     The site keeps what it released under a random ``release`` id (returned), so that a
     later :data:`FN_SETUP` can be checked against it and used once.
     """
+    floor = ctx.policy.rocglm_min_sensitivity
+    if float(args["sensitivity"]) < floor:
+        # The noise follows the sensitivity: at 1e-12 it was 6e-9 and every score came back.
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {FN_NOISY!r}: argument 'sensitivity' is "
+            f"{float(args['sensitivity']):g}, below the floor of {floor:g} of its policy "
+            "(rocglm_min_sensitivity); noise calibrated to less would hide little of each score",
+            site=ctx.site,
+            function=FN_NOISY,
+            argument="sensitivity",
+        )
     d = ctx.data
     noisy, event = gaussian_mechanism(
         d.score,
@@ -342,22 +383,6 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     if not lo < hi:
         raise _refuse(ctx, "score_range", f"the score range needs lo < hi; got [{lo}, {hi}]")
     levels = check_levels(args["score_levels"])
-    if levels is not None:
-        off = int(np.count_nonzero(~np.isin(ctx.data.score, levels)))
-        if off:
-            raise InputError(
-                f"{off} score(s) of site {ctx.site!r} are not among the declared "
-                f"score_levels; pass the levels of the scale every site's scores take"
-            )
-        lo, hi = float(levels[0]), float(levels[-1])
-    outside = _outside(ctx, lo, hi)
-    if outside:
-        raise InputError(
-            f"{outside} score(s) of site {ctx.site!r} lie outside the score range "
-            f"[{lo:g}, {hi:g}]; the bias correction needs a public range that holds every "
-            "site's scores: pass score_range=(lo, hi) (and an explicit sensitivity for "
-            "scores that are not probabilities)"
-        )
     if rule == "positives" and not ctx.policy.allows(OPT_IN_POSITIVES):
         raise _refuse(
             ctx,
@@ -367,8 +392,24 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             f"(opt_in = [{OPT_IN_POSITIVES!r}])",
         )
     sigma = float(release["sigma"])
-    # The release is spent before anything is computed from it.
+    # The release is spent before the site reads its rows: a refusal below answers one
+    # question about them per release, and names no count (unspent, it answered a count of
+    # the scores below any cutoff again and again).
     ctx.state[release_key] = {"used": True}
+    if levels is not None:
+        if not np.isin(ctx.data.score, levels).all():
+            raise InputError(
+                f"scores of site {ctx.site!r} are not among the declared score_levels; pass "
+                "the levels of the scale every site's scores take (the release is spent)"
+            )
+        lo, hi = float(levels[0]), float(levels[-1])
+    if _outside(ctx, lo, hi):
+        raise InputError(
+            f"scores of site {ctx.site!r} lie outside the score range [{lo:g}, {hi:g}]; the "
+            "bias correction needs a public range that holds every site's scores: pass "
+            "score_range=(lo, hi) (and an explicit sensitivity for scores that are not "
+            "probabilities; the release is spent)"
+        )
     d = ctx.data
     pos = np.sort(d.score[d.label])
     negs = d.score[~d.label]
@@ -487,8 +528,30 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
     between them. So the site keeps every threshold it has released in its ledger (it
     survives restarts) and refuses a new one that would leave fewer than q rows of either
     class between it and a released neighbour.
+
+    A refusal answers a question about the rows too (is a cell small at this threshold?):
+    it names no cell, and every distinct threshold, answered or refused, is counted in the
+    ledger before the site reads its rows, at most :data:`MAX_CONFUSION_THRESHOLDS` in its
+    lifetime; a threshold asked before is answered as before.
     """
     threshold = float(args["threshold"])
+    with ctx.ledger.transaction():
+        asked = {
+            float(v)
+            for k, v in ctx.ledger.bindings.items()
+            if k.startswith((_CONFUSION_KEY, _CONFUSION_ASKED))
+        }
+        if threshold not in asked:
+            if len(asked) >= MAX_CONFUSION_THRESHOLDS:
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
+                    f"it answers at most {MAX_CONFUSION_THRESHOLDS} thresholds in its lifetime "
+                    "(released or refused, each answer tells something about its scores) and "
+                    "has answered that many; ask again at one of them",
+                    site=ctx.site,
+                    function=FN_CONFUSION,
+                )
+            ctx.ledger.bind(_CONFUSION_ASKED + repr(threshold), threshold)
     d = ctx.data
     q = ctx.policy.min_count
     predicted = d.score >= threshold
@@ -498,11 +561,10 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
         "fn": int(np.count_nonzero(~predicted & d.label)),
         "tn": int(np.count_nonzero(~predicted & ~d.label)),
     }
-    small = {k: v for k, v in cells.items() if v < q}
-    if small:
+    if min(cells.values()) < q:
         raise DisclosureError(
-            f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
-            f"{sorted(small)} would hold fewer than the minimum of {q} rows",
+            f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: a cell "
+            f"would hold fewer than the minimum of {q} rows",
             site=ctx.site,
             function=FN_CONFUSION,
         )

@@ -11,10 +11,10 @@ papers/NOTES.md section 2).
 - :mod:`~fedroc.methods.sequester.mechanism`: how one query is answered (Dwork's
   Thresholdout, the default; Laplace on every answer; the paper's h-variant), with noise
   and events from :mod:`fedroc.privacy`.
-- :mod:`~fedroc.methods.sequester.figures`: the paper's Figures 3, 4 and 5.
 
 The REST service that puts a test set behind these rules is an application on top:
-:mod:`fedroc.sequester` (``fedroc sequester serve``).
+:mod:`fedroc.sequester` (``fedroc sequester serve``); the paper's Figures 3, 4 and 5 are
+reproduced by :mod:`fedroc.experiments.sequester`.
 
 Threat model
 ------------

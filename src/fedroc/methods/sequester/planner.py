@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -380,25 +381,28 @@ class Plan(ResultMixin):
     answer_noise_rate: float | None = None
     warnings: tuple[str, ...] = ()
 
+    SUMMARY_TITLE = "Sequestration plan (h-Thresholdout_AUC)"
+
+    def summary_rows(self) -> list[tuple[str, Any]]:
+        """Give the ``(quantity, value)`` rows of :meth:`summary` and ``fedroc sequester plan``."""
+        return [
+            ("images (phi)", self.n_images),
+            ("subsets (rho)", self.n_subsets),
+            ("load factor (xi)", self.load_factor),
+            ("subset size (N)", self.subset_size),
+            ("noise rate (sigma)", self.noise_rate),
+            ("noise rate of the answers", self.answer_noise_rate),
+            ("budget (eq. 3)", self.budget),
+            ("perturbed answers allowed", self.budget_units),
+            ("epsilon = B / (sigma phi)", self.epsilon),
+            ("AUC SE of one subset (Hanley-McNeil)", self.auc_se),
+            (f"minimum subset size (power {self.power:g})", self.min_subset_size),
+            ("power of one subset", self.subset_power),
+        ]
+
     def summary(self) -> str:
         """Format the plan (sizes, noise, budget, epsilon and power) as a table."""
-        return format_table(
-            [
-                ("images (phi)", self.n_images),
-                ("subsets (rho)", self.n_subsets),
-                ("load factor (xi)", self.load_factor),
-                ("subset size (N)", self.subset_size),
-                ("noise rate (sigma)", self.noise_rate),
-                ("noise rate of the answers", self.answer_noise_rate),
-                ("budget (eq. 3)", self.budget),
-                ("perturbed answers allowed", self.budget_units),
-                ("epsilon = B / (sigma phi)", self.epsilon),
-                ("AUC SE of one subset", self.auc_se),
-                (f"minimum subset size (power {self.power:g})", self.min_subset_size),
-                ("power of one subset", self.subset_power),
-            ],
-            title="Sequestration plan (h-Thresholdout_AUC)",
-        )
+        return format_table(self.summary_rows(), title=self.SUMMARY_TITLE)
 
 
 def plan(

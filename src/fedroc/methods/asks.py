@@ -24,7 +24,6 @@ from fedroc.exceptions import InputError
 from fedroc.metrics import OperatingPoint, PairedDeLongResult, ScoreCounts
 
 __all__ = [
-    "ASK_OPTIONS",
     "binned_asks",
     "check_targets",
     "comparison_dict",
@@ -32,15 +31,6 @@ __all__ = [
     "partial_auc_bounds",
     "point_dict",
 ]
-
-#: Options of ``fedroc evaluate`` that ask for more than the AUC (method keyword -> flag).
-ASK_OPTIONS = {
-    "max_fpr": "--max-fpr",
-    "at_specificity": "--at-specificity",
-    "at_sensitivity": "--at-sensitivity",
-    "youden": "--youden",
-    "compare": "--compare-score",
-}
 
 _PROPORTIONS = ("sensitivity", "specificity", "ppv", "npv")
 

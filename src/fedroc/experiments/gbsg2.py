@@ -38,8 +38,14 @@ import pandas as pd
 from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
-from fedroc.methods.rocglm._core import DEFAULT_N_THRESHOLDS, RocGlmFit, rocglm
-from fedroc.methods.rocglm._sensitivity import feature_sensitivity
+from fedroc.methods.rocglm import (
+    DEFAULT_N_THRESHOLDS,
+    RocGlmFit,
+    distributed_rocglm,
+    feature_sensitivity,
+    rocglm,
+    site_calibration_curves,
+)
 from fedroc.metrics import CalibrationCurve, DeLongResult, brier_score, calibration_curve, delong
 
 __all__ = [
@@ -209,8 +215,6 @@ def gbsg2_use_case(
     """
     from fedroc.federation import Federation, Site, basic
     from fedroc.methods import pool_site_data
-    from fedroc.methods.rocglm._calibration import site_calibration_curves
-    from fedroc.methods.rocglm._distributed import distributed_rocglm
     from fedroc.privacy import DisclosurePolicy
 
     data = gbsg2_data(seed=seed)

@@ -26,13 +26,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
+from fedroc._plotting import new_figure, save_figure
 from fedroc.exceptions import InputError
 from fedroc.figures import paper_figure
-from fedroc.methods.sequester.engine import draw_subsets, subset_aucs
-from fedroc.methods.sequester.mechanism import Mechanism
-from fedroc.methods.sequester.planner import (
+from fedroc.methods.sequester import (
+    Mechanism,
     auc_se_at,
+    draw_subsets,
     power_grid,
+    subset_aucs,
     subset_size,
     thresholdout_budget,
 )
@@ -102,15 +104,6 @@ def _figure_data(
     return y, s, f"given data, AUC {roc_auc(y, s):.3f}"
 
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def budget_figure(
     n_images: int = 1047,
     n_subsets: int = 100,
@@ -129,11 +122,11 @@ def budget_figure(
     without data a binormal sample of ``n_images`` with AUC ``auc`` at ``prevalence`` is
     simulated (the paper's clinical data are not public).
     """
-    plt = _plt()
     xs = np.arange(10, 600, 20.0) if load_factors is None else np.asarray(load_factors, float)
     y, s, source = _figure_data(n_images, auc, prevalence, data, seed)
     phi = int(y.size)
-    fig, (ax_b, ax_v) = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig = new_figure((10, 4.2))
+    ax_b, ax_v = fig.subplots(1, 2)
     for sigma in noise_rates:
         budgets = [thresholdout_budget(subset_size(x, phi, n_subsets), sigma) for x in xs]
         ax_b.plot(xs, budgets, lw=1.6, label=f"sigma = {sigma:g}")
@@ -168,11 +161,11 @@ def power_figure(
     ``n_points`` random (load factor, subsets) pairs are marked in red and labelled with
     their subset size, as in the paper.
     """
-    plt = _plt()
     xi = np.linspace(max_load_factor / 200, max_load_factor, 200)
     rho = np.arange(1, max_subsets + 1)
     z = power_grid(auc, prevalence, xi, rho, n_images, alpha=alpha)
-    fig, ax = plt.subplots(figsize=(6, 4.8))
+    fig = new_figure((6, 4.8))
+    ax = fig.add_subplot()
     cs = ax.contourf(xi, rho, z, levels=np.linspace(0, 1, 11), cmap="viridis")
     ax.contour(xi, rho, z, levels=[0.8], colors="white", linewidths=1.0)
     fig.colorbar(cs, ax=ax, label="power")
@@ -275,11 +268,10 @@ def perturbation_figure(
     """
     if not load_factors:
         raise InputError("load_factors must name at least one load factor")
-    plt = _plt()
     y, s, source = _figure_data(n_images, auc, prevalence, data, seed)
     rng = np.random.default_rng(seed + 1)
-    fig, axes = plt.subplots(1, len(load_factors), figsize=(5.2 * len(load_factors), 4.0),
-                             sharey=True, squeeze=False)  # fmt: skip
+    fig = new_figure((5.2 * len(load_factors), 4.0))
+    axes = fig.subplots(1, len(load_factors), sharey=True, squeeze=False)
     ids = np.arange(1, n_subsets + 1)
     for ax, xi in zip(axes[0], load_factors, strict=True):
         p = perturbation_by_subset(y, s, xi, n_subsets=n_subsets, threshold=threshold,
@@ -304,10 +296,7 @@ def _save(fig: Any, path: Path, title: str) -> Path:
     """Write a figure titled with the paper's figure number (``title``, unless it has one)."""
     if title:
         fig.suptitle(title, fontsize=9)
-        fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    _plt().close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 @paper_figure(2, "3", "Power of the test AUC = 0.5 over load factor and number of subsets")

@@ -28,11 +28,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from fedroc.exceptions import FedrocWarning
-from fedroc.methods.rocglm._core import (
-    DEFAULT_N_THRESHOLDS,
-    delong_placements,
-    rocglm_from_scores,
-)
+from fedroc.methods.rocglm import DEFAULT_N_THRESHOLDS, delong_placements, rocglm_from_scores
 from fedroc.metrics import delong, logit_ci
 from fedroc.privacy import classic_gaussian_sigma
 
@@ -80,6 +76,7 @@ def auc_bin(auc: NDArray[np.float64]) -> NDArray[np.int64]:
 
 
 def bin_labels() -> list[str]:
+    """Label the AUC bins of :data:`BIN_EDGES` as ``"(a, b]"`` for tables."""
     return [f"({a:.3f}, {b:.3f}]" for a, b in itertools.pairwise(BIN_EDGES)]
 
 

@@ -15,19 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedroc._plotting import new_figure, save_figure
 from fedroc.figures import paper_figure
-
-from ._curves import approximate_curves, survival_function
-from ._site import count_leaves, levels_from_leaves
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from fedroc.methods.histogram import (
+    approximate_curves,
+    count_leaves,
+    levels_from_leaves,
+    survival_function,
+)
 
 
 def _scores(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -40,49 +35,31 @@ def _scores(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 @paper_figure(5, "1", "hierarchical histogram of each class (branching 2, height 4)")
 def figure1(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     """Draw paper 5's Figure 1: each class's hierarchical histogram (simulated scores)."""
-    plt = _pyplot()
     y, s = _scores(400, seed)
     height = 4
     pos, neg = count_leaves(y, s, 2**height, 0.0, 1.0)
-    fig, axes = plt.subplots(height, 1, figsize=(8, 6), sharex=True)
+    fig = new_figure((8, 6))
+    axes = fig.subplots(height, 1, sharex=True)
     for ax, p, q in zip(axes, levels_from_leaves(pos, 2), levels_from_leaves(neg, 2), strict=True):
         edges = np.linspace(0.0, 1.0, p.size + 1)
-        ax.bar(
-            edges[:-1],
-            q,
-            width=np.diff(edges),
-            align="edge",
-            alpha=0.5,
-            label="negatives",
-            edgecolor="k",
-        )
-        ax.bar(
-            edges[:-1],
-            p,
-            width=np.diff(edges),
-            align="edge",
-            alpha=0.5,
-            label="positives",
-            edgecolor="k",
-        )
+        for counts, label in ((q, "negatives"), (p, "positives")):
+            ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", alpha=0.5,
+                   label=label, edgecolor="k")  # fmt: skip
         ax.set_ylabel(f"level {int(np.log2(p.size))}")
     axes[0].legend(fontsize=7)
     axes[-1].set_xlabel("score")
     fig.suptitle("Paper 5, Figure 1: hierarchical histograms (simulated scores, 400 rows)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 @paper_figure(5, "2", "class ECDFs reconstructed from Q = 6 quantiles by PCHIP")
 def figure2(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     """Draw paper 5's Figure 2: class ECDFs rebuilt from six quantiles by PCHIP."""
-    plt = _pyplot()
     y, s = _scores(2000, seed)
     fractions = np.linspace(0.0, 1.0, 6)
     grid = np.linspace(0.0, 1.0, 501)
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig = new_figure((6, 4.5))
+    ax = fig.add_subplot()
     for cls, name, color in ((y, "positives", "C1"), (~y, "negatives", "C0")):
         scores = np.sort(s[cls])
         ax.step(
@@ -100,10 +77,7 @@ def figure2(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     ax.set(xlabel="score s", ylabel="Phi(s)")
     ax.legend(fontsize=7)
     ax.set_title("Paper 5, Figure 2: ECDFs from Q = 6 quantiles (simulated)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 @paper_figure(5, "3", "ROC and PR curves approximated from the Q = 6 quantile ECDFs")
@@ -111,7 +85,6 @@ def figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     """Draw paper 5's Figure 3: ROC and PR curves from the six-quantile ECDFs."""
     from fedroc.metrics import precision_recall_curve, roc_curve
 
-    plt = _pyplot()
     y, s = _scores(2000, seed)
     fractions = np.linspace(0.0, 1.0, 6)
     curves = approximate_curves(
@@ -125,7 +98,8 @@ def figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     )
     fpr, tpr, _ = roc_curve(y, s)
     precision, recall, _ = precision_recall_curve(y, s)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 4.2))
+    fig = new_figure((9, 4.2))
+    a, b = fig.subplots(1, 2)
     a.plot(fpr, tpr, color="grey", label="empirical")
     a.plot(curves.fpr, curves.tpr, label="from 6 quantiles (PCHIP)")
     a.set(xlabel="FPR F(s)", ylabel="TPR T(s)", title="ROC (eqs. 1-2)")
@@ -134,10 +108,7 @@ def figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     b.set(xlabel="recall T(s)", ylabel="precision P(s)", title="PR (eq. 3)")
     a.legend(fontsize=7)
     fig.suptitle("Paper 5, Figure 3: curves approximated from ECDFs (simulated)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _figure4_data(quick: bool, seed: int) -> tuple[pd.DataFrame, str]:
@@ -164,7 +135,6 @@ def figure4(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     from fedroc.methods import evaluate
     from fedroc.privacy import DisclosurePolicy
 
-    plt = _pyplot()
     frame, data_name = _figure4_data(quick, seed)
     pooled = SiteData.from_arrays(frame["label"], frame["score"])
     qs = [4, 16, 64] if quick else [4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -176,14 +146,15 @@ def figure4(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     for rep in range(reps):
         part = np.random.default_rng([seed, rep]).permutation(len(frame)) % 10
         frames = {f"site{k}": frame[part == k] for k in range(10)}
-        fed = Federation.from_frames(
-            frames,
-            policy=DisclosurePolicy(epsilon_limit=float("inf")),
-            noise_seed=seed * 1000 + rep,
-        )
         for name, options in settings:
             row = []
             for q in qs:
+                # A federation per tree: each site binds the tree of its first request.
+                fed = Federation.from_frames(
+                    frames,
+                    policy=DisclosurePolicy(epsilon_limit=float("inf")),
+                    noise_seed=seed * 1000 + rep,
+                )
                 res = evaluate(
                     fed, "histogram", pooled=pooled, quantiles=q, calibration_bins=None, **options
                 )
@@ -194,7 +165,8 @@ def figure4(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
                     )
                 )
             errors[name].append(row)  # type: ignore[arg-type]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharex=True)
+    fig = new_figure((10, 4.2))
+    axes = fig.subplots(1, 2, sharex=True)
     for idx, (ax, title) in enumerate(zip(axes, ("ROC", "PR"), strict=True)):
         ax.plot(qs, 1.0 / np.asarray(qs, float), "k:", label="1/Q")
         for name, _ in settings:
@@ -208,7 +180,4 @@ def figure4(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
         f"Paper 5, Figure 4: area error against Q ({data_name}, 10 sites, {reps} repetition(s))",
         fontsize=10,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -9,7 +9,7 @@
 - Figure 8: the ROC-GLM curve beside the empirical one, and the pooled calibration curve
   beside the distributed one (section 6.4).
 
-Figures 3-5 run the simulation of section 5 (:mod:`._simulation`; ``quick`` uses a few
+Figures 3-5 run the simulation of section 5 (:mod:`.rocglm_simulation`; ``quick`` uses a few
 data sets instead of the paper's 10000). Figures 6-8 run the GBSG2 use case
 (:mod:`.gbsg2`), which needs the ``examples`` extra (scikit-survival).
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from fedroc._plotting import new_figure, save_figure
 from fedroc.exceptions import InputError
-from fedroc.figures import paper_figure
-from fedroc.methods.rocglm._simulation import (
+from fedroc.experiments.rocglm_simulation import (
     BIN_EDGES,
     DELTAS,
     EPSILONS,
@@ -34,21 +34,11 @@ from fedroc.methods.rocglm._simulation import (
     settings_grid,
     simulate_paper_data,
 )
+from fedroc.figures import paper_figure
 
 __all__: list[str] = []
 
 _COLORS = {"ok": "#3b6fb6", "bad": "#d0463b", "none": "#e4e4e4"}
-
-
-def _plt() -> Any:
-    # pyplot on the Agg backend, imported here rather than from fedroc.report (a layer
-    # above the methods).
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 @functools.lru_cache(maxsize=4)
@@ -62,10 +52,10 @@ def draw_settings_grid(frame: Any, path: Path, column: str, what: str, figure: s
     """One panel per sensitivity, one cell per (epsilon, delta), one strip per AUC bin."""
     from matplotlib.patches import Patch, Rectangle
 
-    plt = _plt()
     nb = len(BIN_EDGES) - 1
     overall = overall_mae(frame, column)
-    fig, axes = plt.subplots(1, len(SENSITIVITIES), figsize=(4.0 * len(SENSITIVITIES), 4.6))
+    fig = new_figure((4.0 * len(SENSITIVITIES), 4.6))
+    axes = fig.subplots(1, len(SENSITIVITIES))
     for ax, sens in zip(axes, SENSITIVITIES, strict=True):
         sub = frame[frame["sensitivity"] == sens]
         for i, delta in enumerate(DELTAS):
@@ -98,25 +88,22 @@ def draw_settings_grid(frame: Any, path: Path, column: str, what: str, figure: s
         f"Paper 1, Figure {figure}: {what} of the distributed ROC-GLM (5 sites) per empirical "
         "AUC bin (strips: bins 0.5 -> 1; number: over all data sets)"
     )
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, rect=(0, 0.06, 1, 1))
 
 
 @paper_figure(1, "3", "Densities of the empirical and the ROC-GLM AUC by data size")
 def figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
-    from fedroc.methods.rocglm._core import rocglm
+    from fedroc.methods.rocglm import rocglm
     from fedroc.metrics import roc_auc
 
-    plt = _plt()
     rng = np.random.default_rng([seed, 3])
     groups = {
         "n in [100, 800)": (100, 800),
         "[800, 1600)": (800, 1600),
         "[1600, 2500]": (1600, 2501),
     }
-    fig, axes = plt.subplots(1, len(groups), figsize=(12, 3.8), sharey=True)
+    fig = new_figure((12, 3.8))
+    axes = fig.subplots(1, len(groups), sharey=True)
     for ax, (label, (lo, hi)) in zip(axes, groups.items(), strict=True):
         emp, glm = [], []
         for _ in range(20 if quick else 1000):
@@ -134,10 +121,7 @@ def figure3(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     axes[0].set_ylabel("density")
     axes[0].legend(fontsize=8)
     fig.suptitle("Paper 1, Figure 3: empirical and ROC-GLM AUC of the simulated data sets")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 @paper_figure(1, "4", "MAE of the distributed AUC per privacy setting and AUC bin")
@@ -153,7 +137,7 @@ def figure5(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
 @functools.lru_cache(maxsize=2)
 def _use_case(seed: int) -> Any:
     try:
-        from fedroc.methods.rocglm.gbsg2 import gbsg2_use_case
+        from fedroc.experiments.gbsg2 import gbsg2_use_case
 
         return gbsg2_use_case(seed=seed)
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -191,39 +175,32 @@ def _calibration_axes(ax: Any, curves: list[tuple[str, Any, dict[str, Any]]]) ->
 
 @paper_figure(1, "6", "ROC curve of the distributed ROC-GLM (GBSG2)")
 def figure6(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
-    plt = _plt()
-    case = _use_case(2024 + seed)
-    fig, ax = plt.subplots(figsize=(5, 5))
-    _roc_axes(ax, case, pooled=False)
+    fig = new_figure((5, 5))
+    ax = fig.add_subplot()
+    _roc_axes(ax, _use_case(2024 + seed), pooled=False)
     ax.set_title("Paper 1, Figure 6: distributed ROC-GLM, GBSG2")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 @paper_figure(1, "7", "Distributed calibration curve and the sites' curves (GBSG2)")
 def figure7(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
-    plt = _plt()
     case = _use_case(2024 + seed)
     curves = [("distributed (bins with >= q rows at a site)", case.calibration_distributed,
                {"lw": 2.5, "color": "black", "marker": "o", "ms": 4})]  # fmt: skip
     curves += [(name, c, {"lw": 0.9, "marker": ".", "alpha": 0.8})
                for name, c in case.calibration_sites.items()]  # fmt: skip
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig = new_figure((5.5, 5))
+    ax = fig.add_subplot()
     _calibration_axes(ax, curves)
     ax.set_title("Paper 1, Figure 7: calibration, all sites and each site (10 bins)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 @paper_figure(1, "8", "ROC-GLM beside the empirical ROC; pooled vs distributed calibration")
 def figure8(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
-    plt = _plt()
     case = _use_case(2024 + seed)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 5))
+    fig = new_figure((10, 5))
+    left, right = fig.subplots(1, 2)
     _roc_axes(left, case, pooled=True)
     _calibration_axes(
         right,
@@ -233,7 +210,4 @@ def figure8(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
         ],
     )
     fig.suptitle("Paper 1, Figure 8: distributed against pooled (GBSG2)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

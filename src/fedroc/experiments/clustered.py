@@ -22,10 +22,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
+from fedroc._plotting import new_figure, save_figure
 from fedroc.exceptions import InputError
 from fedroc.figures import paper_figure
-from fedroc.methods.clustered._estimators import equality_z
-from fedroc.methods.clustered._pooled import clustered_auc
+from fedroc.methods.clustered import clustered_auc, equality_z
 from fedroc.methods.clustered.models import (
     ZMean,
     allocation_pmf,
@@ -38,7 +38,7 @@ from fedroc.methods.clustered.models import (
     sample_from_pmf,
     sample_random_effects,
 )
-from fedroc.methods.clustered.plots import new_figure, rug_axes
+from fedroc.methods.clustered.plots import rug_axes
 
 __all__ = ["CENSOR_BOUND", "figure1", "figure4", "power_grid", "power_surface_figure"]
 
@@ -118,9 +118,7 @@ def figure1(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
         "(b) the reverse",
         fontsize=10,
     )
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=110)
-    return Path(path)
+    return save_figure(fig, path, dpi=110, rect=(0, 0.05, 1, 1))
 
 
 def power_grid(

@@ -1,0 +1,3 @@
+"""fedroc's version, in a module of its own so that any layer can read it without the root."""
+
+__version__ = "0.1.0"
