@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import tomli_w
 
@@ -40,7 +40,9 @@ from fedroc.exceptions import (
 )
 from fedroc.federation.flower import CLIENT_APP_REF, SERVER_APP_REF
 from fedroc.federation.flower._process import die_with_parent as _die_with_parent
-from fedroc.federation.flower.site_config import SiteNodeConfig
+
+if TYPE_CHECKING:  # the analyst's `fedroc flower run` needs no site code (pandas, scipy)
+    from fedroc.federation.flower.site_config import SiteNodeConfig
 
 __all__ = [
     "FlowerConnection",
@@ -593,8 +595,10 @@ class LocalDeployment:
         node directory, the SuperLink accepts only the registered keys, and jobs accept a
         node only for the site its key is registered and pinned for (:mod:`.identity`).
     database : str, optional
-        The SuperLink's state (runs, registered nodes): default ``DIR/superlink/state.db``,
-        so that a restarted SuperLink knows its nodes; ``":memory:"`` keeps it in memory.
+        The SuperLink's database: default ``DIR/superlink/state.db``, so that a restarted
+        SuperLink knows its registered nodes (with the tuned SuperLink only they are kept
+        there, runs live in memory; stock: Flower's SQL state); ``":memory:"`` keeps
+        nothing.
     """
 
     def __init__(
