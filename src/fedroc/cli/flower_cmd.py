@@ -97,8 +97,9 @@ def up(
     """Start a SuperLink and one SuperNode per site on loopback; stop them on Ctrl-C.
 
     With TLS (the default) each site gets its own key pair, registered with the SuperLink
-    under the site's name (SuperNode authentication); the SuperLink keeps its state in
-    DIR/superlink/state.db. Processes that exit are reported and restarted.
+    under the site's name (SuperNode authentication); the SuperLink keeps the node
+    registrations in DIR/superlink/state.db (runs in flight are lost with it). Processes
+    that exit are reported and restarted.
     """
     from fedroc.datasets import make_multisite
     from fedroc.federation.flower.deploy import LocalDeployment
@@ -183,8 +184,8 @@ def up(
         end = None if duration is None else time.monotonic() + duration
         while not stop["now"] and (end is None or time.monotonic() < end):
             time.sleep(0.5)
-            # A process that died is reported and started again (the SuperLink keeps its
-            # state in its database, the nodes their keys and audit logs).
+            # A process that died is reported and started again (the SuperLink keeps the
+            # node registrations in its database, the nodes their keys and audit logs).
             for event in deployment.supervise(restart=not no_restart):
                 err.print(f"[bold yellow]{time.strftime('%H:%M:%S')}[/] {event}", highlight=False)
     except KeyboardInterrupt:
