@@ -484,6 +484,15 @@ def test_certificates_chain_to_the_ca_and_name_the_hosts(tmp_path: Path) -> None
     assert oct(files.server_key.stat().st_mode)[-3:] == "600"
 
 
+@pytest.mark.parametrize("bad", [{"timeout": -5}, {"discovery_timeout": 0}, {"run_timeout": -1}])
+def test_submit_refuses_bad_timeouts_before_starting_a_run(bad: dict[str, float]) -> None:
+    from fedroc.federation.flower.deploy import FlowerConnection, submit_job
+
+    nowhere = FlowerConnection("127.0.0.1:1", insecure=True)  # nothing listens there
+    with pytest.raises(InputError, match=f"{next(iter(bad))} must be positive"):
+        submit_job(nowhere, "sites", **bad)
+
+
 def test_connection_needs_a_ca_unless_insecure(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="root_certificates"):
         FlowerConnection("127.0.0.1:9092")

@@ -319,6 +319,13 @@ def submit_job(
         ``job``, ``result`` (the job's JSON), ``sites``, ``node_ids``, ``site_versions``,
         ``run_id``.
     """
+    for name, value in (
+        ("timeout", timeout),
+        ("discovery_timeout", discovery_timeout),
+        ("run_timeout", 1.0 if run_timeout is None else run_timeout),
+    ):
+        if not value > 0:  # checked here too: the ServerApp's check costs a run's start-up
+            raise InputError(f"{name} must be positive; got {value!r}")
     spec = {
         "job": job,
         "options": dict(options or {}),
