@@ -465,7 +465,9 @@ def _follow_run(
     if not finished and not started.is_set():
         # Stopping `flwr run` before it reports the run's id could leave a run nobody can
         # stop (the SuperLink may have created it): wait for the id, then stop the run.
-        started.wait(timeout=_START_GRACE)
+        give_up = time.monotonic() + _START_GRACE
+        while not started.wait(0.1) and proc.poll() is None and time.monotonic() < give_up:
+            pass
     if proc.poll() is None:
         proc.terminate()
     try:
