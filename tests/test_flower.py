@@ -11,6 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -482,6 +485,32 @@ def test_certificates_chain_to_the_ca_and_name_the_hosts(tmp_path: Path) -> None
     ips = {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
     assert {"127.0.0.1", "10.0.0.7"} <= ips
     assert oct(files.server_key.stat().st_mode)[-3:] == "600"
+
+
+@pytest.mark.parametrize("bad", [{"timeout": -5}, {"discovery_timeout": 0}, {"run_timeout": -1}])
+def test_submit_refuses_bad_timeouts_before_starting_a_run(bad: dict[str, float]) -> None:
+    from fedroc.federation.flower.deploy import FlowerConnection, submit_job
+
+    nowhere = FlowerConnection("127.0.0.1:1", insecure=True)  # nothing listens there
+    with pytest.raises(InputError, match=f"{next(iter(bad))} must be positive"):
+        submit_job(nowhere, "sites", **bad)
+
+
+@pytest.mark.parametrize("prints_id", [True, False])
+def test_a_run_past_its_limit_is_followed_until_its_id_is_known(monkeypatch, prints_id) -> None:
+    """Past --run-timeout, `flwr run` is not killed before it reported the run's id (the run
+    could not be stopped then), nor waited for once it has exited."""
+    import fedroc.federation.flower._flwr_run as flwr_run
+    from fedroc.federation.flower.deploy import _follow_run
+
+    script = "import sys, time\ntime.sleep(1.0)\n"
+    if prints_id:
+        script += "print('Successfully started run 42', flush=True)\ntime.sleep(60)\n"
+    monkeypatch.setattr(flwr_run, "command", lambda exe: [sys.executable, "-c", script])
+    start = time.monotonic()
+    text, finished = _follow_run([], dict(os.environ), 0.2, {})
+    assert not finished and time.monotonic() - start < 15
+    assert ("Successfully started run 42" in text) == prints_id
 
 
 def test_connection_needs_a_ca_unless_insecure(tmp_path: Path) -> None:

@@ -209,34 +209,44 @@ def test_cli_runs_a_job_on_the_deployment(deployment, capsys) -> None:
     assert set(out["flower"]["nodes"]) == set(dep.sites)
 
 
+def _slow_calls(dep: LocalDeployment, name: str, requester: str = "") -> int:
+    """Count the slow calls in a site's audit log (of one requester, if given)."""
+    path = _audit(dep, name)
+    lines = path.read_text().splitlines() if path.exists() else []
+    return sum(
+        '"function": "flowertest.slow"' in line and f'"requester": "{requester}' in line
+        for line in lines
+    )
+
+
 def test_run_timeout_stops_the_run(deployment) -> None:
     dep, _, _ = deployment
     start = time.monotonic()
     with pytest.raises(FedrocError, match="did not finish within 8 s; it was stopped"):
-        dep.submit("calls", SLOW_SCRIPT, timeout=30, run_timeout=8)
+        dep.submit("calls", SLOW_SCRIPT, timeout=30, run_timeout=8, requester="stopped")
     assert time.monotonic() - start < 8 + 10
+    # The run is stopped: its calls end (a call a site had already taken may still finish).
+    at_stop = {name: _slow_calls(dep, name, "stopped") for name in dep.sites}
     # The sites were stopped mid-call; they answer the next run at once.
     start = time.monotonic()
     payload = dep.submit("sites", timeout=10, discovery_timeout=15)
     assert [s["name"] for s in payload["result"]["sites"]] == list(dep.sites)
     assert payload["seconds"]["discovery"] < 10
+    time.sleep(1.0)
+    after = {name: _slow_calls(dep, name, "stopped") for name in dep.sites}
+    assert all(after[n] <= at_stop[n] + 1 for n in dep.sites), (at_stop, after)
 
 
 def test_killed_supernode_stops_the_analyst_naming_it_then_a_new_run_works(deployment) -> None:
     dep, paths, _ = deployment
-    audit = _audit(dep, "site2")
     killed: dict[str, float] = {}
-
-    def slow_calls() -> int:
-        text = audit.read_text() if audit.exists() else ""
-        return text.count('"function": "flowertest.slow"')
-
-    before = slow_calls()  # earlier tests may have called it too
 
     def kill_when_running() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if slow_calls() >= before + 2:  # mid-protocol: this run's calls have begun
+            # Mid-protocol: this run's calls have begun (its own requester: calls of an
+            # earlier run that a site was still finishing do not count).
+            if _slow_calls(dep, "site2", "killed") >= 2:
                 dep.kill_site("site2")
                 killed["at"] = time.monotonic()
                 return
@@ -248,12 +258,7 @@ def test_killed_supernode_stops_the_analyst_naming_it_then_a_new_run_works(deplo
     timeout = 4.0
     try:
         with pytest.raises(SiteError, match=r"site 'site2' .*did not answer") as exc:
-            dep.submit(
-                "calls",
-                SLOW_SCRIPT,
-                timeout=timeout,
-                log=log,
-            )
+            dep.submit("calls", SLOW_SCRIPT, timeout=timeout, log=log, requester="killed")
         ended = time.monotonic()
     finally:
         watcher.join()

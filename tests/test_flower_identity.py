@@ -55,6 +55,48 @@ def test_node_key_files_fingerprints_and_reuse(tmp_path: Path) -> None:
         identity.public_key_fingerprint(tmp_path / "bad.pub")
 
 
+def test_keys_cli_rotates_the_node_key_and_the_secagg_key_separately(
+    tmp_path: Path, capsys
+) -> None:
+    """`fedroc flower keys`: a second run keeps both keys; --rotate replaces the node key
+    only, --rotate-secagg the secure-aggregation key only, and the site's own roster line
+    follows it (else the site would refuse to start: its roster names another key)."""
+    from _cli import run_main
+
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+    from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, load_signing_key, public_key_text
+
+    node = tmp_path / "node"
+    base = ["flower", "keys", "--site", "north", "--node-dir", str(node)]
+
+    def keys() -> tuple[str, str]:
+        return identity.read_node_key(node, "north").fingerprint, public_key_text(
+            load_signing_key(node / KEY_NAME)
+        )
+
+    assert run_main(capsys, base)[0] == 0
+    first = keys()
+    south = public_key_text(b"s" * 32)
+    (node / ROSTER_NAME).write_text(
+        f'# the peers\n[roster]\nnorth = "{first[1]}"  # us\nsouth = "{south}"\n'
+    )
+    assert run_main(capsys, base)[0] == 0 and keys() == first
+    assert run_main(capsys, [*base, "--rotate"])[0] == 0
+    second = keys()
+    assert second[0] != first[0] and second[1] == first[1]
+    code, out, _ = run_main(capsys, [*base, "--rotate-secagg"])
+    third = keys()
+    assert code == 0 and third[0] == second[0] and third[1] != second[1]
+    assert third[1] in out  # the new roster line to send to the other sites
+    roster = (node / ROSTER_NAME).read_text()
+    assert f'north = "{third[1]}"  # us' in roster and first[1] not in roster
+    assert oct((node / KEY_NAME).stat().st_mode)[-3:] == "600"
+    data = tmp_path / "north.csv"
+    make_multisite([40, 40], seed=1)["site1"].to_csv(data, index=False)
+    site = SiteNodeConfig(site="north", data=data, node_dir=node).build()
+    assert site.identity is not None and public_key_text(site.identity.public_key) == third[1]
+
+
 # -- the ServerApp's identity check ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

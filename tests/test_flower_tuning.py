@@ -210,6 +210,22 @@ def test_app_references_checked_by_flwr_run_load_nothing_heavy() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_the_analysts_flower_run_command_loads_no_site_code() -> None:
+    # `fedroc flower run` only submits a job; importing the site's code (pandas, scipy via
+    # fedroc.privacy) cost it 1-5 s per job before `flwr run` even started.
+    code = (
+        "import sys\n"
+        "import fedroc.cli, fedroc.cli.flower_cmd\n"
+        "from fedroc.federation.flower.deploy import FlowerConnection, submit_job\n"
+        "from fedroc.federation.flower._flwr_run import command, lean\n"
+        "command('flwr'); lean()\n"
+        "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'flwr', 'fedroc.federation.site')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_serverapp_executor_polls_slowly_while_a_job_runs() -> None:
     assert serverexec.poll_pause(1, 0.0) == serverexec.POLL_RUNNING
     assert serverexec.poll_pause(0, 1.0) == serverexec.POLL_BUSY  # just after a job

@@ -106,8 +106,9 @@ def up(
     """Start a SuperLink and one SuperNode per site on loopback; stop them on Ctrl-C.
 
     With TLS (the default) each site gets its own key pair, registered with the SuperLink
-    under the site's name (SuperNode authentication); the SuperLink keeps its state in
-    DIR/superlink/state.db. Processes that exit are reported and restarted.
+    under the site's name (SuperNode authentication); the SuperLink keeps the node
+    registrations in DIR/superlink/state.db (runs in flight are lost with it). Processes
+    that exit are reported and restarted.
     """
     from fedroc.datasets import make_multisite
     from fedroc.federation.flower.deploy import LocalDeployment
@@ -192,8 +193,8 @@ def up(
         end = None if duration is None else time.monotonic() + duration
         while not stop["now"] and (end is None or time.monotonic() < end):
             time.sleep(0.5)
-            # A process that died is reported and started again (the SuperLink keeps its
-            # state in its database, the nodes their keys and audit logs).
+            # A process that died is reported and started again (the SuperLink keeps the
+            # node registrations in its database, the nodes their keys and audit logs).
             for event in deployment.supervise(restart=not no_restart):
                 err.print(f"[bold yellow]{time.strftime('%H:%M:%S')}[/] {event}", highlight=False)
     except KeyboardInterrupt:
@@ -454,23 +455,47 @@ def keys(
         Path, typer.Option(help="Where to write node-auth.key (private) and node-auth.pub.")
     ],
     rotate: Annotated[
-        bool, typer.Option(help="Replace an existing key pair (key rotation).")
+        bool,
+        typer.Option(help="Replace an existing SuperNode key pair (node key rotation)."),
+    ] = False,
+    rotate_secagg: Annotated[
+        bool,
+        typer.Option(
+            help="Replace the site's secure-aggregation key; the other sites' operators must "
+            "put the new roster line in their rosters."
+        ),
     ] = False,
 ) -> None:
-    """Create a site's SuperNode key pair and its secure-aggregation key (on the site's machine)."""
+    """Create a site's SuperNode key pair and its secure-aggregation key (on the site's machine).
+
+    Existing keys are kept unless rotated: ``--rotate`` replaces the SuperNode key pair
+    (register the new public key, pin its fingerprint), ``--rotate-secagg`` the
+    secure-aggregation key (send the new roster line to the other sites). Either can be
+    rotated alone.
+    """
     from fedroc.federation.flower.identity import generate_node_key
     from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, public_key_text, write_signing_key
 
+    key_file, roster_file = Path(node_dir) / KEY_NAME, Path(node_dir) / ROSTER_NAME
+    old_line = None
+    if rotate_secagg and key_file.exists():
+        old_line = public_key_text(write_signing_key(key_file))
     key = generate_node_key(node_dir, site, overwrite=rotate)
     out.print(f"private key (stays on this machine): {key.private_key}", highlight=False)
     out.print(
         f"public key (send it to the SuperLink's operator): {key.public_key}", highlight=False
     )
     out.print(f"fingerprint: {key.fingerprint}", highlight=False)
-    secagg = write_signing_key(Path(node_dir) / KEY_NAME)
+    secagg = write_signing_key(key_file, overwrite=rotate_secagg)
+    if old_line is not None and roster_file.exists():
+        # The site's own roster line must name its key, or the site refuses to start.
+        text = roster_file.read_text()
+        if old_line in text:
+            roster_file.write_text(text.replace(old_line, public_key_text(secagg)))
+            out.print(f"{roster_file}: this site's line now holds the new key", highlight=False)
     out.print(
         f"secure-aggregation roster line (send it to the other sites' operators): {site} = "
-        f"{public_key_text(secagg)!r}; list theirs in {Path(node_dir) / ROSTER_NAME}",
+        f"{public_key_text(secagg)!r}; list theirs in {roster_file}",
         highlight=False,
     )
 

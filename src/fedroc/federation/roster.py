@@ -104,14 +104,17 @@ def _parse_public(text: Any, where: str) -> bytes:
     return raw
 
 
-def write_signing_key(path: str | Path, key: Ed25519PrivateKey | None = None) -> Ed25519PrivateKey:
+def write_signing_key(
+    path: str | Path, key: Ed25519PrivateKey | None = None, *, overwrite: bool = False
+) -> Ed25519PrivateKey:
     """Write a signing key to ``path`` (PEM, mode 0600) and its public line beside it.
 
-    An existing key file is never replaced: a site's identity must not change because a
+    An existing key file is never replaced unless ``overwrite`` (key rotation; the new file
+    replaces the old one atomically): a site's identity must not change because a
     deployment was started again. Returns the key in the file.
     """
     p = Path(path)
-    if p.exists():
+    if p.exists() and not overwrite:
         return load_signing_key(p)
     key = key or new_signing_key()
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -120,9 +123,14 @@ def write_signing_key(path: str | Path, key: Ed25519PrivateKey | None = None) ->
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = p.with_name(p.name + ".new")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(pem)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, p)
     p.with_suffix(".pub").write_text(public_key_text(key) + "\n")
     return key
 

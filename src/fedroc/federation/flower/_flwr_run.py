@@ -8,17 +8,22 @@ before ``flwr run`` starts, against 2.1-2.7 s for the ``run`` command alone, whi
 are those of ``flwr run`` (the ``flwr`` app's callback only prints ``--version`` and checks
 for updates, which fedroc turns off). :func:`command` falls back to the ``flwr`` executable
 on other Flower versions or with ``FEDROC_FLOWER_TUNING=off``.
+
+:func:`stop_run` stops a run past its ``--run-timeout`` with one Control API request from the
+analyst's process (Flower 1.41's ``StopRun``, as ``flwr stop`` sends it): starting the
+``flwr stop`` command took 5-8 s on the loaded test machine, during which the run kept
+calling the sites. Other versions (or tuning off) run ``flwr stop``.
 """
 
 from __future__ import annotations
 
 import sys
 
-__all__ = ["command", "main"]
+__all__ = ["command", "lean", "main", "stop_run"]
 
 
-def command(flwr_executable: str) -> list[str]:
-    """Build the command that runs ``flwr run`` (append its arguments, without ``run``)."""
+def lean() -> bool:
+    """Tell whether the lean paths apply (Flower 1.41 installed, tuning not turned off)."""
     from importlib.metadata import PackageNotFoundError, version
 
     from fedroc.federation.flower._middleware import tuning_enabled
@@ -29,9 +34,44 @@ def command(flwr_executable: str) -> list[str]:
         supported = version("flwr").startswith(SUPPORTED_FLOWER)
     except PackageNotFoundError:
         supported = False
-    if supported and tuning_enabled():
+    return supported and tuning_enabled()
+
+
+def command(flwr_executable: str) -> list[str]:
+    """Build the command that runs ``flwr run`` (append its arguments, without ``run``)."""
+    if lean():
         return [sys.executable, "-m", "fedroc.federation.flower._flwr_run"]
     return [flwr_executable, "run"]
+
+
+def stop_run(address: str, root_certificates: str | None, run_id: int) -> bool:
+    """Ask the SuperLink's Control API at ``address`` to stop run ``run_id`` (Flower 1.41).
+
+    ``root_certificates`` is the CA file (None: plain HTTP). Returns Flower's ``success``;
+    raises what the request raises (an HTTP error, e.g. for a run that already finished).
+    """
+    from flwr.cli.cli_client_interceptor import CliClientHttpInterceptor
+    from flwr.proto.control_pb2 import StopRunRequest
+    from flwr.supercore.control import ControlHttpClient
+    from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
+
+    ca = None
+    if root_certificates is not None:
+        with open(root_certificates, "rb") as fh:
+            ca = fh.read()
+    client = ControlHttpClient.from_server_address(
+        server_address=address,
+        insecure=ca is None,
+        root_certificates=ca,
+        interceptors=[
+            CliClientHttpInterceptor(),
+            RuntimeVersionHttpInterceptor(component_name="flwr CLI"),
+        ],
+    )
+    try:
+        return bool(client.StopRun(StopRunRequest(run_id=run_id)).success)
+    finally:
+        client.close()
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import tomli_w
 
@@ -40,7 +40,9 @@ from fedroc.exceptions import (
 )
 from fedroc.federation.flower import CLIENT_APP_REF, SERVER_APP_REF
 from fedroc.federation.flower._process import die_with_parent as _die_with_parent
-from fedroc.federation.flower.site_config import SiteNodeConfig
+
+if TYPE_CHECKING:  # the analyst's `fedroc flower run` needs no site code (pandas, scipy)
+    from fedroc.federation.flower.site_config import SiteNodeConfig
 
 __all__ = [
     "FlowerConnection",
@@ -317,6 +319,13 @@ def submit_job(
         ``job``, ``result`` (the job's JSON), ``sites``, ``node_ids``, ``site_versions``,
         ``run_id``.
     """
+    for name, value in (
+        ("timeout", timeout),
+        ("discovery_timeout", discovery_timeout),
+        ("run_timeout", 1.0 if run_timeout is None else run_timeout),
+    ):
+        if not value > 0:  # checked here too: the ServerApp's check costs a run's start-up
+            raise InputError(f"{name} must be positive; got {value!r}")
     spec = {
         "job": job,
         "options": dict(options or {}),
@@ -345,8 +354,17 @@ def submit_job(
         text, finished = _follow_run(args, env, run_timeout, clock)
         found = _RUN_ID.search(text)
         if not finished:
-            if found is not None:
-                _flwr(["stop", found.group(1), CONNECTION_NAME], env, 60.0, check=False)
+            if found is None:
+                raise FedrocError(
+                    f"the Flower run did not start within {run_timeout:g} s (plus "
+                    f"{_START_GRACE:g} s to learn its id); `flwr run` was stopped"
+                )
+            why = _stop(connection, int(found.group(1)), env)
+            if why:
+                raise FedrocError(
+                    f"the Flower run {found.group(1)} did not finish within {run_timeout:g} s "
+                    f"and could not be stopped: {why}"
+                )
             raise FedrocError(
                 f"the Flower run did not finish within {run_timeout:g} s; it was stopped"
             )
@@ -374,6 +392,37 @@ def submit_job(
         return out
 
 
+_START_GRACE = 30.0  # seconds `flwr run` may still take to report a run past --run-timeout
+
+
+def _stop(connection: FlowerConnection, run_id: int, env: Mapping[str, str]) -> str:
+    """Stop run ``run_id``; return why it could not be stopped ("" once it is stopped).
+
+    A run that finished meanwhile counts as stopped. Flower 1.41: one Control API request
+    from this process; otherwise ``flwr stop``.
+    """
+    from fedroc.federation.flower._flwr_run import lean, stop_run
+
+    if lean():
+        try:
+            root = connection.root_certificates
+            if stop_run(connection.address, None if root is None else str(root), run_id):
+                return ""
+            why = "the SuperLink did not stop it"
+        except Exception as exc:  # an HTTP error, the SuperLink unreachable, ...
+            why = f"{type(exc).__name__}: {exc}"
+    else:
+        try:
+            out = _flwr(["stop", str(run_id), CONNECTION_NAME], env, 60.0, check=False)
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            out = f"{type(exc).__name__}: {exc}"
+        if "successfully stopped" in out:
+            return ""
+        why = " | ".join(out.strip().splitlines()[-2:])
+    status = _run_status(str(run_id), env)
+    return "" if status.startswith("finished") else f"{why} (status: {status})"
+
+
 def _follow_run(
     args: Sequence[str], env: Mapping[str, str], run_timeout: float | None, clock: dict[str, float]
 ) -> tuple[str, bool]:
@@ -396,6 +445,7 @@ def _follow_run(
     )
     lines: list[str] = []
     done = threading.Event()
+    started = threading.Event()
 
     def read() -> None:
         assert proc.stdout is not None
@@ -403,6 +453,7 @@ def _follow_run(
             lines.append(line)
             if "started" not in clock and _RUN_ID.search(line):
                 clock["started"] = time.time()
+                started.set()
             if MARK in line and parse_marked(line) is not None:  # complete and intact
                 clock["result"] = time.time()
                 done.set()
@@ -411,6 +462,12 @@ def _follow_run(
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     finished = done.wait(timeout=run_timeout)
+    if not finished and not started.is_set():
+        # Stopping `flwr run` before it reports the run's id could leave a run nobody can
+        # stop (the SuperLink may have created it): wait for the id, then stop the run.
+        give_up = time.monotonic() + _START_GRACE
+        while not started.wait(0.1) and proc.poll() is None and time.monotonic() < give_up:
+            pass
     if proc.poll() is None:
         proc.terminate()
     try:
@@ -547,8 +604,10 @@ class LocalDeployment:
         node directory, the SuperLink accepts only the registered keys, and jobs accept a
         node only for the site its key is registered and pinned for (:mod:`.identity`).
     database : str, optional
-        The SuperLink's state (runs, registered nodes): default ``DIR/superlink/state.db``,
-        so that a restarted SuperLink knows its nodes; ``":memory:"`` keeps it in memory.
+        The SuperLink's database: default ``DIR/superlink/state.db``, so that a restarted
+        SuperLink knows its registered nodes (with the tuned SuperLink only they are kept
+        there, runs live in memory; stock: Flower's SQL state); ``":memory:"`` keeps
+        nothing.
     """
 
     def __init__(

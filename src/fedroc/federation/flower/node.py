@@ -193,12 +193,40 @@ class InProcessExecutor:
         Where the SuperNode's Runtime API app appears once Flower has created it.
     fast : float, default ``$FEDROC_FLOWER_POLL`` or 0.02
         The SuperNode's fast poll interval in seconds, kept with the executor.
+    node_config : Path, optional
+        The node's ``--node-config`` TOML file: its site is built (data loaded) before the
+        first task, so that a freshly started node answers its first message at once.
     """
 
-    def __init__(self, runtime: RuntimeApi = RUNTIME, *, fast: float = FAST_POLL) -> None:
+    def __init__(
+        self,
+        runtime: RuntimeApi = RUNTIME,
+        *,
+        fast: float = FAST_POLL,
+        node_config: Path | None = None,
+    ) -> None:
         self.runtime = runtime
         self.fast = fast
+        self.node_config = node_config
         self.stop = threading.Event()
+
+    def preload(self) -> None:
+        """Import fedroc's ClientApp and build the node's site, as its first message would.
+
+        On a loaded machine this took longer than an analyst's discovery timeout (the node
+        was connected, its first hello unanswered). A failure is left to the first message,
+        which answers "misconfigured" as without the preload.
+        """
+        from flwr.common.config import parse_config_args
+
+        from fedroc.federation.flower.site_config import cached_site
+
+        try:
+            load_app(CLIENT_APP_REF)
+            if self.node_config is not None:
+                cached_site(parse_config_args([str(self.node_config)]))
+        except Exception as exc:
+            log.warning("fedroc executor: the site is not ready yet: %s", exc)
 
     def _client(self, token: str | None) -> Any:
         # Flower's run_clientapp functions take a RuntimeHttpClient; this one has its methods.
@@ -213,6 +241,7 @@ class InProcessExecutor:
         from flwr.proto.runtime_pb2 import AcquireTaskRequest
         from flwr.supercore.constant import TaskType
 
+        self.preload()
         self._wait_for_api()
         client = self._client(None)
         while not self.stop.is_set():
@@ -352,7 +381,10 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     tune_supernode_polling(fast)
     tune_supernode_middleware()
     RUNTIME.capture()
-    executor = InProcessExecutor(RUNTIME, fast=fast)
+    config = _option(args, "--node-config", "")
+    executor = InProcessExecutor(
+        RUNTIME, fast=fast, node_config=Path(config) if config.endswith(".toml") else None
+    )
     threading.Thread(target=executor.run, name="fedroc-executor", daemon=True).start()
     from flwr.supernode.cli import flower_supernode
 
