@@ -381,7 +381,7 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     tune_supernode_polling(fast)
     tune_supernode_middleware()
     RUNTIME.capture()
-    config = _option(args, "--node-config", "")
+    config = option_value(args, "--node-config", "")
     executor = InProcessExecutor(
         RUNTIME, fast=fast, node_config=Path(config) if config.endswith(".toml") else None
     )
