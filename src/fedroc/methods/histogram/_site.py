@@ -195,7 +195,7 @@ def _noisy_class_counts(
     lo, hi = float(args["lo"]), float(args["hi"])
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
-    _site_leaves(ctx.data, n_leaves=1, lo=lo, hi=hi, transform=args["transform"], site=ctx.site)
+    site_leaves(ctx.data, n_leaves=1, lo=lo, hi=hi, transform=args["transform"], site=ctx.site)
     shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
     noise, event = shares(
         2, n_shares=n_shares, epsilon=float(args["epsilon"]), rng=ctx.noise_rng(stream)
