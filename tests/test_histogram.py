@@ -451,6 +451,17 @@ def test_bad_options_and_small_sites_are_refused(synthetic):
         evaluate(federation_of(tiny), "histogram")
 
 
+def test_a_small_class_refusal_says_what_it_means_for_the_method(synthetic):
+    # The policy's words are generic; the method adds what the refusal means for it.
+    parts, _ = synthetic
+    tiny = {**parts, "b": SiteData.from_arrays([1, 1, 0, 0, 0, 0], [0.1] * 6)}
+    with pytest.raises(DisclosureError, match="'b'.*positive count is below") as refused:
+        evaluate(federation_of(tiny), "histogram")
+    assert "counts each class at every site" in str(refused.value)
+    assert str(refused.value).endswith("; no DP budget was spent")
+    assert refused.value.site == "b"
+
+
 def test_cli_evaluate_histogram(tmp_path, capsys):
     parts = synthetic_sites(n_sites=3, n=800, seed=2)
     args = ["evaluate", "--method", "histogram", "--json"]

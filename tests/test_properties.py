@@ -1,32 +1,42 @@
 """Properties of the core machinery, for any input hypothesis can think of.
 
+- Class counts add across any split of the rows into sites: the sum of the sites' counts
+  is the count of the pooled rows (checked by a loop over the rows), and the AUC, ROC
+  points and DeLong variance of the summed counts are scikit-learn's and the brute-force
+  pair count's on the pooled rows (scores replaced by their shared threshold).
 - ``decode(encode(r)) == r`` for every record the wire carries: in process, through Flower's
   RecordDict and protobuf (arrays in the encoded body or in an ArrayRecord), and as the
   typed MPC messages in their frames.
 - A secure sum equals the plain sum of the survivors' inputs, whichever sites drop out
-  (down to the threshold) and at whichever stage.
+  (down to the threshold) and at whichever stage; below the threshold it refuses.
 - A schema check is idempotent: what a site accepted, it accepts again unchanged.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from typing import Any
 from unittest import mock
 
+import _ranking_brute as brute
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
+from sklearn.metrics import roc_auc_score, roc_curve
 from test_secagg import FlakyTransport
 
 from fedroc.data import SiteData
+from fedroc.exceptions import ProtocolError
 from fedroc.federation import Federation, Reply, Site, site_function
 from fedroc.federation.records import decode, encode
 from fedroc.federation.schema import Bound, FloatArray, Int, check_arguments
+from fedroc.metrics import ScoreCounts
 from fedroc.mpc.auc import AucSpec
+from fedroc.mpc.bundle import Bundle
 from fedroc.mpc.messages import (
     FRAME_PREFIX,
     MAX_TEXT,
@@ -35,9 +45,13 @@ from fedroc.mpc.messages import (
     ForwardedBundle,
     Hello,
     HelperJob,
+    JobRequest,
+    Kind,
+    Ok,
     Result,
     ResultShare,
     Seed,
+    Shutdown,
     StatsRecord,
     StepFrame,
     Verdict,
@@ -92,6 +106,62 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+# -- the counting core: counts add across sites -------------------------------------------------
+_grid = st.integers(-6, 6).map(lambda k: k / 4)  # few values: many ties
+_score = _grid | st.floats(-3, 3, allow_subnormal=False)
+
+
+def _points(fpr: Any, tpr: Any) -> set[tuple[float, float]]:
+    # A level without rows repeats a point; the curve is the same polyline.
+    return set(zip(np.asarray(fpr).tolist(), np.asarray(tpr).tolist(), strict=True))
+
+
+@pytest.mark.filterwarnings("ignore::fedroc.exceptions.UndefinedMetricWarning")
+@given(data=st.data(), binned=st.booleans(), weighted=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_class_counts_add_across_any_split_of_the_rows(data, binned, weighted):
+    n = data.draw(st.integers(2, 40), label="n")
+    y = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="y"))
+    y[:2] = True, False  # both classes among the pooled rows
+    s = np.array(data.draw(st.lists(_score, min_size=n, max_size=n), label="scores"))
+    w = np.ones(n)
+    if weighted:
+        w = np.array(data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n)), float)
+    site = np.array(data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n), label="site"))
+    if binned:  # shared bin edges, the lowest at or below every score
+        edges = data.draw(st.lists(_grid, max_size=6), label="edges")
+        thresholds = np.unique([*edges, s.min()])
+    else:  # a level at each distinct score of the pooled rows
+        thresholds = np.unique(s)
+    total = sum(
+        ScoreCounts.from_scores(
+            y[site == k], s[site == k], thresholds=thresholds, sample_weight=w[site == k]
+        )
+        for k in np.unique(site)
+    )
+    assert isinstance(total, ScoreCounts)
+    t = total.thresholds
+    # Each row, by a loop: its level is the first (largest) threshold not above its score.
+    level = np.array([next(i for i, ti in enumerate(t) if si >= ti) for si in s])
+    want_pos = [w[(level == i) & y].sum() for i in range(t.size)]
+    want_neg = [w[(level == i) & ~y].sum() for i in range(t.size)]
+    np.testing.assert_array_equal(total.pos, want_pos)
+    np.testing.assert_array_equal(total.neg, want_neg)
+    # The metrics of the summed counts are those of the pooled rows at their level's score.
+    binned_s = t[level]
+    auc = total.auc()
+    assert auc == pytest.approx(roc_auc_score(y, binned_s, sample_weight=w), abs=1e-12)
+    assert auc == pytest.approx(brute.auc(y, binned_s, w), abs=1e-12)
+    fpr, tpr, _ = total.roc(drop_intermediate=False)
+    sk_fpr, sk_tpr, _ = roc_curve(y, binned_s, sample_weight=w, drop_intermediate=False)
+    assert _points(fpr, tpr) == _points(sk_fpr, sk_tpr)
+    got = total.delong()
+    want_auc, want_var = brute.delong(y, binned_s, w)
+    assert got.auc == pytest.approx(want_auc, abs=1e-12)
+    np.testing.assert_allclose(got.variance, want_var, rtol=1e-9, atol=1e-15, equal_nan=True)
+
+
+# -- the wire ----------------------------------------------------------------------------------
 @given(records)
 @settings(max_examples=200, deadline=None)
 def test_decode_inverts_encode(record):
@@ -158,23 +228,44 @@ _payload = st.recursive(
     lambda inner: st.lists(inner, max_size=3),
     max_leaves=8,
 )
-messages = st.one_of(
-    st.builds(Hello, st.sampled_from(["party", "client"]), st.integers(-1, 2)),
-    st.builds(ErrorMessage, _text, st.text(max_size=96)),
-    st.builds(Seed, _bytes32),
-    st.builds(Verdict, st.booleans(), _text),
-    st.builds(ResultShare, st.binary(max_size=64), _stats),
-    st.builds(
+_bundle = st.builds(
+    Bundle,
+    _owner,
+    st.integers(1, 2**20),
+    _terms,
+    _bytes32,
+    st.binary(min_size=64, max_size=64),
+    st.binary(max_size=64),
+    st.binary(max_size=64),
+)
+_MESSAGES = {  # one strategy per message kind
+    Hello: st.builds(Hello, st.sampled_from(["party", "client"]), st.integers(-1, 2)),
+    Shutdown: st.builds(Shutdown),
+    Ok: st.builds(Ok),
+    JobRequest: st.builds(
+        JobRequest, st.lists(_bundle, min_size=1, max_size=3).map(tuple), _bytes32
+    ),
+    ErrorMessage: st.builds(ErrorMessage, _text, st.text(max_size=96)),
+    Seed: st.builds(Seed, _bytes32),
+    Verdict: st.builds(Verdict, st.booleans(), _text),
+    ResultShare: st.builds(ResultShare, st.binary(max_size=64), _stats),
+    Result: st.builds(
         Result, st.binary(max_size=64), st.binary(max_size=64), st.tuples(_stats, _stats, _stats)
     ),
-    st.builds(
+    HelperJob: st.builds(
         HelperJob, st.builds(AucSpec, st.tuples(st.integers(1, 500), st.integers(1, 500))), _bytes32
     ),
-    st.builds(
+    Forward: st.builds(
         Forward, _terms, st.lists(_forwarded, min_size=1, max_size=3).map(tuple), _bytes32, _bytes32
     ),
-    st.builds(StepFrame, st.text(max_size=256), _payload),
-)
+    StepFrame: st.builds(StepFrame, st.text(max_size=256), _payload),
+}
+messages = st.one_of(*_MESSAGES.values())
+
+
+def test_the_frames_property_draws_every_message_kind():
+    kinds = {v for k, v in vars(Kind).items() if not k.startswith("_")}
+    assert {cls.KIND for cls in _MESSAGES} == kinds
 
 
 @given(messages, st.from_regex(r"\A[0-9A-Za-z_-]{8,64}\Z") | st.just(""))
@@ -233,8 +324,9 @@ _STAGES = [STAGE_ADVERTISE_KEYS, STAGE_SHARE_KEYS, STAGE_MASKED_INPUT, STAGE_UNM
 def test_secure_sum_equals_the_plain_sum_of_the_survivors(n, size, salt, data):
     # The sites accept no threshold below a majority of the session's members.
     threshold = data.draw(st.integers(max(2, n // 2 + 1), n), label="threshold")
+    # Up to every site but one drops: below the threshold the protocol must refuse.
     dropped = data.draw(
-        st.lists(st.sampled_from([f"s{k}" for k in range(n)]), unique=True, max_size=n - threshold),
+        st.lists(st.sampled_from([f"s{k}" for k in range(n)]), unique=True, max_size=n - 1),
         label="dropped",
     )
     stages = {
@@ -250,7 +342,8 @@ def test_secure_sum_equals_the_plain_sum_of_the_survivors(n, size, salt, data):
         for name, stage in stages.items()
     }
     fed = Federation(FlakyTransport(Federation.from_sites(sites).transport, fail))
-    result = secure_sum(
+    run = functools.partial(
+        secure_sum,
         fed,
         "test.properties.vector",
         threshold=threshold,
@@ -258,6 +351,13 @@ def test_secure_sum_equals_the_plain_sum_of_the_survivors(n, size, salt, data):
         size=size,
         salt=salt,
     )
+    if n - len(dropped) < threshold:
+        event("fewer survivors than the threshold")
+        # Fewer sites answer the last stage than the threshold: no sum, and no unmasking.
+        with pytest.raises(ProtocolError, match="threshold"):
+            run()
+        return
+    result = run()
     # A site that drops at the last stage has its input in the sum already (U3).
     in_sum = [f"s{k}" for k in range(n) if stages.get(f"s{k}") in (None, STAGE_UNMASK)]
     assert result.sites == in_sum

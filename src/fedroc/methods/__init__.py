@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc.data import SiteData
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation, Released
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "EvaluationResult",
     "Method",
     "evaluate",
+    "explain_class_count_refusals",
     "get_method",
     "method_names",
     "pool_site_data",
@@ -307,3 +310,24 @@ def evaluate(
         calibration=cal.curve,
         calibration_released={"rounds": extra_released.rounds},
     )
+
+
+# A site's policy refusing an aggregate because a class is smaller than its minimum count
+# (fedroc.privacy.policy's wording for the counts a reply declares).
+_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is below")
+
+
+@contextmanager
+def explain_class_count_refusals(meaning: Callable[[], str]) -> Iterator[None]:
+    """Add to a site's refusal for a small class what it means for the method.
+
+    The policy's words are generic; ``meaning()`` (called when a site refuses) says what the
+    refusal means for this method. The refusal stays a :class:`DisclosureError`: it is the
+    user's to fix (exit 2 on the command line), not a result. Other errors pass unchanged.
+    """
+    try:
+        yield
+    except DisclosureError as exc:
+        if not _CLASS_COUNT_REFUSAL.search(str(exc)):
+            raise
+        raise DisclosureError(f"{exc}. {meaning()}", site=exc.site, function=exc.function) from exc

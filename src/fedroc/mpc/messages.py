@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -300,13 +300,7 @@ class StatsRecord:
 
     def to_record(self) -> Record:
         """Return the statistics as a record."""
-        return {
-            "rounds": self.rounds,
-            "bytes_sent": self.bytes_sent,
-            "bytes_received": self.bytes_received,
-            "messages_sent": self.messages_sent,
-            "seconds": float(self.seconds),
-        }
+        return {**asdict(self), "seconds": float(self.seconds)}
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any], kind: str) -> StatsRecord:
@@ -340,14 +334,7 @@ class ForwardedBundle:
 
     def to_record(self) -> Record:
         """Return the bundle part as a record (``box1`` as a uint8 array)."""
-        return {
-            "owner": self.owner,
-            "n": self.n,
-            "owner_key": self.owner_key,
-            "signature": self.signature,
-            "digest0": self.digest0,
-            "box1": np.frombuffer(self.box1, dtype=np.uint8),
-        }
+        return {**asdict(self), "box1": np.frombuffer(self.box1, dtype=np.uint8)}
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any], kind: str) -> ForwardedBundle:

@@ -100,18 +100,26 @@ def open_to_proxies(p: Party, x: UArray, tag: str = "open") -> Program:
 # -- multiplication ----------------------------------------------------------------------
 
 
-def mul(p: Party, x: UArray, y: UArray, tag: str = "mul") -> Program:
-    """Shares of the elementwise product ``x * y`` (same shapes)."""
-    shape = np.broadcast_shapes(x.shape, y.shape)
+def _beaver(
+    p: Party,
+    x: UArray,
+    y: UArray,
+    x_shape: tuple[int, ...],
+    shape: tuple[int, ...],
+    expand: Callable[[UArray], UArray],
+    tag: str,
+) -> Program:
+    # One Beaver triple (a, b, c = expand(a) * b) dealt by the helper: the proxies open
+    # e = x - a and f = y - b, and each computes its share of expand(x) * y from them.
     if p.is_helper:
         s0, s1 = p.shared(0), p.shared(1)
-        a0, b0, c0 = s0.uint64(shape), s0.uint64(shape), s0.uint64(shape)
-        a1, b1 = s1.uint64(shape), s1.uint64(shape)
-        c1 = (a0 + a1) * (b0 + b1) - c0
+        a0, b0, c0 = s0.uint64(x_shape), s0.uint64(shape), s0.uint64(shape)
+        a1, b1 = s1.uint64(x_shape), s1.uint64(shape)
+        c1 = expand(a0 + a1) * (b0 + b1) - c0
         yield Step({1: c1}, (), tag)
         return _zeros(shape)
     s = p.shared(HELPER)
-    a, b = s.uint64(shape), s.uint64(shape)
+    a, b = s.uint64(x_shape), s.uint64(shape)
     c = s.uint64(shape) if p.pid == 0 else None
     e_i, f_i = x - a, y - b
     recv = (p.other,) if p.pid == 0 else (p.other, HELPER)
@@ -119,32 +127,28 @@ def mul(p: Party, x: UArray, y: UArray, tag: str = "mul") -> Program:
     e_o, f_o = got[p.other]
     if c is None:
         c = got[HELPER]
-    return beaver_local(p.pid, e_i + e_o, f_i + f_o, a, b, c)
+    return beaver_local(p.pid, expand(e_i + e_o), f_i + f_o, expand(a), b, c)
+
+
+def _same(v: UArray) -> UArray:
+    return v
+
+
+def _by_row(v: UArray) -> UArray:
+    return v[..., None]
+
+
+def mul(p: Party, x: UArray, y: UArray, tag: str = "mul") -> Program:
+    """Shares of the elementwise product ``x * y`` (same shapes)."""
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    return (yield from _beaver(p, x, y, shape, shape, _same, tag))
 
 
 def mul_sf(p: Party, b: UArray, x: UArray, tag: str = "mulsf") -> Program:
     """Shares of ``b[..., None] * x``: one factor shared by a whole row (one opening of b)."""
     if x.shape[:-1] != b.shape:
         raise ProtocolError(f"mul_sf: shapes {b.shape} and {x.shape} do not match")
-    shape = x.shape
-    if p.is_helper:
-        s0, s1 = p.shared(0), p.shared(1)
-        a0, bb0, c0 = s0.uint64(b.shape), s0.uint64(shape), s0.uint64(shape)
-        a1, bb1 = s1.uint64(b.shape), s1.uint64(shape)
-        c1 = (a0 + a1)[..., None] * (bb0 + bb1) - c0
-        yield Step({1: c1}, (), tag)
-        return _zeros(shape)
-    s = p.shared(HELPER)
-    a, bb = s.uint64(b.shape), s.uint64(shape)
-    c = s.uint64(shape) if p.pid == 0 else None
-    e_i, f_i = b - a, x - bb
-    recv = (p.other,) if p.pid == 0 else (p.other, HELPER)
-    got = yield Step({p.other: [e_i, f_i]}, recv, tag)
-    e_o, f_o = got[p.other]
-    if c is None:
-        c = got[HELPER]
-    e = (e_i + e_o)[..., None]
-    return beaver_local(p.pid, e, f_i + f_o, a[..., None], bb, c)
+    return (yield from _beaver(p, b, x, b.shape, x.shape, _by_row, tag))
 
 
 def mux(p: Party, b: UArray, x: UArray, y: UArray, tag: str = "mux") -> Program:

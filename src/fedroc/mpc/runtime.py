@@ -24,7 +24,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedroc.exceptions import ProtocolError
@@ -208,13 +208,7 @@ class PartyStats:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the statistics as JSON-ready types (seconds to the microsecond)."""
-        return {
-            "rounds": self.rounds,
-            "bytes_sent": self.bytes_sent,
-            "bytes_received": self.bytes_received,
-            "messages_sent": self.messages_sent,
-            "seconds": round(self.seconds, 6),
-        }
+        return {**asdict(self), "seconds": round(self.seconds, 6)}
 
 
 Recorder = Callable[[int, int, str, Any], None]

@@ -696,30 +696,23 @@ class Store:
             self._devs[h] = dev
         return dev
 
+    def _developer_columns(self, developer_id: int, *names: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            columns = [developers.c[name] for name in names]
+            row = conn.execute(select(*columns).where(developers.c.id == developer_id)).one()
+        return dict(row._mapping)
+
     def budget(self, developer_id: int) -> dict[str, Any]:
         """Return a developer's budget units (total, remaining) and queries answered."""
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(
-                    developers.c.budget_total,
-                    developers.c.budget_remaining,
-                    developers.c.n_queries,
-                ).where(developers.c.id == developer_id)
-            ).one()
-        return dict(row._mapping)
+        return self._developer_columns(
+            developer_id, "budget_total", "budget_remaining", "n_queries"
+        )
 
     def quota(self, developer_id: int) -> dict[str, Any]:
         """Return a developer's queries and submissions made, and their limits (None: unlimited)."""
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(
-                    developers.c.n_queries,
-                    developers.c.max_queries,
-                    developers.c.n_submissions,
-                    developers.c.max_submissions,
-                ).where(developers.c.id == developer_id)
-            ).one()
-        return dict(row._mapping)
+        return self._developer_columns(
+            developer_id, "n_queries", "max_queries", "n_submissions", "max_submissions"
+        )
 
     def add_submission(
         self,

@@ -64,14 +64,18 @@ not released in any mode.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from fedroc.exceptions import DisclosureError, InputError
-from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
+from fedroc.exceptions import InputError
+from fedroc.methods import (
+    EvaluationInputs,
+    EvaluationResult,
+    explain_class_count_refusals,
+    register_method,
+)
 from fedroc.methods.asks import binned_asks, check_targets
 from fedroc.metrics import delong_from_counts
 
@@ -192,9 +196,6 @@ MIN_JOINT_SNR = 4.0
 #: A DP AUC whose interval (Fieller's, :class:`._dp.RatioTest`) is wider than this is
 #: withheld: a number printed with such an interval would be quoted without it.
 MAX_DP_INTERVAL_WIDTH = 0.5
-# A site's policy refusing an aggregate because a class is smaller than its minimum count
-# (fedroc.privacy.policy's wording for the counts a reply declares).
-_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is \d+")
 
 
 def _noise_phrase(opts: HistogramOptions, sigma2: float) -> str:
@@ -594,7 +595,17 @@ def run_histogram(
     federation = inputs.federation
     start = federation.mark()
     joint = None
-    try:
+
+    def meaning() -> str:
+        spent = federation.released(start).dp
+        return (
+            "The histogram method counts each class at every site, so a site with fewer rows "
+            "of a class than its minimum count takes part in no aggregate of them (leave it "
+            "out, or merge its rows with another site's)"
+            + ("; no DP budget was spent" if not spent else "")
+        )
+
+    with explain_class_count_refusals(meaning):
         if bins is not None:  # first: a site without a second score refuses before any release
             joint = collect_joint(
                 federation,
@@ -610,19 +621,6 @@ def run_histogram(
             )
         counts = collect_counts(federation, opts) if opts.dp else None
         tree = None if opts.dp else collect_tree(federation, opts)
-    except DisclosureError as exc:
-        if not _CLASS_COUNT_REFUSAL.search(str(exc)):
-            raise
-        # The policy's words are generic; say what it means for this method. A refusal is
-        # the user's to fix (exit 2 on the command line), not a result.
-        raise DisclosureError(
-            f"{exc}. The histogram method counts each class at every site, so a site with "
-            "fewer rows of a class than its minimum count takes part in no aggregate of "
-            "them (leave it out, or merge its rows with another site's)"
-            + ("; no DP budget was spent" if not federation.released(start).dp else ""),
-            site=exc.site,
-            function=exc.function,
-        ) from exc
     withheld = None if counts is None else _counts_withheld(counts, opts)
     if counts is not None and withheld is not None:
         # The counts cannot support an AUC: the tree stays at the sites, unspent.

@@ -43,6 +43,7 @@ from fedroc.metrics import PairedDeLongResult, PlacementSums
 from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
+from ._protocol import secagg_threshold
 from ._site import NOISES, TRANSFORMS, leaf_index
 
 __all__ = [
@@ -204,13 +205,12 @@ def collect_joint(
     With ``epsilon`` (distributed DP) the counts are noisy; the last value is the number of
     full noise draws on each cell (``sites / threshold``; 0 without DP).
     """
-    n_sites = len(federation.site_names)
-    if threshold is not None:
-        t = threshold
-    elif epsilon is not None and not allow_dropouts:
-        t = max(2, n_sites)  # every site's share: one full draw of noise in the sum
-    else:
-        t = max(2, n_sites // 2 + 1)
+    t = secagg_threshold(
+        len(federation.site_names),
+        threshold,
+        dp=epsilon is not None,
+        allow_dropouts=allow_dropouts,
+    )
     dp: dict[str, Any] = {} if epsilon is None else {"epsilon": epsilon, "noise": noise}
     summed = secure_sum(
         federation,

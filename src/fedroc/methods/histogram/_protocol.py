@@ -19,7 +19,7 @@ import numpy as np
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
-from fedroc.secagg import secure_sum
+from fedroc.secagg import SecureSum, secure_sum
 
 from ._curves import INTERPOLATIONS
 from ._site import (
@@ -220,12 +220,35 @@ class NoisyCounts:
     dropped: dict[str, str] = field(default_factory=dict)
 
 
-def _threshold(federation: Federation, opts: HistogramOptions) -> int:
-    n_sites = len(federation.site_names)
-    # Under DP each site splits its noise into t shares (t = the threshold, as the site
-    # reads it from the protocol); without dropouts t = n keeps the total at one draw.
-    default_t = n_sites if opts.mode == MODE_DDP and not opts.allow_dropouts else n_sites // 2 + 1
-    return max(2, default_t) if opts.threshold is None else opts.threshold
+def secagg_threshold(n_sites: int, threshold: int | None, *, dp: bool, allow_dropouts: bool) -> int:
+    """Return the threshold of a secure sum over ``n_sites``: ``threshold``, or the default.
+
+    Under DP each site splits its noise into t shares (t = the threshold, as the site reads
+    it from the protocol); without dropouts t = n keeps the total at one draw. Otherwise a
+    majority of the sites, and at least 2.
+    """
+    if threshold is not None:
+        return threshold
+    return max(2, n_sites if dp and not allow_dropouts else n_sites // 2 + 1)
+
+
+def _secure_sum(
+    federation: Federation, function: str, opts: HistogramOptions, **args: Any
+) -> SecureSum:
+    t = secagg_threshold(
+        len(federation.site_names),
+        opts.threshold,
+        dp=opts.mode == MODE_DDP,
+        allow_dropouts=opts.allow_dropouts,
+    )
+    return secure_sum(
+        federation,
+        function,
+        threshold=t,
+        allow_dropouts=opts.allow_dropouts,
+        frac_bits=FRAC_BITS,
+        **args,
+    )
 
 
 def collect_counts(federation: Federation, opts: HistogramOptions) -> NoisyCounts:
@@ -247,14 +270,7 @@ def collect_counts(federation: Federation, opts: HistogramOptions) -> NoisyCount
         total = np.sum([np.asarray(r["counts"], np.float64) for r in replies.values()], axis=0)
         draws, sites, dropped = float(len(replies)), list(replies), {}
     else:
-        summed = secure_sum(
-            federation,
-            COUNT_NAME,
-            threshold=_threshold(federation, opts),
-            allow_dropouts=opts.allow_dropouts,
-            frac_bits=FRAC_BITS,
-            **args,
-        )
+        summed = _secure_sum(federation, COUNT_NAME, opts, **args)
         total = np.asarray(summed["counts"], dtype=np.float64)
         draws = len(summed.sites) / summed.threshold
         sites, dropped = list(summed.sites), dict(summed.dropped)
@@ -285,15 +301,7 @@ def collect_tree(federation: Federation, opts: HistogramOptions) -> AggregatedTr
             draws,
             sites,
         )
-    summed = secure_sum(
-        federation,
-        INPUT_NAME,
-        threshold=_threshold(federation, opts),
-        allow_dropouts=opts.allow_dropouts,
-        frac_bits=FRAC_BITS,
-        mode=opts.mode,
-        **args,
-    )
+    summed = _secure_sum(federation, INPUT_NAME, opts, mode=opts.mode, **args)
     if opts.mode == MODE_SA:
         pos = levels_from_leaves(np.asarray(summed["pos"], np.float64), b)
         neg = levels_from_leaves(np.asarray(summed["neg"], np.float64), b)

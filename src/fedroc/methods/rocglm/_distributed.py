@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +61,9 @@ from numpy.typing import NDArray
 
 from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
-from fedroc.exceptions import DisclosureError, InputError
+from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation, Released
+from fedroc.methods import explain_class_count_refusals
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
     BinormalCurve,
@@ -119,9 +119,6 @@ DEFAULT_BOOTSTRAP = DEFAULT_RESAMPLES
 # the variance of the correction (see the module docstring).
 _PLUGIN_BINS = 10
 _PAPER, _DECONVOLVED = FITS.index("paper"), FITS.index("deconvolved")
-# A site's policy refusing the noisy release because a class is smaller than its minimum
-# count (fedroc.privacy.policy's wording for the counts the reply declares).
-_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is below")
 
 
 @dataclass(frozen=True, repr=False)
@@ -365,7 +362,13 @@ def release_noisy_scores(
     sd is the sites' (they agree, since they computed it from the same parameters).
     """
     start = federation.mark()
-    try:
+    with explain_class_count_refusals(
+        lambda: (
+            "The ROC-GLM releases one noisy score per row, split by class, which tells "
+            "how many rows of each class a site has: a site with fewer rows of a class than its "
+            "minimum count cannot take part (leave it out, or merge its rows with another site's)"
+        )
+    ):
         replies = federation.call(
             FN_NOISY,
             epsilon=float(epsilon),
@@ -373,18 +376,6 @@ def release_noisy_scores(
             sensitivity=float(sensitivity),
             calibration=calibration,
         )
-    except DisclosureError as exc:
-        if not _CLASS_COUNT_REFUSAL.search(str(exc)):
-            raise
-        # The policy's words are generic; say what it means for this method.
-        raise DisclosureError(
-            f"{exc}. The ROC-GLM releases one noisy score per row, split by class, which "
-            "tells how many rows of each class a site has: a site with fewer rows of a class "
-            "than its minimum count cannot take part (leave it out, or merge its rows with "
-            "another site's)",
-            site=exc.site,
-            function=exc.function,
-        ) from exc
     call = federation.transcript[start]
     per_site = {
         name: {

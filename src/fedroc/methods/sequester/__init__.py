@@ -71,22 +71,7 @@ from fedroc.methods.sequester.mechanism import (
     Mechanism,
     answer_step,
 )
-from fedroc.methods.sequester.planner import (
-    Plan,
-    PlanWarning,
-    auc_se_at,
-    epsilon_of,
-    load_factor,
-    load_factor_for_budget,
-    min_subset_size,
-    noise_rate_for_budget,
-    plan,
-    power_grid,
-    subset_size,
-    subset_size_for_budget,
-    suggested_noise_rate,
-    thresholdout_budget,
-)
+from fedroc.methods.sequester.planner import *  # noqa: F403  (the planner's public names)
 
 __all__ = [
     "DEFAULT_MECHANISM",
@@ -96,28 +81,15 @@ __all__ = [
     "Limits",
     "Mechanism",
     "NearDuplicate",
-    "Plan",
-    "PlanWarning",
     "QuotaExceeded",
     "Session",
     "SubsetTable",
     "answer_step",
-    "auc_se_at",
     "auc_sensitivity",
     "draw_subsets",
-    "epsilon_of",
-    "load_factor",
-    "load_factor_for_budget",
-    "min_subset_size",
-    "noise_rate_for_budget",
-    "plan",
     "planner",
-    "power_grid",
     "rank_distance",
     "subset_auc",
     "subset_aucs",
-    "subset_size",
-    "subset_size_for_budget",
-    "suggested_noise_rate",
-    "thresholdout_budget",
 ]
+__all__ += planner.__all__
