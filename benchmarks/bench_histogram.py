@@ -24,6 +24,7 @@ import numpy as np
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Reply, Site, SiteContext, site_function
 from fedroc.federation.records import Record
+from fedroc.federation.roster import provide_identities
 from fedroc.federation.transport import Exchange, InProcessTransport
 from fedroc.methods import evaluate
 from fedroc.methods.histogram import site_leaves, tree_height
@@ -71,6 +72,9 @@ def make_sites(n_sites: int, rows: int) -> list[Site]:
 
 def bench_method(n_sites: int, rows: int) -> None:
     sites = make_sites(n_sites, rows)
+    # Secure aggregation runs only among sites with a signing key and a roster; with its own
+    # transport the benchmark gives them one, as Federation.from_sites does.
+    provide_identities(sites)
     transport = TimedTransport(sites)
     federation = Federation(transport)
     start = time.perf_counter()
