@@ -49,6 +49,9 @@ __all__ = [
     "FlowerTransport",
 ]
 
+# Seconds discovery waits, once every wanted site has answered, for the other connected
+# nodes' answers (their refusals are part of the run's report).
+HELLO_GRACE = 2.0
 # Codes of fedroc's error replies (Flower's own codes are below 100).
 ERROR_DISCLOSURE = 1001  # the site's policy refused the release
 ERROR_FEDROC = 1002  # a fedroc error at the site (bad arguments, unknown function, ...)
@@ -76,6 +79,30 @@ def error_from_reply(site: str, code: int, reason: str) -> FedrocError:
     elif code != ERROR_FEDROC:
         info["type"] = "SiteError"  # internal or misconfigured: a failure of the site
     return error_from_dict(info, site=site)
+
+
+def _discovery_done(
+    wanted: list[str] | None,
+    answered: dict[int, str],
+    failed: dict[int, FedrocError],
+    asked: set[int],
+    min_sites: int,
+    found_at: list[float],
+) -> bool:
+    """Whether discovery may stop: the wanted sites answered (or, without ``wanted``, every node).
+
+    Once the wanted sites have answered, the other connected nodes (a rogue claiming a site,
+    say) get :data:`HELLO_GRACE` seconds more, so that their refusals are reported with the
+    run rather than lost to a race. ``found_at`` keeps when the wanted sites were complete.
+    """
+    settled = len(answered) + len(failed)
+    if wanted is None:
+        return settled >= max(min_sites, 1) and settled == len(asked)
+    names = set(answered.values())
+    if not all(w in names for w in wanted):
+        return False
+    found_at[:1] = found_at[:1] or [time.monotonic()]
+    return settled == len(asked) or time.monotonic() - found_at[0] >= HELLO_GRACE
 
 
 class FlowerTransport(Transport):
@@ -262,13 +289,12 @@ class FlowerTransport(Transport):
         failed: dict[int, FedrocError] = {}
         pause, longest = self.poll_interval
 
+        found_at: list[float] = []
+
         def done() -> bool:
-            names = list(answered.values())
-            if wanted is not None:
-                return all(w in names for w in wanted)
-            return len(answered) + len(failed) >= max(min_sites, 1) and len(answered) + len(
-                failed
-            ) == len(set(asked.values()))
+            return _discovery_done(
+                wanted, answered, failed, set(asked.values()), min_sites, found_at
+            )
 
         while True:
             fresh = [n for n in self.grid.get_node_ids() if n not in asked.values()]
