@@ -69,7 +69,7 @@ from fedroc.methods.clustered.models import (
     sample_binormal,
 )
 from fedroc.metrics import roc_auc
-from fedroc.privacy import DisclosurePolicy
+from fedroc.privacy import DisclosurePolicy, is_class_count_refusal
 
 
 @dataclass(frozen=True)
@@ -339,10 +339,6 @@ class Cell:
         }
 
 
-# A site's policy refusing because a class is smaller than its minimum count.
-_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is (below|\d+)")
-
-
 def _group_key(text: str) -> str:
     """The cause without the run's site names and numbers, so that equal causes group."""
     text = re.sub(r"site '[^']*'", "site '#'", text)
@@ -411,7 +407,7 @@ def _run_one(
                 reason = _group_key(comparison["note"])
         cell.add(estimate, ci, reason)
     except DisclosureError as exc:
-        if _CLASS_COUNT_REFUSAL.search(str(exc)):
+        if is_class_count_refusal(exc):
             cell.refuse(exc)
         else:
             cell.fail(exc)

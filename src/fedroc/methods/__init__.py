@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation, Released
+from fedroc.privacy import is_class_count_refusal
 
 __all__ = [
     "EvaluationInputs",
@@ -312,11 +312,6 @@ def evaluate(
     )
 
 
-# A site's policy refusing an aggregate because a class is smaller than its minimum count
-# (fedroc.privacy.policy's wording for the counts a reply declares).
-_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is below")
-
-
 @contextmanager
 def explain_class_count_refusals(meaning: Callable[[], str]) -> Iterator[None]:
     """Add to a site's refusal for a small class what it means for the method.
@@ -328,6 +323,6 @@ def explain_class_count_refusals(meaning: Callable[[], str]) -> Iterator[None]:
     try:
         yield
     except DisclosureError as exc:
-        if not _CLASS_COUNT_REFUSAL.search(str(exc)):
+        if not is_class_count_refusal(exc):
             raise
         raise DisclosureError(f"{exc}. {meaning()}", site=exc.site, function=exc.function) from exc

@@ -17,6 +17,7 @@ different sets cannot be subtracted).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,7 +36,21 @@ __all__ = [
     "DEFAULT_SECAGG_MIN_SITES",
     "DisclosurePolicy",
     "ReleaseKind",
+    "is_class_count_refusal",
 ]
+
+# The refusal of a reply whose declared class count is below the minimum (check_release).
+_CLASS_COUNT_REFUSAL = re.compile(r"the (positive|negative) count is below the minimum")
+
+
+def is_class_count_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is a site's refusal because one class has fewer rows than its minimum.
+
+    Such a refusal says that the data cannot support a method at that site, before anything
+    was released; methods explain it, and the coverage study counts it as withheld.
+    """
+    return isinstance(exc, DisclosureError) and bool(_CLASS_COUNT_REFUSAL.search(str(exc)))
+
 
 # A site's lifetime privacy budget unless its configuration says otherwise (basic
 # composition): ten releases at epsilon = 1, e.g. ten histogram runs in DP mode.
