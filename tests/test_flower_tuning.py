@@ -433,3 +433,153 @@ def test_superlink_launcher_makes_a_superexec_secret_for_its_executor(tmp_path: 
     assert Path(args[-1]).parent == temporary
     given = ["--superexec-auth-secret-file", "/etc/fedroc/secret"]
     assert superexec_secret_args(given) == (given, None)
+
+
+def _message(reply_to: str = "", value: int = 1) -> Any:
+    """A message of run 5 to node 7 (or, with ``reply_to``, node 7's reply)."""
+    import time
+
+    from flwr.app import ConfigRecord, Metadata, RecordDict
+    from flwr.app.message.message import make_message
+
+    metadata = Metadata(
+        run_id=5,
+        message_id="",
+        src_node_id=7 if reply_to else 1,
+        dst_node_id=1 if reply_to else 7,
+        reply_to_message_id=reply_to,
+        group_id="",
+        created_at=time.time(),
+        ttl=3600.0,
+        message_type="query",
+    )
+    message = make_message(metadata, RecordDict({"c": ConfigRecord({"v": value})}))
+    message.metadata.__dict__["_message_id"] = message.object_id
+    return message
+
+
+def _receive(state: Any, store: Any, message: Any, where: str = "") -> Any:
+    """Flower's loop receives ``message``; its run stops at ``where`` ("pull", "confirm")."""
+    import flwr.supernode.start_client_internal as loop
+    from flwr.supercore.inflatable.inflatable_object import (
+        get_all_nested_objects,
+        get_object_tree,
+    )
+    from flwr.supercore.run import RunNotRunningException
+
+    parts = {k: v.deflate() for k, v in get_all_nested_objects(message).items()}
+
+    def pull_object(run_id: int, object_id: str) -> bytes:
+        if where == "pull":
+            raise RunNotRunningException
+        return parts[object_id]
+
+    def confirm(run_id: int, message_id: str) -> None:
+        if where == "confirm":
+            raise RunNotRunningException  # the run stopped just before the receipt
+
+    return loop._pull_and_store_message(
+        state=state,
+        object_store=store,
+        node_config={},
+        receive=lambda: (message, get_object_tree(message)),
+        get_run=None,
+        get_fab=None,
+        pull_object=pull_object,
+        confirm_message_received=confirm,
+        trusted_entities=None,
+    )
+
+
+def _node() -> tuple[Any, Any]:
+    from flwr.supercore.object_store.object_store_factory import ObjectStoreFactory
+    from flwr.supercore.run import Run
+    from flwr.supernode.nodestate import NodeStateFactory
+
+    state = NodeStateFactory(ObjectStoreFactory()).state()
+    state.set_node_id(7)
+    state.store_run(Run.create_empty(5))  # a run the node already serves
+    return state, ObjectStoreFactory().store()
+
+
+def _tune_node_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tune Flower's SuperNode loop in this process, undone at the end of the test."""
+    import flwr.supercore.heartbeat as heartbeat
+    import flwr.supercore.inflatable.inflatable_utils as inflatable
+    import flwr.superlink.grid.http_grid as grid
+    import flwr.supernode.fleet_http_connection as fleet
+    import flwr.supernode.start_client_internal as loop
+
+    from fedroc.federation.flower import _tuning
+
+    for module, names in (
+        (loop, ("time", "_push_messages", "_pull_and_store_message", "pull_objects")),
+        (grid, ("pull_objects",)),
+        (inflatable, ("pull_objects",)),
+        (heartbeat, ("HEARTBEAT_DEFAULT_INTERVAL",)),
+        (fleet, ("HEARTBEAT_DEFAULT_INTERVAL",)),
+    ):
+        for name in names:
+            monkeypatch.setattr(module, name, getattr(module, name))
+    _tuning.tune_supernode_polling(0.02)
+
+
+@pytest.mark.parametrize("where", ["pull", "confirm"])
+def test_a_message_whose_run_stops_while_received_leaves_nothing_to_answer(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # Flower 1.41 alone: the message and its task stay (RunNotRunningException is a
+    # BaseException, past the loop's cleanup), so the ClientApp answers it and the node
+    # then pushed every later reply one message late. A fresh clone's make test once
+    # failed on this: two sites stayed deaf to every run after a stopped one.
+    from flwr.supernode.servicer.runtime.runtime_handlers import acquire_task
+
+    request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
+    for tuned in (False, True):
+        if tuned:
+            _tune_node_loop(monkeypatch)
+        state, store = _node()
+        assert _receive(state, store, _message(), where) is None  # the loop ignores it
+        left = list(state.get_messages_legacy(is_reply=False))
+        task = acquire_task(request, state).HasField("task")
+        if tuned:  # fedroc's node: Flower's own cleanup ran (message deleted, task failed)
+            assert left == [] and not task
+        else:
+            assert left and task
+
+
+def test_a_late_reply_to_an_earlier_message_does_not_make_the_node_answer_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The node's state still holds a reply to an earlier message when the executor
+    # answers the message just pulled. Flower's push sends the stale reply alone and
+    # returns; from then on every reply went out one message late.
+    import threading
+
+    import flwr.supernode.start_client_internal as loop
+
+    from fedroc.federation.flower import _tuning
+
+    _tune_node_loop(monkeypatch)
+    state, store = _node()
+    loop._insert_message(_message("an-earlier-message", 0), state, store)
+    current = _message()
+    assert _receive(state, store, current) == 5
+    sent: list[str] = []
+
+    def send(reply: Any, tree: Any, runtime: float) -> tuple[set[str], str]:
+        sent.append(reply.metadata.reply_to_message_id)
+        return set(), "session"
+
+    # The executor answers the current message 0.3 s later.
+    reply = _message(current.metadata.message_id, 2)
+    answer = threading.Timer(0.3, loop._insert_message, (reply, state, store))
+    monkeypatch.setattr(_tuning.EXECUTOR, "idle_since", -1e9)
+    _tuning.EXECUTOR.busy.set()
+    answer.start()
+    try:
+        loop._push_messages(state=state, object_store=store, send=send, push_object=None)
+    finally:
+        answer.join()
+        _tuning.EXECUTOR.busy.clear()
+    assert sent == ["an-earlier-message", current.metadata.message_id]

@@ -27,8 +27,10 @@ __all__ = [
     "EXECUTOR",
     "STATUS",
     "TASK_READY",
+    "RunStopped",
     "check_flower_version",
     "pull_deadline",
+    "stop_is_a_failure",
     "tune_log_stream",
     "tune_log_upload",
     "tune_object_pulls",
@@ -142,6 +144,32 @@ class _Abandoned(Exception):
     """The reply the SuperNode's loop waits for will not come."""
 
 
+class RunStopped(Exception):
+    """The run of the message being received stopped (Flower's ``RunNotRunningException``)."""
+
+
+def stop_is_a_failure(call: Callable[..., Any]) -> Callable[..., Any]:
+    """Make ``call`` raise :class:`RunStopped` (an ``Exception``) when its run stopped.
+
+    Flower 1.41's ``_pull_and_store_message`` stores the message and creates its task
+    before it pulls the message's parts and confirms the receipt. Its cleanup (delete the
+    message, fail the task) catches ``Exception``, but a run stopped at that moment raises
+    ``RunNotRunningException``, a ``BaseException``: the message and its task stayed in
+    the node's state, the ClientApp answered it, and from then on the node pushed each
+    reply one message late (the previous run's), deaf to every new run until restarted.
+    """
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        from flwr.supercore.run import RunNotRunningException
+
+        try:
+            return call(*args, **kwargs)
+        except RunNotRunningException as exc:
+            raise RunStopped("the message's run was stopped while it was received") from exc
+
+    return checked
+
+
 def check_flower_version() -> str:
     from flwr.supercore.version import package_version
 
@@ -229,11 +257,82 @@ class _PollClock:
 HEARTBEAT_INTERVAL = 10
 
 
+class _LoopTurn:
+    """What fedroc adds to each turn (pull a message, push its reply) of Flower's loop."""
+
+    def __init__(self, clock: _PollClock, push: Callable[..., Any], pull: Callable[..., Any]):
+        self._clock = clock
+        self._push = push
+        self._pull = pull
+        # The message the loop pulled last and has not pushed a reply to yet.
+        self.awaiting: str | None = None
+
+    def _sent(self, send: Callable[..., Any]) -> Callable[..., Any]:
+        def send_and_note(message: Any, *args: Any, **kwargs: Any) -> Any:
+            if message.metadata.reply_to_message_id == self.awaiting:
+                self.awaiting = None
+            return send(message, *args, **kwargs)
+
+        return send_and_note
+
+    def _received(self, receive: Callable[[], Any]) -> Callable[[], Any]:
+        def receive_and_note() -> Any:
+            got = receive()
+            if got is not None:
+                self.awaiting = got[0].metadata.message_id
+            return got
+
+        return receive_and_note
+
+    def push(self, *args: Any, **kwargs: Any) -> None:
+        # Flower's loop would wait for the reply until the task token expires (up to a
+        # minute); when the executor knows it will never come, move on to the next message.
+        self._clock.wait_started = time.monotonic()
+        noted = "send" in kwargs  # Flower's loop passes its callables by keyword
+        if noted:
+            kwargs["send"] = self._sent(kwargs["send"])
+        try:
+            # Flower pushes whatever replies the state holds and returns. Should a reply to
+            # an earlier message be there (a ClientApp that answered late), it is pushed
+            # alone and the loop would then push each reply one message late: wait on
+            # until this message's own reply has gone (or will not come).
+            self._push(*args, **kwargs)
+            while noted and self.awaiting is not None:
+                self._push(*args, **kwargs)
+        except _Abandoned:
+            pass
+        finally:
+            self.awaiting = None
+            self._clock.activity()
+
+    def pull(self, *args: Any, **kwargs: Any) -> Any:
+        for name in ("pull_object", "confirm_message_received"):
+            if name in kwargs:
+                kwargs[name] = stop_is_a_failure(kwargs[name])
+        if "receive" in kwargs:
+            kwargs["receive"] = self._received(kwargs["receive"])
+        run_id = self._pull(*args, **kwargs)
+        if run_id is None:
+            self.awaiting = None  # ignored or not received: no reply to wait for
+        else:
+            TASK_READY.set()
+        state = kwargs.get("state")
+        try:
+            STATUS.contact(None if state is None else int(state.get_node_id()))
+        except Exception:  # the status file is advisory; never stop the node's loop
+            pass
+        return run_id
+
+
 def tune_supernode_polling(fast: float) -> None:
     """Poll fast after each message, then back off.
 
     After each message the node polls again after ``fast`` s, backing off to
-    :data:`IDLE_POLL`; heartbeats every :data:`HEARTBEAT_INTERVAL` s.
+    :data:`IDLE_POLL`; heartbeats every :data:`HEARTBEAT_INTERVAL` s. Each turn of the loop
+    also ends with the reply to its own message (:class:`_LoopTurn`): a message whose run
+    stops while it is received is cleaned up as Flower means it to be
+    (:func:`stop_is_a_failure`), and a late reply to an earlier message no longer leaves
+    the node one reply behind for good.
     """
     check_flower_version()
     import flwr.supercore.heartbeat as heartbeat
@@ -245,34 +344,10 @@ def tune_supernode_polling(fast: float) -> None:
 
     tune_object_pulls()
     clock = _PollClock(time, fast)
-    push: Callable[..., Any] = loop._push_messages
-    pull: Callable[..., Any] = loop._pull_and_store_message
-
-    def push_and_mark(*args: Any, **kwargs: Any) -> Any:
-        # Flower's loop would wait for the reply until the task token expires (up to a
-        # minute); when the executor knows it will never come, move on to the next message.
-        clock.wait_started = time.monotonic()
-        try:
-            return push(*args, **kwargs)
-        except _Abandoned:
-            return None
-        finally:
-            clock.activity()
-
-    def pull_and_wake(*args: Any, **kwargs: Any) -> Any:
-        run_id = pull(*args, **kwargs)
-        if run_id is not None:
-            TASK_READY.set()
-        state = kwargs.get("state")
-        try:
-            STATUS.contact(None if state is None else int(state.get_node_id()))
-        except Exception:  # the status file is advisory; never stop the node's loop
-            pass
-        return run_id
-
+    turn = _LoopTurn(clock, loop._push_messages, loop._pull_and_store_message)
     loop.time = clock  # type: ignore[assignment]
-    loop._push_messages = push_and_mark
-    loop._pull_and_store_message = pull_and_wake
+    loop._push_messages = turn.push
+    loop._pull_and_store_message = turn.pull
 
 
 # A job's result is a line of the ServerApp's log: the ServerApp uploads its log every
