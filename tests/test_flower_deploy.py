@@ -523,8 +523,9 @@ def test_superlink_killed_mid_job_recovers_and_no_audit_or_ledger_entry_is_lost(
         assert read_ledger_status(ledgers[name]).epsilon > spent[name] + 1e-9, name
 
 
-def test_flower_up_cli_insecure_stock(tmp_path: Path) -> None:
-    """`fedroc flower up` (insecure, stock flower-supernode) and `fedroc flower run`."""
+def test_flower_up_cli_insecure_stock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fedroc flower up` (insecure, stock flower-supernode) and `fedroc flower run`; the
+    analyst's side stock too (``flwr run``, and ``flwr stop`` past ``--run-timeout``)."""
     paths = _write_sites(tmp_path)
     work = tmp_path / "up"
     cmd = [sys.executable, "-m", "fedroc", "flower", "up", "--insecure", "--stock"]
@@ -552,6 +553,12 @@ def test_flower_up_cli_insecure_stock(tmp_path: Path) -> None:
             {"name": "site1", "n": SIZES[0]},
             {"name": "site2", "n": SIZES[1]},
         ]
+        # Stock nodes take seconds per round: a ROC-GLM job is stopped, here by the stock
+        # analyst's `flwr stop` (Flower's CLI, as on other Flower versions).
+        monkeypatch.setenv("FEDROC_FLOWER_TUNING", "off")
+        options = {"method": "rocglm", "options": dict(get_method("rocglm").demo_options)}
+        with pytest.raises(FedrocError, match="did not finish within 3 s; it was stopped"):
+            submit_job(conn, "evaluate", options, timeout=60, run_timeout=3)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
