@@ -28,11 +28,14 @@ lint: $(VENV)/.dev-installed
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
+# Two pytest processes, a test file each at a time (module fixtures start a deployment or a
+# server once per file): the Flower and service files mostly wait on their subprocesses, so
+# the rest of the suite runs beside them. tests/conftest.py hands out the longest files first.
 unit: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 # The checks run side by side: the test suite mostly waits on its servers and subprocesses,
-# so ruff and mypy fit beside it and the whole target stays well under 10 minutes.
+# so ruff and mypy fit beside it and the whole target stays under 10 minutes.
 test: $(VENV)/.dev-installed
 	$(MAKE) --no-print-directory -j3 lint typecheck unit
 
