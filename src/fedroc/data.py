@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from fedroc._files import reading
 from fedroc._validation import check_labels, check_scores
 from fedroc.exceptions import InputError
 
@@ -38,15 +39,13 @@ def load_table(path: str | Path) -> pd.DataFrame:
     if not p.exists():
         raise InputError(f"data file {str(p)!r} does not exist")
     name = p.name.lower()
-    try:
+    with reading(p, "data file", Exception):  # pandas raises many types
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(p)
         if name.endswith((".csv", ".csv.gz", ".txt")):
             return pd.read_csv(p)
         if name.endswith((".tsv", ".tsv.gz")):
             return pd.read_csv(p, sep="\t")
-    except Exception as exc:  # pandas raises many types; the user needs the file name
-        raise InputError(f"cannot read data file {str(p)!r}: {exc}") from exc
     raise InputError(f"data file {str(p)!r} has an unknown format; use .csv, .tsv or .parquet")
 
 

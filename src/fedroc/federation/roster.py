@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from fedroc._files import reading
 from fedroc.exceptions import InputError
 
 __all__ = [
@@ -143,11 +144,8 @@ def load_signing_key(path: str | Path) -> Ed25519PrivateKey:
     InputError
         When the file is missing or does not hold an Ed25519 private key.
     """
-    p = Path(path)
-    try:
+    with reading(path, "signing key") as p:
         data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read signing key {str(p)!r}: {exc.strerror}") from None
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
@@ -225,13 +223,11 @@ class Roster:
         InputError
             When the file cannot be read, is not TOML, or holds a malformed entry.
         """
-        p = Path(path)
+        with reading(path, "roster") as p:
+            raw = p.read_bytes()
         try:
-            with p.open("rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise InputError(f"cannot read roster {str(p)!r}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
+            data = tomllib.loads(raw.decode())
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InputError(f"roster {str(p)!r} is not valid TOML: {exc}") from None
         table = data.get("roster", data)
         if not isinstance(table, dict) or not table:

@@ -582,16 +582,15 @@ class Site:
         columns: Columns = Columns(),
         *,
         pos_label: Any = None,
-        policy: DisclosurePolicy | None = None,
-        audit: AuditLog | str | Path | None = None,
         **kwargs: Any,
     ) -> Site:
         """Build a site from a data frame (see :meth:`fedroc.data.SiteData.from_frame`).
 
-        The remaining keywords (``ledger``, ``noise_seed``, ``identity``) go to :class:`Site`.
+        The remaining keywords (``policy``, ``audit``, ``ledger``, ``noise_seed``,
+        ``identity``) go to :class:`Site`.
         """
         data = SiteData.from_frame(frame, columns, pos_label=pos_label, source=f"site {name!r}")
-        return cls(name, data, policy=policy, audit=audit, **kwargs)
+        return cls(name, data, **kwargs)
 
     @classmethod
     def from_file(
@@ -601,16 +600,14 @@ class Site:
         columns: Columns = Columns(),
         *,
         pos_label: Any = None,
-        policy: DisclosurePolicy | None = None,
-        audit: AuditLog | str | Path | None = None,
         **kwargs: Any,
     ) -> Site:
         """Build a site from a CSV or Parquet file (see :meth:`fedroc.data.SiteData.from_file`).
 
-        The remaining keywords (``ledger``, ``noise_seed``, ``identity``) go to :class:`Site`.
+        The remaining keywords go to :class:`Site`, as in :meth:`from_frame`.
         """
         data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
-        return cls(name, data, policy=policy, audit=audit, **kwargs)
+        return cls(name, data, **kwargs)
 
     def context(self, requester: str = "analyst") -> SiteContext:
         """Return what a site function running here may use (rows, policy, state, ledger)."""

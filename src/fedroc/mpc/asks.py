@@ -213,12 +213,21 @@ def _cuts(end: UArray) -> tuple[UArray, UArray, UArray]:
     return end[:, 0], end[:, 2] - end[:, 0], end[:, 2]
 
 
+def _points(srt: UArray, end: UArray) -> UArray:
+    """Each row's cut as an operating point: the columns ``h, l, TP, FP, j``.
+
+    ``h, l`` is the key of the cut's threshold; a chosen point is opened in this form.
+    """
+    return np.stack([srt[:, 0], srt[:, 1], *_cuts(end)], axis=1)
+
+
 def _at_targets(
     p: Party, asks: Asks, srt: UArray, end: UArray, pos: UArray, neg: UArray
 ) -> Program:
     """Choose the points asked by targets: per point ``(h, l, TP, FP, j, nothing positive)``."""
-    n = srt.shape[0]
-    tp_end, fp_end, j_end = _cuts(end)
+    points = _points(srt, end)
+    n = points.shape[0]
+    tp_end, fp_end = points[:, 2], points[:, 3]
     zero = constant(p, 0, (1,))
     n_spec, n_sens = len(asks.at_specificity), len(asks.at_sensitivity)
     # Layer 1: each target's condition at every row's cut ([... < ...]: the cut fails).
@@ -258,8 +267,7 @@ def _at_targets(
         r = add_public(p, U64(0) - tie[base + i * n : base + (i + 1) * n], 1)
         sels.append(r - np.concatenate([r[1:], zero]))
         nothing.append(add_public(p, U64(0) - r[0:1], 1))
-    stack = np.stack([srt[:, 0], srt[:, 1], tp_end, fp_end, j_end], axis=1)
-    chosen = yield from mul_sf(p, np.concatenate(sels), np.tile(stack, (len(sels), 1)), "pick")
+    chosen = yield from mul_sf(p, np.concatenate(sels), np.tile(points, (len(sels), 1)), "pick")
     chosen = chosen.reshape(len(sels), n, 5).sum(axis=1)
     return [(*(c[k : k + 1] for k in range(5)), nothing[i]) for i, c in enumerate(chosen)]
 
@@ -302,13 +310,8 @@ def _youden_point(
 ) -> Program:
     """Youden's cut ``(h, l, TP, FP, j, nothing positive)``; entry 0 is the cut at inf."""
     n = srt.shape[0]
-    tp_end, fp_end, j_end = _cuts(end)
-    zero = constant(p, 0, (1,))
-
-    def ext(x: UArray) -> UArray:
-        return np.concatenate([zero, x])
-
-    tp_x, fp_x = ext(tp_end), ext(fp_end)
+    points = np.concatenate([constant(p, 0, (1, 5)), _points(srt, end)])
+    tp_x, fp_x = points[:, 2], points[:, 3]
     prod = yield from mul(
         p,
         np.concatenate([tp_x, fp_x]),
@@ -317,7 +320,7 @@ def _youden_point(
     )
     v = prod[: n + 1] - prod[n + 1 :] + np.repeat(pn, n + 1)  # (J + 1) P N >= 0
     inf = np.concatenate([constant(p, 1, (1,)), constant(p, 0, (n,))])
-    cols = np.stack([v, ext(srt[:, 0]), ext(srt[:, 1]), tp_x, fp_x, ext(j_end), inf], axis=1)
+    cols = np.concatenate([v[:, None], points, inf[:, None]], axis=1)
     w = yield from _youden(p, cols)
     return [tuple(w[k : k + 1] for k in range(1, 7))]
 

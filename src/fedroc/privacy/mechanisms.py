@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from fedroc.privacy.ledger import DPEvent
 
 __all__ = [
     "GRID_EXPONENT",
+    "NOISE_SHARES",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
@@ -59,6 +61,7 @@ __all__ = [
     "gaussian_noise",
     "laplace_mechanism",
     "laplace_noise",
+    "laplace_shares",
     "os_entropy_rng",
 ]
 
@@ -269,32 +272,55 @@ def discrete_laplace_variance(*, epsilon: float, sensitivity: float = 1.0) -> fl
     return 2.0 * alpha / (1.0 - alpha) ** 2
 
 
-def discrete_laplace_shares(
+NOISE_SHARES = ("discrete", "continuous")
+
+
+def laplace_shares(
     size: int | tuple[int, ...],
     *,
+    noise: str,
     n_shares: int,
     epsilon: float,
     sensitivity: float = 1.0,
     rng: np.random.Generator | int | None = None,
-) -> tuple[NDArray[np.int64], DPEvent]:
-    """One party's share of discrete Laplace noise split over ``n_shares`` parties.
+) -> tuple[NDArray[Any], DPEvent]:
+    """One party's share of Laplace noise split over ``n_shares`` parties.
 
-    Each party calls this with its own generator; the sum of the ``n_shares`` results is
-    distributed as a discrete Laplace variable with parameter ``exp(-epsilon/sensitivity)``.
-    The event records the guarantee of the summed noise.
+    Each party calls this with its own generator; the event records the guarantee of the
+    summed noise.
+
+    Parameters
+    ----------
+    size : int or tuple of int
+        Shape of the share.
+    noise : {"discrete", "continuous"}
+        ``"discrete"``: the difference of two NB(1/n, 1 - exp(-epsilon/sensitivity))
+        variables (int64); the n shares sum to a discrete Laplace variable with parameter
+        ``exp(-epsilon/sensitivity)``. ``"continuous"``: the difference of two
+        Gamma(1/n, sensitivity/epsilon) variables (float64); the n shares sum to a
+        Laplace(sensitivity/epsilon) variable.
+    n_shares, epsilon, sensitivity, rng
+        The number of parties, the privacy parameters and the site's generator (None:
+        operating-system entropy).
     """
     _check_eps_delta(epsilon)
     _check_sensitivity(sensitivity)
     if int(n_shares) != n_shares or n_shares < 1:
         raise InputError(f"n_shares must be a positive integer; got {n_shares!r}")
+    if noise not in NOISE_SHARES:
+        raise InputError(f"noise must be one of {NOISE_SHARES}; got {noise!r}")
     g = _rng(rng)
-    p = 1.0 - math.exp(-epsilon / sensitivity)
-    share = g.negative_binomial(1.0 / n_shares, p, size) - g.negative_binomial(
-        1.0 / n_shares, p, size
-    )
-    scale = math.sqrt(discrete_laplace_variance(epsilon=epsilon, sensitivity=sensitivity))
+    share: NDArray[Any]
+    if noise == "discrete":
+        p = 1.0 - math.exp(-epsilon / sensitivity)
+        draws = [g.negative_binomial(1.0 / n_shares, p, size) for _ in range(2)]
+        share = (draws[0] - draws[1]).astype(np.int64)
+        scale = math.sqrt(discrete_laplace_variance(epsilon=epsilon, sensitivity=sensitivity))
+    else:
+        scale = sensitivity / epsilon
+        share = g.gamma(1.0 / n_shares, scale, size) - g.gamma(1.0 / n_shares, scale, size)
     event = DPEvent(
-        "discrete-laplace-share",
+        "discrete-laplace-share" if noise == "discrete" else "laplace-share",
         epsilon,
         0.0,
         sensitivity,
@@ -303,36 +329,10 @@ def discrete_laplace_shares(
         note=f"one of {n_shares} shares",
         sampler="site-seed" if rng is not None else "os-entropy",
     )
-    return share.astype(np.int64), event
-
-
-def continuous_laplace_shares(
-    size: int | tuple[int, ...],
-    *,
-    n_shares: int,
-    epsilon: float,
-    sensitivity: float = 1.0,
-    rng: np.random.Generator | int | None = None,
-) -> tuple[NDArray[np.float64], DPEvent]:
-    """One party's share of Laplace(sensitivity/epsilon) noise split over ``n_shares`` parties.
-
-    Difference of two Gamma(1/n, b) variables; n shares sum to a Laplace(b) variable.
-    """
-    _check_eps_delta(epsilon)
-    _check_sensitivity(sensitivity)
-    if int(n_shares) != n_shares or n_shares < 1:
-        raise InputError(f"n_shares must be a positive integer; got {n_shares!r}")
-    g = _rng(rng)
-    b = sensitivity / epsilon
-    share = g.gamma(1.0 / n_shares, b, size) - g.gamma(1.0 / n_shares, b, size)
-    event = DPEvent(
-        "laplace-share",
-        epsilon,
-        0.0,
-        sensitivity,
-        b,
-        int(np.size(share)),
-        note=f"one of {n_shares} shares",
-        sampler="site-seed" if rng is not None else "os-entropy",
-    )
     return share, event
+
+
+discrete_laplace_shares = partial(laplace_shares, noise="discrete")
+discrete_laplace_shares.__doc__ = "``laplace_shares(..., noise='discrete')``: integer shares."
+continuous_laplace_shares = partial(laplace_shares, noise="continuous")
+continuous_laplace_shares.__doc__ = "``laplace_shares(..., noise='continuous')``: float shares."

@@ -840,7 +840,10 @@ class SecAggServer:
             )
 
     def _call(self, stage: str, args_by_site: Mapping[str, Record]) -> dict[str, Record]:
+        """Send each site its arguments for ``stage`` (with the session's id); the replies."""
         function = FUNCTIONS[stage]
+        session = {KEY_SESSION: self.state.session}
+        args_by_site = {name: {**session, **args} for name, args in args_by_site.items()}
         try:
             return self.federation.call_each(function, args_by_site)
         except (SiteError, DisclosureError):
@@ -868,6 +871,12 @@ class SecAggServer:
             f"{self.state.threshold}; nothing was unmasked. Dropped: {dropped}"
         )
 
+    def _complete(self, stage: str, survivors: list[str]) -> list[str]:
+        """Record that ``stage`` ran; return its survivors, or abort below the threshold."""
+        self.state.stage = stage
+        self._require(survivors, stage)
+        return survivors
+
     def abort(self) -> None:
         """Stop the session and ask every site to erase its secrets (best effort)."""
         if self.state.stage in (STAGE_DONE, STAGE_ABORTED):
@@ -886,7 +895,6 @@ class SecAggServer:
         self._expect(STAGE_ADVERTISE_KEYS)
         s = self.state
         args = {
-            KEY_SESSION: s.session,
             KEY_SITES: s.sites,
             KEY_THRESHOLD: s.threshold,
             KEY_BITS: s.bits,
@@ -907,16 +915,13 @@ class SecAggServer:
         s.s_pks = {name: bytes(replies[name][KEY_S_PK]) for name in s.u1}
         s.signatures = {name: bytes(replies[name][KEY_SIGNATURE]) for name in s.u1}
         s.layout = next(iter(layouts.values()), "")
-        s.stage = STAGE_ADVERTISE_KEYS
-        self._require(s.u1, STAGE_ADVERTISE_KEYS)
-        return s.u1
+        return self._complete(STAGE_ADVERTISE_KEYS, s.u1)
 
     def share_keys(self) -> list[str]:
         """Stage 1: broadcast the keys; sites return encrypted shares for each other."""
         self._expect(STAGE_SHARE_KEYS)
         s = self.state
         args = {
-            KEY_SESSION: s.session,
             KEY_ACTIVE: s.u1,
             KEY_C_PKS: b"".join(s.c_pks[v] for v in s.u1),
             KEY_S_PKS: b"".join(s.s_pks[v] for v in s.u1),
@@ -933,9 +938,7 @@ class SecAggServer:
             for v, blob in zip(recipients, blobs, strict=True):
                 if v in s.inbox:
                     s.inbox[v][u] = blob
-        s.stage = STAGE_SHARE_KEYS
-        self._require(s.u2, STAGE_SHARE_KEYS)
-        return s.u2
+        return self._complete(STAGE_SHARE_KEYS, s.u2)
 
     def collect_masked_inputs(self) -> list[str]:
         """Stage 2: forward each site its shares; sites return their masked inputs."""
@@ -945,7 +948,6 @@ class SecAggServer:
         for v in s.u2:
             senders = [u for u in s.u2 if u != v]
             args_by_site[v] = {
-                KEY_SESSION: s.session,
                 KEY_ACTIVE: s.u2,
                 KEY_SENDERS: senders,
                 KEY_CIPHERTEXTS: b"".join(s.inbox[v][u] for u in senders),
@@ -958,15 +960,13 @@ class SecAggServer:
         if len(set(sizes.values())) > 1:
             self.abort()
             raise ProtocolError(f"masked inputs differ in length: {sizes}")
-        s.stage = STAGE_MASKED_INPUT
-        self._require(s.u3, STAGE_MASKED_INPUT)
-        return s.u3
+        return self._complete(STAGE_MASKED_INPUT, s.u3)
 
     def unmask(self) -> SecureSum:
         """Stage 3: collect shares, remove the masks, return the sum over U3."""
         self._expect(STAGE_UNMASK)
         s = self.state
-        args = {KEY_SESSION: s.session, KEY_ACTIVE: s.u3}
+        args = {KEY_ACTIVE: s.u3}
         replies = self._call(STAGE_UNMASK, {name: args for name in s.u3})
         s.u5 = [name for name in s.u3 if name in replies]
         self._require(s.u5, STAGE_UNMASK)

@@ -91,10 +91,16 @@ __all__ = [
 
 metadata = MetaData()
 
-test_sets = Table(
+
+def _table(name: str, *columns: Column[Any]) -> Table:
+    """Declare a table of the service: its integer key ``id`` (all have one), then ``columns``."""
+    return Table(
+        name, metadata, Column("id", Integer, primary_key=True, autoincrement=True), *columns
+    )
+
+
+test_sets = _table(
     "test_sets",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(200), nullable=False),
     Column("n_images", Integer, nullable=False),
     Column("n_pos", Integer, nullable=False),
@@ -103,10 +109,8 @@ test_sets = Table(
     Column("created_at", Float, nullable=False),
 )
 
-plans = Table(
+plans = _table(
     "plans",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
     Column("test_set_id", Integer, ForeignKey("test_sets.id"), nullable=False),
     Column("mechanism", String(40), nullable=False),
     Column("n_subsets", Integer, nullable=False),
@@ -132,10 +136,8 @@ plans = Table(
     Column("min_changed_images", Float, nullable=False, server_default="0"),
 )
 
-developers = Table(
+developers = _table(
     "developers",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
     Column("plan_id", Integer, ForeignKey("plans.id"), nullable=False),
     Column("name", String(200), nullable=False),
     Column("token_hash", String(64), nullable=False, unique=True, index=True),
@@ -151,10 +153,8 @@ developers = Table(
     Column("token_rotated_at", Float, nullable=True),
 )
 
-submissions = Table(
+submissions = _table(
     "submissions",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
     Column("developer_id", Integer, ForeignKey("developers.id"), nullable=False, index=True),
     Column("name", String(200), nullable=False),
     Column("scores", LargeBinary, nullable=False),  # float64 in test-set order
@@ -162,10 +162,8 @@ submissions = Table(
     Column("created_at", Float, nullable=False),
 )
 
-queries = Table(
+queries = _table(
     "queries",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
     Column("developer_id", Integer, ForeignKey("developers.id"), nullable=False, index=True),
     Column("submission_id", Integer, ForeignKey("submissions.id"), nullable=False),
     Column("subset_id", Integer, nullable=False),
@@ -181,10 +179,8 @@ queries = Table(
     Column("events", Text, nullable=False, server_default="[]"),
 )
 
-admin_actions = Table(
+admin_actions = _table(
     "admin_actions",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
     Column("created_at", Float, nullable=False),
     Column("action", String(40), nullable=False),
     Column("target", String(80), nullable=False),

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedroc._files import reading
 from fedroc.exceptions import FedrocError, InputError
 
 __all__ = [
@@ -75,11 +76,8 @@ def fingerprint(public_key: bytes) -> str:
 
 def public_key_fingerprint(path: str | Path) -> str:
     """Fingerprint of the public key in a file (PEM or OpenSSH)."""
-    p = Path(path)
-    try:
+    with reading(path, "public key file") as p:
         data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read public key file {str(p)!r}: {exc.strerror}") from None
     try:
         return fingerprint(data)
     except InputError as exc:
