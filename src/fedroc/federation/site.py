@@ -427,8 +427,11 @@ def schema_mod(call: Call, next_handler: Handler) -> Reply:
 
 def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -> None:
     for key, value in bound.items():
-        first = ctx.ledger.bindings.get(key)
-        if first is not None and first != value:
+        # Membership, not the value: an argument first bound to None (its default) is bound.
+        if key not in ctx.ledger.bindings:
+            continue
+        first = ctx.ledger.bindings[key]
+        if first != value:
             argument = key.rsplit(":", 1)[-1]
             raise ArgumentRefused(
                 f"site {ctx.site!r} refuses {function!r}: argument {argument!r} was "
