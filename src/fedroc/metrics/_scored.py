@@ -51,9 +51,11 @@ def _with_parameters(doc: str) -> str:
     sections = list(_SECTION.finditer(doc))
     own = next((m for m in sections if m.group(1) == "Parameters"), None)
     if own is None:
-        at = sections[0].start() if sections else len(doc.rstrip()) + 2
-        block = f"Parameters\n----------\n{SCORE_PARAMETERS}\n{KEYWORD_PARAMETERS}\n\n"
-        return doc[:at] + block + doc[at:]
+        block = f"Parameters\n----------\n{SCORE_PARAMETERS}\n{KEYWORD_PARAMETERS}\n"
+        if not sections:
+            return f"{doc.rstrip()}\n\n{block}"
+        at = sections[0].start()
+        return f"{doc[:at]}{block}\n{doc[at:]}"
     later = [m.start() for m in sections if m.start() > own.start()]
     end = later[0] - 1 if later else len(doc)  # the blank line before the next section
     body = doc[own.end() + 1 : end].rstrip("\n")
