@@ -13,7 +13,7 @@ from fedroc.data import Columns, SiteData
 from fedroc.exceptions import DisclosureError, InputError, SiteError
 from fedroc.federation import AuditLog, Federation, Reply, Site, basic, site_function
 from fedroc.federation.records import decode, encode
-from fedroc.federation.schema import Float, Text
+from fedroc.federation.schema import ArgumentRefused, Choice, Float, Text
 from fedroc.privacy import DisclosurePolicy, laplace_noise
 
 
@@ -57,6 +57,11 @@ def _boom(ctx, args):
     if ctx.site == args["fail_at"]:
         raise RuntimeError("disk on fire")
     return Reply({"ok": True}, counts={"rows": ctx.data.n})
+
+
+@site_function("test.bound_mode", schema={"mode": Choice("a", "b", default=None, bind=True)})
+def _bound_mode(ctx, args):
+    return Reply({"mode": args["mode"]}, counts={"rows": ctx.data.n})
 
 
 @site_function("test.rng", schema={})
@@ -268,6 +273,21 @@ def test_allowed_functions_policy():
     assert site.handle("fedroc.info", {})["n"] == 10
     with pytest.raises(DisclosureError, match="not among the functions its policy allows"):
         site.handle("fedroc.sum", {})
+
+
+def test_an_argument_first_bound_to_none_stays_none(tmp_path):
+    # main 6176649 read a binding with ``bindings.get(key)``: one first bound to None (the
+    # argument's default) looked unbound, so a later "a" was answered as a second choice.
+    data = SiteData.from_arrays([0, 1] * 10, np.linspace(0, 1, 20))
+    site = Site("s0", data, audit=tmp_path / "s0.jsonl")
+    assert site.handle("test.bound_mode", {})["mode"] is None
+    with pytest.raises(ArgumentRefused, match=r"argument 'mode' was None .*\(got 'a'\)"):
+        site.handle("test.bound_mode", {"mode": "a"})
+    assert site.handle("test.bound_mode", {"mode": None})["mode"] is None
+    # A restarted site reads the None binding back from its ledger.
+    reborn = Site("s0", data, audit=tmp_path / "s0.jsonl")
+    with pytest.raises(ArgumentRefused, match="argument 'mode' was None"):
+        reborn.handle("test.bound_mode", {"mode": "b"})
 
 
 def test_from_files_and_toml(tmp_path):

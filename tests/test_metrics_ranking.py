@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from conftest import tied_data
@@ -123,3 +125,40 @@ def test_monotone_transform_invariance_and_symmetry(data, y):
     assert fm.roc_auc(1 - y, s) == pytest.approx(1.0 - auc, abs=1e-12)
     # Reversing the score mirrors it too.
     assert fm.roc_auc(y, -s) == pytest.approx(1.0 - auc, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [
+        fm.roc_curve,
+        fm.precision_recall_curve,
+        fm.roc_auc,
+        fm.partial_auc,
+        fm.average_precision,
+        fm.pr_auc,
+        fm.delong,
+        fm.operating_point,
+        fm.sensitivity_at_specificity,
+        fm.specificity_at_sensitivity,
+        fm.youden_threshold,
+    ],
+)
+def test_score_metrics_document_the_parameters_of_their_signature(metric):
+    # score_counts_metric writes y_true, y_score, pos_label, sample_weight once for all of
+    # them: each signature starts and ends with them, and its docstring documents exactly
+    # the parameters of its signature, in order.
+    names = list(inspect.signature(metric).parameters)
+    assert names[:2] == ["y_true", "y_score"] and names[-2:] == ["pos_label", "sample_weight"]
+    doc = metric.__doc__
+    section = doc.split("Parameters\n----------\n", 1)[1].split("\n\n", 1)[0]
+    documented = [line.split(" : ")[0] for line in section.splitlines() if " : " in line]
+    assert documented == names
+    y, s = [0, 1, 1, 0], [0.2, 0.7, 0.4, 0.5]
+    own = {"max_fpr": 0.5, "threshold": 0.5, "specificity": 0.5, "sensitivity": 0.5}
+    args = {name: own[name] for name in names[2:-2] if name in own}
+    # A weight of 2 counts a row twice: the weights reach the counts.
+    weighted = metric(y_true=y, y_score=s, sample_weight=[1, 2, 1, 1], **args)
+    assert repr(weighted) == repr(metric([*y, 1], [*s, 0.7], **args))
+    assert repr(weighted) != repr(metric(y, s, **args))
+    with pytest.raises(TypeError, match="sample_weights"):
+        metric(y, s, sample_weights=[1, 1, 1, 1], **args)

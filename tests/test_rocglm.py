@@ -7,6 +7,7 @@ force versions of the grouped table and the sensitivity heuristic kept in this f
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import math
@@ -633,3 +634,16 @@ def test_gbsg2_use_case_labels_and_pooled_comparison():
     assert case.distributed.without_correction().correction == "none"
     quantities = [r[0] for r in case.rows()]
     assert quantities[0] == "AUC" and "Brier score" in quantities
+
+
+def test_run_rocglm_takes_the_evaluate_options_of_distributed_rocglm_only():
+    # run_rocglm forwards its options to distributed_rocglm; those evaluate sets itself and
+    # the fit's internals are refused before anything is asked of the sites.
+    from fedroc.methods.rocglm import run_rocglm
+
+    options = inspect.signature(run_rocglm).parameters
+    assert {"epsilon", "sensitivity", "score_levels", "bootstrap", "a0"} <= set(options)
+    for name in ("confidence_level", "seed", "n_breaks", "tol", "max_iter", "federation"):
+        assert name not in options
+        with pytest.raises(TypeError, match=name):
+            run_rocglm(None, **{name: 1})

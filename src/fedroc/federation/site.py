@@ -70,6 +70,7 @@ __all__ = [
     "Site",
     "SiteContext",
     "aggregate_input",
+    "bind_before_reading",
     "get_site_function",
     "registered_site_functions",
     "site_function",
@@ -427,8 +428,11 @@ def schema_mod(call: Call, next_handler: Handler) -> Reply:
 
 def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -> None:
     for key, value in bound.items():
-        first = ctx.ledger.bindings.get(key)
-        if first is not None and first != value:
+        # Membership, not the value: an argument first bound to None (its default) is bound.
+        if key not in ctx.ledger.bindings:
+            continue
+        first = ctx.ledger.bindings[key]
+        if first != value:
             argument = key.rsplit(":", 1)[-1]
             raise ArgumentRefused(
                 f"site {ctx.site!r} refuses {function!r}: argument {argument!r} was "
@@ -438,6 +442,49 @@ def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -
                 function=function,
                 argument=argument,
             )
+
+
+def bind_before_reading(
+    ctx: SiteContext,
+    key: str,
+    value: Any,
+    refusal: Callable[[Any], Exception],
+    *,
+    accepts: Callable[[Any], bool] | None = None,
+) -> None:
+    """Hold ``key`` of the site's ledger to its first value: refuse another, else bind it.
+
+    For what a site function checks itself, not as a declared argument: a value it derives
+    from several arguments, or one a later request may narrow. Call it before the function
+    reads its rows: a refusal that depends on the rows then leaves the binding in place, so
+    that refusals cannot be used to search for a value that isolates a row.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+    key : str
+        The ledger key.
+    value : JSON value
+        This request's value; bound unless ``key`` is bound already.
+    refusal : callable
+        ``refusal(first)`` is the exception raised when ``key`` is bound to ``first`` and
+        this request may not follow it.
+    accepts : callable, optional
+        ``accepts(first)`` says whether this request may follow ``first``; by default when
+        ``first == value``.
+
+    Notes
+    -----
+    The check and the bind hold the ledger's transaction (its lock, and on disk its file
+    lock), so that no concurrent request binds another value in between. A key bound to
+    None is bound.
+    """
+    with ctx.ledger.transaction():
+        if key in ctx.ledger.bindings:
+            first = ctx.ledger.bindings[key]
+            if not (first == value if accepts is None else accepts(first)):
+                raise refusal(first)
+        ctx.ledger.bind(key, value)
 
 
 def _bound(call: Call) -> dict[str, Any]:

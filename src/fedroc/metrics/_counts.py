@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -56,7 +56,14 @@ __all__ = [
 ]
 
 ProportionCI = Literal["wilson", "clopper-pearson"]
-_PROPORTIONS = ("sensitivity", "specificity", "ppv", "npv")
+#: The proportions of a 2x2 table: (the cell counted, the other cell of its margin).
+CELLS: dict[str, tuple[str, str]] = {
+    "sensitivity": ("tp", "fn"),
+    "specificity": ("tn", "fp"),
+    "ppv": ("tp", "fp"),
+    "npv": ("tn", "fn"),
+}
+_PROPORTIONS = tuple(CELLS)
 
 
 # -- validation ----------------------------------------------------------------------------
@@ -330,6 +337,27 @@ def proportion_ci(
 
 
 # -- results -------------------------------------------------------------------------------
+class _Proportion:
+    """A proportion of the cells of a :class:`TwoByTwo`, read like a property."""
+
+    def __init__(self, what: str, note: str) -> None:
+        hit, miss = CELLS[what]
+        self.what = what
+        self.__doc__ = f"``{hit} / ({hit} + {miss})``{'' if note[0] == ';' else ' '}{note}."
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Proportion: ...
+    @overload
+    def __get__(self, obj: TwoByTwo, owner: type | None = None) -> float: ...
+    def __get__(self, obj: TwoByTwo | None, owner: type | None = None) -> _Proportion | float:
+        if obj is None:
+            return self
+        return obj._ratio(*obj._proportion_counts(self.what))
+
+    def __set__(self, obj: TwoByTwo, value: Any) -> None:
+        raise AttributeError(f"{self.what} is computed from the table's cells")
+
+
 class TwoByTwo:
     """The rates of a 2x2 table, for any result with the cells ``tp, fp, tn, fn``.
 
@@ -351,25 +379,17 @@ class TwoByTwo:
     def _ratio(a: float, b: float) -> float:
         return a / b if b > 0 else float("nan")
 
-    @property
-    def sensitivity(self) -> float:
-        """``tp / (tp + fn)`` (recall, true positive rate)."""
-        return self._ratio(self.tp, self.tp + self.fn)
+    def _proportion_counts(self, what: str) -> tuple[float, float]:
+        """Return ``(numerator, denominator)`` of the proportion ``what`` (see :data:`CELLS`)."""
+        if what not in CELLS:
+            raise InputError(f"what must be one of {_PROPORTIONS}; got {what!r}")
+        hit, miss = (getattr(self, cell) for cell in CELLS[what])
+        return hit, hit + miss
 
-    @property
-    def specificity(self) -> float:
-        """``tn / (tn + fp)`` (1 - false positive rate)."""
-        return self._ratio(self.tn, self.tn + self.fp)
-
-    @property
-    def ppv(self) -> float:
-        """``tp / (tp + fp)`` (precision); NaN when nothing is predicted positive."""
-        return self._ratio(self.tp, self.tp + self.fp)
-
-    @property
-    def npv(self) -> float:
-        """``tn / (tn + fn)``; NaN when nothing is predicted negative."""
-        return self._ratio(self.tn, self.tn + self.fn)
+    sensitivity = _Proportion("sensitivity", "(recall, true positive rate)")
+    specificity = _Proportion("specificity", "(1 - false positive rate)")
+    ppv = _Proportion("ppv", "(precision); NaN when nothing is predicted positive")
+    npv = _Proportion("npv", "; NaN when nothing is predicted negative")
 
     @property
     def youden_j(self) -> float:
@@ -410,17 +430,6 @@ class OperatingPoint(TwoByTwo, ResultMixin):
     fn: float
     criterion: str = "threshold"
 
-    def _counts(self, what: str) -> tuple[float, float]:
-        table = {
-            "sensitivity": (self.tp, self.tp + self.fn),
-            "specificity": (self.tn, self.tn + self.fp),
-            "ppv": (self.tp, self.tp + self.fp),
-            "npv": (self.tn, self.tn + self.fn),
-        }
-        if what not in table:
-            raise InputError(f"what must be one of {_PROPORTIONS}; got {what!r}")
-        return table[what]
-
     def confidence_interval(
         self,
         what: str = "sensitivity",
@@ -433,7 +442,7 @@ class OperatingPoint(TwoByTwo, ResultMixin):
         ``what`` is one of "sensitivity", "specificity", "ppv", "npv"; see the class notes
         for what the interval does not account for.
         """
-        k, n = self._counts(what)
+        k, n = self._proportion_counts(what)
         return proportion_ci(k, n, confidence_level, method)
 
     def to_dict(self) -> dict[str, Any]:

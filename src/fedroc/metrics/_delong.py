@@ -26,6 +26,7 @@ from fedroc._results import ResultMixin, format_table
 from fedroc._validation import FloatArray, check_binary, check_confidence, check_scores
 from fedroc.exceptions import InputError
 from fedroc.metrics._counts import BootstrapAUCResult, PlacementSums, ScoreCounts
+from fedroc.metrics._scored import score_counts_metric
 
 __all__ = [
     "DeLongResult",
@@ -224,19 +225,18 @@ class DeLongResult(ResultMixin):
         )
 
 
-def delong(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-    confidence_level: float = 0.95,
-) -> DeLongResult:
+@score_counts_metric
+def delong(counts: ScoreCounts, *, confidence_level: float = 0.95) -> DeLongResult:
     """AUC and its DeLong variance in O(n log n).
 
     With one class only, warns and returns NaN for the AUC and its variance; with fewer
     than two rows of a class the variance is NaN (with a warning). Weights act as frequency
     weights (a weight of 2 counts a row twice).
+
+    Parameters
+    ----------
+    confidence_level : float, default 0.95
+        Of the result's interval.
 
     Examples
     --------
@@ -244,9 +244,6 @@ def delong(
     >>> round(r.auc, 4), round(r.se, 4)
     (0.8889, 0.1571)
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.delong(confidence_level=confidence_level)
 
 

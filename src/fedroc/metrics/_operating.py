@@ -9,11 +9,8 @@ what those intervals leave out when the threshold was chosen on the same data.
 
 from __future__ import annotations
 
-from typing import Any
-
-from numpy.typing import ArrayLike
-
 from fedroc.metrics._counts import OperatingPoint, ScoreCounts
+from fedroc.metrics._scored import score_counts_metric
 
 __all__ = [
     "operating_point",
@@ -23,15 +20,14 @@ __all__ = [
 ]
 
 
-def operating_point(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    threshold: float,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> OperatingPoint:
+@score_counts_metric
+def operating_point(counts: ScoreCounts, threshold: float) -> OperatingPoint:
     """Tabulate the 2x2 table when predicting positive for ``score >= threshold``.
+
+    Parameters
+    ----------
+    threshold : float
+        Predict positive for scores at or above it.
 
     Examples
     --------
@@ -39,24 +35,20 @@ def operating_point(
     >>> op.sensitivity, op.specificity, op.ppv, op.npv
     (1.0, 0.5, 0.6666666666666666, 1.0)
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.operating_point(threshold)
 
 
-def sensitivity_at_specificity(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    specificity: float,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> OperatingPoint:
+@score_counts_metric
+def sensitivity_at_specificity(counts: ScoreCounts, specificity: float) -> OperatingPoint:
     """Find the threshold of highest sensitivity whose specificity reaches the target.
 
     The threshold is one of the scores (predict positive when ``score >= threshold``), so
     the returned specificity is achieved on these rows; it may exceed the target.
+
+    Parameters
+    ----------
+    specificity : float
+        The target, in [0, 1].
 
     Examples
     --------
@@ -67,21 +59,17 @@ def sensitivity_at_specificity(
     >>> [round(v, 3) for v in op.confidence_interval("sensitivity", method="clopper-pearson")]
     [0.398, 1.0]
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.at_specificity(specificity)
 
 
-def specificity_at_sensitivity(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    sensitivity: float,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> OperatingPoint:
+@score_counts_metric
+def specificity_at_sensitivity(counts: ScoreCounts, sensitivity: float) -> OperatingPoint:
     """Find the threshold of highest specificity whose sensitivity reaches the target.
+
+    Parameters
+    ----------
+    sensitivity : float
+        The target, in [0, 1].
 
     Examples
     --------
@@ -90,19 +78,11 @@ def specificity_at_sensitivity(
     >>> op.threshold, op.sensitivity, op.specificity
     (0.7, 0.5, 1.0)
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.at_sensitivity(sensitivity)
 
 
-def youden_threshold(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> OperatingPoint:
+@score_counts_metric
+def youden_threshold(counts: ScoreCounts) -> OperatingPoint:
     """Find the threshold that maximises Youden's J = sensitivity + specificity - 1.
 
     Ties go to the highest threshold. The maximum is chosen on these rows, so its J (and
@@ -115,7 +95,4 @@ def youden_threshold(
     >>> op.threshold, op.youden_j
     (0.4, 0.75)
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.youden()

@@ -7,13 +7,12 @@ validate the input, count the classes at each distinct score, ask the counts.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from fedroc._validation import BoolArray, FloatArray
 from fedroc.metrics._counts import ScoreCounts
+from fedroc.metrics._scored import score_counts_metric
 
 __all__ = [
     "average_precision",
@@ -55,26 +54,14 @@ def clf_curve_counts(
     return c.fps.astype(np.int64), c.tps.astype(np.int64), c.thresholds
 
 
+@score_counts_metric
 def roc_curve(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-    drop_intermediate: bool = True,
+    counts: ScoreCounts, *, drop_intermediate: bool = True
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Receiver operating characteristic curve.
 
     Parameters
     ----------
-    y_true : array-like of shape (n,)
-        Binary labels.
-    y_score : array-like of shape (n,)
-        Scores, higher means more likely positive.
-    pos_label : optional
-        The positive class when the labels are not {0, 1}, {-1, 1} or booleans.
-    sample_weight : array-like of shape (n,), optional
-        Non-negative weights (scikit-learn's semantics: zero-weight rows make no point).
     drop_intermediate : bool, default True
         Drop points collinear with their neighbours (same points as scikit-learn drops).
 
@@ -96,22 +83,12 @@ def roc_curve(
     >>> fpr.tolist(), tpr.tolist()
     ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.roc(drop_intermediate=drop_intermediate)
 
 
-def precision_recall_curve(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
+@score_counts_metric
+def precision_recall_curve(counts: ScoreCounts) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Precision-recall pairs at each distinct threshold.
-
-    Parameters are those of :func:`roc_curve`.
 
     Returns
     -------
@@ -131,20 +108,11 @@ def precision_recall_curve(
     >>> p.tolist(), r.tolist(), t.tolist()
     ([0.6666666666666666, 1.0, 1.0], [1.0, 0.5, 0.0], [0.2, 0.9])
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.pr()
 
 
-def roc_auc(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-    max_fpr: float | None = None,
-) -> float:
+@score_counts_metric
+def roc_auc(counts: ScoreCounts, *, max_fpr: float | None = None) -> float:
     """Compute the area under the ROC curve: the Mann-Whitney statistic, ties counted 1/2.
 
     Equal to :func:`sklearn.metrics.roc_auc_score` for binary labels (with its
@@ -152,14 +120,6 @@ def roc_auc(
 
     Parameters
     ----------
-    y_true : array-like of shape (n,)
-        Binary labels.
-    y_score : array-like of shape (n,)
-        Scores, higher means more likely positive.
-    pos_label : optional
-        The positive class when the labels are not {0, 1}, {-1, 1} or booleans.
-    sample_weight : array-like of shape (n,), optional
-        Non-negative weights; the AUC is then the weighted share of correctly ordered pairs.
     max_fpr : float in (0, 1], optional
         Return the McClish-standardised partial AUC up to this false positive rate instead.
 
@@ -168,7 +128,8 @@ def roc_auc(
     float
         The probability that a random positive scores above a random negative (ties 1/2),
         or with ``max_fpr`` the standardised partial AUC; NaN (with a warning) when only
-        one class is present.
+        one class is present. With ``sample_weight``, the weighted share of correctly
+        ordered pairs.
 
     Examples
     --------
@@ -177,20 +138,11 @@ def roc_auc(
     >>> roc_auc(["no", "no", "yes", "yes"], [0.1, 0.4, 0.35, 0.8], pos_label="yes")
     0.75
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.auc(max_fpr=max_fpr)
 
 
-def partial_auc(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    max_fpr: float,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> float:
+@score_counts_metric
+def partial_auc(counts: ScoreCounts, *, max_fpr: float) -> float:
     """McClish-standardised partial AUC over false positive rates [0, ``max_fpr``].
 
     The area under the ROC curve up to ``max_fpr`` (the curve cut there by linear
@@ -201,11 +153,8 @@ def partial_auc(
 
     Parameters
     ----------
-    y_true, y_score : array-like of shape (n,)
     max_fpr : float in (0, 1]
         1 gives the full AUC.
-    pos_label, sample_weight : optional
-        As in :func:`roc_curve`.
 
     Returns
     -------
@@ -217,31 +166,14 @@ def partial_auc(
     >>> round(partial_auc([0, 0, 1, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9], max_fpr=0.5), 4)
     0.8519
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.auc(max_fpr=max_fpr)
 
 
-def average_precision(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> float:
+@score_counts_metric
+def average_precision(counts: ScoreCounts) -> float:
     """Compute average precision, the step-wise sum ``sum_k (R_k - R_{k-1}) P_k``.
 
     Equal to :func:`sklearn.metrics.average_precision_score`.
-
-    Parameters
-    ----------
-    y_true : array-like of shape (n,)
-        Binary labels.
-    y_score : array-like of shape (n,)
-        Scores, higher means more likely positive.
-    pos_label, sample_weight : optional
-        As in :func:`roc_curve`.
 
     Returns
     -------
@@ -254,33 +186,16 @@ def average_precision(
     >>> average_precision([1, 1, 0, 0], [0.9, 0.5, 0.5, 0.1])
     0.8333333333333333
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.average_precision()
 
 
-def pr_auc(
-    y_true: ArrayLike,
-    y_score: ArrayLike,
-    *,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
-) -> float:
+@score_counts_metric
+def pr_auc(counts: ScoreCounts) -> float:
     """Compute the area under the PR curve by trapezoids over the distinct-threshold points.
 
     The curve starts at (recall 0, precision 1). Equal to
     ``sklearn.metrics.auc(recall, precision)`` on scikit-learn's PR curve and to ppAURORA's
     tie-aware AUPR.
-
-    Parameters
-    ----------
-    y_true : array-like of shape (n,)
-        Binary labels.
-    y_score : array-like of shape (n,)
-        Scores, higher means more likely positive.
-    pos_label, sample_weight : optional
-        As in :func:`roc_curve`.
 
     Returns
     -------
@@ -292,7 +207,4 @@ def pr_auc(
     >>> pr_auc([1, 1, 0, 0], [0.9, 0.5, 0.5, 0.1])
     0.9166666666666666
     """
-    counts = ScoreCounts.from_scores(
-        y_true, y_score, pos_label=pos_label, sample_weight=sample_weight
-    )
     return counts.pr_auc()

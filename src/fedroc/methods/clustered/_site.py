@@ -47,7 +47,7 @@ from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation import schema as sch
 from fedroc.federation.records import Record
 from fedroc.federation.schema import ArgumentRefused
-from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
 from fedroc.methods.clustered._pooled import encode_clusters
 from fedroc.metrics import ScoreCounts, beaten_counts, bin_index_edges
@@ -114,24 +114,25 @@ def _digest(args: Record) -> str:
 def _bind(
     ctx: SiteContext, function: str, key: str, argument: str, value: str, clear: bool = True
 ) -> None:
-    first = ctx.ledger.bindings.get(key)
-    if first is not None and first != value:
-        how, advice = (
-            ("in the clear", "run the method through secure aggregation, or ")
-            if clear
-            else ("through secure aggregation", "")
-        )
-        raise ArgumentRefused(
-            f"site {ctx.site!r} refuses {function!r} {how}: its {argument} were bound by its "
-            "first such request and may not change (two partitions of its rows, or two "
-            f"crafted requests, could be subtracted); {advice}repeat the first request",
-            site=ctx.site,
-            function=function,
-            argument=argument,
-        )
     # Bound before the site reads its rows: a refusal below leaves the binding in place, so
     # that refusals cannot be used to search for a partition that isolates a row.
-    ctx.ledger.bind(key, value)
+    bind_before_reading(ctx, key, value, lambda _: _bind_refused(ctx, function, argument, clear))
+
+
+def _bind_refused(ctx: SiteContext, function: str, argument: str, clear: bool) -> ArgumentRefused:
+    how, advice = (
+        ("in the clear", "run the method through secure aggregation, or ")
+        if clear
+        else ("through secure aggregation", "")
+    )
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {function!r} {how}: its {argument} were bound by its "
+        "first such request and may not change (two partitions of its rows, or two "
+        f"crafted requests, could be subtracted); {advice}repeat the first request",
+        site=ctx.site,
+        function=function,
+        argument=argument,
+    )
 
 
 def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:

@@ -38,7 +38,7 @@ from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.metrics import PairedDeLongResult, PlacementSums
 from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
@@ -113,19 +113,15 @@ def count_joint(
     return both[bins * bins :].reshape(bins, bins), both[: bins * bins].reshape(bins, bins)
 
 
-def _bind_grid(ctx: SiteContext, grid: list[Any]) -> None:
-    first = ctx.ledger.bindings.get(BIND_GRID)
-    if first is not None and list(first) != grid:
-        raise ArgumentRefused(
-            f"site {ctx.site!r} refuses {JOINT_NAME!r}: its joint histogram grid (bins, lo, "
-            f"hi, transform) was {list(first)} in its first release and may not change (got "
-            f"{grid}); pooled counts over two grids could be subtracted",
-            site=ctx.site,
-            function=JOINT_NAME,
-            argument="bins",
-        )
-    # Bound before the site reads its rows, so that refusals cannot search for a grid.
-    ctx.ledger.bind(BIND_GRID, grid)
+def _grid_refused(ctx: SiteContext, grid: list[Any], first: Any) -> ArgumentRefused:
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {JOINT_NAME!r}: its joint histogram grid (bins, lo, "
+        f"hi, transform) was {list(first)} in its first release and may not change (got "
+        f"{grid}); pooled counts over two grids could be subtracted",
+        site=ctx.site,
+        function=JOINT_NAME,
+        argument="bins",
+    )
 
 
 @site_function(
@@ -151,7 +147,9 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     transform = args["transform"]
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
-    _bind_grid(ctx, [bins, lo, hi, transform])
+    grid = [bins, lo, hi, transform]
+    # Bound before the site reads its rows, so that refusals cannot search for a grid.
+    bind_before_reading(ctx, BIND_GRID, grid, lambda first: _grid_refused(ctx, grid, first))
     data = ctx.data
     if data.score_b is None:
         raise InputError(

@@ -40,7 +40,7 @@ from fedroc._validation import FloatArray
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
 
 INPUT_NAME = "fedroc.histogram.tree"
@@ -152,40 +152,52 @@ def _bind_tree(
 
     ``tree`` is ``(branching, height)`` or None (the class counts: one bin). A tree is
     answered if it is the bound one or coarser: its ``branching ** height`` leaves divide
-    the bound tree's, so that every bin of it is a union of bound leaves.
+    the bound tree's, so that every bin of it is a union of bound leaves. The range is held
+    first: a tree is bound only after its range, so a request that passes the range check
+    repeats the range of any bound tree.
     """
-    with ctx.ledger.transaction():  # checked and bound under the ledger's lock
-        _check_tree(ctx, function, [lo, hi, transform], tree)
-        ctx.ledger.bind(BIND_RANGE, [lo, hi, transform])
-        if tree is not None:
-            ctx.ledger.bind(BIND_TREE, [int(tree[0]), int(tree[1])])
-
-
-def _check_tree(ctx: SiteContext, function: str, scale: list[Any], tree: Any) -> None:
-    lo, hi, transform = scale
-    bound_range, bound_tree = (ctx.ledger.bindings.get(k) for k in (BIND_RANGE, BIND_TREE))
-    if bound_range is not None and list(bound_range) != [lo, hi, transform]:
-        raise ArgumentRefused(
-            f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
-            f"histograms were bound to {list(bound_range)} by its first request and may not "
-            f"change (got {[lo, hi, transform]}); histograms over two ranges could be "
-            "subtracted, and a range check answered on any range bisects the extreme scores",
-            site=ctx.site,
-            function=function,
-            argument="lo",
+    scale = [lo, hi, transform]
+    bind_before_reading(
+        ctx, BIND_RANGE, scale, lambda first: _range_refused(ctx, function, scale, first)
+    )
+    if tree is not None:
+        b, h = int(tree[0]), int(tree[1])
+        bind_before_reading(
+            ctx,
+            BIND_TREE,
+            [b, h],
+            lambda first: _tree_refused(ctx, function, (b, h), first),
+            accepts=lambda first: (int(first[0]) ** int(first[1])) % (b**h) == 0,
         )
-    if tree is not None and bound_tree is not None:
-        b0, h0 = (int(v) for v in bound_tree)
-        if (b0**h0) % (tree[0] ** tree[1]):
-            raise ArgumentRefused(
-                f"site {ctx.site!r} refuses {function!r}: its tree was bound to branching "
-                f"{b0}, height {h0} by its first request; it answers that tree or a coarser "
-                f"one whose leaves are unions of its leaves (got branching {tree[0]}, height "
-                f"{tree[1]}); finer trees would place pooled rows one by one",
-                site=ctx.site,
-                function=function,
-                argument="height",
-            )
+
+
+def _range_refused(
+    ctx: SiteContext, function: str, scale: list[Any], first: Any
+) -> ArgumentRefused:
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
+        f"histograms were bound to {list(first)} by its first request and may not "
+        f"change (got {scale}); histograms over two ranges could be "
+        "subtracted, and a range check answered on any range bisects the extreme scores",
+        site=ctx.site,
+        function=function,
+        argument="lo",
+    )
+
+
+def _tree_refused(
+    ctx: SiteContext, function: str, tree: tuple[int, int], first: Any
+) -> ArgumentRefused:
+    b0, h0 = (int(v) for v in first)
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {function!r}: its tree was bound to branching "
+        f"{b0}, height {h0} by its first request; it answers that tree or a coarser "
+        f"one whose leaves are unions of its leaves (got branching {tree[0]}, height "
+        f"{tree[1]}); finer trees would place pooled rows one by one",
+        site=ctx.site,
+        function=function,
+        argument="height",
+    )
 
 
 def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[int, int, Any, Any]:

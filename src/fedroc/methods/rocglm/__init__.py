@@ -62,6 +62,7 @@ site learns the other sites' noisy scores too.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
@@ -134,40 +135,21 @@ __all__ = [
     "distributed ROC-GLM with DP noisy survivor function and a CI that covers (paper 1)",
     demo_options={"sensitivity": 0.01},
 )
-def run_rocglm(
-    inputs: EvaluationInputs,
-    *,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    sensitivity: float | None = None,
-    dp_calibration: str | None = None,
-    privacy: str = "default",
-    thresholds: str = "grid",
-    n_thresholds: int = DEFAULT_N_THRESHOLDS,
-    correction: str = "deconvolution",
-    score_range: tuple[float, float] | None = None,
-    score_levels: list[float] | None = None,
-    bootstrap: int = DEFAULT_BOOTSTRAP,
-    a0: float | None = None,
-) -> EvaluationResult:
-    """``fedroc evaluate --method rocglm``: see :func:`distributed_rocglm`."""
+def run_rocglm(inputs: EvaluationInputs, **options: Any) -> EvaluationResult:
+    """``fedroc evaluate --method rocglm``: see :func:`distributed_rocglm`.
+
+    The options are those of :func:`distributed_rocglm` but the ones evaluate sets itself
+    (the confidence level and the seed, from ``inputs``) and the fit's internals
+    (``n_breaks``, ``tol``, ``max_iter``): the signature says which, and another is refused.
+    """
+    _RUN_SIGNATURE.bind(inputs, **options)  # TypeError naming an option it does not take
     res = distributed_rocglm(
         inputs.federation,
-        epsilon=epsilon,
-        delta=delta,
-        sensitivity=sensitivity,
-        dp_calibration=dp_calibration,
-        privacy=privacy,
-        thresholds=thresholds,
-        n_thresholds=n_thresholds,
-        correction=correction,
-        score_range=score_range,
-        score_levels=score_levels,
-        bootstrap=bootstrap,
         confidence_level=inputs.confidence_level,
         seed=inputs.seed,
-        a0=a0,
+        **options,
     )
+    a0 = options.get("a0")
     extra: dict[str, Any] = {
         "rocglm_params": [res.g1, res.g2],
         "auc_rocglm": res.auc_rocglm,
@@ -205,3 +187,20 @@ def run_rocglm(
         confidence_level=inputs.confidence_level,
         details=res,
     )
+
+
+def _run_signature() -> inspect.Signature:
+    own = inspect.signature(distributed_rocglm).parameters.values()
+    inputs = inspect.Parameter(
+        "inputs", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="EvaluationInputs"
+    )
+    internal = ("federation", "confidence_level", "seed", "n_breaks", "tol", "max_iter")
+    return inspect.Signature(
+        [inputs, *(p for p in own if p.name not in internal)],
+        return_annotation="EvaluationResult",
+    )
+
+
+#: What :func:`run_rocglm` takes (``fedroc evaluate`` reads it to refuse other options).
+_RUN_SIGNATURE = _run_signature()
+run_rocglm.__signature__ = _RUN_SIGNATURE  # type: ignore[attr-defined]

@@ -119,7 +119,6 @@ _SESSION_KEY = "rocglm:session:"
 _CONFUSION_KEY = "rocglm.confusion-threshold:"
 _CONFUSION_ASKED = "rocglm.confusion-asked:"
 _SCALE_KEY = "rocglm.scale:"
-_BREAKS_KEY = "rocglm.sensitivity:n_breaks"
 _HEX = "0123456789abcdef"
 _SESSION = {"session": Text(64)}
 _MAX_VALUES = 1 << 26
@@ -145,7 +144,7 @@ def _outside(ctx: SiteContext, lo: float, hi: float) -> int:
     return int(np.count_nonzero((s < lo) | (s > hi)))
 
 
-@site_function(FN_SENSITIVITY, schema={"n_breaks": Int(2, 10_000, default=None)})
+@site_function(FN_SENSITIVITY, schema={"n_breaks": Int(2, 10_000, default=None, bind=True)})
 def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     """Heuristic l2-sensitivity of this site's scores (see ``score_sensitivity``).
 
@@ -153,23 +152,13 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     nothing about how far one row can move the score, and the analyst must bring a bound.
     The answer is never below the site's ``rocglm_min_sensitivity``, the floor its noise
     release accepts. Each answer is an exact difference of two rows' scores, so the site
-    binds ``n_breaks`` (its default, a third of its rows, counts as a value) in its ledger
-    before it reads its rows and answers no other.
+    answers one ``n_breaks`` in its lifetime (declared ``bind``; its default, None for a third
+    of its rows, counts as a value). It binds with the first answer: no refusal after
+    reading the rows depends on ``n_breaks`` (at least two cells are occupied for any
+    ``n_breaks >= 2``), so a refused request cannot be used to search for one.
     """
     n_breaks = args["n_breaks"]
     breaks = max(1, ctx.data.n // 3) if n_breaks is None else int(n_breaks)
-    with ctx.ledger.transaction():
-        first = ctx.ledger.bindings.get(_BREAKS_KEY)
-        if first is not None and int(first) != breaks:
-            raise ArgumentRefused(
-                f"site {ctx.site!r} refuses {FN_SENSITIVITY!r}: argument 'n_breaks' was "
-                f"{int(first)} in its first answer and may not change (got {breaks}); each "
-                "answer is a difference of two of its scores",
-                site=ctx.site,
-                function=FN_SENSITIVITY,
-                argument="n_breaks",
-            )
-        ctx.ledger.bind(_BREAKS_KEY, breaks)
     if _outside(ctx, 0.0, 1.0):
         raise InputError(
             f"scores of site {ctx.site!r} lie outside [0, 1]: the sensitivity "
