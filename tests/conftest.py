@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,11 @@ LONGEST_FIRST = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # pytest-xdist knows tests by node id and runs one test of each id: two tests sharing
+    # one would silently lose all but one (schemathesis's parametrize once lost 23 of 24).
+    twice = sorted(n for n, k in Counter(i.nodeid for i in items).items() if k > 1)
+    if twice:
+        raise pytest.UsageError(f"tests share a node id (xdist would run one): {twice[:5]}")
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))  # stable
 

@@ -25,7 +25,9 @@ import numpy as np
 import pytest
 import schemathesis
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from fedroc.cli import main
@@ -295,15 +297,30 @@ FUZZ_EXAMPLES = int(os.environ.get("FEDROC_FUZZ_EXAMPLES", "12"))
 DEV_PATHS = ("/v1/me", "/v1/submissions", "/v1/queries", "/v1/budget")
 
 
-@FUZZ_SCHEMA.parametrize()
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-def test_fuzz_from_the_openapi_schema_finds_no_500(case):
+# One test per operation, named by it. (Schemathesis's own `schema.parametrize()` gives all
+# of its tests one node id, and pytest-xdist, which `make test` uses, then ran only one.)
+FUZZ_OPERATIONS = [result.ok() for result in FUZZ_SCHEMA.get_all_operations()]
+
+
+@pytest.mark.parametrize("operation", FUZZ_OPERATIONS, ids=lambda op: op.label)
+def test_fuzz_from_the_openapi_schema_finds_no_500(operation):
     # Each operation with the token of its role (so that requests reach the handlers) and
-    # a bounded number of examples; the only check is that no answer is a server error.
-    token = FUZZ_DEV_TOKEN if case.operation.path.startswith(DEV_PATHS) else ADMIN
-    case.call_and_validate(
-        headers={"Authorization": f"Bearer {token}"}, checks=[not_a_server_error]
+    # a bounded number of examples, valid and invalid (schemathesis's default modes); the
+    # only check is that no answer is a server error.
+    token = FUZZ_DEV_TOKEN if operation.path.startswith(DEV_PATHS) else ADMIN
+    cases = hst.one_of(
+        operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
+        operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
     )
+
+    @given(case=cases)
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    def check(case):
+        case.call_and_validate(
+            headers={"Authorization": f"Bearer {token}"}, checks=[not_a_server_error]
+        )
+
+    check()
 
 
 # --------------------------------------------------------------------------- docs, migrations
