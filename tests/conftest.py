@@ -11,6 +11,7 @@ import pytest
 # instead of one of them starting the Flower deployment's 200 s last.
 LONGEST_FIRST = (
     "test_flower_deploy.py",
+    "test_flower_stock.py",
     "test_flower_identity.py",
     "test_cli_install.py",
     "test_flower.py",

@@ -7,7 +7,7 @@ certificate and declare themselves a site, and a SuperLink killed mid-job (the n
 succeeds; no site's audit log or privacy ledger loses an entry).
 
 The deployment starts once for the module (fedroc's tuned SuperNodes; the stock
-``flower-supernode`` path is exercised by ``test_flower_up_cli_insecure_stock``) and every
+``flower-supernode`` path is exercised by ``test_flower_stock.py``) and every
 process is stopped at the end. The sites load ``_flower_plugin`` (test site functions and
 the multi-round test method) through their node config.
 """
@@ -33,6 +33,7 @@ import pytest
 pytest.importorskip("flwr")
 
 import _flower_plugin  # noqa: F401
+from _flower_sites import SIZES, write_sites
 
 from fedroc.cli import main
 from fedroc.datasets import make_multisite
@@ -41,11 +42,9 @@ from fedroc.federation import Federation, basic
 from fedroc.federation.flower.apps import parse_marked
 from fedroc.federation.flower.deploy import (
     QUIET_ENV,
-    FlowerConnection,
     LocalDeployment,
     free_port,
     node_config_toml,
-    submit_job,
 )
 from fedroc.federation.flower.jobs import run_job
 from fedroc.federation.flower.site_config import SiteNodeConfig
@@ -53,22 +52,13 @@ from fedroc.methods import evaluate, get_method, method_names
 
 TESTS = str(Path(__file__).resolve().parent)
 PLUGIN_ENV = {"PYTHONPATH": os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")])}
-SIZES = (260, 180, 330)
 SLOW_SCRIPT = {"calls": [{"function": "flowertest.slow", "args": {"seconds": 0.3}, "repeat": 40}]}
-
-
-def _write_sites(root: Path) -> dict[str, Path]:
-    paths = {}
-    for name, frame in make_multisite(SIZES, seed=21).items():
-        paths[name] = root / f"{name}.csv"
-        frame.to_csv(paths[name], index=False)
-    return paths
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("flower-deploy")
-    paths = _write_sites(root)
+    paths = write_sites(root)
     configs = [
         SiteNodeConfig(
             site=name,
@@ -521,52 +511,3 @@ def test_superlink_killed_mid_job_recovers_and_no_audit_or_ledger_entry_is_lost(
         assert ledger.startswith(ledger_at_kill[name]), name
         # The second DP job was charged on top of the first: the budget was not reset.
         assert read_ledger_status(ledgers[name]).epsilon > spent[name] + 1e-9, name
-
-
-def test_flower_up_cli_insecure_stock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`fedroc flower up` (insecure, stock flower-supernode) and `fedroc flower run`; the
-    analyst's side stock too (``flwr run``, and ``flwr stop`` past ``--run-timeout``)."""
-    paths = _write_sites(tmp_path)
-    work = tmp_path / "up"
-    cmd = [sys.executable, "-m", "fedroc", "flower", "up", "--insecure", "--stock"]
-    cmd += ["--dir", str(work), "--duration", "150", "--json"]
-    for name in ("site1", "site2"):
-        cmd += ["--data", f"{name}={paths[name]}"]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
-    )
-    try:
-        assert proc.stdout is not None
-        text = ""
-        while True:  # one JSON object (indented) once the deployment is up
-            line = proc.stdout.readline()
-            assert line, "fedroc flower up exited before printing the connection"
-            text += line
-            if line.startswith("}"):
-                break
-        info = json.loads(text)
-        assert info["insecure"] is True and info["sites"] == ["site1", "site2"]
-        conn = FlowerConnection.from_file(work)
-        assert conn.address == info["address"]
-        payload = submit_job(conn, "sites", timeout=60)
-        assert payload["result"]["sites"] == [
-            {"name": "site1", "n": SIZES[0]},
-            {"name": "site2", "n": SIZES[1]},
-        ]
-        # Stock nodes take seconds per round: a ROC-GLM job is stopped, here by the stock
-        # analyst's `flwr stop` (Flower's CLI, as on other Flower versions).
-        monkeypatch.setenv("FEDROC_FLOWER_TUNING", "off")
-        options = {"method": "rocglm", "options": dict(get_method("rocglm").demo_options)}
-        with pytest.raises(FedrocError, match="did not finish within 3 s; it was stopped"):
-            submit_job(conn, "evaluate", options, timeout=60, run_timeout=3)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-    assert proc.returncode == 0
-    # Every process of the deployment is gone: the SuperLink's port is closed and no
-    # SuperNode (their command lines name their node config under `work`) is left.
-    host, port = info["address"].rsplit(":", 1)
-    with pytest.raises(OSError):
-        socket.create_connection((host, int(port)), timeout=2).close()
-    leftover = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
-    assert leftover.strip() == ""

@@ -2,7 +2,7 @@
 of the SuperLink and the SuperNode answer every request as Flower's own stacks do, while
 skipping the layers that have nothing to do; the version gate; the app references that
 ``flwr run`` checks load nothing heavy; the ServerApp executor's polling. A job on the
-stock stack (``FEDROC_FLOWER_TUNING=off``) runs in test_flower_deploy.py
+stock stack (``FEDROC_FLOWER_TUNING=off``) runs in test_flower_stock.py
 (``test_flower_up_cli_insecure_stock``)."""
 
 from __future__ import annotations
