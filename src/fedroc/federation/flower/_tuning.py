@@ -158,10 +158,9 @@ def stop_is_a_failure(call: Callable[..., Any]) -> Callable[..., Any]:
     the node's state, the ClientApp answered it, and from then on the node pushed each
     reply one message late (the previous run's), deaf to every new run until restarted.
     """
+    from flwr.supercore.run import RunNotRunningException
 
     def checked(*args: Any, **kwargs: Any) -> Any:
-        from flwr.supercore.run import RunNotRunningException
-
         try:
             return call(*args, **kwargs)
         except RunNotRunningException as exc:
