@@ -296,6 +296,17 @@ def test_share_site_function_releases_signed_shares_under_the_policy():
         site.handle("fedroc.mpc.share", {**args(["a", "d"]), "compare": True})
 
 
+def test_owner_key_file_errors_name_the_file(tmp_path):
+    with pytest.raises(InputError, match="owner key file .*nope.pem' does not exist"):
+        load_owner_key(tmp_path / "nope.pem")
+    # Other operating-system errors name the file too (they ended in a traceback).
+    with pytest.raises(InputError, match=r"cannot read owner key file .*: Is a directory"):
+        load_owner_key(tmp_path)
+    (tmp_path / "k.pem").write_text("not a key")
+    with pytest.raises(InputError, match="is not a PEM private key"):
+        load_owner_key(tmp_path / "k.pem")
+
+
 def test_cluster_file_errors(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         ClusterConfig.load(tmp_path / "nope.toml")

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from fedroc._files import reading
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.auc import (
     DEFAULT_FRAC_BITS,
@@ -250,10 +251,12 @@ def load_owner_key(path: str | Path) -> Ed25519PrivateKey:
         When the file is missing, not PEM, or holds another kind of key.
     """
     p = Path(path)
+    if not p.exists():
+        raise InputError(f"owner key file {str(p)!r} does not exist")
+    with reading(p, "owner key file"):  # a directory, no permission, ...
+        data = p.read_bytes()
     try:
-        key = serialization.load_pem_private_key(p.read_bytes(), password=None)
-    except FileNotFoundError:
-        raise InputError(f"owner key file {str(p)!r} does not exist") from None
+        key = serialization.load_pem_private_key(data, password=None)
     except ValueError as exc:
         raise InputError(f"owner key file {str(p)!r} is not a PEM private key: {exc}") from None
     if not isinstance(key, Ed25519PrivateKey):
