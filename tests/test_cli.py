@@ -228,3 +228,26 @@ def test_figures_command_writes_registered_figures(tmp_path, capsys, monkeypatch
     with pytest.raises(SystemExit) as exc:
         main(["figures", "--paper", "7", "--out", str(tmp_path)])
     assert exc.value.code == 2
+
+
+def test_calibration_table_says_which_bins_pool_only_some_sites():
+    """A bin withheld at one site still shows the others' rows; the table must say so."""
+    from rich.console import Console
+
+    from fedroc.cli._common import calibration_table
+    from fedroc.metrics import CalibrationCurve, bin_edges
+
+    curve = CalibrationCurve(
+        bin_edges(3),
+        np.array([10, 4, 0]),
+        np.array([0.2, 0.5, np.nan]),
+        np.array([0.1, 0.5, np.nan]),
+        np.array([False, True, True]),
+    )
+    console = Console(width=200, record=True)
+    console.print(calibration_table("Calibration", curve))
+    rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
+    assert len(rows) == 3
+    assert "withheld" not in rows[0]
+    assert "other sites only (withheld at a site)" in rows[1] and "│  4 │" in rows[1]
+    assert "withheld at every site" in rows[2]

@@ -265,7 +265,15 @@ def calibration_table(
         close = "]" if k == curve.n_bins - 1 else ")"
         label = f"[{curve.edges[k]:.1f}, {curve.edges[k + 1]:.1f}{close}"
         if noise_sd is None:
-            note = "withheld at a site" if curve.suppressed[k] else ""
+            # A bin withheld at some sites still pools the others' rows (as the report's
+            # figure says); say so, or its n and fractions read as the whole bin's.
+            note = ""
+            if curve.suppressed[k]:
+                note = (
+                    "other sites only (withheld at a site)"
+                    if curve.count[k]
+                    else "withheld at every site"
+                )
         else:  # under DP a bin is withheld for its noise, never at a site
             note = (
                 "withheld: noisy count within 3 noise SDs of 0"
