@@ -250,4 +250,4 @@ def test_calibration_table_says_which_bins_pool_only_some_sites():
     assert len(rows) == 3
     assert "withheld" not in rows[0]
     assert "other sites only (withheld at a site)" in rows[1] and "│  4 │" in rows[1]
-    assert "withheld at every site" in rows[2]
+    assert "withheld at a site (no rows at the others)" in rows[2]

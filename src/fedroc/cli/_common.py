@@ -272,7 +272,7 @@ def calibration_table(
                 note = (
                     "other sites only (withheld at a site)"
                     if curve.count[k]
-                    else "withheld at every site"
+                    else "withheld at a site (no rows at the others)"
                 )
         else:  # under DP a bin is withheld for its noise, never at a site
             note = (
