@@ -167,6 +167,15 @@ def test_wrong_column_names_the_file(capsys, site_files):
     assert "label column 'y' not found in file" in capsys.readouterr().err
 
 
+def test_an_empty_file_is_said_to_have_no_rows(capsys, tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("label,score\n")
+    with pytest.raises(SystemExit) as info:
+        main(["metrics", str(empty)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: file {str(empty)!r} has no rows"
+
+
 def test_console_script_json_is_the_only_stdout(site_files):
     proc = subprocess.run(
         [

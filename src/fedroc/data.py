@@ -162,12 +162,12 @@ class SiteData:
             On labels that are not binary, non-finite scores or weights, arrays of different
             lengths, or no rows.
         """
+        if np.size(label) == 0:  # checked first: the label check would ask for classes
+            raise InputError(f"{source} has no rows")
         y = check_labels(np.asarray(label), pos_label=pos_label, name=f"label of {source}")
         s = check_scores(np.asarray(score), name=f"score of {source}")
         if y.size != s.size:
             raise InputError(f"{source}: {y.size} labels but {s.size} scores")
-        if y.size == 0:
-            raise InputError(f"{source} has no rows")
         c = None if cluster is None else np.asarray(cluster).copy()
         b = None
         if score_b is not None:
