@@ -47,3 +47,29 @@ def tied_data(rng: np.random.Generator, n: int, levels: int | None = 7, shift: f
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def seeded_site_entropy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sites without a ``noise_seed`` draw fresh noise at every release, as in production,
+    but from a stream this fixture seeds instead of the operating system's entropy.
+
+    For tests whose statistical assertions read the noise of repeated releases (averaging
+    attacks): with fresh entropy each run was a new draw and such an assertion failed by
+    chance now and then; a site's ``noise_seed`` would give every release of a stream the
+    same noise, which is not what the attack meets. Each call of
+    :meth:`~fedroc.federation.SiteContext.noise_rng` gets its own child of one seed, so
+    releases differ from each other and the run is the same every time. Nothing reaches the
+    product: the analyst still cannot send a seed, and sites with a ``noise_seed`` keep it.
+    """
+    from fedroc.federation.site import SiteContext
+
+    root = np.random.SeedSequence(20261127)
+    configured = SiteContext.noise_rng
+
+    def noise_rng(self: SiteContext, stream: str) -> np.random.Generator | None:
+        if self.noise_seed is not None:
+            return configured(self, stream)
+        return np.random.default_rng(root.spawn(1)[0])
+
+    monkeypatch.setattr(SiteContext, "noise_rng", noise_rng)
