@@ -201,8 +201,9 @@ def test_ledger_lies_beside_the_audit_log_and_survives_a_restart(tmp_path):
     assert status.epsilon_limit == 10.0 and status.delta_limit == pytest.approx(1 / 20)
 
 
-def _spend(path, tries, out):
+def _spend(path, tries, out, start):
     site = _site(path)
+    start.wait(60)  # all four spend at once
     ok = 0
     for _ in range(tries):
         try:
@@ -214,10 +215,13 @@ def _spend(path, tries, out):
 
 
 def test_budget_holds_when_processes_of_one_site_race(tmp_path):
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
+    # Spawned, not forked: a fork of a pytest worker that runs other threads (xdist's own)
+    # can leave a lock held in the child, which then hangs.
+    ctx = multiprocessing.get_context("spawn")
+    queue, start = ctx.Queue(), ctx.Barrier(4)
     procs = [
-        ctx.Process(target=_spend, args=(tmp_path / "north.jsonl", 6, queue)) for _ in range(4)
+        ctx.Process(target=_spend, args=(tmp_path / "north.jsonl", 6, queue, start))
+        for _ in range(4)
     ]
     for p in procs:
         p.start()
