@@ -67,6 +67,27 @@ class EvaluationResult(ResultMixin):
     ``to_dict()`` gives the JSON object of ``fedroc evaluate --json``: ``method``, ``sites``
     (list of ``{name, n}``), ``auc``, ``auc_ci`` (None where the method has none),
     ``released``, then the method's own keys from ``extra``.
+
+    Attributes
+    ----------
+    method : str
+        Name of the method that ran (a name of :func:`method_names`).
+    sites : list of dict
+        One ``{"name": str, "n": int}`` per site, ``n`` (rows) is None where the
+        method does not learn it.
+    auc : float
+        The method's AUC estimate.
+    auc_ci : tuple of float (low, high) or None
+        Its confidence interval at ``confidence_level``; None where the method has none.
+    released : Released
+        What left the sites: rounds, functions called, bytes, DP events and privacy spent.
+    extra : dict, default {}
+        The method's own JSON-ready keys (curves, variances, calibration, ...).
+    confidence_level : float, default 0.95
+        Level of ``auc_ci``.
+    details : object, optional
+        The method's own result object (e.g. :class:`~fedroc.metrics.DeLongResult`), for
+        Python callers; not part of ``to_dict()`` and not compared by ``==``.
     """
 
     method: str
