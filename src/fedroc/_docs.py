@@ -1,7 +1,7 @@
 """Numpydoc entries that many public docstrings share, written once.
 
 A docstring names a shared entry by a line that holds only ``{name}`` (indented as the
-entry would be); :func:`fill_doc` puts the entry of :data:`PARAMETERS` there when the
+entry would be); :func:`fill_doc` puts the entry of :data:`ENTRIES` there when the
 module is imported, so ``help()``, the rendered docs and the doctests read the full text.
 This is scipy's ``_lib.doccer`` and pandas' ``@doc`` in small: a parameter that means the
 same everywhere is explained in one place.
@@ -23,12 +23,13 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
-__all__ = ["PARAMETERS", "fill_doc"]
+__all__ = ["ENTRIES", "fill_doc"]
 
 T = TypeVar("T")
 
-#: Shared numpydoc entries (name, type line, indented description), by name.
-PARAMETERS: dict[str, str] = {
+#: Shared numpydoc entries (a parameter's name, type and indented description, or a raised
+#: error's), by name.
+ENTRIES: dict[str, str] = {
     "y_true": """\
 y_true : array-like of shape (n_samples,)
     Binary labels: {0, 1}, {-1, 1} or booleans (1 / True is positive), or any two
@@ -64,6 +65,50 @@ seed : int, optional
 federation : Federation
     The sites, reached only through their registered site functions (each call is
     checked against the site's disclosure policy and logged).""",
+    "column": """\
+column : {"score", "label"}, default "score"
+    The column of each site's rows to summarise (labels as 0/1).""",
+    "subset": """\
+subset : {"all", "positive", "negative"}, default "all"
+    The rows to use: all, or those of one class.""",
+    "epsilon": """\
+epsilon : float
+    Privacy loss epsilon of this release, a positive number.""",
+    "delta": """\
+delta : float
+    Probability delta with which the epsilon bound may fail, in (0, 1).""",
+    "l2_sensitivity": """\
+sensitivity : float
+    l2-sensitivity: the largest Euclidean distance between the released values of two
+    data sets that differ in one row; positive.""",
+    "l1_sensitivity": """\
+sensitivity : float
+    l1-sensitivity: the largest sum of absolute differences between the released values
+    of two data sets that differ in one row; positive.""",
+    "calibration": """\
+calibration : {"classic", "analytic"}, default "classic"
+    How sigma is set: the classic bound (paper 1; exact only for epsilon < 1) or the
+    analytic one of Balle & Wang (the smallest sigma, any epsilon).""",
+    "mechanism_rng": """\
+rng : numpy.random.Generator, optional
+    A generator seeded from the site's own configuration (simulations, tests): numpy
+    draws the noise. None (production): OpenDP draws it from the operating system's
+    entropy and rounds the result to its 2^-30 grid.""",
+    "noise_rng": """\
+rng : numpy.random.Generator, int or None, optional
+    A seeded generator or a seed (simulations, tests); None lets OpenDP draw the noise,
+    as in the mechanism.""",
+    "noisy_release": """\
+noisy : ndarray of float64
+    The values plus noise, of the shape of ``values``.
+event : DPEvent
+    The release to record in the site's ledger (mechanism, epsilon, delta, sensitivity,
+    noise scale, size, sampler).""",
+    "site_failure": """\
+SiteError, DisclosureError
+    A site failed the call (:class:`~fedroc.exceptions.SiteError`), or every failing site
+    refused it under its disclosure policy (:class:`~fedroc.exceptions.DisclosureError`);
+    the message names each site. No partial result is returned.""",
 }
 
 _PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.MULTILINE)
@@ -71,9 +116,9 @@ _PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.MULTILINE)
 
 def _indented(match: re.Match[str]) -> str:
     indent, name = match.groups()
-    if name not in PARAMETERS:
+    if name not in ENTRIES:
         raise KeyError(f"no shared docstring entry named {name!r}")
-    return "\n".join(indent + line if line else line for line in PARAMETERS[name].split("\n"))
+    return "\n".join(indent + line if line else line for line in ENTRIES[name].split("\n"))
 
 
 def fill_doc(obj: T) -> T:
@@ -83,7 +128,7 @@ def fill_doc(obj: T) -> T:
     ----------
     obj : function or class
         Its docstring names shared entries by lines that hold only ``{name}``, ``name`` a
-        key of :data:`PARAMETERS`; any other text is left as written.
+        key of :data:`ENTRIES`; any other text is left as written.
 
     Returns
     -------
@@ -93,7 +138,7 @@ def fill_doc(obj: T) -> T:
     Raises
     ------
     KeyError
-        A placeholder names no entry of :data:`PARAMETERS` (at import, not at a reader's
+        A placeholder names no entry of :data:`ENTRIES` (at import, not at a reader's
         ``help()``).
     """
     doc = getattr(obj, "__doc__", None)

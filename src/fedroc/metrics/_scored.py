@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from numpy.typing import ArrayLike
 
-from fedroc._docs import PARAMETERS
+from fedroc._docs import ENTRIES
 from fedroc.metrics._counts import ScoreCounts
 
 __all__ = ["KEYWORD_PARAMETERS", "SCORE_PARAMETERS", "score_counts_metric"]
@@ -27,10 +27,10 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 #: The parameters :func:`score_counts_metric` adds before a metric's own, as numpydoc entries.
-SCORE_PARAMETERS = "\n".join(PARAMETERS[name] for name in ("y_true", "y_score"))
+SCORE_PARAMETERS = "\n".join(ENTRIES[name] for name in ("y_true", "y_score"))
 
 #: The keyword-only parameters it adds after them.
-KEYWORD_PARAMETERS = "\n".join(PARAMETERS[name] for name in ("pos_label", "sample_weight"))
+KEYWORD_PARAMETERS = "\n".join(ENTRIES[name] for name in ("pos_label", "sample_weight"))
 
 _SECTION = re.compile(r"^(\w[\w ]*)\n-+$", re.MULTILINE)
 
