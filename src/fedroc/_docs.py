@@ -20,10 +20,12 @@ same everywhere is explained in one place.
 
 from __future__ import annotations
 
+import inspect
 import re
-from typing import TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-__all__ = ["ENTRIES", "fill_doc"]
+__all__ = ["ENTRIES", "fill", "fill_doc", "parameters_of"]
 
 T = TypeVar("T")
 
@@ -104,6 +106,32 @@ noisy : ndarray of float64
 event : DPEvent
     The release to record in the site's ledger (mechanism, epsilon, delta, sensitivity,
     noise scale, size, sampler).""",
+    "inputs": """\
+inputs : EvaluationInputs
+    What :func:`fedroc.evaluate` runs the method on: the federation, the pooled rows
+    where the caller holds them, the analyst's seed and the confidence level.""",
+    "evaluation_result": """\
+EvaluationResult
+    The common result; ``to_dict()`` is the JSON object of ``fedroc evaluate --json``
+    and ``details`` the method's own result object.""",
+    "rocglm_thresholds": """\
+thresholds : {"grid", "positives"}, default "grid"
+    The paper's equidistant grid of false-positive rates ``j / (n_thresholds + 1)``, or
+    the reference code's rule: the positives' scores (which must then lie in [0, 1]).""",
+    "rocglm_n_thresholds": """\
+n_thresholds : int, default 28
+    Size of the grid, at least 2 (at most 64 in the distributed fit).""",
+    "tol": """\
+tol : float, default 1e-8
+    Fisher scoring stops when ``|dev_m - dev_(m-1)| / (|dev_m| + 0.1) < tol`` (R's
+    ``glm.fit`` rule on the deviance).""",
+    "max_iter": """\
+max_iter : int, default 25
+    Most Fisher-scoring updates; a fit that has not converged by then warns and keeps
+    its last coefficients.""",
+    "n_breaks": """\
+n_breaks : int, optional
+    Histogram cells of the sensitivity heuristic; default a third of the site's rows.""",
     "site_failure": """\
 SiteError, DisclosureError
     A site failed the call (:class:`~fedroc.exceptions.SiteError`), or every failing site
@@ -114,11 +142,78 @@ SiteError, DisclosureError
 _PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.MULTILINE)
 
 
-def _indented(match: re.Match[str]) -> str:
-    indent, name = match.groups()
-    if name not in ENTRIES:
-        raise KeyError(f"no shared docstring entry named {name!r}")
-    return "\n".join(indent + line if line else line for line in ENTRIES[name].split("\n"))
+def fill(doc: str, **extra: str) -> str:
+    """Put the entries named by placeholder lines of ``doc`` in their place.
+
+    Parameters
+    ----------
+    doc : str
+        A docstring whose lines holding only ``{name}`` name an entry.
+    **extra : str
+        Entries of this docstring only, besides :data:`ENTRIES` (they win on a clash).
+
+    Returns
+    -------
+    str
+        ``doc`` with each placeholder replaced by its entry, indented as the placeholder.
+
+    Raises
+    ------
+    KeyError
+        A placeholder names no entry.
+    """
+    entries = {**ENTRIES, **extra}
+
+    def indented(match: re.Match[str]) -> str:
+        indent, name = match.groups()
+        if name not in entries:
+            raise KeyError(f"no shared docstring entry named {name!r}")
+        return "\n".join(indent + line if line else line for line in entries[name].split("\n"))
+
+    return _PLACEHOLDER.sub(indented, doc)
+
+
+_ENTRY_START = re.compile(r"^(\*{0,2}\w+(?:, \*{0,2}\w+)*)(?: : |$)")
+
+
+def parameters_of(func: Callable[..., Any], names: Iterable[str]) -> str:
+    """Return the Parameters entries of ``func``'s docstring for ``names``, in that order.
+
+    A runner of :func:`fedroc.evaluate` takes most options of the function it runs; this
+    lets its docstring show their text without writing it twice.
+
+    Parameters
+    ----------
+    func : callable
+        A function documented numpydoc style.
+    names : iterable of str
+        Parameters of ``func`` to take. An entry documenting several names at once
+        (``epsilon, delta : float``) is taken once.
+
+    Returns
+    -------
+    str
+        The entries, unindented, one after the other.
+
+    Raises
+    ------
+    KeyError
+        ``func``'s docstring documents no parameter of one of ``names``.
+    """
+    doc = inspect.cleandoc(func.__doc__ or "")
+    section = doc.split("Parameters\n----------\n", 1)[1].split("\n\n", 1)[0]
+    entries: list[list[str]] = []  # the lines of each entry
+    entry_of: dict[str, int] = {}  # parameter name -> its entry
+    for line in section.splitlines():
+        start = _ENTRY_START.match(line)
+        if start:
+            for name in start.group(1).split(", "):
+                entry_of[name.lstrip("*")] = len(entries)
+            entries.append([line])
+        elif entries:
+            entries[-1].append(line)
+    taken = list(dict.fromkeys(entry_of[name] for name in names))
+    return "\n".join("\n".join(entries[i]) for i in taken)
 
 
 def fill_doc(obj: T) -> T:
@@ -143,5 +238,5 @@ def fill_doc(obj: T) -> T:
     """
     doc = getattr(obj, "__doc__", None)
     if doc:
-        obj.__doc__ = _PLACEHOLDER.sub(_indented, doc)
+        obj.__doc__ = fill(doc)
     return obj
