@@ -39,6 +39,7 @@ MODULES = [
     "fedroc.privacy",
     "fedroc.methods",
     "fedroc.methods.rocglm",
+    "fedroc.methods.histogram",
 ]
 
 CHECKS = ("GL08", "PR01", "PR02", "PR03", "RT01")

@@ -132,6 +132,33 @@ max_iter : int, default 25
     "n_breaks": """\
 n_breaks : int, optional
     Histogram cells of the sensitivity heuristic; default a third of the site's rows.""",
+    "branching": """\
+branching : int
+    Children of each node of the hierarchical histogram, at least 2.""",
+    "tree_levels": """\
+levels : sequence of ndarray
+    The tree's levels 1..h: ``levels[j]`` holds the ``branching ** (j + 1)`` (noisy)
+    counts of level j + 1; the root is not released.""",
+    "score_range_lo_hi": """\
+lo, hi : float
+    The public score range ``[lo, hi]``, divided into leaves of equal width.""",
+    "n_leaves": """\
+n_leaves : int
+    Number of leaves (the finest bins) over the score range.""",
+    "quantile_fractions": """\
+fractions : ndarray of float
+    Probabilities of the quantiles, non-decreasing in [0, 1].""",
+    "roc_polylines": """\
+fpr_true, tpr_true : ndarray of float
+    The pooled (empirical) ROC curve's points, false positive rate non-decreasing.
+fpr_hat, tpr_hat : ndarray of float
+    The approximated curve's points.""",
+    "interpolation": """\
+interpolation : {"pchip", "linear", "midpoint"}, default "pchip"
+    How each survival function runs between its quantiles: PCHIP (the paper: monotone
+    piecewise cubic), straight lines, or the mean of the previous and the next point (a
+    step halfway between the left- and right-continuous ECDFs; the reference code's
+    ``midpoint``).""",
     "site_failure": """\
 SiteError, DisclosureError
     A site failed the call (:class:`~fedroc.exceptions.SiteError`), or every failing site
