@@ -40,6 +40,8 @@ MODULES = [
     "fedroc.methods",
     "fedroc.methods.rocglm",
     "fedroc.methods.histogram",
+    "fedroc.methods.clustered",
+    "fedroc.methods.mpc",
 ]
 
 CHECKS = ("GL08", "PR01", "PR02", "PR03", "RT01")

@@ -159,6 +159,23 @@ interpolation : {"pchip", "linear", "midpoint"}, default "pchip"
     piecewise cubic), straight lines, or the mean of the previous and the next point (a
     step halfway between the left- and right-continuous ECDFs; the reference code's
     ``midpoint``).""",
+    "site_sum": """\
+federation : Federation
+    The sites.
+function : str
+    The site function to run at every site (a clustered-AUC round).
+args : Record
+    Its arguments, the same for every site.
+
+Returns
+-------
+dict of str to ndarray of float64
+    For each key of the sites' replies, the sum over the sites.
+
+Raises
+------
+SiteError, DisclosureError
+    A site failed or refused (the message names it).""",
     "site_failure": """\
 SiteError, DisclosureError
     A site failed the call (:class:`~fedroc.exceptions.SiteError`), or every failing site
