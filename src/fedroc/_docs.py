@@ -176,6 +176,37 @@ Raises
 ------
 SiteError, DisclosureError
     A site failed or refused (the message names it).""",
+    "n_images": """\
+n_images : int
+    ``phi``, the number of sequestered images, a positive integer.""",
+    "n_subsets": """\
+n_subsets : int
+    ``rho``, the number of test subsets, a positive integer.""",
+    "subset_size": """\
+subset_size : int
+    ``N``, images per subset, a positive integer.""",
+    "load_factor": """\
+load_factor : float
+    ``xi = N rho / phi``: the mean number of subset places per image (values per key of
+    the image-to-subset hash table); positive.""",
+    "noise_rate": """\
+noise_rate : float
+    ``sigma``, the Laplace noise rate of eq. 3 (on the AUC scale), in [1e-6, 100].""",
+    "budget": """\
+budget : float
+    ``B``, the h-Thresholdout_AUC budget of eq. 3: perturbed answers allowed; positive.""",
+    "planning_auc": """\
+auc : float
+    The AUC assumed for planning, in (0, 1).""",
+    "prevalence": """\
+prevalence : float
+    Fraction of positive images, in (0, 1).""",
+    "power": """\
+power : float, default 0.8
+    The power the test of AUC = 0.5 must reach, in (0, 1).""",
+    "alpha": """\
+alpha : float, default 0.05
+    Significance level of the two-sided test of AUC = 0.5, in (0, 1).""",
     "site_failure": """\
 SiteError, DisclosureError
     A site failed the call (:class:`~fedroc.exceptions.SiteError`), or every failing site
