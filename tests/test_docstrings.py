@@ -43,6 +43,8 @@ MODULES = [
     "fedroc.methods.clustered",
     "fedroc.methods.mpc",
     "fedroc.methods.sequester",
+    "fedroc.secagg",
+    "fedroc.mpc",
 ]
 
 CHECKS = ("GL08", "PR01", "PR02", "PR03", "RT01")

@@ -207,6 +207,50 @@ power : float, default 0.8
     "alpha": """\
 alpha : float, default 0.05
     Significance level of the two-sided test of AUC = 0.5, in (0, 1).""",
+    "secagg_kwargs": """\
+**kwargs
+    Options of the session, passed to :func:`~fedroc.secagg.secure_sum`: ``sites``,
+    ``threshold``, ``bits``, ``frac_bits``, ``allow_dropouts``.""",
+    "secagg_failure": """\
+ProtocolError
+    Fewer than the threshold of sites survived a stage; the session was aborted and the
+    sites erased their secrets before anything was unmasked.
+SiteError, DisclosureError
+    A site failed or refused to take part (without ``allow_dropouts``); the message names
+    it.""",
+    "secagg_session": """\
+session : str
+    The session id (hex).
+sites : list of str
+    The session's members, in order (a site's position, from 1, is its Shamir
+    x-coordinate).
+threshold : int
+    Survivors needed at every stage and shares needed to rebuild a secret.
+bits : int
+    The ring Z_2^bits of the masked vectors.
+frac_bits : int
+    Fixed-point scale of float inputs (2^-frac_bits).""",
+    "mpc_job_parameters": """\
+sort : {"oblivious", "delta"}
+    Bitonic merge (nothing opened) or the paper's merge with ``delta``.
+delta : int
+    Odd; the paper's privacy/speed parameter (``sort="delta"`` only).
+noties : bool
+    Also compute the paper's no-tie AUROC (Algorithm 5).
+frac_bits : int
+    Precision of the opened values: each is rounded to a multiple of ``2**-frac_bits``
+    (the variance to ``2**-min(2 frac_bits, 60)``); 1 to 52, default 14.
+min_class_count : int
+    Nothing is opened (every value comes back undefined) unless both classes have at
+    least this many samples, checked under MPC; default 5.
+ci : bool
+    Also compute DeLong's variance of the AUROC (for its standard error and CI).
+compare : bool
+    Records carry a second model's score: also open its AUROC, AUPR and variance, and
+    the variance of the difference of the two AUROCs (paired DeLong), all under MPC.
+asks : str
+    Partial AUC and operating points of the first model (:class:`~fedroc.mpc.asks.Asks`
+    in its canonical text; empty for none).""",
     "site_failure": """\
 SiteError, DisclosureError
     A site failed the call (:class:`~fedroc.exceptions.SiteError`), or every failing site
