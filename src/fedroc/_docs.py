@@ -1,9 +1,10 @@
 """Numpydoc entries that many public docstrings share, written once.
 
-A docstring names a shared entry by a line that holds only ``{name}`` (indented as the
-entry would be); :func:`fill_doc` puts the entry of :data:`ENTRIES` there when the
-module is imported, so ``help()``, the rendered docs and the doctests read the full text.
-This is scipy's ``_lib.doccer`` and pandas' ``@doc`` in small: a parameter that means the
+A docstring names shared entries by a line that holds only ``{name}`` or
+``{name, other, ...}`` (indented as the entries would be); :func:`fill_doc` puts the
+entries of :data:`ENTRIES` there, one after the other, when the module is imported, so
+``help()``, the rendered docs and the doctests read the full text. This is scipy's
+``_lib.doccer`` and pandas' ``@doc`` in small: a parameter that means the
 same everywhere is explained in one place.
 
 >>> @fill_doc
@@ -100,7 +101,9 @@ rng : numpy.random.Generator, optional
 rng : numpy.random.Generator, int or None, optional
     A seeded generator or a seed (simulations, tests); None lets OpenDP draw the noise,
     as in the mechanism.""",
-    "noisy_release": """\
+    "returns_noisy_release": """\
+Returns
+-------
 noisy : ndarray of float64
     The values plus noise, of the shape of ``values``.
 event : DPEvent
@@ -251,6 +254,16 @@ compare : bool
 asks : str
     Partial AUC and operating points of the first model (:class:`~fedroc.mpc.asks.Asks`
     in its canonical text; empty for none).""",
+    "binormal_g": """\
+g1, g2 : float
+    Intercept and slope of the binormal curve ``ROC(t) = Phi(g1 + g2 Phi^-1(t))``.""",
+    "returns_noise": """\
+Returns
+-------
+noise : ndarray of float64, shape ``size``
+    The noise alone.
+event : DPEvent
+    The release to record in the site's ledger.""",
     "site_failure": """\
 SiteError, DisclosureError
     A site failed the call (:class:`~fedroc.exceptions.SiteError`), or every failing site
@@ -258,7 +271,9 @@ SiteError, DisclosureError
     the message names each site. No partial result is returned.""",
 }
 
-_PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.MULTILINE)
+# A line holding only {name} or {name, other}; names start with a letter, so that a set
+# such as {0, 1} on a line of its own stays text.
+_PLACEHOLDER = re.compile(r"^([ \t]*)\{([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*)\}[ \t]*$", re.MULTILINE)
 
 
 def fill(doc: str, **extra: str) -> str:
@@ -267,7 +282,8 @@ def fill(doc: str, **extra: str) -> str:
     Parameters
     ----------
     doc : str
-        A docstring whose lines holding only ``{name}`` name an entry.
+        A docstring whose lines holding only ``{name}`` (or ``{name, other, ...}``) name
+        entries.
     **extra : str
         Entries of this docstring only, besides :data:`ENTRIES` (they win on a clash).
 
@@ -284,10 +300,13 @@ def fill(doc: str, **extra: str) -> str:
     entries = {**ENTRIES, **extra}
 
     def indented(match: re.Match[str]) -> str:
-        indent, name = match.groups()
-        if name not in entries:
-            raise KeyError(f"no shared docstring entry named {name!r}")
-        return "\n".join(indent + line if line else line for line in entries[name].split("\n"))
+        indent, names = match.groups()
+        lines = []
+        for name in names.split(", "):
+            if name not in entries:
+                raise KeyError(f"no shared docstring entry named {name!r}")
+            lines += entries[name].split("\n")
+        return "\n".join(indent + line if line else line for line in lines)
 
     return _PLACEHOLDER.sub(indented, doc)
 
@@ -341,8 +360,9 @@ def fill_doc(obj: T) -> T:
     Parameters
     ----------
     obj : function or class
-        Its docstring names shared entries by lines that hold only ``{name}``, ``name`` a
-        key of :data:`ENTRIES`; any other text is left as written.
+        Its docstring names shared entries by lines that hold only ``{name}`` or
+        ``{name, other, ...}``, each name a key of :data:`ENTRIES`; any other text is left
+        as written.
 
     Returns
     -------

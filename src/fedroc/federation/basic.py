@@ -245,9 +245,7 @@ def distributed_variance(
 
     Parameters
     ----------
-    {federation}
-    {column}
-    {subset}
+    {federation, column, subset}
 
     Returns
     -------

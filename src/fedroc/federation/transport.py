@@ -27,7 +27,8 @@ class Exchange:
     Attributes
     ----------
     reply : Record
-        The decoded reply.
+        The site's decoded reply: the released values and their metadata (kind of
+        release, DP events).
     bytes_sent : int
         Bytes from the analyst to the site (the encoded arguments).
     bytes_received : int

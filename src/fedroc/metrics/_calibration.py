@@ -112,10 +112,7 @@ def calibration_sums(
 
     Parameters
     ----------
-    {y_true}
-    {y_prob}
-    {n_bins}
-    {pos_label}
+    {y_true, y_prob, n_bins, pos_label}
 
     Returns
     -------

@@ -93,9 +93,9 @@ def logit_test_greater(auc: float, se: float, a0: float) -> tuple[float, float]:
     Parameters
     ----------
     auc : float
-        Estimated AUC.
+        Estimated AUC; the test is defined for AUC in (0, 1).
     se : float
-        Its standard error.
+        Its standard error (for instance DeLong's); the test needs it positive.
     a0 : float
         The AUC of the null hypothesis, in (0, 1).
 

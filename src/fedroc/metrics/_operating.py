@@ -58,7 +58,8 @@ def sensitivity_at_specificity(counts: ScoreCounts, specificity: float) -> Opera
     Returns
     -------
     OperatingPoint
-        The chosen threshold and its table; ``criterion`` names the target.
+        The threshold of highest sensitivity among those that reach the specificity, with
+        its table; ``criterion`` is ``"specificity >= <target>"``.
 
     Examples
     --------
@@ -84,7 +85,8 @@ def specificity_at_sensitivity(counts: ScoreCounts, sensitivity: float) -> Opera
     Returns
     -------
     OperatingPoint
-        The chosen threshold and its table; ``criterion`` names the target.
+        The threshold of highest specificity among those that reach the sensitivity, with
+        its table; ``criterion`` is ``"sensitivity >= <target>"``.
 
     Examples
     --------

@@ -186,9 +186,7 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float)
 
     Parameters
     ----------
-    {epsilon}
-    {delta}
-    {l2_sensitivity}
+    {epsilon, delta, l2_sensitivity}
 
     Returns
     -------
@@ -263,9 +261,7 @@ def gaussian_mechanism(
     {calibration}
     {mechanism_rng}
 
-    Returns
-    -------
-    {noisy_release}
+    {returns_noisy_release}
 
     Raises
     ------
@@ -309,12 +305,7 @@ def gaussian_noise(
     {calibration}
     {noise_rng}
 
-    Returns
-    -------
-    noise : ndarray of float64, shape ``size``
-        The noise.
-    event : DPEvent
-        The release to record.
+    {returns_noise}
     """
     gen = None if rng is None else _rng(rng)
     return gaussian_mechanism(
@@ -345,9 +336,7 @@ def laplace_mechanism(
     {l1_sensitivity}
     {mechanism_rng}
 
-    Returns
-    -------
-    {noisy_release}
+    {returns_noisy_release}
 
     Raises
     ------
@@ -385,12 +374,7 @@ def laplace_noise(
     {l1_sensitivity}
     {noise_rng}
 
-    Returns
-    -------
-    noise : ndarray of float64, shape ``size``
-        The noise.
-    event : DPEvent
-        The release to record.
+    {returns_noise}
     """
     gen = None if rng is None else _rng(rng)
     return laplace_mechanism(np.zeros(size), epsilon=epsilon, sensitivity=sensitivity, rng=gen)

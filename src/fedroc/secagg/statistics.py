@@ -53,8 +53,7 @@ def secure_brier(federation: Federation, **kwargs: Any) -> tuple[float, int]:
 
     Parameters
     ----------
-    {federation}
-    {secagg_kwargs}
+    {federation, secagg_kwargs}
 
     Returns
     -------

@@ -422,8 +422,7 @@ def run_clustered(
 
     Parameters
     ----------
-    {inputs}
-    {options}
+    {inputs, options}
 
     Returns
     -------

@@ -207,8 +207,7 @@ def tree_leaf_masses(levels: Sequence[NDArray[Any]], branching: int) -> FloatArr
 
     Parameters
     ----------
-    {tree_levels}
-    {branching}
+    {tree_levels, branching}
 
     Returns
     -------

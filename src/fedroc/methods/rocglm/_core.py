@@ -199,29 +199,29 @@ class GroupedTable:
 # --- the binormal ROC curve ---------------------------------------------------------------
 
 
+@fill_doc
 def binormal_auc(g1: float, g2: float) -> float:
     """Closed-form area under ``Phi(g1 + g2 Phi^-1(t))``: ``Phi(g1 / sqrt(1 + g2^2))``.
 
     Parameters
     ----------
-    g1, g2 : float
-        Intercept and slope of the binormal curve.
+    {binormal_g}
 
     Returns
     -------
-    float
+    float in [0, 1]
         The AUC.
     """
     return float(special.ndtr(g1 / math.sqrt(1.0 + g2 * g2)))
 
 
+@fill_doc
 def binormal_auc_integral(g1: float, g2: float) -> float:
     """Integrate the binormal AUC by adaptive quadrature (QUADPACK, as R's ``integrate``).
 
     Parameters
     ----------
-    g1, g2 : float
-        Intercept and slope of the binormal curve.
+    {binormal_g}
 
     Returns
     -------
@@ -239,6 +239,7 @@ def binormal_auc_integral(g1: float, g2: float) -> float:
     return float(value)
 
 
+@fill_doc
 def binormal_roc(g1: float, g2: float, t: ArrayLike) -> FloatArray:
     """``ROC(t) = Phi(g1 + g2 Phi^-1(t))`` for false-positive rates ``t`` in [0, 1].
 
@@ -246,8 +247,7 @@ def binormal_roc(g1: float, g2: float, t: ArrayLike) -> FloatArray:
 
     Parameters
     ----------
-    g1, g2 : float
-        Intercept and slope of the binormal curve.
+    {binormal_g}
     t : array-like of float
         False-positive rates, in [0, 1].
 

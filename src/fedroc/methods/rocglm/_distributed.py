@@ -712,6 +712,11 @@ def distributed_rocglm(
 ) -> DistributedRocGlm:
     """Distributed ROC-GLM with differential privacy and a confidence interval that covers.
 
+    Without ``sensitivity`` the sites first report the sensitivity heuristic
+    (:func:`site_sensitivity`); every score is then released once with Gaussian noise
+    (:func:`release_noisy_scores`), and the sites fit on that one release
+    (:func:`fit_release`).
+
     Parameters
     ----------
     {federation}

@@ -285,9 +285,9 @@ def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
     Parameters
     ----------
     table : SubsetTable
-        The subsets.
+        The subsets, held fixed.
     labels : array-like of bool, shape (n_images,)
-        Labels of the whole test set.
+        Labels of the whole test set, True for positive.
 
     Returns
     -------

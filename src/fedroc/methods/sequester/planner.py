@@ -132,9 +132,7 @@ def load_factor(subset_size: int, n_subsets: int, n_images: int) -> float:
 
     Parameters
     ----------
-    {subset_size}
-    {n_subsets}
-    {n_images}
+    {subset_size, n_subsets, n_images}
 
     Returns
     -------
