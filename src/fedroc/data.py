@@ -24,6 +24,19 @@ class Columns:
     ``score_b`` names a second model's score of the same rows, for paired comparisons
     (``fedroc evaluate --compare-score``); ``weight`` a column of sample weights (the pooled
     reference's ``--sample-weight``).
+
+    Attributes
+    ----------
+    label : str, default "label"
+        Column of the binary labels.
+    score : str, default "score"
+        Column of the scores (higher means more likely positive).
+    cluster : str, optional
+        Column of cluster ids (patients with several rows), for clustered AUCs.
+    score_b : str, optional
+        Column of a second model's score of the same rows.
+    weight : str, optional
+        Column of non-negative sample weights.
     """
 
     label: str = "label"
@@ -88,6 +101,19 @@ class SiteData:
     ``score_b`` is an optional second model's score of the same rows (paired comparisons),
     ``weight`` optional sample weights (finite, non-negative).
     The arrays are read-only so that site functions cannot alter the table.
+
+    Attributes
+    ----------
+    label : ndarray of bool, shape (n,)
+        True for the positive rows.
+    score : ndarray of float64, shape (n,)
+        The model's scores, finite.
+    cluster : ndarray of shape (n,), optional
+        Cluster id of each row (rows of one patient share it).
+    score_b : ndarray of float64, shape (n,), optional
+        A second model's scores of the same rows.
+    weight : ndarray of float64, shape (n,), optional
+        Sample weights, finite and non-negative.
     """
 
     label: NDArray[np.bool_]

@@ -22,6 +22,32 @@ def make_multisite(
     intercept shifts by site (case mix), and the model's predicted probability uses slightly
     shrunken coefficients without the site shift, so it is well but not perfectly
     calibrated. Columns: ``label`` (0/1), ``score`` (predicted probability), ``patient``.
+
+    Parameters
+    ----------
+    sizes : sequence of int, default (420, 260, 610, 180, 330)
+        Rows of each site, one entry per site.
+    seed : int, default 2024
+        Seed of the generator: the same seed gives the same tables.
+    names : sequence of str, optional
+        Site names, as many as ``sizes``; None names them ``site1``, ``site2``, ...
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        One table per site, by name, with columns ``label``, ``score`` (rounded to six
+        decimals) and ``patient`` (``"<site>-<i>"``).
+
+    Raises
+    ------
+    ValueError
+        ``names`` and ``sizes`` differ in length.
+
+    Examples
+    --------
+    >>> sites = make_multisite((30, 20), seed=1)
+    >>> list(sites), [len(t) for t in sites.values()], list(sites["site1"].columns)
+    (['site1', 'site2'], [30, 20], ['label', 'score', 'patient'])
     """
     rng = np.random.default_rng(seed)
     names = list(names) if names is not None else [f"site{k + 1}" for k in range(len(sizes))]
@@ -55,8 +81,20 @@ def flchain_scores(*, folds: int = 5, max_iter: int = 200, seed: int = 0) -> pd.
     :class:`~sklearn.ensemble.HistGradientBoostingClassifier` fitted on the other folds.
     Needs the ``examples`` extra (scikit-learn, scikit-survival).
 
-    Returns a frame with columns ``label`` (0/1) and ``score`` (probability), one row per
-    person, in the data's order.
+    Parameters
+    ----------
+    folds : int, default 5
+        Folds of the stratified cross-validation (shuffled with ``seed``).
+    max_iter : int, default 200
+        Boosting iterations of each fitted model.
+    seed : int, default 0
+        Seed of the folds and of the models.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``label`` (0/1) and ``score`` (out-of-fold probability), one row per person,
+        in the data's order.
     """
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.model_selection import StratifiedKFold, cross_val_predict

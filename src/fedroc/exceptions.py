@@ -16,7 +16,17 @@ class InputError(FedrocError, ValueError):
 
 
 class DisclosureError(FedrocError):
-    """A site refused to release a value because its disclosure policy forbids it."""
+    """A site refused to release a value because its disclosure policy forbids it.
+
+    Parameters
+    ----------
+    message : str
+        What was refused and why (the rule of the policy and the value it met).
+    site : str
+        Name of the refusing site.
+    function : str
+        The site function whose reply was refused.
+    """
 
     def __init__(self, message: str, *, site: str, function: str) -> None:
         super().__init__(message)
@@ -29,6 +39,15 @@ class SiteError(FedrocError):
 
     The analyst never receives a partial result: a call that fails at one site raises this
     error, naming the site, instead of returning the replies of the other sites.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong at the site.
+    site : str
+        Name of the site that failed.
+    function : str, optional
+        The site function it was answering, where known.
     """
 
     def __init__(self, message: str, *, site: str, function: str | None = None) -> None:

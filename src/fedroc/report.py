@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedroc._docs import fill_doc
 from fedroc.data import SiteData
 from fedroc.metrics import CalibrationCurve, ScoreCounts, roc_curve
 
@@ -99,7 +100,19 @@ _WORDS = {
 
 
 def human_label(key: str) -> str:
-    """Turn a result key into a reader's label: ``auc_se`` -> "Standard error of the AUC"."""
+    """Turn a result key into a reader's label: ``auc_se`` -> "Standard error of the AUC".
+
+    Parameters
+    ----------
+    key : str
+        A key of a result's JSON object (``EvaluationResult.to_dict()``).
+
+    Returns
+    -------
+    str
+        The label of :data:`LABELS` for a known key; otherwise the key's words, known
+        abbreviations spelled out, with a capital first letter.
+    """
     if key in LABELS:
         return LABELS[key]
     words = [_WORDS.get(w, w) for w in key.split("_") if w]
@@ -117,6 +130,7 @@ def _matplotlib() -> Any:
 
 
 # -- figures -------------------------------------------------------------------------------
+@fill_doc
 def roc_band(
     counts: ScoreCounts,
     *,
@@ -132,9 +146,23 @@ def roc_band(
     interval of the replicates' true positive rate at each false positive rate of the grid
     (pROC's ``ci.se`` over a grid of specificities).
 
+    Parameters
+    ----------
+    counts : ScoreCounts
+        Whole (unweighted) class counts of the pooled rows, both classes present.
+    n_bootstraps : int, default 200
+        Bootstrap replicates.
+    {confidence_level}
+    {seed}
+    grid : int, default 101
+        Number of equally spaced false positive rates from 0 to 1.
+
     Returns
     -------
-    fpr, low, high : ndarray, shape (grid,)
+    fpr : ndarray, shape (grid,)
+        The false positive rates of the grid.
+    low, high : ndarray, shape (grid,)
+        Percentile band of the true positive rate at each of them.
     """
     rng = np.random.default_rng(seed)
     keep = (counts.pos + counts.neg) > 0
@@ -170,6 +198,29 @@ def roc_figure(
 
     ``pooled`` (rows) or ``reference`` (its ``(fpr, tpr)``) draws the pooled empirical
     curve, labelled as the reference: pass it only when the analyst really pooled the rows.
+
+    Parameters
+    ----------
+    pooled : SiteData, optional
+        Pooled rows whose empirical ROC curve is drawn as the reference (only when both
+        classes are present).
+    curves : sequence of (str, ndarray, ndarray), default ()
+        ``(label, fpr, tpr)`` of each curve to draw.
+    title : str, default "ROC curve"
+        Title of the axes.
+    band : tuple of three ndarray, optional
+        ``(fpr, low, high)`` of a pointwise band, e.g. from :func:`roc_band`, shaded.
+    band_label : str, default ""
+        Legend entry of the band.
+    points : sequence of (str, float, float), default ()
+        ``(label, fpr, tpr)`` of operating points, drawn as markers.
+    reference : tuple of two ndarray, optional
+        ``(fpr, tpr)`` of the pooled curve, drawn dashed on top of the others.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        A 5 x 5 inch figure (Agg backend), the diagonal dotted.
     """
     plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(5, 5))
@@ -205,7 +256,23 @@ def pr_figure(
     prevalence: float | None = None,
     title: str = "Precision-recall curve",
 ) -> Any:
-    """Precision against recall, one line per ``(label, recall, precision)``."""
+    """Precision against recall, one line per ``(label, recall, precision)``.
+
+    Parameters
+    ----------
+    curves : sequence of (str, ndarray, ndarray)
+        ``(label, recall, precision)`` of each curve.
+    prevalence : float, optional
+        Fraction of positives, drawn as the horizontal line of a random classifier (not
+        drawn when None or not finite).
+    title : str, default "Precision-recall curve"
+        Title of the axes.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        A 5 x 5 inch figure (Agg backend).
+    """
     plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(5, 5))
     for label, recall, precision in curves:
@@ -227,6 +294,19 @@ def calibration_figure(
     The line joins only bins that every site released: a bin withheld at a site (fewer
     rows than its minimum count) is shaded and labelled as withheld, and what the other
     sites released there is a hollow marker, never a point on the line.
+
+    Parameters
+    ----------
+    curves : sequence of (str, CalibrationCurve)
+        ``(label, curve)`` of each curve; each curve's rows per bin are drawn side by side
+        below.
+    title : str, default "Calibration"
+        Title of the upper axes.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Reliability diagram above, rows per bin below (Agg backend).
     """
     plt = _matplotlib()
     fig, (ax, bars) = plt.subplots(
@@ -274,7 +354,13 @@ def calibration_figure(
 
 # -- the document --------------------------------------------------------------------------
 class Report:
-    """Collects sections and writes a single HTML file with embedded PNG figures."""
+    """Collects sections and writes a single HTML file with embedded PNG figures.
+
+    Parameters
+    ----------
+    title : str
+        Title of the document (``<title>`` and its first heading).
+    """
 
     def __init__(self, title: str) -> None:
         self.title = title
@@ -378,7 +464,25 @@ def _cell(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Provenance:
-    """Where a result came from, for the report's provenance block."""
+    """Where a result came from, for the report's provenance block.
+
+    Attributes
+    ----------
+    inputs : mapping of str to str, default {}
+        Each site's input (its data file, or a description such as the TOML it came from).
+    columns : mapping of str to object, default {}
+        The column mapping (label, score, ...); None values are not shown.
+    options : mapping of str to object, default {}
+        The options the method ran with.
+    seed : int, optional
+        Seed of the run.
+    command : str, optional
+        The command line.
+    date : str, optional
+        When the run happened, ISO 8601 in UTC (:meth:`now`).
+    version : str, optional
+        fedroc's version.
+    """
 
     inputs: Mapping[str, str] = field(default_factory=dict)  # site -> file (or "TOML ...")
     columns: Mapping[str, Any] = field(default_factory=dict)
@@ -421,7 +525,9 @@ def evaluation_report(
     Parameters
     ----------
     result : EvaluationResult
+        The evaluation to report (from :func:`fedroc.evaluate`).
     provenance : Provenance, optional
+        Inputs, options, seed and command line, shown in a provenance block when given.
     site_rows : sequence of mapping, optional
         Per-site ``{name, n, n_pos, auc}`` the analyst holds (the pooled reference, which
         holds the rows). Without it the table shows what the method's result says of each
@@ -431,6 +537,13 @@ def evaluation_report(
         the sites' audit logs where the caller can read them (in-process sites).
     seed : int, optional
         Seed of the bootstrap band of the pooled ROC curve.
+    title : str, optional
+        Title of the document; None gives "fedroc evaluation: <method>".
+
+    Returns
+    -------
+    Report
+        The document; ``Report.write(path)`` writes it as one HTML file.
     """
     level = result.confidence_level
     pct = f"{level:.0%}"
@@ -737,6 +850,27 @@ def comparison_report(
 
     The analyst of the demo holds the synthetic rows, so the pooled curve is drawn, labelled
     as the reference; each private method adds only the curve it released (none for mpc).
+
+    Parameters
+    ----------
+    reference : EvaluationResult
+        The pooled reference's result (method "pooled"), whose details hold the rows'
+        curves.
+    results : sequence of EvaluationResult
+        The private methods' results on the same sites.
+    provenance : Provenance, optional
+        Inputs, options, seed and command line, shown in a provenance block when given.
+    site_rows : sequence of mapping, optional
+        Per-site ``{name, n, n_pos, auc}``, as in :func:`evaluation_report`.
+    seed : int, optional
+        Seed of the bootstrap band of the pooled ROC curve.
+    title : str, default "fedroc: every method beside the pooled reference"
+        Title of the document.
+
+    Returns
+    -------
+    Report
+        The document; ``Report.write(path)`` writes it as one HTML file.
     """
     report = evaluation_report(
         reference, provenance=None, site_rows=site_rows, seed=seed, title=title

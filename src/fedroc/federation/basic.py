@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation
@@ -65,6 +66,21 @@ def site_probabilities(ctx: SiteContext) -> np.ndarray:
 
     The message travels to the analyst, so it states the cause and no number computed
     from the rows (no count, no value, no index).
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The calling site function's context.
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+        The site's scores (read-only), all in [0, 1].
+
+    Raises
+    ------
+    InputError
+        A score lies outside [0, 1].
     """
     s = ctx.data.score
     if ((s < 0.0) | (s > 1.0)).any():
@@ -145,7 +161,17 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
 
 @dataclass(frozen=True, repr=False)
 class DistributedMoments(ResultMixin):
-    """Mean and sample variance (ddof 1) pooled over the sites (distrAVG / distrVAR)."""
+    """Mean and sample variance (ddof 1) pooled over the sites (distrAVG / distrVAR).
+
+    Attributes
+    ----------
+    mean : float
+        The mean over all sites' rows.
+    variance : float
+        The sample variance (ddof 1) about that mean; NaN for fewer than two rows.
+    n : int
+        Rows over all sites.
+    """
 
     mean: float
     variance: float
@@ -159,21 +185,56 @@ class DistributedMoments(ResultMixin):
         )
 
 
+@fill_doc
 def site_sizes(federation: Federation) -> dict[str, int]:
-    """Ask every site for its number of rows."""
+    """Ask every site for its number of rows.
+
+    Parameters
+    ----------
+    {federation}
+
+    Returns
+    -------
+    dict of str to int
+        Rows of each site, by name.
+
+    Raises
+    ------
+    {site_failure}
+    """
     return {name: int(r["n"]) for name, r in federation.call(FN_INFO).items()}
 
 
+@fill_doc
 def distributed_mean(
     federation: Federation, *, column: str = "score", subset: str = "all"
 ) -> tuple[float, int]:
-    """DistrAVG of paper 1: ``(sum of site sums) / (sum of site counts)``."""
+    """DistrAVG of paper 1: ``(sum of site sums) / (sum of site counts)``.
+
+    Parameters
+    ----------
+    {federation}
+    {column}
+    {subset}
+
+    Returns
+    -------
+    mean : float
+        The mean of the column over the rows of every site.
+    n : int
+        Number of rows it is taken over.
+
+    Raises
+    ------
+    {site_failure}
+    """
     replies = federation.call(FN_SUM, column=column, subset=subset)
     n = sum(int(r["n"]) for r in replies.values())
     total = sum(float(r["sum"]) for r in replies.values())
     return total / n, n
 
 
+@fill_doc
 def distributed_variance(
     federation: Federation, *, column: str = "score", subset: str = "all"
 ) -> DistributedMoments:
@@ -181,6 +242,19 @@ def distributed_variance(
 
     Two rounds, so the sample variance is computed about the global mean (numerically as
     stable as the pooled two-pass formula), not from per-site sums of squares.
+
+    Parameters
+    ----------
+    {federation, column, subset}
+
+    Returns
+    -------
+    DistributedMoments
+        Mean, sample variance (ddof 1) and number of rows.
+
+    Raises
+    ------
+    {site_failure}
     """
     mean, n = distributed_mean(federation, column=column, subset=subset)
     replies = federation.call(FN_CENTERED_SS, column=column, subset=subset, mean=mean)
@@ -189,11 +263,28 @@ def distributed_variance(
     return DistributedMoments(mean, variance, n)
 
 
+@fill_doc
 def distributed_brier(federation: Federation) -> tuple[float, int]:
     """Brier score from each site's sum of squared residuals (paper 1, eq. 5).
 
     :func:`fedroc.secagg.secure_brier` computes the same through secure aggregation, so
     that the analyst sees only the total over the sites.
+
+    Parameters
+    ----------
+    {federation}
+
+    Returns
+    -------
+    brier : float
+        Mean squared difference between label and probability over every site's rows.
+    n : int
+        Number of rows.
+
+    Raises
+    ------
+    {site_failure}
+        A site whose scores are not probabilities in [0, 1] fails the call.
     """
     replies = federation.call(FN_BRIER)
     n = sum(int(r["n"]) for r in replies.values())
@@ -202,7 +293,17 @@ def distributed_brier(federation: Federation) -> tuple[float, int]:
 
 @dataclass(frozen=True, repr=False)
 class SiteCalibration(ResultMixin):
-    """The distributed calibration curve and which bins each site withheld."""
+    """The distributed calibration curve and which bins each site withheld.
+
+    Attributes
+    ----------
+    curve : CalibrationCurve
+        The curve from the bins the sites released; ``curve.suppressed`` flags the bins
+        withheld by at least one site.
+    suppressed_by_site : dict of str to list of int
+        For each site, the indices of the bins it withheld (fewer than its ``min_count``
+        rows).
+    """
 
     curve: CalibrationCurve
     suppressed_by_site: dict[str, list[int]]
@@ -217,6 +318,7 @@ class SiteCalibration(ResultMixin):
         return "\n".join(lines)
 
 
+@fill_doc
 def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> SiteCalibration:
     """Calibration curve from per-site bin sums (paper 1, section 4.1).
 
@@ -225,6 +327,22 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
     ``suppressed_by_site`` lists, per site, the bins it withheld.
     :func:`fedroc.secagg.secure_calibration` sums the bins through secure aggregation
     instead: no site's bins are seen, so none is withheld.
+
+    Parameters
+    ----------
+    {federation}
+    n_bins : int, default 10
+        Number of equal-width probability bins on [0, 1], from 2 to 100 (the sites'
+        limit); a site binds the first number it is asked for and refuses any other.
+
+    Returns
+    -------
+    SiteCalibration
+        The curve and, per site, the bins it withheld.
+
+    Raises
+    ------
+    {site_failure}
     """
     edges = bin_edges(n_bins)
     replies = federation.call(FN_CALIBRATION, n_bins=int(n_bins))

@@ -24,7 +24,25 @@ __all__ = ["CallRecord", "Federation", "Released"]
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One call of a site function, as the analyst saw it."""
+    """One call of a site function, as the analyst saw it.
+
+    Attributes
+    ----------
+    function : str
+        The site function called.
+    sites : tuple of str
+        The sites that answered, in order.
+    bytes_sent : dict of str to int
+        Bytes of the arguments sent to each site.
+    bytes_received : dict of str to int
+        Bytes of each site's reply.
+    kinds : dict of str to str
+        Kind of each site's reply ("aggregate", "noisy", "shares").
+    dp : dict of str to list of DPEvent
+        The differential-privacy releases in each site's reply.
+    seconds : float
+        Wall-clock time of the call.
+    """
 
     function: str
     sites: tuple[str, ...]

@@ -114,6 +114,31 @@ class SiteContext:
     the site, never from an argument of the function. ``identity`` is the site's signing key
     and its operator's roster of peers (:mod:`fedroc.federation.roster`), with which it
     authenticates the other members of a secure aggregation.
+
+    Attributes
+    ----------
+    site : str
+        This site's name.
+    data : SiteData
+        The site's rows (read-only arrays).
+    policy : DisclosurePolicy
+        The site's disclosure policy, which every reply must satisfy.
+    state : dict of str to Record
+        Values the site keeps between calls of a session (e.g. a fitted model), by key.
+    requester : str
+        Who made the call (the analyst's name as the transport authenticated it).
+    ledger : BudgetLedger
+        The site's record of the privacy budget spent, per binding.
+    noise_seed : int, optional
+        Seed of the site's DP noise (simulations and tests only); None draws from OpenDP or
+        the operating system (:meth:`noise_rng`).
+    sites : tuple of str, optional
+        The sites of the secure-aggregation session this call is an input of; None for a
+        direct call.
+    noise_shares : int, default 1
+        Number of shares the DP noise is split into (the session's threshold).
+    identity : SiteIdentity, optional
+        The site's signing key and its operator's roster of peers.
     """
 
     site: str
@@ -168,11 +193,23 @@ def site_function(
     Parameters
     ----------
     name : str
+        The name callers use (``Federation.call(name, ...)``), e.g. ``"fedroc.brier"``.
     schema : mapping of str to :class:`~fedroc.federation.schema.Field`
         The only arguments the site accepts for this function; checked before it runs.
     release : {"clear", "secure", "both"}
         ``"clear"``: called directly, its reply goes to the analyst. ``"secure"``: only as
         an input of secure aggregation (:func:`aggregate_input`). ``"both"``: either.
+
+    Returns
+    -------
+    callable
+        A decorator that registers ``fn`` and returns it unchanged.
+
+    Raises
+    ------
+    InputError
+        ``release`` is not one of the three, or (when the decorator is applied) another
+        function is already registered under ``name``.
     """
     if release not in RELEASES:
         raise InputError(f"release must be one of {RELEASES}; got {release!r}")
@@ -202,6 +239,16 @@ def _spec(name: str) -> _Spec:
 def get_site_function(name: str) -> SiteFn:
     """Return the function registered as ``name``.
 
+    Parameters
+    ----------
+    name : str
+        The registered name.
+
+    Returns
+    -------
+    callable
+        ``fn(ctx: SiteContext, args: Record) -> Reply``.
+
     Raises
     ------
     InputError
@@ -226,7 +273,13 @@ def aggregate_input(ctx: SiteContext, name: str, args: Mapping[str, Any]) -> Rep
 
 
 def registered_site_functions() -> list[str]:
-    """List the names of the site functions registered in this process."""
+    """List the names of the site functions registered in this process.
+
+    Returns
+    -------
+    list of str
+        The names, sorted.
+    """
     return sorted(_REGISTRY)
 
 
@@ -240,6 +293,12 @@ class AuditLog:
     leaves the site, so a crash loses nothing that was released; arrays larger than
     4096 elements go to ``<path>.blobs/<seq>-<key>.npy`` and the line records their file,
     shape and SHA-256. Without a path the entries are kept in memory.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path, optional
+        The JSON-lines file to append to (its folder is created; an existing file is
+        continued, its entries numbered on). None keeps the log in memory.
     """
 
     def __init__(self, path: str | Path | None = None) -> None:

@@ -22,7 +22,20 @@ __all__ = ["Exchange", "InProcessTransport", "Transport", "raise_site_failures"]
 
 @dataclass(frozen=True)
 class Exchange:
-    """One site's answer to one call."""
+    """One site's answer to one call.
+
+    Attributes
+    ----------
+    reply : Record
+        The site's decoded reply: the released values and their metadata (kind of
+        release, DP events).
+    bytes_sent : int
+        Bytes from the analyst to the site (the encoded arguments).
+    bytes_received : int
+        Bytes from the site to the analyst (the encoded reply).
+    seconds : float
+        Time the site took to answer.
+    """
 
     reply: Record
     bytes_sent: int  # analyst -> site
@@ -87,7 +100,18 @@ def raise_site_failures(function: str, failures: Mapping[str, BaseException]) ->
 
 
 class InProcessTransport(Transport):
-    """All sites in this process; messages still go through bytes, as on a network."""
+    """All sites in this process; messages still go through bytes, as on a network.
+
+    Parameters
+    ----------
+    sites : iterable of Site
+        The sites, with unique names; their order is the federation's order.
+
+    Raises
+    ------
+    InputError
+        Two sites share a name.
+    """
 
     def __init__(self, sites: Iterable[Site]) -> None:
         sites = list(sites)

@@ -67,6 +67,27 @@ class EvaluationResult(ResultMixin):
     ``to_dict()`` gives the JSON object of ``fedroc evaluate --json``: ``method``, ``sites``
     (list of ``{name, n}``), ``auc``, ``auc_ci`` (None where the method has none),
     ``released``, then the method's own keys from ``extra``.
+
+    Attributes
+    ----------
+    method : str
+        Name of the method that ran (a name of :func:`method_names`).
+    sites : list of dict
+        One ``{"name": str, "n": int}`` per site, ``n`` (rows) is None where the
+        method does not learn it.
+    auc : float
+        The method's AUC estimate.
+    auc_ci : tuple of float (low, high) or None
+        Its confidence interval at ``confidence_level``; None where the method has none.
+    released : Released
+        What left the sites: rounds, functions called, bytes, DP events and privacy spent.
+    extra : dict, default {}
+        The method's own JSON-ready keys (curves, variances, calibration, ...).
+    confidence_level : float, default 0.95
+        Level of ``auc_ci``.
+    details : object, optional
+        The method's own result object (e.g. :class:`~fedroc.metrics.DeLongResult`), for
+        Python callers; not part of ``to_dict()`` and not compared by ``==``.
     """
 
     method: str
@@ -164,6 +185,25 @@ def register_method(
 
     ``demo_options`` are the options ``fedroc demo`` runs the method with;
     ``needs_clusters`` marks a method that needs a cluster column at every site.
+
+    Parameters
+    ----------
+    name : str
+        The method's name for :func:`evaluate` and ``fedroc evaluate --method``; a second
+        registration under the same name replaces the first.
+    description : str
+        One line for ``fedroc evaluate --help`` and the method list.
+    needs_pooled : bool, default False
+        True for the pooled reference: :func:`evaluate` refuses to run it without rows.
+    demo_options : mapping, optional
+        Keyword options ``fedroc demo`` passes to the runner (copied).
+    needs_clusters : bool, default False
+        True where a cluster column must be given at every site.
+
+    Returns
+    -------
+    callable
+        A decorator that registers the runner (a :class:`Method`) and returns it unchanged.
     """
 
     def register(fn: Runner) -> Runner:
@@ -184,13 +224,29 @@ def _load() -> None:
 
 
 def method_names() -> list[str]:
-    """List the registered methods, in registration order (loading every method module)."""
+    """List the registered methods, in registration order (loading every method module).
+
+    Returns
+    -------
+    list of str
+        The names :func:`evaluate` accepts.
+    """
     _load()
     return list(_METHODS)
 
 
 def get_method(name: str) -> Method:
     """Return the method registered as ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A name of :func:`method_names`.
+
+    Returns
+    -------
+    Method
+        Its runner, description and needs.
 
     Raises
     ------
@@ -205,7 +261,19 @@ def get_method(name: str) -> Method:
 
 
 def pool_site_data(parts: Mapping[str, SiteData]) -> SiteData:
-    """Concatenate sites' rows (for the pooled reference only)."""
+    """Concatenate sites' rows (for the pooled reference only).
+
+    Parameters
+    ----------
+    parts : mapping of str to SiteData
+        Each site's rows, by site name, in the order to concatenate.
+
+    Returns
+    -------
+    SiteData
+        All rows. Cluster ids are prefixed ``"<site>:"`` (a site's ids are its own) and
+        kept only when every site has them; likewise ``score_b`` and ``weight``.
+    """
     cluster = None
     if all(p.cluster is not None for p in parts.values()):
         # Cluster ids are local to a site: prefix them so two sites' ids never merge.
@@ -319,6 +387,22 @@ def explain_class_count_refusals(meaning: Callable[[], str]) -> Iterator[None]:
     The policy's words are generic; ``meaning()`` (called when a site refuses) says what the
     refusal means for this method. The refusal stays a :class:`DisclosureError`: it is the
     user's to fix (exit 2 on the command line), not a result. Other errors pass unchanged.
+
+    Parameters
+    ----------
+    meaning : callable
+        ``meaning() -> str``: what the refusal means for this method, appended to the
+        site's message.
+
+    Yields
+    ------
+    None
+        The body runs inside; a class-count refusal it raises is raised again, explained.
+
+    Raises
+    ------
+    DisclosureError
+        The site's class-count refusal, with ``meaning()`` added.
     """
     try:
         yield

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from fedroc._docs import fill_doc
 from fedroc.exceptions import DisclosureError, FedrocError, InputError
 from fedroc.federation import Reply, SiteContext, site_function
 from fedroc.federation.records import Record
@@ -144,7 +145,25 @@ def request_bundles(fed: Any, terms: Any) -> list[Any]:
 
 @dataclass(frozen=True)
 class MpcDetails:
-    """What the MPC run produced: the opened values and each party's traffic."""
+    """What the MPC run produced: the opened values and each party's traffic.
+
+    Attributes
+    ----------
+    values : dict of str to float
+        The values opened to the analyst (AUC, PR AUC, variances, ...), by name.
+    parties : list of dict
+        One entry per computing party: its ``party`` number, ``role`` and traffic.
+    sort : {"oblivious", "delta"}
+        The merge the parties ran.
+    delta : int or None
+        The paper's delta with ``sort="delta"``; None otherwise.
+    cluster : str
+        Description of the parties that ran the job (local processes or a cluster file).
+    seconds : float
+        Wall-clock time of the MPC job.
+    spec : dict, default {}
+        The computation's parameters (list sizes, fixed-point bits, ...), as a record.
+    """
 
     values: dict[str, float]
     parties: list[dict[str, Any]]
@@ -155,6 +174,7 @@ class MpcDetails:
     spec: dict[str, Any] = field(default_factory=dict)
 
 
+@fill_doc
 def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str, Any]:
     """Build the comparison of two models from a job's opened values (``compare=True``).
 
@@ -163,6 +183,23 @@ def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str,
     like the other variances). Returns ``auc_difference``, its ``se``, the Wald ``ci`` and the
     two-sided ``p_value`` of H0: equal AUCs, and the second model's AUC and logit CI.
     The evaluate layer's ``--compare-score`` reads this dictionary as its ``comparison``.
+
+    Parameters
+    ----------
+    outputs : AucOutputs
+        The opened values of an MPC job run with ``compare=True``.
+    {confidence_level}
+
+    Returns
+    -------
+    dict
+        ``auc_difference``, ``se``, ``ci`` (list of two floats), ``p_value``, ``auc_b``,
+        ``auc_b_ci`` and ``method``; NaN everywhere when the job released nothing.
+
+    Raises
+    ------
+    InputError
+        The job did not compare two models.
     """
     from scipy import stats
 
@@ -242,6 +279,7 @@ def _secure_probability_metrics(fed: Any, n_bins: int) -> tuple[Any, Any, str]:
     "exact AUROC, AUPR and DeLong CI by secure 3-party computation (ppAURORA; only the "
     "rounded results opened)",
 )
+@fill_doc
 def run_mpc(
     inputs: EvaluationInputs,
     *,
@@ -264,6 +302,7 @@ def run_mpc(
 
     Parameters
     ----------
+    {inputs}
     mpc_cluster : path, optional
         Cluster file of running parties; by default three local processes are started.
     mpc_sort : {"oblivious", "delta"}
@@ -295,6 +334,10 @@ def run_mpc(
         four proportions are opened; the 2x2 counts stay secret, so there are no intervals.
     youden : bool
         Adds Youden's cut to ``operating_points``.
+
+    Returns
+    -------
+    {evaluation_result}
     """
     from fedroc.metrics import logit_ci
     from fedroc.mpc.asks import Asks

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc._validation import FloatArray, check_binary, check_probabilities
 from fedroc.metrics._counts import (
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 
+@fill_doc
 def brier_score(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -42,6 +44,24 @@ def brier_score(
 
     ``y_prob`` must lie in [0, 1] (paper 1, eq. 5). With ``sample_weight``, the weighted
     mean (:func:`sklearn.metrics.brier_score_loss`).
+
+    Parameters
+    ----------
+    {y_true}
+    {y_prob}
+    {pos_label}
+    {sample_weight}
+
+    Returns
+    -------
+    float
+        The (weighted) mean of ``(y - p) ** 2``, in [0, 1]; 0 is perfect.
+
+    Raises
+    ------
+    InputError
+        Labels that are not binary, probabilities outside [0, 1], NaN or infinite values,
+        or inputs of different lengths.
 
     Examples
     --------
@@ -61,6 +81,18 @@ def bin_index(y_prob: FloatArray, n_bins: int) -> NDArray[np.intp]:
     code's right-closed first bin dropped 0). Sites and the pooled reference use this same
     rule (:func:`bin_index_edges`), so a score is in the same bin everywhere.
 
+    Parameters
+    ----------
+    y_prob : ndarray of float, shape (n_samples,)
+        Probabilities in [0, 1] (not checked here).
+    n_bins : int
+        Number of equal-width bins on [0, 1].
+
+    Returns
+    -------
+    ndarray of intp, shape (n_samples,)
+        Bin of each probability, from 0 to ``n_bins - 1``.
+
     Examples
     --------
     >>> bin_index(np.array([0.0, 0.1, 0.5, 1.0]), 2).tolist()
@@ -69,6 +101,7 @@ def bin_index(y_prob: FloatArray, n_bins: int) -> NDArray[np.intp]:
     return bin_index_edges(y_prob, bin_edges(n_bins))
 
 
+@fill_doc
 def calibration_sums(
     y_true: ArrayLike, y_prob: ArrayLike, *, n_bins: int = 10, pos_label: object = None
 ) -> tuple[NDArray[np.int64], FloatArray, FloatArray]:
@@ -76,6 +109,19 @@ def calibration_sums(
 
     What a site releases for a distributed calibration curve; the sums add up across
     sites and :meth:`CalibrationCurve.from_sums` turns them into the curve.
+
+    Parameters
+    ----------
+    {y_true, y_prob, n_bins, pos_label}
+
+    Returns
+    -------
+    count : ndarray of int64, shape (n_bins,)
+        Rows in each bin.
+    sum_predicted : ndarray of float64, shape (n_bins,)
+        Sum of the predicted probabilities of each bin's rows.
+    sum_observed : ndarray of float64, shape (n_bins,)
+        Positives in each bin.
 
     Examples
     --------
@@ -95,6 +141,7 @@ class CalibrationCurve(ResultMixin):
     Attributes
     ----------
     edges : ndarray, shape (n_bins + 1,)
+        Bin edges, from 0 to 1; bin ``k`` is ``[edges[k], edges[k + 1])``, the last closed.
     count : ndarray of int, shape (n_bins,)
         Rows in each bin (for a distributed curve: only from the sites that released it).
     mean_predicted : ndarray, shape (n_bins,)
@@ -170,6 +217,7 @@ class CalibrationCurve(ResultMixin):
         return format_table(rows, title="Calibration curve")
 
 
+@fill_doc
 def calibration_curve(
     y_true: ArrayLike, y_prob: ArrayLike, *, n_bins: int = 10, pos_label: object = None
 ) -> CalibrationCurve:
@@ -177,6 +225,19 @@ def calibration_curve(
 
     Per bin: count, mean predicted probability and observed fraction of positives (paper 1,
     section 4.1). Empty bins have NaN means.
+
+    Parameters
+    ----------
+    {y_true}
+    {y_prob}
+    {n_bins}
+    {pos_label}
+
+    Returns
+    -------
+    CalibrationCurve
+        Edges, rows, mean predicted probability and observed fraction of each bin (none
+        suppressed: the pooled curve).
 
     Examples
     --------

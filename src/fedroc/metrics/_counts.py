@@ -266,7 +266,23 @@ def beaten_counts(
 
 
 def bin_edges(n_bins: int) -> FloatArray:
-    """``n_bins + 1`` equidistant edges from 0 to 1."""
+    """Return ``n_bins + 1`` equidistant edges from 0 to 1.
+
+    Parameters
+    ----------
+    n_bins : int
+        Number of bins, at least 1.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_bins + 1,)
+        ``0, 1/n_bins, ..., 1``.
+
+    Raises
+    ------
+    InputError
+        ``n_bins`` is not a positive integer.
+    """
     if int(n_bins) != n_bins or n_bins < 1:
         raise InputError(f"n_bins must be a positive integer; got {n_bins!r}")
     return np.linspace(0.0, 1.0, int(n_bins) + 1)
@@ -279,6 +295,18 @@ def bin_index_edges(values: FloatArray, edges: FloatArray) -> NDArray[np.intp]:
     which is also the level :class:`ScoreCounts` gives it with the lower edges as
     thresholds. Values below ``edges[0]`` get -1 and values above ``edges[-1]`` the last
     bin; callers that must refuse them check the range first.
+
+    Parameters
+    ----------
+    values : ndarray of float, shape (n,)
+        The values to bin.
+    edges : ndarray of float, shape (n_bins + 1,)
+        Increasing bin edges.
+
+    Returns
+    -------
+    ndarray of intp, shape (n,)
+        Bin of each value, from 0 to ``n_bins - 1`` (-1 below ``edges[0]``).
     """
     return np.minimum(np.searchsorted(edges, values, side="right") - 1, edges.size - 2)
 
@@ -485,8 +513,13 @@ class BootstrapAUCResult(ResultMixin):
     replicates : ndarray, shape (n_bootstraps,)
         AUC of each bootstrap sample (positives and negatives resampled separately).
     n_pos, n_neg : int
+        Positives and negatives of the original rows (each replicate keeps both).
     confidence_level : float
+        Level of :attr:`ci` and the default of :meth:`confidence_interval`.
     seed : int or None
+        Seed of the bootstrap's generator; the same seed gives the same replicates.
+    method : str
+        How the interval is made, for reports.
     """
 
     auc: float

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc._validation import FloatArray, check_binary, check_confidence, check_scores
 from fedroc.exceptions import InputError
@@ -50,6 +51,7 @@ def _z(confidence_level: float) -> float:
     return float(stats.norm.ppf(0.5 + check_confidence(confidence_level) / 2.0))
 
 
+@fill_doc
 def logit_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[float, float]:
     """Compute the logit-scale interval of paper 1, eq. 3, mapped back to the AUC scale.
 
@@ -62,7 +64,7 @@ def logit_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[flo
         Estimated AUC.
     se : float
         Its standard error (for instance DeLong's, :attr:`DeLongResult.se`).
-    confidence_level : float, default 0.95
+    {confidence_level}
 
     Returns
     -------
@@ -87,6 +89,27 @@ def logit_test_greater(auc: float, se: float, a0: float) -> tuple[float, float]:
 
     ``z = (logit(AUC) - logit(a0)) / (se / (AUC (1 - AUC)))``; NaN where the logit scale is
     undefined (AUC 0 or 1, or no variance).
+
+    Parameters
+    ----------
+    auc : float
+        Estimated AUC; the test is defined for AUC in (0, 1).
+    se : float
+        Its standard error (for instance DeLong's); the test needs it positive.
+    a0 : float
+        The AUC of the null hypothesis, in (0, 1).
+
+    Returns
+    -------
+    z : float
+        The test statistic.
+    p : float
+        One-sided p-value, ``P(Z > z)``.
+
+    Raises
+    ------
+    InputError
+        ``a0`` is not in (0, 1).
     """
     if not 0.0 < a0 < 1.0:
         raise InputError(f"a0 must lie in (0, 1); got {a0!r}")
@@ -97,6 +120,7 @@ def logit_test_greater(auc: float, se: float, a0: float) -> tuple[float, float]:
     return (z, float(stats.norm.sf(z)))
 
 
+@fill_doc
 def wald_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[float, float]:
     """Compute ``AUC +- z * se`` clipped to [0, 1] (pROC's DeLong interval).
 
@@ -106,7 +130,7 @@ def wald_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[floa
         Estimated AUC.
     se : float
         Its standard error.
-    confidence_level : float, default 0.95
+    {confidence_level}
 
     Returns
     -------
@@ -140,10 +164,27 @@ class PlacementValues(ResultMixin):
     v01: FloatArray
 
 
+@fill_doc
 def placement_values(
     y_true: ArrayLike, y_score: ArrayLike, *, pos_label: Any = None
 ) -> PlacementValues:
     """Placement values of the positives (V10) and of the negatives (V01), in input order.
+
+    Parameters
+    ----------
+    {y_true}
+    {y_score}
+    {pos_label}
+
+    Returns
+    -------
+    PlacementValues
+        ``v10`` of the positives and ``v01`` of the negatives, each in the order of the rows.
+
+    Raises
+    ------
+    InputError
+        ``y_true`` has one class only (or the inputs are invalid).
 
     Examples
     --------
@@ -165,11 +206,15 @@ class DeLongResult(ResultMixin):
     Attributes
     ----------
     auc : float
+        The AUC (NaN with one class only).
     variance : float
         ``var(V10) / n_pos + var(V01) / n_neg`` with sample variances (ddof 1).
     n_pos, n_neg : int
+        Positives and negatives (total weights when weighted).
     confidence_level : float
         Level of :attr:`ci` and the default of :meth:`confidence_interval`.
+    method : str
+        "delong", for reports.
     """
 
     auc: float
@@ -238,6 +283,11 @@ def delong(counts: ScoreCounts, *, confidence_level: float = 0.95) -> DeLongResu
     confidence_level : float, default 0.95
         Of the result's interval.
 
+    Returns
+    -------
+    DeLongResult
+        The AUC, its variance and the class sizes; ``ci`` is the logit-scale interval.
+
     Examples
     --------
     >>> r = delong([0, 0, 1, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.2, 0.9])
@@ -247,6 +297,7 @@ def delong(counts: ScoreCounts, *, confidence_level: float = 0.95) -> DeLongResu
     return counts.delong(confidence_level=confidence_level)
 
 
+@fill_doc
 def auc_ci(
     y_true: ArrayLike,
     y_score: ArrayLike,
@@ -261,7 +312,8 @@ def auc_ci(
 
     Parameters
     ----------
-    y_true, y_score : array-like of shape (n,)
+    {y_true}
+    {y_score}
     ci_method : {"delong", "bootstrap"}, default "delong"
         "delong": :func:`delong` (logit-scale interval by default, Wald on request).
         "bootstrap": positives and negatives resampled with replacement within their class
@@ -271,7 +323,7 @@ def auc_ci(
         Bootstrap replicates (pROC's ``boot.n``).
     seed : int, optional
         Seed of the bootstrap's generator; the same seed gives the same interval.
-    pos_label : optional
+    {pos_label}
 
     Returns
     -------
@@ -294,6 +346,7 @@ def auc_ci(
     raise InputError(f"ci_method must be 'delong' or 'bootstrap'; got {ci_method!r}")
 
 
+@fill_doc
 def delong_from_counts(
     pos_counts: ArrayLike, neg_counts: ArrayLike, *, confidence_level: float = 0.95
 ) -> DeLongResult:
@@ -304,6 +357,19 @@ def delong_from_counts(
     tied, so this equals :func:`delong` on the scores replaced by their bin index. Counts
     add up across sites, so sites can release them (through secure aggregation) instead of
     scores. Counts may be non-integer (noisy, post-processed).
+
+    Parameters
+    ----------
+    pos_counts : array-like of shape (n_bins,)
+        Positives in each bin, bins by increasing score.
+    neg_counts : array-like of shape (n_bins,)
+        Negatives in each bin.
+    {confidence_level}
+
+    Returns
+    -------
+    DeLongResult
+        The AUC of the binned scores and its DeLong variance.
 
     Examples
     --------
@@ -332,8 +398,13 @@ class PairedDeLongResult(ResultMixin):
     Attributes
     ----------
     auc_a, auc_b : float
+        AUC of score a and of score b.
     covariance : ndarray, shape (2, 2)
         Covariance matrix of (AUC_a, AUC_b).
+    n_pos, n_neg : int
+        Positives and negatives (at least 2 of each).
+    confidence_level : float
+        Level of :meth:`confidence_interval` by default.
     """
 
     auc_a: float
@@ -394,6 +465,7 @@ class PairedDeLongResult(ResultMixin):
         )
 
 
+@fill_doc
 def delong_paired(
     y_true: ArrayLike,
     score_a: ArrayLike,
@@ -406,6 +478,24 @@ def delong_paired(
 
     The covariance of the two AUCs comes from the placement values of each score
     (:class:`~fedroc.metrics.PlacementSums`, which sites can also aggregate).
+
+    Parameters
+    ----------
+    {y_true}
+    score_a, score_b : array-like of shape (n_samples,)
+        The two scores of the same rows, higher means more likely positive.
+    {pos_label}
+    {confidence_level}
+
+    Returns
+    -------
+    PairedDeLongResult
+        Both AUCs, their covariance, the difference's interval and the two-sided test.
+
+    Raises
+    ------
+    InputError
+        Scores of different lengths, fewer than two rows of a class, or invalid input.
 
     Examples
     --------

@@ -29,6 +29,11 @@ def operating_point(counts: ScoreCounts, threshold: float) -> OperatingPoint:
     threshold : float
         Predict positive for scores at or above it.
 
+    Returns
+    -------
+    OperatingPoint
+        The threshold, its (weighted) 2x2 table and proportions.
+
     Examples
     --------
     >>> op = operating_point([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], 0.35)
@@ -49,6 +54,12 @@ def sensitivity_at_specificity(counts: ScoreCounts, specificity: float) -> Opera
     ----------
     specificity : float
         The target, in [0, 1].
+
+    Returns
+    -------
+    OperatingPoint
+        The threshold of highest sensitivity among those that reach the specificity, with
+        its table; ``criterion`` is ``"specificity >= <target>"``.
 
     Examples
     --------
@@ -71,6 +82,12 @@ def specificity_at_sensitivity(counts: ScoreCounts, sensitivity: float) -> Opera
     sensitivity : float
         The target, in [0, 1].
 
+    Returns
+    -------
+    OperatingPoint
+        The threshold of highest specificity among those that reach the sensitivity, with
+        its table; ``criterion`` is ``"sensitivity >= <target>"``.
+
     Examples
     --------
     >>> y, s = [0, 0, 0, 0, 1, 1, 1, 1], [0.1, 0.2, 0.3, 0.6, 0.4, 0.5, 0.7, 0.9]
@@ -87,6 +104,11 @@ def youden_threshold(counts: ScoreCounts) -> OperatingPoint:
 
     Ties go to the highest threshold. The maximum is chosen on these rows, so its J (and
     the sensitivity and specificity there) is optimistic for new data.
+
+    Returns
+    -------
+    OperatingPoint
+        The threshold of largest J and its table (criterion "youden").
 
     Examples
     --------

@@ -42,6 +42,25 @@ def hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
     ``sqrt([A(1-A) + (n_pos-1)(Q1-A^2) + (n_neg-1)(Q2-A^2)] / (n_pos n_neg))`` with
     ``Q1 = A/(2-A)`` and ``Q2 = 2A^2/(1+A)``.
 
+    Parameters
+    ----------
+    auc : float
+        The AUC, in [0, 1].
+    n_pos : int
+        Number of positives (abnormal cases), at least 1.
+    n_neg : int
+        Number of negatives (normal cases), at least 1.
+
+    Returns
+    -------
+    float
+        The standard error of the AUC.
+
+    Raises
+    ------
+    InputError
+        ``auc`` outside [0, 1] or a class size below 1.
+
     Examples
     --------
     Hanley & McNeil's CT example (51 abnormal, 58 normal; their table's AUC is 0.89317,
@@ -66,6 +85,23 @@ def obuchowski_variance(auc: float, kappa: float = 1.0) -> float:
 
     ``V / n_cases`` is the variance of an AUC estimated on ``n_cases`` cases and
     ``kappa * n_cases`` controls (formula in the module docstring).
+
+    Parameters
+    ----------
+    auc : float
+        The AUC ``theta``, in (0, 1).
+    kappa : float, default 1.0
+        Controls per case, > 0.
+
+    Returns
+    -------
+    float
+        ``V(theta, kappa)``: ``n_cases`` times the variance of the AUC.
+
+    Raises
+    ------
+    InputError
+        ``auc`` outside (0, 1) or ``kappa <= 0``.
 
     Examples
     --------
@@ -95,6 +131,23 @@ class SampleSize(ResultMixin):
 
     ``n_cases`` and ``n_controls`` are rounded up; ``n_cases_exact`` is the unrounded
     solution (what pROC's ``power.roc.test`` reports).
+
+    Attributes
+    ----------
+    n_cases : int
+        Cases (positives) needed, rounded up.
+    n_controls : int
+        Controls (negatives) needed, ``ceil(kappa * n_cases_exact)``.
+    n_cases_exact : float
+        The unrounded number of cases.
+    auc : float
+        The AUC under the alternative hypothesis.
+    power : float
+        The power asked for.
+    alpha : float
+        The significance level.
+    kappa : float
+        Controls per case.
     """
 
     n_cases: int

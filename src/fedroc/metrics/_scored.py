@@ -18,6 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from numpy.typing import ArrayLike
 
+from fedroc._docs import ENTRIES
 from fedroc.metrics._counts import ScoreCounts
 
 __all__ = ["KEYWORD_PARAMETERS", "SCORE_PARAMETERS", "score_counts_metric"]
@@ -26,18 +27,10 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 #: The parameters :func:`score_counts_metric` adds before a metric's own, as numpydoc entries.
-SCORE_PARAMETERS = """\
-y_true : array-like of shape (n,)
-    Binary labels.
-y_score : array-like of shape (n,)
-    Scores, higher means more likely positive."""
+SCORE_PARAMETERS = "\n".join(ENTRIES[name] for name in ("y_true", "y_score"))
 
 #: The keyword-only parameters it adds after them.
-KEYWORD_PARAMETERS = """\
-pos_label : optional
-    The positive class when the labels are not {0, 1}, {-1, 1} or booleans.
-sample_weight : array-like of shape (n,), optional
-    Non-negative weights (scikit-learn's semantics: zero-weight rows make no point)."""
+KEYWORD_PARAMETERS = "\n".join(ENTRIES[name] for name in ("pos_label", "sample_weight"))
 
 _SECTION = re.compile(r"^(\w[\w ]*)\n-+$", re.MULTILINE)
 

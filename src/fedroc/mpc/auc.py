@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedroc._docs import fill_doc
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.asks import Asks, asks_program, key_to_float
 from fedroc.mpc.protocols import (
@@ -101,6 +102,25 @@ def owner_records(
 
     Rows ``[h, l, label]``, or ``[h, l, label, h_b, l_b]`` with a second model's scores (to compare
     two models).
+
+    Parameters
+    ----------
+    labels : array-like of shape (n,)
+        The owner's labels (truthy for positive).
+    scores : array-like of float, shape (n,)
+        The model's scores of those rows.
+    scores_b : array-like of float, shape (n,), optional
+        A second model's scores of the same rows.
+
+    Returns
+    -------
+    ndarray of uint64, shape (n, 3) or (n, 5)
+        The records (each score as two key words ``h, l``), by score descending.
+
+    Raises
+    ------
+    InputError
+        ``scores_b`` of another length.
     """
     y = np.asarray(labels).astype(bool)
     h, low = float_key_parts(scores)
@@ -120,6 +140,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+@fill_doc
 @dataclass(frozen=True, kw_only=True)
 class JobParameters:
     """What a job computes and how much it opens: the parameters its owners agree to.
@@ -130,26 +151,7 @@ class JobParameters:
 
     Attributes
     ----------
-    sort : {"oblivious", "delta"}
-        Bitonic merge (nothing opened) or the paper's merge with ``delta``.
-    delta : int
-        Odd; the paper's privacy/speed parameter (``sort="delta"`` only).
-    noties : bool
-        Also compute the paper's no-tie AUROC (Algorithm 5).
-    frac_bits : int
-        Precision of the opened values: each is rounded to a multiple of ``2**-frac_bits``
-        (the variance to ``2**-min(2 frac_bits, 60)``); 1 to 52, default 14.
-    min_class_count : int
-        Nothing is opened (every value comes back undefined) unless both classes have at
-        least this many samples, checked under MPC; default 5.
-    ci : bool
-        Also compute DeLong's variance of the AUROC (for its standard error and CI).
-    compare : bool
-        Records carry a second model's score: also open its AUROC, AUPR and variance, and
-        the variance of the difference of the two AUROCs (paired DeLong), all under MPC.
-    asks : str
-        Partial AUC and operating points of the first model (:class:`~fedroc.mpc.asks.Asks`
-        in its canonical text; empty for none).
+    {mpc_job_parameters}
     """
 
     sort: str = "oblivious"
@@ -207,6 +209,7 @@ def check_job_parameters(
         )
 
 
+@fill_doc
 @dataclass(frozen=True)
 class AucSpec(JobParameters):
     """Public parameters of one computation: the owners' sizes and the :class:`JobParameters`.
@@ -215,6 +218,7 @@ class AucSpec(JobParameters):
     ----------
     sizes : tuple of int
         Number of samples of each data owner (public, as in the paper).
+    {mpc_job_parameters}
     """
 
     sizes: tuple[int, ...]
@@ -661,6 +665,12 @@ class AucOutputs:
         Per asked point: ``criterion``, ``threshold`` (a score value, ``inf`` when the cut
         predicts nothing positive), ``sensitivity``, ``specificity``, ``ppv``, ``npv``
         (NaN where undefined or withheld).
+    frac_bits : int
+        The job's precision of the opened values.
+    var_frac_bits : int or None
+        The variances' precision (None without CI).
+    min_class_count : int
+        The job's minimum class count.
     """
 
     released: bool

@@ -140,6 +140,32 @@ def make_bundle(
 
     ``scores_b`` (a second model's scores of the same rows) is needed exactly when the job
     compares two models (``terms.compare``).
+
+    Parameters
+    ----------
+    owner : str
+        The owner's name, one of ``terms.owners``.
+    labels : array-like of shape (n,)
+        The owner's labels.
+    scores : array-like of float, shape (n,)
+        The model's scores of those rows.
+    terms : JobTerms
+        The job the bundle is for (its proxies' keys seal the shares).
+    owner_key : Ed25519PrivateKey
+        The owner's signing key.
+    scores_b : array-like of float, shape (n,), optional
+        A second model's scores of the same rows.
+
+    Returns
+    -------
+    Bundle
+        The two sealed shares, the owner's public key and its signature.
+
+    Raises
+    ------
+    InputError
+        An owner not among the job's, ``scores_b`` given without ``terms.compare`` (or
+        missing with it), or no or too many rows.
     """
     check_owner_name(owner)
     if owner not in terms.owners:
@@ -188,18 +214,54 @@ def open_box(
 def open_bundle(bundle: Bundle, pid: int, key: X25519PrivateKey) -> UArray:
     """Open proxy ``pid``'s share of the owner's records.
 
-    Returns an array of shape ``(n, 3)``, or ``(n, 5)`` when the job compares two models.
+    Parameters
+    ----------
+    bundle : Bundle
+        An owner's bundle.
+    pid : {0, 1}
+        The proxy.
+    key : X25519PrivateKey
+        The proxy's share key.
+
+    Returns
+    -------
+    ndarray of uint64, shape (n, 3) or (n, 5)
+        The proxy's additive share of the records (5 columns when the job compares two
+        models).
+
+    Raises
+    ------
+    ProtocolError
+        The share does not open (wrong key, tampered box) or is malformed.
     """
     return open_box(bundle.terms, bundle.owner, bundle.n, bundle.box(pid), pid, key)
 
 
 def write_bundle(bundle: Bundle, path: str | Path) -> None:
-    """Write a bundle to ``path`` (the file an owner hands to the analyst)."""
+    """Write a bundle to ``path`` (the file an owner hands to the analyst).
+
+    Parameters
+    ----------
+    bundle : Bundle
+        The bundle.
+    path : str or pathlib.Path
+        The file to write (replaced if it exists).
+    """
     Path(path).write_bytes(encode(bundle.to_record()))
 
 
 def read_bundle(path: str | Path) -> Bundle:
     """Read and validate a bundle file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The bundle file.
+
+    Returns
+    -------
+    Bundle
+        The bundle, its fields checked.
 
     Raises
     ------

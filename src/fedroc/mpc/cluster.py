@@ -87,7 +87,18 @@ class Cluster:
 
 
 class RemoteCluster(Cluster):
-    """A cluster already running, described by its cluster file."""
+    """A cluster already running, described by its cluster file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The cluster file (TOML), read and checked at once.
+
+    Raises
+    ------
+    InputError
+        The file is missing or malformed (:meth:`ClusterConfig.load`).
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.config = ClusterConfig.load(path)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fedroc._docs import fill_doc
 from fedroc.mpc.auc import AucOutputs, AucSpec, auc_program, decode_outputs, owner_records
 from fedroc.mpc.prg import Stream, derive_seed
 from fedroc.mpc.ring import UArray
@@ -53,6 +54,7 @@ class LocalAucResult:
         return self.outputs.values()
 
 
+@fill_doc
 def secure_auc_local(
     owners: Sequence[tuple[ArrayLike, ...]],
     *,
@@ -78,6 +80,32 @@ def secure_auc_local(
     ``master_seed`` (tests only) makes the run reproducible: it seeds the correlated
     randomness and the owners' shares instead of :mod:`secrets`. ``frac_bits`` and
     ``min_class_count`` default to those of :class:`~fedroc.mpc.auc.AucSpec`.
+
+    Parameters
+    ----------
+    owners : sequence of tuple of array-like
+        Each data owner's ``(labels, scores)``, or ``(labels, scores, scores_b)`` with
+        ``compare=True``.
+    {mpc_job_parameters}
+    master_seed : bytes, optional
+        Seed of the correlated randomness and the shares (tests only).
+    recorder : callable, optional
+        ``recorder(party, round, tag, value)``, called for every message (tests).
+    timeout : float, default 60.0
+        Seconds a party waits for a peer's message.
+    **kwargs
+        Passed to :func:`~fedroc.mpc.runtime.run_local` (``die_after_rounds``, fault
+        injection for tests).
+
+    Returns
+    -------
+    LocalAucResult
+        The opened values (:class:`~fedroc.mpc.auc.AucOutputs`) and each party's traffic.
+
+    Raises
+    ------
+    InputError
+        A job parameter out of range, or owners' data the protocol cannot take.
     """
     records = [owner_records(*owner) for owner in owners]
     options: dict[str, Any] = {}

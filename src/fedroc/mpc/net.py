@@ -192,7 +192,25 @@ def _owners(owners_raw: Any, where: str) -> dict[str, bytes]:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """A parsed cluster file."""
+    """A parsed cluster file.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The cluster file.
+    ca : pathlib.Path
+        The CA certificate every party's and the client's certificate is checked against.
+    timeout : float
+        Seconds a party waits for a peer's message.
+    parties : dict of int to PartyEntry
+        Parties 0 and 1 (the proxies) and 2 (the helper): host, port, certificate, keys.
+    client_cert, client_key : pathlib.Path or None
+        The client's (analyst's) certificate and key, if the file names them.
+    owners : dict of str to bytes
+        The data owners whose bundles the proxies accept, with their Ed25519 public keys.
+    max_frame_bytes : int, default 1 GiB
+        Largest frame a party accepts (``max_frame_mb`` in the file).
+    """
 
     path: Path
     ca: Path

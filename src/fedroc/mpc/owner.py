@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from fedroc._docs import fill_doc
 from fedroc._files import reading
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.mpc.auc import (
@@ -85,6 +86,7 @@ def check_owner_name(name: Any) -> str:
     return name
 
 
+@fill_doc
 @dataclass(frozen=True)
 class JobTerms(JobParameters):
     """What every owner of one job signs: the job, its owners and proxies, its parameters.
@@ -99,6 +101,7 @@ class JobTerms(JobParameters):
         The co-owners, sorted; the job must hold exactly one bundle of each.
     proxy_keys : tuple of bytes
         The proxies' X25519 public keys (32 bytes each) the shares are sealed to.
+    {mpc_job_parameters}
     """
 
     job: str
@@ -211,7 +214,13 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def new_owner_key() -> Ed25519PrivateKey:
-    """Generate a fresh Ed25519 signing key (from the operating system's entropy)."""
+    """Generate a fresh Ed25519 signing key (from the operating system's entropy).
+
+    Returns
+    -------
+    cryptography.hazmat.primitives.asymmetric.ed25519.Ed25519PrivateKey
+        The key.
+    """
     return Ed25519PrivateKey.generate()
 
 
@@ -367,6 +376,33 @@ def configure_owner(
 
     The public key must be registered with the cluster (``[owners]`` in its file) before
     the proxies accept the site's bundles.
+
+    Parameters
+    ----------
+    site : Site or dict
+        The site (or its state dict), where the settings are kept.
+    key : str, pathlib.Path or Ed25519PrivateKey, optional
+        The owner's signing key, or the file it is in; None keeps the current one (a fresh
+        key is generated on first use).
+    max_frac_bits : int, optional
+        Highest precision of opened values the site accepts, in [1, 52]; None keeps the
+        current setting (default 14).
+    max_jobs : int, optional
+        Jobs the site authorises over its lifetime, at least 0; None keeps the current
+        setting (default 1).
+    min_owners : int, optional
+        Fewest co-owners of a job, itself included, at least 1; None keeps the current
+        setting (default 2).
+
+    Returns
+    -------
+    bytes
+        The owner's 32-byte Ed25519 public key.
+
+    Raises
+    ------
+    InputError
+        ``site`` holds no state dict, or a setting out of range.
     """
     entry = _state(site)
     if key is not None:
@@ -386,7 +422,18 @@ def configure_owner(
 
 
 def owner_public_key(site: Any) -> bytes:
-    """Return the site's owner public key (generated on first use)."""
+    """Return the site's owner public key (generated on first use).
+
+    Parameters
+    ----------
+    site : Site or dict
+        The site (or its state dict).
+
+    Returns
+    -------
+    bytes
+        The owner's 32-byte Ed25519 public key.
+    """
     entry = _state(site)
     return owner_public_bytes(Ed25519PrivateKey.from_private_bytes(entry["key"]))
 

@@ -101,6 +101,16 @@ def ledger_path_for(audit_path: str | Path) -> Path:
     """Where a site keeps its ledger: beside its audit log.
 
     ``north.jsonl`` -> ``north.ledger.jsonl``
+
+    Parameters
+    ----------
+    audit_path : str or pathlib.Path
+        The site's audit log.
+
+    Returns
+    -------
+    pathlib.Path
+        The ledger's file, in the same folder.
     """
     p = Path(audit_path)
     stem = p.name[: -len(p.suffix)] if p.suffix else p.name
@@ -120,6 +130,9 @@ class BudgetLedger:
     path : str or Path, optional
         JSON-lines file; created if missing, read whole on every check so that several
         processes of one site see each other's spending.
+    bindings : dict of str to object
+        Values the site bound on first use (its first partner set of secure aggregation,
+        its first calibration bins, ...), by key; a later different value is refused.
     """
 
     events: list[DPEvent] = field(default_factory=list)

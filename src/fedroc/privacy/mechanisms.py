@@ -45,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, stats
 
+from fedroc._docs import fill_doc
 from fedroc.exceptions import InputError
 from fedroc.privacy.ledger import DPEvent
 
@@ -83,7 +84,13 @@ def _check_sensitivity(sensitivity: float) -> None:
 
 
 def os_entropy_rng() -> np.random.Generator:
-    """Return a numpy generator seeded with 128 bits from the operating system (``secrets``)."""
+    """Return a numpy generator seeded with 128 bits from the operating system (``secrets``).
+
+    Returns
+    -------
+    numpy.random.Generator
+        A PCG64 generator, for the laws OpenDP lacks.
+    """
     return np.random.Generator(np.random.PCG64(secrets.randbits(128)))
 
 
@@ -119,19 +126,50 @@ def _opendp_apply(kind: str, values: NDArray[np.float64], scale: float) -> NDArr
     return np.asarray(meas(flat), dtype=np.float64).reshape(np.shape(values))
 
 
+@fill_doc
 def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) -> float:
     """Noise sd of the classic Gaussian mechanism, ``sqrt(2 ln(1.25/delta)) Delta2 / epsilon``.
 
     The guarantee holds for epsilon < 1 (Dwork & Roth, Theorem A.1); paper 1 uses it for
     all epsilon, as does this function, which is why the analytic variant exists.
+
+    Parameters
+    ----------
+    {epsilon}
+    {delta}
+    {l2_sensitivity}
+
+    Returns
+    -------
+    float
+        The noise standard deviation sigma.
+
+    Raises
+    ------
+    InputError
+        ``epsilon`` or ``sensitivity`` not positive, or ``delta`` outside (0, 1).
     """
     _check_eps_delta(epsilon, delta)
     _check_sensitivity(sensitivity)
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
 
 
+@fill_doc
 def analytic_gaussian_delta(sigma: float, *, epsilon: float, sensitivity: float) -> float:
-    """Exact delta of the Gaussian mechanism with noise sd ``sigma`` (Balle & Wang, Thm 8)."""
+    """Exact delta of the Gaussian mechanism with noise sd ``sigma`` (Balle & Wang, Thm 8).
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation, positive.
+    {epsilon}
+    {l2_sensitivity}
+
+    Returns
+    -------
+    float
+        The smallest delta for which the mechanism is (epsilon, delta)-DP.
+    """
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
     # exp(eps) Phi(-a - b) in log space: the product under- and overflows for large eps.
@@ -139,11 +177,27 @@ def analytic_gaussian_delta(sigma: float, *, epsilon: float, sensitivity: float)
     return float(stats.norm.cdf(a - b)) - second
 
 
+@fill_doc
 def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) -> float:
     """Smallest noise sd that makes the Gaussian mechanism (epsilon, delta)-DP.
 
     Balle & Wang (2018), "Improving the Gaussian mechanism for differential privacy",
     Theorem 8; delta(sigma) decreases in sigma, so a bracketing root finder is exact.
+
+    Parameters
+    ----------
+    {epsilon, delta, l2_sensitivity}
+
+    Returns
+    -------
+    float
+        sigma, rounded up so that :func:`analytic_gaussian_delta` of it is at most
+        ``delta``.
+
+    Raises
+    ------
+    InputError
+        ``epsilon`` or ``sensitivity`` not positive, or ``delta`` outside (0, 1).
     """
     _check_eps_delta(epsilon, delta)
     _check_sensitivity(sensitivity)
@@ -179,6 +233,7 @@ def _gaussian_sigma(
     raise InputError(f"calibration must be 'classic' or 'analytic'; got {calibration!r}")
 
 
+@fill_doc
 def gaussian_mechanism(
     values: NDArray[np.float64],
     *,
@@ -195,6 +250,23 @@ def gaussian_mechanism(
     docstring); with a site-seeded ``rng`` numpy does (simulations).
 
     Returns the noisy values and the event to record.
+
+    Parameters
+    ----------
+    values : ndarray of float64
+        The exact values to release.
+    {epsilon}
+    {delta}
+    {l2_sensitivity}
+    {calibration}
+    {mechanism_rng}
+
+    {returns_noisy_release}
+
+    Raises
+    ------
+    InputError
+        Invalid ``epsilon``, ``delta``, ``sensitivity`` or ``calibration``.
     """
     _check_sensitivity(sensitivity)
     slack = _GRID_SLACK if rng is None else 0.0
@@ -208,6 +280,7 @@ def gaussian_mechanism(
     return noisy, event
 
 
+@fill_doc
 def gaussian_noise(
     size: int | tuple[int, ...],
     *,
@@ -221,6 +294,18 @@ def gaussian_noise(
 
     Prefer :func:`gaussian_mechanism` on the values themselves: adding float noise to a
     value afterwards is exactly what the floating-point attacks exploit.
+
+    Parameters
+    ----------
+    size : int or tuple of int
+        Shape of the noise.
+    {epsilon}
+    {delta}
+    {l2_sensitivity}
+    {calibration}
+    {noise_rng}
+
+    {returns_noise}
     """
     gen = None if rng is None else _rng(rng)
     return gaussian_mechanism(
@@ -233,6 +318,7 @@ def gaussian_noise(
     )
 
 
+@fill_doc
 def laplace_mechanism(
     values: NDArray[np.float64],
     *,
@@ -240,7 +326,23 @@ def laplace_mechanism(
     sensitivity: float,
     rng: np.random.Generator | None = None,
 ) -> tuple[NDArray[np.float64], DPEvent]:
-    """``values`` with Laplace noise of scale ``sensitivity / epsilon`` (l1-sensitivity)."""
+    """``values`` with Laplace noise of scale ``sensitivity / epsilon`` (l1-sensitivity).
+
+    Parameters
+    ----------
+    values : ndarray of float64
+        The exact values to release.
+    {epsilon}
+    {l1_sensitivity}
+    {mechanism_rng}
+
+    {returns_noisy_release}
+
+    Raises
+    ------
+    InputError
+        ``epsilon`` or ``sensitivity`` not a positive number.
+    """
     _check_eps_delta(epsilon)
     _check_sensitivity(sensitivity)
     slack = _GRID_SLACK if rng is None else 0.0
@@ -254,6 +356,7 @@ def laplace_mechanism(
     return noisy, event
 
 
+@fill_doc
 def laplace_noise(
     size: int | tuple[int, ...],
     *,
@@ -261,13 +364,37 @@ def laplace_noise(
     sensitivity: float,
     rng: np.random.Generator | int | None = None,
 ) -> tuple[NDArray[np.float64], DPEvent]:
-    """Laplace noise alone (the mechanism applied to zeros); see :func:`laplace_mechanism`."""
+    """Laplace noise alone (the mechanism applied to zeros); see :func:`laplace_mechanism`.
+
+    Parameters
+    ----------
+    size : int or tuple of int
+        Shape of the noise.
+    {epsilon}
+    {l1_sensitivity}
+    {noise_rng}
+
+    {returns_noise}
+    """
     gen = None if rng is None else _rng(rng)
     return laplace_mechanism(np.zeros(size), epsilon=epsilon, sensitivity=sensitivity, rng=gen)
 
 
+@fill_doc
 def discrete_laplace_variance(*, epsilon: float, sensitivity: float = 1.0) -> float:
-    """Variance of the discrete Laplace law ``P(k) ∝ exp(-epsilon |k| / sensitivity)``."""
+    """Variance of the discrete Laplace law ``P(k) ∝ exp(-epsilon |k| / sensitivity)``.
+
+    Parameters
+    ----------
+    {epsilon}
+    sensitivity : float, default 1.0
+        The l1-sensitivity (for counts, 1).
+
+    Returns
+    -------
+    float
+        ``2 alpha / (1 - alpha)^2`` with ``alpha = exp(-epsilon / sensitivity)``.
+    """
     alpha = math.exp(-epsilon / sensitivity)
     return 2.0 * alpha / (1.0 - alpha) ** 2
 
@@ -275,6 +402,7 @@ def discrete_laplace_variance(*, epsilon: float, sensitivity: float = 1.0) -> fl
 NOISE_SHARES = ("discrete", "continuous")
 
 
+@fill_doc
 def laplace_shares(
     size: int | tuple[int, ...],
     *,
@@ -299,9 +427,26 @@ def laplace_shares(
         ``exp(-epsilon/sensitivity)``. ``"continuous"``: the difference of two
         Gamma(1/n, sensitivity/epsilon) variables (float64); the n shares sum to a
         Laplace(sensitivity/epsilon) variable.
-    n_shares, epsilon, sensitivity, rng
-        The number of parties, the privacy parameters and the site's generator (None:
-        operating-system entropy).
+    n_shares : int
+        Number of parties whose shares are summed, at least 1.
+    {epsilon}
+    sensitivity : float, default 1.0
+        The l1-sensitivity of the summed values (for counts, 1).
+    rng : numpy.random.Generator, int or None, optional
+        The site's generator or seed (simulations); None: the operating system's entropy
+        (:func:`os_entropy_rng`).
+
+    Returns
+    -------
+    share : ndarray of int64 (discrete) or float64 (continuous), shape ``size``
+        This party's share of the noise.
+    event : DPEvent
+        The guarantee of the summed noise, noted as one of ``n_shares`` shares.
+
+    Raises
+    ------
+    InputError
+        Invalid ``epsilon``, ``sensitivity``, ``n_shares`` or ``noise``.
     """
     _check_eps_delta(epsilon)
     _check_sensitivity(sensitivity)

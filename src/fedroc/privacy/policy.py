@@ -48,6 +48,17 @@ def is_class_count_refusal(exc: BaseException) -> bool:
 
     Such a refusal says that the data cannot support a method at that site, before anything
     was released; methods explain it, and the coverage study counts it as withheld.
+
+    Parameters
+    ----------
+    exc : BaseException
+        An error raised by a call of a site function.
+
+    Returns
+    -------
+    bool
+        True for a :class:`~fedroc.exceptions.DisclosureError` whose message is the
+        class-count refusal.
     """
     return isinstance(exc, DisclosureError) and bool(_CLASS_COUNT_REFUSAL.search(str(exc)))
 

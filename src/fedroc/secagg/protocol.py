@@ -80,6 +80,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedroc._docs import fill, fill_doc, parameters_of
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc.exceptions import DisclosureError, InputError, ProtocolError, SiteError
 from fedroc.federation.federation import Federation, Released
@@ -248,6 +249,7 @@ def _decode_sum(total: NDArray[np.uint64], layout: str, *, bits: int, frac_bits:
 
 
 # -- state ---------------------------------------------------------------------------------
+@fill_doc
 @dataclass
 class ClientState:
     """One site's state in one session, kept in the site's state between stages.
@@ -255,6 +257,36 @@ class ClientState:
     ``status`` is the last stage the site completed. Secrets (private keys, the input,
     the self-mask seed, the shares received) are erased as soon as they are no longer
     needed and at the end or abort of the session.
+
+    Attributes
+    ----------
+    {secagg_session}
+    site : str
+        This site's name.
+    status : str
+        The last stage the site completed.
+    layout : str
+        The public layout of the input vector (keys, kinds and shapes, as JSON).
+    vector : ndarray of uint64
+        The site's encoded input x_u (erased once masked).
+    c_sk, s_sk : bytes
+        The site's X25519 private keys for share encryption and for masks.
+    b_seed : bytes
+        The self-mask seed b_u.
+    u1, u2 : list of str
+        Survivors of the key advertisement (U1) and of the key sharing (U2).
+    c_pks, s_pks : bytes
+        U1's public keys, in U1's order.
+    share_owners : list of str
+        Whose secrets this site holds shares of, in order.
+    b_shares, sk_shares : bytes
+        This site's share of each owner's self-mask seed and of its mask key.
+    last_digest : str
+        Digest of the last request answered (a repeated request gets the same reply).
+    quantity : str
+        The input function: what the site's partner-set rule is about.
+    input_digest : str
+        SHA-256 of the input's arguments, as the site received them.
     """
 
     session: str
@@ -312,9 +344,36 @@ class ClientState:
             self.b_shares = self.sk_shares = b""
 
 
+@fill_doc
 @dataclass
 class ServerState:
-    """The server's state in one session: the stage reached and what it has received."""
+    """The server's state in one session: the stage reached and what it has received.
+
+    Attributes
+    ----------
+    {secagg_session}
+    input_function : str
+        The site function each site evaluates as its input.
+    input_args : str
+        Its arguments, as canonical JSON.
+    stage : str
+        The last stage the server completed.
+    layout : str
+        The public layout of the input vectors (JSON).
+    c_pks, s_pks : dict of str to bytes
+        Each site's public keys for share encryption and for masks.
+    signatures : dict of str to bytes
+        Each site's Ed25519 signature of its advertisement.
+    u1, u2, u3, u5 : list of str
+        Survivors of the key advertisement, the key sharing, the masked input and the
+        unmasking.
+    inbox : dict of str to dict of str to bytes
+        Encrypted shares to forward: ``inbox[recipient][sender]``.
+    masked : dict of str to ndarray of uint64
+        Each surviving site's masked input y_u.
+    dropped : dict of str to str
+        Sites that dropped out, with the stage and reason.
+    """
 
     session: str
     sites: list[str]
@@ -421,6 +480,16 @@ def minimum_threshold(n_sites: int) -> int:
     With t > n / 2 a server that tells some sites that a site dropped and others that it
     survived cannot collect t shares of both its self-mask seed and its mask key (each
     site answers the unmasking stage once), so it cannot open any single input.
+
+    Parameters
+    ----------
+    n_sites : int
+        Members of the session.
+
+    Returns
+    -------
+    int
+        ``max(2, n_sites // 2 + 1)``.
     """
     return max(2, n_sites // 2 + 1)
 
@@ -437,6 +506,20 @@ def advertisement(state: ClientState, site: str, c_pk: bytes, s_pk: bytes) -> by
     ``state`` holds the parameters as the verifying site received them, so a signature
     verifies only if the signer was given the same session, members (in the same order),
     threshold, ring, input function and input arguments.
+
+    Parameters
+    ----------
+    state : ClientState
+        The verifying (or signing) site's state, holding the session's parameters.
+    site : str
+        The site whose advertisement this is.
+    c_pk, s_pk : bytes
+        Its X25519 public keys for share encryption and for masks.
+
+    Returns
+    -------
+    bytes
+        The canonical JSON of the advertisement, the bytes the Ed25519 signature covers.
     """
     body = {
         "session": state.session,
@@ -771,12 +854,13 @@ class SecureSum(ResultMixin):
         return format_table(rows, title="Secure aggregation")
 
 
+@fill_doc
 class SecAggServer:
     """The analyst's side of secure aggregation: one method per stage.
 
     Parameters
     ----------
-    federation : Federation
+    {federation}
     input_function : str
         Name of a site function registered with ``release="secure"`` or ``"both"``, which
         the sites evaluate on their rows.
@@ -1059,6 +1143,23 @@ def secure_sum(
     Parameters are those of :class:`SecAggServer`; ``input_args`` go to the input
     function at every site.
 
+    Parameters
+    ----------
+    {options}
+    **input_args
+        Arguments of the input function at every site (JSON-serialisable numbers, strings
+        and lists).
+
+    Returns
+    -------
+    SecureSum
+        The sum over the surviving sites of each input value, the survivors and dropouts,
+        and what left the sites; ``result[key]`` reads a value.
+
+    Raises
+    ------
+    {secagg_failure}
+
     Examples
     --------
     >>> from fedroc.federation import Federation
@@ -1079,3 +1180,20 @@ def secure_sum(
         allow_dropouts=allow_dropouts,
     )
     return server.run()
+
+
+secure_sum.__doc__ = fill(
+    secure_sum.__doc__ or "",
+    options=parameters_of(
+        SecAggServer,
+        [
+            "federation",
+            "input_function",
+            "sites",
+            "threshold",
+            "bits",
+            "frac_bits",
+            "allow_dropouts",
+        ],
+    ),
+)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedroc._docs import fill_doc
 from fedroc.federation import basic  # registers the site functions summed here
 from fedroc.federation.basic import SiteCalibration
 from fedroc.federation.federation import Federation
@@ -21,23 +22,56 @@ from fedroc.secagg.protocol import secure_sum
 __all__ = ["secure_brier", "secure_calibration", "secure_class_counts"]
 
 
+@fill_doc
 def secure_class_counts(federation: Federation, **kwargs: Any) -> tuple[int, int]:
-    """Total positives and negatives over the sites, by secure aggregation."""
+    """Total positives and negatives over the sites, by secure aggregation.
+
+    Parameters
+    ----------
+    {federation}
+    {secagg_kwargs}
+
+    Returns
+    -------
+    n_pos, n_neg : int
+        Positives and negatives over the surviving sites.
+
+    Raises
+    ------
+    {secagg_failure}
+    """
     result = secure_sum(federation, basic.FN_CLASS_COUNTS, **kwargs)
     return int(result["n_pos"]), int(result["n_neg"])
 
 
+@fill_doc
 def secure_brier(federation: Federation, **kwargs: Any) -> tuple[float, int]:
     """Brier score from the securely aggregated sums of squared residuals.
 
     The sums are fixed-point with 32 fraction bits in Z_2^64, so the total is exact to
     about ``n 2^-33`` and holds up to 2^31 squared residuals.
+
+    Parameters
+    ----------
+    {federation, secagg_kwargs}
+
+    Returns
+    -------
+    brier : float
+        Mean squared difference between label and probability over the surviving sites.
+    n : int
+        Number of rows.
+
+    Raises
+    ------
+    {secagg_failure}
     """
     result = secure_sum(federation, basic.FN_BRIER, **kwargs)
     n = int(result["n"])
     return float(result["sse"]) / n, n
 
 
+@fill_doc
 def secure_calibration(
     federation: Federation, *, n_bins: int = 10, **kwargs: Any
 ) -> SiteCalibration:
@@ -45,6 +79,22 @@ def secure_calibration(
 
     No bin is withheld: the sites' bins are masked, and the analyst sees only their
     totals, so ``suppressed_by_site`` is empty for every site.
+
+    Parameters
+    ----------
+    {federation}
+    n_bins : int, default 10
+        Number of equal-width probability bins on [0, 1], from 2 to 100.
+    {secagg_kwargs}
+
+    Returns
+    -------
+    SiteCalibration
+        The curve of the summed bins; no bin is flagged.
+
+    Raises
+    ------
+    {secagg_failure}
     """
     edges = bin_edges(n_bins)
     result = secure_sum(federation, basic.FN_CALIBRATION, n_bins=int(n_bins), **kwargs)

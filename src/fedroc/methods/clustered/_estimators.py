@@ -248,7 +248,22 @@ def ellipse_radius2(confidence_level: float) -> float:
 def equality_z(
     population: FloatArray, personalized: FloatArray, covariance: FloatArray
 ) -> FloatArray:
-    """``(theta12^ - theta11^) / sqrt(c' Cov c)`` with ``c = (1, -1)`` (section 6.3)."""
+    """``(theta12^ - theta11^) / sqrt(c' Cov c)`` with ``c = (1, -1)`` (section 6.3).
+
+    Parameters
+    ----------
+    population : ndarray of float
+        Estimates of the population AUC theta12.
+    personalized : ndarray of float
+        Estimates of the personalized AUC theta11, of the same shape.
+    covariance : ndarray of float, shape (..., 2, 2)
+        Covariance of (theta12^, theta11^), broadcast against the estimates.
+
+    Returns
+    -------
+    ndarray of float
+        The z statistic of H0: theta12 = theta11; NaN where the variance is not positive.
+    """
     var = covariance[..., 0, 0] + covariance[..., 1, 1] - 2.0 * covariance[..., 0, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(var > 0, (population - personalized) / np.sqrt(np.maximum(var, 0)), np.nan)

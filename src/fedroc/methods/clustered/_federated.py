@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedroc._docs import fill, fill_doc, parameters_of
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
 from fedroc.exceptions import InputError
@@ -87,7 +88,7 @@ from fedroc.methods.clustered._estimators import (
     Sigma11Divisor,
     check_sigma11,
 )
-from fedroc.methods.clustered._pooled import resolve_estimator
+from fedroc.methods.clustered._pooled import clustered_auc, resolve_estimator
 from fedroc.methods.clustered._result import ClusteredAUCResult
 from fedroc.methods.clustered._site import (
     FUNCTION_MOMENTS,
@@ -118,6 +119,7 @@ FloatArray = NDArray[np.float64]
 SiteSum = Callable[[Federation, str, Record], dict[str, FloatArray]]
 
 
+@fill_doc
 def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, FloatArray]:
     """Sum every released value over the sites, in the clear.
 
@@ -127,6 +129,10 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     replaces this plain sum by secure aggregation, so that the analyst learns only the
     sums; this one is for federations too small for secure aggregation, and each site
     answers it only if its policy sets ``clear_histograms``.
+
+    Parameters
+    ----------
+    {site_sum}
     """
     replies = federation.call(function, **args)
     keys = sorted(next(iter(replies.values())))
@@ -136,6 +142,7 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     return sums
 
 
+@fill_doc
 def secure_site_sum(federation: Federation, function: str, args: Record) -> dict[str, FloatArray]:
     """Sum over sites by secure aggregation (:func:`fedroc.secagg.secure_sum`).
 
@@ -143,6 +150,10 @@ def secure_site_sum(federation: Federation, function: str, args: Record) -> dict
     its values are masked and only their sum over the sites is revealed to the analyst.
     Floats travel in 64-bit fixed point with 32 fraction bits (rounding about 2e-10 per
     value); counts exactly. Needs as many sites as their policies ask (3 by default).
+
+    Parameters
+    ----------
+    {site_sum}
     """
     summed = secure_sum(federation, function, **{k: jsonable(v) for k, v in args.items()})
     return {k: np.asarray(v, dtype=np.float64) for k, v in summed.values.items()}
@@ -408,6 +419,14 @@ def run_clustered(
     estimates (the AUC of the pooled population). The personalized AUC (the mean
     within-cluster AUC), the test of their equality, Obuchowski's AUC and the caveats are
     extra keys.
+
+    Parameters
+    ----------
+    {inputs, options}
+
+    Returns
+    -------
+    {evaluation_result}
     """
     fed_result = federated_clustered_auc(
         inputs.federation,
@@ -450,3 +469,14 @@ def run_clustered(
         confidence_level=inputs.confidence_level,
         details=fed_result,
     )
+
+
+run_clustered.__doc__ = fill(
+    run_clustered.__doc__ or "",
+    options="\n".join(
+        [
+            parameters_of(federated_clustered_auc, ["n_bins", "score_range", "secure"]),
+            parameters_of(clustered_auc, ["population_estimator", "sigma11"]),
+        ]
+    ),
+)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedroc._docs import fill_doc
 from fedroc._validation import as_1d, check_binary, check_confidence
 from fedroc.exceptions import InputError
 from fedroc.methods.clustered._core import (
@@ -215,6 +216,7 @@ def _usable(y: NDArray[np.bool_], codes: NDArray[np.int64], n_total: int) -> NDA
     return (n_case > 0) & (n_case < n_all)
 
 
+@fill_doc
 def obuchowski_auc(
     y_true: ArrayLike,
     y_score: ArrayLike,
@@ -229,6 +231,21 @@ def obuchowski_auc(
     cluster holding both classes: a cluster of controls only (a patient without disease)
     still contributes its controls. It is the pooled AUC of all (control, case) pairs, with
     a variance that accounts for the clustering (NOTES.md, section 3).
+
+    Parameters
+    ----------
+    {y_true}
+    {y_score}
+    cluster : array-like of shape (n_samples,)
+        Cluster id of each row (e.g. the patient); rows of a cluster are correlated.
+    {pos_label}
+    {confidence_level}
+
+    Returns
+    -------
+    ObuchowskiResult
+        The AUC, Obuchowski's variance and interval, and the numbers of clusters with
+        controls and with cases.
 
     Raises
     ------

@@ -72,7 +72,25 @@ FloatArray = NDArray[np.float64]
 
 
 def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) -> FloatArray:
-    """``n_bins + 1`` equidistant shared edges over ``score_range``."""
+    """``n_bins + 1`` equidistant shared edges over ``score_range``.
+
+    Parameters
+    ----------
+    n_bins : int
+        Number of shared score bins, at least 1.
+    score_range : (float, float), default (0.0, 1.0)
+        ``(low, high)``, finite with ``low < high``.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_bins + 1,)
+        The edges, from ``low`` to ``high``.
+
+    Raises
+    ------
+    InputError
+        ``n_bins`` or ``score_range`` invalid.
+    """
     if int(n_bins) != n_bins or n_bins < 1:
         raise InputError(f"n_bins must be a positive integer; got {n_bins!r}")
     lo, hi = (float(v) for v in score_range)
@@ -86,6 +104,25 @@ def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") 
 
     Refuses scores outside ``[edges[0], edges[-1]]``: clipping them would hide an error
     larger than the stated binning bound.
+
+    Parameters
+    ----------
+    score : ndarray of float, shape (n,)
+        The scores.
+    edges : ndarray of float, shape (n_bins + 1,)
+        Increasing shared edges (:func:`score_bin_edges`).
+    where : str, default "the scores"
+        Whose scores, for the error message.
+
+    Returns
+    -------
+    ndarray of intp, shape (n,)
+        Bin of each score, from 0 to ``n_bins - 1``.
+
+    Raises
+    ------
+    InputError
+        A score outside the edges (the message holds no count).
     """
     lo, hi = edges[0], edges[-1]
     if ((score < lo) | (score > hi)).any():

@@ -86,6 +86,23 @@ def personalized_auc_bounds(
     ``1 + t/2 - sqrt(2 (1 - theta12)) <= theta11 <= sqrt(2 theta12) - t/2``, intersected with
     the range ``[t/2, 1 - t/2]`` that theta11 can take at tie probability t.
 
+    Parameters
+    ----------
+    population_auc : float
+        The population AUC theta12, in [0, 1].
+    tie_probability : float, default 0.0
+        Probability ``t`` that a case and a control of one cluster tie, in [0, 1].
+
+    Returns
+    -------
+    low, high : float
+        The range of personalized AUCs theta11 consistent with it.
+
+    Raises
+    ------
+    InputError
+        An argument outside [0, 1].
+
     Examples
     --------
     >>> personalized_auc_bounds(0.5)

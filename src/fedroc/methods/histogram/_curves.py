@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from scipy.interpolate import PchipInterpolator
 
+from fedroc._docs import fill_doc
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 
@@ -23,22 +24,30 @@ INTERPOLATIONS = ("pchip", "linear", "midpoint")
 GRID_STEPS = 8  # score-grid points between consecutive quantiles when tracing curves
 
 
+@fill_doc
 def survival_function(
     quantiles: FloatArray, fractions: FloatArray, interpolation: str = "pchip"
 ) -> Callable[[Any], FloatArray]:
     """``S(s) = 1 - Phi(s)`` through ``(quantile_k, 1 - fraction_k)``, in [0, 1].
 
+    Repeated quantiles are merged (mean of their survival values); S is 1 below the
+    smallest quantile and 0 above the largest.
+
     Parameters
     ----------
     quantiles, fractions : ndarray
         Estimated quantiles at ``fractions`` (non-decreasing).
-    interpolation : {"pchip", "linear", "midpoint"}
-        PCHIP (the paper: monotone piecewise cubic), straight lines between the points, or
-        the mean of the previous and the next point (a step function halfway between the
-        left- and right-continuous ECDFs; the reference code's ``midpoint``).
+    {interpolation}
 
-    Repeated quantiles are merged (mean of their survival values); S is 1 below the
-    smallest quantile and 0 above the largest.
+    Returns
+    -------
+    callable
+        ``S(s) -> ndarray`` of the shape of ``s``, values in [0, 1].
+
+    Raises
+    ------
+    InputError
+        An unknown ``interpolation``.
     """
     if interpolation not in INTERPOLATIONS:
         raise InputError(f"interpolation must be one of {INTERPOLATIONS}; got {interpolation!r}")
@@ -80,7 +89,23 @@ def survival_function(
 
 @dataclass(frozen=True)
 class Curves:
-    """ROC and PR curves traced from two survival functions."""
+    """ROC and PR curves traced from two survival functions.
+
+    Attributes
+    ----------
+    scores : ndarray of float64, shape (n_points,)
+        Thresholds, decreasing from ``inf`` to ``-inf``.
+    fpr, tpr : ndarray of float64, shape (n_points,)
+        False and true positive rates at each threshold, from (0, 0) to (1, 1).
+    precision : ndarray of float64, shape (n_points,)
+        Precision at each threshold; 1 where nothing is predicted positive.
+    auc : float
+        Trapezoidal area under the traced ROC curve.
+    pr_auc : float
+        Trapezoidal area under the traced PR curve (precision against recall).
+    n_pos, n_neg : float
+        The class sizes the precision is computed with.
+    """
 
     scores: FloatArray
     fpr: FloatArray
@@ -122,6 +147,7 @@ class Curves:
         return float(np.sum(np.diff(self.tpr) * self.precision[1:]))
 
 
+@fill_doc
 def approximate_curves(
     q_pos: FloatArray,
     q_neg: FloatArray,
@@ -137,6 +163,21 @@ def approximate_curves(
     The score grid holds every quantile and ``GRID_STEPS`` points between consecutive
     ones, so the curves follow the data where it is dense. Points run from the top of the
     range (0, 0) to the bottom (1, 1); precision is 1 where nothing is predicted positive.
+
+    Parameters
+    ----------
+    q_pos, q_neg : ndarray of float
+        Quantiles of the positives' and of the negatives' scores at ``fractions``.
+    {quantile_fractions}
+    n_pos, n_neg : float
+        Class sizes (noisy under DP), for the precision.
+    {score_range_lo_hi}
+    {interpolation}
+
+    Returns
+    -------
+    Curves
+        The traced ROC and PR curves and their areas.
     """
     knots = np.unique(np.r_[lo, hi, q_pos, q_neg])
     steps = np.linspace(0.0, 1.0, GRID_STEPS + 1)[:-1]
@@ -185,10 +226,21 @@ def _abs_area(x1: FloatArray, y1: FloatArray, x2: FloatArray, y2: FloatArray) ->
     return float(np.sum(area * dx))
 
 
+@fill_doc
 def roc_area_error(
     fpr_true: FloatArray, tpr_true: FloatArray, fpr_hat: FloatArray, tpr_hat: FloatArray
 ) -> float:
-    """``integral_0^1 |T(f) - T_hat(f)| df`` between two ROC polylines (exact; eq. 4)."""
+    """``integral_0^1 |T(f) - T_hat(f)| df`` between two ROC polylines (exact; eq. 4).
+
+    Parameters
+    ----------
+    {roc_polylines}
+
+    Returns
+    -------
+    float
+        The area between the two curves, in [0, 1].
+    """
     return _abs_area(
         np.asarray(fpr_true, float),
         np.asarray(tpr_true, float),
@@ -223,6 +275,24 @@ def pr_area_error(
     The paper's Definition 1 (eq. 5): each PR curve comes from its ROC polyline (the
     interpolation of Davis & Goadrich, not straight lines in PR space), evaluated by the
     midpoint rule on ``grid`` recall cells (error below 1 / grid per unit of jump).
+
+    Parameters
+    ----------
+    fpr_true, tpr_true : ndarray of float
+        The pooled (empirical) ROC curve's points, false positive rate non-decreasing.
+    n_pos, n_neg : float
+        The pooled class sizes.
+    fpr_hat, tpr_hat : ndarray of float
+        The approximated curve's points.
+    n_pos_hat, n_neg_hat : float
+        The class sizes of the approximation.
+    grid : int, default 2**17
+        Recall cells of the midpoint rule.
+
+    Returns
+    -------
+    float
+        The area between the two PR curves, in [0, 1].
     """
     t = (np.arange(grid) + 0.5) / grid
     p = _precision_at_recall(
@@ -241,6 +311,19 @@ class CurveErrors:
     ``roc_area_error`` and ``pr_area_error`` are the paper's Definition 1; ``auc_error``,
     ``pr_auc_error`` and ``ap_error`` are the absolute errors of the areas under the
     curves and of the average precision.
+
+    Attributes
+    ----------
+    roc_area_error : float
+        Area between the ROC curves (:func:`roc_area_error`).
+    pr_area_error : float
+        Area between the PR curves (:func:`pr_area_error`).
+    auc_error : float
+        ``|AUC - AUC_hat|``.
+    pr_auc_error : float
+        ``|PR AUC - PR AUC_hat|`` (trapezoidal areas).
+    ap_error : float
+        ``|AP - AP_hat|`` (average precision).
     """
 
     roc_area_error: float
@@ -255,7 +338,22 @@ class CurveErrors:
 
 
 def curve_errors(label: Any, score: Any, curves: Curves) -> CurveErrors:
-    """Every error of ``curves`` against the empirical curves of the pooled rows."""
+    """Every error of ``curves`` against the empirical curves of the pooled rows.
+
+    Parameters
+    ----------
+    label : array-like of bool, shape (n,)
+        The pooled rows' labels, True for positive.
+    score : array-like of float, shape (n,)
+        Their scores.
+    curves : Curves
+        The approximated curves.
+
+    Returns
+    -------
+    CurveErrors
+        The five errors.
+    """
     from fedroc.metrics import average_precision, pr_auc, roc_auc, roc_curve
 
     y = np.asarray(label, dtype=bool)

@@ -80,6 +80,8 @@ class HistogramCurves(ResultMixin):
         Plain statements of what the noise did to the numbers above.
     sites, dropped : list and dict
         Sites whose histograms the sum holds, and those that dropped out.
+    confidence_level : float
+        Level of the AUC interval.
     """
 
     mode: str

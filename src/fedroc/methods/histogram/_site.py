@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedroc._docs import fill_doc
 from fedroc._validation import FloatArray
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
@@ -71,7 +72,25 @@ def check_int(value: Any, name: str, minimum: int) -> int:
 
 
 def tree_height(quantiles: int, branching: int = 2) -> int:
-    """``ceil(log_b Q) + 2``, computed in integers (the reference code's rule)."""
+    """``ceil(log_b Q) + 2``, computed in integers (the reference code's rule).
+
+    Parameters
+    ----------
+    quantiles : int
+        Number of quantiles ``Q`` to estimate, at least 2.
+    branching : int, default 2
+        Children of each node ``b``, at least 2.
+
+    Returns
+    -------
+    int
+        The number of released levels of the tree.
+
+    Raises
+    ------
+    InputError
+        ``quantiles`` or ``branching`` below 2 or not an integer.
+    """
     check_int(quantiles, "quantiles", 2)
     check_int(branching, "branching", 2)
     levels = 0
@@ -80,6 +99,7 @@ def tree_height(quantiles: int, branching: int = 2) -> int:
     return levels + 2
 
 
+@fill_doc
 def leaf_index(
     scores: FloatArray, n_leaves: int, lo: float = 0.0, hi: float = 1.0
 ) -> NDArray[np.int64]:
@@ -88,6 +108,19 @@ def leaf_index(
     The last leaf is closed (it holds ``hi``), the rule of
     :func:`fedroc.metrics.bin_index`. Computed arithmetically and then corrected against
     the edges, so it equals the binary search on the edges without its cost.
+
+    Parameters
+    ----------
+    scores : ndarray of float, shape (n,)
+        Scores inside ``[lo, hi]`` (not checked here).
+    {n_leaves}
+    lo, hi : float, default 0.0 and 1.0
+        The public score range ``[lo, hi]``, divided into leaves of equal width.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Leaf of each score, from 0 to ``n_leaves - 1``.
     """
     edges = np.linspace(lo, hi, n_leaves + 1)
     k = ((scores - lo) * (n_leaves / (hi - lo))).astype(np.int64)
@@ -97,14 +130,28 @@ def leaf_index(
     return k
 
 
+@fill_doc
 def levels_from_leaves(leaves: NDArray[Any], branching: int) -> list[NDArray[Any]]:
-    """Levels 1..h (``branching ** l`` bins each) from the leaf level by summing siblings."""
+    """Levels 1..h (``branching ** l`` bins each) from the leaf level by summing siblings.
+
+    Parameters
+    ----------
+    leaves : ndarray, shape (branching ** h,)
+        Counts of the leaf level.
+    {branching}
+
+    Returns
+    -------
+    list of ndarray
+        Levels 1 to h, the last being ``leaves``.
+    """
     levels = [np.asarray(leaves)]
     while levels[0].size > branching:
         levels.insert(0, levels[0].reshape(-1, branching).sum(axis=1))
     return levels
 
 
+@fill_doc
 def count_leaves(
     label: NDArray[np.bool_], score: FloatArray, n_leaves: int, lo: float, hi: float
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -112,6 +159,20 @@ def count_leaves(
 
     The only place where rows become counts; the trees, the curves and every statistic
     are built from its output.
+
+    Parameters
+    ----------
+    label : ndarray of bool, shape (n,)
+        True for the positives.
+    score : ndarray of float, shape (n,)
+        Scores inside ``[lo, hi]``.
+    {n_leaves}
+    {score_range_lo_hi}
+
+    Returns
+    -------
+    positives, negatives : ndarray of int64, shape (n_leaves,)
+        Rows of each class in each leaf.
     """
     k = leaf_index(score, n_leaves, lo, hi)
     np.add(k, n_leaves, out=k, where=label)  # positives in the upper half
@@ -119,10 +180,34 @@ def count_leaves(
     return both[n_leaves:].astype(np.int64), both[:n_leaves].astype(np.int64)
 
 
+@fill_doc
 def site_leaves(
     data: SiteData, *, n_leaves: int, lo: float, hi: float, transform: str | None, site: str
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Leaf counts of one site's positives and negatives over the public score range."""
+    """Leaf counts of one site's positives and negatives over the public score range.
+
+    Parameters
+    ----------
+    data : SiteData
+        The site's rows.
+    {n_leaves}
+    {score_range_lo_hi}
+    transform : {"logistic", "arctan"} or None
+        Public monotone map applied to the scores before binning (for scores on the real
+        line); None bins them as they are.
+    site : str
+        The site's name.
+
+    Returns
+    -------
+    positives, negatives : ndarray of int64, shape (n_leaves,)
+        Rows of each class in each leaf.
+
+    Raises
+    ------
+    InputError
+        A (transformed) score outside ``[lo, hi]``; the message holds no value or row.
+    """
     s = data.score if transform is None else TRANSFORMS[transform](data.score)
     outside = (s < lo) | (s > hi)
     if outside.any():

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedroc._docs import fill_doc
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.privacy import discrete_laplace_variance
@@ -46,6 +47,7 @@ def _weights(height: int, branching: int) -> list[float]:
     return [(size - size // b) / (size - 1) for size in sizes]
 
 
+@fill_doc
 def consistent_tree(levels: Sequence[ArrayLikeF], branching: int) -> list[FloatArray]:
     """Hay et al.'s consistent estimate of a noisy hierarchical histogram.
 
@@ -54,6 +56,16 @@ def consistent_tree(levels: Sequence[ArrayLikeF], branching: int) -> list[FloatA
     result is consistent (each node equals the sum of its children) and, for consistent
     input, equal to it. Linear in the input: it is the least-squares fit of leaf counts to
     the released levels.
+
+    Parameters
+    ----------
+    {tree_levels}
+    {branching}
+
+    Returns
+    -------
+    list of ndarray of float64
+        The consistent levels, shaped as ``levels``.
     """
     b = branching
     h = len(levels)
@@ -68,6 +80,7 @@ def consistent_tree(levels: Sequence[ArrayLikeF], branching: int) -> list[FloatA
     return x
 
 
+@fill_doc
 def consistent_tree_adjoint(
     grads: Sequence[NDArray[Any]], branching: int, height: int | None = None
 ) -> list[FloatArray]:
@@ -82,6 +95,19 @@ def consistent_tree_adjoint(
     ``len(grads)``: the last returned level is then the weight of the bottom-up estimate
     ``z`` of that level (the weighted average of its whole subtree), whose nodes are
     independent with variance ``sigma^2 * subtree_variance_factor(...)``.
+
+    Parameters
+    ----------
+    grads : sequence of ndarray
+        ``grads[j]`` of shape ``(batch, branching ** (j + 1))``.
+    {branching}
+    height : int, optional
+        Height of the whole tree; default ``len(grads)``.
+
+    Returns
+    -------
+    list of ndarray of float64
+        Per released level, shape ``(batch, branching ** (j + 1))``.
     """
     b = branching
     d = len(grads)
@@ -114,6 +140,7 @@ def subtree_variance_factor(height: int, branching: int, level: int) -> float:
     return w
 
 
+@fill_doc
 def linear_noise_variance(
     leaf_weights: NDArray[Any], branching: int, height: int, *, post_processing: bool = True
 ) -> FloatArray:
@@ -121,6 +148,21 @@ def linear_noise_variance(
 
     ``leaves`` are the consistent leaves (or, without post-processing, the noisy leaves
     themselves).
+
+    Parameters
+    ----------
+    leaf_weights : ndarray of shape (n_statistics, n_leaves) or (n_leaves,)
+        Weights of each statistic on the leaves.
+    {branching}
+    height : int
+        Levels of the released tree.
+    post_processing : bool, default True
+        The leaves are the consistent estimate (:func:`consistent_tree`) of the noisy tree.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_statistics,)
+        Each statistic's noise variance divided by the per-node noise variance.
     """
     w = np.atleast_2d(np.asarray(leaf_weights, dtype=np.float64))
     if not post_processing:
@@ -153,6 +195,7 @@ def level_noise_covariance(
     return out
 
 
+@fill_doc
 def tree_leaf_masses(levels: Sequence[NDArray[Any]], branching: int) -> FloatArray:
     """Non-negative leaf masses of a (noisy) tree, split top-down.
 
@@ -161,6 +204,15 @@ def tree_leaf_masses(levels: Sequence[NDArray[Any]], branching: int) -> FloatArr
     empty). For an exact tree these are the leaf counts. Under DP this keeps the totals of
     the coarse, reliable levels: clipping the noisy leaves themselves at 0 would add
     roughly ``0.4 sd`` of noise per empty leaf to the class size.
+
+    Parameters
+    ----------
+    {tree_levels, branching}
+
+    Returns
+    -------
+    ndarray of float64, shape (branching ** h,)
+        Non-negative leaf masses summing to the (clipped) level-1 total.
     """
     b = branching
     first = np.asarray(levels[0], dtype=np.float64)
@@ -174,6 +226,7 @@ def tree_leaf_masses(levels: Sequence[NDArray[Any]], branching: int) -> FloatArr
     return mass
 
 
+@fill_doc
 def tree_quantiles(
     levels: Sequence[NDArray[Any]],
     branching: int,
@@ -188,6 +241,24 @@ def tree_quantiles(
     interpolates linearly inside the leaf (scores uniform within a leaf; the reference
     code returned the leaf's left edge). The 0- and 1-quantiles are the lower edge of the
     first and the upper edge of the last non-empty leaf.
+
+    Parameters
+    ----------
+    {tree_levels}
+    {branching}
+    {quantile_fractions}
+    lo, hi : float, default 0.0 and 1.0
+        The public score range ``[lo, hi]``, divided into leaves of equal width.
+
+    Returns
+    -------
+    ndarray of float64, shape of ``fractions``
+        The quantiles, in ``[lo, hi]``.
+
+    Raises
+    ------
+    InputError
+        The tree holds no mass (no quantile exists).
     """
     mass = tree_leaf_masses(levels, branching)
     total = mass.sum()

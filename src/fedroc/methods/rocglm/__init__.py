@@ -65,6 +65,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from fedroc._docs import fill, parameters_of
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.methods.rocglm._calibration import SiteCalibrationCurves, site_calibration_curves
 from fedroc.methods.rocglm._confusion import ConfusionMatrix, distributed_confusion
@@ -141,6 +142,15 @@ def run_rocglm(inputs: EvaluationInputs, **options: Any) -> EvaluationResult:
     The options are those of :func:`distributed_rocglm` but the ones evaluate sets itself
     (the confidence level and the seed, from ``inputs``) and the fit's internals
     (``n_breaks``, ``tol``, ``max_iter``): the signature says which, and another is refused.
+
+    Parameters
+    ----------
+    {inputs}
+    {options}
+
+    Returns
+    -------
+    {evaluation_result}
     """
     _RUN_SIGNATURE.bind(inputs, **options)  # TypeError naming an option it does not take
     res = distributed_rocglm(
@@ -204,3 +214,7 @@ def _run_signature() -> inspect.Signature:
 #: What :func:`run_rocglm` takes (``fedroc evaluate`` reads it to refuse other options).
 _RUN_SIGNATURE = _run_signature()
 run_rocglm.__signature__ = _RUN_SIGNATURE  # type: ignore[attr-defined]
+run_rocglm.__doc__ = fill(
+    run_rocglm.__doc__ or "",
+    options=parameters_of(distributed_rocglm, list(_RUN_SIGNATURE.parameters)[1:]),
+)

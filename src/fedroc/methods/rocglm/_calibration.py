@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin
 from fedroc.federation.basic import FN_CALIBRATION
 from fedroc.federation.federation import Federation, Released
@@ -24,7 +25,17 @@ __all__ = ["SiteCalibrationCurves", "site_calibration_curves"]
 
 @dataclass(frozen=True, repr=False)
 class SiteCalibrationCurves(ResultMixin):
-    """The pooled calibration curve and one curve per site, from one release."""
+    """The pooled calibration curve and one curve per site, from one release.
+
+    Attributes
+    ----------
+    pooled : CalibrationCurve
+        The curve of the bins the sites released, added up.
+    sites : dict of str to CalibrationCurve
+        Each site's own curve (withheld bins flagged ``suppressed``).
+    released : Released
+        What left the sites.
+    """
 
     pooled: CalibrationCurve
     sites: dict[str, CalibrationCurve]
@@ -40,12 +51,28 @@ class SiteCalibrationCurves(ResultMixin):
         return "\n".join(lines)
 
 
+@fill_doc
 def site_calibration_curves(federation: Federation, *, n_bins: int = 10) -> SiteCalibrationCurves:
     """Pooled and per-site calibration curves over ``n_bins`` bins (one site call).
 
     A site's bin is in its curve only if it held at least q rows there (the site withholds
     it otherwise); the pooled curve adds the released bins, as
     :func:`fedroc.federation.basic.distributed_calibration` does.
+
+    Parameters
+    ----------
+    {federation}
+    n_bins : int, default 10
+        Number of equal-width probability bins on [0, 1], from 2 to 100.
+
+    Returns
+    -------
+    SiteCalibrationCurves
+        The pooled curve and each site's.
+
+    Raises
+    ------
+    {site_failure}
     """
     edges = bin_edges(n_bins)
     start = federation.mark()

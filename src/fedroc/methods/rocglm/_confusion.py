@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation, Released
@@ -27,6 +28,17 @@ class ConfusionMatrix(TwoByTwo, ResultMixin):
 
     ``tp``, ``fp``, ``fn``, ``tn`` are summed over the sites; ``by_site`` holds each
     site's cells.
+
+    Attributes
+    ----------
+    threshold : float
+        Rows with ``score >= threshold`` are predicted positive.
+    tp, fp, fn, tn : int
+        True positives, false positives, false negatives and true negatives over all sites.
+    by_site : dict of str to dict
+        Each site's ``{"tp", "fp", "fn", "tn"}``.
+    released : Released
+        What left the sites.
     """
 
     threshold: float
@@ -86,11 +98,29 @@ class ConfusionMatrix(TwoByTwo, ResultMixin):
         )
 
 
+@fill_doc
 def distributed_confusion(federation: Federation, threshold: float = 0.5) -> ConfusionMatrix:
     """Add up the confusion matrix over all sites at ``threshold`` (dsBinVal's ``dsConfusion``).
 
     Every site must release its table: one that refuses (a cell below q, or a threshold too
     close to one it released before) stops the computation with its reason.
+
+    Parameters
+    ----------
+    {federation}
+    threshold : float, default 0.5
+        Predict positive for ``score >= threshold``; finite.
+
+    Returns
+    -------
+    ConfusionMatrix
+        The summed table, each site's table and the rates.
+
+    Raises
+    ------
+    InputError
+        ``threshold`` is not finite.
+    {site_failure}
 
     Examples
     --------

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, special
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc._validation import check_binary
 from fedroc.exceptions import FedrocWarning, InputError
@@ -108,6 +109,20 @@ def delong_placements(sorted_ref: FloatArray, x: ArrayLike, *, below: bool) -> F
     ``below=True``: ``(#{ref < x} + #{ref = x} / 2) / n`` (a positive against the
     negatives, V10); ``below=False``: ``(#{ref > x} + #{ref = x} / 2) / n`` (a negative
     against the positives, V01).
+
+    Parameters
+    ----------
+    sorted_ref : ndarray of float64, shape (n,)
+        The reference class's scores, sorted increasingly.
+    x : array-like of float
+        The scores to place.
+    below : bool
+        Count the reference scores below ``x`` (True) or above it (False).
+
+    Returns
+    -------
+    ndarray of float64, shape of ``x``
+        The placement of each ``x``, in [0, 1].
     """
     x = np.asarray(x, np.float64)
     n = sorted_ref.size
@@ -143,7 +158,18 @@ def positive_thresholds(scores: FloatArray, where: str = "the positives") -> Flo
 
 @dataclass(frozen=True)
 class GroupedTable:
-    """The ROC-GLM data as binomial rows: covariate ``Phi^-1(t)``, successes, trials."""
+    """The ROC-GLM data as binomial rows: covariate ``Phi^-1(t)``, successes, trials.
+
+    Attributes
+    ----------
+    t : ndarray of float64, shape (n_rows,)
+        False-positive rate of each row, in (0, 1).
+    successes : ndarray of float64, shape (n_rows,)
+        Number of positives whose placement is at most ``t`` (times the threshold's
+        multiplicity under the positives rule).
+    trials : ndarray of float64, shape (n_rows,)
+        Number of positives behind each row.
+    """
 
     t: FloatArray
     successes: FloatArray
@@ -173,13 +199,35 @@ class GroupedTable:
 # --- the binormal ROC curve ---------------------------------------------------------------
 
 
+@fill_doc
 def binormal_auc(g1: float, g2: float) -> float:
-    """Closed-form area under ``Phi(g1 + g2 Phi^-1(t))``: ``Phi(g1 / sqrt(1 + g2^2))``."""
+    """Closed-form area under ``Phi(g1 + g2 Phi^-1(t))``: ``Phi(g1 / sqrt(1 + g2^2))``.
+
+    Parameters
+    ----------
+    {binormal_g}
+
+    Returns
+    -------
+    float in [0, 1]
+        The AUC.
+    """
     return float(special.ndtr(g1 / math.sqrt(1.0 + g2 * g2)))
 
 
+@fill_doc
 def binormal_auc_integral(g1: float, g2: float) -> float:
-    """Integrate the binormal AUC by adaptive quadrature (QUADPACK, as R's ``integrate``)."""
+    """Integrate the binormal AUC by adaptive quadrature (QUADPACK, as R's ``integrate``).
+
+    Parameters
+    ----------
+    {binormal_g}
+
+    Returns
+    -------
+    float
+        The area, to about 1e-10 (it agrees with :func:`binormal_auc`).
+    """
     value, _ = integrate.quad(
         lambda t: float(special.ndtr(g1 + g2 * special.ndtri(t))),
         0.0,
@@ -191,10 +239,27 @@ def binormal_auc_integral(g1: float, g2: float) -> float:
     return float(value)
 
 
+@fill_doc
 def binormal_roc(g1: float, g2: float, t: ArrayLike) -> FloatArray:
     """``ROC(t) = Phi(g1 + g2 Phi^-1(t))`` for false-positive rates ``t`` in [0, 1].
 
     The end points take their limits (0 and 1 for ``g2 > 0``).
+
+    Parameters
+    ----------
+    {binormal_g}
+    t : array-like of float
+        False-positive rates, in [0, 1].
+
+    Returns
+    -------
+    ndarray of float64, shape of ``t``
+        The true-positive rate at each ``t``.
+
+    Raises
+    ------
+    InputError
+        A rate outside [0, 1].
     """
     t = np.asarray(t, dtype=np.float64)
     if ((t < 0) | (t > 1)).any():
@@ -343,6 +408,7 @@ def pooled_table(
     return GroupedTable.from_positives_rule(placements, positive_thresholds(pos))
 
 
+@fill_doc
 def rocglm_from_scores(
     pos: ArrayLike,
     neg: ArrayLike,
@@ -352,7 +418,29 @@ def rocglm_from_scores(
     tol: float = DEFAULT_TOL,
     max_iter: int = DEFAULT_MAX_ITER,
 ) -> RocGlmFit:
-    """ROC-GLM from the positives' and the negatives' scores."""
+    """ROC-GLM from the positives' and the negatives' scores.
+
+    Parameters
+    ----------
+    pos : array-like of float
+        Scores of the positives.
+    neg : array-like of float
+        Scores of the negatives.
+    {rocglm_thresholds}
+    {rocglm_n_thresholds}
+    {tol}
+    {max_iter}
+
+    Returns
+    -------
+    RocGlmFit
+        The binormal coefficients, the fit's outcome and the grouped table.
+
+    Raises
+    ------
+    InputError
+        A class without scores, or fewer than two thresholds strictly inside (0, 1).
+    """
     p = np.asarray(pos, np.float64)
     n = np.asarray(neg, np.float64)
     if p.size == 0 or n.size == 0:
@@ -363,6 +451,7 @@ def rocglm_from_scores(
     return fit_table(table, thresholds=thresholds, tol=tol, max_iter=max_iter)
 
 
+@fill_doc
 def rocglm(
     y_true: ArrayLike,
     y_score: ArrayLike,
@@ -375,14 +464,16 @@ def rocglm(
 
     Parameters
     ----------
-    y_true : array-like of shape (n,)
-    y_score : array-like of shape (n,)
-        Higher means more likely positive.
-    thresholds : {"grid", "positives"}
-        The paper's equidistant grid of false-positive rates or the reference code's
-        positive scores (which must then lie in [0, 1]).
-    n_thresholds : int
-        Size of the grid.
+    {y_true}
+    {y_score}
+    {rocglm_thresholds}
+    {rocglm_n_thresholds}
+    {pos_label}
+
+    Returns
+    -------
+    RocGlmFit
+        The binormal coefficients ``g1, g2``, their AUC and the fit's outcome.
 
     Examples
     --------
@@ -412,6 +503,21 @@ def recommended_privacy(sensitivity: float) -> tuple[float, float]:
 
     These settings were chosen for accuracy, not for strong privacy: delta = 0.1 to 0.5
     is far above the usual "delta much smaller than 1/n".
+
+    Parameters
+    ----------
+    sensitivity : float
+        The score's l2-sensitivity, positive.
+
+    Returns
+    -------
+    epsilon, delta : float
+        The paper's setting for it.
+
+    Raises
+    ------
+    InputError
+        ``sensitivity`` is not a positive number.
     """
     if not (sensitivity > 0 and math.isfinite(sensitivity)):
         raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
@@ -427,6 +533,7 @@ def recommended_privacy(sensitivity: float) -> tuple[float, float]:
     return (0.5, 0.5)
 
 
+@fill_doc
 def score_sensitivity(score: ArrayLike, n_breaks: int | None = None) -> tuple[float, int]:
     """Heuristic l2-sensitivity of a site's scores, after the reference code (``l2sens``).
 
@@ -440,6 +547,12 @@ def score_sensitivity(score: ArrayLike, n_breaks: int | None = None) -> tuple[fl
     over all pairs of adjacent inputs, not of the rows at hand; the value shrinks as a site
     has more rows, and it is itself computed from two rows' scores. Give the sensitivity
     from an analysis of the model where you can.
+
+    Parameters
+    ----------
+    score : array-like of float
+        The site's scores, at least two distinct values.
+    {n_breaks}
 
     Returns
     -------

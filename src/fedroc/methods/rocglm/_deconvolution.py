@@ -106,6 +106,15 @@ class BinMixture:
     ``c_g = lo + g h``, the two end bins cut at the range (``[lo, lo + h/2]``,
     ``[hi - h/2, hi]``). Levels: a point
     mass at each level, and :meth:`cdf` counts the mass at ``x`` itself one half.
+
+    Attributes
+    ----------
+    lo, hi : float
+        The range of the distribution.
+    weights : ndarray of float64, shape (m,)
+        Mass of each component (bin or level), summing to 1.
+    levels : ndarray of float64, shape (m,), optional
+        The point masses' locations; None for bins.
     """
 
     lo: float

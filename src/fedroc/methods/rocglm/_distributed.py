@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
@@ -150,8 +151,10 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
     auc_placement : float
         Mean placement of the true positives in the noisy negatives (the paper's
         distrAVG): the naive empirical AUC.
-    iterations, converged, deviance :
+    iterations, converged, deviance : int, bool, float
         Fisher scoring outcome of the reported fit (R ``glm``'s rule).
+    n_pos, n_neg : int
+        Positives and negatives over all sites.
     epsilon, delta, sensitivity, noise_sd : float
         The one noisy release: its guarantee, the sensitivity it was calibrated to and the
         noise standard deviation.
@@ -165,15 +168,24 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
     calibration : str
         ``"classic"`` or ``"analytic"`` Gaussian mechanism.
     thresholds : str
-        Threshold rule; ``n_thresholds`` is the number of grouped rows over all sites.
+        Threshold rule.
+    n_thresholds : int
+        The number of grouped rows over all sites.
     score_range : (float, float)
         Support of the deconvolution.
     bootstrap : int
         Resamples of the noisy negatives behind ``variance_negatives`` (0 without).
+    confidence_level : float
+        Level of :attr:`ci`.
     sites : dict
         Per site: ``n_pos``, ``n_neg``, and the DP events it released.
     released : Released
         What left the sites (rounds, bytes, DP events, notes).
+    deconvolved : BinMixture or None
+        The deconvolved distribution of the negatives' true scores (None without the
+        correction).
+    a0 : float or None
+        Reference value of the one-sided test H0: AUC <= a0, if one was asked for.
     """
 
     g1: float
@@ -315,12 +327,27 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         return format_table(rows, title="Distributed ROC-GLM")
 
 
+@fill_doc
 @dataclass(frozen=True)
 class NoisyScores:
     """The pooled noisy scores the analyst received (sorted), and how they were made.
 
     ``per_site[name]`` holds the site's class sizes, its DP events and its ``release`` id
     (which the setup must name).
+
+    Attributes
+    ----------
+    negative, positive : ndarray of float64
+        The noisy scores of all sites' negatives and positives, each sorted.
+    {epsilon}
+    {delta}
+    {l2_sensitivity}
+    noise_sd : float
+        Standard deviation of the Gaussian noise the sites added.
+    calibration : {"classic", "analytic"}
+        The Gaussian mechanism's calibration.
+    per_site : dict of str to dict
+        Per site: ``n_pos``, ``n_neg``, ``release`` and ``dp`` (its DP events as dicts).
     """
 
     negative: FloatArray
@@ -333,8 +360,24 @@ class NoisyScores:
     per_site: dict[str, dict[str, Any]]
 
 
+@fill_doc
 def site_sensitivity(federation: Federation, *, n_breaks: int | None = None) -> float:
-    """Largest heuristic l2-sensitivity over the sites (see ``score_sensitivity``)."""
+    """Largest heuristic l2-sensitivity over the sites (see ``score_sensitivity``).
+
+    Parameters
+    ----------
+    {federation}
+    {n_breaks}
+
+    Returns
+    -------
+    float
+        The largest of the sites' heuristic sensitivities (not a bound).
+
+    Raises
+    ------
+    {site_failure}
+    """
     args: dict[str, Any] = {} if n_breaks is None else {"n_breaks": int(n_breaks)}
     replies = federation.call(FN_SENSITIVITY, **args)
     return max(float(r["sensitivity"]) for r in replies.values())
@@ -348,6 +391,7 @@ def noise_sd(*, epsilon: float, delta: float, sensitivity: float, calibration: s
     raise InputError(f"dp_calibration must be one of {CALIBRATIONS}; got {calibration!r}")
 
 
+@fill_doc
 def release_noisy_scores(
     federation: Federation,
     *,
@@ -360,6 +404,26 @@ def release_noisy_scores(
 
     The noise is each site's own: nothing sent here (no seed) can influence it. The noise
     sd is the sites' (they agree, since they computed it from the same parameters).
+
+    Parameters
+    ----------
+    {federation}
+    {epsilon}
+    {delta}
+    {l2_sensitivity}
+    {calibration}
+
+    Returns
+    -------
+    NoisyScores
+        The pooled noisy scores by class and how they were made.
+
+    Raises
+    ------
+    {site_failure}
+        A site with fewer rows of a class than its minimum count refuses, explained.
+    InputError
+        The sites report different noise standard deviations.
     """
     start = federation.mark()
     with explain_class_count_refusals(
@@ -411,6 +475,7 @@ class _FitOutcome:
     n_rows: int
 
 
+@fill_doc
 def fit_release(
     federation: Federation,
     noisy: NoisyScores,
@@ -423,7 +488,34 @@ def fit_release(
     tol: float = DEFAULT_TOL,
     max_iter: int = DEFAULT_MAX_ITER,
 ) -> _FitOutcome:
-    """Run rounds 3-5 on one release of noisy scores (each release serves one setup)."""
+    """Run rounds 3-5 on one release of noisy scores (each release serves one setup).
+
+    Parameters
+    ----------
+    {federation}
+    noisy : NoisyScores
+        The release (:func:`release_noisy_scores`) the sites fit on.
+    {rocglm_thresholds}
+    {rocglm_n_thresholds}
+    score_range : (float, float), default (0.0, 1.0)
+        Public range of the scores, the support of the deconvolution.
+    score_levels : ndarray of float, optional
+        The public set of values the scores take, if any.
+    bootstrap : int, default 50
+        Resamples of the noisy negatives of the bagged deconvolution.
+    {tol}
+    {max_iter}
+
+    Returns
+    -------
+    _FitOutcome
+        Both fits (the paper's and the deconvolved), their Fisher-scoring outcome and the
+        pooled placement moments and class sizes.
+
+    Raises
+    ------
+    {site_failure}
+    """
     check_rule(thresholds)
     session = secrets.token_hex(8)
     common: dict[str, Any] = {
@@ -596,6 +688,7 @@ def check_scale(
         )
 
 
+@fill_doc
 def distributed_rocglm(
     federation: Federation,
     *,
@@ -619,9 +712,14 @@ def distributed_rocglm(
 ) -> DistributedRocGlm:
     """Distributed ROC-GLM with differential privacy and a confidence interval that covers.
 
+    Without ``sensitivity`` the sites first report the sensitivity heuristic
+    (:func:`site_sensitivity`); every score is then released once with Gaussian noise
+    (:func:`release_noisy_scores`), and the sites fit on that one release
+    (:func:`fit_release`).
+
     Parameters
     ----------
-    federation : Federation
+    {federation}
     epsilon, delta : float, optional
         Privacy of the one noisy release of every score. Give both, or neither for the
         setting ``privacy`` names.
@@ -639,11 +737,11 @@ def distributed_rocglm(
         within every site's default lifetime budget; ``"paper"`` uses paper 1's
         recommendation for the l2-sensitivity (:func:`recommended_privacy`), whose delta
         (0.1 to 0.5) sites refuse unless their policy raises ``delta_limit``.
-    thresholds : {"grid", "positives"}
+    thresholds : {"grid", "positives"}, default "grid"
         Threshold rule (see ``fedroc.methods.rocglm._core``); "positives" runs only at
         sites whose policy opts in (it discloses the positives' scores).
-    n_thresholds : int
-        Size of the grid (at most 64).
+    n_thresholds : int, default 28
+        Size of the grid (2 to 64).
     correction : {"deconvolution", "none"}
         "deconvolution" (default) corrects the noise's bias and includes the noise in the
         interval (see the module docstring); "none" is the paper's estimate, which the
@@ -655,10 +753,10 @@ def distributed_rocglm(
         The public, finite set of values the scores take (a rating scale). The
         deconvolution then puts point masses exactly there, so that ties count one half
         (bins cannot locate them that precisely). Sites with other scores refuse.
-    bootstrap : int
+    bootstrap : int, default 50
         Resamples of the noisy negatives (2 to 500) the deconvolution is bagged over and
         the correction's variance is taken from; every site refits that many times.
-    confidence_level : float
+    {confidence_level}
     seed : int, optional
         Unused by the ROC-GLM: its only resampling (the bagged deconvolution) is seeded
         by the released noisy values, so that the sites and the analyst draw the same
@@ -666,6 +764,23 @@ def distributed_rocglm(
         site's own configuration.
     a0 : float, optional
         Reference value of the one-sided test H0: AUC <= a0 reported in the summary.
+    n_breaks : int, optional
+        Histogram cells of the sites' sensitivity heuristic (only without
+        ``sensitivity``); default a third of each site's rows.
+    {tol}
+    {max_iter}
+
+    Returns
+    -------
+    DistributedRocGlm
+        The AUC, its interval and variance, the binormal fit, the privacy release and what
+        left the sites; ``paper`` holds the uncorrected estimate.
+
+    Raises
+    ------
+    InputError
+        An option out of range (messages name it).
+    {site_failure}
     """
     if not 0.0 < confidence_level < 1.0:
         raise InputError(f"confidence_level must lie in (0, 1); got {confidence_level!r}")

@@ -150,6 +150,11 @@ def feature_sensitivity(
     categorical : sequence of str
         Numeric columns to one-hot code instead of binning.
 
+    Returns
+    -------
+    FeatureSensitivity
+        The largest score difference between adjacent rows, and the pair it came from.
+
     Examples
     --------
     >>> import numpy as np

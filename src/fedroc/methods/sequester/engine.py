@@ -159,6 +159,28 @@ def draw_subsets(
     defaults to the test set's. The seed is the custodian's: with it the table can be
     rebuilt; ``None`` draws one from ``secrets``.
 
+    Parameters
+    ----------
+    labels : array-like of bool, shape (n_images,)
+        Label of each image of the test set, True for positive.
+    n_subsets : int
+        ``rho``, the number of subsets, at least 1.
+    subset_size : int
+        ``N``, images per subset, at least 2.
+    prevalence : float, optional
+        Fraction of positives in each subset, in (0, 1); default the test set's.
+    replace : bool, default True
+        Draw with replacement inside a subset.
+    seed : int or numpy.random.Generator, optional
+        The custodian's seed or generator; None draws a seed from ``secrets``.
+    image_ids : sequence of str, optional
+        Id of each image; default ``"0"``, ``"1"``, ...
+
+    Returns
+    -------
+    SubsetTable
+        The image ids and the members of each subset.
+
     Raises
     ------
     InputError
@@ -210,12 +232,42 @@ def draw_subsets(
 
 
 def subset_auc(members: NDArray[np.int32], labels: NDArray[np.bool_], scores: ArrayLike) -> float:
-    """AUC of one subset (its rows ``members``, repeats counted), ties counted 1/2."""
+    """AUC of one subset (its rows ``members``, repeats counted), ties counted 1/2.
+
+    Parameters
+    ----------
+    members : ndarray of int32, shape (subset_size,)
+        Image indices of the subset (a row of :attr:`SubsetTable.members`).
+    labels : ndarray of bool, shape (n_images,)
+        Labels of the whole test set.
+    scores : array-like of float, shape (n_images,)
+        The model's scores of the whole test set.
+
+    Returns
+    -------
+    float
+        The subset's AUC.
+    """
     return roc_auc(labels[members], np.asarray(scores, dtype=np.float64)[members])
 
 
 def subset_aucs(table: SubsetTable, labels: ArrayLike, scores: ArrayLike) -> NDArray[np.float64]:
-    """AUC of every subset (one :func:`fedroc.metrics.roc_auc` per subset, not per row)."""
+    """AUC of every subset (one :func:`fedroc.metrics.roc_auc` per subset, not per row).
+
+    Parameters
+    ----------
+    table : SubsetTable
+        The subsets.
+    labels : array-like of bool, shape (n_images,)
+        Labels of the whole test set.
+    scores : array-like of float, shape (n_images,)
+        The model's scores of the whole test set.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_subsets,)
+        The AUC of each subset, in the order of the table.
+    """
     y = np.asarray(labels, dtype=bool)
     s = np.asarray(scores, dtype=np.float64)
     return np.array([roc_auc(y[row], s[row]) for row in table.members], dtype=np.float64)
@@ -229,6 +281,18 @@ def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
     their mean placement by at most ``m / P``, joining the negatives moves every placement
     by at most ``m / (Q + m)`` (and symmetrically). The maximum over subsets, capped at 1,
     calibrates the differential-privacy events of the answers.
+
+    Parameters
+    ----------
+    table : SubsetTable
+        The subsets, held fixed.
+    labels : array-like of bool, shape (n_images,)
+        Labels of the whole test set, True for positive.
+
+    Returns
+    -------
+    float
+        The sensitivity, in (0, 1]; 1 when a subset lacks a class.
     """
     y = np.asarray(labels, dtype=bool)
     members = np.sort(table.members, axis=1)
@@ -256,6 +320,16 @@ def rank_distance(a: ArrayLike, b: ArrayLike) -> float:
     a constant vector counts about 1; the footrule lies between the number of pairs the two
     orderings disagree on and twice that (Diaconis & Graham 1977). Two different models
     are hundreds of images apart; a probe that moves a few images is a few.
+
+    Parameters
+    ----------
+    a, b : array-like of float, shape (n,)
+        Two score vectors of the same images.
+
+    Returns
+    -------
+    float
+        The footrule divided by ``n - 1``; 0 for fewer than two images.
     """
     ra = stats.rankdata(np.asarray(a, dtype=np.float64))
     rb = stats.rankdata(np.asarray(b, dtype=np.float64))

@@ -115,6 +115,21 @@ def answer_step(n_pos: int, n_neg: int) -> float:
     n_neg))`` (Mann-Whitney under the null); the step is that SE rounded down to 1, 2 or 5
     times a power of ten, so rounding never hides more than the sampling error does.
 
+    Parameters
+    ----------
+    n_pos, n_neg : int
+        Positives and negatives of a subset, at least 1 each.
+
+    Returns
+    -------
+    float
+        The step, 1, 2 or 5 times a power of ten.
+
+    Raises
+    ------
+    InputError
+        A class is empty.
+
     Examples
     --------
     >>> answer_step(503, 3685)  # the paper's subsets of 4188 images at prevalence 0.12
@@ -136,6 +151,26 @@ class Answer:
 
     ``holdout`` (the exact subset AUC), ``noise``, ``threshold_noise`` and ``events`` stay
     with the custodian (audit).
+
+    Attributes
+    ----------
+    value : float
+        The released AUC, clipped to [0, 1] and rounded to the mechanism's step.
+    spent : int
+        Budget units this answer spent (0 or 1).
+    budget_after : int
+        Budget units left after it.
+    holdout : float
+        The exact subset AUC.
+    reference : float
+        The value compared with it: the whole-set AUC (h-variant) or the developer's own
+        AUC (Dwork's rule).
+    noise : float
+        Laplace noise added to ``holdout`` (0 when none was released).
+    threshold_noise : float
+        The noisy threshold's noise after this answer (Dwork's rule; 0 otherwise).
+    events : tuple of DPEvent
+        The differential-privacy events of this answer.
     """
 
     value: float

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 
+from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError
 from fedroc.metrics import (
@@ -125,16 +126,49 @@ def _prevalence(value: float) -> float:
     return p
 
 
+@fill_doc
 def load_factor(subset_size: int, n_subsets: int, n_images: int) -> float:
-    """Load factor ``xi = N rho / phi`` of the image-to-subset hash table."""
+    """Load factor ``xi = N rho / phi`` of the image-to-subset hash table.
+
+    Parameters
+    ----------
+    {subset_size, n_subsets, n_images}
+
+    Returns
+    -------
+    float
+        ``xi``.
+
+    Raises
+    ------
+    InputError
+        An argument that is not a positive integer.
+    """
     n = _count(subset_size, "subset_size")
     rho = _count(n_subsets, "n_subsets")
     phi = _count(n_images, "n_images")
     return n * rho / phi
 
 
+@fill_doc
 def subset_size(load_factor: float, n_images: int, n_subsets: int) -> int:
     """Images per subset for a load factor: ``ceil(xi phi / rho)`` (at least 1).
+
+    Parameters
+    ----------
+    {load_factor}
+    {n_images}
+    {n_subsets}
+
+    Returns
+    -------
+    int
+        ``N``, at most 1e8.
+
+    Raises
+    ------
+    InputError
+        An invalid argument, or subsets of more than 1e8 images.
 
     Examples
     --------
@@ -157,8 +191,20 @@ def subset_size(load_factor: float, n_images: int, n_subsets: int) -> int:
 _subset_size_of = subset_size  # plan() has a parameter of the same name
 
 
+@fill_doc
 def thresholdout_budget(subset_size: float, noise_rate: float) -> float:
     """Eq. 3: ``B = sigma^5 N^2 / (512 (ln 8 + 2 sigma^2 N))`` for subsets of ``N`` images.
+
+    Parameters
+    ----------
+    subset_size : float
+        ``N``, images per subset, positive.
+    {noise_rate}
+
+    Returns
+    -------
+    float
+        ``B``.
 
     Examples
     --------
@@ -170,18 +216,43 @@ def thresholdout_budget(subset_size: float, noise_rate: float) -> float:
     return s**5 * n * n / (512.0 * (_LN8 + 2.0 * s * s * n))
 
 
+@fill_doc
 def epsilon_of(budget: float, noise_rate: float, n_images: int) -> float:
-    """Privacy parameter the paper attaches to a budget: ``epsilon = B / (sigma phi)``."""
+    """Privacy parameter the paper attaches to a budget: ``epsilon = B / (sigma phi)``.
+
+    Parameters
+    ----------
+    budget : float
+        ``B``, non-negative.
+    {noise_rate}
+    {n_images}
+
+    Returns
+    -------
+    float
+        ``epsilon``.
+    """
     if not (budget >= 0 and math.isfinite(budget)):
         raise InputError(f"budget must be a non-negative number; got {budget!r}")
     return float(budget) / (_noise_rate(noise_rate) * _count(n_images, "n_images"))
 
 
+@fill_doc
 def subset_size_for_budget(budget: float, noise_rate: float) -> int:
     """Smallest subset size ``N`` whose eq.-3 budget reaches ``budget`` at ``noise_rate``.
 
     Eq. 3 rearranged is the quadratic ``sigma^5 N^2 - 1024 B sigma^2 N - 512 B ln 8 = 0``;
     its positive root, rounded up, is returned (the budget grows with ``N``).
+
+    Parameters
+    ----------
+    {budget}
+    {noise_rate}
+
+    Returns
+    -------
+    int
+        ``N``.
     """
     b = _positive(budget, "budget")
     s = _noise_rate(noise_rate)
@@ -196,6 +267,7 @@ def subset_size_for_budget(budget: float, noise_rate: float) -> int:
     return n
 
 
+@fill_doc
 def load_factor_for_budget(
     budget: float, noise_rate: float, n_images: int, n_subsets: int
 ) -> tuple[float, int]:
@@ -203,16 +275,46 @@ def load_factor_for_budget(
 
     Returns ``(xi, N)`` with ``N = subset_size_for_budget(budget, noise_rate)`` and
     ``xi = N rho / phi``.
+
+    Parameters
+    ----------
+    {budget}
+    {noise_rate}
+    {n_images}
+    {n_subsets}
+
+    Returns
+    -------
+    load_factor : float
+        ``xi``.
+    subset_size : int
+        ``N``.
     """
     n = subset_size_for_budget(budget, noise_rate)
     return load_factor(n, n_subsets, n_images), n
 
 
+@fill_doc
 def noise_rate_for_budget(budget: float, subset_size: int) -> float:
     """Noise rate at which subsets of ``subset_size`` images have the eq.-3 ``budget``.
 
     The budget increases with the noise rate (about ``sigma^3 N / 1024`` for large ``N``),
     so the root is unique; it is found by Brent's method.
+
+    Parameters
+    ----------
+    {budget}
+    {subset_size}
+
+    Returns
+    -------
+    float
+        ``sigma``, in [1e-6, 100].
+
+    Raises
+    ------
+    InputError
+        No noise rate in that range gives the budget.
     """
     b = _positive(budget, "budget")
     n = _count(subset_size, "subset_size")
@@ -232,6 +334,7 @@ def noise_rate_for_budget(budget: float, subset_size: int) -> float:
     return min(max(root, MIN_NOISE_RATE), MAX_NOISE_RATE)
 
 
+@fill_doc
 def suggested_noise_rate(
     auc: float, prevalence: float, n_images: int, *, confidence: float = 0.95
 ) -> float:
@@ -241,6 +344,20 @@ def suggested_noise_rate(
     ``Lap(sigma)``, ``2 sigma ln 2``, equals the width of a bootstrap 95% CI of the AUC of
     the whole sequestered set. With the Hanley & McNeil SE in place of the bootstrap,
     ``sigma = z SE / ln 2``.
+
+    Parameters
+    ----------
+    {planning_auc}
+    {prevalence}
+    n_images : int
+        ``phi``, the number of sequestered images, at least 2.
+    confidence : float, default 0.95
+        Level of the whole set's AUC interval whose width the noise matches.
+
+    Returns
+    -------
+    float
+        The suggested ``sigma``.
 
     Examples
     --------
@@ -263,6 +380,7 @@ def _class_sizes(n: int, prevalence: float) -> tuple[int, int]:
     return n_pos, n - n_pos
 
 
+@fill_doc
 def auc_se_at(
     auc: float, prevalence: float, *, load_factor: float, n_images: int, n_subsets: int
 ) -> float:
@@ -270,6 +388,24 @@ def auc_se_at(
 
     The subset holds ``N = ceil(xi phi / rho)`` images, ``round(prevalence N)`` of them
     positive; the SE falls like ``sqrt(rho / (xi phi))``.
+
+    Parameters
+    ----------
+    {planning_auc}
+    {prevalence}
+    {load_factor}
+    {n_images}
+    {n_subsets}
+
+    Returns
+    -------
+    float
+        The standard error of one subset's AUC.
+
+    Raises
+    ------
+    InputError
+        Subsets of fewer than two images, or an invalid argument.
     """
     n = subset_size(load_factor, n_images, n_subsets)
     if n < 2:
@@ -278,6 +414,7 @@ def auc_se_at(
     return hanley_mcneil_se(auc, n_pos, n_neg)
 
 
+@fill_doc
 def min_subset_size(
     auc: float, prevalence: float, *, power: float = 0.8, alpha: float = 0.05
 ) -> int:
@@ -285,12 +422,25 @@ def min_subset_size(
 
     Cases are the positives: ``kappa = (1 - p) / p`` controls per case, and the size is
     ``n_cases + n_controls`` from :func:`fedroc.metrics.auc_sample_size` (Obuchowski).
+
+    Parameters
+    ----------
+    {planning_auc}
+    {prevalence}
+    {power}
+    {alpha}
+
+    Returns
+    -------
+    int
+        Images per subset.
     """
     p = _prevalence(prevalence)
     ss = auc_sample_size(auc, power=power, alpha=alpha, kappa=(1.0 - p) / p)
     return ss.n_cases + ss.n_controls
 
 
+@fill_doc
 def power_grid(
     auc: float,
     prevalence: float,
@@ -307,6 +457,22 @@ def power_grid(
     surface is smooth) and ``kappa = (1 - p) / p`` controls per case; the power is
     ``Phi((sqrt(n_cases) |theta - 0.5| - z sqrt(V0)) / sqrt(V))`` with Obuchowski's ``V``
     (the formula of :func:`fedroc.metrics.auc_power`, vectorized). Paper 2, Figure 3.
+
+    Parameters
+    ----------
+    {planning_auc}
+    {prevalence}
+    load_factors : array-like of float, shape (n_load_factors,)
+        Load factors ``xi``, positive.
+    n_subsets : array-like of int, shape (n_subset_counts,)
+        Numbers of subsets ``rho``, at least 1.
+    {n_images}
+    {alpha}
+
+    Returns
+    -------
+    ndarray of float64, shape (n_subset_counts, n_load_factors)
+        The power at each grid point.
     """
     from scipy import stats
 
@@ -405,6 +571,7 @@ class Plan(ResultMixin):
         return format_table(self.summary_rows(), title=self.SUMMARY_TITLE)
 
 
+@fill_doc
 def plan(
     n_images: int,
     n_subsets: int,
@@ -425,6 +592,32 @@ def plan(
     ``noise_rate`` sets the eq.-3 budget; ``answer_noise_rate`` (default: the same) is the
     Laplace scale of the answers. ``budget_units`` overrides ``floor(B)`` (which relaxes
     the paper's guarantee).
+
+    Parameters
+    ----------
+    {n_images}
+    {n_subsets}
+    {noise_rate}
+    load_factor : float, optional
+        Plan from this load factor ``xi`` (exactly one of ``load_factor``,
+        ``subset_size`` and ``budget``).
+    subset_size : int, optional
+        Plan from this subset size ``N``.
+    budget : float, optional
+        Plan the smallest subsets whose eq.-3 budget reaches this.
+    auc, prevalence : float, optional
+        Planning assumptions (both or neither) for the SE and the power of one subset.
+    {power}
+    {alpha}
+    answer_noise_rate : float, optional
+        Laplace scale of the answers; default ``noise_rate``.
+    budget_units : int, optional
+        Perturbed answers allowed, overriding ``floor(B)``.
+
+    Returns
+    -------
+    Plan
+        Subsets, budget, epsilon and, with ``auc`` and ``prevalence``, precision and power.
 
     Raises
     ------
