@@ -41,6 +41,12 @@ import numpy as np
 from scipy import special
 
 from fedroc.exceptions import DisclosureError, InputError
+from fedroc.federation.basic import (
+    CONFUSION_THRESHOLD_KEY,
+    clear_calibration_bins,
+    cut_keeps_q_rows,
+    withheld_bins,
+)
 from fedroc.federation.records import Record
 from fedroc.federation.schema import (
     ArgumentRefused,
@@ -70,6 +76,7 @@ from fedroc.methods.rocglm._deconvolution import (
     check_levels,
 )
 from fedroc.methods.rocglm._probit import probit_parts
+from fedroc.metrics import bin_index
 from fedroc.privacy import gaussian_mechanism
 
 __all__ = [
@@ -116,7 +123,7 @@ OPT_IN_POSITIVES = "rocglm.positives_rule"
 
 _RELEASE = "rocglm:release:"
 _SESSION_KEY = "rocglm:session:"
-_CONFUSION_KEY = "rocglm.confusion-threshold:"
+_CONFUSION_KEY = CONFUSION_THRESHOLD_KEY
 _CONFUSION_ASKED = "rocglm.confusion-asked:"
 _SCALE_KEY = "rocglm.scale:"
 _HEX = "0123456789abcdef"
@@ -561,6 +568,19 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
         float(v) for k, v in ctx.ledger.bindings.items() if k.startswith(_CONFUSION_KEY)
     )
     if threshold not in released:
+        n_bins = clear_calibration_bins(ctx)
+        if n_bins is not None:
+            # The calibration bins released in the clear cut the scores too: a table at a
+            # threshold near one of their edges subtracts to the rows between.
+            count = np.bincount(bin_index(d.score, n_bins), minlength=n_bins)
+            if not cut_keeps_q_rows(ctx, threshold, n_bins, withheld_bins(count, q)):
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
+                    f"its calibration curve at {n_bins} bins was released, and the two would "
+                    f"subtract to fewer than {q} rows of a class",
+                    site=ctx.site,
+                    function=FN_CONFUSION,
+                )
         pos, neg = d.score[d.label], d.score[~d.label]
         for other in released:
             a, b = min(other, threshold), max(other, threshold)

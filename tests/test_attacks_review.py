@@ -1,0 +1,193 @@
+"""Attack review of main d84ec09: differencing *across* site functions and methods.
+
+Each test plays the curious analyst with fedroc's public calls only (``Federation.call``,
+``secure_sum``, the methods) and tries to learn a row that a site protects by combining
+releases that each pass their own checks. A test asserts what the attack learns; where the
+hole is closed on this branch, it asserts that the attack now fails (and says what it
+recovered on main d84ec09).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedroc.data import SiteData
+from fedroc.exceptions import DisclosureError
+from fedroc.federation import Federation, Site
+from fedroc.secagg import secure_calibration
+
+# The attacks run over many random datasets; each states its success rate.
+TRIALS = 40
+
+
+def _victim_data(rng: np.random.Generator, n: int = 120) -> tuple[SiteData, float, bool]:
+    """A site whose scores lie in [0.2, 0.69] plus one outlier (the victim) in [0.9, 1]."""
+    y = rng.random(n) < 0.4
+    s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+    victim_score = float(rng.uniform(0.9, 1.0))
+    victim_label = bool(rng.random() < 0.5)
+    return (
+        SiteData.from_arrays(np.r_[y, victim_label], np.r_[s, victim_score]),
+        victim_score,
+        victim_label,
+    )
+
+
+# -- R1. calibration's withheld bins, by complement with fedroc.sum / fedroc.info ----------------
+def _complement_attack(fed: Federation, name: str) -> tuple[int, float, float] | None:
+    """Subtract the released calibration bins from the site's totals.
+
+    Returns (rows, score sum, label sum) of the bins the site withheld, or None when the
+    site refused something.
+    """
+    try:
+        cal = fed.call("fedroc.calibration", n_bins=10)[name]
+        n = int(fed.call("fedroc.info")[name]["n"])
+        score_sum = float(fed.call("fedroc.sum", column="score")[name]["sum"])
+        label_sum = float(fed.call("fedroc.sum", column="label")[name]["sum"])
+    except DisclosureError:
+        return None
+    rows = n - int(np.sum(cal["count"]))
+    return (
+        rows,
+        score_sum - float(np.sum(cal["sum_predicted"])),
+        label_sum - float(np.sum(cal["sum_observed"])),
+    )
+
+
+def test_withheld_calibration_bins_cannot_be_recovered_from_the_sites_totals():
+    """The calibration curve withholds each bin under q rows (bin 9 here, with the victim
+    alone in it), but ``fedroc.info`` and ``fedroc.sum`` release the site's totals, exact, in
+    the clear, no budget: totals minus the released bins are the withheld bins. On main
+    d84ec09 the victim's score and label came out exactly in 40 of 40 datasets (4 calls).
+    Now the site withholds more bins until the withheld ones hold at least q rows together
+    (secondary suppression), so the complement is an aggregate over q rows or more."""
+    rng = np.random.default_rng(101)
+    exact = small = 0
+    for _ in range(TRIALS):
+        data, score, label = _victim_data(rng)
+        site = Site("victim", data)
+        got = _complement_attack(Federation.from_sites([site]), "victim")
+        if got is None:
+            continue
+        rows, s_sum, y_sum = got
+        if rows == 1 and abs(s_sum - score) < 1e-9 and round(y_sum) == int(label):
+            exact += 1
+        # Whatever the analyst subtracts, the withheld rows are at least q together.
+        small += 0 < rows < site.policy.min_count
+    assert exact == 0, f"victim's exact score and label recovered in {exact}/{TRIALS}"
+    assert small == 0, f"withheld rows fewer than q in {small}/{TRIALS}"
+
+
+# -- R2. calibration in the clear at one site, through secure aggregation at all -----------------
+def test_clear_and_secure_calibration_do_not_subtract_to_a_sites_withheld_bins():
+    """``fedroc.calibration`` is registered ``release="both"``: in the clear each site
+    withholds its bins under q rows; through secure aggregation no bin is withheld (the
+    sum is over three sites). Both use the same ``n_bins`` binding, so both are answered.
+    The secure total minus the three sites' clear bins is the sum of their withheld bins:
+    when only the victim withheld bin 9, that is the victim's row. On main d84ec09: its
+    score and label exactly in 40 of 40 federations (one clear round, one secure sum).
+    Now a site answers calibration one way (clear or secure) for its lifetime, bound
+    before it reads its rows."""
+    rng = np.random.default_rng(202)
+    exact = refused = 0
+    for _ in range(TRIALS):
+        data, score, label = _victim_data(rng)
+        others = []
+        for k in range(2):
+            y = rng.random(150) < 0.4
+            s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+            # The other sites hold many rows in bin 9, so they withhold nothing there.
+            y = np.r_[y, np.ones(6, bool)]
+            s = np.r_[s, rng.uniform(0.9, 1.0, 6)]
+            others.append(Site(f"o{k}", SiteData.from_arrays(y, s)))
+        sites = [Site("victim", data), *others]
+        fed = Federation.from_sites(sites)
+        try:
+            clear = fed.call("fedroc.calibration", n_bins=10)
+            pooled = secure_calibration(fed, n_bins=10).curve
+        except DisclosureError:
+            refused += 1
+            continue
+        count = pooled.count - sum(np.asarray(r["count"]) for r in clear.values())
+        with np.errstate(invalid="ignore"):
+            pooled_pred = np.nan_to_num(pooled.mean_predicted) * pooled.count
+            pooled_obs = np.nan_to_num(pooled.observed_fraction) * pooled.count
+        pred = pooled_pred - sum(np.asarray(r["sum_predicted"]) for r in clear.values())
+        obs = pooled_obs - sum(np.asarray(r["sum_observed"]) for r in clear.values())
+        if count[9] == 1 and abs(pred[9] - score) < 1e-9 and round(obs[9]) == int(label):
+            exact += 1
+    assert exact == 0, f"victim's exact score and label recovered in {exact}/{TRIALS}"
+    assert refused == TRIALS
+
+
+# -- R3. a confusion threshold next to a calibration bin edge -------------------------------------
+def test_a_confusion_threshold_next_to_a_calibration_edge_does_not_reveal_a_label():
+    """``rocglm.confusion`` refuses a threshold with fewer than q rows of a class between it
+    and a threshold it released before, but did not count the calibration curve's bin edges,
+    which the same site releases in the clear (bins of >= q rows, with their positives). The
+    analyst knows the victim's score v (its model's output on features it knows), the
+    highest of the bin [0.6, 0.7), and wants its label: it asks the table at t = v and
+    subtracts the calibration bins at and above 0.7 from tp and fp; what remains is the
+    rows in [v, 0.7), the victim alone, with its class. On main d84ec09 the label came out
+    right in 40 of 40 datasets (2 calls). Now the site counts the inner edges of its clear
+    calibration bins as released thresholds (and a calibration after confusion tables
+    checks the tables' thresholds the same way)."""
+    from fedroc.methods.rocglm._site import FN_CONFUSION
+
+    rng = np.random.default_rng(303)
+    right = refused = 0
+    for _ in range(TRIALS):
+        n = 200
+        y = rng.random(n) < 0.4
+        s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+        # Rows above 0.7 of both classes, so that the table at t has q rows in each cell.
+        y = np.r_[y, np.arange(36) % 2 == 0]
+        s = np.r_[s, rng.uniform(0.71, 0.99, 36)]
+        v = float(rng.uniform(0.691, 0.699))  # the victim: highest score in bin [0.6, 0.7)
+        label = bool(rng.random() < 0.5)
+        site = Site("victim", SiteData.from_arrays(np.r_[y, label], np.r_[s, v]))
+        fed = Federation.from_sites([site])
+        try:
+            cal = fed.call("fedroc.calibration", n_bins=10)["victim"]
+            table = fed.call(FN_CONFUSION, threshold=v)["victim"]
+        except DisclosureError:
+            refused += 1
+            continue
+        count, pos = np.asarray(cal["count"]), np.asarray(cal["sum_observed"])
+        pos_above = round(float(pos[7:].sum()))
+        neg_above = int(count[7:].sum()) - pos_above
+        sliver_pos = table["tp"] - pos_above
+        sliver_neg = table["fp"] - neg_above
+        if (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1)):
+            right += 1
+    assert right == 0, f"victim's label recovered in {right}/{TRIALS}"
+    assert refused == TRIALS
+
+
+def test_calibration_after_a_table_near_an_edge_is_refused_and_tables_apart_are_answered():
+    """The other order of R3, and what an honest analyst keeps: a table at a threshold with
+    q rows of each class to every inner edge is answered after the calibration curve."""
+    from fedroc.methods.rocglm._site import FN_CONFUSION
+
+    rng = np.random.default_rng(304)
+    y = rng.random(400) < 0.5
+    s = rng.uniform(0.0, 1.0, 400)
+    v = 0.6999
+    site = Site("victim", SiteData.from_arrays(np.r_[y, True], np.r_[s, v]))
+    fed = Federation.from_sites([site])
+    fed.call(FN_CONFUSION, threshold=v)  # before any calibration: answered
+    with pytest.raises(DisclosureError, match="cut too close to a bin edge"):
+        fed.call("fedroc.calibration", n_bins=10)
+    # The refused n_bins stays bound (the refusal read the rows): no other partition.
+    with pytest.raises(DisclosureError, match="argument 'n_bins'"):
+        fed.call("fedroc.calibration", n_bins=7)
+
+    other = Site("honest", SiteData.from_arrays(y, s))
+    fed = Federation.from_sites([other])
+    fed.call("fedroc.calibration", n_bins=10)
+    table = fed.call(FN_CONFUSION, threshold=0.55)["honest"]
+    assert table["tp"] == int(np.count_nonzero(y & (s >= 0.55)))
+    with pytest.raises(DisclosureError, match="calibration curve at 10 bins"):
+        fed.call(FN_CONFUSION, threshold=0.5 + 1e-6)
