@@ -191,3 +191,69 @@ def test_calibration_after_a_table_near_an_edge_is_refused_and_tables_apart_are_
     assert table["tp"] == int(np.count_nonzero(y & (s >= 0.55)))
     with pytest.raises(DisclosureError, match="calibration curve at 10 bins"):
         fed.call(FN_CONFUSION, threshold=0.5 + 1e-6)
+
+
+# -- R4. MPC operating points open exact scores of chosen rows ------------------------------------
+def test_mpc_operating_points_that_open_row_scores_need_the_sites_opt_in():
+    """An MPC job opens, for each operating point asked, its threshold: the exact score of
+    one row. The targets are the analyst's (``asks``, up to 16, any ppm), and a fedroc site
+    signed any asks: ``spec:1000000`` (no false positive) opens the lowest positive score
+    above every negative, ``sens:1000000`` the lowest positive score, ``spec:500000`` a
+    row's score near the negatives' median; each is a row's exact score (the first two with
+    their class), at the default precision and minimum class count. Measured (the engine
+    run in process on the owners' rows, as the cluster runs it): all 3 exact in 4 of 4
+    federations; 16 targets open up to 16 rows. Now a site signs operating points only
+    when its policy opts in (``opt_in = ["mpc.operating_points"]``), as it does for
+    ROC-GLM's positives rule; the partial AUC (an area, no row) needs no opt-in."""
+    from fedroc.methods.mpc import OPT_IN_POINTS, SHARE_FUNCTION
+    from fedroc.mpc import JobTerms
+    from fedroc.mpc.local import secure_auc_local
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(404)
+    asks = "spec:500000 spec:1000000 sens:1000000"
+    exact = 0
+    for trial in range(4):
+        owners = []
+        for _ in range(2):
+            y = rng.random(40) < 0.4
+            owners.append((y.astype(int), np.round(rng.normal(y * 1.0, 1.0), 6)))
+        y = np.concatenate([o[0] for o in owners]).astype(bool)
+        s = np.concatenate([o[1] for o in owners])
+        out = secure_auc_local(
+            owners,
+            frac_bits=14,
+            min_class_count=5,
+            ci=False,
+            asks=asks,
+            master_seed=b"review-%d" % trial,
+        ).outputs
+        got = [p["threshold"] for p in out.operating_points]
+        # The lowest score above every negative and the lowest positive: positives' exact
+        # scores; the median-specificity cut: some row's exact score.
+        want = [s[s > s[~y].max()].min(), s[y].min()]
+        exact += got[1:] == want and got[0] in set(s)
+    assert exact == 4  # what the job opens when the owners sign these asks
+
+    # The sites: by default they refuse to sign operating points; with the opt-in they do.
+    proxies = (bytes(range(32)), bytes(range(1, 33)))
+
+    def ask(policy, text):
+        sites = [
+            Site(n, SiteData.from_arrays(rng.random(30) < 0.5, rng.normal(size=30)), policy=policy)
+            for n in "AB"
+        ]
+        terms = JobTerms.create(["A", "B"], proxies, asks=text)
+        return Federation.from_sites(sites).call(
+            SHARE_FUNCTION,
+            job=terms.job,
+            owners=list(terms.owners),
+            proxy0_key=proxies[0],
+            proxy1_key=proxies[1],
+            **terms.params(),
+        )
+
+    with pytest.raises(DisclosureError, match="operating points"):
+        ask(None, asks)
+    ask(None, "pauc:200000")  # an area opens no row
+    ask(DisclosurePolicy(opt_in=frozenset({OPT_IN_POINTS})), asks)
