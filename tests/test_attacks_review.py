@@ -299,3 +299,46 @@ def test_two_input_functions_over_two_sets_of_sites_do_not_subtract_to_a_sites_h
         exact += bool((pos == truth_pos).all() and (neg == truth_neg).all())
     assert exact == 0, f"site s3's class histogram recovered in {exact}/10"
     assert refused == 10
+
+
+# -- R6. a clustered round-2 refusal that names a bin count ----------------------------------
+def test_a_clustered_round_two_refusal_names_no_count():
+    """With ``clear_histograms`` a site refuses a round-2 request whose own histograms hold a
+    bin under q rows, and the refusal said how many ("the hist_pos_all bin count is 2"):
+    with edges [0, t, 1] that is the number of positives above t, any value from 1 to q - 1,
+    in one call (the refusals elsewhere name no count, docs/privacy.md). On main d84ec09 the
+    text gave the exact count in 20 of 20 datasets. Now it names none: two datasets whose
+    counts differ get the same text."""
+    from fedroc.methods.clustered import FUNCTION_MOMENTS
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(606)
+    texts: dict[int, set[str]] = {}
+    named = 0
+    for trial in range(20):
+        k = 1 + trial % 4  # positives above 0.9: 1 to 4, below q = 5
+        cluster = np.repeat(np.arange(30), 5)
+        y = rng.random(150) < 0.4
+        s = rng.uniform(0.0, 0.85, 150)
+        top = np.flatnonzero(y)[:k]
+        s[top] = rng.uniform(0.91, 0.99, k)
+        site = Site(
+            "victim",
+            SiteData.from_arrays(y, s, cluster),
+            policy=DisclosurePolicy(clear_histograms=True),
+        )
+        h = np.array([5.0, 5.0])
+        args = {
+            "edges": np.array([0.0, 0.9, 1.0]),
+            **{f"hist_{c}_{w}": h for c in ("pos", "neg") for w in ("used", "all")},
+            "n_clusters": 30, "big_m": 10.0, "big_n": 10.0, "total_used": 20.0,
+            "population": 0.7, "personalized": 0.7, "obuchowski": 0.7,
+            "big_m_all": 10.0, "big_n_all": 10.0,
+        }  # fmt: skip
+        with pytest.raises(DisclosureError) as exc:
+            site.handle(FUNCTION_MOMENTS, args)
+        text = str(exc.value)
+        named += f"count is {k}," in text
+        texts.setdefault(k, set()).add(text)
+    assert named == 0, f"the refusal named the count in {named}/20"
+    assert len(set().union(*texts.values())) == 1, texts

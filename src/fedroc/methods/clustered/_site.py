@@ -362,10 +362,10 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
         own = _own_histograms(local, keep, n_bins)
         for what, counts in _bin_counts(**own).items():
             if counts.size and counts.min() < ctx.policy.min_count:
+                # No count in the text: it travels to the analyst.
                 raise DisclosureError(
-                    f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: the {what} count is "
-                    f"{int(counts.min())}, below the minimum of {ctx.policy.min_count} rows "
-                    "per released aggregate",
+                    f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: a {what} count is below "
+                    f"the minimum of {ctx.policy.min_count} rows per released aggregate",
                     site=ctx.site,
                     function=FUNCTION_MOMENTS,
                 )
