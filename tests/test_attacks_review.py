@@ -342,3 +342,57 @@ def test_a_clustered_round_two_refusal_names_no_count():
         texts.setdefault(k, set()).add(text)
     assert named == 0, f"the refusal named the count in {named}/20"
     assert len(set().union(*texts.values())) == 1, texts
+
+
+# -- R7. clustered bins in the clear against the calibration bins ---------------------------------
+def test_clustered_clear_edges_next_to_a_calibration_edge_do_not_reveal_a_label():
+    """A site whose operator allows clustered histograms in the clear (``clear_histograms``,
+    for federations too small for secure aggregation) binds one partition of edges, each
+    non-empty bin with q rows of each class. But it also releases its calibration bins in
+    the clear, a second partition: the analyst who knows the victim's score v (the lowest
+    in [0.6, 0.7)) asks the clustered summary over edges [0, 0.3, v, 1] and subtracts the
+    calibration bins from 0.6 on: positives and negatives in [0.6, v) are zero, and those
+    in [v, 0.7) are the victim alone, so the clustered bin [v, 1] minus the calibration
+    bins [0.7, 1] gives its label. On main d84ec09: 20 of 20. Now clear clustered edges,
+    calibration edges and confusion thresholds are held q rows of each class apart."""
+    from fedroc.methods.clustered import FUNCTION_SUMMARY
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(707)
+    right = refused = 0
+    for _ in range(20):
+        n = 300
+        y = rng.random(n) < 0.5
+        s = np.where(rng.random(n) < 0.6, rng.uniform(0.1, 0.59, n), rng.uniform(0.71, 0.99, n))
+        v = float(rng.uniform(0.601, 0.609))
+        label = bool(rng.random() < 0.5)
+        y, s = np.r_[y, label], np.r_[s, v]
+        cluster = np.arange(y.size) // 3
+        site = Site(
+            "victim",
+            SiteData.from_arrays(y, s, cluster),
+            policy=DisclosurePolicy(clear_histograms=True),
+        )
+        fed = Federation.from_sites([site])
+        try:
+            cal = fed.call("fedroc.calibration", n_bins=10)["victim"]
+            summ = fed.call(FUNCTION_SUMMARY, edges=np.array([0.0, 0.3, v, 1.0]))["victim"]
+        except DisclosureError:
+            refused += 1
+            continue
+        count, pos = np.asarray(cal["count"]), np.round(np.asarray(cal["sum_observed"]))
+        top_pos = int(np.asarray(summ["hist_pos_all"])[2]) - int(pos[7:].sum())
+        top_neg = int(np.asarray(summ["hist_neg_all"])[2]) - int((count - pos)[7:].sum())
+        right += (top_pos, top_neg) == ((1, 0) if label else (0, 1))
+    assert right == 0, f"victim's label recovered in {right}/20"
+    assert refused == 20
+    # The other order: the clustered summary first (answered), then the calibration curve.
+    site = Site(
+        "victim",
+        SiteData.from_arrays(y, s, cluster),
+        policy=DisclosurePolicy(clear_histograms=True),
+    )
+    fed = Federation.from_sites([site])
+    fed.call(FUNCTION_SUMMARY, edges=np.array([0.0, 0.3, v, 1.0]))
+    with pytest.raises(DisclosureError, match="cut too close to a bin edge"):
+        fed.call("fedroc.calibration", n_bins=10)

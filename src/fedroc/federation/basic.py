@@ -50,6 +50,9 @@ MAX_CALIBRATION_BINS = 100
 CALIBRATION_RELEASE_KEY = "fedroc.calibration:release"
 CALIBRATION_BINS_KEY = f"argument:{FN_CALIBRATION}:n_bins"
 CONFUSION_THRESHOLD_KEY = "rocglm.confusion-threshold:"
+# The inner edges of the clustered histograms a site released in the clear (one per group
+# of edges with no row between them; fedroc.methods.clustered writes them).
+CLEAR_EDGES_KEY = "clustered:clear-edges"
 _COLUMN_ARGS = {
     "column": Choice(*_COLUMNS, default="score"),
     "subset": Choice(*_SUBSETS, default="all"),
@@ -157,16 +160,16 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
             counts={"rows": p.size},
         )
     suppressed = withheld_bins(count, ctx.policy.min_count)
-    for threshold in confusion_thresholds(ctx):
-        if not cut_keeps_q_rows(ctx, threshold, n_bins, suppressed):
-            raise DisclosureError(
-                f"site {ctx.site!r} refuses {FN_CALIBRATION!r} at {n_bins} bins: a confusion "
-                f"table it released is cut too close to a bin edge (fewer than "
-                f"{ctx.policy.min_count} rows of a class between them), and the two would "
-                "subtract to those rows",
-                site=ctx.site,
-                function=FN_CALIBRATION,
-            )
+    cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
+    if not cuts_keep_q_rows(ctx, cuts, n_bins, suppressed):
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {FN_CALIBRATION!r} at {n_bins} bins: a confusion "
+            "table or clustered histogram it released is cut too close to a bin edge (fewer "
+            f"than {ctx.policy.min_count} rows of a class between them), and the two would "
+            "subtract to those rows",
+            site=ctx.site,
+            function=FN_CALIBRATION,
+        )
     keep = ~suppressed
     return Reply(
         {
@@ -222,24 +225,54 @@ def clear_calibration_bins(ctx: SiteContext) -> int | None:
     return int(ctx.ledger.bindings[CALIBRATION_BINS_KEY])
 
 
-def cut_keeps_q_rows(ctx: SiteContext, threshold: float, n_bins: int, withheld: np.ndarray) -> bool:
-    """Tell whether a confusion table at ``threshold`` and the clear calibration bins are apart.
+def clustered_clear_edges(ctx: SiteContext) -> list[float]:
+    """Return the inner edges of the clustered histograms the site released in the clear."""
+    return [float(v) for v in ctx.ledger.bindings.get(CLEAR_EDGES_KEY, [])]
 
-    Apart: they subtract to no fewer than q rows of each class.
-    Between the threshold and every inner bin edge there must be at least q rows of each
-    class (the table's counts above the threshold minus the bins above the edge are the
-    rows between). A threshold on an edge is allowed only if the withheld bins hold no row:
-    it would split their total otherwise.
+
+def _below(ctx: SiteContext, values: np.ndarray) -> list[np.ndarray]:
+    """Per class (positives, negatives): how many of the site's scores lie below each value."""
+    d = ctx.data
+    return [np.searchsorted(np.sort(d.score[c]), values, "left") for c in (d.label, ~d.label)]
+
+
+def cuts_keep_q_rows(
+    ctx: SiteContext, thresholds: np.ndarray, n_bins: int, withheld: np.ndarray
+) -> bool:
+    """Tell whether clear cuts at ``thresholds`` and the clear calibration bins are apart.
+
+    Apart: they subtract to no fewer than q rows of each class. A confusion table or a
+    clustered histogram cut at t, minus the calibration bins above an inner edge e, is the
+    rows between t and e; so there must be at least q rows of each class between every
+    threshold and every inner edge. A threshold on an edge is allowed only if the withheld
+    bins hold no row: it would split their total otherwise.
     """
-    d, q = ctx.data, ctx.policy.min_count
+    t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
     edges = bin_edges(n_bins)[1:-1]
-    if np.any(edges == threshold):
-        idx = bin_index(d.score, n_bins)
-        return not bool(np.isin(idx, np.flatnonzero(withheld)).any())
-    for edge in edges:
-        a, b = min(edge, threshold), max(edge, threshold)
-        between = (d.score >= a) & (d.score < b)
-        if min(np.count_nonzero(between & d.label), np.count_nonzero(between & ~d.label)) < q:
+    on_edge = np.isin(t, edges)
+    if on_edge.any():
+        idx = bin_index(ctx.data.score, n_bins)
+        if np.isin(idx, np.flatnonzero(withheld)).any():
+            return False
+    return cuts_apart(ctx, t[~on_edge], edges, allow_equal=False)
+
+
+def cuts_apart(
+    ctx: SiteContext, cuts: np.ndarray, others: np.ndarray, *, allow_equal: bool = True
+) -> bool:
+    """Tell whether every cut and every other cut hold q rows of each class between them.
+
+    Cuts at the same value are no sliver (``allow_equal``).
+    """
+    a = np.asarray(cuts, dtype=np.float64).reshape(-1)
+    b = np.asarray(others, dtype=np.float64).reshape(-1)
+    if a.size == 0 or b.size == 0:
+        return True
+    care = (a[:, None] != b[None, :]) if allow_equal else np.ones((a.size, b.size), bool)
+    q = ctx.policy.min_count
+    for fa, fb in zip(_below(ctx, a), _below(ctx, b), strict=True):
+        between = np.abs(fa[:, None] - fb[None, :])
+        if (between[care] < q).any():
             return False
     return True
 

@@ -44,7 +44,9 @@ from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.basic import (
     CONFUSION_THRESHOLD_KEY,
     clear_calibration_bins,
-    cut_keeps_q_rows,
+    clustered_clear_edges,
+    cuts_apart,
+    cuts_keep_q_rows,
     withheld_bins,
 )
 from fedroc.federation.records import Record
@@ -573,7 +575,7 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
             # The calibration bins released in the clear cut the scores too: a table at a
             # threshold near one of their edges subtracts to the rows between.
             count = np.bincount(bin_index(d.score, n_bins), minlength=n_bins)
-            if not cut_keeps_q_rows(ctx, threshold, n_bins, withheld_bins(count, q)):
+            if not cuts_keep_q_rows(ctx, np.array([threshold]), n_bins, withheld_bins(count, q)):
                 raise DisclosureError(
                     f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
                     f"its calibration curve at {n_bins} bins was released, and the two would "
@@ -581,6 +583,15 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
                     site=ctx.site,
                     function=FN_CONFUSION,
                 )
+        if not cuts_apart(ctx, np.array([threshold]), np.array(clustered_clear_edges(ctx))):
+            # The clustered histograms released in the clear cut the scores as well.
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: its "
+                "clustered histograms were released in the clear, and the two would subtract "
+                f"to fewer than {q} rows of a class",
+                site=ctx.site,
+                function=FN_CONFUSION,
+            )
         pos, neg = d.score[d.label], d.score[~d.label]
         for other in released:
             a, b = min(other, threshold), max(other, threshold)
