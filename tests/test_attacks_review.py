@@ -396,3 +396,29 @@ def test_clustered_clear_edges_next_to_a_calibration_edge_do_not_reveal_a_label(
     fed.call(FUNCTION_SUMMARY, edges=np.array([0.0, 0.3, v, 1.0]))
     with pytest.raises(DisclosureError, match="cut too close to a bin edge"):
         fed.call("fedroc.calibration", n_bins=10)
+
+
+# -- R8 (open). exact class counts in the clear at sites that run MPC or DP methods ---------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (attack review of main d84ec09): the default policy serves fedroc.info, "
+    "fedroc.class_counts, fedroc.sum and fedroc.calibration in the clear at every site, so "
+    "the class counts that the MPC method (and the histogram method's DP class counts) "
+    "protect are one call away; a site that runs those methods must list its "
+    "allowed_functions. Fix: a policy setting that withholds the exact basic statistics "
+    "(on by default for MPC owners), or methods that refuse to call them",
+)
+def test_the_class_counts_an_mpc_job_hides_are_not_released_in_the_clear():
+    """``docs/mpc.md``: the analyst never learns the class counts P and N of an MPC job
+    (the opened AUROC is rounded so that it does not pin them). The same sites, under their
+    default policy, answer ``fedroc.class_counts`` (and ``fedroc.sum`` of the label, and the
+    calibration counts) exactly: P and N of the job in one call, in every federation."""
+    rng = np.random.default_rng(808)
+    sites = [Site(n, SiteData.from_arrays(rng.random(60) < 0.3, rng.normal(size=60))) for n in "AB"]
+    fed = Federation.from_sites(sites)
+    truth = sum(int(s._data.label.sum()) for s in sites)
+    try:
+        got = sum(int(r["n_pos"]) for r in fed.call("fedroc.class_counts").values())
+    except DisclosureError:
+        got = None
+    assert got != truth
