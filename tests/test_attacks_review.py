@@ -422,3 +422,32 @@ def test_the_class_counts_an_mpc_job_hides_are_not_released_in_the_clear():
     except DisclosureError:
         got = None
     assert got != truth
+
+
+# -- R9. rocglm.scale: the range question under a fixed set of levels ---------------------------
+def test_the_scale_question_cannot_bisect_a_sites_largest_score_under_fixed_levels():
+    """``rocglm.scale`` answers whether every score lies in a range, for at most MAX_SCALES
+    distinct scales per site lifetime (hole closed in an earlier review). But a request
+    with ``score_levels`` was keyed by its levels alone, while its answer still said
+    whether every score lies in its ``score_range``: with the levels fixed, any number of
+    ranges counted as one scale. On main d84ec09: 40 ranges pinned a site's largest score
+    to 1e-12, no budget, in 10 of 10 datasets. Now the key holds the range and the levels."""
+    from fedroc.methods.rocglm._site import FN_SCALE
+
+    rng = np.random.default_rng(909)
+    pinned = 0
+    for _ in range(10):
+        data = SiteData.from_arrays(rng.random(300) < 0.4, rng.beta(2.0, 3.0, 300))
+        fed = Federation.from_sites([Site("s0", data)])
+        lo, hi = 0.0, 1.0
+        try:
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                reply = fed.call(
+                    FN_SCALE, score_range=np.array([-1.0, mid]), score_levels=np.array([0.0, 1.0])
+                )["s0"]
+                lo, hi = (lo, mid) if reply["in_range"] else (mid, hi)
+        except DisclosureError:
+            pass
+        pinned += abs(hi - float(data.score.max())) < 1e-9
+    assert pinned == 0, f"the largest score pinned in {pinned}/10"

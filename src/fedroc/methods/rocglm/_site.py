@@ -204,8 +204,13 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     levels = check_levels(args["score_levels"])
     # Each distinct scale answered is a bit about the extreme scores: the site answers at
     # most MAX_SCALES of them in its lifetime (bound in its ledger, which survives restarts).
-    scale = [lo, hi] if levels is None else [float(v) for v in levels]
-    key = _SCALE_KEY + ("levels:" if levels is not None else "range:") + repr(scale)
+    # The key holds everything the answer depends on: the range as well as the levels (with
+    # the levels alone, one key answered in_range for any number of ranges).
+    scale: list[float] | dict[str, list[float]] = [lo, hi]
+    key = _SCALE_KEY + "range:" + repr(scale)
+    if levels is not None:
+        scale = {"range": [lo, hi], "levels": [float(v) for v in levels]}
+        key = _SCALE_KEY + "range+levels:" + repr(scale["range"]) + repr(scale["levels"])
     if key not in ctx.ledger.bindings:
         asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
         if asked >= MAX_SCALES:
