@@ -120,6 +120,15 @@ def test_clear_and_secure_calibration_do_not_subtract_to_a_sites_withheld_bins()
             exact += 1
     assert exact == 0, f"victim's exact score and label recovered in {exact}/{TRIALS}"
     assert refused == TRIALS
+    # What it costs an honest analyst: evaluate() after a secure curve (an MPC run computes
+    # one) reports the clear one as withheld instead of failing.
+    from fedroc.methods import evaluate
+
+    fed = Federation.from_sites([Site(s.name, s._data) for s in sites])
+    secure_calibration(fed, n_bins=10)
+    result = evaluate(fed, "rocglm", sensitivity=0.01)
+    assert result.extra["calibration"] is None and result.extra["brier"] is not None
+    assert any("calibration curve withheld" in note for note in result.released.notes)
 
 
 # -- R3. a confusion threshold next to a calibration bin edge -------------------------------------

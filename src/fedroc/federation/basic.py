@@ -49,6 +49,8 @@ MAX_CALIBRATION_BINS = 100
 # released in the clear (rocglm.confusion, a higher layer, writes them under this prefix).
 CALIBRATION_RELEASE_KEY = "fedroc.calibration:release"
 CALIBRATION_BINS_KEY = f"argument:{FN_CALIBRATION}:n_bins"
+# In the refusal of the other way, so that a method can tell it from other refusals.
+CALIBRATION_ONE_WAY = "it answered calibration"
 CONFUSION_THRESHOLD_KEY = "rocglm.confusion-threshold:"
 # The inner edges of the clustered histograms a site released in the clear (one per group
 # of edges with no row between them; fedroc.methods.clustered writes them).
@@ -185,7 +187,7 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
 def _release_refused(ctx: SiteContext, mode: str, first: object) -> DisclosureError:
     ways = {"clear": "in the clear", "secure": "through secure aggregation"}
     return DisclosureError(
-        f"site {ctx.site!r} refuses {FN_CALIBRATION!r} {ways[mode]}: it answered calibration "
+        f"site {ctx.site!r} refuses {FN_CALIBRATION!r} {ways[mode]}: {CALIBRATION_ONE_WAY} "
         f"{ways.get(str(first), str(first))} before, and a secure total minus the sites' clear "
         "bins would be the bins they withheld",
         site=ctx.site,
