@@ -141,20 +141,27 @@ def test_cli_mpc_partial_auc_and_points_json_table_and_report(capsys, tmp_path, 
     from tests._cli import run_main
 
     args = ["evaluate", "--label", "y", "--score", "s"]
+    # Operating points open rows' exact scores: the sites' policies opt in to them (a TOML
+    # of sites; the pooled reference reads the same files as --site).
+    toml, site_args = [], []
     for name, n in (("north", 90), ("south", 70)):
         y = rng.random(n) < 0.4
         s = 1 / (1 + np.exp(-(1.2 * y + rng.normal(size=n))))
         path = tmp_path / f"{name}.csv"
         pd.DataFrame({"y": y.astype(int), "s": s.round(2)}).to_csv(path, index=False)
-        args += ["--site", f"{name}={path}"]
+        toml += [f"[sites.{name}]", f'path = "{path}"', f"[sites.{name}.policy]"]
+        toml += ['opt_in = ["mpc.operating_points"]']
+        site_args += ["--site", f"{name}={path}"]
+    (tmp_path / "sites.toml").write_text("\n".join(toml) + "\n")
+    mpc_args = [*args, "--sites", str(tmp_path / "sites.toml")]
     asks = ["--max-fpr", "0.2", "--at-specificity", "0.9", "--at-sensitivity", "0.8", "--youden"]
     report = tmp_path / "mpc.html"
     code, out, err = run_main(
-        capsys, [*args, *asks, "--method", "mpc", "--json", "--report", str(report)]
+        capsys, [*mpc_args, *asks, "--method", "mpc", "--json", "--report", str(report)]
     )
     assert code == 0, err
     mpc = json.loads(out)
-    code, out, _ = run_main(capsys, [*args, *asks, "--method", "pooled", "--json"])
+    code, out, _ = run_main(capsys, [*args, *site_args, *asks, "--method", "pooled", "--json"])
     pooled = json.loads(out)
     half = 2.0**-15
     assert abs(mpc["partial_auc"] - pooled["partial_auc"]) <= half
@@ -168,7 +175,7 @@ def test_cli_mpc_partial_auc_and_points_json_table_and_report(capsys, tmp_path, 
     assert any("operating point" in note for note in mpc["released"]["notes"])
     html = report.read_text(encoding="utf-8")
     assert "Operating points" in html and "Partial AUC" in html
-    code, out, _ = run_main(capsys, [*args, *asks, "--method", "mpc"])
+    code, out, _ = run_main(capsys, [*mpc_args, *asks, "--method", "mpc"])
     assert code == 0
     assert "partial_auc" in out and "specificity >= 0.9" in out and "youden" in out
 

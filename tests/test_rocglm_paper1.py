@@ -267,7 +267,13 @@ def test_site_calibration_curves_are_each_sites_own_curve_where_released():
         own = calibration_curve(site._data.label, site._data.score, n_bins=10)
         got = curves.sites[site.name]
         released = ~got.suppressed
-        assert (own.count[got.suppressed] < 5).all()  # withheld exactly the small bins
+        # Withheld: exactly the small bins, and the smallest other bin when the small ones
+        # hold 1 to 4 rows together (their total is known from the site's row count).
+        small = own.count < 5
+        expected = small.copy()
+        if 0 < own.count[small].sum() < 5:
+            expected[np.flatnonzero(~small)[np.argmin(own.count[~small])]] = True
+        np.testing.assert_array_equal(got.suppressed, expected)
         np.testing.assert_allclose(got.observed_fraction[released], own.observed_fraction[released])
         np.testing.assert_allclose(got.mean_predicted[released], own.mean_predicted[released])
         assert np.isnan(got.observed_fraction[got.suppressed]).all()

@@ -170,7 +170,12 @@ def test_secure_brier_and_calibration_match_the_pooled_values():
     assert brier == pytest.approx(brier_score(y, p), abs=1e-9)
     assert basic.distributed_brier(fed)[0] == pytest.approx(brier, abs=1e-9)
     cal = secure_calibration(fed, n_bins=5)
-    plain = basic.distributed_calibration(fed, n_bins=5)  # bins < q withheld per site
+    # A site answers calibration one way in its lifetime (a secure total minus the sites'
+    # clear bins would be the bins they withheld): the clear curve comes from fresh sites
+    # with the same rows.
+    with pytest.raises(DisclosureError, match="through secure aggregation before"):
+        basic.distributed_calibration(fed, n_bins=5)
+    plain = basic.distributed_calibration(Federation.from_sites(make_sites(4)), n_bins=5)
     from fedroc.metrics import calibration_curve
 
     pooled = calibration_curve(y, p, n_bins=5)

@@ -17,11 +17,11 @@ import numpy as np
 
 from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation
 from fedroc.federation.records import Record
-from fedroc.federation.schema import Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
+from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.metrics import CalibrationCurve, bin_edges, bin_index
 
 __all__ = [
@@ -45,6 +45,17 @@ FN_BRIER = "fedroc.brier"
 FN_CALIBRATION = "fedroc.calibration"
 FN_IS_PROBABILITY = "fedroc.is_probability"
 MAX_CALIBRATION_BINS = 100
+# Ledger keys. How the site answered calibration (clear or secure: one way per lifetime), its
+# bins (the argument binding of n_bins), and the thresholds of the confusion tables it
+# released in the clear (rocglm.confusion, a higher layer, writes them under this prefix).
+CALIBRATION_RELEASE_KEY = "fedroc.calibration:release"
+CALIBRATION_BINS_KEY = f"argument:{FN_CALIBRATION}:n_bins"
+# In the refusal of the other way, so that a method can tell it from other refusals.
+CALIBRATION_ONE_WAY = "it answered calibration"
+CONFUSION_THRESHOLD_KEY = "rocglm.confusion-threshold:"
+# The inner edges of the clustered histograms a site released in the clear (one per group
+# of edges with no row between them; fedroc.methods.clustered writes them).
+CLEAR_EDGES_KEY = "clustered:clear-edges"
 _COLUMN_ARGS = {
     "column": Choice(*_COLUMNS, default="score"),
     "subset": Choice(*_SUBSETS, default="all"),
@@ -134,6 +145,26 @@ def _brier(ctx: SiteContext, args: Record) -> Reply:
 )
 def _calibration(ctx: SiteContext, args: Record) -> Reply:
     n_bins = int(args["n_bins"])
+    # One way for the site's lifetime, bound before it reads its rows: the secure total
+    # over the sites minus their clear bins would be the bins they withheld.
+    mode = "clear" if ctx.sites is None else "secure"
+    bind_before_reading(
+        ctx, CALIBRATION_RELEASE_KEY, mode, lambda first: _release_refused(ctx, mode, first)
+    )
+    if mode == "clear":
+        # Bound before reading too: the check against confusion thresholds below may refuse.
+        bind_before_reading(
+            ctx,
+            CALIBRATION_BINS_KEY,
+            n_bins,
+            lambda first: ArgumentRefused(
+                f"site {ctx.site!r} refuses {FN_CALIBRATION!r}: argument 'n_bins' was "
+                f"{first!r} in its earlier releases and may not change (got {n_bins!r})",
+                site=ctx.site,
+                function=FN_CALIBRATION,
+                argument="n_bins",
+            ),
+        )
     p = site_probabilities(ctx)
     idx = bin_index(p, n_bins)
     count = np.bincount(idx, minlength=n_bins)
@@ -146,7 +177,17 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
             {"count": count.astype(np.int64), "sum_predicted": sum_pred, "sum_observed": sum_obs},
             counts={"rows": p.size},
         )
-    suppressed = count < ctx.policy.min_count
+    suppressed = withheld_bins(count, ctx.policy.min_count)
+    cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
+    if not cuts_keep_q_rows(ctx, cuts, n_bins, suppressed):
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {FN_CALIBRATION!r} at {n_bins} bins: a confusion "
+            "table or clustered histogram it released is cut too close to a bin edge (fewer "
+            f"than {ctx.policy.min_count} rows of a class between them), and the two would "
+            "subtract to those rows",
+            site=ctx.site,
+            function=FN_CALIBRATION,
+        )
     keep = ~suppressed
     return Reply(
         {
@@ -157,6 +198,101 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
         },
         counts={"bin": count[keep]},
     )
+
+
+def _release_refused(ctx: SiteContext, mode: str, first: object) -> DisclosureError:
+    ways = {"clear": "in the clear", "secure": "through secure aggregation"}
+    return DisclosureError(
+        f"site {ctx.site!r} refuses {FN_CALIBRATION!r} {ways[mode]}: {CALIBRATION_ONE_WAY} "
+        f"{ways.get(str(first), str(first))} before, and a secure total minus the sites' clear "
+        "bins would be the bins they withheld",
+        site=ctx.site,
+        function=FN_CALIBRATION,
+    )
+
+
+def withheld_bins(count: np.ndarray, q: int) -> np.ndarray:
+    """Return the bins a site withholds from a clear calibration curve.
+
+    Every bin under ``q`` rows; and, when those hold 1 to q - 1 rows together, the smallest
+    other bin too (secondary suppression). The site's row count and sums leave it anyway
+    (``fedroc.info``, ``fedroc.sum``), so the withheld bins together are known by
+    subtraction: they must hold no row or at least q rows.
+    """
+    suppressed = count < q
+    rows = int(count[suppressed].sum())
+    if 0 < rows < q and not suppressed.all():
+        released = np.flatnonzero(~suppressed)
+        suppressed[released[np.argmin(count[released])]] = True
+    return suppressed
+
+
+def confusion_thresholds(ctx: SiteContext) -> list[float]:
+    """Return the thresholds of the confusion tables the site released in the clear."""
+    return sorted(
+        float(v) for k, v in ctx.ledger.bindings.items() if k.startswith(CONFUSION_THRESHOLD_KEY)
+    )
+
+
+def clear_calibration_bins(ctx: SiteContext) -> int | None:
+    """Return the bins of the site's clear calibration curve, or None if it released none."""
+    if CALIBRATION_BINS_KEY not in ctx.ledger.bindings:
+        return None
+    if ctx.ledger.bindings.get(CALIBRATION_RELEASE_KEY) == "secure":
+        return None
+    return int(ctx.ledger.bindings[CALIBRATION_BINS_KEY])
+
+
+def clustered_clear_edges(ctx: SiteContext) -> list[float]:
+    """Return the inner edges of the clustered histograms the site released in the clear."""
+    return [float(v) for v in ctx.ledger.bindings.get(CLEAR_EDGES_KEY, [])]
+
+
+def _below(ctx: SiteContext, values: np.ndarray) -> list[np.ndarray]:
+    """Per class (positives, negatives): how many of the site's scores lie below each value."""
+    d = ctx.data
+    return [np.searchsorted(np.sort(d.score[c]), values, "left") for c in (d.label, ~d.label)]
+
+
+def cuts_keep_q_rows(
+    ctx: SiteContext, thresholds: np.ndarray, n_bins: int, withheld: np.ndarray
+) -> bool:
+    """Tell whether clear cuts at ``thresholds`` and the clear calibration bins are apart.
+
+    Apart: they subtract to no fewer than q rows of each class. A confusion table or a
+    clustered histogram cut at t, minus the calibration bins above an inner edge e, is the
+    rows between t and e; so there must be at least q rows of each class between every
+    threshold and every inner edge. A threshold on an edge is allowed only if the withheld
+    bins hold no row: it would split their total otherwise.
+    """
+    t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+    edges = bin_edges(n_bins)[1:-1]
+    on_edge = np.isin(t, edges)
+    if on_edge.any():
+        idx = bin_index(ctx.data.score, n_bins)
+        if np.isin(idx, np.flatnonzero(withheld)).any():
+            return False
+    return cuts_apart(ctx, t[~on_edge], edges, allow_equal=False)
+
+
+def cuts_apart(
+    ctx: SiteContext, cuts: np.ndarray, others: np.ndarray, *, allow_equal: bool = True
+) -> bool:
+    """Tell whether every cut and every other cut hold q rows of each class between them.
+
+    Cuts at the same value are no sliver (``allow_equal``).
+    """
+    a = np.asarray(cuts, dtype=np.float64).reshape(-1)
+    b = np.asarray(others, dtype=np.float64).reshape(-1)
+    if a.size == 0 or b.size == 0:
+        return True
+    care = (a[:, None] != b[None, :]) if allow_equal else np.ones((a.size, b.size), bool)
+    q = ctx.policy.min_count
+    for fa, fb in zip(_below(ctx, a), _below(ctx, b), strict=True):
+        between = np.abs(fa[:, None] - fb[None, :])
+        if (between[care] < q).any():
+            return False
+    return True
 
 
 @dataclass(frozen=True, repr=False)
@@ -313,7 +449,7 @@ class SiteCalibration(ResultMixin):
         lines = [self.curve.summary()]
         withheld = {s: b for s, b in self.suppressed_by_site.items() if b}
         if withheld:
-            lines.append("bins withheld (fewer than q rows at the site):")
+            lines.append("bins withheld (under q rows at the site, or to keep the withheld at q):")
             lines += [f"  {site}: bins {bins}" for site, bins in withheld.items()]
         return "\n".join(lines)
 

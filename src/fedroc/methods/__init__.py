@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -371,7 +371,17 @@ def evaluate(
     if not all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
         return result.with_extra(brier=None, calibration=None)
     brier, _ = basic.distributed_brier(federation)
-    cal = basic.distributed_calibration(federation, n_bins=calibration_bins)
+    try:
+        cal = basic.distributed_calibration(federation, n_bins=calibration_bins)
+    except DisclosureError as exc:
+        if basic.CALIBRATION_ONE_WAY not in str(exc):
+            raise
+        # A site answers calibration one way for its lifetime: here it answered it through
+        # secure aggregation before (an earlier MPC run), so the clear curve is withheld.
+        note = f"calibration curve withheld: {exc}"
+        return replace(result, released=result.released.with_notes(note)).with_extra(
+            brier=brier, calibration=None
+        )
     extra_released = federation.released(start)
     return result.with_extra(
         brier=brier,

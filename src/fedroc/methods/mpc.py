@@ -47,9 +47,11 @@ from fedroc.federation.records import Record
 from fedroc.federation.schema import Bool, Bytes, Choice, Int, Names, Text
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 
-__all__ = ["MpcDetails", "paired_comparison", "run_mpc"]
+__all__ = ["OPT_IN_POINTS", "MpcDetails", "paired_comparison", "run_mpc"]
 
 SHARE_FUNCTION = "fedroc.mpc.share"
+#: The policy's opt-in for jobs that open operating points (each opens a row's exact score).
+OPT_IN_POINTS = "mpc.operating_points"
 
 
 _JOB_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
@@ -94,6 +96,19 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
             site=ctx.site,
             function=SHARE_FUNCTION,
         )
+    if args["asks"] and not ctx.policy.allows(OPT_IN_POINTS):
+        from fedroc.mpc.asks import Asks
+
+        if Asks.parse(args["asks"]).n_points:
+            # Each point opens its threshold, the exact score of one row: the analyst's
+            # targets choose which rows (an extreme positive, any order statistic).
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {SHARE_FUNCTION}: the job asks for operating "
+                "points, whose thresholds are exact scores of rows; its policy does not opt "
+                f"in to {OPT_IN_POINTS!r}",
+                site=ctx.site,
+                function=SHARE_FUNCTION,
+            )
     with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
         scores_b = None
     if terms.compare:

@@ -24,9 +24,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BudgetLedger", "DPEvent", "LedgerStatus", "ledger_path_for", "read_ledger_status"]
+__all__ = [
+    "ANY_QUANTITY",
+    "BudgetLedger",
+    "DPEvent",
+    "LedgerStatus",
+    "ledger_path_for",
+    "read_ledger_status",
+]
 
 LEDGER_SUFFIX = ".ledger.jsonl"
+#: The quantity under which a site binds the partners of all its secure aggregations.
+ANY_QUANTITY = "*"
 
 
 @dataclass(frozen=True)

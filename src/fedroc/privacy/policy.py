@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fedroc.exceptions import DisclosureError, InputError
-from fedroc.privacy.ledger import BudgetLedger, DPEvent
+from fedroc.privacy.ledger import ANY_QUANTITY, BudgetLedger, DPEvent
 
 __all__ = [
     "DEFAULT_EPSILON_LIMIT",
@@ -320,12 +320,15 @@ class DisclosurePolicy:
         quantity: str,
         sites: Iterable[str],
         ledger: BudgetLedger,
+        survivors: bool = False,
     ) -> None:
         """Refuse a secure aggregation of ``quantity`` over ``sites`` that this policy forbids.
 
         Two rules stop differencing of sums: at least ``secagg_min_sites`` sites, and the
         same set of sites as the first aggregation of that quantity (kept in the ledger),
-        unless ``secagg_rebind``.
+        unless ``secagg_rebind``. With ``survivors`` (``sites`` is the set the sum is over,
+        checked before the site reveals any share), the same set as the first aggregation of
+        any quantity too: two input functions can sum the same counts.
         """
         members = sorted(set(sites))
         if len(members) < self.secagg_min_sites:
@@ -336,13 +339,21 @@ class DisclosurePolicy:
                 site=site,
                 function=function,
             )
-        bound = ledger.partners(quantity)
-        if bound is not None and bound != members and not self.secagg_rebind:
-            raise DisclosureError(
-                f"site {site!r} refuses {function!r}: it aggregated {quantity!r} over the sites "
-                f"{bound} before and will not over a different set {members} (sums over two "
-                "sets subtract to the inputs of the sites in one of them; set secagg_rebind "
-                "in its policy to allow it)",
-                site=site,
-                function=function,
-            )
+        if self.secagg_rebind:
+            return
+        # The set of this quantity, then the set of any quantity: two input functions can
+        # sum the same counts (calibration bins and a histogram tree's leaves), and their
+        # sums over two sets subtract as well as two sums of one function.
+        keys = [(quantity, repr(quantity))] + ([(ANY_QUANTITY, "its inputs")] if survivors else [])
+        for key, what in keys:
+            bound = ledger.partners(key)
+            if bound is not None and bound != members:
+                raise DisclosureError(
+                    f"site {site!r} refuses {function!r}: it aggregated {what} over the sites "
+                    f"{bound} before and will not over a different set {members} (sums over "
+                    "two sets subtract to the inputs of the sites in one of them, also sums of "
+                    "two functions that count the same rows; set secagg_rebind in its policy "
+                    "to allow it)",
+                    site=site,
+                    function=function,
+                )

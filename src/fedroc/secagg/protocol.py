@@ -88,7 +88,7 @@ from fedroc.federation.records import Record, encode
 from fedroc.federation.roster import SIGNATURE_BYTES
 from fedroc.federation.schema import Bytes, Int, Names, Text
 from fedroc.federation.site import Reply, SiteContext, aggregate_input, site_function
-from fedroc.privacy.ledger import DPEvent
+from fedroc.privacy.ledger import ANY_QUANTITY, DPEvent
 from fedroc.secagg import _crypto, shamir
 
 __all__ = [
@@ -748,9 +748,17 @@ def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     function = FUNCTIONS[STAGE_UNMASK]
     with ctx.ledger.transaction():
         ctx.policy.check_aggregation(
-            site=ctx.site, function=function, quantity=state.quantity, sites=u3, ledger=ctx.ledger
+            site=ctx.site,
+            function=function,
+            quantity=state.quantity,
+            sites=u3,
+            ledger=ctx.ledger,
+            survivors=True,
         )
         ctx.ledger.bind_partners(state.quantity, u3)
+        # And for every input: two functions can count the same thing (calibration bins and
+        # a histogram tree), and their sums over two sets would subtract as well.
+        ctx.ledger.bind_partners(ANY_QUANTITY, u3)
     size = shamir.SHARE_BYTES
     n = len(state.share_owners)
     b_shares = dict(zip(state.share_owners, _chunks(state.b_shares, size, n, "b"), strict=True))

@@ -45,12 +45,20 @@ from numpy.typing import NDArray
 
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation import schema as sch
+from fedroc.federation.basic import (
+    CLEAR_EDGES_KEY,
+    clear_calibration_bins,
+    confusion_thresholds,
+    cuts_apart,
+    cuts_keep_q_rows,
+    withheld_bins,
+)
 from fedroc.federation.records import Record
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
 from fedroc.methods.clustered._pooled import encode_clusters
-from fedroc.metrics import ScoreCounts, beaten_counts, bin_index_edges
+from fedroc.metrics import ScoreCounts, beaten_counts, bin_index, bin_index_edges
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -194,7 +202,37 @@ def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:
             function=function,
         )
     _bind(ctx, function, BIND_EDGES, "bin edges", _digest({"edges": args["edges"]}))
+    _apart_from_other_clear_cuts(ctx, function, np.asarray(args["edges"], dtype=np.float64))
     return True
+
+
+def _apart_from_other_clear_cuts(ctx: SiteContext, function: str, edges: FloatArray) -> None:
+    """Refuse edges too close to the site's other clear cuts; record them for their checks.
+
+    The other clear cuts: the calibration bins and confusion thresholds it released. A
+    clustered bin's class counts minus the calibration bins above an edge, or a confusion
+    table's, are the rows between the two cuts. The edges are bound already (before the
+    rows are read), so this refusal is one answer per site lifetime.
+    """
+    inner = edges[1:-1]
+    # One edge per group with no row between them: such edges cut the rows alike.
+    _, first = np.unique(np.searchsorted(np.sort(ctx.data.score), inner), return_index=True)
+    with ctx.ledger.transaction():
+        ctx.ledger.bind(CLEAR_EDGES_KEY, [float(v) for v in inner[np.sort(first)]])
+    n_bins = clear_calibration_bins(ctx)
+    q = ctx.policy.min_count
+    apart = cuts_apart(ctx, inner, np.array(confusion_thresholds(ctx)))
+    if apart and n_bins is not None:
+        count = np.bincount(bin_index(ctx.data.score, n_bins), minlength=n_bins)
+        apart = cuts_keep_q_rows(ctx, inner, n_bins, withheld_bins(count, q))
+    if not apart:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r} in the clear: an edge lies too close to "
+            "a calibration bin edge or confusion threshold it released (fewer than "
+            f"{q} rows of a class between them), and the two would subtract to those rows",
+            site=ctx.site,
+            function=function,
+        )
 
 
 def _bin_counts(**hists: NDArray[np.int64]) -> dict[str, NDArray[np.int64]]:
@@ -399,10 +437,10 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
         own = _own_histograms(local, keep, n_bins)
         for what, counts in _bin_counts(**own).items():
             if counts.size and counts.min() < ctx.policy.min_count:
+                # No count in the text: it travels to the analyst.
                 raise DisclosureError(
-                    f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: the {what} count is "
-                    f"{int(counts.min())}, below the minimum of {ctx.policy.min_count} rows "
-                    "per released aggregate",
+                    f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: a {what} count is below "
+                    f"the minimum of {ctx.policy.min_count} rows per released aggregate",
                     site=ctx.site,
                     function=FUNCTION_MOMENTS,
                 )

@@ -41,6 +41,14 @@ import numpy as np
 from scipy import special
 
 from fedroc.exceptions import DisclosureError, InputError
+from fedroc.federation.basic import (
+    CONFUSION_THRESHOLD_KEY,
+    clear_calibration_bins,
+    clustered_clear_edges,
+    cuts_apart,
+    cuts_keep_q_rows,
+    withheld_bins,
+)
 from fedroc.federation.records import Record
 from fedroc.federation.schema import (
     ArgumentRefused,
@@ -70,6 +78,7 @@ from fedroc.methods.rocglm._deconvolution import (
     check_levels,
 )
 from fedroc.methods.rocglm._probit import probit_parts
+from fedroc.metrics import bin_index
 from fedroc.privacy import gaussian_mechanism
 
 __all__ = [
@@ -116,7 +125,7 @@ OPT_IN_POSITIVES = "rocglm.positives_rule"
 
 _RELEASE = "rocglm:release:"
 _SESSION_KEY = "rocglm:session:"
-_CONFUSION_KEY = "rocglm.confusion-threshold:"
+_CONFUSION_KEY = CONFUSION_THRESHOLD_KEY
 _CONFUSION_ASKED = "rocglm.confusion-asked:"
 _SCALE_KEY = "rocglm.scale:"
 _HEX = "0123456789abcdef"
@@ -195,8 +204,13 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     levels = check_levels(args["score_levels"])
     # Each distinct scale answered is a bit about the extreme scores: the site answers at
     # most MAX_SCALES of them in its lifetime (bound in its ledger, which survives restarts).
-    scale = [lo, hi] if levels is None else [float(v) for v in levels]
-    key = _SCALE_KEY + ("levels:" if levels is not None else "range:") + repr(scale)
+    # The key holds everything the answer depends on: the range as well as the levels (with
+    # the levels alone, one key answered in_range for any number of ranges).
+    scale: list[float] | dict[str, list[float]] = [lo, hi]
+    key = _SCALE_KEY + "range:" + repr(scale)
+    if levels is not None:
+        scale = {"range": [lo, hi], "levels": [float(v) for v in levels]}
+        key = _SCALE_KEY + "range+levels:" + repr(scale["range"]) + repr(scale["levels"])
     if key not in ctx.ledger.bindings:
         asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
         if asked >= MAX_SCALES:
@@ -561,6 +575,28 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
         float(v) for k, v in ctx.ledger.bindings.items() if k.startswith(_CONFUSION_KEY)
     )
     if threshold not in released:
+        n_bins = clear_calibration_bins(ctx)
+        if n_bins is not None:
+            # The calibration bins released in the clear cut the scores too: a table at a
+            # threshold near one of their edges subtracts to the rows between.
+            count = np.bincount(bin_index(d.score, n_bins), minlength=n_bins)
+            if not cuts_keep_q_rows(ctx, np.array([threshold]), n_bins, withheld_bins(count, q)):
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
+                    f"its calibration curve at {n_bins} bins was released, and the two would "
+                    f"subtract to fewer than {q} rows of a class",
+                    site=ctx.site,
+                    function=FN_CONFUSION,
+                )
+        if not cuts_apart(ctx, np.array([threshold]), np.array(clustered_clear_edges(ctx))):
+            # The clustered histograms released in the clear cut the scores as well.
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: its "
+                "clustered histograms were released in the clear, and the two would subtract "
+                f"to fewer than {q} rows of a class",
+                site=ctx.site,
+                function=FN_CONFUSION,
+            )
         pos, neg = d.score[d.label], d.score[~d.label]
         for other in released:
             a, b = min(other, threshold), max(other, threshold)

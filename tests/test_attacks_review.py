@@ -1,0 +1,513 @@
+"""Attack review of main d84ec09: differencing *across* site functions and methods.
+
+Each test plays the curious analyst with fedroc's public calls only (``Federation.call``,
+``secure_sum``, the methods) and tries to learn a row that a site protects by combining
+releases that each pass their own checks. A test asserts what the attack learns; where the
+hole is closed on this branch, it asserts that the attack now fails (and says what it
+recovered on main d84ec09).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedroc.data import SiteData
+from fedroc.exceptions import DisclosureError
+from fedroc.federation import Federation, Site
+from fedroc.secagg import secure_calibration
+
+# The attacks run over many random datasets; each states its success rate.
+TRIALS = 40
+
+
+def _victim_data(rng: np.random.Generator, n: int = 120) -> tuple[SiteData, float, bool]:
+    """A site whose scores lie in [0.2, 0.69] plus one outlier (the victim) in [0.9, 1]."""
+    y = rng.random(n) < 0.4
+    s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+    victim_score = float(rng.uniform(0.9, 1.0))
+    victim_label = bool(rng.random() < 0.5)
+    return (
+        SiteData.from_arrays(np.r_[y, victim_label], np.r_[s, victim_score]),
+        victim_score,
+        victim_label,
+    )
+
+
+# -- R1. calibration's withheld bins, by complement with fedroc.sum / fedroc.info ----------------
+def _complement_attack(fed: Federation, name: str) -> tuple[int, float, float] | None:
+    """Subtract the released calibration bins from the site's totals.
+
+    Returns (rows, score sum, label sum) of the bins the site withheld, or None when the
+    site refused something.
+    """
+    try:
+        cal = fed.call("fedroc.calibration", n_bins=10)[name]
+        n = int(fed.call("fedroc.info")[name]["n"])
+        score_sum = float(fed.call("fedroc.sum", column="score")[name]["sum"])
+        label_sum = float(fed.call("fedroc.sum", column="label")[name]["sum"])
+    except DisclosureError:
+        return None
+    rows = n - int(np.sum(cal["count"]))
+    return (
+        rows,
+        score_sum - float(np.sum(cal["sum_predicted"])),
+        label_sum - float(np.sum(cal["sum_observed"])),
+    )
+
+
+def test_withheld_calibration_bins_cannot_be_recovered_from_the_sites_totals():
+    """The calibration curve withholds each bin under q rows (bin 9 here, with the victim
+    alone in it), but ``fedroc.info`` and ``fedroc.sum`` release the site's totals, exact, in
+    the clear, no budget: totals minus the released bins are the withheld bins. On main
+    d84ec09 the victim's score and label came out exactly in 40 of 40 datasets (4 calls).
+    Now the site withholds more bins until the withheld ones hold at least q rows together
+    (secondary suppression), so the complement is an aggregate over q rows or more."""
+    rng = np.random.default_rng(101)
+    exact = small = 0
+    for _ in range(TRIALS):
+        data, score, label = _victim_data(rng)
+        site = Site("victim", data)
+        got = _complement_attack(Federation.from_sites([site]), "victim")
+        if got is None:
+            continue
+        rows, s_sum, y_sum = got
+        if rows == 1 and abs(s_sum - score) < 1e-9 and round(y_sum) == int(label):
+            exact += 1
+        # Whatever the analyst subtracts, the withheld rows are at least q together.
+        small += 0 < rows < site.policy.min_count
+    assert exact == 0, f"victim's exact score and label recovered in {exact}/{TRIALS}"
+    assert small == 0, f"withheld rows fewer than q in {small}/{TRIALS}"
+
+
+# -- R2. calibration in the clear at one site, through secure aggregation at all -----------------
+def test_clear_and_secure_calibration_do_not_subtract_to_a_sites_withheld_bins():
+    """``fedroc.calibration`` is registered ``release="both"``: in the clear each site
+    withholds its bins under q rows; through secure aggregation no bin is withheld (the
+    sum is over three sites). Both use the same ``n_bins`` binding, so both are answered.
+    The secure total minus the three sites' clear bins is the sum of their withheld bins:
+    when only the victim withheld bin 9, that is the victim's row. On main d84ec09: its
+    score and label exactly in 40 of 40 federations (one clear round, one secure sum).
+    Now a site answers calibration one way (clear or secure) for its lifetime, bound
+    before it reads its rows."""
+    rng = np.random.default_rng(202)
+    exact = refused = 0
+    for _ in range(TRIALS):
+        data, score, label = _victim_data(rng)
+        others = []
+        for k in range(2):
+            y = rng.random(150) < 0.4
+            s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+            # The other sites hold many rows in bin 9, so they withhold nothing there.
+            y = np.r_[y, np.ones(6, bool)]
+            s = np.r_[s, rng.uniform(0.9, 1.0, 6)]
+            others.append(Site(f"o{k}", SiteData.from_arrays(y, s)))
+        sites = [Site("victim", data), *others]
+        fed = Federation.from_sites(sites)
+        try:
+            clear = fed.call("fedroc.calibration", n_bins=10)
+            pooled = secure_calibration(fed, n_bins=10).curve
+        except DisclosureError:
+            refused += 1
+            continue
+        count = pooled.count - sum(np.asarray(r["count"]) for r in clear.values())
+        with np.errstate(invalid="ignore"):
+            pooled_pred = np.nan_to_num(pooled.mean_predicted) * pooled.count
+            pooled_obs = np.nan_to_num(pooled.observed_fraction) * pooled.count
+        pred = pooled_pred - sum(np.asarray(r["sum_predicted"]) for r in clear.values())
+        obs = pooled_obs - sum(np.asarray(r["sum_observed"]) for r in clear.values())
+        if count[9] == 1 and abs(pred[9] - score) < 1e-9 and round(obs[9]) == int(label):
+            exact += 1
+    assert exact == 0, f"victim's exact score and label recovered in {exact}/{TRIALS}"
+    assert refused == TRIALS
+    # What it costs an honest analyst: evaluate() after a secure curve (an MPC run computes
+    # one) reports the clear one as withheld instead of failing.
+    from fedroc.methods import evaluate
+
+    fed = Federation.from_sites([Site(s.name, s._data) for s in sites])
+    secure_calibration(fed, n_bins=10)
+    result = evaluate(fed, "rocglm", sensitivity=0.01)
+    assert result.extra["calibration"] is None and result.extra["brier"] is not None
+    assert any("calibration curve withheld" in note for note in result.released.notes)
+
+
+# -- R3. a confusion threshold next to a calibration bin edge -------------------------------------
+def test_a_confusion_threshold_next_to_a_calibration_edge_does_not_reveal_a_label():
+    """``rocglm.confusion`` refuses a threshold with fewer than q rows of a class between it
+    and a threshold it released before, but did not count the calibration curve's bin edges,
+    which the same site releases in the clear (bins of >= q rows, with their positives). The
+    analyst knows the victim's score v (its model's output on features it knows), the
+    highest of the bin [0.6, 0.7), and wants its label: it asks the table at t = v and
+    subtracts the calibration bins at and above 0.7 from tp and fp; what remains is the
+    rows in [v, 0.7), the victim alone, with its class. On main d84ec09 the label came out
+    right in 40 of 40 datasets (2 calls). Now the site counts the inner edges of its clear
+    calibration bins as released thresholds (and a calibration after confusion tables
+    checks the tables' thresholds the same way)."""
+    from fedroc.methods.rocglm._site import FN_CONFUSION
+
+    rng = np.random.default_rng(303)
+    right = refused = 0
+    for _ in range(TRIALS):
+        n = 200
+        y = rng.random(n) < 0.4
+        s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+        # Rows above 0.7 of both classes, so that the table at t has q rows in each cell.
+        y = np.r_[y, np.arange(36) % 2 == 0]
+        s = np.r_[s, rng.uniform(0.71, 0.99, 36)]
+        v = float(rng.uniform(0.691, 0.699))  # the victim: highest score in bin [0.6, 0.7)
+        label = bool(rng.random() < 0.5)
+        site = Site("victim", SiteData.from_arrays(np.r_[y, label], np.r_[s, v]))
+        fed = Federation.from_sites([site])
+        try:
+            cal = fed.call("fedroc.calibration", n_bins=10)["victim"]
+            table = fed.call(FN_CONFUSION, threshold=v)["victim"]
+        except DisclosureError:
+            refused += 1
+            continue
+        count, pos = np.asarray(cal["count"]), np.asarray(cal["sum_observed"])
+        pos_above = round(float(pos[7:].sum()))
+        neg_above = int(count[7:].sum()) - pos_above
+        sliver_pos = table["tp"] - pos_above
+        sliver_neg = table["fp"] - neg_above
+        if (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1)):
+            right += 1
+    assert right == 0, f"victim's label recovered in {right}/{TRIALS}"
+    assert refused == TRIALS
+
+
+def test_calibration_after_a_table_near_an_edge_is_refused_and_tables_apart_are_answered():
+    """The other order of R3, and what an honest analyst keeps: a table at a threshold with
+    q rows of each class to every inner edge is answered after the calibration curve."""
+    from fedroc.methods.rocglm._site import FN_CONFUSION
+
+    rng = np.random.default_rng(304)
+    y = rng.random(400) < 0.5
+    s = rng.uniform(0.0, 1.0, 400)
+    v = 0.6999
+    site = Site("victim", SiteData.from_arrays(np.r_[y, True], np.r_[s, v]))
+    fed = Federation.from_sites([site])
+    fed.call(FN_CONFUSION, threshold=v)  # before any calibration: answered
+    with pytest.raises(DisclosureError, match="cut too close to a bin edge"):
+        fed.call("fedroc.calibration", n_bins=10)
+    # The refused n_bins stays bound (the refusal read the rows): no other partition.
+    with pytest.raises(DisclosureError, match="argument 'n_bins'"):
+        fed.call("fedroc.calibration", n_bins=7)
+
+    other = Site("honest", SiteData.from_arrays(y, s))
+    fed = Federation.from_sites([other])
+    fed.call("fedroc.calibration", n_bins=10)
+    table = fed.call(FN_CONFUSION, threshold=0.55)["honest"]
+    assert table["tp"] == int(np.count_nonzero(y & (s >= 0.55)))
+    with pytest.raises(DisclosureError, match="calibration curve at 10 bins"):
+        fed.call(FN_CONFUSION, threshold=0.5 + 1e-6)
+
+
+# -- R4. MPC operating points open exact scores of chosen rows ------------------------------------
+def test_mpc_operating_points_that_open_row_scores_need_the_sites_opt_in():
+    """An MPC job opens, for each operating point asked, its threshold: the exact score of
+    one row. The targets are the analyst's (``asks``, up to 16, any ppm), and a fedroc site
+    signed any asks: ``spec:1000000`` (no false positive) opens the lowest positive score
+    above every negative, ``sens:1000000`` the lowest positive score, ``spec:500000`` a
+    row's score near the negatives' median; each is a row's exact score (the first two with
+    their class), at the default precision and minimum class count. Measured (the engine
+    run in process on the owners' rows, as the cluster runs it): all 3 exact in 4 of 4
+    federations; 16 targets open up to 16 rows. Now a site signs operating points only
+    when its policy opts in (``opt_in = ["mpc.operating_points"]``), as it does for
+    ROC-GLM's positives rule; the partial AUC (an area, no row) needs no opt-in."""
+    from fedroc.methods.mpc import OPT_IN_POINTS, SHARE_FUNCTION
+    from fedroc.mpc import JobTerms
+    from fedroc.mpc.local import secure_auc_local
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(404)
+    asks = "spec:500000 spec:1000000 sens:1000000"
+    exact = 0
+    for trial in range(4):
+        owners = []
+        for _ in range(2):
+            y = rng.random(40) < 0.4
+            owners.append((y.astype(int), np.round(rng.normal(y * 1.0, 1.0), 6)))
+        y = np.concatenate([o[0] for o in owners]).astype(bool)
+        s = np.concatenate([o[1] for o in owners])
+        out = secure_auc_local(
+            owners,
+            frac_bits=14,
+            min_class_count=5,
+            ci=False,
+            asks=asks,
+            master_seed=b"review-%d" % trial,
+        ).outputs
+        got = [p["threshold"] for p in out.operating_points]
+        # The lowest score above every negative and the lowest positive: positives' exact
+        # scores; the median-specificity cut: some row's exact score.
+        want = [s[s > s[~y].max()].min(), s[y].min()]
+        exact += got[1:] == want and got[0] in set(s)
+    assert exact == 4  # what the job opens when the owners sign these asks
+
+    # The sites: by default they refuse to sign operating points; with the opt-in they do.
+    proxies = (bytes(range(32)), bytes(range(1, 33)))
+
+    def ask(policy, text):
+        sites = [
+            Site(n, SiteData.from_arrays(rng.random(30) < 0.5, rng.normal(size=30)), policy=policy)
+            for n in "AB"
+        ]
+        terms = JobTerms.create(["A", "B"], proxies, asks=text)
+        return Federation.from_sites(sites).call(
+            SHARE_FUNCTION,
+            job=terms.job,
+            owners=list(terms.owners),
+            proxy0_key=proxies[0],
+            proxy1_key=proxies[1],
+            **terms.params(),
+        )
+
+    with pytest.raises(DisclosureError, match="operating points"):
+        ask(None, asks)
+    ask(None, "pauc:200000")  # an area opens no row
+    ask(DisclosurePolicy(opt_in=frozenset({OPT_IN_POINTS})), asks)
+
+
+# -- R5. secure sums of two functions that count the same bins, over two sets of sites ------------
+def test_two_input_functions_over_two_sets_of_sites_do_not_subtract_to_a_sites_histogram():
+    """A site aggregates each *input function* over one set of sites, but two functions can
+    count the same thing: the secure calibration curve at 100 bins (rows and positives per
+    bin) and the histogram tree in secure-aggregation mode with branching 10, height 2
+    over [0, 1] (positives and negatives per leaf) bin the scores the same way. The
+    calibration over {s0, s1, s2} and the tree over {s0, s1, s2, s3} subtract to site s3's
+    own class histogram at 100 bins, bins of one row included, which no rule lets leave a
+    site. On main d84ec09: s3's histogram exactly in 10 of 10 federations (two secure sums).
+    Now a site binds one set of partners for all its secure aggregations."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(505)
+    exact = refused = 0
+    for _ in range(10):
+        sites = []
+        for k in range(4):
+            y = rng.random(60) < 0.4
+            s = np.clip(rng.normal(0.4 + 0.2 * y, 0.15), 0.0, 1.0)
+            sites.append(Site(f"s{k}", SiteData.from_arrays(y, s)))
+        fed = Federation.from_sites(sites)
+        try:
+            cal = secure_calibration(fed, n_bins=100, sites=["s0", "s1", "s2"]).curve
+            tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=10, height=2, lo=0.0, hi=1.0)
+        except DisclosureError as exc:
+            assert "will not over a different set" in str(exc)
+            refused += 1
+            continue
+        with np.errstate(invalid="ignore"):
+            pos3 = np.nan_to_num(cal.observed_fraction) * cal.count
+        pos = np.asarray(tree["pos"]) - np.round(pos3).astype(int)
+        neg = np.asarray(tree["neg"]) - (cal.count - np.round(pos3).astype(int))
+        d = sites[3]._data
+        idx = np.minimum((d.score * 100).astype(int), 99)
+        truth_pos = np.bincount(idx[d.label], minlength=100)
+        truth_neg = np.bincount(idx[~d.label], minlength=100)
+        exact += bool((pos == truth_pos).all() and (neg == truth_neg).all())
+    assert exact == 0, f"site s3's class histogram recovered in {exact}/10"
+    assert refused == 10
+
+
+# -- R6. a clustered round-2 refusal that names a bin count ----------------------------------
+def test_a_clustered_round_two_refusal_names_no_count():
+    """With ``clear_histograms`` a site refuses a round-2 request whose own histograms hold a
+    bin under q rows, and the refusal said how many ("the hist_pos_all bin count is 2"):
+    with edges [0, t, 1] that is the number of positives above t, any value from 1 to q - 1,
+    in one call (the refusals elsewhere name no count, docs/privacy.md). On main d84ec09 the
+    text gave the exact count in 20 of 20 datasets. Now it names none: two datasets whose
+    counts differ get the same text."""
+    from fedroc.methods.clustered import FUNCTION_MOMENTS
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(606)
+    texts: dict[int, set[str]] = {}
+    named = 0
+    for trial in range(20):
+        k = 1 + trial % 4  # positives above 0.9: 1 to 4, below q = 5
+        cluster = np.repeat(np.arange(30), 5)
+        y = rng.random(150) < 0.4
+        s = rng.uniform(0.0, 0.85, 150)
+        top = np.flatnonzero(y)[:k]
+        s[top] = rng.uniform(0.91, 0.99, k)
+        site = Site(
+            "victim",
+            SiteData.from_arrays(y, s, cluster),
+            policy=DisclosurePolicy(clear_histograms=True),
+        )
+        h = np.array([5.0, 5.0])
+        args = {
+            "edges": np.array([0.0, 0.9, 1.0]),
+            **{f"hist_{c}_{w}": h for c in ("pos", "neg") for w in ("used", "all")},
+            "n_clusters": 30, "big_m": 10.0, "big_n": 10.0, "total_used": 20.0,
+            "population": 0.7, "personalized": 0.7, "obuchowski": 0.7,
+            "big_m_all": 10.0, "big_n_all": 10.0,
+        }  # fmt: skip
+        with pytest.raises(DisclosureError) as exc:
+            site.handle(FUNCTION_MOMENTS, args)
+        text = str(exc.value)
+        named += f"count is {k}," in text
+        texts.setdefault(k, set()).add(text)
+    assert named == 0, f"the refusal named the count in {named}/20"
+    assert len(set().union(*texts.values())) == 1, texts
+
+
+# -- R7. clustered bins in the clear against the calibration bins ---------------------------------
+def test_clustered_clear_edges_next_to_a_calibration_edge_do_not_reveal_a_label():
+    """A site whose operator allows clustered histograms in the clear (``clear_histograms``,
+    for federations too small for secure aggregation) binds one partition of edges, each
+    non-empty bin with q rows of each class. But it also releases its calibration bins in
+    the clear, a second partition: the analyst who knows the victim's score v (the lowest
+    in [0.6, 0.7)) asks the clustered summary over edges [0, 0.3, v, 1] and subtracts the
+    calibration bins from 0.6 on: positives and negatives in [0.6, v) are zero, and those
+    in [v, 0.7) are the victim alone, so the clustered bin [v, 1] minus the calibration
+    bins [0.7, 1] gives its label. On main d84ec09: 20 of 20. Now clear clustered edges,
+    calibration edges and confusion thresholds are held q rows of each class apart."""
+    from fedroc.methods.clustered import FUNCTION_SUMMARY
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(707)
+    right = refused = 0
+    for _ in range(20):
+        n = 300
+        y = rng.random(n) < 0.5
+        s = np.where(rng.random(n) < 0.6, rng.uniform(0.1, 0.59, n), rng.uniform(0.71, 0.99, n))
+        v = float(rng.uniform(0.601, 0.609))
+        label = bool(rng.random() < 0.5)
+        y, s = np.r_[y, label], np.r_[s, v]
+        cluster = np.arange(y.size) // 3
+        site = Site(
+            "victim",
+            SiteData.from_arrays(y, s, cluster),
+            policy=DisclosurePolicy(clear_histograms=True),
+        )
+        fed = Federation.from_sites([site])
+        try:
+            cal = fed.call("fedroc.calibration", n_bins=10)["victim"]
+            summ = fed.call(FUNCTION_SUMMARY, edges=np.array([0.0, 0.3, v, 1.0]))["victim"]
+        except DisclosureError:
+            refused += 1
+            continue
+        count, pos = np.asarray(cal["count"]), np.round(np.asarray(cal["sum_observed"]))
+        top_pos = int(np.asarray(summ["hist_pos_all"])[2]) - int(pos[7:].sum())
+        top_neg = int(np.asarray(summ["hist_neg_all"])[2]) - int((count - pos)[7:].sum())
+        right += (top_pos, top_neg) == ((1, 0) if label else (0, 1))
+    assert right == 0, f"victim's label recovered in {right}/20"
+    assert refused == 20
+    # The other order: the clustered summary first (answered), then the calibration curve.
+    site = Site(
+        "victim",
+        SiteData.from_arrays(y, s, cluster),
+        policy=DisclosurePolicy(clear_histograms=True),
+    )
+    fed = Federation.from_sites([site])
+    fed.call(FUNCTION_SUMMARY, edges=np.array([0.0, 0.3, v, 1.0]))
+    with pytest.raises(DisclosureError, match="cut too close to a bin edge"):
+        fed.call("fedroc.calibration", n_bins=10)
+
+
+# -- R8 (open). exact class counts in the clear at sites that run MPC or DP methods ---------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (attack review of main d84ec09): the default policy serves fedroc.info, "
+    "fedroc.class_counts, fedroc.sum and fedroc.calibration in the clear at every site, so "
+    "the class counts that the MPC method (and the histogram method's DP class counts) "
+    "protect are one call away; a site that runs those methods must list its "
+    "allowed_functions. Fix: a policy setting that withholds the exact basic statistics "
+    "(on by default for MPC owners), or methods that refuse to call them",
+)
+def test_the_class_counts_an_mpc_job_hides_are_not_released_in_the_clear():
+    """``docs/mpc.md``: the analyst never learns the class counts P and N of an MPC job
+    (the opened AUROC is rounded so that it does not pin them). The same sites, under their
+    default policy, answer ``fedroc.class_counts`` (and ``fedroc.sum`` of the label, and the
+    calibration counts) exactly: P and N of the job in one call, in every federation."""
+    rng = np.random.default_rng(808)
+    sites = [Site(n, SiteData.from_arrays(rng.random(60) < 0.3, rng.normal(size=60))) for n in "AB"]
+    fed = Federation.from_sites(sites)
+    truth = sum(int(s._data.label.sum()) for s in sites)
+    try:
+        got = sum(int(r["n_pos"]) for r in fed.call("fedroc.class_counts").values())
+    except DisclosureError:
+        got = None
+    assert got != truth
+
+
+# -- R9. rocglm.scale: the range question under a fixed set of levels ---------------------------
+def test_the_scale_question_cannot_bisect_a_sites_largest_score_under_fixed_levels():
+    """``rocglm.scale`` answers whether every score lies in a range, for at most MAX_SCALES
+    distinct scales per site lifetime (hole closed in an earlier review). But a request
+    with ``score_levels`` was keyed by its levels alone, while its answer still said
+    whether every score lies in its ``score_range``: with the levels fixed, any number of
+    ranges counted as one scale. On main d84ec09: 40 ranges pinned a site's largest score
+    to 1e-12, no budget, in 10 of 10 datasets. Now the key holds the range and the levels."""
+    from fedroc.methods.rocglm._site import FN_SCALE
+
+    rng = np.random.default_rng(909)
+    pinned = 0
+    for _ in range(10):
+        data = SiteData.from_arrays(rng.random(300) < 0.4, rng.beta(2.0, 3.0, 300))
+        fed = Federation.from_sites([Site("s0", data)])
+        lo, hi = 0.0, 1.0
+        try:
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                reply = fed.call(
+                    FN_SCALE, score_range=np.array([-1.0, mid]), score_levels=np.array([0.0, 1.0])
+                )["s0"]
+                lo, hi = (lo, mid) if reply["in_range"] else (mid, hi)
+        except DisclosureError:
+            pass
+        pinned += abs(hi - float(data.score.max())) < 1e-9
+    assert pinned == 0, f"the largest score pinned in {pinned}/10"
+
+
+# -- R10. calibration's withheld bins against a secure histogram tree over the same bins -----------
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (attack review of main d84ec09): a site-side fix (no exact binned secure "
+    "input after a clear calibration that withheld rows, and no such clear curve after "
+    "one) was tried and refused honest runs of two methods on one deployment "
+    "(tests/test_flower_deploy.py runs rocglm, then histogram); see the report",
+)
+def test_a_secure_tree_minus_the_sites_clear_calibration_bins_gives_no_withheld_bin():
+    """R2 with another function: the pooled leaf counts of the histogram tree in
+    secure-aggregation mode (branching 10, height 1 over [0, 1]: the calibration bins)
+    minus the three sites' clear calibration bins are the bins they withheld, with their
+    class: when only the victim withheld bin 9 (its lone row there), its label. This is the
+    data ``evaluate(method="histogram")`` itself gathers (the tree, then the clear
+    calibration curve), with a tree of the analyst's choosing. Measured on this branch: the
+    label in 40 of 40 federations, either order. Open: the strict xfail flips when fixed."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(1010)
+    right = refused = 0
+    for trial in range(TRIALS):
+        data, _score, label = _victim_data(rng)
+        others = []
+        for k in range(2):
+            y = rng.random(150) < 0.4
+            s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+            y = np.r_[y, np.ones(6, bool)]
+            s = np.r_[s, rng.uniform(0.9, 1.0, 6)]
+            others.append(Site(f"o{k}", SiteData.from_arrays(y, s)))
+        fed = Federation.from_sites([Site("victim", data), *others])
+        tree_args = {"mode": MODE_SA, "branching": 10, "height": 1, "lo": 0.0, "hi": 1.0}
+        try:
+            if trial % 2:  # either order
+                clear = fed.call("fedroc.calibration", n_bins=10)
+                tree = secure_sum(fed, INPUT_NAME, **tree_args)
+            else:
+                tree = secure_sum(fed, INPUT_NAME, **tree_args)
+                clear = fed.call("fedroc.calibration", n_bins=10)
+        except DisclosureError:
+            refused += 1
+            continue
+        pos = np.asarray(tree["pos"]) - sum(np.round(r["sum_observed"]) for r in clear.values())
+        neg = np.asarray(tree["neg"]) - sum(
+            np.asarray(r["count"]) - np.round(r["sum_observed"]) for r in clear.values()
+        )
+        right += (int(pos[9]), int(neg[9])) == ((1, 0) if label else (0, 1))
+    assert right == 0, f"victim's label recovered in {right}/{TRIALS}"
+    assert refused == TRIALS
