@@ -118,7 +118,8 @@ def clustered_auc(
         0.88 in places, and at I = 10 makes the one-sided equality test reject 11-23% of
         the time at level 5% (``scripts/clustered_coverage.py``).
     population_estimator : {"corrected", "eq5", "between"}, optional
-        Names the estimator of theta12 directly (overrides ``pair_correction``):
+        Names the estimator of theta12 directly (where ``pair_correction`` is a parameter
+        too, this one wins over it):
         ``"corrected"`` (eq. 5 x I/(I-1), the default), ``"eq5"``, or ``"between"``, the
         fraction of concordant pairs among pairs of different clusters, which always lies
         in [0, 1] (the corrected estimator can exceed 1 with few clusters: the result then
