@@ -34,6 +34,19 @@ def _victim_data(rng: np.random.Generator, n: int = 120) -> tuple[SiteData, floa
     )
 
 
+def _other_sites(rng: np.random.Generator) -> list[Site]:
+    """Two sites like the victim's, but with six positives in [0.9, 1]: many rows in bin 9,
+    so they withhold nothing there."""
+    others = []
+    for k in range(2):
+        y = rng.random(150) < 0.4
+        s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
+        y = np.r_[y, np.ones(6, bool)]
+        s = np.r_[s, rng.uniform(0.9, 1.0, 6)]
+        others.append(Site(f"o{k}", SiteData.from_arrays(y, s)))
+    return others
+
+
 # -- R1. calibration's withheld bins, by complement with fedroc.sum / fedroc.info ----------------
 def _complement_attack(fed: Federation, name: str) -> tuple[int, float, float] | None:
     """Subtract the released calibration bins from the site's totals.
@@ -94,14 +107,7 @@ def test_clear_and_secure_calibration_do_not_subtract_to_a_sites_withheld_bins()
     exact = refused = 0
     for _ in range(TRIALS):
         data, score, label = _victim_data(rng)
-        others = []
-        for k in range(2):
-            y = rng.random(150) < 0.4
-            s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
-            # The other sites hold many rows in bin 9, so they withhold nothing there.
-            y = np.r_[y, np.ones(6, bool)]
-            s = np.r_[s, rng.uniform(0.9, 1.0, 6)]
-            others.append(Site(f"o{k}", SiteData.from_arrays(y, s)))
+        others = _other_sites(rng)
         sites = [Site("victim", data), *others]
         fed = Federation.from_sites(sites)
         try:
@@ -485,13 +491,7 @@ def test_a_secure_tree_minus_the_sites_clear_calibration_bins_gives_no_withheld_
     right = refused = 0
     for trial in range(TRIALS):
         data, _score, label = _victim_data(rng)
-        others = []
-        for k in range(2):
-            y = rng.random(150) < 0.4
-            s = np.clip(rng.normal(0.4 + 0.15 * y, 0.08), 0.2, 0.69)
-            y = np.r_[y, np.ones(6, bool)]
-            s = np.r_[s, rng.uniform(0.9, 1.0, 6)]
-            others.append(Site(f"o{k}", SiteData.from_arrays(y, s)))
+        others = _other_sites(rng)
         fed = Federation.from_sites([Site("victim", data), *others])
         tree_args = {"mode": MODE_SA, "branching": 10, "height": 1, "lo": 0.0, "hi": 1.0}
         try:
