@@ -20,8 +20,14 @@ from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation
 from fedroc.federation.records import Record
-from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
+from fedroc.federation.schema import Choice, Float, Int
+from fedroc.federation.site import (
+    Reply,
+    SiteContext,
+    bind_before_reading,
+    binding_refused,
+    site_function,
+)
 from fedroc.metrics import CalibrationCurve, bin_edges, bin_index
 
 __all__ = [
@@ -152,18 +158,13 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
         ctx, CALIBRATION_RELEASE_KEY, mode, lambda first: _release_refused(ctx, mode, first)
     )
     if mode == "clear":
-        # Bound before reading too: the check against confusion thresholds below may refuse.
+        # The declared binding of n_bins, bound before reading here too: the check against
+        # confusion thresholds below may refuse, and a refusal must leave it bound.
         bind_before_reading(
             ctx,
             CALIBRATION_BINS_KEY,
             n_bins,
-            lambda first: ArgumentRefused(
-                f"site {ctx.site!r} refuses {FN_CALIBRATION!r}: argument 'n_bins' was "
-                f"{first!r} in its earlier releases and may not change (got {n_bins!r})",
-                site=ctx.site,
-                function=FN_CALIBRATION,
-                argument="n_bins",
-            ),
+            lambda first: binding_refused(ctx, FN_CALIBRATION, "n_bins", first, n_bins),
         )
     p = site_probabilities(ctx)
     idx = bin_index(p, n_bins)

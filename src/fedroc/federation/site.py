@@ -71,6 +71,7 @@ __all__ = [
     "SiteContext",
     "aggregate_input",
     "bind_before_reading",
+    "binding_refused",
     "get_site_function",
     "registered_site_functions",
     "site_function",
@@ -485,6 +486,39 @@ def schema_mod(call: Call, next_handler: Handler) -> Reply:
     return next_handler(replace(call, args=checked))
 
 
+def binding_refused(
+    ctx: SiteContext, function: str, argument: str, first: Any, value: Any
+) -> ArgumentRefused:
+    """Return the refusal of an argument declared ``bind`` whose value changed.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The calling site function's context.
+    function : str
+        The site function's registered name.
+    argument : str
+        The argument's name.
+    first : JSON value
+        The value it was bound to.
+    value : JSON value
+        The value this request gives.
+
+    Returns
+    -------
+    ArgumentRefused
+        Naming the site, the function, the argument and both values.
+    """
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {function!r}: argument {argument!r} was "
+        f"{first!r} in its earlier releases and may not change (got {value!r}); "
+        "aggregates under two choices could be subtracted",
+        site=ctx.site,
+        function=function,
+        argument=argument,
+    )
+
+
 def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -> None:
     for key, value in bound.items():
         # Membership, not the value: an argument first bound to None (its default) is bound.
@@ -492,15 +526,7 @@ def _check_bindings(ctx: SiteContext, function: str, bound: Mapping[str, Any]) -
             continue
         first = ctx.ledger.bindings[key]
         if first != value:
-            argument = key.rsplit(":", 1)[-1]
-            raise ArgumentRefused(
-                f"site {ctx.site!r} refuses {function!r}: argument {argument!r} was "
-                f"{first!r} in its earlier releases and may not change (got {value!r}); "
-                "aggregates under two choices could be subtracted",
-                site=ctx.site,
-                function=function,
-                argument=argument,
-            )
+            raise binding_refused(ctx, function, key.rsplit(":", 1)[-1], first, value)
 
 
 def bind_before_reading(
