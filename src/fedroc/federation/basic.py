@@ -276,6 +276,29 @@ def cuts_keep_q_rows(
     return cuts_apart(ctx, t[~on_edge], edges, allow_equal=False)
 
 
+def apart_from_clear_calibration(ctx: SiteContext, cuts: np.ndarray) -> bool:
+    """Tell whether clear cuts are apart from the site's clear calibration bins.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The calling site function's context.
+    cuts : ndarray of float
+        Thresholds or inner edges the site is asked to release in the clear.
+
+    Returns
+    -------
+    bool
+        True when the site released no clear calibration curve, else
+        :func:`cuts_keep_q_rows` against its bins and the bins it withheld.
+    """
+    n_bins = clear_calibration_bins(ctx)
+    if n_bins is None:
+        return True
+    count = np.bincount(bin_index(ctx.data.score, n_bins), minlength=n_bins)
+    return cuts_keep_q_rows(ctx, cuts, n_bins, withheld_bins(count, ctx.policy.min_count))
+
+
 def cuts_apart(
     ctx: SiteContext, cuts: np.ndarray, others: np.ndarray, *, allow_equal: bool = True
 ) -> bool:

@@ -47,18 +47,16 @@ from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation import schema as sch
 from fedroc.federation.basic import (
     CLEAR_EDGES_KEY,
-    clear_calibration_bins,
+    apart_from_clear_calibration,
     confusion_thresholds,
     cuts_apart,
-    cuts_keep_q_rows,
-    withheld_bins,
 )
 from fedroc.federation.records import Record
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
 from fedroc.methods.clustered._pooled import encode_clusters
-from fedroc.metrics import ScoreCounts, beaten_counts, bin_index, bin_index_edges
+from fedroc.metrics import ScoreCounts, beaten_counts, bin_index_edges
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -219,13 +217,9 @@ def _apart_from_other_clear_cuts(ctx: SiteContext, function: str, edges: FloatAr
     _, first = np.unique(np.searchsorted(np.sort(ctx.data.score), inner), return_index=True)
     with ctx.ledger.transaction():
         ctx.ledger.bind(CLEAR_EDGES_KEY, [float(v) for v in inner[np.sort(first)]])
-    n_bins = clear_calibration_bins(ctx)
     q = ctx.policy.min_count
     apart = cuts_apart(ctx, inner, np.array(confusion_thresholds(ctx)))
-    if apart and n_bins is not None:
-        count = np.bincount(bin_index(ctx.data.score, n_bins), minlength=n_bins)
-        apart = cuts_keep_q_rows(ctx, inner, n_bins, withheld_bins(count, q))
-    if not apart:
+    if not (apart and apart_from_clear_calibration(ctx, inner)):
         raise DisclosureError(
             f"site {ctx.site!r} refuses {function!r} in the clear: an edge lies too close to "
             "a calibration bin edge or confusion threshold it released (fewer than "

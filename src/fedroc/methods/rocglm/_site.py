@@ -43,11 +43,11 @@ from scipy import special
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.basic import (
     CONFUSION_THRESHOLD_KEY,
+    apart_from_clear_calibration,
     clear_calibration_bins,
     clustered_clear_edges,
+    confusion_thresholds,
     cuts_apart,
-    cuts_keep_q_rows,
-    withheld_bins,
 )
 from fedroc.federation.records import Record
 from fedroc.federation.schema import (
@@ -78,7 +78,6 @@ from fedroc.methods.rocglm._deconvolution import (
     check_levels,
 )
 from fedroc.methods.rocglm._probit import probit_parts
-from fedroc.metrics import bin_index
 from fedroc.privacy import gaussian_mechanism
 
 __all__ = [
@@ -571,23 +570,18 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
             site=ctx.site,
             function=FN_CONFUSION,
         )
-    released = sorted(
-        float(v) for k, v in ctx.ledger.bindings.items() if k.startswith(_CONFUSION_KEY)
-    )
+    released = confusion_thresholds(ctx)
     if threshold not in released:
-        n_bins = clear_calibration_bins(ctx)
-        if n_bins is not None:
-            # The calibration bins released in the clear cut the scores too: a table at a
-            # threshold near one of their edges subtracts to the rows between.
-            count = np.bincount(bin_index(d.score, n_bins), minlength=n_bins)
-            if not cuts_keep_q_rows(ctx, np.array([threshold]), n_bins, withheld_bins(count, q)):
-                raise DisclosureError(
-                    f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
-                    f"its calibration curve at {n_bins} bins was released, and the two would "
-                    f"subtract to fewer than {q} rows of a class",
-                    site=ctx.site,
-                    function=FN_CONFUSION,
-                )
+        # The calibration bins released in the clear cut the scores too: a table at a
+        # threshold near one of their edges subtracts to the rows between.
+        if not apart_from_clear_calibration(ctx, np.array([threshold])):
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
+                f"its calibration curve at {clear_calibration_bins(ctx)} bins was released, "
+                f"and the two would subtract to fewer than {q} rows of a class",
+                site=ctx.site,
+                function=FN_CONFUSION,
+            )
         if not cuts_apart(ctx, np.array([threshold]), np.array(clustered_clear_edges(ctx))):
             # The clustered histograms released in the clear cut the scores as well.
             raise DisclosureError(
