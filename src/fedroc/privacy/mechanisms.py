@@ -38,14 +38,15 @@ from __future__ import annotations
 
 import math
 import secrets
+from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, stats
 
-from fedroc._docs import fill_doc
+from fedroc._docs import fill, fill_doc
 from fedroc.exceptions import InputError
 from fedroc.privacy.ledger import DPEvent
 
@@ -66,21 +67,36 @@ __all__ = [
     "os_entropy_rng",
 ]
 
+T = TypeVar("T")
+
 # OpenDP rounds released values to multiples of 2^GRID_EXPONENT (its ``k``).
 GRID_EXPONENT = -30
 _GRID_SLACK = 2.0 ** (GRID_EXPONENT + 1)
 
 
-def _check_eps_delta(epsilon: float, delta: float | None = None) -> None:
+def _check_sensitivity(sensitivity: float) -> None:
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
+
+
+def _check_privacy(epsilon: float, sensitivity: float, delta: float | None = None) -> None:
+    """Refuse an epsilon or a sensitivity that is not a positive number, a delta outside (0, 1)."""
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise InputError(f"epsilon must be a positive number; got {epsilon!r}")
     if delta is not None and not 0.0 < delta < 1.0:
         raise InputError(f"delta must lie in (0, 1); got {delta!r}")
+    _check_sensitivity(sensitivity)
 
 
-def _check_sensitivity(sensitivity: float) -> None:
-    if not (sensitivity > 0 and math.isfinite(sensitivity)):
-        raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
+def _refuses_gaussian_parameters(func: T) -> T:
+    """Document the refusals of a Gaussian calibration (:func:`_check_privacy`) once."""
+    func.__doc__ = fill(
+        func.__doc__ or "",
+        gaussian_refusals="""\
+InputError
+    ``epsilon`` or ``sensitivity`` not positive, or ``delta`` outside (0, 1).""",
+    )
+    return func
 
 
 def os_entropy_rng() -> np.random.Generator:
@@ -126,7 +142,30 @@ def _opendp_apply(kind: str, values: NDArray[np.float64], scale: float) -> NDArr
     return np.asarray(meas(flat), dtype=np.float64).reshape(np.shape(values))
 
 
-@fill_doc
+def _grid_slack(rng: np.random.Generator | None) -> float:
+    """Return what OpenDP's rounding to its grid adds to the sensitivity (0 with a site rng)."""
+    return _GRID_SLACK if rng is None else 0.0
+
+
+def _release(
+    law: str, values: NDArray[np.float64], rng: np.random.Generator | None, event: DPEvent
+) -> tuple[NDArray[np.float64], DPEvent]:
+    """``values`` plus ``law``'s noise ("gaussian" or "laplace") of ``event.noise_scale``.
+
+    Without ``rng`` OpenDP draws the noise on its grid (production); with the site-seeded
+    ``rng`` numpy does (simulations). Returns the noisy values and ``event`` completed with
+    their number and the sampler.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if rng is None:
+        noisy = _opendp_apply(law, x, event.noise_scale)
+    else:
+        draw = _rng(rng).normal if law == "gaussian" else _rng(rng).laplace
+        noisy = x + draw(0.0, event.noise_scale, x.shape)
+    return noisy, replace(event, size=int(x.size), sampler=_sampler(rng))
+
+
+@_refuses_gaussian_parameters
 def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) -> float:
     """Noise sd of the classic Gaussian mechanism, ``sqrt(2 ln(1.25/delta)) Delta2 / epsilon``.
 
@@ -146,11 +185,9 @@ def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) 
 
     Raises
     ------
-    InputError
-        ``epsilon`` or ``sensitivity`` not positive, or ``delta`` outside (0, 1).
+    {gaussian_refusals}
     """
-    _check_eps_delta(epsilon, delta)
-    _check_sensitivity(sensitivity)
+    _check_privacy(epsilon, sensitivity, delta)
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
 
 
@@ -177,7 +214,7 @@ def analytic_gaussian_delta(sigma: float, *, epsilon: float, sensitivity: float)
     return float(stats.norm.cdf(a - b)) - second
 
 
-@fill_doc
+@_refuses_gaussian_parameters
 def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) -> float:
     """Smallest noise sd that makes the Gaussian mechanism (epsilon, delta)-DP.
 
@@ -196,11 +233,9 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float)
 
     Raises
     ------
-    InputError
-        ``epsilon`` or ``sensitivity`` not positive, or ``delta`` outside (0, 1).
+    {gaussian_refusals}
     """
-    _check_eps_delta(epsilon, delta)
-    _check_sensitivity(sensitivity)
+    _check_privacy(epsilon, sensitivity, delta)
 
     def excess(log_sigma: float) -> float:
         return (
@@ -269,15 +304,8 @@ def gaussian_mechanism(
         Invalid ``epsilon``, ``delta``, ``sensitivity`` or ``calibration``.
     """
     _check_sensitivity(sensitivity)
-    slack = _GRID_SLACK if rng is None else 0.0
-    sigma, name = _gaussian_sigma(epsilon, delta, sensitivity + slack, calibration)
-    x = np.asarray(values, dtype=np.float64)
-    if rng is None:
-        noisy = _opendp_apply("gaussian", x, sigma)
-    else:
-        noisy = x + _rng(rng).normal(0.0, sigma, x.shape)
-    event = DPEvent(name, epsilon, delta, sensitivity, sigma, int(x.size), sampler=_sampler(rng))
-    return noisy, event
+    sigma, name = _gaussian_sigma(epsilon, delta, sensitivity + _grid_slack(rng), calibration)
+    return _release("gaussian", values, rng, DPEvent(name, epsilon, delta, sensitivity, sigma))
 
 
 @fill_doc
@@ -343,17 +371,9 @@ def laplace_mechanism(
     InputError
         ``epsilon`` or ``sensitivity`` not a positive number.
     """
-    _check_eps_delta(epsilon)
-    _check_sensitivity(sensitivity)
-    slack = _GRID_SLACK if rng is None else 0.0
-    scale = (sensitivity + slack) / epsilon
-    x = np.asarray(values, dtype=np.float64)
-    if rng is None:
-        noisy = _opendp_apply("laplace", x, scale)
-    else:
-        noisy = x + _rng(rng).laplace(0.0, scale, x.shape)
-    event = DPEvent("laplace", epsilon, 0.0, sensitivity, scale, int(x.size), sampler=_sampler(rng))
-    return noisy, event
+    _check_privacy(epsilon, sensitivity)
+    scale = (sensitivity + _grid_slack(rng)) / epsilon
+    return _release("laplace", values, rng, DPEvent("laplace", epsilon, 0.0, sensitivity, scale))
 
 
 @fill_doc
@@ -448,8 +468,7 @@ def laplace_shares(
     InputError
         Invalid ``epsilon``, ``sensitivity``, ``n_shares`` or ``noise``.
     """
-    _check_eps_delta(epsilon)
-    _check_sensitivity(sensitivity)
+    _check_privacy(epsilon, sensitivity)
     if int(n_shares) != n_shares or n_shares < 1:
         raise InputError(f"n_shares must be a positive integer; got {n_shares!r}")
     if noise not in NOISE_SHARES:
