@@ -28,10 +28,12 @@ Flow of one job (proxy 0 = P0, proxy 1 = P1, helper = H)::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -68,6 +70,7 @@ FRAME_PREFIX = 8  # bytes of the length prefix
 HELLO_LIMIT = 1 << 16  # the first frame of a connection, before its role is known
 JOB_ID = re.compile(r"^[0-9A-Za-z_-]{8,64}$")
 MAX_TEXT = 4096
+MAX_BOX = 1 << 20  # a sealed result share
 
 
 CLIENT_CN = "fedroc-mpc-client"  # common name of the analyst's TLS certificate
@@ -127,6 +130,15 @@ def read_bool(rec: Mapping[str, Any], key: str, kind: str) -> bool:
     value = _get(rec, key, kind)
     if not isinstance(value, bool):
         raise ProtocolError(f"malformed {kind!r} message: {key!r} must be true or false")
+    return value
+
+
+def read_choice(
+    rec: Mapping[str, Any], key: str, kind: str, *, options: tuple[str, ...], max_len: int
+) -> str:
+    value = read_str(rec, key, kind, max_len=max_len)
+    if value not in options:
+        raise ProtocolError(f"malformed {kind!r} message: unknown {key} {value!r}")
     return value
 
 
@@ -193,20 +205,69 @@ def with_prefix(rec: Mapping[str, Any], prefix: str) -> Record:
     return {f"{prefix}.{k}": v for k, v in rec.items()}
 
 
+def reads(reader: Callable[..., Any], **limits: Any) -> dict[str, Any]:
+    """Metadata of a dataclass field: the ``read_*`` function (and limits) that reads it back.
+
+    ``name: bytes = field(metadata=reads(read_bytes, size=32))`` declares the field and its
+    validation in one place; :func:`read_fields` reads every field so declared.
+    """
+    return {"read": partial(reader, **limits)}
+
+
+def nests(record: type[Any], *, count: int | None = None) -> dict[str, Any]:
+    """Metadata of a field holding a record type (``to_record()``, ``from_record(rec, kind)``).
+
+    The field ``name`` is written under ``name.``; with ``count``, a tuple of ``count``
+    records is written under ``name0.``, ``name1.``, ...
+    """
+
+    def prefixes(name: str) -> list[str]:
+        return [name] if count is None else [f"{name}{i}" for i in range(count)]
+
+    def write(name: str, value: Any) -> Record:
+        items = [value] if count is None else list(value)
+        out: Record = {}
+        for prefix, item in zip(prefixes(name), items, strict=True):
+            out.update(with_prefix(item.to_record(), prefix))
+        return out
+
+    def read(rec: Mapping[str, Any], name: str, kind: str) -> Any:
+        items = tuple(record.from_record(sub_record(rec, p), kind) for p in prefixes(name))
+        return items[0] if count is None else items
+
+    return {"read": read, "write": write}
+
+
+def read_fields(cls: type, rec: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """Read and validate each field of dataclass ``cls`` with the reader it declares."""
+    return {f.name: f.metadata["read"](rec, f.name, kind) for f in dataclasses.fields(cls)}
+
+
 # -- messages -----------------------------------------------------------------------------
 
 
 class Message:
-    """Base of every message: ``to_record()`` and ``from_record()`` (validating)."""
+    """Base of every message (a frozen dataclass): ``fields()`` and ``from_fields()``.
+
+    A message declares how each field is read back (:func:`reads`, :func:`nests`), and these
+    two methods serve it as they are; a message whose layout is its own overrides both.
+    """
 
     KIND: ClassVar[str]
 
     def fields(self) -> Record:
-        """Return the message's own fields as a record.
+        """Return the message's own fields as a record, text cut to 4096 characters.
 
         :func:`encode_message` adds ``kind`` and ``job``.
         """
-        return {}
+        out: Record = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if "write" in f.metadata:
+                out.update(f.metadata["write"](f.name, value))
+            else:
+                out[f.name] = value[:MAX_TEXT] if isinstance(value, str) else value
+        return out
 
     @classmethod
     def from_fields(cls, rec: Mapping[str, Any]) -> Message:
@@ -217,7 +278,7 @@ class Message:
         ProtocolError
             Naming the first field that is missing or malformed.
         """
-        return cls()
+        return cls(**read_fields(cls, rec, cls.KIND))
 
 
 _REGISTRY: dict[str, type[Message]] = {}
@@ -234,20 +295,8 @@ class Hello(Message):
     """First frame on a connection: who the certificate holder claims to be."""
 
     KIND: ClassVar[str] = Kind.HELLO
-    role: str  # "party" or "client"
-    pid: int = -1
-
-    def fields(self) -> Record:
-        """Return ``role`` and ``pid``."""
-        return {"role": self.role, "pid": self.pid}
-
-    @classmethod
-    def from_fields(cls, rec: Mapping[str, Any]) -> Hello:
-        """Read ``role`` (``"party"`` or ``"client"``) and ``pid`` (-1 to 2)."""
-        role = read_str(rec, "role", cls.KIND, max_len=16)
-        if role not in ("party", "client"):
-            raise ProtocolError(f"malformed 'hello' message: unknown role {role!r}")
-        return cls(role, read_int(rec, "pid", cls.KIND, lo=-1, hi=2))
+    role: str = field(metadata=reads(read_choice, options=("party", "client"), max_len=16))
+    pid: int = field(default=-1, metadata=reads(read_int, lo=-1, hi=2))
 
 
 @_message
@@ -275,17 +324,8 @@ class ErrorMessage(Message):
     """A job (or a request) failed or was refused; ``job`` is empty outside a job."""
 
     KIND: ClassVar[str] = Kind.ERROR
-    reason: str
-    job: str = ""
-
-    def fields(self) -> Record:
-        """Return ``reason`` (cut to 4096 characters) and ``job``."""
-        return {"reason": self.reason[:MAX_TEXT], "job": self.job}
-
-    @classmethod
-    def from_fields(cls, rec: Mapping[str, Any]) -> ErrorMessage:
-        """Read ``reason`` and ``job`` (at most 96 characters)."""
-        return cls(read_str(rec, "reason", cls.KIND), read_str(rec, "job", cls.KIND, max_len=96))
+    reason: str = field(metadata=reads(read_str))
+    job: str = field(default="", metadata=reads(read_str, max_len=96))
 
 
 @dataclass(frozen=True)
@@ -325,12 +365,12 @@ class StatsRecord:
 class ForwardedBundle:
     """What proxy 1 gets of an owner's bundle: its own box and the digest of proxy 0's."""
 
-    owner: str
-    n: int
-    owner_key: bytes
-    signature: bytes
-    digest0: bytes
-    box1: bytes
+    owner: str = field(metadata=reads(read_str, max_len=100))
+    n: int = field(metadata=reads(read_int, lo=1, hi=1 << 28))
+    owner_key: bytes = field(metadata=reads(read_bytes, size=32))
+    signature: bytes = field(metadata=reads(read_bytes, size=64))
+    digest0: bytes = field(metadata=reads(read_bytes, size=32))
+    box1: bytes = field(metadata=reads(read_bytes))
 
     def to_record(self) -> Record:
         """Return the bundle part as a record (``box1`` as a uint8 array)."""
@@ -342,14 +382,7 @@ class ForwardedBundle:
 
         ``kind`` names the enclosing message in error messages.
         """
-        return cls(
-            read_str(rec, "owner", kind, max_len=100),
-            read_int(rec, "n", kind, lo=1, hi=1 << 28),
-            read_bytes(rec, "owner_key", kind, size=32),
-            read_bytes(rec, "signature", kind, size=64),
-            read_bytes(rec, "digest0", kind, size=32),
-            read_bytes(rec, "box1", kind),
-        )
+        return cls(**read_fields(cls, rec, kind))
 
 
 def _bundles_to_record(items: Sequence[Any]) -> Record:
@@ -453,16 +486,7 @@ class Seed(Message):
     """Proxy 1 -> helper: the seed of the P1-H correlated-randomness stream."""
 
     KIND: ClassVar[str] = Kind.SEED
-    seed: bytes
-
-    def fields(self) -> Record:
-        """Return the seed."""
-        return {"seed": self.seed}
-
-    @classmethod
-    def from_fields(cls, rec: Mapping[str, Any]) -> Seed:
-        """Read the 32-byte seed."""
-        return cls(read_bytes(rec, "seed", cls.KIND, size=32))
+    seed: bytes = field(metadata=reads(read_bytes, size=32))
 
 
 @_message
@@ -471,17 +495,8 @@ class Verdict(Message):
     """A party's own check of the job: the job runs only if all three accept."""
 
     KIND: ClassVar[str] = Kind.VERDICT
-    accept: bool
-    reason: str = ""
-
-    def fields(self) -> Record:
-        """Return ``accept`` and ``reason`` (cut to 4096 characters)."""
-        return {"accept": self.accept, "reason": self.reason[:MAX_TEXT]}
-
-    @classmethod
-    def from_fields(cls, rec: Mapping[str, Any]) -> Verdict:
-        """Read ``accept`` (a boolean) and ``reason``."""
-        return cls(read_bool(rec, "accept", cls.KIND), read_str(rec, "reason", cls.KIND))
+    accept: bool = field(metadata=reads(read_bool))
+    reason: str = field(default="", metadata=reads(read_str))
 
 
 @_message
@@ -490,20 +505,8 @@ class ResultShare(Message):
     """Proxy 1 or the helper -> proxy 0: the sealed result share (empty for the helper)."""
 
     KIND: ClassVar[str] = Kind.RESULT_SHARE
-    box: bytes
-    stats: StatsRecord
-
-    def fields(self) -> Record:
-        """Return the sealed box and the statistics (under ``stats.``)."""
-        return {"box": self.box, **with_prefix(self.stats.to_record(), "stats")}
-
-    @classmethod
-    def from_fields(cls, rec: Mapping[str, Any]) -> ResultShare:
-        """Read the box (at most 1 MiB) and the statistics."""
-        return cls(
-            read_bytes(rec, "box", cls.KIND, max_size=1 << 20),
-            StatsRecord.from_record(sub_record(rec, "stats"), cls.KIND),
-        )
+    box: bytes = field(metadata=reads(read_bytes, max_size=MAX_BOX))
+    stats: StatsRecord = field(metadata=nests(StatsRecord))
 
 
 @_message
@@ -512,28 +515,12 @@ class Result(Message):
     """Proxy 0 -> client: both proxies' sealed result shares and every party's statistics."""
 
     KIND: ClassVar[str] = Kind.RESULT
-    box0: bytes
-    box1: bytes
-    stats: tuple[StatsRecord, StatsRecord, StatsRecord]
-
-    def fields(self) -> Record:
-        """Return both boxes and each party's statistics (under ``stats0.`` ... ``stats2.``)."""
-        out: Record = {"box0": self.box0, "box1": self.box1}
-        for pid, s in enumerate(self.stats):
-            out.update(with_prefix(s.to_record(), f"stats{pid}"))
-        return out
-
-    @classmethod
-    def from_fields(cls, rec: Mapping[str, Any]) -> Result:
-        """Read both boxes (at most 1 MiB each) and the three parties' statistics."""
-        stats = tuple(
-            StatsRecord.from_record(sub_record(rec, f"stats{pid}"), cls.KIND) for pid in range(3)
-        )
-        return cls(
-            read_bytes(rec, "box0", cls.KIND, max_size=1 << 20),
-            read_bytes(rec, "box1", cls.KIND, max_size=1 << 20),
-            stats,  # type: ignore[arg-type]
-        )
+    box0: bytes = field(metadata=reads(read_bytes, max_size=MAX_BOX))
+    box1: bytes = field(metadata=reads(read_bytes, max_size=MAX_BOX))
+    # One party's statistics each, under ``stats0.`` ... ``stats2.``.
+    stats: tuple[StatsRecord, StatsRecord, StatsRecord] = field(
+        metadata=nests(StatsRecord, count=3)
+    )
 
 
 @dataclass(frozen=True)
