@@ -7,7 +7,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from fedroc._results import ResultMixin, jsonable
 from fedroc.data import Columns
@@ -129,6 +129,48 @@ class Released(ResultMixin):
         return cls(0, [], {}, {}, {}, {}, {}, {}, [f"all {n_rows} rows pooled (no privacy)"])
 
 
+class TableOptions(TypedDict, total=False):
+    """Keywords of :meth:`Federation.from_frames` and :meth:`Federation.from_files`.
+
+    Attributes
+    ----------
+    label, score : str
+        Columns of the labels and of the scores (default ``"label"``, ``"score"``).
+    cluster : str or None
+        Column of cluster ids (clustered AUCs).
+    score_b : str or None
+        Column of a second model's score (paired comparisons).
+    pos_label : optional
+        The positive class, where the labels are not {0, 1}, {-1, 1} or booleans.
+    policy : DisclosurePolicy or None
+        Every site's disclosure policy (default: :class:`DisclosurePolicy`'s defaults).
+    audit_dir : str, Path or None
+        Each site keeps its audit log and its privacy ledger there (``<name>.jsonl``,
+        ``<name>.ledger.jsonl``), so that its spending carries over to later runs; without
+        it both live in memory.
+    noise_seed : int or None
+        Configures the sites' DP noise for reproducible simulations (each site derives its
+        own stream); it is a setting of the sites, not of the analyst.
+    requester, timeout
+        As in :class:`Federation`.
+    """
+
+    label: str
+    score: str
+    cluster: str | None
+    score_b: str | None
+    pos_label: Any
+    policy: DisclosurePolicy | None
+    audit_dir: str | Path | None
+    noise_seed: int | None
+    requester: str
+    timeout: float | None
+
+
+_COLUMN_OPTIONS = ("label", "score", "cluster", "score_b")  # fedroc.data.Columns
+_SITE_OPTIONS = ("pos_label", "policy", "noise_seed")  # Site.from_frame / Site.from_file
+
+
 class Federation:
     """The analyst's handle: call a site function on every site, get one reply per site.
 
@@ -238,71 +280,37 @@ class Federation:
         return cls(transport, **kwargs)
 
     @classmethod
-    def from_frames(
-        cls,
-        frames: Mapping[str, Any],
-        *,
-        label: str = "label",
-        score: str = "score",
-        cluster: str | None = None,
-        pos_label: Any = None,
-        policy: DisclosurePolicy | None = None,
-        audit_dir: str | Path | None = None,
-        noise_seed: int | None = None,
-        score_b: str | None = None,
-        **kwargs: Any,
-    ) -> Federation:
+    def from_frames(cls, frames: Mapping[str, Any], **options: Unpack[TableOptions]) -> Federation:
         """In-process federation from ``{site name: pandas DataFrame}``.
 
-        With ``audit_dir`` each site keeps its audit log and its privacy ledger there
-        (``<name>.jsonl``, ``<name>.ledger.jsonl``), so that its spending carries over to
-        later runs; without it both live in memory. ``noise_seed`` configures the sites'
-        DP noise for reproducible simulations (each site derives its own stream); it is a
-        setting of the sites, not of the analyst. ``score_b`` names a second model's score
-        column (paired comparisons).
+        ``options`` are the columns, the sites' settings and the federation's keywords
+        (:class:`TableOptions`).
         """
-        settings = {"pos_label": pos_label, "policy": policy, "noise_seed": noise_seed}
-        columns = Columns(label, score, cluster, score_b)
-        return cls._from_tables(Site.from_frame, frames, columns, audit_dir, settings, kwargs)
+        return cls._from_tables(Site.from_frame, frames, options)
 
     @classmethod
     def from_files(
-        cls,
-        paths: Mapping[str, str | Path],
-        *,
-        label: str = "label",
-        score: str = "score",
-        cluster: str | None = None,
-        pos_label: Any = None,
-        policy: DisclosurePolicy | None = None,
-        audit_dir: str | Path | None = None,
-        noise_seed: int | None = None,
-        score_b: str | None = None,
-        **kwargs: Any,
+        cls, paths: Mapping[str, str | Path], **options: Unpack[TableOptions]
     ) -> Federation:
         """In-process federation from ``{site name: CSV or Parquet path}``.
 
-        ``audit_dir`` and ``noise_seed`` as in :meth:`from_frames`.
+        ``options`` as in :meth:`from_frames`.
         """
-        settings = {"pos_label": pos_label, "policy": policy, "noise_seed": noise_seed}
-        columns = Columns(label, score, cluster, score_b)
-        return cls._from_tables(Site.from_file, paths, columns, audit_dir, settings, kwargs)
+        return cls._from_tables(Site.from_file, paths, options)
 
     @classmethod
     def _from_tables(
-        cls,
-        make_site: Callable[..., Site],
-        tables: Mapping[str, Any],
-        columns: Columns,
-        audit_dir: str | Path | None,
-        settings: dict[str, Any],
-        kwargs: dict[str, Any],
+        cls, make_site: Callable[..., Site], tables: Mapping[str, Any], options: TableOptions
     ) -> Federation:
+        given: dict[str, Any] = dict(options)
+        columns = Columns(**{k: given.pop(k) for k in _COLUMN_OPTIONS if k in given})
+        settings = {k: given.pop(k) for k in _SITE_OPTIONS if k in given}
+        audit_dir = given.pop("audit_dir", None)
         sites = [
             make_site(name, table, columns, audit=_audit_path(audit_dir, name), **settings)
             for name, table in tables.items()
         ]
-        return cls.from_sites(sites, **kwargs)
+        return cls.from_sites(sites, **given)
 
     @classmethod
     def from_toml(
