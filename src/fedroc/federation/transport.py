@@ -44,14 +44,18 @@ class Exchange:
 
 
 class Transport(ABC):
-    """Delivers calls to sites. Implementations must not share objects with the sites."""
+    """Delivers calls to sites. Implementations must not share objects with the sites.
+
+    A transport implements :meth:`_deliver` (how one call reaches its sites); :meth:`call`
+    refuses unknown sites and turns the failures into one error. A transport that wraps
+    another one may override :meth:`call` instead.
+    """
 
     @property
     @abstractmethod
     def site_names(self) -> list[str]:
         """Names of the sites this transport reaches."""
 
-    @abstractmethod
     def call(
         self,
         function: str,
@@ -64,8 +68,27 @@ class Transport(ABC):
 
         Returns one exchange per site, or raises :class:`SiteError` (or
         :class:`DisclosureError` for a policy refusal) naming every site that failed; a
-        partial result is never returned.
+        partial result is never returned. A call naming a site this transport does not
+        reach reaches no site.
         """
+        known = set(self.site_names)
+        raise_site_failures(
+            function,
+            {n: SiteError(f"no site named {n!r}", site=n) for n in args_by_site if n not in known},
+        )
+        exchanges, failures = self._deliver(function, args_by_site, requester, timeout)
+        raise_site_failures(function, failures)
+        return exchanges
+
+    def _deliver(
+        self, function: str, site_args: Mapping[str, Record], requester: str, timeout: float | None
+    ) -> tuple[dict[str, Exchange], dict[str, BaseException]]:
+        """Run ``function`` at every site named (all known); the exchanges and the failures.
+
+        A site's failure is returned, not raised, so that every site is heard from and
+        :meth:`call` names them all; ``timeout`` is None for the transport's own default.
+        """
+        raise NotImplementedError(f"{type(self).__name__} delivers no calls")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections or processes."""
@@ -123,27 +146,18 @@ class InProcessTransport(Transport):
         """Names of the sites, in the order they were given."""
         return list(self._sites)
 
-    def call(
-        self,
-        function: str,
-        args_by_site: Mapping[str, Record],
-        *,
-        requester: str = "analyst",
-        timeout: float | None = None,
-    ) -> dict[str, Exchange]:
+    def _deliver(
+        self, function: str, site_args: Mapping[str, Record], requester: str, timeout: float | None
+    ) -> tuple[dict[str, Exchange], dict[str, BaseException]]:
         """Run ``function`` at each site in turn, encoding arguments and replies as bytes.
 
-        Every site is called even if one fails; then :func:`raise_site_failures` names all the
-        failed sites. ``timeout`` is ignored: the sites run in this thread. See
-        :meth:`Transport.call`.
+        Every site is called even if one fails. ``timeout`` is ignored: the sites run in
+        this thread.
         """
         out: dict[str, Exchange] = {}
         failures: dict[str, BaseException] = {}
-        for name, args in args_by_site.items():
-            site = self._sites.get(name)
-            if site is None:
-                failures[name] = SiteError(f"no site named {name!r}", site=name)
-                continue
+        for name, args in site_args.items():
+            site = self._sites[name]
             start = time.perf_counter()
             try:
                 sent = encode(args)
@@ -154,5 +168,4 @@ class InProcessTransport(Transport):
             out[name] = Exchange(
                 decode(received), len(sent), len(received), time.perf_counter() - start
             )
-        raise_site_failures(function, failures)
-        return out
+        return out, failures

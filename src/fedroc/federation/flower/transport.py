@@ -39,7 +39,7 @@ from fedroc.federation.flower._codec import (
 )
 from fedroc.federation.flower._tuning import pull_deadline
 from fedroc.federation.records import Record, encode
-from fedroc.federation.transport import Exchange, Transport, raise_site_failures
+from fedroc.federation.transport import Exchange, Transport
 
 __all__ = [
     "ERROR_DISCLOSURE",
@@ -180,41 +180,30 @@ class FlowerTransport(Transport):
         """Flower node id of each site."""
         return dict(self._nodes)
 
-    def call(
-        self,
-        function: str,
-        args_by_site: Mapping[str, Record],
-        *,
-        requester: str = "analyst",
-        timeout: float | None = None,
-    ) -> dict[str, Exchange]:
+    def _deliver(
+        self, function: str, site_args: Mapping[str, Record], requester: str, timeout: float | None
+    ) -> tuple[dict[str, Exchange], dict[str, BaseException]]:
         """Send ``function`` to each site's SuperNode and gather the replies.
 
-        Each message lives ``timeout + 30`` s on the SuperLink. See :meth:`Transport.call` for what
-        is returned or raised; a site whose reply does not arrive complete fails with a
-        :class:`~fedroc.exceptions.SiteError` naming its Flower node.
+        Each message lives ``timeout + 30`` s on the SuperLink. A site whose reply does not
+        arrive complete fails with a :class:`~fedroc.exceptions.SiteError` naming its
+        Flower node.
         """
         limit = self.timeout if timeout is None else float(timeout)
         failures: dict[str, BaseException] = {}
         sent: dict[str, int] = {}
         messages: dict[str, Message] = {}
         self._calls += 1
-        for name, args in args_by_site.items():
-            node = self._nodes.get(name)
-            if node is None:
-                failures[name] = SiteError(f"no site named {name!r}", site=name)
-                continue
+        header = {"function": function, "requester": requester, "protocol": PROTOCOL}
+        for name, args in site_args.items():
             sent[name] = len(encode(args))
-            header = {"function": function, "requester": requester, "protocol": PROTOCOL}
-            content = to_recorddict(args, header)
             messages[name] = Message(
-                content,
-                dst_node_id=node,
+                to_recorddict(args, header),
+                dst_node_id=self._nodes[name],
                 message_type=CALL_TYPE,
                 group_id=str(self._calls),
                 ttl=limit + 30.0,
             )
-        raise_site_failures(function, failures)
         start = time.perf_counter()
         replies, missing = self._exchange(messages, limit)
         out: dict[str, Exchange] = {}
@@ -250,8 +239,7 @@ class FlowerTransport(Transport):
                 site=name,
                 function=function,
             )
-        raise_site_failures(function, failures)
-        return out
+        return out, failures
 
     # -- internals -------------------------------------------------------------------------
     def _exchange(
