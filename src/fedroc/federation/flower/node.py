@@ -109,6 +109,15 @@ class RuntimeApi:
 RUNTIME = RuntimeApi()
 
 
+def _route(handler: str) -> Callable[[DirectRuntimeClient, Any], Any]:
+    """Return a client method that runs the Runtime API ``handler`` for the task of its token."""
+
+    def method(self: DirectRuntimeClient, request: Any) -> Any:
+        return self._call(handler, request)
+
+    return method
+
+
 class DirectRuntimeClient:
     """The SuperNode's Runtime API, called in this process instead of over HTTP.
 
@@ -156,26 +165,14 @@ class DirectRuntimeClient:
         state = self._state()
         return core.send_task_heartbeat(request, state, self._task(state))
 
-    def PullTaskInput(self, request: Any) -> Any:
-        return self._call("pull_task_input", request)
-
-    def PushTaskOutput(self, request: Any) -> Any:
-        return self._call("push_task_output", request)
-
-    def PullMessages(self, request: Any) -> Any:
-        return self._call("pull_messages", request)
-
-    def PushMessages(self, request: Any) -> Any:
-        return self._call("push_messages", request)
-
-    def PullObject(self, request: Any) -> Any:
-        return self._call("pull_object", request)
-
-    def PushObject(self, request: Any) -> Any:
-        return self._call("push_object", request)
-
-    def ConfirmMessageReceived(self, request: Any) -> Any:
-        return self._call("confirm_message_received", request)
+    # The routes that run their handler on the authenticated task (:meth:`_call`).
+    PullTaskInput = _route("pull_task_input")
+    PushTaskOutput = _route("push_task_output")
+    PullMessages = _route("pull_messages")
+    PushMessages = _route("push_messages")
+    PullObject = _route("pull_object")
+    PushObject = _route("push_object")
+    ConfirmMessageReceived = _route("confirm_message_received")
 
     def close(self) -> None:
         pass
