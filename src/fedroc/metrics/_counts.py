@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the result types import this module at run time
 
 __all__ = [
     "BootstrapAUCResult",
+    "BootstrapOptions",
     "OperatingPoint",
     "PlacementSums",
     "ScoreCounts",
@@ -1157,11 +1158,7 @@ class ScoreCounts(ResultMixin):
         >>> r.auc == c.auc(), r.replicates.shape
         (True, (500,))
         """
-        level = check_confidence(confidence_level)
-        if int(n_bootstraps) != n_bootstraps or n_bootstraps < 1:
-            raise InputError(f"n_bootstraps must be a positive integer; got {n_bootstraps!r}")
-        if not self.is_whole():
-            raise InputError("the bootstrap resamples rows: it needs whole (unweighted) counts")
+        level = self._check_bootstrap(n_bootstraps, confidence_level)
         p, n = round(self.n_pos), round(self.n_neg)
         auc = self.auc()
         if not math.isfinite(auc):
@@ -1170,18 +1167,24 @@ class ScoreCounts(ResultMixin):
         reps = _bootstrap(self.pos, self.neg, int(n_bootstraps), rng, _auc_statistic)
         return BootstrapAUCResult(auc, reps, p, n, level, seed)
 
-    def _percentile_ci(
-        self,
-        statistic: BootStatistic,
-        n_bootstraps: int,
-        seed: int | None,
-        confidence_level: float,
-    ) -> tuple[float, float]:
+    def _check_bootstrap(self, n_bootstraps: int, confidence_level: float) -> float:
+        """Check a bootstrap's options and that these counts are rows; return the level."""
         level = check_confidence(confidence_level)
         if int(n_bootstraps) != n_bootstraps or n_bootstraps < 1:
             raise InputError(f"n_bootstraps must be a positive integer; got {n_bootstraps!r}")
         if not self.is_whole():
             raise InputError("the bootstrap resamples rows: it needs whole (unweighted) counts")
+        return level
+
+    def _percentile_ci(
+        self,
+        statistic: BootStatistic,
+        *,
+        n_bootstraps: int = 2000,
+        seed: int | None = None,
+        confidence_level: float = 0.95,
+    ) -> tuple[float, float]:
+        level = self._check_bootstrap(n_bootstraps, confidence_level)
         if self.n_pos <= 0 or self.n_neg <= 0:
             return (float("nan"), float("nan"))
         reps = _bootstrap(
@@ -1191,34 +1194,25 @@ class ScoreCounts(ResultMixin):
         return (float(lo), float(hi))
 
     def sensitivity_at_specificity_ci(
-        self,
-        specificity: float,
-        *,
-        n_bootstraps: int = 2000,
-        seed: int | None = None,
-        confidence_level: float = 0.95,
+        self, specificity: float, **options: Unpack[BootstrapOptions]
     ) -> tuple[float, float]:
         """Stratified bootstrap interval of :meth:`at_specificity`'s sensitivity.
 
         Each replicate chooses its own threshold by the same rule, so the interval includes
         the variability of a threshold chosen on the data (what the binomial interval of
         :class:`OperatingPoint` leaves out). Percentile interval, as pROC's ``ci.se``
-        (which reads the sensitivity off the interpolated curve instead of at a cut).
+        (which reads the sensitivity off the interpolated curve instead of at a cut). The
+        keyword options are those of :class:`BootstrapOptions`.
         """
         target = self._target("specificity", specificity)
-        return self._percentile_ci(_sensitivity_at(target), n_bootstraps, seed, confidence_level)
+        return self._percentile_ci(_sensitivity_at(target), **options)
 
     def specificity_at_sensitivity_ci(
-        self,
-        sensitivity: float,
-        *,
-        n_bootstraps: int = 2000,
-        seed: int | None = None,
-        confidence_level: float = 0.95,
+        self, sensitivity: float, **options: Unpack[BootstrapOptions]
     ) -> tuple[float, float]:
-        """Stratified bootstrap interval of :meth:`at_sensitivity`'s specificity."""
+        """Stratified bootstrap interval of :meth:`at_sensitivity`'s specificity (the mirror)."""
         target = self._target("sensitivity", sensitivity)
-        return self._percentile_ci(_specificity_at(target), n_bootstraps, seed, confidence_level)
+        return self._percentile_ci(_specificity_at(target), **options)
 
     # -- calibration -----------------------------------------------------------------------
     def calibration(self, n_bins: int = 10) -> CalibrationCurve:
@@ -1390,6 +1384,24 @@ class ScoreCounts(ResultMixin):
             ],
             title="Class counts at thresholds",
         )
+
+
+class BootstrapOptions(TypedDict, total=False):
+    """Keyword options of a stratified bootstrap interval of :class:`ScoreCounts`.
+
+    Attributes
+    ----------
+    n_bootstraps : int
+        Replicates drawn; default 2000.
+    seed : int or None
+        Seed of numpy's generator (statistical randomness of the analyst); default None.
+    confidence_level : float
+        Coverage of the two-sided percentile interval, in (0, 1); default 0.95.
+    """
+
+    n_bootstraps: int
+    seed: int | None
+    confidence_level: float
 
 
 BootStatistic = Callable[[FloatArray, FloatArray, int, int], FloatArray]
