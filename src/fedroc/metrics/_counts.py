@@ -1306,9 +1306,11 @@ class ScoreCounts(ResultMixin):
         i = int(np.searchsorted(-self.thresholds, -t, side="right"))  # levels with thr >= t
         return self._point(i, f"threshold {t:g}", threshold=t)
 
-    def _undefined_point(self, what: str, criterion: str) -> OperatingPoint | None:
+    def _undefined_point(
+        self, what: str, criterion: str, stacklevel: int = 5
+    ) -> OperatingPoint | None:
         """NaN point (with a warning) when a class has no rows, as the AUC."""
-        if self._defined(what, stacklevel=5):
+        if self._defined(what, stacklevel=stacklevel):
             return None
         nan = float("nan")
         return OperatingPoint(nan, nan, nan, nan, nan, criterion)
@@ -1332,32 +1334,28 @@ class ScoreCounts(ResultMixin):
         >>> op.threshold, round(op.sensitivity, 4), round(op.specificity, 4)
         (0.35, 1.0, 0.6667)
         """
-        target = self._target("specificity", specificity)
-        criterion = f"specificity >= {target:g}"
-        undefined = self._undefined_point("the sensitivity at a specificity", criterion)
-        if undefined is not None:
-            return undefined
-        tps, fps, _ = self._points()
-        ok = (fps[-1] - fps) / fps[-1] >= target
-        last = int(np.flatnonzero(ok)[-1])  # ok is a prefix; the cut at inf always qualifies
-        i = int(np.searchsorted(tps, tps[last], side="left"))
-        return self._point(i, criterion)
+        return self._reaching("specificity", specificity, "sensitivity", _cut_at_specificity)
 
     def at_sensitivity(self, sensitivity: float) -> OperatingPoint:
         """Choose the cut with the highest specificity among those with sensitivity >= target.
 
         Among cuts of equal specificity the one with the higher sensitivity is taken.
         """
-        target = self._target("sensitivity", sensitivity)
-        criterion = f"sensitivity >= {target:g}"
-        undefined = self._undefined_point("the specificity at a sensitivity", criterion)
+        return self._reaching("sensitivity", sensitivity, "specificity", _cut_at_sensitivity)
+
+    def _reaching(self, name: str, value: float, free: str, cut: CutRule) -> OperatingPoint:
+        """Return the point ``cut`` chooses among the cuts whose ``name`` reaches ``value``.
+
+        ``free`` names the proportion the rule maximises (for the one-class warning).
+        """
+        target = self._target(name, value)
+        criterion = f"{name} >= {target:g}"
+        # The warning points at the caller of at_specificity / at_sensitivity.
+        undefined = self._undefined_point(f"the {free} at a {name}", criterion, stacklevel=6)
         if undefined is not None:
             return undefined
         tps, fps, _ = self._points()
-        ok = tps / tps[-1] >= target
-        first = int(np.flatnonzero(ok)[0])  # ok is a suffix; the last cut always qualifies
-        i = int(np.searchsorted(fps, fps[first], side="right")) - 1
-        return self._point(i, criterion)
+        return self._point(cut(tps, fps, target), criterion)
 
     def youden(self) -> OperatingPoint:
         """Choose the cut that maximises Youden's J = sensitivity + specificity - 1.
@@ -1402,6 +1400,31 @@ class BootstrapOptions(TypedDict, total=False):
     n_bootstraps: int
     seed: int | None
     confidence_level: float
+
+
+#: ``cut(tps, fps, target) -> i``: the cut an operating-point rule chooses, from the
+#: cumulative counts of :meth:`ScoreCounts._points`.
+CutRule = Callable[[FloatArray, FloatArray, float], int]
+
+
+def _cut_at_specificity(tps: FloatArray, fps: FloatArray, specificity: float) -> int:
+    """Return the index of the cut of highest sensitivity whose specificity reaches a target.
+
+    Among cuts of equal sensitivity, the first (the higher specificity).
+    """
+    ok = (fps[-1] - fps) / fps[-1] >= specificity
+    last = int(np.flatnonzero(ok)[-1])  # ok is a prefix; the cut at inf always qualifies
+    return int(np.searchsorted(tps, tps[last], side="left"))
+
+
+def _cut_at_sensitivity(tps: FloatArray, fps: FloatArray, sensitivity: float) -> int:
+    """Return the index of the cut of highest specificity whose sensitivity reaches a target.
+
+    Among cuts of equal specificity, the last (the higher sensitivity).
+    """
+    ok = tps / tps[-1] >= sensitivity
+    first = int(np.flatnonzero(ok)[0])  # ok is a suffix; the last cut always qualifies
+    return int(np.searchsorted(fps, fps[first], side="right")) - 1
 
 
 BootStatistic = Callable[[FloatArray, FloatArray, int, int], FloatArray]
