@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the result types import this module at run time
 
 __all__ = [
     "BootstrapAUCResult",
+    "BootstrapOptions",
     "OperatingPoint",
     "PlacementSums",
     "ScoreCounts",
@@ -1157,11 +1158,7 @@ class ScoreCounts(ResultMixin):
         >>> r.auc == c.auc(), r.replicates.shape
         (True, (500,))
         """
-        level = check_confidence(confidence_level)
-        if int(n_bootstraps) != n_bootstraps or n_bootstraps < 1:
-            raise InputError(f"n_bootstraps must be a positive integer; got {n_bootstraps!r}")
-        if not self.is_whole():
-            raise InputError("the bootstrap resamples rows: it needs whole (unweighted) counts")
+        level = self._check_bootstrap(n_bootstraps, confidence_level)
         p, n = round(self.n_pos), round(self.n_neg)
         auc = self.auc()
         if not math.isfinite(auc):
@@ -1170,18 +1167,24 @@ class ScoreCounts(ResultMixin):
         reps = _bootstrap(self.pos, self.neg, int(n_bootstraps), rng, _auc_statistic)
         return BootstrapAUCResult(auc, reps, p, n, level, seed)
 
-    def _percentile_ci(
-        self,
-        statistic: BootStatistic,
-        n_bootstraps: int,
-        seed: int | None,
-        confidence_level: float,
-    ) -> tuple[float, float]:
+    def _check_bootstrap(self, n_bootstraps: int, confidence_level: float) -> float:
+        """Check a bootstrap's options and that these counts are rows; return the level."""
         level = check_confidence(confidence_level)
         if int(n_bootstraps) != n_bootstraps or n_bootstraps < 1:
             raise InputError(f"n_bootstraps must be a positive integer; got {n_bootstraps!r}")
         if not self.is_whole():
             raise InputError("the bootstrap resamples rows: it needs whole (unweighted) counts")
+        return level
+
+    def _percentile_ci(
+        self,
+        statistic: BootStatistic,
+        *,
+        n_bootstraps: int = 2000,
+        seed: int | None = None,
+        confidence_level: float = 0.95,
+    ) -> tuple[float, float]:
+        level = self._check_bootstrap(n_bootstraps, confidence_level)
         if self.n_pos <= 0 or self.n_neg <= 0:
             return (float("nan"), float("nan"))
         reps = _bootstrap(
@@ -1191,34 +1194,25 @@ class ScoreCounts(ResultMixin):
         return (float(lo), float(hi))
 
     def sensitivity_at_specificity_ci(
-        self,
-        specificity: float,
-        *,
-        n_bootstraps: int = 2000,
-        seed: int | None = None,
-        confidence_level: float = 0.95,
+        self, specificity: float, **options: Unpack[BootstrapOptions]
     ) -> tuple[float, float]:
         """Stratified bootstrap interval of :meth:`at_specificity`'s sensitivity.
 
         Each replicate chooses its own threshold by the same rule, so the interval includes
         the variability of a threshold chosen on the data (what the binomial interval of
         :class:`OperatingPoint` leaves out). Percentile interval, as pROC's ``ci.se``
-        (which reads the sensitivity off the interpolated curve instead of at a cut).
+        (which reads the sensitivity off the interpolated curve instead of at a cut). The
+        keyword options are those of :class:`BootstrapOptions`.
         """
         target = self._target("specificity", specificity)
-        return self._percentile_ci(_sensitivity_at(target), n_bootstraps, seed, confidence_level)
+        return self._percentile_ci(_sensitivity_at(target), **options)
 
     def specificity_at_sensitivity_ci(
-        self,
-        sensitivity: float,
-        *,
-        n_bootstraps: int = 2000,
-        seed: int | None = None,
-        confidence_level: float = 0.95,
+        self, sensitivity: float, **options: Unpack[BootstrapOptions]
     ) -> tuple[float, float]:
-        """Stratified bootstrap interval of :meth:`at_sensitivity`'s specificity."""
+        """Stratified bootstrap interval of :meth:`at_sensitivity`'s specificity (the mirror)."""
         target = self._target("sensitivity", sensitivity)
-        return self._percentile_ci(_specificity_at(target), n_bootstraps, seed, confidence_level)
+        return self._percentile_ci(_specificity_at(target), **options)
 
     # -- calibration -----------------------------------------------------------------------
     def calibration(self, n_bins: int = 10) -> CalibrationCurve:
@@ -1312,9 +1306,11 @@ class ScoreCounts(ResultMixin):
         i = int(np.searchsorted(-self.thresholds, -t, side="right"))  # levels with thr >= t
         return self._point(i, f"threshold {t:g}", threshold=t)
 
-    def _undefined_point(self, what: str, criterion: str) -> OperatingPoint | None:
+    def _undefined_point(
+        self, what: str, criterion: str, stacklevel: int = 5
+    ) -> OperatingPoint | None:
         """NaN point (with a warning) when a class has no rows, as the AUC."""
-        if self._defined(what, stacklevel=5):
+        if self._defined(what, stacklevel=stacklevel):
             return None
         nan = float("nan")
         return OperatingPoint(nan, nan, nan, nan, nan, criterion)
@@ -1338,32 +1334,28 @@ class ScoreCounts(ResultMixin):
         >>> op.threshold, round(op.sensitivity, 4), round(op.specificity, 4)
         (0.35, 1.0, 0.6667)
         """
-        target = self._target("specificity", specificity)
-        criterion = f"specificity >= {target:g}"
-        undefined = self._undefined_point("the sensitivity at a specificity", criterion)
-        if undefined is not None:
-            return undefined
-        tps, fps, _ = self._points()
-        ok = (fps[-1] - fps) / fps[-1] >= target
-        last = int(np.flatnonzero(ok)[-1])  # ok is a prefix; the cut at inf always qualifies
-        i = int(np.searchsorted(tps, tps[last], side="left"))
-        return self._point(i, criterion)
+        return self._reaching("specificity", specificity, "sensitivity", _cut_at_specificity)
 
     def at_sensitivity(self, sensitivity: float) -> OperatingPoint:
         """Choose the cut with the highest specificity among those with sensitivity >= target.
 
         Among cuts of equal specificity the one with the higher sensitivity is taken.
         """
-        target = self._target("sensitivity", sensitivity)
-        criterion = f"sensitivity >= {target:g}"
-        undefined = self._undefined_point("the specificity at a sensitivity", criterion)
+        return self._reaching("sensitivity", sensitivity, "specificity", _cut_at_sensitivity)
+
+    def _reaching(self, name: str, value: float, free: str, cut: CutRule) -> OperatingPoint:
+        """Return the point ``cut`` chooses among the cuts whose ``name`` reaches ``value``.
+
+        ``free`` names the proportion the rule maximises (for the one-class warning).
+        """
+        target = self._target(name, value)
+        criterion = f"{name} >= {target:g}"
+        # The warning points at the caller of at_specificity / at_sensitivity.
+        undefined = self._undefined_point(f"the {free} at a {name}", criterion, stacklevel=6)
         if undefined is not None:
             return undefined
         tps, fps, _ = self._points()
-        ok = tps / tps[-1] >= target
-        first = int(np.flatnonzero(ok)[0])  # ok is a suffix; the last cut always qualifies
-        i = int(np.searchsorted(fps, fps[first], side="right")) - 1
-        return self._point(i, criterion)
+        return self._point(cut(tps, fps, target), criterion)
 
     def youden(self) -> OperatingPoint:
         """Choose the cut that maximises Youden's J = sensitivity + specificity - 1.
@@ -1390,6 +1382,49 @@ class ScoreCounts(ResultMixin):
             ],
             title="Class counts at thresholds",
         )
+
+
+class BootstrapOptions(TypedDict, total=False):
+    """Keyword options of a stratified bootstrap interval of :class:`ScoreCounts`.
+
+    Attributes
+    ----------
+    n_bootstraps : int
+        Replicates drawn; default 2000.
+    seed : int or None
+        Seed of numpy's generator (statistical randomness of the analyst); default None.
+    confidence_level : float
+        Coverage of the two-sided percentile interval, in (0, 1); default 0.95.
+    """
+
+    n_bootstraps: int
+    seed: int | None
+    confidence_level: float
+
+
+#: ``cut(tps, fps, target) -> i``: the cut an operating-point rule chooses, from the
+#: cumulative counts of :meth:`ScoreCounts._points`.
+CutRule = Callable[[FloatArray, FloatArray, float], int]
+
+
+def _cut_at_specificity(tps: FloatArray, fps: FloatArray, specificity: float) -> int:
+    """Return the index of the cut of highest sensitivity whose specificity reaches a target.
+
+    Among cuts of equal sensitivity, the first (the higher specificity).
+    """
+    ok = (fps[-1] - fps) / fps[-1] >= specificity
+    last = int(np.flatnonzero(ok)[-1])  # ok is a prefix; the cut at inf always qualifies
+    return int(np.searchsorted(tps, tps[last], side="left"))
+
+
+def _cut_at_sensitivity(tps: FloatArray, fps: FloatArray, sensitivity: float) -> int:
+    """Return the index of the cut of highest specificity whose sensitivity reaches a target.
+
+    Among cuts of equal specificity, the last (the higher sensitivity).
+    """
+    ok = tps / tps[-1] >= sensitivity
+    first = int(np.flatnonzero(ok)[0])  # ok is a suffix; the last cut always qualifies
+    return int(np.searchsorted(fps, fps[first], side="right")) - 1
 
 
 BootStatistic = Callable[[FloatArray, FloatArray, int, int], FloatArray]

@@ -9,6 +9,10 @@ what those intervals leave out when the threshold was chosen on the same data.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fedroc._docs import fill
 from fedroc.metrics._counts import OperatingPoint, ScoreCounts
 from fedroc.metrics._scored import score_counts_metric
 
@@ -18,6 +22,8 @@ __all__ = [
     "specificity_at_sensitivity",
     "youden_threshold",
 ]
+
+Ask = TypeVar("Ask", bound=Callable[..., Any])
 
 
 @score_counts_metric
@@ -43,57 +49,63 @@ def operating_point(counts: ScoreCounts, threshold: float) -> OperatingPoint:
     return counts.operating_point(threshold)
 
 
+def _reaching(target: str, free: str) -> Callable[[Ask], Ask]:
+    """Document a metric that maximises ``free`` where ``target`` reaches a given value.
+
+    :func:`sensitivity_at_specificity` and :func:`specificity_at_sensitivity` mirror each
+    other: their parameter, result and examples are written once, here, and put in place of
+    the line ``{reaching}`` of their docstrings.
+    """
+    reaching = f"""\
+The threshold is one of the scores (predict positive when ``score >= threshold``), so
+the returned {target} is achieved on these rows; it may exceed the target.
+
+Parameters
+----------
+{target} : float
+    The target, in [0, 1].
+
+Returns
+-------
+OperatingPoint
+    The threshold of highest {free} among those that reach the {target}, with its
+    table; ``criterion`` is ``"{target} >= <target>"``.
+
+Examples
+--------
+>>> y, s = [0, 0, 0, 0, 1, 1, 1, 1], [0.1, 0.2, 0.3, 0.6, 0.4, 0.5, 0.7, 0.9]
+>>> op = sensitivity_at_specificity(y, s, 0.75)
+>>> op.threshold, op.sensitivity, op.specificity
+(0.4, 1.0, 0.75)
+>>> [round(v, 3) for v in op.confidence_interval("sensitivity", method="clopper-pearson")]
+[0.398, 1.0]
+>>> op = specificity_at_sensitivity(y, s, 0.5)
+>>> op.threshold, op.sensitivity, op.specificity
+(0.7, 0.5, 1.0)"""
+
+    def document(ask: Ask) -> Ask:
+        ask.__doc__ = fill(ask.__doc__ or "", reaching=reaching)
+        return ask
+
+    return document
+
+
 @score_counts_metric
+@_reaching("specificity", free="sensitivity")
 def sensitivity_at_specificity(counts: ScoreCounts, specificity: float) -> OperatingPoint:
     """Find the threshold of highest sensitivity whose specificity reaches the target.
 
-    The threshold is one of the scores (predict positive when ``score >= threshold``), so
-    the returned specificity is achieved on these rows; it may exceed the target.
-
-    Parameters
-    ----------
-    specificity : float
-        The target, in [0, 1].
-
-    Returns
-    -------
-    OperatingPoint
-        The threshold of highest sensitivity among those that reach the specificity, with
-        its table; ``criterion`` is ``"specificity >= <target>"``.
-
-    Examples
-    --------
-    >>> y, s = [0, 0, 0, 0, 1, 1, 1, 1], [0.1, 0.2, 0.3, 0.6, 0.4, 0.5, 0.7, 0.9]
-    >>> op = sensitivity_at_specificity(y, s, 0.75)
-    >>> op.threshold, op.sensitivity, op.specificity
-    (0.4, 1.0, 0.75)
-    >>> [round(v, 3) for v in op.confidence_interval("sensitivity", method="clopper-pearson")]
-    [0.398, 1.0]
+    {reaching}
     """
     return counts.at_specificity(specificity)
 
 
 @score_counts_metric
+@_reaching("sensitivity", free="specificity")
 def specificity_at_sensitivity(counts: ScoreCounts, sensitivity: float) -> OperatingPoint:
     """Find the threshold of highest specificity whose sensitivity reaches the target.
 
-    Parameters
-    ----------
-    sensitivity : float
-        The target, in [0, 1].
-
-    Returns
-    -------
-    OperatingPoint
-        The threshold of highest specificity among those that reach the sensitivity, with
-        its table; ``criterion`` is ``"sensitivity >= <target>"``.
-
-    Examples
-    --------
-    >>> y, s = [0, 0, 0, 0, 1, 1, 1, 1], [0.1, 0.2, 0.3, 0.6, 0.4, 0.5, 0.7, 0.9]
-    >>> op = specificity_at_sensitivity(y, s, 0.5)
-    >>> op.threshold, op.sensitivity, op.specificity
-    (0.7, 0.5, 1.0)
+    {reaching}
     """
     return counts.at_sensitivity(sensitivity)
 
