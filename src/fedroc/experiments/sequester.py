@@ -31,6 +31,7 @@ from fedroc.exceptions import InputError
 from fedroc.figures import paper_figure
 from fedroc.methods.sequester import (
     Mechanism,
+    SubsetTable,
     auc_se_at,
     draw_subsets,
     power_grid,
@@ -70,14 +71,26 @@ def auc_iqr_by_load_factor(
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     out = []
     for xi in np.asarray(load_factors, dtype=np.float64):
-        n = subset_size(float(xi), y.size, n_subsets)
-        table = draw_subsets(
-            y, n_subsets=n_subsets, subset_size=n, prevalence=prevalence, replace=True, seed=rng
-        )
-        aucs = subset_aucs(table, y, s)
+        _, aucs = _resampled_aucs(y, s, float(xi), n_subsets, prevalence, rng)
         q1, q3 = np.percentile(aucs, [25, 75])
         out.append(q3 - q1)
     return np.asarray(out)
+
+
+def _resampled_aucs(
+    y: NDArray[np.bool_],
+    s: NDArray[np.float64],
+    load_factor: float,
+    n_subsets: int,
+    prevalence: float | None,
+    rng: np.random.Generator,
+) -> tuple[SubsetTable, NDArray[np.float64]]:
+    """Draw subsets of ``N = ceil(xi phi / rho)`` images with replacement; give their AUCs."""
+    n = subset_size(load_factor, y.size, n_subsets)
+    table = draw_subsets(
+        y, n_subsets=n_subsets, subset_size=n, prevalence=prevalence, replace=True, seed=rng
+    )
+    return table, subset_aucs(table, y, s)
 
 
 def _figure_data(
@@ -229,17 +242,13 @@ def perturbation_by_subset(
     y = np.asarray(y_true, dtype=bool)
     s = np.asarray(y_score, dtype=np.float64)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    n = subset_size(float(load_factor), y.size, n_subsets)
-    table = draw_subsets(
-        y, n_subsets=n_subsets, subset_size=n, prevalence=prevalence, replace=True, seed=rng
-    )
-    aucs = subset_aucs(table, y, s)
+    table, aucs = _resampled_aucs(y, s, float(load_factor), n_subsets, prevalence, rng)
     whole = roc_auc(y, s)
     mech = Mechanism("h-thresholdout", threshold=threshold, noise_rate=noise_rate)
     answers = [mech.answer(a, whole, budget=n_subsets, rng=rng) for a in aucs]
     return Perturbation(
         load_factor=table.load_factor,
-        subset_size=n,
+        subset_size=table.subset_size,
         whole_auc=whole,
         subset_auc=aucs,
         perturbed=np.array([a.spent == 1 for a in answers]),

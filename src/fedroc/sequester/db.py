@@ -288,9 +288,11 @@ def migrate(engine: Engine) -> str:
 
 @dataclass(frozen=True)
 class PlanRow:
-    """A plan with what answering needs (cached: plans never change)."""
+    """A plan with what answering needs (cached: plans never change).
 
-    id: int
+    ``id`` is 0 for a plan not stored yet (:meth:`Store.add_plan` gives it one).
+    """
+
     test_set_id: int
     mechanism: Mechanism
     labels: NDArray[np.bool_]
@@ -304,9 +306,13 @@ class PlanRow:
     noise_rate: float
     sensitivity: float
     limits: Limits
+    id: int = 0
 
     def public(self) -> dict[str, Any]:
-        """Return what a developer may know about the plan."""
+        """Return what a developer may know about the plan.
+
+        The plan's settings have the names of their columns in the ``plans`` table.
+        """
         return {
             "plan_id": self.id,
             "mechanism": self.mechanism.name,
@@ -325,6 +331,22 @@ class PlanRow:
             "prevalence": self.prevalence,
             "replace": self.replace,
             "min_changed_images": self.limits.min_changed_images,
+        }
+
+    def columns(self) -> dict[str, Any]:
+        """Return the plan's row of the ``plans`` table (without its id and creation time).
+
+        The public settings, and what only the custodian sees: the test set, the seed and
+        the subsets' members, the AUC's sensitivity and the limits.
+        """
+        settings = {k: v for k, v in self.public().items() if k in plans.c}
+        return {
+            **settings,
+            "test_set_id": self.test_set_id,
+            "seed": self.seed,
+            "members": self.table.members_bytes(),
+            "sensitivity": self.sensitivity,
+            **_limits_dict(self.limits),
         }
 
 
@@ -462,52 +484,14 @@ class Store:
         labels = np.frombuffer(row.labels, dtype=np.uint8).astype(bool)
         return row.name, ids, labels
 
-    def add_plan(
-        self,
-        test_set_id: int,
-        *,
-        mechanism: Mechanism,
-        table: SubsetTable,
-        budget: float,
-        budget_units: int,
-        epsilon: float,
-        prevalence: float,
-        replace: bool,
-        seed: str,
-        noise_rate: float,
-        sensitivity: float,
-        limits: Limits,
-    ) -> int:
+    def add_plan(self, plan: PlanRow) -> int:
         """Store a sequestration plan of a test set and return its id (audited)."""
+        table = plan.table
         with self.engine.begin() as conn:
-            res = conn.execute(
-                insert(plans).values(
-                    test_set_id=test_set_id,
-                    mechanism=mechanism.name,
-                    n_subsets=table.n_subsets,
-                    subset_size=table.subset_size,
-                    load_factor=table.load_factor,
-                    noise_rate=noise_rate,
-                    answer_noise_rate=mechanism.noise_rate,
-                    threshold=mechanism.threshold,
-                    answer_step=mechanism.step,
-                    budget=budget,
-                    budget_units=budget_units,
-                    epsilon=epsilon,
-                    prevalence=prevalence,
-                    replace=replace,
-                    seed=seed,
-                    members=table.members_bytes(),
-                    sensitivity=sensitivity,
-                    max_queries=limits.max_queries,
-                    max_submissions=limits.max_submissions,
-                    min_changed_images=limits.min_changed_images,
-                    created_at=time.time(),
-                )
-            )
+            res = conn.execute(insert(plans).values(**plan.columns(), created_at=time.time()))
             pid = _new_id(res)
-            self._record(conn, "create-plan", f"plan/{pid}", test_set_id=test_set_id,
-                         mechanism=mechanism.name, budget_units=budget_units,
+            self._record(conn, "create-plan", f"plan/{pid}", test_set_id=plan.test_set_id,
+                         mechanism=plan.mechanism.name, budget_units=plan.budget_units,
                          n_subsets=table.n_subsets, subset_size=table.subset_size)  # fmt: skip
             return pid
 
@@ -548,9 +532,8 @@ class Store:
         sens = auc_sensitivity(table, labels) if row.sensitivity is None else row.sensitivity
         limits = Limits(row.max_queries, row.max_submissions, row.min_changed_images)
         plan = PlanRow(
-            row.id, row.test_set_id, mech, labels, table, row.budget, row.budget_units,
-            row.epsilon, row.prevalence, bool(row.replace), row.seed, row.noise_rate, sens,
-            limits,
+            row.test_set_id, mech, labels, table, row.budget, row.budget_units, row.epsilon,
+            row.prevalence, bool(row.replace), row.seed, row.noise_rate, sens, limits, row.id,
         )  # fmt: skip
         with self._lock:
             self._plans[plan_id] = plan

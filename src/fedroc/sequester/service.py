@@ -62,7 +62,7 @@ from fedroc.methods.sequester import (
 )
 from fedroc.metrics import roc_auc
 from fedroc.sequester._guard import Guard, Principal, RateLimiter
-from fedroc.sequester.db import DeveloperRow, NotFound, Revoked, Store, hash_token
+from fedroc.sequester.db import DeveloperRow, NotFound, PlanRow, Revoked, Store, hash_token
 
 __all__ = ["DEFAULTS", "SequesterClient", "create_app"]
 
@@ -381,12 +381,13 @@ def create_app(  # noqa: C901
                          noise_rate=p.answer_noise_rate or p.noise_rate, step=step)  # fmt: skip
         limits = Limits(body.max_queries, body.max_submissions, body.min_changed_images)
         prevalence = float(labels.mean()) if body.prevalence is None else body.prevalence
-        pid = store.add_plan(
-            test_set_id, mechanism=mech, table=table, budget=p.budget,
+        new_plan = PlanRow(
+            test_set_id, mechanism=mech, labels=labels, table=table, budget=p.budget,
             budget_units=p.budget_units, epsilon=p.epsilon, prevalence=prevalence,
             replace=body.replace, seed=seed, noise_rate=p.noise_rate,
             sensitivity=auc_sensitivity(table, labels), limits=limits,
         )  # fmt: skip
+        pid = store.add_plan(new_plan)
         plan = store.plan(pid)
         return {**plan.public(), "test_set_id": test_set_id, "budget_eq3": p.budget,
                 "max_queries": limits.max_queries, "max_submissions": limits.max_submissions,

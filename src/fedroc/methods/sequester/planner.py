@@ -548,22 +548,27 @@ class Plan(ResultMixin):
     warnings: tuple[str, ...] = ()
 
     SUMMARY_TITLE = "Sequestration plan (h-Thresholdout_AUC)"
+    # (label, attribute) of each row of the summary; a label may name ``{power}``.
+    SUMMARY_ROWS = (
+        ("images (phi)", "n_images"),
+        ("subsets (rho)", "n_subsets"),
+        ("load factor (xi)", "load_factor"),
+        ("subset size (N)", "subset_size"),
+        ("noise rate (sigma)", "noise_rate"),
+        ("noise rate of the answers", "answer_noise_rate"),
+        ("budget (eq. 3)", "budget"),
+        ("perturbed answers allowed", "budget_units"),
+        ("epsilon = B / (sigma phi)", "epsilon"),
+        ("AUC SE of one subset (Hanley-McNeil)", "auc_se"),
+        ("minimum subset size (power {power:g})", "min_subset_size"),
+        ("power of one subset", "subset_power"),
+    )
 
     def summary_rows(self) -> list[tuple[str, Any]]:
         """Give the ``(quantity, value)`` rows of :meth:`summary` and ``fedroc sequester plan``."""
         return [
-            ("images (phi)", self.n_images),
-            ("subsets (rho)", self.n_subsets),
-            ("load factor (xi)", self.load_factor),
-            ("subset size (N)", self.subset_size),
-            ("noise rate (sigma)", self.noise_rate),
-            ("noise rate of the answers", self.answer_noise_rate),
-            ("budget (eq. 3)", self.budget),
-            ("perturbed answers allowed", self.budget_units),
-            ("epsilon = B / (sigma phi)", self.epsilon),
-            ("AUC SE of one subset (Hanley-McNeil)", self.auc_se),
-            (f"minimum subset size (power {self.power:g})", self.min_subset_size),
-            ("power of one subset", self.subset_power),
+            (label.format(power=self.power), getattr(self, name))
+            for label, name in self.SUMMARY_ROWS
         ]
 
     def summary(self) -> str:
