@@ -337,12 +337,9 @@ def parse_sites(specs: Sequence[str]) -> dict[str, Path]:
 
 
 def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
-    from fedroc.data import SiteData, load_table
+    from fedroc.data import SiteData
 
-    data = {}
-    for name, path in paths.items():
-        frame = load_table(path)
-        data[name] = SiteData.from_frame(
-            frame, columns, pos_label=pos_label, source=f"site {name!r} (file {str(path)!r})"
-        )
-    return data
+    return {
+        name: SiteData.from_file(path, columns, pos_label=pos_label, site=name)
+        for name, path in paths.items()
+    }

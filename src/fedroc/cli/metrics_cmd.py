@@ -142,14 +142,10 @@ def metrics(
 
     Partial AUC, operating points and a paired comparison on request.
     """
-    from fedroc.data import Columns, SiteData, load_table
+    from fedroc.data import Columns, SiteData
 
-    frame = load_table(data)
-    site = SiteData.from_frame(
-        frame,
-        Columns(label, score, score_b=compare_score),
-        pos_label=coerce_pos_label(pos_label),
-        source=f"file {str(data)!r}",
+    site = SiteData.from_file(
+        data, Columns(label, score, score_b=compare_score), pos_label=coerce_pos_label(pos_label)
     )
     result = metrics_dict(
         site,

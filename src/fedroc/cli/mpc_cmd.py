@@ -171,7 +171,7 @@ def share(
     ] = None,
 ) -> None:
     """Sort, split, seal and sign an owner's rows for one job: one bundle file."""
-    from fedroc.data import Columns, SiteData, load_table
+    from fedroc.data import Columns, SiteData
     from fedroc.mpc.bundle import make_bundle, write_bundle
     from fedroc.mpc.net import ClusterConfig
     from fedroc.mpc.owner import JobTerms, load_owner_key
@@ -189,20 +189,10 @@ def share(
         noties=noties,
         compare=compare_score is not None,
     )
-    frame = load_table(data)
-    rows = SiteData.from_frame(
-        frame, Columns(label, score), pos_label=coerce_pos_label(pos_label), source=str(data)
+    rows = SiteData.from_file(
+        data, Columns(label, score, score_b=compare_score), pos_label=coerce_pos_label(pos_label)
     )
-    scores_b = None
-    if compare_score is not None:
-        # Same rows, same order: the label column again, the second score column.
-        scores_b = SiteData.from_frame(
-            frame,
-            Columns(label, compare_score),
-            pos_label=coerce_pos_label(pos_label),
-            source=str(data),
-        ).score
-    bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=scores_b)
+    bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=rows.score_b)
     write_bundle(bundle, out_path)
     err.print(f"{rows.n} rows of {owner!r} sealed for job {terms.job} in {out_path}")
 
