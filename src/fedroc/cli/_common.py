@@ -324,12 +324,18 @@ def coerce_pos_label(value: str | None) -> Any:
     return value
 
 
+def split_name_value(spec: str, option: str, form: str) -> tuple[str, str]:
+    """Split an option's ``NAME=VALUE`` (both non-empty), or name ``option`` and its ``form``."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name or not value:
+        raise InputError(f"{option} must look like {form}; got {spec!r}")
+    return name, value
+
+
 def parse_sites(specs: Sequence[str]) -> dict[str, Path]:
     sites: dict[str, Path] = {}
     for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise InputError(f"--site must look like NAME=PATH; got {spec!r}")
+        name, path = split_name_value(spec, "--site", "NAME=PATH")
         if name in sites:
             raise InputError(f"--site {name!r} is given twice")
         sites[name] = Path(path)
