@@ -25,6 +25,7 @@ from fedroc.cli._options import (
     AtSensitivityOption,
     AtSpecificityOption,
     CalibrationBinsOption,
+    CompareScoreOption,
     ConfidenceOption,
     JsonOption,
     MaxFprOption,
@@ -399,13 +400,7 @@ def evaluate_command(
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     # --- beyond the AUC (methods that release enough; others refuse, naming the method) ---
-    compare_score: Annotated[
-        str | None,
-        typer.Option(
-            help="A second model's score column of the same rows: adds the paired comparison "
-            "(AUC of --score minus AUC of this), its CI and p-value."
-        ),
-    ] = None,
+    compare_score: CompareScoreOption = None,
     max_fpr: MaxFprOption = None,
     at_specificity: AtSpecificityOption = None,
     at_sensitivity: AtSensitivityOption = None,

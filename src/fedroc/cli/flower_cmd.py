@@ -30,6 +30,7 @@ from fedroc.cli._options import (
     ConfidenceOption,
     JsonOption,
     LabelOption,
+    MinCountOption,
     PosLabelOption,
     RootCertificatesOption,
     ScoreOption,
@@ -83,7 +84,7 @@ def up(
     label: LabelOption = "label",
     score: ScoreOption = "score",
     pos_label: PosLabelOption = None,
-    min_count: Annotated[int, typer.Option(help="Disclosure policy of every site: q.")] = 5,
+    min_count: MinCountOption = 5,
     directory: Annotated[
         Path | None,
         typer.Option("--dir", help="Working directory (certificates, logs, audit logs)."),
@@ -375,7 +376,7 @@ def supernode(
     score: ScoreOption = "score",
     cluster: Annotated[str | None, typer.Option(help="Cluster column.")] = None,
     pos_label: PosLabelOption = None,
-    min_count: Annotated[int, typer.Option(help="Minimum rows per released aggregate (q).")] = 5,
+    min_count: MinCountOption = 5,
     allow_noisy: Annotated[bool, typer.Option(help="Allow DP-noisy releases.")] = True,
     allow_shares: Annotated[bool, typer.Option(help="Allow secret shares.")] = True,
     epsilon_limit: Annotated[

@@ -18,6 +18,7 @@ from fedroc.cli._common import (
 from fedroc.cli._options import (
     AtSensitivityOption,
     AtSpecificityOption,
+    CompareScoreOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
@@ -121,10 +122,7 @@ def metrics(
     score: ScoreOption = "score",
     pos_label: PosLabelOption = None,
     confidence: ConfidenceOption = 0.95,
-    compare_score: Annotated[
-        str | None,
-        typer.Option(help="A second model's score column: paired DeLong comparison."),
-    ] = None,
+    compare_score: CompareScoreOption = None,
     max_fpr: MaxFprOption = None,
     at_specificity: AtSpecificityOption = None,
     at_sensitivity: AtSensitivityOption = None,

@@ -22,6 +22,8 @@ import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, grid_table, kv_table, out
 from fedroc.cli._options import (
+    ClusterFileOption,
+    CompareScoreOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
@@ -165,10 +167,7 @@ def share(
     noties: Annotated[
         bool, typer.Option("--noties", help="Also open the paper's no-tie AUROC.")
     ] = False,
-    compare_score: Annotated[
-        str | None,
-        typer.Option(help="A second model's score column: compare the two (paired DeLong)."),
-    ] = None,
+    compare_score: CompareScoreOption = None,
 ) -> None:
     """Sort, split, seal and sign an owner's rows for one job: one bundle file."""
     from fedroc.data import Columns, SiteData
@@ -207,7 +206,7 @@ def _result_rows(stats: list[Any]) -> list[tuple[Any, ...]]:
 @mpc_app.command("run")
 def run(
     bundles: Annotated[list[Path], typer.Argument(help="Owners' bundle files (one job).")],
-    cluster: Annotated[Path, typer.Option(help="Cluster file of the running parties.")],
+    cluster: ClusterFileOption,
     confidence: ConfidenceOption = 0.95,
     as_json: JsonOption = False,
 ) -> None:
@@ -261,7 +260,7 @@ def run(
 
 @mpc_app.command("stop")
 def stop(
-    cluster: Annotated[Path, typer.Option(help="Cluster file of the running parties.")],
+    cluster: ClusterFileOption,
 ) -> None:
     """Ask a running cluster to shut down."""
     from fedroc.mpc.net import ClusterClient, ClusterConfig
