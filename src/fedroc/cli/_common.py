@@ -324,12 +324,18 @@ def coerce_pos_label(value: str | None) -> Any:
     return value
 
 
+def split_name_value(spec: str, option: str, form: str) -> tuple[str, str]:
+    """Split an option's ``NAME=VALUE`` (both non-empty), or name ``option`` and its ``form``."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name or not value:
+        raise InputError(f"{option} must look like {form}; got {spec!r}")
+    return name, value
+
+
 def parse_sites(specs: Sequence[str]) -> dict[str, Path]:
     sites: dict[str, Path] = {}
     for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise InputError(f"--site must look like NAME=PATH; got {spec!r}")
+        name, path = split_name_value(spec, "--site", "NAME=PATH")
         if name in sites:
             raise InputError(f"--site {name!r} is given twice")
         sites[name] = Path(path)
@@ -337,12 +343,9 @@ def parse_sites(specs: Sequence[str]) -> dict[str, Path]:
 
 
 def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
-    from fedroc.data import SiteData, load_table
+    from fedroc.data import SiteData
 
-    data = {}
-    for name, path in paths.items():
-        frame = load_table(path)
-        data[name] = SiteData.from_frame(
-            frame, columns, pos_label=pos_label, source=f"site {name!r} (file {str(path)!r})"
-        )
-    return data
+    return {
+        name: SiteData.from_file(path, columns, pos_label=pos_label, site=name)
+        for name, path in paths.items()
+    }

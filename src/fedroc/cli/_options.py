@@ -32,8 +32,19 @@ ScoreOption = Annotated[str, typer.Option(help="Score column (higher = more like
 PosLabelOption = Annotated[
     str | None, typer.Option(help="Label value of the positive class (default 1).")
 ]
+CompareScoreOption = Annotated[
+    str | None,
+    typer.Option(
+        help="A second model's score column of the same rows: the paired comparison "
+        "(AUC of --score minus AUC of this, paired DeLong), its CI and p-value."
+    ),
+]
+MinCountOption = Annotated[
+    int, typer.Option(help="Disclosure policy: minimum rows per released aggregate (q).")
+]
 ConfidenceOption = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
 CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.")]
+ClusterFileOption = Annotated[Path, typer.Option(help="Cluster file of the running parties.")]
 RootCertificatesOption = Annotated[
     Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")
 ]

@@ -69,7 +69,7 @@ def clustered(
 ) -> None:
     """Estimate population and personalized AUCs, their joint CI and equality test (paper 3)."""
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
-    from fedroc.data import Columns, SiteData, load_table
+    from fedroc.data import Columns, SiteData
     from fedroc.methods.clustered import (
         POPULATION_ESTIMATORS,
         SIGMA11_DIVISORS,
@@ -88,12 +88,8 @@ def clustered(
         )
     if sigma11 not in SIGMA11_DIVISORS:
         raise InputError(f"--sigma11 must be one of {list(SIGMA11_DIVISORS)}; got {sigma11!r}")
-    frame = load_table(data)
-    site = SiteData.from_frame(
-        frame,
-        Columns(label, score, cluster),
-        pos_label=coerce_pos_label(pos_label),
-        source=f"file {str(data)!r}",
+    site = SiteData.from_file(
+        data, Columns(label, score, cluster), pos_label=coerce_pos_label(pos_label)
     )
     assert site.cluster is not None
     if rug is not None:

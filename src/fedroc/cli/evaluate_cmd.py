@@ -25,6 +25,7 @@ from fedroc.cli._options import (
     AtSensitivityOption,
     AtSpecificityOption,
     CalibrationBinsOption,
+    CompareScoreOption,
     ConfidenceOption,
     JsonOption,
     MaxFprOption,
@@ -399,13 +400,7 @@ def evaluate_command(
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     # --- beyond the AUC (methods that release enough; others refuse, naming the method) ---
-    compare_score: Annotated[
-        str | None,
-        typer.Option(
-            help="A second model's score column of the same rows: adds the paired comparison "
-            "(AUC of --score minus AUC of this), its CI and p-value."
-        ),
-    ] = None,
+    compare_score: CompareScoreOption = None,
     max_fpr: MaxFprOption = None,
     at_specificity: AtSpecificityOption = None,
     at_sensitivity: AtSensitivityOption = None,
@@ -560,7 +555,9 @@ def evaluate_command(
             f"--method {method} reads the rows itself: give the sites as --site NAME=PATH, "
             "not --sites FILE"
         )
-    histogram_options = {
+    # The method options given, under the methods' keywords (None: the method's default).
+    method_options = {
+        # histogram (paper 5)
         "quantiles": quantiles,
         "dp_epsilon": dp_epsilon,
         "dp_noise": dp_noise,
@@ -569,9 +566,7 @@ def evaluate_command(
         "branching": branching,
         "score_range": None if score_range is None else _parse_range(score_range),
         "score_transform": score_transform,
-    }
-    options.update({k: v for k, v in histogram_options.items() if v is not None})
-    rocglm_options = {
+        # rocglm (paper 1)
         "epsilon": epsilon,
         "delta": delta,
         "sensitivity": sensitivity,
@@ -583,23 +578,19 @@ def evaluate_command(
         "bootstrap": bootstrap,
         "score_levels": None if score_levels is None else _parse_levels(score_levels),
         "a0": a0,
-    }
-    options.update({k: v for k, v in rocglm_options.items() if v is not None})
-    mpc_options = {
+        # mpc (paper 4)
         "mpc_cluster": None if mpc_cluster is None else str(mpc_cluster),
         "mpc_sort": mpc_sort,
         "mpc_delta": mpc_delta,
         "mpc_precision": mpc_precision,
         "mpc_min_class_count": mpc_min_class_count,
-    }
-    options.update({k: v for k, v in mpc_options.items() if v is not None})
-    clustered_options = {
+        # clustered (paper 3)
         "n_bins": cluster_bins,
         "population_estimator": population_estimator,
         "sigma11": sigma11,
         "secure": None if plain is None else not plain,
     }
-    options.update({k: v for k, v in clustered_options.items() if v is not None})
+    options.update({k: v for k, v in method_options.items() if v is not None})
     options.update(
         ask_options(max_fpr, at_specificity or [], at_sensitivity or [], youden, compare_score)
     )

@@ -16,12 +16,21 @@ from typing import Annotated, Any
 
 import typer
 
-from fedroc.cli._common import coerce_pos_label, emit_json, err, grid_table, kv_table, out
+from fedroc.cli._common import (
+    coerce_pos_label,
+    emit_json,
+    err,
+    grid_table,
+    kv_table,
+    out,
+    split_name_value,
+)
 from fedroc.cli._options import (
     CalibrationBinsOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
+    MinCountOption,
     PosLabelOption,
     RootCertificatesOption,
     ScoreOption,
@@ -75,7 +84,7 @@ def up(
     label: LabelOption = "label",
     score: ScoreOption = "score",
     pos_label: PosLabelOption = None,
-    min_count: Annotated[int, typer.Option(help="Disclosure policy of every site: q.")] = 5,
+    min_count: MinCountOption = 5,
     directory: Annotated[
         Path | None,
         typer.Option("--dir", help="Working directory (certificates, logs, audit logs)."),
@@ -226,15 +235,17 @@ def _connection(
     return connection.with_sites(sites) if sites else connection
 
 
+def _site_key_files(specs: list[str]) -> list[tuple[str, str]]:
+    """``--site-key NAME=PUBLIC_KEY_FILE`` options as (site, public key file) pairs."""
+    return [split_name_value(spec, "--site-key", "NAME=PUBLIC_KEY_FILE") for spec in specs]
+
+
 def _site_keys(specs: list[str]) -> dict[str, tuple[str, ...]]:
     """``--site-key NAME=PUBLIC_KEY_FILE`` options as {site: key fingerprints}."""
     from fedroc.federation.flower.identity import public_key_fingerprint
 
     keys: dict[str, tuple[str, ...]] = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise InputError(f"--site-key must look like NAME=PUBLIC_KEY_FILE; got {spec!r}")
+    for name, path in _site_key_files(specs):
         keys[name] = (*keys.get(name, ()), public_key_fingerprint(path))
     return keys
 
@@ -365,7 +376,7 @@ def supernode(
     score: ScoreOption = "score",
     cluster: Annotated[str | None, typer.Option(help="Cluster column.")] = None,
     pos_label: PosLabelOption = None,
-    min_count: Annotated[int, typer.Option(help="Minimum rows per released aggregate (q).")] = 5,
+    min_count: MinCountOption = 5,
     allow_noisy: Annotated[bool, typer.Option(help="Allow DP-noisy releases.")] = True,
     allow_shares: Annotated[bool, typer.Option(help="Allow secret shares.")] = True,
     epsilon_limit: Annotated[
@@ -520,10 +531,7 @@ def register(
     from fedroc.federation.flower.identity import public_key_fingerprint, register_sites
 
     keys: dict[str, Path] = {}
-    for spec in site_key:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise InputError(f"--site-key must look like NAME=PUBLIC_KEY_FILE; got {spec!r}")
+    for name, path in _site_key_files(site_key):
         public_key_fingerprint(path)  # a readable key, or an error naming the file
         keys[name] = Path(path).resolve()
     connection = FlowerConnection(superlink, root_certificates)

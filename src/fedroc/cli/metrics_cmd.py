@@ -18,6 +18,7 @@ from fedroc.cli._common import (
 from fedroc.cli._options import (
     AtSensitivityOption,
     AtSpecificityOption,
+    CompareScoreOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
@@ -121,10 +122,7 @@ def metrics(
     score: ScoreOption = "score",
     pos_label: PosLabelOption = None,
     confidence: ConfidenceOption = 0.95,
-    compare_score: Annotated[
-        str | None,
-        typer.Option(help="A second model's score column: paired DeLong comparison."),
-    ] = None,
+    compare_score: CompareScoreOption = None,
     max_fpr: MaxFprOption = None,
     at_specificity: AtSpecificityOption = None,
     at_sensitivity: AtSensitivityOption = None,
@@ -142,14 +140,10 @@ def metrics(
 
     Partial AUC, operating points and a paired comparison on request.
     """
-    from fedroc.data import Columns, SiteData, load_table
+    from fedroc.data import Columns, SiteData
 
-    frame = load_table(data)
-    site = SiteData.from_frame(
-        frame,
-        Columns(label, score, score_b=compare_score),
-        pos_label=coerce_pos_label(pos_label),
-        source=f"file {str(data)!r}",
+    site = SiteData.from_file(
+        data, Columns(label, score, score_b=compare_score), pos_label=coerce_pos_label(pos_label)
     )
     result = metrics_dict(
         site,

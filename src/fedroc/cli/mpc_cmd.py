@@ -22,6 +22,8 @@ import typer
 
 from fedroc.cli._common import coerce_pos_label, emit_json, err, grid_table, kv_table, out
 from fedroc.cli._options import (
+    ClusterFileOption,
+    CompareScoreOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
@@ -165,13 +167,10 @@ def share(
     noties: Annotated[
         bool, typer.Option("--noties", help="Also open the paper's no-tie AUROC.")
     ] = False,
-    compare_score: Annotated[
-        str | None,
-        typer.Option(help="A second model's score column: compare the two (paired DeLong)."),
-    ] = None,
+    compare_score: CompareScoreOption = None,
 ) -> None:
     """Sort, split, seal and sign an owner's rows for one job: one bundle file."""
-    from fedroc.data import Columns, SiteData, load_table
+    from fedroc.data import Columns, SiteData
     from fedroc.mpc.bundle import make_bundle, write_bundle
     from fedroc.mpc.net import ClusterConfig
     from fedroc.mpc.owner import JobTerms, load_owner_key
@@ -189,20 +188,10 @@ def share(
         noties=noties,
         compare=compare_score is not None,
     )
-    frame = load_table(data)
-    rows = SiteData.from_frame(
-        frame, Columns(label, score), pos_label=coerce_pos_label(pos_label), source=str(data)
+    rows = SiteData.from_file(
+        data, Columns(label, score, score_b=compare_score), pos_label=coerce_pos_label(pos_label)
     )
-    scores_b = None
-    if compare_score is not None:
-        # Same rows, same order: the label column again, the second score column.
-        scores_b = SiteData.from_frame(
-            frame,
-            Columns(label, compare_score),
-            pos_label=coerce_pos_label(pos_label),
-            source=str(data),
-        ).score
-    bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=scores_b)
+    bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=rows.score_b)
     write_bundle(bundle, out_path)
     err.print(f"{rows.n} rows of {owner!r} sealed for job {terms.job} in {out_path}")
 
@@ -217,7 +206,7 @@ def _result_rows(stats: list[Any]) -> list[tuple[Any, ...]]:
 @mpc_app.command("run")
 def run(
     bundles: Annotated[list[Path], typer.Argument(help="Owners' bundle files (one job).")],
-    cluster: Annotated[Path, typer.Option(help="Cluster file of the running parties.")],
+    cluster: ClusterFileOption,
     confidence: ConfidenceOption = 0.95,
     as_json: JsonOption = False,
 ) -> None:
@@ -271,7 +260,7 @@ def run(
 
 @mpc_app.command("stop")
 def stop(
-    cluster: Annotated[Path, typer.Option(help="Cluster file of the running parties.")],
+    cluster: ClusterFileOption,
 ) -> None:
     """Ask a running cluster to shut down."""
     from fedroc.mpc.net import ClusterClient, ClusterConfig

@@ -127,9 +127,9 @@ def figure_command(
         raise InputError(f"figure kind must be one of {kinds}; got {kind!r}")
     xy = None
     if data is not None:
-        from fedroc.data import Columns, SiteData, load_table
+        from fedroc.data import Columns, SiteData
 
-        site = SiteData.from_frame(load_table(data), Columns(label, score))
+        site = SiteData.from_file(data, Columns(label, score))
         xy = (site.label, site.score)
     if kind == "budget":
         fig = budget_figure(
