@@ -40,35 +40,28 @@ class ClusteredAUCWarning(FedrocWarning):
     """A clustered AUC that needs a caveat (out of [0, 1], too few clusters)."""
 
 
-def clustered_caveats(
-    *,
-    population: float,
-    population_between: float,
-    population_estimator: str,
-    n_clusters: int,
-    n_excluded: int,
-    obuchowski_auc: float,
-    obuchowski_se: float,
-    delong_se: float,
-    confidence_level: float,
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Collect what a reader of the result must know, as (warnings, notes).
+def clustered_caveats(result: ClusteredAUCResult) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Collect what a reader of ``result`` must know, as (warnings, notes).
 
     Warnings are also issued as :class:`ClusteredAUCWarning`; notes are only listed.
     """
+    population, n_clusters = result.population_auc, result.n_clusters
+    obuchowski_auc, obuchowski_se = result.obuchowski_auc, result.obuchowski_se
+    delong_se, n_excluded = result.delong_se, result.n_excluded
+    estimator = result.population_estimator
     warn: list[str] = []
     note: list[str] = []
     if population > 1.0:
         warn.append(
             f"the population AUC {population:.4f} exceeds 1: it is eq. 5 times I/(I-1) = "
-            f"{n_clusters}/{n_clusters - 1} (population_estimator={population_estimator!r}), "
+            f"{n_clusters}/{n_clusters - 1} (population_estimator={estimator!r}), "
             "a correction of eq. 5's bias of about -theta12/I that is not bounded by 1 when "
             "the clusters are few and well separated. The fraction of concordant pairs "
             f"among the pairs of different clusters (population_estimator='between', always "
-            f"in [0, 1]) is {population_between:.4f}; the interval is clipped to [0, 1]."
+            f"in [0, 1]) is {result.population_between:.4f}; the interval is clipped to [0, 1]."
         )
     if n_clusters < MIN_CLUSTERS:
-        z = float(stats.norm.ppf(0.5 + confidence_level / 2))
+        z = float(stats.norm.ppf(0.5 + result.confidence_level / 2))
         wider = max(obuchowski_se, delong_se) if math.isfinite(obuchowski_se) else delong_se
         low, high = obuchowski_auc - z * wider, obuchowski_auc + z * wider
         warn.append(
@@ -211,20 +204,7 @@ class ClusteredAUCResult(ResultMixin):
         se_pers = _sqrt(cov[1, 1])
         z = _equality_z(population, personalized, cov)
         obu_se = _sqrt(obuchowski_variance)
-        caveats, notes = clustered_caveats(
-            population=float(population),
-            population_between=float(population_between),
-            population_estimator=population_estimator,
-            n_clusters=int(n_clusters),
-            n_excluded=int(n_excluded),
-            obuchowski_auc=float(obuchowski_auc),
-            obuchowski_se=obu_se,
-            delong_se=float(delong_se),
-            confidence_level=level,
-        )
-        if warn:
-            issue_warnings(caveats, stacklevel=4)
-        return cls(
+        result = cls(
             population_auc=float(population),
             personalized_auc=float(personalized),
             obuchowski_auc=float(obuchowski_auc),
@@ -248,9 +228,11 @@ class ClusteredAUCResult(ResultMixin):
             equal_weight_se=_sqrt(equal_weight[1]),
             delong_se=float(delong_se),
             population_between=float(population_between),
-            caveats=caveats,
-            notes=notes,
         )
+        caveats, notes = clustered_caveats(result)
+        if warn:
+            issue_warnings(caveats, stacklevel=4)
+        return replace(result, caveats=caveats, notes=notes)
 
     # -- standard errors and intervals ----------------------------------------------------
     @property
