@@ -364,7 +364,6 @@ def federated_clustered_auc(
         n_neg=round(big_m),
         n_pos=round(big_n),
         confidence_level=level,
-        pair_correction=estimator != "eq5",
         population_estimator=estimator,
         sigma11=sigma11,
         delong_se=delong_se,

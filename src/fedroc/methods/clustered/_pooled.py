@@ -202,7 +202,6 @@ def clustered_auc(
         n_neg=int(terms.m.sum()),
         n_pos=int(terms.n.sum()),
         confidence_level=level,
-        pair_correction=estimator != "eq5",
         population_estimator=estimator,
         sigma11=sigma11,
         equal_weight=(float(equal[0]), float(equal[1])),

@@ -185,7 +185,6 @@ class ClusteredAUCResult(ResultMixin):
         n_neg: int,
         n_pos: int,
         confidence_level: float = 0.95,
-        pair_correction: bool = True,
         population_estimator: str = "corrected",
         sigma11: str = "corollary6",
         equal_weight: tuple[float, float] = (float("nan"), float("nan")),
@@ -195,7 +194,8 @@ class ClusteredAUCResult(ResultMixin):
     ) -> ClusteredAUCResult:
         """Derive intervals, the equality test and the caveats from estimates and Sigma^.
 
-        With ``warn`` the caveats are also issued as :class:`ClusteredAUCWarning`.
+        ``pair_correction`` is whether the estimator is not ``"eq5"``. With ``warn`` the
+        caveats are also issued as :class:`ClusteredAUCWarning`.
         """
         level = check_confidence(confidence_level)
         cov = np.array(covariance, dtype=np.float64).reshape(2, 2)
@@ -221,7 +221,7 @@ class ClusteredAUCResult(ResultMixin):
             n_neg=int(n_neg),
             n_pos=int(n_pos),
             confidence_level=level,
-            pair_correction=bool(pair_correction),
+            pair_correction=population_estimator != "eq5",
             population_estimator=population_estimator,
             sigma11=sigma11,
             equal_weight_auc=float(equal_weight[0]),
