@@ -15,7 +15,11 @@ from scipy import stats
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
 from fedroc.exceptions import FedrocWarning, InputError
-from fedroc.methods.clustered._estimators import ellipse_radius2, ellipse_statistic
+from fedroc.methods.clustered._estimators import (
+    JointEstimates,
+    ellipse_radius2,
+    ellipse_statistic,
+)
 from fedroc.metrics import wald_ci
 
 __all__ = [
@@ -172,13 +176,10 @@ class ClusteredAUCResult(ResultMixin):
     @classmethod
     def from_estimates(
         cls,
+        joint: JointEstimates,
         *,
-        population: float,
-        personalized: float,
-        covariance: NDArray[np.float64],
         obuchowski_auc: float,
         obuchowski_variance: float,
-        n_clusters: int,
         n_clusters_total: int,
         excluded_clusters: tuple[Any, ...] | None,
         n_excluded: int,
@@ -194,27 +195,29 @@ class ClusteredAUCResult(ResultMixin):
     ) -> ClusteredAUCResult:
         """Derive intervals, the equality test and the caveats from estimates and Sigma^.
 
+        ``joint`` holds (theta12^, theta11^), Sigma^ and the clusters used (one replicate);
         ``pair_correction`` is whether the estimator is not ``"eq5"``. With ``warn`` the
         caveats are also issued as :class:`ClusteredAUCWarning`.
         """
         level = check_confidence(confidence_level)
-        cov = np.array(covariance, dtype=np.float64).reshape(2, 2)
+        population, personalized = float(joint.population), float(joint.personalized)
+        cov = np.array(joint.covariance, dtype=np.float64).reshape(2, 2)
         cov.setflags(write=False)
         se_pop = _sqrt(cov[0, 0])
         se_pers = _sqrt(cov[1, 1])
         z = _equality_z(population, personalized, cov)
         obu_se = _sqrt(obuchowski_variance)
         result = cls(
-            population_auc=float(population),
-            personalized_auc=float(personalized),
+            population_auc=population,
+            personalized_auc=personalized,
             obuchowski_auc=float(obuchowski_auc),
             obuchowski_se=obu_se,
             covariance=cov,
-            population_ci=wald_ci(float(population), se_pop, level),
-            personalized_ci=wald_ci(float(personalized), se_pers, level),
+            population_ci=wald_ci(population, se_pop, level),
+            personalized_ci=wald_ci(personalized, se_pers, level),
             equality_z=z,
             equality_p=_p_value(z, "two-sided"),
-            n_clusters=int(n_clusters),
+            n_clusters=int(joint.n_clusters),
             n_clusters_total=int(n_clusters_total),
             excluded_clusters=excluded_clusters,
             n_excluded=int(n_excluded),
