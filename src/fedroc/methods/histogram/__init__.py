@@ -353,12 +353,11 @@ def estimate(
     if opts.dp:
         cause = _noise_phrase(opts, tree.sigma2)
         total_sd = total_noise_sd(b, opts.height, tree.sigma2, opts.post_processing)
-        caveats = _no_class_left(totals, cause, total_sd)
-        if caveats:
+        no_class = _no_class_left(totals, cause, total_sd)
+        if no_class:
             return _empty_curves(
-                opts, tree.sigma2, tree.sites, tree.dropped, *totals, confidence_level, caveats
+                opts, tree.sigma2, tree.sites, tree.dropped, *totals, confidence_level, no_class
             )
-    caveats = []
     pos_mass = tree_leaf_masses(pos_levels, b)
     neg_mass = tree_leaf_masses(neg_levels, b)
     n_pos, n_neg = float(pos_mass.sum()), float(neg_mass.sum())
@@ -374,6 +373,7 @@ def estimate(
         q_pos, q_neg, fractions, n_pos, n_neg, opts.lo, opts.hi, opts.interpolation
     )
     auc_fields: dict[str, Any]
+    auc_caveats: list[str] = []
     if not opts.dp:
         auc_fields = {
             "auc": curves.auc,
@@ -382,11 +382,11 @@ def estimate(
         }
         leaves = pos_mass, neg_mass
     else:
-        auc_fields = _dp_auc_fields(
-            tree, opts, (pos_levels, neg_levels), curves, confidence_level, caveats
+        auc_fields, auc_caveats = _dp_auc_fields(
+            tree, opts, (pos_levels, neg_levels), curves, confidence_level
         )
         leaves = pos_levels[-1], neg_levels[-1]
-    calibration_fields = _calibration_fields(tree, opts, leaves, caveats)
+    calibration_fields, calibration_caveats = _calibration_fields(tree, opts, leaves)
     errors = None
     if pooled is not None:
         y, s = pooled
@@ -405,7 +405,7 @@ def estimate(
         leaves_neg=neg_mass,
         confidence_level=confidence_level,
         errors=errors,
-        caveats=tuple(caveats),
+        caveats=(*auc_caveats, *calibration_caveats),
     )
 
 
@@ -415,9 +415,8 @@ def _dp_auc_fields(
     levels: tuple[list[FloatArray], list[FloatArray]],
     curves: Curves,
     confidence_level: float,
-    caveats: list[str],
-) -> dict[str, Any]:
-    """Estimate the AUC fields of :class:`HistogramCurves` under DP, caveats to ``caveats``.
+) -> tuple[dict[str, Any], list[str]]:
+    """Estimate the AUC fields of :class:`HistogramCurves` under DP, and their caveats.
 
     The AUC is the noise-unbiased AUC of one level of the (consistent) tree, not the area
     under the noisy curves, which the noise biases; it is withheld for the reasons of
@@ -432,11 +431,11 @@ def _dp_auc_fields(
         confidence_level=confidence_level,
     )
     assert est is not None  # both totals are positive
-    caveats.append(
+    caveats = [
         f"the AUC is the noise-unbiased AUC of tree level {est.level} "
         f"({est.bins} bins); the area under the noisy curves ({curves.auc:.4f}) is "
         f"biased by {cause}"
-    )
+    ]
     auc = est.auc
     ci_withheld = _dp_withheld(est, cause, confidence_level)
     if ci_withheld is not None:
@@ -451,7 +450,7 @@ def _dp_auc_fields(
         f"the PR curve, AUPR ({curves.pr_auc:.4f}) and average precision are read from "
         f"the noisy curves and carry no interval ({cause})"
     )
-    return {
+    fields = {
         "auc": auc,
         "noise_variance": est.noise_variance,
         "delong": est.delong,
@@ -460,25 +459,25 @@ def _dp_auc_fields(
         "binning_bound": est.ties / 2.0,
         "ci_withheld": ci_withheld,
     }
+    return fields, caveats
 
 
 def _calibration_fields(
     tree: AggregatedTree,
     opts: HistogramOptions,
     leaves: tuple[np.ndarray, np.ndarray],
-    caveats: list[str],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[str]]:
     """Estimate the Brier score and calibration curve of :class:`HistogramCurves`.
 
     Only for probability scores (range [0, 1], no transform) and ``calibration_bins``;
-    under DP with their noise SD, and their caveats go to ``caveats``.
+    under DP with their noise SD and caveats (the fields, then the caveats).
     """
     if (
         opts.calibration_bins is None
         or (opts.lo, opts.hi) != (0.0, 1.0)
         or opts.transform is not None
     ):
-        return {}
+        return {}, []
     kw: dict[str, Any] = dict(
         branching=opts.branching,
         height=opts.height,
@@ -487,6 +486,7 @@ def _calibration_fields(
     )
     nb = dp_brier(*leaves, **kw)
     cal = dp_calibration(*leaves, opts.calibration_bins, **kw)
+    caveats = []
     if opts.dp:
         cause = _noise_phrase(opts, tree.sigma2)
         caveats.append(
@@ -497,12 +497,13 @@ def _calibration_fields(
                 f"calibration bins {cal.withheld} are withheld: their noisy counts are "
                 f"within three noise SDs of 0 ({cause})"
             )
-    return {
+    fields = {
         "brier": nb.value,
         "brier_noise_sd": nb.noise_sd,
         "calibration": cal.curve,
         "calibration_noise_sd": cal.observed_sd,
     }
+    return fields, caveats
 
 
 @register_method(
