@@ -80,35 +80,43 @@ def run_pooled(
     if bootstrap is not None and (isinstance(bootstrap, bool) or bootstrap < 1):
         raise InputError(f"--bootstrap must be a positive number of samples; got {bootstrap}")
     if sample_weight:
-        if bootstrap is not None:
-            raise InputError("--bootstrap does not take --sample-weight: it resamples rows")
-        asks = (max_fpr, at_specificity, at_sensitivity, youden, compare)
-        return _weighted(inputs, data, site_sizes, *asks)
-    y, s = data.label, data.score
-    level = inputs.confidence_level
-    counts = ScoreCounts.from_scores(y, s)
-    res = counts.delong(confidence_level=level)
-    is_prob = _is_probability(s)
-    extra: dict[str, Any] = {
-        **_counts_extra(data, counts),
-        "auc_se": res.se,
-        "auc_ci_wald": res.confidence_interval(method="wald"),
-        "brier": brier_score(y, s) if is_prob else None,
-        "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
-    }
-    if bootstrap is not None:
-        boot = counts.bootstrap_auc(bootstrap, seed=inputs.seed, confidence_level=level)
-        extra["auc_ci_bootstrap"] = list(boot.confidence_interval())
-        extra["bootstrap"] = {"samples": bootstrap, "seed": inputs.seed}
-    _add_asks(extra, inputs, counts, max_fpr, at_specificity, at_sensitivity, youden, True)
+        counts, extra = _weighted(data, compare, bootstrap)
+        details = PooledDetails(None, counts)
+        auc, auc_ci = counts.auc(), None
+    else:
+        res, counts, extra = _unweighted(data, inputs, n_bins, bootstrap)
+        details = PooledDetails(res, counts)
+        auc, auc_ci = res.auc, res.confidence_interval(method="logit")
+    if max_fpr is not None:
+        extra["max_fpr"] = max_fpr
+        extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
+    if at_specificity or at_sensitivity or youden:
+        extra["operating_points"] = operating_points_from_counts(
+            counts,
+            at_specificity=at_specificity,
+            at_sensitivity=at_sensitivity,
+            youden=youden,
+            confidence_level=inputs.confidence_level,
+            seed=inputs.seed,
+            # Weights, even whole numbers, do not count rows: no intervals.
+            intervals=not sample_weight,
+        )
     if compare:
         extra["comparison"] = comparison_dict(
-            _paired(data.label, s, data.score_b, level), "paired DeLong (pooled rows)"
+            _paired(data.label, data.score, data.score_b, inputs.confidence_level),
+            "paired DeLong (pooled rows)",
         )
-    return _result(
-        inputs, data, site_sizes, res.auc, res.confidence_interval(method="logit"), extra,
-        PooledDetails(res, counts),
-    )  # fmt: skip
+    sizes = site_sizes if site_sizes is not None else {"pooled": data.n}
+    return EvaluationResult(
+        method="pooled",
+        sites=[{"name": k, "n": v} for k, v in sizes.items()],
+        auc=auc,
+        auc_ci=auc_ci,
+        released=Released.pooled(data.n),
+        extra=extra,
+        confidence_level=inputs.confidence_level,
+        details=details,
+    )
 
 
 def _is_probability(s: np.ndarray) -> bool:
@@ -127,65 +135,35 @@ def _counts_extra(data: Any, counts: ScoreCounts) -> dict[str, Any]:
     }
 
 
-def _add_asks(
-    extra: dict[str, Any],
-    inputs: EvaluationInputs,
-    counts: ScoreCounts,
-    max_fpr: float | None,
-    at_specificity: Sequence[float],
-    at_sensitivity: Sequence[float],
-    youden: bool,
-    intervals: bool,
-) -> None:
-    """Add the partial AUC and the operating points the analyst asked for."""
-    if max_fpr is not None:
-        extra["max_fpr"] = max_fpr
-        extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
-    if at_specificity or at_sensitivity or youden:
-        extra["operating_points"] = operating_points_from_counts(
-            counts,
-            at_specificity=at_specificity,
-            at_sensitivity=at_sensitivity,
-            youden=youden,
-            confidence_level=inputs.confidence_level,
-            seed=inputs.seed,
-            intervals=intervals,
-        )
-
-
-def _result(
-    inputs: EvaluationInputs,
-    data: Any,
-    site_sizes: dict[str, int] | None,
-    auc: float,
-    auc_ci: Any,
-    extra: dict[str, Any],
-    details: PooledDetails,
-) -> EvaluationResult:
-    sizes = site_sizes if site_sizes is not None else {"pooled": data.n}
-    return EvaluationResult(
-        method="pooled",
-        sites=[{"name": k, "n": v} for k, v in sizes.items()],
-        auc=auc,
-        auc_ci=auc_ci,
-        released=Released.pooled(data.n),
-        extra=extra,
-        confidence_level=inputs.confidence_level,
-        details=details,
-    )
+def _unweighted(
+    data: Any, inputs: EvaluationInputs, n_bins: int, bootstrap: int | None
+) -> tuple[DeLongResult, ScoreCounts, dict[str, Any]]:
+    """Count the rows: DeLong's result, the counts and the keys before the analyst's asks."""
+    y, s = data.label, data.score
+    level = inputs.confidence_level
+    counts = ScoreCounts.from_scores(y, s)
+    res = counts.delong(confidence_level=level)
+    is_prob = _is_probability(s)
+    extra: dict[str, Any] = {
+        **_counts_extra(data, counts),
+        "auc_se": res.se,
+        "auc_ci_wald": res.confidence_interval(method="wald"),
+        "brier": brier_score(y, s) if is_prob else None,
+        "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
+    }
+    if bootstrap is not None:
+        boot = counts.bootstrap_auc(bootstrap, seed=inputs.seed, confidence_level=level)
+        extra["auc_ci_bootstrap"] = list(boot.confidence_interval())
+        extra["bootstrap"] = {"samples": bootstrap, "seed": inputs.seed}
+    return res, counts, extra
 
 
 def _weighted(
-    inputs: EvaluationInputs,
-    data: Any,
-    site_sizes: dict[str, int] | None,
-    max_fpr: float | None,
-    at_specificity: Sequence[float],
-    at_sensitivity: Sequence[float],
-    youden: bool,
-    compare: bool,
-) -> EvaluationResult:
-    """Compute the pooled reference with sample weights (see :func:`run_pooled`)."""
+    data: Any, compare: bool, bootstrap: int | None
+) -> tuple[ScoreCounts, dict[str, Any]]:
+    """Count the rows by weight (see :func:`run_pooled`); the keys before the asks."""
+    if bootstrap is not None:
+        raise InputError("--bootstrap does not take --sample-weight: it resamples rows")
     if data.weight is None:
         raise InputError("--sample-weight needs a weight column at every site")
     if compare:
@@ -197,7 +175,7 @@ def _weighted(
     counts = ScoreCounts.from_scores(y, s, sample_weight=w)
     if not (counts.n_pos > 0 and counts.n_neg > 0):
         raise InputError("--sample-weight: both classes need a positive total weight")
-    extra: dict[str, Any] = {
+    return counts, {
         **_counts_extra(data, counts),
         "weighted": True,
         "weight_pos": float(counts.n_pos),
@@ -211,9 +189,6 @@ def _weighted(
             "weighted: no calibration curve (its bins count rows)",
         ],
     }
-    # Weights that happen to be whole numbers still do not count rows: no intervals.
-    _add_asks(extra, inputs, counts, max_fpr, at_specificity, at_sensitivity, youden, False)
-    return _result(inputs, data, site_sizes, counts.auc(), None, extra, PooledDetails(None, counts))
 
 
 def _paired(y: np.ndarray, a: np.ndarray, b: np.ndarray | None, level: float) -> PairedDeLongResult:

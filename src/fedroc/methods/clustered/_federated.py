@@ -84,6 +84,7 @@ from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.methods.clustered._estimators import (
+    JointEstimates,
     PopulationEstimator,
     Sigma11Divisor,
     check_sigma11,
@@ -333,7 +334,10 @@ def federated_clustered_auc(
     s11 = float(second["s11"]) / divisor
     s22 = float(second["s22"]) / (n_used - 1)
     s12 = population * float(second["s12"]) / n_used
-    covariance = np.array([[s11, s12], [s12, s22]]) / n_used
+    # The same estimates as the pooled joint_estimates, from sums over sites.
+    joint = JointEstimates(
+        np.asarray(population), np.asarray(personalized), np.array([[s11, s12], [s12, s22]]), n_used
+    )
 
     i10 = float(first["clusters_with_neg"])
     i01 = float(first["clusters_with_pos"])
@@ -352,19 +356,15 @@ def federated_clustered_auc(
     delong_se = delong_from_counts(g_pos_all, g_neg_all).se
     same_bin = _tied(g_neg, g_pos) - float(first["within_same_bin"])
     estimate = ClusteredAUCResult.from_estimates(
-        population=population,
-        personalized=personalized,
-        covariance=covariance,
+        joint,
         obuchowski_auc=obu_auc,
         obuchowski_variance=float(obu_var),
-        n_clusters=n_used,
         n_clusters_total=n_total,
         excluded_clusters=None,
         n_excluded=n_total - n_used,
         n_neg=round(big_m),
         n_pos=round(big_n),
         confidence_level=level,
-        pair_correction=estimator != "eq5",
         population_estimator=estimator,
         sigma11=sigma11,
         delong_se=delong_se,

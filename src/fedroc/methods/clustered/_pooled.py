@@ -190,19 +190,15 @@ def clustered_auc(
     obu_auc, obu_var = obuchowski(all_terms.m, all_terms.n, all_terms.row, all_terms.col)
     between = population_estimates(terms.m, terms.n, terms.within, terms.row)["between"]
     return ClusteredAUCResult.from_estimates(
-        population=float(joint.population),
-        personalized=float(joint.personalized),
-        covariance=joint.covariance,
+        joint,
         obuchowski_auc=float(obu_auc),
         obuchowski_variance=float(obu_var),
-        n_clusters=joint.n_clusters,
         n_clusters_total=n_total,
         excluded_clusters=tuple(v.item() if hasattr(v, "item") else v for v in ids[~usable]),
         n_excluded=n_total - joint.n_clusters,
         n_neg=int(terms.m.sum()),
         n_pos=int(terms.n.sum()),
         confidence_level=level,
-        pair_correction=estimator != "eq5",
         population_estimator=estimator,
         sigma11=sigma11,
         equal_weight=(float(equal[0]), float(equal[1])),

@@ -15,7 +15,11 @@ from scipy import stats
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
 from fedroc.exceptions import FedrocWarning, InputError
-from fedroc.methods.clustered._estimators import ellipse_radius2, ellipse_statistic
+from fedroc.methods.clustered._estimators import (
+    JointEstimates,
+    ellipse_radius2,
+    ellipse_statistic,
+)
 from fedroc.metrics import wald_ci
 
 __all__ = [
@@ -40,35 +44,28 @@ class ClusteredAUCWarning(FedrocWarning):
     """A clustered AUC that needs a caveat (out of [0, 1], too few clusters)."""
 
 
-def clustered_caveats(
-    *,
-    population: float,
-    population_between: float,
-    population_estimator: str,
-    n_clusters: int,
-    n_excluded: int,
-    obuchowski_auc: float,
-    obuchowski_se: float,
-    delong_se: float,
-    confidence_level: float,
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Collect what a reader of the result must know, as (warnings, notes).
+def clustered_caveats(result: ClusteredAUCResult) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Collect what a reader of ``result`` must know, as (warnings, notes).
 
     Warnings are also issued as :class:`ClusteredAUCWarning`; notes are only listed.
     """
+    population, n_clusters = result.population_auc, result.n_clusters
+    obuchowski_auc, obuchowski_se = result.obuchowski_auc, result.obuchowski_se
+    delong_se, n_excluded = result.delong_se, result.n_excluded
+    estimator = result.population_estimator
     warn: list[str] = []
     note: list[str] = []
     if population > 1.0:
         warn.append(
             f"the population AUC {population:.4f} exceeds 1: it is eq. 5 times I/(I-1) = "
-            f"{n_clusters}/{n_clusters - 1} (population_estimator={population_estimator!r}), "
+            f"{n_clusters}/{n_clusters - 1} (population_estimator={estimator!r}), "
             "a correction of eq. 5's bias of about -theta12/I that is not bounded by 1 when "
             "the clusters are few and well separated. The fraction of concordant pairs "
             f"among the pairs of different clusters (population_estimator='between', always "
-            f"in [0, 1]) is {population_between:.4f}; the interval is clipped to [0, 1]."
+            f"in [0, 1]) is {result.population_between:.4f}; the interval is clipped to [0, 1]."
         )
     if n_clusters < MIN_CLUSTERS:
-        z = float(stats.norm.ppf(0.5 + confidence_level / 2))
+        z = float(stats.norm.ppf(0.5 + result.confidence_level / 2))
         wider = max(obuchowski_se, delong_se) if math.isfinite(obuchowski_se) else delong_se
         low, high = obuchowski_auc - z * wider, obuchowski_auc + z * wider
         warn.append(
@@ -179,20 +176,16 @@ class ClusteredAUCResult(ResultMixin):
     @classmethod
     def from_estimates(
         cls,
+        joint: JointEstimates,
         *,
-        population: float,
-        personalized: float,
-        covariance: NDArray[np.float64],
         obuchowski_auc: float,
         obuchowski_variance: float,
-        n_clusters: int,
         n_clusters_total: int,
         excluded_clusters: tuple[Any, ...] | None,
         n_excluded: int,
         n_neg: int,
         n_pos: int,
         confidence_level: float = 0.95,
-        pair_correction: bool = True,
         population_estimator: str = "corrected",
         sigma11: str = "corollary6",
         equal_weight: tuple[float, float] = (float("nan"), float("nan")),
@@ -202,55 +195,47 @@ class ClusteredAUCResult(ResultMixin):
     ) -> ClusteredAUCResult:
         """Derive intervals, the equality test and the caveats from estimates and Sigma^.
 
-        With ``warn`` the caveats are also issued as :class:`ClusteredAUCWarning`.
+        ``joint`` holds (theta12^, theta11^), Sigma^ and the clusters used (one replicate);
+        ``pair_correction`` is whether the estimator is not ``"eq5"``. With ``warn`` the
+        caveats are also issued as :class:`ClusteredAUCWarning`.
         """
         level = check_confidence(confidence_level)
-        cov = np.array(covariance, dtype=np.float64).reshape(2, 2)
+        population, personalized = float(joint.population), float(joint.personalized)
+        cov = np.array(joint.covariance, dtype=np.float64).reshape(2, 2)
         cov.setflags(write=False)
         se_pop = _sqrt(cov[0, 0])
         se_pers = _sqrt(cov[1, 1])
         z = _equality_z(population, personalized, cov)
         obu_se = _sqrt(obuchowski_variance)
-        caveats, notes = clustered_caveats(
-            population=float(population),
-            population_between=float(population_between),
-            population_estimator=population_estimator,
-            n_clusters=int(n_clusters),
-            n_excluded=int(n_excluded),
-            obuchowski_auc=float(obuchowski_auc),
-            obuchowski_se=obu_se,
-            delong_se=float(delong_se),
-            confidence_level=level,
-        )
-        if warn:
-            issue_warnings(caveats, stacklevel=4)
-        return cls(
-            population_auc=float(population),
-            personalized_auc=float(personalized),
+        result = cls(
+            population_auc=population,
+            personalized_auc=personalized,
             obuchowski_auc=float(obuchowski_auc),
             obuchowski_se=obu_se,
             covariance=cov,
-            population_ci=wald_ci(float(population), se_pop, level),
-            personalized_ci=wald_ci(float(personalized), se_pers, level),
+            population_ci=wald_ci(population, se_pop, level),
+            personalized_ci=wald_ci(personalized, se_pers, level),
             equality_z=z,
             equality_p=_p_value(z, "two-sided"),
-            n_clusters=int(n_clusters),
+            n_clusters=int(joint.n_clusters),
             n_clusters_total=int(n_clusters_total),
             excluded_clusters=excluded_clusters,
             n_excluded=int(n_excluded),
             n_neg=int(n_neg),
             n_pos=int(n_pos),
             confidence_level=level,
-            pair_correction=bool(pair_correction),
+            pair_correction=population_estimator != "eq5",
             population_estimator=population_estimator,
             sigma11=sigma11,
             equal_weight_auc=float(equal_weight[0]),
             equal_weight_se=_sqrt(equal_weight[1]),
             delong_se=float(delong_se),
             population_between=float(population_between),
-            caveats=caveats,
-            notes=notes,
         )
+        caveats, notes = clustered_caveats(result)
+        if warn:
+            issue_warnings(caveats, stacklevel=4)
+        return replace(result, caveats=caveats, notes=notes)
 
     # -- standard errors and intervals ----------------------------------------------------
     @property

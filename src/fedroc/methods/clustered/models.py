@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -238,6 +238,7 @@ class ClusteredSample:
     cluster : ndarray of int
         Cluster code, ``replicate * n_clusters + i``.
     replicate : ndarray of int
+        The sample each row belongs to, ``cluster // n_clusters`` (derived).
     n_clusters : int
         Clusters per replicate.
     n_replicates : int
@@ -246,9 +247,13 @@ class ClusteredSample:
     y_true: NDArray[np.bool_]
     y_score: FloatArray
     cluster: NDArray[np.int64]
-    replicate: NDArray[np.int64]
+    replicate: NDArray[np.int64] = field(init=False)
     n_clusters: int
     n_replicates: int
+
+    def __post_init__(self) -> None:
+        """Derive :attr:`replicate` from the cluster codes."""
+        object.__setattr__(self, "replicate", self.cluster // self.n_clusters)
 
 
 def sample_binormal(
@@ -289,7 +294,6 @@ def sample_binormal(
         y_true=is_case,
         y_score=score,
         cluster=cluster,
-        replicate=cluster // n_clu,
         n_clusters=n_clu,
         n_replicates=n_rep,
     )
@@ -430,14 +434,7 @@ def sample_random_effects(
     )
     z = mean + z_sd * rng.standard_normal(m_arr.size)
     score = z[base.cluster] + noise_sd * base.y_score + delta * base.y_true
-    return ClusteredSample(
-        y_true=base.y_true,
-        y_score=score,
-        cluster=base.cluster,
-        replicate=base.replicate,
-        n_clusters=base.n_clusters,
-        n_replicates=base.n_replicates,
-    )
+    return replace(base, y_score=score)
 
 
 def random_effects_aucs(
@@ -533,7 +530,6 @@ def sample_binary_response(
         y_true=d.reshape(-1),
         y_score=b.reshape(-1),
         cluster=cluster,
-        replicate=cluster // int(n_clusters),
         n_clusters=int(n_clusters),
         n_replicates=reps,
     )

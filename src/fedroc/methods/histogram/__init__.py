@@ -69,6 +69,7 @@ from typing import Any
 
 import numpy as np
 
+from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.methods import (
     EvaluationInputs,
@@ -249,6 +250,19 @@ def _run_fields(
     }
 
 
+def _curve_fields(curves: Curves) -> dict[str, Any]:
+    """Copy the traced curves and their areas into the fields of :class:`HistogramCurves`."""
+    return {
+        "scores": curves.scores,
+        "fpr": curves.fpr,
+        "tpr": curves.tpr,
+        "precision": curves.precision,
+        "curve_auc": curves.auc,
+        "pr_auc": curves.pr_auc,
+        "average_precision": curves.average_precision,
+    }
+
+
 def _empty_curves(
     opts: HistogramOptions,
     sigma2: float,
@@ -262,20 +276,14 @@ def _empty_curves(
     empty = np.zeros(0)
     return HistogramCurves(
         **_run_fields(opts, sigma2, sites, dropped),
+        **_curve_fields(Curves.empty(n_pos, n_neg)),
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=empty,
         quantiles_neg=empty,
         leaves_pos=empty,
         leaves_neg=empty,
-        scores=empty,
-        fpr=empty,
-        tpr=empty,
-        precision=empty,
         auc=float("nan"),
-        curve_auc=float("nan"),
-        pr_auc=float("nan"),
-        average_precision=float("nan"),
         delong=None,
         noise_variance=float("nan"),
         confidence_level=confidence_level,
@@ -345,12 +353,11 @@ def estimate(
     if opts.dp:
         cause = _noise_phrase(opts, tree.sigma2)
         total_sd = total_noise_sd(b, opts.height, tree.sigma2, opts.post_processing)
-        caveats = _no_class_left(totals, cause, total_sd)
-        if caveats:
+        no_class = _no_class_left(totals, cause, total_sd)
+        if no_class:
             return _empty_curves(
-                opts, tree.sigma2, tree.sites, tree.dropped, *totals, confidence_level, caveats
+                opts, tree.sigma2, tree.sites, tree.dropped, *totals, confidence_level, no_class
             )
-    caveats = []
     pos_mass = tree_leaf_masses(pos_levels, b)
     neg_mass = tree_leaf_masses(neg_levels, b)
     n_pos, n_neg = float(pos_mass.sum()), float(neg_mass.sum())
@@ -365,75 +372,21 @@ def estimate(
     curves = approximate_curves(
         q_pos, q_neg, fractions, n_pos, n_neg, opts.lo, opts.hi, opts.interpolation
     )
-    ci_withheld = None
-    auc_level = None
-    auc_test = None
-    binning_bound = 0.0
+    auc_fields: dict[str, Any]
+    auc_caveats: list[str] = []
     if not opts.dp:
-        delong = delong_from_counts(pos_mass, neg_mass, confidence_level=confidence_level)
-        auc, noise_variance = curves.auc, 0.0
+        auc_fields = {
+            "auc": curves.auc,
+            "noise_variance": 0.0,
+            "delong": delong_from_counts(pos_mass, neg_mass, confidence_level=confidence_level),
+        }
+        leaves = pos_mass, neg_mass
     else:
-        est = dp_auc(
-            pos_levels,
-            neg_levels,
-            branching=b,
-            sigma2=tree.sigma2,
-            post_processing=opts.post_processing,
-            confidence_level=confidence_level,
+        auc_fields, auc_caveats = _dp_auc_fields(
+            tree, opts, (pos_levels, neg_levels), curves, confidence_level
         )
-        assert est is not None  # both totals are positive
-        auc, noise_variance, delong, auc_level, auc_test = (
-            est.auc,
-            est.noise_variance,
-            est.delong,
-            est.level,
-            est.test,
-        )
-        caveats.append(
-            f"the AUC is the noise-unbiased AUC of tree level {est.level} "
-            f"({est.bins} bins); the area under the noisy curves ({curves.auc:.4f}) is "
-            f"biased by {cause}"
-        )
-        binning_bound = est.ties / 2.0
-        ci_withheld = _dp_withheld(est, cause, confidence_level)
-        if ci_withheld is not None:
-            caveats.append(ci_withheld)
-            auc = float("nan")
-        if math.isfinite(auc) and not 0.0 <= auc <= 1.0:
-            caveats.append(
-                f"the AUC estimate {auc:.4f} lies outside [0, 1] because of {cause}; it is "
-                "left unclipped so that it stays unbiased; the interval is clipped"
-            )
-        caveats.append(
-            f"the PR curve, AUPR ({curves.pr_auc:.4f}) and average precision are read from "
-            f"the noisy curves and carry no interval ({cause})"
-        )
-    brier = brier_sd = calibration = cal_sd = None
-    if (
-        opts.calibration_bins is not None
-        and (opts.lo, opts.hi) == (0.0, 1.0)
-        and (opts.transform is None)
-    ):
-        leaves = (pos_levels[-1], neg_levels[-1]) if opts.dp else (pos_mass, neg_mass)
-        kw = dict(
-            branching=b,
-            height=opts.height,
-            sigma2=tree.sigma2,
-            post_processing=opts.post_processing,
-        )
-        nb = dp_brier(*leaves, **kw)  # type: ignore[arg-type]
-        brier, brier_sd = nb.value, nb.noise_sd
-        cal = dp_calibration(*leaves, opts.calibration_bins, **kw)  # type: ignore[arg-type]
-        calibration, cal_sd = cal.curve, cal.observed_sd
-        if opts.dp:
-            caveats.append(
-                f"the Brier score {brier:.4f} carries noise SD {brier_sd:.2g} from {cause}"
-            )
-            if cal.withheld:
-                caveats.append(
-                    f"calibration bins {cal.withheld} are withheld: their noisy counts are "
-                    f"within three noise SDs of 0 ({cause})"
-                )
+        leaves = pos_levels[-1], neg_levels[-1]
+    calibration_fields, calibration_caveats = _calibration_fields(tree, opts, leaves)
     errors = None
     if pooled is not None:
         y, s = pooled
@@ -441,34 +394,116 @@ def estimate(
             errors = curve_errors(y, s, curves)
     return HistogramCurves(
         **_run_fields(opts, tree.sigma2, tree.sites, tree.dropped),
+        **_curve_fields(curves),
+        **auc_fields,
+        **calibration_fields,
         n_pos=n_pos,
         n_neg=n_neg,
         quantiles_pos=q_pos,
         quantiles_neg=q_neg,
         leaves_pos=pos_mass,
         leaves_neg=neg_mass,
-        scores=curves.scores,
-        fpr=curves.fpr,
-        tpr=curves.tpr,
-        precision=curves.precision,
-        auc=auc,
-        curve_auc=curves.auc,
-        pr_auc=curves.pr_auc,
-        average_precision=curves.average_precision,
-        delong=delong,
-        noise_variance=noise_variance,
         confidence_level=confidence_level,
-        auc_level=auc_level,
-        binning_bound=binning_bound,
-        auc_test=auc_test,
-        ci_withheld=ci_withheld,
-        brier=brier,
-        brier_noise_sd=brier_sd,
-        calibration=calibration,
-        calibration_noise_sd=cal_sd,
         errors=errors,
-        caveats=tuple(caveats),
+        caveats=(*auc_caveats, *calibration_caveats),
     )
+
+
+def _dp_auc_fields(
+    tree: AggregatedTree,
+    opts: HistogramOptions,
+    levels: tuple[list[FloatArray], list[FloatArray]],
+    curves: Curves,
+    confidence_level: float,
+) -> tuple[dict[str, Any], list[str]]:
+    """Estimate the AUC fields of :class:`HistogramCurves` under DP, and their caveats.
+
+    The AUC is the noise-unbiased AUC of one level of the (consistent) tree, not the area
+    under the noisy curves, which the noise biases; it is withheld for the reasons of
+    :func:`_dp_withheld`.
+    """
+    cause = _noise_phrase(opts, tree.sigma2)
+    est = dp_auc(
+        *levels,
+        branching=opts.branching,
+        sigma2=tree.sigma2,
+        post_processing=opts.post_processing,
+        confidence_level=confidence_level,
+    )
+    assert est is not None  # both totals are positive
+    caveats = [
+        f"the AUC is the noise-unbiased AUC of tree level {est.level} "
+        f"({est.bins} bins); the area under the noisy curves ({curves.auc:.4f}) is "
+        f"biased by {cause}"
+    ]
+    auc = est.auc
+    ci_withheld = _dp_withheld(est, cause, confidence_level)
+    if ci_withheld is not None:
+        caveats.append(ci_withheld)
+        auc = float("nan")
+    if math.isfinite(auc) and not 0.0 <= auc <= 1.0:
+        caveats.append(
+            f"the AUC estimate {auc:.4f} lies outside [0, 1] because of {cause}; it is "
+            "left unclipped so that it stays unbiased; the interval is clipped"
+        )
+    caveats.append(
+        f"the PR curve, AUPR ({curves.pr_auc:.4f}) and average precision are read from "
+        f"the noisy curves and carry no interval ({cause})"
+    )
+    fields = {
+        "auc": auc,
+        "noise_variance": est.noise_variance,
+        "delong": est.delong,
+        "auc_level": est.level,
+        "auc_test": est.test,
+        "binning_bound": est.ties / 2.0,
+        "ci_withheld": ci_withheld,
+    }
+    return fields, caveats
+
+
+def _calibration_fields(
+    tree: AggregatedTree,
+    opts: HistogramOptions,
+    leaves: tuple[np.ndarray, np.ndarray],
+) -> tuple[dict[str, Any], list[str]]:
+    """Estimate the Brier score and calibration curve of :class:`HistogramCurves`.
+
+    Only for probability scores (range [0, 1], no transform) and ``calibration_bins``;
+    under DP with their noise SD and caveats (the fields, then the caveats).
+    """
+    if (
+        opts.calibration_bins is None
+        or (opts.lo, opts.hi) != (0.0, 1.0)
+        or opts.transform is not None
+    ):
+        return {}, []
+    kw: dict[str, Any] = dict(
+        branching=opts.branching,
+        height=opts.height,
+        sigma2=tree.sigma2,
+        post_processing=opts.post_processing,
+    )
+    nb = dp_brier(*leaves, **kw)
+    cal = dp_calibration(*leaves, opts.calibration_bins, **kw)
+    caveats = []
+    if opts.dp:
+        cause = _noise_phrase(opts, tree.sigma2)
+        caveats.append(
+            f"the Brier score {nb.value:.4f} carries noise SD {nb.noise_sd:.2g} from {cause}"
+        )
+        if cal.withheld:
+            caveats.append(
+                f"calibration bins {cal.withheld} are withheld: their noisy counts are "
+                f"within three noise SDs of 0 ({cause})"
+            )
+    fields = {
+        "brier": nb.value,
+        "brier_noise_sd": nb.noise_sd,
+        "calibration": cal.curve,
+        "calibration_noise_sd": cal.observed_sd,
+    }
+    return fields, caveats
 
 
 @register_method(

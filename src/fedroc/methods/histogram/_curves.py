@@ -141,9 +141,17 @@ class Curves:
             n_neg=float(n_neg),
         )
 
+    @classmethod
+    def empty(cls, n_pos: float, n_neg: float) -> Curves:
+        """No curve (nothing could be estimated): empty arrays and NaN areas."""
+        none = np.zeros(0)
+        return cls(none, none, none, none, float("nan"), float("nan"), n_pos, n_neg)
+
     @property
     def average_precision(self) -> float:
-        """Step-wise ``sum_k (R_k - R_{k-1}) P_k`` along the traced curve."""
+        """Step-wise ``sum_k (R_k - R_{k-1}) P_k`` along the traced curve (NaN without one)."""
+        if self.tpr.size == 0:
+            return float("nan")
         return float(np.sum(np.diff(self.tpr) * self.precision[1:]))
 
 

@@ -46,8 +46,10 @@ class SiteCalibrationCurves(ResultMixin):
         lines = ["pooled:", self.pooled.summary()]
         for name, curve in self.sites.items():
             withheld = np.flatnonzero(curve.suppressed).tolist()
-            lines.append(f"site {name}: {int(curve.count.sum())} rows in released bins"
-                         + (f", bins {withheld} withheld" if withheld else ""))  # fmt: skip
+            lines.append(
+                f"site {name}: {int(curve.count.sum())} rows in released bins"
+                + (f", bins {withheld} withheld" if withheld else "")
+            )
         return "\n".join(lines)
 
 

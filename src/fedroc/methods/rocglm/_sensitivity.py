@@ -63,18 +63,20 @@ class FeatureSensitivity(ResultMixin):
     n_breaks: int
     heuristic: bool = True
 
+    SUMMARY_TITLE = "Feature sensitivity heuristic (paper 1, section 4.2)"
+    # (label, attribute) of each row of the summary.
+    SUMMARY_ROWS = (
+        ("l2-sensitivity (heuristic, not a bound)", "sensitivity"),
+        ("adjacency: l1 distance", "distance"),
+        ("adjacent pairs", "pairs"),
+        ("pair attaining it", "pair"),
+        ("breaks per numeric feature", "n_breaks"),
+    )
+
     def summary(self) -> str:
         """Format the heuristic's outcome (it is not a bound) as a table."""
-        return format_table(
-            [
-                ("l2-sensitivity (heuristic, not a bound)", self.sensitivity),
-                ("adjacency: l1 distance", self.distance),
-                ("adjacent pairs", self.pairs),
-                ("pair attaining it", self.pair),
-                ("breaks per numeric feature", self.n_breaks),
-            ],
-            title="Feature sensitivity heuristic (paper 1, section 4.2)",
-        )
+        rows = [(label, getattr(self, name)) for label, name in self.SUMMARY_ROWS]
+        return format_table(rows, title=self.SUMMARY_TITLE)
 
 
 def _columns(features: Any) -> list[tuple[str, NDArray[Any], bool]]:
