@@ -6,6 +6,11 @@ offending value, so that a user can act on the message alone.
 
 from __future__ import annotations
 
+import os
+import sys
+import types
+import warnings
+
 
 class FedrocError(Exception):
     """Base class of every error fedroc raises on purpose."""
@@ -66,6 +71,32 @@ class FedrocWarning(UserWarning):
 
 class UndefinedMetricWarning(FedrocWarning):
     """A metric is undefined for this input (one class only); NaN is returned."""
+
+
+#: fedroc's own source folder: the frames a warning skips to reach the user's line.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = FedrocWarning) -> None:
+    """Issue ``message`` as a warning of ``category`` at the first caller outside fedroc.
+
+    fedroc's own frames are skipped, as pandas' ``find_stack_level`` does, so the warning
+    names the user's line (the one to change) whichever path inside fedroc led to it, and
+    no caller has to count its depth by hand.
+
+    Parameters
+    ----------
+    message : str
+        The warning's text.
+    category : type of Warning, default FedrocWarning
+        Its class.
+    """
+    level = 2  # the caller of warn_user()
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 # -- the wire format of an error ---------------------------------------------------------------

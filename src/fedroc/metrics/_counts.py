@@ -24,7 +24,6 @@ comparison from sums that sites can aggregate).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,7 +35,7 @@ from scipy import stats
 
 from fedroc._results import ResultMixin, format_table
 from fedroc._validation import BoolArray, FloatArray, check_binary, check_confidence
-from fedroc.exceptions import InputError, UndefinedMetricWarning
+from fedroc.exceptions import InputError, UndefinedMetricWarning, warn_user
 
 if TYPE_CHECKING:  # the result types import this module at run time
     from fedroc.metrics._calibration import CalibrationCurve
@@ -95,8 +94,8 @@ def _sum_by(index: NDArray[np.intp], weights: FloatArray, n: int) -> FloatArray:
     return np.asarray(np.bincount(index, weights=weights, minlength=n), dtype=np.float64)
 
 
-def _warn(message: str, stacklevel: int = 3) -> None:
-    warnings.warn(message, UndefinedMetricWarning, stacklevel=stacklevel)
+def _warn(message: str) -> None:
+    warn_user(message, UndefinedMetricWarning)
 
 
 # -- the one sort --------------------------------------------------------------------------
@@ -857,12 +856,12 @@ class ScoreCounts(ResultMixin):
             and np.array_equal(self.neg, np.round(self.neg))
         )
 
-    def _defined(self, what: str, *, need_neg: bool = True, stacklevel: int = 4) -> bool:
+    def _defined(self, what: str, *, need_neg: bool = True) -> bool:
         p, n = self.n_pos, self.n_neg
         if p > 0 and (n > 0 or not need_neg):
             return True
         only = "negative" if p <= 0 else "positive"
-        _warn(f"only {only} samples in y_true: {what} is undefined and returned as NaN", stacklevel)
+        _warn(f"only {only} samples in y_true: {what} is undefined and returned as NaN")
         return False
 
     # -- curves ----------------------------------------------------------------------------
@@ -1306,11 +1305,9 @@ class ScoreCounts(ResultMixin):
         i = int(np.searchsorted(-self.thresholds, -t, side="right"))  # levels with thr >= t
         return self._point(i, f"threshold {t:g}", threshold=t)
 
-    def _undefined_point(
-        self, what: str, criterion: str, stacklevel: int = 5
-    ) -> OperatingPoint | None:
+    def _undefined_point(self, what: str, criterion: str) -> OperatingPoint | None:
         """NaN point (with a warning) when a class has no rows, as the AUC."""
-        if self._defined(what, stacklevel=stacklevel):
+        if self._defined(what):
             return None
         nan = float("nan")
         return OperatingPoint(nan, nan, nan, nan, nan, criterion)
@@ -1350,8 +1347,7 @@ class ScoreCounts(ResultMixin):
         """
         target = self._target(name, value)
         criterion = f"{name} >= {target:g}"
-        # The warning points at the caller of at_specificity / at_sensitivity.
-        undefined = self._undefined_point(f"the {free} at a {name}", criterion, stacklevel=6)
+        undefined = self._undefined_point(f"the {free} at a {name}", criterion)
         if undefined is not None:
             return undefined
         tps, fps, _ = self._points()

@@ -32,7 +32,6 @@ import secrets
 import stat
 import threading
 import time
-import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -66,7 +65,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, make_url
 
-from fedroc.exceptions import FedrocError, InputError
+from fedroc.exceptions import FedrocError, InputError, warn_user
 from fedroc.methods.sequester import (
     Answer,
     BudgetExhausted,
@@ -257,10 +256,10 @@ def _private_sqlite_file(path: str) -> None:
     mode = stat.S_IMODE(p.stat().st_mode)
     if mode & 0o077:
         os.chmod(p, 0o600)
-        warnings.warn(
+        warn_user(
             f"the database file {str(p)!r} was readable by others (mode {mode:o}); "
             "its mode is now 600",
-            stacklevel=3,
+            UserWarning,
         )
 
 

@@ -279,7 +279,7 @@ def obuchowski_auc(
             f"of freedom and is unreliable (SE {se:.4f}; DeLong's, clusters ignored, "
             f"{delong_se:.4f}); see clustered_auc's caveat on few clusters",
         )
-        issue_warnings(caveats, stacklevel=2)
+        issue_warnings(caveats)
     return ObuchowskiResult(
         auc=float(auc),
         se=se,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -14,7 +13,7 @@ from scipy import stats
 
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
-from fedroc.exceptions import FedrocWarning, InputError
+from fedroc.exceptions import FedrocWarning, InputError, warn_user
 from fedroc.methods.clustered._estimators import (
     JointEstimates,
     ellipse_radius2,
@@ -89,9 +88,9 @@ def clustered_caveats(result: ClusteredAUCResult) -> tuple[tuple[str, ...], tupl
     return tuple(warn), tuple(note)
 
 
-def issue_warnings(messages: Sequence[str], stacklevel: int = 3) -> None:
+def issue_warnings(messages: Sequence[str]) -> None:
     for message in messages:
-        warnings.warn(message, ClusteredAUCWarning, stacklevel=stacklevel)
+        warn_user(message, ClusteredAUCWarning)
 
 
 @dataclass(frozen=True, repr=False)
@@ -234,7 +233,7 @@ class ClusteredAUCResult(ResultMixin):
         )
         caveats, notes = clustered_caveats(result)
         if warn:
-            issue_warnings(caveats, stacklevel=4)
+            issue_warnings(caveats)
         return replace(result, caveats=caveats, notes=notes)
 
     # -- standard errors and intervals ----------------------------------------------------

@@ -29,7 +29,6 @@ Threshold rules:
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +39,7 @@ from scipy import integrate, special
 from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc._validation import check_binary
-from fedroc.exceptions import FedrocWarning, InputError
+from fedroc.exceptions import FedrocWarning, InputError, warn_user
 from fedroc.methods.rocglm._probit import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -381,11 +380,10 @@ def fit_table(
 
 def warn_unconverged(converged: bool, max_iter: int) -> None:
     if not converged:
-        warnings.warn(
+        warn_user(
             f"the ROC-GLM did not converge in {max_iter} Fisher-scoring iterations (the "
             "classes may be separated); its coefficients are those of the last iteration",
             FedrocWarning,
-            stacklevel=3,
         )
 
 
@@ -524,11 +522,10 @@ def recommended_privacy(sensitivity: float) -> tuple[float, float]:
     for bound, eps, delta in _RECOMMENDED:
         if sensitivity <= bound:
             return (eps, delta)
-    warnings.warn(
+    warn_user(
         f"l2-sensitivity {sensitivity:.4g} is above 0.07: paper 1 found the distributed AUC "
         "inaccurate there (too much noise); using its largest setting (0.5, 0.5)",
         PrivacyCautionWarning,
-        stacklevel=2,
     )
     return (0.5, 0.5)
 

@@ -31,7 +31,6 @@ warns when they differ or when the answers' noise is far from that width rule
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +40,7 @@ from scipy import optimize
 
 from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
-from fedroc.exceptions import InputError
+from fedroc.exceptions import InputError, warn_user
 from fedroc.metrics import (
     auc_sample_size,
     hanley_mcneil_se,
@@ -687,7 +686,7 @@ def plan(
             "no longer describes it (the mechanism's own guarantee still does)"
         )
     for note in notes:
-        warnings.warn(note, PlanWarning, stacklevel=2)
+        warn_user(note, PlanWarning)
     return Plan(
         n_images=phi,
         n_subsets=rho,
