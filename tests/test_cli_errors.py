@@ -471,3 +471,31 @@ def test_import_fedroc_is_lazy_and_complete():
     assert fedroc.metrics.roc_auc is fedroc.roc_auc  # submodules as attributes
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = fedroc.nope  # type: ignore[attr-defined]
+
+
+# -- NAME=VALUE options: one splitter, one message naming the option and the value -------------
+FLOWER_CONNECTION = ["--superlink", "127.0.0.1:1", "--root-certificates", "/no/such.crt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "value"),
+    [
+        (["evaluate", "--method", "pooled", "--site", "=x.csv"], "--site", "=x.csv"),
+        (["evaluate", "--method", "pooled", "--site", "x.csv"], "--site", "x.csv"),
+        (
+            ["flower", "run", *FLOWER_CONNECTION, "--site-key", "bad"],
+            "--site-key",
+            "bad",
+        ),
+        (
+            ["flower", "register", *FLOWER_CONNECTION, "--site-key", "a="],
+            "--site-key",
+            "a=",
+        ),
+    ],
+)
+def test_a_malformed_name_value_option_is_named_with_its_value(capsys, args, option, value):
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert f"{option} must look like NAME=" in line and repr(value) in line
