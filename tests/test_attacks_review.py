@@ -220,7 +220,7 @@ def test_mpc_operating_points_that_open_row_scores_need_the_sites_opt_in():
     federations; 16 targets open up to 16 rows. Now a site signs operating points only
     when its policy opts in (``opt_in = ["mpc.operating_points"]``), as it does for
     ROC-GLM's positives rule; the partial AUC (an area, no row) needs no opt-in."""
-    from fedroc.methods.mpc import OPT_IN_POINTS, SHARE_FUNCTION
+    from fedroc.methods.mpc import OPT_IN_POINTS, request_bundles
     from fedroc.mpc import JobTerms
     from fedroc.mpc.local import secure_auc_local
     from fedroc.privacy import DisclosurePolicy
@@ -259,14 +259,7 @@ def test_mpc_operating_points_that_open_row_scores_need_the_sites_opt_in():
             for n in "AB"
         ]
         terms = JobTerms.create(["A", "B"], proxies, asks=text)
-        return Federation.from_sites(sites).call(
-            SHARE_FUNCTION,
-            job=terms.job,
-            owners=list(terms.owners),
-            proxy0_key=proxies[0],
-            proxy1_key=proxies[1],
-            **terms.params(),
-        )
+        return request_bundles(Federation.from_sites(sites), terms)
 
     with pytest.raises(DisclosureError, match="operating points"):
         ask(None, asks)

@@ -22,7 +22,7 @@ import pytest
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError, ProtocolError
 from fedroc.federation import Federation, Site
-from fedroc.methods.mpc import SHARE_FUNCTION  # the layer that registers the site function
+from fedroc.methods.mpc import SHARE_FUNCTION, request_bundles  # registers the site function
 from fedroc.metrics import roc_auc
 from fedroc.mpc import JobTerms, LocalCluster, make_bundle, new_owner_key
 from fedroc.mpc.local import secure_auc_local
@@ -115,15 +115,7 @@ def test_sites_authorise_one_job_with_the_owners_they_are_told():
 
     def ask(owners, sites=None, **params):
         terms = JobTerms.create(owners, proxies, **params)
-        target = Federation.from_sites(sites) if sites else fed
-        return target.call(
-            SHARE_FUNCTION,
-            job=terms.job,
-            owners=list(terms.owners),
-            proxy0_key=proxies[0],
-            proxy1_key=proxies[1],
-            **terms.params(),
-        )
+        return request_bundles(Federation.from_sites(sites) if sites else fed, terms)
 
     with pytest.raises(Exception, match="at least 2 data owners"):
         ask(["A"], sites=[sites[0]])
