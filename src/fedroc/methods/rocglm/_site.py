@@ -591,11 +591,8 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
                 site=ctx.site,
                 function=FN_CONFUSION,
             )
-        pos, neg = d.score[d.label], d.score[~d.label]
         for other in released:
-            a, b = min(other, threshold), max(other, threshold)
-            between = [int(np.count_nonzero((v >= a) & (v < b))) for v in (pos, neg)]
-            if min(between) < q:
+            if not cuts_apart(ctx, np.array([threshold]), np.array([other])):
                 raise DisclosureError(
                     f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
                     f"its table at {other:g} was released, and the two would subtract to "
