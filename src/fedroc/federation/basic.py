@@ -312,8 +312,8 @@ def cuts_apart(
         return True
     care = (a[:, None] != b[None, :]) if allow_equal else np.ones((a.size, b.size), bool)
     q = ctx.policy.min_count
-    for fa, fb in zip(_below(ctx, a), _below(ctx, b), strict=True):
-        between = np.abs(fa[:, None] - fb[None, :])
+    for below in _below(ctx, np.concatenate([a, b])):  # one sort of each class's scores
+        between = np.abs(below[: a.size, None] - below[None, a.size :])
         if (between[care] < q).any():
             return False
     return True
