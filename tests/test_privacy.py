@@ -112,6 +112,20 @@ def test_continuous_laplace_shares_sum_to_laplace():
     assert stats.kstest(total, "laplace", args=(0, 2.0)).pvalue > 0.01
 
 
+def test_a_full_continuous_draw_in_production_is_opendps_laplace_on_its_grid():
+    """One share of one (a local release, in the clear) without a site seed: OpenDP's
+    Laplace of scale sensitivity / epsilon, every value a multiple of 2^GRID_EXPONENT; the
+    seeded simulation and the shares of several parties keep their samplers."""
+    from fedroc.privacy import GRID_EXPONENT
+
+    full, event = continuous_laplace_shares(20000, n_shares=1, epsilon=0.5)
+    assert event.sampler == "opendp" and event.noise_scale == 2.0
+    assert np.all(np.mod(full * 2.0**-GRID_EXPONENT, 1.0) == 0.0)
+    assert stats.kstest(full, "laplace", args=(0, 2.0)).pvalue > 0.01
+    assert continuous_laplace_shares(3, n_shares=1, epsilon=0.5, rng=1)[1].sampler == "site-seed"
+    assert continuous_laplace_shares(3, n_shares=2, epsilon=0.5)[1].sampler == "os-entropy"
+
+
 def test_policy_refuses_small_counts_noise_shares_and_budget():
     policy = DisclosurePolicy(min_count=5)
     ledger = BudgetLedger()

@@ -446,7 +446,9 @@ def laplace_shares(
         variables (int64); the n shares sum to a discrete Laplace variable with parameter
         ``exp(-epsilon/sensitivity)``. ``"continuous"``: the difference of two
         Gamma(1/n, sensitivity/epsilon) variables (float64); the n shares sum to a
-        Laplace(sensitivity/epsilon) variable.
+        Laplace(sensitivity/epsilon) variable. A full draw (``n_shares=1``) without
+        ``rng`` is released as it is: OpenDP's Laplace on its 2^-30 grid, as every clear
+        release (float noise would tell a count by its low bits).
     n_shares : int
         Number of parties whose shares are summed, at least 1.
     {epsilon}
@@ -454,7 +456,7 @@ def laplace_shares(
         The l1-sensitivity of the summed values (for counts, 1).
     rng : numpy.random.Generator, int or None, optional
         The site's generator or seed (simulations); None: the operating system's entropy
-        (:func:`os_entropy_rng`).
+        (:func:`os_entropy_rng`), or OpenDP for a full continuous draw.
 
     Returns
     -------
@@ -480,6 +482,12 @@ def laplace_shares(
         draws = [g.negative_binomial(1.0 / n_shares, p, size) for _ in range(2)]
         share = (draws[0] - draws[1]).astype(np.int64)
         scale = math.sqrt(discrete_laplace_variance(epsilon=epsilon, sensitivity=sensitivity))
+    elif n_shares == 1 and rng is None:
+        # A full draw, released as it is (local DP): OpenDP's Laplace on its grid, as every
+        # clear release. Float noise added to a count leaks the count through its low bits
+        # (Mironov 2012): a value near 0 with bits finer than 2^-53 comes only from a 0.
+        scale = sensitivity / epsilon
+        share = _opendp_apply("laplace", np.zeros(size), scale)
     else:
         scale = sensitivity / epsilon
         share = g.gamma(1.0 / n_shares, scale, size) - g.gamma(1.0 / n_shares, scale, size)
@@ -491,9 +499,15 @@ def laplace_shares(
         scale,
         int(np.size(share)),
         note=f"one of {n_shares} shares",
-        sampler="site-seed" if rng is not None else "os-entropy",
+        sampler=_share_sampler(noise, n_shares, rng),
     )
     return share, event
+
+
+def _share_sampler(noise: str, n_shares: int, rng: Any) -> str:
+    if rng is not None:
+        return "site-seed"
+    return "opendp" if noise == "continuous" and n_shares == 1 else "os-entropy"
 
 
 discrete_laplace_shares = partial(laplace_shares, noise="discrete")
