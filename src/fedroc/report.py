@@ -720,43 +720,36 @@ def _pr_section(report: Report, result: EvaluationResult) -> None:
     )
 
 
+def _site_row(site: Any, missing: str) -> tuple[Any, ...]:
+    """(name, rows, prevalence, AUC) of one site, ``missing`` where it released none."""
+    info = site if isinstance(site, Mapping) else {}
+    name = site["name"] if isinstance(site, Mapping) else str(site)
+    n, n_pos = info.get("n"), info.get("n_pos")
+    prev = n_pos / n if n and n_pos is not None else None
+    return (
+        name,
+        missing if n is None else n,
+        missing if prev is None else prev,
+        info.get("auc", missing),
+    )
+
+
 def _sites_section(
     report: Report, result: EvaluationResult, site_rows: Sequence[Mapping[str, Any]] | None
 ) -> None:
     report.start_section("sites", "Sites")
-    missing = "not released"
-    rows = []
-    if site_rows is not None:
-        for s in site_rows:
-            n, n_pos = s.get("n"), s.get("n_pos")
-            prev = n_pos / n if n and n_pos is not None else None
-            rows.append((s["name"], n, prev, s.get("auc", missing)))
-        report.add_table(["Site", "Rows", "Prevalence", "AUC at the site"], rows, cls="sites")
-        report.add_text(
-            "The pooled reference holds every row, so each site's figures are known here.",
-            cls="note",
-        )
-        return
-    for s in result.sites:
-        name = s["name"] if isinstance(s, Mapping) else str(s)
-        info = s if isinstance(s, Mapping) else {}
-        n = info.get("n")
-        n_pos = info.get("n_pos")
-        prev = n_pos / n if n and n_pos is not None else None
-        rows.append(
-            (
-                name,
-                missing if n is None else n,
-                missing if prev is None else prev,
-                info.get("auc", missing),
-            )
-        )
+    pooled = site_rows is not None
+    sites: Sequence[Any] = result.sites if site_rows is None else site_rows
+    rows = [_site_row(s, "not released") for s in sites]
     report.add_table(["Site", "Rows", "Prevalence", "AUC at the site"], rows, cls="sites")
-    report.add_text(
-        f"Only what the {result.method} method released about each site is shown; no site "
-        "released its own AUC.",
-        cls="note",
-    )
+    if pooled:
+        note = "The pooled reference holds every row, so each site's figures are known here."
+    else:
+        note = (
+            f"Only what the {result.method} method released about each site is shown; no "
+            "site released its own AUC."
+        )
+    report.add_text(note, cls="note")
 
 
 def _released_section(
