@@ -9,6 +9,8 @@ recovered on main d84ec09).
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -546,3 +548,66 @@ def test_local_dp_tree_with_continuous_noise_does_not_reveal_empty_leaves_by_its
             empty += int(np.sum(truth == 0))
     assert wrong == 0  # the rule is never wrong: what it names is certain
     assert named == 0, f"{named} of {empty} empty leaves named by their low bits"
+
+
+# -- R12. the low bits of a sequestered AUC answered without rounding ---------------------------
+_GRID = 2.0**30  # OpenDP's noise is a multiple of 2^-30 (fedroc.privacy.GRID_EXPONENT)
+
+
+def _matches_off_grid(value: float, auc: float) -> bool:
+    """``value`` has ``auc``'s offset from the 2^-30 grid (what grid noise leaves of it)."""
+    off = value * _GRID - round(value * _GRID) - (auc * _GRID - round(auc * _GRID))
+    return abs((off + 0.5) % 1.0 - 0.5) < 1e-6
+
+
+def test_an_unrounded_sequestered_answer_does_not_tell_the_exact_subset_auc_by_its_low_bits():
+    """A plan with ``round_answers=False`` answers ``clip(AUC(subset) + xi)``, ``xi`` from
+    OpenDP on its 2^-30 grid. On main e0c61a3 the exact AUC was added to the noise in
+    floating point, so the answer kept the AUC's bits below 2^-30, which name it among
+    the fractions ``k / (2 P N)``. A developer scoring one image 1 and every other 0 reads
+    from one answered query whether the image is in the subset (AUC 1/2) and its label
+    (``1/2 + 1/(2P)`` or ``1/2 - 1/(2N)``): 20 of 20 targets' labels recovered, none wrong,
+    in 3.7 queries on average (laplace; thresholdout with ``reference_auc=0``: 20 of 20 in
+    4.1), at a per-query epsilon of about 2 and a noise rate of 0.124. The AUC is now put
+    on the grid before the noise is added: the answer tells only the noisy value."""
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester.service import create_app
+
+    admin = "attack-review-admin-" + "0" * 8
+    named = wrong = 0
+    for k, mechanism in enumerate(("laplace", "thresholdout") * 3):
+        rng = np.random.default_rng(1200 + k)
+        y = rng.random(300) < 0.3
+        ids = [f"img-{i}" for i in range(300)]
+        with tempfile.TemporaryDirectory() as tmp:
+            app = create_app(f"{tmp}/seq.db", admin, rate_limit=0)
+            adm = TestClient(app, headers={"Authorization": f"Bearer {admin}"})
+            labels = y.astype(int).tolist()
+            tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": labels})
+            plan = adm.post(
+                f"/v1/test-sets/{tid.json()['test_set_id']}/plans",
+                json={"n_subsets": 20, "subset_size": 100, "noise_rate": 0.124,
+                      "budget_units": 50, "mechanism": mechanism, "round_answers": False},
+            ).json()  # fmt: skip
+            dev_reply = adm.post(f"/v1/plans/{plan['plan_id']}/developers", json={"name": "d"})
+            dev = TestClient(app, headers={"Authorization": f"Bearer {dev_reply.json()['token']}"})
+            n_pos = round(plan["prevalence"] * 100)
+            target = int(rng.integers(300))
+            scores = np.zeros(300)
+            scores[target] = 1.0
+            sub = dev.post("/v1/submissions", json={"image_ids": ids, "scores": scores.tolist()})
+            aucs = {0.5 + 0.5 / n_pos: True, 0.5 - 0.5 / (100 - n_pos): False}
+            for subset in range(1, 21):
+                query = {"submission_id": sub.json()["submission_id"], "subset_id": subset}
+                if mechanism == "thresholdout":
+                    query["reference_auc"] = 0.0  # far from the holdout: the answer is noisy
+                value = dev.post("/v1/queries", json=query).json()["auc"]
+                if value in (0.0, 1.0, 0.0 if mechanism == "thresholdout" else -1.0):
+                    continue
+                said = {lab for auc, lab in aucs.items() if _matches_off_grid(value, auc)}
+                if len(said) == 1 and not _matches_off_grid(value, 0.5):
+                    named += 1
+                    wrong += said != {bool(y[target])}
+                    break
+    assert named == 0, f"{named} target labels named by their answers' low bits ({wrong} wrong)"

@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 
 from fedroc.exceptions import FedrocError, InputError
-from fedroc.privacy import DPEvent, laplace_noise
+from fedroc.privacy import GRID_EXPONENT, DPEvent, laplace_noise
 
 __all__ = [
     "DEFAULT_MECHANISM",
@@ -106,6 +106,19 @@ def laplace(
         return _POOL.draw(scale, sensitivity)
     noise, event = laplace_noise(1, epsilon=sensitivity / scale, sensitivity=sensitivity, rng=rng)
     return float(noise[0]), event
+
+
+def _on_grid(holdout: float, rng: np.random.Generator | None) -> float:
+    """``holdout`` on OpenDP's 2^-30 grid when the noise added to it is OpenDP's (no ``rng``).
+
+    OpenDP's noise is a multiple of 2^-30; added in floating point to an exact AUC, it
+    keeps the AUC's bits below 2^-30, and they name the AUC among the fractions
+    ``k / (2 P N)`` (Mironov 2012). On the grid the sum is exact and tells only the noisy
+    value; the pool's noise scale already covers the rounding (two grid steps).
+    """
+    if rng is not None:
+        return holdout
+    return round(holdout * 2.0**-GRID_EXPONENT) * 2.0**GRID_EXPONENT
 
 
 def answer_step(n_pos: int, n_neg: int) -> float:
@@ -267,7 +280,7 @@ class Mechanism:
         gap = abs(holdout - reference)
         if self.name == "laplace" or (self.name == "h-thresholdout" and gap > self.threshold):
             psi, event = laplace(sigma, sensitivity=sensitivity, rng=rng)
-            value = self.release(holdout + psi)
+            value = self.release(_on_grid(holdout, rng) + psi)
             return Answer(value, 1, budget - 1, holdout, reference, psi, 0.0, (event,))
         if self.name == "h-thresholdout":
             return Answer(self.release(holdout), 0, budget, holdout, reference, 0.0, 0.0)
@@ -285,7 +298,7 @@ class Mechanism:
                 4.0 * sigma,
                 note="Thresholdout crossing (Dwork et al. 2015)",
             )
-            value = self.release(holdout + xi)
+            value = self.release(_on_grid(holdout, rng) + xi)
             return Answer(
                 value, 1, budget - 1, holdout, reference, xi, gamma, (crossing, answer_event)
             )
