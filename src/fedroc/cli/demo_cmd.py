@@ -233,10 +233,6 @@ def demo(
             [(q, d, p, float(np.abs(d - p))) for q, d, p in result["statistics"]],
         )
     )
-    out.print(
-        calibration_table(
-            "Distributed calibration curve (secure aggregation)", result["calibration"]
-        )
-    )
+    out.print(calibration_table("Secure calibration curve", result["calibration"]))
     out.print(calibration_table("Pooled calibration curve", result["pooled_calibration"]))
     _print_use_cases(result["use_cases"])
