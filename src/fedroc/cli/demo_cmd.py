@@ -195,6 +195,8 @@ def demo(
     written = _write_report(report, result, seed)
     err.print(f"report written to {written}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
+        from fedroc._results import jsonable
+
         emit_json(
             {
                 "sites": result["sites"],
@@ -204,6 +206,8 @@ def demo(
                     {"quantity": q, "distributed": d, "pooled": p}
                     for q, d, p in result["statistics"]
                 ],
+                "calibration": jsonable(result["calibration"]),
+                "pooled_calibration": jsonable(result["pooled_calibration"]),
                 "use_cases": _use_cases_json(result["use_cases"]),
             }
         )
