@@ -128,12 +128,26 @@ def test_clear_and_secure_calibration_do_not_subtract_to_a_sites_withheld_bins()
             exact += 1
     assert exact == 0, f"victim's exact score and label recovered in {exact}/{TRIALS}"
     assert refused == TRIALS
-    # What it costs an honest analyst: evaluate() after a secure curve (an MPC run computes
-    # one) reports the clear one as withheld instead of failing.
+    # What it costs an honest analyst. evaluate() adds the curve through secure aggregation
+    # (it reported the clear one as withheld after a secure curve, e.g. an MPC run's, when
+    # its own curve was the clear one); after a clear curve it falls back to the clear
+    # way, and where the sites answered neither way it reports the curve as withheld.
     from fedroc.methods import evaluate
 
     fed = Federation.from_sites([Site(s.name, s._data) for s in sites])
     secure_calibration(fed, n_bins=10)
+    result = evaluate(fed, "rocglm", sensitivity=0.01)
+    assert result.extra["calibration"] is not None and result.extra["brier"] is not None
+    assert not result.extra["calibration"].suppressed.any()  # the secure curve
+    fed = Federation.from_sites([Site(s.name, s._data) for s in sites])
+    fed.call("fedroc.calibration", n_bins=10)
+    result = evaluate(fed, "rocglm", sensitivity=0.01)
+    assert result.extra["calibration"].suppressed[9]  # the clear curve: bin 9 withheld
+    assert any("calibration in the clear" in note for note in result.released.notes)
+    fourth = Site("o2", _other_sites(rng)[0]._data)
+    fed = Federation.from_sites([Site(s.name, s._data) for s in sites] + [fourth])
+    fed.call("fedroc.calibration", n_bins=10, sites=["victim"])
+    secure_calibration(fed, n_bins=10, sites=["o0", "o1", "o2"])
     result = evaluate(fed, "rocglm", sensitivity=0.01)
     assert result.extra["calibration"] is None and result.extra["brier"] is not None
     assert any("calibration curve withheld" in note for note in result.released.notes)
@@ -464,21 +478,15 @@ def test_the_scale_question_cannot_bisect_a_sites_largest_score_under_fixed_leve
 
 
 # -- R10. calibration's withheld bins against a secure histogram tree over the same bins -----------
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (attack review of main d84ec09): a site-side fix (no exact binned secure "
-    "input after a clear calibration that withheld rows, and no such clear curve after "
-    "one) was tried and refused honest runs of two methods on one deployment "
-    "(tests/test_flower_deploy.py runs rocglm, then histogram); see the report",
-)
 def test_a_secure_tree_minus_the_sites_clear_calibration_bins_gives_no_withheld_bin():
     """R2 with another function: the pooled leaf counts of the histogram tree in
     secure-aggregation mode (branching 10, height 1 over [0, 1]: the calibration bins)
     minus the three sites' clear calibration bins are the bins they withheld, with their
     class: when only the victim withheld bin 9 (its lone row there), its label. This is the
-    data ``evaluate(method="histogram")`` itself gathers (the tree, then the clear
-    calibration curve), with a tree of the analyst's choosing. Measured on this branch: the
-    label in 40 of 40 federations, either order. Open: the strict xfail flips when fixed."""
+    data ``evaluate(method="histogram")`` gathered (the tree, then the clear calibration
+    curve), with a tree of the analyst's choosing. On main ced7285: the label in 40 of 40
+    federations, either order. Now a site releases exact binned counts one way for its
+    lifetime (the exact tree is one of them): the second request is refused."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
@@ -614,26 +622,19 @@ def test_an_unrounded_sequestered_answer_does_not_tell_the_exact_subset_auc_by_i
 
 
 # -- R10b. R10 at a site that released nothing in the clear -------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: an exact secure sum protects a site only while the other sites' parts of it "
-    "are unknown; a site that releases a binned count in the clear (calibration, confusion "
-    "tables, clustered clear histograms) must not also add it to an exact secure sum. "
-    "A per-site, per-deployment choice of one way for exact counts (clear or secure) closes "
-    "R8, R10 and this; it changes what rocglm's calibration and the demo use (docs/privacy.md)",
-)
 def test_a_secure_tree_minus_the_other_sites_clear_calibration_gives_no_row_of_a_silent_site():
     """The victim releases nothing in the clear. Its two partners answer their clear
     calibration curves (10 bins; every bin 9 released: six rows each), then all three sum
     the exact histogram tree (branching 10, height 1 over [0, 1], the calibration bins) by
     secure aggregation. The pooled leaf 9 minus the partners' bin 9 is the victim's bin 9:
-    its lone row there, with its class. Measured on main ced7285: the label in 19 of 20
-    federations (one skipped: a partner's secondary suppression withheld its bin 9)."""
+    its lone row there, with its class. On main ced7285: the label in 19 of 20 federations
+    (one skipped: a partner's secondary suppression withheld its bin 9). Now the partners,
+    which released their bins in the clear, refuse the exact secure tree."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
     rng = np.random.default_rng(1212)
-    right = 0
+    right = refused = 0
     for _ in range(20):
         data, _score, label = _victim_data(rng)
         others = _other_sites(rng)
@@ -641,7 +642,8 @@ def test_a_secure_tree_minus_the_other_sites_clear_calibration_gives_no_row_of_a
         try:
             clear = fed.call("fedroc.calibration", n_bins=10, sites=["o0", "o1"])
             tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=10, height=1, lo=0.0, hi=1.0)
-        except DisclosureError:
+        except DisclosureError as exc:
+            refused += "it released exact binned counts in the clear" in str(exc)
             continue
         if any(r["suppressed"][9] for r in clear.values()):
             continue
@@ -651,3 +653,4 @@ def test_a_secure_tree_minus_the_other_sites_clear_calibration_gives_no_row_of_a
         neg = int(tree["neg"][9]) - (rows - positives)
         right += (pos, neg) == ((1, 0) if label else (0, 1))
     assert right == 0, f"the silent site's label recovered in {right}/20"
+    assert refused == 20

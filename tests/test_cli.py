@@ -215,6 +215,11 @@ def test_demo_json(capsys, tmp_path, monkeypatch):
     assert res["reference"]["method"] == "pooled"
     for row in res["statistics"]:
         assert row["distributed"] == pytest.approx(row["pooled"], abs=1e-12)
+    # The distributed curve is the secure one (no bin withheld), equal to the pooled curve,
+    # and it leaves the histogram method free to sum its exact trees after it.
+    assert not any(res["calibration"]["suppressed"])
+    assert res["calibration"]["count"] == res["pooled_calibration"]["count"]
+    assert "histogram" in [m["method"] for m in res["methods"]]
     # One report, and the demo says where (issue 14.4).
     path = tmp_path / "fedroc-demo-report.html"
     assert f"report written to {path}" in captured.err

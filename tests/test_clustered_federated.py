@@ -214,12 +214,20 @@ def test_bin_rule_matches_the_calibration_bins():
 
 def test_secure_aggregation_default_matches_plain_sums_and_hides_the_sites():
     frames = _frames(np.random.default_rng(8))
-    sites = [
-        Site.from_frame(name, frame, Columns("y", "p", "pid"), policy=CLEAR)
-        for name, frame in frames.items()
-    ]
+    sites, plain_sites = (
+        [
+            Site.from_frame(name, frame, Columns("y", "p", "pid"), policy=CLEAR)
+            for name, frame in frames.items()
+        ]
+        for _ in range(2)
+    )
     with Federation.from_sites(sites) as fed:
         secure = federated_clustered_auc(fed, n_bins=200)
+        # Sites that summed their histograms securely answer none in the clear: the secure
+        # totals minus clear histograms would be the rows one site withheld or holds alone.
+        with pytest.raises(DisclosureError, match="exact binned counts through secure"):
+            federated_clustered_auc(fed, n_bins=200, secure=False)
+    with Federation.from_sites(plain_sites) as fed:  # the same rows at sites of their own
         plain = federated_clustered_auc(fed, n_bins=200, secure=False)
     est, ref = secure.estimate, plain.estimate
     # Counts are summed exactly; floats travel in fixed point (2^-32).
@@ -232,9 +240,9 @@ def test_secure_aggregation_default_matches_plain_sums_and_hides_the_sites():
     # clear: their audit logs show only the secure-aggregation stages for that run.
     for site in sites:
         functions = [e["function"] for e in site.audit.entries() if e["outcome"] == "released"]
-        first_plain = functions.index(FUNCTION_SUMMARY)
-        assert all(f.startswith("fedroc.secagg.") for f in functions[:first_plain])
-        assert len(functions[:first_plain]) == 8  # two sessions of four stages
+        assert FUNCTION_SUMMARY not in functions
+        assert all(f.startswith("fedroc.secagg.") for f in functions)
+        assert len(functions) == 8  # two sessions of four stages
 
 
 def test_secure_aggregation_needs_two_sites_and_applies_the_policy():

@@ -19,6 +19,7 @@ from fedroc.cli._common import (
     require_extra,
 )
 from fedroc.cli._options import JsonOption
+from fedroc.exceptions import FedrocError
 
 
 def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
@@ -43,7 +44,13 @@ def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
     from fedroc.data import Columns, SiteData
     from fedroc.datasets import make_multisite
     from fedroc.federation import basic
-    from fedroc.methods import evaluate, get_method, method_names, pool_site_data
+    from fedroc.methods import (
+        evaluate,
+        get_method,
+        method_names,
+        pool_site_data,
+        sites_calibration,
+    )
     from fedroc.metrics import brier_score, calibration_curve, roc_auc
 
     frames = make_multisite(seed=seed)
@@ -55,13 +62,15 @@ def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
     federation = build_federation(data, min_count=5, audit_dir=audit_dir)
     sizes = {k: v.n for k, v in data.items()}
     reference = evaluate(federation, "pooled", pooled=pooled, site_sizes=sizes)
-    # Distributed statistics of paper 1 section 4.1 beside their pooled values. They come
-    # first: a site answers calibration one way for its lifetime, and paper 1's curve is the
-    # clear one, so the MPC method's secure calibration after it is withheld (with a note)
-    # rather than this table refused.
+    # Distributed statistics of paper 1 section 4.1 beside their pooled values. The
+    # calibration bins go through secure aggregation, as every method's: a site releases
+    # exact binned counts one way for its lifetime, and the histogram method's exact trees
+    # are secure (paper 1's clear bins would leave the sites answering no secure tree).
     moments = basic.distributed_variance(federation)
     brier, _ = basic.distributed_brier(federation)
-    cal = basic.distributed_calibration(federation, n_bins=10)
+    cal, note = sites_calibration(federation, n_bins=10)
+    if cal is None:
+        raise FedrocError(f"the demo's sites withheld their calibration curve: {note}")
     rows = []
     for name in method_names():
         if name == "pooled":
@@ -186,6 +195,8 @@ def demo(
     written = _write_report(report, result, seed)
     err.print(f"report written to {written}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
+        from fedroc._results import jsonable
+
         emit_json(
             {
                 "sites": result["sites"],
@@ -195,6 +206,8 @@ def demo(
                     {"quantity": q, "distributed": d, "pooled": p}
                     for q, d, p in result["statistics"]
                 ],
+                "calibration": jsonable(result["calibration"]),
+                "pooled_calibration": jsonable(result["pooled_calibration"]),
                 "use_cases": _use_cases_json(result["use_cases"]),
             }
         )
@@ -224,6 +237,6 @@ def demo(
             [(q, d, p, float(np.abs(d - p))) for q, d, p in result["statistics"]],
         )
     )
-    out.print(calibration_table("Distributed calibration curve", result["calibration"]))
+    out.print(calibration_table("Secure calibration curve", result["calibration"]))
     out.print(calibration_table("Pooled calibration curve", result["pooled_calibration"]))
     _print_use_cases(result["use_cases"])

@@ -33,6 +33,7 @@ from fedroc.metrics import CalibrationCurve, bin_edges, bin_index
 __all__ = [
     "DistributedMoments",
     "SiteCalibration",
+    "bind_exact_counts",
     "distributed_brier",
     "distributed_calibration",
     "distributed_mean",
@@ -51,13 +52,18 @@ FN_BRIER = "fedroc.brier"
 FN_CALIBRATION = "fedroc.calibration"
 FN_IS_PROBABILITY = "fedroc.is_probability"
 MAX_CALIBRATION_BINS = 100
-# Ledger keys. How the site answered calibration (clear or secure: one way per lifetime), its
-# bins (the argument binding of n_bins), and the thresholds of the confusion tables it
-# released in the clear (rocglm.confusion, a higher layer, writes them under this prefix).
-CALIBRATION_RELEASE_KEY = "fedroc.calibration:release"
+# Ledger keys. How the site releases exact binned counts (clear or secure: one way per
+# lifetime, see bind_exact_counts; the key's name is the one calibration alone bound before,
+# so that a site's earlier binding holds), its calibration bins (the argument binding of
+# n_bins), and the thresholds of the confusion tables it released in the clear
+# (rocglm.confusion, a higher layer, writes them under this prefix).
+EXACT_COUNTS_KEY = "fedroc.calibration:release"
+CALIBRATION_RELEASE_KEY = EXACT_COUNTS_KEY
 CALIBRATION_BINS_KEY = f"argument:{FN_CALIBRATION}:n_bins"
 # In the refusal of the other way, so that a method can tell it from other refusals.
-CALIBRATION_ONE_WAY = "it answered calibration"
+EXACT_COUNTS_ONE_WAY = "it released exact binned counts"
+CALIBRATION_ONE_WAY = EXACT_COUNTS_ONE_WAY
+_WAYS = {"clear": "in the clear", "secure": "through secure aggregation"}
 CONFUSION_THRESHOLD_KEY = "rocglm.confusion-threshold:"
 # The inner edges of the clustered histograms a site released in the clear (one per group
 # of edges with no row between them; fedroc.methods.clustered writes them).
@@ -151,12 +157,8 @@ def _brier(ctx: SiteContext, args: Record) -> Reply:
 )
 def _calibration(ctx: SiteContext, args: Record) -> Reply:
     n_bins = int(args["n_bins"])
-    # One way for the site's lifetime, bound before it reads its rows: the secure total
-    # over the sites minus their clear bins would be the bins they withheld.
     mode = "clear" if ctx.sites is None else "secure"
-    bind_before_reading(
-        ctx, CALIBRATION_RELEASE_KEY, mode, lambda first: _release_refused(ctx, mode, first)
-    )
+    bind_exact_counts(ctx, FN_CALIBRATION, mode)
     if mode == "clear":
         # The declared binding of n_bins, bound before reading here too: the check against
         # confusion thresholds below may refuse, and a refusal must leave it bound.
@@ -201,14 +203,45 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     )
 
 
-def _release_refused(ctx: SiteContext, mode: str, first: object) -> DisclosureError:
-    ways = {"clear": "in the clear", "secure": "through secure aggregation"}
+def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
+    """Hold the site to one way, clear or secure, for all its exact binned counts.
+
+    Exact counts of rows per score bin (calibration bins, confusion tables, the clustered
+    histograms, the histogram method's exact trees and joint counts) leave a site either
+    in the clear, each bin under q rows withheld, or through secure aggregation, never
+    both: a secure total minus the sites' clear bins is the bins they withheld, and minus
+    the *other* sites' clear bins it is a site's own bins, a lone row included, though that
+    site released nothing in the clear. Bound in the ledger before the site reads its rows,
+    for its lifetime. Noisy (DP) releases do not bind.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The calling site function's context.
+    function : str
+        Its registered name, for the refusal.
+    way : {"clear", "secure"}
+        How this request releases its counts.
+
+    Raises
+    ------
+    DisclosureError
+        The site released exact binned counts the other way before; the text holds
+        :data:`EXACT_COUNTS_ONE_WAY`.
+    """
+    bind_before_reading(
+        ctx, EXACT_COUNTS_KEY, way, lambda first: _one_way_refused(ctx, function, way, first)
+    )
+
+
+def _one_way_refused(ctx: SiteContext, function: str, way: str, first: object) -> DisclosureError:
     return DisclosureError(
-        f"site {ctx.site!r} refuses {FN_CALIBRATION!r} {ways[mode]}: {CALIBRATION_ONE_WAY} "
-        f"{ways.get(str(first), str(first))} before, and a secure total minus the sites' clear "
-        "bins would be the bins they withheld",
+        f"site {ctx.site!r} refuses {function!r} {_WAYS[way]}: {EXACT_COUNTS_ONE_WAY} "
+        f"{_WAYS.get(str(first), str(first))} before, and a secure total minus clear bins of "
+        "the same rows would be the rows a site withheld or holds alone (a site answers "
+        "calibration, confusion tables and exact histograms one way for its lifetime)",
         site=ctx.site,
-        function=FN_CALIBRATION,
+        function=function,
     )
 
 

@@ -13,7 +13,7 @@ import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation, Released
 from fedroc.privacy import is_class_count_refusal
+
+if TYPE_CHECKING:
+    from fedroc.federation.basic import SiteCalibration
 
 __all__ = [
     "EvaluationInputs",
@@ -33,6 +36,7 @@ __all__ = [
     "method_names",
     "pool_site_data",
     "register_method",
+    "sites_calibration",
 ]
 
 
@@ -371,23 +375,61 @@ def evaluate(
     if not all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
         return result.with_extra(brier=None, calibration=None)
     brier, _ = basic.distributed_brier(federation)
-    try:
-        cal = basic.distributed_calibration(federation, n_bins=calibration_bins)
-    except DisclosureError as exc:
-        if basic.CALIBRATION_ONE_WAY not in str(exc):
-            raise
-        # A site answers calibration one way for its lifetime: here it answered it through
-        # secure aggregation before (an earlier MPC run), so the clear curve is withheld.
-        note = f"calibration curve withheld: {exc}"
-        return replace(result, released=result.released.with_notes(note)).with_extra(
-            brier=brier, calibration=None
-        )
+    cal, note = sites_calibration(federation, n_bins=calibration_bins)
+    if note:
+        result = replace(result, released=result.released.with_notes(note))
+    if cal is None:
+        return result.with_extra(brier=brier, calibration=None)
     extra_released = federation.released(start)
     return result.with_extra(
         brier=brier,
         calibration=cal.curve,
         calibration_released={"rounds": extra_released.rounds},
     )
+
+
+def sites_calibration(
+    federation: Federation, *, n_bins: int = 10
+) -> tuple[SiteCalibration | None, str]:
+    """Compute the sites' calibration curve, through secure aggregation where they allow it.
+
+    A site releases exact binned counts one way, clear or secure, for its lifetime
+    (:func:`fedroc.federation.basic.bind_exact_counts`), so the curve a method adds goes
+    the way that leaves every method free to follow: through secure aggregation (the
+    analyst sees only the sums, no bin is withheld). In the clear (paper 1, section 4.1,
+    bins under q rows withheld at each site) where secure aggregation is refused, for
+    example below the sites' ``secagg_min_sites`` or at sites that released their counts
+    in the clear before. Where neither way is answered the curve is withheld.
+
+    Parameters
+    ----------
+    federation : Federation
+        The sites.
+    n_bins : int, default 10
+        Number of equal-width probability bins on [0, 1].
+
+    Returns
+    -------
+    calibration : SiteCalibration or None
+        The curve, or None where it is withheld.
+    note : str
+        Empty for the secure curve; else why it is in the clear, or why it is withheld.
+    """
+    from fedroc.federation import basic
+    from fedroc.secagg.statistics import secure_calibration
+
+    try:
+        return secure_calibration(federation, n_bins=n_bins), ""
+    except (DisclosureError, InputError) as exc:
+        secure_refusal = exc
+    try:
+        return basic.distributed_calibration(federation, n_bins=n_bins), (
+            f"calibration in the clear (secure aggregation refused: {secure_refusal})"
+        )
+    except DisclosureError as exc:
+        if basic.EXACT_COUNTS_ONE_WAY not in str(exc):
+            raise
+        return None, f"calibration curve withheld: {exc}"
 
 
 @contextmanager

@@ -48,6 +48,7 @@ from fedroc.federation import schema as sch
 from fedroc.federation.basic import (
     CLEAR_EDGES_KEY,
     apart_from_clear_calibration,
+    bind_exact_counts,
     confusion_thresholds,
     cuts_apart,
 )
@@ -186,6 +187,7 @@ def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:
         # must not be asked again over other edges).
         edges = _digest({"edges": args["edges"]})
         _bind(ctx, function, BIND_SECURE_EDGES, "bin edges", edges, clear=False)
+        bind_exact_counts(ctx, function, "secure")
         return False
     if not ctx.policy.clear_histograms:
         raise DisclosureError(
@@ -200,6 +202,7 @@ def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:
             function=function,
         )
     _bind(ctx, function, BIND_EDGES, "bin edges", _digest({"edges": args["edges"]}))
+    bind_exact_counts(ctx, function, "clear")
     _apart_from_other_clear_cuts(ctx, function, np.asarray(args["edges"], dtype=np.float64))
     return True
 

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
+from fedroc.federation.basic import bind_exact_counts
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.metrics import PairedDeLongResult, PlacementSums
@@ -150,6 +151,8 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     grid = [bins, lo, hi, transform]
     # Bound before the site reads its rows, so that refusals cannot search for a grid.
     bind_before_reading(ctx, BIND_GRID, grid, lambda first: _grid_refused(ctx, grid, first))
+    if args["epsilon"] is None:  # exact joint counts: one way for the site's lifetime
+        bind_exact_counts(ctx, JOINT_NAME, "secure")
     data = ctx.data
     if data.score_b is None:
         raise InputError(

@@ -40,6 +40,7 @@ from fedroc._docs import fill_doc
 from fedroc._validation import FloatArray
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
+from fedroc.federation.basic import bind_exact_counts
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
@@ -389,8 +390,11 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
 
     Released only through secure aggregation. In DP mode the noise is split into the
     session's ``noise_shares`` (its threshold), a number the site takes from the protocol,
-    not from the analyst.
+    not from the analyst. Without noise (secure aggregation mode) the trees are exact
+    binned counts: one way for the site's lifetime (:func:`bind_exact_counts`).
     """
+    if args["mode"] == MODE_SA:
+        bind_exact_counts(ctx, INPUT_NAME, "secure")
     _, _, pos, neg = _leaves_for(ctx, args, INPUT_NAME)
     counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
     if args["mode"] == MODE_SA:

@@ -44,6 +44,7 @@ from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.basic import (
     CONFUSION_THRESHOLD_KEY,
     apart_from_clear_calibration,
+    bind_exact_counts,
     clear_calibration_bins,
     clustered_clear_edges,
     confusion_thresholds,
@@ -537,6 +538,7 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
     lifetime; a threshold asked before is answered as before.
     """
     threshold = float(args["threshold"])
+    bind_exact_counts(ctx, FN_CONFUSION, "clear")
     with ctx.ledger.transaction():
         asked = {
             float(v)
