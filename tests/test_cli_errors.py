@@ -499,3 +499,19 @@ def test_a_malformed_name_value_option_is_named_with_its_value(capsys, args, opt
     assert code == 2 and out == ""
     [line] = err.strip().splitlines()
     assert f"{option} must look like NAME=" in line and repr(value) in line
+
+
+def test_supernode_refuses_an_unreadable_mpc_cluster_before_it_starts(capsys, tmp_path):
+    """``--mpc-proxies`` names the cluster whose proxies the site seals MPC shares for: a
+    file that cannot be read is refused at once, naming the option and the file."""
+    pytest.importorskip("flwr")
+    data = tmp_path / "a.csv"
+    data.write_text("label,score\n1,0.5\n0,0.2\n")
+    missing = tmp_path / "nope.toml"
+    args = ["flower", "supernode", "--superlink", "127.0.0.1:1", "--site", "a"]
+    args += ["--data", str(data), "--insecure", "--mpc-proxies", str(missing)]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: --mpc-proxies: cluster file {str(missing)!r} does not exist"
+    ]

@@ -163,12 +163,31 @@ def test_node_config_parses_and_round_trips(tmp_path: Path) -> None:
         allow_noisy=False,
         epsilon_limit=2.0,
         allowed_functions=frozenset({"fedroc.info", "fedroc.sum"}),
+        mpc_proxies="none",  # a node's default: MPC shares for no proxies it did not name
     )
     assert SiteNodeConfig.from_node_config(parsed.to_node_config()) == parsed
+    pinned = SiteNodeConfig.from_node_config({**config, "mpc-proxies": "/etc/cluster.toml"})
+    assert pinned.policy.mpc_proxies == "/etc/cluster.toml"
+    assert SiteNodeConfig.from_node_config(pinned.to_node_config()) == pinned
     text = node_config_toml(parsed.to_node_config())
     import tomllib
 
     assert tomllib.loads(text) == parsed.to_node_config()
+
+
+def test_a_nodes_policy_file_takes_no_mpc_proxies_unless_it_names_them(tmp_path: Path) -> None:
+    """A policy file read by a node: without ``mpc_proxies`` the node's default ("none"),
+    not the in-process default ("any")."""
+    node = {"site": "a", "data": "x.csv"}
+    plain = tmp_path / "plain.toml"
+    plain.write_text("[policy]\nmin_count = 7\n")
+    parsed = SiteNodeConfig.from_node_config({**node, "policy-file": str(plain)})
+    assert parsed.policy.min_count == 7 and parsed.policy.mpc_proxies == "none"
+    named = tmp_path / "named.toml"
+    named.write_text('[policy]\nmpc_proxies = "any"\n')
+    parsed = SiteNodeConfig.from_node_config({**node, "policy-file": str(named)})
+    assert parsed.policy.mpc_proxies == "any"
+    assert DisclosurePolicy().mpc_proxies == "any"
 
 
 @pytest.mark.parametrize(
@@ -339,7 +358,9 @@ def test_every_method_gives_the_in_process_result_over_flower_messages(
     out, and the AUC is never left out.
     """
     options = dict(get_method(method).demo_options)
-    grid = _grid(site_files, tmp_path, **{"noise-seed": 5})
+    # The MPC run starts its own local proxies: these nodes take the job's proxies (a
+    # node's default takes none; docs/privacy.md, R13).
+    grid = _grid(site_files, tmp_path, **{"noise-seed": 5, "mpc-proxies": "any"})
     flower = Federation(FlowerTransport(grid, timeout=30))
     got = _leaves(_json_tree(evaluate(flower, method, seed=5, **options).to_dict()))
     runs = [

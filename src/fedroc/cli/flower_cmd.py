@@ -53,11 +53,13 @@ def _policy_config(
     epsilon_limit: float | None,
     delta_limit: float | None,
     allowed_functions: str | None,
+    mpc_proxies: str = "none",
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
         "min-count": min_count,
         "allow-noisy": allow_noisy,
         "allow-shares": allow_shares,
+        "mpc-proxies": mpc_proxies,
     }
     if epsilon_limit is not None:
         config["epsilon-limit"] = epsilon_limit
@@ -388,6 +390,13 @@ def supernode(
     allowed_functions: Annotated[
         str | None, typer.Option(help="Comma-separated site functions the site runs.")
     ] = None,
+    mpc_proxies: Annotated[
+        str,
+        typer.Option(
+            help="MPC shares only for the proxies of this cluster file (fedroc mpc certs); "
+            "'none' (default): no MPC job; 'any': the job's proxies (trusts the analyst)."
+        ),
+    ] = "none",
     audit: Annotated[
         Path | None, typer.Option(help="Audit log (JSON lines); default NODE_DIR/audit.jsonl.")
     ] = None,
@@ -419,9 +428,24 @@ def supernode(
         config["cluster"] = cluster
     if pos_label is not None:
         config["pos-label"] = coerce_pos_label(pos_label)
+    if mpc_proxies not in ("any", "none"):
+        from fedroc.mpc.net import ClusterConfig
+
+        cluster_file = Path(mpc_proxies).resolve()
+        try:
+            ClusterConfig.load(cluster_file).proxy_key_bytes()  # refused now, not per job
+        except InputError as exc:
+            raise InputError(f"--mpc-proxies: {exc}") from None
+        mpc_proxies = str(cluster_file)
     config.update(
         _policy_config(
-            min_count, allow_noisy, allow_shares, epsilon_limit, delta_limit, allowed_functions
+            min_count,
+            allow_noisy,
+            allow_shares,
+            epsilon_limit,
+            delta_limit,
+            allowed_functions,
+            mpc_proxies,
         )
     )
     config["node-dir"] = str(home)

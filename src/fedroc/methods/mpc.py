@@ -71,6 +71,44 @@ SHARE_SCHEMA = {
 }
 
 
+def _check_proxies(ctx: SiteContext, keys: tuple[bytes, bytes]) -> None:
+    """Refuse a job whose proxies the site's policy does not name (``mpc_proxies``).
+
+    Both shares of a row are sealed for the job's two proxies: whoever holds both keys (the
+    analyst, when it names keys of its own) opens every row. Checked before the site reads
+    its rows or counts the job.
+    """
+    setting = ctx.policy.mpc_proxies
+    if setting == "any":
+        return
+    if setting != "none":
+        from fedroc.mpc.net import ClusterConfig
+
+        try:
+            pinned = ClusterConfig.load(setting).proxy_key_bytes()
+        except InputError as exc:
+            # The operator's file, not the analyst's input: its path stays at the site.
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {SHARE_FUNCTION}: the cluster file its policy "
+                f"pins (mpc_proxies) cannot be read ({type(exc).__name__})",
+                site=ctx.site,
+                function=SHARE_FUNCTION,
+            ) from None
+        if tuple(keys) == tuple(pinned):
+            return
+    why = (
+        "its policy takes part in no MPC job (mpc_proxies = 'none')"
+        if setting == "none"
+        else "they are not the proxies of the cluster its policy pins (mpc_proxies)"
+    )
+    raise DisclosureError(
+        f"site {ctx.site!r} refuses {SHARE_FUNCTION}: its shares would be sealed for the "
+        f"job's proxy keys, and {why}; whoever holds both keys opens every row",
+        site=ctx.site,
+        function=SHARE_FUNCTION,
+    )
+
+
 @site_function(SHARE_FUNCTION, schema=SHARE_SCHEMA)
 def share_site(ctx: SiteContext, args: Record) -> Reply:
     """Split the site's sorted records into two shares, sealed and signed for one job."""
@@ -89,6 +127,7 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
         )
     except (InputError, TypeError) as exc:
         raise InputError(f"{where}: {exc}") from None
+    _check_proxies(ctx, terms.proxy_keys)
     if terms.min_class_count < ctx.policy.min_count:
         raise DisclosureError(
             f"site {ctx.site!r} refuses {SHARE_FUNCTION}: the job's minimum class count "

@@ -124,6 +124,14 @@ class DisclosurePolicy:
         less). 0.01 suits probability scores; on a wider scale set it on that scale.
     histogram_min_epsilon : float, default 0.01
         Smallest epsilon of a histogram tree the site releases in the clear (local DP).
+    mpc_proxies : str, default "any"
+        Whom the site seals its MPC shares for (``fedroc.mpc.share``): the path of a
+        cluster file (``fedroc mpc certs``) whose two proxies' public keys the site pins;
+        ``"none"``, no MPC job; ``"any"``, the proxies the job names. Whoever holds both
+        proxies' keys opens every share, so ``"any"`` trusts the analyst: it suits a site
+        in the analyst's own process (the analyst holds its rows anyway), and it is the
+        default there. A Flower node's default is ``"none"`` (``mpc-proxies`` in its node
+        config).
     """
 
     min_count: int = 5
@@ -138,6 +146,7 @@ class DisclosurePolicy:
     clear_histograms: bool = False
     rocglm_min_sensitivity: float = DEFAULT_ROCGLM_MIN_SENSITIVITY
     histogram_min_epsilon: float = DEFAULT_HISTOGRAM_MIN_EPSILON
+    mpc_proxies: str = "any"
 
     def __post_init__(self) -> None:
         """Validate the settings.
@@ -162,6 +171,11 @@ class DisclosurePolicy:
         if int(self.secagg_min_sites) != self.secagg_min_sites or self.secagg_min_sites < 2:
             raise InputError(
                 f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
+            )
+        if not isinstance(self.mpc_proxies, str) or not self.mpc_proxies.strip():
+            raise InputError(
+                "mpc_proxies must be 'any', 'none' or the path of a cluster file; got "
+                f"{self.mpc_proxies!r}"
             )
 
     def allows(self, option: str) -> bool:
@@ -201,6 +215,7 @@ class DisclosurePolicy:
             "clear_histograms",
             "rocglm_min_sensitivity",
             "histogram_min_epsilon",
+            "mpc_proxies",
         }
         unknown = set(values) - known
         if unknown:

@@ -17,6 +17,8 @@ Flower's node config)::
     epsilon-limit = 3.0             # lifetime budget, kept in the site's ledger
     delta-limit = 1e-5
     allowed-functions = "fedroc.info,fedroc.sum"   # comma-separated
+    mpc-proxies = "/etc/fedroc/cluster.toml"       # MPC shares only for this cluster's
+                                                   # proxies; "any" or "none" (default)
     policy-file = "/etc/fedroc/policy.toml"        # instead of the policy keys above
     node-dir = "/var/lib/fedroc/north"             # default ./fedroc-node-SITE
     audit = "/var/log/fedroc/north.jsonl"          # default NODE_DIR/audit.jsonl
@@ -40,8 +42,9 @@ import importlib
 import json
 import os
 import threading
+import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +63,12 @@ _POLICY_KEYS = {
     "epsilon-limit": "epsilon_limit",
     "delta-limit": "delta_limit",
     "allowed-functions": "allowed_functions",
+    "mpc-proxies": "mpc_proxies",
 }
+# A node seals MPC shares for no proxies unless its operator names them: the analyst who
+# chooses the proxies' keys would open every share (a site in the analyst's own process,
+# whose rows the analyst holds anyway, takes the job's proxies by default).
+NODE_MPC_PROXIES = "none"
 NODE_CONFIG_KEYS: tuple[str, ...] = (
     "site",
     "data",
@@ -77,6 +85,13 @@ NODE_CONFIG_KEYS: tuple[str, ...] = (
     "site-modules",
     "noise-seed",
 )
+
+
+def _toml_policy_keys(path: Path) -> set[str]:
+    """Return the settings a policy file gives (its ``[policy]`` table, or the whole file)."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    return set(data.get("policy", data))
 
 
 def _path(config: Mapping[str, Any], key: str) -> Path | None:
@@ -153,7 +168,10 @@ class SiteNodeConfig:
                     f"{sorted(k for k in _POLICY_KEYS if k in config)}, not both"
                 )
             policy = DisclosurePolicy.from_toml(Path(str(config["policy-file"])))
+            if "mpc_proxies" not in _toml_policy_keys(Path(str(config["policy-file"]))):
+                policy = replace(policy, mpc_proxies=NODE_MPC_PROXIES)
         else:
+            policy_items.setdefault("mpc_proxies", NODE_MPC_PROXIES)
             if "allowed_functions" in policy_items:
                 text = str(policy_items["allowed_functions"])
                 policy_items["allowed_functions"] = [
@@ -202,6 +220,7 @@ class SiteNodeConfig:
             out["delta-limit"] = float(p.delta_limit)
         if p.allowed_functions is not None:
             out["allowed-functions"] = ",".join(sorted(p.allowed_functions))
+        out["mpc-proxies"] = p.mpc_proxies  # always: a node's default differs from a policy's
         for key, path in (
             ("node-dir", self.node_dir),
             ("audit", self.audit),
