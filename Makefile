@@ -10,14 +10,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Stamps are keyed on pyproject.toml so that a changed dependency list reinstalls.
-# --no-compile: pip would byte-compile every installed package (about 50 of the 95 s of the
-# dev install here); Python compiles what a run imports, on first import.
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q --no-compile -e ".[examples]"
+	$(BIN)/python -m pip install -q -e ".[examples]"
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q --no-compile -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@ $(VENV)/.demo-installed
 
 demo: $(VENV)/.demo-installed
