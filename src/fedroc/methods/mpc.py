@@ -148,8 +148,7 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
                 site=ctx.site,
                 function=SHARE_FUNCTION,
             )
-    with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
-        scores_b = None
+    scores_b = None
     if terms.compare:
         # A second model's scores of the same rows (the site's data must carry them).
         scores_b = getattr(ctx.data, "score_b", None)
