@@ -58,11 +58,9 @@ MAX_CALIBRATION_BINS = 100
 # n_bins), and the thresholds of the confusion tables it released in the clear
 # (rocglm.confusion, a higher layer, writes them under this prefix).
 EXACT_COUNTS_KEY = "fedroc.calibration:release"
-CALIBRATION_RELEASE_KEY = EXACT_COUNTS_KEY
 CALIBRATION_BINS_KEY = f"argument:{FN_CALIBRATION}:n_bins"
 # In the refusal of the other way, so that a method can tell it from other refusals.
 EXACT_COUNTS_ONE_WAY = "it released exact binned counts"
-CALIBRATION_ONE_WAY = EXACT_COUNTS_ONE_WAY
 _WAYS = {"clear": "in the clear", "secure": "through secure aggregation"}
 CONFUSION_THRESHOLD_KEY = "rocglm.confusion-threshold:"
 # The inner edges of the clustered histograms a site released in the clear (one per group
@@ -272,7 +270,7 @@ def clear_calibration_bins(ctx: SiteContext) -> int | None:
     """Return the bins of the site's clear calibration curve, or None if it released none."""
     if CALIBRATION_BINS_KEY not in ctx.ledger.bindings:
         return None
-    if ctx.ledger.bindings.get(CALIBRATION_RELEASE_KEY) == "secure":
+    if ctx.ledger.bindings.get(EXACT_COUNTS_KEY) == "secure":
         return None
     return int(ctx.ledger.bindings[CALIBRATION_BINS_KEY])
 
