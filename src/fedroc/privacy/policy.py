@@ -232,11 +232,17 @@ class DisclosurePolicy:
         return cls(**kwargs)
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> DisclosurePolicy:
-        """Read a policy from a TOML file: its ``[policy]`` table, or the whole file."""
+    def from_toml(
+        cls, path: str | Path, *, defaults: Mapping[str, Any] | None = None
+    ) -> DisclosurePolicy:
+        """Read a policy from a TOML file: its ``[policy]`` table, or the whole file.
+
+        ``defaults`` are settings (field names) that apply where the file gives none, in
+        place of the class's defaults (a Flower node's ``mpc_proxies``, for one).
+        """
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
-        return cls.from_mapping(data.get("policy", data))
+        return cls.from_mapping({**(defaults or {}), **data.get("policy", data)})
 
     def check_function(self, site: str, function: str) -> None:
         """Refuse a site function that is not in ``allowed_functions``.

@@ -42,9 +42,8 @@ import importlib
 import json
 import os
 import threading
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +84,6 @@ NODE_CONFIG_KEYS: tuple[str, ...] = (
     "site-modules",
     "noise-seed",
 )
-
-
-def _toml_policy_keys(path: Path) -> set[str]:
-    """Return the settings a policy file gives (its ``[policy]`` table, or the whole file)."""
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    return set(data.get("policy", data))
 
 
 def _path(config: Mapping[str, Any], key: str) -> Path | None:
@@ -167,16 +159,16 @@ class SiteNodeConfig:
                     "give the policy either as 'policy-file' or as keys "
                     f"{sorted(k for k in _POLICY_KEYS if k in config)}, not both"
                 )
-            policy = DisclosurePolicy.from_toml(Path(str(config["policy-file"])))
-            if "mpc_proxies" not in _toml_policy_keys(Path(str(config["policy-file"]))):
-                policy = replace(policy, mpc_proxies=NODE_MPC_PROXIES)
+            policy = DisclosurePolicy.from_toml(
+                Path(str(config["policy-file"])), defaults={"mpc_proxies": NODE_MPC_PROXIES}
+            )
         else:
-            policy_items.setdefault("mpc_proxies", NODE_MPC_PROXIES)
             if "allowed_functions" in policy_items:
                 text = str(policy_items["allowed_functions"])
                 policy_items["allowed_functions"] = [
                     f.strip() for f in text.split(",") if f.strip()
                 ]
+            policy_items.setdefault("mpc_proxies", NODE_MPC_PROXIES)
             policy = DisclosurePolicy.from_mapping(policy_items)
         modules = tuple(
             m.strip() for m in str(config.get("site-modules", "")).split(",") if m.strip()
