@@ -53,7 +53,7 @@ def _policy_config(
     epsilon_limit: float | None,
     delta_limit: float | None,
     allowed_functions: str | None,
-    mpc_proxies: str = "none",
+    mpc_proxies: str,
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
         "min-count": min_count,

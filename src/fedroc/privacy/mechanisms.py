@@ -475,22 +475,24 @@ def laplace_shares(
         raise InputError(f"n_shares must be a positive integer; got {n_shares!r}")
     if noise not in NOISE_SHARES:
         raise InputError(f"noise must be one of {NOISE_SHARES}; got {noise!r}")
-    g = _rng(rng)
     share: NDArray[Any]
+    sampler = "site-seed" if rng is not None else "os-entropy"
     if noise == "discrete":
+        g = _rng(rng)
         p = 1.0 - math.exp(-epsilon / sensitivity)
         draws = [g.negative_binomial(1.0 / n_shares, p, size) for _ in range(2)]
         share = (draws[0] - draws[1]).astype(np.int64)
         scale = math.sqrt(discrete_laplace_variance(epsilon=epsilon, sensitivity=sensitivity))
-    elif n_shares == 1 and rng is None:
-        # A full draw, released as it is (local DP): OpenDP's Laplace on its grid, as every
-        # clear release. Float noise added to a count leaks the count through its low bits
-        # (Mironov 2012): a value near 0 with bits finer than 2^-53 comes only from a 0.
-        scale = sensitivity / epsilon
-        share = _opendp_apply("laplace", np.zeros(size), scale)
     else:
         scale = sensitivity / epsilon
-        share = g.gamma(1.0 / n_shares, scale, size) - g.gamma(1.0 / n_shares, scale, size)
+        if n_shares == 1 and rng is None:
+            # A full draw, released as it is (local DP): OpenDP's Laplace on its grid, as
+            # every clear release. Float noise added to a count leaks the count through its
+            # low bits (Mironov 2012): a value near 0 finer than 2^-53 comes only from a 0.
+            share, sampler = _opendp_apply("laplace", np.zeros(size), scale), "opendp"
+        else:
+            g = _rng(rng)
+            share = g.gamma(1.0 / n_shares, scale, size) - g.gamma(1.0 / n_shares, scale, size)
     event = DPEvent(
         "discrete-laplace-share" if noise == "discrete" else "laplace-share",
         epsilon,
@@ -499,15 +501,9 @@ def laplace_shares(
         scale,
         int(np.size(share)),
         note=f"one of {n_shares} shares",
-        sampler=_share_sampler(noise, n_shares, rng),
+        sampler=sampler,
     )
     return share, event
-
-
-def _share_sampler(noise: str, n_shares: int, rng: Any) -> str:
-    if rng is not None:
-        return "site-seed"
-    return "opendp" if noise == "continuous" and n_shares == 1 else "os-entropy"
 
 
 discrete_laplace_shares = partial(laplace_shares, noise="discrete")
