@@ -370,91 +370,75 @@ def _effective_cutoffs(pooled: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.array([values[np.argmax(above <= tj)] for tj in t])
 
 
-def test_padding_buys_at_most_the_grid_per_release_and_the_budget_bounds_releases(tmp_path):
-    """The residual an active analyst keeps (docs/privacy.md, rocglm row), measured.
+def _forged_parts(rel: dict, fake: np.ndarray, name: str, signature: bytes) -> dict:
+    """Setup arguments that pool the site's own release with a made-up part under ``name``."""
+    return {
+        "negative": np.concatenate([rel["negative"], fake]),
+        "positive": rel["positive"],
+        "parts": ["s0", name],
+        "part_sizes": np.array([[rel["negative"].size, rel["positive"].size], [fake.size, 0]]),
+        "part_signatures": bytes(64) + signature,
+    }
 
-    Padding the pooled noisy negatives with fabricated values lets it place the cutoffs of
-    the one setup of a release; the Fisher calls then give the counts of positives above
-    them. Measure: exactly the grid's n_T counts per table and release (the test recovers
-    them), a second setup on the same release refused, and no more releases than the
-    budget allows: fedroc 0.1 gave 4001 counts in two calls and no budget.
+
+def test_padding_the_pooled_scores_is_refused_in_every_disguise(tmp_path):
+    """The residual an active analyst kept (docs/privacy.md, rocglm row), now closed.
+
+    Padding the pooled noisy negatives with fabricated values let it place the cutoffs of
+    the one setup of a release; the Fisher calls then gave the counts of positives above
+    them. Measured on main f7f2024 (this test, before): 16 counts at the analyst's cutoffs
+    per release, each pinned to within one by 20 Fisher calls, ten releases at the default
+    budget. Now every value of the pooled scores must be a release: the site's own under
+    its name, every other part signed by the site it is named for (its roster's key).
     """
-    from scipy import special
+    from fedroc.federation.roster import new_signing_key
+    from fedroc.methods.rocglm._site import FN_SETUP, release_message
 
-    from fedroc.methods.rocglm._site import FN_FISHER, FN_SETUP
-
-    [site] = _sites(1, n=400, seed=11)
-    site = Site("s0", site._data, audit=tmp_path / "s0.jsonl")
-    fed = Federation.from_sites([site])
-    positives = site._data.score[site._data.label]
-    rel, _ = _released(fed)
-    # A grid of 16 (the schema allows 64): 16 unknowns solve exactly from the calls below;
-    # 64 do too with better-chosen coefficients, which this test does not need to show.
+    sites = _sites(2, n=400, seed=11)
+    sites[0] = Site("s0", sites[0]._data, audit=tmp_path / "s0.jsonl")
+    fed = Federation.from_sites(sites)
     n_t = 16
     t = np.arange(1, n_t + 1) / (n_t + 1)
     wanted = np.linspace(0.05, 0.95, n_t)
+    rel, _ = _released(fed, sites=["s0"])
     pooled = _padded_negatives(rel["negative"], wanted, n_t)
     cut = _effective_cutoffs(pooled, t)
-    assert np.max(np.abs(np.sort(cut) - wanted)) < 1e-12  # the analyst placed them
-    fed.call(
-        FN_SETUP,
-        session="pad",
-        release=rel["release"],
-        negative=pooled,
-        positive=rel["positive"],
-        n_thresholds=n_t,
-        score_range=np.array([-60.0, 60.0]),
-    )
-    x, m = special.ndtri(t), positives.size
-    rng = np.random.default_rng(0)
-    rows, rhs = [], []
-    for _ in range(20):  # within the cap of 60: three equations per call
-        g = rng.normal(0.0, 0.7, 2)
-        r = fed.call(FN_FISHER, session="pad", gamma=g[None, :], fits=[0])["s0"]
-        eta = g[0] + g[1] * x
-        lp, lq = special.log_ndtr(eta), special.log_ndtr(-eta)
-        phi = np.exp(-0.5 * eta**2) / math.sqrt(2 * math.pi)
-        r1, r0 = phi / np.exp(lp), phi / np.exp(lq)
-        score = np.asarray(r["score"])[0]
-        # Each is linear in the counts y: loglik = sum y (lp - lq) + m sum lq;
-        # score = sum (y (r1 + r0) - m r0) (1, x).
-        rows += [lp - lq, r1 + r0, (r1 + r0) * x]
-        rhs += [
-            float(np.asarray(r["loglik"])[0]) - m * lq.sum(),
-            score[0] + m * r0.sum(),
-            score[1] + m * (r0 * x).sum(),
-        ]
-    truth = np.array([(positives > c).sum() for c in cut])
-    # What the site answers is exactly the probit parts of n_t counts at the analyst's
-    # cutoffs (nothing else about the positives enters)...
-    from fedroc.methods.rocglm._probit import probit_parts
-
-    g = np.array([[0.3, 0.8]])
-    reply = fed.call(FN_FISHER, session="pad", gamma=g, fits=[0])["s0"]
-    expected = probit_parts(x, truth.astype(float), np.full(n_t, float(m)), g)
-    np.testing.assert_allclose(reply["loglik"], expected.loglik, rtol=1e-12)
-    np.testing.assert_allclose(reply["score"], expected.score, rtol=1e-10)
-    # ...and 20 calls already pin every one of them down to +-1 (a better-conditioned
-    # choice of coefficients would make it exact).
-    recovered = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
-    assert np.max(np.abs(recovered - truth)) < 1.5
-    # A second setup on this release (cutoffs elsewhere) is refused, and the ledger stops
-    # releases at the default budget: at most 10 x 2 tables x 64 = 1280 counts over the
-    # site's lifetime, against 4001 from two free calls before.
+    assert np.max(np.abs(np.sort(cut) - wanted)) < 1e-12  # the cutoffs the padding places
+    setup = {"session": "pad", "release": rel["release"], "n_thresholds": n_t}
+    setup["score_range"] = np.array([-60.0, 60.0])
+    fake = pooled[~np.isin(pooled, rel["negative"])]  # the made-up values
+    # 1. In the site's own part (the padding of main): not what it released.
+    with pytest.raises(DisclosureError, match="argument 'negative': .*exactly the noisy"):
+        fed.call(FN_SETUP, sites=["s0"], **setup, negative=pooled, positive=rel["positive"])
+    # 2. As a part of its real partner, unsigned or signed with a key the analyst made.
+    mine = new_signing_key()
+    for signature in (bytes(64), mine.sign(release_message("s1", fake, np.array([])))):
+        with pytest.raises(DisclosureError, match="part_signatures.*\\['s1'\\]"):
+            fed.call(FN_SETUP, sites=["s0"], **setup, **_forged_parts(rel, fake, "s1", signature))
+    # 3. As a part of a site the analyst runs itself: not on the roster, so not verified.
+    signature = mine.sign(release_message("z", fake, np.array([])))
+    with pytest.raises(DisclosureError, match="part_signatures.*\\['z'\\]"):
+        fed.call(FN_SETUP, sites=["s0"], **setup, **_forged_parts(rel, fake, "z", signature))
+    # 4. The partner's real release, re-signed over other values by nobody: its own
+    # signature does not cover values it did not release.
+    other = fed.call(FN_NOISY, sites=["s1"], epsilon=1.0, delta=1e-5, sensitivity=0.02)["s1"]
+    padded = _forged_parts(rel, np.r_[other["negative"], fake], "s1", other["signature"])
+    with pytest.raises(DisclosureError, match="part_signatures.*\\['s1'\\]"):
+        fed.call(FN_SETUP, sites=["s0"], **setup, **padded)
+    # None of these spent the release (they were refused before the site read its rows);
+    # the honest pooled release of both sites is set up, once.
+    honest = _forged_parts(rel, other["negative"], "s1", other["signature"])
+    honest["positive"] = np.r_[rel["positive"], other["positive"]]
+    honest["part_sizes"][1, 1] = other["positive"].size
+    reply = fed.call(FN_SETUP, sites=["s0"], **setup, **honest)["s0"]
+    assert reply["n_neg"] == int((~sites[0]._data.label).sum())
     with pytest.raises(DisclosureError, match="serves one setup"):
-        fed.call(
-            FN_SETUP,
-            session="pad2",
-            release=rel["release"],
-            negative=_padded_negatives(rel["negative"], wanted + 0.004, n_t),
-            positive=rel["positive"],
-            n_thresholds=n_t,
-            score_range=np.array([-60.0, 60.0]),
-        )
+        fed.call(FN_SETUP, sites=["s0"], **{**setup, "session": "again"}, **honest)
+    # The budget still bounds the releases (nine more at the default lifetime epsilon 10).
     releases = 1
     with pytest.raises(DisclosureError, match="budget"):
         for _ in range(20):
-            _released(fed)
+            _released(fed, sites=["s0"])
             releases += 1
     assert releases == 10
 

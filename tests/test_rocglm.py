@@ -301,6 +301,27 @@ def test_distributed_run_equals_pooled_computation_on_its_release(scale):
     assert res.n_thresholds == 5 * 28 and res.correction == "deconvolution"
 
 
+def test_sites_pool_only_releases_their_rosters_sign():
+    """Every site signs its noisy release; a setup pools signed releases only (no padding,
+    tests/test_attacks.py). Sites that nobody gave a roster (no keys) set up on their own
+    release alone, and refuse another site's part by saying so."""
+    from fedroc.federation.roster import SIGNATURE_BYTES
+    from fedroc.federation.transport import InProcessTransport
+
+    rng = np.random.default_rng(12)
+    y, s = flipped(rng, 400, 0.5)
+    fed, parts = federation_of(y, s, k=2, noise_seed=3)
+    rel = release_noisy_scores(fed, epsilon=1.0, delta=1e-5, sensitivity=0.02)
+    assert all(len(sig) == SIGNATURE_BYTES for _, _, sig in rel.parts.values())
+    sites = [Site(n, SiteData.from_arrays(y[i], s[i])) for n, i in parts.items()]
+    bare = Federation(InProcessTransport(sites))
+    with pytest.raises(DisclosureError, match="argument 'parts': it has no roster"):
+        distributed_rocglm(bare, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    alone = Federation(InProcessTransport(sites[:1]))
+    res = distributed_rocglm(alone, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    assert res.n_pos == int(sites[0]._data.label.sum())
+
+
 def test_positives_rule_needs_the_sites_opt_in_and_equals_stacked_site_tables():
     rng = np.random.default_rng(8)
     y, s = flipped(rng, 600, 0.5)

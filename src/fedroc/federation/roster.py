@@ -14,6 +14,11 @@ asked for the same sum. So each site holds
   member is on its roster, and goes on only if every member's advertisement verifies
   under the roster's key over the parameters it was itself given.
 
+The same key signs a site's release of noisy scores in the distributed ROC-GLM, and a
+site sets up its ROC-GLM only on pooled scores whose every other part carries the
+signature of a site on its roster (:mod:`fedroc.methods.rocglm`): the analyst cannot pad
+them with values of its own.
+
 Where the keys and rosters live:
 
 - Flower SuperNodes: ``secagg.key`` (private, mode 0600) and ``roster.toml`` in the node's

@@ -6,10 +6,11 @@ Protocol (paper 1, sections 4.2-4.4), one row per round:
    takes the largest.
 2. ``rocglm.noisy_scores``: each site adds Gaussian noise (classic or analytic
    calibration) to every row's score once and sends the sorted noisy scores by class with
-   a release id. The analyst pools them into the noisy survivor functions S~0 (negatives)
-   and S~1 (positives).
-3. ``rocglm.setup``: S~0 and S~1 go back to every site with its release id; each site
-   checks they contain its own release, places its positives in S~0 (the paper) and in the
+   a release id and its signature of them. The analyst pools them into the noisy survivor
+   functions S~0 (negatives) and S~1 (positives).
+3. ``rocglm.setup``: S~0 and S~1 go back to every site, site by site with the signatures,
+   and with its release id; each site checks that they hold its own release and the other
+   sites' signed ones and nothing else, places its positives in S~0 (the paper) and in the
    deconvolved distribution of the negatives (the correction), builds both grouped ROC-GLM
    tables on its own thresholds and replies with the sums of the placements (distrAVG).
 4. ``rocglm.fisher`` (repeated): the analyst sends the coefficients of both fits, each
@@ -64,6 +65,7 @@ from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
 from fedroc.federation.federation import Federation, Released
+from fedroc.federation.roster import SIGNATURE_BYTES
 from fedroc.methods import explain_class_count_refusals
 from fedroc.methods.rocglm._core import (
     DEFAULT_N_THRESHOLDS,
@@ -333,7 +335,9 @@ class NoisyScores:
     """The pooled noisy scores the analyst received (sorted), and how they were made.
 
     ``per_site[name]`` holds the site's class sizes, its DP events and its ``release`` id
-    (which the setup must name).
+    (which the setup must name); ``parts[name]`` its noisy negatives and positives and its
+    signature of them, which the setup passes on so that every site can check that the
+    pooled scores are the sites' releases and nothing else.
 
     Attributes
     ----------
@@ -348,6 +352,8 @@ class NoisyScores:
         The Gaussian mechanism's calibration.
     per_site : dict of str to dict
         Per site: ``n_pos``, ``n_neg``, ``release`` and ``dp`` (its DP events as dicts).
+    parts : dict of str to (ndarray, ndarray, bytes)
+        Per site: its noisy negatives, its noisy positives, and its signature of them.
     """
 
     negative: FloatArray
@@ -358,6 +364,7 @@ class NoisyScores:
     noise_sd: float
     calibration: str
     per_site: dict[str, dict[str, Any]]
+    parts: dict[str, tuple[FloatArray, FloatArray, bytes]]
 
 
 @fill_doc
@@ -453,9 +460,18 @@ def release_noisy_scores(
     sds = {float(r["noise_sd"]) for r in replies.values()}
     if len(sds) != 1:
         raise InputError(f"the sites released with different noise sd {sorted(sds)}")
-    neg = np.sort(np.concatenate([np.asarray(r["negative"]) for r in replies.values()]))
-    pos = np.sort(np.concatenate([np.asarray(r["positive"]) for r in replies.values()]))
-    return NoisyScores(neg, pos, epsilon, delta, sensitivity, sds.pop(), calibration, per_site)
+    parts = {
+        name: (
+            np.asarray(r["negative"], np.float64),
+            np.asarray(r["positive"], np.float64),
+            bytes(r["signature"]),
+        )
+        for name, r in replies.items()
+    }
+    neg = np.sort(np.concatenate([p[0] for p in parts.values()]))
+    pos = np.sort(np.concatenate([p[1] for p in parts.values()]))
+    sd = sds.pop()
+    return NoisyScores(neg, pos, epsilon, delta, sensitivity, sd, calibration, per_site, parts)
 
 
 @dataclass(frozen=True)
@@ -518,10 +534,18 @@ def fit_release(
     """
     check_rule(thresholds)
     session = secrets.token_hex(8)
+    # The releases joined site by site, with their signatures: each site checks that the
+    # pooled scores hold its own release and the other sites' signed ones, nothing else.
+    released = list(noisy.parts.values())
     common: dict[str, Any] = {
         "session": session,
-        "negative": noisy.negative,
-        "positive": noisy.positive,
+        "negative": np.concatenate([p[0] for p in released]),
+        "positive": np.concatenate([p[1] for p in released]),
+        "parts": list(noisy.parts),
+        "part_sizes": np.array([[p[0].size, p[1].size] for p in released], np.int64),
+        # An unsigned release (a site without a signing key) as zeros: its partners refuse
+        # it by name.
+        "part_signatures": b"".join(p[2] or bytes(SIGNATURE_BYTES) for p in released),
         "thresholds": thresholds,
         "n_thresholds": int(n_thresholds),
         "score_range": np.asarray(score_range, np.float64),

@@ -9,9 +9,12 @@ What the site decides, not the analyst (the analyst is untrusted):
 - the noise of its one release of noisy scores (:data:`FN_NOISY`), drawn from its own
   randomness; it remembers what it released under a random release id;
 - whether a setup (:data:`FN_SETUP`) belongs to that release: the pooled noisy negatives
-  and positives must contain the site's own released ones, and each release serves one
-  setup only (the release is spent before the site reads its rows, so that a refusal about
-  its scores, which names no count, is one answer per release);
+  and positives must be releases of noisy scores and nothing else, its own under its name
+  and each other part signed by the site that released it (:func:`release_message`, under
+  the key its operator's roster holds for that site), so that the analyst cannot pad them
+  with values of its choosing; and each release serves one setup only (the release is
+  spent before the site reads its rows, so that a refusal about its scores, which names no
+  count, is one answer per release);
 - the thresholds: the site builds the ROC-GLM table itself, from the pooled noisy
   survivor function and the public threshold rule (the paper's equidistant grid of at most
   :data:`MAX_THRESHOLDS` false-positive rates). No cutoff, no threshold vector and no noise
@@ -35,6 +38,7 @@ What the site decides, not the analyst (the analyst is untrusted):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 
 import numpy as np
@@ -51,14 +55,17 @@ from fedroc.federation.basic import (
     cuts_apart,
 )
 from fedroc.federation.records import Record
+from fedroc.federation.roster import SIGNATURE_BYTES
 from fedroc.federation.schema import (
     ArgumentRefused,
     Bound,
+    Bytes,
     Choice,
     Float,
     FloatArray,
     Int,
     IntArray,
+    Names,
     Text,
 )
 from fedroc.federation.site import Reply, SiteContext, site_function
@@ -96,6 +103,7 @@ __all__ = [
     "MAX_THRESHOLDS",
     "MAX_UNDECLARED_LEVELS",
     "OPT_IN_POSITIVES",
+    "release_message",
 ]
 
 FN_SENSITIVITY = "rocglm.sensitivity"
@@ -131,6 +139,31 @@ _SCALE_KEY = "rocglm.scale:"
 _HEX = "0123456789abcdef"
 _SESSION = {"session": Text(64)}
 _MAX_VALUES = 1 << 26
+# Sites whose releases one setup may pool (the parts of the pooled noisy scores).
+_MAX_PARTS = 1024
+_RELEASE_DOMAIN = b"fedroc.rocglm.noisy_scores/1\x00"
+
+
+def release_message(site: str, negative: np.ndarray, positive: np.ndarray) -> bytes:
+    """Return what a site signs when it releases noisy scores: its name and the values.
+
+    Parameters
+    ----------
+    site : str
+        The releasing site.
+    negative, positive : ndarray of float64
+        Its noisy scores of each class (sorted here, so that the order does not matter).
+
+    Returns
+    -------
+    bytes
+        A domain tag, the site's name and the SHA-256 of each class's sorted values.
+    """
+    digests = [
+        hashlib.sha256(np.sort(np.asarray(v, "<f8")).tobytes()).digest()
+        for v in (negative, positive)
+    ]
+    return _RELEASE_DOMAIN + site.encode() + b"\x00" + b"".join(digests)
 
 
 def _session(ctx: SiteContext, args: Record) -> tuple[str, Record]:
@@ -253,7 +286,9 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     negatives refuses. The noise is the site's own (OpenDP, or its configured seed).
 
     The site keeps what it released under a random ``release`` id (returned), so that a
-    later :data:`FN_SETUP` can be checked against it and used once.
+    later :data:`FN_SETUP` can be checked against it and used once, and signs the values
+    (``signature``, over :func:`release_message`; empty for a site without a signing key),
+    so that the other sites' setups can check that they pool its release.
     """
     floor = ctx.policy.rocglm_min_sensitivity
     if float(args["sensitivity"]) < floor:
@@ -284,6 +319,13 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     )
     negative, positive = np.sort(noisy[~d.label]), np.sort(noisy[d.label])
     release = secrets.token_hex(16)
+    # Signed, so that the other sites can tell this release from values the analyst made up
+    # (a site without a signing key releases unsigned: no partner will pool its values).
+    signature = (
+        b""
+        if ctx.identity is None
+        else ctx.identity.sign(release_message(ctx.site, negative, positive))
+    )
     ctx.state[_RELEASE + release] = {
         "negative": negative,
         "positive": positive,
@@ -295,6 +337,7 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
             "negative": negative,
             "positive": positive,
             "release": release,
+            "signature": signature,
             "noise_sd": float(event.noise_scale),
         },
         kind="noisy",
@@ -303,11 +346,75 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     )
 
 
-def _contains(pooled: np.ndarray, own: np.ndarray) -> bool:
-    """Whether the sorted ``pooled`` holds every value of ``own`` as often as ``own`` does."""
-    values, mult = np.unique(own, return_counts=True)
-    have = np.searchsorted(pooled, values, "right") - np.searchsorted(pooled, values, "left")
-    return bool(np.all(have >= mult))
+def _split(values: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
+    return np.split(values, np.cumsum(sizes)[:-1])
+
+
+def _pooled(ctx: SiteContext, args: Record, release: Record) -> tuple[np.ndarray, np.ndarray]:
+    """Return the pooled noisy negatives and positives (sorted) once each part is a release.
+
+    ``negative`` and ``positive`` join the releases of the sites ``parts`` names, in that
+    order, with ``part_sizes`` (negatives, positives) values each; without ``parts``, they
+    are this site's own release alone. This site's part must be exactly what it released;
+    every other part must carry the signature of the site it is named for, under the key
+    the site's roster holds for it. So every value is a noisy score some site released,
+    and none is the analyst's (padding placed the cutoffs of a setup where it chose).
+    """
+    neg, pos = (np.asarray(args[k], np.float64) for k in ("negative", "positive"))
+    names = args["parts"]
+    if names is None:
+        names, sizes = [ctx.site], np.array([[neg.size, pos.size]])
+    else:
+        sizes = args["part_sizes"]
+        if sizes is None or len(sizes) != len(names):
+            raise _refuse(ctx, "part_sizes", "needs one row (negatives, positives) per part")
+        sizes = np.asarray(sizes, np.int64)
+        if int(sizes[:, 0].sum()) != neg.size or int(sizes[:, 1].sum()) != pos.size:
+            raise _refuse(
+                ctx, "part_sizes", "the parts' sizes do not add up to the pooled noisy scores"
+            )
+    if ctx.site not in names:
+        raise _refuse(ctx, "parts", "the pooled noisy scores hold no part of this site")
+    split = zip(_split(neg, sizes[:, 0]), _split(pos, sizes[:, 1]), strict=True)
+    parts = dict(zip(names, split, strict=True))
+    for argument, k in (("negative", 0), ("positive", 1)):
+        mine, released = np.sort(parts[ctx.site][k]), np.asarray(release[argument])
+        if mine.shape != released.shape or not np.array_equal(mine, released):
+            raise _refuse(
+                ctx,
+                argument,
+                f"the pooled noisy {argument}s do not contain, under its name, exactly the "
+                f"noisy {argument}s it released",
+            )
+    others = [n for n in names if n != ctx.site]
+    if others:
+        roster = None if ctx.identity is None else ctx.identity.roster
+        if roster is None:
+            raise _refuse(
+                ctx,
+                "parts",
+                "it has no roster of sites (their signing keys), so it cannot tell their "
+                "releases from values made up for them; its operator configures one (see "
+                "fedroc.federation.roster)",
+            )
+        signatures = args["part_signatures"]
+        if signatures is None or len(signatures) != SIGNATURE_BYTES * len(names):
+            raise _refuse(ctx, "part_signatures", f"needs {SIGNATURE_BYTES} bytes per part")
+        by_name = {
+            n: signatures[SIGNATURE_BYTES * i : SIGNATURE_BYTES * (i + 1)]
+            for i, n in enumerate(names)
+        }
+        forged = [
+            n for n in others if not roster.verify(n, release_message(n, *parts[n]), by_name[n])
+        ]
+        if forged:
+            raise _refuse(
+                ctx,
+                "part_signatures",
+                f"the parts named {forged} do not carry the signature of that site's release "
+                "under the key its roster holds (values not released by a site it knows)",
+            )
+    return np.sort(neg), np.sort(pos)
 
 
 def _refuse(ctx: SiteContext, argument: str, reason: str) -> ArgumentRefused:
@@ -326,6 +433,9 @@ def _refuse(ctx: SiteContext, argument: str, reason: str) -> ArgumentRefused:
         "release": Text(32, alphabet=_HEX),
         "negative": FloatArray((Bound(1, _MAX_VALUES),)),
         "positive": FloatArray((Bound(1, _MAX_VALUES),)),
+        "parts": Names(_MAX_PARTS, default=None),
+        "part_sizes": IntArray((Bound(1, _MAX_PARTS), 2), lo=0, hi=_MAX_VALUES, default=None),
+        "part_signatures": Bytes(SIGNATURE_BYTES * _MAX_PARTS, default=None),
         "thresholds": Choice("grid", "positives", default="grid"),
         "n_thresholds": Int(2, MAX_THRESHOLDS, default=DEFAULT_N_THRESHOLDS),
         "score_range": FloatArray((2,), lo=-1e9, hi=1e9, default=None),
@@ -337,12 +447,15 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     """Receive the pooled noisy scores of one release and build the site's ROC-GLM tables.
 
     Arguments: ``session``; ``release``, this site's release id from :data:`FN_NOISY`;
-    ``negative`` and ``positive``, the pooled noisy scores of every site (S~0, S~1), which
-    must contain this site's own release; the threshold rule and the grid size; the public
-    ``score_range`` of the scores (default ``[0, 1]``), the support of the deconvolution,
-    or the public ``score_levels`` of scores on a finite scale (ratings); ``bootstrap``,
-    the number of resamples of S~0 the deconvolution is bagged over (drawn from a
-    generator seeded by S~0 itself, so that every site and the analyst get the same
+    ``negative`` and ``positive``, the pooled noisy scores of every site (S~0, S~1): the
+    releases of the sites ``parts`` names joined in that order, ``part_sizes`` values each,
+    this site's own among them and every other signed by its site (``part_signatures``,
+    :data:`~fedroc.federation.roster.SIGNATURE_BYTES` each; see :func:`_pooled`), or
+    without ``parts`` this site's own release alone; the threshold rule and the grid size;
+    the public ``score_range`` of the scores (default ``[0, 1]``), the support of the
+    deconvolution, or the public ``score_levels`` of scores on a finite scale (ratings);
+    ``bootstrap``, the number of resamples of S~0 the deconvolution is bagged over (drawn
+    from a generator seeded by S~0 itself, so that every site and the analyst get the same
     distribution, :func:`._deconvolution.bagged`).
 
     The site computes, for its positives, their DeLong placements (ties 1/2) in S~0 (the
@@ -367,20 +480,7 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             "its release was set up before; each release of noisy scores serves one setup "
             "(a second setup on other pooled scores would disclose counts at other cutoffs)",
         )
-    neg = np.sort(np.asarray(args["negative"], np.float64))
-    pos_ref = np.sort(np.asarray(args["positive"], np.float64))
-    if not _contains(neg, np.asarray(release["negative"])):
-        raise _refuse(
-            ctx,
-            "negative",
-            "the pooled noisy negatives do not contain the noisy negatives it released",
-        )
-    if not _contains(pos_ref, np.asarray(release["positive"])):
-        raise _refuse(
-            ctx,
-            "positive",
-            "the pooled noisy positives do not contain the noisy positives it released",
-        )
+    neg, pos_ref = _pooled(ctx, args, release)
     score_range = args["score_range"]
     lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
     if not lo < hi:
