@@ -33,7 +33,11 @@ typecheck: $(VENV)/.dev-installed
 # the rest of the suite runs beside them. tests/conftest.py hands out the longest files first;
 # --no-loadscope-reorder keeps that order (xdist otherwise starts the files with the most
 # tests first, and the 50 s stock-Flower file ran last, alone, for the final 46 s).
+# One OpenMP and BLAS thread per process: two workers already fill the two cores, and
+# scikit-learn's gradient boosting with a thread per core in each took 31 s instead of 4 s
+# for the flchain scores of test_histogram.py.
 unit: $(VENV)/.dev-installed
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder
 
 # The checks run side by side: the test suite mostly waits on its servers and subprocesses,
