@@ -33,9 +33,10 @@ do not collude with it. What leaves a site, and what the site decides:
    a bound, and the result, the CLI table and the report say so. Paper 1's recommended
    settings (delta 0.1 to 0.5) protect little; sites refuse them unless configured.
 2. Per release, one setup (the site refuses a second), whose pooled noisy scores must be
-   the site's own release and other sites' signed releases (point 3). The site computes everything else itself from them and
-   the public rule: the grid of at most 64 thresholds, the placements of its positives in
-   the noisy negatives and in their deconvolution, two grouped tables. It then releases
+   the site's own release and other sites' signed releases (point 3). The site computes
+   everything else itself from them and the public rule: the grid of at most 64
+   thresholds, the placements of its positives in the noisy negatives and in their
+   deconvolution, two grouped tables. It then releases
    sums over its positives (at least q): the placement sums and sums of squares
    (distrAVG, distrVAR) and, for at most 60 Fisher-scoring calls, log-likelihoods, score
    vectors and Fisher informations of the two tables. These are not DP. Over many calls
