@@ -1051,9 +1051,10 @@ def test_a_sites_honest_grid_counts_do_not_isolate_its_lone_high_score():
     assert right == 0, f"the victim's lone row's class recovered in {right}/20"
 
 
-def _bisect_top_score(fed: Federation, name: str, steps: int = 40) -> tuple[float, int]:
+def _bisect_top_score(fed: Federation, name: str, steps: int = 40) -> tuple[float, int, dict]:
     """Bisect a site's largest score with the score-range check of rocglm.setup, one
-    question per blank release (epsilon 1e-6). Returns the bound and the questions answered."""
+    question per blank release (epsilon 1e-6). Returns the bound, the questions answered and
+    the release of the first setup refused for another reason (or None)."""
     from fedroc.exceptions import SiteError
 
     lo, hi, answered = 0.0, 1.0, 0
@@ -1074,29 +1075,41 @@ def _bisect_top_score(fed: Federation, name: str, steps: int = 40) -> tuple[floa
             hi = mid
         except (SiteError, DisclosureError) as exc:
             if "outside the score range" not in str(exc):
-                break
+                assert "score scales" in str(exc), exc
+                return hi, answered, rel
             lo = mid
         answered += 1
-    return hi, answered
+    return hi, answered, None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (attack review of main 6d4da0d): rocglm.setup refuses a score range that "
-    "misses a score after it spends the release, one bit per release, and releases at "
-    "epsilon 1e-6 cost nothing: 40 of them bisect a site's largest score (the victim's "
-    "lone row) to 9e-13 in 20/20 federations (seed 1919), 4e-5 epsilon; rocglm.scale "
-    "answers the same question for at most 4 scales",
-)
 def test_the_setups_range_check_does_not_bisect_a_sites_largest_score():
-    """R19: the range question of ``rocglm.scale`` (capped at MAX_SCALES distinct scales per
-    lifetime, R9) is asked again by every setup, after its release is spent: one answer per
-    release, and a release at epsilon 1e-6 is free."""
+    """R19: the range question of ``rocglm.scale`` (at most MAX_SCALES distinct scales per
+    lifetime, R9) was asked again by every setup, after its release was spent: one answer
+    per release, and a release at epsilon 1e-6 costs nothing. On main 6d4da0d: 40 blank
+    releases bisected a site's largest score (the victim's lone row) to 9e-13 in 20 of 20
+    federations, 4e-5 epsilon. Now the setup's check counts against the same MAX_SCALES
+    scales, before the release is spent: four answers, then a refusal that spends nothing."""
+    from fedroc.exceptions import SiteError
+    from fedroc.methods.rocglm._site import MAX_SCALES
+
     rng = np.random.default_rng(1919)
     pinned = 0
     for _ in range(4):
         data, score, _label = _victim_data(rng)
         fed = Federation.from_sites([Site("victim", data), *_other_sites(rng)])
-        top, _ = _bisect_top_score(fed, "victim")
+        top, answered, refused = _bisect_top_score(fed, "victim")
+        assert answered == MAX_SCALES and refused is not None
         pinned += abs(top - score) < 1e-3
+        # The refused setup left its release unspent: a scale asked before is checked.
+        with pytest.raises(SiteError, match="outside the score range"):
+            fed.call(
+                "rocglm.setup",
+                sites=["victim"],
+                session="again",
+                release=refused["release"],
+                negative=refused["negative"],
+                positive=refused["positive"],
+                bootstrap=2,
+                score_range=np.array([0.0, 0.5]),
+            )
     assert pinned == 0, f"the largest score pinned to 1e-3 in {pinned}/4"
