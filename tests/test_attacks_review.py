@@ -840,7 +840,7 @@ def _lone_cutoff(fed: Federation, name: str, cls: str, epsilon: float) -> tuple[
 
 
 def _blank(fed: Federation, name: str) -> dict:
-    """A release at epsilon 1e-6 (noise sd about 5e4): no noisy score in [0, 1]."""
+    """A release at epsilon 1e-6 (noise sd 2.4e4 at delta 1e-9): no noisy score in [0, 1]."""
     while True:
         rel = _release(fed, name, 1e-6)
         if not any(_in_unit(np.asarray(rel[c])).size for c in ("negative", "positive")):
@@ -921,7 +921,7 @@ def test_cheap_releases_give_the_partners_exact_counts_to_subtract_from_a_secure
 )
 def test_a_site_spending_nothing_does_not_count_its_rows_above_a_partners_lone_noisy_score():
     """R16: the same selection aimed at the victim itself. Two setups at the victim, each on
-    a blank release of its own (epsilon 1e-6: its scores leave it with noise sd 5e4) pooled
+    a blank release of its own (epsilon 1e-6: its scores leave it with noise sd 2.4e4) pooled
     with a partner's release that has one noisy score of a class in [0, 1], inside
     [0.7, 0.9): sum_v10 and sum_v01 are the victim's exact counts of positives and
     negatives above it, 1 and 0 (or 0 and 1) for a site whose only row above 0.69 is the
