@@ -23,7 +23,8 @@ What the site decides, not the analyst (the analyst is untrusted):
   (:mod:`._deconvolution`, with the noise sd of its own release and the public score
   range), so one setup holds exactly two fits, the paper's and the corrected one;
 - how often it answers: at most :data:`MAX_FISHER_CALLS` Fisher-scoring calls and one
-  variance call per setup;
+  variance call per setup; about at most :data:`MAX_SCALES` score scales (ranges, levels)
+  in its lifetime, asked by :data:`FN_SCALE` or checked by a setup;
 - the reference code's threshold rule (each positive's score as a threshold), which
   discloses the positives' scores through the Fisher information, only when its policy
   opts in to :data:`OPT_IN_POSITIVES`;
@@ -214,6 +215,43 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     return Reply({"sensitivity": value, "cell_distance": distance}, counts={"rows": ctx.data.n})
 
 
+def _bind_scale(
+    ctx: SiteContext, function: str, args: Record
+) -> tuple[float, float, np.ndarray | None]:
+    """Count the scale of ``args`` against :data:`MAX_SCALES`; return its range and levels.
+
+    The scale is ``score_range`` (default [0, 1]) and ``score_levels``, counted before the
+    site reads its rows. Each distinct scale answered is a bit about the extreme scores
+    (whether they lie inside, on the levels): by :data:`FN_SCALE`, and by :data:`FN_SETUP`,
+    which refuses a scale that misses a score. The site answers at most MAX_SCALES of them
+    in its lifetime, both functions together (bound in its ledger, which survives
+    restarts). The key holds everything the answer depends on: the range as well as the
+    levels (with the levels alone, one key answered in_range for any number of ranges).
+    """
+    score_range = args["score_range"]
+    lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
+    levels = check_levels(args["score_levels"])
+    scale: list[float] | dict[str, list[float]] = [lo, hi]
+    key = _SCALE_KEY + "range:" + repr(scale)
+    if levels is not None:
+        scale = {"range": [lo, hi], "levels": [float(v) for v in levels]}
+        key = _SCALE_KEY + "range+levels:" + repr(scale["range"]) + repr(scale["levels"])
+    with ctx.ledger.transaction():
+        if key not in ctx.ledger.bindings:
+            asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
+            if asked >= MAX_SCALES:
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {function!r}: it answers about at most "
+                    f"{MAX_SCALES} score scales (each answer, by {FN_SCALE!r} or by the score "
+                    f"check of {FN_SETUP!r}, tells whether its extreme scores lie inside), "
+                    "and has answered that many; ask again about one of them",
+                    site=ctx.site,
+                    function=function,
+                )
+            ctx.ledger.bind(key, scale)
+    return lo, hi, levels
+
+
 @site_function(
     FN_SCALE,
     schema={
@@ -232,29 +270,7 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     bisect the site's smallest and largest score.
     """
     s = ctx.data.score
-    score_range = args["score_range"]
-    lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
-    levels = check_levels(args["score_levels"])
-    # Each distinct scale answered is a bit about the extreme scores: the site answers at
-    # most MAX_SCALES of them in its lifetime (bound in its ledger, which survives restarts).
-    # The key holds everything the answer depends on: the range as well as the levels (with
-    # the levels alone, one key answered in_range for any number of ranges).
-    scale: list[float] | dict[str, list[float]] = [lo, hi]
-    key = _SCALE_KEY + "range:" + repr(scale)
-    if levels is not None:
-        scale = {"range": [lo, hi], "levels": [float(v) for v in levels]}
-        key = _SCALE_KEY + "range+levels:" + repr(scale["range"]) + repr(scale["levels"])
-    if key not in ctx.ledger.bindings:
-        asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
-        if asked >= MAX_SCALES:
-            raise DisclosureError(
-                f"site {ctx.site!r} refuses {FN_SCALE!r}: it answers about at most "
-                f"{MAX_SCALES} score scales (each answer tells whether its extreme scores lie "
-                "inside), and has answered that many; ask again about one of them",
-                site=ctx.site,
-                function=FN_SCALE,
-            )
-        ctx.ledger.bind(key, scale)
+    lo, hi, levels = _bind_scale(ctx, FN_SCALE, args)
     return Reply(
         {
             "in_range": bool(_outside(ctx, lo, hi) == 0),
@@ -485,7 +501,6 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
     if not lo < hi:
         raise _refuse(ctx, "score_range", f"the score range needs lo < hi; got [{lo}, {hi}]")
-    levels = check_levels(args["score_levels"])
     if rule == "positives" and not ctx.policy.allows(OPT_IN_POSITIVES):
         raise _refuse(
             ctx,
@@ -495,6 +510,10 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             f"(opt_in = [{OPT_IN_POSITIVES!r}])",
         )
     sigma = float(release["sigma"])
+    # The check below of its scores against the scale answers what FN_SCALE answers: it
+    # counts against the same MAX_SCALES (one bit per release was unlimited, since a release
+    # at a negligible epsilon costs nothing: 40 bisected the largest score to 1e-12).
+    lo, hi, levels = _bind_scale(ctx, FN_SETUP, args)
     # The release is spent before the site reads its rows: a refusal below answers one
     # question about them per release, and names no count (unspent, it answered a count of
     # the scores below any cutoff again and again).
