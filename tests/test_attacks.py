@@ -330,18 +330,29 @@ def test_a_setup_needs_the_sites_own_release_once():
 
 
 def test_fisher_calls_and_fits_are_capped_per_session():
-    from fedroc.methods.rocglm._site import FN_FISHER, FN_SETUP, MAX_FISHER_CALLS
-
-    [site] = _sites(1, n=400)
-    fed = Federation.from_sites([site])
-    rel, _ = _released(fed)
-    fed.call(
+    from fedroc.methods.rocglm._site import (
+        FN_FISHER,
+        FN_PLACEMENT_SS,
         FN_SETUP,
-        session="a",
-        release=rel["release"],
-        negative=rel["negative"],
-        positive=rel["positive"],
+        MAX_FISHER_CALLS,
+        OPT_IN_POSITIVES,
     )
+    from fedroc.privacy import DisclosurePolicy
+
+    [site] = _sites(1, n=400, policy=DisclosurePolicy(opt_in=frozenset([OPT_IN_POSITIVES])))
+    fed = Federation.from_sites([site])
+    # A session on the grid rule answers no per-site Fisher parts at all (its table leaves
+    # the site summed, rocglm.table); the per-site rounds serve the "positives" rule only.
+    rel, _ = _released(fed)
+    own = {"negative": rel["negative"], "positive": rel["positive"]}
+    fed.call(FN_SETUP, session="g", release=rel["release"], **own)
+    with pytest.raises(DisclosureError, match="grid threshold rule"):
+        fed.call(FN_FISHER, session="g", gamma=np.zeros((1, 2)), fits=[0])
+    with pytest.raises(DisclosureError, match="grid threshold rule"):
+        fed.call(FN_PLACEMENT_SS, session="g", mean_v10=np.full(2, 0.5), mean_v01=0.5)
+    rel, _ = _released(fed)
+    own = {"negative": rel["negative"], "positive": rel["positive"]}
+    fed.call(FN_SETUP, session="a", release=rel["release"], thresholds="positives", **own)
     # A third fit (a third table) does not exist.
     with pytest.raises(DisclosureError, match="argument 'gamma'"):
         fed.call(FN_FISHER, session="a", gamma=np.zeros((3, 2)), fits=[0, 1, 1])
@@ -431,7 +442,7 @@ def test_padding_the_pooled_scores_is_refused_in_every_disguise(tmp_path):
     honest["positive"] = np.r_[rel["positive"], other["positive"]]
     honest["part_sizes"][1, 1] = other["positive"].size
     reply = fed.call(FN_SETUP, sites=["s0"], **setup, **honest)["s0"]
-    assert reply["n_neg"] == int((~sites[0]._data.label).sum())
+    assert reply["n_rows"] == n_t and "sum_v10" not in reply  # the grid's sums leave summed
     with pytest.raises(DisclosureError, match="serves one setup"):
         fed.call(FN_SETUP, sites=["s0"], **{**setup, "session": "again"}, **honest)
     # The budget still bounds the releases (nine more at the default lifetime epsilon 10).

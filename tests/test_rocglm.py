@@ -298,7 +298,8 @@ def test_distributed_run_equals_pooled_computation_on_its_release(scale):
     np.testing.assert_allclose(res.deconvolved.weights, ref["mixture"].weights, atol=1e-15)
     assert res.variance == pytest.approx(res.variance_positives + res.variance_negatives)
     assert res.ci == pytest.approx(logit_ci(res.auc, res.se))
-    assert res.n_thresholds == 5 * 28 and res.correction == "deconvolution"
+    # One pooled table on the grid (the sites' tables are summed securely), not one per site.
+    assert res.n_thresholds == 28 and res.correction == "deconvolution"
 
 
 def test_sites_pool_only_releases_their_rosters_sign():
@@ -317,9 +318,13 @@ def test_sites_pool_only_releases_their_rosters_sign():
     bare = Federation(InProcessTransport(sites))
     with pytest.raises(DisclosureError, match="argument 'parts': it has no roster"):
         distributed_rocglm(bare, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    # One site alone: its grid table would leave it unsummed (its exact counts at the
+    # grid's cutoffs), so the run is refused before anything is released.
     alone = Federation(InProcessTransport(sites[:1]))
-    res = distributed_rocglm(alone, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
-    assert res.n_pos == int(sites[0]._data.label.sum())
+    start = alone.mark()
+    with pytest.raises(InputError, match="only through secure aggregation.*at least 2 sites"):
+        distributed_rocglm(alone, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    assert alone.released(start).kinds.get("noisy", 0) == 0
 
 
 def test_positives_rule_needs_the_sites_opt_in_and_equals_stacked_site_tables():
@@ -537,7 +542,7 @@ def test_unbounded_scores_are_refused_with_what_to_pass():
     rng = np.random.default_rng(22)
     y, s = flipped(rng, 600, 0.5)
     logit = np.log(np.clip(s, 0.02, 0.98) / (1 - np.clip(s, 0.02, 0.98)))
-    fed, _ = federation_of(y, logit, k=2)
+    fed, _ = federation_of(y, logit, k=3)  # the grid table's secure sum needs 3 sites
     start = fed.mark()
     for kw in ({}, {"sensitivity": 0.5}):  # refused before any noisy release
         with pytest.raises(InputError, match="outside the score range \\[0, 1\\].*score_range="):

@@ -185,14 +185,14 @@ def figure6(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
 @paper_figure(1, "7", "Distributed calibration curve and the sites' curves (GBSG2)")
 def figure7(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     case = _use_case(2024 + seed)
-    curves = [("distributed (bins with >= q rows at a site)", case.calibration_distributed,
+    curves = [("distributed (secure sums of the sites' bins)", case.calibration_distributed,
                {"lw": 2.5, "color": "black", "marker": "o", "ms": 4})]  # fmt: skip
     curves += [(name, c, {"lw": 0.9, "marker": ".", "alpha": 0.8})
                for name, c in case.calibration_sites.items()]  # fmt: skip
     fig = new_figure((5.5, 5))
     ax = fig.add_subplot()
     _calibration_axes(ax, curves)
-    ax.set_title("Paper 1, Figure 7: calibration, all sites and each site (10 bins)")
+    ax.set_title("Paper 1, Figure 7: calibration, all sites and each site's own (10 bins)")
     return save_figure(fig, path)
 
 

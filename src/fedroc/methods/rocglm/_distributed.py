@@ -11,13 +11,24 @@ Protocol (paper 1, sections 4.2-4.4), one row per round:
 3. ``rocglm.setup``: S~0 and S~1 go back to every site, site by site with the signatures,
    and with its release id; each site checks that they hold its own release and the other
    sites' signed ones and nothing else, places its positives in S~0 (the paper) and in the
-   deconvolved distribution of the negatives (the correction), builds both grouped ROC-GLM
-   tables on its own thresholds and replies with the sums of the placements (distrAVG).
-4. ``rocglm.fisher`` (repeated): the analyst sends the coefficients of both fits, each
-   site replies with its log-likelihood, score vector and Fisher information; the analyst
-   adds them, takes a Fisher-scoring step and stops by R ``glm``'s relative deviance rule.
-5. ``rocglm.placement_ss``: the global placement means go out, centred sums of squares
-   come back (distrVAR).
+   deconvolved distribution of the negatives (the correction) and builds both grouped
+   ROC-GLM tables. On the grid rule (the default) it replies nothing that depends on its
+   rows (the grid's size and a digest of the setup).
+4. Grid rule: ``rocglm.table`` through secure aggregation (:func:`fedroc.secagg.secure_sum`,
+   once per setup): every site's tables live on the same grid ``x_j = Phi^-1(t_j)``, and the
+   binomial log-likelihood, score and information are linear in (successes, trials), so
+   the sum of the sites' Fisher parts is the Fisher part of the summed table. The sites
+   send their tables and their placement sums and sums of squares; the analyst sees only
+   the sums, fits them by Fisher scoring itself (R ``glm``'s relative deviance rule) and
+   takes the means (distrAVG) and centred sums of squares (distrVAR) from them: the same
+   numbers as the paper's per-site rounds, without a per-site count (those rounds pinned
+   a site's exact count above a cutoff: R15-R18 in tests/test_attacks_review.py). It needs
+   at least the sites' ``secagg_min_sites`` (default 3) and their rosters.
+5. "Positives" rule (opted in by the sites; every site's thresholds differ): the paper's
+   rounds, the sums of the placements in the setup's reply, ``rocglm.fisher`` repeated
+   (each site's log-likelihood, score vector and Fisher information at the analyst's
+   coefficients, added up) and ``rocglm.placement_ss`` (centred sums of squares about the
+   global means).
 
 The interval. The paper's (``correction="none"``): DeLong's variance (eq. 2) from the
 placements in the noisy survivor functions, on the logit scale (eq. 3), around the ROC-GLM
@@ -59,11 +70,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import special
 
 from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.data import SiteData
-from fedroc.exceptions import InputError
+from fedroc.exceptions import InputError, ProtocolError
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.roster import SIGNATURE_BYTES
 from fedroc.methods import explain_class_count_refusals
@@ -88,6 +100,7 @@ from fedroc.methods.rocglm._probit import (
     DEFAULT_TOL,
     FisherParts,
     fisher_scoring,
+    probit_parts,
 )
 from fedroc.methods.rocglm._site import (
     FITS,
@@ -97,8 +110,10 @@ from fedroc.methods.rocglm._site import (
     FN_SCALE,
     FN_SENSITIVITY,
     FN_SETUP,
+    FN_TABLE,
     MAX_THRESHOLDS,
     MAX_UNDECLARED_LEVELS,
+    from_fixed_point,
 )
 from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
@@ -172,7 +187,8 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
     thresholds : str
         Threshold rule.
     n_thresholds : int
-        The number of grouped rows over all sites.
+        The number of grouped rows fitted: the grid's size with the grid rule (the sites'
+        tables are summed), the rows of every site's table with the "positives" rule.
     score_range : (float, float)
         Support of the deconvolution.
     bootstrap : int
@@ -553,10 +569,14 @@ def fit_release(
     }
     if score_levels is not None:
         common["score_levels"] = np.asarray(score_levels, np.float64)
+    if thresholds == "grid":
+        _check_secure_table(list(noisy.per_site))
     sums = federation.call_each(
         FN_SETUP,
         {name: {**common, "release": info["release"]} for name, info in noisy.per_site.items()},
     )
+    if thresholds == "grid":
+        return _fit_pooled_table(federation, session, sums, tol=tol, max_iter=max_iter)
     n_pos = sum(int(r["n_pos"]) for r in sums.values())
     n_neg = sum(int(r["n_neg"]) for r in sums.values())
     mean_v10 = sum(np.asarray(r["sum_v10"], np.float64) for r in sums.values()) / n_pos
@@ -593,6 +613,91 @@ def fit_release(
         n_pos,
         n_neg,
         n_rows,
+    )
+
+
+def _check_secure_table(sites: list[str]) -> None:
+    """Refuse a grid run secure aggregation cannot serve, before anything is released.
+
+    One site's summed table would be its own exact counts at the grid's cutoffs. Two sites
+    pass here and are refused by their policies unless these allow secure sums over two
+    (``secagg_min_sites``, default 3), after their noisy release.
+    """
+    if len(sites) < 2:
+        raise InputError(
+            "the ROC-GLM's grid table leaves the sites only through secure aggregation, "
+            "which needs at least 2 sites (and their policies' secagg_min_sites, default 3); "
+            f"got {len(sites)} site(s) {sites}"
+        )
+
+
+def _fit_pooled_table(
+    federation: Federation,
+    session: str,
+    setups: dict[str, Any],
+    *,
+    tol: float,
+    max_iter: int,
+) -> _FitOutcome:
+    """Run rounds 4-5 on the grid rule: one secure sum of the sites' tables, a local fit.
+
+    Every site's table lives on the same grid ``x_j = Phi^-1(t_j)``, and the binomial
+    log-likelihood, score and information are linear in (successes, trials): the sum of
+    the sites' Fisher parts is the Fisher part of the summed table. So the sites send their
+    tables and placement moments through secure aggregation (:data:`FN_TABLE`) and the
+    analyst, who sees only the sums, fits and takes the variances on its own: the same
+    numbers as the per-site rounds, without a per-site count.
+    """
+    from fedroc.secagg import secure_sum
+
+    digests = {str(r["setup"]) for r in setups.values()}
+    rows = {int(r["n_rows"]) for r in setups.values()}
+    if len(digests) != 1 or len(rows) != 1:
+        raise ProtocolError(
+            "the sites report different setups of the same pooled scores; no table was summed"
+        )
+    table = secure_sum(
+        federation, FN_TABLE, sites=list(setups), frac_bits=0, session=session, setup=digests.pop()
+    )
+    if sorted(table.sites) != sorted(setups):
+        raise ProtocolError(
+            f"the secure sum of the ROC-GLM tables holds the sites {sorted(table.sites)}, "
+            f"not all of {sorted(setups)}"
+        )
+    n_pos, n_neg = int(table["n_pos"]), int(table["n_neg"])
+    successes = np.asarray(table["successes"], np.float64)
+    t = threshold_grid(rows.pop())
+    x = np.asarray(special.ndtri(t), np.float64)
+    trials = np.full(t.size, float(n_pos))
+
+    def parts(gamma: FloatArray, which: NDArray[np.int64]) -> FisherParts:
+        return probit_parts(x, successes[which], trials, gamma)
+
+    trace = fisher_scoring(parts, len(FITS), tol=tol, max_iter=max_iter)
+
+    def moment(name: str) -> FloatArray:
+        return from_fixed_point(table[name + "_whole"], table[name + "_frac"])
+
+    sum10, sum01 = moment("v10"), float(moment("v01"))
+    mean_v10, mean_v01 = sum10 / n_pos, sum01 / n_neg
+    # Centred sums of squares from the raw ones: the placements lie in [0, 1] and their
+    # variance is not small against their mean, so the difference loses little.
+    ss10 = moment("v10_sq") - sum10 * mean_v10
+    ss01 = float(moment("v01_sq")) - sum01 * mean_v01
+    var10 = ss10 / (n_pos - 1) if n_pos > 1 else np.full(len(FITS), np.nan)
+    var01 = ss01 / (n_neg - 1) if n_neg > 1 else float("nan")
+    return _FitOutcome(
+        trace.gamma,
+        trace.deviance,
+        trace.iterations,
+        trace.converged,
+        np.asarray(mean_v10, np.float64),
+        np.asarray(var10, np.float64),
+        float(mean_v01),
+        float(var01),
+        n_pos,
+        n_neg,
+        int(t.size),
     )
 
 
@@ -826,6 +931,8 @@ def distributed_rocglm(
     levels = check_levels(score_levels)
     support = _check_range(score_range) if levels is None else (levels[0], levels[-1])
     threshold_grid(n_thresholds)  # validates
+    if thresholds == "grid":
+        _check_secure_table(federation.site_names)
     start = federation.mark()
     if correction == "deconvolution":
         check_scale(federation, support, levels)

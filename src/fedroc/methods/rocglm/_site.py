@@ -22,9 +22,14 @@ What the site decides, not the analyst (the analyst is untrusted):
 - the bias correction: it deconvolves the pooled noisy negatives itself
   (:mod:`._deconvolution`, with the noise sd of its own release and the public score
   range), so one setup holds exactly two fits, the paper's and the corrected one;
+- how its counts leave: on the grid rule its tables and placement moments leave it only
+  summed with the other sites' (:data:`FN_TABLE`, an input of secure aggregation, once per
+  setup, for members that all set up on the same pooled scores), and it refuses
+  :data:`FN_FISHER` and :data:`FN_PLACEMENT_SS` for such a session: per site, 20 Fisher
+  replies pinned its exact counts at the grid's cutoffs, which the analyst knows;
 - how often it answers: at most :data:`MAX_FISHER_CALLS` Fisher-scoring calls and one
-  variance call per setup; about at most :data:`MAX_SCALES` score scales (ranges, levels)
-  in its lifetime, asked by :data:`FN_SCALE` or checked by a setup;
+  variance call per setup ("positives" rule); about at most :data:`MAX_SCALES` score
+  scales (ranges, levels) in its lifetime, asked by :data:`FN_SCALE` or checked by a setup;
 - the reference code's threshold rule (each positive's score as a threshold), which
   discloses the positives' scores through the Fisher information, only when its policy
   opts in to :data:`OPT_IN_POSITIVES`;
@@ -98,12 +103,15 @@ __all__ = [
     "FN_SCALE",
     "FN_SENSITIVITY",
     "FN_SETUP",
+    "FN_TABLE",
     "MAX_CONFUSION_THRESHOLDS",
     "MAX_FISHER_CALLS",
     "MAX_SCALES",
     "MAX_THRESHOLDS",
     "MAX_UNDECLARED_LEVELS",
     "OPT_IN_POSITIVES",
+    "fixed_point",
+    "from_fixed_point",
     "release_message",
 ]
 
@@ -114,6 +122,7 @@ FN_FISHER = "rocglm.fisher"
 FN_PLACEMENT_SS = "rocglm.placement_ss"
 FN_CONFUSION = "rocglm.confusion"
 FN_SCALE = "rocglm.scale"
+FN_TABLE = "rocglm.table"
 # A site with at most this many distinct scores is on a rating scale: the deconvolution
 # needs that scale declared (score_levels) to count ties one half.
 MAX_UNDECLARED_LEVELS = 20
@@ -143,6 +152,24 @@ _MAX_VALUES = 1 << 26
 # Sites whose releases one setup may pool (the parts of the pooled noisy scores).
 _MAX_PARTS = 1024
 _RELEASE_DOMAIN = b"fedroc.rocglm.noisy_scores/1\x00"
+_SETUP_DOMAIN = b"fedroc.rocglm.setup/1\x00"
+# The placement sums of FN_TABLE go through secure aggregation as two integers each, the
+# whole part and the fraction in units of 2^-50: 2^11 sites fit the 64-bit ring, and the
+# sums keep about float64's precision (the ring's own fixed point keeps 2^-32 at most).
+_FRACTION_BITS = 50
+
+
+def fixed_point(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split non-negative floats into whole parts and fractions in units of 2^-50 (int64)."""
+    v = np.asarray(values, np.float64)
+    whole = np.floor(v)
+    return whole.astype(np.int64), np.rint((v - whole) * 2.0**_FRACTION_BITS).astype(np.int64)
+
+
+def from_fixed_point(whole: object, fraction: object) -> np.ndarray:
+    """Join summed whole parts and fractions of :func:`fixed_point` into floats."""
+    w = np.asarray(whole, np.int64).astype(np.float64)
+    return w + np.asarray(fraction, np.int64).astype(np.float64) * 2.0**-_FRACTION_BITS
 
 
 def release_message(site: str, negative: np.ndarray, positive: np.ndarray) -> bytes:
@@ -173,7 +200,7 @@ def _session(ctx: SiteContext, args: Record) -> tuple[str, Record]:
     if state is None:
         raise InputError(
             f"site {ctx.site!r} has no ROC-GLM session {args['session']!r} (a session ends "
-            f"with {FN_PLACEMENT_SS!r}); call {FN_SETUP!r} first"
+            f"with {FN_TABLE!r} or {FN_PLACEMENT_SS!r}); call {FN_SETUP!r} first"
         )
     return key, state
 
@@ -477,7 +504,9 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     The site computes, for its positives, their DeLong placements (ties 1/2) in S~0 (the
     paper's) and their placements in the deconvolved distribution of the negatives (the
     correction), groups each into the ROC-GLM table over its own thresholds, and keeps both
-    tables for :data:`FN_FISHER`. It replies with the sums of the placements (distrAVG).
+    tables for :data:`FN_TABLE` (grid rule) or :data:`FN_FISHER` ("positives" rule). On the
+    grid rule it replies the grid's size and :func:`setup_digest`, nothing that depends on
+    its rows; on the "positives" rule also the sums of the placements (distrAVG).
     """
     rule = check_rule(str(args["thresholds"]))
     release_key = _RELEASE + str(args["release"])
@@ -554,7 +583,12 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
         tables = [GroupedTable.from_positives_rule(1.0 - v, thresholds) for v in v10]
         t, trials = tables[0].t, tables[0].trials
         successes = np.vstack([tab.successes for tab in tables])
+    digest = setup_digest(
+        neg, pos_ref, rule, int(args["n_thresholds"]), (lo, hi), levels, int(args["bootstrap"])
+    )
     ctx.state[_SESSION_KEY + str(args["session"])] = {
+        "rule": rule,
+        "setup": digest,
         "t": t,
         "x": special.ndtri(t),
         "successes": successes,
@@ -563,6 +597,10 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
         "v01": v01,
         "calls": 0,
     }
+    if rule == "grid":
+        # Every site's table lives on the same grid: its counts leave only summed with the
+        # other sites' (FN_TABLE, secure aggregation). Nothing here depends on its rows.
+        return Reply({"n_rows": int(t.size), "setup": digest}, counts=_class_counts(ctx))
     return Reply(
         {
             "n_pos": int(pos.size),
@@ -570,9 +608,36 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             "n_neg": int(v01.size),
             "sum_v01": float(v01.sum()),
             "n_rows": int(t.size),
+            "setup": digest,
         },
         counts=_class_counts(ctx),
     )
+
+
+def setup_digest(
+    negative: np.ndarray,
+    positive: np.ndarray,
+    rule: str,
+    n_thresholds: int,
+    score_range: tuple[float, float],
+    levels: np.ndarray | None,
+    bootstrap: int,
+) -> str:
+    """Return the SHA-256 (hex) of what a setup's tables depend on besides the site's rows.
+
+    The pooled noisy scores (sorted), the threshold rule and grid size, the score range or
+    levels and the resamples of the deconvolution. :data:`FN_TABLE` takes it as an argument,
+    which secure aggregation gives every member alike (it is signed with the session's
+    parameters): so every site of a sum set up on the same scores and cutoffs.
+    """
+    h = hashlib.sha256(_SETUP_DOMAIN)
+    for values in (negative, positive):
+        v = np.sort(np.asarray(values, "<f8"))
+        h.update(np.int64(v.size).tobytes() + v.tobytes())
+    lv = [] if levels is None else [float(v) for v in levels]
+    params = [rule, int(n_thresholds), float(score_range[0]), float(score_range[1]), lv]
+    h.update(repr([params, int(bootstrap)]).encode())
+    return h.hexdigest()
 
 
 @site_function(
@@ -591,6 +656,7 @@ def _fisher(ctx: SiteContext, args: Record) -> Reply:
     eq. 6-7). At most :data:`MAX_FISHER_CALLS` calls per session.
     """
     _, state = _session(ctx, args)
+    _refuse_grid(ctx, FN_FISHER, state)
     calls = int(state["calls"]) + 1
     if calls > MAX_FISHER_CALLS:
         raise DisclosureError(
@@ -627,6 +693,7 @@ def _placement_ss(ctx: SiteContext, args: Record) -> Reply:
     here: its state is dropped.
     """
     key, state = _session(ctx, args)
+    _refuse_grid(ctx, FN_PLACEMENT_SS, state)
     v10, v01 = np.asarray(state["v10"]), np.asarray(state["v01"])
     mean10 = np.asarray(args["mean_v10"], np.float64)
     ss10 = np.sum((v10 - mean10[:, None]) ** 2, axis=1)
@@ -636,6 +703,77 @@ def _placement_ss(ctx: SiteContext, args: Record) -> Reply:
         {"n_pos": int(v10.shape[1]), "ss_v10": ss10, "n_neg": int(v01.size), "ss_v01": ss01},
         counts=_class_counts(ctx),
     )
+
+
+def _refuse_grid(ctx: SiteContext, function: str, state: Record) -> None:
+    if state["rule"] == "grid":
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r}: its session uses the grid threshold "
+            f"rule, whose table and placement sums leave it only summed with the other "
+            f"sites' through secure aggregation ({FN_TABLE!r}); per-site Fisher parts and "
+            "sums of squares would pin its exact counts at the grid's cutoffs",
+            site=ctx.site,
+            function=function,
+        )
+
+
+@site_function(
+    FN_TABLE,
+    schema={**_SESSION, "setup": Text(64, alphabet=_HEX)},
+    release="secure",
+)
+def _table(ctx: SiteContext, args: Record) -> Reply:
+    """Return the session's grid table and placement moments, input of secure aggregation.
+
+    For a setup on the grid rule: the successes of each fit at the grid's thresholds
+    (shape (2, n_T)), ``n_pos`` (the trials of every row) and ``n_neg``, and for the
+    placements of each fit and of the negatives their sums and sums of squares (each as
+    :func:`fixed_point` parts ``*_whole`` and ``*_frac``). All of them add up over sites
+    into the pooled table and moments, from which the analyst fits and takes the variance
+    on its own (the grid is the same at every site). Released only summed: per site, the
+    counts at the grid's cutoffs, which the analyst knows, were a site's exact counts above
+    cutoffs of its choice (R15-R18 in tests/test_attacks_review.py).
+
+    ``setup`` must be the digest of this session's setup (:func:`setup_digest`, returned by
+    :data:`FN_SETUP`): the protocol gives every member the same arguments, so all the
+    sites of a sum set up on the same pooled scores; else the analyst could set up the
+    other members on scores whose placements it knows and subtract them. The table is
+    answered once: the session ends here. Its counts are exact binned counts released
+    securely, one way for the site's lifetime (:func:`bind_exact_counts`).
+    """
+    key, state = _session(ctx, args)
+    if state["rule"] != "grid":
+        raise InputError(
+            f"site {ctx.site!r}: {FN_TABLE!r} sums tables on the grid threshold rule; session "
+            f"{args['session']!r} uses {state['rule']!r} (its thresholds differ from site to "
+            f"site): use {FN_FISHER!r}"
+        )
+    if str(args["setup"]) != state["setup"]:
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {FN_TABLE!r}: argument 'setup' is not the digest of "
+            "its session's setup (the sites of one sum must set up on the same pooled "
+            "scores and parameters)",
+            site=ctx.site,
+            function=FN_TABLE,
+            argument="setup",
+        )
+    bind_exact_counts(ctx, FN_TABLE, "secure")
+    ctx.state.pop(key, None)
+    v10, v01 = np.asarray(state["v10"], np.float64), np.asarray(state["v01"], np.float64)
+    values: dict[str, np.ndarray] = {
+        "successes": np.rint(np.asarray(state["successes"])).astype(np.int64),
+        "n_pos": np.array(v10.shape[1], np.int64),
+        "n_neg": np.array(v01.size, np.int64),
+    }
+    moments = {
+        "v10": v10.sum(axis=1),
+        "v10_sq": (v10**2).sum(axis=1),
+        "v01": np.array(v01.sum()),
+        "v01_sq": np.array((v01**2).sum()),
+    }
+    for name, value in moments.items():
+        values[name + "_whole"], values[name + "_frac"] = fixed_point(value)
+    return Reply(values, counts=_class_counts(ctx))
 
 
 # --- confusion matrix at a threshold (dsBinVal's dsConfusion) ------------------------------
