@@ -327,6 +327,29 @@ def test_sites_pool_only_releases_their_rosters_sign():
     assert alone.released(start).kinds.get("noisy", 0) == 0
 
 
+def test_two_sites_are_refused_the_grid_table_by_their_secagg_minimum():
+    """The grid table leaves the sites only summed: two sites under the default policy
+    (secagg_min_sites 3) refuse the secure sum by name, and nothing per site is answered
+    instead (no clear fallback); a policy that allows two runs."""
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(31)
+    y, s = flipped(rng, 600, 0.5)
+    fed, _ = federation_of(y, s, k=2, noise_seed=4)
+    start = fed.mark()
+    with pytest.raises(DisclosureError, match="rocglm.table.*secagg_min_sites"):
+        distributed_rocglm(fed, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    called = [c.function for c in fed.transcript[start:]]
+    assert "rocglm.fisher" not in called and "rocglm.placement_ss" not in called
+    policy = DisclosurePolicy(secagg_min_sites=2, delta_limit=1.0)
+    parts = np.array_split(np.arange(y.size), 2)
+    two = Federation.from_sites(
+        Site(f"s{k}", SiteData.from_arrays(y[i], s[i]), policy=policy) for k, i in enumerate(parts)
+    )
+    res = distributed_rocglm(two, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    assert res.n_pos == int(y.sum()) and res.n_thresholds == 28
+
+
 def test_positives_rule_needs_the_sites_opt_in_and_equals_stacked_site_tables():
     rng = np.random.default_rng(8)
     y, s = flipped(rng, 600, 0.5)
