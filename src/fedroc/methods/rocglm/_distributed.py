@@ -99,6 +99,7 @@ from fedroc.methods.rocglm._probit import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
     FisherParts,
+    ScoringTrace,
     fisher_scoring,
     probit_parts,
 )
@@ -599,6 +600,22 @@ def fit_release(
     )
     ss10 = sum(np.asarray(r["ss_v10"], np.float64) for r in ss.values())
     ss01 = sum(float(r["ss_v01"]) for r in ss.values())
+    return _outcome(
+        trace, np.asarray(mean_v10), np.asarray(ss10), mean_v01, ss01, n_pos, n_neg, n_rows
+    )
+
+
+def _outcome(
+    trace: ScoringTrace,
+    mean_v10: FloatArray,
+    ss10: FloatArray,
+    mean_v01: float,
+    ss01: float,
+    n_pos: int,
+    n_neg: int,
+    n_rows: int,
+) -> _FitOutcome:
+    """Both fits' outcome, with the placements' variances from their centred sums of squares."""
     var10 = ss10 / (n_pos - 1) if n_pos > 1 else np.full(len(FITS), np.nan)
     var01 = ss01 / (n_neg - 1) if n_neg > 1 else float("nan")
     return _FitOutcome(
@@ -684,21 +701,7 @@ def _fit_pooled_table(
     # variance is not small against their mean, so the difference loses little.
     ss10 = moment("v10_sq") - sum10 * mean_v10
     ss01 = float(moment("v01_sq")) - sum01 * mean_v01
-    var10 = ss10 / (n_pos - 1) if n_pos > 1 else np.full(len(FITS), np.nan)
-    var01 = ss01 / (n_neg - 1) if n_neg > 1 else float("nan")
-    return _FitOutcome(
-        trace.gamma,
-        trace.deviance,
-        trace.iterations,
-        trace.converged,
-        np.asarray(mean_v10, np.float64),
-        np.asarray(var10, np.float64),
-        float(mean_v01),
-        float(var01),
-        n_pos,
-        n_neg,
-        int(t.size),
-    )
+    return _outcome(trace, mean_v10, ss10, mean_v01, ss01, n_pos, n_neg, int(t.size))
 
 
 def _noisy_histogram_profile(
