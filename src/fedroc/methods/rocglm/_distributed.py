@@ -118,6 +118,7 @@ from fedroc.methods.rocglm._site import (
 )
 from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
+from fedroc.secagg import secure_sum
 
 __all__ = [
     "CORRECTIONS",
@@ -665,8 +666,6 @@ def _fit_pooled_table(
     analyst, who sees only the sums, fits and takes the variances on its own: the same
     numbers as the per-site rounds, without a per-site count.
     """
-    from fedroc.secagg import secure_sum
-
     digests = {str(r["setup"]) for r in setups.values()}
     rows = {int(r["n_rows"]) for r in setups.values()}
     if len(digests) != 1 or len(rows) != 1:
