@@ -27,6 +27,7 @@ from fedroc.methods.rocglm import (
     binormal_auc,
     binormal_auc_integral,
     distributed_rocglm,
+    fit_release,
     recommended_privacy,
     release_noisy_scores,
     rocglm,
@@ -316,8 +317,16 @@ def test_sites_pool_only_releases_their_rosters_sign():
     assert all(len(sig) == SIGNATURE_BYTES for _, _, sig in rel.parts.values())
     sites = [Site(n, SiteData.from_arrays(y[i], s[i])) for n, i in parts.items()]
     bare = Federation(InProcessTransport(sites))
-    with pytest.raises(DisclosureError, match="argument 'parts': it has no roster"):
+    # The run asks first whether the sites would sum their tables: without a roster they
+    # would not, and nothing is released.
+    start = bare.mark()
+    with pytest.raises(DisclosureError, match="it has no roster of sites to aggregate with"):
         distributed_rocglm(bare, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    assert bare.released(start).kinds.get("noisy", 0) == 0
+    # Their releases, set up all the same: a site without a roster verifies no other part.
+    released = release_noisy_scores(bare, epsilon=1.0, delta=1e-5, sensitivity=0.02)
+    with pytest.raises(DisclosureError, match="argument 'parts': it has no roster"):
+        fit_release(bare, released, bootstrap=5)
     # One site alone: its grid table would leave it unsummed (its exact counts at the
     # grid's cutoffs), so the run is refused before anything is released.
     alone = Federation(InProcessTransport(sites[:1]))
@@ -329,8 +338,9 @@ def test_sites_pool_only_releases_their_rosters_sign():
 
 def test_two_sites_are_refused_the_grid_table_by_their_secagg_minimum():
     """The grid table leaves the sites only summed: two sites under the default policy
-    (secagg_min_sites 3) refuse the secure sum by name, and nothing per site is answered
-    instead (no clear fallback); a policy that allows two runs."""
+    (secagg_min_sites 3) refuse the secure sum by name, before their noisy release (asked
+    first, by fedroc.secagg.check_secure_sum), and nothing per site is answered instead (no
+    clear fallback); a policy that allows two runs."""
     from fedroc.privacy import DisclosurePolicy
 
     rng = np.random.default_rng(31)
@@ -340,7 +350,7 @@ def test_two_sites_are_refused_the_grid_table_by_their_secagg_minimum():
     with pytest.raises(DisclosureError, match="rocglm.table.*secagg_min_sites"):
         distributed_rocglm(fed, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
     called = [c.function for c in fed.transcript[start:]]
-    assert "rocglm.fisher" not in called and "rocglm.placement_ss" not in called
+    assert called == [], called  # refused before any release: nothing was spent
     policy = DisclosurePolicy(secagg_min_sites=2, delta_limit=1.0)
     parts = np.array_split(np.arange(y.size), 2)
     two = Federation.from_sites(
@@ -542,7 +552,11 @@ def test_site_with_too_few_positives_refuses_naming_it():
     rng = np.random.default_rng(15)
     y, s = flipped(rng, 400, 0.5)
     small = SiteData.from_arrays(np.array([1, 1, 0, 0, 0, 0, 0, 0]), rng.random(8))
-    sites = [Site("big", SiteData.from_arrays(y, s)), Site("tiny", small)]
+    sites = [
+        Site("big", SiteData.from_arrays(y[:200], s[:200])),
+        Site("large", SiteData.from_arrays(y[200:], s[200:])),
+        Site("tiny", small),
+    ]
     with pytest.raises(DisclosureError, match="'tiny'.*positive count is below") as refused:
         distributed_rocglm(Federation.from_sites(sites), sensitivity=0.01, seed=0)
     # The refusal says what it means for this method and what to do about it.

@@ -22,6 +22,7 @@ from fedroc.secagg import (
     FUNCTIONS,
     SecAggServer,
     _crypto,
+    check_secure_sum,
     secure_brier,
     secure_calibration,
     secure_sum,
@@ -490,3 +491,37 @@ def test_bound_arguments_hold_for_aggregate_inputs_too() -> None:
         secure_sum(fed, "fedroc.calibration", n_bins=5)
     with pytest.raises(DisclosureError, match="'n_bins' was 4"):
         fed.call("fedroc.calibration", n_bins=5)
+
+
+def test_check_secure_sum_gives_the_sessions_refusals_and_binds_nothing():
+    """check_secure_sum asks the members what the session's first stage would answer
+    (secagg_min_sites, the one set of partners, the roster, the allowed functions), with
+    nothing computed, bound or charged; what it lets pass, the sum then serves."""
+    sites = make_sites(4)
+    fed = Federation.from_sites(sites)
+    with pytest.raises(DisclosureError, match="over 2 site.*secagg_min_sites"):
+        check_secure_sum(fed, "fedroc.class_counts", sites=["s0", "s1"])
+    with pytest.raises(SiteError, match="unknown site function 'no.such'"):
+        check_secure_sum(fed, "no.such")
+    with pytest.raises(InputError, match="threshold must lie in"):
+        check_secure_sum(fed, "fedroc.class_counts", threshold=9)
+    check_secure_sum(fed, "fedroc.class_counts", sites=["s0", "s1", "s2"])
+    assert all(s.ledger.partners("fedroc.class_counts") is None for s in sites)
+    assert fed.transcript[-1].function == "fedroc.secagg.check"
+    total = secure_sum(fed, "fedroc.class_counts", sites=["s0", "s1", "s2"])
+    assert int(total["n_pos"]) == 30
+    # Bound now: another set is refused by the check as by the session, before anything.
+    with pytest.raises(DisclosureError, match="over the sites \\['s0', 's1', 's2'\\] before"):
+        check_secure_sum(fed, "fedroc.class_counts", sites=["s1", "s2", "s3"])
+    with pytest.raises(DisclosureError, match="over the sites \\['s0', 's1', 's2'\\] before"):
+        secure_sum(fed, "fedroc.class_counts", sites=["s1", "s2", "s3"])
+    # A policy that lists its functions refuses an input it does not list, and the check
+    # itself unless listed with the protocol's stages.
+    stages = set(FUNCTIONS.values()) | {FN_ABORT}
+    strict = DisclosurePolicy(allowed_functions=frozenset(stages | {"fedroc.secagg.check"}))
+    fed = Federation.from_sites(make_sites(3, policy=strict))
+    with pytest.raises(DisclosureError, match="refuses 'fedroc.class_counts': not among"):
+        check_secure_sum(fed, "fedroc.class_counts")
+    fed = Federation.from_sites(make_sites(3, policy=DisclosurePolicy(allowed_functions=stages)))
+    with pytest.raises(DisclosureError, match="refuses 'fedroc.secagg.check': not among"):
+        check_secure_sum(fed, "fedroc.class_counts")

@@ -87,7 +87,13 @@ from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record, encode
 from fedroc.federation.roster import SIGNATURE_BYTES
 from fedroc.federation.schema import Bytes, Int, Names, Text
-from fedroc.federation.site import Reply, SiteContext, aggregate_input, site_function
+from fedroc.federation.site import (
+    Reply,
+    SiteContext,
+    aggregate_input,
+    get_site_function,
+    site_function,
+)
 from fedroc.privacy.ledger import ANY_QUANTITY, DPEvent
 from fedroc.secagg import _crypto, shamir
 
@@ -100,6 +106,7 @@ __all__ = [
     "SecureSum",
     "ServerState",
     "advertisement",
+    "check_secure_sum",
     "minimum_threshold",
     "secure_sum",
 ]
@@ -127,6 +134,8 @@ PREVIOUS: dict[str, str] = {
 }
 FUNCTIONS: dict[str, str] = {stage: f"fedroc.secagg.{stage}" for stage in STAGES}
 FN_ABORT = "fedroc.secagg.abort"
+FN_CHECK = "fedroc.secagg.check"
+KEY_MEMBERS = "members"
 
 KEY_SESSION = "session"
 KEY_SITES = "sites"
@@ -801,6 +810,85 @@ def _abort(ctx: SiteContext, args: Record) -> Reply:
         _save(ctx, state)
         ctx.state.pop(_state_key(session) + "/reply", None)
     return Reply({"aborted": stored is not None})
+
+
+@site_function(
+    FN_CHECK,
+    schema={
+        KEY_INPUT: Text(128),
+        KEY_MEMBERS: Names(_MAX_SITES),
+        KEY_THRESHOLD: Int(2, _MAX_SITES),
+    },
+)
+def _check(ctx: SiteContext, args: Record) -> Reply:
+    """Answer whether the site would join a secure sum of ``input`` over ``members``.
+
+    The checks the session runs before the site computes its input (its roster, the
+    threshold, the functions its policy allows, ``secagg_min_sites`` and the one set of
+    partners bound in its ledger), on the rows of nobody: it reads no data, binds nothing
+    and releases nothing but what its operator configured and the analyst's own earlier
+    sessions bound. So that an analyst learns before a release it cannot take back (the
+    ROC-GLM's noisy scores, spent before their secure table) that the sum would be refused;
+    the refusal is the one the session gives, naming the input function.
+    """
+    members = list(args[KEY_MEMBERS])
+    if ctx.site not in members:
+        raise InputError(f"site {ctx.site!r} is not among the members {members}")
+    quantity = str(args[KEY_INPUT])
+    get_site_function(quantity)  # an unknown input is an InputError naming it
+    _check_session(ctx, members, int(args[KEY_THRESHOLD]))
+    ctx.policy.check_function(ctx.site, quantity)
+    ctx.policy.check_aggregation(
+        site=ctx.site,
+        function=quantity,
+        quantity=quantity,
+        sites=members,
+        ledger=ctx.ledger,
+        survivors=True,
+    )
+    return Reply({"joins": True})
+
+
+def check_secure_sum(
+    federation: Federation,
+    input_function: str,
+    *,
+    sites: Iterable[str] | None = None,
+    threshold: int | None = None,
+) -> None:
+    """Ask every member whether it would join a secure sum of ``input_function``.
+
+    Call it before anything a refused sum would waste: each site runs the checks of the
+    session's first stage (``fedroc.secagg.check``) without computing, binding or releasing
+    anything. A site whose policy lists its ``allowed_functions`` lists the check with the
+    stages of the protocol (``fedroc.secagg.*``).
+
+    Parameters
+    ----------
+    federation : Federation
+        The sites.
+    input_function : str
+        The aggregate site function the sum will run.
+    sites : iterable of str, optional
+        The members (default: every site).
+    threshold : int, optional
+        The sum's threshold (default: the majority, as :func:`secure_sum`).
+
+    Raises
+    ------
+    DisclosureError
+        A member's refusal, as the session would give it: too few members for its
+        ``secagg_min_sites``, a set of partners other than the one it is bound to, a member
+        off its roster, an input function (or the check) its policy does not allow.
+    InputError
+        Fewer than two members, a threshold out of range or an unknown site.
+    SiteError
+        A member does not know ``input_function``.
+    """
+    names = list(sites) if sites is not None else list(federation.site_names)
+    t = minimum_threshold(len(names)) if threshold is None else int(threshold)
+    _check_parameters(len(names), t, 64, 0)
+    federation.call(FN_CHECK, sites=names, input=str(input_function), members=names, threshold=t)
 
 
 def _check_parameters(n: int, threshold: int, bits: int, frac_bits: int) -> None:

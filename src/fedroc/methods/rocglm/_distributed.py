@@ -118,7 +118,7 @@ from fedroc.methods.rocglm._site import (
 )
 from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
-from fedroc.secagg import secure_sum
+from fedroc.secagg import check_secure_sum, secure_sum
 
 __all__ = [
     "CORRECTIONS",
@@ -638,8 +638,9 @@ def _check_secure_table(sites: list[str]) -> None:
     """Refuse a grid run secure aggregation cannot serve, before anything is released.
 
     One site's summed table would be its own exact counts at the grid's cutoffs. Two sites
-    pass here and are refused by their policies unless these allow secure sums over two
-    (``secagg_min_sites``, default 3), after their noisy release.
+    pass here; their policies refuse secure sums over two unless they allow them
+    (``secagg_min_sites``, default 3), which :func:`distributed_rocglm` asks before the
+    noisy release (:func:`fedroc.secagg.check_secure_sum`).
     """
     if len(sites) < 2:
         raise InputError(
@@ -739,8 +740,6 @@ def _privacy_parameters(
     privacy: str = "default",
 ) -> tuple[float, float, float, str, list[str]]:
     notes: list[str] = []
-    if privacy not in PRIVACY_SETTINGS:
-        raise InputError(f"privacy must be one of {PRIVACY_SETTINGS}; got {privacy!r}")
     if sensitivity is None:
         sensitivity = site_sensitivity(federation, n_breaks=n_breaks)
         source = "estimated at the sites (heuristic)"
@@ -750,11 +749,7 @@ def _privacy_parameters(
             "histogram cells); it is not a proven bound, so the DP guarantee is heuristic too"
         )
     else:
-        if not (sensitivity > 0 and math.isfinite(sensitivity)):
-            raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
         source = "given"
-    if (epsilon is None) != (delta is None):
-        raise InputError("give both epsilon and delta, or neither (to use the default setting)")
     if epsilon is None or delta is None:
         if privacy == "paper":
             epsilon, delta = recommended_privacy(sensitivity)
@@ -773,6 +768,18 @@ def _privacy_parameters(
                 f"1/({DEFAULT_DELTA_RUNS} n) for the largest site (n = {n_max})"
             )
     return float(epsilon), float(delta), float(sensitivity), source, notes
+
+
+def _check_privacy_arguments(
+    epsilon: float | None, delta: float | None, sensitivity: float | None, privacy: str
+) -> None:
+    """Refuse privacy arguments that no site need be asked about (before any call)."""
+    if privacy not in PRIVACY_SETTINGS:
+        raise InputError(f"privacy must be one of {PRIVACY_SETTINGS}; got {privacy!r}")
+    if sensitivity is not None and not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
+    if (epsilon is None) != (delta is None):
+        raise InputError("give both epsilon and delta, or neither (to use the default setting)")
 
 
 def _check_range(score_range: Any) -> tuple[float, float]:
@@ -933,9 +940,13 @@ def distributed_rocglm(
     levels = check_levels(score_levels)
     support = _check_range(score_range) if levels is None else (levels[0], levels[-1])
     threshold_grid(n_thresholds)  # validates
+    _check_privacy_arguments(epsilon, delta, sensitivity, privacy)
+    start = federation.mark()
     if thresholds == "grid":
         _check_secure_table(federation.site_names)
-    start = federation.mark()
+        # The sites' policies decide whether they sum their tables (secagg_min_sites, their
+        # partners): asked now, a refusal comes before the release it would have wasted.
+        check_secure_sum(federation, FN_TABLE)
     if correction == "deconvolution":
         check_scale(federation, support, levels)
     eps, dlt, sens, source, notes = _privacy_parameters(
