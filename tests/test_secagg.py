@@ -525,3 +525,30 @@ def test_check_secure_sum_gives_the_sessions_refusals_and_binds_nothing():
     fed = Federation.from_sites(make_sites(3, policy=DisclosurePolicy(allowed_functions=stages)))
     with pytest.raises(DisclosureError, match="refuses 'fedroc.secagg.check': not among"):
         check_secure_sum(fed, "fedroc.class_counts")
+
+
+def test_a_method_calibration_does_not_bind_the_sites_two_ways():
+    """One site released its calibration bins in the clear (bound to the clear way); the
+    others had released no exact counts. The curve a method adds (sites_calibration) asks
+    before the secure sum, so the bound site's refusal comes before the others bind the
+    secure way: the curve comes in the clear, every site on one way, and again next time.
+    (Before, the others bound the secure way inside the refused sum, refused the clear
+    curve after it, and the federation's curve was withheld for good.)"""
+    from fedroc.federation.basic import EXACT_COUNTS_KEY
+    from fedroc.methods import sites_calibration
+
+    sites = make_sites(3)
+    fed = Federation.from_sites(sites)
+    fed.call("fedroc.calibration", sites=["s0"], n_bins=10)
+    for _ in range(2):
+        curve, note = sites_calibration(fed, n_bins=10)
+        assert curve is not None, note
+        assert note.startswith("calibration in the clear") and "released exact binned" in note
+        assert [s.ledger.bindings.get(EXACT_COUNTS_KEY) for s in sites] == ["clear"] * 3
+    # The ROC-GLM's secure table is refused before its noisy release, for the same reason.
+    from fedroc.methods.rocglm import distributed_rocglm
+
+    start = fed.mark()
+    with pytest.raises(DisclosureError, match="refuses 'rocglm.table'.*exact binned counts"):
+        distributed_rocglm(fed, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
+    assert fed.released(start).kinds.get("noisy", 0) == 0

@@ -34,6 +34,7 @@ __all__ = [
     "DistributedMoments",
     "SiteCalibration",
     "bind_exact_counts",
+    "check_exact_counts",
     "distributed_brier",
     "distributed_calibration",
     "distributed_mean",
@@ -230,6 +231,31 @@ def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
     bind_before_reading(
         ctx, EXACT_COUNTS_KEY, way, lambda first: _one_way_refused(ctx, function, way, first)
     )
+
+
+def check_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
+    """Refuse, as :func:`bind_exact_counts` would, without binding anything.
+
+    For a question asked before a release (``fedroc.secagg.check``): would the site still
+    release exact binned counts ``way``?
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The calling site function's context.
+    function : str
+        The function whose release is asked about, for the refusal.
+    way : {"clear", "secure"}
+        How that request would release its counts.
+
+    Raises
+    ------
+    DisclosureError
+        The site released exact binned counts the other way before.
+    """
+    first = ctx.ledger.bindings.get(EXACT_COUNTS_KEY)
+    if first is not None and first != way:
+        raise _one_way_refused(ctx, function, way, first)
 
 
 def _one_way_refused(ctx: SiteContext, function: str, way: str, first: object) -> DisclosureError:

@@ -416,9 +416,14 @@ def sites_calibration(
         Empty for the secure curve; else why it is in the clear, or why it is withheld.
     """
     from fedroc.federation import basic
+    from fedroc.secagg import check_secure_sum
     from fedroc.secagg.statistics import secure_calibration
 
     try:
+        # Asked first, so that sites that would refuse the sum (too few, bound to the clear
+        # way) refuse it before the others bind their counts to the secure way: that left
+        # them bound to two ways, and the curve withheld for good.
+        check_secure_sum(federation, basic.FN_CALIBRATION, exact_counts=True)
         return secure_calibration(federation, n_bins=n_bins), ""
     except (DisclosureError, InputError) as exc:
         secure_refusal = exc

@@ -83,10 +83,11 @@ from numpy.typing import NDArray
 from fedroc._docs import fill, fill_doc, parameters_of
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc.exceptions import DisclosureError, InputError, ProtocolError, SiteError
+from fedroc.federation.basic import check_exact_counts
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record, encode
 from fedroc.federation.roster import SIGNATURE_BYTES
-from fedroc.federation.schema import Bytes, Int, Names, Text
+from fedroc.federation.schema import Bool, Bytes, Int, Names, Text
 from fedroc.federation.site import (
     Reply,
     SiteContext,
@@ -136,6 +137,7 @@ FUNCTIONS: dict[str, str] = {stage: f"fedroc.secagg.{stage}" for stage in STAGES
 FN_ABORT = "fedroc.secagg.abort"
 FN_CHECK = "fedroc.secagg.check"
 KEY_MEMBERS = "members"
+KEY_EXACT_COUNTS = "exact_counts"
 
 KEY_SESSION = "session"
 KEY_SITES = "sites"
@@ -818,6 +820,7 @@ def _abort(ctx: SiteContext, args: Record) -> Reply:
         KEY_INPUT: Text(128),
         KEY_MEMBERS: Names(_MAX_SITES),
         KEY_THRESHOLD: Int(2, _MAX_SITES),
+        KEY_EXACT_COUNTS: Bool(default=False),
     },
 )
 def _check(ctx: SiteContext, args: Record) -> Reply:
@@ -829,7 +832,9 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
     and releases nothing but what its operator configured and the analyst's own earlier
     sessions bound. So that an analyst learns before a release it cannot take back (the
     ROC-GLM's noisy scores, spent before their secure table) that the sum would be refused;
-    the refusal is the one the session gives, naming the input function.
+    the refusal is the one the session gives, naming the input function. With
+    ``exact_counts`` (the input releases exact binned counts) also whether the site released
+    such counts in the clear before (:func:`fedroc.federation.basic.check_exact_counts`).
     """
     members = list(args[KEY_MEMBERS])
     if ctx.site not in members:
@@ -846,6 +851,8 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
         ledger=ctx.ledger,
         survivors=True,
     )
+    if args[KEY_EXACT_COUNTS]:
+        check_exact_counts(ctx, quantity, "secure")
     return Reply({"joins": True})
 
 
@@ -855,6 +862,7 @@ def check_secure_sum(
     *,
     sites: Iterable[str] | None = None,
     threshold: int | None = None,
+    exact_counts: bool = False,
 ) -> None:
     """Ask every member whether it would join a secure sum of ``input_function``.
 
@@ -873,13 +881,18 @@ def check_secure_sum(
         The members (default: every site).
     threshold : int, optional
         The sum's threshold (default: the majority, as :func:`secure_sum`).
+    exact_counts : bool, default False
+        The input releases exact binned counts (calibration bins, the ROC-GLM's table, an
+        exact tree): ask too whether a site released such counts in the clear before, which
+        binds it to the clear way (:func:`fedroc.federation.basic.bind_exact_counts`).
 
     Raises
     ------
     DisclosureError
         A member's refusal, as the session would give it: too few members for its
         ``secagg_min_sites``, a set of partners other than the one it is bound to, a member
-        off its roster, an input function (or the check) its policy does not allow.
+        off its roster, an input function (or the check) its policy does not allow, exact
+        binned counts released in the clear before.
     InputError
         Fewer than two members, a threshold out of range or an unknown site.
     SiteError
@@ -888,7 +901,14 @@ def check_secure_sum(
     names = list(sites) if sites is not None else list(federation.site_names)
     t = minimum_threshold(len(names)) if threshold is None else int(threshold)
     _check_parameters(len(names), t, 64, 0)
-    federation.call(FN_CHECK, sites=names, input=str(input_function), members=names, threshold=t)
+    federation.call(
+        FN_CHECK,
+        sites=names,
+        input=str(input_function),
+        members=names,
+        threshold=t,
+        exact_counts=bool(exact_counts),
+    )
 
 
 def _check_parameters(n: int, threshold: int, bits: int, frac_bits: int) -> None:

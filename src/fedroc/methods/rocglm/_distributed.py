@@ -945,8 +945,9 @@ def distributed_rocglm(
     if thresholds == "grid":
         _check_secure_table(federation.site_names)
         # The sites' policies decide whether they sum their tables (secagg_min_sites, their
-        # partners): asked now, a refusal comes before the release it would have wasted.
-        check_secure_sum(federation, FN_TABLE)
+        # partners, exact counts released in the clear before): asked now, a refusal comes
+        # before the release it would have wasted.
+        check_secure_sum(federation, FN_TABLE, exact_counts=True)
     if correction == "deconvolution":
         check_scale(federation, support, levels)
     eps, dlt, sens, source, notes = _privacy_parameters(
