@@ -459,6 +459,41 @@ def test_the_class_counts_an_mpc_job_hides_are_not_released_in_the_clear():
     assert got != truth
 
 
+# -- R20. the MPC method's own result: a calibration curve that sums to the class counts ---------
+def test_an_mpc_result_does_not_carry_the_class_counts_its_job_keeps_secret():
+    """``docs/mpc.md``: the analyst never learns P and N of an MPC job, and the result's note
+    says "class counts stay secret". On main 93a109c ``evaluate(fed, "mpc")`` added a
+    calibration curve by secure aggregation: its counts times its observed fractions sum
+    to the pooled P exactly (N = n - P), in every federation, from the result alone. Now
+    the MPC method adds the Brier score only (n and the sum of squared errors), and the
+    curve when the analyst asks for it, with a note that it gives the class counts."""
+    from fedroc.methods import evaluate
+
+    rng = np.random.default_rng(2020)
+    frames = {
+        f"s{k}": pd.DataFrame({"label": rng.random(70) < 0.35, "score": rng.random(70)})
+        for k in range(3)
+    }
+    truth = sum(int(f["label"].sum()) for f in frames.values())
+
+    def class_count(result) -> int | None:
+        cal = result.extra["calibration"]
+        if cal is None:
+            return None
+        return round(float(np.nansum(cal.count * cal.observed_fraction)))
+
+    result = evaluate(Federation.from_frames(frames), "mpc")
+    assert class_count(result) != truth
+    assert result.extra["brier"] is not None
+    notes = " ".join(result.released.notes)
+    assert "class counts stay secret" in notes and "calibration not added" in notes
+    asked = evaluate(Federation.from_frames(frames), "mpc", mpc_calibration=True)
+    assert class_count(asked) == truth  # what the analyst asked for, and is told
+    notes = " ".join(asked.released.notes)
+    assert "class counts stay secret" not in notes
+    assert "its counts give the class counts P and N" in notes
+
+
 # -- R9. rocglm.scale: the range question under a fixed set of levels ---------------------------
 def test_the_scale_question_cannot_bisect_a_sites_largest_score_under_fixed_levels():
     """``rocglm.scale`` answers whether every score lies in a range, for at most MAX_SCALES

@@ -194,3 +194,28 @@ def test_asks_are_part_of_the_signed_terms():
     authorise(state, "a", base)
     with pytest.raises(InputError, match="other terms"):
         authorise(state, "a", wider)
+
+
+def test_cli_mpc_adds_the_calibration_curve_only_when_asked(capsys, tmp_path, rng):
+    """The MPC result keeps the class counts secret: no calibration curve (its counts give
+    P and N) unless --mpc-calibration asks for it; the Brier score comes either way."""
+    import pandas as pd
+
+    from tests._cli import run_main
+
+    args = ["evaluate", "--label", "y", "--score", "s", "--method", "mpc", "--json"]
+    for name in ("north", "south", "east"):
+        y = rng.random(60) < 0.4
+        path = tmp_path / f"{name}.csv"
+        pd.DataFrame({"y": y.astype(int), "s": rng.random(60)}).to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    plain = json.loads(out)
+    assert plain["calibration"] is None and plain["brier"] is not None
+    code, out, err = run_main(capsys, [*args, "--mpc-calibration"])
+    assert code == 0, err
+    asked = json.loads(out)
+    assert sum(asked["calibration"]["count"]) == 180
+    assert asked["brier"] == pytest.approx(plain["brier"])
+    assert any("so the analyst knows them" in note for note in asked["released"]["notes"])

@@ -513,6 +513,14 @@ def evaluate_command(
         int | None,
         typer.Option(help="mpc: open nothing unless both classes have this many samples."),
     ] = None,
+    mpc_calibration: Annotated[
+        bool,
+        typer.Option(
+            "--mpc-calibration",
+            help="mpc: add the calibration curve (secure aggregation); its counts give the "
+            "class counts P and N, which the MPC job otherwise keeps secret.",
+        ),
+    ] = False,
     # --- clustered (paper 3) ---
     cluster: Annotated[
         str | None,
@@ -584,6 +592,7 @@ def evaluate_command(
         "mpc_delta": mpc_delta,
         "mpc_precision": mpc_precision,
         "mpc_min_class_count": mpc_min_class_count,
+        "mpc_calibration": True if mpc_calibration else None,
         # clustered (paper 3)
         "n_bins": cluster_bins,
         "population_estimator": population_estimator,

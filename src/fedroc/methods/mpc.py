@@ -306,25 +306,47 @@ def _megabytes(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
-def _secure_probability_metrics(fed: Any, n_bins: int) -> tuple[Any, Any, str]:
-    """Brier score and calibration by secure aggregation, or (None, None, why not)."""
+# Why the MPC method adds no calibration curve unless asked: the curve's counts times its
+# observed fractions sum to P exactly (tests/test_attacks_review.py, R20).
+_CALIBRATION_GIVES_P = (
+    "its counts give the class counts P and N (the sum over bins of count times observed "
+    "fraction is P)"
+)
+
+
+def _secure_probability_metrics(
+    fed: Any, n_bins: int, calibration: bool
+) -> tuple[Any, Any, list[str]]:
+    """Brier score (and, if asked, calibration) by secure aggregation, with notes."""
     from fedroc import secagg
 
     # Public functions of fedroc.secagg (loaded lazily there, hence typed Any here).
     secure_brier: Any = secagg.secure_brier
     secure_calibration: Any = secagg.secure_calibration
     if not all(r["ok"] for r in fed.call("fedroc.is_probability").values()):
-        return None, None, "scores are not probabilities: no Brier score or calibration"
+        return None, None, ["scores are not probabilities: no Brier score or calibration"]
     try:
         brier, _ = secure_brier(fed)
-        calibration = secure_calibration(fed, n_bins=n_bins)
     except FedrocError as exc:
-        return None, None, f"Brier score and calibration withheld: {exc}"
-    return (
-        brier,
-        calibration.curve,
-        "Brier score and calibration by secure aggregation (the analyst saw sums over sites)",
+        return None, None, [f"Brier score withheld: {exc}"]
+    notes = ["Brier score by secure aggregation (the analyst saw the sums of n and of squared "
+             "errors over sites)"]  # fmt: skip
+    if not calibration:
+        notes.append(
+            f"calibration not added: {_CALIBRATION_GIVES_P}, which the MPC job keeps "
+            "secret; ask for it with "
+            "mpc_calibration=True (--mpc-calibration) where the sites may reveal them"
+        )
+        return brier, None, notes
+    try:
+        curve = secure_calibration(fed, n_bins=n_bins).curve
+    except FedrocError as exc:
+        return brier, None, [*notes, f"calibration withheld: {exc}"]
+    notes.append(
+        f"calibration by secure aggregation, as asked: {_CALIBRATION_GIVES_P}, so the "
+        "analyst knows them"
     )
+    return brier, curve, notes
 
 
 @register_method(
@@ -345,6 +367,7 @@ def run_mpc(
     mpc_min_class_count: int | None = None,
     mpc_ci: bool = True,
     mpc_compare: bool = False,
+    mpc_calibration: bool = False,
     mpc_calibration_bins: int = 10,
     max_fpr: float | None = None,
     at_specificity: Sequence[float] = (),
@@ -376,8 +399,12 @@ def run_mpc(
     mpc_compare : bool
         Compare the sites' second score (``SiteData.score_b``) with the first: paired
         DeLong under MPC, reported as ``comparison`` (:func:`paired_comparison`).
+    mpc_calibration : bool
+        Also add the calibration curve by secure aggregation. Off by default: its counts
+        give the pooled class counts P and N, which the MPC job keeps secret. The Brier
+        score (n and the sum of squared errors, by secure aggregation) is always added.
     mpc_calibration_bins : int
-        Bins of the securely aggregated calibration curve.
+        Bins of that curve.
     max_fpr : float, optional
         Adds ``partial_auc`` (scikit-learn's McClish-standardised partial AUC, exact, opened
         rounded like the AUC); at most six decimals.
@@ -454,8 +481,8 @@ def run_mpc(
         "ciphertext only",
         f"opened to the analyst only: {', '.join(opened)} rounded to 2^-{precision}"
         + (f" (variance to 2^-{spec.var_frac_bits})" if mpc_ci else "")
-        + f", and whether both classes have at least {min_count} samples (class counts "
-        "stay secret)",
+        + f", and whether both classes have at least {min_count} samples"
+        + ("" if mpc_calibration else " (class counts stay secret)"),
         f"computed by {description}; sort: {mpc_sort}"
         + (
             f" (delta = {mpc_delta}; proxies saw selection comparisons)"
@@ -476,8 +503,10 @@ def run_mpc(
         f"{_megabytes(p['bytes_sent'])} sent, {_megabytes(p['bytes_received'])} received"
         for p in parties
     ]
-    brier, calibration, how = _secure_probability_metrics(fed, mpc_calibration_bins)
-    notes.append(how)
+    brier, calibration, how = _secure_probability_metrics(
+        fed, mpc_calibration_bins, mpc_calibration
+    )
+    notes += how
     released = fed.released(start).with_notes(*notes)
     se = out.se
     auc_ci = None
