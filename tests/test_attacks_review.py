@@ -433,30 +433,66 @@ def test_clustered_clear_edges_next_to_a_calibration_edge_do_not_reveal_a_label(
         fed.call("fedroc.calibration", n_bins=10)
 
 
-# -- R8 (open). exact class counts in the clear at sites that run MPC or DP methods ---------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (attack review of main d84ec09): the default policy serves fedroc.info, "
-    "fedroc.class_counts, fedroc.sum and fedroc.calibration in the clear at every site, so "
-    "the class counts that the MPC method (and the histogram method's DP class counts) "
-    "protect are one call away; a site that runs those methods must list its "
-    "allowed_functions. Fix: a policy setting that withholds the exact basic statistics "
-    "(on by default for MPC owners), or methods that refuse to call them",
-)
-def test_the_class_counts_an_mpc_job_hides_are_not_released_in_the_clear():
-    """``docs/mpc.md``: the analyst never learns the class counts P and N of an MPC job
-    (the opened AUROC is rounded so that it does not pin them). The same sites, under their
-    default policy, answer ``fedroc.class_counts`` (and ``fedroc.sum`` of the label, and the
-    calibration counts) exactly: P and N of the job in one call, in every federation."""
+# -- R8. exact class counts at the data owners of an MPC job ---------------------------------------
+def test_the_class_counts_an_mpc_job_hides_are_not_released_by_its_data_owners(tmp_path):
+    """``docs/mpc.md``: the analyst never learns P and N of an MPC job (the opened AUROC is
+    rounded so that it does not pin them). Its data owners, sites whose policy pins the
+    proxies of an MPC cluster (``mpc_proxies``), answered fedroc's other site functions
+    too: ``fedroc.class_counts`` gave P and N in one call, and so did the sum of the label,
+    the calibration counts, or a secure sum of them (a strict xfail from the review of main
+    d84ec09 to main ea9b7b4, in every federation). Now such a site serves only what an MPC
+    job needs (``mpc_only``, on by default where the cluster is pinned); its operator can
+    let it serve the other methods (``mpc_only = false``), whose results give P and N. A
+    site in the analyst's own process takes any job's proxies (``mpc_proxies = "any"``,
+    the default there) and so protects nothing from the analyst, who holds its rows."""
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+    from fedroc.methods.mpc import request_bundles
+    from fedroc.mpc.certs import generate_cluster
+    from fedroc.mpc.net import ClusterConfig
+    from fedroc.mpc.owner import JobTerms
+
     rng = np.random.default_rng(808)
-    sites = [Site(n, SiteData.from_arrays(rng.random(60) < 0.3, rng.normal(size=60))) for n in "AB"]
-    fed = Federation.from_sites(sites)
-    truth = sum(int(s._data.label.sum()) for s in sites)
-    try:
-        got = sum(int(r["n_pos"]) for r in fed.call("fedroc.class_counts").values())
-    except DisclosureError:
-        got = None
-    assert got != truth
+    names = ["a", "b", "c"]
+    cluster = generate_cluster(tmp_path / "cluster")
+
+    def node_sites(tag: str, **config: object) -> list[Site]:
+        out = []
+        for name in names:
+            path = tmp_path / f"{tag}-{name}.csv"
+            y, s = rng.random(60) < 0.3, rng.random(60)
+            pd.DataFrame({"label": y.astype(int), "score": s}).to_csv(path, index=False)
+            node = {"site": name, "data": str(path), "node-dir": str(tmp_path / tag / name)}
+            out.append(SiteNodeConfig.from_node_config({**node, **config}).build())
+        return out
+
+    owners = node_sites("owners", **{"mpc-proxies": str(cluster)})
+    fed = Federation.from_sites(owners)
+    asks = [
+        ("fedroc.class_counts", {}),
+        ("fedroc.sum", {"column": "label"}),
+        ("fedroc.sum", {"column": "score", "subset": "positive"}),
+        ("fedroc.calibration", {"n_bins": 10}),
+        ("rocglm.noisy_scores", {"epsilon": 1.0, "delta": 1e-5, "sensitivity": 0.05}),
+    ]
+    for function, args in asks:
+        with pytest.raises(DisclosureError, match="data owner of MPC jobs"):
+            fed.call(function, **args)
+    with pytest.raises(DisclosureError, match="data owner of MPC jobs"):
+        secure_calibration(fed, n_bins=10)
+    # What an MPC job needs is answered: the shares for the pinned cluster's proxies, the
+    # sizes (the job opens them anyway), whether the scores are probabilities, the Brier
+    # score's n and squared errors.
+    terms = JobTerms.create(names, ClusterConfig.load(cluster).proxy_key_bytes())
+    assert len(request_bundles(fed, terms)) == 3
+    assert sum(int(r["n"]) for r in fed.call("fedroc.info").values()) == 180
+    assert all(r["ok"] for r in fed.call("fedroc.is_probability").values())
+    assert sum(int(r["n"]) for r in fed.call("fedroc.brier").values()) == 180
+    # The operator's choice: an owner that also serves the other methods (and gives P).
+    served = node_sites("served", **{"mpc-proxies": str(cluster), "mpc-only": False})
+    replies = Federation.from_sites(served).call("fedroc.class_counts")
+    assert sum(int(r["n_pos"]) for r in replies.values()) == sum(
+        int(s._data.label.sum()) for s in served
+    )
 
 
 # -- R20. the MPC method's own result: a calibration curve that sums to the class counts ---------

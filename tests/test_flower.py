@@ -190,6 +190,28 @@ def test_a_nodes_policy_file_takes_no_mpc_proxies_unless_it_names_them(tmp_path:
     assert DisclosurePolicy().mpc_proxies == "any"
 
 
+def test_a_node_that_pins_an_mpc_cluster_serves_only_mpc_unless_its_operator_says() -> None:
+    """``mpc_only``: unset, on where the cluster is pinned and no allowed_functions are
+    listed (the MPC job keeps P and N secret); the operator's ``mpc-only`` decides over it,
+    in the node config and back; a value that is not a boolean is refused."""
+    node = {"site": "a", "data": "x.csv"}
+    pinned = SiteNodeConfig.from_node_config({**node, "mpc-proxies": "/etc/cluster.toml"})
+    assert pinned.policy.serves_mpc_only and pinned.policy.mpc_only is None
+    assert "mpc-only" not in pinned.to_node_config()
+    for value in (False, True):
+        chosen = SiteNodeConfig.from_node_config(
+            {**node, "mpc-proxies": "/etc/cluster.toml", "mpc-only": value}
+        )
+        assert chosen.policy.serves_mpc_only is value
+        assert SiteNodeConfig.from_node_config(chosen.to_node_config()) == chosen
+    assert not SiteNodeConfig.from_node_config(node).policy.serves_mpc_only  # no MPC job
+    listed = DisclosurePolicy(mpc_proxies="/c.toml", allowed_functions=frozenset({"fedroc.info"}))
+    assert not listed.serves_mpc_only  # the operator's own list decides
+    assert not DisclosurePolicy().serves_mpc_only  # in-process: "any" proxies
+    with pytest.raises(InputError, match="mpc_only must be true or false; got 'false'"):
+        DisclosurePolicy(mpc_only="false")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("config", "match"),
     [

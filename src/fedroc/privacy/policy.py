@@ -77,6 +77,15 @@ DEFAULT_ROCGLM_MIN_SENSITIVITY = 0.01
 # a negligible charge is an almost free answer about the site's rows.
 DEFAULT_HISTOGRAM_MIN_EPSILON = 0.01
 
+# What a data owner of an MPC job serves unless its operator says otherwise (mpc_only): the
+# job's shares and what fedroc's MPC method asks besides (the sites' sizes, which the job
+# opens anyway; whether the scores are probabilities; the Brier score's n and sum of squared
+# errors), and secure aggregation's own stages (their inputs pass this check again).
+MPC_OWNER_FUNCTIONS = frozenset(
+    {"fedroc.mpc.share", "fedroc.info", "fedroc.is_probability", "fedroc.brier"}
+)
+_SECAGG_STAGES = "fedroc.secagg."
+
 ReleaseKind = Literal["aggregate", "noisy", "shares"]
 RELEASE_KINDS: tuple[str, ...] = ("aggregate", "noisy", "shares")
 
@@ -132,6 +141,14 @@ class DisclosurePolicy:
         in the analyst's own process (the analyst holds its rows anyway), and it is the
         default there. A Flower node's default is ``"none"`` (``mpc-proxies`` in its node
         config).
+    mpc_only : bool or None, default None
+        Whether the site serves only what an MPC job needs (:data:`MPC_OWNER_FUNCTIONS` and
+        secure aggregation's stages). The MPC job keeps the class counts P and N secret,
+        and nearly every other site function gives or narrows them (class counts, sums of
+        the label, calibration bins, per-class noisy scores, histograms), in the clear or
+        summed. None (unset): on where ``mpc_proxies`` pins a cluster file and
+        ``allowed_functions`` is not given, off elsewhere; ``False`` lets an MPC owner serve
+        the other methods too (their results give P and N).
     """
 
     min_count: int = 5
@@ -147,6 +164,7 @@ class DisclosurePolicy:
     rocglm_min_sensitivity: float = DEFAULT_ROCGLM_MIN_SENSITIVITY
     histogram_min_epsilon: float = DEFAULT_HISTOGRAM_MIN_EPSILON
     mpc_proxies: str = "any"
+    mpc_only: bool | None = None
 
     def __post_init__(self) -> None:
         """Validate the settings.
@@ -172,6 +190,8 @@ class DisclosurePolicy:
             raise InputError(
                 f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
             )
+        if self.mpc_only is not None and not isinstance(self.mpc_only, bool):
+            raise InputError(f"mpc_only must be true or false; got {self.mpc_only!r}")
         if not isinstance(self.mpc_proxies, str) or not self.mpc_proxies.strip():
             raise InputError(
                 "mpc_proxies must be 'any', 'none' or the path of a cluster file; got "
@@ -216,6 +236,7 @@ class DisclosurePolicy:
             "rocglm_min_sensitivity",
             "histogram_min_epsilon",
             "mpc_proxies",
+            "mpc_only",
         }
         unknown = set(values) - known
         if unknown:
@@ -251,7 +272,8 @@ class DisclosurePolicy:
         ------
         DisclosureError
             Naming the site and the function, when the policy lists the functions it allows and
-            ``function`` is not among them.
+            ``function`` is not among them, or when the site serves only what an MPC job
+            needs (``mpc_only``) and ``function`` is not among that.
         """
         if self.allowed_functions is not None and function not in self.allowed_functions:
             raise DisclosureError(
@@ -259,6 +281,27 @@ class DisclosurePolicy:
                 site=site,
                 function=function,
             )
+        if (
+            self.serves_mpc_only
+            and function not in MPC_OWNER_FUNCTIONS
+            and not function.startswith(_SECAGG_STAGES)
+        ):
+            raise DisclosureError(
+                f"site {site!r} refuses {function!r}: it is a data owner of MPC jobs (its "
+                "policy pins the proxies of an MPC cluster), which keep its class counts "
+                "secret, and this function's answer would give or narrow them; its operator "
+                "lets it serve other methods with mpc_only = false (node config "
+                "mpc-only = false)",
+                site=site,
+                function=function,
+            )
+
+    @property
+    def serves_mpc_only(self) -> bool:
+        """Whether the site serves only what an MPC job needs (see ``mpc_only``)."""
+        if self.mpc_only is not None:
+            return bool(self.mpc_only)
+        return self.allowed_functions is None and self.mpc_proxies not in ("any", "none")
 
     def check_release(
         self,

@@ -19,6 +19,8 @@ Flower's node config)::
     allowed-functions = "fedroc.info,fedroc.sum"   # comma-separated
     mpc-proxies = "/etc/fedroc/cluster.toml"       # MPC shares only for this cluster's
                                                    # proxies; "any" or "none" (default)
+    mpc-only = false                               # a node that pins a cluster serves
+                                                   # only MPC jobs unless false
     policy-file = "/etc/fedroc/policy.toml"        # instead of the policy keys above
     node-dir = "/var/lib/fedroc/north"             # default ./fedroc-node-SITE
     audit = "/var/log/fedroc/north.jsonl"          # default NODE_DIR/audit.jsonl
@@ -63,6 +65,7 @@ _POLICY_KEYS = {
     "delta-limit": "delta_limit",
     "allowed-functions": "allowed_functions",
     "mpc-proxies": "mpc_proxies",
+    "mpc-only": "mpc_only",
 }
 # A node seals MPC shares for no proxies unless its operator names them: the analyst who
 # chooses the proxies' keys would open every share (a site in the analyst's own process,
@@ -213,6 +216,8 @@ class SiteNodeConfig:
         if p.allowed_functions is not None:
             out["allowed-functions"] = ",".join(sorted(p.allowed_functions))
         out["mpc-proxies"] = p.mpc_proxies  # always: a node's default differs from a policy's
+        if p.mpc_only is not None:
+            out["mpc-only"] = bool(p.mpc_only)
         for key, path in (
             ("node-dir", self.node_dir),
             ("audit", self.audit),
