@@ -591,6 +591,35 @@ def test_cli_supernode_checks_its_site_before_connecting(tmp_path: Path, capsys)
     assert exc.value.code == 2 and "missing.csv" in capsys.readouterr().err
 
 
+def test_cli_supernode_writes_the_operators_mpc_only_into_its_node_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--no-mpc-only`` lets a node that pins an MPC cluster serve the other methods too;
+    without it the node config leaves ``mpc-only`` unset (on, for a pinned cluster)."""
+    import tomllib
+
+    import fedroc.federation.flower.node as node
+    from fedroc.cli import main
+    from fedroc.mpc.certs import generate_cluster
+
+    monkeypatch.setattr(node, "supervise", lambda args, **_: 0)
+    cluster = generate_cluster(tmp_path / "cluster")
+    data = tmp_path / "north.csv"
+    pd.DataFrame({"label": [0, 1] * 10, "score": np.linspace(0, 1, 20)}).to_csv(data, index=False)
+    base = ["flower", "supernode", "--superlink", "127.0.0.1:1", "--site", "north", "--insecure"]
+    base += ["--data", str(data), "--mpc-proxies", str(cluster)]
+    for extra, expected in (([], None), (["--no-mpc-only"], False), (["--mpc-only"], True)):
+        home = tmp_path / f"node-{expected}"
+        try:
+            main([*base, *extra, "--node-dir", str(home)])
+        except SystemExit as exc:
+            assert exc.code in (0, None)
+        config = tomllib.loads((home / "node-config.toml").read_text())
+        assert config.get("mpc-only") is expected
+        policy = SiteNodeConfig.from_node_config(config).policy
+        assert policy.serves_mpc_only is (expected is not False)
+
+
 def test_cli_certs_writes_a_ca_and_a_server_certificate(tmp_path: Path, capsys) -> None:
     from fedroc.cli import main
 

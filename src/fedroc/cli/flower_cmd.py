@@ -397,6 +397,14 @@ def supernode(
             "'none' (default): no MPC job; 'any': the job's proxies (trusts the analyst)."
         ),
     ] = "none",
+    mpc_only: Annotated[
+        bool | None,
+        typer.Option(
+            "--mpc-only/--no-mpc-only",
+            help="Serve only MPC jobs (default where --mpc-proxies names a cluster: the job "
+            "keeps the class counts secret, the other methods give them).",
+        ),
+    ] = None,
     audit: Annotated[
         Path | None, typer.Option(help="Audit log (JSON lines); default NODE_DIR/audit.jsonl.")
     ] = None,
@@ -448,6 +456,8 @@ def supernode(
             mpc_proxies,
         )
     )
+    if mpc_only is not None:
+        config["mpc-only"] = mpc_only
     config["node-dir"] = str(home)
     config["audit"] = str((audit or home / "audit.jsonl").resolve())
     parsed = SiteNodeConfig.from_node_config(config)

@@ -291,7 +291,7 @@ class DisclosurePolicy:
                 "policy pins the proxies of an MPC cluster), which keep its class counts "
                 "secret, and this function's answer would give or narrow them; its operator "
                 "lets it serve other methods with mpc_only = false (node config "
-                "mpc-only = false)",
+                "mpc-only = false, fedroc flower supernode --no-mpc-only)",
                 site=site,
                 function=function,
             )
