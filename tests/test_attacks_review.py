@@ -1249,14 +1249,15 @@ def _lone_rows_of_the_curve(cal, pooled: pd.DataFrame) -> int:
 @pytest.mark.xfail(
     strict=True,
     reason="open (review of main ea9b7b4): evaluate() adds to a private method's result "
-    "(rocglm, clustered, and mpc with mpc_calibration) the calibration curve summed by "
-    "secure aggregation, where no bin is withheld: a pooled bin holding one row gives that "
-    "row's score to 1e-10 (mean_predicted) and its label (observed_fraction). At the "
-    "analyst's calibration_bins=100 (--bins 100) over 3 sites x 300 logistic scores: rows "
-    "named in 20 of 20 federations (74 rows, 3.7 each) for rocglm and 10 of 10 for "
-    "clustered; 13 of 20 at 3 x 1000. At 10 bins whenever a lone pooled row has a bin to "
-    "itself (an outlier). Fix: withhold pooled bins under q (with the secondary suppression "
-    "of the clear curve) under secure aggregation, or add no curve to the DP methods' results",
+    "(rocglm, clustered, histogram with a score_transform, and mpc with mpc_calibration) "
+    "the calibration curve summed by secure aggregation, where no bin is withheld: a "
+    "pooled bin holding one row gives that row's score to 1e-10 (mean_predicted) and its "
+    "label (observed_fraction). At the analyst's calibration_bins=100 (--bins 100) over 3 "
+    "sites x 300 logistic scores: rows named in 20 of 20 federations (74 rows, 3.7 each) "
+    "for rocglm and 10 of 10 for clustered; 13 of 20 at 3 x 1000. At 10 bins whenever a "
+    "lone pooled row has a bin to itself (an outlier). Fix: withhold pooled bins under q "
+    "(with the secondary suppression of the clear curve) under secure aggregation, or add "
+    "no curve to the DP methods' results",
 )
 def test_a_private_methods_calibration_curve_gives_no_rows_score_and_label():
     """docs/privacy.md: under ROC-GLM the analyst cannot learn "a score without noise"; the
