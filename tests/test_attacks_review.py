@@ -1237,6 +1237,8 @@ def _logistic_frames(rng: np.random.Generator, n: int = 300, sites: int = 3) -> 
 
 def _lone_rows_of_the_curve(cal, pooled: pd.DataFrame) -> int:
     """Rows whose exact score and label a pooled calibration bin of one row gives."""
+    if cal is None:  # a result without the curve names none
+        return 0
     named = 0
     for i in np.flatnonzero(np.asarray(cal.count) == 1):
         # The secure sum is fixed point (32 fraction bits): the mean is the score to 1e-10.
