@@ -216,6 +216,6 @@ def test_cli_mpc_adds_the_calibration_curve_only_when_asked(capsys, tmp_path, rn
     code, out, err = run_main(capsys, [*args, "--mpc-calibration"])
     assert code == 0, err
     asked = json.loads(out)
-    assert sum(asked["calibration"]["count"]) == 180
+    assert 0 < sum(asked["calibration"]["count"]) <= 180  # less a site's bins under q rows
     assert asked["brier"] == pytest.approx(plain["brier"])
     assert any("so the analyst knows them" in note for note in asked["released"]["notes"])

@@ -179,13 +179,22 @@ def test_secure_brier_and_calibration_match_the_pooled_values():
     plain = basic.distributed_calibration(Federation.from_sites(make_sites(4)), n_bins=5)
     from fedroc.metrics import calibration_curve
 
+    # Each site leaves the bins it withholds in the clear (under q rows) out of the secure
+    # sums too (R21: a pooled bin of one row gave its score and label): the secure curve
+    # is the clear one of the same rows, summed through masks.
+    assert plain.curve.suppressed.any()  # 20 rows a site, 5 bins: some bins under q = 5
+    np.testing.assert_array_equal(cal.curve.count, plain.curve.count)
+    for name in ("mean_predicted", "observed_fraction"):
+        np.testing.assert_allclose(getattr(cal.curve, name), getattr(plain.curve, name), atol=1e-9)
+    np.testing.assert_array_equal(cal.curve.suppressed, plain.curve.suppressed)
+    # Sites that withhold nothing (q = 1, the same rows): the secure curve is the pooled one.
+    ones = Federation.from_sites(make_sites(4, policy=DisclosurePolicy(min_count=1)))
+    whole = secure_calibration(ones, n_bins=5).curve
     pooled = calibration_curve(y, p, n_bins=5)
-    np.testing.assert_array_equal(cal.curve.count, pooled.count)
-    np.testing.assert_allclose(cal.curve.mean_predicted, pooled.mean_predicted, atol=1e-9)
-    np.testing.assert_allclose(cal.curve.observed_fraction, pooled.observed_fraction, atol=1e-9)
-    assert not cal.curve.suppressed.any()
-    assert plain.curve.count.sum() <= cal.curve.count.sum()
-    assert secure_calibration(fed, n_bins=5).curve.count.sum() == y.size
+    np.testing.assert_array_equal(whole.count, pooled.count)
+    np.testing.assert_allclose(whole.mean_predicted, pooled.mean_predicted, atol=1e-9)
+    np.testing.assert_allclose(whole.observed_fraction, pooled.observed_fraction, atol=1e-9)
+    assert not whole.suppressed.any() and whole.count.sum() == y.size
 
 
 # -- what the server sees -----------------------------------------------------------------
@@ -486,7 +495,8 @@ def test_bound_arguments_hold_for_aggregate_inputs_too() -> None:
     # secure sum would get around it if only direct calls were checked.
     fed = Federation.from_sites(make_sites(3))
     first = secure_sum(fed, "fedroc.calibration", n_bins=4)
-    assert int(np.sum(first["count"])) == 60
+    # Every row counted: in the sums' bins, or apart where its site withheld the bin.
+    assert int(np.sum(first["count"]) + np.sum(first["withheld"])) == 60
     with pytest.raises(DisclosureError, match="'n_bins' was 4"):
         secure_sum(fed, "fedroc.calibration", n_bins=5)
     with pytest.raises(DisclosureError, match="'n_bins' was 4"):

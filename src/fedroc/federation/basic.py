@@ -173,13 +173,23 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     sum_pred = np.bincount(idx, weights=p, minlength=n_bins)
     sum_obs = np.bincount(idx, weights=ctx.data.label.astype(np.float64), minlength=n_bins)
     # Any bin below q rows (empty ones included) is withheld: its count is disclosive too.
-    # Inside secure aggregation no site's bins are seen, so nothing is withheld.
+    suppressed = withheld_bins(count, ctx.policy.min_count)
     if ctx.sites is not None:
+        # Inside secure aggregation no site's bins are seen, but their sums are: a pooled
+        # bin of one row had that row's score as its mean and its label as its fraction
+        # (R21). So the sums of the bins the site would withhold in the clear stay out of
+        # the sum too; their rows are counted apart ("withheld"), so that the analyst
+        # knows which bins the fractions leave rows out of, as on the clear curve.
+        keep = ~suppressed
         return Reply(
-            {"count": count.astype(np.int64), "sum_predicted": sum_pred, "sum_observed": sum_obs},
+            {
+                "count": np.where(keep, count, 0).astype(np.int64),
+                "withheld": np.where(keep, 0, count).astype(np.int64),
+                "sum_predicted": np.where(keep, sum_pred, 0.0),
+                "sum_observed": np.where(keep, sum_obs, 0.0),
+            },
             counts={"rows": p.size},
         )
-    suppressed = withheld_bins(count, ctx.policy.min_count)
     cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
     if not cuts_keep_q_rows(ctx, cuts, n_bins, suppressed):
         raise DisclosureError(
@@ -543,7 +553,7 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
     withheld by any site is flagged ``suppressed`` in the curve, and
     ``suppressed_by_site`` lists, per site, the bins it withheld.
     :func:`fedroc.secagg.secure_calibration` sums the bins through secure aggregation
-    instead: no site's bins are seen, so none is withheld.
+    instead: no site's bins are seen, and each site leaves the same bins out of the sums.
 
     Parameters
     ----------

@@ -396,7 +396,8 @@ def sites_calibration(
     A site releases exact binned counts one way, clear or secure, for its lifetime
     (:func:`fedroc.federation.basic.bind_exact_counts`), so the curve a method adds goes
     the way that leaves every method free to follow: through secure aggregation (the
-    analyst sees only the sums, no bin is withheld). In the clear (paper 1, section 4.1,
+    analyst sees only the sums; a site's bins under q rows stay out of them, as in the
+    clear). In the clear (paper 1, section 4.1,
     bins under q rows withheld at each site) where secure aggregation is refused, for
     example below the sites' ``secagg_min_sites`` or at sites that released their counts
     in the clear before. Where neither way is answered the curve is withheld.

@@ -309,8 +309,8 @@ def _megabytes(n: int) -> str:
 # Why the MPC method adds no calibration curve unless asked: the curve's counts times its
 # observed fractions sum to P exactly (tests/test_attacks_review.py, R20).
 _CALIBRATION_GIVES_P = (
-    "its counts give the class counts P and N (the sum over bins of count times observed "
-    "fraction is P)"
+    "its counts give or narrow the class counts P and N (the sum over bins of count times "
+    "observed fraction is P, but for the rows of bins a site withholds)"
 )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from fedroc._docs import fill_doc
 from fedroc.federation import basic  # registers the site functions summed here
 from fedroc.federation.basic import SiteCalibration
@@ -77,8 +79,13 @@ def secure_calibration(
 ) -> SiteCalibration:
     """Calibration curve from securely aggregated per-bin counts and sums.
 
-    No bin is withheld: the sites' bins are masked, and the analyst sees only their
-    totals, so ``suppressed_by_site`` is empty for every site.
+    The sites' bins are masked and the analyst sees only their totals. Each site still
+    leaves out of the sums the bins it would withhold in the clear (under q rows, with the
+    secondary suppression of :func:`fedroc.federation.basic.withheld_bins`): else a pooled
+    bin of one row gave that row's score and label. Their rows are summed apart, so
+    ``curve.suppressed`` flags the bins whose fractions leave rows of some site out, and
+    ``curve.count`` counts the rows the fractions hold; which site withheld them is not
+    seen (``suppressed_by_site`` is empty for every site).
 
     Parameters
     ----------
@@ -90,7 +97,7 @@ def secure_calibration(
     Returns
     -------
     SiteCalibration
-        The curve of the summed bins; no bin is flagged.
+        The curve of the summed bins; a bin where some site withheld rows is flagged.
 
     Raises
     ------
@@ -98,8 +105,9 @@ def secure_calibration(
     """
     edges = bin_edges(n_bins)
     result = secure_sum(federation, basic.FN_CALIBRATION, n_bins=int(n_bins), **kwargs)
+    withheld = np.asarray(result["withheld"], np.int64)
     curve = CalibrationCurve.from_sums(
-        edges, result["count"], result["sum_predicted"], result["sum_observed"]
+        edges, result["count"], result["sum_predicted"], result["sum_observed"], withheld > 0
     )
-    # Nothing is withheld: the sites' bins are masked and only their totals are seen.
+    # Which site withheld a bin is masked like the rest: only the totals are seen.
     return SiteCalibration(curve, {name: [] for name in result.sites})
