@@ -434,6 +434,22 @@ def test_clustered_clear_edges_next_to_a_calibration_edge_do_not_reveal_a_label(
         fed.call("fedroc.calibration", n_bins=10)
 
 
+def _node_sites(
+    tmp_path, rng: np.random.Generator, tag: str, n: int = 80, **config: object
+) -> list[Site]:
+    """Sites a, b, c built as a Flower node builds them, from a node config (n rows each)."""
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+
+    out = []
+    for name in ("a", "b", "c"):
+        path = tmp_path / f"{tag}-{name}.csv"
+        y, s = rng.random(n) < 0.3, rng.random(n)
+        pd.DataFrame({"label": y.astype(int), "score": s}).to_csv(path, index=False)
+        node = {"site": name, "data": str(path), "node-dir": str(tmp_path / tag / name)}
+        out.append(SiteNodeConfig.from_node_config({**node, **config}).build())
+    return out
+
+
 # -- R8. exact class counts at the data owners of an MPC job ---------------------------------------
 def test_the_class_counts_an_mpc_job_hides_are_not_released_by_its_data_owners(tmp_path):
     """``docs/mpc.md``: the analyst never learns P and N of an MPC job (the opened AUROC is
@@ -446,7 +462,6 @@ def test_the_class_counts_an_mpc_job_hides_are_not_released_by_its_data_owners(t
     let it serve the other methods (``mpc_only = false``), whose results give P and N. A
     site in the analyst's own process takes any job's proxies (``mpc_proxies = "any"``,
     the default there) and so protects nothing from the analyst, who holds its rows."""
-    from fedroc.federation.flower.site_config import SiteNodeConfig
     from fedroc.methods.mpc import request_bundles
     from fedroc.mpc.certs import generate_cluster
     from fedroc.mpc.net import ClusterConfig
@@ -457,14 +472,7 @@ def test_the_class_counts_an_mpc_job_hides_are_not_released_by_its_data_owners(t
     cluster = generate_cluster(tmp_path / "cluster")
 
     def node_sites(tag: str, **config: object) -> list[Site]:
-        out = []
-        for name in names:
-            path = tmp_path / f"{tag}-{name}.csv"
-            y, s = rng.random(60) < 0.3, rng.random(60)
-            pd.DataFrame({"label": y.astype(int), "score": s}).to_csv(path, index=False)
-            node = {"site": name, "data": str(path), "node-dir": str(tmp_path / tag / name)}
-            out.append(SiteNodeConfig.from_node_config({**node, **config}).build())
-        return out
+        return _node_sites(tmp_path, rng, tag, 60, **config)
 
     owners = node_sites("owners", **{"mpc-proxies": str(cluster)})
     fed = Federation.from_sites(owners)
@@ -778,7 +786,6 @@ def test_a_site_seals_mpc_shares_only_for_the_proxies_its_operator_names(tmp_pat
     no proxies unless its operator names a cluster (``mpc-proxies``), and then only for
     that cluster's two proxies. A site in the analyst's own process takes the job's
     proxies ("any"): the analyst holds its rows anyway."""
-    from fedroc.federation.flower.site_config import SiteNodeConfig
     from fedroc.methods.mpc import request_bundles
     from fedroc.mpc.certs import generate_cluster
     from fedroc.mpc.net import ClusterConfig
@@ -789,15 +796,7 @@ def test_a_site_seals_mpc_shares_only_for_the_proxies_its_operator_names(tmp_pat
     cluster = generate_cluster(tmp_path / "cluster")
 
     def node_sites(tag: str, **config: str) -> list[Site]:
-        """Sites built as a Flower node builds them, from a node config."""
-        out = []
-        for name in names:
-            path = tmp_path / f"{tag}-{name}.csv"
-            y, s = rng.random(80) < 0.3, rng.random(80)
-            pd.DataFrame({"label": y.astype(int), "score": s}).to_csv(path, index=False)
-            node = {"site": name, "data": str(path), "node-dir": str(tmp_path / tag / name)}
-            out.append(SiteNodeConfig.from_node_config({**node, **config}).build())
-        return out
+        return _node_sites(tmp_path, rng, tag, **config)
 
     # Half of the federations keep the node default, half pin the cluster.
     opened = sum(
