@@ -329,13 +329,15 @@ def _secure_probability_metrics(
         brier, _ = secure_brier(fed)
     except FedrocError as exc:
         return None, None, [f"Brier score withheld: {exc}"]
-    notes = ["Brier score by secure aggregation (the analyst saw the sums of n and of squared "
-             "errors over sites)"]  # fmt: skip
+    notes = [
+        "Brier score by secure aggregation (the analyst saw the sums of n and of squared "
+        "errors over sites)"
+    ]
     if not calibration:
         notes.append(
-            f"calibration not added: {_CALIBRATION_GIVES_P}, which the MPC job keeps "
-            "secret; ask for it with "
-            "mpc_calibration=True (--mpc-calibration) where the sites may reveal them"
+            f"calibration not added: {_CALIBRATION_GIVES_P}, which the MPC job keeps secret; "
+            "ask for it with mpc_calibration=True (--mpc-calibration) where the sites may "
+            "reveal them"
         )
         return brier, None, notes
     try:
