@@ -72,6 +72,13 @@ def csv(tmp_path: Path) -> Path:
         (["evaluate", "--site", "a={csv}", "--method", "pooled", "--seed", "abc"], "--seed"),
         (["evaluate", "--site", "a={csv}", "--method", "pooled", "--seed", "-1"], "--seed"),
         (["metrics", "{csv}", "--confidence", "high"], "--confidence"),
+        # out of (0, 1): named as the option, not as the API's confidence_level
+        (["metrics", "{csv}", "--confidence", "-0.95"], "'--confidence': must lie"),
+        (
+            ["evaluate", "--site", "a={csv}", "--method", "pooled", "--confidence", "95"],
+            "--confidence': must",
+        ),
+        (["clustered", "{csv}", "--cluster", "label", "--confidence", "1"], "'--confidence'"),
         (["metrics"], "DATA"),
         (["metrics", "{csv}", "--label"], "--label"),
         (["flower", "up", "--sites", "x"], "--sites"),

@@ -42,7 +42,19 @@ CompareScoreOption = Annotated[
 MinCountOption = Annotated[
     int, typer.Option(help="Disclosure policy: minimum rows per released aggregate (q).")
 ]
-ConfidenceOption = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
+
+
+def _confidence_level(value: float) -> float:
+    # Checked here so that the message names --confidence, not the API's confidence_level.
+    if not 0.0 < value < 1.0:
+        raise typer.BadParameter(f"must lie strictly between 0 and 1 (e.g. 0.95); got {value:g}")
+    return value
+
+
+ConfidenceOption = Annotated[
+    float,
+    typer.Option(help="Confidence level of the intervals, in (0, 1).", callback=_confidence_level),
+]
 CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.")]
 ClusterFileOption = Annotated[Path, typer.Option(help="Cluster file of the running parties.")]
 RootCertificatesOption = Annotated[
