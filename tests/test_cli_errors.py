@@ -522,3 +522,46 @@ def test_supernode_refuses_an_unreadable_mpc_cluster_before_it_starts(capsys, tm
     assert err.strip().splitlines() == [
         f"error: --mpc-proxies: cluster file {str(missing)!r} does not exist"
     ]
+
+
+# -- a bad data file: the message names the site, the file and the value -----------------
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "does not exist"),
+        ("", "is empty"),  # pandas said only "No columns to parse from file"
+    ],
+)
+def test_an_unreadable_site_file_names_the_site(capsys, csv, tmp_path, content, needle):
+    bad = tmp_path / "south.csv"
+    if content is not None:
+        bad.write_text(content)
+    args = ["evaluate", "--method", "pooled", "--site", f"north={csv}", "--site", f"south={bad}"]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: site 'south': ") and repr(str(bad)) in line
+    assert needle in line
+
+
+def test_a_non_numeric_score_names_the_first_bad_value(capsys, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("label,score\n0,0.1\n1,0.9\n1,high\n0,0.3\n")
+    code, out, _ = run_main(capsys, ["metrics", str(path), "--json"])
+    obj = _one_json_object(out)
+    assert code == 2 and obj["type"] == "InputError"
+    assert "must be numeric" in obj["error"] and "index 2: 'high'" in obj["error"]
+
+
+def test_a_pos_label_missing_at_one_site_names_that_site(capsys, tmp_path):
+    north, south = tmp_path / "north.csv", tmp_path / "south.csv"
+    south.write_text("label,score\n" + "dead,0.9\nalive,0.2\n" * 5)
+    north.write_text("label,score\n" + "1,0.9\n0,0.2\n" * 5)
+    args = ["evaluate", "--method", "pooled", "--pos-label", "dead"]
+    args += ["--site", f"south={south}", "--site", f"north={north}"]
+    code, _, err = run_main(capsys, args)
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert "site 'north'" in line and "pos_label='dead'" in line and "[0, 1]" in line

@@ -51,6 +51,8 @@ def load_table(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.exists():
         raise InputError(f"data file {str(p)!r} does not exist")
+    if p.is_file() and p.stat().st_size == 0:  # pandas would say "No columns to parse"
+        raise InputError(f"data file {str(p)!r} is empty (no header, no rows)")
     name = p.name.lower()
     with reading(p, "data file", Exception):  # pandas raises many types
         if name.endswith((".parquet", ".pq")):
@@ -274,4 +276,10 @@ class SiteData:
         ``site`` names the site in error messages, with the file.
         """
         source = f"file {str(path)!r}" if site is None else f"site {site!r} (file {str(path)!r})"
-        return cls.from_frame(load_table(path), columns, pos_label=pos_label, source=source)
+        try:
+            frame = load_table(path)
+        except InputError as exc:  # which site's file, when several are read
+            if site is None:
+                raise
+            raise InputError(f"site {site!r}: {exc}") from None
+        return cls.from_frame(frame, columns, pos_label=pos_label, source=source)
