@@ -565,3 +565,27 @@ def test_a_pos_label_missing_at_one_site_names_that_site(capsys, tmp_path):
     assert code == 2
     [line] = err.strip().splitlines()
     assert "site 'north'" in line and "pos_label='dead'" in line and "[0, 1]" in line
+
+
+# -- warnings: one line each on stderr ----------------------------------------------------
+
+
+def test_a_warning_is_one_line_naming_no_file_of_typer(capsys, tmp_path):
+    # Python's format named typer/main.py (the caller of the command) on a second line.
+    path = tmp_path / "one.csv"
+    path.write_text("label,score\n" + "1,0.5\n" * 10)
+    code, out, err = run_main(capsys, ["metrics", str(path), "--json"])
+    assert code == 0 and _one_json_object(out)["auc"] is None
+    assert err.splitlines() == [
+        "warning: only one class in y_true: the AUC and its variance are NaN"
+    ]
+
+
+def test_a_long_warning_is_not_wrapped(capsys):
+    # stderr was cut at 80 columns when it is not a terminal
+    args = ["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "400"]
+    args += ["--noise-rate", "0.8", "--auc", "0.81", "--prevalence", "0.12"]
+    code, _, err = run_main(capsys, args)
+    assert code == 0
+    [line] = err.splitlines()
+    assert line.startswith("warning: answers are perturbed at 0.8") and line.endswith("AUC")

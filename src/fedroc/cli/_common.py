@@ -38,7 +38,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 out = Console()
 if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
     out = Console(width=120)
-err = Console(stderr=True)
+# Lines on stderr stay whole (soft wrap): a warning, a key to copy or a path is one line,
+# not cut at 80 columns when stderr is a pipe or a log file.
+err = Console(stderr=True, soft_wrap=True)
 
 #: The arguments of the running command (set by :func:`fedroc.cli.main`), for provenance.
 COMMAND_LINE: list[str] = []
@@ -214,6 +216,28 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
     if code == INTERNAL_ERROR and kind == "InternalError":
         traceback.print_exception(exc, file=sys.stderr)
     return code
+
+
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """Print a warning as one line ``warning: ...`` on stderr (``warnings.showwarning``).
+
+    Python's own format names the line that called fedroc, which on the command line is
+    inside typer, and adds a second line of its source; neither helps a user of the CLI.
+    fedroc's warnings are printed by their message alone, others with their category.
+    """
+    from fedroc.exceptions import FedrocWarning
+
+    text = _one_line(str(message))
+    if not issubclass(category, FedrocWarning):
+        text = f"{category.__name__}: {text}"
+    err.print(Text.assemble(("warning:", "bold yellow"), " ", text))
 
 
 def emit_json(obj: Any) -> None:
