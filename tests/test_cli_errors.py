@@ -79,6 +79,10 @@ def csv(tmp_path: Path) -> Path:
             "--confidence': must",
         ),
         (["clustered", "{csv}", "--cluster", "label", "--confidence", "1"], "'--confidence'"),
+        (
+            ["evaluate", "--site", "a={csv}", "--method", "roc-glm"],
+            "--method: unknown method 'roc-glm'",
+        ),
         (["metrics"], "DATA"),
         (["metrics", "{csv}", "--label"], "--label"),
         (["flower", "up", "--sites", "x"], "--sites"),

@@ -36,7 +36,7 @@ from fedroc.exceptions import InputError
 if TYPE_CHECKING:
     from fedroc.data import SiteData
     from fedroc.federation import Federation
-    from fedroc.methods import EvaluationResult
+    from fedroc.methods import EvaluationResult, Method
 
 # Defaults of the options that a --sites file may also set (see evaluate_command).
 DEFAULT_LABEL = "label"
@@ -349,6 +349,17 @@ def _federation_from_file(
     return Federation.from_toml(path, columns=columns, policy=policy, audit_dir=audit_dir)
 
 
+def _method_spec(method: str | None) -> Method:
+    """Return the method of ``--method``; a missing or unknown one is named as the option."""
+    from fedroc.methods import get_method, method_names
+
+    if not method:
+        raise InputError(f"--method is required; one of {method_names()}")
+    if method not in method_names():
+        raise InputError(f"--method: unknown method {method!r}; one of {method_names()}")
+    return get_method(method)
+
+
 def evaluate_command(
     site: Annotated[
         list[str] | None,
@@ -544,11 +555,9 @@ def evaluate_command(
     override the file's values for every site (a note on stderr says which); the file's
     values apply only where the command line is silent.
     """
-    from fedroc.methods import evaluate, get_method, method_names
+    from fedroc.methods import evaluate
 
-    if not method:
-        raise InputError(f"--method is required; one of {method_names()}")
-    spec = get_method(method)  # an unknown method fails before any file is read
+    spec = _method_spec(method)  # before any file is read
     options: dict[str, Any] = check_weights(method, sample_weight)
     if sites_file is not None and spec.needs_pooled:
         raise InputError(
