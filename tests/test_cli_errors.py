@@ -593,3 +593,13 @@ def test_a_long_warning_is_not_wrapped(capsys):
     assert code == 0
     [line] = err.splitlines()
     assert line.startswith("warning: answers are perturbed at 0.8") and line.endswith("AUC")
+
+
+def test_help_says_what_to_type_for_site_and_operating_points(capsys):
+    # typer showed the Python types: "--site TEXT" (or "<list[str]>" on typer >= 0.21)
+    code, out, _ = run_main(capsys, ["evaluate", "--help"])
+    assert code == 0
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ --")}
+    assert rows["--site"].split()[2] == "NAME=PATH"
+    assert rows["--at-specificity"].split()[2] == "FLOAT"
+    assert "list[" not in out

@@ -17,11 +17,15 @@ MaxFprOption = Annotated[
 ]
 AtSpecificityOption = Annotated[
     list[float] | None,
-    typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
+    typer.Option(
+        metavar="FLOAT", help="Operating point: best sensitivity at this specificity; repeatable."
+    ),
 ]
 AtSensitivityOption = Annotated[
     list[float] | None,
-    typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
+    typer.Option(
+        metavar="FLOAT", help="Operating point: best specificity at this sensitivity; repeatable."
+    ),
 ]
 YoudenOption = Annotated[
     bool, typer.Option("--youden", help="Operating point: Youden's threshold.")

@@ -23,7 +23,8 @@ _ESTIMATORS = ("joint", "obuchowski")
 
 def clustered(
     data: Annotated[
-        Path, typer.Argument(help="CSV or Parquet file with labels, scores, clusters.")
+        Path,
+        typer.Argument(metavar="DATA", help="CSV or Parquet file with labels, scores, clusters."),
     ],
     cluster: Annotated[str, typer.Option(help="Cluster id column (patient, reader, site).")],
     label: LabelOption = "label",

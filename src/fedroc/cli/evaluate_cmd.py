@@ -363,7 +363,11 @@ def _method_spec(method: str | None) -> Method:
 def evaluate_command(
     site: Annotated[
         list[str] | None,
-        typer.Option("--site", help="A site as NAME=PATH (CSV or Parquet); repeat per site."),
+        typer.Option(
+            "--site",
+            metavar="NAME=PATH",
+            help="A site as NAME=PATH (CSV or Parquet); repeat per site.",
+        ),
     ] = None,
     sites_file: Annotated[
         Path | None,

@@ -117,7 +117,9 @@ def metrics_dict(
 
 
 def metrics(
-    data: Annotated[Path, typer.Argument(help="CSV or Parquet file with labels and scores.")],
+    data: Annotated[
+        Path, typer.Argument(metavar="DATA", help="CSV or Parquet file with labels and scores.")
+    ],
     label: LabelOption = "label",
     score: ScoreOption = "score",
     pos_label: PosLabelOption = None,
