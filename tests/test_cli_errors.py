@@ -603,3 +603,27 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
     assert rows["--site"].split()[2] == "NAME=PATH"
     assert rows["--at-specificity"].split()[2] == "FLOAT"
     assert "list[" not in out
+
+
+@pytest.mark.parametrize(
+    ("method_args", "line"),
+    [
+        (["pooled", "--bins", "0"], "Invalid value for '--bins': 0 is not in the range x>=1."),
+        (["histogram", "--quantiles", "0"], "--quantiles must be an integer >= 2; got 0"),
+        (
+            ["rocglm", "--privacy", "foo"],
+            "--privacy must be one of ('default', 'paper'); got 'foo'",
+        ),
+        (
+            ["clustered", "--cluster", "label", "--cluster-bins", "0"],
+            "--cluster-bins must be a positive integer; got 0",
+        ),
+    ],
+)
+def test_a_bad_method_option_is_named_as_the_option(capsys, csv, method_args, line):
+    # The methods name their keywords (n_bins, quantiles, privacy); the CLI names the option.
+    args = ["evaluate", *(f"--site={name}={csv}" for name in "abc"), "--method", *method_args]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    assert err.splitlines()[0].startswith(f"error: {line}")
+    assert len(err.splitlines()) == 1

@@ -59,7 +59,7 @@ ConfidenceOption = Annotated[
     float,
     typer.Option(help="Confidence level of the intervals, in (0, 1).", callback=_confidence_level),
 ]
-CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.")]
+CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.", min=1)]
 ClusterFileOption = Annotated[Path, typer.Option(help="Cluster file of the running parties.")]
 RootCertificatesOption = Annotated[
     Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")

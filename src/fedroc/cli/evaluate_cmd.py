@@ -141,6 +141,52 @@ ASK_OPTIONS = {
 }
 
 
+# The methods' keywords that have an option of their own, so that a method's message about
+# one ("quantiles must be an integer >= 2; got 0") names what the user typed.
+KEYWORD_OPTIONS = {
+    **ASK_OPTIONS,
+    "quantiles": "--quantiles",
+    "dp_epsilon": "--dp-epsilon",
+    "dp_noise": "--dp-noise",
+    "dp_mode": "--dp-mode",
+    "interpolation": "--interpolation",
+    "branching": "--branching",
+    "score_range": "--score-range",
+    "score_transform": "--score-transform",
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "sensitivity": "--sensitivity",
+    "dp_calibration": "--dp-calibration",
+    "privacy": "--privacy",
+    "thresholds": "--thresholds",
+    "n_thresholds": "--n-thresholds",
+    "correction": "--correction",
+    "bootstrap": "--bootstrap",
+    "score_levels": "--score-levels",
+    "a0": "--a0",
+    "mpc_sort": "--mpc-sort",
+    "mpc_delta": "--mpc-delta",
+    "mpc_precision": "--mpc-precision",
+    "mpc_min_class_count": "--mpc-min-class-count",
+    "population_estimator": "--population-estimator",
+    "sigma11": "--sigma11",
+    "calibration_bins": "--bins",
+}
+
+
+def name_option(exc: InputError, method: str) -> InputError:
+    """Return ``exc`` with its leading method keyword named as the option that sets it.
+
+    ``n_bins`` is ``--cluster-bins`` for the clustered method and ``--bins`` otherwise.
+    Other errors, and subclasses of InputError that carry more than a message, are kept.
+    """
+    word, _, rest = str(exc).partition(" ")
+    options = {**KEYWORD_OPTIONS, "n_bins": "--cluster-bins" if method == "clustered" else "--bins"}
+    if type(exc) is not InputError or word not in options or not rest:
+        return exc
+    return InputError(f"{options[word]} {rest}")
+
+
 def ask_options(
     max_fpr: float | None,
     at_specificity: list[float],
@@ -660,17 +706,20 @@ def evaluate_command(
             options["n_bins"] = bins
     if method == "mpc":
         options["mpc_calibration_bins"] = bins
-    check_options(method, options)
-    with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
-        result = evaluate(
-            federation,
-            method,
-            pooled=pooled,
-            seed=seed,
-            confidence_level=confidence,
-            calibration_bins=bins,
-            **options,
-        )
+    try:
+        check_options(method, options)
+        with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
+            result = evaluate(
+                federation,
+                method,
+                pooled=pooled,
+                seed=seed,
+                confidence_level=confidence,
+                calibration_bins=bins,
+                **options,
+            )
+    except InputError as exc:
+        raise name_option(exc, method) from None
     if report is not None:
         inputs = (
             {"sites file": str(sites_file)}
