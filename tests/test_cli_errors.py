@@ -627,3 +627,22 @@ def test_a_bad_method_option_is_named_as_the_option(capsys, csv, method_args, li
     assert code == 2 and out == ""
     assert err.splitlines()[0].startswith(f"error: {line}")
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (["--load-factor", "4", "--noise-rate", "-0.8"], "--noise-rate must be a positive number"),
+        (["--load-factor", "4", "--noise-rate", "0.1", "--images", "0"], "--images must be a"),
+        (["--noise-rate", "0.1"], "give exactly one of --load-factor, --subset-size and --budget"),
+        (["--load-factor", "4", "--noise-rate", "0.1", "--auc", "0.8"], "give --auc and --prev"),
+    ],
+)
+def test_sequester_plan_names_its_options(capsys, extra, line):
+    # The planner names its keywords (noise_rate, n_images, load_factor); the CLI its options.
+    code, out, err = run_main(
+        capsys, ["sequester", "plan", "--images", "1047", "--subsets", "9", *extra]
+    )
+    assert code == 2 and out == ""
+    [error] = err.splitlines()
+    assert error.startswith(f"error: {line}")

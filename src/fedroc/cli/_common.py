@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -238,6 +239,28 @@ def show_warning(
     if not issubclass(category, FedrocWarning):
         text = f"{category.__name__}: {text}"
     err.print(Text.assemble(("warning:", "bold yellow"), " ", text))
+
+
+def name_options(exc: InputError, options: Mapping[str, str]) -> InputError:
+    """Return ``exc`` with the API keywords it names written as the options that set them.
+
+    An API function names its parameters (``noise_rate must be a positive number``); on the
+    command line the message names the option (``--noise-rate must ...``). ``options`` maps
+    keywords to options. A keyword is replaced as the message's first word, or anywhere when
+    it has an underscore (a plain word such as ``budget`` may be English). Errors of other
+    types, subclasses of InputError included (they carry more than a message), are kept.
+    """
+    if type(exc) is not InputError:
+        return exc
+    message = str(exc)
+    word, sep, rest = message.partition(" ")
+    if word in options and rest:
+        message = options[word] + sep + rest
+    joined = [k for k in options if "_" in k]
+    if joined:
+        pattern = r"\b(" + "|".join(map(re.escape, joined)) + r")\b"
+        message = re.sub(pattern, lambda m: options[m.group(1)], message)
+    return exc if message == str(exc) else InputError(message)
 
 
 def emit_json(obj: Any) -> None:

@@ -17,6 +17,7 @@ from fedroc.cli._common import (
     grid_table,
     kv_table,
     load_site_data,
+    name_options,
     operating_points_table,
     out,
     parse_sites,
@@ -172,19 +173,6 @@ KEYWORD_OPTIONS = {
     "sigma11": "--sigma11",
     "calibration_bins": "--bins",
 }
-
-
-def name_option(exc: InputError, method: str) -> InputError:
-    """Return ``exc`` with its leading method keyword named as the option that sets it.
-
-    ``n_bins`` is ``--cluster-bins`` for the clustered method and ``--bins`` otherwise.
-    Other errors, and subclasses of InputError that carry more than a message, are kept.
-    """
-    word, _, rest = str(exc).partition(" ")
-    options = {**KEYWORD_OPTIONS, "n_bins": "--cluster-bins" if method == "clustered" else "--bins"}
-    if type(exc) is not InputError or word not in options or not rest:
-        return exc
-    return InputError(f"{options[word]} {rest}")
 
 
 def ask_options(
@@ -719,7 +707,9 @@ def evaluate_command(
                 **options,
             )
     except InputError as exc:
-        raise name_option(exc, method) from None
+        # n_bins is --cluster-bins for the clustered method, --bins for the others
+        bins_option = "--cluster-bins" if method == "clustered" else "--bins"
+        raise name_options(exc, {**KEYWORD_OPTIONS, "n_bins": bins_option}) from None
     if report is not None:
         inputs = (
             {"sites file": str(sites_file)}
