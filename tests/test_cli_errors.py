@@ -88,6 +88,7 @@ def csv(tmp_path: Path) -> Path:
         (["flower", "up", "--sites", "x"], "--sites"),
         (["mpc", "party", "--id", "0"], "--cluster"),
         (["metrics", "/no/such/file.csv"], "/no/such/file.csv"),
+        (["figures", "--paper", "9", "--out", "/no/such/dir"], "--paper"),  # and no banner
     ],
 )
 def test_usage_errors_are_one_line_exit_2(capsys, csv, args, needle):
