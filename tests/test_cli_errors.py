@@ -569,7 +569,7 @@ def test_a_pos_label_missing_at_one_site_names_that_site(capsys, tmp_path):
     code, _, err = run_main(capsys, args)
     assert code == 2
     [line] = err.strip().splitlines()
-    assert "site 'north'" in line and "pos_label='dead'" in line and "[0, 1]" in line
+    assert "site 'north'" in line and "--pos-label='dead'" in line and "[0, 1]" in line
 
 
 # -- warnings: one line each on stderr ----------------------------------------------------
@@ -647,3 +647,13 @@ def test_sequester_plan_names_its_options(capsys, extra, line):
     assert code == 2 and out == ""
     [error] = err.splitlines()
     assert error.startswith(f"error: {line}")
+
+
+@pytest.mark.parametrize("command", [["metrics"], ["clustered", "--cluster", "c"]])
+def test_text_labels_ask_for_the_pos_label_option(capsys, tmp_path, command):
+    path = tmp_path / "x.csv"
+    path.write_text("label,score,c\n" + "dead,0.9,1\nalive,0.2,2\n" * 5)
+    code, _, err = run_main(capsys, [command[0], str(path), *command[1:]])
+    assert code == 2
+    [line] = err.splitlines()
+    assert "['alive', 'dead']" in line and "pass --pos-label to say which value" in line

@@ -389,10 +389,15 @@ def parse_sites(specs: Sequence[str]) -> dict[str, Path]:
     return sites
 
 
-def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
+def read_data(path: Path, columns: Columns, pos_label: Any, *, site: str | None = None) -> SiteData:
+    """Read a data file (:meth:`SiteData.from_file`); its messages name ``--pos-label``."""
     from fedroc.data import SiteData
 
-    return {
-        name: SiteData.from_file(path, columns, pos_label=pos_label, site=name)
-        for name, path in paths.items()
-    }
+    try:
+        return SiteData.from_file(path, columns, pos_label=pos_label, site=site)
+    except InputError as exc:  # "pass pos_label to say which value is positive"
+        raise name_options(exc, {"pos_label": "--pos-label"}) from None
+
+
+def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
+    return {name: read_data(path, columns, pos_label, site=name) for name, path in paths.items()}
