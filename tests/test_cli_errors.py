@@ -657,3 +657,20 @@ def test_text_labels_ask_for_the_pos_label_option(capsys, tmp_path, command):
     assert code == 2
     [line] = err.splitlines()
     assert "['alive', 'dead']" in line and "pass --pos-label to say which value" in line
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("label;score\n1;0,9\n0;0,2\n", "separated by ';'"),
+        ("label\tscore\n1\t0.9\n0\t0.2\n", "separated by tabs: name the file .tsv"),
+    ],
+)
+def test_a_file_with_another_separator_says_so(capsys, tmp_path, text, hint):
+    # Excel in many locales writes ';'; the message listed one column "label;score" only.
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    code, _, err = run_main(capsys, ["metrics", str(path)])
+    assert code == 2
+    [line] = err.splitlines()
+    assert "label column 'label' not found" in line and hint in line

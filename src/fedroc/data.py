@@ -67,8 +67,15 @@ def load_table(path: str | Path) -> pd.DataFrame:
 def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Series:
     if column not in frame.columns:
         available = ", ".join(map(str, list(frame.columns)[:20]))
+        hint = ""
+        if len(frame.columns) == 1:  # one column whose name holds them all: another separator
+            name = str(frame.columns[0])
+            if "\t" in name:
+                hint = " (its fields look separated by tabs: name the file .tsv)"
+            elif sep := next((s for s in (";", "|") if s in name), None):
+                hint = f" (its fields look separated by {sep!r}; fedroc reads CSV separated by ',')"
         raise InputError(
-            f"{role} column {column!r} not found in {source}; available columns: {available}"
+            f"{role} column {column!r} not found in {source}; available columns: {available}{hint}"
         )
     series = frame[column]
     if series.isna().any():
