@@ -674,3 +674,15 @@ def test_a_file_with_another_separator_says_so(capsys, tmp_path, text, hint):
     assert code == 2
     [line] = err.splitlines()
     assert "label column 'label' not found" in line and hint in line
+
+
+@pytest.mark.parametrize("path", [["metrics"], ["evaluate"], ["clustered"]])
+def test_flags_declare_no_value_in_help(path):
+    # typer >= 0.21 (the one `pip install fedroc` gets; the test environment has flwr's pin,
+    # 0.20) renders a flag without a metavar as "--json <bool>", and users typed "--json true".
+    cmd: Any = typer.main.get_command(app)
+    for word in path:
+        cmd = cmd.commands[word]
+    flags = {p.opts[0]: p for p in cmd.params if p.opts[0] in ("--json", "--youden")}
+    assert "--json" in flags
+    assert all(p.metavar == "" for p in flags.values()), path

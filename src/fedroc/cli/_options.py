@@ -27,10 +27,12 @@ AtSensitivityOption = Annotated[
         metavar="FLOAT", help="Operating point: best specificity at this sensitivity; repeatable."
     ),
 ]
+# metavar "": typer >= 0.21 (which `pip install fedroc` gets; flwr pins 0.20) shows a flag's
+# type, "--json <bool>", and users typed "--json true".
 YoudenOption = Annotated[
-    bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
+    bool, typer.Option("--youden", metavar="", help="Operating point: Youden's threshold.")
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+JsonOption = Annotated[bool, typer.Option("--json", metavar="", help="Print one JSON object.")]
 LabelOption = Annotated[str, typer.Option(help="Label column (binary).")]
 ScoreOption = Annotated[str, typer.Option(help="Score column (higher = more likely positive).")]
 PosLabelOption = Annotated[
