@@ -611,6 +611,8 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
     [
         (["pooled", "--bins", "0"], "Invalid value for '--bins': 0 is not in the range x>=1."),
         (["histogram", "--quantiles", "0"], "--quantiles must be an integer >= 2; got 0"),
+        (["rocglm", "--epsilon", "1"], "give both --epsilon and --delta, or neither"),
+        (["mpc", "--mpc-precision", "99"], "mpc: --mpc-precision (the precision of the opened"),
         (
             ["rocglm", "--privacy", "foo"],
             "--privacy must be one of ('default', 'paper'); got 'foo'",

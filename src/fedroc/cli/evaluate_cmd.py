@@ -108,6 +108,8 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if wrong:
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
+    if ("epsilon" in options) != ("delta" in options):  # rocglm's message names its keywords
+        raise InputError("give both --epsilon and --delta, or neither (the default setting)")
 
 
 # Why a method cannot weight its rows (docs/analysis.md, "Sample weights").
@@ -168,6 +170,7 @@ KEYWORD_OPTIONS = {
     "mpc_sort": "--mpc-sort",
     "mpc_delta": "--mpc-delta",
     "mpc_precision": "--mpc-precision",
+    "frac_bits": "--mpc-precision",  # the MPC engine's name for it
     "mpc_min_class_count": "--mpc-min-class-count",
     "population_estimator": "--population-estimator",
     "sigma11": "--sigma11",
