@@ -558,6 +558,16 @@ def test_a_non_numeric_score_names_the_first_bad_value(capsys, tmp_path):
     obj = _one_json_object(out)
     assert code == 2 and obj["type"] == "InputError"
     assert "must be numeric" in obj["error"] and "index 2: 'high'" in obj["error"]
+    assert obj["error"].startswith(f"score column 'score' of file {str(path)!r}")
+
+
+def test_a_label_with_three_values_names_the_column(capsys, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("y,p\n0,0.1\n1,0.9\n2,0.3\n")
+    code, _, err = run_main(capsys, ["metrics", str(path), "--label", "y", "--score", "p"])
+    assert code == 2
+    [line] = err.splitlines()
+    assert line.startswith(f"error: label column 'y' of file {str(path)!r} must be binary")
 
 
 def test_a_pos_label_missing_at_one_site_names_that_site(capsys, tmp_path):

@@ -324,7 +324,7 @@ def test_from_files_and_toml(tmp_path):
 
 def test_site_data_validation_names_the_source():
     df = pd.DataFrame({"label": [0, 1, 2], "score": [0.1, 0.2, 0.3]})
-    with pytest.raises(InputError, match="label of site 'x'.*must be binary"):
+    with pytest.raises(InputError, match="label column 'label' of site 'x'.*must be binary"):
         Site.from_frame("x", df)
     df = pd.DataFrame({"label": [0, 1, None], "score": [0.1, 0.2, 0.3]})
     with pytest.raises(InputError, match="label column 'label' in site 'x' has 1 missing"):

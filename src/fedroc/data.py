@@ -197,18 +197,32 @@ class SiteData:
             On labels that are not binary, non-finite scores or weights, arrays of different
             lengths, or no rows.
         """
+        names = {role: f"{role} of {source}" for role in ("label", "score", "second score")}
+        return cls._validated(label, score, cluster, score_b, weight, pos_label, source, names)
+
+    @classmethod
+    def _validated(
+        cls,
+        label: Any,
+        score: Any,
+        cluster: Any,
+        score_b: Any,
+        weight: Any,
+        pos_label: Any,
+        source: str,
+        names: dict[str, str],
+    ) -> SiteData:
+        """Validate the arrays; ``names`` says how messages name the label and scores."""
         if np.size(label) == 0:  # checked first: the label check would ask for classes
             raise InputError(f"{source} has no rows")
-        y = check_labels(np.asarray(label), pos_label=pos_label, name=f"label of {source}")
-        s = check_scores(np.asarray(score), name=f"score of {source}")
+        y = check_labels(np.asarray(label), pos_label=pos_label, name=names["label"])
+        s = check_scores(np.asarray(score), name=names["score"])
         if y.size != s.size:
             raise InputError(f"{source}: {y.size} labels but {s.size} scores")
         c = None if cluster is None else np.asarray(cluster).copy()
         b = None
         if score_b is not None:
-            b = np.ascontiguousarray(
-                check_scores(np.asarray(score_b), name=f"second score of {source}")
-            )
+            b = np.ascontiguousarray(check_scores(np.asarray(score_b), name=names["second score"]))
             if b.size != y.size:
                 raise InputError(f"{source}: {y.size} labels but {b.size} second scores")
         w = None if weight is None else _weights(weight, y.size, source)
@@ -259,15 +273,13 @@ class SiteData:
             if columns.weight is None
             else _column(frame, columns.weight, "weight", source).to_numpy()
         )
-        return cls.from_arrays(
-            label,
-            score,
-            cluster,
-            score_b=score_b,
-            weight=weight,
-            pos_label=pos_label,
-            source=source,
-        )
+        # Messages name the column as well as the file: "label column 'y' of file 'a.csv'".
+        names = {
+            "label": f"label column {columns.label!r} of {source}",
+            "score": f"score column {columns.score!r} of {source}",
+            "second score": f"second score column {columns.score_b!r} of {source}",
+        }
+        return cls._validated(label, score, cluster, score_b, weight, pos_label, source, names)
 
     @classmethod
     def from_file(
