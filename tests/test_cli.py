@@ -284,3 +284,15 @@ def test_calibration_table_says_which_bins_pool_only_some_sites():
     assert "withheld" not in rows[0]
     assert "other sites only (withheld at a site)" in rows[1] and "│  4 │" in rows[1]
     assert "withheld at a site (no rows at the others)" in rows[2]
+
+
+def test_readme_federation_toml_is_one_fedroc_reads(site_files, tmp_path):
+    """The README's TOML example loads as written (keys, sections, relative paths)."""
+    from fedroc import Federation
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    [toml] = re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
+    pd.read_csv(site_files["south"]).to_parquet(tmp_path / "south.parquet")
+    (tmp_path / "federation.toml").write_text(toml)
+    fed = Federation.from_toml(tmp_path / "federation.toml", columns={"pos_label": "dead"})
+    assert fed.site_names == ["north", "south", "east"]

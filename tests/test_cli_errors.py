@@ -72,11 +72,23 @@ def csv(tmp_path: Path) -> Path:
         (["evaluate", "--site", "a={csv}", "--method", "pooled", "--seed", "abc"], "--seed"),
         (["evaluate", "--site", "a={csv}", "--method", "pooled", "--seed", "-1"], "--seed"),
         (["metrics", "{csv}", "--confidence", "high"], "--confidence"),
+        # out of (0, 1): named as the option, not as the API's confidence_level
+        (["metrics", "{csv}", "--confidence", "-0.95"], "'--confidence': must lie"),
+        (
+            ["evaluate", "--site", "a={csv}", "--method", "pooled", "--confidence", "95"],
+            "--confidence': must",
+        ),
+        (["clustered", "{csv}", "--cluster", "label", "--confidence", "1"], "'--confidence'"),
+        (
+            ["evaluate", "--site", "a={csv}", "--method", "roc-glm"],
+            "--method: unknown method 'roc-glm'",
+        ),
         (["metrics"], "DATA"),
         (["metrics", "{csv}", "--label"], "--label"),
         (["flower", "up", "--sites", "x"], "--sites"),
         (["mpc", "party", "--id", "0"], "--cluster"),
         (["metrics", "/no/such/file.csv"], "/no/such/file.csv"),
+        (["figures", "--paper", "9", "--out", "/no/such/dir"], "--paper"),  # and no banner
     ],
 )
 def test_usage_errors_are_one_line_exit_2(capsys, csv, args, needle):
@@ -515,3 +527,174 @@ def test_supernode_refuses_an_unreadable_mpc_cluster_before_it_starts(capsys, tm
     assert err.strip().splitlines() == [
         f"error: --mpc-proxies: cluster file {str(missing)!r} does not exist"
     ]
+
+
+# -- a bad data file: the message names the site, the file and the value -----------------
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "does not exist"),
+        ("", "is empty"),  # pandas said only "No columns to parse from file"
+    ],
+)
+def test_an_unreadable_site_file_names_the_site(capsys, csv, tmp_path, content, needle):
+    bad = tmp_path / "south.csv"
+    if content is not None:
+        bad.write_text(content)
+    args = ["evaluate", "--method", "pooled", "--site", f"north={csv}", "--site", f"south={bad}"]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: site 'south': ") and repr(str(bad)) in line
+    assert needle in line
+
+
+def test_a_non_numeric_score_names_the_first_bad_value(capsys, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("label,score\n0,0.1\n1,0.9\n1,high\n0,0.3\n")
+    code, out, _ = run_main(capsys, ["metrics", str(path), "--json"])
+    obj = _one_json_object(out)
+    assert code == 2 and obj["type"] == "InputError"
+    assert "must be numeric" in obj["error"] and "index 2: 'high'" in obj["error"]
+    assert obj["error"].startswith(f"score column 'score' of file {str(path)!r}")
+
+
+def test_a_label_with_three_values_names_the_column(capsys, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("y,p\n0,0.1\n1,0.9\n2,0.3\n")
+    code, _, err = run_main(capsys, ["metrics", str(path), "--label", "y", "--score", "p"])
+    assert code == 2
+    [line] = err.splitlines()
+    assert line.startswith(f"error: label column 'y' of file {str(path)!r} must be binary")
+
+
+def test_a_pos_label_missing_at_one_site_names_that_site(capsys, tmp_path):
+    north, south = tmp_path / "north.csv", tmp_path / "south.csv"
+    south.write_text("label,score\n" + "dead,0.9\nalive,0.2\n" * 5)
+    north.write_text("label,score\n" + "1,0.9\n0,0.2\n" * 5)
+    args = ["evaluate", "--method", "pooled", "--pos-label", "dead"]
+    args += ["--site", f"south={south}", "--site", f"north={north}"]
+    code, _, err = run_main(capsys, args)
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert "site 'north'" in line and "--pos-label='dead'" in line and "[0, 1]" in line
+
+
+# -- warnings: one line each on stderr ----------------------------------------------------
+
+
+def test_a_warning_is_one_line_naming_no_file_of_typer(capsys, tmp_path):
+    # Python's format named typer/main.py (the caller of the command) on a second line.
+    path = tmp_path / "one.csv"
+    path.write_text("label,score\n" + "1,0.5\n" * 10)
+    code, out, err = run_main(capsys, ["metrics", str(path), "--json"])
+    assert code == 0 and _one_json_object(out)["auc"] is None
+    assert err.splitlines() == [
+        "warning: only one class in y_true: the AUC and its variance are NaN"
+    ]
+
+
+def test_a_long_warning_is_not_wrapped(capsys):
+    # stderr was cut at 80 columns when it is not a terminal
+    args = ["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "400"]
+    args += ["--noise-rate", "0.8", "--auc", "0.81", "--prevalence", "0.12"]
+    code, _, err = run_main(capsys, args)
+    assert code == 0
+    [line] = err.splitlines()
+    assert line.startswith("warning: answers are perturbed at 0.8") and line.endswith("AUC")
+
+
+def test_help_says_what_to_type_for_site_and_operating_points(capsys):
+    # typer showed the Python types: "--site TEXT" (or "<list[str]>" on typer >= 0.21)
+    code, out, _ = run_main(capsys, ["evaluate", "--help"])
+    assert code == 0
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ --")}
+    assert rows["--site"].split()[2] == "NAME=PATH"
+    assert rows["--at-specificity"].split()[2] == "FLOAT"
+    assert "list[" not in out
+
+
+@pytest.mark.parametrize(
+    ("method_args", "line"),
+    [
+        (["pooled", "--bins", "0"], "Invalid value for '--bins': 0 is not in the range x>=1."),
+        (["histogram", "--quantiles", "0"], "--quantiles must be an integer >= 2; got 0"),
+        (["rocglm", "--epsilon", "1"], "give both --epsilon and --delta, or neither"),
+        (["mpc", "--mpc-precision", "99"], "mpc: --mpc-precision (the precision of the opened"),
+        (
+            ["rocglm", "--privacy", "foo"],
+            "--privacy must be one of ('default', 'paper'); got 'foo'",
+        ),
+        (
+            ["clustered", "--cluster", "label", "--cluster-bins", "0"],
+            "--cluster-bins must be a positive integer; got 0",
+        ),
+    ],
+)
+def test_a_bad_method_option_is_named_as_the_option(capsys, csv, method_args, line):
+    # The methods name their keywords (n_bins, quantiles, privacy); the CLI names the option.
+    args = ["evaluate", *(f"--site={name}={csv}" for name in "abc"), "--method", *method_args]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    assert err.splitlines()[0].startswith(f"error: {line}")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (["--load-factor", "4", "--noise-rate", "-0.8"], "--noise-rate must be a positive number"),
+        (["--load-factor", "4", "--noise-rate", "0.1", "--images", "0"], "--images must be a"),
+        (["--noise-rate", "0.1"], "give exactly one of --load-factor, --subset-size and --budget"),
+        (["--load-factor", "4", "--noise-rate", "0.1", "--auc", "0.8"], "give --auc and --prev"),
+    ],
+)
+def test_sequester_plan_names_its_options(capsys, extra, line):
+    # The planner names its keywords (noise_rate, n_images, load_factor); the CLI its options.
+    code, out, err = run_main(
+        capsys, ["sequester", "plan", "--images", "1047", "--subsets", "9", *extra]
+    )
+    assert code == 2 and out == ""
+    [error] = err.splitlines()
+    assert error.startswith(f"error: {line}")
+
+
+@pytest.mark.parametrize("command", [["metrics"], ["clustered", "--cluster", "c"]])
+def test_text_labels_ask_for_the_pos_label_option(capsys, tmp_path, command):
+    path = tmp_path / "x.csv"
+    path.write_text("label,score,c\n" + "dead,0.9,1\nalive,0.2,2\n" * 5)
+    code, _, err = run_main(capsys, [command[0], str(path), *command[1:]])
+    assert code == 2
+    [line] = err.splitlines()
+    assert "['alive', 'dead']" in line and "pass --pos-label to say which value" in line
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("label;score\n1;0,9\n0;0,2\n", "separated by ';'"),
+        ("label\tscore\n1\t0.9\n0\t0.2\n", "separated by tabs: name the file .tsv"),
+    ],
+)
+def test_a_file_with_another_separator_says_so(capsys, tmp_path, text, hint):
+    # Excel in many locales writes ';'; the message listed one column "label;score" only.
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    code, _, err = run_main(capsys, ["metrics", str(path)])
+    assert code == 2
+    [line] = err.splitlines()
+    assert "label column 'label' not found" in line and hint in line
+
+
+@pytest.mark.parametrize("path", [["metrics"], ["evaluate"], ["clustered"]])
+def test_flags_declare_no_value_in_help(path):
+    # typer >= 0.21 (the one `pip install fedroc` gets; the test environment has flwr's pin,
+    # 0.20) renders a flag without a metavar as "--json <bool>", and users typed "--json true".
+    cmd: Any = typer.main.get_command(app)
+    for word in path:
+        cmd = cmd.commands[word]
+    flags = {p.opts[0]: p for p in cmd.params if p.opts[0] in ("--json", "--youden")}
+    assert "--json" in flags
+    assert all(p.metavar == "" for p in flags.values()), path

@@ -324,7 +324,7 @@ def test_from_files_and_toml(tmp_path):
 
 def test_site_data_validation_names_the_source():
     df = pd.DataFrame({"label": [0, 1, 2], "score": [0.1, 0.2, 0.3]})
-    with pytest.raises(InputError, match="label of site 'x'.*must be binary"):
+    with pytest.raises(InputError, match="label column 'label' of site 'x'.*must be binary"):
         Site.from_frame("x", df)
     df = pd.DataFrame({"label": [0, 1, None], "score": [0.1, 0.2, 0.3]})
     with pytest.raises(InputError, match="label column 'label' in site 'x' has 1 missing"):
@@ -343,3 +343,11 @@ def test_brier_refuses_non_probabilities():
     # The refusal reaches the analyst: it must not carry any row's score, position or count.
     assert "index" not in str(info.value) and "-1.0" not in str(info.value)
     assert "8" not in str(info.value)
+
+
+def test_toml_policy_error_names_the_site_and_file(tmp_path):
+    (tmp_path / "a.csv").write_text("label,score\n1,0.9\n0,0.1\n")
+    toml = tmp_path / "fed.toml"
+    toml.write_text('[sites.a]\npath = "a.csv"\n[sites.a.policy]\nmin_cont = 3\n')
+    with pytest.raises(InputError, match=r"^site 'a' in '.*fed\.toml': unknown policy setting"):
+        Federation.from_toml(toml)

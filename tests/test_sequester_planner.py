@@ -159,7 +159,7 @@ def test_cli_plan_error_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--noise-rate", "1"])
     assert exc.value.code == 2
-    assert "load_factor" in capsys.readouterr().err
+    assert "--load-factor" in capsys.readouterr().err  # the option, as the user types it
 
 
 def test_figures_are_written(tmp_path):
@@ -237,7 +237,7 @@ def test_cli_plan_prints_warnings_and_refuses_zero_budget(capsys):
               "400", "--noise-rate", "0.124"])  # fmt: skip
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "0 perturbed answers" in err and "load_factor" in err and "Traceback" not in err
+    assert "0 perturbed answers" in err and "--load-factor" in err and "Traceback" not in err
 
 
 def test_huge_inputs_are_refused_not_overflowed():

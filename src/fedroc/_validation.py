@@ -32,6 +32,16 @@ def as_1d(values: ArrayLike, name: str) -> NDArray[Any]:
     return arr
 
 
+def _first_non_numeric(values: NDArray[Any]) -> int:
+    """Index of the first value that is no number (on the error path only: it loops)."""
+    for i, value in enumerate(values):
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return i
+    return 0  # pragma: no cover - only called when the array as a whole did not convert
+
+
 def check_scores(y_score: ArrayLike, name: str = "y_score") -> FloatArray:
     """Return the scores as float64, refusing non-numeric, NaN and infinite values."""
     raw = as_1d(y_score, name)
@@ -39,8 +49,9 @@ def check_scores(y_score: ArrayLike, name: str = "y_score") -> FloatArray:
         try:
             raw = raw.astype(np.float64)
         except (TypeError, ValueError):
+            i = _first_non_numeric(raw)
             raise InputError(
-                f"{name} must be numeric; got values of type {raw.dtype} such as {_preview(raw)}"
+                f"{name} must be numeric; first non-numeric value at index {i}: {raw[i]!r}"
             ) from None
     scores = np.ascontiguousarray(raw, dtype=np.float64)
     finite = np.isfinite(scores)
@@ -101,7 +112,9 @@ def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_tru
             )
         return np.asarray(labels == 1)
     if classes.size == 2 and not np.isin([pos_label], classes).all():
-        raise InputError(f"pos_label={pos_label!r} is not one of the classes {_preview(classes)}")
+        raise InputError(
+            f"{name}: pos_label={pos_label!r} is not one of its classes {_preview(classes)}"
+        )
     return np.asarray(labels == pos_label)
 
 

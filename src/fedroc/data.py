@@ -51,6 +51,8 @@ def load_table(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.exists():
         raise InputError(f"data file {str(p)!r} does not exist")
+    if p.is_file() and p.stat().st_size == 0:  # pandas would say "No columns to parse"
+        raise InputError(f"data file {str(p)!r} is empty (no header, no rows)")
     name = p.name.lower()
     with reading(p, "data file", Exception):  # pandas raises many types
         if name.endswith((".parquet", ".pq")):
@@ -65,8 +67,15 @@ def load_table(path: str | Path) -> pd.DataFrame:
 def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Series:
     if column not in frame.columns:
         available = ", ".join(map(str, list(frame.columns)[:20]))
+        hint = ""
+        if len(frame.columns) == 1:  # one column whose name holds them all: another separator
+            name = str(frame.columns[0])
+            if "\t" in name:
+                hint = " (its fields look separated by tabs: name the file .tsv)"
+            elif sep := next((s for s in (";", "|") if s in name), None):
+                hint = f" (its fields look separated by {sep!r}; fedroc reads CSV separated by ',')"
         raise InputError(
-            f"{role} column {column!r} not found in {source}; available columns: {available}"
+            f"{role} column {column!r} not found in {source}; available columns: {available}{hint}"
         )
     series = frame[column]
     if series.isna().any():
@@ -188,18 +197,32 @@ class SiteData:
             On labels that are not binary, non-finite scores or weights, arrays of different
             lengths, or no rows.
         """
+        names = {role: f"{role} of {source}" for role in ("label", "score", "second score")}
+        return cls._validated(label, score, cluster, score_b, weight, pos_label, source, names)
+
+    @classmethod
+    def _validated(
+        cls,
+        label: Any,
+        score: Any,
+        cluster: Any,
+        score_b: Any,
+        weight: Any,
+        pos_label: Any,
+        source: str,
+        names: dict[str, str],
+    ) -> SiteData:
+        """Validate the arrays; ``names`` says how messages name the label and scores."""
         if np.size(label) == 0:  # checked first: the label check would ask for classes
             raise InputError(f"{source} has no rows")
-        y = check_labels(np.asarray(label), pos_label=pos_label, name=f"label of {source}")
-        s = check_scores(np.asarray(score), name=f"score of {source}")
+        y = check_labels(np.asarray(label), pos_label=pos_label, name=names["label"])
+        s = check_scores(np.asarray(score), name=names["score"])
         if y.size != s.size:
             raise InputError(f"{source}: {y.size} labels but {s.size} scores")
         c = None if cluster is None else np.asarray(cluster).copy()
         b = None
         if score_b is not None:
-            b = np.ascontiguousarray(
-                check_scores(np.asarray(score_b), name=f"second score of {source}")
-            )
+            b = np.ascontiguousarray(check_scores(np.asarray(score_b), name=names["second score"]))
             if b.size != y.size:
                 raise InputError(f"{source}: {y.size} labels but {b.size} second scores")
         w = None if weight is None else _weights(weight, y.size, source)
@@ -250,15 +273,13 @@ class SiteData:
             if columns.weight is None
             else _column(frame, columns.weight, "weight", source).to_numpy()
         )
-        return cls.from_arrays(
-            label,
-            score,
-            cluster,
-            score_b=score_b,
-            weight=weight,
-            pos_label=pos_label,
-            source=source,
-        )
+        # Messages name the column as well as the file: "label column 'y' of file 'a.csv'".
+        names = {
+            "label": f"label column {columns.label!r} of {source}",
+            "score": f"score column {columns.score!r} of {source}",
+            "second score": f"second score column {columns.score_b!r} of {source}",
+        }
+        return cls._validated(label, score, cluster, score_b, weight, pos_label, source, names)
 
     @classmethod
     def from_file(
@@ -274,4 +295,10 @@ class SiteData:
         ``site`` names the site in error messages, with the file.
         """
         source = f"file {str(path)!r}" if site is None else f"site {site!r} (file {str(path)!r})"
-        return cls.from_frame(load_table(path), columns, pos_label=pos_label, source=source)
+        try:
+            frame = load_table(path)
+        except InputError as exc:  # which site's file, when several are read
+            if site is None:
+                raise
+            raise InputError(f"site {site!r}: {exc}") from None
+        return cls.from_frame(frame, columns, pos_label=pos_label, source=source)

@@ -13,11 +13,12 @@ import numpy, pandas, scipy and the optional extras inside their functions, not 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 
 import typer
 
-from fedroc.cli._common import COMMAND_LINE, error_exit_code, needs_extra
+from fedroc.cli._common import COMMAND_LINE, error_exit_code, needs_extra, show_warning
 from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
@@ -69,8 +70,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     COMMAND_LINE[:] = args  # for the provenance of reports
     try:
-        # standalone_mode=False: errors reach us instead of click's multi-line usage box.
-        code = app(args=args, prog_name="fedroc", standalone_mode=False)
+        with warnings.catch_warnings():  # restores Python's format when the command ends
+            warnings.showwarning = show_warning  # one line each, not typer's file and line
+            # standalone_mode=False: errors reach us instead of click's multi-line usage box.
+            code = app(args=args, prog_name="fedroc", standalone_mode=False)
     except SystemExit:
         raise
     except BaseException as exc:  # every other way out is reported as the contract says

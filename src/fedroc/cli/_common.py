@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -38,7 +39,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 out = Console()
 if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
     out = Console(width=120)
-err = Console(stderr=True)
+# Lines on stderr stay whole (soft wrap): a warning, a key to copy or a path is one line,
+# not cut at 80 columns when stderr is a pipe or a log file.
+err = Console(stderr=True, soft_wrap=True)
 
 #: The arguments of the running command (set by :func:`fedroc.cli.main`), for provenance.
 COMMAND_LINE: list[str] = []
@@ -216,6 +219,50 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
     return code
 
 
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """Print a warning as one line ``warning: ...`` on stderr (``warnings.showwarning``).
+
+    Python's own format names the line that called fedroc, which on the command line is
+    inside typer, and adds a second line of its source; neither helps a user of the CLI.
+    fedroc's warnings are printed by their message alone, others with their category.
+    """
+    from fedroc.exceptions import FedrocWarning
+
+    text = _one_line(str(message))
+    if not issubclass(category, FedrocWarning):
+        text = f"{category.__name__}: {text}"
+    err.print(Text.assemble(("warning:", "bold yellow"), " ", text))
+
+
+def name_options(exc: InputError, options: Mapping[str, str]) -> InputError:
+    """Return ``exc`` with the API keywords it names written as the options that set them.
+
+    An API function names its parameters (``noise_rate must be a positive number``); on the
+    command line the message names the option (``--noise-rate must ...``). ``options`` maps
+    keywords to options. A keyword is replaced as the message's first word, or anywhere when
+    it has an underscore (a plain word such as ``budget`` may be English). Errors of other
+    types, subclasses of InputError included (they carry more than a message), are kept.
+    """
+    if type(exc) is not InputError:
+        return exc
+    message = str(exc)
+    word, sep, rest = message.partition(" ")
+    if word in options and rest:
+        message = options[word] + sep + rest
+    joined = [k for k in options if "_" in k]
+    if joined:
+        pattern = r"\b(" + "|".join(map(re.escape, joined)) + r")\b"
+        message = re.sub(pattern, lambda m: options[m.group(1)], message)
+    return exc if message == str(exc) else InputError(message)
+
+
 def emit_json(obj: Any) -> None:
     """Write exactly one JSON object to stdout."""
     from fedroc._results import jsonable
@@ -342,10 +389,15 @@ def parse_sites(specs: Sequence[str]) -> dict[str, Path]:
     return sites
 
 
-def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
+def read_data(path: Path, columns: Columns, pos_label: Any, *, site: str | None = None) -> SiteData:
+    """Read a data file (:meth:`SiteData.from_file`); its messages name ``--pos-label``."""
     from fedroc.data import SiteData
 
-    return {
-        name: SiteData.from_file(path, columns, pos_label=pos_label, site=name)
-        for name, path in paths.items()
-    }
+    try:
+        return SiteData.from_file(path, columns, pos_label=pos_label, site=site)
+    except InputError as exc:  # "pass pos_label to say which value is positive"
+        raise name_options(exc, {"pos_label": "--pos-label"}) from None
+
+
+def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
+    return {name: read_data(path, columns, pos_label, site=name) for name, path in paths.items()}

@@ -17,16 +17,22 @@ MaxFprOption = Annotated[
 ]
 AtSpecificityOption = Annotated[
     list[float] | None,
-    typer.Option(help="Operating point: best sensitivity at this specificity; repeatable."),
+    typer.Option(
+        metavar="FLOAT", help="Operating point: best sensitivity at this specificity; repeatable."
+    ),
 ]
 AtSensitivityOption = Annotated[
     list[float] | None,
-    typer.Option(help="Operating point: best specificity at this sensitivity; repeatable."),
+    typer.Option(
+        metavar="FLOAT", help="Operating point: best specificity at this sensitivity; repeatable."
+    ),
 ]
+# metavar "": typer >= 0.21 (which `pip install fedroc` gets; flwr pins 0.20) shows a flag's
+# type, "--json <bool>", and users typed "--json true".
 YoudenOption = Annotated[
-    bool, typer.Option("--youden", help="Operating point: Youden's threshold.")
+    bool, typer.Option("--youden", metavar="", help="Operating point: Youden's threshold.")
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+JsonOption = Annotated[bool, typer.Option("--json", metavar="", help="Print one JSON object.")]
 LabelOption = Annotated[str, typer.Option(help="Label column (binary).")]
 ScoreOption = Annotated[str, typer.Option(help="Score column (higher = more likely positive).")]
 PosLabelOption = Annotated[
@@ -42,8 +48,20 @@ CompareScoreOption = Annotated[
 MinCountOption = Annotated[
     int, typer.Option(help="Disclosure policy: minimum rows per released aggregate (q).")
 ]
-ConfidenceOption = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
-CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.")]
+
+
+def _confidence_level(value: float) -> float:
+    # Checked here so that the message names --confidence, not the API's confidence_level.
+    if not 0.0 < value < 1.0:
+        raise typer.BadParameter(f"must lie strictly between 0 and 1 (e.g. 0.95); got {value:g}")
+    return value
+
+
+ConfidenceOption = Annotated[
+    float,
+    typer.Option(help="Confidence level of the intervals, in (0, 1).", callback=_confidence_level),
+]
+CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.", min=1)]
 ClusterFileOption = Annotated[Path, typer.Option(help="Cluster file of the running parties.")]
 RootCertificatesOption = Annotated[
     Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fedroc.cli._common import coerce_pos_label, emit_json, err, kv_table, out
+from fedroc.cli._common import coerce_pos_label, emit_json, err, kv_table, out, read_data
 from fedroc.cli._options import (
     ConfidenceOption,
     JsonOption,
@@ -23,7 +23,8 @@ _ESTIMATORS = ("joint", "obuchowski")
 
 def clustered(
     data: Annotated[
-        Path, typer.Argument(help="CSV or Parquet file with labels, scores, clusters.")
+        Path,
+        typer.Argument(metavar="DATA", help="CSV or Parquet file with labels, scores, clusters."),
     ],
     cluster: Annotated[str, typer.Option(help="Cluster id column (patient, reader, site).")],
     label: LabelOption = "label",
@@ -69,7 +70,7 @@ def clustered(
 ) -> None:
     """Estimate population and personalized AUCs, their joint CI and equality test (paper 3)."""
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
-    from fedroc.data import Columns, SiteData
+    from fedroc.data import Columns
     from fedroc.methods.clustered import (
         POPULATION_ESTIMATORS,
         SIGMA11_DIVISORS,
@@ -88,9 +89,7 @@ def clustered(
         )
     if sigma11 not in SIGMA11_DIVISORS:
         raise InputError(f"--sigma11 must be one of {list(SIGMA11_DIVISORS)}; got {sigma11!r}")
-    site = SiteData.from_file(
-        data, Columns(label, score, cluster), pos_label=coerce_pos_label(pos_label)
-    )
+    site = read_data(data, Columns(label, score, cluster), coerce_pos_label(pos_label))
     assert site.cluster is not None
     if rug is not None:
         rug_figure(site.label, site.score, site.cluster, path=str(rug))

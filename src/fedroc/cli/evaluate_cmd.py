@@ -17,6 +17,7 @@ from fedroc.cli._common import (
     grid_table,
     kv_table,
     load_site_data,
+    name_options,
     operating_points_table,
     out,
     parse_sites,
@@ -36,7 +37,7 @@ from fedroc.exceptions import InputError
 if TYPE_CHECKING:
     from fedroc.data import SiteData
     from fedroc.federation import Federation
-    from fedroc.methods import EvaluationResult
+    from fedroc.methods import EvaluationResult, Method
 
 # Defaults of the options that a --sites file may also set (see evaluate_command).
 DEFAULT_LABEL = "label"
@@ -107,6 +108,8 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if wrong:
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
+    if ("epsilon" in options) != ("delta" in options):  # rocglm's message names its keywords
+        raise InputError("give both --epsilon and --delta, or neither (the default setting)")
 
 
 # Why a method cannot weight its rows (docs/analysis.md, "Sample weights").
@@ -138,6 +141,40 @@ ASK_OPTIONS = {
     "at_sensitivity": "--at-sensitivity",
     "youden": "--youden",
     "compare": "--compare-score",
+}
+
+
+# The methods' keywords that have an option of their own, so that a method's message about
+# one ("quantiles must be an integer >= 2; got 0") names what the user typed.
+KEYWORD_OPTIONS = {
+    **ASK_OPTIONS,
+    "quantiles": "--quantiles",
+    "dp_epsilon": "--dp-epsilon",
+    "dp_noise": "--dp-noise",
+    "dp_mode": "--dp-mode",
+    "interpolation": "--interpolation",
+    "branching": "--branching",
+    "score_range": "--score-range",
+    "score_transform": "--score-transform",
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "sensitivity": "--sensitivity",
+    "dp_calibration": "--dp-calibration",
+    "privacy": "--privacy",
+    "thresholds": "--thresholds",
+    "n_thresholds": "--n-thresholds",
+    "correction": "--correction",
+    "bootstrap": "--bootstrap",
+    "score_levels": "--score-levels",
+    "a0": "--a0",
+    "mpc_sort": "--mpc-sort",
+    "mpc_delta": "--mpc-delta",
+    "mpc_precision": "--mpc-precision",
+    "frac_bits": "--mpc-precision",  # the MPC engine's name for it
+    "mpc_min_class_count": "--mpc-min-class-count",
+    "population_estimator": "--population-estimator",
+    "sigma11": "--sigma11",
+    "calibration_bins": "--bins",
 }
 
 
@@ -349,10 +386,25 @@ def _federation_from_file(
     return Federation.from_toml(path, columns=columns, policy=policy, audit_dir=audit_dir)
 
 
+def _method_spec(method: str | None) -> Method:
+    """Return the method of ``--method``; a missing or unknown one is named as the option."""
+    from fedroc.methods import get_method, method_names
+
+    if not method:
+        raise InputError(f"--method is required; one of {method_names()}")
+    if method not in method_names():
+        raise InputError(f"--method: unknown method {method!r}; one of {method_names()}")
+    return get_method(method)
+
+
 def evaluate_command(
     site: Annotated[
         list[str] | None,
-        typer.Option("--site", help="A site as NAME=PATH (CSV or Parquet); repeat per site."),
+        typer.Option(
+            "--site",
+            metavar="NAME=PATH",
+            help="A site as NAME=PATH (CSV or Parquet); repeat per site.",
+        ),
     ] = None,
     sites_file: Annotated[
         Path | None,
@@ -552,11 +604,9 @@ def evaluate_command(
     override the file's values for every site (a note on stderr says which); the file's
     values apply only where the command line is silent.
     """
-    from fedroc.methods import evaluate, get_method, method_names
+    from fedroc.methods import evaluate
 
-    if not method:
-        raise InputError(f"--method is required; one of {method_names()}")
-    spec = get_method(method)  # an unknown method fails before any file is read
+    spec = _method_spec(method)  # before any file is read
     options: dict[str, Any] = check_weights(method, sample_weight)
     if sites_file is not None and spec.needs_pooled:
         raise InputError(
@@ -656,17 +706,22 @@ def evaluate_command(
             options["n_bins"] = bins
     if method == "mpc":
         options["mpc_calibration_bins"] = bins
-    check_options(method, options)
-    with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
-        result = evaluate(
-            federation,
-            method,
-            pooled=pooled,
-            seed=seed,
-            confidence_level=confidence,
-            calibration_bins=bins,
-            **options,
-        )
+    try:
+        check_options(method, options)
+        with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
+            result = evaluate(
+                federation,
+                method,
+                pooled=pooled,
+                seed=seed,
+                confidence_level=confidence,
+                calibration_bins=bins,
+                **options,
+            )
+    except InputError as exc:
+        # n_bins is --cluster-bins for the clustered method, --bins for the others
+        bins_option = "--cluster-bins" if method == "clustered" else "--bins"
+        raise name_options(exc, {**KEYWORD_OPTIONS, "n_bins": bins_option}) from None
     if report is not None:
         inputs = (
             {"sites file": str(sites_file)}

@@ -9,6 +9,7 @@ import typer
 
 from fedroc.cli._common import emit_json, err, grid_table, out
 from fedroc.cli._options import JsonOption
+from fedroc.exceptions import InputError
 
 
 def figures(
@@ -23,7 +24,9 @@ def figures(
     """Reproduce the figures of one paper, each file named and titled after its figure."""
     from fedroc.figures import PAPERS, make_figures
 
-    err.print(f"paper {paper}: {PAPERS.get(paper, '?')}", highlight=False)
+    if paper not in PAPERS:  # before the banner: an error is one line on stderr
+        raise InputError(f"--paper must be one of {sorted(PAPERS)}; got {paper}")
+    err.print(f"paper {paper}: {PAPERS[paper]}", highlight=False)
     made = make_figures(paper, out_dir, quick=quick, seed=seed)
     if as_json:
         emit_json(

@@ -14,6 +14,7 @@ from fedroc.cli._common import (
     kv_table,
     operating_points_table,
     out,
+    read_data,
 )
 from fedroc.cli._options import (
     AtSensitivityOption,
@@ -117,7 +118,9 @@ def metrics_dict(
 
 
 def metrics(
-    data: Annotated[Path, typer.Argument(help="CSV or Parquet file with labels and scores.")],
+    data: Annotated[
+        Path, typer.Argument(metavar="DATA", help="CSV or Parquet file with labels and scores.")
+    ],
     label: LabelOption = "label",
     score: ScoreOption = "score",
     pos_label: PosLabelOption = None,
@@ -140,10 +143,10 @@ def metrics(
 
     Partial AUC, operating points and a paired comparison on request.
     """
-    from fedroc.data import Columns, SiteData
+    from fedroc.data import Columns
 
-    site = SiteData.from_file(
-        data, Columns(label, score, score_b=compare_score), pos_label=coerce_pos_label(pos_label)
+    site = read_data(
+        data, Columns(label, score, score_b=compare_score), coerce_pos_label(pos_label)
     )
     result = metrics_dict(
         site,

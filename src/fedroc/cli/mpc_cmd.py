@@ -20,7 +20,15 @@ from typing import Annotated, Any
 
 import typer
 
-from fedroc.cli._common import coerce_pos_label, emit_json, err, grid_table, kv_table, out
+from fedroc.cli._common import (
+    coerce_pos_label,
+    emit_json,
+    err,
+    grid_table,
+    kv_table,
+    out,
+    read_data,
+)
 from fedroc.cli._options import (
     ClusterFileOption,
     CompareScoreOption,
@@ -170,7 +178,7 @@ def share(
     compare_score: CompareScoreOption = None,
 ) -> None:
     """Sort, split, seal and sign an owner's rows for one job: one bundle file."""
-    from fedroc.data import Columns, SiteData
+    from fedroc.data import Columns
     from fedroc.mpc.bundle import make_bundle, write_bundle
     from fedroc.mpc.net import ClusterConfig
     from fedroc.mpc.owner import JobTerms, load_owner_key
@@ -188,8 +196,8 @@ def share(
         noties=noties,
         compare=compare_score is not None,
     )
-    rows = SiteData.from_file(
-        data, Columns(label, score, score_b=compare_score), pos_label=coerce_pos_label(pos_label)
+    rows = read_data(
+        data, Columns(label, score, score_b=compare_score), coerce_pos_label(pos_label)
     )
     bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=rows.score_b)
     write_bundle(bundle, out_path)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fedroc.cli._common import emit_json, err, kv_table, out
+from fedroc.cli._common import emit_json, err, kv_table, name_options, out
 from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
 
@@ -27,6 +27,20 @@ SEED_ENV = "FEDROC_SEQUESTER_NOISE_SEED"
 # Service defaults (fedroc.sequester.service.DEFAULTS), repeated here so that --help works
 # without the service extra.
 DEFAULT_BODY_MB, DEFAULT_RATE, DEFAULT_BURST = 16.0, 50.0, 100
+# The planner's keywords as the options of `fedroc sequester plan`, for its messages.
+PLAN_OPTIONS = {
+    "n_images": "--images",
+    "n_subsets": "--subsets",
+    "noise_rate": "--noise-rate",
+    "answer_noise_rate": "--answer-noise-rate",
+    "load_factor": "--load-factor",
+    "subset_size": "--subset-size",
+    "budget": "--budget",
+    "auc": "--auc",
+    "prevalence": "--prevalence",
+    "power": "--power",
+    "alpha": "--alpha",
+}
 
 
 @sequester_app.command("plan")
@@ -65,22 +79,34 @@ def plan_command(
 
     from fedroc.methods.sequester.planner import PlanWarning, plan
 
+    sizes = {"--load-factor": load_factor, "--subset-size": subset_size, "--budget": budget}
+    given = [name for name, value in sizes.items() if value is not None]
+    if len(given) != 1:  # the planner's message would name its keywords
+        raise InputError(
+            "give exactly one of --load-factor, --subset-size and --budget; "
+            f"got {', '.join(given) or 'none'}"
+        )
+    if (auc is None) != (prevalence is None):
+        raise InputError("give --auc and --prevalence together (both or neither)")
     with warnings.catch_warnings():
         # The warnings are printed below, once, and kept in the JSON.
         warnings.simplefilter("ignore", PlanWarning)
-        p = plan(
-            images,
-            subsets,
-            noise_rate=noise_rate,
-            answer_noise_rate=answer_noise_rate,
-            load_factor=load_factor,
-            subset_size=subset_size,
-            budget=budget,
-            auc=auc,
-            prevalence=prevalence,
-            power=power,
-            alpha=alpha,
-        )
+        try:
+            p = plan(
+                images,
+                subsets,
+                noise_rate=noise_rate,
+                answer_noise_rate=answer_noise_rate,
+                load_factor=load_factor,
+                subset_size=subset_size,
+                budget=budget,
+                auc=auc,
+                prevalence=prevalence,
+                power=power,
+                alpha=alpha,
+            )
+        except InputError as exc:
+            raise name_options(exc, PLAN_OPTIONS) from None
     for note in p.warnings:
         err.print(f"[yellow]warning:[/] {note}", highlight=False)
     result: dict[str, Any] = p.to_dict()

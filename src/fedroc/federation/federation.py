@@ -376,9 +376,12 @@ class Federation:
                     f"site {name!r} in {str(config_path)!r}: unknown column setting(s) "
                     f"{unknown}; known: label, score, score_b, cluster, pos_label"
                 )
-            site_policy = DisclosurePolicy.from_mapping(
-                {**config.get("policy", {}), **cfg.get("policy", {}), **(policy or {})}
-            )
+            try:
+                site_policy = DisclosurePolicy.from_mapping(
+                    {**config.get("policy", {}), **cfg.get("policy", {}), **(policy or {})}
+                )
+            except InputError as exc:  # which site of which file
+                raise InputError(f"site {name!r} in {str(config_path)!r}: {exc}") from None
             audit = cfg.get("audit")
             known = {"path", "columns", "policy", "audit", "noise_seed", "secagg_key", "roster"}
             unknown = sorted(set(cfg) - known)
