@@ -371,7 +371,7 @@ def test_party_starts_fast():
     [
         (["--method", "mpc", "--mpc-sort", "quick"], "sort must be"),
         (["--method", "mpc", "--mpc-sort", "delta", "--mpc-delta", "2"], "delta must be"),
-        (["--method", "mpc", "--mpc-precision", "80"], r"frac_bits .*got 80"),
+        (["--method", "mpc", "--mpc-precision", "80"], r"--mpc-precision .*got 80"),
         (["--method", "pooled", "--mpc-delta", "3"], "do not apply to --method pooled"),
     ],
 )
