@@ -223,8 +223,9 @@ class HistogramCurves(ResultMixin):
             "interpolation": self.interpolation,
             "branching": self.branching,
             "height": self.height,
-            "n_pos": self.n_pos,
-            "n_neg": self.n_neg,
+            # Exact under secure aggregation (shown as counts), noisy under DP.
+            "n_pos": int(self.n_pos) if self.mode == MODE_SA else self.n_pos,
+            "n_neg": int(self.n_neg) if self.mode == MODE_SA else self.n_neg,
             "auc_se": self.se,
             "curve_auc": self.curve_auc,
             "average_precision": self.average_precision,
