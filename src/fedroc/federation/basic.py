@@ -174,22 +174,20 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     sum_obs = np.bincount(idx, weights=ctx.data.label.astype(np.float64), minlength=n_bins)
     # Any bin below q rows (empty ones included) is withheld: its count is disclosive too.
     suppressed = withheld_bins(count, ctx.policy.min_count)
+    keep = ~suppressed
+    released = {
+        "count": np.where(keep, count, 0).astype(np.int64),
+        "sum_predicted": np.where(keep, sum_pred, 0.0),
+        "sum_observed": np.where(keep, sum_obs, 0.0),
+    }
     if ctx.sites is not None:
         # Inside secure aggregation no site's bins are seen, but their sums are: a pooled
         # bin of one row had that row's score as its mean and its label as its fraction
-        # (R21). So the sums of the bins the site would withhold in the clear stay out of
-        # the sum too; their rows are counted apart ("withheld"), so that the analyst
-        # knows which bins the fractions leave rows out of, as on the clear curve.
-        keep = ~suppressed
-        return Reply(
-            {
-                "count": np.where(keep, count, 0).astype(np.int64),
-                "withheld": np.where(keep, 0, count).astype(np.int64),
-                "sum_predicted": np.where(keep, sum_pred, 0.0),
-                "sum_observed": np.where(keep, sum_obs, 0.0),
-            },
-            counts={"rows": p.size},
-        )
+        # (R21). So the bins the site would withhold in the clear stay out of the sum too;
+        # their rows are counted apart ("withheld"), so that the analyst knows which bins
+        # the fractions leave rows out of, as on the clear curve.
+        withheld = np.where(keep, 0, count).astype(np.int64)
+        return Reply({**released, "withheld": withheld}, counts={"rows": p.size})
     cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
     if not cuts_keep_q_rows(ctx, cuts, n_bins, suppressed):
         raise DisclosureError(
@@ -200,16 +198,7 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
             site=ctx.site,
             function=FN_CALIBRATION,
         )
-    keep = ~suppressed
-    return Reply(
-        {
-            "count": np.where(keep, count, 0).astype(np.int64),
-            "sum_predicted": np.where(keep, sum_pred, 0.0),
-            "sum_observed": np.where(keep, sum_obs, 0.0),
-            "suppressed": suppressed,
-        },
-        counts={"bin": count[keep]},
-    )
+    return Reply({**released, "suppressed": suppressed}, counts={"bin": count[keep]})
 
 
 def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
