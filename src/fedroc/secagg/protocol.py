@@ -547,35 +547,57 @@ def advertisement(state: ClientState, site: str, c_pk: bytes, s_pk: bytes) -> by
     return _ADVERTISEMENT + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _check_session(ctx: SiteContext, sites: list[str], threshold: int) -> None:
-    """Refuse a session with members off the site's roster or a threshold below its minimum."""
-    function = FUNCTIONS[STAGE_ADVERTISE_KEYS]
+def _check_session(
+    ctx: SiteContext,
+    sites: list[str],
+    threshold: int,
+    quantity: str,
+    *,
+    function: str = FUNCTIONS[STAGE_ADVERTISE_KEYS],
+    survivors: bool = False,
+) -> None:
+    """Refuse a session of ``quantity`` the site would not join, before it computes an input.
+
+    Members off its roster, a threshold below its minimum, and what its policy says of the
+    members (:meth:`DisclosurePolicy.check_aggregation`, ``function`` naming the refused
+    one). The session's first stage and :data:`FN_CHECK` both ask here, so that the check
+    answers as the session would.
+    """
+    roster_function = FUNCTIONS[STAGE_ADVERTISE_KEYS]
     identity = ctx.identity
     if identity is None:
         raise DisclosureError(
-            f"site {ctx.site!r} refuses {function!r}: it has no roster of sites to aggregate "
-            "with (its operator configures its signing key and roster, see "
+            f"site {ctx.site!r} refuses {roster_function!r}: it has no roster of sites to "
+            "aggregate with (its operator configures its signing key and roster, see "
             "fedroc.federation.roster)",
             site=ctx.site,
-            function=function,
+            function=roster_function,
         )
     strangers = [v for v in sites if v not in identity.roster]
     if strangers:
         raise DisclosureError(
-            f"site {ctx.site!r} refuses {function!r}: site(s) {strangers} are not on the roster "
-            "its operator configured",
+            f"site {ctx.site!r} refuses {roster_function!r}: site(s) {strangers} are not on the "
+            "roster its operator configured",
             site=ctx.site,
-            function=function,
+            function=roster_function,
         )
     least = minimum_threshold(len(sites))
     if threshold < least:
         raise DisclosureError(
-            f"site {ctx.site!r} refuses {function!r}: a threshold of {threshold} for "
+            f"site {ctx.site!r} refuses {roster_function!r}: a threshold of {threshold} for "
             f"{len(sites)} sites; it needs at least {least} (a majority), or a server that "
             "lies about dropouts could open an input",
             site=ctx.site,
-            function=function,
+            function=roster_function,
         )
+    ctx.policy.check_aggregation(
+        site=ctx.site,
+        function=function,
+        quantity=quantity,
+        sites=sites,
+        ledger=ctx.ledger,
+        survivors=survivors,
+    )
 
 
 @_client_stage(STAGE_ADVERTISE_KEYS)
@@ -585,15 +607,8 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         raise ProtocolError(f"site {ctx.site!r} is not among the session's sites {sites}")
     threshold, bits, frac_bits = (int(args[k]) for k in (KEY_THRESHOLD, KEY_BITS, KEY_FRAC_BITS))
     _check_parameters(len(sites), threshold, bits, frac_bits)
-    _check_session(ctx, sites, threshold)
     quantity = str(args[KEY_INPUT])
-    ctx.policy.check_aggregation(
-        site=ctx.site,
-        function=FUNCTIONS[STAGE_ADVERTISE_KEYS],
-        quantity=quantity,
-        sites=sites,
-        ledger=ctx.ledger,
-    )
+    _check_session(ctx, sites, threshold, quantity)
     try:
         input_args = json.loads(str(args[KEY_INPUT_ARGS]))
     except json.JSONDecodeError:
@@ -841,16 +856,10 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
         raise InputError(f"site {ctx.site!r} is not among the members {members}")
     quantity = str(args[KEY_INPUT])
     get_site_function(quantity)  # an unknown input is an InputError naming it
-    _check_session(ctx, members, int(args[KEY_THRESHOLD]))
-    ctx.policy.check_function(ctx.site, quantity)
-    ctx.policy.check_aggregation(
-        site=ctx.site,
-        function=quantity,
-        quantity=quantity,
-        sites=members,
-        ledger=ctx.ledger,
-        survivors=True,
+    _check_session(
+        ctx, members, int(args[KEY_THRESHOLD]), quantity, function=quantity, survivors=True
     )
+    ctx.policy.check_function(ctx.site, quantity)  # the session's input checks it next
     if args[KEY_EXACT_COUNTS]:
         check_exact_counts(ctx, quantity, "secure")
     return Reply({"joins": True})
