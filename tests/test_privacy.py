@@ -23,6 +23,7 @@ from fedroc.privacy import (
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
     continuous_laplace_shares,
+    discrete_laplace_mechanism,
     discrete_laplace_shares,
     discrete_laplace_variance,
     gaussian_mechanism,
@@ -77,6 +78,28 @@ def test_gaussian_and_laplace_noise_have_the_stated_law():
     assert stats.kstest(lap, "laplace", args=(0, 3.0)).pvalue < 1e-6
     with pytest.raises(InputError, match="calibration"):
         gaussian_noise(3, epsilon=1, delta=0.1, sensitivity=1, calibration="optimal")
+
+
+@pytest.mark.parametrize("seeded", [False, True])
+def test_discrete_laplace_mechanism_follows_the_two_sided_geometric_law(seeded):
+    # Unseeded: OpenDP's integer Laplace (the service's noisy prevalence); seeded: numpy.
+    eps, size = 0.7, 3000
+    rng = np.random.default_rng(4) if seeded else None
+    draws = [discrete_laplace_mechanism(50, epsilon=eps, rng=rng) for _ in range(size)]
+    noise = np.array([d[0] for d in draws]) - 50
+    assert all(isinstance(d[0], int) for d in draws)
+    alpha = math.exp(-eps)
+    ks = np.arange(-6, 7)
+    pmf = (1 - alpha) / (1 + alpha) * alpha ** np.abs(ks)
+    observed = np.array([(noise == k).sum() for k in ks] + [(np.abs(noise) > 6).sum()])
+    expected = np.r_[pmf, 1 - pmf.sum()] * size
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+    event = draws[0][1]
+    assert (event.epsilon, event.delta, event.sensitivity) == (eps, 0.0, 1)
+    assert event.sampler == ("site-seed" if seeded else "opendp")
+    assert event.noise_scale == pytest.approx(math.sqrt(discrete_laplace_variance(epsilon=eps)))
+    with pytest.raises(InputError, match="whole number"):
+        discrete_laplace_mechanism(1.5, epsilon=1.0)  # type: ignore[arg-type]
 
 
 def test_discrete_laplace_shares_sum_to_two_sided_geometric():

@@ -11,6 +11,7 @@ import atexit
 import csv
 import io
 import json
+import math
 import os
 import shutil
 import socket
@@ -141,7 +142,37 @@ def test_default_plan_is_thresholdout_rounded_limited_and_warned(app):
     assert 0 < p["answer_step"] <= 0.01
     assert p["warnings"] and "carry little" in p["warnings"][0]
     full = adm.get(f"/v1/plans/{p['plan_id']}").json()
-    assert p["epsilon_guarantee"] == pytest.approx(2 * 2 * full["sensitivity"] / 0.8)
+    # The guarantee covers the answers and the prevalence the subsets were drawn at (a count
+    # of positives with discrete Laplace noise, sd about 0.01 of 1047 images).
+    answers = 2 * 2 * full["sensitivity"] / 0.8
+    assert p["prevalence_epsilon"] == pytest.approx(math.sqrt(2) / (0.01 * 1047))
+    assert p["epsilon_guarantee"] == pytest.approx(answers + p["prevalence_epsilon"])
+    warned = [w for w in p["warnings"] if "noisy prevalence costs epsilon 0.135" in w]
+    assert len(warned) == (p["prevalence_epsilon"] > answers)  # the answers' part varies
+
+
+def test_a_custodians_prevalence_spends_nothing_and_comes_alone(app):
+    ids, y, _ = _data()
+    adm = _client(app, ADMIN)
+    tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
+    url = f"/v1/test-sets/{tid.json()['test_set_id']}/plans"
+    body = {"n_subsets": 20, "subset_size": 100, "noise_rate": 0.8, "budget_units": 5,
+            "mechanism": "laplace", "replace": False}  # fmt: skip
+    given = adm.post(url, json={**body, "prevalence": 0.25}).json()
+    assert given["prevalence"] == 0.25 and given["prevalence_epsilon"] is None
+    full = adm.get(f"/v1/plans/{given['plan_id']}").json()
+    assert given["epsilon_guarantee"] == pytest.approx(5 * full["sensitivity"] / 0.8)
+    own = adm.post(url, json={**body, "prevalence_epsilon": 0.3}).json()
+    assert own["prevalence_epsilon"] == 0.3
+    full = adm.get(f"/v1/plans/{own['plan_id']}").json()
+    answers = 5 * full["sensitivity"] / 0.8  # 2 / min(P, N) per unit: about 0.4
+    assert own["epsilon_guarantee"] == pytest.approx(answers + 0.3)
+    assert not any("noisy prevalence" in w for w in own["warnings"])
+    dear = adm.post(url, json={**body, "prevalence_epsilon": 5.0}).json()
+    assert "the noisy prevalence costs epsilon 5, more than the answers'" in dear["warnings"][-1]
+    r = adm.post(url, json={**body, "prevalence": 0.25, "prevalence_epsilon": 0.3})
+    assert r.status_code == 422, r.text
+    assert "give prevalence or prevalence_epsilon, not both" in r.json()["detail"]
 
 
 def test_answers_are_clipped_to_the_unit_interval(app):
@@ -444,11 +475,12 @@ def test_migrations_upgrade_a_database_of_fedroc_0_1(backend, tmp_path):
         url = db if "://" in db else f"sqlite:///{db}"
         token, y, s, _ = _old_database(url.replace("postgresql://", "postgresql+psycopg://"))
         store = Store(db)
-        assert store.revision == "0002"
+        assert store.revision == "0003"
         assert store.counts()["queries"] == 1
         plan = store.plan(1)
         assert plan.mechanism.name == "h-thresholdout" and plan.mechanism.step == 0.0
         assert plan.limits.max_queries is None and 0 < plan.sensitivity <= 1
+        assert plan.prevalence_epsilon is None  # its prevalence was stored before 0003
         assert store.developers()[0]["n_submissions"] == 1  # counted by the migration
         store.close()
         # The upgraded database serves: the old token works, the history is there, and the
@@ -462,7 +494,7 @@ def test_migrations_upgrade_a_database_of_fedroc_0_1(backend, tmp_path):
         assert r.json()["auc"] == pytest.approx(roc_auc_score(y[members], s[members]))
         assert r.json()["budget_remaining"] == 5
         # Opening it again is a no-op.
-        assert Store(db).revision == "0002"
+        assert Store(db).revision == "0003"
         app.state.store.close()
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "continuous_laplace_shares",
+    "discrete_laplace_mechanism",
     "discrete_laplace_shares",
     "discrete_laplace_variance",
     "gaussian_mechanism",
@@ -417,6 +418,57 @@ def discrete_laplace_variance(*, epsilon: float, sensitivity: float = 1.0) -> fl
     """
     alpha = math.exp(-epsilon / sensitivity)
     return 2.0 * alpha / (1.0 - alpha) ** 2
+
+
+@fill_doc
+def discrete_laplace_mechanism(
+    count: int,
+    *,
+    epsilon: float,
+    sensitivity: int = 1,
+    rng: np.random.Generator | None = None,
+) -> tuple[int, DPEvent]:
+    """Add discrete Laplace noise to a count, ``P(k) ∝ exp(-epsilon |k| / sensitivity)``.
+
+    Without ``rng`` OpenDP samples it (``make_laplace`` over integers: exact, no float bits
+    to leak); with the site's ``rng`` numpy does (simulations).
+
+    Parameters
+    ----------
+    count : int
+        The exact count to release.
+    {epsilon}
+    sensitivity : int, default 1
+        How much one person changes ``count``.
+    {mechanism_rng}
+
+    Returns
+    -------
+    noisy : int
+        ``count`` plus the noise.
+    event : DPEvent
+        The guarantee, ``(epsilon, 0)``, and the noise's standard deviation.
+
+    Raises
+    ------
+    InputError
+        ``epsilon`` or ``sensitivity`` not a positive number, or ``count`` not whole.
+    """
+    _check_privacy(epsilon, sensitivity)
+    if isinstance(count, bool) or int(count) != count:
+        raise InputError(f"count must be a whole number; got {count!r}")
+    scale = sensitivity / epsilon
+    if rng is None:
+        dp = _opendp()
+        meas = dp.m.make_laplace(dp.atom_domain(T=int), dp.absolute_distance(T=int), scale=scale)
+        noisy, sampler = int(meas(int(count))), "opendp"
+    else:
+        share, _ = laplace_shares(
+            1, noise="discrete", n_shares=1, epsilon=epsilon, sensitivity=sensitivity, rng=rng
+        )
+        noisy, sampler = int(count) + int(share[0]), "site-seed"
+    sd = math.sqrt(discrete_laplace_variance(epsilon=epsilon, sensitivity=sensitivity))
+    return noisy, DPEvent("discrete-laplace", epsilon, 0.0, sensitivity, sd, 1, sampler=sampler)
 
 
 NOISE_SHARES = ("discrete", "continuous")

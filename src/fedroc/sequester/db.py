@@ -133,6 +133,9 @@ plans = _table(
     Column("max_queries", Integer, nullable=True),
     Column("max_submissions", Integer, nullable=True),
     Column("min_changed_images", Float, nullable=False, server_default="0"),
+    # Schema 0003: epsilon of the noisy prevalence (NULL: the custodian's prevalence, or a
+    # plan of 0002, which stored the test set's exact one).
+    Column("prevalence_epsilon", Float, nullable=True),
 )
 
 developers = _table(
@@ -306,6 +309,14 @@ class PlanRow:
     sensitivity: float
     limits: Limits
     id: int = 0
+    prevalence_epsilon: float | None = None
+
+    def epsilon_guarantee(self) -> float | None:
+        """Epsilon in one image's label of all a developer sees: answers and prevalence."""
+        eps = self.mechanism.epsilon(self.budget_units, self.sensitivity)
+        if eps is None or self.prevalence_epsilon is None:
+            return eps
+        return eps + self.prevalence_epsilon
 
     def public(self) -> dict[str, Any]:
         """Return what a developer may know about the plan.
@@ -326,8 +337,9 @@ class PlanRow:
             "budget": self.budget,
             "budget_units": self.budget_units,
             "epsilon": self.epsilon,
-            "epsilon_guarantee": self.mechanism.epsilon(self.budget_units, self.sensitivity),
+            "epsilon_guarantee": self.epsilon_guarantee(),
             "prevalence": self.prevalence,
+            "prevalence_epsilon": self.prevalence_epsilon,
             "replace": self.replace,
             "min_changed_images": self.limits.min_changed_images,
         }
@@ -533,6 +545,7 @@ class Store:
         plan = PlanRow(
             row.test_set_id, mech, labels, table, row.budget, row.budget_units, row.epsilon,
             row.prevalence, bool(row.replace), row.seed, row.noise_rate, sens, limits, row.id,
+            row.prevalence_epsilon,
         )  # fmt: skip
         with self._lock:
             self._plans[plan_id] = plan

@@ -58,7 +58,9 @@ from fedroc.methods.sequester import (
     answer_step,
     auc_sensitivity,
     draw_subsets,
+    noisy_prevalence,
     planner,
+    prevalence_epsilon,
 )
 from fedroc.metrics import roc_auc
 from fedroc.sequester._guard import Guard, Principal, RateLimiter
@@ -116,8 +118,16 @@ class PlanIn(_In):
         "answers within T, unsafe against adaptive developers).",
     )
     prevalence: float | None = Field(
-        None, gt=0, lt=1, allow_inf_nan=False, description="Default: the set's."
-    )
+        None, gt=0, lt=1, allow_inf_nan=False,
+        description="Positives per subset (public). Default: the set's, counted with "
+        "differential privacy (see prevalence_epsilon).",
+    )  # fmt: skip
+    prevalence_epsilon: float | None = Field(
+        None, gt=0, le=100, allow_inf_nan=False,
+        description="Without prevalence: epsilon of the noisy count of positives the subsets "
+        "are drawn at, added to epsilon_guarantee (default: a prevalence within about "
+        "0.01, sqrt(2) / (0.01 n_images), at most 1).",
+    )  # fmt: skip
     replace: bool = Field(True, description="Draw images with replacement inside a subset.")
     budget_units: int | None = Field(
         None, ge=1, le=10**9, description="Override floor(eq. 3) (relaxes the guarantee)."
@@ -356,6 +366,11 @@ def create_app(  # noqa: C901
         phi = len(ids)
         if (body.load_factor is None) == (body.subset_size is None):
             raise InputError("give exactly one of load_factor and subset_size")
+        if body.prevalence is not None and body.prevalence_epsilon is not None:
+            raise InputError(
+                "give prevalence or prevalence_epsilon, not both (prevalence_epsilon is spent "
+                "on a noisy prevalence when the custodian gives none)"
+            )
         p = planner.plan(
             phi, body.n_subsets, noise_rate=body.noise_rate,
             answer_noise_rate=body.answer_noise_rate, load_factor=body.load_factor,
@@ -367,12 +382,24 @@ def create_app(  # noqa: C901
                 f"{p.load_factor:.4g}) make {p.subset_size * p.n_subsets} entries, more than "
                 f"{MAX_TABLE_ENTRIES}; ask for fewer subsets or a smaller load_factor"
             )
+        # The subsets' prevalence is public (it sets their class sizes, the answers' step and
+        # the AUC's sensitivity): the custodian's, or the set's own counted with DP noise.
+        eps_prevalence = None
+        if body.prevalence is None:
+            eps_prevalence = (
+                prevalence_epsilon(phi)
+                if body.prevalence_epsilon is None
+                else body.prevalence_epsilon
+            )
+            prevalence = noisy_prevalence(labels, epsilon=eps_prevalence, rng=noise_rng())[0]
+        else:
+            prevalence = body.prevalence
         seed = body.seed if body.seed is not None else str(secrets.randbits(128))
         # The seed string is hashed to 256 bits so that any text the custodian keeps works.
         seed_int = int.from_bytes(hashlib.sha256(seed.encode()).digest(), "big")
         table = draw_subsets(
             labels, n_subsets=body.n_subsets, subset_size=p.subset_size,
-            prevalence=body.prevalence, replace=body.replace,
+            prevalence=prevalence, replace=body.replace,
             seed=np.random.default_rng(seed_int), image_ids=ids,
         )  # fmt: skip
         n_pos = int(labels[table.members[0]].sum())
@@ -380,18 +407,26 @@ def create_app(  # noqa: C901
         mech = Mechanism(body.mechanism, threshold=body.threshold,
                          noise_rate=p.answer_noise_rate or p.noise_rate, step=step)  # fmt: skip
         limits = Limits(body.max_queries, body.max_submissions, body.min_changed_images)
-        prevalence = float(labels.mean()) if body.prevalence is None else body.prevalence
+        sensitivity = auc_sensitivity(table, labels)
+        warnings = list(p.warnings)
+        answers_eps = mech.epsilon(p.budget_units, sensitivity)
+        if eps_prevalence is not None and answers_eps is not None and eps_prevalence > answers_eps:
+            warnings.append(
+                f"the noisy prevalence costs epsilon {eps_prevalence:.3g}, more than the answers' "
+                f"{answers_eps:.3g}: give prevalence (public, spends none) or a smaller "
+                "prevalence_epsilon"
+            )
         new_plan = PlanRow(
             test_set_id, mechanism=mech, labels=labels, table=table, budget=p.budget,
             budget_units=p.budget_units, epsilon=p.epsilon, prevalence=prevalence,
             replace=body.replace, seed=seed, noise_rate=p.noise_rate,
-            sensitivity=auc_sensitivity(table, labels), limits=limits,
+            sensitivity=sensitivity, limits=limits, prevalence_epsilon=eps_prevalence,
         )  # fmt: skip
         pid = store.add_plan(new_plan)
         plan = store.plan(pid)
         return {**plan.public(), "test_set_id": test_set_id, "budget_eq3": p.budget,
                 "max_queries": limits.max_queries, "max_submissions": limits.max_submissions,
-                "warnings": list(p.warnings)}  # fmt: skip
+                "warnings": warnings}  # fmt: skip
 
     @app.get(f"{API}/plans")
     def list_plans(_: Admin, test_set_id: int | None = Query(None, ge=1, le=MAX_ID)) -> Any:

@@ -48,10 +48,18 @@ queries per developer and refuses a submission that orders the images almost as 
 earlier one does (a probe). Answers computed from the test set are clipped to [0, 1] and
 rounded to the precision the subset size supports. What no mechanism here hides: the size
 of the test set, the plan's public parameters, and the developer's own predictions.
+
+The prevalence the subsets are drawn at is public (their class sizes follow from it, and
+with them the answers' rounding step and the AUC's sensitivity). The service takes the
+custodian's, or counts the test set's positives with discrete Laplace noise
+(:func:`~fedroc.methods.sequester.engine.noisy_prevalence`) and adds that epsilon to the
+plan's ``epsilon_guarantee``. Drawn with replacement, the most times a subset holds one
+image (which sets the sensitivity) still depends on the class sizes through the draw.
 """
 
 from fedroc.methods.sequester import planner
 from fedroc.methods.sequester.engine import (
+    PREVALENCE_SD,
     Limits,
     NearDuplicate,
     QuotaExceeded,
@@ -59,6 +67,8 @@ from fedroc.methods.sequester.engine import (
     SubsetTable,
     auc_sensitivity,
     draw_subsets,
+    noisy_prevalence,
+    prevalence_epsilon,
     rank_distance,
     subset_auc,
     subset_aucs,
@@ -76,6 +86,7 @@ from fedroc.methods.sequester.planner import *  # noqa: F403  (the planner's pub
 __all__ = [
     "DEFAULT_MECHANISM",
     "MECHANISMS",
+    "PREVALENCE_SD",
     "Answer",
     "BudgetExhausted",
     "Limits",
@@ -87,7 +98,9 @@ __all__ = [
     "answer_step",
     "auc_sensitivity",
     "draw_subsets",
+    "noisy_prevalence",
     "planner",
+    "prevalence_epsilon",
     "rank_distance",
     "subset_auc",
     "subset_aucs",

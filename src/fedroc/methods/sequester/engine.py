@@ -25,8 +25,11 @@ from scipy import stats
 from fedroc.exceptions import FedrocError, InputError
 from fedroc.methods.sequester.mechanism import Answer, BudgetExhausted, Mechanism
 from fedroc.metrics import roc_auc
+from fedroc.privacy.ledger import DPEvent
+from fedroc.privacy.mechanisms import discrete_laplace_mechanism
 
 __all__ = [
+    "PREVALENCE_SD",
     "Limits",
     "NearDuplicate",
     "QuotaExceeded",
@@ -34,6 +37,8 @@ __all__ = [
     "SubsetTable",
     "auc_sensitivity",
     "draw_subsets",
+    "noisy_prevalence",
+    "prevalence_epsilon",
     "rank_distance",
     "subset_auc",
     "subset_aucs",
@@ -139,6 +144,67 @@ class SubsetTable:
     def members_from_bytes(data: bytes) -> NDArray[np.int32]:
         """Read a blob written by :meth:`members_bytes` (pickles refused)."""
         return np.asarray(np.load(io.BytesIO(data), allow_pickle=False), dtype=np.int32)
+
+
+#: Standard deviation of the noisy prevalence a plan's subsets are drawn at by default.
+PREVALENCE_SD = 0.01
+
+
+def prevalence_epsilon(n_images: int) -> float:
+    """Default epsilon of the noisy prevalence: sd about :data:`PREVALENCE_SD`, at most 1.
+
+    The count's discrete Laplace noise has sd about ``sqrt(2) / epsilon`` images, so
+    ``epsilon = sqrt(2) / (0.01 n)``: 0.135 for the paper's 1047 images, 1 below 142 images
+    (where the sd grows past 0.01).
+
+    Parameters
+    ----------
+    n_images : int
+        Size of the test set (public).
+
+    Returns
+    -------
+    float
+        The epsilon, in (0, 1].
+    """
+    return min(1.0, math.sqrt(2.0) / (PREVALENCE_SD * max(int(n_images), 1)))
+
+
+def noisy_prevalence(
+    labels: ArrayLike, *, epsilon: float | None = None, rng: np.random.Generator | None = None
+) -> tuple[float, DPEvent]:
+    """Estimate the test set's prevalence from a differentially private count of positives.
+
+    Subsets drawn at the exact ``labels.mean()`` hold ``round(P N / n)`` positives, which the
+    answers' rounding step and the AUC's sensitivity follow: publishing any of them tells a
+    developer who knows every other label the last one. Drawn at this prevalence instead,
+    everything the plan publishes is ``(epsilon, 0)``-DP in one image's label, besides what
+    its answers spend (the largest number of times a subset holds one image, drawn with
+    replacement, still depends on the class sizes through the draw).
+
+    Parameters
+    ----------
+    labels : array-like of bool, shape (n_images,)
+        Labels of the whole test set, True for positive; at least two images.
+    epsilon : float, optional
+        Privacy of the count (discrete Laplace, sensitivity 1); default
+        :func:`prevalence_epsilon` of the set's size.
+    rng : numpy.random.Generator, optional
+        For reproducible studies; by default OpenDP draws the noise.
+
+    Returns
+    -------
+    prevalence : float
+        The noisy count over ``n_images``, kept within ``[1 / n, 1 - 1 / n]``.
+    event : DPEvent
+        The count's guarantee.
+    """
+    y = np.asarray(labels, dtype=bool)
+    if y.ndim != 1 or y.size < 2:
+        raise InputError(f"labels must be one-dimensional with >= 2 images; got shape {y.shape}")
+    eps = prevalence_epsilon(y.size) if epsilon is None else epsilon
+    count, event = discrete_laplace_mechanism(int(y.sum()), epsilon=eps, rng=rng)
+    return min(max(count, 1), y.size - 1) / y.size, event
 
 
 def draw_subsets(
