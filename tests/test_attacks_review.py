@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import secrets
 import tempfile
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -1405,3 +1406,79 @@ def test_a_plans_public_part_depends_on_the_labels_only_through_its_noisy_preval
     public = [{k: v for k, v in me["plan"].items() if k != "plan_id"} for me in views]
     assert public[0] == public[1]
     assert public[0]["answer_step"] > 0 and public[0]["prevalence_epsilon"] > 0
+
+
+# == Attack review of main 08bcac6: what one more opened value or one more release gives =========
+
+
+# -- R23. an MPC job's partial AUC at a tiny max_fpr opens t / P ---------------------------------
+def _p_candidates(auc: float, pauc: float, max_fpr: Fraction, n: int, m: int = 5) -> list[int]:
+    """Class counts P that fit both opened values of a job (each rounded to 2^-14).
+
+    AUROC: some ``k / (2 P N)`` rounds to it (``_pinned`` of tests/test_mpc_attacks.py).
+    Partial AUC at ``f = max_fpr`` below ``1 / N``: the ROC curve is flat at ``t / P`` (t
+    positives above every negative) up to f, so the McClish value ``(1 + (f t/P - f^2/2) /
+    (f - f^2/2)) / 2`` gives ``t / P`` to 2^-14: some integer t must fit.
+    """
+    half = Fraction(1, 2**15)
+    out = []
+    for p in range(m, n - m + 1):
+        den = 2 * p * (n - p)
+        lo, hi = (Fraction(auc) - half) * den, (Fraction(auc) + half) * den
+        if math.ceil(lo) > math.floor(hi):
+            continue
+        f = max_fpr
+        lo, hi = (((2 * (Fraction(pauc) + s) - 1) * (1 - f / 2) + f / 2) * p for s in (-half, half))
+        if math.ceil(lo) <= math.floor(hi):
+            out.append(p)
+    return out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="R23 (review of main 08bcac6): an MPC job's partial AUC at a max_fpr below 1/N "
+    "(max_fpr 0.0005, 500 ppm, which check_size accepts for 420 rows) opens t/P to 2^-14, t "
+    "the positives above every negative; with the AUROC it narrows P from >= 100 candidates "
+    "(test_full_precision_pins_the_class_counts_and_the_default_does_not) to at most 10 in "
+    "9 of 10 jobs here (55 of 60 in a longer run; median 5), the true P always among them. "
+    "docs/privacy.md: the analyst never learns the class counts; a site signs a partial AUC "
+    "without an opt-in (only operating points need mpc.operating_points). Fix: a site signs "
+    "'pauc:K' only when K/1e6 times its own negatives is at least its min_count (so the "
+    "partial area spans q negatives), or only with an opt-in like the points'",
+)
+def test_an_mpc_partial_auc_does_not_narrow_the_class_counts_the_job_keeps_secret():
+    """``fedroc.mpc.asks``: only the rounded partial AUC is opened, "the class counts ...
+    stay secret", and a site signs a partial AUC without an opt-in ("an area, no row",
+    R4). At ``max_fpr`` below ``1/N`` the area is ``f t / P``: the standardised value is
+    ``t / P`` to 2^-14, a fraction with the secret P as its denominator. With the AUROC of
+    the same job (``k / 2PN``, which alone leaves >= 100 candidates for P at 14 bits) only a
+    few P fit both. The engine runs in process on the owners' rows, as the cluster runs it
+    (R4); the sites' part is that they sign the ask."""
+    from fedroc.methods.mpc import request_bundles
+    from fedroc.mpc import JobTerms
+    from fedroc.mpc.asks import Asks
+    from fedroc.mpc.local import secure_auc_local
+
+    # A default site signs the ask, and check_size lets it through at these sizes.
+    rng = np.random.default_rng(2323)
+    sites = [Site(n, SiteData.from_arrays(rng.random(40) < 0.4, rng.normal(size=40))) for n in "AB"]
+    proxies = (bytes(range(32)), bytes(range(1, 33)))
+    terms = JobTerms.create(["A", "B"], proxies, asks="pauc:500")
+    assert len(request_bundles(Federation.from_sites(sites), terms)) == 2
+    Asks.parse("pauc:500").check_size(420)
+
+    narrowed = 0
+    for trial in range(10):
+        sizes = rng.integers(60, 140, 3)
+        owners = [(rng.integers(0, 2, k), rng.normal(size=k)) for k in sizes]
+        for y, s in owners:
+            s += y * rng.uniform(0.2, 1.5)
+        n = int(sum(sizes))
+        p_true = int(sum(int(y.sum()) for y, _ in owners))
+        out = secure_auc_local(
+            owners, asks="pauc:500", ci=False, master_seed=b"r23-%d" % trial
+        ).outputs
+        cands = _p_candidates(out.auc, out.partial_auc, Fraction(500, 10**6), n)
+        assert p_true in cands
+        narrowed += len(cands) <= 10
+    assert narrowed == 0, f"P narrowed to at most 10 candidates in {narrowed} of 10 jobs"
