@@ -74,8 +74,9 @@ def test_partial_auc_and_points_equal_the_pooled_ones(sizes, levels, rng):
 @pytest.mark.parametrize("max_fpr", [0.05, 0.1, 0.25, 0.3, 0.5, 0.999, 1.0])
 def test_partial_auc_at_many_max_fpr_with_ties_at_the_cut(max_fpr, rng):
     # Ten score levels: the cut at max_fpr falls inside tie groups, where scikit-learn
-    # interpolates along the group's diagonal.
-    owners = owners_from(rng, [20, 20], levels=2, shift=0.8)
+    # interpolates along the group's diagonal. 80 rows: max_fpr N >= 1 even at 0.05 (a job
+    # opens nothing when the partial area spans fewer negatives than its minimum count).
+    owners = owners_from(rng, [40, 40], levels=2, shift=0.8)
     y, s = pooled(owners)
     out = run(owners, Asks.from_floats(max_fpr))
     with warnings.catch_warnings():
@@ -108,6 +109,26 @@ def test_nothing_is_opened_below_the_minimum_class_count(rng):
     assert math.isnan(out.partial_auc)
     assert math.isnan(out.operating_points[0]["threshold"])
     assert math.isnan(out.operating_points[0]["sensitivity"])
+
+
+def test_nothing_is_opened_when_the_partial_area_spans_fewer_negatives_than_the_minimum(rng):
+    # Below 1 / N the partial area is max_fpr t / P: its opened value would give t / P, a
+    # fraction whose denominator is the secret P (R23). The job's minimum class count m
+    # bounds the negatives up to max_fpr too, compared under MPC with the class counts.
+    owners = owners_from(rng, [30, 34], None, shift=0.8)
+    y, s = pooled(owners)
+    m, n_neg = 3, int((y == 0).sum())
+    k = 10**4 * math.ceil(100 * m / n_neg)  # max_fpr N >= m just, on a 1/100 grid
+    spans = secure_auc_local(
+        owners, master_seed=SEED, min_class_count=m, ci=False, asks=f"pauc:{k}"
+    ).outputs
+    assert spans.released
+    assert abs(spans.partial_auc - roc_auc_score(y, s, max_fpr=k / 10**6)) <= 2**-14
+    short = secure_auc_local(
+        owners, master_seed=SEED, min_class_count=m, ci=False, asks=f"pauc:{k - 10**4}"
+    ).outputs
+    assert not short.released
+    assert math.isnan(short.partial_auc) and math.isnan(short.auc)
 
 
 def test_asks_text_is_canonical_and_bounded():

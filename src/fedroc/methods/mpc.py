@@ -499,7 +499,11 @@ def run_mpc(
             "row positive; its 2x2 counts stay secret"
         )
     if not out.released:
-        notes.append(f"withheld: fewer than {min_count} positives or negatives (checked under MPC)")
+        notes.append(
+            f"withheld: fewer than {min_count} positives or negatives"
+            + (f", or fewer than {min_count} negatives up to max_fpr" if asks.max_fpr else "")
+            + " (checked under MPC)"
+        )
     notes += [
         f"MPC party {p['party']} ({p['role']}): {p['rounds']} rounds, "
         f"{_megabytes(p['bytes_sent'])} sent, {_megabytes(p['bytes_received'])} received"

@@ -12,6 +12,11 @@ same cuts and tie rules as :class:`fedroc.metrics.ScoreCounts`), and only these 
   predicts every row positive (NPV undefined), and its sensitivity, specificity, PPV and
   NPV rounded to ``2**-frac_bits``.
 
+A partial area over fewer negatives than the job's minimum class count ``m`` opens nothing
+(with the class counts, ``max_fpr N >= m`` is checked under MPC): below ``1 / N`` the area is
+``max_fpr t / P`` (``t`` positives above every negative), and its opened value would be the
+fraction ``t / P`` whose denominator is the secret ``P``.
+
 The class counts, the 2x2 tables and every other cut stay secret. Targets and ``max_fpr``
 are public job terms in parts per million (at most six decimals), so that every comparison
 is one of integers: ``specificity >= s`` is ``(N - FP) 10**6 >= K N``.

@@ -31,8 +31,10 @@ helper sees only blinded private-compare vectors, so not the tie pattern); ``pre
 segmented scans run side by side (``ceil(log2(n + 1))`` rounds, one multiplication each);
 one multiplication by the labels, one for the squares; the class counts are compared with
 the minimum ``m`` under MPC; long divisions give the quotients, which are rounded to the
-job's precision under MPC, multiplied by the released flag ``[P >= m] [N >= m]`` and opened
-together with that flag. ``P``, ``N``, the numerators and the denominators stay secret.
+job's precision under MPC, multiplied by the released flag ``[P >= m] [N >= m]`` (times
+``[max_fpr N >= m]`` when a partial AUC is asked: a region of fewer negatives opens
+``t / P``) and opened together with that flag. ``P``, ``N``, the numerators and the
+denominators stay secret.
 
 The reference code's no-tie AUROC (its Algorithm 5, with the off-by-one fixed:
 ``P N AUROC = sum_k TP_k - P (P + 1) / 2``) is available with ``noties=True``; it equals
@@ -551,19 +553,33 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
     F = spec.prec_bits
     pos = np.cumsum(srt[:, 2], dtype=np.uint64)[-1:]  # P, shape (1,)
 
+    asks = Asks.parse(spec.asks)
+    m = spec.min_class_count
+    neg_count = add_public(p, U64(0) - pos, n)  # N
+    counts, floors = [pos, neg_count], [m, m]
+    if asks.max_fpr is not None:
+        # The partial area must span m negatives too: below 1 / N it is f t / P, and the
+        # opened t / P (t positives above every negative) narrows the secret P (R23).
+        fpr_k, fpr_d = asks.fraction()
+        counts.append(neg_count * U64(fpr_k))
+        floors.append(m * fpr_d)
+
     def class_counts() -> Program:
-        # P*P and whether each class reaches the minimum count, then both.
+        # P*P and whether each class reaches the minimum count (and, with a partial AUC,
+        # whether max_fpr N >= m), then all of them.
         pp, below = yield from par(
             mul(p, pos, pos, "pp"),
             lt(
                 p,
-                np.concatenate([pos, add_public(p, U64(0) - pos, n)]),
-                constant(p, spec.min_class_count, (2,)),
+                np.concatenate(counts),
+                constant(p, np.array(floors, dtype=np.uint64), (len(floors),)),
                 "released",
             ),
         )
-        present = add_public(p, U64(0) - below, 1)  # [P >= m], [N >= m]
-        both = yield from mul(p, present[:1], present[1:], "released.both")
+        present = add_public(p, U64(0) - below, 1)  # [P >= m], [N >= m] (, [k N >= m d])
+        both = yield from mul(p, present[:1], present[1:2], "released.both")
+        if len(floors) == 3:
+            both = yield from mul(p, both, present[2:], "released.pauc")
         return pp, both
 
     model, (pp, released) = yield from _rank(p, srt, spec, pos, first=class_counts())
@@ -585,7 +601,6 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
         second, _ = yield from _rank(p, srt_b, spec, pos, carry=srt_b[:, 3:5])
         groups += [([second.u2], [roc_den], roc_bits), ([second.pr_num], [pr_den], pr_bits)]
     raw: list[UArray] = []
-    asks = Asks.parse(spec.asks)
     if asks:
         neg_b = model.b_k - model.weighted[:, 0]
         more, raw = yield from asks_program(p, asks, srt, model.beg, model.end, neg_b, pos, pp)
