@@ -1475,3 +1475,65 @@ def test_an_mpc_partial_auc_does_not_narrow_the_class_counts_the_job_keeps_secre
         assert p_true in cands
         narrowed += len(cands) <= 10
     assert narrowed == 0, f"P narrowed to at most 10 candidates in {narrowed} of 10 jobs"
+
+
+# -- R30. the joint grid of two scores on bins that are not a level of the bound tree ----------
+def _sliver_federation(rng: np.random.Generator, victim_label: int) -> Federation:
+    """Three sites; the victim's one row has its first score in [1/16, 1/15), no other does."""
+    sites = []
+    for k in range(3):
+        n = 90
+        a = rng.random(n)
+        a = np.where((a >= 1 / 16) & (a < 1 / 15), a + 0.1, a)  # nobody else in the sliver
+        y = (rng.random(n) < 0.4).astype(int)
+        if k == 0:
+            a[0], y[0] = 0.064, victim_label
+        y[1], y[2] = 1, 0  # both classes at every site
+        sites.append(Site(f"s{k}", SiteData.from_arrays(y, a, score_b=rng.random(n))))
+    return Federation.from_sites(sites)
+
+
+def test_a_joint_grid_off_the_trees_levels_does_not_place_a_row_between_two_edges():
+    """``fedroc.methods.histogram._compare``: the joint grid's bins are "a level of the
+    method's tree, so the first score's margin is a coarsening of the leaves the method
+    already releases", and a site answers one tree (or a coarser one) in its lifetime, so
+    the analyst sees the pooled rows at that tree's resolution at most. The site bound the
+    grid apart from the tree and took any bins: after a 16-leaf tree over [0, 1], a joint
+    grid of 15 bins gives the pooled counts of each class below 1/15, the tree's below
+    1/16, and their difference the rows in [1/16, 1/15), narrower than a leaf: the class of
+    the victim's lone row there (R30, 10 of 10 federations before the fix). Now the joint
+    request names the tree it is a level of, which the site binds (or holds to its bound
+    tree) like any tree request."""
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.histogram import INPUT_NAME
+    from fedroc.methods.histogram._compare import collect_joint
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(3030)
+    read = 0
+    for trial in range(10):
+        label = int(trial % 2)
+        fed = _sliver_federation(rng, label)
+        tree = secure_sum(
+            fed, INPUT_NAME, threshold=3, frac_bits=0, branching=2, height=4, lo=0.0, hi=1.0,
+            transform=None, epsilon=None, noise="discrete", mode="secure-aggregation",
+        )  # fmt: skip
+        try:
+            pos, neg, _, _ = collect_joint(
+                fed, bins=15, lo=0.0, hi=1.0, transform=None, threshold=3,
+                allow_dropouts=False,
+            )  # fmt: skip
+        except FedrocError:
+            continue  # refused: nothing to subtract
+        sliver_pos = int(pos[0].sum()) - int(tree["pos"][0])
+        sliver_neg = int(neg[0].sum()) - int(tree["neg"][0])
+        assert (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
+        read += 1
+    assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
+    # A grid on a level of the bound tree is answered: its margin is a union of leaves.
+    pos, neg, _, _ = collect_joint(
+        fed, bins=8, lo=0.0, hi=1.0, transform=None, threshold=3, allow_dropouts=False,
+        tree=(2, 4),
+    )  # fmt: skip
+    assert np.array_equal(pos.sum(axis=1), np.asarray(tree["pos"]).reshape(8, 2).sum(axis=1))
+    assert np.array_equal(neg.sum(axis=1), np.asarray(tree["neg"]).reshape(8, 2).sum(axis=1))

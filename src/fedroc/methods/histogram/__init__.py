@@ -653,6 +653,7 @@ def run_histogram(
                 epsilon=opts.epsilon if opts.dp else None,
                 noise=opts.noise,
                 frac_bits=FRAC_BITS,
+                tree=(opts.branching, opts.height),
             )
         counts = collect_counts(federation, opts) if opts.dp else None
         tree = None if opts.dp else collect_tree(federation, opts)

@@ -15,7 +15,10 @@ What the site enforces, beyond its policy's rules for every secure input (at lea
 class): the grid (bins, range, transform) of its first joint histogram is bound in its
 ledger for its lifetime. Pooled joint counts over two grids (shifted or refined) could be
 subtracted to place pooled rows more finely than either grid; with one grid, a repeat gives
-the analyst the same counts again.
+the analyst the same counts again. The grid is also held to the site's one tree (the
+request names the ``(branching, height)`` it is a level of, bound as a tree request binds
+it): a grid off the tree's levels or range, subtracted from the tree, would count the
+pooled rows between the two sets of edges, finer than a leaf.
 
 Under distributed DP (``epsilon``) each site adds its share of Laplace noise to every cell
 (one row moves one cell of one class: L1 sensitivity 1), and the release is charged to its
@@ -45,7 +48,7 @@ from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
 from ._protocol import secagg_threshold
-from ._site import NOISES, TRANSFORMS, leaf_index
+from ._site import MAX_LEAVES, NOISES, TRANSFORMS, _bind_tree, leaf_index
 
 __all__ = [
     "DEFAULT_JOINT_BINS",
@@ -129,6 +132,9 @@ def _grid_refused(ctx: SiteContext, grid: list[Any], first: Any) -> ArgumentRefu
     JOINT_NAME,
     schema={
         "bins": Int(2, MAX_JOINT_BINS),
+        # The tree the grid is a level of (default: a tree of one level, the grid itself).
+        "branching": Int(2, MAX_JOINT_BINS, default=None),
+        "height": Int(1, 64, default=None),
         "lo": Float(),
         "hi": Float(),
         "transform": Choice(*sorted(TRANSFORMS), default=None),
@@ -149,7 +155,23 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
     grid = [bins, lo, hi, transform]
-    # Bound before the site reads its rows, so that refusals cannot search for a grid.
+    tree = (bins, 1) if args["branching"] is None else (int(args["branching"]), args["height"])
+    if tree[1] is None or tree[0] ** int(tree[1]) > MAX_LEAVES:
+        raise InputError("branching and height must come together, with at most 2^22 leaves")
+    joint_bins(bins, tree[0], int(tree[1]))  # bins: a level of that tree
+    # Bound before the site reads its rows, so that refusals cannot search for a grid. First
+    # the site's one tree: the first score's margin is a union of its leaves over its range
+    # (a grid off its levels or its range places pooled rows between the two sets of edges,
+    # finer than a leaf: R30). Then the grid itself, one per lifetime.
+    try:
+        _bind_tree(ctx, JOINT_NAME, lo, hi, transform, (tree[0], int(tree[1])))
+    except ArgumentRefused as exc:
+        raise ArgumentRefused(
+            f"{exc} (a joint grid is a level of the site's one tree, over its range)",
+            site=ctx.site,
+            function=JOINT_NAME,
+            argument=exc.argument,
+        ) from None
     bind_before_reading(ctx, BIND_GRID, grid, lambda first: _grid_refused(ctx, grid, first))
     if args["epsilon"] is None:  # exact joint counts: one way for the site's lifetime
         bind_exact_counts(ctx, JOINT_NAME, "secure")
@@ -200,8 +222,12 @@ def collect_joint(
     epsilon: float | None = None,
     noise: str = "discrete",
     frac_bits: int = 0,
+    tree: tuple[int, int] | None = None,
 ) -> tuple[NDArray[Any], NDArray[Any], list[str], float]:
     """One round of secure aggregation: the pooled joint counts and the sites in the sum.
+
+    ``tree`` is the method's ``(branching, height)``, of which ``bins`` is a level; each
+    site binds it (or holds the grid to the tree it bound), as a tree request does.
 
     With ``epsilon`` (distributed DP) the counts are noisy; the last value is the number of
     full noise draws on each cell (``sites / threshold``; 0 without DP).
@@ -220,6 +246,8 @@ def collect_joint(
         allow_dropouts=allow_dropouts,
         frac_bits=frac_bits if epsilon is not None else 0,
         bins=bins,
+        branching=None if tree is None else tree[0],
+        height=None if tree is None else tree[1],
         lo=lo,
         hi=hi,
         transform=transform,
