@@ -15,6 +15,7 @@ from fedroc.federation import AuditLog, Federation, Reply, Site, basic, site_fun
 from fedroc.federation.records import decode, encode
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Text
 from fedroc.privacy import DisclosurePolicy, laplace_noise
+from fedroc.secagg import secure_sum
 
 
 def frames(seed=0, sizes=(120, 80, 200)):
@@ -179,6 +180,20 @@ def test_small_site_refuses_class_counts():
     assert "is 2" not in msg, msg
     assert msg.count("'tiny'") == 1, msg
     assert "site 'tiny' refuses 'fedroc.class_counts': the positive count is below" in msg
+
+
+def test_sites_refusing_alike_are_named_together_with_one_reason():
+    # Every site refuses a two-site federation alike (secagg_min_sites); the message gave
+    # the same sentence once per site. Now once, naming the others; a different reason
+    # stands apart.
+    fr = {k: v for k, v in list(frames().items())[:2]}
+    fed = Federation.from_frames(fr, label="y", score="p")
+    names = fed.site_names
+    with pytest.raises(DisclosureError) as info:
+        secure_sum(fed, "fedroc.class_counts")
+    msg = str(info.value)
+    assert msg.count("secagg_min_sites") == 1, msg
+    assert f"site {names[0]!r} refuses" in msg and f"(and alike at {names[1]!r})" in msg
 
 
 def test_failure_at_one_site_names_it_and_returns_nothing():

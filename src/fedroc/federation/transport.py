@@ -104,13 +104,32 @@ def _site_reason(site: str, exc: BaseException) -> str:
     return text if text.startswith(f"site {site!r} ") else f"site {site!r}: {text}"
 
 
+def _grouped_reasons(failures: Mapping[str, BaseException]) -> list[str]:
+    """Give one reason per distinct failure, naming together the sites that failed alike.
+
+    Sites fail alike but for their own name when a whole federation refuses one request.
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, exc in failures.items():
+        text = _site_reason(name, exc)
+        key = (type(exc).__name__, text[len(f"site {name!r}") :])  # what follows the name
+        groups.setdefault(key, []).append(name)
+    out = []
+    for sites in groups.values():
+        reason = _site_reason(sites[0], failures[sites[0]])
+        if len(sites) > 1:
+            reason += f" (and alike at {', '.join(repr(s) for s in sites[1:])})"
+        out.append(reason)
+    return out
+
+
 def raise_site_failures(function: str, failures: Mapping[str, BaseException]) -> None:
     """Raise one error naming every failed site (a refusal stays a DisclosureError)."""
     if not failures:
         return
     names = list(failures)
     first = failures[names[0]]
-    detail = "; ".join(_site_reason(n, failures[n]) for n in names)
+    detail = "; ".join(_grouped_reasons(failures))
     if all(isinstance(e, DisclosureError) for e in failures.values()):
         raise DisclosureError(
             f"{function!r} refused by {len(names)} site(s): {detail}",
