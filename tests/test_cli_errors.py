@@ -557,8 +557,24 @@ def test_a_non_numeric_score_names_the_first_bad_value(capsys, tmp_path):
     code, out, _ = run_main(capsys, ["metrics", str(path), "--json"])
     obj = _one_json_object(out)
     assert code == 2 and obj["type"] == "InputError"
-    assert "must be numeric" in obj["error"] and "index 2: 'high'" in obj["error"]
+    # The line of the file where the user finds it (it said "index 2", the row from 0).
+    assert "must be numeric" in obj["error"] and "line 4: 'high'" in obj["error"]
     assert obj["error"].startswith(f"score column 'score' of file {str(path)!r}")
+
+
+def test_a_files_bad_rows_are_named_by_their_line_or_row_from_one(capsys, tmp_path):
+    csv = tmp_path / "x.csv"
+    csv.write_text("label,score,w\n0,0.1,1\n1,,1\n1,0.4,1\n0,0.3,-2\n")
+    code, _, err = run_main(capsys, ["metrics", str(csv)])
+    assert code == 2 and "1 missing value(s), first at line 3" in err
+    csv.write_text("label,score,w\n0,0.1,1\n1,0.2,1\n1,0.4,1\n0,0.3,-2\n")
+    args = ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--sample-weight", "w"]
+    code, _, err = run_main(capsys, args)
+    assert code == 2 and "non-negative; line 5 has -2.0" in err, err
+    pq = tmp_path / "x.parquet"
+    pd.DataFrame({"label": [0, 1, 1], "score": [0.1, None, 0.3]}).to_parquet(pq)
+    code, _, err = run_main(capsys, ["metrics", str(pq)])
+    assert code == 2 and "first at row 2 (counting from 1)" in err, err
 
 
 def test_a_label_with_three_values_names_the_column(capsys, tmp_path):

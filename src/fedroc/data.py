@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,24 @@ class Columns:
     cluster: str | None = None
     score_b: str | None = None
     weight: str | None = None
+
+
+# The frame's positions (0 = the first row) as the messages of from_frame and check_scores
+# name them: "first at row 3", "first non-numeric value at index 3", "row 3 has".
+_POSITION = re.compile(r"(\bat (?:row|index)|\brow) (\d+)\b")
+
+
+def _in_file_terms(message: str, path: Path) -> str:
+    """Name a row of a file as its user finds it: the line of a CSV, the row from 1 else."""
+    text = path.name.lower()
+    csv = text.endswith((".csv", ".csv.gz", ".txt", ".tsv", ".tsv.gz"))
+
+    def where(match: re.Match[str]) -> str:
+        at = "at " if match.group(1).startswith("at") else ""
+        k = int(match.group(2))
+        return f"{at}line {k + 2}" if csv else f"{at}row {k + 1} (counting from 1)"
+
+    return _POSITION.sub(where, message)
 
 
 def load_table(path: str | Path) -> pd.DataFrame:
@@ -301,4 +320,7 @@ class SiteData:
             if site is None:
                 raise
             raise InputError(f"site {site!r}: {exc}") from None
-        return cls.from_frame(frame, columns, pos_label=pos_label, source=source)
+        try:
+            return cls.from_frame(frame, columns, pos_label=pos_label, source=source)
+        except InputError as exc:
+            raise InputError(_in_file_terms(str(exc), Path(path))) from None
