@@ -1537,3 +1537,45 @@ def test_a_joint_grid_off_the_trees_levels_does_not_place_a_row_between_two_edge
     )  # fmt: skip
     assert np.array_equal(pos.sum(axis=1), np.asarray(tree["pos"]).reshape(8, 2).sum(axis=1))
     assert np.array_equal(neg.sum(axis=1), np.asarray(tree["neg"]).reshape(8, 2).sum(axis=1))
+
+
+# == Attack review of main 18ba137: what the methods' noisy and fallback releases leave ==========
+
+
+# -- R24. R10b with the partners' local-DP trees -----------------------------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="R24: a local-DP tree at the partners' default budget is exact in effect, and "
+    "noisy releases do not bind the exact-counts way: the exact secure tree minus it gives a "
+    "silent site's lone row and class",
+)
+def test_the_partners_local_dp_trees_give_nothing_to_subtract_from_a_secure_tree():
+    """R10b with noisy partners: the victim releases nothing in the clear. Its two partners
+    each release a local-DP tree (``tree_local``, branching 10, height 1 over [0, 1]) at
+    epsilon 10, their default lifetime budget (one level, so each leaf's discrete Laplace
+    noise has scale 1/10: it is 0 with probability 0.9999). Noisy releases do not bind the
+    exact-counts way, so all three then sum the exact tree (secure-aggregation mode, the
+    same tree: the binding of the tree holds). The pooled leaf 9 minus the partners' noisy
+    leaf 9 is the victim's bin 9, its lone row there with its class. Measured on main
+    18ba137: 20 of 20 federations. The secure sum claims that no site's input is learned;
+    it protects a site only while the others' parts are unknown, and a clear release at a
+    large epsilon makes them known as well as a clear exact one (R10b)."""
+    from fedroc.methods.histogram import INPUT_NAME, LOCAL_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(2424)
+    right = refused = 0
+    tree = {"branching": 10, "height": 1, "lo": 0.0, "hi": 1.0}
+    for _ in range(20):
+        data, _score, label = _victim_data(rng)
+        fed = Federation.from_sites([Site("victim", data), *_other_sites(rng)])
+        try:
+            noisy = fed.call(LOCAL_NAME, epsilon=10.0, sites=["o0", "o1"], **tree)
+            pooled = secure_sum(fed, INPUT_NAME, mode=MODE_SA, **tree)
+        except DisclosureError:
+            refused += 1
+            continue
+        pos = int(pooled["pos"][9]) - sum(int(np.round(r["pos"][9])) for r in noisy.values())
+        neg = int(pooled["neg"][9]) - sum(int(np.round(r["neg"][9])) for r in noisy.values())
+        right += (pos, neg) == ((1, 0) if label else (0, 1))
+    assert right == 0, f"the silent site's lone row and class recovered in {right}/20"
