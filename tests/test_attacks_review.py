@@ -1543,12 +1543,6 @@ def test_a_joint_grid_off_the_trees_levels_does_not_place_a_row_between_two_edge
 
 
 # -- R24. R10b with the partners' local-DP trees -----------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="R24: a local-DP tree at the partners' default budget is exact in effect, and "
-    "noisy releases do not bind the exact-counts way: the exact secure tree minus it gives a "
-    "silent site's lone row and class",
-)
 def test_the_partners_local_dp_trees_give_nothing_to_subtract_from_a_secure_tree():
     """R10b with noisy partners: the victim releases nothing in the clear. Its two partners
     each release a local-DP tree (``tree_local``, branching 10, height 1 over [0, 1]) at
@@ -1559,7 +1553,9 @@ def test_the_partners_local_dp_trees_give_nothing_to_subtract_from_a_secure_tree
     leaf 9 is the victim's bin 9, its lone row there with its class. Measured on main
     18ba137: 20 of 20 federations. The secure sum claims that no site's input is learned;
     it protects a site only while the others' parts are unknown, and a clear release at a
-    large epsilon makes them known as well as a clear exact one (R10b)."""
+    large epsilon makes them known as well as a clear exact one (R10b). Now a local tree
+    binds the site to the clear way of exact binned counts, as a clear exact one does: the
+    partners refuse the secure tree after it."""
     from fedroc.methods.histogram import INPUT_NAME, LOCAL_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
@@ -1579,15 +1575,10 @@ def test_the_partners_local_dp_trees_give_nothing_to_subtract_from_a_secure_tree
         neg = int(pooled["neg"][9]) - sum(int(np.round(r["neg"][9])) for r in noisy.values())
         right += (pos, neg) == ((1, 0) if label else (0, 1))
     assert right == 0, f"the silent site's lone row and class recovered in {right}/20"
+    assert refused == 20  # each time by the partners' binding, after their local trees
 
 
 # -- R25. R10 with both releases secure: the exact tree minus the secure calibration ------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="R25: the secure calibration leaves each site's bins under q rows out of its sums "
-    "(R21), the exact secure tree does not, and both are the secure way: the tree minus the "
-    "curve is the withheld bins per class, a lone row's label",
-)
 def test_a_secure_tree_minus_the_secure_calibration_gives_no_withheld_bin():
     """R21 made each site leave out of the secure calibration sums the bins it would
     withhold in the clear (under q rows), and count their rows apart. The exact histogram
@@ -1599,7 +1590,9 @@ def test_a_secure_tree_minus_the_secure_calibration_gives_no_withheld_bin():
     aggregate of one row. Measured on main 18ba137: 19 of 20 federations, either order
     (once a partner's secondary suppression withheld its bin 9 too). The same data come
     from two default ``evaluate`` calls, ``"histogram"`` (its 4096 leaves refine the bins
-    near 0.9) then ``"rocglm"`` (which adds the secure curve): 9 of 10."""
+    near 0.9) then ``"rocglm"`` (which adds the secure curve): 9 of 10. Now the secure curve
+    sums every row's count and label (as the tree does) and leaves out only the scores of
+    the bins a site withholds: the tree minus the curve is nothing (R25)."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
@@ -1623,16 +1616,11 @@ def test_a_secure_tree_minus_the_secure_calibration_gives_no_withheld_bin():
         pos = int(pooled["pos"][9]) - kept_pos
         neg = int(pooled["neg"][9]) - (int(curve.count[9]) - kept_pos)
         right += (pos, neg) == ((1, 0) if label else (0, 1))
+        assert (pos, neg) == (0, 0)  # the curve counts what the tree counts
     assert right == 0, f"the withheld lone row's class recovered in {right}/20"
 
 
 # -- R26. the classic Gaussian calibration charged as (epsilon, delta) above epsilon 1 -----------
-@pytest.mark.xfail(
-    strict=True,
-    reason="R26: a site accepts the classic Gaussian calibration at epsilon >= 1, where it is "
-    "not (epsilon, delta)-DP, and charges its ledger as if it were: at its default budget the "
-    "release's true delta is 4 times its lifetime limit",
-)
 def test_a_classic_gaussian_release_is_no_more_private_than_its_ledger_says():
     """``rocglm.noisy_scores`` takes ``calibration="classic"`` from the analyst, with noise sd
     ``sqrt(2 ln(1.25/delta)) Delta / epsilon``, a bound proven only for epsilon < 1 (Dwork &
@@ -1642,20 +1630,27 @@ def test_a_classic_gaussian_release_is_no_more_private_than_its_ledger_says():
     Thm 8) at the sd it used: delta(10) = 0.033, 4 times the limit; equivalently epsilon
     11.8 at delta 1/120. That delta is what the analyst's best test between two neighbours
     (a score moved by the sensitivity) wins beyond e^epsilon times its false alarms, so the
-    ledger's lifetime limits do not bound what the analyst learns."""
+    ledger's lifetime limits do not bound what the analyst learns (R26, found by the review
+    of main 18ba137). Now the classic release is charged the larger of the claimed delta and
+    the exact one: the default site refuses it (its lifetime delta is 1/120), and a site that
+    allows more is charged at least the true delta."""
     from scipy.stats import norm
 
     import fedroc.methods.rocglm  # noqa: F401  (registers the rocglm.* site functions)
+    from fedroc.privacy import DisclosurePolicy
 
     rng = np.random.default_rng(2626)
     n, sens, eps = 120, 0.01, 10.0
     data = SiteData.from_arrays(rng.random(n) < 0.4, rng.random(n))
-    site = Site("s0", data)
-    reply = Federation.from_sites([site]).call(
-        "rocglm.noisy_scores", epsilon=eps, delta=1.0 / n, sensitivity=sens, calibration="classic"
-    )["s0"]
+    ask = {"epsilon": eps, "delta": 1.0 / n, "sensitivity": sens, "calibration": "classic"}
+    default = Site("s0", data)
+    with pytest.raises(DisclosureError, match="privacy budget is delta"):
+        Federation.from_sites([default]).call("rocglm.noisy_scores", **ask)
+    assert default.ledger.spent() == (0.0, 0.0)
+    site = Site("s0", data, policy=DisclosurePolicy(delta_limit=0.5))
+    reply = Federation.from_sites([site]).call("rocglm.noisy_scores", **ask)["s0"]
     spent_eps, spent_delta = site.ledger.spent()
-    assert (spent_eps, spent_delta) == pytest.approx((eps, 1.0 / n))
+    assert spent_eps == pytest.approx(eps)
     sigma = float(reply["noise_sd"])
     noise = np.r_[reply["negative"] - np.sort(data.score[~data.label]),
                   reply["positive"] - np.sort(data.score[data.label])]  # fmt: skip

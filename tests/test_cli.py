@@ -215,20 +215,17 @@ def test_demo_json(capsys, tmp_path, monkeypatch):
     assert res["reference"]["method"] == "pooled"
     for row in res["statistics"]:
         assert row["distributed"] == pytest.approx(row["pooled"], abs=1e-12)
-    # The distributed curve is the secure one, equal to the pooled curve but for the bins
-    # where a site has fewer than q rows (left out of the sums, R21), and it leaves the
-    # histogram method free to sum its exact trees after it.
+    # The distributed curve is the secure one: the pooled counts and observed fractions in
+    # every bin (R25), the pooled mean prediction but in the bins where a site has fewer
+    # than q rows (their scores left out of the sum, R21), and it leaves the histogram
+    # method free to sum its exact trees after it.
     secure, pooled = res["calibration"], res["pooled_calibration"]
-    assert not all(secure["suppressed"])
+    assert any(secure["suppressed"]) and not all(secure["suppressed"])
+    assert secure["count"] == pooled["count"]
+    assert secure["observed_fraction"] == pytest.approx(pooled["observed_fraction"])
     for k, withheld in enumerate(secure["suppressed"]):
-        assert (
-            (secure["count"][k] < pooled["count"][k])
-            if withheld
-            else (
-                secure["count"][k] == pooled["count"][k]
-                and secure["observed_fraction"][k] == pytest.approx(pooled["observed_fraction"][k])
-            )
-        )
+        if not withheld:
+            assert secure["mean_predicted"][k] == pytest.approx(pooled["mean_predicted"][k])
     assert "histogram" in [m["method"] for m in res["methods"]]
     # One report, and the demo says where (issue 14.4).
     path = tmp_path / "fedroc-demo-report.html"

@@ -329,7 +329,7 @@ def calibration_figure(
                 edgecolors="red",
                 s=60,
                 zorder=3,
-                label=f"{label}: other sites only (bin withheld at a site)",
+                label=f"{label}: bin withheld at a site (in part)",
             )
         for k in np.flatnonzero(curve.suppressed):
             ax.axvspan(curve.edges[k], curve.edges[k + 1], color="grey", alpha=0.15, lw=0)

@@ -182,12 +182,14 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     }
     if ctx.sites is not None:
         # Inside secure aggregation no site's bins are seen, but their sums are: a pooled
-        # bin of one row had that row's score as its mean and its label as its fraction
-        # (R21). So the bins the site would withhold in the clear stay out of the sum too;
-        # their rows are counted apart ("withheld"), so that the analyst knows which bins
-        # the fractions leave rows out of, as on the clear curve.
+        # bin of one row had that row's score as its mean (R21). So the scores of the bins
+        # the site would withhold in the clear stay out of the sum; their rows are counted
+        # apart ("withheld"), so that the mean predictions are over the rows they hold.
+        # Every row's count and label go in, as in the exact tree's pooled leaves: leaving
+        # them out too made the pooled tree minus the curve a site's own withheld bin (R25).
         withheld = np.where(keep, 0, count).astype(np.int64)
-        return Reply({**released, "withheld": withheld}, counts={"rows": p.size})
+        secure = {**released, "count": count.astype(np.int64), "sum_observed": sum_obs}
+        return Reply({**secure, "withheld": withheld}, counts={"rows": p.size})
     cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
     if not cuts_keep_q_rows(ctx, cuts, n_bins, suppressed):
         raise DisclosureError(

@@ -143,9 +143,11 @@ class CalibrationCurve(ResultMixin):
     edges : ndarray, shape (n_bins + 1,)
         Bin edges, from 0 to 1; bin ``k`` is ``[edges[k], edges[k + 1])``, the last closed.
     count : ndarray of int, shape (n_bins,)
-        Rows in each bin (for a distributed curve: only from the sites that released it).
+        Rows in each bin (for a clear distributed curve: only from the sites that released
+        it; a secure one counts every row).
     mean_predicted : ndarray, shape (n_bins,)
-        Mean predicted probability per bin; NaN for an empty or suppressed bin.
+        Mean predicted probability per bin; NaN for an empty or suppressed bin (a secure
+        curve's flagged bin: the mean over the rows of the sites that kept it).
     observed_fraction : ndarray, shape (n_bins,)
         Fraction of positives per bin; NaN for an empty or suppressed bin.
     suppressed : ndarray of bool, shape (n_bins,)
@@ -166,6 +168,8 @@ class CalibrationCurve(ResultMixin):
         sum_predicted: ArrayLike,
         sum_observed: ArrayLike,
         suppressed: ArrayLike | None = None,
+        *,
+        predicted_count: ArrayLike | None = None,
     ) -> CalibrationCurve:
         """Build the curve from per-bin sums (pooled, or added up across sites).
 
@@ -181,6 +185,9 @@ class CalibrationCurve(ResultMixin):
             Positives in each bin.
         suppressed : array-like of bool, shape (n_bins,), optional
             Bins withheld by at least one site; None: no bin was withheld.
+        predicted_count : array-like of int, shape (n_bins,), optional
+            Rows whose predictions ``sum_predicted`` holds, where fewer than ``count`` (a
+            secure curve: sites leave out the scores of bins under their minimum count).
 
         Returns
         -------
@@ -188,8 +195,9 @@ class CalibrationCurve(ResultMixin):
             Means are NaN where a bin has no rows.
         """
         n = np.asarray(count, dtype=np.int64)
+        m = n if predicted_count is None else np.asarray(predicted_count, dtype=np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean_predicted = np.where(n > 0, np.asarray(sum_predicted) / n, np.nan)
+            mean_predicted = np.where(m > 0, np.asarray(sum_predicted) / m, np.nan)
             observed = np.where(n > 0, np.asarray(sum_observed) / n, np.nan)
         sup = np.zeros(n.shape, bool) if suppressed is None else np.asarray(suppressed, bool)
         return cls(edges, n, mean_predicted, observed, sup)

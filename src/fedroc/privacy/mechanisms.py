@@ -281,7 +281,10 @@ def gaussian_mechanism(
 ) -> tuple[NDArray[np.float64], DPEvent]:
     """``values`` with Gaussian noise calibrated to (epsilon, delta) and the l2-sensitivity.
 
-    ``calibration`` is ``"classic"`` (paper 1) or ``"analytic"`` (Balle & Wang). Without
+    ``calibration`` is ``"classic"`` (paper 1) or ``"analytic"`` (Balle & Wang). The
+    classic calibration is proven for epsilon < 1 only: its event records the larger of
+    ``delta`` and the Gaussian's exact delta at the noise used
+    (:func:`analytic_gaussian_delta`), which exceeds ``delta`` at large epsilon. Without
     ``rng`` OpenDP draws the noise and rounds the result to its grid (see the module
     docstring); with a site-seeded ``rng`` numpy does (simulations).
 
@@ -305,7 +308,12 @@ def gaussian_mechanism(
         Invalid ``epsilon``, ``delta``, ``sensitivity`` or ``calibration``.
     """
     _check_sensitivity(sensitivity)
-    sigma, name = _gaussian_sigma(epsilon, delta, sensitivity + _grid_slack(rng), calibration)
+    bound = sensitivity + _grid_slack(rng)
+    sigma, name = _gaussian_sigma(epsilon, delta, bound, calibration)
+    if calibration == "classic":
+        # The classic bound holds for epsilon < 1 only; above it the noise may be (epsilon,
+        # delta')-DP for a larger delta' only, and that is what the event records (R26).
+        delta = max(delta, analytic_gaussian_delta(sigma, epsilon=epsilon, sensitivity=bound))
     return _release("gaussian", values, rng, DPEvent(name, epsilon, delta, sensitivity, sigma))
 
 

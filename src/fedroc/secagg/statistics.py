@@ -79,13 +79,14 @@ def secure_calibration(
 ) -> SiteCalibration:
     """Calibration curve from securely aggregated per-bin counts and sums.
 
-    The sites' bins are masked and the analyst sees only their totals. Each site still
-    leaves out of the sums the bins it would withhold in the clear (under q rows, with the
-    secondary suppression of :func:`fedroc.federation.basic.withheld_bins`): else a pooled
-    bin of one row gave that row's score and label. Their rows are summed apart, so
-    ``curve.suppressed`` flags the bins whose fractions leave rows of some site out, and
-    ``curve.count`` counts the rows the fractions hold; which site withheld them is not
-    seen (``suppressed_by_site`` is empty for every site).
+    The sites' bins are masked and the analyst sees only their totals. Every row's count
+    and label are summed, as in the exact tree's pooled leaves; each site leaves out of the
+    sum of predictions the scores of the bins it would withhold in the clear (under q rows,
+    with the secondary suppression of :func:`fedroc.federation.basic.withheld_bins`), else
+    a pooled bin of one row gave that row's score. Their rows are summed apart, so
+    ``curve.suppressed`` flags the bins whose mean prediction leaves rows of some site out
+    (it is over the other rows); ``curve.count`` and ``curve.observed_fraction`` hold every
+    row. Which site withheld them is not seen (``suppressed_by_site`` is empty).
 
     Parameters
     ----------
@@ -106,8 +107,14 @@ def secure_calibration(
     edges = bin_edges(n_bins)
     result = secure_sum(federation, basic.FN_CALIBRATION, n_bins=int(n_bins), **kwargs)
     withheld = np.asarray(result["withheld"], np.int64)
+    count = np.asarray(result["count"], np.int64)
     curve = CalibrationCurve.from_sums(
-        edges, result["count"], result["sum_predicted"], result["sum_observed"], withheld > 0
+        edges,
+        count,
+        result["sum_predicted"],
+        result["sum_observed"],
+        withheld > 0,
+        predicted_count=count - withheld,
     )
     # Which site withheld a bin is masked like the rest: only the totals are seen.
     return SiteCalibration(curve, {name: [] for name in result.sites})

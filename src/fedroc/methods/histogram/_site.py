@@ -412,7 +412,8 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     A full draw of noise on every node (never a share), so the release protects the rows
     without secure aggregation and without trusting the analyst or any other site. Its
     epsilon is at least the site's ``histogram_min_epsilon``: a release at a negligible
-    charge would be an almost free answer about the rows.
+    charge would be an almost free answer about the rows. It binds the site to the clear
+    way of exact binned counts (:func:`~fedroc.federation.basic.bind_exact_counts`).
     """
     floor = ctx.policy.histogram_min_epsilon
     if args["epsilon"] is not None and float(args["epsilon"]) < floor:
@@ -424,6 +425,11 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
             function=LOCAL_NAME,
             argument="epsilon",
         )
+    # Noisy, but at a large epsilon its leaves are the exact counts with high probability
+    # (0.9999 at epsilon 10, one level): a secure exact tree of the same site and its
+    # partners, minus the partners' local trees, was a silent site's bins (R24). So the
+    # local tree holds the site to the clear way of exact binned counts, as a clear one.
+    bind_exact_counts(ctx, LOCAL_NAME, "clear")
     _, _, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
     values, events = _noisy_levels(ctx, args, pos, neg, n_shares=1, stream=LOCAL_NAME)
     return Reply(values, kind="noisy", dp=events)

@@ -117,7 +117,11 @@ from fedroc.methods.rocglm._site import (
     from_fixed_point,
 )
 from fedroc.metrics import logit_ci, logit_test_greater
-from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
+from fedroc.privacy import (
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    classic_gaussian_sigma,
+)
 from fedroc.secagg import check_secure_sum, secure_sum
 
 __all__ = [
@@ -961,9 +965,11 @@ def distributed_rocglm(
         f"{dp_calibration} calibration): ({eps:g}, {dlt:g})-DP per row"
     )
     if dp_calibration == "classic" and eps >= 1.0:
+        true_delta = analytic_gaussian_delta(noisy.noise_sd, epsilon=eps, sensitivity=sens)
         notes.append(
-            "the classic Gaussian calibration is proven only for epsilon < 1; use "
-            "dp_calibration='analytic' for a guarantee at this epsilon"
+            "the classic Gaussian calibration is proven only for epsilon < 1: at this epsilon "
+            f"its noise is ({eps:g}, {max(dlt, true_delta):.3g})-DP per row, which each site "
+            "charged; dp_calibration='analytic' gives the claimed delta with less noise"
         )
     outcome = fit_release(
         federation,
