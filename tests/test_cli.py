@@ -281,6 +281,16 @@ def test_calibration_table_says_which_bins_pool_only_some_sites():
     assert "withheld" not in rows[0]
     assert "other sites only (withheld at a site)" in rows[1] and "│  4 │" in rows[1]
     assert "withheld at a site (no rows at the others)" in rows[2]
+    # A secure curve counts every row; only the mean prediction leaves some out (R25).
+    secure = CalibrationCurve.from_sums(
+        bin_edges(3), [10, 4, 3], [2.0, 1.0, 0.0], [1.0, 2.0, 3.0], [False, True, True],
+        predicted_count=[10, 2, 0],
+    )  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(calibration_table("Calibration", secure))
+    rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
+    assert "predicted over 2 rows (scores withheld at a site)" in rows[1] and "│  4 │" in rows[1]
+    assert "predicted withheld" in rows[2] and "1.0000" in rows[2]  # observed: 3 of 3
 
 
 def test_readme_federation_toml_is_one_fedroc_reads(site_files, tmp_path):

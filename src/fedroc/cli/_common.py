@@ -315,7 +315,14 @@ def calibration_table(
             # A bin withheld at some sites still pools the others' rows (as the report's
             # figure says); say so, or its n and fractions read as the whole bin's.
             note = ""
-            if curve.suppressed[k]:
+            if curve.suppressed[k] and curve.predicted_count is not None:
+                shown = int(curve.predicted_count[k])  # a secure curve: n and observed whole
+                note = (
+                    f"predicted over {shown} rows (scores withheld at a site)"
+                    if shown
+                    else "predicted withheld (scores withheld at a site)"
+                )
+            elif curve.suppressed[k]:
                 note = (
                     "other sites only (withheld at a site)"
                     if curve.count[k]

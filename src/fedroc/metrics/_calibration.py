@@ -152,6 +152,9 @@ class CalibrationCurve(ResultMixin):
         Fraction of positives per bin; NaN for an empty or suppressed bin.
     suppressed : ndarray of bool, shape (n_bins,)
         True where at least one site withheld the bin (distributed curve only).
+    predicted_count : ndarray of int, shape (n_bins,), optional
+        Rows the mean predictions are over, where not every row (a secure curve: the
+        scores of a site's bins under its minimum count are left out); None: ``count``.
     """
 
     edges: FloatArray
@@ -159,6 +162,7 @@ class CalibrationCurve(ResultMixin):
     mean_predicted: FloatArray
     observed_fraction: FloatArray
     suppressed: NDArray[np.bool_]
+    predicted_count: NDArray[np.int64] | None = None
 
     @classmethod
     def from_sums(
@@ -200,7 +204,7 @@ class CalibrationCurve(ResultMixin):
             mean_predicted = np.where(m > 0, np.asarray(sum_predicted) / m, np.nan)
             observed = np.where(n > 0, np.asarray(sum_observed) / n, np.nan)
         sup = np.zeros(n.shape, bool) if suppressed is None else np.asarray(suppressed, bool)
-        return cls(edges, n, mean_predicted, observed, sup)
+        return cls(edges, n, mean_predicted, observed, sup, None if predicted_count is None else m)
 
     @property
     def n_bins(self) -> int:
