@@ -1663,3 +1663,95 @@ def test_a_classic_gaussian_release_is_no_more_private_than_its_ledger_says():
         f"the release is (10, {true_delta:.3f})-DP at best; the ledger charged delta "
         f"{spent_delta:.4f}"
     )
+
+
+# == Attack review of main 97bbdab: the fixes R22 to R26 and R30 ================================
+
+
+# -- R31. the secure calibration's bins are a partition apart from the site's one tree ----------
+@pytest.mark.xfail(
+    strict=True,
+    reason="R31: the secure calibration (every row's count and label since R25) is not held "
+    "to the site's one tree: 15 bins minus a 16-leaf tree place a row in [1/16, 1/15)",
+)
+def test_a_secure_calibration_off_the_trees_levels_does_not_place_a_row_between_two_edges():
+    """R30 closed the joint grid: "a site answers one tree (or a coarser one) in its
+    lifetime", so the analyst sees the pooled rows at that tree's resolution at most. Since
+    R25 the secure calibration sums every row's count and label, an exact partition of the
+    first score too, and its ``n_bins`` is bound apart from the tree (any 2 to 100 bins
+    over [0, 1]). After a 16-leaf tree, a curve of 15 bins gives the pooled counts of each
+    class below 1/15, the tree's leaf 0 those below 1/16, and their difference the rows in
+    [1/16, 1/15), narrower than a leaf: the class of the victim's lone row there. Measured
+    on main 97bbdab: 10 of 10 federations, either order. Two default ``evaluate`` calls,
+    ``"histogram"`` (4096 leaves over [0, 1]) then ``"rocglm"`` (its secure curve of 10
+    bins), do the same in the slivers [409/4096, 0.1), ...: a lone row at 0.09995, its
+    class in 5 of 6 federations (``details.leaves_pos``/``leaves_neg`` minus bin 0)."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(3131)
+    tree = {"mode": MODE_SA, "branching": 2, "height": 4, "lo": 0.0, "hi": 1.0}
+    read = 0
+    for trial in range(10):
+        label = int(trial % 2)
+        fed = _sliver_federation(rng, label)
+        try:
+            if trial % 2:  # either order
+                curve = secure_calibration(fed, n_bins=15).curve
+                pooled = secure_sum(fed, INPUT_NAME, **tree)
+            else:
+                pooled = secure_sum(fed, INPUT_NAME, **tree)
+                curve = secure_calibration(fed, n_bins=15).curve
+        except DisclosureError:
+            continue  # refused: nothing to subtract
+        pos = round(float(curve.observed_fraction[0]) * int(curve.count[0]))
+        sliver_pos = pos - int(pooled["pos"][0])
+        sliver_neg = int(curve.count[0]) - pos - int(pooled["neg"][0])
+        read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
+    assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
+
+
+# -- R32. the clustered method's secure edges are a partition apart from the site's one tree ----
+@pytest.mark.xfail(
+    strict=True,
+    reason="R32: the secure clustered histograms' edges are bound apart from the site's one "
+    "tree: edges [0, 1/15, 1] minus a 16-leaf tree place a row in [1/16, 1/15)",
+)
+def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_two_edges():
+    """R30 and R31 with the clustered method: its round-1 summary, as an input of secure
+    aggregation, sums each site's exact class histograms over edges of the analyst's
+    choosing (``hist_pos_all``/``hist_neg_all``: every row), bound once per site lifetime
+    but apart from the histogram method's tree. After a 16-leaf secure tree over [0, 1],
+    edges [0, 1/15, 1] give the pooled counts of each class below 1/15, the tree's leaf 0
+    those below 1/16: their difference is the victim's lone row in [1/16, 1/15) with its
+    class. Measured on main 97bbdab: 10 of 10 federations."""
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(3232)
+    read = 0
+    for trial in range(10):
+        label = int(trial % 2)
+        sites = []
+        for k in range(3):
+            n = 90
+            a = rng.random(n)
+            a = np.where((a >= 1 / 16) & (a < 1 / 15), a + 0.1, a)  # nobody else there
+            y = (rng.random(n) < 0.4).astype(int)
+            if k == 0:
+                a[0], y[0] = 0.064, label
+            y[1], y[2] = 1, 0
+            sites.append(Site(f"s{k}", SiteData.from_arrays(y, a, rng.integers(0, 15, n))))
+        fed = Federation.from_sites(sites)
+        try:
+            pooled = secure_sum(
+                fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=1.0
+            )
+            hist = secure_sum(fed, FUNCTION_SUMMARY, edges=np.array([0.0, 1 / 15, 1.0]))
+        except DisclosureError:
+            continue  # refused: nothing to subtract
+        sliver_pos = int(hist["hist_pos_all"][0]) - int(pooled["pos"][0])
+        sliver_neg = int(hist["hist_neg_all"][0]) - int(pooled["neg"][0])
+        read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
+    assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
