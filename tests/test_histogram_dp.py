@@ -551,3 +551,29 @@ def test_cli_table_gives_each_dp_calibration_bin_its_noise_or_why_it_is_withheld
     assert all("noise SD" in r or "within 3 noise SDs of 0" in r for r in rows), table
     assert "withheld at a site" not in table
     assert "Brier" in out and "brier_noise_sd" in out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="U2 (review of main 97bbdab): after a local-DP tree (R24) a secure method is refused "
+    "for having 'released exact binned counts in the clear', which the site never did",
+)
+def test_the_refusal_after_a_local_dp_tree_names_the_local_tree():
+    """Since R24 a local-DP tree binds a site to the clear way of exact binned counts, so
+    ``evaluate(..., "rocglm")``, the exact histogram tree, the clustered method or a secure
+    calibration after ``--dp-mode local`` is refused. The refusal says the site "released
+    exact binned counts in the clear before": an analyst who released only DP-noised
+    trees cannot tell why, or what still runs. It should name the local-DP tree."""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.secagg import secure_calibration
+
+    rng = np.random.default_rng(24)
+    sites = [
+        Site(f"s{k}", SiteData.from_arrays(rng.random(200) < 0.4, rng.random(200)))
+        for k in range(3)
+    ]
+    fed = Federation.from_sites(sites)
+    fed.call(LOCAL_NAME, epsilon=1.0, branching=2, height=4, lo=0.0, hi=1.0)
+    with pytest.raises(DisclosureError) as exc:
+        secure_calibration(fed, n_bins=10)
+    assert "local" in str(exc.value)
