@@ -553,17 +553,12 @@ def test_cli_table_gives_each_dp_calibration_bin_its_noise_or_why_it_is_withheld
     assert "Brier" in out and "brier_noise_sd" in out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="U2 (review of main 97bbdab): after a local-DP tree (R24) a secure method is refused "
-    "for having 'released exact binned counts in the clear', which the site never did",
-)
 def test_the_refusal_after_a_local_dp_tree_names_the_local_tree():
     """Since R24 a local-DP tree binds a site to the clear way of exact binned counts, so
     ``evaluate(..., "rocglm")``, the exact histogram tree, the clustered method or a secure
     calibration after ``--dp-mode local`` is refused. The refusal says the site "released
     exact binned counts in the clear before": an analyst who released only DP-noised
-    trees cannot tell why, or what still runs. It should name the local-DP tree."""
+    trees cannot tell why, or what still runs. It names the local-DP tree now."""
     from fedroc.exceptions import DisclosureError
     from fedroc.secagg import secure_calibration
 

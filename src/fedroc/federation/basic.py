@@ -260,9 +260,12 @@ def check_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
 
 
 def _one_way_refused(ctx: SiteContext, function: str, way: str, first: object) -> DisclosureError:
+    # A local-DP tree binds the clear way too (R24): say so, or its analyst cannot tell why.
+    local = " (or a local-DP histogram tree, exact in effect at a large epsilon)"
     return DisclosureError(
         f"site {ctx.site!r} refuses {function!r} {_WAYS[way]}: {EXACT_COUNTS_ONE_WAY} "
-        f"{_WAYS.get(str(first), str(first))} before, and a secure total minus clear bins of "
+        f"{_WAYS.get(str(first), str(first))}{local if first == 'clear' else ''} before, and "
+        "a secure total minus clear bins of "
         "the same rows would be the rows a site withheld or holds alone (a site answers "
         "calibration, confusion tables and exact histograms one way for its lifetime)",
         site=ctx.site,
