@@ -48,7 +48,7 @@ from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
 from ._protocol import secagg_threshold
-from ._site import MAX_LEAVES, NOISES, TRANSFORMS, _bind_tree, leaf_index
+from ._site import MAX_LEAVES, NOISES, TRANSFORMS, bind_tree, leaf_index
 
 __all__ = [
     "DEFAULT_JOINT_BINS",
@@ -164,7 +164,7 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     # (a grid off its levels or its range places pooled rows between the two sets of edges,
     # finer than a leaf: R30). Then the grid itself, one per lifetime.
     try:
-        _bind_tree(ctx, JOINT_NAME, lo, hi, transform, (tree[0], int(tree[1])))
+        bind_tree(ctx, JOINT_NAME, lo, hi, transform, (tree[0], int(tree[1])))
     except ArgumentRefused as exc:
         raise ArgumentRefused(
             f"{exc} (a joint grid is a level of the site's one tree, over its range)",

@@ -231,7 +231,7 @@ _TREE_SCHEMA = {
 }
 
 
-def _bind_tree(
+def bind_tree(
     ctx: SiteContext, function: str, lo: float, hi: float, transform: Any, tree: Any = None
 ) -> None:
     """Hold the site's range (and tree) to its first request, before it reads its rows.
@@ -293,7 +293,7 @@ def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[
         raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22")
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
-    _bind_tree(ctx, function, lo, hi, args["transform"], (b, h))
+    bind_tree(ctx, function, lo, hi, args["transform"], (b, h))
     pos, neg = site_leaves(
         ctx.data, n_leaves=b**h, lo=lo, hi=hi, transform=args["transform"], site=ctx.site
     )
@@ -348,7 +348,7 @@ def _noisy_class_counts(
     lo, hi = float(args["lo"]), float(args["hi"])
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
-    _bind_tree(ctx, function, lo, hi, args["transform"])
+    bind_tree(ctx, function, lo, hi, args["transform"])
     site_leaves(ctx.data, n_leaves=1, lo=lo, hi=hi, transform=args["transform"], site=ctx.site)
     shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
     noise, event = shares(
