@@ -34,6 +34,7 @@ the reason is noted).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -499,10 +500,12 @@ def run_mpc(
             "row positive; its 2x2 counts stay secret"
         )
     if not out.released:
+        notes.append(f"withheld: fewer than {min_count} positives or negatives (checked under MPC)")
+    elif out.partial_auc is not None and math.isnan(out.partial_auc):
         notes.append(
-            f"withheld: fewer than {min_count} positives or negatives"
-            + (f", or fewer than {min_count} negatives up to max_fpr" if asks.max_fpr else "")
-            + " (checked under MPC)"
+            f"partial AUC withheld: fewer than {min_count} negatives up to max_fpr "
+            f"{(asks.max_fpr or 0) / 1e6:g} (checked under MPC; below 1/N it would give t/P, a "
+            "fraction of the secret P); the other values are opened"
         )
     notes += [
         f"MPC party {p['party']} ({p['role']}): {p['rounds']} rounds, "

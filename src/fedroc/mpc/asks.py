@@ -12,8 +12,8 @@ same cuts and tie rules as :class:`fedroc.metrics.ScoreCounts`), and only these 
   predicts every row positive (NPV undefined), and its sensitivity, specificity, PPV and
   NPV rounded to ``2**-frac_bits``.
 
-A partial area over fewer negatives than the job's minimum class count ``m`` opens nothing
-(with the class counts, ``max_fpr N >= m`` is checked under MPC): below ``1 / N`` the area is
+A partial area over fewer negatives than the job's minimum class count ``m`` is withheld
+(``max_fpr N >= m`` is checked under MPC, a flag of its own beside the class counts'): below ``1 / N`` the area is
 ``max_fpr t / P`` (``t`` positives above every negative), and its opened value would be the
 fraction ``t / P`` whose denominator is the secret ``P``.
 

@@ -31,9 +31,9 @@ helper sees only blinded private-compare vectors, so not the tie pattern); ``pre
 segmented scans run side by side (``ceil(log2(n + 1))`` rounds, one multiplication each);
 one multiplication by the labels, one for the squares; the class counts are compared with
 the minimum ``m`` under MPC; long divisions give the quotients, which are rounded to the
-job's precision under MPC, multiplied by the released flag ``[P >= m] [N >= m]`` (times
-``[max_fpr N >= m]`` when a partial AUC is asked: a region of fewer negatives opens
-``t / P``) and opened together with that flag. ``P``, ``N``, the numerators and the
+job's precision under MPC, multiplied by the released flag ``[P >= m] [N >= m]`` (the
+partial AUC by that flag times ``[max_fpr N >= m]``: a region of fewer negatives opens
+``t / P``) and opened together with the flags. ``P``, ``N``, the numerators and the
 denominators stay secret.
 
 The reference code's no-tie AUROC (its Algorithm 5, with the off-by-one fixed:
@@ -558,8 +558,8 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
     neg_count = add_public(p, U64(0) - pos, n)  # N
     counts, floors = [pos, neg_count], [m, m]
     if asks.max_fpr is not None:
-        # The partial area must span m negatives too: below 1 / N it is f t / P, and the
-        # opened t / P (t positives above every negative) narrows the secret P (R23).
+        # The partial area must span m negatives too (its own flag): below 1 / N it is
+        # f t / P, and the opened t / P (t positives above every negative) narrows P (R23).
         fpr_k, fpr_d = asks.fraction()
         counts.append(neg_count * U64(fpr_k))
         floors.append(m * fpr_d)
@@ -578,11 +578,14 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
         )
         present = add_public(p, U64(0) - below, 1)  # [P >= m], [N >= m] (, [k N >= m d])
         both = yield from mul(p, present[:1], present[1:2], "released.both")
+        spans = None  # the partial AUC's flag: the class counts' and [max_fpr N >= m]
         if len(floors) == 3:
-            both = yield from mul(p, both, present[2:], "released.pauc")
-        return pp, both
+            spans = yield from mul(p, both, present[2:], "released.pauc")
+        return pp, (both, spans)
 
-    model, (pp, released) = yield from _rank(p, srt, spec, pos, first=class_counts())
+    model, (pp, (released, pauc_released)) = yield from _rank(
+        p, srt, spec, pos, first=class_counts()
+    )
     # 2 P N = 2 (n P - P^2); 2 P 2**F for the fixed-point precision sum.
     roc_den = U64(2) * (U64(n) * pos - pp)
     pr_den = pos << U64(F + 1)
@@ -649,8 +652,15 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
         outputs = np.concatenate([rounded, variance, *raw])
     else:
         outputs = np.concatenate([(yield from quotients), *raw])
-    masked = yield from mul(p, outputs, np.repeat(released, outputs.size), "mask")
-    return np.concatenate([masked, released])
+    mask = np.repeat(released, outputs.size)
+    flags = [released]
+    if pauc_released is not None:
+        # The partial AUC (the first quotient after the AUROCs and AUPRs) has its own flag:
+        # a region of fewer than m negatives withholds it alone, the AUROC still opens.
+        mask[2 + int(spec.noties) + 2 * int(spec.compare)] = pauc_released[0]
+        flags.append(pauc_released)
+    masked = yield from mul(p, outputs, mask, "mask")
+    return np.concatenate([masked, *flags])
 
 
 @dataclass(frozen=True)
@@ -744,24 +754,27 @@ class AucOutputs:
 def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
     """Turn the opened outputs into floats.
 
-    Turn the opened ``[auc, (noties), pr_auc, (auc_b, pr_auc_b), (variances...), released]`` into
-    floats.
+    Turn the opened ``[auc, (noties), pr_auc, (auc_b, pr_auc_b), (variances...), released,
+    (partial AUC released)]`` into floats.
     """
     asks = Asks.parse(spec.asks)
     asked = int(asks.max_fpr is not None) + 4 * asks.n_points
     quotients = 2 + int(spec.noties) + 2 * int(spec.compare) + asked
     variances = (3 if spec.compare else 1) if spec.ci else 0
-    expected = quotients + variances + 4 * asks.n_points + 1
+    n_flags = 1 + int(asks.max_fpr is not None)
+    expected = quotients + variances + 4 * asks.n_points + n_flags
     if opened.shape != (expected,):
         raise ProtocolError(f"expected {expected} opened values, got shape {opened.shape}")
-    flag = int(opened[-1])
-    if flag not in (0, 1):
-        raise ProtocolError(f"the released flag opened to {flag}: the shares are inconsistent")
-    released = flag == 1
+    flags = [int(v) for v in opened[expected - n_flags :]]
+    if any(f not in (0, 1) for f in flags):
+        raise ProtocolError(f"the released flags opened to {flags}: the shares are inconsistent")
+    released = flags[0] == 1
+    pauc_released = flags[-1] == 1
     nan = float("nan")
 
-    def value(i: int, bits: int) -> float:
-        return float(int(opened[i])) / float(1 << bits) if released else nan
+    def value(i: int, bits: int, flag: bool | None = None) -> float:
+        shown = released if flag is None else flag
+        return float(int(opened[i])) / float(1 << bits) if shown else nan
 
     b = spec.frac_bits
     vb = spec.var_frac_bits
@@ -784,7 +797,7 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
     partial_auc = None
     at = 2 + int(spec.noties) + 2 * int(spec.compare)
     if asks.max_fpr is not None:
-        partial_auc = value(at, b)
+        partial_auc = value(at, b, pauc_released)
         at += 1
     raw = quotients + variances
     points = []
