@@ -13,9 +13,9 @@ same cuts and tie rules as :class:`fedroc.metrics.ScoreCounts`), and only these 
   NPV rounded to ``2**-frac_bits``.
 
 A partial area over fewer negatives than the job's minimum class count ``m`` is withheld
-(``max_fpr N >= m`` is checked under MPC, a flag of its own beside the class counts'): below ``1 / N`` the area is
-``max_fpr t / P`` (``t`` positives above every negative), and its opened value would be the
-fraction ``t / P`` whose denominator is the secret ``P``.
+(``max_fpr N >= m`` is checked under MPC, a flag of its own beside the class counts'):
+below ``1 / N`` the area is ``max_fpr t / P`` (``t`` positives above every negative), and its
+opened value would be the fraction ``t / P`` whose denominator is the secret ``P``.
 
 The class counts, the 2x2 tables and every other cut stay secret. Targets and ``max_fpr``
 are public job terms in parts per million (at most six decimals), so that every comparison
