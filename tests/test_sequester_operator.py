@@ -175,6 +175,29 @@ def test_a_custodians_prevalence_spends_nothing_and_comes_alone(app):
     assert "give prevalence or prevalence_epsilon, not both" in r.json()["detail"]
 
 
+def test_a_draw_the_noisy_prevalence_cannot_serve_says_so(app, monkeypatch):
+    # Without replacement a subset as large as the set needs every positive; a noisy count
+    # above the set's asks for more than it has (U4: the message said only "draw with
+    # replacement or ask for smaller subsets").
+    import fedroc.sequester.service as service
+
+    ids, y, _ = _data()
+    monkeypatch.setattr(
+        service, "noisy_prevalence", lambda labels, *, epsilon, rng: ((y.sum() + 3) / N, None)
+    )
+    adm = _client(app, ADMIN)
+    tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
+    body = {"n_subsets": 5, "subset_size": N, "noise_rate": 0.8, "replace": False,
+            "budget_units": 5}  # fmt: skip
+    r = adm.post(f"/v1/test-sets/{tid.json()['test_set_id']}/plans", json=body)
+    assert r.status_code == 422
+    detail = r.json()["detail"]
+    assert (
+        "draw with replacement" in detail and "counted with noise at prevalence_epsilon" in detail
+    )
+    assert "give prevalence to draw at a set one" in detail
+
+
 def test_answers_are_clipped_to_the_unit_interval(app):
     st = _setup(app, mechanism="laplace", noise_rate=5.0, round_answers=False)
     dev = _client(app, st["token"])

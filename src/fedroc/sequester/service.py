@@ -397,11 +397,19 @@ def create_app(  # noqa: C901
         seed = body.seed if body.seed is not None else str(secrets.randbits(128))
         # The seed string is hashed to 256 bits so that any text the custodian keeps works.
         seed_int = int.from_bytes(hashlib.sha256(seed.encode()).digest(), "big")
-        table = draw_subsets(
-            labels, n_subsets=body.n_subsets, subset_size=p.subset_size,
-            prevalence=prevalence, replace=body.replace,
-            seed=np.random.default_rng(seed_int), image_ids=ids,
-        )  # fmt: skip
+        try:
+            table = draw_subsets(
+                labels, n_subsets=body.n_subsets, subset_size=p.subset_size,
+                prevalence=prevalence, replace=body.replace,
+                seed=np.random.default_rng(seed_int), image_ids=ids,
+            )  # fmt: skip
+        except InputError as exc:
+            if eps_prevalence is None:
+                raise
+            raise InputError(
+                f"{exc} (the prevalence {prevalence:.4g} is the set's counted with noise at "
+                f"prevalence_epsilon {eps_prevalence:.3g}; give prevalence to draw at a set one)"
+            ) from None
         n_pos = int(labels[table.members[0]].sum())
         step = answer_step(n_pos, table.subset_size - n_pos) if body.round_answers else 0.0
         mech = Mechanism(body.mechanism, threshold=body.threshold,
