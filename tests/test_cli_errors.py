@@ -43,8 +43,12 @@ def command_paths() -> list[list[str]]:
 
 
 def json_commands() -> list[list[str]]:
+    # One click tree for all the paths: typer builds it anew at each get_command (0.2 s),
+    # and once per path this took 5 s, at collection in each pytest process and in tests.
+    root: Any = typer.main.get_command(app)
+
     def has_json(path: list[str]) -> bool:
-        cmd: Any = typer.main.get_command(app)
+        cmd = root
         for word in path:
             cmd = cmd.commands[word]
         return any("--json" in p.opts for p in cmd.params)
