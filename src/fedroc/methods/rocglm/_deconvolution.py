@@ -89,6 +89,7 @@ _TAIL_SIGMAS = 6.0
 DEFAULT_RESAMPLES, MAX_RESAMPLES = 50, 500
 _MAX_SQP_ITER = 200
 _SQP_TOL = 1e-10
+_STALLED_STEP = 1e-6
 
 
 def _psi(z: FloatArray) -> FloatArray:
@@ -298,7 +299,13 @@ def _mix_sqp(design: FloatArray, w: FloatArray, start: FloatArray | None = None)
         else:
             break
         previous, x, f = f, trial, ft
-        if abs(previous - f) <= _SQP_TOL * (abs(f) + 1.0) and a == 1.0:
+        # Converged once the objective stops changing, on a full step or on one the line
+        # search cut below _STALLED_STEP: the QP step no longer descends at double
+        # precision. Without the second case, 2-3% of the bootstrap refits (those that
+        # start at the fit) ran all _MAX_SQP_ITER iterations, each halving its step ~30
+        # times, to move the weights by 1e-9 along a flat direction of the likelihood
+        # (same objective to 1e-15): 80% of the refits' time.
+        if abs(previous - f) <= _SQP_TOL * (abs(f) + 1.0) and (a == 1.0 or a < _STALLED_STEP):
             break
     x = np.where(x > 1e-12 * x.max(), x, 0.0)
     return x / x.sum(), iterations
