@@ -257,6 +257,11 @@ class AucSpec(JobParameters):
         return int(sum(self.sizes))
 
     @property
+    def model_quotients(self) -> int:
+        """Opened quotients before the asks': AUROC, (no-tie AUROC), AUPR, (second model's)."""
+        return 2 + int(self.noties) + 2 * int(self.compare)
+
+    @property
     def fields(self) -> int:
         """Columns of a record: key (2), label, and the second model's key (2)."""
         return FIELDS + 2 if self.compare else FIELDS
@@ -657,7 +662,7 @@ def auc_program(p: Party, lists: list[UArray], spec: AucSpec) -> Program:
     if pauc_released is not None:
         # The partial AUC (the first quotient after the AUROCs and AUPRs) has its own flag:
         # a region of fewer than m negatives withholds it alone, the AUROC still opens.
-        mask[2 + int(spec.noties) + 2 * int(spec.compare)] = pauc_released[0]
+        mask[spec.model_quotients] = pauc_released[0]
         flags.append(pauc_released)
     masked = yield from mul(p, outputs, mask, "mask")
     return np.concatenate([masked, *flags])
@@ -759,7 +764,7 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
     """
     asks = Asks.parse(spec.asks)
     asked = int(asks.max_fpr is not None) + 4 * asks.n_points
-    quotients = 2 + int(spec.noties) + 2 * int(spec.compare) + asked
+    quotients = spec.model_quotients + asked
     variances = (3 if spec.compare else 1) if spec.ci else 0
     n_flags = 1 + int(asks.max_fpr is not None)
     expected = quotients + variances + 4 * asks.n_points + n_flags
@@ -795,7 +800,7 @@ def decode_outputs(opened: NDArray[np.uint64], spec: AucSpec) -> AucOutputs:
         if spec.compare:
             var_b, var_d = value(k + 1, vb), value(k + 2, vb)
     partial_auc = None
-    at = 2 + int(spec.noties) + 2 * int(spec.compare)
+    at = spec.model_quotients
     if asks.max_fpr is not None:
         partial_auc = value(at, b, pauc_released)
         at += 1
