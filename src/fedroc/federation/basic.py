@@ -175,11 +175,7 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     # Any bin below q rows (empty ones included) is withheld: its count is disclosive too.
     suppressed = withheld_bins(count, ctx.policy.min_count)
     keep = ~suppressed
-    released = {
-        "count": np.where(keep, count, 0).astype(np.int64),
-        "sum_predicted": np.where(keep, sum_pred, 0.0),
-        "sum_observed": np.where(keep, sum_obs, 0.0),
-    }
+    kept_predicted = np.where(keep, sum_pred, 0.0)
     if ctx.sites is not None:
         # Inside secure aggregation no site's bins are seen, but their sums are: a pooled
         # bin of one row had that row's score as its mean (R21). So the scores of the bins
@@ -187,9 +183,13 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
         # apart ("withheld"), so that the mean predictions are over the rows they hold.
         # Every row's count and label go in, as in the exact tree's pooled leaves: leaving
         # them out too made the pooled tree minus the curve a site's own withheld bin (R25).
-        withheld = np.where(keep, 0, count).astype(np.int64)
-        secure = {**released, "count": count.astype(np.int64), "sum_observed": sum_obs}
-        return Reply({**secure, "withheld": withheld}, counts={"rows": p.size})
+        secure = {
+            "count": count.astype(np.int64),
+            "sum_predicted": kept_predicted,
+            "sum_observed": sum_obs,
+            "withheld": np.where(keep, 0, count).astype(np.int64),
+        }
+        return Reply(secure, counts={"rows": p.size})
     cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
     if not cuts_keep_q_rows(ctx, cuts, n_bins, suppressed):
         raise DisclosureError(
@@ -200,7 +200,13 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
             site=ctx.site,
             function=FN_CALIBRATION,
         )
-    return Reply({**released, "suppressed": suppressed}, counts={"bin": count[keep]})
+    clear = {
+        "count": np.where(keep, count, 0).astype(np.int64),
+        "sum_predicted": kept_predicted,
+        "sum_observed": np.where(keep, sum_obs, 0.0),
+        "suppressed": suppressed,
+    }
+    return Reply(clear, counts={"bin": count[keep]})
 
 
 def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
