@@ -109,18 +109,15 @@ def _grouped_reasons(failures: Mapping[str, BaseException]) -> list[str]:
 
     Sites fail alike but for their own name when a whole federation refuses one request.
     """
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[tuple[str, str], tuple[str, list[str]]] = {}
     for name, exc in failures.items():
         text = _site_reason(name, exc)
         key = (type(exc).__name__, text[len(f"site {name!r}") :])  # what follows the name
-        groups.setdefault(key, []).append(name)
-    out = []
-    for sites in groups.values():
-        reason = _site_reason(sites[0], failures[sites[0]])
-        if len(sites) > 1:
-            reason += f" (and alike at {', '.join(repr(s) for s in sites[1:])})"
-        out.append(reason)
-    return out
+        groups.setdefault(key, (text, []))[1].append(name)
+    return [
+        text + (f" (and alike at {', '.join(map(repr, sites[1:]))})" if len(sites) > 1 else "")
+        for text, sites in groups.values()
+    ]
 
 
 def raise_site_failures(function: str, failures: Mapping[str, BaseException]) -> None:
