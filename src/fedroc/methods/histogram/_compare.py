@@ -48,7 +48,7 @@ from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
 from ._protocol import secagg_threshold
-from ._site import MAX_LEAVES, NOISES, TRANSFORMS, bind_tree, leaf_index
+from ._site import NOISES, TRANSFORMS, bind_tree, check_leaves, leaf_index
 
 __all__ = [
     "DEFAULT_JOINT_BINS",
@@ -155,16 +155,17 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
     grid = [bins, lo, hi, transform]
-    tree = (bins, 1) if args["branching"] is None else (int(args["branching"]), args["height"])
-    if tree[1] is None or tree[0] ** int(tree[1]) > MAX_LEAVES:
-        raise InputError("branching and height must come together, with at most 2^22 leaves")
-    joint_bins(bins, tree[0], int(tree[1]))  # bins: a level of that tree
+    if (args["branching"] is None) != (args["height"] is None):
+        raise InputError("give branching and height together (the tree the grid is a level of)")
+    tree = (bins, 1) if args["branching"] is None else (int(args["branching"]), int(args["height"]))
+    check_leaves(*tree)
+    joint_bins(bins, *tree)  # bins: a level of that tree
     # Bound before the site reads its rows, so that refusals cannot search for a grid. First
     # the site's one tree: the first score's margin is a union of its leaves over its range
     # (a grid off its levels or its range places pooled rows between the two sets of edges,
     # finer than a leaf: R30). Then the grid itself, one per lifetime.
     try:
-        bind_tree(ctx, JOINT_NAME, lo, hi, transform, (tree[0], int(tree[1])))
+        bind_tree(ctx, JOINT_NAME, lo, hi, transform, tree)
     except ArgumentRefused as exc:
         raise ArgumentRefused(
             f"{exc} (a joint grid is a level of the site's one tree, over its range)",

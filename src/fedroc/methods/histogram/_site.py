@@ -231,6 +231,15 @@ _TREE_SCHEMA = {
 }
 
 
+def check_leaves(branching: int, height: int) -> None:
+    """Refuse a tree of more than :data:`MAX_LEAVES` leaves (before anything is bound)."""
+    if branching**height > MAX_LEAVES:
+        raise InputError(
+            f"branching {branching} and height {height} give {branching**height} leaves; "
+            "at most 2^22"
+        )
+
+
 def bind_tree(
     ctx: SiteContext, function: str, lo: float, hi: float, transform: Any, tree: Any = None
 ) -> None:
@@ -289,8 +298,7 @@ def _tree_refused(
 def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[int, int, Any, Any]:
     b, h = int(args["branching"]), int(args["height"])
     lo, hi = float(args["lo"]), float(args["hi"])
-    if b**h > MAX_LEAVES:
-        raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22")
+    check_leaves(b, h)
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
     bind_tree(ctx, function, lo, hi, args["transform"], (b, h))
