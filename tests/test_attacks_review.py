@@ -1664,6 +1664,19 @@ def test_a_classic_gaussian_release_is_no_more_private_than_its_ledger_says():
         f"the release is (10, {true_delta:.3f})-DP at best; the ledger charged delta "
         f"{spent_delta:.4f}"
     )
+    # The analyst's note says what the sites charged (read from their releases).
+    from fedroc.methods import evaluate
+
+    fed = Federation.from_frames(_logistic_frames(rng), policy=DisclosurePolicy(delta_limit=0.5))
+    result = evaluate(
+        fed, "rocglm", epsilon=10.0, delta=1e-4, sensitivity=0.05, dp_calibration="classic",
+        correction="none", calibration_bins=None,
+    )  # fmt: skip
+    charged = max(result.released.delta.values())
+    assert charged > 1e-4  # the classic noise at epsilon 10 is not (10, 1e-4)-DP
+    assert f"(10, {charged:.3g})-DP per row, which each site charged" in " ".join(
+        result.released.notes
+    )
 
 
 # == Attack review of main 97bbdab: the fixes R22 to R26 and R30 ================================

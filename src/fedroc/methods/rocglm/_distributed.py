@@ -117,11 +117,7 @@ from fedroc.methods.rocglm._site import (
     from_fixed_point,
 )
 from fedroc.metrics import logit_ci, logit_test_greater
-from fedroc.privacy import (
-    analytic_gaussian_delta,
-    analytic_gaussian_sigma,
-    classic_gaussian_sigma,
-)
+from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
 from fedroc.secagg import check_secure_sum, secure_sum
 
 __all__ = [
@@ -965,11 +961,12 @@ def distributed_rocglm(
         f"{dp_calibration} calibration): ({eps:g}, {dlt:g})-DP per row"
     )
     if dp_calibration == "classic" and eps >= 1.0:
-        true_delta = analytic_gaussian_delta(noisy.noise_sd, epsilon=eps, sensitivity=sens)
+        # What the sites charged: the mechanism's exact delta where it exceeds the claimed one.
+        charged = max(federation.released(start).delta.values(), default=dlt)
         notes.append(
             "the classic Gaussian calibration is proven only for epsilon < 1: at this epsilon "
-            f"its noise is ({eps:g}, {max(dlt, true_delta):.3g})-DP per row, which each site "
-            "charged; dp_calibration='analytic' gives the claimed delta with less noise"
+            f"its noise is ({eps:g}, {charged:.3g})-DP per row, which each site charged; "
+            "dp_calibration='analytic' gives the claimed delta with less noise"
         )
     outcome = fit_release(
         federation,
