@@ -311,9 +311,13 @@ class PlanRow:
     id: int = 0
     prevalence_epsilon: float | None = None
 
+    def answers_epsilon(self) -> float | None:
+        """Epsilon in one image's label of the answers' whole budget (None: not DP)."""
+        return self.mechanism.epsilon(self.budget_units, self.sensitivity)
+
     def epsilon_guarantee(self) -> float | None:
         """Epsilon in one image's label of all a developer sees: answers and prevalence."""
-        eps = self.mechanism.epsilon(self.budget_units, self.sensitivity)
+        eps = self.answers_epsilon()
         if eps is None or self.prevalence_epsilon is None:
             return eps
         return eps + self.prevalence_epsilon

@@ -415,21 +415,21 @@ def create_app(  # noqa: C901
         mech = Mechanism(body.mechanism, threshold=body.threshold,
                          noise_rate=p.answer_noise_rate or p.noise_rate, step=step)  # fmt: skip
         limits = Limits(body.max_queries, body.max_submissions, body.min_changed_images)
-        sensitivity = auc_sensitivity(table, labels)
+        new_plan = PlanRow(
+            test_set_id, mechanism=mech, labels=labels, table=table, budget=p.budget,
+            budget_units=p.budget_units, epsilon=p.epsilon, prevalence=prevalence,
+            replace=body.replace, seed=seed, noise_rate=p.noise_rate,
+            sensitivity=auc_sensitivity(table, labels), limits=limits,
+            prevalence_epsilon=eps_prevalence,
+        )  # fmt: skip
         warnings = list(p.warnings)
-        answers_eps = mech.epsilon(p.budget_units, sensitivity)
+        answers_eps = new_plan.answers_epsilon()
         if eps_prevalence is not None and answers_eps is not None and eps_prevalence > answers_eps:
             warnings.append(
                 f"the noisy prevalence costs epsilon {eps_prevalence:.3g}, more than the answers' "
                 f"{answers_eps:.3g}: give prevalence (public, spends none) or a smaller "
                 "prevalence_epsilon"
             )
-        new_plan = PlanRow(
-            test_set_id, mechanism=mech, labels=labels, table=table, budget=p.budget,
-            budget_units=p.budget_units, epsilon=p.epsilon, prevalence=prevalence,
-            replace=body.replace, seed=seed, noise_rate=p.noise_rate,
-            sensitivity=sensitivity, limits=limits, prevalence_epsilon=eps_prevalence,
-        )  # fmt: skip
         pid = store.add_plan(new_plan)
         plan = store.plan(pid)
         return {**plan.public(), "test_set_id": test_set_id, "budget_eq3": p.budget,
