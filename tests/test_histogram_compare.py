@@ -116,6 +116,8 @@ def test_a_site_binds_its_joint_grid_so_that_two_grids_cannot_be_subtracted():
     for grid in ({"bins": 128, "lo": 0.0, "hi": 1.0}, {"bins": 64, "lo": -0.01, "hi": 0.99}):
         with pytest.raises(FedrocError, match="grid"):
             secure_sum(fed, JOINT_NAME, transform=None, **grid)
+    with pytest.raises(FedrocError, match="give branching and height together"):
+        secure_sum(fed, JOINT_NAME, bins=64, height=6, lo=0.0, hi=1.0, transform=None)
 
 
 def test_the_sites_policy_bounds_the_joint_sum():
