@@ -170,6 +170,18 @@ def test_a_custodians_prevalence_spends_nothing_and_comes_alone(app):
     assert not any("noisy prevalence" in w for w in own["warnings"])
     dear = adm.post(url, json={**body, "prevalence_epsilon": 5.0}).json()
     assert "the noisy prevalence costs epsilon 5, more than the answers'" in dear["warnings"][-1]
+    # The custodian's audit records what each plan spent on its test set: the noisy count
+    # (discrete Laplace at the plan's prevalence_epsilon), nothing for a given prevalence.
+    spent = {
+        a["target"]: a["details"]["events"]
+        for a in adm.get("/v1/audit/actions").json()
+        if a["action"] == "create-plan"
+    }
+    assert spent[f"plan/{given['plan_id']}"] == []
+    for plan, eps in ((own, 0.3), (dear, 5.0)):
+        (event,) = spent[f"plan/{plan['plan_id']}"]
+        assert event["mechanism"] == "discrete-laplace" and event["epsilon"] == eps
+        assert event["sensitivity"] == 1 and event["delta"] == 0
     r = adm.post(url, json={**body, "prevalence": 0.25, "prevalence_epsilon": 0.3})
     assert r.status_code == 422, r.text
     assert "give prevalence or prevalence_epsilon, not both" in r.json()["detail"]

@@ -76,6 +76,7 @@ from fedroc.methods.sequester import (
     auc_sensitivity,
     subset_auc,
 )
+from fedroc.privacy import DPEvent
 
 __all__ = [
     "DeveloperRow",
@@ -499,15 +500,20 @@ class Store:
         labels = np.frombuffer(row.labels, dtype=np.uint8).astype(bool)
         return row.name, ids, labels
 
-    def add_plan(self, plan: PlanRow) -> int:
-        """Store a sequestration plan of a test set and return its id (audited)."""
+    def add_plan(self, plan: PlanRow, *, events: Sequence[DPEvent] = ()) -> int:
+        """Store a sequestration plan of a test set and return its id (audited).
+
+        ``events`` are the differentially private releases the plan made of its test set
+        (the noisy prevalence its subsets were drawn at), recorded in its audit action.
+        """
         table = plan.table
         with self.engine.begin() as conn:
             res = conn.execute(insert(plans).values(**plan.columns(), created_at=time.time()))
             pid = _new_id(res)
             self._record(conn, "create-plan", f"plan/{pid}", test_set_id=plan.test_set_id,
                          mechanism=plan.mechanism.name, budget_units=plan.budget_units,
-                         n_subsets=table.n_subsets, subset_size=table.subset_size)  # fmt: skip
+                         n_subsets=table.n_subsets, subset_size=table.subset_size,
+                         events=[asdict(e) for e in events])  # fmt: skip
             return pid
 
     def plans(self, test_set_id: int | None = None) -> list[dict[str, Any]]:

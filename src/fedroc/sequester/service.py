@@ -63,6 +63,7 @@ from fedroc.methods.sequester import (
     prevalence_epsilon,
 )
 from fedroc.metrics import roc_auc
+from fedroc.privacy import DPEvent
 from fedroc.sequester._guard import Guard, Principal, RateLimiter
 from fedroc.sequester.db import DeveloperRow, NotFound, PlanRow, Revoked, Store, hash_token
 
@@ -385,13 +386,15 @@ def create_app(  # noqa: C901
         # The subsets' prevalence is public (it sets their class sizes, the answers' step and
         # the AUC's sensitivity): the custodian's, or the set's own counted with DP noise.
         eps_prevalence = None
+        events: tuple[DPEvent, ...] = ()
         if body.prevalence is None:
             eps_prevalence = (
                 prevalence_epsilon(phi)
                 if body.prevalence_epsilon is None
                 else body.prevalence_epsilon
             )
-            prevalence = noisy_prevalence(labels, epsilon=eps_prevalence, rng=noise_rng())[0]
+            prevalence, event = noisy_prevalence(labels, epsilon=eps_prevalence, rng=noise_rng())
+            events = (event,)
         else:
             prevalence = body.prevalence
         seed = body.seed if body.seed is not None else str(secrets.randbits(128))
@@ -430,7 +433,7 @@ def create_app(  # noqa: C901
                 f"{answers_eps:.3g}: give prevalence (public, spends none) or a smaller "
                 "prevalence_epsilon"
             )
-        pid = store.add_plan(new_plan)
+        pid = store.add_plan(new_plan, events=events)
         plan = store.plan(pid)
         return {**plan.public(), "test_set_id": test_set_id, "budget_eq3": p.budget,
                 "max_queries": limits.max_queries, "max_submissions": limits.max_submissions,
