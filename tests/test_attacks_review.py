@@ -1408,6 +1408,49 @@ def test_a_plans_public_part_depends_on_the_labels_only_through_its_noisy_preval
     assert public[0]["answer_step"] > 0 and public[0]["prevalence_epsilon"] > 0
 
 
+# -- R40. each plan on one test set counted its prevalence with fresh noise -------------------
+def test_plans_on_one_test_set_share_one_noisy_prevalence_that_averaging_cannot_sharpen():
+    """R40 (found by the lead on main 384d1a1). Since R22 a plan without the custodian's
+    prevalence draws its subsets at the test set's count of positives plus discrete Laplace
+    noise, and publishes it to its developers (``GET /v1/me``). Each plan drew fresh noise:
+    developers of K plans on one test set (a developer with an account on each, or several
+    who pool what they see) average K independent counts, whose noise shrinks as
+    ``1/sqrt(K)``: the plans' guarantees each counted the prevalence's epsilon once, but
+    together they spent K times it. Measured on main 384d1a1: 40 plans on a set of 300
+    images, the average rounded to the exact count of positives. Now the count is made once
+    per test set: every later plan that gives no prevalence reuses it (post-processing, no
+    new spending), so K plans publish one noisy count."""
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester.service import create_app
+
+    rng = np.random.default_rng(4040)
+    labels = (rng.random(300) < 0.3).astype(int).tolist()
+    ids = [f"img-{i}" for i in range(300)]
+    admin = "attack-review-admin-" + "4" * 8
+    with tempfile.TemporaryDirectory() as tmp:
+        app = create_app(f"{tmp}/seq.db", admin, rate_limit=0)
+        adm = TestClient(app, headers={"Authorization": f"Bearer {admin}"})
+        tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": labels}).json()
+        seen = []
+        for _ in range(40):
+            body = {"n_subsets": 5, "subset_size": 60, "noise_rate": 0.124, "budget_units": 5,
+                    "mechanism": "laplace"}  # fmt: skip
+            r = adm.post(f"/v1/test-sets/{tid['test_set_id']}/plans", json=body)
+            assert r.status_code == 201, r.text
+            token = adm.post(f"/v1/plans/{r.json()['plan_id']}/developers", json={"name": "d"})
+            dev = TestClient(app, headers={"Authorization": f"Bearer {token.json()['token']}"})
+            seen.append(dev.get("/v1/me").json()["plan"])
+        app.state.store.close()
+    counts = np.array([p["prevalence"] * p["n_images"] for p in seen])
+    # Averaging K plans tells nothing that one plan does not: they publish the same count.
+    assert np.ptp(counts) == 0, (
+        f"40 plans published {np.unique(counts).size} different noisy counts; their mean "
+        f"{counts.mean():.2f} (the set holds {sum(labels)} positives)"
+    )
+    assert len({p["prevalence_epsilon"] for p in seen}) == 1
+
+
 # == Attack review of main 08bcac6: what one more opened value or one more release gives =========
 
 

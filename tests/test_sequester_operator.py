@@ -168,7 +168,15 @@ def test_a_custodians_prevalence_spends_nothing_and_comes_alone(app):
     answers = 5 * full["sensitivity"] / 0.8  # 2 / min(P, N) per unit: about 0.4
     assert own["epsilon_guarantee"] == pytest.approx(answers + 0.3)
     assert not any("noisy prevalence" in w for w in own["warnings"])
-    dear = adm.post(url, json={**body, "prevalence_epsilon": 5.0}).json()
+    # The set's count is made once (R40): a later plan reuses it, and refuses another epsilon.
+    again = adm.post(url, json=body).json()
+    assert (again["prevalence"], again["prevalence_epsilon"]) == (own["prevalence"], 0.3)
+    r = adm.post(url, json={**body, "prevalence_epsilon": 5.0})
+    assert r.status_code == 422, r.text
+    assert "counted with noise at prevalence_epsilon 0.3 by its first plan" in r.json()["detail"]
+    other = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
+    other_url = f"/v1/test-sets/{other.json()['test_set_id']}/plans"
+    dear = adm.post(other_url, json={**body, "prevalence_epsilon": 5.0}).json()
     assert "the noisy prevalence costs epsilon 5, more than the answers'" in dear["warnings"][-1]
     # The custodian's audit records what each plan spent on its test set: the noisy count
     # (discrete Laplace at the plan's prevalence_epsilon), nothing for a given prevalence.
@@ -177,7 +185,7 @@ def test_a_custodians_prevalence_spends_nothing_and_comes_alone(app):
         for a in adm.get("/v1/audit/actions").json()
         if a["action"] == "create-plan"
     }
-    assert spent[f"plan/{given['plan_id']}"] == []
+    assert spent[f"plan/{given['plan_id']}"] == spent[f"plan/{again['plan_id']}"] == []
     for plan, eps in ((own, 0.3), (dear, 5.0)):
         (event,) = spent[f"plan/{plan['plan_id']}"]
         assert event["mechanism"] == "discrete-laplace" and event["epsilon"] == eps

@@ -529,6 +529,23 @@ class Store:
             out.append({**p.public(), "test_set_id": p.test_set_id, **_limits_dict(p.limits)})
         return out
 
+    def counted_prevalence(self, test_set_id: int) -> tuple[float, float] | None:
+        """Return the noisy prevalence a test set's first plan counted, and its epsilon.
+
+        None when no plan counted one. A test set's count of positives is released with
+        noise once: every later plan that draws at a counted prevalence reuses it, so that
+        plans cannot be averaged (R40).
+        """
+        q = (
+            select(plans.c.prevalence, plans.c.prevalence_epsilon)
+            .where(plans.c.test_set_id == test_set_id, plans.c.prevalence_epsilon.is_not(None))
+            .order_by(plans.c.id)
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return None if row is None else (float(row.prevalence), float(row.prevalence_epsilon))
+
     def plan(self, plan_id: int) -> PlanRow:
         """Load a plan (cached in this process after the first load).
 

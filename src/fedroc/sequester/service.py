@@ -284,6 +284,7 @@ def create_app(  # noqa: C901
     store = Store(db, sqlite_synchronous=sqlite_synchronous)
     admin_hash = hash_token(admin_token)
     noise_rng = _noise_source(noise_seed)
+    plan_lock = threading.Lock()
     app = FastAPIOffline(
         title="fedroc sequestered test set",
         version="2",
@@ -363,6 +364,12 @@ def create_app(  # noqa: C901
 
     @app.post(f"{API}/test-sets/{{test_set_id}}/plans", status_code=201)
     def create_plan(test_set_id: Id, body: PlanIn, _: Admin) -> dict[str, Any]:
+        # One plan at a time: a plan reads the test set's counted prevalence and stores its
+        # own, which two plans made at once would each count afresh.
+        with plan_lock:
+            return _create_plan(test_set_id, body)
+
+    def _create_plan(test_set_id: int, body: PlanIn) -> dict[str, Any]:
         _name, ids, labels = store.test_set(test_set_id)
         phi = len(ids)
         if (body.load_factor is None) == (body.subset_size is None):
@@ -384,17 +391,32 @@ def create_app(  # noqa: C901
                 f"{MAX_TABLE_ENTRIES}; ask for fewer subsets or a smaller load_factor"
             )
         # The subsets' prevalence is public (it sets their class sizes, the answers' step and
-        # the AUC's sensitivity): the custodian's, or the set's own counted with DP noise.
+        # the AUC's sensitivity): the custodian's, or the set's own counted with DP noise,
+        # once per test set (R40: fresh noise for each plan averaged away over plans).
         eps_prevalence = None
         events: tuple[DPEvent, ...] = ()
         if body.prevalence is None:
-            eps_prevalence = (
-                prevalence_epsilon(phi)
-                if body.prevalence_epsilon is None
-                else body.prevalence_epsilon
-            )
-            prevalence, event = noisy_prevalence(labels, epsilon=eps_prevalence, rng=noise_rng())
-            events = (event,)
+            counted = store.counted_prevalence(test_set_id)
+            if counted is None:
+                eps_prevalence = (
+                    prevalence_epsilon(phi)
+                    if body.prevalence_epsilon is None
+                    else body.prevalence_epsilon
+                )
+                prevalence, event = noisy_prevalence(
+                    labels, epsilon=eps_prevalence, rng=noise_rng()
+                )
+                events = (event,)
+            else:
+                prevalence, eps_prevalence = counted
+                if body.prevalence_epsilon not in (None, eps_prevalence):
+                    raise InputError(
+                        f"test set {test_set_id}'s prevalence was counted with noise at "
+                        f"prevalence_epsilon {eps_prevalence:.6g} by its first plan, and every "
+                        "plan without a prevalence reuses that count (fresh counts could be "
+                        f"averaged); got prevalence_epsilon {body.prevalence_epsilon:.6g}: "
+                        "leave it out, or give prevalence"
+                    )
         else:
             prevalence = body.prevalence
         seed = body.seed if body.seed is not None else str(secrets.randbits(128))
