@@ -1812,3 +1812,55 @@ def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_
         sliver_neg = int(hist["hist_neg_all"][0]) - int(pooled["neg"][0])
         read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
     assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
+
+
+# == Attack review of main 384d1a1 ===============================================================
+
+
+# -- R33. R10b with a distributed-DP tree at the site's lifetime epsilon -----------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="R33: a distributed-DP tree does not bind the one way of exact counts, and at the "
+    "default lifetime epsilon (10, one level) its pooled leaves are exact with probability "
+    "0.9999: minus the partners' clear calibration bins, a silent site's lone row and class",
+)
+def test_a_distributed_dp_tree_at_the_lifetime_epsilon_gives_nothing_to_subtract_clear_bins_from():
+    """R10b and R24 with the noise moved into the secure sum. The victim releases nothing in
+    the clear; its two partners answer their clear calibration curves (10 bins, bin 9
+    released: six rows each), which binds them to the clear way of exact binned counts, so
+    they refuse the exact secure tree (R10b). The distributed-DP tree (``MODE_DDP``) is
+    noisy, and noisy releases do not bind (only the local tree does, since R24): all three
+    answer it, with branching 10, height 1 over [0, 1] (the calibration bins) at epsilon
+    10, each site's default lifetime budget, charged once. One level: every pooled leaf
+    holds one full discrete Laplace draw at epsilon 10, 0 with probability 0.9999. The
+    pooled leaf 9 minus the partners' clear bin 9 is the victim's bin 9: its lone row there
+    and its class. Measured on main 384d1a1: 19 of 19 federations (one of 20 skipped, a
+    partner withheld its bin 9); 16 of 19 at epsilon 3, 5 of 19 at epsilon 1. The victim's
+    ledger does say epsilon 10, and epsilon-DP at 10 allows it; but the site's one-way
+    binding and "the analyst cannot learn any site's histogram (distributed DP)" are what a
+    local tree at the same epsilon was held to (R24). A DDP tree (and joint grid) at an
+    epsilon whose noise is 0 with high probability is exact in effect: binding it to the
+    secure way, or a cap on one release's epsilon, would close it."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_DDP
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(3333)
+    right = refused = 0
+    tree = {"mode": MODE_DDP, "epsilon": 10.0, "branching": 10, "height": 1, "lo": 0.0, "hi": 1.0}
+    for _ in range(20):
+        data, _score, label = _victim_data(rng)
+        fed = Federation.from_sites([Site("victim", data), *_other_sites(rng)])
+        try:
+            clear = fed.call("fedroc.calibration", n_bins=10, sites=["o0", "o1"])
+            pooled = secure_sum(fed, INPUT_NAME, **tree)
+        except DisclosureError:
+            refused += 1
+            continue
+        if any(r["suppressed"][9] for r in clear.values()):
+            continue
+        positives = sum(int(np.round(r["sum_observed"][9])) for r in clear.values())
+        rows = sum(int(r["count"][9]) for r in clear.values())
+        pos = int(np.round(pooled["pos"][9])) - positives
+        neg = int(np.round(pooled["neg"][9])) - (rows - positives)
+        right += (pos, neg) == ((1, 0) if label else (0, 1))
+    assert right == 0, f"the silent site's lone row and class recovered in {right}/20"
