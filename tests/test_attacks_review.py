@@ -1818,12 +1818,6 @@ def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_
 
 
 # -- R33. R10b with a distributed-DP tree at the site's lifetime epsilon -----------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="R33: a distributed-DP tree does not bind the one way of exact counts, and at the "
-    "default lifetime epsilon (10, one level) its pooled leaves are exact with probability "
-    "0.9999: minus the partners' clear calibration bins, a silent site's lone row and class",
-)
 def test_a_distributed_dp_tree_at_the_lifetime_epsilon_gives_nothing_to_subtract_clear_bins_from():
     """R10b and R24 with the noise moved into the secure sum. The victim releases nothing in
     the clear; its two partners answer their clear calibration curves (10 bins, bin 9
@@ -1840,7 +1834,8 @@ def test_a_distributed_dp_tree_at_the_lifetime_epsilon_gives_nothing_to_subtract
     binding and "the analyst cannot learn any site's histogram (distributed DP)" are what a
     local tree at the same epsilon was held to (R24). A DDP tree (and joint grid) at an
     epsilon whose noise is 0 with high probability is exact in effect: binding it to the
-    secure way, or a cap on one release's epsilon, would close it."""
+    secure way, or a cap on one release's epsilon, would close it. Now the DDP tree and
+    joint grid bind the secure way, as the exact ones: the partners refuse it."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_DDP
     from fedroc.secagg import secure_sum
 

@@ -218,8 +218,9 @@ def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
     both: a secure total minus the sites' clear bins is the bins they withheld, and minus
     the *other* sites' clear bins it is a site's own bins, a lone row included, though that
     site released nothing in the clear. Bound in the ledger before the site reads its rows,
-    for its lifetime. Noisy (DP) releases do not bind, but for the local-DP histogram tree
-    (exact in effect at a large epsilon, R24), which binds the clear way.
+    for its lifetime. Other noisy (DP) releases do not bind, but for the histogram trees,
+    exact in effect at a large epsilon: the local-DP tree binds the clear way (R24), the
+    distributed-DP tree and joint grid the secure way (R33).
 
     Parameters
     ----------

@@ -174,8 +174,9 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
             argument=exc.argument,
         ) from None
     bind_before_reading(ctx, BIND_GRID, grid, lambda first: _grid_refused(ctx, grid, first))
-    if args["epsilon"] is None:  # exact joint counts: one way for the site's lifetime
-        bind_exact_counts(ctx, JOINT_NAME, "secure")
+    # Exact joint counts, or noisy ones (exact in effect at a large epsilon, R33): one way for
+    # the site's lifetime.
+    bind_exact_counts(ctx, JOINT_NAME, "secure")
     data = ctx.data
     if data.score_b is None:
         raise InputError(

@@ -399,10 +399,13 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     Released only through secure aggregation. In DP mode the noise is split into the
     session's ``noise_shares`` (its threshold), a number the site takes from the protocol,
     not from the analyst. Without noise (secure aggregation mode) the trees are exact
-    binned counts: one way for the site's lifetime (:func:`bind_exact_counts`).
+    binned counts, and with it they are exact in effect at a large epsilon (noise 0 with
+    probability 0.9999 at epsilon 10, one level): either way they hold the site to the secure
+    way of exact binned counts for its lifetime (:func:`bind_exact_counts`; R33: the pooled
+    noisy tree minus the partners' clear bins was a silent site's bins, as R24 with local
+    trees).
     """
-    if args["mode"] == MODE_SA:
-        bind_exact_counts(ctx, INPUT_NAME, "secure")
+    bind_exact_counts(ctx, INPUT_NAME, "secure")
     _, _, pos, neg = _leaves_for(ctx, args, INPUT_NAME)
     counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
     if args["mode"] == MODE_SA:
