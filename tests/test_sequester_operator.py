@@ -282,6 +282,14 @@ def test_quotas_near_duplicates_and_top_ups(app):
     assert [dev.post("/v1/queries", json=q).status_code for _ in range(3)] == [200, 200, 403]
     assert dev.get("/v1/budget").json()["budget_total"] == 60
     assert submit(np.random.default_rng(7).normal(size=N)).status_code == 201
+    # The developer's guarantee counts every unit they were given: the plan's is for its 50
+    # (Laplace: epsilon linear in the units), theirs for 60, in /v1/me and the custodian's list.
+    me = dev.get("/v1/me").json()
+    plan_eps, prevalence_eps = me["plan"]["epsilon_guarantee"], me["plan"]["prevalence_epsilon"]
+    answers = (plan_eps - (prevalence_eps or 0.0)) * 60 / 50
+    assert me["epsilon_guarantee"] == pytest.approx(answers + (prevalence_eps or 0.0))
+    listed = [d for d in adm.get("/v1/developers").json() if d["id"] == st["dev_id"]]
+    assert listed[0]["epsilon_guarantee"] == pytest.approx(me["epsilon_guarantee"])
 
 
 def test_top_up_stays_within_32_bit_counters(app):

@@ -312,13 +312,20 @@ class PlanRow:
     id: int = 0
     prevalence_epsilon: float | None = None
 
-    def answers_epsilon(self) -> float | None:
-        """Epsilon in one image's label of the answers' whole budget (None: not DP)."""
-        return self.mechanism.epsilon(self.budget_units, self.sensitivity)
+    def answers_epsilon(self, budget_units: int | None = None) -> float | None:
+        """Epsilon in one image's label of the answers' whole budget (None: not DP).
 
-    def epsilon_guarantee(self) -> float | None:
-        """Epsilon in one image's label of all a developer sees: answers and prevalence."""
-        eps = self.answers_epsilon()
+        The plan's ``budget_units`` by default, or a developer's (after top-ups).
+        """
+        units = self.budget_units if budget_units is None else budget_units
+        return self.mechanism.epsilon(units, self.sensitivity)
+
+    def epsilon_guarantee(self, budget_units: int | None = None) -> float | None:
+        """Epsilon in one image's label of all a developer sees: answers and prevalence.
+
+        For the plan's ``budget_units`` by default, or a developer's (after top-ups).
+        """
+        eps = self.answers_epsilon(budget_units)
         if eps is None or self.prevalence_epsilon is None:
             return eps
         return eps + self.prevalence_epsilon
@@ -616,7 +623,12 @@ class Store:
         if plan_id is not None:
             q = q.where(developers.c.plan_id == plan_id)
         with self.engine.connect() as conn:
-            return [{**dict(r._mapping), "active": bool(r.active)} for r in conn.execute(q)]
+            rows = [{**dict(r._mapping), "active": bool(r.active)} for r in conn.execute(q)]
+        for row in rows:  # what all the developer's budget units guarantee (top-ups included)
+            row["epsilon_guarantee"] = self.plan(row["plan_id"]).epsilon_guarantee(
+                row["budget_total"]
+            )
+        return rows
 
     def _forget_developer(self, developer_id: int) -> None:
         with self._lock:

@@ -543,9 +543,13 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/me")
     def me(dev: Dev) -> dict[str, Any]:
-        return {"developer_id": dev.id, "name": dev.name, **store.budget(dev.id),
-                "quota": store.quota(dev.id),
-                "plan": store.plan(dev.plan_id).public()}  # fmt: skip
+        budget = store.budget(dev.id)
+        plan = store.plan(dev.plan_id)
+        # The plan's epsilon_guarantee is for its budget_units; this developer's is for all
+        # the units they were given, top-ups included.
+        return {"developer_id": dev.id, "name": dev.name, **budget,
+                "epsilon_guarantee": plan.epsilon_guarantee(budget["budget_total"]),
+                "quota": store.quota(dev.id), "plan": plan.public()}  # fmt: skip
 
     @app.get(f"{API}/me/image-ids")
     def my_image_ids(dev: Dev) -> dict[str, Any]:
