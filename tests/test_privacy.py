@@ -151,6 +151,35 @@ def test_a_full_continuous_draw_in_production_is_opendps_laplace_on_its_grid():
     assert continuous_laplace_shares(3, n_shares=2, epsilon=0.5)[1].sampler == "os-entropy"
 
 
+def test_a_full_discrete_draw_in_production_is_opendps_discrete_laplace():
+    """One discrete share of one without a site seed (a local tree or local class counts,
+    released in the clear) is OpenDP's, as the docs say of every clear release: it was
+    numpy's negative binomial from the operating system's entropy. Its law is the two-sided
+    geometric ``P(k) ~ exp(-epsilon |k|)``; the seeded simulation keeps numpy."""
+    eps = 0.5
+    full, event = discrete_laplace_shares(40000, n_shares=1, epsilon=eps)
+    assert event.sampler == "opendp" and full.dtype == np.int64
+    a = math.exp(-eps)
+    ks = np.arange(-12, 13)
+    expected = (1 - a) / (1 + a) * a ** np.abs(ks) * full.size
+    observed = np.array([(full == k).sum() for k in ks])
+    # Unseeded (production draws): a bound that fails 1 run in 10,000; epsilon 0.4 or 0.6
+    # gives p < 1e-12 at this size.
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+    assert discrete_laplace_shares(3, n_shares=1, epsilon=eps, rng=1)[1].sampler == "site-seed"
+    assert discrete_laplace_shares(3, n_shares=2, epsilon=eps)[1].sampler == "os-entropy"
+
+
+@pytest.mark.parametrize("n_shares", [1, 3])
+def test_discrete_noise_too_wide_for_64_bits_is_refused_naming_epsilon(n_shares):
+    """At epsilon 1e-20, 1 - exp(-epsilon) rounded to 0 and numpy raised "p <= 0, p > 1 or
+    p contains NaNs", which names no parameter (found by the review of main 384d1a1)."""
+    with pytest.raises(InputError, match=r"epsilon 1e-20 over sensitivity 1 is below 1e-12"):
+        discrete_laplace_shares(4, n_shares=n_shares, epsilon=1e-20)
+    share, _ = discrete_laplace_shares(4, n_shares=n_shares, epsilon=1e-11, rng=3)
+    assert share.dtype == np.int64
+
+
 def test_policy_refuses_small_counts_noise_shares_and_budget():
     policy = DisclosurePolicy(min_count=5)
     ledger = BudgetLedger()

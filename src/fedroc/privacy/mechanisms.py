@@ -52,6 +52,7 @@ from fedroc.privacy.ledger import DPEvent
 
 __all__ = [
     "GRID_EXPONENT",
+    "MIN_DISCRETE_EPSILON",
     "NOISE_SHARES",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
@@ -73,6 +74,9 @@ T = TypeVar("T")
 # OpenDP rounds released values to multiples of 2^GRID_EXPONENT (its ``k``).
 GRID_EXPONENT = -30
 _GRID_SLACK = 2.0 ** (GRID_EXPONENT + 1)
+# Below it (epsilon over sensitivity) discrete Laplace noise, of scale 1/epsilon, overflows
+# 64-bit counts in its tails (and 1 - exp(-epsilon) rounds to 0).
+MIN_DISCRETE_EPSILON = 1e-12
 
 
 def _check_sensitivity(sensitivity: float) -> None:
@@ -141,6 +145,17 @@ def _opendp_apply(kind: str, values: NDArray[np.float64], scale: float) -> NDArr
     else:
         meas = dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale, k=GRID_EXPONENT)
     return np.asarray(meas(flat), dtype=np.float64).reshape(np.shape(values))
+
+
+def _opendp_discrete_laplace(size: int | tuple[int, ...], scale: float) -> NDArray[np.int64]:
+    """OpenDP's discrete Laplace noise of ``scale`` (``P(k) ~ exp(-|k| / scale)``), int64."""
+    n = int(np.prod(size))
+    if n == 0:
+        return np.zeros(size, dtype=np.int64)
+    dp = _opendp()
+    domain = dp.vector_domain(dp.atom_domain(T="i64"), size=n)
+    meas = dp.m.make_laplace(domain, dp.l1_distance(T="i64"), scale=scale)
+    return np.asarray(meas([0] * n), dtype=np.int64).reshape(size)
 
 
 def _grid_slack(rng: np.random.Generator | None) -> float:
@@ -507,8 +522,9 @@ def laplace_shares(
         ``exp(-epsilon/sensitivity)``. ``"continuous"``: the difference of two
         Gamma(1/n, sensitivity/epsilon) variables (float64); the n shares sum to a
         Laplace(sensitivity/epsilon) variable. A full draw (``n_shares=1``) without
-        ``rng`` is released as it is: OpenDP's Laplace on its 2^-30 grid, as every clear
-        release (float noise would tell a count by its low bits).
+        ``rng`` is released as it is: OpenDP's (discrete) Laplace, on its 2^-30 grid for
+        continuous noise, as every clear release (float noise would tell a count by its low
+        bits).
     n_shares : int
         Number of parties whose shares are summed, at least 1.
     {epsilon}
@@ -528,7 +544,8 @@ def laplace_shares(
     Raises
     ------
     InputError
-        Invalid ``epsilon``, ``sensitivity``, ``n_shares`` or ``noise``.
+        Invalid ``epsilon``, ``sensitivity``, ``n_shares`` or ``noise``; discrete noise at
+        ``epsilon / sensitivity`` below :data:`MIN_DISCRETE_EPSILON`.
     """
     _check_privacy(epsilon, sensitivity)
     if int(n_shares) != n_shares or n_shares < 1:
@@ -538,10 +555,22 @@ def laplace_shares(
     share: NDArray[Any]
     sampler = "site-seed" if rng is not None else "os-entropy"
     if noise == "discrete":
-        g = _rng(rng)
-        p = 1.0 - math.exp(-epsilon / sensitivity)
-        draws = [g.negative_binomial(1.0 / n_shares, p, size) for _ in range(2)]
-        share = (draws[0] - draws[1]).astype(np.int64)
+        if epsilon / sensitivity < MIN_DISCRETE_EPSILON:
+            raise InputError(
+                f"epsilon {epsilon:g} over sensitivity {sensitivity:g} is below "
+                f"{MIN_DISCRETE_EPSILON:g}: discrete Laplace noise that wide overflows 64-bit "
+                "counts; give a larger epsilon"
+            )
+        if n_shares == 1 and rng is None:
+            # A full draw, released as it is (local DP): OpenDP's discrete Laplace, as every
+            # clear release.
+            share = _opendp_discrete_laplace(size, sensitivity / epsilon)
+            sampler = "opendp"
+        else:
+            g = _rng(rng)
+            p = -math.expm1(-epsilon / sensitivity)
+            draws = [g.negative_binomial(1.0 / n_shares, p, size) for _ in range(2)]
+            share = (draws[0] - draws[1]).astype(np.int64)
         scale = math.sqrt(discrete_laplace_variance(epsilon=epsilon, sensitivity=sensitivity))
     else:
         scale = sensitivity / epsilon

@@ -19,6 +19,7 @@ import numpy as np
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
+from fedroc.privacy import MIN_DISCRETE_EPSILON
 from fedroc.secagg import SecureSum, secure_sum
 
 from ._curves import INTERPOLATIONS
@@ -89,6 +90,25 @@ class HistogramOptions:
         return np.linspace(0.0, 1.0, self.quantiles * self.oversampling)
 
 
+def _check_dp(dp_epsilon: Any, dp_noise: Any, dp_mode: Any, height: int) -> None:
+    if dp_epsilon is not None and not (
+        isinstance(dp_epsilon, (int, float)) and dp_epsilon > 0 and math.isfinite(dp_epsilon)
+    ):
+        raise InputError(f"dp_epsilon must be a positive number; got {dp_epsilon!r}")
+    if dp_noise not in NOISES:
+        raise InputError(f"dp_noise must be one of {NOISES}; got {dp_noise!r}")
+    if dp_mode not in DP_MODES:
+        raise InputError(f"dp_mode must be one of {sorted(DP_MODES)}; got {dp_mode!r}")
+    if dp_epsilon is not None and dp_noise == "discrete":
+        per_level = float(dp_epsilon) / (height + 1)  # each level's share, the class counts'
+        if per_level < MIN_DISCRETE_EPSILON:
+            raise InputError(
+                f"dp_epsilon {dp_epsilon:g} gives each of the tree's {height} levels and the "
+                f"class counts epsilon {per_level:.3g}, below {MIN_DISCRETE_EPSILON:g}: "
+                "discrete noise that wide overflows 64-bit counts; give a larger dp_epsilon"
+            )
+
+
 def check_options(
     *,
     quantiles: Any,
@@ -129,14 +149,7 @@ def check_options(
             ) from None
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise InputError(f"score_range must be two finite numbers lo < hi; got {score_range!r}")
-    if dp_epsilon is not None and not (
-        isinstance(dp_epsilon, (int, float)) and dp_epsilon > 0 and math.isfinite(dp_epsilon)
-    ):
-        raise InputError(f"dp_epsilon must be a positive number; got {dp_epsilon!r}")
-    if dp_noise not in NOISES:
-        raise InputError(f"dp_noise must be one of {NOISES}; got {dp_noise!r}")
-    if dp_mode not in DP_MODES:
-        raise InputError(f"dp_mode must be one of {sorted(DP_MODES)}; got {dp_mode!r}")
+    _check_dp(dp_epsilon, dp_noise, dp_mode, h)
     if interpolation not in INTERPOLATIONS:
         raise InputError(f"interpolation must be one of {INTERPOLATIONS}; got {interpolation!r}")
     if dp_epsilon is None and dp_mode != "distributed":
