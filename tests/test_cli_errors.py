@@ -95,10 +95,21 @@ def csv(tmp_path: Path) -> Path:
         (["figures", "--paper", "9", "--out", "/no/such/dir"], "--paper"),  # and no banner
         # numpy's "p <= 0, p > 1 or p contains NaNs" from a site before (review of 384d1a1)
         (
-            ["evaluate", "--site", "a={csv}", "--site", "b={csv}", "--site", "c={csv}",
-             "--method", "histogram", "--dp-epsilon", "1e-20"],
+            [
+                "evaluate",
+                "--site",
+                "a={csv}",
+                "--site",
+                "b={csv}",
+                "--site",
+                "c={csv}",
+                "--method",
+                "histogram",
+                "--dp-epsilon",
+                "1e-20",
+            ],
             "--dp-epsilon 1e-20 gives each of the tree's",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_usage_errors_are_one_line_exit_2(capsys, csv, args, needle):

@@ -234,7 +234,11 @@ def _spec(name: str) -> _Spec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise InputError(f"unknown site function {name!r}") from None
+        raise InputError(
+            f"unknown site function {name!r}: a method's site functions are registered when "
+            "its module is imported (e.g. fedroc.methods.rocglm), all of them with "
+            "fedroc.apps.application"
+        ) from None
 
 
 def get_site_function(name: str) -> SiteFn:
