@@ -9,6 +9,7 @@ recovered on main d84ec09).
 
 from __future__ import annotations
 
+import itertools
 import math
 import secrets
 import tempfile
@@ -21,6 +22,7 @@ import pytest
 from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation, Site
+from fedroc.metrics import bin_index
 from fedroc.secagg import secure_calibration
 
 # The attacks run over many random datasets; each states its success rate.
@@ -302,7 +304,8 @@ def test_two_input_functions_over_two_sets_of_sites_do_not_subtract_to_a_sites_h
     """A site aggregates each *input function* over one set of sites, but two functions can
     count the same thing: the secure calibration curve at 100 bins (rows and positives per
     bin) and the histogram tree in secure-aggregation mode with branching 10, height 2
-    over [0, 1] (positives and negatives per leaf) bin the scores the same way. The
+    over [0, 1] (positives and negatives per leaf; since R31 binary, height 12, whose leaves
+    the curve's bins are unions of) bin the scores the same way. The
     calibration over {s0, s1, s2} and the tree over {s0, s1, s2, s3} subtract to site s3's
     own class histogram at 100 bins, bins of one row included, which no rule lets leave a
     site. On main d84ec09: s3's histogram exactly in 10 of 10 federations (two secure sums).
@@ -321,17 +324,22 @@ def test_two_input_functions_over_two_sets_of_sites_do_not_subtract_to_a_sites_h
         fed = Federation.from_sites(sites)
         try:
             cal = secure_calibration(fed, n_bins=100, sites=["s0", "s1", "s2"]).curve
-            tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=10, height=2, lo=0.0, hi=1.0)
+            # 4096 leaves: the calibration's bins are unions of them (their edges lie on the
+            # default tree's grid, R31), so the tree sums to the same bins.
+            tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=0.0, hi=1.0)
         except DisclosureError as exc:
             assert "will not over a different set" in str(exc)
             refused += 1
             continue
+        cells = np.rint(np.asarray(cal.edges) * 4096).astype(int)
+        tree_pos = np.add.reduceat(np.asarray(tree["pos"]), cells[:-1])
+        tree_neg = np.add.reduceat(np.asarray(tree["neg"]), cells[:-1])
         with np.errstate(invalid="ignore"):
             pos3 = np.nan_to_num(cal.observed_fraction) * cal.count
-        pos = np.asarray(tree["pos"]) - np.round(pos3).astype(int)
-        neg = np.asarray(tree["neg"]) - (cal.count - np.round(pos3).astype(int))
+        pos = tree_pos - np.round(pos3).astype(int)
+        neg = tree_neg - (cal.count - np.round(pos3).astype(int))
         d = sites[3]._data
-        idx = np.minimum((d.score * 100).astype(int), 99)
+        idx = bin_index(d.score, 100)
         truth_pos = np.bincount(idx[d.label], minlength=100)
         truth_neg = np.bincount(idx[~d.label], minlength=100)
         exact += bool((pos == truth_pos).all() and (neg == truth_neg).all())
@@ -1726,54 +1734,70 @@ def test_a_classic_gaussian_release_is_no_more_private_than_its_ledger_says():
 
 
 # -- R31. the secure calibration's bins are a partition apart from the site's one tree ----------
-@pytest.mark.xfail(
-    strict=True,
-    reason="R31: the secure calibration (every row's count and label since R25) is not held "
-    "to the site's one tree: 15 bins minus a 16-leaf tree place a row in [1/16, 1/15)",
-)
 def test_a_secure_calibration_off_the_trees_levels_does_not_place_a_row_between_two_edges():
     """R30 closed the joint grid: "a site answers one tree (or a coarser one) in its
     lifetime", so the analyst sees the pooled rows at that tree's resolution at most. Since
     R25 the secure calibration sums every row's count and label, an exact partition of the
-    first score too, and its ``n_bins`` is bound apart from the tree (any 2 to 100 bins
-    over [0, 1]). After a 16-leaf tree, a curve of 15 bins gives the pooled counts of each
+    first score too, and its ``n_bins`` was bound apart from the tree (any 2 to 100 bins
+    over [0, 1]). After a 16-leaf tree, a curve of 15 bins gave the pooled counts of each
     class below 1/15, the tree's leaf 0 those below 1/16, and their difference the rows in
     [1/16, 1/15), narrower than a leaf: the class of the victim's lone row there. Measured
     on main 97bbdab: 10 of 10 federations, either order. Two default ``evaluate`` calls,
     ``"histogram"`` (4096 leaves over [0, 1]) then ``"rocglm"`` (its secure curve of 10
-    bins), do the same in the slivers [409/4096, 0.1), ...: a lone row at 0.09995, its
-    class in 5 of 6 federations (``details.leaves_pos``/``leaves_neg`` minus bin 0)."""
+    bins), did the same in the slivers [409/4096, 0.1), ...: a lone row at 0.09995, its
+    class in 5 of 6 federations (``details.leaves_pos``/``leaves_neg`` minus bin 0).
+
+    Now every exact count a site sums securely is a sum of the cells of one grid, the first
+    it bound (``fedroc.federation.basic.bind_tree``), and calibration edges lie on the
+    default tree's 4096 leaves (``bin_edges``). Tree first: the 15 bins are off its 16
+    leaves and refused. Curve first: it binds the 4096-leaf grid; a 16-leaf tree is coarser
+    and answered, and the rows between the two sets of edges are a union of grid cells,
+    which the 4096-leaf tree the site would answer gives as well: nothing finer (a finer
+    tree is refused)."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
     rng = np.random.default_rng(3131)
     tree = {"mode": MODE_SA, "branching": 2, "height": 4, "lo": 0.0, "hi": 1.0}
-    read = 0
+    finest = {**tree, "height": 12}
     for trial in range(10):
-        label = int(trial % 2)
-        fed = _sliver_federation(rng, label)
-        try:
-            if trial % 2:  # either order
-                curve = secure_calibration(fed, n_bins=15).curve
-                pooled = secure_sum(fed, INPUT_NAME, **tree)
-            else:
-                pooled = secure_sum(fed, INPUT_NAME, **tree)
-                curve = secure_calibration(fed, n_bins=15).curve
-        except DisclosureError:
-            continue  # refused: nothing to subtract
+        fed = _sliver_federation(rng, trial % 2)
+        if trial % 2 == 0:  # the tree first: the curve's edges are off its leaves
+            pooled = secure_sum(fed, INPUT_NAME, **tree)
+            with pytest.raises(DisclosureError, match="not all cell boundaries"):
+                secure_calibration(fed, n_bins=15)
+            continue
+        curve = secure_calibration(fed, n_bins=15).curve
+        pooled = secure_sum(fed, INPUT_NAME, **tree)
         pos = round(float(curve.observed_fraction[0]) * int(curve.count[0]))
-        sliver_pos = pos - int(pooled["pos"][0])
-        sliver_neg = int(curve.count[0]) - pos - int(pooled["neg"][0])
-        read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
-    assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
+        sliver = (pos - int(pooled["pos"][0]), int(curve.count[0]) - pos - int(pooled["neg"][0]))
+        # The sliver is grid cells [256, 273) of the tree the site answers at most.
+        grid = secure_sum(fed, INPUT_NAME, **finest)
+        assert curve.edges[1] * 4096 == 273
+        assert sliver == (int(grid["pos"][256:273].sum()), int(grid["neg"][256:273].sum()))
+        with pytest.raises(DisclosureError, match="its tree was bound to branching 2, height"):
+            secure_sum(fed, INPUT_NAME, **{**tree, "height": 13})
+
+
+def test_two_default_evaluations_release_nothing_between_the_trees_leaves_and_the_curves_bins():
+    """R31 with the defaults: ``evaluate`` histogram (4096 leaves over [0, 1]), then rocglm
+    (its secure curve of 10 bins). The decimal edge 0.1 fell inside leaf 409, and bin 0
+    minus leaves 0 to 408 gave the rows in [409/4096, 0.1). Now the bins' edges are leaf
+    boundaries (``bin_edges``: 0.1 becomes 410/4096): every bin is a union of leaves, and
+    both calls are answered."""
+    from fedroc.methods import evaluate
+
+    fed = Federation.from_frames(_logistic_frames(np.random.default_rng(3130)))
+    tree = evaluate(fed, "histogram").details
+    cal = evaluate(fed, "rocglm", correction="none").extra["calibration"]
+    cells = np.rint(np.asarray(cal.edges) * 4096).astype(int)
+    assert np.array_equal(cells / 4096, cal.edges) and cells[1] == 410
+    leaves = np.asarray(tree.leaves_pos) + np.asarray(tree.leaves_neg)
+    assert leaves.size == 4096
+    assert [round(leaves[a:b].sum()) for a, b in itertools.pairwise(cells)] == cal.count.tolist()
 
 
 # -- R32. the clustered method's secure edges are a partition apart from the site's one tree ----
-@pytest.mark.xfail(
-    strict=True,
-    reason="R32: the secure clustered histograms' edges are bound apart from the site's one "
-    "tree: edges [0, 1/15, 1] minus a 16-leaf tree place a row in [1/16, 1/15)",
-)
 def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_two_edges():
     """R30 and R31 with the clustered method: its round-1 summary, as an input of secure
     aggregation, sums each site's exact class histograms over edges of the analyst's
@@ -1781,7 +1805,9 @@ def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_
     but apart from the histogram method's tree. After a 16-leaf secure tree over [0, 1],
     edges [0, 1/15, 1] give the pooled counts of each class below 1/15, the tree's leaf 0
     those below 1/16: their difference is the victim's lone row in [1/16, 1/15) with its
-    class. Measured on main 97bbdab: 10 of 10 federations."""
+    class. Measured on main 97bbdab: 10 of 10 federations. Now the secure edges are held to
+    the site's one grid of exact counts (``fedroc.federation.basic.bind_tree``): these are
+    off the tree's 16 leaves, and refused."""
     from fedroc.methods.clustered._site import FUNCTION_SUMMARY
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum

@@ -54,8 +54,8 @@ sample_weight : array-like of shape (n_samples,), optional
     None weighs every row 1.""",
     "n_bins": """\
 n_bins : int, default 10
-    Number of equal-width probability bins on [0, 1]: ``[k / n_bins, (k + 1) / n_bins)``,
-    the last bin closed.""",
+    Number of equal-width probability bins on [0, 1], their edges ``k / n_bins`` rounded to
+    the nearest 1/4096 (:func:`fedroc.metrics.bin_edges`), the last bin closed.""",
     "confidence_level": """\
 confidence_level : float, default 0.95
     Coverage of the two-sided confidence interval, in (0, 1).""",

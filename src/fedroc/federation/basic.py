@@ -12,6 +12,7 @@ code kept suppressed bins in the denominator, which biased the curve).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation
 from fedroc.federation.records import Record
-from fedroc.federation.schema import Choice, Float, Int
+from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import (
     Reply,
     SiteContext,
@@ -28,12 +29,13 @@ from fedroc.federation.site import (
     binding_refused,
     site_function,
 )
-from fedroc.metrics import CalibrationCurve, bin_edges, bin_index
+from fedroc.metrics import EDGE_GRID_HEIGHT, CalibrationCurve, bin_edges, bin_index
 
 __all__ = [
     "DistributedMoments",
     "SiteCalibration",
     "bind_exact_counts",
+    "bind_tree",
     "check_exact_counts",
     "distributed_brier",
     "distributed_calibration",
@@ -67,6 +69,11 @@ CONFUSION_THRESHOLD_KEY = "rocglm.confusion-threshold:"
 # The inner edges of the clustered histograms a site released in the clear (one per group
 # of edges with no row between them; fedroc.methods.clustered writes them).
 CLEAR_EDGES_KEY = "clustered:clear-edges"
+# The site's one grid of exact binned counts released securely: [lo, hi, transform] and
+# [branching, height] (see bind_tree; the names are the histogram method's, whose tree bound
+# them first, so that a site's earlier bindings hold).
+BIND_RANGE = "histogram-tree:range"
+BIND_TREE = "histogram-tree:tree"
 _COLUMN_ARGS = {
     "column": Choice(*_COLUMNS, default="score"),
     "subset": Choice(*_SUBSETS, default="all"),
@@ -158,6 +165,11 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     n_bins = int(args["n_bins"])
     mode = "clear" if ctx.sites is None else "secure"
     bind_exact_counts(ctx, FN_CALIBRATION, mode)
+    if mode == "secure":
+        # Every row's count and label per bin (R25): bins on the site's one grid of exact
+        # counts, as the histogram tree's leaves (R31), the default tree's when none is bound.
+        bind_tree(ctx, FN_CALIBRATION, 0.0, 1.0, None, (2, EDGE_GRID_HEIGHT),
+                  edges=bin_edges(n_bins), argument="n_bins")  # fmt: skip
     if mode == "clear":
         # The declared binding of n_bins, bound before reading here too: the check against
         # confusion thresholds below may refuse, and a refusal must leave it bound.
@@ -207,6 +219,130 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
         "suppressed": suppressed,
     }
     return Reply(clear, counts={"bin": count[keep]})
+
+
+def bind_tree(
+    ctx: SiteContext,
+    function: str,
+    lo: float,
+    hi: float,
+    transform: Any,
+    tree: Any = None,
+    *,
+    edges: Any = None,
+    argument: str = "edges",
+) -> None:
+    """Hold the site's grid of exact binned counts to its first request, before it reads rows.
+
+    The grid is a range ``[lo, hi]`` of the (transformed) score, bound first, and a tree
+    over it, ``tree = (branching, height)``: ``branching ** height`` equal cells. A tree is
+    answered if it is the bound one or coarser: its leaves divide the bound tree's, so that
+    every bin of it is a union of bound cells. With ``edges`` (the bins of another exact
+    partition of the score released securely: the calibration bins, the clustered method's
+    histograms), ``tree`` is the grid bound when none is, and the request is answered if
+    every edge is a boundary of the bound grid's cells. So every exact count a site sums
+    securely, whatever function asks, is a sum of one grid's cells: two partitions apart
+    from each other subtracted to the rows between two nearby edges, finer than a cell (R30
+    for the joint grid; R31 the calibration bins, R32 the clustered edges).
+
+    ``tree`` None binds the range only (the class counts: one bin). A request that passes
+    the range check repeats the range of any bound tree.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The calling site function's context.
+    function : str
+        Its registered name, for the refusal.
+    lo, hi : float
+        The range of the (transformed) score.
+    transform : str or None
+        The public map of the score onto the range (the histogram method's), or None.
+    tree : (int, int), optional
+        ``(branching, height)``.
+    edges : array-like of float, optional
+        The edges of a partition to hold to the grid (``tree`` is then the default grid).
+    argument : str, default "edges"
+        The argument the edges come from, for the refusal.
+
+    Raises
+    ------
+    ArgumentRefused
+        Another range, a finer tree, or edges off the bound grid.
+    """
+    scale = [lo, hi, transform]
+    bind_before_reading(
+        ctx, BIND_RANGE, scale, lambda first: _range_refused(ctx, function, scale, first)
+    )
+    if tree is None:
+        return
+    b, h = int(tree[0]), int(tree[1])
+    if edges is None:
+        bind_before_reading(
+            ctx,
+            BIND_TREE,
+            [b, h],
+            lambda first: _tree_refused(ctx, function, (b, h), first),
+            accepts=lambda first: (int(first[0]) ** int(first[1])) % (b**h) == 0,
+        )
+        return
+    e = np.asarray(edges, dtype=np.float64)
+
+    def accepts(grid: Any) -> bool:
+        cells = (e - lo) / (hi - lo) * float(int(grid[0]) ** int(grid[1]))
+        return bool(np.all(np.abs(cells - np.rint(cells)) <= 1e-6))
+
+    def refusal(grid: Any) -> ArgumentRefused:
+        return _edges_refused(ctx, function, grid, argument)
+
+    # Unbound, the edges bind the default grid, which must hold them. (Bindings stay: if
+    # the key is bound now, it is when bind_before_reading checks the edges against it.)
+    if BIND_TREE not in ctx.ledger.bindings and not accepts([b, h]):
+        raise refusal([b, h])
+    bind_before_reading(ctx, BIND_TREE, [b, h], refusal, accepts=accepts)
+
+
+def _range_refused(
+    ctx: SiteContext, function: str, scale: list[Any], first: Any
+) -> ArgumentRefused:
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
+        f"histograms were bound to {list(first)} by its first request and may not "
+        f"change (got {scale}); histograms over two ranges could be "
+        "subtracted, and a range check answered on any range bisects the extreme scores",
+        site=ctx.site,
+        function=function,
+        argument="lo",
+    )
+
+
+def _tree_refused(
+    ctx: SiteContext, function: str, tree: tuple[int, int], first: Any
+) -> ArgumentRefused:
+    b0, h0 = (int(v) for v in first)
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {function!r}: its tree was bound to branching "
+        f"{b0}, height {h0} by its first request; it answers that tree or a coarser "
+        f"one whose leaves are unions of its leaves (got branching {tree[0]}, height "
+        f"{tree[1]}); finer trees would place pooled rows one by one",
+        site=ctx.site,
+        function=function,
+        argument="height",
+    )
+
+
+def _edges_refused(ctx: SiteContext, function: str, grid: Any, argument: str) -> ArgumentRefused:
+    b0, h0 = (int(v) for v in grid)
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {function!r}: its exact binned counts are held to one "
+        f"grid of {b0**h0} equal cells over its score range (a tree of branching {b0}, "
+        f"height {h0}), and the bin edges of {argument!r} are not all cell boundaries; "
+        "counts over two sets of edges subtract to the rows between two nearby edges, "
+        "finer than a cell",
+        site=ctx.site,
+        function=function,
+        argument=argument,
+    )
 
 
 def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
@@ -561,8 +697,9 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
     ----------
     {federation}
     n_bins : int, default 10
-        Number of equal-width probability bins on [0, 1], from 2 to 100 (the sites'
-        limit); a site binds the first number it is asked for and refuses any other.
+        Number of equal-width probability bins on [0, 1] (edges on the 1/4096 grid), from 2
+        to 100 (the sites' limit); a site binds the first number it is asked for and refuses
+        any other.
 
     Returns
     -------

@@ -407,7 +407,7 @@ def sites_calibration(
     federation : Federation
         The sites.
     n_bins : int, default 10
-        Number of equal-width probability bins on [0, 1].
+        Number of equal-width probability bins on [0, 1] (edges on the 1/4096 grid).
 
     Returns
     -------

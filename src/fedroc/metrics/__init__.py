@@ -15,6 +15,7 @@ from fedroc.metrics._calibration import (
     calibration_sums,
 )
 from fedroc.metrics._counts import (
+    EDGE_GRID_HEIGHT,
     BootstrapAUCResult,
     OperatingPoint,
     PlacementSums,
@@ -61,6 +62,7 @@ from fedroc.metrics._ranking import (
 )
 
 __all__ = [
+    "EDGE_GRID_HEIGHT",
     "BootstrapAUCResult",
     "CalibrationCurve",
     "DeLongResult",

@@ -86,7 +86,7 @@ def bin_index(y_prob: FloatArray, n_bins: int) -> NDArray[np.intp]:
     y_prob : ndarray of float, shape (n_samples,)
         Probabilities in [0, 1] (not checked here).
     n_bins : int
-        Number of equal-width bins on [0, 1].
+        Number of equal-width bins on [0, 1] (edges on the 1/4096 grid: :func:`bin_edges`).
 
     Returns
     -------

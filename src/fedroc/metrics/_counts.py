@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the result types import this module at run time
     from fedroc.metrics._delong import DeLongResult
 
 __all__ = [
+    "EDGE_GRID_HEIGHT",
     "BootstrapAUCResult",
     "BootstrapOptions",
     "OperatingPoint",
@@ -265,27 +266,48 @@ def beaten_counts(
     return np.where(label, twice_pos[level], twice_neg[level]) / 2.0
 
 
+# Shared bin edges lie on the grid of 2^EDGE_GRID_HEIGHT equal cells of their range: the
+# leaves of the histogram method's default tree (binary, 4096 leaves), so that every exact
+# partition a site sums securely nests in one grid (see bin_edges).
+EDGE_GRID_HEIGHT = 12
+
+
 def bin_edges(n_bins: int) -> FloatArray:
-    """Return ``n_bins + 1`` equidistant edges from 0 to 1.
+    """Return ``n_bins + 1`` edges from 0 to 1, equidistant on the grid of 2^-12.
+
+    The edges ``k / n_bins`` rounded to the nearest multiple of ``2**-EDGE_GRID_HEIGHT``
+    (at most 2^-13 away; unchanged when ``n_bins`` is a power of 2). A site sums all its
+    exact binned counts securely on one grid of equal cells, the histogram method's tree
+    (:func:`fedroc.federation.basic.bind_tree`): decimal edges such as 0.1 fall inside the
+    default tree's leaves, and the calibration bin minus the leaves was the rows between
+    (R31). These edges are boundaries of that tree's leaves.
 
     Parameters
     ----------
     n_bins : int
-        Number of bins, at least 1.
+        Number of bins, from 1 to ``2**EDGE_GRID_HEIGHT``.
 
     Returns
     -------
     ndarray of float64, shape (n_bins + 1,)
-        ``0, 1/n_bins, ..., 1``.
+        ``0, round(4096 / n_bins) / 4096, ..., 1``, increasing.
 
     Raises
     ------
     InputError
-        ``n_bins`` is not a positive integer.
+        ``n_bins`` is not a positive integer of at most ``2**EDGE_GRID_HEIGHT``.
+
+    Examples
+    --------
+    >>> bin_edges(4).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    >>> bin_edges(10)[1] * 4096
+    410.0
     """
-    if int(n_bins) != n_bins or n_bins < 1:
-        raise InputError(f"n_bins must be a positive integer; got {n_bins!r}")
-    return np.linspace(0.0, 1.0, int(n_bins) + 1)
+    cells = 2**EDGE_GRID_HEIGHT
+    if int(n_bins) != n_bins or not 1 <= n_bins <= cells:
+        raise InputError(f"n_bins must be an integer from 1 to {cells}; got {n_bins!r}")
+    return np.rint(np.linspace(0.0, 1.0, int(n_bins) + 1) * cells) / cells
 
 
 def bin_index_edges(values: FloatArray, edges: FloatArray) -> NDArray[np.intp]:

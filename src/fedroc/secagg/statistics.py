@@ -92,7 +92,7 @@ def secure_calibration(
     ----------
     {federation}
     n_bins : int, default 10
-        Number of equal-width probability bins on [0, 1], from 2 to 100.
+        Number of equal-width probability bins on [0, 1] (edges on the 1/4096 grid), from 2 to 100.
     {secagg_kwargs}
 
     Returns

@@ -49,6 +49,7 @@ from fedroc.federation.basic import (
     CLEAR_EDGES_KEY,
     apart_from_clear_calibration,
     bind_exact_counts,
+    bind_tree,
     confusion_thresholds,
     cuts_apart,
 )
@@ -57,7 +58,7 @@ from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
 from fedroc.methods.clustered._pooled import encode_clusters
-from fedroc.metrics import ScoreCounts, beaten_counts, bin_index_edges
+from fedroc.metrics import EDGE_GRID_HEIGHT, ScoreCounts, beaten_counts, bin_index_edges
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -78,8 +79,19 @@ BIND_SECURE_MOMENTS = "clustered-secure:moments"
 FloatArray = NDArray[np.float64]
 
 
+def grid_height(n_bins: int) -> int:
+    """Height of the binary grid the shared edges of ``n_bins`` bins lie on (at least 12)."""
+    return max(EDGE_GRID_HEIGHT, (int(n_bins) - 1).bit_length())
+
+
 def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) -> FloatArray:
-    """``n_bins + 1`` equidistant shared edges over ``score_range``.
+    """``n_bins + 1`` shared edges over ``score_range``, equidistant on a binary grid.
+
+    The edges ``k / n_bins`` of the range rounded to the nearest of ``2**h`` equal cells,
+    ``h = grid_height(n_bins)`` (12, the histogram method's default tree, up to 4096 bins):
+    a site sums its exact counts securely on one grid of cells only (R32,
+    :func:`fedroc.federation.basic.bind_tree`). Over [0, 1] up to 4096 bins, these are
+    :func:`fedroc.metrics.bin_edges`.
 
     Parameters
     ----------
@@ -103,7 +115,9 @@ def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) 
     lo, hi = (float(v) for v in score_range)
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise InputError(f"score_range must be finite with low < high; got {score_range!r}")
-    return np.linspace(lo, hi, int(n_bins) + 1)
+    cells = 2 ** grid_height(n_bins)
+    k = np.rint(np.linspace(0.0, 1.0, int(n_bins) + 1) * cells)
+    return lo + (hi - lo) * (k / cells)
 
 
 def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") -> NDArray[np.intp]:
@@ -185,6 +199,12 @@ def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:
         # An input of secure aggregation: only sums over sites leave. The edges are bound
         # all the same, before the site reads its rows (refusals that depend on its rows
         # must not be asked again over other edges).
+        # Every row's class counts per bin, as the histogram tree's leaves: on the site's
+        # one grid of exact counts (R32), a binary grid over the edges' range if none is
+        # bound. Checked first, so that edges off the grid are not bound for good.
+        e = np.asarray(args["edges"], dtype=np.float64)
+        bind_tree(ctx, function, float(e[0]), float(e[-1]), None,
+                  (2, grid_height(e.size - 1)), edges=e)  # fmt: skip
         edges = _digest({"edges": args["edges"]})
         _bind(ctx, function, BIND_SECURE_EDGES, "bin edges", edges, clear=False)
         bind_exact_counts(ctx, function, "secure")

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
-from fedroc.federation.basic import bind_exact_counts
+from fedroc.federation.basic import bind_exact_counts, bind_tree
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.metrics import PairedDeLongResult, PlacementSums
@@ -48,7 +48,7 @@ from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
 from ._protocol import secagg_threshold
-from ._site import NOISES, TRANSFORMS, bind_tree, check_leaves, leaf_index
+from ._site import NOISES, TRANSFORMS, check_leaves, leaf_index
 
 __all__ = [
     "DEFAULT_JOINT_BINS",

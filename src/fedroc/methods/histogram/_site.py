@@ -40,9 +40,9 @@ from fedroc._docs import fill_doc
 from fedroc._validation import FloatArray
 from fedroc.data import SiteData
 from fedroc.exceptions import InputError
-from fedroc.federation.basic import bind_exact_counts
+from fedroc.federation.basic import bind_exact_counts, bind_tree
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
+from fedroc.federation.site import Reply, SiteContext, site_function
 from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
 
 INPUT_NAME = "fedroc.histogram.tree"
@@ -55,9 +55,6 @@ MODE_LDP = "local-dp"
 MODES = (MODE_SA, MODE_DDP, MODE_LDP)
 NOISES = ("discrete", "continuous")
 MAX_LEAVES = 2**22
-# Ledger keys of a site's 1-D histograms: [lo, hi, transform] and [branching, height].
-BIND_RANGE = "histogram-tree:range"
-BIND_TREE = "histogram-tree:tree"
 TRANSFORMS: dict[str, Callable[[FloatArray], FloatArray]] = {
     # Public monotone maps of the real line onto (0, 1): ranks, hence ROC and PR, survive.
     "logistic": lambda s: 1.0 / (1.0 + np.exp(-s)),
@@ -238,61 +235,6 @@ def check_leaves(branching: int, height: int) -> None:
             f"branching {branching} and height {height} give {branching**height} leaves; "
             "at most 2^22"
         )
-
-
-def bind_tree(
-    ctx: SiteContext, function: str, lo: float, hi: float, transform: Any, tree: Any = None
-) -> None:
-    """Hold the site's range (and tree) to its first request, before it reads its rows.
-
-    ``tree`` is ``(branching, height)`` or None (the class counts: one bin). A tree is
-    answered if it is the bound one or coarser: its ``branching ** height`` leaves divide
-    the bound tree's, so that every bin of it is a union of bound leaves. The range is held
-    first: a tree is bound only after its range, so a request that passes the range check
-    repeats the range of any bound tree.
-    """
-    scale = [lo, hi, transform]
-    bind_before_reading(
-        ctx, BIND_RANGE, scale, lambda first: _range_refused(ctx, function, scale, first)
-    )
-    if tree is not None:
-        b, h = int(tree[0]), int(tree[1])
-        bind_before_reading(
-            ctx,
-            BIND_TREE,
-            [b, h],
-            lambda first: _tree_refused(ctx, function, (b, h), first),
-            accepts=lambda first: (int(first[0]) ** int(first[1])) % (b**h) == 0,
-        )
-
-
-def _range_refused(
-    ctx: SiteContext, function: str, scale: list[Any], first: Any
-) -> ArgumentRefused:
-    return ArgumentRefused(
-        f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
-        f"histograms were bound to {list(first)} by its first request and may not "
-        f"change (got {scale}); histograms over two ranges could be "
-        "subtracted, and a range check answered on any range bisects the extreme scores",
-        site=ctx.site,
-        function=function,
-        argument="lo",
-    )
-
-
-def _tree_refused(
-    ctx: SiteContext, function: str, tree: tuple[int, int], first: Any
-) -> ArgumentRefused:
-    b0, h0 = (int(v) for v in first)
-    return ArgumentRefused(
-        f"site {ctx.site!r} refuses {function!r}: its tree was bound to branching "
-        f"{b0}, height {h0} by its first request; it answers that tree or a coarser "
-        f"one whose leaves are unions of its leaves (got branching {tree[0]}, height "
-        f"{tree[1]}); finer trees would place pooled rows one by one",
-        site=ctx.site,
-        function=function,
-        argument="height",
-    )
 
 
 def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[int, int, Any, Any]:

@@ -65,7 +65,7 @@ def site_calibration_curves(federation: Federation, *, n_bins: int = 10) -> Site
     ----------
     {federation}
     n_bins : int, default 10
-        Number of equal-width probability bins on [0, 1], from 2 to 100.
+        Number of equal-width probability bins on [0, 1] (edges on the 1/4096 grid), from 2 to 100.
 
     Returns
     -------
