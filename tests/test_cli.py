@@ -291,6 +291,17 @@ def test_calibration_table_says_which_bins_pool_only_some_sites():
     rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
     assert "predicted over 2 rows (scores withheld at a site)" in rows[1] and "│  4 │" in rows[1]
     assert "predicted withheld" in rows[2] and "1.0000" in rows[2]  # observed: 3 of 3
+    # Bins are named k/n; where the edges are k/n rounded to the 1/4096 grid, a caption says so.
+    console = Console(width=200, record=True)
+    console.print(calibration_table("Calibration", secure))
+    text = console.export_text()
+    assert [r.split("│")[1].strip() for r in rows] == ["[0, 0.3333)", "[0.3333, 0.6667)",
+                                                      "[0.6667, 1]"]  # fmt: skip
+    assert "bin edges k/n rounded to the nearest 1/4096" in text
+    console = Console(width=200, record=True)
+    console.print(calibration_table("Calibration", CalibrationCurve.from_sums(
+        bin_edges(4), [1, 1, 1, 1], [0.1, 0.3, 0.6, 0.9], [0, 1, 1, 1], [False] * 4)))  # fmt: skip
+    assert "[0.25, 0.5)" in console.export_text() and "1/4096" not in console.export_text()
 
 
 def test_readme_federation_toml_is_one_fedroc_reads(site_files, tmp_path):

@@ -307,10 +307,19 @@ def calibration_table(
     title: str, curve: CalibrationCurve, noise_sd: Sequence[float] | None = None
 ) -> Table:
     """Render the calibration bins; with ``noise_sd`` (from DP counts) each fraction's noise SD."""
+    import numpy as np
+
+    from fedroc.metrics import bin_edges
+
     rows = []
-    for k in range(curve.n_bins):
-        close = "]" if k == curve.n_bins - 1 else ")"
-        label = f"[{curve.edges[k]:.1f}, {curve.edges[k + 1]:.1f}{close}"
+    n = curve.n_bins
+    # fedroc's edges are k / n_bins on the 1/4096 grid (bin_edges): named by k / n_bins, and
+    # the caption says so where they differ.
+    nominal = np.array_equal(np.asarray(curve.edges), bin_edges(n))
+    for k in range(n):
+        close = "]" if k == n - 1 else ")"
+        lo, hi = (k / n, (k + 1) / n) if nominal else (curve.edges[k], curve.edges[k + 1])
+        label = f"[{lo:.4g}, {hi:.4g}{close}"
         if noise_sd is None:
             # A bin withheld at some sites still pools the others' rows (as the report's
             # figure says); say so, or its n and fractions read as the whole bin's.
@@ -337,7 +346,11 @@ def calibration_table(
         rows.append(
             (label, int(curve.count[k]), curve.mean_predicted[k], curve.observed_fraction[k], note)
         )
-    return grid_table(title, ["bin", "n", "predicted", "observed", ""], rows)
+    table = grid_table(title, ["bin", "n", "predicted", "observed", ""], rows)
+    if nominal and not np.array_equal(np.linspace(0.0, 1.0, n + 1), bin_edges(n)):
+        table.caption = "bin edges k/n rounded to the nearest 1/4096"
+        table.caption_justify = "left"
+    return table
 
 
 def operating_points_table(points: Sequence[dict[str, Any]], level: str) -> Table:
