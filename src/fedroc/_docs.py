@@ -64,6 +64,12 @@ seed : int, optional
     Seed of the analyst's own randomness (bootstrap, simulation); None draws from the
     operating system's entropy. It never reaches a site: DP noise is drawn by the sites
     from their own entropy.""",
+    "ctx": """\
+ctx : SiteContext
+    The calling site function's context.""",
+    "refused_function": """\
+function : str
+    Its registered name, for the refusal.""",
     "federation": """\
 federation : Federation
     The sites, reached only through their registered site functions (each call is

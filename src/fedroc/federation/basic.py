@@ -90,6 +90,7 @@ def _values(ctx: SiteContext, args: Record) -> np.ndarray:
     return values
 
 
+@fill_doc
 def site_probabilities(ctx: SiteContext) -> np.ndarray:
     """Return the site's scores, refusing if any lies outside [0, 1].
 
@@ -98,8 +99,7 @@ def site_probabilities(ctx: SiteContext) -> np.ndarray:
 
     Parameters
     ----------
-    ctx : SiteContext
-        The calling site function's context.
+    {ctx}
 
     Returns
     -------
@@ -221,6 +221,7 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     return Reply(clear, counts={"bin": count[keep]})
 
 
+@fill_doc
 def bind_tree(
     ctx: SiteContext,
     function: str,
@@ -250,10 +251,7 @@ def bind_tree(
 
     Parameters
     ----------
-    ctx : SiteContext
-        The calling site function's context.
-    function : str
-        Its registered name, for the refusal.
+    {ctx, refused_function}
     lo, hi : float
         The range of the (transformed) score.
     transform : str or None
@@ -345,6 +343,7 @@ def _edges_refused(ctx: SiteContext, function: str, grid: Any, argument: str) ->
     )
 
 
+@fill_doc
 def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
     """Hold the site to one way, clear or secure, for all its exact binned counts.
 
@@ -360,10 +359,7 @@ def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
 
     Parameters
     ----------
-    ctx : SiteContext
-        The calling site function's context.
-    function : str
-        Its registered name, for the refusal.
+    {ctx, refused_function}
     way : {"clear", "secure"}
         How this request releases its counts.
 
@@ -378,6 +374,7 @@ def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
     )
 
 
+@fill_doc
 def check_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
     """Refuse, as :func:`bind_exact_counts` would, without binding anything.
 
@@ -386,8 +383,7 @@ def check_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
 
     Parameters
     ----------
-    ctx : SiteContext
-        The calling site function's context.
+    {ctx}
     function : str
         The function whose release is asked about, for the refusal.
     way : {"clear", "secure"}
@@ -481,13 +477,13 @@ def cuts_keep_q_rows(
     return cuts_apart(ctx, t[~on_edge], edges, allow_equal=False)
 
 
+@fill_doc
 def apart_from_clear_calibration(ctx: SiteContext, cuts: np.ndarray) -> bool:
     """Tell whether clear cuts are apart from the site's clear calibration bins.
 
     Parameters
     ----------
-    ctx : SiteContext
-        The calling site function's context.
+    {ctx}
     cuts : ndarray of float
         Thresholds or inner edges the site is asked to release in the clear.
 
