@@ -753,7 +753,9 @@ def test_refusals_read_the_same_for_two_datasets_one_row_apart():
 
     texts["clustered range"] = _variants(clustered, d0.label, d0.score, row=below, score=0.4)
     a, _ = texts["clustered range"]
-    assert "scores lie outside" in a and "bin edges were bound" in a  # one answer per lifetime
+    # One answer per lifetime: the second range is refused unread (since R32 by the range of
+    # the site's one grid of exact counts, bound with the first edges).
+    assert "scores lie outside" in a and "histograms were bound to [0.5, 1e+300" in a
 
     # (d) the ring: on main "secure input 'neg' reaches N" at bits = 8 was the count of s0's
     # negatives on one side of t (and fedroc.brier's sum of squares to 3 digits at bits 20).
@@ -788,8 +790,10 @@ def test_the_pooled_histogram_check_answers_once_through_secure_aggregation():
     # round-2 request before the check: the second crafted request is refused unread.
     sites = _clustered_sites(3)
     fed = Federation.from_sites(sites)
-    edges = np.linspace(0.0, 1.0, 11)
-    from fedroc.methods.clustered._site import bin_scores
+    # On the site's one grid of exact counts (R32): edges off it are refused before this check.
+    from fedroc.methods.clustered._site import bin_scores, score_bin_edges
+
+    edges = score_bin_edges(10)
 
     d = sites[0]._data
     truth = int(np.sum(d.label & (bin_scores(d.score, edges) == 4)))
