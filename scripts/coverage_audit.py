@@ -241,7 +241,9 @@ def _pooled_cell(
             reason = None if ci is not None else _group_key(str(comp.get("note")))
         else:
             est, ci = res.auc, res.auc_ci
-            reason = None
+            caveats = res.extra.get("caveats") or []
+            why = [_group_key(c) for c in caveats if c.startswith("no interval")]
+            reason = None if ci is not None else (why or ["no interval"])[0]
         if ci is not None and not all(math.isfinite(v) for v in ci):
             reason = f"interval NaN (estimate {'at a bound' if est in (0.0, 1.0) else est})"
             ci = None

@@ -9,6 +9,7 @@ scores, the distributed Brier score and calibration curve unless the method gave
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -335,7 +336,9 @@ def evaluate(
     Returns
     -------
     EvaluationResult
-        ``to_dict()`` is the JSON object of ``fedroc evaluate --json``.
+        ``to_dict()`` is the JSON object of ``fedroc evaluate --json``. An interval that is
+        undefined (an AUC of 0 or 1, fewer than two rows of a class) is None, with the
+        reason in ``extra["caveats"]``.
 
     Raises
     ------
@@ -368,7 +371,7 @@ def evaluate(
     if spec.needs_pooled and pooled is None:
         raise InputError(f"method {method!r} needs the pooled rows (pass pooled=...)")
     inputs = EvaluationInputs(federation, pooled, seed, confidence_level)
-    result = spec.run(inputs, **options)
+    result = _withhold_undefined_interval(spec.run(inputs, **options))
     if calibration_bins is None or "brier" in result.extra or method == "pooled":
         return result
     start = federation.mark()
@@ -386,6 +389,33 @@ def evaluate(
         calibration=cal.curve,
         calibration_released={"rounds": extra_released.rounds},
     )
+
+
+def _withhold_undefined_interval(result: EvaluationResult) -> EvaluationResult:
+    """Withhold an interval that is not two finite numbers, saying why in ``caveats``.
+
+    DeLong's logit interval (pooled, histogram, MPC) is undefined at an AUC of 0 or 1 (the
+    classes perfectly separated: the variance is 0 and the logit infinite), and its
+    variance below two rows of a class. Such an interval was returned as ``(nan, nan)``
+    (``[null, null]`` in JSON) without a word; it is None with the reason instead, as
+    every method that withholds its interval does.
+    """
+    ci = result.auc_ci
+    if ci is None or all(math.isfinite(v) for v in ci):
+        return result
+    auc = result.auc
+    if not math.isfinite(auc):
+        why = "no interval: there is no AUC"
+    elif auc in (0.0, 1.0):
+        why = (
+            f"no interval: the AUC is {auc:g} (every positive ranks "
+            f"{'above' if auc == 1.0 else 'below'} every negative), where DeLong's variance "
+            "is 0 and the logit interval is undefined"
+        )
+    else:
+        why = "no interval: its variance is undefined (fewer than two rows of a class)"
+    caveats = [*(result.extra.get("caveats") or []), why]
+    return replace(result, auc_ci=None).with_extra(caveats=caveats)
 
 
 def sites_calibration(
