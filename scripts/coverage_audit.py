@@ -34,7 +34,7 @@ Usage::
 
     python scripts/coverage_audit.py --part pooled --reps 1000
     python scripts/coverage_audit.py --part paired --reps 1000
-    python scripts/coverage_audit.py --part federated --reps 300 --mpc-reps 40
+    python scripts/coverage_audit.py --part federated --reps 300 --rocglm-reps 150 --mpc-reps 10
 
 Tables go to ``scripts/results/coverage_audit_<part>.md`` (and ``.csv``) with the command,
 seed and commit.
@@ -263,7 +263,7 @@ def part_pooled(reps: int, seed: int, progress: Any) -> list[Cell]:
 
 
 def part_paired(
-    reps: int, hist_reps: int, seed: int, progress: Any, sizes: Sequence[int]
+    reps: int, hist_reps: int | None, seed: int, progress: Any, sizes: Sequence[int]
 ) -> list[Cell]:
     cells = []
     for name, design in PAIRED.items():
@@ -276,7 +276,7 @@ def part_paired(
             cell = Cell(name, n, DEFAULTS["histogram-compare"].label, diff)
             rng = _rng(seed, "paired", name, n)  # the same data as the pooled row
             start = time.perf_counter()
-            for rep in range(reps):
+            for rep in range(reps if hist_reps is None else hist_reps):
                 _run_one(
                     DEFAULTS["histogram-compare"], cell, design, design.simulate(n, rng), rep, seed
                 )  # type: ignore[arg-type]
@@ -398,7 +398,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--rocglm-reps", type=int, default=150)
     parser.add_argument("--mpc-reps", type=int, default=10)
-    parser.add_argument("--paired-histogram-reps", type=int, default=300)
+    parser.add_argument(
+        "--paired-histogram-reps",
+        type=int,
+        default=None,
+        help="replicates of the histogram comparison (default: --reps)",
+    )
     parser.add_argument("--paired-sizes", type=int, nargs="+", default=[300, 1000])
     parser.add_argument("--seed", type=int, default=20261128)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
