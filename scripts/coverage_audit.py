@@ -66,7 +66,7 @@ from fedroc.metrics import roc_auc
 def _harness() -> Any:
     """scripts/coverage.py, loaded by path (the name ``coverage`` is also a package's)."""
     path = Path(__file__).resolve().parent / "coverage.py"
-    spec = importlib.util.spec_from_file_location("fedroc_coverage_script", path)
+    spec = importlib.util.spec_from_file_location("fedroc_coverage_audit_harness", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
