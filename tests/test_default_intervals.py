@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from fedroc.data import Columns, SiteData
+from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.methods import evaluate, pool_site_data
 from tests._cli import run_main
@@ -55,6 +56,36 @@ def test_an_interval_that_exists_is_kept():
     assert 0.9 < res.auc < 1.0
     assert res.auc_ci is not None and all(math.isfinite(v) for v in res.auc_ci)
     assert not any(c.startswith("no interval") for c in res.extra.get("caveats") or [])
+
+
+def _rare_frames(prevalence: float, shift: float) -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(7)
+    frames = {}
+    for k in range(3):
+        y = rng.random(300) < prevalence
+        s = 1 / (1 + np.exp(-(rng.normal(size=300) + shift * y - 1)))
+        frames[f"s{k}"] = pd.DataFrame({"label": y.astype(int), "score": s})
+    return frames
+
+
+@pytest.mark.parametrize("method", ["pooled", "histogram"])
+def test_a_small_class_at_a_high_auc_is_said_to_make_the_interval_too_narrow(method):
+    # The audit measured the logit interval at 0.81-0.91 with 5 to 50 rows of the smaller
+    # class at a high AUC (scripts/results/coverage_audit_pooled.md): the result says so,
+    # and not where it covers (300 positives, or 35 at an AUC near 0.6).
+    for prevalence, shift, warned in ((0.03, 2.5, True), (0.3, 2.5, False), (0.03, 0.0, False)):
+        frames = _rare_frames(prevalence, shift)
+        pooled = pool_site_data({k: SiteData.from_frame(v, Columns()) for k, v in frames.items()})
+        res = evaluate(
+            Federation.from_frames(frames), method, pooled=pooled if method == "pooled" else None
+        )
+        m = min(res.extra["n_pos"], res.extra["n_neg"])
+        said = [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]
+        assert bool(said) == warned, (prevalence, shift, m, res.auc, said)
+        if warned:
+            assert f"with {m:.0f} rows in the smaller class" in said[0]
+    with pytest.raises(InputError, match="pooled must be a SiteData"):
+        evaluate(Federation.from_frames(frames), "pooled", pooled=pd.concat(frames.values()))
 
 
 def test_the_command_line_prints_null_and_the_reason(capsys, tmp_path):
