@@ -37,6 +37,10 @@ _ALTERNATIVES = ("two-sided", "less", "greater")
 # in scripts/results/clustered_coverage.md ("few clusters") the 95% intervals built on them
 # cover 0.80-0.89 at 4 to 6 clusters and 0.88-0.93 at 10.
 MIN_CLUSTERS = 10
+# Below this many, a note: the default (population AUC, Wald) interval covered 0.883 (MC SE
+# 0.019) at 18 clusters on three sites in fedroc's audit (scripts/coverage_audit.py,
+# scripts/results/coverage_audit_federated.md), 0.937 at 55 and 0.953 at 180.
+FEW_CLUSTERS = 50
 
 
 class ClusteredAUCWarning(FedrocWarning):
@@ -77,6 +81,13 @@ def clustered_caveats(result: ClusteredAUCResult) -> tuple[tuple[str, ...], tupl
             "4-6 clusters). Less wrong: Obuchowski's AUC with the larger of the two SEs, "
             f"[{max(0.0, low):.4f}, {min(1.0, high):.4f}] (it covered 0.89-0.93 there); "
             "better: more clusters (scripts/results/clustered_coverage.md, 'few clusters')."
+        )
+    elif n_clusters < FEW_CLUSTERS:
+        note.append(
+            f"{n_clusters} clusters hold both classes (fewer than {FEW_CLUSTERS}): the 95% "
+            "intervals on cluster-level SEs covered 0.88 at 18 clusters in fedroc's coverage "
+            "audit (0.94 at 55; scripts/results/coverage_audit_federated.md), so they may be "
+            "too narrow"
         )
     if n_excluded:
         note.append(
