@@ -1885,3 +1885,115 @@ def test_a_distributed_dp_tree_at_the_lifetime_epsilon_gives_nothing_to_subtract
         neg = int(np.round(pooled["neg"][9])) - (rows - positives)
         right += (pos, neg) == ((1, 0) if label else (0, 1))
     assert right == 0, f"the silent site's lone row and class recovered in {right}/20"
+
+
+# == Attack review of main bf6d5d0: this session's fixes =========================================
+# R31/R32 hold every exact count a site sums securely to one grid: the clustered method's
+# secure edges are answered when each lies within 1e-6 of a cell of a grid boundary
+# (``fedroc.federation.basic.bind_tree``). The tolerance is relative to the cell, and the
+# site bins with the edges it was sent, not with the boundaries they were matched to.
+
+
+def _tied_cell_federation(rng: np.random.Generator, victim_label: int) -> Federation:
+    """Three sites of scores rounded to 4 decimals; cell [2048, 2049) of the default grid
+    ([0.5, 0.500244)) holds the victim's row at exactly 0.5 and, at each partner, a
+    positive and a negative at 0.5001 and 0.5002 (so the cell has both classes)."""
+    sites = []
+    for k in range(3):
+        n = 90
+        s = np.round(rng.random(n), 4)
+        s = np.where((s >= 0.4999) & (s < 0.5003), s - 0.01, s)  # nobody else near 0.5
+        y = (rng.random(n) < 0.4).astype(int)
+        y[1], y[2] = 1, 0
+        if k == 0:
+            s[0], y[0] = 0.5, victim_label
+        else:
+            s[1], s[2] = 0.5001, 0.5002
+        sites.append(Site(f"s{k}", SiteData.from_arrays(y, s, rng.integers(0, 15, n))))
+    return Federation.from_sites(sites)
+
+
+# -- R41. an edge within the on-grid tolerance splits a cell of the honest default grid ---------
+@pytest.mark.xfail(
+    strict=True,
+    reason="R41 open: edges within 1e-6 of a cell of a grid boundary are answered and binned "
+    "as sent, so a bin [b, b + 1e-10) splits a cell (10/10 on main bf6d5d0)",
+)
+def test_a_clustered_edge_within_the_grid_tolerance_does_not_split_a_cell():
+    """R31/R32 with the check's float tolerance. An honest default run bound the sites' grid
+    (the histogram method's tree, 4096 leaves over [0, 1]); then the analyst asks the
+    clustered summary through secure aggregation with edges [0, 0.5, 0.5 + 1e-10, 1]. The
+    edge 0.5 + 1e-10 is 2048 + 4.1e-7 cells: within the check's 1e-6, so answered, and the
+    site bins with it: bin 1 is [0.5, 0.5 + 1e-10), a sliver of cell 2048 holding only the
+    rows at exactly 0.5 (rounded scores put rows on cell boundaries: 0.5, 0.25, 0.125,
+    ...). The victim's lone row there, and its class, though the cell also holds the
+    partners' rows of both classes. Measured on main bf6d5d0: 10 of 10 federations. Binning
+    with the grid boundaries the edges were matched to (or refusing any edge that is not
+    exactly one) would close it."""
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(4141)
+    read = 0
+    for trial in range(10):
+        label = int(trial % 2)
+        fed = _tied_cell_federation(rng, label)
+        # The honest default grid: the histogram method's tree (what evaluate asks first).
+        tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=0.0, hi=1.0)
+        assert (int(tree["pos"][2048]), int(tree["neg"][2048])) == (2 + label, 3 - label)
+        try:
+            hist = secure_sum(fed, FUNCTION_SUMMARY, edges=np.array([0.0, 0.5, 0.5 + 1e-10, 1.0]))
+        except DisclosureError:
+            continue  # refused: no sliver
+        sliver = (int(hist["hist_pos_all"][1]), int(hist["hist_neg_all"][1]))
+        read += sliver == ((1, 0) if label else (0, 1))
+    assert read == 0, f"the victim's class read from a sliver of a cell in {read} of 10"
+
+
+# -- R42. the tolerance in score units is 1e-6 of a cell as wide as the first range makes it ----
+@pytest.mark.xfail(
+    strict=True,
+    reason="R42 open: over a range of width 1e4 one cell is 5000 wide, and edges up to 0.005 "
+    "off its boundary pass as on it: R32's sliver again (10/10 on main bf6d5d0)",
+)
+def test_the_grid_check_does_not_answer_r32s_edges_after_a_tree_over_a_wide_range():
+    """R32 replayed through the tolerance. R32: after a 16-leaf tree over [0, 1], edges
+    [0, 1/15, 1] gave the rows in [1/16, 1/15), the victim's lone row and class; now the
+    edges must be grid boundaries and these are refused. But the check allows 1e-6 of a
+    cell, and the first request sets the cell: a 2-leaf tree over
+    [1/16 - 5000, 1/16 + 5000] has its one inner boundary at 1/16 and cells 5000 wide, so
+    any edge within 0.005 of 1/16 passes as on it. Edges [lo, 1/15, hi] (1/15 - 1/16 =
+    0.0042) are answered and binned as sent: bin 0 minus the tree's leaf 0 is
+    [1/16, 1/15), R32's sliver. Measured on main bf6d5d0: 10 of 10 federations. The site's
+    pooled rows are seen at the bound tree's resolution at most (docs/privacy.md): here
+    two leaves, and the sliver is 1/240 wide."""
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(4242)
+    lo, hi = 1 / 16 - 5000.0, 1 / 16 + 5000.0
+    read = 0
+    for trial in range(10):
+        label = int(trial % 2)
+        sites = []
+        for k in range(3):
+            n = 90
+            a = rng.random(n)
+            a = np.where((a >= 1 / 16) & (a < 1 / 15), a + 0.1, a)  # nobody else there
+            y = (rng.random(n) < 0.4).astype(int)
+            if k == 0:
+                a[0], y[0] = 0.064, label
+            y[1], y[2] = 1, 0
+            sites.append(Site(f"s{k}", SiteData.from_arrays(y, a, rng.integers(0, 15, n))))
+        fed = Federation.from_sites(sites)
+        try:
+            pooled = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=1, lo=lo, hi=hi)
+            hist = secure_sum(fed, FUNCTION_SUMMARY, edges=np.array([lo, 1 / 15, hi]))
+        except DisclosureError:
+            continue  # refused: nothing to subtract
+        sliver_pos = int(hist["hist_pos_all"][0]) - int(pooled["pos"][0])
+        sliver_neg = int(hist["hist_neg_all"][0]) - int(pooled["neg"][0])
+        read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
+    assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
