@@ -566,3 +566,20 @@ def test_a_method_calibration_does_not_bind_the_sites_two_ways():
     with pytest.raises(DisclosureError, match="refuses 'rocglm.table'.*exact binned counts"):
         distributed_rocglm(fed, epsilon=1.0, delta=1e-5, sensitivity=0.02, bootstrap=5)
     assert fed.released(start).kinds.get("noisy", 0) == 0
+
+
+def test_a_withheld_method_calibration_says_why_the_secure_curve_was_refused():
+    """A tree over the public range [-0.5, 1.5] binds the sites' grid of exact counts there
+    (bind_tree), so they refuse the secure curve, over [0, 1]; the clear one too (secure
+    way). The note of the withheld curve names both refusals: it named the clear one only
+    ("released exact binned counts through secure aggregation before"), which sent the user
+    after the wrong cause."""
+    from fedroc.methods import sites_calibration
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+
+    fed = Federation.from_sites(make_sites(3))
+    secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=-0.5, hi=1.5)
+    curve, note = sites_calibration(fed, n_bins=10)
+    assert curve is None and note.startswith("calibration curve withheld")
+    assert "were bound to [-0.5, 1.5, None]" in note
+    assert "released exact binned counts through secure aggregation" in note

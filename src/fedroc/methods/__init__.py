@@ -504,7 +504,7 @@ def sites_calibration(
     except DisclosureError as exc:
         if basic.EXACT_COUNTS_ONE_WAY not in str(exc):
             raise
-        return None, f"calibration curve withheld: {exc}"
+        return None, f"calibration curve withheld: {secure_refusal}; in the clear: {exc}"
 
 
 @contextmanager
