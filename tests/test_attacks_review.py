@@ -1997,3 +1997,35 @@ def test_the_grid_check_does_not_answer_r32s_edges_after_a_tree_over_a_wide_rang
         sliver_neg = int(hist["hist_neg_all"][0]) - int(pooled["neg"][0])
         read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
     assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
+
+
+# -- U1. secure clustered edges refused for the grid still bind their range for good -----------
+@pytest.mark.xfail(
+    strict=True,
+    reason="U1 open: bind_tree binds the edges' range before it checks them against the grid; "
+    "a refused request over [-1, 2] leaves every default flow refused (main bf6d5d0)",
+)
+def test_clustered_edges_refused_for_the_grid_leave_the_default_flows_answered():
+    """``_clear_guard`` checks the secure edges against the grid "first, so that edges off
+    the grid are not bound for good", but ``bind_tree`` binds the range [e_0, e_-1] before
+    that check. One refused request, edges ``linspace(-1, 2, 11)`` (off the grid: 409.6
+    cells), binds the site's range to [-1, 2] for its lifetime, although the refusal read
+    no row: then the histogram method and the clustered method are refused ("bound to
+    [-1.0, 2.0, None] by its first request", a request that was refused) and ROC-GLM's curve
+    is withheld. On main bf6d5d0 at every site of every federation. Checking the edges
+    against the default grid before binding the range (when none is bound) keeps them."""
+    from fedroc.methods import evaluate
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(4343)
+    sites = [
+        Site(f"s{k}", SiteData.from_arrays(rng.random(300) < 0.4, rng.random(300),
+                                           rng.integers(0, 30, 300)))
+        for k in range(3)
+    ]  # fmt: skip
+    fed = Federation.from_sites(sites)
+    with pytest.raises(DisclosureError, match="not all cell boundaries"):
+        secure_sum(fed, FUNCTION_SUMMARY, edges=np.linspace(-1.0, 2.0, 11))
+    assert evaluate(fed, "histogram").auc is not None
+    assert evaluate(fed, "rocglm").extra["calibration"] is not None
