@@ -539,7 +539,7 @@ def evaluate_command(
     ] = None,
     score_range: Annotated[
         str | None,
-        typer.Option(help="histogram, rocglm: public score range LO,HI (default 0,1)."),
+        typer.Option(help="histogram, rocglm, clustered: public score range LO,HI (default 0,1)."),
     ] = None,
     score_transform: Annotated[
         str | None,
