@@ -1914,11 +1914,6 @@ def _tied_cell_federation(rng: np.random.Generator, victim_label: int) -> Federa
 
 
 # -- R41. an edge within the on-grid tolerance splits a cell of the honest default grid ---------
-@pytest.mark.xfail(
-    strict=True,
-    reason="R41 open: edges within 1e-6 of a cell of a grid boundary are answered and binned "
-    "as sent, so a bin [b, b + 1e-10) splits a cell (10/10 on main bf6d5d0)",
-)
 def test_a_clustered_edge_within_the_grid_tolerance_does_not_split_a_cell():
     """R31/R32 with the check's float tolerance. An honest default run bound the sites' grid
     (the histogram method's tree, 4096 leaves over [0, 1]); then the analyst asks the
@@ -1953,11 +1948,6 @@ def test_a_clustered_edge_within_the_grid_tolerance_does_not_split_a_cell():
 
 
 # -- R42. the tolerance in score units is 1e-6 of a cell as wide as the first range makes it ----
-@pytest.mark.xfail(
-    strict=True,
-    reason="R42 open: over a range of width 1e4 one cell is 5000 wide, and edges up to 0.005 "
-    "off its boundary pass as on it: R32's sliver again (10/10 on main bf6d5d0)",
-)
 def test_the_grid_check_does_not_answer_r32s_edges_after_a_tree_over_a_wide_range():
     """R32 replayed through the tolerance. R32: after a 16-leaf tree over [0, 1], edges
     [0, 1/15, 1] gave the rows in [1/16, 1/15), the victim's lone row and class; now the
@@ -2002,11 +1992,6 @@ def test_the_grid_check_does_not_answer_r32s_edges_after_a_tree_over_a_wide_rang
 
 
 # -- U1. secure clustered edges refused for the grid still bind their range for good -----------
-@pytest.mark.xfail(
-    strict=True,
-    reason="U1 open: bind_tree binds the edges' range before it checks them against the grid; "
-    "a refused request over [-1, 2] leaves every default flow refused (main bf6d5d0)",
-)
 def test_clustered_edges_refused_for_the_grid_leave_the_default_flows_answered():
     """``_clear_guard`` checks the secure edges against the grid "first, so that edges off
     the grid are not bound for good", but ``bind_tree`` binds the range [e_0, e_-1] before

@@ -269,13 +269,33 @@ def bind_tree(
         Another range, a finer tree, or edges off the bound grid.
     """
     scale = [lo, hi, transform]
+    e = None if edges is None else np.asarray(edges, dtype=np.float64)
+
+    def on_grid(grid: Any) -> bool:
+        # Each edge must be a cell boundary to the bit, as the site computes it: an edge a
+        # hair off one splits a cell at the rows on it (R41), and a tolerance in cells is a
+        # wide one over a wide range (R42).
+        assert e is not None
+        cells = float(int(grid[0]) ** int(grid[1]))
+        k = np.rint((e - lo) / (hi - lo) * cells)
+        return bool(np.array_equal(e, lo + (hi - lo) * (k / cells)))
+
+    def refusal(grid: Any) -> ArgumentRefused:
+        return _edges_refused(ctx, function, grid, argument)
+
+    # Unbound, the edges bind the default grid, which must hold them: checked before the
+    # range is bound, so that a refused request binds nothing (U1). (Bindings stay: if the
+    # key is bound now, it is when bind_before_reading checks the edges against it.)
+    if e is not None and tree is not None and BIND_TREE not in ctx.ledger.bindings:
+        if not on_grid(tree):
+            raise refusal(tree)
     bind_before_reading(
         ctx, BIND_RANGE, scale, lambda first: _range_refused(ctx, function, scale, first)
     )
     if tree is None:
         return
     b, h = int(tree[0]), int(tree[1])
-    if edges is None:
+    if e is None:
         bind_before_reading(
             ctx,
             BIND_TREE,
@@ -284,20 +304,7 @@ def bind_tree(
             accepts=lambda first: (int(first[0]) ** int(first[1])) % (b**h) == 0,
         )
         return
-    e = np.asarray(edges, dtype=np.float64)
-
-    def accepts(grid: Any) -> bool:
-        cells = (e - lo) / (hi - lo) * float(int(grid[0]) ** int(grid[1]))
-        return bool(np.all(np.abs(cells - np.rint(cells)) <= 1e-6))
-
-    def refusal(grid: Any) -> ArgumentRefused:
-        return _edges_refused(ctx, function, grid, argument)
-
-    # Unbound, the edges bind the default grid, which must hold them. (Bindings stay: if
-    # the key is bound now, it is when bind_before_reading checks the edges against it.)
-    if BIND_TREE not in ctx.ledger.bindings and not accepts([b, h]):
-        raise refusal([b, h])
-    bind_before_reading(ctx, BIND_TREE, [b, h], refusal, accepts=accepts)
+    bind_before_reading(ctx, BIND_TREE, [b, h], refusal, accepts=on_grid)
 
 
 def _range_refused(
