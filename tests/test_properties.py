@@ -10,11 +10,13 @@
 - A secure sum equals the plain sum of the survivors' inputs, whichever sites drop out
   (down to the threshold) and at whichever stage; below the threshold it refuses.
 - A schema check is idempotent: what a site accepted, it accepts again unchanged.
+- An array's JSON form (what the audit log writes) is its elements converted one by one.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import struct
 from typing import Any
@@ -375,3 +377,33 @@ def test_a_schema_accepts_what_it_accepted_unchanged(gamma):
     again = check_arguments(schema, first, site="s", function="f")
     np.testing.assert_array_equal(first["gamma"], again["gamma"])
     assert first["k"] == again["k"] == 3
+
+
+def _jsonable_elementwise(value: Any) -> Any:
+    """An array's JSON form, one element at a time: non-finite floats become None."""
+    if isinstance(value, list):
+        return [_jsonable_elementwise(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@given(
+    arrays(
+        st.sampled_from(
+            [np.bool_, np.int8, np.int64, np.uint64, np.float16, np.float32, np.float64]
+        ),
+        array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5),
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_an_arrays_json_form_is_its_elements_one_by_one(values):
+    from fedroc._results import jsonable
+
+    got = jsonable(values)
+    want = _jsonable_elementwise(values.tolist())
+    assert got == want
+    # The same Python types (a float is not an int, nothing stays a numpy scalar), and it
+    # is strict JSON (no NaN or Infinity).
+    assert repr(got) == repr(want)
+    json.dumps(got, allow_nan=False)
