@@ -50,6 +50,7 @@ def _grid(quick: bool, seed: int) -> Any:
 
 def draw_settings_grid(frame: Any, path: Path, column: str, what: str, figure: str) -> Path:
     """One panel per sensitivity, one cell per (epsilon, delta), one strip per AUC bin."""
+    from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, Rectangle
 
     nb = len(BIN_EDGES) - 1
@@ -58,6 +59,7 @@ def draw_settings_grid(frame: Any, path: Path, column: str, what: str, figure: s
     axes = fig.subplots(1, len(SENSITIVITIES))
     for ax, sens in zip(axes, SENSITIVITIES, strict=True):
         sub = frame[frame["sensitivity"] == sens]
+        cells = []
         for i, delta in enumerate(DELTAS):
             for j, eps in enumerate(EPSILONS):
                 cell = sub[(sub["epsilon"] == eps) & (sub["delta"] == delta)]
@@ -66,11 +68,14 @@ def draw_settings_grid(frame: Any, path: Path, column: str, what: str, figure: s
                 for k in range(nb):
                     v = values[k]
                     key = "none" if np.isnan(v) else ("bad" if v > PAPER_THRESHOLD else "ok")
-                    ax.add_patch(
+                    cells.append(
                         Rectangle((j + 0.05 + k * width, i + 0.05), width, 0.9, color=_COLORS[key])
                     )
                 ax.text(j + 0.5, i + 0.5, f"{overall[(sens, eps, delta)]:.3f}", ha="center",
                         va="center", fontsize=7, color="white")  # fmt: skip
+        # One collection of the 500 strips of a panel: as separate patches, laying them out
+        # and drawing them took most of the figure's time (25 s of paper 1's quick figures).
+        ax.add_collection(PatchCollection(cells, match_original=True))
         ax.set_xlim(0, len(EPSILONS))
         ax.set_ylim(0, len(DELTAS))
         ax.set_xticks(np.arange(len(EPSILONS)) + 0.5, [f"{e:g}" for e in EPSILONS])
