@@ -328,3 +328,12 @@ def test_production_noise_is_opendp_and_a_site_seed_is_labelled():
         values, epsilon=1.0, delta=1e-5, sensitivity=0.1, rng=np.random.default_rng(1)
     )
     assert seeded.sampler == "site-seed"
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 1.0, 30.0])
+def test_analytic_delta_is_scipy_stats_normal_form_to_the_bit(epsilon):
+    # Phi comes from scipy.special; scipy.stats.norm's cdf and logcdf are the reference.
+    for sigma in np.geomspace(1e-4, 1e3, 57):
+        a, b = 0.3 / (2 * sigma), epsilon * sigma / 0.3
+        want = float(stats.norm.cdf(a - b)) - math.exp(epsilon + float(stats.norm.logcdf(-a - b)))
+        assert analytic_gaussian_delta(sigma, epsilon=epsilon, sensitivity=0.3) == want
