@@ -1,7 +1,8 @@
 """fedroc's speed-ups of Flower 1.41 without processes (fast): the lean middleware stacks
 of the SuperLink and the SuperNode answer every request as Flower's own stacks do, while
 skipping the layers that have nothing to do; the version gate; the app references that
-``flwr run`` checks load nothing heavy; the ServerApp executor's polling. A job on the
+``flwr run`` checks load nothing heavy; the ServerApp executor's polling; a node started
+again after a crash asks to be activated until its predecessor's session ends. A job on the
 stock stack (``FEDROC_FLOWER_TUNING=off``) runs in test_flower_stock.py
 (``test_flower_up_cli_insecure_stock``)."""
 
@@ -583,3 +584,84 @@ def test_a_late_reply_to_an_earlier_message_does_not_make_the_node_answer_late(
         answer.join()
         _tuning.EXECUTOR.busy.clear()
     assert sent == ["an-earlier-message", current.metadata.message_id]
+
+
+# -- a node started again after a crash --------------------------------------------------------
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_restarted_node_waits_only_for_its_crashed_predecessors_session() -> None:
+    from fedroc.federation.flower._tuning import HEARTBEAT_INTERVAL, previous_session_end
+
+    now = 1_000_000.0
+    dead = _dead_pid()
+    # The predecessor polled 3 s ago and is gone: its session (two heartbeat intervals
+    # after its last heartbeat, which came at most 5 s after its last contact) may be open.
+    end = previous_session_end({"pid": dead, "last_contact": now - 3}, now)
+    assert now - 3 + 2 * HEARTBEAT_INTERVAL + 5 <= end <= now - 3 + 2 * HEARTBEAT_INTERVAL + 7
+    # Nothing to wait for: no status, a session long expired, a predecessor still running
+    # (a second node for the site), this very process, or a malformed file.
+    assert previous_session_end(None, now) == now
+    assert previous_session_end({"pid": dead, "last_contact": now - 60}, now) == now
+    assert previous_session_end({"pid": os.getppid(), "last_contact": now}, now) == now
+    assert previous_session_end({"pid": os.getpid(), "last_contact": now}, now) == now
+    assert previous_session_end({"pid": "x", "last_contact": now}, now) == now
+    assert previous_session_end(["not", "a", "status"], now) == now
+
+
+def _refusal(code: int) -> httpx.HTTPStatusError:
+    """What Flower's Fleet API answers when it refuses a request (its own serializer)."""
+    import json
+
+    from flwr.supercore.error import FlowerError
+
+    request = httpx.Request("POST", "https://superlink/v1/fleet/activate-node")
+    body = json.dumps(FlowerError(code, "internal detail").to_json("Failed to activate SuperNode."))
+    response = httpx.Response(412, text=body, request=request)
+    return httpx.HTTPStatusError("412", request=request, response=response)
+
+
+@pytest.mark.parametrize("until_in", [30.0, 0.0])
+def test_node_activation_is_asked_again_while_refused_until_the_session_ends(
+    monkeypatch: pytest.MonkeyPatch, until_in: float
+) -> None:
+    import time
+
+    from flwr.supercore.error import ApiErrorCode
+    from flwr.supernode.fleet_http_client import FleetHttpClient
+
+    from fedroc.federation.flower import _tuning
+
+    calls: list[str] = []
+
+    def activate(self: Any, request: Any) -> str:
+        calls.append(request)
+        if len(calls) < 3:
+            raise _refusal(ApiErrorCode.FLEET_NODE_ACTIVATION_FAILED)
+        return "activated"
+
+    monkeypatch.setattr(FleetHttpClient, "ActivateNode", activate)
+    monkeypatch.setattr(_tuning, "ACTIVATION_RETRY", 0.01)
+    _tuning.tune_node_activation(time.time() + until_in)
+    if until_in:
+        assert FleetHttpClient.ActivateNode(None, "req") == "activated"
+        assert calls == ["req"] * 3
+    else:  # past the predecessor's session: Flower's own refusal, at once
+        with pytest.raises(httpx.HTTPStatusError):
+            FleetHttpClient.ActivateNode(None, "req")
+        assert calls == ["req"]
+    # Another error is never retried.
+    calls.clear()
+
+    def other_error(self: Any, request: Any) -> str:
+        calls.append(request)
+        raise _refusal(ApiErrorCode.FLEET_INVALID_HEARTBEAT_INTERVAL)
+
+    monkeypatch.setattr(FleetHttpClient, "ActivateNode", other_error)
+    _tuning.tune_node_activation(time.time() + 30)
+    with pytest.raises(httpx.HTTPStatusError):
+        FleetHttpClient.ActivateNode(None, "req")
+    assert calls == ["req"]

@@ -29,10 +29,12 @@ __all__ = [
     "TASK_READY",
     "RunStopped",
     "check_flower_version",
+    "previous_session_end",
     "pull_deadline",
     "stop_is_a_failure",
     "tune_log_stream",
     "tune_log_upload",
+    "tune_node_activation",
     "tune_object_pulls",
     "tune_supernode_polling",
 ]
@@ -254,6 +256,75 @@ class _PollClock:
 # crashed stays "online" for two intervals and cannot activate again meanwhile, so this
 # bounds how long a restarted site waits to reconnect: 20 s instead of 60 s.
 HEARTBEAT_INTERVAL = 10
+
+
+# A node started again after its process crashed is refused by the SuperLink (Flower's
+# FLEET_NODE_ACTIVATION_FAILED, HTTP 412) until the crashed process's session expires, two
+# heartbeat intervals after its last heartbeat. Flower's node then exits, and whoever
+# restarts it pays a new interpreter (2-4 s of CPU) per attempt; fedroc's node asks again
+# every ACTIVATION_RETRY s in the same process until that session must have expired.
+ACTIVATION_RETRY = 1.0
+
+
+def previous_session_end(status: Any, now: float) -> float:
+    """Return when the session of this node's crashed predecessor expires at the latest.
+
+    ``status`` is what the predecessor wrote to ``status.json`` (:class:`NodeStatus`), or
+    None; times are ``time.time()``. Returns ``now`` when there is nothing to wait for: no
+    predecessor, one still running (a second node for the site is refused at once, as by
+    Flower), or one whose session has expired. The predecessor's last heartbeat came at most
+    :attr:`NodeStatus.EVERY` s after its last contact while it was polling; a node that
+    crashed in the middle of a long call had heartbeats after that, and is then started
+    again by its supervisor as before.
+    """
+    if not isinstance(status, dict):
+        return now
+    pid, last = status.get("pid"), status.get("last_contact")
+    if not isinstance(pid, int) or not isinstance(last, (int, float)) or pid == os.getpid():
+        return now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass  # it is gone; its session may still be open at the SuperLink
+    except OSError:
+        return now
+    else:
+        return now
+    end = float(last) + 2 * HEARTBEAT_INTERVAL + NodeStatus.EVERY + ACTIVATION_RETRY
+    return max(end, now)
+
+
+def tune_node_activation(until: float) -> None:
+    """Retry this node's activation while the SuperLink refuses it, until ``until``.
+
+    The SuperLink refuses while the session of the node's crashed predecessor is still open
+    (see ``ACTIVATION_RETRY``); ``until`` is a ``time.time()``, from
+    :func:`previous_session_end`. Any other error, or a refusal past ``until``, is raised
+    as Flower raises it (the node exits).
+    """
+    check_flower_version()
+    import httpx
+    from flwr.supercore.error import ApiErrorCode, FlowerError
+    from flwr.supernode.fleet_http_client import FleetHttpClient
+
+    original = FleetHttpClient.ActivateNode
+    activate_once = getattr(original, "_fedroc_original", original)
+
+    def activate(self: Any, request: Any) -> Any:
+        while True:
+            try:
+                return activate_once(self, request)
+            except httpx.HTTPStatusError as exc:
+                error = FlowerError.from_json(exc.response.text)
+                refused = (
+                    error is not None and error.code == ApiErrorCode.FLEET_NODE_ACTIVATION_FAILED
+                )
+                if not refused or time.time() + ACTIVATION_RETRY > until:
+                    raise
+            time.sleep(ACTIVATION_RETRY)
+
+    activate._fedroc_original = activate_once  # type: ignore[attr-defined]
+    FleetHttpClient.ActivateNode = activate  # type: ignore[method-assign]
 
 
 class _LoopTurn:

@@ -12,7 +12,8 @@ two changes, both confined to this process:
   geometrically to 0.5 s (Flower: a fixed 3 s) while nothing arrives, so a run's next round
   and a new run's first message are picked up at once; a message part not uploaded yet is
   pulled again after 5 ms instead of 1 s; heartbeats every 10 s instead of 30 s, so a node
-  that crashed can reconnect after 20 s instead of 60 s (see :mod:`._tuning`);
+  that crashed can reconnect after 20 s instead of 60 s, and the node started again meanwhile
+  asks the SuperLink every second until then instead of exiting (see :mod:`._tuning`);
 * execution: the SuperNode runs in Flower's ``process`` isolation mode and a thread of this
   process is its executor: it acquires each ClientApp task from the SuperNode's local
   Runtime API and runs fedroc's ClientApp in this process (the site's table is loaded once).
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import secrets
@@ -60,7 +62,9 @@ from fedroc.federation.flower._tuning import (
     STATUS,
     TASK_READY,
     check_flower_version,
+    previous_session_end,
     pull_deadline,
+    tune_node_activation,
     tune_supernode_polling,
 )
 
@@ -359,8 +363,11 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     check_flower_version()
     args = list(flower_args)
     site, node_dir = _node_config(args)
+    previous = None
     if node_dir is not None:
         STATUS.configure(node_dir / STATUS_NAME, site)
+        with contextlib.suppress(OSError, ValueError):
+            previous = json.loads((node_dir / STATUS_NAME).read_text())
     isolation = option_value(args, "--isolation", "")
     if isolation and isolation != "process":
         raise InputError(
@@ -376,6 +383,7 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
         secret = _runtime_secret(node_dir)
         args += ["--superexec-auth-secret-file", str(secret)]
     tune_supernode_polling(fast)
+    tune_node_activation(previous_session_end(previous, time.time()))
     tune_supernode_middleware()
     RUNTIME.capture()
     config = option_value(args, "--node-config", "")
