@@ -2016,3 +2016,48 @@ def test_clustered_edges_refused_for_the_grid_leave_the_default_flows_answered()
         secure_sum(fed, FUNCTION_SUMMARY, edges=np.linspace(-1.0, 2.0, 11))
     assert evaluate(fed, "histogram").auc is not None
     assert evaluate(fed, "rocglm").extra["calibration"] is not None
+
+
+# -- R43. the clear way's R31: a local-DP tree and the clear calibration bins of one site ------
+@pytest.mark.xfail(
+    strict=True,
+    reason="R43 open: a local-DP tree (exact in effect at epsilon 10) and the clear "
+    "calibration's bins are two clear partitions held apart from nothing (20/20 on main bf6d5d0)",
+)
+def test_a_local_dp_tree_and_the_clear_calibration_do_not_place_a_sites_row_between_edges():
+    """R31 in the clear, at one site. The one grid (R31/R32) holds the exact counts a site
+    sums securely; in the clear, the calibration's edges are held apart from the confusion
+    thresholds and clustered edges it released (R3, R7), not from its local-DP tree, which
+    is exact in effect at a large epsilon (R24: 0 noise with probability 0.9999 at epsilon
+    10, one level) and binds the clear way, as the calibration does. A local tree of 16
+    leaves (branching 16, height 1) at epsilon 10, the site's default lifetime budget, then
+    the clear curve of 15 bins (edges on the 1/4096 grid: 1/15 becomes 273/4096): bin 0
+    minus leaf 0 is the site's rows in [256/4096, 273/4096), its lone row at 0.064 and that
+    row's class (sum_observed minus the leaf's positives), per site, no secure sum needed.
+    Measured on main bf6d5d0: 20 of 20 sites (either order answers). Holding the clear
+    bins to the local tree's leaves (or the local tree to the grid, both ways) would close
+    it."""
+    from fedroc.methods.histogram import LOCAL_NAME
+
+    rng = np.random.default_rng(4343)
+    read = 0
+    for trial in range(20):
+        label = int(trial % 2)
+        n = 150
+        s = rng.random(n)
+        s = np.where((s >= 1 / 16) & (s < 273 / 4096), s + 0.1, s)  # nobody else there
+        y = (rng.random(n) < 0.4).astype(int)
+        s[0], y[0] = 0.064, label
+        fed = Federation.from_sites([Site("victim", SiteData.from_arrays(y, s))])
+        try:
+            tree = fed.call(LOCAL_NAME, branching=16, height=1, lo=0.0, hi=1.0, epsilon=10.0)
+            cal = fed.call("fedroc.calibration", n_bins=15)
+        except DisclosureError:
+            continue  # refused: nothing to subtract
+        t, c = tree["victim"], cal["victim"]
+        if c["suppressed"][0]:
+            continue
+        rows = int(c["count"][0]) - round(float(t["pos"][0]) + float(t["neg"][0]))
+        pos = round(float(c["sum_observed"][0])) - round(float(t["pos"][0]))
+        read += (rows, pos) == (1, label)
+    assert read == 0, f"the site's lone row and class read in {read} of 20"
