@@ -2061,3 +2061,28 @@ def test_a_local_dp_tree_and_the_clear_calibration_do_not_place_a_sites_row_betw
         pos = round(float(c["sum_observed"][0])) - round(float(t["pos"][0]))
         read += (rows, pos) == (1, label)
     assert read == 0, f"the site's lone row and class read in {read} of 20"
+
+
+# -- U2. a histogram of 512 quantiles first: the default curve and clustered bins are refused --
+@pytest.mark.xfail(
+    strict=True,
+    reason="U2 open: a 2048-leaf tree (quantiles 512) binds a grid the default 1/4096 edges "
+    "are not on: ROC-GLM's curve withheld, the clustered method refused (main bf6d5d0)",
+)
+def test_default_flows_after_a_histogram_of_512_quantiles_are_answered():
+    """``evaluate(fed, "histogram", quantiles=512)`` asks a tree of 2048 leaves (branching
+    2, height 11), the site's grid for its lifetime. The default calibration edges are
+    k/10 on the 1/4096 grid (819/4096 is one), and the clustered method's 1000 bins too:
+    neither lies on 2048 cells, so ROC-GLM's (and MPC's) curve is withheld and the default
+    clustered method refused for good at these sites. On main 384d1a1 both were answered;
+    on bf6d5d0 refused in every federation. Likewise --branching 3 (3^9 leaves) first, and
+    after a default curve or clustered run, histograms of 2048 quantiles, --branching 3 or 4,
+    or another --score-range. A histogram that asks at least the default grid in secure
+    aggregation mode (coarsening its own levels), or edges snapped to the bound grid at the
+    site, would keep the defaults together."""
+    from fedroc.methods import evaluate
+
+    fed = Federation.from_frames(_logistic_frames(np.random.default_rng(4444)), cluster="c")
+    assert evaluate(fed, "histogram", quantiles=512).auc is not None
+    assert evaluate(fed, "rocglm", correction="none").extra["calibration"] is not None
+    assert evaluate(fed, "clustered").auc is not None
