@@ -301,7 +301,7 @@ def bin_edges(n_bins: int) -> FloatArray:
     --------
     >>> bin_edges(4).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
-    >>> bin_edges(10)[1] * 4096
+    >>> float(bin_edges(10)[1] * 4096)
     410.0
     """
     cells = 2**EDGE_GRID_HEIGHT
