@@ -1797,6 +1797,21 @@ def test_two_default_evaluations_release_nothing_between_the_trees_leaves_and_th
     assert [round(leaves[a:b].sum()) for a, b in itertools.pairwise(cells)] == cal.count.tolist()
 
 
+def _clustered_sliver_federation(rng: np.random.Generator, victim_label: int) -> Federation:
+    """Three sites with clusters; the victim's row scores 0.064, no other in [1/16, 1/15)."""
+    sites = []
+    for k in range(3):
+        n = 90
+        a = rng.random(n)
+        a = np.where((a >= 1 / 16) & (a < 1 / 15), a + 0.1, a)  # nobody else there
+        y = (rng.random(n) < 0.4).astype(int)
+        if k == 0:
+            a[0], y[0] = 0.064, victim_label
+        y[1], y[2] = 1, 0
+        sites.append(Site(f"s{k}", SiteData.from_arrays(y, a, rng.integers(0, 15, n))))
+    return Federation.from_sites(sites)
+
+
 # -- R32. the clustered method's secure edges are a partition apart from the site's one tree ----
 def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_two_edges():
     """R30 and R31 with the clustered method: its round-1 summary, as an input of secure
@@ -1816,17 +1831,7 @@ def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_
     read = 0
     for trial in range(10):
         label = int(trial % 2)
-        sites = []
-        for k in range(3):
-            n = 90
-            a = rng.random(n)
-            a = np.where((a >= 1 / 16) & (a < 1 / 15), a + 0.1, a)  # nobody else there
-            y = (rng.random(n) < 0.4).astype(int)
-            if k == 0:
-                a[0], y[0] = 0.064, label
-            y[1], y[2] = 1, 0
-            sites.append(Site(f"s{k}", SiteData.from_arrays(y, a, rng.integers(0, 15, n))))
-        fed = Federation.from_sites(sites)
+        fed = _clustered_sliver_federation(rng, label)
         try:
             pooled = secure_sum(
                 fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=1.0
@@ -1969,17 +1974,7 @@ def test_the_grid_check_does_not_answer_r32s_edges_after_a_tree_over_a_wide_rang
     read = 0
     for trial in range(10):
         label = int(trial % 2)
-        sites = []
-        for k in range(3):
-            n = 90
-            a = rng.random(n)
-            a = np.where((a >= 1 / 16) & (a < 1 / 15), a + 0.1, a)  # nobody else there
-            y = (rng.random(n) < 0.4).astype(int)
-            if k == 0:
-                a[0], y[0] = 0.064, label
-            y[1], y[2] = 1, 0
-            sites.append(Site(f"s{k}", SiteData.from_arrays(y, a, rng.integers(0, 15, n))))
-        fed = Federation.from_sites(sites)
+        fed = _clustered_sliver_federation(rng, label)
         try:
             pooled = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=1, lo=lo, hi=hi)
             hist = secure_sum(fed, FUNCTION_SUMMARY, edges=np.array([lo, 1 / 15, hi]))
