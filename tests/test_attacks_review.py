@@ -2014,11 +2014,6 @@ def test_clustered_edges_refused_for_the_grid_leave_the_default_flows_answered()
 
 
 # -- R43. the clear way's R31: a local-DP tree and the clear calibration bins of one site ------
-@pytest.mark.xfail(
-    strict=True,
-    reason="R43 open: a local-DP tree (exact in effect at epsilon 10) and the clear "
-    "calibration's bins are two clear partitions held apart from nothing (20/20 on main bf6d5d0)",
-)
 def test_a_local_dp_tree_and_the_clear_calibration_do_not_place_a_sites_row_between_edges():
     """R31 in the clear, at one site. The one grid (R31/R32) holds the exact counts a site
     sums securely; in the clear, the calibration's edges are held apart from the confusion
@@ -2081,3 +2076,71 @@ def test_default_flows_after_a_histogram_of_512_quantiles_are_answered():
     assert evaluate(fed, "histogram", quantiles=512).auc is not None
     assert evaluate(fed, "rocglm", correction="none").extra["calibration"] is not None
     assert evaluate(fed, "clustered").auc is not None
+
+
+# -- R43, the other orders: a clear cut first, a local-DP tree after it ------------------------
+def _r43_site(rng: np.random.Generator, label: int) -> Federation:
+    """One site of 600 rows, none in [1/16, 273/4096) but a lone row at 0.064 of ``label``."""
+    s = rng.random(600)
+    s = np.where((s >= 1 / 16) & (s < 273 / 4096), s + 0.1, s)
+    y = (rng.random(600) < 0.4).astype(int)
+    s[0], y[0] = 0.064, label
+    return Federation.from_sites([Site("victim", SiteData.from_arrays(y, s))])
+
+
+def _lone_row_read(fed: Federation, first: tuple, then: tuple, label: int) -> bool:
+    """Ask ``first`` then ``then``; whether (clear cut minus leaf 0) is the lone row of ``label``.
+
+    Each is ``(function, kwargs)``; the clear cut is the calibration's bin 0 or a confusion
+    table's rows below its threshold, leaf 0 the 16-leaf local tree's [0, 1/16).
+    """
+    import fedroc.methods.rocglm  # noqa: F401 (registers rocglm.confusion)
+    from fedroc.methods.histogram import LOCAL_NAME
+
+    replies = {}
+    try:
+        for function, kwargs in (first, then):
+            replies[function] = fed.call(function, **kwargs)["victim"]
+    except DisclosureError:
+        return False  # refused: nothing to subtract
+    t = replies[LOCAL_NAME]
+    leaf_rows = round(float(t["pos"][0]) + float(t["neg"][0]))
+    leaf_pos = round(float(t["pos"][0]))
+    if "fedroc.calibration" in replies:
+        c = replies["fedroc.calibration"]
+        if c["suppressed"][0]:
+            return False
+        rows, pos = int(c["count"][0]), round(float(c["sum_observed"][0]))
+    else:
+        c = replies["rocglm.confusion"]
+        rows, pos = int(c["fn"]) + int(c["tn"]), int(c["fn"])
+    return (rows - leaf_rows, pos - leaf_pos) == (1, label)
+
+
+@pytest.mark.parametrize("cut", ["calibration", "confusion"])
+@pytest.mark.parametrize("order", ["cut first", "tree first"])
+def test_a_local_dp_tree_and_a_clear_cut_in_either_order_do_not_place_a_lone_row(cut, order):
+    """R43's other orders, and the confusion table in place of the calibration curve.
+
+    A clear calibration curve of 15 bins (or a confusion table at 0.065) released first
+    binds nothing a local tree is held to: the default grid it binds accepts any coarser
+    tree, and a 16-leaf local tree at epsilon 10 (exact in effect, R24) then cuts at 1/16,
+    beside the cut at 273/4096 (or 0.065). The cut's rows below it minus leaf 0 are the
+    lone row at 0.064 and its class. Measured on main 746ab4e: calibration first 20 of 20,
+    confusion first 20 of 20, confusion after the tree 20 of 20."""
+    from fedroc.methods.histogram import LOCAL_NAME
+
+    tree = (LOCAL_NAME, dict(branching=16, height=1, lo=0.0, hi=1.0, epsilon=10.0))
+    clear = (
+        ("fedroc.calibration", dict(n_bins=15))
+        if cut == "calibration"
+        else ("rocglm.confusion", dict(threshold=0.065))
+    )
+    rng = np.random.default_rng(4343)
+    read = 0
+    for trial in range(20):
+        label = trial % 2
+        fed = _r43_site(rng, label)
+        pair = (clear, tree) if order == "cut first" else (tree, clear)
+        read += _lone_row_read(fed, *pair, label=label)
+    assert read == 0, f"the site's lone row and class read in {read} of 20"

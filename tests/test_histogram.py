@@ -481,3 +481,44 @@ def test_cli_evaluate_histogram(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*args, "--score-range", "zero,one"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("transform", [None, "logistic"])
+def test_apart_from_local_trees_is_the_brute_force_rule(transform):
+    """A cut is refused exactly when it splits a leaf's rows into a part under q of a class.
+
+    Brute force: each leaf's rows (leaf by ``==`` on the edges, not ``leaf_index``), split
+    at each cut (``score < c`` below), both parts nonempty, a class under q in a part.
+    """
+    from fedroc.federation.basic import BIND_RANGE, apart_from_local_trees
+    from fedroc.methods.histogram import TRANSFORMS
+
+    rng = np.random.default_rng(20261128)
+    lo, hi = (0.0, 1.0) if transform is None else (0.25, 0.75)
+    answers = set()
+    for _ in range(60):
+        n = int(rng.integers(5, 80))
+        s = np.round(rng.random(n), 2) if transform is None else rng.normal(0, 0.8, n)
+        y = rng.random(n) < 0.5
+        ctx = SiteContext("a", SiteData.from_arrays(y, s), DisclosurePolicy(min_count=2),
+                          {}, "analyst")  # fmt: skip
+        ctx.ledger.bind(BIND_RANGE, [lo, hi, transform])
+        n_leaves = int(rng.choice([4, 8, 16]))
+        cut = float(rng.choice(s)) if rng.random() < 0.5 else float(rng.random())
+        if transform is not None:
+            cut = float(rng.normal(0, 0.8))
+        t = s if transform is None else np.clip(TRANSFORMS[transform](s), lo, hi)
+        edges = np.linspace(lo, hi, n_leaves + 1)
+        expected = True
+        for k in range(n_leaves):
+            last = k == n_leaves - 1
+            inside = (t >= edges[k]) & ((t <= edges[k + 1]) if last else (t < edges[k + 1]))
+            below, above = inside & (s < cut), inside & (s >= cut)
+            if below.any() and above.any():
+                for part in (below, above):
+                    if min((part & y).sum(), (part & ~y).sum()) < 2:
+                        expected = False
+        got = apart_from_local_trees(ctx, np.array([cut]), [n_leaves])
+        assert got == expected
+        answers.add(got)
+    assert answers == {True, False}  # both outcomes were exercised

@@ -29,18 +29,29 @@ from fedroc.federation.site import (
     binding_refused,
     site_function,
 )
-from fedroc.metrics import EDGE_GRID_HEIGHT, CalibrationCurve, bin_edges, bin_index
+from fedroc.metrics import (
+    EDGE_GRID_HEIGHT,
+    SCORE_TRANSFORMS,
+    CalibrationCurve,
+    bin_edges,
+    bin_index,
+    leaf_index,
+    on_grid,
+)
 
 __all__ = [
     "DistributedMoments",
     "SiteCalibration",
+    "apart_from_local_trees",
     "bind_exact_counts",
     "bind_tree",
     "check_exact_counts",
+    "clear_cuts",
     "distributed_brier",
     "distributed_calibration",
     "distributed_mean",
     "distributed_variance",
+    "local_tree_leaves",
     "site_probabilities",
     "site_sizes",
 ]
@@ -74,6 +85,10 @@ CLEAR_EDGES_KEY = "clustered:clear-edges"
 # them first, so that a site's earlier bindings hold).
 BIND_RANGE = "histogram-tree:range"
 BIND_TREE = "histogram-tree:tree"
+# The leaf counts of the local-DP trees a site released in the clear (one key per count;
+# the histogram method writes them): clear cuts of a sort, exact in effect at a large
+# epsilon (R24, R43; see apart_from_local_trees).
+LOCAL_TREE_KEY = "histogram-local:leaves:"
 _COLUMN_ARGS = {
     "column": Choice(*_COLUMNS, default="score"),
     "subset": Choice(*_SUBSETS, default="all"),
@@ -203,6 +218,15 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
         }
         return Reply(secure, counts={"rows": p.size})
     cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
+    if not apart_from_local_trees(ctx, bin_edges(n_bins)[1:-1]):
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {FN_CALIBRATION!r} at {n_bins} bins: a bin edge "
+            "splits a leaf of a local-DP histogram tree it released into parts of fewer "
+            f"than {ctx.policy.min_count} rows of a class, and the tree, exact in effect at "
+            "a large epsilon, would subtract to them (R43)",
+            site=ctx.site,
+            function=FN_CALIBRATION,
+        )
     if not cuts_keep_q_rows(ctx, cuts, n_bins, suppressed):
         raise DisclosureError(
             f"site {ctx.site!r} refuses {FN_CALIBRATION!r} at {n_bins} bins: a confusion "
@@ -271,14 +295,9 @@ def bind_tree(
     scale = [lo, hi, transform]
     e = None if edges is None else np.asarray(edges, dtype=np.float64)
 
-    def on_grid(grid: Any) -> bool:
-        # Each edge must be a cell boundary to the bit, as the site computes it: an edge a
-        # hair off one splits a cell at the rows on it (R41), and a tolerance in cells is a
-        # wide one over a wide range (R42).
+    def on_the_grid(grid: Any) -> bool:
         assert e is not None
-        cells = float(int(grid[0]) ** int(grid[1]))
-        k = np.rint((e - lo) / (hi - lo) * cells)
-        return bool(np.array_equal(e, lo + (hi - lo) * (k / cells)))
+        return on_grid(e, lo, hi, int(grid[0]) ** int(grid[1]))
 
     def refusal(grid: Any) -> ArgumentRefused:
         return _edges_refused(ctx, function, grid, argument)
@@ -287,7 +306,7 @@ def bind_tree(
     # range is bound, so that a refused request binds nothing (U1). (Bindings stay: if the
     # key is bound now, it is when bind_before_reading checks the edges against it.)
     if e is not None and tree is not None and BIND_TREE not in ctx.ledger.bindings:
-        if not on_grid(tree):
+        if not on_the_grid(tree):
             raise refusal(tree)
     bind_before_reading(
         ctx, BIND_RANGE, scale, lambda first: _range_refused(ctx, function, scale, first)
@@ -304,7 +323,7 @@ def bind_tree(
             accepts=lambda first: (int(first[0]) ** int(first[1])) % (b**h) == 0,
         )
         return
-    bind_before_reading(ctx, BIND_TREE, [b, h], refusal, accepts=on_grid)
+    bind_before_reading(ctx, BIND_TREE, [b, h], refusal, accepts=on_the_grid)
 
 
 def _range_refused(
@@ -455,6 +474,99 @@ def clear_calibration_bins(ctx: SiteContext) -> int | None:
 def clustered_clear_edges(ctx: SiteContext) -> list[float]:
     """Return the inner edges of the clustered histograms the site released in the clear."""
     return [float(v) for v in ctx.ledger.bindings.get(CLEAR_EDGES_KEY, [])]
+
+
+@fill_doc
+def clear_cuts(ctx: SiteContext) -> np.ndarray:
+    """Return every cut of the site's clear exact counts: bin edges and thresholds.
+
+    Parameters
+    ----------
+    {ctx}
+
+    Returns
+    -------
+    ndarray of float64
+        The inner edges of its clear calibration bins, the thresholds of its clear
+        confusion tables and the inner edges of its clear clustered histograms.
+    """
+    n_bins = clear_calibration_bins(ctx)
+    calibration = [] if n_bins is None else bin_edges(n_bins)[1:-1].tolist()
+    cuts = calibration + confusion_thresholds(ctx) + clustered_clear_edges(ctx)
+    return np.asarray(cuts, dtype=np.float64)
+
+
+@fill_doc
+def local_tree_leaves(ctx: SiteContext) -> list[int]:
+    """Return the leaf counts of the local-DP trees the site released.
+
+    Parameters
+    ----------
+    {ctx}
+
+    Returns
+    -------
+    list of int
+        One per tree shape, increasing; empty if it released none.
+    """
+    return sorted(int(v) for k, v in ctx.ledger.bindings.items() if k.startswith(LOCAL_TREE_KEY))
+
+
+@fill_doc
+def apart_from_local_trees(
+    ctx: SiteContext, cuts: np.ndarray, leaves: list[int] | None = None
+) -> bool:
+    """Tell whether clear cuts split no leaf of the site's local-DP trees into a sliver.
+
+    A local tree is noisy, but exact in effect at a large epsilon (noise 0 with
+    probability 0.9999 at epsilon 10, one level: R24). A clear cut ``c`` inside one of its
+    leaves ``[e_k, e_(k+1))`` (a calibration edge, a confusion threshold, a clustered
+    edge) then subtracts from the leaves below to the rows in ``[e_k, c)``: 16 leaves and
+    15 calibration bins gave a site's lone row and its class, in either order (R43). So a
+    leaf the cut splits (rows of it on both sides) must hold at least q rows of each class
+    on each side. A cut that splits no leaf's rows cuts them as a leaf edge does, finer
+    levels than the tree's leaves being no sliver the tree itself does not give.
+
+    Parameters
+    ----------
+    {ctx}
+    cuts : ndarray of float
+        Cuts of the score (``score < c`` below) released in the clear, or asked to be.
+    leaves : list of int, optional
+        The leaf counts of the trees to check against; by default every local tree the
+        site released (:func:`local_tree_leaves`). Their range and transform are the
+        site's bound ones.
+
+    Returns
+    -------
+    bool
+        False when a cut splits a leaf into parts under q rows of a class.
+    """
+    leaves = local_tree_leaves(ctx) if leaves is None else leaves
+    c = np.asarray(cuts, dtype=np.float64).reshape(-1)
+    if not leaves or c.size == 0 or BIND_RANGE not in ctx.ledger.bindings:
+        return True
+    lo, hi, transform = ctx.ledger.bindings[BIND_RANGE]
+    d = ctx.data
+    order = np.argsort(d.score, kind="stable")
+    score = d.score[order]
+    t = score if transform is None else SCORE_TRANSFORMS[transform](score)
+    # Per class, how many rows of the sorted scores up to each position.
+    cum = [np.r_[0, np.cumsum(d.label[order])], np.r_[0, np.cumsum(~d.label[order])]]
+    at = np.searchsorted(score, c, side="left")  # rows below each cut
+    q = ctx.policy.min_count
+    for n_leaves in leaves:
+        leaf = leaf_index(np.clip(t, lo, hi), int(n_leaves), float(lo), float(hi))
+        for i in at[(at > 0) & (at < score.size)]:
+            split = leaf[i - 1]
+            if leaf[i] != split:
+                continue  # the cut falls between two leaves' rows
+            start = np.searchsorted(leaf, split, side="left")
+            stop = np.searchsorted(leaf, split, side="right")
+            for k in cum:
+                if min(k[i] - k[start], k[stop] - k[i]) < q:
+                    return False
+    return True
 
 
 def _below(ctx: SiteContext, values: np.ndarray) -> list[np.ndarray]:

@@ -16,6 +16,7 @@ from fedroc.metrics._calibration import (
 )
 from fedroc.metrics._counts import (
     EDGE_GRID_HEIGHT,
+    SCORE_TRANSFORMS,
     BootstrapAUCResult,
     OperatingPoint,
     PlacementSums,
@@ -23,6 +24,9 @@ from fedroc.metrics._counts import (
     TwoByTwo,
     beaten_counts,
     bin_index_edges,
+    grid_edges,
+    leaf_index,
+    on_grid,
     proportion_ci,
 )
 from fedroc.metrics._delong import (
@@ -63,6 +67,7 @@ from fedroc.metrics._ranking import (
 
 __all__ = [
     "EDGE_GRID_HEIGHT",
+    "SCORE_TRANSFORMS",
     "BootstrapAUCResult",
     "CalibrationCurve",
     "DeLongResult",
@@ -88,10 +93,13 @@ __all__ = [
     "delong",
     "delong_from_counts",
     "delong_paired",
+    "grid_edges",
     "hanley_mcneil_se",
+    "leaf_index",
     "logit_ci",
     "logit_test_greater",
     "obuchowski_variance",
+    "on_grid",
     "operating_point",
     "partial_auc",
     "placement_values",

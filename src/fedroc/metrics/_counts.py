@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the result types import this module at run time
 
 __all__ = [
     "EDGE_GRID_HEIGHT",
+    "SCORE_TRANSFORMS",
     "BootstrapAUCResult",
     "BootstrapOptions",
     "OperatingPoint",
@@ -53,6 +54,9 @@ __all__ = [
     "bin_edges",
     "bin_index_edges",
     "check_sample_weight",
+    "grid_edges",
+    "leaf_index",
+    "on_grid",
     "proportion_ci",
 ]
 
@@ -307,7 +311,110 @@ def bin_edges(n_bins: int) -> FloatArray:
     cells = 2**EDGE_GRID_HEIGHT
     if int(n_bins) != n_bins or not 1 <= n_bins <= cells:
         raise InputError(f"n_bins must be an integer from 1 to {cells}; got {n_bins!r}")
-    return np.rint(np.linspace(0.0, 1.0, int(n_bins) + 1) * cells) / cells
+    return grid_edges(int(n_bins), 0.0, 1.0, EDGE_GRID_HEIGHT)
+
+
+def grid_edges(n_bins: int, lo: float, hi: float, height: int) -> FloatArray:
+    """Return the edges ``k / n_bins`` of ``[lo, hi]`` rounded to a grid of ``2**height`` cells.
+
+    The one snapping rule of fedroc's shared edges (:func:`bin_edges` over [0, 1] at
+    :data:`EDGE_GRID_HEIGHT`, the clustered method's edges over a score range): each edge
+    is ``lo + (hi - lo) * (c / 2**height)`` for an integer ``c``, the formula by which
+    :func:`on_grid` (and so a site) tells a cell boundary, so that the two agree to the bit.
+
+    Parameters
+    ----------
+    n_bins : int
+        Number of bins, from 1 to ``2**height`` (not checked here).
+    lo, hi : float
+        The range, ``lo < hi``.
+    height : int
+        The grid has ``2**height`` equal cells.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_bins + 1,)
+        Increasing edges from ``lo`` to ``hi``.
+
+    Examples
+    --------
+    >>> grid_edges(3, 0.0, 1.0, 2).tolist()
+    [0.0, 0.25, 0.75, 1.0]
+    """
+    cells = 2**height
+    c = np.rint(np.linspace(0.0, 1.0, n_bins + 1) * cells)
+    return lo + (hi - lo) * (c / cells)
+
+
+def on_grid(edges: ArrayLike, lo: float, hi: float, cells: int) -> bool:
+    """Tell whether every edge is a boundary of ``cells`` equal cells of ``[lo, hi]``, to the bit.
+
+    A boundary is ``lo + (hi - lo) * (c / cells)`` for an integer ``c``, computed so: an
+    edge a hair off one would split a cell at the rows on it (R41), and a tolerance in cells
+    is a wide one over a wide range (R42).
+
+    Parameters
+    ----------
+    edges : array-like of float
+        The edges to check.
+    lo, hi : float
+        The range, ``lo < hi``.
+    cells : int
+        The number of equal cells of the range.
+
+    Returns
+    -------
+    bool
+        True when every edge is a cell boundary.
+
+    Examples
+    --------
+    >>> on_grid([0.0, 0.25, 1.0], 0.0, 1.0, 4), on_grid([0.1], 0.0, 1.0, 4096)
+    (True, False)
+    """
+    e = np.asarray(edges, dtype=np.float64)
+    c = np.rint((e - lo) / (hi - lo) * cells)
+    return bool(np.array_equal(e, lo + (hi - lo) * (c / cells)))
+
+
+#: Public monotone maps of the real line onto (0, 1), applied to scores before they are
+#: binned over a range (the histogram method's ``score_transform``): ranks, hence ROC and
+#: PR, survive.
+SCORE_TRANSFORMS: dict[str, Callable[[FloatArray], FloatArray]] = {
+    "logistic": lambda s: 1.0 / (1.0 + np.exp(-s)),
+    "arctan": lambda s: 0.5 + np.arctan(s) / np.pi,
+}
+
+
+def leaf_index(
+    scores: FloatArray, n_leaves: int, lo: float = 0.0, hi: float = 1.0
+) -> NDArray[np.int64]:
+    """Leaf of each score: ``[e_k, e_(k+1))`` with ``e = linspace(lo, hi, n_leaves + 1)``.
+
+    The last leaf is closed (it holds ``hi``), the rule of :func:`bin_index_edges`.
+    Computed arithmetically and then corrected against the edges, so it equals the binary
+    search on the edges without its cost.
+
+    Parameters
+    ----------
+    scores : ndarray of float, shape (n,)
+        Scores inside ``[lo, hi]`` (not checked here).
+    n_leaves : int
+        Number of leaves: equal cells of ``[lo, hi]``.
+    lo, hi : float, default 0.0 and 1.0
+        The public score range ``[lo, hi]``.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Leaf of each score, from 0 to ``n_leaves - 1``.
+    """
+    edges = np.linspace(lo, hi, n_leaves + 1)
+    k = ((scores - lo) * (n_leaves / (hi - lo))).astype(np.int64)
+    np.clip(k, 0, n_leaves - 1, out=k)
+    k -= scores < edges[k]
+    k += (scores >= edges[k + 1]) & (k < n_leaves - 1)
+    return k
 
 
 def bin_index_edges(values: FloatArray, edges: FloatArray) -> NDArray[np.intp]:

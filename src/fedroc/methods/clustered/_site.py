@@ -48,6 +48,7 @@ from fedroc.federation import schema as sch
 from fedroc.federation.basic import (
     CLEAR_EDGES_KEY,
     apart_from_clear_calibration,
+    apart_from_local_trees,
     bind_exact_counts,
     bind_tree,
     confusion_thresholds,
@@ -58,7 +59,13 @@ from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
 from fedroc.methods.clustered._pooled import encode_clusters
-from fedroc.metrics import EDGE_GRID_HEIGHT, ScoreCounts, beaten_counts, bin_index_edges
+from fedroc.metrics import (
+    EDGE_GRID_HEIGHT,
+    ScoreCounts,
+    beaten_counts,
+    bin_index_edges,
+    grid_edges,
+)
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -115,9 +122,7 @@ def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) 
     lo, hi = (float(v) for v in score_range)
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise InputError(f"score_range must be finite with low < high; got {score_range!r}")
-    cells = 2 ** grid_height(n_bins)
-    k = np.rint(np.linspace(0.0, 1.0, int(n_bins) + 1) * cells)
-    return lo + (hi - lo) * (k / cells)
+    return grid_edges(int(n_bins), lo, hi, grid_height(n_bins))
 
 
 def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") -> NDArray[np.intp]:
@@ -247,6 +252,15 @@ def _apart_from_other_clear_cuts(ctx: SiteContext, function: str, edges: FloatAr
             f"site {ctx.site!r} refuses {function!r} in the clear: an edge lies too close to "
             "a calibration bin edge or confusion threshold it released (fewer than "
             f"{q} rows of a class between them), and the two would subtract to those rows",
+            site=ctx.site,
+            function=function,
+        )
+    if not apart_from_local_trees(ctx, inner):
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r} in the clear: an edge splits a leaf of "
+            "a local-DP histogram tree it released into parts of fewer than "
+            f"{q} rows of a class, and the tree, exact in effect at a large epsilon, would "
+            "subtract to them (R43)",
             site=ctx.site,
             function=function,
         )

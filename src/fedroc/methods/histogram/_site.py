@@ -29,7 +29,6 @@ Leaf counting is one function, :func:`count_leaves`, so that the counting core o
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -39,10 +38,17 @@ from numpy.typing import NDArray
 from fedroc._docs import fill_doc
 from fedroc._validation import FloatArray
 from fedroc.data import SiteData
-from fedroc.exceptions import InputError
-from fedroc.federation.basic import bind_exact_counts, bind_tree
+from fedroc.exceptions import DisclosureError, InputError
+from fedroc.federation.basic import (
+    LOCAL_TREE_KEY,
+    apart_from_local_trees,
+    bind_exact_counts,
+    bind_tree,
+    clear_cuts,
+)
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.metrics import SCORE_TRANSFORMS, leaf_index
 from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
 
 INPUT_NAME = "fedroc.histogram.tree"
@@ -55,11 +61,7 @@ MODE_LDP = "local-dp"
 MODES = (MODE_SA, MODE_DDP, MODE_LDP)
 NOISES = ("discrete", "continuous")
 MAX_LEAVES = 2**22
-TRANSFORMS: dict[str, Callable[[FloatArray], FloatArray]] = {
-    # Public monotone maps of the real line onto (0, 1): ranks, hence ROC and PR, survive.
-    "logistic": lambda s: 1.0 / (1.0 + np.exp(-s)),
-    "arctan": lambda s: 0.5 + np.arctan(s) / np.pi,
-}
+TRANSFORMS = SCORE_TRANSFORMS
 
 
 def check_int(value: Any, name: str, minimum: int) -> int:
@@ -95,37 +97,6 @@ def tree_height(quantiles: int, branching: int = 2) -> int:
     while branching**levels < quantiles:
         levels += 1
     return levels + 2
-
-
-@fill_doc
-def leaf_index(
-    scores: FloatArray, n_leaves: int, lo: float = 0.0, hi: float = 1.0
-) -> NDArray[np.int64]:
-    """Leaf of each score: ``[e_k, e_(k+1))`` with ``e = linspace(lo, hi, n_leaves + 1)``.
-
-    The last leaf is closed (it holds ``hi``), the rule of
-    :func:`fedroc.metrics.bin_index`. Computed arithmetically and then corrected against
-    the edges, so it equals the binary search on the edges without its cost.
-
-    Parameters
-    ----------
-    scores : ndarray of float, shape (n,)
-        Scores inside ``[lo, hi]`` (not checked here).
-    {n_leaves}
-    lo, hi : float, default 0.0 and 1.0
-        The public score range ``[lo, hi]``, divided into leaves of equal width.
-
-    Returns
-    -------
-    ndarray of int64, shape (n,)
-        Leaf of each score, from 0 to ``n_leaves - 1``.
-    """
-    edges = np.linspace(lo, hi, n_leaves + 1)
-    k = ((scores - lo) * (n_leaves / (hi - lo))).astype(np.int64)
-    np.clip(k, 0, n_leaves - 1, out=k)
-    k -= scores < edges[k]
-    k += (scores >= edges[k + 1]) & (k < n_leaves - 1)
-    return k
 
 
 @fill_doc
@@ -383,6 +354,21 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     # partners, minus the partners' local trees, was a silent site's bins (R24). So the
     # local tree holds the site to the clear way of exact binned counts, as a clear one.
     bind_exact_counts(ctx, LOCAL_NAME, "clear")
-    _, _, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
+    b, h, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
+    # Exact in effect, its leaf edges are clear cuts too: one beside a calibration edge,
+    # confusion threshold or clustered edge it released subtracted to the rows between
+    # (R43). Recorded first, so that a refused tree still holds later cuts apart.
+    ctx.ledger.bind(LOCAL_TREE_KEY + str(b**h), b**h)
+    if not apart_from_local_trees(ctx, clear_cuts(ctx), [b**h]):
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {LOCAL_NAME!r} with {b**h} leaves: a calibration "
+            "bin edge, confusion threshold or clustered histogram edge it released in the "
+            f"clear splits a leaf into parts of fewer than {ctx.policy.min_count} rows of a "
+            "class, and a tree exact in effect at a large epsilon would subtract to them "
+            "(ask the tree of the site's default grid, 4096 leaves over [0, 1], whose leaf "
+            "edges those cuts lie on or keep apart)",
+            site=ctx.site,
+            function=LOCAL_NAME,
+        )
     values, events = _noisy_levels(ctx, args, pos, neg, n_shares=1, stream=LOCAL_NAME)
     return Reply(values, kind="noisy", dp=events)

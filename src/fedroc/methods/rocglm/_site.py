@@ -54,6 +54,7 @@ from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.basic import (
     CONFUSION_THRESHOLD_KEY,
     apart_from_clear_calibration,
+    apart_from_local_trees,
     bind_exact_counts,
     clear_calibration_bins,
     clustered_clear_edges,
@@ -847,6 +848,15 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
                 f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: its "
                 "clustered histograms were released in the clear, and the two would subtract "
                 f"to fewer than {q} rows of a class",
+                site=ctx.site,
+                function=FN_CONFUSION,
+            )
+        if not apart_from_local_trees(ctx, np.array([threshold])):
+            # So do the leaves of a local-DP tree, exact in effect at a large epsilon (R43).
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: it "
+                "splits a leaf of a local-DP histogram tree the site released into parts of "
+                f"fewer than {q} rows of a class, and the two would subtract to them",
                 site=ctx.site,
                 function=FN_CONFUSION,
             )
