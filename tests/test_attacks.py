@@ -974,7 +974,8 @@ def test_pooled_trees_over_shifted_or_finer_ranges_are_refused():
     assert refusals and "bound" in refusals[0], refusals
     # A shifted range and a finer tree are refused too; the bound tree and its coarser
     # levels are answered, and equal the levels of the first sum.
-    for other in ({"height": 10, "lo": 1e-3, "hi": 1.001}, {"height": 11, "lo": 0.0, "hi": 1.0}):
+    # (The first tree, of 1024 leaves, bound the default grid of 4096, U2: finer is 8192.)
+    for other in ({"height": 10, "lo": 1e-3, "hi": 1.001}, {"height": 13, "lo": 0.0, "hi": 1.0}):
         with pytest.raises(FedrocError, match="bound"):
             secure_sum(fed, INPUT_NAME, branching=2, mode=MODE_SA, **other)
     again = secure_sum(fed, INPUT_NAME, branching=2, height=10, lo=0.0, hi=1.0, mode=MODE_SA)

@@ -1749,26 +1749,32 @@ def test_a_secure_calibration_off_the_trees_levels_does_not_place_a_row_between_
 
     Now every exact count a site sums securely is a sum of the cells of one grid, the first
     it bound (``fedroc.federation.basic.bind_tree``), and calibration edges lie on the
-    default tree's 4096 leaves (``bin_edges``). Tree first: the 15 bins are off its 16
-    leaves and refused. Curve first: it binds the 4096-leaf grid; a 16-leaf tree is coarser
-    and answered, and the rows between the two sets of edges are a union of grid cells,
-    which the 4096-leaf tree the site would answer gives as well: nothing finer (a finer
-    tree is refused)."""
+    default tree's 4096 leaves (``bin_edges``). Curve first: it binds the 4096-leaf grid; a
+    16-leaf tree is coarser and answered, and the rows between the two sets of edges are a
+    union of grid cells, which the 4096-leaf tree the site would answer gives as well:
+    nothing finer (a finer tree is refused). Tree first: the 16-leaf tree binds the default
+    grid too (since U2: a first tree whose leaves divide 4096 binds the default grid, which
+    a fresh site would answer first), so the same holds. A tree whose leaves do not divide
+    4096 binds its own grid, and then the 15 bins are off its leaves and refused."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
     rng = np.random.default_rng(3131)
     tree = {"mode": MODE_SA, "branching": 2, "height": 4, "lo": 0.0, "hi": 1.0}
     finest = {**tree, "height": 12}
-    for trial in range(10):
+    for trial in range(12):
         fed = _sliver_federation(rng, trial % 2)
-        if trial % 2 == 0:  # the tree first: the curve's edges are off its leaves
-            pooled = secure_sum(fed, INPUT_NAME, **tree)
+        if trial % 3 == 2:  # a tree of 27 leaves first: the curve's edges are off its leaves
+            secure_sum(fed, INPUT_NAME, **{**tree, "branching": 3, "height": 3})
             with pytest.raises(DisclosureError, match="not all cell boundaries"):
                 secure_calibration(fed, n_bins=15)
             continue
-        curve = secure_calibration(fed, n_bins=15).curve
-        pooled = secure_sum(fed, INPUT_NAME, **tree)
+        if trial % 3 == 0:  # the 16-leaf tree first
+            pooled = secure_sum(fed, INPUT_NAME, **tree)
+            curve = secure_calibration(fed, n_bins=15).curve
+        else:
+            curve = secure_calibration(fed, n_bins=15).curve
+            pooled = secure_sum(fed, INPUT_NAME, **tree)
         pos = round(float(curve.observed_fraction[0]) * int(curve.count[0]))
         sliver = (pos - int(pooled["pos"][0]), int(curve.count[0]) - pos - int(pooled["neg"][0]))
         # The sliver is grid cells [256, 273) of the tree the site answers at most.
@@ -2054,11 +2060,6 @@ def test_a_local_dp_tree_and_the_clear_calibration_do_not_place_a_sites_row_betw
 
 
 # -- U2. a histogram of 512 quantiles first: the default curve and clustered bins are refused --
-@pytest.mark.xfail(
-    strict=True,
-    reason="U2 open: a 2048-leaf tree (quantiles 512) binds a grid the default 1/4096 edges "
-    "are not on: ROC-GLM's curve withheld, the clustered method refused (main bf6d5d0)",
-)
 def test_default_flows_after_a_histogram_of_512_quantiles_are_answered():
     """``evaluate(fed, "histogram", quantiles=512)`` asks a tree of 2048 leaves (branching
     2, height 11), the site's grid for its lifetime. The default calibration edges are
@@ -2144,3 +2145,29 @@ def test_a_local_dp_tree_and_a_clear_cut_in_either_order_do_not_place_a_lone_row
         pair = (clear, tree) if order == "cut first" else (tree, clear)
         read += _lone_row_read(fed, *pair, label=label)
     assert read == 0, f"the site's lone row and class read in {read} of 20"
+
+
+def test_a_tree_refused_after_the_default_flows_names_the_options_that_are_answered():
+    """U2's second half. After a default ROC-GLM curve (which binds the default grid of
+    4096 cells over [0, 1]), a histogram of 2048 quantiles (8192 leaves), of branching 4
+    (4^7 leaves) or over another range was refused naming a tree the user never asked
+    for ("its tree was bound to branching 2, height 12 by its first request"). The refusal
+    now says what bound it and which options the site answers; those are answered."""
+    from fedroc.methods import evaluate
+
+    fed = Federation.from_frames(_logistic_frames(np.random.default_rng(4545)))
+    assert evaluate(fed, "rocglm", correction="none").extra["calibration"] is not None
+    for kwargs, hint, answered in (
+        ({"quantiles": 2048}, "--quantiles 1024 or fewer, or --height 12 or less",
+         {"quantiles": 1024}),
+        ({"branching": 4}, "At branching 4 it answers height 6 or less: --quantiles 256",
+         {"branching": 4, "quantiles": 256}),
+        ({"score_range": (-0.5, 1.5)}, "--score-range 0 1, no --score-transform", {}),
+    ):  # fmt: skip
+        with pytest.raises(DisclosureError) as refused:
+            evaluate(fed, "histogram", **kwargs)
+        assert "a calibration curve or clustered histograms bind" in str(refused.value) or (
+            "range" in str(kwargs)
+        )
+        assert hint in str(refused.value), str(refused.value)
+        assert evaluate(fed, "histogram", **answered).auc is not None

@@ -271,7 +271,10 @@ def bind_tree(
     for the joint grid; R31 the calibration bins, R32 the clustered edges).
 
     ``tree`` None binds the range only (the class counts: one bin). A request that passes
-    the range check repeats the range of any bound tree.
+    the range check repeats the range of any bound tree. A first tree whose leaves divide
+    the default grid's (``2 ** EDGE_GRID_HEIGHT``) binds the default grid, which it is
+    coarser than and which the site would answer first: so a first histogram of 2048
+    leaves leaves the default calibration and clustered edges answered (U2).
 
     Parameters
     ----------
@@ -315,10 +318,16 @@ def bind_tree(
         return
     b, h = int(tree[0]), int(tree[1])
     if e is None:
+        # A tree whose leaves divide the default grid's binds the default grid, which it is
+        # coarser than: the default calibration and clustered edges lie on that grid, and
+        # a first tree of 2048 leaves (512 quantiles) left them refused for good (U2).
+        grid = [b, h]
+        if (2**EDGE_GRID_HEIGHT) % (b**h) == 0:
+            grid = [2, EDGE_GRID_HEIGHT]
         bind_before_reading(
             ctx,
             BIND_TREE,
-            [b, h],
+            grid,
             lambda first: _tree_refused(ctx, function, (b, h), first),
             accepts=lambda first: (int(first[0]) ** int(first[1])) % (b**h) == 0,
         )
@@ -329,14 +338,33 @@ def bind_tree(
 def _range_refused(
     ctx: SiteContext, function: str, scale: list[Any], first: Any
 ) -> ArgumentRefused:
+    lo, hi, transform = first
     return ArgumentRefused(
         f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
-        f"histograms were bound to {list(first)} by its first request and may not "
-        f"change (got {scale}); histograms over two ranges could be "
-        "subtracted, and a range check answered on any range bisects the extreme scores",
+        f"histograms were bound to {list(first)} by its first request "
+        f"and may not change (got {scale}); histograms over two ranges could be "
+        "subtracted, and a range check answered on any range bisects the extreme scores. "
+        f"Ask over that range (--score-range {lo:g} {hi:g}"
+        + (f" --score-transform {transform})" if transform else ", no --score-transform)"),
         site=ctx.site,
         function=function,
         argument="lo",
+    )
+
+
+def _answered(leaves: int, branching: int) -> str:
+    """Say what a site bound to ``leaves`` leaves answers at ``branching``, in the CLI's terms."""
+    height = 0
+    while leaves % branching ** (height + 1) == 0:
+        height += 1
+    if height == 0:
+        return f"it answers no tree of branching {branching}"
+    # The histogram method's height is ceil(log_b Q) + 2 (tree_height).
+    most = branching ** max(height - 2, 0)
+    quantiles = f"--quantiles {most} or fewer" if height > 2 else "no --quantiles"
+    return (
+        f"at branching {branching} it answers height {height} or less: {quantiles}, "
+        f"or --height {height} or less"
     )
 
 
@@ -344,11 +372,17 @@ def _tree_refused(
     ctx: SiteContext, function: str, tree: tuple[int, int], first: Any
 ) -> ArgumentRefused:
     b0, h0 = (int(v) for v in first)
+    hint = _answered(b0**h0, int(tree[0]))
+    if int(tree[0]) != b0:
+        hint += f"; {_answered(b0**h0, b0)}"
     return ArgumentRefused(
-        f"site {ctx.site!r} refuses {function!r}: its tree was bound to branching "
-        f"{b0}, height {h0} by its first request; it answers that tree or a coarser "
-        f"one whose leaves are unions of its leaves (got branching {tree[0]}, height "
-        f"{tree[1]}); finer trees would place pooled rows one by one",
+        f"site {ctx.site!r} refuses {function!r}: its tree was bound to branching {b0}, "
+        f"height {h0} ({b0**h0} leaves, its one grid of exact binned counts) by its first "
+        "request (a histogram tree, which binds at least the default grid of 4096 leaves; a "
+        "calibration curve or clustered histograms bind that grid too); it answers that "
+        "tree or a coarser one whose leaves are unions of its "
+        f"leaves (got branching {tree[0]}, height {tree[1]}), as finer trees would place "
+        f"pooled rows one by one. {hint[0].upper()}{hint[1:]}",
         site=ctx.site,
         function=function,
         argument="height",
@@ -360,9 +394,9 @@ def _edges_refused(ctx: SiteContext, function: str, grid: Any, argument: str) ->
     return ArgumentRefused(
         f"site {ctx.site!r} refuses {function!r}: its exact binned counts are held to one "
         f"grid of {b0**h0} equal cells over its score range (a tree of branching {b0}, "
-        f"height {h0}), and the bin edges of {argument!r} are not all cell boundaries; "
-        "counts over two sets of edges subtract to the rows between two nearby edges, "
-        "finer than a cell",
+        f"height {h0}, bound by its first request), and the bin edges of {argument!r} are "
+        "not all cell boundaries; counts over two sets of edges subtract to the rows "
+        "between two nearby edges, finer than a cell",
         site=ctx.site,
         function=function,
         argument=argument,
