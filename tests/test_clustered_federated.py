@@ -337,3 +337,32 @@ def test_cli_evaluate_method_clustered(tmp_path, capsys):
         main([*args, "--method", "clustered", "--cluster", "pid", "--quantiles", "8"])
     assert exc.value.code == 2
     assert "--quantiles do not apply to --method clustered" in capsys.readouterr().err
+
+
+def test_fine_secure_bins_are_answered_and_too_many_are_refused_naming_cluster_bins(
+    tmp_path, capsys
+):
+    """The edges and four pooled histograms travel in the secure aggregation's arguments.
+    At 64 KiB (main 746ab4e) --cluster-bins 2500 failed in the second sum, "argument
+    'input_args' must have at most 65536 characters", naming no option, after the first sum
+    had bound the 2500-bin edges at every site for its lifetime. Now the limit is 1 MiB and
+    bins that could overflow it are refused before any site is asked, naming the option."""
+    frames = _frames(np.random.default_rng(15))
+    args = ["evaluate", "--label", "y", "--score", "p", "--method", "clustered"]
+    for name, frame in frames.items():
+        path = tmp_path / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--cluster", "pid", "--cluster-bins", "20000"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --cluster-bins 20000 needs up to") and "use at most" in err
+    # Nothing was bound: the same sites answer 2500 bins (fixed point: floats to 2^-32).
+    main([*args, "--cluster", "pid", "--cluster-bins", "2500", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    y, s, c = _pooled(frames)
+    assert out["n_bins"] == 2500
+    assert abs(out["auc"] - clustered_auc(y, s, c).population_auc) <= (
+        out["population_binning_bound"] + 1e-9
+    )

@@ -146,6 +146,10 @@ KEY_BITS = "bits"
 KEY_FRAC_BITS = "frac_bits"
 KEY_INPUT = "input"
 KEY_INPUT_ARGS = "input_args"
+#: The most characters the input's arguments take as JSON (what a site accepts): 1 MiB,
+#: room for the clustered method's second input (its edges and four pooled histograms) at
+#: some 10,000 bins.
+MAX_INPUT_ARGS = 1 << 20
 KEY_C_PK = "c_pk"
 KEY_S_PK = "s_pk"
 KEY_SIGNATURE = "signature"  # a site's Ed25519 signature of its advertisement
@@ -186,7 +190,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         KEY_BITS: Int(8, 64),
         KEY_FRAC_BITS: Int(0, 62),
         KEY_INPUT: Text(128),
-        KEY_INPUT_ARGS: Text(1 << 16, default="{}"),
+        KEY_INPUT_ARGS: Text(MAX_INPUT_ARGS, default="{}"),
     },
     STAGE_SHARE_KEYS: {
         KEY_SESSION: _SESSION,
@@ -503,6 +507,11 @@ def minimum_threshold(n_sites: int) -> int:
         ``max(2, n_sites // 2 + 1)``.
     """
     return max(2, n_sites // 2 + 1)
+
+
+def input_args_text(input_args: Mapping[str, Any] | None) -> str:
+    """Return the input's arguments as the JSON text the sites receive (``input_args``)."""
+    return json.dumps(jsonable(dict(input_args or {})), separators=(",", ":"))
 
 
 def _input_digest(input_args: Mapping[str, Any]) -> str:
@@ -1026,6 +1035,12 @@ class SecAggServer:
         n = len(names)
         t = minimum_threshold(n) if threshold is None else int(threshold)
         _check_parameters(n, t, int(bits), int(frac_bits))
+        text = input_args_text(input_args)
+        if len(text) > MAX_INPUT_ARGS:
+            raise InputError(
+                f"the arguments of {input_function!r} take {len(text)} characters as JSON; "
+                f"a secure aggregation carries at most {MAX_INPUT_ARGS}"
+            )
         self.federation = federation
         self.allow_dropouts = bool(allow_dropouts)
         self._mark = federation.mark()
@@ -1036,7 +1051,7 @@ class SecAggServer:
             bits=int(bits),
             frac_bits=int(frac_bits),
             input_function=str(input_function),
-            input_args=json.dumps(jsonable(dict(input_args or {})), separators=(",", ":")),
+            input_args=text,
         )
 
     # -- helpers ----------------------------------------------------------------------

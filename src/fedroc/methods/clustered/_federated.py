@@ -99,6 +99,7 @@ from fedroc.methods.clustered._site import (
 )
 from fedroc.metrics import ScoreCounts, delong_from_counts
 from fedroc.secagg import secure_sum
+from fedroc.secagg.protocol import MAX_INPUT_ARGS, input_args_text
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -158,6 +159,22 @@ def secure_site_sum(federation: Federation, function: str, args: Record) -> dict
     """
     summed = secure_sum(federation, function, **{k: jsonable(v) for k, v in args.items()})
     return {k: np.asarray(v, dtype=np.float64) for k, v in summed.values.items()}
+
+
+def _check_secure_arguments(n_bins: int, edges: FloatArray) -> None:
+    """Refuse, naming ``n_bins``, bins whose edges and histograms overflow secagg's arguments.
+
+    Checked before the first sum, which binds the edges at the sites: the second input's
+    arguments hold the edges and four pooled histograms, counted here at 10^12 rows a bin.
+    """
+    per_bin = len(input_args_text({"edges": edges})) / edges.size + 4 * len("1000000000000.0,")
+    need = int(per_bin * edges.size) + 200
+    if need > MAX_INPUT_ARGS:
+        raise InputError(
+            f"n_bins {n_bins} needs up to {need} characters in the secure aggregation's "
+            f"arguments (its edges and four histograms), which carry at most "
+            f"{MAX_INPUT_ARGS}; use at most {int((MAX_INPUT_ARGS - 200) / per_bin) - 2} bins"
+        )
 
 
 # -- analyst side -----------------------------------------------------------------------
@@ -285,6 +302,8 @@ def federated_clustered_auc(
     edges = score_bin_edges(n_bins, score_range)
     if aggregate is None:
         aggregate = secure_site_sum if secure else plain_sum
+    if aggregate is secure_site_sum:
+        _check_secure_arguments(n_bins, edges)
     mark = federation.mark()
     first = aggregate(federation, FUNCTION_SUMMARY, {"edges": edges})
     n_used = round(float(first["clusters_used"]))
