@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from fedroc.cli import main
 from fedroc.clustered import clustered_auc
@@ -337,6 +338,20 @@ def test_cli_evaluate_method_clustered(tmp_path, capsys):
         main([*args, "--method", "clustered", "--cluster", "pid", "--quantiles", "8"])
     assert exc.value.code == 2
     assert "--quantiles do not apply to --method clustered" in capsys.readouterr().err
+    # The clustered options, named as given (--cluster-bins was "--n-bins" here before).
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--method", "histogram", "--cluster-bins", "5", "--cluster-interval", "wald"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--cluster-bins, --cluster-interval do not apply to --method histogram" in err
+    # t on I - 1 df by default, the paper's normal quantile on request.
+    for flag in ((), ("--cluster-interval", "wald")):
+        main([*args, "--method", "clustered", "--cluster", "pid", *flag, "--json"])
+        out = json.loads(capsys.readouterr().out)
+        assert out["interval"] == ("wald" if flag else "t")
+        q = stats.norm.ppf(0.975) if flag else stats.t.ppf(0.975, out["n_clusters"] - 1)
+        half = q * out["population_se"]
+        assert out["auc_ci"] == pytest.approx([out["auc"] - half, out["auc"] + half])
 
 
 def test_fine_secure_bins_are_answered_and_too_many_are_refused_naming_cluster_bins(

@@ -59,6 +59,13 @@ def clustered(
             "their R code and Table 1)."
         ),
     ] = "corollary6",
+    interval: Annotated[
+        str,
+        typer.Option(
+            help="Interval quantile: t on I-1 degrees of freedom for I clusters (t, default) "
+            "or normal (wald, the paper's)."
+        ),
+    ] = "t",
     plot: Annotated[
         Path | None, typer.Option(help="Write the confidence-ellipse figure (PNG) here.")
     ] = None,
@@ -72,6 +79,7 @@ def clustered(
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
     from fedroc.data import Columns
     from fedroc.methods.clustered import (
+        INTERVALS,
         POPULATION_ESTIMATORS,
         SIGMA11_DIVISORS,
         ClusteredAUCWarning,
@@ -89,6 +97,8 @@ def clustered(
         )
     if sigma11 not in SIGMA11_DIVISORS:
         raise InputError(f"--sigma11 must be one of {list(SIGMA11_DIVISORS)}; got {sigma11!r}")
+    if interval not in INTERVALS:
+        raise InputError(f"--interval must be one of {list(INTERVALS)}; got {interval!r}")
     site = read_data(data, Columns(label, score, cluster), coerce_pos_label(pos_label))
     assert site.cluster is not None
     if rug is not None:
@@ -98,7 +108,13 @@ def clustered(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ClusteredAUCWarning)
         if estimator == "obuchowski":
-            obu = obuchowski_auc(site.label, site.score, site.cluster, confidence_level=confidence)
+            obu = obuchowski_auc(
+                site.label,
+                site.score,
+                site.cluster,
+                confidence_level=confidence,
+                interval=interval,  # type: ignore[arg-type]
+            )
             _show(obu, f"Obuchowski's clustered AUC of {data}", as_json)
             return
         result = clustered_auc(
@@ -109,6 +125,7 @@ def clustered(
             pair_correction=pair_correction,
             population_estimator=population_estimator,  # type: ignore[arg-type]
             sigma11=sigma11,  # type: ignore[arg-type]
+            interval=interval,  # type: ignore[arg-type]
         )
     if plot is not None:
         result.plot(str(plot), levels=tuple(sorted({confidence, 0.99})))

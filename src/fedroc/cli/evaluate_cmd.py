@@ -106,7 +106,10 @@ def check_options(method: str, options: dict[str, Any]) -> None:
             "counts they need; pooled, histogram and mpc can (docs/analysis.md)"
         )
     if wrong:
-        flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
+        # The option each keyword came from (n_bins only from --cluster-bins here: where
+        # --bins sets it, the method takes it).
+        names = {**KEYWORD_OPTIONS, "n_bins": "--cluster-bins"}
+        flags = ", ".join(names.get(k, "--" + k.replace("_", "-")) for k in wrong)
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
     if ("epsilon" in options) != ("delta" in options):  # rocglm's message names its keywords
         raise InputError("give both --epsilon and --delta, or neither (the default setting)")
@@ -174,6 +177,7 @@ KEYWORD_OPTIONS = {
     "mpc_min_class_count": "--mpc-min-class-count",
     "population_estimator": "--population-estimator",
     "sigma11": "--sigma11",
+    "interval": "--cluster-interval",
     "calibration_bins": "--bins",
 }
 
@@ -587,6 +591,10 @@ def evaluate_command(
     sigma11: Annotated[
         str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 or authors.")
     ] = None,
+    cluster_interval: Annotated[
+        str | None,
+        typer.Option(help="clustered: interval quantile, t on I-1 df (default) or wald."),
+    ] = None,
     plain: Annotated[
         bool | None,
         typer.Option(
@@ -647,6 +655,7 @@ def evaluate_command(
         "n_bins": cluster_bins,
         "population_estimator": population_estimator,
         "sigma11": sigma11,
+        "interval": cluster_interval,
         "secure": None if plain is None else not plain,
     }
     options.update({k: v for k, v in method_options.items() if v is not None})

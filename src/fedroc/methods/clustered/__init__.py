@@ -42,11 +42,13 @@ from fedroc.methods.clustered._federated import (
 )
 from fedroc.methods.clustered._pooled import clustered_auc, obuchowski_auc
 from fedroc.methods.clustered._result import (
+    INTERVALS,
     MIN_CLUSTERS,
     Alternative,
     ClusteredAUCResult,
     ClusteredAUCWarning,
     ObuchowskiResult,
+    cluster_ci,
 )
 from fedroc.methods.clustered._site import (
     FUNCTION_MOMENTS,
@@ -63,6 +65,7 @@ from fedroc.methods.clustered.bounds import (
 __all__ = [
     "FUNCTION_MOMENTS",
     "FUNCTION_SUMMARY",
+    "INTERVALS",
     "MIN_CLUSTERS",
     "POPULATION_ESTIMATORS",
     "SIGMA11_DIVISORS",
@@ -74,6 +77,7 @@ __all__ = [
     "ObuchowskiResult",
     "SiteSum",
     "bin_scores",
+    "cluster_ci",
     "clustered_auc",
     "equality_z",
     "federated_clustered_auc",

@@ -90,7 +90,7 @@ from fedroc.methods.clustered._estimators import (
     check_sigma11,
 )
 from fedroc.methods.clustered._pooled import clustered_auc, resolve_estimator
-from fedroc.methods.clustered._result import ClusteredAUCResult
+from fedroc.methods.clustered._result import ClusteredAUCResult, Interval, check_interval
 from fedroc.methods.clustered._site import (
     FUNCTION_MOMENTS,
     FUNCTION_SUMMARY,
@@ -263,6 +263,7 @@ def federated_clustered_auc(
     pair_correction: bool = True,
     population_estimator: PopulationEstimator | None = None,
     sigma11: Sigma11Divisor = "corollary6",
+    interval: Interval = "t",
     secure: bool = True,
     aggregate: SiteSum | None = None,
 ) -> FederatedClusteredResult:
@@ -280,7 +281,7 @@ def federated_clustered_auc(
     score_range : (float, float), default (0, 1)
         Range the bins cover; every score of every site must lie in it.
     confidence_level : float, default 0.95
-    pair_correction, population_estimator, sigma11
+    pair_correction, population_estimator, sigma11, interval
         As in :func:`fedroc.methods.clustered.clustered_auc`.
     secure : bool, default True
         Sum over sites by secure aggregation (:func:`secure_site_sum`, as many sites as
@@ -299,6 +300,7 @@ def federated_clustered_auc(
     level = check_confidence(confidence_level)
     estimator = resolve_estimator(pair_correction, population_estimator)
     check_sigma11(sigma11)
+    check_interval(interval)
     edges = score_bin_edges(n_bins, score_range)
     if aggregate is None:
         aggregate = secure_site_sum if secure else plain_sum
@@ -388,6 +390,7 @@ def federated_clustered_auc(
         sigma11=sigma11,
         delong_se=delong_se,
         population_between=estimates["between"],
+        interval=interval,
     )
     if aggregate is secure_site_sum:
         how = "secure aggregation: the analyst saw only sums over all sites"
@@ -429,10 +432,11 @@ def run_clustered(
     secure: bool = True,
     population_estimator: PopulationEstimator | None = None,
     sigma11: Sigma11Divisor = "corollary6",
+    interval: Interval = "t",
 ) -> EvaluationResult:
     """``fedroc evaluate --method clustered --cluster COL``: the common result of paper 3.
 
-    ``auc`` and ``auc_ci`` are the population AUC theta12 and its Wald interval: the AUC of
+    ``auc`` and ``auc_ci`` are the population AUC theta12 and its interval: the AUC of
     pairs from different clusters, which equals the ordinary AUC when every cluster holds
     one observation of each class and is what every other method of ``evaluate``
     estimates (the AUC of the pooled population). The personalized AUC (the mean
@@ -455,6 +459,7 @@ def run_clustered(
         population_estimator=population_estimator,
         sigma11=sigma11,
         secure=secure,
+        interval=interval,
     )
     est = fed_result.estimate
     extra = {
@@ -473,6 +478,7 @@ def run_clustered(
         "n_clusters_total": est.n_clusters_total,
         "n_excluded": est.n_excluded,
         "sigma11": est.sigma11,
+        "interval": est.interval,
         "n_bins": fed_result.n_bins,
         "population_binning_bound": fed_result.population_binning_bound,
         "caveats": list(est.caveats),
@@ -495,7 +501,7 @@ run_clustered.__doc__ = fill(
     options="\n".join(
         [
             parameters_of(federated_clustered_auc, ["n_bins", "score_range", "secure"]),
-            parameters_of(clustered_auc, ["population_estimator", "sigma11"]),
+            parameters_of(clustered_auc, ["population_estimator", "sigma11", "interval"]),
         ]
     ),
 )

@@ -22,24 +22,83 @@ from fedroc.methods.clustered._estimators import (
 from fedroc.metrics import wald_ci
 
 __all__ = [
+    "INTERVALS",
     "MIN_CLUSTERS",
     "Alternative",
     "ClusteredAUCResult",
     "ClusteredAUCWarning",
     "ObuchowskiResult",
+    "check_interval",
+    "cluster_ci",
     "clustered_caveats",
 ]
 
 Alternative = Literal["two-sided", "less", "greater"]
 _ALTERNATIVES = ("two-sided", "less", "greater")
+Interval = Literal["t", "wald"]
+INTERVALS = ("t", "wald")
+
+
+def _kind(interval: str, clusters: int) -> str:
+    return "Wald" if interval == "wald" or clusters < 2 else f"t, {clusters - 1} df"
+
+
+def check_interval(interval: Any) -> str:
+    """Return ``interval`` if it is one of :data:`INTERVALS`, else an InputError naming it."""
+    if interval not in INTERVALS:
+        raise InputError(f"interval must be one of {list(INTERVALS)}; got {interval!r}")
+    return str(interval)
+
+
+def cluster_ci(
+    estimate: float, se: float, confidence_level: float, clusters: int, interval: str = "t"
+) -> tuple[float, float]:
+    """Return ``estimate +- q se`` clipped to [0, 1], q of t on ``clusters - 1`` df or normal.
+
+    The cluster-level variances (Corollary 6, Obuchowski's) are sums over the clusters
+    with ``I - 1`` degrees of freedom. With the normal quantile the 95% interval of the
+    population AUC covered 0.861 at 10 clusters, 0.901 at 18 and 0.921 at 36; with t on
+    ``I - 1`` df 0.897, 0.919 and 0.931 (10,000 replicates each,
+    scripts/results/clustered_interval.md). At I = 60, the paper's Table 1, t is 2% wider.
+
+    Parameters
+    ----------
+    estimate, se : float
+        The estimate and its standard error.
+    confidence_level : float
+        In (0, 1).
+    clusters : int
+        The clusters the SE rests on (I); t needs at least 2, else the normal quantile.
+    interval : {"t", "wald"}, default "t"
+        The quantile: t on ``I - 1`` df, or the normal (Wald, the paper's).
+
+    Returns
+    -------
+    low, high : float
+        NaN when ``estimate`` or ``se`` is not finite.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in cluster_ci(0.7, 0.05, 0.95, 11)]
+    [0.5886, 0.8114]
+    >>> [round(v, 4) for v in cluster_ci(0.7, 0.05, 0.95, 11, "wald")]
+    [0.602, 0.798]
+    """
+    if interval == "wald" or clusters < 2:
+        return wald_ci(estimate, se, confidence_level)
+    if not math.isfinite(estimate) or not math.isfinite(se):
+        return (float("nan"), float("nan"))
+    q = float(stats.t.ppf(0.5 + confidence_level / 2, clusters - 1))
+    return (max(0.0, estimate - q * se), min(1.0, estimate + q * se))
+
 
 # Below this many clusters with both classes the cluster-level variances are unreliable:
 # in scripts/results/clustered_coverage.md ("few clusters") the 95% intervals built on them
 # cover 0.80-0.89 at 4 to 6 clusters and 0.88-0.93 at 10.
 MIN_CLUSTERS = 10
-# Below this many, a note: the default (population AUC, Wald) interval covered 0.883 (MC SE
-# 0.019) at 18 clusters on three sites in fedroc's audit (scripts/coverage_audit.py,
-# scripts/results/coverage_audit_federated.md), 0.937 at 55 and 0.953 at 180.
+# Below this many, a note: the default interval of the population AUC (t on I - 1 df)
+# covered 0.919 at 18 clusters, 0.931 at 36 and 0.942 at 55 (10,000 replicates,
+# scripts/results/clustered_interval.md; the normal quantile 0.901, 0.921, 0.936).
 FEW_CLUSTERS = 50
 
 
@@ -78,16 +137,17 @@ def clustered_caveats(result: ClusteredAUCResult) -> tuple[tuple[str, ...], tupl
             f"{obuchowski_se:.4f}, DeLong's, which ignores the clusters, {delong_se:.4f}). "
             "Trust the point estimates as descriptions of these clusters, not the intervals "
             "built on cluster-level SEs (95% intervals covered 0.80-0.89 in simulation at "
-            "4-6 clusters). Less wrong: Obuchowski's AUC with the larger of the two SEs, "
+            "4-6 clusters with the normal quantile, 0.90 at 10 with the default t on I - 1 "
+            "df). Less wrong: Obuchowski's AUC with the larger of the two SEs, "
             f"[{max(0.0, low):.4f}, {min(1.0, high):.4f}] (it covered 0.89-0.93 there); "
             "better: more clusters (scripts/results/clustered_coverage.md, 'few clusters')."
         )
     elif n_clusters < FEW_CLUSTERS:
         note.append(
             f"{n_clusters} clusters hold both classes (fewer than {FEW_CLUSTERS}): the 95% "
-            "intervals on cluster-level SEs covered 0.88 at 18 clusters in fedroc's coverage "
-            "audit (0.94 at 55; scripts/results/coverage_audit_federated.md), so they may be "
-            "too narrow"
+            "intervals on cluster-level SEs (t on I - 1 df) covered 0.92 at 18 clusters and "
+            "0.93 at 36 in fedroc's simulation (population AUC; "
+            "scripts/results/clustered_interval.md), so they may be too narrow"
         )
     if n_excluded:
         note.append(
@@ -122,7 +182,7 @@ class ClusteredAUCResult(ResultMixin):
         Estimated covariance of (population_auc, personalized_auc): Sigma^ of Corollary 6
         divided by the number of clusters used.
     population_ci, personalized_ci : (float, float)
-        Wald intervals at ``confidence_level``, clipped to [0, 1].
+        Intervals at ``confidence_level`` (see ``interval``), clipped to [0, 1].
     equality_z, equality_p : float
         z-statistic ``(theta12^ - theta11^) / se`` and two-sided p-value of
         H0: theta12 = theta11 (section 6.3); see :meth:`equality_test` for one-sided ones.
@@ -154,6 +214,9 @@ class ClusteredAUCResult(ResultMixin):
         What the numbers cannot be trusted for (also issued as ClusteredAUCWarning).
     notes : tuple of str
         What else a reader should know (clusters left out, ...).
+    interval : {"t", "wald"}
+        The intervals' quantile: t on ``I - 1`` df for ``I`` clusters (the default), or
+        normal (Wald, as the paper); see :func:`cluster_ci`.
     """
 
     population_auc: float
@@ -181,6 +244,7 @@ class ClusteredAUCResult(ResultMixin):
     population_between: float = float("nan")
     caveats: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    interval: str = "t"
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -202,6 +266,7 @@ class ClusteredAUCResult(ResultMixin):
         delong_se: float = float("nan"),
         population_between: float = float("nan"),
         warn: bool = True,
+        interval: str = "t",
     ) -> ClusteredAUCResult:
         """Derive intervals, the equality test and the caveats from estimates and Sigma^.
 
@@ -210,6 +275,7 @@ class ClusteredAUCResult(ResultMixin):
         caveats are also issued as :class:`ClusteredAUCWarning`.
         """
         level = check_confidence(confidence_level)
+        interval = check_interval(interval)
         population, personalized = float(joint.population), float(joint.personalized)
         cov = np.array(joint.covariance, dtype=np.float64).reshape(2, 2)
         cov.setflags(write=False)
@@ -223,8 +289,8 @@ class ClusteredAUCResult(ResultMixin):
             obuchowski_auc=float(obuchowski_auc),
             obuchowski_se=obu_se,
             covariance=cov,
-            population_ci=wald_ci(population, se_pop, level),
-            personalized_ci=wald_ci(personalized, se_pers, level),
+            population_ci=cluster_ci(population, se_pop, level, joint.n_clusters, interval),
+            personalized_ci=cluster_ci(personalized, se_pers, level, joint.n_clusters, interval),
             equality_z=z,
             equality_p=_p_value(z, "two-sided"),
             n_clusters=int(joint.n_clusters),
@@ -241,6 +307,7 @@ class ClusteredAUCResult(ResultMixin):
             equal_weight_se=_sqrt(equal_weight[1]),
             delong_se=float(delong_se),
             population_between=float(population_between),
+            interval=interval,
         )
         caveats, notes = clustered_caveats(result)
         if warn:
@@ -272,30 +339,33 @@ class ClusteredAUCResult(ResultMixin):
 
     @property
     def obuchowski_ci(self) -> tuple[float, float]:
-        """Wald interval of the Obuchowski AUC at :attr:`confidence_level`, clipped to [0, 1]."""
-        return wald_ci(self.obuchowski_auc, self.obuchowski_se, self.confidence_level)
+        """Interval of the Obuchowski AUC at :attr:`confidence_level`, clipped to [0, 1]."""
+        return self.confidence_interval("obuchowski")
 
     @property
     def equal_weight_ci(self) -> tuple[float, float]:
-        """Wald interval of the equal-weight AUC at :attr:`confidence_level`, clipped to [0, 1]."""
-        return wald_ci(self.equal_weight_auc, self.equal_weight_se, self.confidence_level)
+        """Interval of the equal-weight AUC at :attr:`confidence_level`, clipped to [0, 1]."""
+        return self.confidence_interval("equal_weight")
 
     def confidence_interval(
         self,
         which: Literal["population", "personalized", "obuchowski", "equal_weight"] = "population",
         confidence_level: float | None = None,
     ) -> tuple[float, float]:
-        """Wald interval ``estimate +- z se`` clipped to [0, 1]."""
+        """Interval ``estimate +- q se`` clipped to [0, 1] (:attr:`interval`: t or normal q).
+
+        Obuchowski's rests on all clusters, the others on the clusters used.
+        """
         level = self.confidence_level if confidence_level is None else confidence_level
         pairs = {
-            "population": (self.population_auc, self.population_se),
-            "personalized": (self.personalized_auc, self.personalized_se),
-            "obuchowski": (self.obuchowski_auc, self.obuchowski_se),
-            "equal_weight": (self.equal_weight_auc, self.equal_weight_se),
+            "population": (self.population_auc, self.population_se, self.n_clusters),
+            "personalized": (self.personalized_auc, self.personalized_se, self.n_clusters),
+            "obuchowski": (self.obuchowski_auc, self.obuchowski_se, self.n_clusters_total),
+            "equal_weight": (self.equal_weight_auc, self.equal_weight_se, self.n_clusters),
         }
         if which not in pairs:
             raise InputError(f"which must be one of {sorted(pairs)}; got {which!r}")
-        return wald_ci(*pairs[which], level)
+        return cluster_ci(*pairs[which][:2], level, pairs[which][2], self.interval)
 
     # -- the test of section 6.3 and the ellipse of eq. 14 -------------------------------
     def equality_test(self, alternative: Alternative = "two-sided") -> tuple[float, float]:
@@ -371,8 +441,12 @@ class ClusteredAUCResult(ResultMixin):
         return replace(
             self,
             confidence_level=level,
-            population_ci=wald_ci(self.population_auc, self.population_se, level),
-            personalized_ci=wald_ci(self.personalized_auc, self.personalized_se, level),
+            population_ci=cluster_ci(
+                self.population_auc, self.population_se, level, self.n_clusters, self.interval
+            ),
+            personalized_ci=cluster_ci(
+                self.personalized_auc, self.personalized_se, level, self.n_clusters, self.interval
+            ),
         )
 
     # -- output -------------------------------------------------------------------------
@@ -398,6 +472,7 @@ class ClusteredAUCResult(ResultMixin):
             "pair_correction": self.pair_correction,
             "population_estimator": self.population_estimator,
             "sigma11": self.sigma11,
+            "interval": self.interval,
             "population_se": jsonable(self.population_se),
             "personalized_se": jsonable(self.personalized_se),
             "obuchowski_ci": jsonable(self.obuchowski_ci),
@@ -415,6 +490,7 @@ class ClusteredAUCResult(ResultMixin):
     def summary_rows(self) -> list[tuple[str, Any]]:
         """Give the ``(quantity, value)`` rows of :meth:`summary` and of ``fedroc clustered``."""
         level = f"{self.confidence_level:.0%}"
+        kind = _kind(self.interval, self.n_clusters)
         excluded = str(self.n_excluded)
         if self.excluded_clusters:
             shown = ", ".join(map(str, self.excluded_clusters[:5]))
@@ -423,11 +499,11 @@ class ClusteredAUCResult(ResultMixin):
         rows: list[tuple[str, Any]] = [
             ("population AUC (theta12)", self.population_auc),
             ("  SE", self.population_se),
-            (f"  {level} CI (Wald)", self.population_ci),
+            (f"  {level} CI ({kind})", self.population_ci),
             ("  estimator", _ESTIMATOR_NAMES.get(self.population_estimator, "?")),
             ("personalized AUC (theta11)", self.personalized_auc),
             ("  SE", self.personalized_se),
-            (f"  {level} CI (Wald)", self.personalized_ci),
+            (f"  {level} CI ({kind})", self.personalized_ci),
             ("correlation of the two estimates", self.correlation),
             ("H0 theta12 = theta11: z", self.equality_z),
             ("  p two-sided", self.equality_p),
@@ -478,7 +554,7 @@ class ObuchowskiResult(ResultMixin):
     ----------
     auc, se : float
     ci : (float, float)
-        Wald interval, clipped to [0, 1].
+        Interval (see ``interval``), clipped to [0, 1].
     delong_se : float
         DeLong's SE of the same AUC, ignoring the clusters.
     n_clusters : int
@@ -487,6 +563,8 @@ class ObuchowskiResult(ResultMixin):
     n_neg, n_pos : int
     confidence_level : float
     caveats : tuple of str
+    interval : {"t", "wald"}
+        The interval's quantile: t on ``I - 1`` df (default) or normal.
     """
 
     auc: float
@@ -500,6 +578,7 @@ class ObuchowskiResult(ResultMixin):
     n_pos: int
     confidence_level: float = 0.95
     caveats: tuple[str, ...] = ()
+    interval: str = "t"
 
     SUMMARY_TITLE = "Obuchowski's clustered AUC"
 
@@ -508,7 +587,10 @@ class ObuchowskiResult(ResultMixin):
         return [
             ("Obuchowski AUC (eq. 7)", self.auc),
             ("  SE (Obuchowski 1997)", self.se),
-            (f"  {self.confidence_level:.0%} CI (Wald)", self.ci),
+            (
+                f"  {self.confidence_level:.0%} CI ({_kind(self.interval, self.n_clusters)})",
+                self.ci,
+            ),
             ("  SE (DeLong, clusters ignored)", self.delong_se),
             ("clusters", self.n_clusters),
             (
