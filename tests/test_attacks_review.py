@@ -2171,3 +2171,63 @@ def test_a_tree_refused_after_the_default_flows_names_the_options_that_are_answe
         )
         assert hint in str(refused.value), str(refused.value)
         assert evaluate(fed, "histogram", **answered).auc is not None
+
+
+# -- R40b. two workers of one service counted a test set's prevalence twice --------------------
+def test_two_workers_on_one_database_count_a_test_sets_prevalence_once(monkeypatch):
+    """R40's count is once per test set, but "once" was held by a lock inside one process
+    (``plan_lock``): a service run with two workers (two processes, or two apps on one
+    database, as here) let two plans made at the same moment each find no count and each
+    draw fresh noise, two noisy counts of one set that average, as R40. Measured on main
+    746ab4e: two concurrent plans, 10 of 10 stored two different counts (each recorded its
+    own DP event). Now the test set's row holds its count, set only where none is (one
+    conditional UPDATE, atomic in SQLite and PostgreSQL): the worker that loses reads the
+    winner's and spends nothing."""
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    import fedroc.sequester.service as service
+
+    rng = np.random.default_rng(4041)
+    labels = (rng.random(300) < 0.3).astype(int).tolist()
+    ids = [f"img-{i}" for i in range(300)]
+    admin = "attack-review-admin-" + "5" * 8
+    draw = service.noisy_prevalence
+    barrier = threading.Barrier(2, timeout=20)
+
+    def both_draw_first(*args, **kwargs):
+        out = draw(*args, **kwargs)
+        barrier.wait()  # neither stores its count before the other has drawn one
+        return out
+
+    monkeypatch.setattr(service, "noisy_prevalence", both_draw_first)
+    body = {"n_subsets": 5, "subset_size": 60, "noise_rate": 0.124, "budget_units": 5,
+            "mechanism": "laplace"}  # fmt: skip
+    twice = 0
+    for _ in range(10):
+        with tempfile.TemporaryDirectory() as tmp:
+            apps = [service.create_app(f"{tmp}/seq.db", admin, rate_limit=0) for _ in range(2)]
+            clients = [TestClient(a, headers={"Authorization": f"Bearer {admin}"}) for a in apps]
+            tid = clients[0].post("/v1/test-sets", json={"image_ids": ids, "labels": labels})
+            url = f"/v1/test-sets/{tid.json()['test_set_id']}/plans"
+            replies: list = [None, None]
+
+            def post(k: int, out: list = replies, to: list = clients, url: str = url) -> None:
+                out[k] = to[k].post(url, json=body)
+
+            threads = [threading.Thread(target=post, args=(k,)) for k in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert all(r is not None and r.status_code == 201 for r in replies), replies
+            plans = clients[0].get("/v1/plans").json()
+            events = [
+                e for e in clients[0].get("/v1/audit/actions").json()
+                if e.get("action") == "create-plan" and e.get("details", {}).get("events")
+            ]  # fmt: skip
+            twice += len({p["prevalence"] for p in plans}) > 1 or len(events) > 1
+            for a in apps:
+                a.state.store.close()
+    assert twice == 0, f"two concurrent plans counted the prevalence twice in {twice} of 10"

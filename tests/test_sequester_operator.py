@@ -526,7 +526,7 @@ def test_migrations_upgrade_a_database_of_fedroc_0_1(backend, tmp_path):
         url = db if "://" in db else f"sqlite:///{db}"
         token, y, s, _ = _old_database(url.replace("postgresql://", "postgresql+psycopg://"))
         store = Store(db)
-        assert store.revision == "0003"
+        assert store.revision == "0004"
         assert store.counts()["queries"] == 1
         plan = store.plan(1)
         assert plan.mechanism.name == "h-thresholdout" and plan.mechanism.step == 0.0
@@ -545,7 +545,7 @@ def test_migrations_upgrade_a_database_of_fedroc_0_1(backend, tmp_path):
         assert r.json()["auc"] == pytest.approx(roc_auc_score(y[members], s[members]))
         assert r.json()["budget_remaining"] == 5
         # Opening it again is a no-op.
-        assert Store(db).revision == "0003"
+        assert Store(db).revision == "0004"
         app.state.store.close()
 
 
@@ -747,3 +747,46 @@ def test_tls(tmp_path):
             httpx.get(plain + "/v1/health", timeout=5)
     finally:
         srv.stop()
+
+
+def test_migration_0004_moves_a_counted_prevalence_onto_its_test_set(tmp_path):
+    """A database of 0003 whose second plan on a set counted the prevalence (the first gave
+    the custodian's): 0004 puts that count on the test set's row, which later plans reuse,
+    and the set without a counted plan stays uncounted."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
+    from fedroc.sequester.db import MIGRATIONS
+
+    db = tmp_path / "v3.db"
+    eng = create_engine(f"sqlite:///{db}")
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with eng.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+        for k in (1, 2):
+            conn.execute(text(
+                "INSERT INTO test_sets (name, n_images, n_pos, image_ids, labels, created_at) "
+                f"VALUES ('s{k}', 2, 1, '[\"a\", \"b\"]', X'0001', 1.0)"))  # fmt: skip
+        for tid, prevalence, eps in (
+            (1, 0.5, None),
+            (1, 0.31, 0.7),
+            (1, 0.29, 0.7),
+            (2, 0.5, None),
+        ):
+            conn.execute(text(
+                "INSERT INTO plans (test_set_id, mechanism, n_subsets, subset_size, load_factor,"
+                " noise_rate, threshold, budget, budget_units, epsilon, prevalence, replace,"
+                " seed, members, created_at, prevalence_epsilon) VALUES (:t, 'laplace', 1, 2,"
+                " 1.0, 0.1, 1.0, 0.5, 5, 0.1, :p, 0, 's', X'00', 1.0, :e)"
+            ), {"t": tid, "p": prevalence, "e": eps})  # fmt: skip
+    eng.dispose()
+    store = Store(str(db))
+    assert store.revision == "0004"
+    assert store.counted_prevalence(1) == (0.31, 0.7)  # the first plan that counted it
+    assert store.counted_prevalence(2) is None
+    assert store.count_prevalence(1, 0.4, 1.0) == (0.31, 0.7, False)  # kept, not replaced
+    assert store.count_prevalence(2, 0.4, 1.0) == (0.4, 1.0, True)
+    store.close()

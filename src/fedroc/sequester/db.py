@@ -107,6 +107,10 @@ test_sets = _table(
     Column("image_ids", Text, nullable=False),  # JSON list of str
     Column("labels", LargeBinary, nullable=False),  # uint8 per image
     Column("created_at", Float, nullable=False),
+    # Schema 0004: the set's prevalence counted with DP noise, once (NULL: not counted),
+    # and that count's epsilon (see Store.count_prevalence).
+    Column("counted_prevalence", Float, nullable=True),
+    Column("prevalence_epsilon", Float, nullable=True),
 )
 
 plans = _table(
@@ -537,21 +541,42 @@ class Store:
         return out
 
     def counted_prevalence(self, test_set_id: int) -> tuple[float, float] | None:
-        """Return the noisy prevalence a test set's first plan counted, and its epsilon.
+        """Return the test set's noisy prevalence and its epsilon, or None if never counted.
 
-        None when no plan counted one. A test set's count of positives is released with
-        noise once: every later plan that draws at a counted prevalence reuses it, so that
-        plans cannot be averaged (R40).
+        A test set's count of positives is released with noise once: every plan that draws
+        at a counted prevalence reuses it, so that plans cannot be averaged (R40).
         """
-        q = (
-            select(plans.c.prevalence, plans.c.prevalence_epsilon)
-            .where(plans.c.test_set_id == test_set_id, plans.c.prevalence_epsilon.is_not(None))
-            .order_by(plans.c.id)
-            .limit(1)
+        q = select(test_sets.c.counted_prevalence, test_sets.c.prevalence_epsilon).where(
+            test_sets.c.id == test_set_id
         )
         with self.engine.connect() as conn:
             row = conn.execute(q).first()
-        return None if row is None else (float(row.prevalence), float(row.prevalence_epsilon))
+        if row is None or row.counted_prevalence is None:
+            return None
+        return float(row.counted_prevalence), float(row.prevalence_epsilon)
+
+    def count_prevalence(
+        self, test_set_id: int, prevalence: float, epsilon: float
+    ) -> tuple[float, float, bool]:
+        """Store the test set's noisy prevalence unless one is stored; return the stored one.
+
+        One conditional UPDATE (``WHERE counted_prevalence IS NULL``), atomic in SQLite and
+        PostgreSQL: of two workers that counted at once, one stores its count and the other
+        gets it back (R40b). Returns ``(prevalence, epsilon, stored)``, ``stored`` True when
+        this call's count is the one kept (its noise was released).
+        """
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                update(test_sets)
+                .where(test_sets.c.id == test_set_id, test_sets.c.counted_prevalence.is_(None))
+                .values(counted_prevalence=float(prevalence), prevalence_epsilon=float(epsilon))
+            )
+        if res.rowcount == 1:
+            return float(prevalence), float(epsilon), True
+        kept = self.counted_prevalence(test_set_id)
+        if kept is None:
+            raise NotFound(f"test set {test_set_id} does not exist")
+        return kept[0], kept[1], False
 
     def plan(self, plan_id: int) -> PlanRow:
         """Load a plan (cached in this process after the first load).

@@ -364,8 +364,8 @@ def create_app(  # noqa: C901
 
     @app.post(f"{API}/test-sets/{{test_set_id}}/plans", status_code=201)
     def create_plan(test_set_id: Id, body: PlanIn, _: Admin) -> dict[str, Any]:
-        # One plan at a time: a plan reads the test set's counted prevalence and stores its
-        # own, which two plans made at once would each count afresh.
+        # One plan at a time in this process (the database keeps the count once across
+        # processes: Store.count_prevalence).
         with plan_lock:
             return _create_plan(test_set_id, body)
 
@@ -398,16 +398,20 @@ def create_app(  # noqa: C901
         if body.prevalence is None:
             counted = store.counted_prevalence(test_set_id)
             if counted is None:
-                eps_prevalence = (
+                eps_asked = (
                     prevalence_epsilon(phi)
                     if body.prevalence_epsilon is None
                     else body.prevalence_epsilon
                 )
-                prevalence, event = noisy_prevalence(
-                    labels, epsilon=eps_prevalence, rng=noise_rng()
+                drawn, event = noisy_prevalence(labels, epsilon=eps_asked, rng=noise_rng())
+                # Stored only if no other worker stored one meanwhile (R40b); if one did,
+                # this draw is dropped unreleased and its count is used.
+                prevalence, eps_prevalence, stored = store.count_prevalence(
+                    test_set_id, drawn, eps_asked
                 )
-                events = (event,)
-            else:
+                events = (event,) if stored else ()
+                counted = None if stored else (prevalence, eps_prevalence)
+            if counted is not None:
                 prevalence, eps_prevalence = counted
                 if body.prevalence_epsilon not in (None, eps_prevalence):
                     raise InputError(
