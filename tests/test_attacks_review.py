@@ -2231,3 +2231,72 @@ def test_two_workers_on_one_database_count_a_test_sets_prevalence_once(monkeypat
             for a in apps:
                 a.state.store.close()
     assert twice == 0, f"two concurrent plans counted the prevalence twice in {twice} of 10"
+
+
+# == Review of main b183880 (R43, U2) ============================================================
+
+
+# -- R44. a grid of other than 2^h cells: leaves, levels and on-grid edges a hair apart ---------
+def _on_point_three(rng: np.random.Generator, label: int) -> Federation:
+    """Three sites of 90 rows, scores to 4 decimals (clusters, a second score); the victim's
+    row at exactly 0.3 has ``label``, and no other row of the federation is on 0.3."""
+    sites = []
+    for k in range(3):
+        n = 90
+        s = np.round(rng.random(n), 4)
+        s[s == 0.3] = 0.5
+        y = (rng.random(n) < 0.4).astype(int)
+        if k == 0:
+            s[0], y[0] = 0.3, label
+        y[1], y[2] = 1, 0  # both classes at every site
+        data = SiteData.from_arrays(y, s, rng.integers(0, 30, n), score_b=rng.random(n))
+        sites.append(Site(f"s{k}", data))
+    return Federation.from_sites(sites)
+
+
+@pytest.mark.parametrize("partition", ["joint grid", "clustered edges"])
+def test_a_grid_of_ten_cells_places_no_row_on_an_edge_between_two_partitions(partition):
+    """R41 on a grid that is not binary. Every exact partition a site sums securely is held
+    to its one grid (R30 to R32, U2), whose cell boundaries must agree to the bit. The
+    tree's leaves were cut at ``linspace(lo, hi, n + 1)``, ``k * ((hi - lo) / n) + lo``,
+    while ``on_grid`` (the check of the calibration and clustered edges) and a coarser level
+    (the joint grid's ``leaf_index`` with fewer bins) cut at other floats whenever ``n`` is
+    not a power of 2: over [0, 1] the 10-leaf edge 3 is 0.30000000000000004, the edge on
+    the grid of 10 cells and the 100-leaf edge 30 are 0.3. A first tree of branching 10
+    (which does not divide 4096, so binds itself since U2) then places the rows on 0.3,
+    a score rounded to 4 decimals, in the lower leaf of one partition and the upper bin of
+    the other: (a) the secure tree of 100 leaves (branching 10, height 2) minus the joint
+    grid of 10 bins, a level of that tree; (b) the secure tree of 10 leaves minus the
+    secure clustered histograms over [0, 0.3, 1], edges on its grid. Either difference is
+    the victim's lone row on 0.3 and its class. Measured on main b183880: 10 of 10
+    federations each. Now the leaves are cut at ``lo + (hi - lo) * (k / n)``, the
+    on-grid formula, and a level's edge ``j / (n / m)`` is the same quotient as its
+    leaves' ``(j m) / n``: both partitions are answered and nothing lies between."""
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.methods.histogram._compare import collect_joint
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(4444)
+    read = answered = 0
+    for trial in range(10):
+        label = trial % 2
+        fed = _on_point_three(rng, label)
+        height = 2 if partition == "joint grid" else 1
+        tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=10, height=height,
+                          lo=0.0, hi=1.0, threshold=3, frac_bits=0)  # fmt: skip
+        below = [int(np.asarray(tree[c])[: 3 * 10 ** (height - 1)].sum()) for c in ("pos", "neg")]
+        if partition == "joint grid":
+            pos, neg, _, _ = collect_joint(
+                fed, bins=10, lo=0.0, hi=1.0, transform=None, threshold=3,
+                allow_dropouts=False, tree=(10, 2),
+            )  # fmt: skip
+            other = [int(pos[:3].sum()), int(neg[:3].sum())]
+        else:
+            hist = secure_sum(fed, FUNCTION_SUMMARY, edges=np.array([0.0, 0.3, 1.0]))
+            other = [int(hist["hist_pos_all"][0]), int(hist["hist_neg_all"][0])]
+        answered += 1
+        sliver = (abs(below[0] - other[0]), abs(below[1] - other[1]))
+        read += sliver == ((1, 0) if label else (0, 1))
+    assert answered == 10
+    assert read == 0, f"the victim's lone row on 0.3 and its class read in {read} of 10"

@@ -75,13 +75,37 @@ def test_tree_height_follows_the_reference_rule():
 @pytest.mark.parametrize(("n_leaves", "lo", "hi"), [(4096, 0.0, 1.0), (243, -3.0, 7.5)])
 def test_leaf_index_equals_binary_search_on_the_edges(n_leaves, lo, hi):
     rng = np.random.default_rng(1)
-    edges = np.linspace(lo, hi, n_leaves + 1)
+    # The on-grid edges (R44), which linspace's are only for a power of 2 leaves.
+    edges = lo + (hi - lo) * (np.arange(n_leaves + 1) / n_leaves)
     s = np.r_[rng.uniform(lo, hi, 20000), edges, np.nextafter(edges, -np.inf)[1:]]
     s = np.clip(s, lo, hi)
     expected = np.minimum(np.searchsorted(edges, s, side="right") - 1, n_leaves - 1)
     np.testing.assert_array_equal(leaf_index(s, n_leaves, lo, hi), expected)
     if (lo, hi) == (0.0, 1.0):
         np.testing.assert_array_equal(leaf_index(s, n_leaves), bin_index(s, n_leaves))
+
+
+@pytest.mark.parametrize(
+    ("branching", "height", "lo", "hi"), [(10, 3, 0.0, 1.0), (3, 5, -3.0, 7.5)]
+)
+def test_a_levels_bins_are_unions_of_its_leaves_on_every_edge(branching, height, lo, hi):
+    """R44: a coarser level (the joint grid's bins) and on-grid edges cut where the leaves
+    do, to the bit, also on the edges themselves (linspace's 0.30000000000000004 was not
+    the 100 leaves' 0.3)."""
+    from fedroc.metrics import on_grid
+
+    n = branching**height
+    edges = lo + (hi - lo) * (np.arange(n + 1) / n)
+    s = np.r_[edges, np.nextafter(edges, -np.inf)[1:], np.nextafter(edges, np.inf)[:-1]]
+    s = np.clip(s, lo, hi)
+    leaves = leaf_index(s, n, lo, hi)
+    for level in range(1, height):
+        bins = branching**level
+        np.testing.assert_array_equal(leaf_index(s, bins, lo, hi), leaves // (n // bins))
+    inner = edges[1:-1]
+    assert on_grid(inner, lo, hi, n)
+    # An edge on the grid is a leaf boundary: the scores on it open a leaf.
+    np.testing.assert_array_equal(leaf_index(inner, n, lo, hi), np.arange(1, n))
 
 
 def test_levels_from_leaves_sum_siblings():
