@@ -2158,11 +2158,11 @@ def test_a_tree_refused_after_the_default_flows_names_the_options_that_are_answe
     fed = Federation.from_frames(_logistic_frames(np.random.default_rng(4545)))
     assert evaluate(fed, "rocglm", correction="none").extra["calibration"] is not None
     for kwargs, hint, answered in (
-        ({"quantiles": 2048}, "--quantiles 1024 or fewer, or --height 12 or less",
+        ({"quantiles": 2048}, "--quantiles 1024 or fewer (height=12 or less",
          {"quantiles": 1024}),
         ({"branching": 4}, "At branching 4 it answers height 6 or less: --quantiles 256",
          {"branching": 4, "quantiles": 256}),
-        ({"score_range": (-0.5, 1.5)}, "--score-range 0 1, no --score-transform", {}),
+        ({"score_range": (-0.5, 1.5)}, "--score-range=0,1, no --score-transform", {}),
     ):  # fmt: skip
         with pytest.raises(DisclosureError) as refused:
             evaluate(fed, "histogram", **kwargs)
@@ -2300,3 +2300,46 @@ def test_a_grid_of_ten_cells_places_no_row_on_an_edge_between_two_partitions(par
         read += sliver == ((1, 0) if label else (0, 1))
     assert answered == 10
     assert read == 0, f"the victim's lone row on 0.3 and its class read in {read} of 10"
+
+
+# -- U3. the refusal's hints, followed at the command line -------------------------------------
+def test_a_refused_histograms_hints_are_options_the_command_line_takes(tmp_path, capsys):
+    """U2's refusals name the options a site answers, "in the CLI's terms"; followed as
+    written at ``fedroc evaluate`` (sites keeping their ledgers in --audit-dir, as site
+    servers do), they were refused by the command line itself. After a default ROC-GLM run,
+    a histogram over --score-range=-0.5,1.5 was told "--score-range 0 1" (the CLI takes
+    LO,HI: "Got unexpected extra argument (1)"; and a bound like 0.1234567891 came out as
+    0.123457, another range); a histogram of 2048 quantiles was told "or --height 12 or
+    less" (no such option). Now the range is written as the CLI reads it back, exactly, and
+    the height as the API's."""
+    import re
+
+    import typer
+
+    from fedroc.cli import app, main
+
+    frames = _logistic_frames(np.random.default_rng(4646))
+    args = ["evaluate", "--label", "label", "--score", "score", "--audit-dir", str(tmp_path)]
+    for name, frame in frames.items():
+        path = tmp_path / f"{name}.csv"
+        frame[["label", "score"]].assign(label=frame["label"].astype(int)).to_csv(path)
+        args += ["--site", f"{name}={path}"]
+    main([*args, "--method", "rocglm"])
+    options = {
+        opt
+        for param in typer.main.get_command(app).commands["evaluate"].params  # type: ignore[attr-defined]
+        for opt in param.opts
+    }
+    capsys.readouterr()
+    for asked in (["--score-range=-0.5,1.5"], ["--quantiles", "2048"]):
+        with pytest.raises(SystemExit):
+            main([*args, "--method", "histogram", *asked])
+        refusal = capsys.readouterr().err
+        named = set(re.findall(r"(--[a-z][a-z-]+)", refusal))
+        assert named and named <= options, refusal
+        if "--quantiles" in asked:
+            continue
+        hint = re.search(r"--score-range[= ](.+?), no --score-transform", refusal)
+        assert hint, refusal
+        main([*args, "--method", "histogram", f"--score-range={hint.group(1)}", "--json"])
+        assert '"auc"' in capsys.readouterr().out  # answered

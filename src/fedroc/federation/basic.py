@@ -344,12 +344,18 @@ def _range_refused(
         f"histograms were bound to {list(first)} by its first request "
         f"and may not change (got {scale}); histograms over two ranges could be "
         "subtracted, and a range check answered on any range bisects the extreme scores. "
-        f"Ask over that range (--score-range {lo:g} {hi:g}"
+        f"Ask over that range (--score-range={_cli_number(lo)},{_cli_number(hi)}"
         + (f" --score-transform {transform})" if transform else ", no --score-transform)"),
         site=ctx.site,
         function=function,
         argument="lo",
     )
+
+
+def _cli_number(value: float) -> str:
+    """Write a bound number as the CLI reads it back, exactly: ``0`` for 0.0, not 6 digits (U3)."""
+    short = f"{float(value):g}"
+    return short if float(short) == float(value) else repr(float(value))
 
 
 def _answered(leaves: int, branching: int) -> str:
@@ -362,9 +368,10 @@ def _answered(leaves: int, branching: int) -> str:
     # The histogram method's height is ceil(log_b Q) + 2 (tree_height).
     most = branching ** max(height - 2, 0)
     quantiles = f"--quantiles {most} or fewer" if height > 2 else "no --quantiles"
+    # The CLI has no --height (U3): the height is the API's (run_histogram's height=).
     return (
-        f"at branching {branching} it answers height {height} or less: {quantiles}, "
-        f"or --height {height} or less"
+        f"at branching {branching} it answers height {height} or less: {quantiles} "
+        f"(height={height} or less through the API)"
     )
 
 
