@@ -365,8 +365,8 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
             "bin edge, confusion threshold or clustered histogram edge it released in the "
             f"clear splits a leaf into parts of fewer than {ctx.policy.min_count} rows of a "
             "class, and a tree exact in effect at a large epsilon would subtract to them "
-            "(ask the tree of the site's default grid, 4096 leaves over [0, 1], whose leaf "
-            "edges those cuts lie on or keep apart)",
+            "(ask a tree with more leaves, whose edges those cuts lie on or split no leaf's "
+            "rows; over [0, 1], the default 4096 leaves hold the default calibration edges)",
             site=ctx.site,
             function=LOCAL_NAME,
         )
