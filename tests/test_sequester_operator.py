@@ -790,3 +790,37 @@ def test_migration_0004_moves_a_counted_prevalence_onto_its_test_set(tmp_path):
     assert store.count_prevalence(1, 0.4, 1.0) == (0.31, 0.7, False)  # kept, not replaced
     assert store.count_prevalence(2, 0.4, 1.0) == (0.4, 1.0, True)
     store.close()
+
+
+def test_migration_0004_downgrades_a_used_sqlite_database_and_upgrades_it_back(app):
+    """0004's downgrade dropped its two columns in batch mode, which on SQLite copies
+    test_sets and drops the original: with foreign keys on (every connection of the Store)
+    and a plan on a set, "DROP TABLE test_sets" failed, FOREIGN KEY constraint failed
+    (review of 1b074ca). SQLite since 3.35 drops a column in place."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import inspect, text
+
+    from fedroc.sequester.db import MIGRATIONS
+
+    st = _setup(app, prevalence_epsilon=0.5)
+    store = app.state.store
+    counted = store.counted_prevalence(st["tid"])
+    assert counted is not None and counted[1] == 0.5
+    before = store.counts()
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
+    with store.engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("test_sets")}
+        assert "counted_prevalence" not in columns and "prevalence_epsilon" not in columns
+        assert conn.execute(text("PRAGMA foreign_key_check")).all() == []
+    assert store.counts() == before
+    path = str(store.engine.url.database)
+    store.close()
+    again = Store(path)  # upgrades back: the count backfilled from the plan that made it
+    assert again.revision == "0004" and again.counts() == before
+    assert again.counted_prevalence(st["tid"]) == counted
+    again.close()

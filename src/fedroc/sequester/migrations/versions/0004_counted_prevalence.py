@@ -37,7 +37,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop what :func:`upgrade` added."""
-    with op.batch_alter_table("test_sets") as batch:
+    """Drop what :func:`upgrade` added, in place.
+
+    Batch mode's copy of test_sets would drop the original, which every plan references:
+    with SQLite's foreign keys on, "FOREIGN KEY constraint failed". SQLite drops a plain
+    column in place since 3.35 (PostgreSQL always has).
+    """
+    with op.batch_alter_table("test_sets", recreate="never") as batch:
         batch.drop_column("prevalence_epsilon")
         batch.drop_column("counted_prevalence")
