@@ -2225,7 +2225,7 @@ def test_two_workers_on_one_database_count_a_test_sets_prevalence_once(monkeypat
             plans = clients[0].get("/v1/plans").json()
             events = [
                 e for e in clients[0].get("/v1/audit/actions").json()
-                if e.get("action") == "create-plan" and e.get("details", {}).get("events")
+                if e.get("details", {}).get("events")
             ]  # fmt: skip
             twice += len({p["prevalence"] for p in plans}) > 1 or len(events) > 1
             for a in apps:
@@ -2343,3 +2343,56 @@ def test_a_refused_histograms_hints_are_options_the_command_line_takes(tmp_path,
         assert hint, refusal
         main([*args, "--method", "histogram", f"--score-range={hint.group(1)}", "--json"])
         assert '"auc"' in capsys.readouterr().out  # answered
+
+
+# -- R40c. a count stored by a plan that then failed was released with no DP event ---------------
+def test_a_counted_prevalence_keeps_its_dp_event_when_its_plan_fails():
+    """Since 1b074ca the test set's noisy count is stored (Store.count_prevalence) before
+    the plan's subsets are drawn, and its DP event rides on the plan's "create-plan" audit
+    action. A plan that fails after the count (without replacement, a subset as large as
+    the set needs the exact count, and the 422 says "draw with replacement") left the count
+    on the set with no event anywhere: the custodian's retry reuses it, spends nothing, and
+    the developers then see subsets drawn at a count whose release the audit never records.
+    Measured on main 747d170: 9 of 9 test sets whose first plan failed (of 10; the eps 0.3
+    noise was 0 for one) had no event of their count in /v1/audit/actions. Now the count and its
+    event are stored in one transaction ("count-prevalence" action)."""
+    from fastapi.testclient import TestClient
+
+    import fedroc.sequester.service as service
+
+    rng = np.random.default_rng(4042)
+    n = 300
+    ids = [f"img-{i}" for i in range(n)]
+    admin = "attack-review-admin-" + "6" * 8
+    body = {"n_subsets": 5, "subset_size": n, "noise_rate": 0.124, "budget_units": 5,
+            "mechanism": "laplace", "replace": False, "prevalence_epsilon": 0.3}  # fmt: skip
+    failed = lost = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        app = service.create_app(f"{tmp}/seq.db", admin, rate_limit=0)
+        adm = TestClient(app, headers={"Authorization": f"Bearer {admin}"})
+        for _ in range(10):
+            labels = (rng.random(n) < 0.3).astype(int).tolist()
+            tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": labels}).json()[
+                "test_set_id"
+            ]
+            url = f"/v1/test-sets/{tid}/plans"
+            first = adm.post(url, json=body)
+            if first.status_code == 201:
+                continue  # the noise was 0: the exact count fits
+            assert first.status_code == 422 and "draw with replacement" in first.text
+            failed += 1
+            retry = adm.post(url, json={**body, "replace": True})
+            assert retry.status_code == 201, retry.text
+            assert retry.json()["prevalence_epsilon"] == 0.3
+            events = [
+                e
+                for a in adm.get("/v1/audit/actions").json()
+                if a["details"].get("test_set_id") == tid
+                for e in a["details"].get("events", [])
+            ]
+            lost += not any(
+                e["mechanism"] == "discrete-laplace" and e["epsilon"] == 0.3 for e in events
+            )
+        app.state.store.close()
+    assert failed >= 5, failed
+    assert lost == 0, f"{lost} of {failed} counted prevalences have no DP event in the audit"

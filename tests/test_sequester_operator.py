@@ -178,16 +178,16 @@ def test_a_custodians_prevalence_spends_nothing_and_comes_alone(app):
     other_url = f"/v1/test-sets/{other.json()['test_set_id']}/plans"
     dear = adm.post(other_url, json={**body, "prevalence_epsilon": 5.0}).json()
     assert "the noisy prevalence costs epsilon 5, more than the answers'" in dear["warnings"][-1]
-    # The custodian's audit records what each plan spent on its test set: the noisy count
-    # (discrete Laplace at the plan's prevalence_epsilon), nothing for a given prevalence.
+    # The custodian's audit records what was spent on each test set: its noisy count, once
+    # (discrete Laplace at prevalence_epsilon, with the count: R40c); plans spend nothing.
+    actions = adm.get("/v1/audit/actions").json()
+    assert all(a["details"]["events"] == [] for a in actions if a["action"] == "create-plan")
     spent = {
-        a["target"]: a["details"]["events"]
-        for a in adm.get("/v1/audit/actions").json()
-        if a["action"] == "create-plan"
+        a["target"]: a["details"]["events"] for a in actions if a["action"] == "count-prevalence"
     }
-    assert spent[f"plan/{given['plan_id']}"] == spent[f"plan/{again['plan_id']}"] == []
-    for plan, eps in ((own, 0.3), (dear, 5.0)):
-        (event,) = spent[f"plan/{plan['plan_id']}"]
+    assert len(spent) == 2
+    for tid_, eps in ((tid.json()["test_set_id"], 0.3), (other.json()["test_set_id"], 5.0)):
+        (event,) = spent[f"test-set/{tid_}"]
         assert event["mechanism"] == "discrete-laplace" and event["epsilon"] == eps
         assert event["sensitivity"] == 1 and event["delta"] == 0
     r = adm.post(url, json={**body, "prevalence": 0.25, "prevalence_epsilon": 0.3})
@@ -202,8 +202,14 @@ def test_a_draw_the_noisy_prevalence_cannot_serve_says_so(app, monkeypatch):
     import fedroc.sequester.service as service
 
     ids, y, _ = _data()
-    monkeypatch.setattr(
-        service, "noisy_prevalence", lambda labels, *, epsilon, rng: ((y.sum() + 3) / N, None)
+    real = service.noisy_prevalence
+    monkeypatch.setattr(  # its count 3 above the set's, with the real count's DP event
+        service,
+        "noisy_prevalence",
+        lambda labels, *, epsilon, rng: (
+            (y.sum() + 3) / N,
+            real(labels, epsilon=epsilon, rng=rng)[1],
+        ),
     )
     adm = _client(app, ADMIN)
     tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
@@ -336,10 +342,10 @@ def test_listings_actions_and_csv_export(app):
     assert devs[0]["active"] is False and devs[0]["n_queries"] == 3
     actions = adm.get("/v1/audit/actions").json()
     assert [a["action"] for a in actions] == [
-        "create-test-set", "create-plan", "create-developer", "top-up", "rotate-token",
-        "revoke-developer",
+        "create-test-set", "count-prevalence", "create-plan", "create-developer", "top-up",
+        "rotate-token", "revoke-developer",
     ]  # fmt: skip
-    assert actions[3]["details"]["budget_units"] == 1
+    assert actions[4]["details"]["budget_units"] == 1
     text = adm.get("/v1/audit/actions.csv").text
     assert st["token"] not in text and new_token not in text and ADMIN not in text
     assert hash_token(new_token) not in text

@@ -514,8 +514,9 @@ class Store:
     def add_plan(self, plan: PlanRow, *, events: Sequence[DPEvent] = ()) -> int:
         """Store a sequestration plan of a test set and return its id (audited).
 
-        ``events`` are the differentially private releases the plan made of its test set
-        (the noisy prevalence its subsets were drawn at), recorded in its audit action.
+        ``events`` are differentially private releases of its test set the plan made,
+        recorded in its audit action (the noisy prevalence is not one: its event is recorded
+        with the count, :meth:`count_prevalence`).
         """
         table = plan.table
         with self.engine.begin() as conn:
@@ -556,7 +557,12 @@ class Store:
         return float(row.counted_prevalence), float(row.prevalence_epsilon)
 
     def count_prevalence(
-        self, test_set_id: int, prevalence: float, epsilon: float
+        self,
+        test_set_id: int,
+        prevalence: float,
+        epsilon: float,
+        *,
+        events: Sequence[DPEvent] = (),
     ) -> tuple[float, float, bool]:
         """Store the test set's noisy prevalence unless one is stored; return the stored one.
 
@@ -564,6 +570,11 @@ class Store:
         PostgreSQL: of two workers that counted at once, one stores its count and the other
         gets it back (R40b). Returns ``(prevalence, epsilon, stored)``, ``stored`` True when
         this call's count is the one kept (its noise was released).
+
+        ``events`` are the count's DP events: recorded with it, in the same transaction, as
+        a ``count-prevalence`` audit action, so that the release stays in the audit whatever
+        becomes of the plan that counted it (R40c: a plan that failed after the count left
+        it on the set with no event).
         """
         with self.engine.begin() as conn:
             res = conn.execute(
@@ -571,6 +582,10 @@ class Store:
                 .where(test_sets.c.id == test_set_id, test_sets.c.counted_prevalence.is_(None))
                 .values(counted_prevalence=float(prevalence), prevalence_epsilon=float(epsilon))
             )
+            if res.rowcount == 1:
+                self._record(conn, "count-prevalence", f"test-set/{test_set_id}",
+                             test_set_id=test_set_id, prevalence_epsilon=float(epsilon),
+                             events=[asdict(e) for e in events])  # fmt: skip
         if res.rowcount == 1:
             return float(prevalence), float(epsilon), True
         kept = self.counted_prevalence(test_set_id)

@@ -63,7 +63,6 @@ from fedroc.methods.sequester import (
     prevalence_epsilon,
 )
 from fedroc.metrics import roc_auc
-from fedroc.privacy import DPEvent
 from fedroc.sequester._guard import Guard, Principal, RateLimiter
 from fedroc.sequester.db import DeveloperRow, NotFound, PlanRow, Revoked, Store, hash_token
 
@@ -394,7 +393,6 @@ def create_app(  # noqa: C901
         # the AUC's sensitivity): the custodian's, or the set's own counted with DP noise,
         # once per test set (R40: fresh noise for each plan averaged away over plans).
         eps_prevalence = None
-        events: tuple[DPEvent, ...] = ()
         if body.prevalence is None:
             counted = store.counted_prevalence(test_set_id)
             if counted is None:
@@ -405,11 +403,11 @@ def create_app(  # noqa: C901
                 )
                 drawn, event = noisy_prevalence(labels, epsilon=eps_asked, rng=noise_rng())
                 # Stored only if no other worker stored one meanwhile (R40b); if one did,
-                # this draw is dropped unreleased and its count is used.
+                # this draw is dropped unreleased and its count is used. The count's DP
+                # event is audited with it, whatever becomes of this plan (R40c).
                 prevalence, eps_prevalence, stored = store.count_prevalence(
-                    test_set_id, drawn, eps_asked
+                    test_set_id, drawn, eps_asked, events=(event,)
                 )
-                events = (event,) if stored else ()
                 counted = None if stored else (prevalence, eps_prevalence)
             if counted is not None:
                 prevalence, eps_prevalence = counted
@@ -459,7 +457,7 @@ def create_app(  # noqa: C901
                 f"{answers_eps:.3g}: give prevalence (public, spends none) or a smaller "
                 "prevalence_epsilon"
             )
-        pid = store.add_plan(new_plan, events=events)
+        pid = store.add_plan(new_plan)
         plan = store.plan(pid)
         return {**plan.public(), "test_set_id": test_set_id, "budget_eq3": p.budget,
                 "max_queries": limits.max_queries, "max_submissions": limits.max_submissions,
