@@ -971,3 +971,18 @@ def test_the_t_interval_covers_better_than_the_normal_one_with_few_clusters():
     assert pop["runs"] >= 590
     assert pop["t"] - pop["wald"] >= 0.02  # t widens by 15% at 9 df
     assert pop["wald"] < 0.91 and pop["t"] > 0.87
+
+
+def test_the_few_clusters_note_describes_the_interval_asked_for():
+    """The note from 10 to 50 clusters gave the coverage of t on I - 1 df ("(t on I - 1 df)
+    covered 0.92 at 18 clusters") also where interval="wald" built the intervals, which
+    covered 0.90 there (scripts/results/clustered_interval.md; review of c97fae8)."""
+    rng = np.random.default_rng(11)
+    c = np.repeat(np.arange(20), 6)
+    y = np.tile([True, False, True, False, False, False], 20)
+    s = rng.normal(size=c.size) + y
+    for interval, said in (("t", "(t on I - 1 df) covered 0.92"), ("wald", "covered 0.90")):
+        res = clustered_auc(y, s, c, interval=interval)
+        (note,) = [n for n in res.notes if "may be too narrow" in n]
+        assert said in note, note
+        assert ("t on I - 1 df" in note) == (interval == "t"), note

@@ -96,11 +96,12 @@ def clustered_auc(
     """Estimate population, personalized and Obuchowski AUCs of clustered data, with inference.
 
     Implements Michael & Tian, "The population and personalized AUCs": the estimators of
-    section 2 (eq. 5 and theta11^), Sigma^ of Corollary 6, Wald intervals, the confidence
-    ellipse (14) and the z-test of H0: theta12 = theta11 (section 6.3); the alternative
-    population AUC theta'12 of eq. 6 (each pair of clusters weighted equally) with its SE;
-    and Obuchowski's (1997) estimator (eq. 7) with his variance, beside DeLong's SE of the
-    same AUC. O(N log N) for N observations.
+    section 2 (eq. 5 and theta11^), Sigma^ of Corollary 6, intervals (t on I - 1 df by
+    default, or the paper's Wald; ``interval``), the confidence ellipse (14) and the z-test
+    of H0: theta12 = theta11 (section 6.3); the alternative population AUC theta'12 of
+    eq. 6 (each pair of clusters weighted equally) with its SE; and Obuchowski's (1997)
+    estimator (eq. 7) with his variance, beside DeLong's SE of the same AUC. O(N log N)
+    for N observations.
 
     Parameters
     ----------

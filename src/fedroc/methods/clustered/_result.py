@@ -143,10 +143,16 @@ def clustered_caveats(result: ClusteredAUCResult) -> tuple[tuple[str, ...], tupl
             "better: more clusters (scripts/results/clustered_coverage.md, 'few clusters')."
         )
     elif n_clusters < FEW_CLUSTERS:
+        # The coverage of the quantile the intervals were built with.
+        kind, at18, at36 = (
+            ("normal quantile", "0.90", "0.92")
+            if result.interval == "wald"
+            else ("t on I - 1 df", "0.92", "0.93")
+        )
         note.append(
             f"{n_clusters} clusters hold both classes (fewer than {FEW_CLUSTERS}): the 95% "
-            "intervals on cluster-level SEs (t on I - 1 df) covered 0.92 at 18 clusters and "
-            "0.93 at 36 in fedroc's simulation (population AUC; "
+            f"intervals on cluster-level SEs ({kind}) covered {at18} at 18 clusters and "
+            f"{at36} at 36 in fedroc's simulation (population AUC; "
             "scripts/results/clustered_interval.md), so they may be too narrow"
         )
     if n_excluded:
