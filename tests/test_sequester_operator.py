@@ -829,4 +829,14 @@ def test_migration_0004_downgrades_a_used_sqlite_database_and_upgrades_it_back(a
     again = Store(path)  # upgrades back: the count backfilled from the plan that made it
     assert again.revision == "0004" and again.counts() == before
     assert again.counted_prevalence(st["tid"]) == counted
+    # And down to 0001: 0003 and 0002 dropped their columns by batch copies too (the data
+    # of their columns goes, as a downgrade's does; the rows stay).
+    with again.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0001")
+    with again.engine.connect() as conn:
+        assert "prevalence_epsilon" not in {c["name"] for c in inspect(conn).get_columns("plans")}
+        assert "admin_actions" not in inspect(conn).get_table_names()
+        assert conn.execute(text("PRAGMA foreign_key_check")).all() == []
+        assert conn.execute(text("SELECT COUNT(*) FROM plans")).scalar() == before["plans"]
     again.close()

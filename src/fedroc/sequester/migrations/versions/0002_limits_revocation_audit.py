@@ -55,13 +55,13 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop what :func:`upgrade` added."""
     op.drop_table("admin_actions")
-    with op.batch_alter_table("queries") as batch:
+    with op.batch_alter_table("queries", recreate="never") as batch:
         batch.drop_column("events")
-    with op.batch_alter_table("developers") as batch:
+    with op.batch_alter_table("developers", recreate="never") as batch:
         for col in ("token_rotated_at", "n_submissions", "max_submissions", "max_queries",
                     "active"):  # fmt: skip
             batch.drop_column(col)
-    with op.batch_alter_table("plans") as batch:
+    with op.batch_alter_table("plans", recreate="never") as batch:
         for col in ("min_changed_images", "max_submissions", "max_queries", "sensitivity",
                     "answer_step", "answer_noise_rate"):  # fmt: skip
             batch.drop_column(col)

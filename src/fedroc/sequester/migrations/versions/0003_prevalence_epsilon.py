@@ -28,5 +28,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop ``plans.prevalence_epsilon``."""
-    with op.batch_alter_table("plans") as batch:
+    with op.batch_alter_table("plans", recreate="never") as batch:
         batch.drop_column("prevalence_epsilon")
