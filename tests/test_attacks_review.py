@@ -2158,7 +2158,7 @@ def test_a_tree_refused_after_the_default_flows_names_the_options_that_are_answe
     fed = Federation.from_frames(_logistic_frames(np.random.default_rng(4545)))
     assert evaluate(fed, "rocglm", correction="none").extra["calibration"] is not None
     for kwargs, hint, answered in (
-        ({"quantiles": 2048}, "--quantiles 1024 or fewer (height=12 or less",
+        ({"quantiles": 2048}, "--quantiles 1024 or fewer, or --height 12 or less",
          {"quantiles": 1024}),
         ({"branching": 4}, "At branching 4 it answers height 6 or less: --quantiles 256",
          {"branching": 4, "quantiles": 256}),
@@ -2311,7 +2311,7 @@ def test_a_refused_histograms_hints_are_options_the_command_line_takes(tmp_path,
     LO,HI: "Got unexpected extra argument (1)"; and a bound like 0.1234567891 came out as
     0.123457, another range); a histogram of 2048 quantiles was told "or --height 12 or
     less" (no such option). Now the range is written as the CLI reads it back, exactly, and
-    the height as the API's."""
+    the CLI has --height; both hints, followed, are answered."""
     import re
 
     import typer
@@ -2338,6 +2338,10 @@ def test_a_refused_histograms_hints_are_options_the_command_line_takes(tmp_path,
         named = set(re.findall(r"(--[a-z][a-z-]+)", refusal))
         assert named and named <= options, refusal
         if "--quantiles" in asked:
+            height = re.search(r"--height (\d+) or less", refusal)
+            assert height, refusal
+            main([*args, "--method", "histogram", *asked, "--height", height.group(1), "--json"])
+            assert '"auc"' in capsys.readouterr().out  # answered
             continue
         hint = re.search(r"--score-range[= ](.+?), no --score-transform", refusal)
         assert hint, refusal

@@ -157,6 +157,7 @@ KEYWORD_OPTIONS = {
     "dp_mode": "--dp-mode",
     "interpolation": "--interpolation",
     "branching": "--branching",
+    "height": "--height",
     "score_range": "--score-range",
     "score_transform": "--score-transform",
     "epsilon": "--epsilon",
@@ -541,6 +542,10 @@ def evaluate_command(
     branching: Annotated[
         int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
     ] = None,
+    height: Annotated[
+        int | None,
+        typer.Option(help="histogram: levels of the tree (default ceil(log_b Q) + 2)."),
+    ] = None,
     score_range: Annotated[
         str | None,
         typer.Option(help="histogram, rocglm, clustered: public score range LO,HI (default 0,1)."),
@@ -630,6 +635,7 @@ def evaluate_command(
         "dp_mode": dp_mode,
         "interpolation": interpolation,
         "branching": branching,
+        "height": height,
         "score_range": None if score_range is None else _parse_range(score_range),
         "score_transform": score_transform,
         # rocglm (paper 1)

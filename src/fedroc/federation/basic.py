@@ -368,10 +368,9 @@ def _answered(leaves: int, branching: int) -> str:
     # The histogram method's height is ceil(log_b Q) + 2 (tree_height).
     most = branching ** max(height - 2, 0)
     quantiles = f"--quantiles {most} or fewer" if height > 2 else "no --quantiles"
-    # The CLI has no --height (U3): the height is the API's (run_histogram's height=).
     return (
-        f"at branching {branching} it answers height {height} or less: {quantiles} "
-        f"(height={height} or less through the API)"
+        f"at branching {branching} it answers height {height} or less: {quantiles}, "
+        f"or --height {height} or less"
     )
 
 
