@@ -2400,3 +2400,66 @@ def test_a_counted_prevalence_keeps_its_dp_event_when_its_plan_fails():
         app.state.store.close()
     assert failed >= 5, failed
     assert lost == 0, f"{lost} of {failed} counted prevalences have no DP event in the audit"
+
+
+# == Attack review of main 4e59544: what the combination of default releases gives ===============
+
+
+# -- R45. an MPC paired comparison on a second score that singles out one row -------------------
+def _singled_out_federation(
+    rng: np.random.Generator,
+) -> tuple[Federation, bool, int]:
+    """Three default sites; every row's second score is 0 but the target's (site s0, row 0),
+    which is 1: a "model" the analyst wrote to single the target out."""
+    sites, p_true = [], 0
+    for k in range(3):
+        n = int(rng.integers(50, 90))
+        y = rng.random(n) < 0.4
+        y[1], y[2] = True, False
+        s = np.clip(rng.normal(0.4 + 0.2 * y, 0.1), 0.0, 1.0)
+        b = np.zeros(n)
+        if k == 0:
+            b[0] = 1.0
+            target = bool(y[0])
+        p_true += int(y.sum())
+        sites.append(Site(f"s{k}", SiteData.from_arrays(y, s, score_b=b)))
+    return Federation.from_sites(sites), target, p_true
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="R45 open: an MPC comparison opens the exact AUROC and variance of a second score "
+    "that singles out one row: the row's class and the secret class count P",
+)
+def test_an_mpc_comparison_on_a_score_that_singles_out_a_row_opens_neither_its_class_nor_p():
+    """``docs/mpc.md``: the analyst "never learns class counts P, N, any pair count, ...
+    any score or label", and a default site joins a job with ``compare`` (no opt-in). The
+    second score is the analyst's model: here one that scores the target row 1 and every
+    other row 0. Its AUROC, opened to 2^-14, is ``1/2 + 1/(2P)`` if the target is a positive
+    and ``1/2 - 1/(2N)`` if not (the target's class, from one comparison with 1/2), and its
+    DeLong variance, opened to 2^-28, is ``1/(4 P^2)`` or ``1/(4 N^2)``: with the sites' sizes
+    (``fedroc.info``, which an ``mpc_only`` owner serves too) P exactly. Measured on main
+    4e59544: the target's class and P, both right, in 8 of 8 federations, one
+    ``evaluate(fed, "mpc", mpc_compare=True)`` each. (A second score equal to the first but
+    for the target moved to the top tells its class as well, by the sign of
+    ``auc_difference``.)"""
+    from scipy import stats
+
+    from fedroc.methods import evaluate
+
+    rng = np.random.default_rng(4545)
+    z = float(stats.norm.ppf(0.975))
+    read = 0
+    for _ in range(8):
+        fed, target, p_true = _singled_out_federation(rng)
+        n = sum(int(r["n"]) for r in fed.call("fedroc.info").values())
+        cmp = evaluate(fed, "mpc", mpc_compare=True).to_dict()["comparison"]
+        a, (lo, hi) = cmp["auc_b"], cmp["auc_b_ci"]
+        if a is None or lo is None:
+            continue  # nothing opened
+        positive = a > 0.5
+        se = (math.log(hi / (1 - hi)) - math.log(lo / (1 - lo))) * a * (1 - a) / (2 * z)
+        count = round(0.5 / se)  # P if the target is a positive, else N
+        p = count if positive else n - count
+        read += positive == target and p == p_true
+    assert read == 0, f"the target's class and the secret P read in {read} of 8 federations"
