@@ -114,6 +114,10 @@ def _run_foreign_app(dep: LocalDeployment) -> dict[str, Any]:
     return dict(payload)
 
 
+# Two local deployments, about 100 s each: outside `make test` (10 minutes in all); run with
+# `.venv/bin/python -m pytest -m slow tests/test_flower_attacks.py`. The tuned node's check
+# itself is in the suite (tests/test_flower.py, the bundle's ClientApp reference).
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "tuned",
     [
