@@ -428,3 +428,20 @@ def test_a_site_without_a_roster_refuses_secure_aggregation():
     fed = Federation(InProcessTransport(sites))  # nobody gave these sites an identity
     with pytest.raises(DisclosureError, match="no roster of sites to aggregate with"):
         secure_sum(fed, "fedroc.class_counts")
+
+
+def test_deeply_nested_input_arguments_are_refused_as_input_not_a_crash():
+    """Since secure aggregation carries 1 MiB of input arguments (1a45066), an analyst can
+    send JSON nested 200,000 deep; ``json.loads`` then raises RecursionError at the site,
+    which reached the analyst as an unexplained failure. It is an InputError naming the
+    input arguments now, and the site stays usable."""
+    fed = Federation.from_sites(_sites(3))
+    names = fed.site_names
+    session = _crypto.random_bytes(16).hex()
+    nested = "[" * 200_000 + "]" * 200_000
+    adv = {"session": session, "sites": names, "threshold": 2, "bits": 64, "frac_bits": 32,
+           "input": INPUT_NAME, "input_args": '{"a": ' + nested + "}"}  # fmt: skip
+    with pytest.raises(FedrocError, match="input arguments are not JSON") as refused:
+        fed.call_each(FUNCTIONS["advertise_keys"], {n: adv for n in names})
+    assert "RecursionError" not in str(refused.value)
+    assert fed.call("fedroc.info")["s0"]["n"] == 100

@@ -620,7 +620,7 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
     _check_session(ctx, sites, threshold, quantity)
     try:
         input_args = json.loads(str(args[KEY_INPUT_ARGS]))
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
         raise InputError(f"site {ctx.site!r}: the input arguments are not JSON") from None
     if not isinstance(input_args, dict):
         raise InputError(f"site {ctx.site!r}: the input arguments must be a JSON object")
