@@ -160,14 +160,17 @@ class PairedDesign:
     cluster_column: str | None = None
     score_b: str | None = "score_b"
 
-    def simulate(self, n: int, rng: np.random.Generator) -> dict[str, pd.DataFrame]:
+    def scores(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        """Draw ``n`` rows: labels and the two models' scores."""
         y = rng.random(n) < self.prevalence
         z_a = rng.normal(size=n)
         z_b = self.rho * z_a + math.sqrt(1.0 - self.rho**2) * rng.normal(size=n)
         mu_a = math.sqrt(2.0) * float(special.ndtri(self.auc))
         mu_b = math.sqrt(2.0) * float(special.ndtri(self.auc_b))
-        a = special.ndtr(mu_a * y + z_a)
-        b = special.ndtr(mu_b * y + z_b)
+        return y, special.ndtr(mu_a * y + z_a), special.ndtr(mu_b * y + z_b)
+
+    def simulate(self, n: int, rng: np.random.Generator) -> dict[str, pd.DataFrame]:
+        y, a, b = self.scores(n, rng)
         parts = np.array_split(rng.permutation(n), self.sites)
         return {
             f"site{k}": pd.DataFrame({"label": y[i].astype(int), "score": a[i], "score_b": b[i]})

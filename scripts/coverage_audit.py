@@ -55,7 +55,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation
@@ -99,49 +98,28 @@ GRID: dict[str, Design] = {
 
 
 @dataclass(frozen=True)
-class RatedPairedDesign:
+class RatedPairedDesign(_h.PairedDesign):  # type: ignore[misc,name-defined]
     """Two correlated models on the same rows, optionally rated on 5 levels (ties).
 
-    As ``coverage.PairedDesign`` (latent correlation ``rho`` in each class), with three
+    ``coverage.PairedDesign``'s latent model (correlation ``rho`` in each class), with three
     sites; the truth of the difference of rated scores is computed on 2 million rows.
     """
 
-    name: str
-    auc: float
-    auc_b: float
-    rho: float
-    prevalence: float
-    levels: int | None = None
     sites: int = SITES
-    cluster_column: str | None = None
-    score_b: str | None = "score_b"
+    levels: int | None = None
 
-    def _scores(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-        y = rng.random(n) < self.prevalence
-        z_a = rng.normal(size=n)
-        z_b = self.rho * z_a + math.sqrt(1.0 - self.rho**2) * rng.normal(size=n)
-        mu_a = math.sqrt(2.0) * float(special.ndtri(self.auc))
-        mu_b = math.sqrt(2.0) * float(special.ndtri(self.auc_b))
-        a = special.ndtr(mu_a * y + z_a)
-        b = special.ndtr(mu_b * y + z_b)
+    def scores(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        y, a, b = super().scores(n, rng)
         if self.levels is not None:
             k = self.levels
             a = np.floor(a * k).clip(0, k - 1) / (k - 1)
             b = np.floor(b * k).clip(0, k - 1) / (k - 1)
         return y, a, b
 
-    def simulate(self, n: int, rng: np.random.Generator) -> dict[str, pd.DataFrame]:
-        y, a, b = self._scores(n, rng)
-        parts = np.array_split(rng.permutation(n), self.sites)
-        return {
-            f"site{k}": pd.DataFrame({"label": y[i].astype(int), "score": a[i], "score_b": b[i]})
-            for k, i in enumerate(parts)
-        }
-
     def _truths(self) -> tuple[float, float]:
         if self.levels is None:
             return self.auc, self.auc_b
-        y, a, b = self._scores(2_000_000, np.random.default_rng(12345))
+        y, a, b = self.scores(2_000_000, np.random.default_rng(12345))
         return roc_auc(y, a), roc_auc(y, b)
 
     def truth(self) -> float:
