@@ -956,15 +956,9 @@ def test_the_t_interval_covers_better_than_the_normal_one_with_few_clusters():
     scripts/results/clustered_interval.md). At 10 clusters (5.5 rows each), 600 replicates:
     the normal quantile covers about 0.86 for 0.95, t on I - 1 df about 0.90. Seeded, the
     counts are fixed; the bounds hold for any seed with probability > 0.99 (MC SE 0.013)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
+    from tests._scripts import load_script
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "clustered_interval.py"
-    spec = importlib.util.spec_from_file_location("fedroc_clustered_interval_script", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_script("clustered_interval.py", "fedroc_clustered_interval_script")
     module.CLUSTERS = (10,)
     rows = {r["estimate"]: r for r in module.measure(600, seed=7)}
     pop = rows["population"]

@@ -3,11 +3,8 @@ seeded version of scripts/coverage_audit.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,8 +15,7 @@ from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.methods import evaluate, pool_site_data
 from tests._cli import run_main
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "coverage_audit.py"
+from tests._scripts import load_script
 
 
 def _separated_frames() -> dict[str, pd.DataFrame]:
@@ -102,11 +98,7 @@ def test_the_command_line_prints_null_and_the_reason(capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def audit():
-    spec = importlib.util.spec_from_file_location("fedroc_coverage_audit_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("coverage_audit.py", "fedroc_coverage_audit_script")
 
 
 def test_audit_pooled_cell_covers_an_easy_design_and_counts_withheld_runs(audit):

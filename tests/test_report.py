@@ -4,9 +4,7 @@ real headless browser that renders the page (skipped without Chromium)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,8 +16,8 @@ from sklearn import metrics as skm
 from fedroc.metrics import CalibrationCurve, ScoreCounts, bin_edges
 from fedroc.report import calibration_figure, human_label, roc_band
 from tests._cli import run_main
+from tests._scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_report_browser.py"
 SECTIONS = ["result", "figures", "sites", "released", "provenance"]
 
 
@@ -268,11 +266,7 @@ def test_human_labels():
 
 
 def _browser_check():
-    spec = importlib.util.spec_from_file_location("fedroc_check_report_browser", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_report_browser.py", "fedroc_check_report_browser")
 
 
 def test_report_renders_in_headless_chromium(capsys, sites, tmp_path):

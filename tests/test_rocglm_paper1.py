@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ from fedroc.methods.rocglm._deconvolution import (
     default_bins,
 )
 from fedroc.metrics import calibration_curve
+from tests._scripts import load_script
 
 # --- deconvolution -------------------------------------------------------------------------
 
@@ -316,14 +316,8 @@ def test_paper1_figures_are_written(tmp_path):
         assert path.stat().st_size > 10_000
 
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "coverage.py"
-
-
 def test_small_coverage_run_of_the_corrected_rocglm():
-    spec = importlib.util.spec_from_file_location("fedroc_coverage_rocglm", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_script("coverage.py", "fedroc_coverage_rocglm")
     table = module.run_study(["binormal"], [1500], ["rocglm-paper-0.07"], reps=16, seed=5)
     row = table.iloc[0]
     assert row["failed"] == 0
@@ -344,7 +338,6 @@ def test_rocglm_imports_nothing_above_the_methods():
     """Layers: methods never import fedroc.report or fedroc.cli (DESIGN.md), not even
     inside a function (the ROC-GLM's plot and figures once did)."""
     import ast
-    from pathlib import Path
 
     import fedroc.methods.rocglm as package
 

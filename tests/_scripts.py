@@ -1,0 +1,21 @@
+"""Load a study under ``scripts/`` as a module (the scripts are not a package)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load_script(filename: str, name: str) -> ModuleType:
+    """Execute ``scripts/<filename>`` afresh as module ``name`` (registered in sys.modules,
+    where dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / filename)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
