@@ -1818,6 +1818,25 @@ def _clustered_sliver_federation(rng: np.random.Generator, victim_label: int) ->
     return Federation.from_sites(sites)
 
 
+def _clustered_sliver_read(
+    fed: Federation, label: int, tree: dict, edges: np.ndarray, refused: type[Exception]
+) -> bool:
+    """A secure tree's leaf 0, then the clustered summary's bin 0 over ``edges``: whether
+    their difference is the victim's row with its class (False when either is refused)."""
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    try:
+        pooled = secure_sum(fed, INPUT_NAME, mode=MODE_SA, **tree)
+        hist = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+    except refused:
+        return False  # refused: nothing to subtract
+    sliver_pos = int(hist["hist_pos_all"][0]) - int(pooled["pos"][0])
+    sliver_neg = int(hist["hist_neg_all"][0]) - int(pooled["neg"][0])
+    return (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
+
+
 # -- R32. the clustered method's secure edges are a partition apart from the site's one tree ----
 def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_two_edges():
     """R30 and R31 with the clustered method: its round-1 summary, as an input of secure
@@ -1829,25 +1848,14 @@ def test_secure_clustered_edges_off_the_trees_levels_do_not_place_a_row_between_
     class. Measured on main 97bbdab: 10 of 10 federations. Now the secure edges are held to
     the site's one grid of exact counts (``fedroc.federation.basic.bind_tree``): these are
     off the tree's 16 leaves, and refused."""
-    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
-    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
-    from fedroc.secagg import secure_sum
-
     rng = np.random.default_rng(3232)
+    tree = {"branching": 2, "height": 4, "lo": 0.0, "hi": 1.0}
+    edges = np.array([0.0, 1 / 15, 1.0])
     read = 0
     for trial in range(10):
         label = int(trial % 2)
         fed = _clustered_sliver_federation(rng, label)
-        try:
-            pooled = secure_sum(
-                fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=1.0
-            )
-            hist = secure_sum(fed, FUNCTION_SUMMARY, edges=np.array([0.0, 1 / 15, 1.0]))
-        except DisclosureError:
-            continue  # refused: nothing to subtract
-        sliver_pos = int(hist["hist_pos_all"][0]) - int(pooled["pos"][0])
-        sliver_neg = int(hist["hist_neg_all"][0]) - int(pooled["neg"][0])
-        read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
+        read += _clustered_sliver_read(fed, label, tree, edges, DisclosureError)
     assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
 
 
@@ -1971,24 +1979,16 @@ def test_the_grid_check_does_not_answer_r32s_edges_after_a_tree_over_a_wide_rang
     pooled rows are seen at the bound tree's resolution at most (docs/privacy.md): here
     two leaves, and the sliver is 1/240 wide."""
     from fedroc.exceptions import FedrocError
-    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
-    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
-    from fedroc.secagg import secure_sum
 
     rng = np.random.default_rng(4242)
     lo, hi = 1 / 16 - 5000.0, 1 / 16 + 5000.0
+    tree = {"branching": 2, "height": 1, "lo": lo, "hi": hi}
+    edges = np.array([lo, 1 / 15, hi])
     read = 0
     for trial in range(10):
         label = int(trial % 2)
         fed = _clustered_sliver_federation(rng, label)
-        try:
-            pooled = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=1, lo=lo, hi=hi)
-            hist = secure_sum(fed, FUNCTION_SUMMARY, edges=np.array([lo, 1 / 15, hi]))
-        except FedrocError:
-            continue  # refused: nothing to subtract
-        sliver_pos = int(hist["hist_pos_all"][0]) - int(pooled["pos"][0])
-        sliver_neg = int(hist["hist_neg_all"][0]) - int(pooled["neg"][0])
-        read += (sliver_pos, sliver_neg) == ((1, 0) if label else (0, 1))
+        read += _clustered_sliver_read(fed, label, tree, edges, FedrocError)
     assert read == 0, f"the victim's label read from a sliver in {read} of 10 federations"
 
 
