@@ -405,20 +405,20 @@ def create_app(  # noqa: C901
                 # Stored only if no other worker stored one meanwhile (R40b); if one did,
                 # this draw is dropped unreleased and its count is used. The count's DP
                 # event is audited with it, whatever becomes of this plan (R40c).
-                prevalence, eps_prevalence, stored = store.count_prevalence(
+                prevalence, eps_prevalence, _ = store.count_prevalence(
                     test_set_id, drawn, eps_asked, events=(event,)
                 )
-                counted = None if stored else (prevalence, eps_prevalence)
-            if counted is not None:
+            else:
                 prevalence, eps_prevalence = counted
-                if body.prevalence_epsilon not in (None, eps_prevalence):
-                    raise InputError(
-                        f"test set {test_set_id}'s prevalence was counted with noise at "
-                        f"prevalence_epsilon {eps_prevalence:.6g} by its first plan, and every "
-                        "plan without a prevalence reuses that count (fresh counts could be "
-                        f"averaged); got prevalence_epsilon {body.prevalence_epsilon:.6g}: "
-                        "leave it out, or give prevalence"
-                    )
+            # A count this plan did not make (its own has the epsilon it asked) must be reused.
+            if body.prevalence_epsilon not in (None, eps_prevalence):
+                raise InputError(
+                    f"test set {test_set_id}'s prevalence was counted with noise at "
+                    f"prevalence_epsilon {eps_prevalence:.6g} by its first plan, and every "
+                    "plan without a prevalence reuses that count (fresh counts could be "
+                    f"averaged); got prevalence_epsilon {body.prevalence_epsilon:.6g}: "
+                    "leave it out, or give prevalence"
+                )
         else:
             prevalence = body.prevalence
         seed = body.seed if body.seed is not None else str(secrets.randbits(128))
