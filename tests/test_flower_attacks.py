@@ -114,30 +114,34 @@ def _run_foreign_app(dep: LocalDeployment) -> dict[str, Any]:
     return dict(payload)
 
 
-# Two local deployments, about 100 s each: outside `make test` (10 minutes in all); run with
+# Three local deployments, about 100-200 s each: outside `make test` (10 minutes in all); run with
 # `.venv/bin/python -m pytest -m slow tests/test_flower_attacks.py`. The tuned node's check
 # itself is in the suite (tests/test_flower.py, the bundle's ClientApp reference).
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "tuned",
+    ("tuned", "bundle"),
     [
-        pytest.param(True, id="tuned"),
+        pytest.param(True, False, id="tuned"),
+        pytest.param(False, False, id="stock-with-fedroc-executor"),
         pytest.param(
             False,
-            id="stock",
+            True,
+            id="stock-running-the-bundles-clientapp",
             marks=pytest.mark.xfail(
                 strict=True,
                 reason=(
-                    "R46 open: the stock flower-supernode installs the run's app bundle and "
-                    "runs the ClientApp it names, so an analyst's ClientApp reads the site's "
-                    "data file from the node config (every row of every site, 2 of 2 sites)"
+                    "R46, Flower's design: a stock flower-supernode in its default "
+                    "'subprocess' isolation installs the run's app bundle and runs the "
+                    "ClientApp it names, so an analyst's ClientApp reads the site's data "
+                    "file from the node config (every row of every site, 2 of 2 sites); "
+                    "fedroc's executor in 'process' isolation closes it (the case above)"
                 ),
             ),
         ),
     ],
 )
 def test_a_clientapp_shipped_in_the_analysts_app_bundle_does_not_run_at_a_site(
-    tmp_path: Path, tuned: bool
+    tmp_path: Path, tuned: bool, bundle: bool
 ) -> None:
     """R46: the analyst's FAB names its own ClientApp (``rowdump:app``, shipped in the
     bundle) beside fedroc's ServerApp; the job calls ``fedroc.info`` on every site.
@@ -147,13 +151,16 @@ def test_a_clientapp_shipped_in_the_analysts_app_bundle_does_not_run_at_a_site(
     as docs/flower.md describes) the job returned each site's whole CSV file, header and
     every row, 2 of 2 sites, one run, no budget, nothing in the audit logs; fedroc's tuned
     node refused the ClientApp (error reply "runs only fedroc's ClientApp"), so the job
-    failed and no row left.
+    failed and no row left. Since: a stock node in ``process`` isolation with fedroc's
+    executor beside it (:mod:`fedroc.federation.flower.executor`, what ``flower up --stock``
+    runs) refuses it alike, 0 of 2 sites; the stock node in its default ``subprocess``
+    isolation (Flower's executor) still runs the bundle's ClientApp, 2 of 2 (strict xfail).
     """
     paths = write_sites(tmp_path)
     configs = [
         SiteNodeConfig(site=name, data=path) for name, path in paths.items() if name != "site3"
     ]
-    dep = LocalDeployment(configs, tmp_path / "deployment", tuned=tuned)
+    dep = LocalDeployment(configs, tmp_path / "deployment", tuned=tuned, bundle_clientapp=bundle)
     try:
         dep.start(timeout=240)
         try:

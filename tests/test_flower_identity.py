@@ -257,6 +257,27 @@ def test_superlink_launcher_defaults_and_executor_command() -> None:
     assert executor_command(["--insecure"])[-1] == "--insecure"
 
 
+def test_the_stock_node_executor_refuses_what_would_run_the_bundles_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fedroc flower executor`` (beside a stock node in process isolation): its options are
+    checked before it starts (exit 2, one line naming the option), and its launcher refuses a
+    node in ``subprocess`` isolation, where Flower's executor runs the bundle's ClientApp."""
+    from _cli import run_main
+
+    from fedroc.federation.flower.executor import run_beside_stock_node
+
+    code, _, err = run_main(capsys, ["flower", "executor"])
+    assert code == 2 and "--insecure" in err and len(err.strip().splitlines()) == 1
+    missing = tmp_path / "nope.toml"
+    code, _, err = run_main(
+        capsys, ["flower", "executor", "--insecure", "--node-config", str(missing)]
+    )
+    assert code == 2 and f"--node-config {str(missing)!r} does not exist" in err
+    with pytest.raises(SystemExit, match="runs the ClientApp the run's bundle names"):
+        run_beside_stock_node(["--insecure", "--isolation", "subprocess"])
+
+
 def test_processes_are_found_by_their_marker() -> None:
     env = {**os.environ, MARKER: "fedroc-test-marker/site1"}
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)

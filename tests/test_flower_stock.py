@@ -1,4 +1,5 @@
-"""`fedroc flower up --insecure --stock`: Flower's own ``flower-supernode`` at the sites and,
+"""`fedroc flower up --insecure --stock`: Flower's own ``flower-supernode`` at the sites (in
+``process`` isolation, with fedroc's executor beside it: every reply below comes from it) and,
 for a job past ``--run-timeout``, Flower's own ``flwr run`` and ``flwr stop`` at the analyst
 (what fedroc runs on Flower versions other than 1.41 or with ``FEDROC_FLOWER_TUNING=off``).
 

@@ -3,6 +3,7 @@
 * ``fedroc flower up``: a SuperLink and N SuperNodes on this machine (TLS or insecure).
 * ``fedroc flower run``: run a method (or another job) on a running federation.
 * ``fedroc flower supernode``: a site's SuperNode, configured from options (real machines).
+* ``fedroc flower executor``: fedroc's ClientApp beside a stock ``flower-supernode``.
 * ``fedroc flower certs``: a CA and a SuperLink certificate for a real deployment.
 """
 
@@ -96,7 +97,10 @@ def up(
     ] = False,
     stock: Annotated[
         bool,
-        typer.Option(help="Run stock flower-supernode processes instead of fedroc's tuned ones."),
+        typer.Option(
+            help="Run stock flower-supernode processes (in process isolation, with fedroc's "
+            "executor) instead of fedroc's tuned ones."
+        ),
     ] = False,
     port: Annotated[int | None, typer.Option(help="SuperLink port (default: a free one).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic data.")] = 2024,
@@ -185,7 +189,10 @@ def up(
                             "TLS",
                             "off (insecure)" if insecure else str(connection.root_certificates),
                         ),
-                        ("SuperNodes", "stock flower-supernode" if stock else "fedroc tuned"),
+                        (
+                            "SuperNodes",
+                            "stock flower-supernode, fedroc executor" if stock else "fedroc tuned",
+                        ),
                         (
                             "SuperNode authentication",
                             "on (a key pair per site)" if deployment.node_auth else "off",
@@ -623,6 +630,59 @@ def health(
             highlight=False,
         )
     raise typer.Exit(0 if report["healthy"] else 1)
+
+
+@flower_app.command("executor")
+def executor_command(
+    runtime_api_address: Annotated[
+        str,
+        typer.Option(help="The stock node's Runtime API HOST:PORT (its --host and --port)."),
+    ] = "127.0.0.1:9094",
+    superexec_auth_secret_file: Annotated[
+        Path | None,
+        typer.Option(help="The node's --superexec-auth-secret-file (the same file)."),
+    ] = None,
+    node_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="The node's --node-config file (the site is loaded before its first task)."
+        ),
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option(help="Plain HTTP to the Runtime API (the node has no --ssl-certfile).")
+    ] = False,
+    root_certificates: Annotated[
+        Path | None,
+        typer.Option(help="CA certificate (PEM) of the node's Runtime API (--ssl-certfile)."),
+    ] = None,
+) -> None:
+    """Run fedroc's ClientApp for a stock flower-supernode started with --isolation process.
+
+    Flower's own executor (the node's default, --isolation subprocess) runs the ClientApp
+    each run's app bundle names: the analyst's code, which can read the site's data file.
+    This one runs only fedroc's installed ClientApp and answers any other with an error.
+    """
+    from fedroc.federation.flower.executor import serve
+
+    if insecure == (root_certificates is not None):
+        raise InputError(
+            "give --insecure (a Runtime API on loopback without TLS) or --root-certificates "
+            "CA.pem (a node with --ssl-certfile)"
+        )
+    for option, path in (
+        ("--superexec-auth-secret-file", superexec_auth_secret_file),
+        ("--node-config", node_config),
+    ):
+        if path is not None and not path.is_file():
+            raise InputError(f"{option} {str(path)!r} does not exist")
+    err.print(f"fedroc executor: fedroc's ClientApp for the node at {runtime_api_address}")
+    serve(
+        runtime_api_address,
+        secret_file=superexec_auth_secret_file,
+        node_config=node_config,
+        insecure=insecure,
+        root_certificates=root_certificates,
+    )
 
 
 @flower_app.command(

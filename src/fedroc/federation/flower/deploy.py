@@ -592,7 +592,13 @@ class LocalDeployment:
         Plain HTTP instead of TLS (certificates are generated otherwise).
     tuned : bool
         Run ``fedroc flower supernode`` (fast polling, in-process ClientApp) instead of the
-        stock ``flower-supernode`` (new ClientApp process per message, 3 s idle polls).
+        stock ``flower-supernode`` (3 s idle polls) in ``process`` isolation with fedroc's
+        executor beside it (:mod:`.executor`: fedroc's ClientApp only) and the stock
+        SuperLink.
+    bundle_clientapp : bool
+        With ``tuned=False``: leave the stock node in its default ``subprocess`` isolation,
+        where Flower's SuperExec runs the ClientApp each run's bundle names, the analyst's
+        code (R46). It protects nothing: for the attack test only.
     host : str
         Loopback address everything binds to.
     port : int, optional
@@ -617,6 +623,7 @@ class LocalDeployment:
         *,
         insecure: bool = False,
         tuned: bool = True,
+        bundle_clientapp: bool = False,
         host: str = "127.0.0.1",
         port: int | None = None,
         env: Mapping[str, str] | None = None,
@@ -643,6 +650,7 @@ class LocalDeployment:
         }
         self.insecure = insecure
         self.tuned = tuned
+        self.bundle_clientapp = bundle_clientapp
         self.host = host
         self.port = port
         self.extra_env = dict(env or {})
@@ -971,9 +979,11 @@ class LocalDeployment:
             args += ["--auth-supernode-private-key", str(key.private_key)]
         if self.tuned:
             cmd = [sys.executable, "-m", "fedroc.federation.flower.node", *args]
-        else:
+        elif self.bundle_clientapp:
             scripts = Path(sysconfig.get_path("scripts"))
             cmd = [str(scripts / "flower-supernode"), *args, "--isolation", "subprocess"]
+        else:
+            cmd = [sys.executable, "-m", "fedroc.federation.flower.executor", "node", *args]
         return _Proc(
             name, cmd, self._env(base / "home", name), self.directory / "logs" / f"{name}.log"
         )

@@ -246,8 +246,7 @@ class InProcessExecutor:
         self._wait_for_api()
         client = self._client(None)
         while not self.stop.is_set():
-            # Cleared before asking, so a task stored after the answer still wakes us.
-            TASK_READY.clear()
+            self._arm()
             try:
                 res = client.AcquireTask(
                     AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
@@ -259,7 +258,15 @@ class InProcessExecutor:
             if res.HasField("task") and res.token:
                 self.execute(res.token)
                 continue
-            TASK_READY.wait(timeout=1.0)
+            self._idle()
+
+    def _arm(self) -> None:
+        # Cleared before asking, so a task stored after the answer still wakes us.
+        TASK_READY.clear()
+
+    def _idle(self) -> None:
+        """Wait until the node in this process stores a task (or a second has passed)."""
+        TASK_READY.wait(timeout=1.0)
 
     def execute(self, token: str) -> None:
         """Run one ClientApp task, as ``flwr-clientapp`` would, without a new process."""
