@@ -29,7 +29,7 @@ from flwr.common import serde
 from flwr.supercore.task_identity import TaskIdentity
 
 from fedroc.datasets import make_multisite
-from fedroc.exceptions import DisclosureError, InputError, SiteError
+from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
 from fedroc.federation import Federation, basic
 from fedroc.federation.flower import _codec, site_config
 from fedroc.federation.flower.apps import client_app, emit_marked, parse_marked
@@ -188,6 +188,72 @@ def test_a_nodes_policy_file_takes_no_mpc_proxies_unless_it_names_them(tmp_path:
     parsed = SiteNodeConfig.from_node_config({**node, "policy-file": str(named)})
     assert parsed.policy.mpc_proxies == "any"
     assert DisclosurePolicy().mpc_proxies == "any"
+
+
+def test_a_nodes_mpc_owner_key_is_its_operators_in_every_run(tmp_path: Path) -> None:
+    """A cluster's proxies accept only the bundles of owners registered under their public
+    keys (``[owners]``), so a node must sign every job with the key its operator
+    registered. On Flower a site's state lives in the run's ``Context.state``: before, each
+    run began without an owner key and generated a fresh one (two runs, two keys, neither
+    registrable: no MPC job with a real cluster could run on a Flower node), and a node
+    could authorise one job in its lifetime, with no way to raise it. The node config's
+    ``mpc-owner-key`` and ``mpc-max-jobs`` set both."""
+    from fedroc.mpc.owner import JobTerms, owner_public_key, write_owner_key
+    from fedroc.mpc.seal import new_key, public_bytes
+
+    key_file = tmp_path / "owner.key"
+    public = write_owner_key(key_file)
+    data = tmp_path / "north.csv"
+    rng = np.random.default_rng(5)
+    pd.DataFrame({"label": rng.integers(0, 2, 40), "score": rng.random(40)}).to_csv(data)
+    config = {
+        "site": "north",
+        "data": str(data),
+        "mpc-proxies": "any",
+        "mpc-owner-key": str(key_file),
+        "mpc-max-jobs": 2,
+        "node-dir": str(tmp_path / "node"),
+    }
+    parsed = SiteNodeConfig.from_node_config(config)
+    assert parsed.policy.mpc_owner_key == str(key_file) and parsed.policy.mpc_max_jobs == 2
+    assert SiteNodeConfig.from_node_config(parsed.to_node_config()) == parsed
+    site = parsed.build()
+    proxies = (public_bytes(new_key()), public_bytes(new_key()))
+
+    def share_in_a_new_run() -> bytes:
+        site.state = {}  # each Flower run starts from an empty Context.state
+        terms = JobTerms.create(["north", "south"], proxies)
+        args = {"job": terms.job, "owners": list(terms.owners), **terms.params()}
+        args.update(proxy0_key=proxies[0], proxy1_key=proxies[1])
+        return bytes(site.handle("fedroc.mpc.share", args)["owner_key"])
+
+    assert [share_in_a_new_run(), share_in_a_new_run()] == [public, public]
+    assert owner_public_key(site.state) == public
+    # A third job is over the operator's limit of 2, which the ledger keeps across runs.
+    with pytest.raises(FedrocError, match="settings allow 2"):
+        share_in_a_new_run()
+
+
+def test_fedroc_supernode_makes_and_keeps_the_nodes_owner_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fedroc flower supernode --mpc-proxies CLUSTER`` gives the node its owner key: it
+    makes NODE_DIR/owner.key on first start and prints the ``[owners]`` line, keeps it on the
+    next start, and checks a key given with ``--mpc-owner-key`` (naming the option)."""
+    from fedroc.cli.flower_cmd import _owner_key
+    from fedroc.mpc.owner import load_owner_key, owner_public_bytes
+
+    home = tmp_path / "node"
+    first = _owner_key("north", None, home)
+    line = capsys.readouterr().err
+    public = owner_public_bytes(load_owner_key(first)).hex()
+    assert first == home / "owner.key" and f'"north" = "{public}"' in line.replace("\n", "")
+    assert _owner_key("north", None, home) == first
+    assert owner_public_bytes(load_owner_key(first)).hex() == public  # kept, not replaced
+    bad = tmp_path / "bad.key"
+    bad.write_text("not a key")
+    with pytest.raises(InputError, match="--mpc-owner-key: owner key file .*bad.key"):
+        _owner_key("north", bad, home)
 
 
 def test_a_node_that_pins_an_mpc_cluster_serves_only_mpc_unless_its_operator_says() -> None:

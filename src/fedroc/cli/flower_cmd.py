@@ -357,6 +357,33 @@ def run(
         out.print(grid_table("Sites", ["site", "n"], [(s["name"], s["n"]) for s in sites_rows]))
 
 
+def _owner_key(site: str, path: Path | None, home: Path) -> Path:
+    """Return the node's MPC owner key file: ``path`` (checked) or NODE_DIR/owner.key (made)."""
+    import json
+
+    from fedroc.mpc.owner import load_owner_key, owner_public_bytes, write_owner_key
+
+    if path is not None:
+        try:
+            public = owner_public_bytes(load_owner_key(path))
+        except InputError as exc:
+            raise InputError(f"--mpc-owner-key: {exc}") from None
+        key = path.resolve()
+    else:
+        key = home / "owner.key"
+        if key.exists():
+            public = owner_public_bytes(load_owner_key(key))
+        else:
+            home.mkdir(parents=True, exist_ok=True)
+            public = write_owner_key(key)
+    err.print(
+        f"MPC owner key {key}; the cluster's operator registers it under [owners]: "
+        f"{json.dumps(site)} = {json.dumps(public.hex())}",
+        highlight=False,
+    )
+    return key
+
+
 @flower_app.command("supernode")
 def supernode(
     superlink: Annotated[str, typer.Option(help="SuperLink Fleet address HOST:PORT.")],
@@ -404,6 +431,18 @@ def supernode(
             "'none' (default): no MPC job; 'any': the job's proxies (trusts the analyst)."
         ),
     ] = "none",
+    mpc_owner_key: Annotated[
+        Path | None,
+        typer.Option(
+            help="The site's MPC owner key (PEM), registered under [owners] in the cluster "
+            "file; default with --mpc-proxies CLUSTER: NODE_DIR/owner.key, created on first "
+            "start (its [owners] line is printed)."
+        ),
+    ] = None,
+    mpc_max_jobs: Annotated[
+        int | None,
+        typer.Option(help="MPC jobs the site authorises in its lifetime (default 1).", min=0),
+    ] = None,
     mpc_only: Annotated[
         bool | None,
         typer.Option(
@@ -465,6 +504,10 @@ def supernode(
     )
     if mpc_only is not None:
         config["mpc-only"] = mpc_only
+    if mpc_max_jobs is not None:
+        config["mpc-max-jobs"] = mpc_max_jobs
+    if mpc_owner_key is not None or mpc_proxies not in ("any", "none"):
+        config["mpc-owner-key"] = str(_owner_key(site, mpc_owner_key, home))
     config["node-dir"] = str(home)
     config["audit"] = str((audit or home / "audit.jsonl").resolve())
     parsed = SiteNodeConfig.from_node_config(config)

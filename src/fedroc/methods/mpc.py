@@ -155,6 +155,15 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
         scores_b = getattr(ctx.data, "score_b", None)
         if scores_b is None:
             raise InputError(f"{where}: the site holds one score column; it cannot compare two")
+    owner: dict[str, Any] = {}
+    if ctx.policy.mpc_owner_key is not None:  # the operator's registered key, in every run
+        owner["key"] = ctx.policy.mpc_owner_key
+    if ctx.policy.mpc_max_jobs is not None:
+        owner["max_jobs"] = ctx.policy.mpc_max_jobs
+    if owner:
+        from fedroc.mpc.owner import configure_owner
+
+        configure_owner(ctx.state, **owner)
     with ctx.ledger.transaction() as ledger:  # counted across restarts and processes
         key = authorise(ctx.state, ctx.site, terms, ledger)
     bundle = make_bundle(ctx.site, ctx.data.label, ctx.data.score, terms, key, scores_b=scores_b)

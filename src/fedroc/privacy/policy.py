@@ -149,6 +149,14 @@ class DisclosurePolicy:
         summed. None (unset): on where ``mpc_proxies`` pins a cluster file and
         ``allowed_functions`` is not given, off elsewhere; ``False`` lets an MPC owner serve
         the other methods too (their results give P and N).
+    mpc_owner_key : str or None, default None
+        The path of the site's MPC owner key (PEM, ``fedroc mpc owner-key``), registered
+        with the cluster (``[owners]``); its jobs are signed with it. None: the key set by
+        :func:`fedroc.mpc.configure_owner`, else one generated for the site's state (on a
+        Flower node, for the run only: not a key a cluster can register).
+    mpc_max_jobs : int or None, default None
+        MPC jobs the site authorises over its lifetime (counted in its ledger); None: the
+        owner settings' (default 1).
     """
 
     min_count: int = 5
@@ -165,6 +173,8 @@ class DisclosurePolicy:
     histogram_min_epsilon: float = DEFAULT_HISTOGRAM_MIN_EPSILON
     mpc_proxies: str = "any"
     mpc_only: bool | None = None
+    mpc_owner_key: str | None = None
+    mpc_max_jobs: int | None = None
 
     def __post_init__(self) -> None:
         """Validate the settings.
@@ -192,6 +202,20 @@ class DisclosurePolicy:
             )
         if self.mpc_only is not None and not isinstance(self.mpc_only, bool):
             raise InputError(f"mpc_only must be true or false; got {self.mpc_only!r}")
+        if self.mpc_owner_key is not None and (
+            not isinstance(self.mpc_owner_key, str) or not self.mpc_owner_key.strip()
+        ):
+            raise InputError(
+                f"mpc_owner_key must be the path of a key file; got {self.mpc_owner_key!r}"
+            )
+        if self.mpc_max_jobs is not None and (
+            isinstance(self.mpc_max_jobs, bool)
+            or not isinstance(self.mpc_max_jobs, int)
+            or self.mpc_max_jobs < 0
+        ):
+            raise InputError(
+                f"mpc_max_jobs must be a non-negative integer; got {self.mpc_max_jobs!r}"
+            )
         if not isinstance(self.mpc_proxies, str) or not self.mpc_proxies.strip():
             raise InputError(
                 "mpc_proxies must be 'any', 'none' or the path of a cluster file; got "
@@ -237,6 +261,8 @@ class DisclosurePolicy:
             "histogram_min_epsilon",
             "mpc_proxies",
             "mpc_only",
+            "mpc_owner_key",
+            "mpc_max_jobs",
         }
         unknown = set(values) - known
         if unknown:

@@ -21,6 +21,10 @@ Flower's node config)::
                                                    # proxies; "any" or "none" (default)
     mpc-only = false                               # a node that pins a cluster serves
                                                    # only MPC jobs unless false
+    mpc-owner-key = "/var/lib/fedroc/north/owner.key"  # the MPC owner key its cluster
+                                                   # registered ([owners]); a node has no
+                                                   # other way to keep one across runs
+    mpc-max-jobs = 1                               # MPC jobs it authorises in its lifetime
     policy-file = "/etc/fedroc/policy.toml"        # instead of the policy keys above
     node-dir = "/var/lib/fedroc/north"             # default ./fedroc-node-SITE
     audit = "/var/log/fedroc/north.jsonl"          # default NODE_DIR/audit.jsonl
@@ -66,6 +70,8 @@ _POLICY_KEYS = {
     "allowed-functions": "allowed_functions",
     "mpc-proxies": "mpc_proxies",
     "mpc-only": "mpc_only",
+    "mpc-owner-key": "mpc_owner_key",
+    "mpc-max-jobs": "mpc_max_jobs",
 }
 # A node seals MPC shares for no proxies unless its operator names them: the analyst who
 # chooses the proxies' keys would open every share (a site in the analyst's own process,
@@ -218,6 +224,10 @@ class SiteNodeConfig:
         out["mpc-proxies"] = p.mpc_proxies  # always: a node's default differs from a policy's
         if p.mpc_only is not None:
             out["mpc-only"] = bool(p.mpc_only)
+        if p.mpc_owner_key is not None:
+            out["mpc-owner-key"] = p.mpc_owner_key
+        if p.mpc_max_jobs is not None:
+            out["mpc-max-jobs"] = int(p.mpc_max_jobs)
         for key, path in (
             ("node-dir", self.node_dir),
             ("audit", self.audit),
