@@ -36,19 +36,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
-import secrets
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fedroc.federation.flower._process import die_with_parent, option_value
-from fedroc.federation.flower.node import InProcessExecutor, RuntimeApi
+from fedroc.federation.flower.node import InProcessExecutor, RuntimeApi, write_runtime_secret
 
 __all__ = ["HttpExecutor", "main", "run_beside_stock_node"]
 
@@ -135,20 +132,6 @@ class HttpExecutor(InProcessExecutor):
         self.stop.wait(self.poll)
 
 
-def _secret_file(node_dir: Path | None) -> Path:
-    """Write a fresh random SuperExec secret (an owner-only file)."""
-    if node_dir is None:
-        fd, name = tempfile.mkstemp(prefix="fedroc-superexec-", suffix=".secret")
-        os.close(fd)
-        path = Path(name)
-    else:
-        path = node_dir / "superexec.secret"
-    path.touch(mode=0o600)
-    os.chmod(path, 0o600)
-    path.write_bytes(secrets.token_bytes(32))
-    return path
-
-
 def run_beside_stock_node(flower_args: Sequence[str]) -> int:
     """Start the stock ``flower-supernode`` in process isolation and run the executor beside it.
 
@@ -169,7 +152,8 @@ def run_beside_stock_node(flower_args: Sequence[str]) -> int:
     secret_file = option_value(args, "--superexec-auth-secret-file")
     made = None
     if secret_file is None:
-        made = _secret_file(None if node_config is None else node_config.resolve().parent)
+        node_dir = None if node_config is None else node_config.resolve().parent
+        made = write_runtime_secret(node_dir, "superexec.secret")
         secret_file = str(made)
         args += ["--superexec-auth-secret-file", secret_file]
     host = option_value(args, "--host", DEFAULT_RUNTIME_API.split(":")[0])

@@ -68,7 +68,7 @@ from fedroc.federation.flower._tuning import (
     tune_supernode_polling,
 )
 
-__all__ = ["CLIENT_APP_REF", "InProcessExecutor", "main", "run_supernode"]
+__all__ = ["CLIENT_APP_REF", "InProcessExecutor", "main", "run_supernode", "write_runtime_secret"]
 
 log = logging.getLogger("fedroc.flower")
 
@@ -351,14 +351,17 @@ def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
     return (None if site is None else str(site)), Path(path).resolve().parent
 
 
-def _runtime_secret(node_dir: Path | None) -> Path:
-    """Write a fresh random secret for the node's Runtime API (owner-only file)."""
+def write_runtime_secret(node_dir: Path | None, name: str = "runtime-api.secret") -> Path:
+    """Write a fresh random secret for the node's Runtime API (owner-only file).
+
+    In ``node_dir`` as ``name``, or a temporary file without a node directory.
+    """
     if node_dir is None:
         fd, name = tempfile.mkstemp(prefix="fedroc-runtime-", suffix=".secret")
         os.close(fd)
         path = Path(name)
     else:
-        path = node_dir / "runtime-api.secret"
+        path = node_dir / name
     path.touch(mode=0o600)
     os.chmod(path, 0o600)
     path.write_bytes(secrets.token_bytes(32))
@@ -387,7 +390,7 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
     if not option_value(args, "--superexec-auth-secret-file", ""):
         # The executor calls the Runtime API in this process; over HTTP, AcquireTask then
         # needs this secret, which nothing outside the process knows.
-        secret = _runtime_secret(node_dir)
+        secret = write_runtime_secret(node_dir)
         args += ["--superexec-auth-secret-file", str(secret)]
     tune_supernode_polling(fast)
     tune_node_activation(previous_session_end(previous, time.time()))
