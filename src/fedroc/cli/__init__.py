@@ -48,6 +48,7 @@ COMMAND_EXTRAS: dict[tuple[typer.Typer, str], str] = {
     (flower_app, "up"): "flower",
     (flower_app, "run"): "flower",
     (flower_app, "supernode"): "flower",
+    (flower_app, "executor"): "flower",
     (sequester_app, "serve"): "service",
 }
 for (_group, _name), _extra in COMMAND_EXTRAS.items():
