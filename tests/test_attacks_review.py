@@ -2463,3 +2463,81 @@ def test_an_mpc_comparison_on_a_score_that_singles_out_a_row_opens_neither_its_c
         p = count if positive else n - count
         read += positive == target and p == p_true
     assert read == 0, f"the target's class and the secret P read in {read} of 8 federations"
+
+
+# == Attack review of the sequestration service (main 98e32cb) ====================================
+# A developer with only the service's public API (their token, /v1/...) and the planner's command
+# line. Held (no test here, see the report): averaging repeated answers (each spends), seeds or
+# noise in a body (422, extra fields forbidden), other developers' submissions (404), concurrent
+# queries past the budget, malformed JSON and numbers (4xx), extreme plans and scores.
+_S_ADMIN = "attack-review-admin-" + "s" * 8
+
+
+def _s_service(db: str, n: int = 200, seed: int = 0, **plan: object):
+    """A service on ``db`` with one test set and one laplace plan; returns (app, admin client,
+    image ids, plan id)."""
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester.service import create_app
+
+    rng = np.random.default_rng(seed)
+    ids = [f"img-{i}" for i in range(n)]
+    labels = (rng.random(n) < 0.3).astype(int).tolist()
+    app = create_app(db, _S_ADMIN, rate_limit=0)
+    adm = TestClient(
+        app, headers={"Authorization": f"Bearer {_S_ADMIN}"}, raise_server_exceptions=False
+    )
+    tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": labels}).json()
+    body = {"n_subsets": 10, "subset_size": 80, "noise_rate": 0.124, "budget_units": 10**6,
+            "mechanism": "laplace", "max_queries": None, "prevalence": 0.3, **plan}  # fmt: skip
+    r = adm.post(f"/v1/test-sets/{tid['test_set_id']}/plans", json=body)
+    assert r.status_code == 201, r.text
+    return app, adm, ids, r.json()["plan_id"]
+
+
+def _s_developer(app, adm, plan_id: int, name: str = "d"):
+    from fastapi.testclient import TestClient
+
+    r = adm.post(f"/v1/plans/{plan_id}/developers", json={"name": name}).json()
+    dev = TestClient(
+        app, headers={"Authorization": f"Bearer {r['token']}"}, raise_server_exceptions=False
+    )
+    return r["developer_id"], r["token"], dev
+
+
+# -- S1. a NUL character in a stored name: 500 on PostgreSQL ---------------------------------------
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_s1_a_nul_in_a_stored_name_is_refused_naming_the_field(backend, tmp_path):
+    """S1. Every text a request stores (a submission's ``name``: the developer's; a test
+    set's or developer's ``name``, a plan's ``seed``: the custodian's) passed the schema
+    with a NUL character in it. SQLite stores it; PostgreSQL refuses any text with NUL, the
+    driver raised, and the service answered 500 with no field named. Measured on main
+    98e32cb (PostgreSQL 15): 4 of 4 endpoints answered 500 (a developer's ``POST
+    /v1/submissions`` among them; nothing was stored, the quota was not spent). Now the
+    schema refuses NUL in every stored text with a 422 that names the field, on both
+    backends."""
+    from tests._sequester_server import database
+
+    with database(backend, tmp_path) as db:
+        app, adm, ids, pid = _s_service(db)
+        _, _, dev = _s_developer(app, adm, pid)
+        rng = np.random.default_rng(1)
+        stored = {
+            "name": dev.post(
+                "/v1/submissions",
+                json={"name": "m\x00", "image_ids": ids, "scores": rng.random(200).tolist()},
+            ),
+            "developer name": adm.post(f"/v1/plans/{pid}/developers", json={"name": "d\x00"}),
+            "test set name": adm.post(
+                "/v1/test-sets", json={"name": "t\x00", "image_ids": ["a", "b"], "labels": [0, 1]}
+            ),
+            "seed": adm.post(
+                "/v1/test-sets/1/plans",
+                json={"n_subsets": 2, "subset_size": 20, "noise_rate": 0.1, "seed": "s\x00"},
+            ),
+        }
+        codes = {what: r.status_code for what, r in stored.items()}
+        assert all(c == 422 for c in codes.values()), codes
+        assert all(what.split()[-1] in r.json()["detail"] for what, r in stored.items())
+        assert dev.get("/v1/me").json()["quota"]["n_submissions"] == 0
+        app.state.store.close()

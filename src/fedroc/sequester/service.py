@@ -83,7 +83,10 @@ class _In(BaseModel):
 
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
-Name = Annotated[str, Field(max_length=200)]
+# Stored text has no NUL: PostgreSQL refuses it in any text column, and the driver's error
+# was a 500 naming no field (S1). Image ids are stored as JSON, which escapes it.
+NO_NUL = r"^[^\x00]*$"
+Name = Annotated[str, Field(max_length=200, pattern=NO_NUL)]
 
 
 class TestSetIn(_In):
@@ -143,12 +146,13 @@ class PlanIn(_In):
         "of an earlier one (0: never).",
     )  # fmt: skip
     seed: str | None = Field(
-        None, max_length=200, description="Custodian's seed of the subsets; default random."
-    )
+        None, max_length=200, pattern=NO_NUL,
+        description="Custodian's seed of the subsets; default random.",
+    )  # fmt: skip
 
 
 class DeveloperIn(_In):
-    name: str = Field(..., min_length=1, max_length=200)
+    name: str = Field(..., min_length=1, max_length=200, pattern=NO_NUL)
 
 
 class TopUpIn(_In):
