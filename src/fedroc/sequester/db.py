@@ -684,10 +684,14 @@ class Store:
     def revoke_developer(self, developer_id: int) -> None:
         """Revoke a developer's token: every later request with it gets 401."""
         with self.engine.begin() as conn:
-            self._developer_exists(conn, developer_id)
-            conn.execute(
+            # The write first (S2): a read first took a snapshot that a developer's query
+            # committing meanwhile made stale, and SQLite refused the write (database is
+            # locked) instead of waiting.
+            done = conn.execute(
                 update(developers).where(developers.c.id == developer_id).values(active=False)
             )
+            if done.rowcount != 1:
+                raise NotFound(f"developer {developer_id} does not exist")
             self._record(conn, "revoke-developer", f"developer/{developer_id}")
         self._forget_developer(developer_id)
 
@@ -695,12 +699,13 @@ class Store:
         """Issue a new token for a developer (re-activating them); the old one stops working."""
         token = new_token()
         with self.engine.begin() as conn:
-            self._developer_exists(conn, developer_id)
-            conn.execute(
+            done = conn.execute(  # the write first, as revoke_developer (S2)
                 update(developers)
                 .where(developers.c.id == developer_id)
                 .values(token_hash=hash_token(token), active=True, token_rotated_at=time.time())
             )
+            if done.rowcount != 1:
+                raise NotFound(f"developer {developer_id} does not exist")
             self._record(conn, "rotate-token", f"developer/{developer_id}")
         self._forget_developer(developer_id)
         return token
@@ -714,22 +719,19 @@ class Store:
         submissions: int = 0,
     ) -> dict[str, Any]:
         """Add budget units and quota to a developer (a NULL quota stays unlimited)."""
+        d = developers.c
+        limits = [
+            ("budget_units", d.budget_total, budget_units),
+            ("queries", d.max_queries, queries),
+            ("submissions", d.max_submissions, submissions),
+        ]
         with self.engine.begin() as conn:
-            row = self._developer_exists(conn, developer_id)
-            after = [
-                ("budget_units", row.budget_total, budget_units),
-                ("queries", row.max_queries or 0, queries),
-                ("submissions", row.max_submissions or 0, submissions),
-            ]
-            for name, now, add in after:
-                if now + add > MAX_COUNT:
-                    raise InputError(
-                        f"{name}: topping up {add} would pass {MAX_COUNT} (32-bit counters)"
-                    )
-            d = developers.c
-            conn.execute(
+            # The write first, as revoke_developer (S2); the 32-bit limits are conditions of
+            # the UPDATE (a NULL quota stays unlimited), checked again below if it fails.
+            done = conn.execute(
                 update(developers)
                 .where(d.id == developer_id)
+                .where(*(or_(col.is_(None), col <= MAX_COUNT - add) for _, col, add in limits))
                 .values(
                     budget_total=d.budget_total + budget_units,
                     budget_remaining=d.budget_remaining + budget_units,
@@ -737,6 +739,15 @@ class Store:
                     max_submissions=d.max_submissions + submissions,
                 )
             )
+            if done.rowcount != 1:
+                row = self._developer_exists(conn, developer_id)
+                for name, col, add in limits:
+                    now = row._mapping[col.name]
+                    if now is not None and now + add > MAX_COUNT:
+                        raise InputError(
+                            f"{name}: topping up {add} would pass {MAX_COUNT} (32-bit counters)"
+                        )
+                raise RuntimeError(f"developer {developer_id} was not topped up")
             self._record(conn, "top-up", f"developer/{developer_id}", budget_units=budget_units,
                          queries=queries, submissions=submissions)  # fmt: skip
         return next(r for r in self.developers() if r["id"] == developer_id)
