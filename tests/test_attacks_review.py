@@ -2587,3 +2587,45 @@ def test_s2_a_developer_querying_concurrently_does_not_make_revoke_or_top_up_fai
             failed.append(("query after revoke", after.status_code, after.text[:80]))
     app.state.store.close()
     assert not failed, f"{len(failed)} failures in 6 trials: {failed[:4]}"
+
+
+# -- S3. a rotated token keeps spending on another worker --------------------------------------
+def test_s3_a_rotated_or_revoked_token_spends_nothing_on_another_worker(tmp_path):
+    """S3. ``POST /v1/developers/{id}/rotate``: "the old one stops working at once". Each
+    worker keeps the developers of the tokens it has seen in memory and forgets them when it
+    rotates or revokes, but not when another worker does; the query's conditional UPDATE
+    checked only that the developer was active, and rotation re-activates. Whoever holds the
+    old token (the reason to rotate: it leaked, to another developer say) kept submitting and
+    spending the developer's budget on every worker that had seen it, until that worker
+    restarted. Measured on main 98e32cb, two workers on one database: after the rotation on
+    one worker, 10 of 10 queries and 1 of 1 submission with the old token answered on the
+    other. Now the query's and the submission's conditional UPDATE also match the token's
+    hash, so a rotated token spends nothing anywhere. (What stays: the other worker still
+    answers the old token's reads of the developer's own budget and history until it
+    restarts.)"""
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester.service import create_app
+
+    db = str(tmp_path / "seq.db")
+    app_a, adm, ids, pid = _s_service(db)
+    app_b = create_app(db, _S_ADMIN, rate_limit=0)
+    did, token, _ = _s_developer(app_a, adm, pid)
+    old = TestClient(
+        app_b, headers={"Authorization": f"Bearer {token}"}, raise_server_exceptions=False
+    )
+    rng = np.random.default_rng(3)
+    sub = old.post("/v1/submissions", json={"image_ids": ids, "scores": rng.random(200).tolist()})
+    assert sub.status_code == 201  # worker B has now seen the token
+    query = {"submission_id": sub.json()["submission_id"], "subset_id": 1}
+    new_token = adm.post(f"/v1/developers/{did}/rotate").json()["token"]
+    answered = sum(old.post("/v1/queries", json=query).status_code == 200 for _ in range(10))
+    again = old.post("/v1/submissions", json={"image_ids": ids, "scores": rng.random(200).tolist()})
+    new = TestClient(app_b, headers={"Authorization": f"Bearer {new_token}"})
+    assert new.post("/v1/queries", json=query).status_code == 200  # the new token works
+    assert adm.post(f"/v1/developers/{did}/revoke").status_code == 200
+    after_revoke = new.post("/v1/queries", json=query)
+    for app in (app_a, app_b):
+        app.state.store.close()
+    assert (answered, again.status_code) == (0, 401), (answered, again.text)
+    assert after_revoke.status_code == 401

@@ -200,7 +200,8 @@ _d = developers.c
 # budget, the quota and the token under it; RETURNING gives the state it locked.
 _SPEND = (
     update(developers)
-    .where(_d.id == bindparam("dev"), _d.active, _d.budget_remaining >= 1)
+    .where(_d.id == bindparam("dev"), _d.active, _d.token_hash == bindparam("token"))
+    .where(_d.budget_remaining >= 1)
     .where(or_(_d.max_queries.is_(None), _d.n_queries < _d.max_queries))
     .values(n_queries=_d.n_queries + 1)
     .returning(_d.budget_remaining, _d.threshold_noise)
@@ -379,11 +380,17 @@ class PlanRow:
 
 @dataclass(frozen=True)
 class DeveloperRow:
-    """A developer as a request sees it: id, plan and name (never the token)."""
+    """A developer as a request sees it: id, plan and name (never the token).
+
+    ``token_hash`` is the hash of the token the request came with: spending and submitting
+    match it in their conditional UPDATE, so that a token rotated by another worker, whose
+    cache still holds it, spends nothing (S3).
+    """
 
     id: int
     plan_id: int
     name: str
+    token_hash: str = ""
 
 
 class Store:
@@ -772,7 +779,7 @@ class Store:
             ).first()
         if row is None:
             return None
-        dev = DeveloperRow(row.id, row.plan_id, row.name)
+        dev = DeveloperRow(row.id, row.plan_id, row.name, h)
         with self._lock:
             self._devs[h] = dev
         return dev
@@ -808,13 +815,13 @@ class Store:
         with self.engine.begin() as conn:
             got = conn.execute(
                 update(developers)
-                .where(d.id == developer.id, d.active)
+                .where(d.id == developer.id, d.active, d.token_hash == developer.token_hash)
                 .where((d.max_submissions.is_(None)) | (d.n_submissions < d.max_submissions))
                 .values(n_submissions=d.n_submissions + 1)
             )
             if got.rowcount != 1:
                 row = self._developer_exists(conn, developer.id)
-                if not row.active:
+                if not row.active or row.token_hash != developer.token_hash:
                     raise Revoked("this token was revoked")
                 raise QuotaExceeded(
                     f"submission quota used: {row.n_submissions} of {row.max_submissions} "
@@ -901,7 +908,9 @@ class Store:
         # The AUC is computed outside the transaction: it depends on nothing that changes.
         holdout = subset_auc(members, plan.labels, scores)
         with self.engine.begin() as conn:
-            state = conn.execute(_SPEND, {"dev": developer.id}).first()
+            state = conn.execute(
+                _SPEND, {"dev": developer.id, "token": developer.token_hash}
+            ).first()
             if state is None:
                 self._refusal(conn, developer)
             ans = plan.mechanism.answer(
@@ -942,7 +951,7 @@ class Store:
 
     def _refusal(self, conn: Connection, developer: DeveloperRow) -> NoReturn:
         row = self._developer_exists(conn, developer.id)
-        if not row.active:
+        if not row.active or row.token_hash != developer.token_hash:
             raise Revoked("this token was revoked")
         if row.budget_remaining < 1:
             raise BudgetExhausted(
