@@ -73,7 +73,10 @@ _LN8 = math.log(8.0)
 
 
 def _positive(value: float, name: str) -> float:
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an integer past 1e308 (S4)
+        v = math.inf
     if not (v > 0 and math.isfinite(v)):
         raise InputError(f"{name} must be a positive number; got {value!r}")
     return v
@@ -94,13 +97,16 @@ def _noise_rate(value: float, name: str = "noise_rate") -> float:
 
 
 def _count(value: int, name: str) -> int:
-    ok = (
-        isinstance(value, (int, float, np.integer, np.floating))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and int(value) == value
-        and value >= 1
-    )
+    try:
+        ok = (
+            isinstance(value, (int, float, np.integer, np.floating))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and int(value) == value
+            and value >= 1
+        )
+    except OverflowError:  # an integer past 1e308 is no count the planner can use (S4)
+        ok = False
     if not ok:
         raise InputError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
@@ -109,13 +115,15 @@ def _count(value: int, name: str) -> int:
 MAX_SUBSET_SIZE = 10**8
 
 
-def _subset_count(n: int, what: str) -> int:
-    if n > MAX_SUBSET_SIZE:
+def _subset_count(n: float, what: str) -> int:
+    if not n <= MAX_SUBSET_SIZE:
+        # A size past 1e308 is infinite in floating point, which math.ceil cannot round (S4).
+        n = math.ceil(n) if math.isfinite(n) else n
         raise InputError(
             f"{what} gives subsets of {n} images, more than {MAX_SUBSET_SIZE:.0e}; "
             "ask for a smaller load factor or subset size"
         )
-    return n
+    return math.ceil(n)
 
 
 def _prevalence(value: float) -> float:
@@ -183,7 +191,7 @@ def subset_size(load_factor: float, n_images: int, n_subsets: int) -> int:
     # tolerance stops 600 * 1047 / 100 = 6282.000000001 from becoming 6283.
     n = xi * phi / rho
     if n > MAX_SUBSET_SIZE:
-        _subset_count(math.ceil(n), f"load_factor {load_factor!r}")
+        _subset_count(n, f"load_factor {load_factor!r}")
     return max(1, math.ceil(n - 1e-9))
 
 
@@ -259,6 +267,8 @@ def subset_size_for_budget(budget: float, noise_rate: float) -> int:
     a1 = 1024.0 * b * s * s
     a0 = 512.0 * b * _LN8
     root = (a1 + math.sqrt(a1 * a1 + 4.0 * a2 * a0)) / (2.0 * a2)
+    if not math.isfinite(root):  # past 1e308, which math.ceil cannot round (S4)
+        _subset_count(root, f"budget {budget!r}")
     n = max(1, math.ceil(root - 1e-9))
     # Guard against the last ulp of the root: the budget at n must reach the request.
     while thresholdout_budget(n, s) < b * (1 - 1e-12):
