@@ -2631,6 +2631,39 @@ def test_s3_a_rotated_or_revoked_token_spends_nothing_on_another_worker(tmp_path
     assert after_revoke.status_code == 401
 
 
+def test_s5_a_revoked_token_reads_nothing_on_another_worker_after_a_few_seconds(
+    tmp_path, monkeypatch
+):
+    """S5 (what S3 left). Worker B keeps the developers of the tokens it has seen; a revoke
+    or rotation on worker A (one database) did not reach B's memory, so B answered the old
+    token's reads (``/v1/me``, the developer's history of AUC answers, its budget) until it
+    restarted. Measured on main 215f097: after a revoke on A, B answered 3 of 3 reads with the
+    revoked token, seconds later as at once. Now a worker trusts its memory of a token for
+    ``TOKEN_TTL`` seconds only (5 by default; 0.2 here), then asks the database again."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester import db as seqdb
+    from fedroc.sequester.service import create_app
+
+    monkeypatch.setattr(seqdb, "TOKEN_TTL", 0.2, raising=False)
+    path = str(tmp_path / "seq.db")
+    app_a, adm, _, pid = _s_service(path)
+    app_b = create_app(path, _S_ADMIN, rate_limit=0)
+    did, token, _ = _s_developer(app_a, adm, pid)
+    old = TestClient(
+        app_b, headers={"Authorization": f"Bearer {token}"}, raise_server_exceptions=False
+    )
+    assert old.get("/v1/me").status_code == 200  # worker B has seen the token
+    assert adm.post(f"/v1/developers/{did}/revoke").status_code == 200
+    time.sleep(0.3)
+    answered = [old.get(p).status_code for p in ("/v1/me", "/v1/queries", "/v1/budget")]
+    for app in (app_a, app_b):
+        app.state.store.close()
+    assert answered == [401, 401, 401], answered
+
+
 # -- S4. the planner's command line on numbers too large for a float: a traceback ----------------
 @pytest.mark.parametrize(
     "args",

@@ -214,6 +214,10 @@ _SETTLE = (
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MAX_COUNT = 2**31 - 1  # INTEGER columns are 32-bit in PostgreSQL
+# Seconds a worker trusts its memory of a token's developer before asking the database
+# again: a revoke or rotation on another worker reaches this one's reads within it (its
+# spending, never: the query's conditional UPDATE matches the token's hash, S3).
+TOKEN_TTL = 5.0
 
 
 class NotFound(InputError):
@@ -430,7 +434,7 @@ class Store:
             self._sqlite_setup(self.engine, sqlite_synchronous.upper())
         self.revision = migrate(self.engine)
         self._plans: dict[int, PlanRow] = {}
-        self._devs: dict[str, DeveloperRow] = {}
+        self._devs: dict[str, tuple[DeveloperRow, float]] = {}  # token hash -> (row, when)
         self._subs: OrderedDict[int, tuple[int, NDArray[np.float64], float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -679,7 +683,7 @@ class Store:
 
     def _forget_developer(self, developer_id: int) -> None:
         with self._lock:
-            for h in [h for h, d in self._devs.items() if d.id == developer_id]:
+            for h in [h for h, (d, _) in self._devs.items() if d.id == developer_id]:
                 del self._devs[h]
 
     def _developer_exists(self, conn: Connection, developer_id: int) -> Any:
@@ -762,13 +766,20 @@ class Store:
     # ------------------------------------------------------------------ developer side
 
     def cached_developer(self, token_hash: str) -> DeveloperRow | None:
-        """Return the active developer of a token hash if this process has seen it (no I/O)."""
-        return self._devs.get(token_hash)
+        """Return the active developer of a token hash this process saw lately (no I/O).
+
+        Lately: in the last :data:`TOKEN_TTL` seconds; else None, and the caller asks the
+        database (:meth:`developer_by_token`).
+        """
+        entry = self._devs.get(token_hash)
+        if entry is None or time.monotonic() - entry[1] > TOKEN_TTL:
+            return None
+        return entry[0]
 
     def developer_by_token(self, token: str) -> DeveloperRow | None:
         """Find the active developer holding ``token``, or None (unknown, revoked or rotated)."""
         h = hash_token(token)
-        cached = self._devs.get(h)
+        cached = self.cached_developer(h)
         if cached is not None:
             return cached
         with self.engine.connect() as conn:
@@ -778,10 +789,12 @@ class Store:
                 )
             ).first()
         if row is None:
+            with self._lock:
+                self._devs.pop(h, None)
             return None
         dev = DeveloperRow(row.id, row.plan_id, row.name, h)
         with self._lock:
-            self._devs[h] = dev
+            self._devs[h] = (dev, time.monotonic())
         return dev
 
     def _developer_columns(self, developer_id: int, *names: str) -> dict[str, Any]:
