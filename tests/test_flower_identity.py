@@ -5,6 +5,7 @@ test_flower_ops.py."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import logging
 import os
@@ -276,6 +277,42 @@ def test_the_stock_node_executor_refuses_what_would_run_the_bundles_code(
     assert code == 2 and f"--node-config {str(missing)!r} does not exist" in err
     with pytest.raises(SystemExit, match="runs the ClientApp the run's bundle names"):
         run_beside_stock_node(["--insecure", "--isolation", "subprocess"])
+
+
+def test_the_stock_node_executor_backs_off_while_the_node_has_no_task() -> None:
+    """Beside a stock node the executor asks its Runtime API over HTTP: every 50 ms after a
+    task, doubling to 0.5 s while none comes (at 50 ms throughout, an idle site would send
+    20 requests a second)."""
+    import threading
+
+    from fedroc.federation.flower.executor import HttpExecutor
+
+    asks: list[float] = []
+
+    class Idle:
+        def AcquireTask(self, request: Any) -> Any:
+            asks.append(time.monotonic())
+
+            class Empty:
+                token = ""
+
+                def HasField(self, name: str) -> bool:
+                    return False
+
+            return Empty()
+
+    executor = HttpExecutor("127.0.0.1:1")
+    executor._client = lambda token: Idle()  # type: ignore[method-assign]
+    executor.preload = lambda: None  # type: ignore[method-assign]
+    thread = threading.Thread(target=executor.run, daemon=True)
+    thread.start()
+    time.sleep(2.0)
+    executor.stop.set()
+    thread.join(timeout=5)
+    gaps = [b - a for a, b in itertools.pairwise(asks)]
+    # 7 asks in 2 s (0, 0.05, 0.15, 0.35, 0.75, 1.25, 1.75); 40 without the back-off.
+    assert 3 <= len(asks) <= 10, len(asks)
+    assert gaps[0] < 0.4 and gaps[-1] > 0.4, gaps
 
 
 def test_processes_are_found_by_their_marker() -> None:

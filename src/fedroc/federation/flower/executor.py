@@ -72,8 +72,11 @@ class HttpExecutor(InProcessExecutor):
     node_config : Path, optional
         The node's ``--node-config`` file: its site is built before the first task.
     poll : float, default 0.05
-        Seconds between two asks while the node has no task.
+        Seconds before asking again after a task; while none comes the wait doubles up to
+        :attr:`max_poll` (0.5 s; the node itself polls the SuperLink every 3 s).
     """
+
+    max_poll = 0.5
 
     def __init__(
         self,
@@ -91,6 +94,7 @@ class HttpExecutor(InProcessExecutor):
         self.insecure = insecure
         self.root_certificates = root_certificates
         self.poll = poll
+        self._wait = poll
 
     def _client(self, token: str | None) -> Any:
         from flwr.supercore.interceptors import (
@@ -129,7 +133,15 @@ class HttpExecutor(InProcessExecutor):
         pass
 
     def _idle(self) -> None:
-        self.stop.wait(self.poll)
+        self.stop.wait(self._wait)
+        self._wait = min(2.0 * self._wait, max(self.max_poll, self.poll))
+
+    def execute(self, token: str) -> None:
+        """Run one task; then ask again soon (a protocol's next round follows at once)."""
+        try:
+            super().execute(token)
+        finally:
+            self._wait = self.poll
 
 
 def run_beside_stock_node(flower_args: Sequence[str]) -> int:
