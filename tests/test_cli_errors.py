@@ -18,7 +18,7 @@ import pytest
 import typer
 
 import fedroc
-from fedroc.cli import COMMAND_EXTRAS, app
+from fedroc.cli import COMMAND_EXTRAS, app, click_command
 from fedroc.cli._common import EXTRA_MODULES, MissingExtraError, require_extra
 from tests._cli import run_main
 
@@ -143,6 +143,21 @@ def test_every_help_works(capsys):
         code, out, err = run_main(capsys, [*path, "--help"])
         assert code == 0, (path, err)
         assert "Usage" in out, path
+
+
+def test_help_reads_as_written(capsys):
+    """A bracketed word is shown, not eaten as rich markup; paragraphs are not cut at the
+    docstring's line breaks (before: "prints the line to add under ." and `evaluate --help`
+    in half-lines: "With --sites," / "--label, ... on the command line" / "override ...")."""
+    code, out, _ = run_main(capsys, ["mpc", "owner-key", "--help"])
+    assert code == 0 and "under [owners]" in out
+    root: Any = click_command()
+    for path in command_paths():
+        cmd = root
+        for word in path:
+            cmd = cmd.commands[word]
+        for paragraph in (cmd.help or "").split("\n\n"):
+            assert "\n" not in paragraph, path
 
 
 def test_a_group_without_its_command_shows_help_and_exits_2(capsys):

@@ -78,7 +78,33 @@ def click_command() -> Any:
     reach :func:`main` as from the typer app (which adds only its traceback hook, unused:
     :func:`main` reports every error itself).
     """
-    return typer.main.get_command(app)
+    command = typer.main.get_command(app)
+    _plain_help(command)
+    return command
+
+
+def _plain_help(command: Any) -> None:
+    """Make the help texts of ``command`` and its subcommands read as they were written.
+
+    typer renders help as rich markup and keeps the single line breaks of every paragraph
+    after the first, so a docstring wrapped at 92 columns came out in ragged half-lines
+    (``fedroc evaluate --help``), and a word in square brackets vanished as a markup tag
+    (``fedroc mpc owner-key --help``: "the line to add under ."). Paragraphs are joined
+    into lines (rich wraps them to the terminal) and brackets are escaped.
+    """
+    from rich.markup import escape
+
+    def clean(text: str) -> str:
+        paragraphs = text.split("\n\n")
+        return "\n\n".join(escape(" ".join(p.split("\n"))) for p in paragraphs)
+
+    if command.help:
+        command.help = clean(command.help)
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = clean(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
