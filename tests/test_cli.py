@@ -88,6 +88,39 @@ def test_metrics_table_and_null_brier(capsys, tmp_path):
     assert res["brier"] is None  # scores outside [0, 1]
 
 
+def test_metrics_table_shows_every_missing_value_as_a_dash(capsys, tmp_path):
+    """One class: the JSON's nulls are '-' in the table. Before, the AUC and SE read 'nan'
+    and both intervals were blank (rich took the cell "[nan, nan]" for a markup tag)."""
+    path = tmp_path / "one.csv"
+    pd.DataFrame({"label": [0] * 6, "score": np.linspace(0.1, 0.6, 6)}).to_csv(path, index=False)
+    captured = run(capsys, "metrics", str(path))
+    table = captured.out
+    assert "only one class" in captured.err
+    cells = {
+        row.split("│")[1].strip(): row.split("│")[2].strip()
+        for row in table.splitlines()
+        if row.count("│") == 3
+    }
+    for key in ("AUC", "SE (DeLong)", "95% CI, logit (paper 1 eq. 3)", "95% CI, Wald"):
+        assert cells[key] == "-", key
+    assert cells["Brier score"] != "-"
+
+
+def test_calibration_table_has_a_note_column_only_with_notes():
+    from rich.console import Console
+
+    from fedroc.cli._common import calibration_table
+    from fedroc.metrics import CalibrationCurve, bin_edges
+
+    plain = CalibrationCurve.from_sums(
+        bin_edges(2), [4, 6], [1.0, 4.0], [1.0, 5.0], [False, False]
+    )  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(calibration_table("Calibration", plain))
+    header = next(ln for ln in console.export_text().splitlines() if "bin" in ln)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["bin", "n", "predicted", "observed"]
+
+
 def test_evaluate_pooled_json(capsys, site_files):
     args = [f"--site={k}={v}" for k, v in site_files.items()]
     res = json.loads(

@@ -272,12 +272,14 @@ def emit_json(obj: Any) -> None:
 
 
 def fmt(value: Any, digits: int = 4) -> str:
+    """Format a table cell: a missing value (None, NaN: null in the JSON) as ``-``."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return "nan" if value != value else f"{value:.{digits}f}"
+        return "-" if value != value else f"{value:.{digits}f}"
     if isinstance(value, (tuple, list)) and len(value) == 2:
-        return f"[{fmt(value[0], digits)}, {fmt(value[1], digits)}]"
+        lo, hi = fmt(value[0], digits), fmt(value[1], digits)
+        return "-" if lo == hi == "-" else f"[{lo}, {hi}]"
     return str(value)
 
 
@@ -287,8 +289,8 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("key", style="bold")
     table.add_column("value", justify="right")
-    for key, value in rows:
-        table.add_row(key, fmt(value))
+    for key, value in rows:  # Text: a value such as "[nan, nan]" is data, not rich markup
+        table.add_row(Text(key), Text(fmt(value)))
     return table
 
 
@@ -299,7 +301,7 @@ def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]])
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i == 0 else "right")
     for row in rows:
-        table.add_row(*[fmt(c) for c in row])
+        table.add_row(*[Text(fmt(c)) for c in row])
     return table
 
 
@@ -346,10 +348,14 @@ def calibration_table(
         rows.append(
             (label, int(curve.count[k]), curve.mean_predicted[k], curve.observed_fraction[k], note)
         )
-    table = grid_table(title, ["bin", "n", "predicted", "observed", ""], rows)
+    if any(row[-1] for row in rows):
+        table = grid_table(title, ["bin", "n", "predicted", "observed", "note"], rows)
+    else:  # no empty column under an empty header
+        table = grid_table(title, ["bin", "n", "predicted", "observed"], [r[:-1] for r in rows])
     if nominal and not np.array_equal(np.linspace(0.0, 1.0, n + 1), bin_edges(n)):
         table.caption = "bin edges k/n rounded to the nearest 1/4096"
         table.caption_justify = "left"
+        table.min_width = len(table.caption)  # one line under the narrow table
     return table
 
 
