@@ -480,6 +480,30 @@ def test_command_line_audit_dir_wins_over_the_sites_file(capsys, two_scores, tmp
         assert entries and all(json.loads(e)["site"] == name for e in entries)
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("[sites.east]", "[sitse.east]"), "has unknown key(s) ['sitse']; known: sites"),
+        (("min_count = 5", 'min_count = "five"'), "min_count must be an integer; got 'five'"),
+    ],
+)
+def test_a_sites_file_with_a_typo_is_refused_by_name(capsys, two_scores, edit, message):
+    """Before: a misspelt [sitse.east] table dropped that site without a word (the run then
+    failed, or ran, on the other sites), and min_count = "five" exited 1 with a traceback."""
+    two_scores.write_text(two_scores.read_text().replace(*edit))
+    code, _, err = run_main(
+        capsys, ["evaluate", "--sites", str(two_scores), "--method", "histogram"]
+    )
+    assert code == 2 and "Traceback" not in err
+    assert message in err and repr(str(two_scores)) in err
+
+
+def test_a_sites_file_that_is_a_directory_is_named_as_the_federation_file(capsys, tmp_path):
+    code, _, err = run_main(capsys, ["evaluate", "--sites", str(tmp_path), "--method", "histogram"])
+    assert code == 2
+    assert err.strip() == f"error: cannot read federation file {str(tmp_path)!r}: Is a directory"
+
+
 def test_pooled_method_with_a_sites_file_is_a_clear_error(capsys, two_scores):
     code, _, err = run_main(capsys, ["evaluate", "--sites", str(two_scores), "--method", "pooled"])
     assert code == 2 and "--site NAME=PATH" in err

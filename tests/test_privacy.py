@@ -234,6 +234,29 @@ def test_policy_refuses_small_counts_noise_shares_and_budget():
         DisclosurePolicy.from_mapping({"min_cuont": 3})
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"min_count": "ten"}, "min_count must be an integer; got 'ten'"),
+        ({"secagg_min_sites": "3x"}, "secagg_min_sites must be an integer"),
+        ({"epsilon_limit": "5"}, "epsilon_limit must be a number; got '5'"),
+        ({"delta_limit": "1e-6"}, "delta_limit must be a number"),
+        ({"min_count": True}, "min_count must be an integer; got True"),
+        ({"allow_noisy": "false"}, "allow_noisy must be true or false; got 'false'"),
+        ({"clear_histograms": "no"}, "clear_histograms must be true or false"),
+        ({"opt_in": "rocglm.positives_rule"}, r"opt_in must be a list of names"),
+        ({"allowed_functions": "fedroc.info"}, r"allowed_functions must be a list of names"),
+    ],
+)
+def test_policy_refuses_a_setting_of_the_wrong_type(setting, message):
+    """A site's TOML policy with a string where a number or a boolean belongs: before, a
+    ValueError/TypeError escaped (`fedroc evaluate --sites` exited 1 with a traceback on
+    min_count = "ten"), or the value was taken as given: allow_noisy = "false" allowed noisy
+    releases (a non-empty string is true) and opt_in = "x.y" became the set of its letters."""
+    with pytest.raises(InputError, match=message):
+        DisclosurePolicy.from_mapping(setting)
+
+
 # -- the persistent ledger -------------------------------------------------------------------
 @site_function("test.privacy.noisy", schema={"epsilon": Float(0.0, 10.0, open_lo=True)})
 def _noisy(ctx, args):

@@ -360,9 +360,20 @@ class Federation:
             raise InputError(
                 f"federation file {str(config_path)!r} is not valid TOML: {exc}"
             ) from exc
+        except OSError as exc:  # a directory, no permission
+            raise InputError(
+                f"cannot read federation file {str(config_path)!r}: {exc.strerror or exc}"
+            ) from None
         sites_cfg = config.get("sites")
         if not isinstance(sites_cfg, dict) or not sites_cfg:
             raise InputError(f"federation file {str(config_path)!r} has no [sites.NAME] tables")
+        # A misspelt table ([sitse.east]) would otherwise leave its site out unnoticed.
+        unknown_tables = sorted(set(config) - {"sites", "columns", "policy", "roster"})
+        if unknown_tables:
+            raise InputError(
+                f"federation file {str(config_path)!r} has unknown key(s) {unknown_tables}; "
+                "known: sites, columns, policy, roster"
+            )
         base = config_path.parent
         sites = []
         for name, cfg in sites_cfg.items():

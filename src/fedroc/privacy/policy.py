@@ -90,6 +90,13 @@ ReleaseKind = Literal["aggregate", "noisy", "shares"]
 RELEASE_KINDS: tuple[str, ...] = ("aggregate", "noisy", "shares")
 
 
+def _is_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (True and False are not)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
 @dataclass(frozen=True)
 class DisclosurePolicy:
     """What a site may release.
@@ -185,6 +192,19 @@ class DisclosurePolicy:
             When ``min_count`` is not a positive integer, a limit is negative (or NaN), or
             ``secagg_min_sites`` is not an integer >= 2.
         """
+        # Types first: a TOML value such as min_count = "ten" or allow_noisy = "false" (a
+        # string, which Python reads as true) is refused by name, never half-applied.
+        for name in ("min_count", "secagg_min_sites"):
+            if not _is_number(getattr(self, name)):
+                raise InputError(f"{name} must be an integer; got {getattr(self, name)!r}")
+        for name in ("epsilon_limit", "rocglm_min_sensitivity", "histogram_min_epsilon"):
+            if not _is_number(getattr(self, name)):
+                raise InputError(f"{name} must be a number; got {getattr(self, name)!r}")
+        if self.delta_limit is not None and not _is_number(self.delta_limit):
+            raise InputError(f"delta_limit must be a number; got {self.delta_limit!r}")
+        for name in ("allow_noisy", "allow_shares", "secagg_rebind", "clear_histograms"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise InputError(f"{name} must be true or false; got {getattr(self, name)!r}")
         if int(self.min_count) != self.min_count or self.min_count < 1:
             raise InputError(f"min_count must be a positive integer; got {self.min_count!r}")
         for name in (
@@ -272,6 +292,11 @@ class DisclosurePolicy:
             raise InputError(
                 "epsilon_limit must be a number (use inf to remove the limit, for simulations only)"
             )
+        for name in ("allowed_functions", "opt_in"):  # a bare string is not a list of names
+            if isinstance(kwargs.get(name), str):
+                raise InputError(
+                    f"{name} must be a list of names, e.g. [{kwargs[name]!r}]; got {kwargs[name]!r}"
+                )
         if kwargs.get("allowed_functions") is not None:
             kwargs["allowed_functions"] = frozenset(kwargs["allowed_functions"])
         if "opt_in" in kwargs:
