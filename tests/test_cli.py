@@ -209,6 +209,18 @@ def test_an_empty_file_is_said_to_have_no_rows(capsys, tmp_path):
     assert capsys.readouterr().err.strip() == f"error: file {str(empty)!r} has no rows"
 
 
+def test_a_directory_given_as_data_is_called_one(capsys, tmp_path):
+    """Before: "data file '...' has an unknown format; use .csv, .tsv or .parquet"."""
+    with pytest.raises(SystemExit) as info:
+        main(["metrics", str(tmp_path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        err.strip()
+        == f"error: data file {str(tmp_path)!r} is a directory; give the CSV or Parquet file"
+    )
+
+
 def test_console_script_json_is_the_only_stdout(site_files):
     proc = subprocess.run(
         [

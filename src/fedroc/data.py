@@ -80,6 +80,8 @@ def load_table(path: str | Path) -> pd.DataFrame:
             return pd.read_csv(p)
         if name.endswith((".tsv", ".tsv.gz")):
             return pd.read_csv(p, sep="\t")
+    if p.is_dir():  # not "an unknown format": name what it is
+        raise InputError(f"data file {str(p)!r} is a directory; give the CSV or Parquet file")
     raise InputError(f"data file {str(p)!r} has an unknown format; use .csv, .tsv or .parquet")
 
 
