@@ -221,6 +221,26 @@ def test_a_directory_given_as_data_is_called_one(capsys, tmp_path):
     )
 
 
+def test_a_report_path_that_is_a_directory_is_refused_before_the_sites_are_asked(
+    capsys, site_files, tmp_path
+):
+    """Before: the method ran to the end, then "[Errno 21] Is a directory: 'DIR.tmp' -> 'DIR'"
+    named a file the user never gave, and left DIR.tmp behind."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    args = [f"--site={k}={v}" for k, v in site_files.items()]
+    with pytest.raises(SystemExit) as info:
+        main(["evaluate", *args, "--label", "outcome", "--score", "risk", "--pos-label",
+              "dead", "--method", "pooled", "--report", str(folder)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert info.value.code == 2 and captured.out == ""  # nothing computed, nothing shown
+    assert captured.err.strip() == (
+        f"error: --report {str(folder)!r} is a directory; give a file name, e.g. "
+        f"{str(folder / 'report.html')!r}"
+    )
+    assert list(tmp_path.glob("*.tmp")) == []
+
+
 def test_console_script_json_is_the_only_stdout(site_files):
     proc = subprocess.run(
         [

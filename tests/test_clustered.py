@@ -519,6 +519,39 @@ def test_cli_json(clustered_csv, capsys, tmp_path):
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cli_figure_paths_are_checked_before_the_work(clustered_csv, capsys, tmp_path):
+    """Before: --plot e.xyz exited 1 with matplotlib's ValueError and a traceback, a missing
+    folder gave "[Errno 2] ..." without the option, and --plot e wrote e.png but said
+    "written to e"; --rug over 60 clusters named max_clusters=60, a Python argument."""
+    path, _ = clustered_csv
+    base = ["clustered", str(path), "--label", "y", "--score", "p", "--cluster", "patient"]
+
+    def run(*extra: str) -> tuple[int, str]:
+        try:
+            main([*base, *extra])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, capsys.readouterr().err
+
+    code, err = run("--plot", str(tmp_path / "e.xyz"))
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith(f"error: --plot {str(tmp_path / 'e.xyz')!r}: no figure format '.xyz'")
+    code, err = run("--rug", str(tmp_path))
+    assert code == 2 and f"--rug {str(tmp_path)!r} is a directory" in err
+    code, err = run("--plot", str(tmp_path / "new" / "e"))
+    assert code == 0 and f"written to {tmp_path / 'new' / 'e.png'}" in err
+    assert (tmp_path / "new" / "e.png").read_bytes()[:4] == b"\x89PNG"
+    many = tmp_path / "many.csv"
+    pd.DataFrame(
+        {"patient": np.repeat(np.arange(61), 2), "y": np.tile([0, 1], 61), "p": np.arange(122.0)}
+    ).to_csv(many, index=False)
+    base[1] = str(many)
+    code, err = run("--rug", str(tmp_path / "r.png"))
+    assert code == 2 and "max_clusters" not in err
+    assert f"--rug draws one row per cluster, at most 60; {str(many)!r} has 61 clusters" in err
+
+
 def test_cli_table_and_errors(clustered_csv, capsys, tmp_path):
     path, _ = clustered_csv
     main(["clustered", str(path), "--label", "y", "--score", "p", "--cluster", "patient"])

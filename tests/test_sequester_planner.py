@@ -162,6 +162,19 @@ def test_cli_plan_error_exits_2(capsys):
     assert "--load-factor" in capsys.readouterr().err  # the option, as the user types it
 
 
+def test_figure_out_path_is_checked_before_drawing(tmp_path, capsys):
+    """Before: --out f.xyz exited 1 with matplotlib's ValueError and a traceback, and
+    --out f wrote f.png but said "wrote f"."""
+    with pytest.raises(SystemExit) as info:
+        main(["sequester", "figure", "power", "--out", str(tmp_path / "f.xyz")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "Traceback" not in err
+    assert f"--out {str(tmp_path / 'f.xyz')!r}: no figure format '.xyz'" in err
+    main(["sequester", "figure", "power", "--out", str(tmp_path / "f")])
+    assert capsys.readouterr().err.strip() == f"wrote {tmp_path / 'f.png'}"
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_figures_are_written(tmp_path):
     fig = figures.budget_figure(300, 20, load_factors=[10, 50, 90], seed=1)
     axes = fig.get_axes()

@@ -440,8 +440,12 @@ class Report:
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(self.render(), encoding="utf-8")
-        tmp.replace(out)  # never leave a half-written report behind
+        try:
+            tmp.write_text(self.render(), encoding="utf-8")
+            tmp.replace(out)  # never leave a half-written report behind
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # nor the temporary file of one that failed
+            raise
         return out
 
 

@@ -271,6 +271,42 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def figure_output(option: str, path: Path) -> Path:
+    """Check a figure's output path before any work; return the file that will be written.
+
+    Matplotlib writes ``NAME`` as ``NAME.png``, fails with a ValueError on a suffix it has no
+    writer for and with FileNotFoundError in a missing folder; each came after the whole
+    computation, and the message named neither the option nor (for ``NAME``) the file.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if path.is_dir():
+        raise InputError(
+            f"{option} {str(path)!r} is a directory; give a file name, e.g. "
+            f"{str(path / 'figure.png')!r}"
+        )
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")  # what matplotlib writes
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in kinds:
+        raise InputError(
+            f"{option} {str(path)!r}: no figure format {path.suffix!r}; use one of "
+            + ", ".join(f".{k}" for k in sorted(kinds))
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def report_output(option: str, path: Path) -> Path:
+    """Check a report's output path before any work (a directory failed only at the end)."""
+    if path.is_dir():
+        raise InputError(
+            f"{option} {str(path)!r} is a directory; give a file name, e.g. "
+            f"{str(path / 'report.html')!r}"
+        )
+    return path
+
+
 def fmt(value: Any, digits: int = 4) -> str:
     """Format a table cell: a missing value (None, NaN: null in the JSON) as ``-``."""
     if value is None:

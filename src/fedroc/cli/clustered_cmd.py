@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from fedroc.cli._common import coerce_pos_label, emit_json, err, kv_table, out, read_data
+from fedroc.cli._common import (
+    coerce_pos_label,
+    emit_json,
+    err,
+    figure_output,
+    kv_table,
+    out,
+    read_data,
+)
 from fedroc.cli._options import (
     ConfidenceOption,
     JsonOption,
@@ -77,6 +85,8 @@ def clustered(
 ) -> None:
     """Estimate population and personalized AUCs, their joint CI and equality test (paper 3)."""
     # Imported here: `fedroc --help` must not load numpy, pandas or matplotlib.
+    import numpy as np
+
     from fedroc.data import Columns
     from fedroc.methods.clustered import (
         INTERVALS,
@@ -86,7 +96,7 @@ def clustered(
         clustered_auc,
         obuchowski_auc,
     )
-    from fedroc.methods.clustered.plots import rug_figure
+    from fedroc.methods.clustered.plots import RUG_MAX_CLUSTERS, rug_figure
 
     if estimator not in _ESTIMATORS:
         raise InputError(f"--estimator must be one of {list(_ESTIMATORS)}; got {estimator!r}")
@@ -99,9 +109,17 @@ def clustered(
         raise InputError(f"--sigma11 must be one of {list(SIGMA11_DIVISORS)}; got {sigma11!r}")
     if interval not in INTERVALS:
         raise InputError(f"--interval must be one of {list(INTERVALS)}; got {interval!r}")
+    plot = None if plot is None else figure_output("--plot", plot)
+    rug = None if rug is None else figure_output("--rug", rug)
     site = read_data(data, Columns(label, score, cluster), coerce_pos_label(pos_label))
     assert site.cluster is not None
     if rug is not None:
+        clusters = len(np.unique(site.cluster))
+        if clusters > RUG_MAX_CLUSTERS:
+            raise InputError(
+                f"--rug draws one row per cluster, at most {RUG_MAX_CLUSTERS}; {str(data)!r} "
+                f"has {clusters} clusters (leave out --rug, or plot a subset of the clusters)"
+            )
         rug_figure(site.label, site.score, site.cluster, path=str(rug))
         err.print(f"rug plot written to {rug}")
     # The caveats are part of the result (table and JSON); no second copy as a warning.

@@ -16,6 +16,7 @@ from fedroc.cli._common import (
     err,
     grid_table,
     out,
+    report_output,
     require_extra,
 )
 from fedroc.cli._options import JsonOption
@@ -189,6 +190,7 @@ def demo(
     """Five synthetic hospitals: every method beside the pooled reference, and a report."""
     import numpy as np
 
+    report = report_output("--report", report)
     with tempfile.TemporaryDirectory() as tmp:
         result = run_demo(seed, audit_dir or Path(tmp))
     ref = result["reference"]

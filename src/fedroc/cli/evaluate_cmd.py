@@ -21,6 +21,7 @@ from fedroc.cli._common import (
     operating_points_table,
     out,
     parse_sites,
+    report_output,
 )
 from fedroc.cli._options import (
     AtSensitivityOption,
@@ -455,7 +456,14 @@ def evaluate_command(
         Path | None,
         typer.Option(help="Write each site's audit log here as NAME.jsonl (overrides --sites)."),
     ] = None,
-    report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write an HTML report here.",
+            # checked as the command line is read, not after the sites have answered
+            callback=lambda path: None if path is None else report_output("--report", path),
+        ),
+    ] = None,
     # --- beyond the AUC (methods that release enough; others refuse, naming the method) ---
     compare_score: CompareScoreOption = None,
     max_fpr: MaxFprOption = None,

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fedroc.cli._common import emit_json, err, kv_table, name_options, out
+from fedroc.cli._common import emit_json, err, figure_output, kv_table, name_options, out
 from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
 
@@ -151,6 +151,7 @@ def figure_command(
     kinds = ("budget", "perturbation", "power")
     if kind not in kinds:
         raise InputError(f"figure kind must be one of {kinds}; got {kind!r}")
+    output = figure_output("--out", output)
     xy = None
     if data is not None:
         from fedroc.data import Columns, SiteData

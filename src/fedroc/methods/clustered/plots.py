@@ -105,6 +105,10 @@ def rug_axes(
         ax.set_title(title, fontsize=9)
 
 
+#: Most clusters :func:`rug_figure` draws by default (one row each).
+RUG_MAX_CLUSTERS = 60
+
+
 def rug_figure(
     y_true: ArrayLike,
     y_score: ArrayLike,
@@ -113,7 +117,7 @@ def rug_figure(
     path: str | None = None,
     pos_label: Any = None,
     title: str | None = None,
-    max_clusters: int = 60,
+    max_clusters: int = RUG_MAX_CLUSTERS,
 ) -> Any:
     """Rug plot of every cluster and of the combined data (Figure 1's view).
 
