@@ -160,6 +160,16 @@ def test_help_reads_as_written(capsys):
             assert "\n" not in paragraph, path
 
 
+def test_help_shows_what_an_argument_is(capsys):
+    """Under typer < 0.21 (which flwr 1.41 requires) and click 8.5, click's Argument set help
+    to None after typer had set it: `fedroc metrics --help` listed DATA without a word
+    (hence click < 8.5 in the flower extra)."""
+    code, out, _ = run_main(capsys, ["metrics", "--help"])
+    assert code == 0 and "CSV or Parquet file with labels and scores." in " ".join(out.split())
+    code, out, _ = run_main(capsys, ["mpc", "owner-key", "--help"])
+    assert code == 0 and "File to write the private key to." in " ".join(out.split())
+
+
 def test_a_group_without_its_command_shows_help_and_exits_2(capsys):
     code, out, err = run_main(capsys, ["flower"])
     assert code == 2 and "Traceback" not in out + err
