@@ -393,3 +393,22 @@ def test_bad_mpc_options_are_one_line_errors(capsys, site_files, extra, message)
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert re.search(message, err) and "Traceback" not in err
+
+
+def test_documented_mpc_commands_name_the_files_certs_writes(tmp_path, monkeypatch, capsys):
+    """docs/mpc.md's `fedroc mpc share ... --owner-key owner-a.key` named a file that its own
+    `fedroc mpc certs cluster/ ... --owner a` does not write (it writes cluster/owner-a.key):
+    followed literally, the command failed with "owner key file 'owner-a.key' does not exist"."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    main(["mpc", "certs", "cluster/", "--owner", "a", "--owner", "b"])
+    capsys.readouterr()
+    for doc in ("README.md", "docs/mpc.md"):
+        text = (root / doc).read_text()
+        paths = re.findall(r"--(?:owner-key|cluster) (\S+)", text)
+        assert any("owner-" in p for p in paths), doc
+        for path in paths:
+            if "cluster/" in path or "owner-" in path:
+                assert (tmp_path / path).exists(), (doc, path)
