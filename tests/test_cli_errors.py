@@ -170,6 +170,31 @@ def test_help_shows_what_an_argument_is(capsys):
     assert code == 0 and "File to write the private key to." in " ".join(out.split())
 
 
+def test_an_option_given_twice_is_noted_with_both_values(capsys, tmp_path):
+    """click keeps the last value, but silently: `metrics f.csv --label label --label score`
+    read 'score' as the label and said only that it was not binary."""
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"label": [0] * 5 + [1] * 5, "score": np.linspace(0, 1, 10)}).to_csv(
+        path, index=False
+    )
+    code, out, err = run_main(capsys, ["metrics", str(path), "--label", "label", "--label=score"])
+    assert code == 2 and out == ""
+    assert (
+        err.splitlines()[0]
+        == "note: --label given 2 times ('label', 'score'); the last, 'score', applies"
+    )
+    assert "label column 'score'" in err.splitlines()[1]
+    code, out, err = run_main(
+        capsys, ["metrics", str(path), "--score", "x", "--score", "score", "--json"]
+    )
+    assert code == 0 and json.loads(out)["auc"] == 1.0  # stdout: the one JSON object
+    assert "--score given 2 times ('x', 'score')" in err
+    # repeatable options and flags repeat as before, without a note
+    args = ["metrics", str(path), "--at-specificity", "0.5", "--at-specificity", "0.8", "--json"]
+    code, out, err = run_main(capsys, [*args, "--json"])
+    assert code == 0 and len(json.loads(out)["operating_points"]) == 2 and "note" not in err
+
+
 def test_a_group_without_its_command_shows_help_and_exits_2(capsys):
     code, out, err = run_main(capsys, ["flower"])
     assert code == 2 and "Traceback" not in out + err
@@ -739,9 +764,8 @@ def test_a_bad_method_option_is_named_as_the_option(capsys, csv, method_args, li
 )
 def test_sequester_plan_names_its_options(capsys, extra, line):
     # The planner names its keywords (noise_rate, n_images, load_factor); the CLI its options.
-    code, out, err = run_main(
-        capsys, ["sequester", "plan", "--images", "1047", "--subsets", "9", *extra]
-    )
+    images = [] if "--images" in extra else ["--images", "1047"]  # once: a repeat is noted
+    code, out, err = run_main(capsys, ["sequester", "plan", *images, "--subsets", "9", *extra])
     assert code == 2 and out == ""
     [error] = err.splitlines()
     assert error.startswith(f"error: {line}")

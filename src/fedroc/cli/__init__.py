@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from fedroc.cli._common import COMMAND_LINE, error_exit_code, needs_extra, show_warning
+from fedroc.cli._common import COMMAND_LINE, err, error_exit_code, needs_extra, show_warning
 from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
@@ -80,7 +80,60 @@ def click_command() -> Any:
     """
     command = typer.main.get_command(app)
     _plain_help(command)
+    _note_repeats(command)
     return command
+
+
+def _note_repeats(command: Any) -> None:
+    """Make every command say on stderr when an option that takes one value is given twice.
+
+    click keeps the last value, as most command lines do (a later option overrides one in
+    an alias or a script), but silently: ``fedroc metrics f.csv --label y --label z`` used
+    'z' and then said only that 'z' was not binary. Repeatable options (``--site``,
+    ``--at-specificity``) and flags are not affected.
+    """
+    subs = getattr(command, "commands", None)
+    if subs:
+        for sub in subs.values():
+            _note_repeats(sub)
+        return
+    # By duck type: typer >= 0.21 carries its own copy of click, and no `click` to import.
+    single = {
+        opt: param
+        for param in command.params
+        if getattr(param, "param_type_name", None) == "option"
+        and not any(getattr(param, a, False) for a in ("multiple", "count", "is_flag"))
+        for opt in param.opts
+    }
+    parse = command.parse_args
+
+    def parse_args(ctx: Any, args: list[str]) -> list[str]:
+        given: dict[str, list[str]] = {}
+        i = 0
+        while i < len(args) and args[i] != "--":
+            name, eq, value = args[i].partition("=")
+            param = single.get(name)
+            if param is None:
+                i += 1
+                continue
+            if not eq:  # "--label y": the value is the next word (which may look like an option)
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            given.setdefault(param.opts[0], []).append(value)
+            i += 1
+        for opt, values in given.items():
+            if len(values) > 1:
+                shown = ", ".join(repr(v) for v in values)
+                err.print(
+                    f"note: {opt} given {len(values)} times ({shown}); the last, "
+                    f"{values[-1]!r}, applies",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
+        return parse(ctx, args)
+
+    command.parse_args = parse_args
 
 
 def _plain_help(command: Any) -> None:
