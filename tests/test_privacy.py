@@ -339,6 +339,16 @@ def test_privacy_status_command(tmp_path, capsys):
     assert exc.value.code == 2
 
 
+def test_privacy_status_names_a_node_directory_site_by_its_audit_log(tmp_path, capsys):
+    """A Flower SuperNode keeps audit.jsonl and audit.ledger.jsonl in its node directory:
+    `fedroc privacy status --audit-dir NODE_DIR` named the site "audit"."""
+    site = _site(tmp_path / "audit.jsonl")
+    site.handle("test.privacy.noisy", {"epsilon": 1.5})
+    main(["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
+    [row] = json.loads(capsys.readouterr().out)["sites"]
+    assert row["site"] == "north" and row["epsilon"] == pytest.approx(1.5)
+
+
 def test_production_noise_is_opendp_and_a_site_seed_is_labelled():
     values = np.full(4000, 0.5)
     noisy, event = gaussian_mechanism(values, epsilon=1.0, delta=1e-5, sensitivity=0.1)

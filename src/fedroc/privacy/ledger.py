@@ -283,6 +283,22 @@ class LedgerStatus:
     last: str | None
 
 
+def _site_of_ledger(path: Path) -> str:
+    """Name the site of a ledger: as its audit log beside it does, else by the file's name.
+
+    A Flower SuperNode keeps ``audit.jsonl`` and ``audit.ledger.jsonl`` in its node directory,
+    so the file name alone named every such site "audit".
+    """
+    stem = path.name[: -len(LEDGER_SUFFIX)] if path.name.endswith(LEDGER_SUFFIX) else path.stem
+    try:
+        with (path.parent / f"{stem}.jsonl").open(encoding="utf-8") as fh:
+            first = _parse(fh.readline())
+    except OSError:
+        return stem
+    site = None if first is None else first.get("site")
+    return str(site) if site else stem
+
+
 def read_ledger_status(path: str | Path) -> LedgerStatus:
     """Summarise one ledger file (``fedroc privacy status``)."""
     p = Path(path)
@@ -301,7 +317,7 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
                 name = str(entry.get("function") or "?")
                 by_function[name] = by_function.get(name, 0.0) + float(entry["event"]["epsilon"])
     eps, delta = ledger.spent()
-    site = p.name[: -len(LEDGER_SUFFIX)] if p.name.endswith(LEDGER_SUFFIX) else p.stem
+    site = _site_of_ledger(p)
     return LedgerStatus(
         site=site,
         path=p,
