@@ -220,6 +220,10 @@ class DisclosurePolicy:
             raise InputError(
                 f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
             )
+        self._check_mpc()
+
+    def _check_mpc(self) -> None:
+        """Check the MPC settings (``mpc_*``)."""
         if self.mpc_only is not None and not isinstance(self.mpc_only, bool):
             raise InputError(f"mpc_only must be true or false; got {self.mpc_only!r}")
         if self.mpc_owner_key is not None and (
