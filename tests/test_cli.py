@@ -88,6 +88,16 @@ def test_metrics_table_and_null_brier(capsys, tmp_path):
     assert res["brier"] is None  # scores outside [0, 1]
 
 
+def test_metrics_says_why_asked_operating_points_are_missing_on_one_class(capsys, tmp_path):
+    """``--youden`` (or ``--at-specificity``) on one class: before, the JSON had no
+    ``operating_points`` key and nothing said why; now the key is null and a warning says."""
+    path = tmp_path / "one.csv"
+    pd.DataFrame({"label": [1] * 6, "score": np.linspace(0.1, 0.6, 6)}).to_csv(path, index=False)
+    captured = run(capsys, "metrics", str(path), "--youden", "--json")
+    assert json.loads(captured.out)["operating_points"] is None
+    assert "operating points need both classes" in captured.err
+
+
 def test_metrics_table_shows_every_missing_value_as_a_dash(capsys, tmp_path):
     """One class: the JSON's nulls are '-' in the table. Before, the AUC and SE read 'nan'
     and both intervals were blank (rich took the cell "[nan, nan]" for a markup tag)."""

@@ -28,7 +28,7 @@ from fedroc.cli._options import (
     ScoreOption,
     YoudenOption,
 )
-from fedroc.exceptions import InputError
+from fedroc.exceptions import InputError, warn_user
 
 if TYPE_CHECKING:
     from fedroc.data import SiteData
@@ -88,7 +88,10 @@ def metrics_dict(
         )
         extra["auc_ci_bootstrap"] = None if boot is None else list(boot.confidence_interval())
         extra["bootstrap"] = {"samples": bootstrap, "seed": seed}
-    if (at_specificity or at_sensitivity or youden) and counts is not None:
+    if (at_specificity or at_sensitivity or youden) and counts is None:
+        extra["operating_points"] = None  # asked for: present, and said why it is empty
+        warn_user("operating points need both classes; the data has one: none are reported")
+    elif (at_specificity or at_sensitivity or youden) and counts is not None:
         extra["operating_points"] = operating_points_from_counts(
             counts,
             at_specificity=at_specificity or [],
