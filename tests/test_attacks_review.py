@@ -2505,6 +2505,24 @@ def _s_developer(app, adm, plan_id: int, name: str = "d"):
     return r["developer_id"], r["token"], dev
 
 
+def _s_two_workers(tmp_path):
+    """Two service workers on one database, a developer made on the first, and a client of
+    the second holding the developer's token: (app_a, app_b, admin, ids, developer id,
+    client)."""
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester.service import create_app
+
+    db = str(tmp_path / "seq.db")
+    app_a, adm, ids, pid = _s_service(db)
+    app_b = create_app(db, _S_ADMIN, rate_limit=0)
+    did, token, _ = _s_developer(app_a, adm, pid)
+    old = TestClient(
+        app_b, headers={"Authorization": f"Bearer {token}"}, raise_server_exceptions=False
+    )
+    return app_a, app_b, adm, ids, did, old
+
+
 # -- S1. a NUL character in a stored name: 500 on PostgreSQL ---------------------------------------
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_s1_a_nul_in_a_stored_name_is_refused_naming_the_field(backend, tmp_path):
@@ -2600,20 +2618,11 @@ def test_s3_a_rotated_or_revoked_token_spends_nothing_on_another_worker(tmp_path
     restarted. Measured on main 98e32cb, two workers on one database: after the rotation on
     one worker, 10 of 10 queries and 1 of 1 submission with the old token answered on the
     other. Now the query's and the submission's conditional UPDATE also match the token's
-    hash, so a rotated token spends nothing anywhere. (What stays: the other worker still
-    answers the old token's reads of the developer's own budget and history until it
-    restarts.)"""
+    hash, so a rotated token spends nothing anywhere. (The other worker's reads with the
+    old token: S5.)"""
     from fastapi.testclient import TestClient
 
-    from fedroc.sequester.service import create_app
-
-    db = str(tmp_path / "seq.db")
-    app_a, adm, ids, pid = _s_service(db)
-    app_b = create_app(db, _S_ADMIN, rate_limit=0)
-    did, token, _ = _s_developer(app_a, adm, pid)
-    old = TestClient(
-        app_b, headers={"Authorization": f"Bearer {token}"}, raise_server_exceptions=False
-    )
+    app_a, app_b, adm, ids, did, old = _s_two_workers(tmp_path)
     rng = np.random.default_rng(3)
     sub = old.post("/v1/submissions", json={"image_ids": ids, "scores": rng.random(200).tolist()})
     assert sub.status_code == 201  # worker B has now seen the token
@@ -2642,19 +2651,10 @@ def test_s5_a_revoked_token_reads_nothing_on_another_worker_after_a_few_seconds(
     ``TOKEN_TTL`` seconds only (5 by default; 0.2 here), then asks the database again."""
     import time
 
-    from fastapi.testclient import TestClient
-
     from fedroc.sequester import db as seqdb
-    from fedroc.sequester.service import create_app
 
     monkeypatch.setattr(seqdb, "TOKEN_TTL", 0.2, raising=False)
-    path = str(tmp_path / "seq.db")
-    app_a, adm, _, pid = _s_service(path)
-    app_b = create_app(path, _S_ADMIN, rate_limit=0)
-    did, token, _ = _s_developer(app_a, adm, pid)
-    old = TestClient(
-        app_b, headers={"Authorization": f"Bearer {token}"}, raise_server_exceptions=False
-    )
+    app_a, app_b, adm, _, did, old = _s_two_workers(tmp_path)
     assert old.get("/v1/me").status_code == 200  # worker B has seen the token
     assert adm.post(f"/v1/developers/{did}/revoke").status_code == 200
     time.sleep(0.3)
