@@ -42,6 +42,7 @@ from fedroc.federation.flower.jobs import run_job
 from fedroc.federation.flower.site_config import SiteNodeConfig
 from fedroc.federation.flower.transport import (
     ERROR_DISCLOSURE,
+    ERROR_MISCONFIGURED,
     FlowerTransport,
     error_from_reply,
 )
@@ -254,6 +255,29 @@ def test_fedroc_supernode_makes_and_keeps_the_nodes_owner_key(
     bad.write_text("not a key")
     with pytest.raises(InputError, match="--mpc-owner-key: owner key file .*bad.key"):
         _owner_key("north", bad, home)
+
+
+def test_a_node_whose_executor_runs_the_bundles_clientapp_serves_no_fedroc_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run by Flower's own executor (``flwr-clientapp``: a stock node in ``subprocess``
+    isolation, which would run an analyst's ClientApp just as well, R46), fedroc's ClientApp
+    answers every message with a "misconfigured" error naming the fix, instead of serving:
+    the operator learns of the unsafe node at the first job. Before, it served."""
+    data = tmp_path / "north.csv"
+    make_multisite((30,), seed=1)["site1"].to_csv(data, index=False)
+    config = {"site": "north", "data": str(data), "node-dir": str(tmp_path / "node")}
+
+    def hello() -> Message:
+        message = Message(RecordDict(), dst_node_id=1, message_type="query.fedroc_hello")
+        message.metadata.__dict__["_message_id"] = "m1"
+        return client_app(message, Context(1, 1, config, RecordDict(), {}))
+
+    assert not hello().has_error()  # fedroc's own executors: served
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/flwr-clientapp", "--token", "t"])
+    reply = hello()
+    assert reply.has_error() and reply.error.code == ERROR_MISCONFIGURED
+    assert "--isolation process beside 'fedroc flower executor'" in reply.error.reason
 
 
 def test_a_node_that_pins_an_mpc_cluster_serves_only_mpc_unless_its_operator_says() -> None:

@@ -42,11 +42,17 @@ ROW_DUMP = """
 from flwr.app import Message
 from flwr.clientapp import ClientApp
 
-from fedroc.federation.flower import apps
-from fedroc.federation.flower._codec import to_recorddict
+from fedroc._version import __version__
+from fedroc.federation.flower._codec import PROTOCOL, to_recorddict
 
 app = ClientApp()
-app.query("fedroc_hello")(apps._hello)
+
+
+@app.query("fedroc_hello")
+def hello(message, context):  # fedroc's answer, without fedroc's checks of its executor
+    info = {"site": str(context.node_config["site"]), "version": __version__}
+    info["protocol"] = PROTOCOL
+    return Message(to_recorddict({}, info), reply_to=message)
 
 
 @app.query("fedroc_call")

@@ -177,7 +177,8 @@ def check_flower_version() -> str:
     if not str(package_version).startswith(SUPPORTED_FLOWER):
         raise InputError(
             f"fedroc's Flower tuning supports Flower {SUPPORTED_FLOWER}x, found "
-            f"{package_version}; use the stock components (flower-supernode --node-config)"
+            f"{package_version}; use the stock components (flower-supernode --isolation "
+            "process --node-config ... beside fedroc flower executor)"
         )
     return str(package_version)
 

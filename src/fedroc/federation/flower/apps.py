@@ -29,6 +29,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from flwr.app import ConfigRecord, Context, Error, Message
@@ -81,8 +82,40 @@ def _error_reply(
     return Message(Error(code=code, reason=reason), reply_to=message)
 
 
+def _bundle_executor() -> bool:
+    """Whether Flower's own executor runs this ClientApp (``flwr-clientapp``).
+
+    That is a stock SuperNode in its default ``subprocess`` isolation, which runs the
+    ClientApp each run's bundle names: the analyst's code could run in fedroc's place and
+    read the site's data file (R46). fedroc's executors (the tuned node's, and
+    ``fedroc flower executor`` beside a stock node in ``process`` isolation) run it in
+    their own processes.
+    """
+    return Path(sys.argv[0]).name == "flwr-clientapp"
+
+
 def _site(context: Context, message: Message) -> Site | Message:
-    """Return the site of this SuperNode, or an error reply that does not reveal its settings."""
+    """Return the site of this SuperNode, or an error reply that does not reveal its settings.
+
+    A node whose executor runs the bundle's ClientApp (:func:`_bundle_executor`) serves
+    nothing: fedroc fails closed there, so that an operator learns at the first job, not
+    from a leak, that the node would run an analyst's code. (Against an analyst this
+    check is no guard, since the analyst's bundle need not run it: the node's executor is.)
+    """
+    if _bundle_executor():
+        name = str(dict(context.node_config).get("site", f"node {context.node_id}"))
+        return _error_reply(
+            message,
+            ERROR_MISCONFIGURED,
+            SiteError(
+                f"site {name!r} serves no fedroc job: its SuperNode runs each run's ClientApp "
+                "with Flower's own executor (isolation 'subprocess'), which runs an analyst's "
+                "code if the app bundle names it; its operator starts flower-supernode with "
+                "--isolation process beside 'fedroc flower executor', or runs "
+                "'fedroc flower supernode'",
+                site=name,
+            ),
+        )
     try:
         return cached_site(dict(context.node_config))
     except Exception as exc:

@@ -30,7 +30,8 @@ Semantics are those of the stock node: state between calls still travels in the 
 ``Context.state``. Both changes use Flower internals of 1.41 (:mod:`._tuning`;
 ``pull_task_input``/``push_message``/``push_task_output`` of
 ``flwr.supernode.runtime.run_clientapp``), so the launcher refuses other Flower versions;
-the stock ``flower-supernode --node-config`` always works.
+the stock ``flower-supernode --isolation process --node-config`` beside ``fedroc flower
+executor`` (:mod:`.executor`) works too.
 """
 
 from __future__ import annotations
