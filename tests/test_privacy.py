@@ -257,6 +257,67 @@ def test_policy_refuses_a_setting_of_the_wrong_type(setting, message):
         DisclosurePolicy.from_mapping(setting)
 
 
+def test_a_policy_file_with_settings_beside_its_policy_table_is_refused(tmp_path):
+    """Before: a policy file with ``min_count = 20`` and ``allow_noisy = false`` at the top and
+    a ``[policy]`` table below them was read as the table alone: the site ran at the defaults
+    (min_count 5, noisy releases allowed) without a word. Settings outside the table, and a
+    ``policy`` that is not a table, are refused naming the file."""
+    path = tmp_path / "policy.toml"
+    path.write_text("min_count = 20\nallow_noisy = false\n[policy]\nepsilon_limit = 1.0\n")
+    with pytest.raises(InputError) as info:
+        DisclosurePolicy.from_toml(path)
+    assert repr(str(path)) in str(info.value)
+    assert "['allow_noisy', 'min_count']" in str(info.value)
+    path.write_text('policy = "strict"\n')
+    with pytest.raises(InputError, match="policy must be a table"):
+        DisclosurePolicy.from_toml(path)
+    # Either form alone is read as before.
+    path.write_text("[policy]\nmin_count = 20\nallow_noisy = false\n")
+    assert DisclosurePolicy.from_toml(path) == DisclosurePolicy(min_count=20, allow_noisy=False)
+    path.write_text("min_count = 20\nallow_noisy = false\n")
+    assert DisclosurePolicy.from_toml(path) == DisclosurePolicy(min_count=20, allow_noisy=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "does not exist"),
+        ("min_count = \n", "is not valid TOML"),
+        ('min_count = "20"\n', "min_count must be an integer; got '20'"),
+        ("[policy]\nmin-count = 20\n", "unknown policy setting(s) ['min-count']"),
+    ],
+)
+def test_a_policy_file_refusal_names_the_file(tmp_path, text, message):
+    """Before: a missing file raised FileNotFoundError, bad TOML a TOMLDecodeError, and a bad
+    setting an InputError that did not say which file (a node's ``policy-file``)."""
+    path = tmp_path / "policy.toml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(InputError) as info:
+        DisclosurePolicy.from_toml(path)
+    assert message in str(info.value) and repr(str(path)) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"min_count": math.inf}, "min_count must be a positive integer; got inf"),
+        ({"min_count": math.nan}, "min_count must be a positive integer; got nan"),
+        ({"secagg_min_sites": math.inf}, "secagg_min_sites must be an integer >= 2; got inf"),
+        ({"opt_in": [1]}, r"opt_in must be a list of names; got \[1\]"),
+        ({"opt_in": {"rocglm.positives_rule": True}}, "opt_in must be a list of names"),
+        ({"allowed_functions": {"fedroc.info": True}}, "allowed_functions must be a list"),
+        ({"allowed_functions": [""]}, "allowed_functions must be a list of names"),
+    ],
+)
+def test_policy_refuses_non_finite_counts_and_lists_that_are_not_names(setting, message):
+    """Before: min_count = inf (TOML) ended in OverflowError, nan in ValueError (tracebacks,
+    not a refusal naming the setting); opt_in = {"rocglm.positives_rule" = true} (a table)
+    was taken as its keys and opt_in = [1] as the set {1}."""
+    with pytest.raises(InputError, match=message):
+        DisclosurePolicy.from_mapping(setting)
+
+
 # -- the persistent ledger -------------------------------------------------------------------
 @site_function("test.privacy.noisy", schema={"epsilon": Float(0.0, 10.0, open_lo=True)})
 def _noisy(ctx, args):

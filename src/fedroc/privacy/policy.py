@@ -205,7 +205,11 @@ class DisclosurePolicy:
         for name in ("allow_noisy", "allow_shares", "secagg_rebind", "clear_histograms"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise InputError(f"{name} must be true or false; got {getattr(self, name)!r}")
-        if int(self.min_count) != self.min_count or self.min_count < 1:
+        if (
+            not np.isfinite(self.min_count)
+            or int(self.min_count) != self.min_count
+            or self.min_count < 1
+        ):
             raise InputError(f"min_count must be a positive integer; got {self.min_count!r}")
         for name in (
             "epsilon_limit",
@@ -216,7 +220,11 @@ class DisclosurePolicy:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise InputError(f"{name} must be >= 0; got {value!r}")
-        if int(self.secagg_min_sites) != self.secagg_min_sites or self.secagg_min_sites < 2:
+        if (
+            not np.isfinite(self.secagg_min_sites)
+            or int(self.secagg_min_sites) != self.secagg_min_sites
+            or self.secagg_min_sites < 2
+        ):
             raise InputError(
                 f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
             )
@@ -301,6 +309,14 @@ class DisclosurePolicy:
                 raise InputError(
                     f"{name} must be a list of names, e.g. [{kwargs[name]!r}]; got {kwargs[name]!r}"
                 )
+            # A table would be taken as its keys, a list of numbers as numbers: neither is
+            # what the operator meant by a list of names.
+            value = kwargs.get(name)
+            if value is not None and (
+                not isinstance(value, (list, tuple, set, frozenset))
+                or not all(isinstance(v, str) and v.strip() for v in value)
+            ):
+                raise InputError(f"{name} must be a list of names; got {value!r}")
         if kwargs.get("allowed_functions") is not None:
             kwargs["allowed_functions"] = frozenset(kwargs["allowed_functions"])
         if "opt_in" in kwargs:
@@ -315,10 +331,40 @@ class DisclosurePolicy:
 
         ``defaults`` are settings (field names) that apply where the file gives none, in
         place of the class's defaults (a Flower node's ``mpc_proxies``, for one).
+
+        Raises
+        ------
+        InputError
+            Naming the file: when it cannot be read or is not TOML, when it has a ``[policy]``
+            table and settings outside it (they would be ignored), or on a bad setting.
         """
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-        return cls.from_mapping({**(defaults or {}), **data.get("policy", data)})
+        where = f"policy file {str(path)!r}"
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise InputError(f"{where} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"{where} is not valid TOML: {exc}") from None
+        except OSError as exc:  # a directory, no permission
+            raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
+        table = data
+        if "policy" in data:
+            table = data["policy"]
+            if not isinstance(table, dict):
+                raise InputError(f"{where}: policy must be a table ([policy]); got {table!r}")
+            # Settings above the table would otherwise be dropped: min_count = 20 written
+            # before [policy] left the site at the default of 5.
+            outside = sorted(set(data) - {"policy"})
+            if outside:
+                raise InputError(
+                    f"{where} has settings outside its [policy] table: {outside}; put them "
+                    "in the table (or write the file without one)"
+                )
+        try:
+            return cls.from_mapping({**(defaults or {}), **table})
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
 
     def check_function(self, site: str, function: str) -> None:
         """Refuse a site function that is not in ``allowed_functions``.
