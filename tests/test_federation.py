@@ -368,3 +368,55 @@ def test_toml_policy_error_names_the_site_and_file(tmp_path):
     toml.write_text('[sites.a]\npath = "a.csv"\n[sites.a.policy]\nmin_cont = 3\n')
     with pytest.raises(InputError, match=r"^site 'a' in '.*fed\.toml': unknown policy setting"):
         Federation.from_toml(toml)
+
+
+def test_toml_mpc_paths_are_relative_to_the_file_like_its_other_paths(tmp_path, monkeypatch):
+    """Before: ``path``, ``audit``, ``secagg_key`` and ``roster`` were read relative to the
+    federation file, but ``mpc_proxies`` and ``mpc_owner_key`` in its policy relative to the
+    process's working directory: run from elsewhere, ``mpc_proxies = "cluster/cluster.toml"``
+    pinned whatever cluster file that directory held (or none), and the owner key was another
+    file. Both now resolve against the file's folder; "any" and "none" stay words."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "a.csv").write_text("label,score\n" + "1,0.9\n0,0.1\n" * 5)
+    (conf / "b.csv").write_text("label,score\n" + "1,0.9\n0,0.1\n" * 5)
+    toml = conf / "fed.toml"
+    toml.write_text(
+        '[policy]\nmpc_proxies = "cluster/cluster.toml"\n'
+        '[sites.a]\npath = "a.csv"\n[sites.a.policy]\nmpc_owner_key = "keys/a.key"\n'
+        '[sites.b]\npath = "b.csv"\n[sites.b.policy]\nmpc_proxies = "none"\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    policies = {n: s.policy for n, s in Federation.from_toml(toml).transport._sites.items()}
+    assert policies["a"].mpc_proxies == str(conf / "cluster" / "cluster.toml")
+    assert policies["a"].mpc_owner_key == str(conf / "keys" / "a.key")
+    assert policies["b"].mpc_proxies == "none" and policies["b"].mpc_owner_key is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('policy = "strict"\n[sites.a]\npath = "a.csv"\n', "policy must be a table"),
+        ('columns = "y"\n[sites.a]\npath = "a.csv"\n', "columns must be a table"),
+        ('[sites.a]\npath = "a.csv"\npolicy = "strict.toml"\n', "policy must be a table"),
+        ('[sites]\na = "a.csv"\n', r"site 'a' .*must be a table"),
+        ('[sites.a]\npath = "a.csv"\naudit = ""\n', "audit must be a path"),
+        ('[sites.a]\npath = "a.csv"\naudit = ["a.jsonl"]\n', "audit must be a path"),
+        ('[sites.a]\npath = ""\n', "path must be a path"),
+        ('[sites.a]\npath = "a.csv"\nnoise_seed = 7.5\n', "noise_seed must be"),
+        ('[sites.a]\npath = "a.csv"\nnoise_seed = "7"\n', "noise_seed must be"),
+    ],
+)
+def test_toml_settings_of_the_wrong_shape_are_refused_naming_the_file(tmp_path, text, message):
+    """Before: a ``policy`` or ``columns`` that is not a table ended in TypeError ('str' object
+    is not a mapping), ``audit = ""`` in IsADirectoryError on the file's folder, a list in
+    TypeError; ``noise_seed = 7.5`` seeded the noise with 7 and ``noise_seed = "7"`` with 7
+    (the seed is for simulations; a value the operator did not write is not taken)."""
+    (tmp_path / "a.csv").write_text("label,score\n" + "1,0.9\n0,0.1\n" * 5)
+    toml = tmp_path / "fed.toml"
+    toml.write_text(text)
+    with pytest.raises(InputError, match=message) as info:
+        Federation.from_toml(toml)
+    assert repr(str(toml)) in str(info.value)

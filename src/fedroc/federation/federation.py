@@ -17,7 +17,7 @@ from fedroc.federation.roster import SiteIdentity, load_identity, provide_identi
 from fedroc.federation.site import AuditLog, Site, split_meta
 from fedroc.federation.transport import InProcessTransport, Transport
 from fedroc.privacy.ledger import DPEvent
-from fedroc.privacy.policy import DisclosurePolicy
+from fedroc.privacy.policy import DisclosurePolicy, policy_paths_relative_to
 
 __all__ = ["CallRecord", "Federation", "Released"]
 
@@ -375,46 +375,85 @@ class Federation:
                 "known: sites, columns, policy, roster"
             )
         base = config_path.parent
+        where = repr(str(config_path))
+        top_columns = _toml_table(config, "columns", f"federation file {where}")
+        # The file's own policy paths (an MPC cluster, an owner key) mean its folder, as its
+        # other paths do; the caller's settings stay as given.
+        top_policy = policy_paths_relative_to(
+            _toml_table(config, "policy", f"federation file {where}"), base
+        )
         sites = []
         for name, cfg in sites_cfg.items():
+            if not isinstance(cfg, dict):
+                raise InputError(
+                    f"site {name!r} in {where} must be a table ([sites.{name}] with path = "
+                    f"...); got {cfg!r}"
+                )
             if "path" not in cfg:
-                raise InputError(f"site {name!r} in {str(config_path)!r} has no 'path'")
-            cols = {**config.get("columns", {}), **cfg.get("columns", {}), **(columns or {})}
+                raise InputError(f"site {name!r} in {where} has no 'path'")
+            known = {"path", "columns", "policy", "audit", "noise_seed", "secagg_key", "roster"}
+            unknown = sorted(set(cfg) - known)
+            if unknown:
+                raise InputError(f"site {name!r} in {where} has unknown key(s) {unknown}")
+            context = f"site {name!r} in {where}"
+            site_columns = _toml_table(cfg, "columns", context)
+            cols = {**top_columns, **site_columns, **(columns or {})}
             pos_label = cols.pop("pos_label", None)
             unknown = sorted(set(cols) - {"label", "score", "cluster", "score_b"})
             if unknown:
                 raise InputError(
-                    f"site {name!r} in {str(config_path)!r}: unknown column setting(s) "
+                    f"{context}: unknown column setting(s) "
                     f"{unknown}; known: label, score, score_b, cluster, pos_label"
                 )
+            site_policy_table = policy_paths_relative_to(_toml_table(cfg, "policy", context), base)
             try:
                 site_policy = DisclosurePolicy.from_mapping(
-                    {**config.get("policy", {}), **cfg.get("policy", {}), **(policy or {})}
+                    {**top_policy, **site_policy_table, **(policy or {})}
                 )
             except InputError as exc:  # which site of which file
-                raise InputError(f"site {name!r} in {str(config_path)!r}: {exc}") from None
-            audit = cfg.get("audit")
-            known = {"path", "columns", "policy", "audit", "noise_seed", "secagg_key", "roster"}
-            unknown = sorted(set(cfg) - known)
-            if unknown:
+                raise InputError(f"{context}: {exc}") from None
+            path_value = _toml_path(cfg, "path", context)
+            audit = _toml_path(cfg, "audit", context)
+            noise_seed = cfg.get("noise_seed")
+            if noise_seed is not None and (
+                isinstance(noise_seed, bool) or not isinstance(noise_seed, int) or noise_seed < 0
+            ):
                 raise InputError(
-                    f"site {name!r} in {str(config_path)!r} has unknown key(s) {unknown}"
+                    f"{context}: noise_seed must be a non-negative integer; got {noise_seed!r}"
                 )
             if audit_dir is not None:  # relative to the caller's directory, not the file's
-                audit = Path(audit_dir).absolute() / f"{name}.jsonl"
+                audit = str(Path(audit_dir).absolute() / f"{name}.jsonl")
             sites.append(
                 Site.from_file(
                     name,
-                    base / cfg["path"],
+                    base / str(path_value),
                     Columns(**cols),
                     pos_label=pos_label,
                     policy=site_policy,
                     audit=None if audit is None else AuditLog(base / audit),
-                    noise_seed=cfg.get("noise_seed"),
+                    noise_seed=noise_seed,
                     identity=_toml_identity(name, cfg, config, base, config_path),
                 )
             )
         return cls.from_sites(sites, **kwargs)
+
+
+def _toml_table(config: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    """Return the table ``config[key]`` (empty when absent); anything else is refused."""
+    value = config.get(key, {})
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: {key} must be a table ([{key}]); got {value!r}")
+    return value
+
+
+def _toml_path(config: Mapping[str, Any], key: str, where: str) -> str | None:
+    """Return the path ``config[key]`` (None when absent); an empty or non-string one is refused."""
+    value = config.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{where}: {key} must be a path; got {value!r}")
+    return value
 
 
 def _toml_identity(

@@ -685,7 +685,11 @@ class Site:
     ) -> None:
         if not name or not isinstance(name, str):
             raise InputError(f"a site needs a non-empty name; got {name!r}")
-        if noise_seed is not None and (isinstance(noise_seed, bool) or int(noise_seed) < 0):
+        if noise_seed is not None and (
+            isinstance(noise_seed, (bool, np.bool_))
+            or not isinstance(noise_seed, (int, np.integer))
+            or noise_seed < 0
+        ):  # 7.5 or "7" is not a seed the operator wrote: refused, not truncated
             raise InputError(f"noise_seed must be a non-negative integer; got {noise_seed!r}")
         self.name = name
         self._data = data

@@ -97,6 +97,24 @@ def _is_number(value: Any) -> bool:
     )
 
 
+def policy_paths_relative_to(values: Mapping[str, Any], base: str | Path) -> dict[str, Any]:
+    """Return a policy table whose relative file paths are taken from ``base``.
+
+    ``mpc_proxies`` (unless ``"any"`` or ``"none"``) and ``mpc_owner_key`` name files that are
+    read when a job comes, from whatever the working directory is then; a configuration
+    file's paths mean its own folder, as its other paths do. Values that are not strings are
+    left for the policy's checks.
+    """
+    out = dict(values)
+    proxies = out.get("mpc_proxies")
+    if isinstance(proxies, str) and proxies.strip() and proxies not in ("any", "none"):
+        out["mpc_proxies"] = str(Path(base).absolute() / proxies)
+    key = out.get("mpc_owner_key")
+    if isinstance(key, str) and key.strip():
+        out["mpc_owner_key"] = str(Path(base).absolute() / key)
+    return out
+
+
 @dataclass(frozen=True)
 class DisclosurePolicy:
     """What a site may release.
@@ -329,6 +347,8 @@ class DisclosurePolicy:
     ) -> DisclosurePolicy:
         """Read a policy from a TOML file: its ``[policy]`` table, or the whole file.
 
+        Relative ``mpc_proxies`` and ``mpc_owner_key`` paths are taken from the file's folder.
+
         ``defaults`` are settings (field names) that apply where the file gives none, in
         place of the class's defaults (a Flower node's ``mpc_proxies``, for one).
 
@@ -362,6 +382,7 @@ class DisclosurePolicy:
                     "in the table (or write the file without one)"
                 )
         try:
+            table = policy_paths_relative_to(table, Path(path).parent)
             return cls.from_mapping({**(defaults or {}), **table})
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
