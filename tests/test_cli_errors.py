@@ -624,6 +624,29 @@ def test_supernode_refuses_an_unreadable_mpc_cluster_before_it_starts(capsys, tm
     ]
 
 
+@pytest.mark.parametrize("value", ["", " , "])
+def test_supernode_refuses_an_empty_allowed_functions(capsys, tmp_path, monkeypatch, value):
+    """Before: ``--allowed-functions ""`` (an unset shell variable, say) was dropped and the
+    node served every site function, while ``allowed-functions = ""`` in a node config served
+    none (measured: the node started, exit 0, with no allowed-functions in its node config);
+    now both are refused, naming the option, before the node starts."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import node
+
+    monkeypatch.setattr(node, "supervise", lambda args, **_: 0)  # never connect
+    data = tmp_path / "a.csv"
+    data.write_text("label,score\n1,0.5\n0,0.2\n")
+    args = ["flower", "supernode", "--superlink", "127.0.0.1:1", "--site", "a"]
+    args += ["--data", str(data), "--insecure", "--node-dir", str(tmp_path / "node")]
+    code, out, err = run_main(capsys, [*args, "--allowed-functions", value])
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: --allowed-functions names no function ({value!r}); leave it out to allow "
+        "every function"
+    ]
+    assert not (tmp_path / "node").exists()
+
+
 # -- a bad data file: the message names the site, the file and the value -----------------
 
 

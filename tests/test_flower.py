@@ -176,6 +176,37 @@ def test_node_config_parses_and_round_trips(tmp_path: Path) -> None:
     assert tomllib.loads(text) == parsed.to_node_config()
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("noise-seed", "7", "noise-seed must be a non-negative integer; got '7'"),
+        ("noise-seed", 7.9, "noise-seed must be a non-negative integer; got 7.9"),
+        ("noise-seed", True, "noise-seed must be a non-negative integer; got True"),
+        ("noise-seed", "", "noise-seed must be a non-negative integer; got ''"),
+        ("allowed-functions", "", "allowed-functions names no function"),
+        ("allowed-functions", " , ", "allowed-functions names no function"),
+        ("allowed-functions", ["fedroc.info"], "allowed-functions must be a comma-separated"),
+        ("min-count", "5", "min-count must be an integer; got '5'"),
+        ("allow-noisy", "false", "allow-noisy must be true or false; got 'false'"),
+        ("epsilon-limit", "inf", "epsilon-limit must be a number; got 'inf'"),
+        ("mpc-max-jobs", 2.0, "mpc-max-jobs must be a non-negative integer; got 2.0"),
+        ("policy-file", "", "policy-file must be a path"),
+        ("policy-file", "/nonexistent/policy.toml", "policy-file: policy file .* does not exist"),
+        ("audit", ["a.jsonl"], "audit must be a path"),
+    ],
+)
+def test_a_node_config_value_of_the_wrong_type_is_refused_naming_its_key(key, value, message):
+    """Before: noise-seed = "7" and true were taken as 7 and 1, 7.9 as 7, "" ended in
+    ValueError; allowed-functions = "" let the node serve nothing while the same empty
+    --allowed-functions of ``fedroc flower supernode`` let it serve every function, and a
+    TOML list became the names "['fedroc.info']"; policy refusals named the Python field
+    (min_count) not the node config key; policy-file = "" ended in IsADirectoryError, a
+    missing one in FileNotFoundError."""
+    node = {"site": "a", "data": "x.csv"}
+    with pytest.raises(InputError, match=message):
+        SiteNodeConfig.from_node_config({**node, key: value})
+
+
 def test_a_nodes_policy_file_takes_no_mpc_proxies_unless_it_names_them(tmp_path: Path) -> None:
     """A policy file read by a node: without ``mpc_proxies`` the node's default ("none"),
     not the in-process default ("any")."""
@@ -307,7 +338,7 @@ def test_a_node_that_pins_an_mpc_cluster_serves_only_mpc_unless_its_operator_say
     [
         ({"site": "a", "data": "x.csv", "min_count": 3}, "unknown node config key"),
         ({"data": "x.csv"}, "needs 'site'"),
-        ({"site": "a", "data": "x.csv", "min-count": 0}, "min_count"),
+        ({"site": "a", "data": "x.csv", "min-count": 0}, "min-count must be a positive integer"),
         ({"site": "a", "data": "x.csv", "min-count": 3, "policy-file": "p.toml"}, "not both"),
     ],
 )

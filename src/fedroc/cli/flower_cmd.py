@@ -66,7 +66,13 @@ def _policy_config(
         config["epsilon-limit"] = epsilon_limit
     if delta_limit is not None:
         config["delta-limit"] = delta_limit
-    if allowed_functions:
+    if allowed_functions is not None:
+        if not any(f.strip() for f in allowed_functions.split(",")):
+            # Dropped, it allowed every function (a node config's "" allows none).
+            raise InputError(
+                f"--allowed-functions names no function ({allowed_functions!r}); leave it out "
+                "to allow every function"
+            )
         config["allowed-functions"] = allowed_functions
     return config
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -96,7 +97,50 @@ NODE_CONFIG_KEYS: tuple[str, ...] = (
 
 
 def _path(config: Mapping[str, Any], key: str) -> Path | None:
-    return Path(str(config[key])) if str(config.get(key, "")).strip() else None
+    """Return the path ``config[key]``: None when absent or blank; refuse a non-string."""
+    value = config.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise InputError(f"node config {key} must be a path; got {value!r}")
+    return Path(value) if str(value).strip() else None
+
+
+def _node_terms(exc: InputError) -> InputError:
+    """Return a policy refusal in the node config's words: ``min-count``, not ``min_count``."""
+    text = str(exc)
+    for key, name in _POLICY_KEYS.items():
+        text = re.sub(rf"\b{name}\b", key, text)
+    return InputError(f"node config: {text}")
+
+
+def _noise_seed(config: Mapping[str, Any]) -> int | None:
+    """Return the node's ``noise-seed`` (simulations only); refuse all but an integer >= 0."""
+    seed = config.get("noise-seed")
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        # "7" or 7.9 is not what the operator wrote a seed as; never truncated or parsed.
+        raise InputError(f"node config noise-seed must be a non-negative integer; got {seed!r}")
+    return seed
+
+
+def _allowed_functions(value: Any) -> list[str]:
+    """Split ``allowed-functions`` (comma-separated); an empty list is refused."""
+    if not isinstance(value, str):
+        raise InputError(
+            "node config allowed-functions must be a comma-separated string, e.g. "
+            f"'fedroc.info,fedroc.sum'; got {value!r}"
+        )
+    names = [f.strip() for f in value.split(",") if f.strip()]
+    if not names:
+        # Empty would serve no function, and an empty --allowed-functions of fedroc flower
+        # supernode meant every function: refused rather than read either way.
+        raise InputError(
+            f"node config allowed-functions names no function ({value!r}); leave it out to "
+            "allow every function"
+        )
+    return names
 
 
 @dataclass(frozen=True)
@@ -168,17 +212,27 @@ class SiteNodeConfig:
                     "give the policy either as 'policy-file' or as keys "
                     f"{sorted(k for k in _POLICY_KEYS if k in config)}, not both"
                 )
-            policy = DisclosurePolicy.from_toml(
-                Path(str(config["policy-file"])), defaults={"mpc_proxies": NODE_MPC_PROXIES}
-            )
+            policy_file = _path(config, "policy-file")
+            if policy_file is None:
+                raise InputError(
+                    f"node config policy-file must be a path; got {config['policy-file']!r}"
+                )
+            try:
+                policy = DisclosurePolicy.from_toml(
+                    policy_file, defaults={"mpc_proxies": NODE_MPC_PROXIES}
+                )
+            except InputError as exc:
+                raise InputError(f"node config policy-file: {exc}") from None
         else:
             if "allowed_functions" in policy_items:
-                text = str(policy_items["allowed_functions"])
-                policy_items["allowed_functions"] = [
-                    f.strip() for f in text.split(",") if f.strip()
-                ]
+                policy_items["allowed_functions"] = _allowed_functions(
+                    policy_items["allowed_functions"]
+                )
             policy_items.setdefault("mpc_proxies", NODE_MPC_PROXIES)
-            policy = DisclosurePolicy.from_mapping(policy_items)
+            try:
+                policy = DisclosurePolicy.from_mapping(policy_items)
+            except InputError as exc:
+                raise _node_terms(exc) from None
         modules = tuple(
             m.strip() for m in str(config.get("site-modules", "")).split(",") if m.strip()
         )
@@ -192,7 +246,7 @@ class SiteNodeConfig:
             pos_label=config.get("pos-label"),
             policy=policy,
             site_modules=modules,
-            noise_seed=None if config.get("noise-seed") is None else int(config["noise-seed"]),
+            noise_seed=_noise_seed(config),
             node_dir=_path(config, "node-dir"),
             audit=_path(config, "audit"),
             secagg_key=_path(config, "secagg-key"),
