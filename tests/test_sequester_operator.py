@@ -594,6 +594,27 @@ def test_serve_refuses_bad_operator_options(capsys, tmp_path):
         assert word in capsys.readouterr().err
 
 
+def test_serve_warns_when_a_leftover_environment_variable_seeds_the_noise(
+    capsys, tmp_path, monkeypatch
+):
+    """``FEDROC_SEQUESTER_NOISE_SEED`` (the hidden ``--noise-seed``, for tests) seeded every
+    answer's noise without a word: a variable left in a production environment made the
+    noise removable by whoever knows it. The server now says so when it starts."""
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
+    monkeypatch.setenv("FEDROC_SEQUESTER_NOISE_SEED", "7")
+    token = tmp_path / "admin.token"
+    token.write_text("t" * 40)
+    token.chmod(0o600)
+    main(["sequester", "serve", "--db", str(tmp_path / "x.db"), "--admin-token-file", str(token)])
+    err = capsys.readouterr().err
+    assert "noise is seeded (7" in err and "FEDROC_SEQUESTER_NOISE_SEED" in err
+    monkeypatch.delenv("FEDROC_SEQUESTER_NOISE_SEED")
+    main(["sequester", "serve", "--db", str(tmp_path / "y.db"), "--admin-token-file", str(token)])
+    assert "seeded" not in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- real server
 
 

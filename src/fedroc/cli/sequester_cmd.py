@@ -250,6 +250,12 @@ def serve_command(
         max_body_bytes=max(1024, int(max_body_mb * 2**20)), rate_limit=rate_limit,
         rate_burst=rate_burst,
     )  # fmt: skip
+    if noise_seed is not None:
+        err.print(
+            f"[yellow]warning:[/] the answers' noise is seeded ({noise_seed}; --noise-seed or "
+            f"{SEED_ENV}): anyone who knows the seed can remove it. For tests only.",
+            highlight=False,
+        )
     store = app.state.store
     for row in store.plans():
         if row["mechanism"] == "h-thresholdout":
