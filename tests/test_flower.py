@@ -311,6 +311,21 @@ def test_a_node_whose_executor_runs_the_bundles_clientapp_serves_no_fedroc_job(
     assert "--isolation process beside 'fedroc flower executor'" in reply.error.reason
 
 
+def test_a_node_with_a_seeded_noise_says_so_in_its_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``noise-seed`` in a node config makes the site's DP noise reproducible (tests and
+    simulations); left in a real node's config, it went unmentioned. The node's log says it."""
+    data = tmp_path / "north.csv"
+    make_multisite((30,), seed=1)["site1"].to_csv(data, index=False)
+    config = {"site": "north", "data": str(data), "node-dir": str(tmp_path / "node")}
+    with caplog.at_level("WARNING", logger="fedroc.flower"):
+        SiteNodeConfig.from_node_config(config).build()
+        assert "seeded" not in caplog.text
+        SiteNodeConfig.from_node_config({**config, "noise-seed": 3}).build()
+    assert "its DP noise is seeded (node config noise-seed = 3)" in caplog.text
+
+
 def test_a_node_that_pins_an_mpc_cluster_serves_only_mpc_unless_its_operator_says() -> None:
     """``mpc_only``: unset, on where the cluster is pinned and no allowed_functions are
     listed (the MPC job keeps P and N secret); the operator's ``mpc-only`` decides over it,

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import re
 import threading
@@ -304,6 +305,13 @@ class SiteNodeConfig:
         """
         for module in self.site_modules:
             importlib.import_module(module)
+        if self.noise_seed is not None:  # in the node's log: a leftover would be unsafe
+            logging.getLogger("fedroc.flower").warning(
+                "site %r: its DP noise is seeded (node config noise-seed = %d): reproducible "
+                "simulations and tests only; whoever knows the seed can remove the noise",
+                self.site,
+                self.noise_seed,
+            )
         return Site.from_file(
             self.site,
             self.data,
