@@ -2646,9 +2646,10 @@ def test_s5_a_revoked_token_reads_nothing_on_another_worker_after_a_few_seconds(
     """S5 (what S3 left). Worker B keeps the developers of the tokens it has seen; a revoke
     or rotation on worker A (one database) did not reach B's memory, so B answered the old
     token's reads (``/v1/me``, the developer's history of AUC answers, its budget) until it
-    restarted. Measured on main 215f097: after a revoke on A, B answered 3 of 3 reads with the
-    revoked token, seconds later as at once. Now a worker trusts its memory of a token for
-    ``TOKEN_TTL`` seconds only (5 by default; 0.2 here), then asks the database again."""
+    restarted. Measured on main def9d67 (after S3): after a revoke on A, B answered 3 of 3
+    reads with the revoked token, seconds later as at once. Now a worker trusts its memory
+    of a token for ``TOKEN_TTL`` seconds only (5 by default; 0.2 here), then asks the
+    database again."""
     import time
 
     from fedroc.sequester import db as seqdb
