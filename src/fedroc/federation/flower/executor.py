@@ -33,9 +33,7 @@ Two ways to run it:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import logging
 import subprocess
 import sys
 import sysconfig
@@ -44,12 +42,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fedroc.exceptions import InputError
 from fedroc.federation.flower._process import die_with_parent, option_value
-from fedroc.federation.flower.node import InProcessExecutor, RuntimeApi, write_runtime_secret
+from fedroc.federation.flower.node import InProcessExecutor, RuntimeApi, in_process_isolation
 
 __all__ = ["HttpExecutor", "main", "run_beside_stock_node"]
-
-log = logging.getLogger("fedroc.flower")
 
 DEFAULT_RUNTIME_API = "127.0.0.1:9094"  # flower-supernode's --host and --port defaults
 _ACQUIRE = "/flwr.proto.Runtime/AcquireTask"
@@ -151,23 +148,14 @@ def run_beside_stock_node(flower_args: Sequence[str]) -> int:
     ``--isolation process``). Returns the node's exit status; the executor stops with it.
     """
     args = list(flower_args)
-    isolation = option_value(args, "--isolation", "process")
-    if isolation != "process":
-        raise SystemExit(
-            f"fedroc's executor runs beside a node in 'process' isolation; got --isolation "
-            f"{isolation} (that mode runs the ClientApp the run's bundle names)"
-        )
-    if "--isolation" not in args:
-        args += ["--isolation", "process"]
     config = option_value(args, "--node-config", "")
     node_config = Path(config) if config.endswith(".toml") and Path(config).is_file() else None
-    secret_file = option_value(args, "--superexec-auth-secret-file")
-    made = None
-    if secret_file is None:
-        node_dir = None if node_config is None else node_config.resolve().parent
-        made = write_runtime_secret(node_dir, "superexec.secret")
-        secret_file = str(made)
-        args += ["--superexec-auth-secret-file", secret_file]
+    node_dir = None if node_config is None else node_config.resolve().parent
+    try:
+        made = in_process_isolation(args, node_dir, "superexec.secret")
+    except InputError as exc:
+        raise SystemExit(str(exc)) from None
+    secret_file = option_value(args, "--superexec-auth-secret-file", "")
     host = option_value(args, "--host", DEFAULT_RUNTIME_API.split(":")[0])
     port = option_value(args, "--port", DEFAULT_RUNTIME_API.split(":")[1])
     node = subprocess.Popen(
@@ -190,22 +178,6 @@ def run_beside_stock_node(flower_args: Sequence[str]) -> int:
             made.unlink(missing_ok=True)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fedroc-executor",
-        description="Run fedroc's ClientApp for the tasks of a stock flower-supernode in "
-        "'process' isolation (no ClientApp from a run's bundle).",
-    )
-    parser.add_argument("--runtime-api-address", default=DEFAULT_RUNTIME_API)
-    parser.add_argument("--superexec-auth-secret-file", type=Path)
-    parser.add_argument("--node-config", type=Path)
-    tls = parser.add_mutually_exclusive_group(required=True)
-    tls.add_argument("--insecure", action="store_true")
-    tls.add_argument("--root-certificates", type=Path)
-    parser.add_argument("--poll", type=float, default=0.05)
-    return parser
-
-
 def serve(
     runtime_api_address: str = DEFAULT_RUNTIME_API,
     *,
@@ -213,7 +185,6 @@ def serve(
     node_config: Path | None = None,
     insecure: bool = False,
     root_certificates: Path | None = None,
-    poll: float = 0.05,
 ) -> None:
     """Run :class:`HttpExecutor` until interrupted (``fedroc flower executor``)."""
     executor = HttpExecutor(
@@ -222,30 +193,27 @@ def serve(
         insecure=insecure,
         root_certificates=None if root_certificates is None else root_certificates.read_bytes(),
         node_config=node_config,
-        poll=poll,
     )
     with contextlib.suppress(KeyboardInterrupt):
         executor.run()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m fedroc.federation.flower.executor [node FLOWER-ARGS... | OPTIONS]``."""
+    """``python -m fedroc.federation.flower.executor node FLOWER-SUPERNODE-ARGS...``.
+
+    The launcher :func:`run_beside_stock_node` (what ``LocalDeployment(tuned=False)`` runs);
+    the executor alone, beside a node its operator started, is ``fedroc flower executor``.
+    """
     from fedroc.federation.flower._logs import configure
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["node"]:
-        configure("supernode", site=None)
-        raise SystemExit(run_beside_stock_node(args[1:]))
-    ns = _parser().parse_args(args)
-    configure("executor", site=None)
-    serve(
-        ns.runtime_api_address,
-        secret_file=ns.superexec_auth_secret_file,
-        node_config=ns.node_config,
-        insecure=ns.insecure,
-        root_certificates=ns.root_certificates,
-        poll=ns.poll,
-    )
+    if args[:1] != ["node"]:
+        raise SystemExit(
+            "usage: python -m fedroc.federation.flower.executor node FLOWER-SUPERNODE-ARGS...; "
+            "beside a node of your own: fedroc flower executor --help"
+        )
+    configure("supernode", site=None)
+    raise SystemExit(run_beside_stock_node(args[1:]))
 
 
 if __name__ == "__main__":

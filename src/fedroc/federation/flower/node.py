@@ -69,7 +69,14 @@ from fedroc.federation.flower._tuning import (
     tune_supernode_polling,
 )
 
-__all__ = ["CLIENT_APP_REF", "InProcessExecutor", "main", "run_supernode", "write_runtime_secret"]
+__all__ = [
+    "CLIENT_APP_REF",
+    "InProcessExecutor",
+    "in_process_isolation",
+    "main",
+    "run_supernode",
+    "write_runtime_secret",
+]
 
 log = logging.getLogger("fedroc.flower")
 
@@ -358,15 +365,46 @@ def write_runtime_secret(node_dir: Path | None, name: str = "runtime-api.secret"
     In ``node_dir`` as ``name``, or a temporary file without a node directory.
     """
     if node_dir is None:
-        fd, name = tempfile.mkstemp(prefix="fedroc-runtime-", suffix=".secret")
+        fd, temporary = tempfile.mkstemp(prefix="fedroc-runtime-", suffix=".secret")
         os.close(fd)
-        path = Path(name)
+        path = Path(temporary)
     else:
         path = node_dir / name
     path.touch(mode=0o600)
     os.chmod(path, 0o600)
     path.write_bytes(secrets.token_bytes(32))
     return path
+
+
+def in_process_isolation(
+    args: list[str], node_dir: Path | None, secret_name: str = "runtime-api.secret"
+) -> Path | None:
+    """Give ``flower-supernode`` arguments ``process`` isolation and a SuperExec secret.
+
+    ``args`` change in place: ``--isolation process`` unless given, and
+    ``--superexec-auth-secret-file`` with a fresh secret (:func:`write_runtime_secret`)
+    unless given. Another isolation is refused: in ``subprocess`` isolation Flower's own
+    executor runs the ClientApp the run's bundle names, not fedroc's (R46).
+
+    Returns
+    -------
+    Path or None
+        The secret file written, or None when ``args`` named one.
+    """
+    isolation = option_value(args, "--isolation", "process")
+    if isolation != "process":
+        raise InputError(
+            "fedroc's executor runs the ClientApp itself (isolation 'process'); got "
+            f"--isolation {isolation}, where Flower's executor runs the ClientApp the run's "
+            "bundle names"
+        )
+    if "--isolation" not in args:
+        args += ["--isolation", "process"]
+    if option_value(args, "--superexec-auth-secret-file", ""):
+        return None
+    secret = write_runtime_secret(node_dir, secret_name)
+    args += ["--superexec-auth-secret-file", str(secret)]
+    return secret
 
 
 def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> None:
@@ -379,20 +417,9 @@ def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> Non
         STATUS.configure(node_dir / STATUS_NAME, site)
         with contextlib.suppress(OSError, ValueError):
             previous = json.loads((node_dir / STATUS_NAME).read_text())
-    isolation = option_value(args, "--isolation", "")
-    if isolation and isolation != "process":
-        raise InputError(
-            f"fedroc's SuperNode runs the ClientApp itself (isolation 'process'); "
-            f"got --isolation {isolation}"
-        )
-    if not isolation:
-        args += ["--isolation", "process"]
-    secret = None
-    if not option_value(args, "--superexec-auth-secret-file", ""):
-        # The executor calls the Runtime API in this process; over HTTP, AcquireTask then
-        # needs this secret, which nothing outside the process knows.
-        secret = write_runtime_secret(node_dir)
-        args += ["--superexec-auth-secret-file", str(secret)]
+    # The executor calls the Runtime API in this process; over HTTP, AcquireTask then needs
+    # the secret, which nothing outside the process knows.
+    secret = in_process_isolation(args, node_dir)
     tune_supernode_polling(fast)
     tune_node_activation(previous_session_end(previous, time.time()))
     tune_supernode_middleware()
