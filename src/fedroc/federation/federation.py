@@ -14,7 +14,7 @@ from fedroc.data import Columns
 from fedroc.exceptions import InputError
 from fedroc.federation.records import Record, check_record
 from fedroc.federation.roster import SiteIdentity, load_identity, provide_identities
-from fedroc.federation.site import AuditLog, Site, split_meta
+from fedroc.federation.site import AuditLog, Site, check_noise_seed, split_meta
 from fedroc.federation.transport import InProcessTransport, Transport
 from fedroc.privacy.ledger import DPEvent
 from fedroc.privacy.policy import DisclosurePolicy, policy_paths_relative_to
@@ -414,13 +414,10 @@ class Federation:
                 raise InputError(f"{context}: {exc}") from None
             path_value = _toml_path(cfg, "path", context)
             audit = _toml_path(cfg, "audit", context)
-            noise_seed = cfg.get("noise_seed")
-            if noise_seed is not None and (
-                isinstance(noise_seed, bool) or not isinstance(noise_seed, int) or noise_seed < 0
-            ):
-                raise InputError(
-                    f"{context}: noise_seed must be a non-negative integer; got {noise_seed!r}"
-                )
+            try:
+                noise_seed = check_noise_seed(cfg.get("noise_seed"))
+            except InputError as exc:  # which site of which file
+                raise InputError(f"{context}: {exc}") from None
             if audit_dir is not None:  # relative to the caller's directory, not the file's
                 audit = str(Path(audit_dir).absolute() / f"{name}.jsonl")
             sites.append(

@@ -72,6 +72,7 @@ __all__ = [
     "aggregate_input",
     "bind_before_reading",
     "binding_refused",
+    "check_noise_seed",
     "get_site_function",
     "registered_site_functions",
     "site_function",
@@ -644,6 +645,18 @@ DIRECT_MODS: tuple[Mod, ...] = (audit_mod, direct_release_mod, schema_mod, discl
 AGGREGATE_MODS: tuple[Mod, ...] = (aggregate_release_mod, schema_mod, binding_mod)
 
 
+def check_noise_seed(seed: Any, name: str = "noise_seed") -> int | None:
+    """Return a site's noise seed (None, or an integer >= 0), refusing anything else.
+
+    7.5 or "7" is not a seed the operator wrote: refused by ``name``, not truncated or parsed.
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"{name} must be a non-negative integer; got {seed!r}")
+    return int(seed)
+
+
 class Site:
     """One site: its rows, its policy, its audit log and its state between calls.
 
@@ -685,12 +698,7 @@ class Site:
     ) -> None:
         if not name or not isinstance(name, str):
             raise InputError(f"a site needs a non-empty name; got {name!r}")
-        if noise_seed is not None and (
-            isinstance(noise_seed, (bool, np.bool_))
-            or not isinstance(noise_seed, (int, np.integer))
-            or noise_seed < 0
-        ):  # 7.5 or "7" is not a seed the operator wrote: refused, not truncated
-            raise InputError(f"noise_seed must be a non-negative integer; got {noise_seed!r}")
+        noise_seed = check_noise_seed(noise_seed)
         self.name = name
         self._data = data
         self.policy = policy or DisclosurePolicy()
@@ -703,7 +711,7 @@ class Site:
             self.ledger = BudgetLedger(path=ledger_path_for(self.audit.path))
         else:
             self.ledger = BudgetLedger()
-        self.noise_seed = None if noise_seed is None else int(noise_seed)
+        self.noise_seed = noise_seed
         if identity is not None and identity.name != name:
             raise InputError(f"site {name!r} was given the identity of site {identity.name!r}")
         self.identity = identity

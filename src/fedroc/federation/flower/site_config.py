@@ -58,7 +58,7 @@ from typing import Any
 from fedroc.data import Columns
 from fedroc.exceptions import InputError
 from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, SiteIdentity, load_identity
-from fedroc.federation.site import Site
+from fedroc.federation.site import Site, check_noise_seed
 from fedroc.privacy.policy import DEFAULT_EPSILON_LIMIT, DisclosurePolicy
 
 __all__ = ["NODE_CONFIG_KEYS", "SiteNodeConfig", "cached_site"]
@@ -113,17 +113,6 @@ def _node_terms(exc: InputError) -> InputError:
     for key, name in _POLICY_KEYS.items():
         text = re.sub(rf"\b{name}\b", key, text)
     return InputError(f"node config: {text}")
-
-
-def _noise_seed(config: Mapping[str, Any]) -> int | None:
-    """Return the node's ``noise-seed`` (simulations only); refuse all but an integer >= 0."""
-    seed = config.get("noise-seed")
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        # "7" or 7.9 is not what the operator wrote a seed as; never truncated or parsed.
-        raise InputError(f"node config noise-seed must be a non-negative integer; got {seed!r}")
-    return seed
 
 
 def _allowed_functions(value: Any) -> list[str]:
@@ -247,7 +236,7 @@ class SiteNodeConfig:
             pos_label=config.get("pos-label"),
             policy=policy,
             site_modules=modules,
-            noise_seed=_noise_seed(config),
+            noise_seed=check_noise_seed(config.get("noise-seed"), "node config noise-seed"),
             node_dir=_path(config, "node-dir"),
             audit=_path(config, "audit"),
             secagg_key=_path(config, "secagg-key"),
