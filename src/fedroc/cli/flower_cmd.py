@@ -365,8 +365,7 @@ def run(
 
 def _owner_key(site: str, path: Path | None, home: Path) -> Path:
     """Return the node's MPC owner key file: ``path`` (checked) or NODE_DIR/owner.key (made)."""
-    import json
-
+    from fedroc.mpc.certs import owner_line
     from fedroc.mpc.owner import load_owner_key, owner_public_bytes, write_owner_key
 
     if path is not None:
@@ -384,7 +383,7 @@ def _owner_key(site: str, path: Path | None, home: Path) -> Path:
             public = write_owner_key(key)
     err.print(
         f"MPC owner key {key}; the cluster's operator registers it under [owners]: "
-        f"{json.dumps(site)} = {json.dumps(public.hex())}",
+        + owner_line(site, public),
         highlight=False,
     )
     return key

@@ -101,8 +101,7 @@ def owner_key(
     name: Annotated[str, typer.Option(help="The owner's name (as in its bundles).")],
 ) -> None:
     """Make a data owner's signing key; prints the line to add under [owners]."""
-    import json
-
+    from fedroc.mpc.certs import owner_line
     from fedroc.mpc.owner import check_owner_name, write_owner_key
 
     check_owner_name(name)
@@ -110,7 +109,7 @@ def owner_key(
         raise InputError(f"{str(out_path)!r} exists already; choose another file")
     public = write_owner_key(out_path)
     err.print(f"owner key of {name!r} written to {out_path}; register it in cluster.toml:")
-    sys.stdout.write(f"{json.dumps(name)} = {json.dumps(public.hex())}\n")
+    sys.stdout.write(owner_line(name, public) + "\n")
 
 
 @mpc_app.command("new-job")

@@ -10,6 +10,7 @@ owner only its own key; the TOML file names the files each side needs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,14 @@ from fedroc.mpc.messages import CLIENT_CN, party_cn
 from fedroc.mpc.owner import check_owner_name, write_owner_key
 from fedroc.mpc.seal import write_key_pair
 
-__all__ = ["CLIENT_CN", "generate_cluster", "owner_key_file", "owners_table", "party_cn"]
+__all__ = [
+    "CLIENT_CN",
+    "generate_cluster",
+    "owner_key_file",
+    "owner_line",
+    "owners_table",
+    "party_cn",
+]
 
 
 def generate_cluster(
@@ -98,6 +106,15 @@ def generate_cluster(
 def owner_key_file(name: str) -> str:
     """File name of an owner's key in a cluster directory: ``owner-NAME.key``."""
     return "owner-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".key"
+
+
+def owner_line(name: str, key: bytes) -> str:
+    """Return the line an owner's operator sends for the cluster file's ``[owners]`` table.
+
+    ``"NAME" = "HEX"`` (a quoted TOML key, whatever the name), as ``fedroc mpc owner-key``
+    and ``fedroc flower supernode --mpc-proxies`` print it.
+    """
+    return f"{json.dumps(name)} = {json.dumps(key.hex())}"
 
 
 def owners_table(owners: Mapping[str, bytes]) -> list[str]:
