@@ -12,7 +12,18 @@ Candidates, each at 95%:
 - ``newcombe5``: Newcombe (2006) method 5, the score-type interval of Hanley-McNeil's
   variance with N* = (m + n) / 2 (a model variance that ignores ties);
 - ``bootstrap``: fedroc's stratified percentile bootstrap (``bootstrap=`` of the pooled
-  method; 500 samples, on the first 200 replicates).
+  method; 500 samples, on the first 200 replicates);
+- ``score``: :func:`fedroc.metrics.score_ci`, Newcombe's method 5 with the variance of the
+  tied data (Hanley-McNeil's model with the rows' tie pattern; equal to ``newcombe5``
+  without ties);
+- ``auto``: fedroc's default since this script's second version
+  (:func:`fedroc.metrics.small_sample_ci`): ``logit`` with 100 rows of each class or more,
+  below that the union of ``logit`` and ``score``.
+
+The last five designs were added with ``score`` and ``auto``: 75 to 100 positives at a high
+AUC (where the threshold of 100 matters), 5-level scores with 20 positives, and two larger
+designs where ``logit`` covers. Each design draws from its own seeded generator, so the
+first nine rows are those of the first version.
 
 For each: coverage (MCSE), mean width, and the share of misses with the truth below the
 interval, which tells the mechanism (the positives' placement values are skewed at high
@@ -33,7 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize, special, stats
 
-from fedroc.metrics import ScoreCounts, roc_auc
+from fedroc.metrics import ScoreCounts, roc_auc, score_ci
 
 CELLS = [  # (levels, auc, prevalence, n)
     (None, 0.95, 0.05, 300),
@@ -45,6 +56,12 @@ CELLS = [  # (levels, auc, prevalence, n)
     (None, 0.8, 0.2, 300),
     (None, 0.6, 0.5, 100),
     (5, 0.95, 0.5, 100),
+    (None, 0.95, 0.05, 1500),
+    (None, 0.95, 0.05, 2000),
+    (None, 0.99, 0.1, 1000),
+    (5, 0.9, 0.1, 200),
+    (None, 0.7, 0.3, 1000),
+    (5, 0.8, 0.3, 1000),
 ]
 Z = float(stats.norm.ppf(0.975))
 
@@ -88,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261128)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    names = ("logit", "logit-t", "wald", "newcombe5", "bootstrap")
+    names = ("logit", "logit-t", "wald", "newcombe5", "bootstrap", "score", "auto")
     print(
         "| rated | AUC | prevalence | n | AUC 0/1 (no logit CI) | "
         + " | ".join(f"{k}: coverage (MCSE), width, truth below" for k in names)
@@ -119,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "logit-t": logit(d.auc, d.se, q),
                 "wald": d.confidence_interval(method="wald"),
                 "newcombe5": newcombe5(d.auc, p, n - p),
+                "score": score_ci(d.auc, p, n - p, ties=d.ties),
+                "auto": d.ci,
             }
             if rep < 200:
                 boot = counts.bootstrap_auc(500, seed=rep).confidence_interval()

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from sklearn import metrics as skm
 
+import fedroc
 from fedroc.cli import main
 
 
@@ -60,6 +61,7 @@ def test_metrics_json_matches_sklearn(capsys, site_files):
         "n_neg",
         "auc",
         "auc_se",
+        "auc_ci",
         "auc_ci_logit",
         "auc_ci_wald",
         "average_precision",
@@ -75,6 +77,11 @@ def test_metrics_json_matches_sklearn(capsys, site_files):
     lo, _ = res["auc_ci_wald"]
     assert lo == pytest.approx(res["auc"] - 1.959963984540054 * res["auc_se"])
     assert len(res["auc_ci_logit"]) == 2 and res["auc_ci_logit"][0] < res["auc"]
+    # The default interval holds the logit one (its union with the score interval below
+    # 100 rows of a class) and is the library's.
+    (lo, hi), (llo, lhi) = res["auc_ci"], res["auc_ci_logit"]
+    assert lo <= llo and hi >= lhi
+    assert res["auc_ci"] == pytest.approx(list(fedroc.delong(y, s).ci), abs=1e-12)
 
 
 def test_metrics_table_and_null_brier(capsys, tmp_path):

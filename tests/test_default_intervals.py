@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,10 @@ import pytest
 from fedroc.data import Columns, SiteData
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
-from fedroc.methods import evaluate, pool_site_data
+from fedroc.federation.federation import Released
+from fedroc.methods import EvaluationResult, _small_class_caveat, evaluate, pool_site_data
+from fedroc.metrics import logit_ci
+from fedroc.metrics._delong import SMALL_CLASS
 from tests._cli import run_main
 from tests._scripts import load_script
 
@@ -65,23 +69,51 @@ def _rare_frames(prevalence: float, shift: float) -> dict[str, pd.DataFrame]:
 
 
 @pytest.mark.parametrize("method", ["pooled", "histogram"])
-def test_a_small_class_at_a_high_auc_is_said_to_make_the_interval_too_narrow(method):
+def test_a_small_class_gets_the_small_sample_interval_without_a_caveat(method):
     # The audit measured the logit interval at 0.81-0.91 with 5 to 50 rows of the smaller
-    # class at a high AUC (scripts/results/coverage_audit_pooled.md): the result says so,
-    # and not where it covers (300 positives, or 35 at an AUC near 0.6).
-    for prevalence, shift, warned in ((0.03, 2.5, True), (0.3, 2.5, False), (0.03, 0.0, False)):
+    # class at a high AUC (scripts/results/coverage_audit_pooled.md); these methods now give
+    # fedroc's default (small_sample_ci), which covers there
+    # (scripts/results/delong_small_sample.md): wider than the logit interval below 100
+    # rows of a class, the logit interval itself from 100 on, and no caveat either way.
+    for prevalence, shift, small in ((0.03, 2.5, True), (0.3, 2.5, False)):
         frames = _rare_frames(prevalence, shift)
         pooled = pool_site_data({k: SiteData.from_frame(v, Columns()) for k, v in frames.items()})
         res = evaluate(
             Federation.from_frames(frames), method, pooled=pooled if method == "pooled" else None
         )
-        m = min(res.extra["n_pos"], res.extra["n_neg"])
-        said = [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]
-        assert bool(said) == warned, (prevalence, shift, m, res.auc, said)
-        if warned:
-            assert f"with {m:.0f} rows in the smaller class" in said[0]
+        assert (min(res.extra["n_pos"], res.extra["n_neg"]) < SMALL_CLASS) == small
+        assert not [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]
+        logit = logit_ci(res.auc, res.extra["auc_se"])
+        if small:
+            assert res.auc_ci[0] < logit[0] - 0.01 and res.auc_ci[1] >= logit[1]
+        else:
+            assert res.auc_ci == pytest.approx(logit, abs=1e-12)
     with pytest.raises(InputError, match="pooled must be a SiteData"):
         evaluate(Federation.from_frames(frames), "pooled", pooled=pd.concat(frames.values()))
+
+
+def test_the_mpc_logit_interval_of_a_small_class_is_said_to_be_too_narrow():
+    # The MPC method keeps the logit interval (the default needs the class counts and the
+    # tie pattern, which the MPC job keeps secret), so it keeps the caveat where the audit
+    # measured it low, and not where it covers (300 positives, or 35 at an AUC near 0.6).
+    def mpc_result(auc: float, n_pos: int, n_neg: int) -> EvaluationResult:
+        return EvaluationResult(
+            method="mpc",
+            sites=[],
+            auc=auc,
+            auc_ci=(auc - 0.05, min(1.0, auc + 0.05)),
+            released=Released.pooled(n_pos + n_neg),
+            extra={"n_pos": n_pos, "n_neg": n_neg},
+        )
+
+    for auc, n_pos, warned in ((0.95, 23, True), (0.95, 300, False), (0.6, 35, False)):
+        res = _small_class_caveat(mpc_result(auc, n_pos, 1000 - n_pos))
+        said = [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]
+        assert bool(said) == warned, (auc, n_pos, said)
+        if warned:
+            assert f"with {n_pos} rows in the smaller class" in said[0]
+    pooled = replace(mpc_result(0.95, 23, 977), method="pooled")
+    assert "caveats" not in _small_class_caveat(pooled).extra
 
 
 def test_the_command_line_prints_null_and_the_reason(capsys, tmp_path):

@@ -432,14 +432,20 @@ _FEW_ROWS, _FEW_ROWS_HIGH_AUC, _HIGH_AUC = 10, 50, 0.8
 def _small_class_caveat(result: EvaluationResult) -> EvaluationResult:
     """Say where DeLong's logit interval covers less than its level (few rows of a class).
 
-    fedroc's audit (``scripts/coverage_audit.py``, 1000 runs a cell) measured the interval
-    of the pooled reference (the histogram and MPC methods give the same one) at 0.81 to
-    0.91 for a nominal 0.95 with 5 to 50 rows of the smaller class at a high AUC: the
-    placements of a small class miss its rare extreme rows, which makes the AUC high and
-    its SE small together.
+    fedroc's audit (``scripts/coverage_audit.py``, 1000 runs a cell) measured the logit
+    interval at 0.81 to 0.91 for a nominal 0.95 with 5 to 50 rows of the smaller class at a
+    high AUC: the placements of a small class miss its rare extreme rows, which makes the
+    AUC high and its SE small together. The pooled method and the histogram under secure
+    aggregation give fedroc's default instead (:func:`fedroc.metrics.small_sample_ci`,
+    which covers there, scripts/results/delong_small_sample.md); the MPC method keeps the
+    logit interval (the default needs the class counts and the tie pattern, which the MPC
+    job keeps secret), and the histogram under DP has an interval of its own.
     """
     n_pos, n_neg = result.extra.get("n_pos"), result.extra.get("n_neg")
-    if result.auc_ci is None or result.method not in ("pooled", "histogram", "mpc"):
+    without_default = result.method == "mpc" or (
+        result.method == "histogram" and result.extra.get("mode") != "secure-aggregation"
+    )
+    if result.auc_ci is None or not without_default:
         return result
     if n_pos is None or n_neg is None or not math.isfinite(result.auc):
         return result

@@ -86,7 +86,7 @@ def run_pooled(
     else:
         res, counts, extra = _unweighted(data, inputs, n_bins, bootstrap)
         details = PooledDetails(res, counts)
-        auc, auc_ci = res.auc, res.confidence_interval(method="logit")
+        auc, auc_ci = res.auc, res.ci
     if max_fpr is not None:
         extra["max_fpr"] = max_fpr
         extra["partial_auc"] = counts.auc(max_fpr=max_fpr)
@@ -147,6 +147,7 @@ def _unweighted(
     extra: dict[str, Any] = {
         **_counts_extra(data, counts),
         "auc_se": res.se,
+        "auc_ci_logit": res.confidence_interval(method="logit"),
         "auc_ci_wald": res.confidence_interval(method="wald"),
         "brier": brier_score(y, s) if is_prob else None,
         "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,

@@ -1224,6 +1224,9 @@ class ScoreCounts(ResultMixin):
     def delong(self, *, confidence_level: float = 0.95) -> DeLongResult:
         """AUC with DeLong's variance, ``var(V10) / n_pos + var(V01) / n_neg`` (ddof 1).
 
+        The result keeps where the rows tie (:class:`~fedroc.metrics.TiePattern`, both
+        classes' totals at each level) for its default interval with a small class.
+
         The sample variances run over rows: each level's placement value weighted by its
         count (weights act as frequency weights). NaN when a class has no rows, and the
         variance is NaN (with a warning) below two rows per class.
@@ -1232,7 +1235,7 @@ class ScoreCounts(ResultMixin):
         -------
         DeLongResult
         """
-        from fedroc.metrics._delong import DeLongResult
+        from fedroc.metrics._delong import DeLongResult, TiePattern
 
         level = check_confidence(confidence_level)
         p, n = self.n_pos, self.n_neg
@@ -1256,7 +1259,8 @@ class ScoreCounts(ResultMixin):
             var10 = float(np.dot(self.pos, v10)) / (p - 1)
             var01 = float(np.dot(self.neg, v01)) / (n - 1)
             variance = var10 / p + var01 / n
-        return DeLongResult(auc, variance, round(p), round(n), level)
+        ties = TiePattern.from_level_counts((self.pos + self.neg)[::-1])
+        return DeLongResult(auc, variance, round(p), round(n), level, ties=ties)
 
     # -- bootstrap -------------------------------------------------------------------------
     def bootstrap_auc(

@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
+from scipy import optimize, stats
 
 from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
-from fedroc._validation import FloatArray, check_binary, check_confidence, check_scores
+from fedroc._validation import BoolArray, FloatArray, check_binary, check_confidence, check_scores
 from fedroc.exceptions import InputError
 from fedroc.metrics._counts import BootstrapAUCResult, PlacementSums, ScoreCounts
 from fedroc.metrics._scored import score_counts_metric
@@ -33,6 +33,7 @@ __all__ = [
     "DeLongResult",
     "PairedDeLongResult",
     "PlacementValues",
+    "TiePattern",
     "auc_ci",
     "delong",
     "delong_from_counts",
@@ -40,10 +41,12 @@ __all__ = [
     "logit_ci",
     "logit_test_greater",
     "placement_values",
+    "score_ci",
+    "small_sample_ci",
     "wald_ci",
 ]
 
-CIMethod = Literal["logit", "wald"]
+CIMethod = Literal["auto", "logit", "wald", "score"]
 AUCCIMethod = Literal["delong", "bootstrap"]
 
 
@@ -148,6 +151,238 @@ def wald_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[floa
     return (max(0.0, auc - z * se), min(1.0, auc + z * se))
 
 
+# Below this many rows of a class the default interval (``method="auto"``) is the union of
+# the logit and score intervals; from it on, the logit interval alone. fedroc's measurements
+# (scripts/results/delong_small_sample.md) found the logit interval below its level with 5
+# to 50 rows of the smaller class and at its level from 60 on.
+SMALL_CLASS = 100
+
+
+@dataclass(frozen=True, repr=False)
+class TiePattern(ResultMixin):
+    """Where the rows tie, by increasing score: the data the score interval's model keeps.
+
+    Consecutive untied rows (one row at a score) form one untied segment; each score held
+    by more than one row (both classes together) is a tied segment. Only the totals of
+    both classes enter, so the pattern says nothing of where the positives are.
+
+    Attributes
+    ----------
+    rows : ndarray of float64, shape (n_segments,)
+        Rows in each segment, by increasing score.
+    tied : ndarray of bool, shape (n_segments,)
+        Whether the segment is one tied score (True) or a run of untied rows (False).
+
+    Examples
+    --------
+    >>> t = TiePattern.from_level_counts([1, 1, 3, 1, 2])
+    >>> t.rows.tolist(), t.tied.tolist()
+    ([2.0, 3.0, 1.0, 2.0], [False, True, False, True])
+    """
+
+    rows: FloatArray
+    tied: BoolArray
+
+    @classmethod
+    def from_level_counts(cls, counts: ArrayLike) -> TiePattern:
+        """Build the pattern from the rows at each distinct score, by increasing score."""
+        c = np.asarray(counts, dtype=np.float64).ravel()
+        c = c[c > 0]
+        if c.size == 0:
+            return cls(np.zeros(0), np.zeros(0, dtype=bool))
+        tied = c > 1.0
+        start = tied | np.r_[True, tied[:-1]]
+        rows = np.bincount(np.cumsum(start) - 1, weights=c).astype(np.float64)
+        return cls(rows, tied[start])
+
+    @classmethod
+    def untied(cls) -> TiePattern:
+        """Pattern of scores without ties (the continuous model of Hanley and McNeil)."""
+        return cls(np.ones(1), np.zeros(1, dtype=bool))
+
+
+def _lehmann_cuts(lam: float, prevalence: float, above: FloatArray) -> FloatArray:
+    """Solve ``(1 - pi) v + pi v**lam = above`` for v in (0, 1], element-wise.
+
+    ``v = 1 - u`` is the negatives' survival at the latent cut u whose pooled survival is
+    ``above``. Newton on log v: the left side's log is convex and increasing in log v, and
+    the start makes it non-negative, so the iterates decrease monotonically to the root.
+    """
+    target = np.log(above)
+    log_v = target / max(1.0, lam)
+    for _ in range(200):
+        a = (1.0 - prevalence) * np.exp(log_v)
+        b = prevalence * np.exp(lam * log_v)
+        step = (np.log(a + b) - target) * (a + b) / (a + lam * b)
+        log_v = log_v - step
+        if not np.any(np.abs(step) > 1e-14 * np.maximum(1.0, np.abs(log_v))):
+            break
+    return np.exp(log_v)
+
+
+def _lehmann_auc_variance(
+    latent_auc: float, ties: TiePattern, n_pos: float, n_neg: float
+) -> tuple[float, float]:
+    """AUC and variance of the AUC estimate under the tied Lehmann model (ties 1/2).
+
+    The model: on a latent scale the negatives are uniform on (0, 1) and the positives'
+    survival is ``(1 - u)**lam``, ``lam = (1 - A) / A`` (Hanley and McNeil's negative
+    exponential model, whose AUC is A); the observed scores are the latent ones with each
+    tied segment of ``ties`` collapsed to one value, the cuts placed where the model's
+    pooled distribution (prevalence ``n_pos / (n_pos + n_neg)``) has the observed share of
+    rows. The variance is the exact one of the Mann-Whitney AUC (ties 1/2) under that model,
+    ``(s2 + (N* - 1) (xi10 + xi01)) / (n_pos n_neg)`` with Newcombe's ``N* = (n_pos + n_neg)
+    / 2``; without ties it is Newcombe's method 5 variance.
+    """
+    lam = (1.0 - latent_auc) / latent_auc
+    prevalence = n_pos / (n_pos + n_neg)
+    above = 1.0 - np.cumsum(ties.rows)[:-1] / ties.rows.sum()
+    v = np.concatenate(([1.0], _lehmann_cuts(lam, prevalence, np.clip(above, 1e-300, 1.0)), [0.0]))
+    va, vb = v[:-1], v[1:]
+    pa, pb = va**lam, vb**lam
+    f0, f1 = va - vb, pa - pb  # mass of each segment: negatives, positives
+    l1, l2 = lam / (lam + 1.0), lam / (lam + 2.0)
+    below_pos = 1.0 - va + f0 / 2.0  # placement of a positive in a tied segment
+    above_neg = pb + f1 / 2.0  # placement of a negative in a tied segment
+    tied = ties.tied
+    # Untied segments: integrals over the latent scale in closed form.
+    auc = np.where(tied, f1 * below_pos, pa * (1.0 - l1 * va) - pb * (1.0 - l1 * vb)).sum()
+    q10 = np.where(
+        tied,
+        f1 * below_pos**2,
+        pa * (1.0 - 2.0 * l1 * va + l2 * va * va) - pb * (1.0 - 2.0 * l1 * vb + l2 * vb * vb),
+    ).sum()
+    q01 = np.where(
+        tied, f0 * above_neg**2, (va ** (2 * lam + 1) - vb ** (2 * lam + 1)) / (2 * lam + 1)
+    ).sum()
+    tie_prob = np.where(tied, f1 * f0, 0.0).sum()
+    s2 = auc - tie_prob / 4.0 - auc * auc
+    half = (n_pos + n_neg) / 2.0 - 1.0
+    variance = (s2 + half * (q10 - auc * auc + q01 - auc * auc)) / (n_pos * n_neg)
+    return float(auc), max(float(variance), 0.0)
+
+
+@fill_doc
+def score_ci(
+    auc: float,
+    n_pos: float,
+    n_neg: float,
+    confidence_level: float = 0.95,
+    *,
+    ties: TiePattern | None = None,
+) -> tuple[float, float]:
+    """Score interval of the AUC with a model variance that knows the ties.
+
+    The set of AUCs A the z-test ``(AUC - A)**2 <= z**2 V(A)`` does not reject, where V(A)
+    is the variance the AUC estimate would have if A were the truth: Newcombe's (2006)
+    method 5 (Hanley and McNeil's exponential model, ``N* = (n_pos + n_neg) / 2``), with
+    the scores tied as ``ties`` says (:func:`_lehmann_auc_variance`). Without ties it is
+    Newcombe's method 5; with ties it is narrower (on 5-level scores by about a quarter).
+    The variance is taken at the candidate AUC, not at the estimate, so a sample that misses
+    the small class's rare extreme rows (a high AUC with a small DeLong SE) does not also
+    narrow the interval.
+
+    Parameters
+    ----------
+    auc : float
+        Estimated AUC (ties 1/2).
+    n_pos, n_neg : float
+        Rows of each class.
+    {confidence_level}
+    ties : TiePattern, optional
+        Where the rows tie (:meth:`TiePattern.from_level_counts`); None: no ties.
+
+    Returns
+    -------
+    low, high : float
+        NaN when ``auc`` is not finite or a class has no rows.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in score_ci(0.95, 15, 285)]
+    [0.8487, 0.9835]
+    """
+    z = _z(confidence_level)
+    if not math.isfinite(auc) or not (n_pos > 0 and n_neg > 0):
+        return (float("nan"), float("nan"))
+    pattern = TiePattern.untied() if ties is None or ties.rows.size == 0 else ties
+
+    def model(latent: float) -> tuple[float, float]:
+        return _lehmann_auc_variance(latent, pattern, n_pos, n_neg)
+
+    def excess(latent: float) -> float:
+        a, v = model(latent)
+        return (auc - a) ** 2 - z * z * v
+
+    lo_lat, hi_lat = 1e-9, 1.0 - 1e-9
+    if model(lo_lat)[0] >= auc:
+        centre = lo_lat
+    elif model(hi_lat)[0] <= auc:
+        centre = hi_lat
+    else:
+        centre = optimize.brentq(lambda t: model(t)[0] - auc, lo_lat, hi_lat, xtol=1e-13)
+    inside = excess(centre) <= 0
+    bounds = []
+    for edge in (lo_lat, hi_lat):
+        if excess(edge) <= 0:
+            bounds.append(model(edge)[0])
+        elif not inside:
+            bounds.append(auc)
+        else:
+            a, b = sorted((edge, centre))
+            bounds.append(model(optimize.brentq(excess, a, b, xtol=1e-12))[0])
+    return (min(bounds[0], auc), max(bounds[1], auc))
+
+
+@fill_doc
+def small_sample_ci(
+    auc: float,
+    se: float,
+    n_pos: float,
+    n_neg: float,
+    confidence_level: float = 0.95,
+    *,
+    ties: TiePattern | None = None,
+) -> tuple[float, float]:
+    """Fedroc's default AUC interval: logit, joined with the score interval for a small class.
+
+    With at least ``SMALL_CLASS`` (100) rows of each class, the logit interval of paper 1
+    eq. 3 (:func:`logit_ci`). Below, the smallest interval holding both the logit interval
+    and :func:`score_ci` (their union): the logit interval covered 81% to 92% at 95% with
+    5 to 50 rows of the smaller class at a high AUC, the union 95% or more in every design
+    of scripts/delong_small_sample.py. NaN where the logit interval is (AUC 0 or 1, no
+    variance).
+
+    Parameters
+    ----------
+    auc : float
+        Estimated AUC.
+    se : float
+        Its DeLong standard error.
+    n_pos, n_neg : float
+        Rows of each class.
+    {confidence_level}
+    ties : TiePattern, optional
+        Where the rows tie; None: no ties (the score interval is then Newcombe's method 5).
+
+    Returns
+    -------
+    low, high : float
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in small_sample_ci(0.95, 0.012, 15, 285)]
+    [0.8487, 0.9835]
+    >>> small_sample_ci(0.8, 0.03, 200, 800) == logit_ci(0.8, 0.03)
+    True
+    """
+    low, high = logit_ci(auc, se, confidence_level)
+    if not (math.isfinite(low) and math.isfinite(high)) or min(n_pos, n_neg) >= SMALL_CLASS:
+        return (low, high)
+    s_low, s_high = score_ci(auc, n_pos, n_neg, confidence_level, ties=ties)
+    return (min(low, s_low), max(high, s_high))
+
+
 @dataclass(frozen=True, repr=False)
 class PlacementValues(ResultMixin):
     """Placement values of each class.
@@ -215,6 +450,8 @@ class DeLongResult(ResultMixin):
         Level of :attr:`ci` and the default of :meth:`confidence_interval`.
     method : str
         "delong", for reports.
+    ties : TiePattern or None
+        Where the rows tie (the score interval's model); None: taken as untied.
     """
 
     auc: float
@@ -223,6 +460,7 @@ class DeLongResult(ResultMixin):
     n_neg: int
     confidence_level: float = 0.95
     method: str = field(default="delong")
+    ties: TiePattern | None = field(default=None, repr=False, compare=False)
 
     @property
     def se(self) -> float:
@@ -231,19 +469,28 @@ class DeLongResult(ResultMixin):
 
     @property
     def ci(self) -> tuple[float, float]:
-        """Logit-scale interval at :attr:`confidence_level`."""
+        """The default interval (``method="auto"``) at :attr:`confidence_level`."""
         return self.confidence_interval()
 
     def confidence_interval(
-        self, confidence_level: float | None = None, *, method: CIMethod = "logit"
+        self, confidence_level: float | None = None, *, method: CIMethod = "auto"
     ) -> tuple[float, float]:
-        """``(low, high)``: logit-scale (paper 1 eq. 3, default) or Wald (pROC)."""
+        """``(low, high)`` of the AUC by ``method``.
+
+        "auto" (default): :func:`small_sample_ci`, the logit interval with at least 100 rows
+        of each class and its union with the score interval below; "logit": paper 1 eq. 3;
+        "wald": pROC's; "score": :func:`score_ci` with :attr:`ties`.
+        """
         level = self.confidence_level if confidence_level is None else confidence_level
+        if method == "auto":
+            return small_sample_ci(self.auc, self.se, self.n_pos, self.n_neg, level, ties=self.ties)
         if method == "logit":
             return logit_ci(self.auc, self.se, level)
         if method == "wald":
             return wald_ci(self.auc, self.se, level)
-        raise InputError(f"method must be 'logit' or 'wald'; got {method!r}")
+        if method == "score":
+            return score_ci(self.auc, self.n_pos, self.n_neg, level, ties=self.ties)
+        raise InputError(f"method must be 'auto', 'logit', 'wald' or 'score'; got {method!r}")
 
     def test_greater(self, a0: float) -> tuple[float, float]:
         """One-sided test of H0: AUC <= a0 against H1: AUC > a0 on the logit scale.
@@ -261,6 +508,7 @@ class DeLongResult(ResultMixin):
             [
                 ("AUC", self.auc),
                 ("SE (DeLong)", self.se),
+                (f"{level:.0%} CI (default)", self.confidence_interval()),
                 (f"{level:.0%} CI (logit)", self.confidence_interval(method="logit")),
                 (f"{level:.0%} CI (Wald)", self.confidence_interval(method="wald")),
                 ("positives", self.n_pos),
@@ -286,7 +534,8 @@ def delong(counts: ScoreCounts, *, confidence_level: float = 0.95) -> DeLongResu
     Returns
     -------
     DeLongResult
-        The AUC, its variance and the class sizes; ``ci`` is the logit-scale interval.
+        The AUC, its variance and the class sizes; ``ci`` is the default interval (logit,
+        joined with the score interval below 100 rows of a class: :func:`small_sample_ci`).
 
     Examples
     --------
@@ -315,7 +564,8 @@ def auc_ci(
     {y_true}
     {y_score}
     ci_method : {"delong", "bootstrap"}, default "delong"
-        "delong": :func:`delong` (logit-scale interval by default, Wald on request).
+        "delong": :func:`delong` (:func:`small_sample_ci` by default; logit, Wald or score on
+        request).
         "bootstrap": positives and negatives resampled with replacement within their class
         (pROC's ``ci.auc(method="bootstrap", boot.stratified=TRUE)``), percentile interval.
     confidence_level : float, default 0.95

@@ -13,7 +13,7 @@ from fedroc._results import ResultMixin, format_table
 from fedroc._validation import FloatArray
 from fedroc.federation.federation import Released
 from fedroc.methods import EvaluationResult
-from fedroc.metrics import CalibrationCurve, DeLongResult, logit_ci
+from fedroc.metrics import CalibrationCurve, DeLongResult, small_sample_ci
 
 from ._curves import CurveErrors, survival_function
 from ._dp import RatioTest, dp_interval, wald_interval
@@ -147,7 +147,9 @@ class HistogramCurves(ResultMixin):
     ) -> tuple[float, float] | None:
         """Return the AUC interval, or None when :attr:`ci_withheld` says why there is none.
 
-        Logit scale (paper 1, eq. 3) under secure aggregation; under DP the inverted test of
+        Under secure aggregation fedroc's default (:func:`~fedroc.metrics.small_sample_ci`:
+        logit scale, paper 1 eq. 3, joined below 100 rows of a class with the score
+        interval on the leaves' tie pattern); under DP the inverted test of
         :class:`~._dp.RatioTest` (Fieller's interval: the noise's variance taken at each
         candidate AUC, not at the noisy estimate), widened by ``binning_bound`` and clipped
         to [0, 1]; None where that set is not bounded at this level.
@@ -156,7 +158,8 @@ class HistogramCurves(ResultMixin):
         if self.ci_withheld is not None or not math.isfinite(self.se):
             return None
         if self.mode == MODE_SA:
-            return logit_ci(self.auc, self.se, level)
+            ties = None if self.delong is None else self.delong.ties
+            return small_sample_ci(self.auc, self.se, self.n_pos, self.n_neg, level, ties=ties)
         if self.auc_test is None:
             low, high = wald_interval(self.auc, self.se, level)
             return (max(0.0, low - self.binning_bound), min(1.0, high + self.binning_bound))
