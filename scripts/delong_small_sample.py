@@ -20,9 +20,9 @@ Candidates, each at 95%:
   (:func:`fedroc.metrics.small_sample_ci`): ``logit`` with 100 rows of each class or more,
   below that the union of ``logit`` and ``score``.
 
-The last five designs were added with ``score`` and ``auto``: 75 to 100 positives at a high
-AUC (where the threshold of 100 matters), 5-level scores with 20 positives, and two larger
-designs where ``logit`` covers. Each design draws from its own seeded generator, so the
+The last seven designs were added with ``score`` and ``auto``: 75 to 300 positives at a
+high AUC (where the threshold of 100 matters), 5-level scores with 20 positives, and two
+larger designs where ``logit`` covers. Each design draws from its own seeded generator, so the
 first nine rows are those of the first version.
 
 For each: coverage (MCSE), mean width, and the share of misses with the truth below the
@@ -59,6 +59,7 @@ CELLS = [  # (levels, auc, prevalence, n)
     (None, 0.95, 0.05, 1500),
     (None, 0.95, 0.05, 2000),
     (None, 0.99, 0.1, 1000),
+    (None, 0.99, 0.1, 3000),
     (5, 0.9, 0.1, 200),
     (None, 0.7, 0.3, 1000),
     (5, 0.8, 0.3, 1000),
