@@ -143,7 +143,7 @@ PAIRED = {
 
 # Every method as a user calls it: no option but what the mode needs.
 DEFAULTS = {
-    "pooled": MethodSpec("pooled (DeLong logit)", "pooled"),
+    "pooled": MethodSpec("pooled (default: logit, with score below 100 of a class)", "pooled"),
     "histogram": MethodSpec("histogram (default: secure aggregation, Q 1024)", "histogram"),
     "histogram-dp": MethodSpec(
         "histogram (distributed DP, eps 1, other options default)",
@@ -406,8 +406,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         extra = [
             "Agreement with the pooled interval on the same runs (both gave one): the histogram",
-            "and MPC methods compute DeLong's logit interval from exact counts; ratings fall on",
-            "leaf edges, continuous scores are binned into 4096 leaves.",
+            "and MPC methods compute DeLong's interval from exact counts (the histogram under",
+            "secure aggregation fedroc's default, MPC the logit one); ratings fall on leaf",
+            "edges, continuous scores are binned into 4096 leaves.",
             "",
             "| design | n | method | runs | compared | max abs diff of the bounds |",
             "|---|---|---|---|---|---|",

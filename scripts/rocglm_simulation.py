@@ -101,7 +101,7 @@ def recommended(datasets, refs, args) -> pd.DataFrame:
                 warnings.simplefilter("ignore", FedrocWarning)
                 res = distributed_rocglm(fed, sensitivity=sens, privacy="paper", seed=i)
             paper = res.without_correction()
-            lo, hi = ref.confidence_interval()
+            lo, hi = ref.confidence_interval(method="logit")  # paper 1 eq. 3
             for variant, est in (("paper", paper), ("corrected", res)):
                 rows.append(
                     {

@@ -438,7 +438,7 @@ def test_paper_accuracy_at_recommended_settings_mean_absolute_error():
         fed, _ = federation_of(y, s, rng=rng)
         res = distributed_rocglm(fed, sensitivity=0.01, privacy="paper", correction="none")
         ref = delong(y, s)
-        lo, hi = ref.confidence_interval()
+        lo, hi = ref.confidence_interval(method="logit")
         err_auc.append(abs(res.auc - ref.auc))
         err_lo.append(abs(res.ci[0] - lo))
         err_hi.append(abs(res.ci[1] - hi))

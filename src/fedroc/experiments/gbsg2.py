@@ -166,7 +166,12 @@ class Gbsg2UseCase(ResultMixin):
         _, p_pooled = self.pooled.test_greater(self.a0)
         return [
             ("AUC", naive.auc, d.auc, self.pooled.auc),
-            (f"{level:.0%} CI (logit)", naive.ci, d.ci, self.pooled.confidence_interval(level)),
+            (
+                f"{level:.0%} CI (logit)",
+                naive.ci,
+                d.ci,
+                self.pooled.confidence_interval(level, method="logit"),
+            ),
             (f"p of H0: AUC <= {self.a0:g}", p_naive, p, p_pooled),
             ("Brier score", self.brier_distributed, self.brier_distributed, self.brier_pooled),
         ]

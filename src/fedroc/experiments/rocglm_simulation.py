@@ -119,7 +119,7 @@ def settings_grid(
     """
     refs = [delong(y, s) for y, s in datasets]
     emp = np.array([r.auc for r in refs])
-    ci = np.array([r.confidence_interval() for r in refs])
+    ci = np.array([r.confidence_interval(method="logit") for r in refs])  # paper 1 eq. 3
     bins = auc_bin(emp)
     rows = []
     for sens, eps, delta in itertools.product(sensitivities, epsilons, deltas):
