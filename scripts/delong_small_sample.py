@@ -20,10 +20,11 @@ Candidates, each at 95%:
   (:func:`fedroc.metrics.small_sample_ci`): ``logit`` with 100 rows of each class or more,
   below that the union of ``logit`` and ``score``.
 
-The last seven designs were added with ``score`` and ``auto``: 75 to 300 positives at a
-high AUC (where the threshold of 100 matters), 5-level scores with 20 positives, and two
-larger designs where ``logit`` covers. Each design draws from its own seeded generator, so the
-first nine rows are those of the first version.
+Designs 10-16 were added with ``score`` and ``auto``: 75 to 300 positives at a high AUC
+(where the threshold of 100 matters), 5-level scores with 20 positives, and two larger
+designs where ``logit`` covers; designs 17-20 give the positives' latent score an SD of 0.5
+or 2 (the negatives' 1: an asymmetric ROC curve). Each design draws from its own seeded
+generator, so the first nine rows are those of the first version.
 
 For each: coverage (MCSE), mean width, and the share of misses with the truth below the
 interval, which tells the mechanism (the positives' placement values are skewed at high
@@ -46,7 +47,7 @@ from scipy import optimize, special, stats
 
 from fedroc.metrics import ScoreCounts, roc_auc, score_ci
 
-CELLS = [  # (levels, auc, prevalence, n)
+CELLS = [  # (levels, auc, prevalence, n[, SD of the positives' latent score])
     (None, 0.95, 0.05, 300),
     (None, 0.95, 0.05, 1000),
     (None, 0.8, 0.05, 300),
@@ -63,14 +64,25 @@ CELLS = [  # (levels, auc, prevalence, n)
     (5, 0.9, 0.1, 200),
     (None, 0.7, 0.3, 1000),
     (5, 0.8, 0.3, 1000),
+    (None, 0.9, 0.05, 300, 0.5),
+    (None, 0.95, 0.05, 1000, 0.5),
+    (None, 0.9, 0.05, 300, 2.0),
+    (None, 0.95, 0.05, 1000, 2.0),
 ]
 Z = float(stats.norm.ppf(0.975))
 
 
-def simulate(n: int, prevalence: float, auc: float, levels: int | None, rng: np.random.Generator):
-    mu = math.sqrt(2.0) * float(special.ndtri(auc))
+def simulate(
+    n: int,
+    prevalence: float,
+    auc: float,
+    levels: int | None,
+    rng: np.random.Generator,
+    sd: float = 1.0,
+):
+    mu = math.sqrt(1.0 + sd * sd) * float(special.ndtri(auc))
     y = rng.random(n) < prevalence
-    s = special.ndtr(rng.normal(mu * y, 1.0))
+    s = special.ndtr(rng.normal(mu * y, np.where(y, sd, 1.0)))
     if levels:
         s = np.floor(s * levels).clip(0, levels - 1) / (levels - 1)
     return y.astype(int), s
@@ -108,21 +120,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     warnings.simplefilter("ignore")
     names = ("logit", "logit-t", "wald", "newcombe5", "bootstrap", "score", "auto")
     print(
-        "| rated | AUC | prevalence | n | AUC 0/1 (no logit CI) | "
+        "| rated | AUC | prevalence | n | positives' SD | AUC 0/1 (no logit CI) | "
         + " | ".join(f"{k}: coverage (MCSE), width, truth below" for k in names)
         + " |"
     )
-    print("|---" * (5 + len(names)) + "|")
+    print("|---" * (6 + len(names)) + "|")
     start = time.perf_counter()
-    for levels, auc, prev, n in CELLS:
+    for levels, auc, prev, n, *rest in CELLS:
+        sd = rest[0] if rest else 1.0
         t = truth(auc, levels)
-        rng = np.random.default_rng([args.seed, n, round(auc * 100), round(prev * 100)])
+        key = [args.seed, n, round(auc * 100), round(prev * 100)]
+        rng = np.random.default_rng(key if sd == 1.0 else [*key, round(sd * 100)])
         hit: dict[str, list[bool]] = {k: [] for k in names}
         width: dict[str, list[float]] = {k: [] for k in names}
         below: dict[str, int] = dict.fromkeys(names, 0)
         bound = 0
         for rep in range(args.reps):
-            y, s = simulate(n, prev, auc, levels, rng)
+            y, s = simulate(n, prev, auc, levels, rng, sd)
             p = int(y.sum())
             if p < 2 or n - p < 2:
                 continue
@@ -156,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{below[k]}/{misses}"
             )
         print(
-            f"| {'yes' if levels else 'no'} | {auc} | {prev} | {n} | {bound} | "
+            f"| {'yes' if levels else 'no'} | {auc} | {prev} | {n} | {sd:g} | {bound} | "
             + " | ".join(cells)
             + " |",
             flush=True,
