@@ -158,7 +158,7 @@ def wald_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[floa
 SMALL_CLASS = 100
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class TiePattern(ResultMixin):
     """Where the rows tie, by increasing score: the data the score interval's model keeps.
 
@@ -351,10 +351,11 @@ def small_sample_ci(
     eq. 3 (:func:`logit_ci`). Below, the smallest interval holding both the logit interval
     and :func:`score_ci` (their union): in scripts/delong_small_sample.py the logit
     interval covered 0.81 to 0.94 at 95% with 5 to 100 rows of the smaller class at a high
-    AUC, the union 0.955 to 0.999 in every design where it engages. The score interval
-    alone undercovers 5-level scores with 50 rows of each class at AUC 0.95 (0.895), the
-    logit interval alone the small classes: the union covers both. NaN where the logit
-    interval is (AUC 0 or 1, no variance).
+    AUC, the union 0.955 to 0.999 in every binormal design with equal SDs where it engages
+    (0.935 and 0.945 with the positives' SD twice the negatives'; too wide, 0.999, with it
+    half the negatives'). The score interval alone undercovers 5-level scores with 50 rows
+    of each class at AUC 0.95 (0.895), the logit interval alone the small classes: the
+    union covers both. NaN where the logit interval is (AUC 0 or 1, no variance).
 
     Parameters
     ----------
