@@ -16,7 +16,7 @@ from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.federation.federation import Released
 from fedroc.methods import EvaluationResult, _small_class_caveat, evaluate, pool_site_data
-from fedroc.metrics import logit_ci
+from fedroc.metrics import delong, logit_ci
 from fedroc.metrics._delong import SMALL_CLASS
 from tests._cli import run_main
 from tests._scripts import load_script
@@ -84,6 +84,9 @@ def test_a_small_class_gets_the_small_sample_interval_without_a_caveat(method):
         assert (min(res.extra["n_pos"], res.extra["n_neg"]) < SMALL_CLASS) == small
         assert not [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]
         logit = logit_ci(res.auc, res.extra["auc_se"])
+        # The histogram's leaves (1024 under secure aggregation) give the pooled interval.
+        pooled_ci = delong(pooled.label, pooled.score).ci
+        assert res.auc_ci == pytest.approx(pooled_ci, abs=1e-3 if method == "histogram" else 1e-15)
         if small:
             assert res.auc_ci[0] < logit[0] - 0.01 and res.auc_ci[1] >= logit[1]
         else:
