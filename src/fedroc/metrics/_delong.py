@@ -153,8 +153,9 @@ def wald_ci(auc: float, se: float, confidence_level: float = 0.95) -> tuple[floa
 
 # Below this many rows of a class the default interval (``method="auto"``) is the union of
 # the logit and score intervals; from it on, the logit interval alone. fedroc's measurements
-# (scripts/results/delong_small_sample.md) found the logit interval below its level with 5
-# to 50 rows of the smaller class and at its level from 60 on.
+# (scripts/results/delong_small_sample.md) found the logit interval below its level (0.81 to
+# 0.94 at 95%) with 5 to 100 rows of the smaller class at a high AUC, and within 1.5 Monte
+# Carlo SEs of it with 100 rows at AUC 0.95 and 300 at AUC 0.99.
 SMALL_CLASS = 100
 
 
