@@ -244,7 +244,15 @@ def test_score_sensitivity_equals_pairwise_brute_force():
 
 
 def _pooled_reference(rel, y, s, score_range=(0.0, 1.0), n_thresholds=28, bootstrap=20):
-    """Everything the distributed run computes, from the same release and the pooled rows."""
+    """Everything the distributed run computes, from the same release and the pooled rows.
+
+    The sites compute on their scores rounded to the midpoints of the default grid's 4096
+    cells over the score range (the one grid of their exact secure counts: A1 in
+    tests/test_attacks_review2.py), which is found here by a search of the edges."""
+    lo, hi = score_range
+    edges = lo + (hi - lo) * (np.arange(4097) / 4096)
+    cell = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, 4095)
+    s = (edges[cell] + edges[cell + 1]) / 2
     pos, neg = s[y], s[~y]
     t = threshold_grid(n_thresholds)
     v10 = 1.0 - survivor(rel.negative, pos)  # ties one half

@@ -45,12 +45,14 @@ __all__ = [
     "apart_from_local_trees",
     "bind_exact_counts",
     "bind_tree",
+    "bound_grid",
     "check_exact_counts",
     "clear_cuts",
     "distributed_brier",
     "distributed_calibration",
     "distributed_mean",
     "distributed_variance",
+    "grid_representatives",
     "local_tree_leaves",
     "site_probabilities",
     "site_sizes",
@@ -333,6 +335,93 @@ def bind_tree(
         )
         return
     bind_before_reading(ctx, BIND_TREE, [b, h], refusal, accepts=on_the_grid)
+
+
+# The inverses of the public score transforms (monotone maps of the real line onto (0, 1)).
+_INVERSE_TRANSFORMS = {
+    "logistic": lambda u: np.log(u) - np.log1p(-u),
+    "arctan": lambda u: np.tan(np.pi * (u - 0.5)),
+}
+
+
+@fill_doc
+def bound_grid(ctx: SiteContext, lo: float, hi: float) -> tuple[float, float, Any, int]:
+    """Return the site's one grid of exact counts, binding the default over [lo, hi] if none.
+
+    The grid is the range, transform and tree a first histogram, calibration curve or
+    clustered request bound (:func:`bind_tree`); a site that bound none binds here the
+    default grid (``2 ** EDGE_GRID_HEIGHT`` equal cells) of ``[lo, hi]`` without a
+    transform. Nothing is refused: a computation that can round its rows to any grid takes
+    the one that is bound. Bound before the site reads its rows.
+
+    Parameters
+    ----------
+    {ctx}
+    lo, hi : float
+        The range to bind when the site bound none.
+
+    Returns
+    -------
+    lo, hi : float
+        The bound range (of the transformed score).
+    transform : str or None
+        The bound transform.
+    cells : int
+        The bound tree's leaves.
+    """
+    with ctx.ledger.transaction():
+        if BIND_RANGE not in ctx.ledger.bindings:
+            ctx.ledger.bind(BIND_RANGE, [float(lo), float(hi), None])
+        if BIND_TREE not in ctx.ledger.bindings:
+            ctx.ledger.bind(BIND_TREE, [2, EDGE_GRID_HEIGHT])
+        glo, ghi, transform = ctx.ledger.bindings[BIND_RANGE]
+        b, h = (int(v) for v in ctx.ledger.bindings[BIND_TREE])
+    return float(glo), float(ghi), transform, b**h
+
+
+def grid_representatives(
+    scores: np.ndarray,
+    grid: tuple[float, float, Any, int],
+    levels: np.ndarray | None = None,
+) -> np.ndarray:
+    """Replace each score by one value per cell of ``grid`` (from :func:`bound_grid`).
+
+    An exact computation on the representatives depends on the rows only through their
+    counts per cell, whatever cutoffs or functions of the scores it applies afterwards: so
+    it tells nothing finer than the site's one grid (R31), however often it is asked. The
+    representative of a cell is its midpoint (mapped back through the grid's transform);
+    with ``levels`` (scores on a public scale, each on a level) it is the lowest level in
+    the cell, so that the scores stay on their levels (one level per cell: unchanged).
+    Scores outside the grid's range go to its end cells.
+
+    Parameters
+    ----------
+    scores : ndarray of float
+        The site's scores.
+    grid : (float, float, str or None, int)
+        ``(lo, hi, transform, cells)``.
+    levels : ndarray of float, optional
+        Sorted distinct levels that every score is one of.
+
+    Returns
+    -------
+    ndarray of float64
+        One value per cell, for each score.
+    """
+    lo, hi, transform, cells = grid
+
+    def cell(values: np.ndarray) -> np.ndarray:
+        v = np.asarray(values, np.float64)
+        t = v if transform is None else SCORE_TRANSFORMS[transform](v)
+        return leaf_index(np.clip(t, lo, hi), cells, lo, hi)
+
+    j = cell(scores)
+    if levels is not None:
+        lv = np.asarray(levels, np.float64)
+        first = np.searchsorted(cell(lv), j, side="left")  # levels sorted: cells ascending
+        return lv[np.minimum(first, lv.size - 1)]
+    mid = lo + (hi - lo) * ((j + 0.5) / cells)
+    return mid if transform is None else _INVERSE_TRANSFORMS[transform](mid)
 
 
 def _range_refused(

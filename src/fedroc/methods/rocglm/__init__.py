@@ -49,7 +49,11 @@ do not collude with it. What leaves a site, and what the site decides:
    the site's own part must be what it released, every other part must carry the
    signature of the site it is named for under the key of its operator's roster
    (:mod:`fedroc.federation.roster`). The cutoffs are then the sites' noisy scores. A site
-   without a roster sets up on its own release alone.
+   without a roster sets up on its own release alone. Which releases to pool is still the
+   analyst's choice, and cheap releases place a pooled value where it likes: so on the grid
+   rule a site computes on its scores rounded to the cells of its one grid of exact secure
+   counts (:func:`fedroc.federation.basic.grid_representatives`), and its tables tell
+   nothing finer than that grid's exact tree, however many setups (A1).
 4. The reference code's "positives" threshold rule uses each positive's score as a
    threshold. The Fisher information at chosen coefficients then discloses those scores,
    so a site runs it only if its policy opts in (``opt_in = ["rocglm.positives_rule"]``).

@@ -56,10 +56,12 @@ from fedroc.federation.basic import (
     apart_from_clear_calibration,
     apart_from_local_trees,
     bind_exact_counts,
+    bound_grid,
     clear_calibration_bins,
     clustered_clear_edges,
     confusion_thresholds,
     cuts_apart,
+    grid_representatives,
 )
 from fedroc.federation.records import Record
 from fedroc.federation.roster import SIGNATURE_BYTES
@@ -548,6 +550,17 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     # question about them per release, and names no count (unspent, it answered a count of
     # the scores below any cutoff again and again).
     ctx.state[release_key] = {"used": True}
+    # On the grid rule the tables are exact secure counts at cutoffs the analyst steers (the
+    # pooled noisy values), one table per setup and as many setups as releases: on the exact
+    # scores, a cutoff inside a cell of the site's one grid split it (A1 in
+    # tests/test_attacks_review2.py). So the site's scores enter by their cell of that grid
+    # (bound here, before the rows are read, if no other request bound one), as every exact
+    # count the site sums securely does (R31).
+    grid = None
+    if rule == "grid":
+        grid = bound_grid(
+            ctx, *((float(levels[0]), float(levels[-1])) if levels is not None else (lo, hi))
+        )
     if levels is not None:
         if not np.isin(ctx.data.score, levels).all():
             raise InputError(
@@ -565,6 +578,9 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     d = ctx.data
     pos = np.sort(d.score[d.label])
     negs = d.score[~d.label]
+    if grid is not None:
+        pos = grid_representatives(pos, grid, levels)  # nondecreasing: still sorted
+        negs = grid_representatives(negs, grid, levels)
     mixture, _ = bagged(
         neg, sigma, score_range=(lo, hi), levels=levels, replicates=int(args["bootstrap"])
     )
