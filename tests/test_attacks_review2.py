@@ -212,3 +212,28 @@ def test_rocglm_tables_at_a_steered_cutoff_do_not_split_a_leaf_of_the_bound_grid
         assert a is not None and b is not None  # the tables are answered
         told_apart += a != b
     assert told_apart == 0, f"two federations one label apart told apart in {told_apart} of 3"
+
+
+def test_a_rocglm_setup_outside_the_bound_grid_is_refused_not_collapsed():
+    """The grid tables round a site's scores to its bound grid (A1). A site whose grid was
+    bound over another range (here a refused histogram over [0, 0.5]) would round every
+    score above it into the last cell and fit nothing: its setup says so instead, and a
+    site whose grid covers its scores answers."""
+    import fedroc.methods.rocglm  # noqa: F401  (its site functions)
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(5)
+    rows = {name: _bulk(rng, 200, -1) for name in ("a", "b", "c")}
+    fed = _federation(rows)
+    with pytest.raises(FedrocError, match="outside the public score range"):
+        secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=0.5)
+    rel = _release(fed, "a", 1.0)
+    with pytest.raises(FedrocError, match=r"outside the range \[0, 0.5\] of its one grid"):
+        fed.call("rocglm.setup", sites=["a"], session="x", release=rel["release"],
+                 bootstrap=2, **_pool([("a", rel)]))  # fmt: skip
+    fresh = _federation(rows)
+    rel = _release(fresh, "a", 1.0)
+    r = fresh.call("rocglm.setup", sites=["a"], session="x", release=rel["release"],
+                   bootstrap=2, **_pool([("a", rel)]))["a"]  # fmt: skip
+    assert r["n_rows"] == 28

@@ -53,6 +53,7 @@ __all__ = [
     "distributed_mean",
     "distributed_variance",
     "grid_representatives",
+    "in_grid_range",
     "local_tree_leaves",
     "site_probabilities",
     "site_sizes",
@@ -377,6 +378,27 @@ def bound_grid(ctx: SiteContext, lo: float, hi: float) -> tuple[float, float, An
         glo, ghi, transform = ctx.ledger.bindings[BIND_RANGE]
         b, h = (int(v) for v in ctx.ledger.bindings[BIND_TREE])
     return float(glo), float(ghi), transform, b**h
+
+
+def in_grid_range(scores: np.ndarray, grid: tuple[float, float, Any, int]) -> bool:
+    """Tell whether every score lies in the range of ``grid`` (after its transform).
+
+    Parameters
+    ----------
+    scores : ndarray of float
+        The site's scores.
+    grid : (float, float, str or None, int)
+        ``(lo, hi, transform, cells)`` from :func:`bound_grid`.
+
+    Returns
+    -------
+    bool
+        False when a (transformed) score lies outside ``[lo, hi]``.
+    """
+    lo, hi, transform = grid[0], grid[1], grid[2]
+    t = np.asarray(scores, np.float64)
+    t = t if transform is None else SCORE_TRANSFORMS[transform](t)
+    return bool(((t >= lo) & (t <= hi)).all())
 
 
 def grid_representatives(

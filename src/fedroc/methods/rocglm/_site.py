@@ -62,6 +62,7 @@ from fedroc.federation.basic import (
     confusion_thresholds,
     cuts_apart,
     grid_representatives,
+    in_grid_range,
 )
 from fedroc.federation.records import Record
 from fedroc.federation.roster import SIGNATURE_BYTES
@@ -576,6 +577,17 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             "probabilities; the release is spent)"
         )
     d = ctx.data
+    if grid is not None and not in_grid_range(d.score, grid):
+        # Rounded to the grid, every score outside would collapse into an end cell: a fit
+        # of nothing, silently. (The same answer as a histogram over the bound range.)
+        glo, ghi, transform = grid[:3]
+        raise InputError(
+            f"scores of site {ctx.site!r} lie outside the range [{glo:g}, {ghi:g}]"
+            + (f" (after the {transform} transform)" if transform else "")
+            + " of its one grid of exact counts, bound by its first histogram, calibration, "
+            "clustered or ROC-GLM request; its grid-rule tables are computed on that grid "
+            "(the release is spent)"
+        )
     pos = np.sort(d.score[d.label])
     negs = d.score[~d.label]
     if grid is not None:
