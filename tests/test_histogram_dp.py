@@ -329,7 +329,7 @@ def test_dp_results_state_their_noise_instead_of_crashing():
         assert "estimated number of" in text or "class total" in text
     # Epsilon 1 over 12 levels: an estimate, its interval and the Brier score's noise.
     res = evaluate(
-        _federation(parts, 3), "histogram", quantiles=1024, dp_epsilon=1.0, pooled=pooled
+        _federation(parts, 4), "histogram", quantiles=1024, dp_epsilon=1.0, pooled=pooled
     )
     low, high = res.auc_ci
     assert low <= roc_auc(pooled.label, pooled.score) <= high

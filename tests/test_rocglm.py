@@ -291,9 +291,11 @@ def test_distributed_run_equals_pooled_computation_on_its_release(scale):
         fed, epsilon=0.5, delta=1e-4, sensitivity=0.02 if scale == "probability" else 0.3,
         score_range=score_range, seed=1, bootstrap=20,
     )  # fmt: skip
-    # The sites' own seed draws the same noise again: this is the release the run used.
+    # The sites' own seed, from fresh ledgers, draws the same noise again: this is the
+    # release the run used (its first).
+    fresh, _ = federation_of(y, s, noise_seed=5)
     rel = release_noisy_scores(
-        fed, epsilon=0.5, delta=1e-4, sensitivity=res.sensitivity, calibration="analytic"
+        fresh, epsilon=0.5, delta=1e-4, sensitivity=res.sensitivity, calibration="analytic"
     )
     ref = _pooled_reference(rel, y, s, score_range)
     paper = res.without_correction()
@@ -378,8 +380,10 @@ def test_positives_rule_needs_the_sites_opt_in_and_equals_stacked_site_tables():
     res = distributed_rocglm(
         fed, epsilon=0.5, delta=1e-4, sensitivity=0.01, thresholds="positives", bootstrap=5
     )
+    # The same seed from fresh ledgers: the run's release (its first) again.
+    fresh, _ = federation_of(y, s, k=3, noise_seed=2, opt_in=[OPT_IN_POSITIVES])
     rel = release_noisy_scores(
-        fed, epsilon=0.5, delta=1e-4, sensitivity=0.01, calibration="analytic"
+        fresh, epsilon=0.5, delta=1e-4, sensitivity=0.01, calibration="analytic"
     )
     tables = []
     for idx in parts.values():

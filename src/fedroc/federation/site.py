@@ -160,13 +160,18 @@ class SiteContext:
         None (no ``noise_seed`` in the site's configuration) tells the mechanisms of
         :mod:`fedroc.privacy` to draw from OpenDP or the operating system. With a
         ``noise_seed`` (simulations, tests) the stream is derived from (seed, site name,
-        stream), so that every site draws independently (the reference code of paper 5
-        gave all clients the same seed) and a run is reproducible. Nothing the analyst
-        sends enters either.
+        stream, the number of DP releases in the site's ledger), so that every site draws
+        independently (the reference code of paper 5 gave all clients the same seed), a run
+        from a fresh ledger is reproducible call for call, and no two releases share their
+        noise: with the same standard normal draws behind two releases at two noise scales,
+        their difference gave the draws and every score exactly (A2 in
+        tests/test_attacks_review2.py). Nothing the analyst sends enters either.
         """
         if self.noise_seed is None:
             return None
-        digest = hashlib.sha256(f"{self.site}\x00{stream}".encode()).digest()
+        with self.ledger.transaction():  # on disk: what every process of the site recorded
+            released = len(self.ledger.events)
+        digest = hashlib.sha256(f"{self.site}\x00{stream}\x00{released}".encode()).digest()
         words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
         return np.random.default_rng(np.random.SeedSequence([int(self.noise_seed), *words]))
 
