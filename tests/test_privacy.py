@@ -431,3 +431,28 @@ def test_analytic_delta_is_scipy_stats_normal_form_to_the_bit(epsilon):
         a, b = 0.3 / (2 * sigma), epsilon * sigma / 0.3
         want = float(stats.norm.cdf(a - b)) - math.exp(epsilon + float(stats.norm.logcdf(-a - b)))
         assert analytic_gaussian_delta(sigma, epsilon=epsilon, sensitivity=0.3) == want
+
+
+def test_a_ledger_transaction_inside_another_of_the_same_thread_does_not_wait_for_itself(
+    tmp_path,
+):
+    """A seeded site's noise reads its ledger in a transaction (A2 in
+    tests/test_attacks_review2.py); inside another transaction of the same thread, a file lock
+    taken through a second descriptor of the file waited for the first forever."""
+    import threading
+
+    from fedroc.privacy.ledger import BudgetLedger
+
+    ledger = BudgetLedger(path=tmp_path / "site.ledger.jsonl")
+
+    def nested() -> None:
+        with ledger.transaction():
+            ledger.bind("outer", 1)
+            with ledger.transaction():
+                ledger.bind("inner", 2)
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert BudgetLedger(path=tmp_path / "site.ledger.jsonl").bindings == {"outer": 1, "inner": 2}

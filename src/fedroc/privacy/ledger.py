@@ -151,6 +151,7 @@ class BudgetLedger:
     def __post_init__(self) -> None:
         """Open the ledger file (mode 0600, created if missing) and read what it holds."""
         self._lock = threading.RLock()
+        self._held = False  # this ledger's file lock is held (by the thread holding _lock)
         if self.path is not None:
             self.path = Path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,16 +183,22 @@ class BudgetLedger:
         budget and records a release, so that no concurrent release slips in between.
         """
         with self._lock:
-            if self.path is None:
+            if self.path is None or self._held:
+                # Held already by this thread (the lock is reentrant, a file lock taken
+                # through a second descriptor of the same file is not: it would wait forever).
                 yield self
                 return
-            with self.path.open("a+", encoding="utf-8") as fh:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                try:
-                    self._reload()
-                    yield self
-                finally:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            self._held = True
+            try:
+                with self.path.open("a+", encoding="utf-8") as fh:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                    try:
+                        self._reload()
+                        yield self
+                    finally:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            finally:
+                self._held = False
 
     def spent(self) -> tuple[float, float]:
         """Return the total ``(epsilon, delta)`` of the recorded events (basic composition)."""
