@@ -279,3 +279,21 @@ def test_a_seeded_sites_releases_at_two_scales_do_not_give_its_scores():
         hit, n = _recovered(Site("seeded", SiteData.from_arrays(y, s), noise_seed=seed))
         recovered, total = recovered + hit, total + n
     assert recovered <= total // 100, f"{recovered} of {total} scores recovered exactly"
+
+
+def test_a_refused_rocglm_setup_binds_no_grid():
+    """A setup whose score range misses the site's scores (a mistyped ``--score-range``) is
+    refused and spends its release; it does not bind the site's grid to that range for good
+    (a histogram over the scores' range is answered after it)."""
+    import fedroc.methods.rocglm  # noqa: F401  (its site functions)
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(6)
+    fed = _federation({name: _bulk(rng, 200, -1) for name in ("a", "b", "c")})
+    rel = _release(fed, "a", 1.0)
+    with pytest.raises(FedrocError, match=r"outside the score range \[0, 0.5\]"):
+        fed.call("rocglm.setup", sites=["a"], session="x", release=rel["release"],
+                 bootstrap=2, score_range=[0.0, 0.5], **_pool([("a", rel)]))  # fmt: skip
+    tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=1.0)
+    assert int(np.sum(tree["pos"]) + np.sum(tree["neg"])) == 600

@@ -551,17 +551,6 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     # question about them per release, and names no count (unspent, it answered a count of
     # the scores below any cutoff again and again).
     ctx.state[release_key] = {"used": True}
-    # On the grid rule the tables are exact secure counts at cutoffs the analyst steers (the
-    # pooled noisy values), one table per setup and as many setups as releases: on the exact
-    # scores, a cutoff inside a cell of the site's one grid split it (A1 in
-    # tests/test_attacks_review2.py). So the site's scores enter by their cell of that grid
-    # (bound here, before the rows are read, if no other request bound one), as every exact
-    # count the site sums securely does (R31).
-    grid = None
-    if rule == "grid":
-        grid = bound_grid(
-            ctx, *((float(levels[0]), float(levels[-1])) if levels is not None else (lo, hi))
-        )
     if levels is not None:
         if not np.isin(ctx.data.score, levels).all():
             raise InputError(
@@ -576,6 +565,14 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             "score_range=(lo, hi) (and an explicit sensitivity for scores that are not "
             "probabilities; the release is spent)"
         )
+    # On the grid rule the tables are exact secure counts at cutoffs the analyst steers (the
+    # pooled noisy values), one table per setup and as many setups as releases: on the exact
+    # scores, a cutoff inside a cell of the site's one grid split it (A1 in
+    # tests/test_attacks_review2.py). So the site's scores enter by their cell of that grid,
+    # as every exact count the site sums securely does (R31); if no other request bound one,
+    # the setup binds the default grid over its range, once the scale check above passed
+    # (its answer is counted by MAX_SCALES already): a mistyped range, refused, binds nothing.
+    grid = bound_grid(ctx, lo, hi) if rule == "grid" else None
     d = ctx.data
     if grid is not None and not in_grid_range(d.score, grid):
         # Rounded to the grid, every score outside would collapse into an end cell: a fit
