@@ -206,6 +206,7 @@ class MethodSpec:
     designs: tuple[str, ...] | None = None
     needs_clusters: bool = False
     compares: bool = False  # measured on the comparison (difference, its CI), not the AUC
+    interval_key: str | None = None  # the interval of ``extra[interval_key]``, not ``auc_ci``
 
 
 def _rocglm_paper(sensitivity: float, **options: Any) -> MethodSpec:
@@ -401,6 +402,8 @@ def _run_one(
                 fed, spec.method, pooled=pooled, seed=rep, calibration_bins=None, **spec.options
             )
         estimate, ci = res.auc, res.auc_ci
+        if spec.interval_key is not None:
+            ci = res.extra[spec.interval_key]
         reason = _withheld_reason(res)
         if spec.compares:  # the difference of two models and its CI
             comparison = res.extra["comparison"]

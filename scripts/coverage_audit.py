@@ -7,7 +7,7 @@ given). This audit fills the gaps: three sites, 100 to 5000 rows, prevalence 5% 
 AUC 0.6 to 0.95, rated scores (5 levels, ties), and every method called as a user calls
 it, ``evaluate(fed, method)`` with its defaults (the histogram's DP mode with only
 ``dp_epsilon=1`` given, the ROC-GLM without a sensitivity, the MPC method's interval,
-the clustered method's Wald interval).
+the clustered method's t interval).
 
 Three parts (``--part``), each with its own table:
 
@@ -144,6 +144,9 @@ PAIRED = {
 # Every method as a user calls it: no option but what the mode needs.
 DEFAULTS = {
     "pooled": MethodSpec("pooled (default: logit, with score below 100 of a class)", "pooled"),
+    "pooled-logit": MethodSpec(
+        "pooled (logit interval alone, paper 1 eq. 3)", "pooled", interval_key="auc_ci_logit"
+    ),
     "histogram": MethodSpec("histogram (default: secure aggregation, Q 1024)", "histogram"),
     "histogram-dp": MethodSpec(
         "histogram (distributed DP, eps 1, other options default)",
@@ -153,7 +156,7 @@ DEFAULTS = {
     "rocglm": MethodSpec("rocglm (default: heuristic sensitivity, eps 1)", "rocglm"),
     "mpc": MethodSpec("mpc (default, logit interval)", "mpc"),
     "clustered": MethodSpec(
-        "clustered (default: population AUC, Wald)", "clustered", needs_clusters=True
+        "clustered (default: population AUC, t on I - 1 df)", "clustered", needs_clusters=True
     ),
     "pooled-compare": MethodSpec(
         "pooled paired DeLong (difference)", "pooled", {"compare": True}, compares=True
@@ -281,7 +284,7 @@ def part_federated(
 ) -> tuple[list[Cell], list[Agreement]]:
     cells: list[Cell] = []
     agreements: list[Agreement] = []
-    methods = ["pooled", "histogram", "histogram-dp", "rocglm"]
+    methods = ["pooled", "pooled-logit", "histogram", "histogram-dp", "rocglm"]
     for name, sizes in FEDERATED_CELLS:
         design = GRID[name]
         truth = design.truth()
@@ -300,13 +303,14 @@ def part_federated(
                 for m in run:
                     _run_one(DEFAULTS[m], row_cells[m], design, frames, rep, seed)
                 got = {m: len(row_cells[m].aucs) > before[m] for m in run}
-                ref = row_cells["pooled"]
                 for m in ("histogram", "mpc"):
                     if m not in run:
                         continue
-                    c, a = row_cells[m], agree[m]
+                    # The histogram gives fedroc's default interval, MPC the logit one.
+                    r = "pooled" if m == "histogram" else "pooled-logit"
+                    c, a, ref = row_cells[m], agree[m], row_cells[r]
                     a.runs += 1
-                    if got[m] and got["pooled"] and math.isfinite(c.lows[-1]):
+                    if got[m] and got[r] and math.isfinite(c.lows[-1]):
                         if math.isfinite(ref.lows[-1]):
                             a.compared += 1
                             a.max_diff = max(
@@ -407,7 +411,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         extra = [
             "Agreement with the pooled interval on the same runs (both gave one): the histogram",
             "and MPC methods compute DeLong's interval from exact counts (the histogram under",
-            "secure aggregation fedroc's default, MPC the logit one); ratings fall on leaf",
+            "secure aggregation fedroc's default, compared with the pooled default; MPC the",
+            "logit one, compared with the pooled logit interval); ratings fall on leaf",
             "edges, continuous scores are binned into 4096 leaves.",
             "",
             "| design | n | method | runs | compared | max abs diff of the bounds |",
