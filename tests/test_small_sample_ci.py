@@ -80,7 +80,7 @@ def discretised_model(latent, rows, tied, n_pos, n_neg, cells=4000):
 @pytest.mark.parametrize("latent", [0.3, 0.6, 0.85, 0.97])
 def test_the_tied_model_variance_equals_the_discretised_model(latent):
     rows, tied = np.array([30.0, 12.0, 25.0, 8.0, 25.0]), np.array([1, 0, 1, 0, 1], bool)
-    ties = fm.TiePattern(rows, tied)
+    ties = fm.TiePattern.from_segments(rows, tied)
     auc, var = _lehmann_auc_variance(latent, ties, 20, 80)
     ref_auc, ref_var = discretised_model(latent, rows, tied, 20, 80)
     # The discretised untied segments count ties within a cell: error O(1 / cells).
@@ -109,7 +109,7 @@ def test_the_score_interval_inverts_the_score_test_on_tied_data():
     # 5-level scores: the interval is the set of model AUCs the z-test does not reject,
     # found here by a scan of the latent AUC through the discretised model.
     rows, tied = np.array([40.0, 25.0, 15.0, 12.0, 8.0]), np.ones(5, bool)
-    ties, m, n, auc = fm.TiePattern(rows, tied), 10, 90, 0.82
+    ties, m, n, auc = fm.TiePattern.from_segments(rows, tied), 10, 90, 0.82
     grid = np.linspace(0.5, 0.99, 491)
     model = np.array([discretised_model(t, rows, tied, m, n) for t in grid])
     accepted = model[(auc - model[:, 0]) ** 2 <= Z * Z * model[:, 1], 0]
@@ -178,3 +178,21 @@ def test_seeded_coverage_where_the_logit_interval_undercovers():
     # The score interval uses the ties (measured 0.355 against 0.391 on average); the
     # default, its union with the logit interval, is about as wide as method 5 here.
     assert widths["score"] < 0.95 * widths["newcombe5"], widths
+
+
+def test_a_tie_pattern_is_the_same_from_its_segments_or_its_level_counts():
+    rows, tied = [3.0, 2.0, 1.0, 4.0, 2.0], [False, True, False, True, True]
+    t = fm.TiePattern.from_segments(rows, tied)
+    assert t.rows.tolist() == rows and t.tied.tolist() == tied
+    u = fm.TiePattern.from_level_counts([0, *t.counts.tolist(), 0])  # empty levels skipped
+    assert u.rows.tolist() == rows and u.tied.tolist() == tied
+    with pytest.raises(InputError):
+        fm.TiePattern.from_segments([1.0], [True])  # one row cannot tie
+
+
+def test_a_delong_results_json_leaves_out_its_tie_pattern():
+    rng = np.random.default_rng(3)
+    y, s = rng.integers(0, 2, 200), np.round(rng.random(200), 1)
+    res = fm.delong(y, s)
+    assert res.ties is not None and res.ties.tied.any()
+    assert "ties" not in res.to_dict()

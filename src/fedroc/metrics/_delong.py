@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -165,7 +166,15 @@ class TiePattern(ResultMixin):
 
     Consecutive untied rows (one row at a score) form one untied segment; each score held
     by more than one row (both classes together) is a tied segment. Only the totals of
-    both classes enter, so the pattern says nothing of where the positives are.
+    both classes enter, so the pattern says nothing of where the positives are. The
+    segments are found on first use (:attr:`rows`, :attr:`tied`): a DeLong result keeps
+    its pattern for the score interval, which only a small class or an explicit request
+    needs, and finding them costs a pass over every distinct score.
+
+    Parameters
+    ----------
+    counts : ndarray of float64, shape (n_levels,)
+        Rows at each distinct score (both classes), by increasing score; zeros are skipped.
 
     Attributes
     ----------
@@ -181,25 +190,55 @@ class TiePattern(ResultMixin):
     ([2.0, 3.0, 1.0, 2.0], [False, True, False, True])
     """
 
-    rows: FloatArray
-    tied: BoolArray
+    counts: FloatArray
+
+    @cached_property
+    def _segments(self) -> tuple[FloatArray, BoolArray]:
+        c = self.counts[self.counts > 0]
+        if c.size == 0:
+            return np.zeros(0), np.zeros(0, dtype=bool)
+        tied = c > 1.0
+        start = tied | np.r_[True, tied[:-1]]
+        rows = np.bincount(np.cumsum(start) - 1, weights=c).astype(np.float64)
+        return rows, tied[start]
+
+    @property
+    def rows(self) -> FloatArray:
+        """Rows in each segment, by increasing score."""
+        return self._segments[0]
+
+    @property
+    def tied(self) -> BoolArray:
+        """Whether each segment is one tied score."""
+        return self._segments[1]
 
     @classmethod
     def from_level_counts(cls, counts: ArrayLike) -> TiePattern:
         """Build the pattern from the rows at each distinct score, by increasing score."""
-        c = np.asarray(counts, dtype=np.float64).ravel()
-        c = c[c > 0]
-        if c.size == 0:
-            return cls(np.zeros(0), np.zeros(0, dtype=bool))
-        tied = c > 1.0
-        start = tied | np.r_[True, tied[:-1]]
-        rows = np.bincount(np.cumsum(start) - 1, weights=c).astype(np.float64)
-        return cls(rows, tied[start])
+        return cls(np.asarray(counts, dtype=np.float64).ravel())
+
+    @classmethod
+    def from_segments(cls, rows: ArrayLike, tied: ArrayLike) -> TiePattern:
+        """Build the pattern from its segments (:attr:`rows`, :attr:`tied`).
+
+        Examples
+        --------
+        >>> TiePattern.from_segments([2, 3, 1], [False, True, False]).counts.tolist()
+        [1.0, 1.0, 3.0, 1.0]
+        """
+        r = np.asarray(rows, dtype=np.float64).ravel()
+        t = np.asarray(tied, dtype=bool).ravel()
+        if r.shape != t.shape or np.any(r < 1) or np.any(r[t] < 2) or np.any(r != np.round(r)):
+            raise InputError(
+                "rows and tied must have one entry per segment, whole numbers of rows, a tied "
+                "segment at least two"
+            )
+        return cls(np.repeat(np.where(t, r, 1.0), np.where(t, 1, r.astype(np.int64))))
 
     @classmethod
     def untied(cls) -> TiePattern:
         """Pattern of scores without ties (the continuous model of Hanley and McNeil)."""
-        return cls(np.ones(1), np.zeros(1, dtype=bool))
+        return cls(np.ones(1))
 
 
 def _lehmann_cuts(lam: float, prevalence: float, above: FloatArray) -> FloatArray:
@@ -496,6 +535,12 @@ class DeLongResult(ResultMixin):
         if method == "score":
             return score_ci(self.auc, self.n_pos, self.n_neg, level, ties=self.ties)
         raise InputError(f"method must be 'auto', 'logit', 'wald' or 'score'; got {method!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as JSON-ready types, without :attr:`ties` (a count per score)."""
+        out = super().to_dict()
+        del out["ties"]
+        return out
 
     def test_greater(self, a0: float) -> tuple[float, float]:
         """One-sided test of H0: AUC <= a0 against H1: AUC > a0 on the logit scale.
