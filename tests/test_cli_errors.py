@@ -567,6 +567,48 @@ def test_help_imports_nothing_heavy():
     assert _modules_after(code) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["metrics", "no-such.csv"], "data file 'no-such.csv' does not exist"),
+        (["metrics", "--bogus"], "No such option"),
+        (["evaluate", "--site", "a=x.csv"], "--method is required"),
+        (["evaluate", "--method", "roc-glm"], "unknown method 'roc-glm'"),
+        (["evaluate", "--method", "pooled"], "at least one --site"),
+        (["evaluate", "--method", "pooled", "--site", "a"], "--site"),
+        (["evaluate", "--method", "clustered", "--site", "a=x.csv"], "needs --cluster"),
+        (
+            ["evaluate", "--method", "rocglm", "--site", "a=no-such.csv"],
+            "site 'a': data file 'no-such.csv' does not exist",
+        ),
+    ],
+)
+def test_usage_errors_import_nothing_heavy(args, message):
+    """A mistyped option, method or path is reported before numpy, pandas and scipy are loaded:
+    `evaluate --method bogus` and `evaluate --site a=missing.csv` took 3 s (every method
+    module loaded to check the name), `metrics missing.csv` 1.4 s (pandas)."""
+    code = (
+        "import contextlib, io\n"
+        "from fedroc.cli import main\n"
+        "err = io.StringIO()\n"
+        "with contextlib.redirect_stderr(err):\n"
+        "    try:\n"
+        f"        main({args!r})\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 2, exc.code\n"
+        f"assert {message!r} in err.getvalue(), err.getvalue()"
+    )
+    assert _modules_after(code) == []
+
+
+def test_method_names_of_the_cli_are_the_registered_ones():
+    from fedroc.cli.evaluate_cmd import METHOD_NAMES
+    from fedroc.methods import method_names
+
+    # method_names() is in registration order, which depends on what was imported first
+    assert list(METHOD_NAMES) == sorted(method_names())
+
+
 def test_import_fedroc_is_lazy_and_complete():
     assert _modules_after("import fedroc") == []
     assert "numpy" in _modules_after("import fedroc; fedroc.roc_auc([0, 1], [0.2, 0.9])")

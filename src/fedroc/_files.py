@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fedroc.exceptions import InputError
 
-__all__ = ["reading"]
+__all__ = ["check_data_file", "reading"]
 
 
 @contextmanager
@@ -56,3 +56,23 @@ def reading(
     except errors as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise InputError(f"cannot read {what} {str(p)!r}: {reason}") from None
+
+
+def check_data_file(path: str | Path) -> Path:
+    """Refuse a data file that does not exist or is empty, before any parser is loaded.
+
+    :func:`fedroc.data.load_table` starts with these checks; the command line makes them
+    before it imports pandas (a second and a half), so that a mistyped path is reported at
+    once.
+
+    Raises
+    ------
+    InputError
+        ``data file '<path>' does not exist`` or ``... is empty (no header, no rows)``.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"data file {str(p)!r} does not exist")
+    if p.is_file() and p.stat().st_size == 0:  # pandas would say "No columns to parse"
+        raise InputError(f"data file {str(p)!r} is empty (no header, no rows)")
+    return p

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from fedroc._files import reading
+from fedroc._files import check_data_file, reading
 from fedroc._validation import check_labels, check_scores
 from fedroc.exceptions import InputError
 
@@ -67,11 +67,7 @@ def _in_file_terms(message: str, path: Path) -> str:
 
 def load_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV (``.csv``, ``.csv.gz``, ``.tsv``) or Parquet (``.parquet``, ``.pq``) file."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"data file {str(p)!r} does not exist")
-    if p.is_file() and p.stat().st_size == 0:  # pandas would say "No columns to parse"
-        raise InputError(f"data file {str(p)!r} is empty (no header, no rows)")
+    p = check_data_file(path)
     name = p.name.lower()
     with reading(p, "data file", Exception):  # pandas raises many types
         if name.endswith((".parquet", ".pq")):

@@ -461,5 +461,19 @@ def read_data(path: Path, columns: Columns, pos_label: Any, *, site: str | None 
         raise name_options(exc, {"pos_label": "--pos-label"}) from None
 
 
+def check_site_files(paths: Mapping[str, Path]) -> None:
+    """Refuse a missing or empty data file of any site before pandas is imported.
+
+    The message names the site as :meth:`fedroc.data.SiteData.from_file` does.
+    """
+    from fedroc._files import check_data_file
+
+    for name, path in paths.items():
+        try:
+            check_data_file(path)
+        except InputError as exc:
+            raise InputError(f"site {name!r}: {exc}") from None
+
+
 def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
     return {name: read_data(path, columns, pos_label, site=name) for name, path in paths.items()}

@@ -10,6 +10,7 @@ import typer
 
 from fedroc.cli._common import (
     calibration_table,
+    check_site_files,
     coerce_pos_label,
     command_line,
     emit_json,
@@ -38,7 +39,7 @@ from fedroc.exceptions import InputError
 if TYPE_CHECKING:
     from fedroc.data import SiteData
     from fedroc.federation import Federation
-    from fedroc.methods import EvaluationResult, Method
+    from fedroc.methods import EvaluationResult
 
 # Defaults of the options that a --sites file may also set (see evaluate_command).
 DEFAULT_LABEL = "label"
@@ -392,15 +393,37 @@ def _federation_from_file(
     return Federation.from_toml(path, columns=columns, policy=policy, audit_dir=audit_dir)
 
 
-def _method_spec(method: str | None) -> Method:
-    """Return the method of ``--method``; a missing or unknown one is named as the option."""
-    from fedroc.methods import get_method, method_names
+# The names fedroc.methods registers, in its order (tests/test_cli_errors.py checks that they
+# are the same): a missing or mistyped --method is refused without loading every method
+# module (numpy, pandas, scipy: three seconds on a busy machine).
+METHOD_NAMES = ("clustered", "histogram", "mpc", "pooled", "rocglm")
 
+
+def _check_method_name(method: str | None) -> str:
+    """Refuse a missing or unknown ``--method``, naming the option, before any heavy import."""
     if not method:
-        raise InputError(f"--method is required; one of {method_names()}")
-    if method not in method_names():
-        raise InputError(f"--method: unknown method {method!r}; one of {method_names()}")
-    return get_method(method)
+        raise InputError(f"--method is required; one of {list(METHOD_NAMES)}")
+    if method not in METHOD_NAMES:
+        raise InputError(f"--method: unknown method {method!r}; one of {list(METHOD_NAMES)}")
+    return method
+
+
+def _check_usage(
+    method: str, site: list[str] | None, sites_file: Path | None, cluster: str | None
+) -> None:
+    """Check what needs no method module, so that a usage error is reported at once.
+
+    Loading the methods (numpy, pandas, scipy) takes seconds on a busy machine.
+    """
+    _check_method_name(method)
+    if method == "clustered" and cluster is None and sites_file is None:
+        raise InputError("--method clustered needs --cluster COL (the cluster id column)")
+    if sites_file is not None and site:
+        raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
+    if sites_file is None:
+        if not site:
+            raise InputError("give at least one --site NAME=PATH (or --sites FILE)")
+        check_site_files(parse_sites(site))
 
 
 def evaluate_command(
@@ -625,9 +648,10 @@ def evaluate_command(
     override the file's values for every site (a note on stderr says which); the file's
     values apply only where the command line is silent.
     """
-    from fedroc.methods import evaluate
+    _check_usage(method, site, sites_file, cluster)
+    from fedroc.methods import evaluate, get_method
 
-    spec = _method_spec(method)  # before any file is read
+    spec = get_method(method)  # before any file is read
     options: dict[str, Any] = check_weights(method, sample_weight)
     if sites_file is not None and spec.needs_pooled:
         raise InputError(
@@ -678,10 +702,6 @@ def evaluate_command(
     )
     if method == "mpc" and options.pop("compare", False):
         options["mpc_compare"] = True  # paired DeLong under MPC
-    if method == "clustered" and cluster is None and sites_file is None:
-        raise InputError("--method clustered needs --cluster COL (the cluster id column)")
-    if sites_file is not None and site:
-        raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
     pooled: SiteData | None
     site_data: dict[str, SiteData] | None = None
     if sites_file is not None:
@@ -695,9 +715,7 @@ def evaluate_command(
         from fedroc.data import Columns
         from fedroc.methods import pool_site_data
 
-        if not site:
-            raise InputError("give at least one --site NAME=PATH (or --sites FILE)")
-        paths = parse_sites(site)
+        paths = parse_sites(site or [])
         data = load_site_data(
             paths,
             Columns(

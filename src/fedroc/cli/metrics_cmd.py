@@ -147,6 +147,9 @@ def metrics(
 
     Partial AUC, operating points and a paired comparison on request.
     """
+    from fedroc._files import check_data_file
+
+    check_data_file(data)  # a mistyped path is named before pandas is loaded
     from fedroc.data import Columns
 
     site = read_data(
