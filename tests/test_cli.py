@@ -258,6 +258,40 @@ def test_a_report_path_that_is_a_directory_is_refused_before_the_sites_are_asked
     assert list(tmp_path.glob("*.tmp")) == []
 
 
+def _evaluate_args(site_files):
+    sites = [a for name, path in site_files.items() for a in ("--site", f"{name}={path}")]
+    return ["evaluate", *sites, "--label", "outcome", "--score", "risk", "--pos-label", "dead"]
+
+
+def test_evaluate_shows_its_progress_on_a_terminal_only(capsys, site_files, monkeypatch):
+    """On a terminal, stderr says which round and site the method is at (before: a spinner
+    saying only "running histogram over 3 site(s)"); stdout keeps its one JSON object."""
+    import io
+
+    from rich.console import Console
+
+    from fedroc.cli import evaluate_cmd
+
+    args = [*_evaluate_args(site_files), "--method", "histogram", "--json"]
+    main(args)  # stderr is not a terminal here: no progress at all
+    captured = capsys.readouterr()
+    assert "round" not in captured.err
+    plain = json.loads(captured.out)
+
+    tty = io.StringIO()
+    monkeypatch.setattr(evaluate_cmd, "err", Console(file=tty, force_terminal=True, width=200))
+    main(args)
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)  # one JSON object, nothing else on stdout
+    assert result["auc"] == plain["auc"]
+    shown = tty.getvalue()
+    rounds = result["released"]["rounds"]
+    assert f"histogram: round {rounds}, " in shown and f"round {rounds + 1}," not in shown
+    for function in result["released"]["functions"]:
+        assert f", {function} at site 'north' (1 of 3)" in shown
+    assert "at site 'east' (3 of 3)" in shown
+
+
 def test_console_script_json_is_the_only_stdout(site_files):
     proc = subprocess.run(
         [

@@ -116,6 +116,36 @@ def test_distributed_moments_brier_match_pooled():
     assert set(released.bytes_received) == set(fr)
 
 
+def test_progress_names_each_call_and_each_site_as_it_is_reached():
+    fr = frames()
+    fed = Federation.from_frames(fr, label="y", score="p")
+    seen = []
+    fed.progress = seen.append
+    basic.site_sizes(fed)
+    fed.call("test.counter", sites=["s2", "s0"], session="x")
+    functions = [c.function for c in fed.transcript]
+    everyone, two = ("s0", "s1", "s2"), ("s2", "s0")
+    assert [(s.round, s.function, s.sites, s.site, s.done) for s in seen] == [
+        (1, functions[0], everyone, None, False),
+        (1, functions[0], everyone, "s0", False),
+        (1, functions[0], everyone, "s1", False),
+        (1, functions[0], everyone, "s2", False),
+        (1, functions[0], everyone, None, True),
+        (2, "test.counter", two, None, False),
+        (2, "test.counter", two, "s2", False),
+        (2, "test.counter", two, "s0", False),
+        (2, "test.counter", two, None, True),
+    ]
+    assert fed.transport.on_site is None  # not left behind for a federation without progress
+    with pytest.raises(SiteError):
+        fed.call("test.boom", fail_at="s1")
+    assert seen[-1].function == "test.boom" and not seen[-1].done  # a failed call is not done
+    assert fed.transport.on_site is None
+    fed.progress = None
+    fed.call("test.counter", session="x")
+    assert seen[-1].function == "test.boom"
+
+
 def test_calibration_uses_only_releasing_sites():
     fr = frames(seed=3, sizes=(300, 40, 250))
     # Site s1 is small: most of its bins hold fewer than q = 8 rows and are withheld.

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from fedroc.cli._common import (
     calibration_table,
@@ -38,7 +42,7 @@ from fedroc.exceptions import InputError
 
 if TYPE_CHECKING:
     from fedroc.data import SiteData
-    from fedroc.federation import Federation
+    from fedroc.federation import CallProgress, Federation
     from fedroc.methods import EvaluationResult
 
 # Defaults of the options that a --sites file may also set (see evaluate_command).
@@ -86,6 +90,60 @@ def build_federation(
         for site in sites:
             configure_owner(site, key=mpc_owner_keys / owner_key_file(site.name))
     return Federation.from_sites(sites)
+
+
+class ProgressLine:
+    """The status line of a running method: its last call to the sites and the time so far.
+
+    rich renders it at every refresh of the spinner, so the clock moves between calls.
+    """
+
+    def __init__(self, method: str, n_sites: int) -> None:
+        self.method = method
+        self.start = time.monotonic()
+        self.text = f"{method}: starting over {n_sites} site(s)"
+
+    def update(self, step: CallProgress) -> None:
+        """Show ``step``: the round, the site function and the site reached."""
+        head = f"{self.method}: round {step.round}, {step.function}"
+        if step.done:
+            self.text = f"{head} answered by {len(step.sites)} site(s); analyst computing"
+        elif step.site is None:
+            self.text = f"{head} at {len(step.sites)} site(s)"
+        else:
+            k = step.sites.index(step.site) + 1
+            self.text = f"{head} at site {step.site!r} ({k} of {len(step.sites)})"
+
+    def __rich__(self) -> Text:
+        """Draw the line as plain text (a site name is not markup)."""
+        return Text(f"{self.text}  {time.monotonic() - self.start:.0f} s")
+
+
+@contextmanager
+def show_progress(method: str, federation: Federation) -> Iterator[None]:
+    """Show on a terminal (stderr) which round and site the method is at.
+
+    Nothing is written when stderr is not a terminal (a pipe or a log), and never to stdout.
+    """
+    if not err.is_terminal:
+        yield
+        return
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    line = ProgressLine(method, len(federation.site_names))
+    spinner = Spinner("dots", text=line, style="status.spinner")
+    with Live(spinner, console=err, transient=True, refresh_per_second=12.5) as live:
+
+        def show(step: CallProgress) -> None:
+            line.update(step)
+            live.refresh()  # draw each step now, not only at the next tick
+
+        federation.progress = show
+        try:
+            yield
+        finally:
+            federation.progress = None
 
 
 def check_options(method: str, options: dict[str, Any]) -> None:
@@ -749,7 +807,7 @@ def evaluate_command(
         options["mpc_calibration_bins"] = bins
     try:
         check_options(method, options)
-        with err.status(f"running {method} over {len(federation.site_names)} site(s)"):
+        with show_progress(method, federation):
             result = evaluate(
                 federation,
                 method,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from fedroc._lazy import attach
 
 _LAZY = {
+    "CallProgress": "fedroc.federation.federation",
     "CallRecord": "fedroc.federation.federation",
     "Federation": "fedroc.federation.federation",
     "Released": "fedroc.federation.federation",
@@ -29,6 +30,7 @@ _LAZY = {
 
 __all__ = [
     "AuditLog",
+    "CallProgress",
     "CallRecord",
     "Exchange",
     "Federation",
@@ -45,7 +47,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fedroc.federation.federation import CallRecord, Federation, Released
+    from fedroc.federation.federation import CallProgress, CallRecord, Federation, Released
     from fedroc.federation.records import Record
     from fedroc.federation.site import (
         AuditLog,

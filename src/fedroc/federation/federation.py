@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
@@ -15,11 +15,11 @@ from fedroc.exceptions import InputError
 from fedroc.federation.records import Record, check_record
 from fedroc.federation.roster import SiteIdentity, load_identity, provide_identities
 from fedroc.federation.site import AuditLog, Site, check_noise_seed, split_meta
-from fedroc.federation.transport import InProcessTransport, Transport
+from fedroc.federation.transport import Exchange, InProcessTransport, Transport
 from fedroc.privacy.ledger import DPEvent
 from fedroc.privacy.policy import DisclosurePolicy, policy_paths_relative_to
 
-__all__ = ["CallRecord", "Federation", "Released"]
+__all__ = ["CallProgress", "CallRecord", "Federation", "Released"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,34 @@ class CallRecord:
     kinds: dict[str, str]
     dp: dict[str, list[DPEvent]]
     seconds: float
+
+
+@dataclass(frozen=True)
+class CallProgress:
+    """A call of a site function as it starts, for a progress display (:attr:`Federation.progress`).
+
+    Nothing in it leaves the analyst's process or reaches a site.
+
+    Attributes
+    ----------
+    round : int
+        The call's number in the federation's transcript, from 1.
+    function : str
+        The site function called.
+    sites : tuple of str
+        The sites it is sent to, in order.
+    site : str or None
+        The site reached now, where the transport calls the sites in turn (in-process);
+        None when the call starts (and for transports that reach all sites at once).
+    done : bool
+        True once every site has answered (the analyst's own work follows).
+    """
+
+    round: int
+    function: str
+    sites: tuple[str, ...]
+    site: str | None = None
+    done: bool = False
 
 
 @dataclass(frozen=True, repr=False)
@@ -183,6 +211,13 @@ class Federation:
         Name recorded in the sites' audit logs.
     timeout : float or None
         Seconds a call may take before the transport gives up (networked transports).
+
+    Attributes
+    ----------
+    progress : callable or None
+        Called with a :class:`CallProgress` as each call starts, as it reaches each site
+        (where the transport calls the sites in turn) and when all have answered
+        (``fedroc evaluate`` shows them on a terminal). None (the default) reports nothing.
     """
 
     def __init__(
@@ -192,6 +227,7 @@ class Federation:
         self.requester = requester
         self.timeout = timeout
         self.transcript: list[CallRecord] = []
+        self.progress: Callable[[CallProgress], None] | None = None
         if not transport.site_names:
             raise InputError("a federation needs at least one site")
 
@@ -236,9 +272,7 @@ class Federation:
             n: check_record(a, f"arguments of {function!r}") for n, a in args_by_site.items()
         }
         start = time.perf_counter()
-        exchanges = self.transport.call(
-            function, records, requester=self.requester, timeout=self.timeout
-        )
+        exchanges = self._call_transport(function, records)
         replies: dict[str, Record] = {}
         kinds: dict[str, str] = {}
         dp: dict[str, list[DPEvent]] = {}
@@ -256,6 +290,24 @@ class Federation:
             )
         )
         return replies
+
+    def _call_transport(self, function: str, records: dict[str, Record]) -> dict[str, Exchange]:
+        progress = self.progress
+        if progress is None:
+            return self.transport.call(
+                function, records, requester=self.requester, timeout=self.timeout
+            )
+        step = CallProgress(len(self.transcript) + 1, function, tuple(records))
+        progress(step)
+        self.transport.on_site = lambda site: progress(replace(step, site=site))
+        try:
+            exchanges = self.transport.call(
+                function, records, requester=self.requester, timeout=self.timeout
+            )
+        finally:
+            self.transport.on_site = None
+        progress(replace(step, done=True))
+        return exchanges
 
     def mark(self) -> int:
         """Position in the transcript; pass it to :meth:`released` to cover later calls."""

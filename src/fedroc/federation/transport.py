@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from fedroc.exceptions import DisclosureError, SiteError
@@ -49,7 +49,13 @@ class Transport(ABC):
     A transport implements :meth:`_deliver` (how one call reaches its sites); :meth:`call`
     refuses unknown sites and turns the failures into one error. A transport that wraps
     another one may override :meth:`call` instead.
+
+    ``on_site``, when set (by :class:`~fedroc.federation.Federation` for its progress
+    display), is called with a site's name as a transport that calls the sites in turn
+    reaches it; transports that reach them all at once do not call it.
     """
+
+    on_site: Callable[[str], None] | None = None
 
     @property
     @abstractmethod
@@ -174,6 +180,8 @@ class InProcessTransport(Transport):
         failures: dict[str, BaseException] = {}
         for name, args in site_args.items():
             site = self._sites[name]
+            if self.on_site is not None:
+                self.on_site(name)
             start = time.perf_counter()
             try:
                 sent = encode(args)
