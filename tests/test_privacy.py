@@ -400,6 +400,32 @@ def test_privacy_status_command(tmp_path, capsys):
     assert exc.value.code == 2
 
 
+def test_privacy_status_shows_a_sites_limits_before_its_first_dp_release(tmp_path, capsys):
+    """The limits were read from the site's DP entries only: a site that had released
+    nothing under DP (or only counts) showed no budget, and its min count never."""
+    data = SiteData.from_arrays([0, 1] * 10, np.linspace(0, 1, 20))
+    policy = DisclosurePolicy(epsilon_limit=3.5, delta_limit=1e-4, min_count=7)
+    Site("north", data, audit=tmp_path / "north.jsonl", policy=policy)
+    main(["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
+    [row] = json.loads(capsys.readouterr().out)["sites"]
+    assert row["releases"] == 0 and row["epsilon"] == 0.0
+    assert (row["epsilon_limit"], row["delta_limit"], row["min_count"]) == (3.5, 1e-4, 7)
+    main(["privacy", "status", "--audit-dir", str(tmp_path)])
+    table = capsys.readouterr().out
+    assert "min count" in table and "3.5" in table and "0.0001" in table
+
+    # Restarted with the same policy: nothing new is written; with another: it is shown.
+    ledger = tmp_path / "north.ledger.jsonl"
+    lines = ledger.read_text().splitlines()
+    Site("north", data, audit=tmp_path / "north.jsonl", policy=policy)
+    assert ledger.read_text().splitlines() == lines
+    site = Site("north", data, audit=tmp_path / "north.jsonl", policy=DisclosurePolicy(min_count=9))
+    status = read_ledger_status(ledger)
+    assert (status.epsilon_limit, status.delta_limit, status.min_count) == (10.0, 1 / 20, 9)
+    site.handle("test.privacy.noisy", {"epsilon": 1.0})  # a DP release records the same
+    assert read_ledger_status(ledger).min_count == 9
+
+
 def test_privacy_status_names_a_node_directory_site_by_its_audit_log(tmp_path, capsys):
     """A Flower SuperNode keeps audit.jsonl and audit.ledger.jsonl in its node directory:
     `fedroc privacy status --audit-dir NODE_DIR` named the site "audit"."""

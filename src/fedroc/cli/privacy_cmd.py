@@ -54,6 +54,7 @@ def status(
                         "delta": s.delta,
                         "epsilon_limit": s.epsilon_limit,
                         "delta_limit": s.delta_limit,
+                        "min_count": s.min_count,
                         "epsilon_by_function": s.by_function,
                         "bindings": s.bindings,
                         "last_entry": s.last,
@@ -71,6 +72,7 @@ def status(
             s.epsilon_limit,
             f"{s.delta:.3g}",
             "-" if s.delta_limit is None else f"{s.delta_limit:.3g}",
+            s.min_count,
             len(s.bindings),
         ]
         for s in statuses
@@ -78,7 +80,7 @@ def status(
     out.print(
         grid_table(
             "Privacy spent (basic composition)",
-            ["site", "DP releases", "epsilon", "limit", "delta", "limit", "bindings"],
+            ["site", "DP releases", "epsilon", "limit", "delta", "limit", "min count", "bindings"],
             rows,
         )
     )

@@ -716,6 +716,13 @@ class Site:
             self.ledger = BudgetLedger(path=ledger_path_for(self.audit.path))
         else:
             self.ledger = BudgetLedger()
+        # Noted at start (written only when they changed), so that `fedroc privacy status`
+        # shows the site's limits before its first DP release.
+        self.ledger.note_limits(
+            epsilon_limit=self.policy.epsilon_limit,
+            delta_limit=self.policy.delta_limit_for(data.n),
+            min_count=self.policy.min_count,
+        )
         self.noise_seed = noise_seed
         if identity is not None and identity.name != name:
             raise InputError(f"site {name!r} was given the identity of site {identity.name!r}")

@@ -91,6 +91,18 @@ class DPEvent:
         return cls(**known)
 
 
+def _limits_of(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """Read the limits of a "limits" entry as floats and an int; None if it lacks them."""
+    try:
+        return {
+            "epsilon_limit": float(entry["epsilon_limit"]),
+            "delta_limit": float(entry["delta_limit"]),
+            "min_count": int(entry["min_count"]),
+        }
+    except (KeyError, TypeError, ValueError):  # not one this version wrote: shown as unknown
+        return None
+
+
 def _parse(line: str) -> dict[str, Any] | None:
     """One entry, or None for a blank or torn line.
 
@@ -152,6 +164,7 @@ class BudgetLedger:
         """Open the ledger file (mode 0600, created if missing) and read what it holds."""
         self._lock = threading.RLock()
         self._held = False  # this ledger's file lock is held (by the thread holding _lock)
+        self._limits: dict[str, Any] | None = None  # the last "limits" entry's values
         if self.path is not None:
             self.path = Path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,6 +177,7 @@ class BudgetLedger:
             return
         events: list[DPEvent] = []
         bindings: dict[str, Any] = {}
+        limits: dict[str, Any] | None = None
         with self.path.open(encoding="utf-8") as fh:
             for line in fh:
                 entry = _parse(line)
@@ -173,7 +187,9 @@ class BudgetLedger:
                     events.append(DPEvent.from_dict(entry["event"]))
                 elif entry.get("kind") == "binding":
                     bindings.setdefault(str(entry["key"]), entry["value"])
-        self.events, self.bindings = events, bindings
+                elif entry.get("kind") == "limits":
+                    limits = _limits_of(entry) or limits
+        self.events, self.bindings, self._limits = events, bindings, limits
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[BudgetLedger]:
@@ -250,6 +266,24 @@ class BudgetLedger:
             )
             self.events.extend(new)
 
+    def note_limits(self, *, epsilon_limit: float, delta_limit: float, min_count: int) -> None:
+        """Write the site's limits into the ledger, unless they are the ones last written.
+
+        A site notes them when it starts, so that :func:`read_ledger_status` shows its
+        budget and minimum count before its first DP release. They do not enter the budget
+        check, which takes the site's policy.
+        """
+        limits = {
+            "epsilon_limit": float(epsilon_limit),
+            "delta_limit": float(delta_limit),
+            "min_count": int(min_count),
+        }
+        with self.transaction():  # several processes of one site start together
+            if self.path is None or limits == self._limits:
+                return
+            self._append([{"kind": "limits", **limits}])
+            self._limits = limits
+
     def bind(self, key: str, value: Any) -> None:
         """Remember the first value of ``key`` (a JSON value); later values are ignored."""
         with self._lock:
@@ -276,7 +310,11 @@ class BudgetLedger:
 
 @dataclass(frozen=True)
 class LedgerStatus:
-    """What a site's ledger file says: spending, limits (as last recorded), bindings."""
+    """What a site's ledger file says: spending, limits (as last recorded), bindings.
+
+    The limits are those the site noted when it last started (or, in a ledger written
+    before sites noted them, at its last DP release); None where the ledger holds neither.
+    """
 
     site: str
     path: Path
@@ -288,6 +326,7 @@ class LedgerStatus:
     by_function: dict[str, float]
     bindings: dict[str, Any]
     last: str | None
+    min_count: int | None = None
 
 
 def _site_of_ledger(path: Path) -> str:
@@ -311,6 +350,7 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
     p = Path(path)
     ledger = BudgetLedger(path=p)
     limits: list[float] | None = None
+    min_count: int | None = None
     by_function: dict[str, float] = {}
     last = None
     with p.open(encoding="utf-8") as fh:
@@ -319,7 +359,11 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
             if entry is None:
                 continue
             last = entry.get("time", last)
-            if entry.get("kind") == "dp":
+            if entry.get("kind") == "limits":
+                if (noted := _limits_of(entry)) is not None:
+                    limits = [noted["epsilon_limit"], noted["delta_limit"]]
+                    min_count = noted["min_count"]
+            elif entry.get("kind") == "dp":
                 limits = entry.get("limits", limits)
                 name = str(entry.get("function") or "?")
                 by_function[name] = by_function.get(name, 0.0) + float(entry["event"]["epsilon"])
@@ -336,4 +380,5 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
         by_function=by_function,
         bindings=dict(ledger.bindings),
         last=last,
+        min_count=min_count,
     )
