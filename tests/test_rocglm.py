@@ -642,6 +642,13 @@ def test_evaluate_runner_json_keys_and_estimated_sensitivity():
     ]
     for key in ("method", "sites", "auc", "auc_ci", "released", "rocglm_params", "epsilon"):
         assert key in out
+    # Totals under the keys pooled (n, n_pos, n_neg) and histogram (n_pos, n_neg) use: the
+    # sums of the class sizes the sites released (before: only per site).
+    assert (out["n"], out["n_pos"], out["n_neg"]) == (y.size, int(y.sum()), int((1 - y).sum()))
+    pooled = evaluate(fed, "pooled", pooled=SiteData.from_arrays(y, s)).to_dict()
+    assert {k: pooled[k] for k in ("n", "n_pos", "n_neg")} == {
+        k: out[k] for k in ("n", "n_pos", "n_neg")
+    }
     assert out["delta"] is not None and out["brier"] == pytest.approx(np.mean((y - s) ** 2))
     assert out["calibration"] is not None
     assert out["sensitivity_source"].startswith("estimated")

@@ -166,6 +166,11 @@ def run_rocglm(inputs: EvaluationInputs, **options: Any) -> EvaluationResult:
     )
     a0 = options.get("a0")
     extra: dict[str, Any] = {
+        # The sums of the class sizes each site released with its noisy scores (the
+        # "sites" list gives them per site), under the pooled reference's keys.
+        "n": res.n_pos + res.n_neg,
+        "n_pos": res.n_pos,
+        "n_neg": res.n_neg,
         "rocglm_params": [res.g1, res.g2],
         "auc_rocglm": res.auc_rocglm,
         "correction": res.correction,
