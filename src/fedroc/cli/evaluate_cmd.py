@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -458,11 +459,20 @@ METHOD_NAMES = ("clustered", "histogram", "mpc", "pooled", "rocglm")
 
 
 def _check_method_name(method: str | None) -> str:
-    """Refuse a missing or unknown ``--method``, naming the option, before any heavy import."""
+    """Refuse a missing or unknown ``--method``, naming the option, before any heavy import.
+
+    A method registered in this process by other code (register_method) is known once
+    fedroc.methods is loaded; the registry is asked only then.
+    """
+    names = list(METHOD_NAMES)
+    if "fedroc.methods" in sys.modules:
+        from fedroc.methods import method_names
+
+        names += [m for m in method_names() if m not in names]
     if not method:
-        raise InputError(f"--method is required; one of {list(METHOD_NAMES)}")
-    if method not in METHOD_NAMES:
-        raise InputError(f"--method: unknown method {method!r}; one of {list(METHOD_NAMES)}")
+        raise InputError(f"--method is required; one of {names}")
+    if method not in names:
+        raise InputError(f"--method: unknown method {method!r}; one of {names}")
     return method
 
 
