@@ -5,6 +5,7 @@ anything a user can fix, a named extra when one is missing, command-line options
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -143,6 +144,73 @@ def test_every_help_works(capsys):
         code, out, err = run_main(capsys, [*path, "--help"])
         assert code == 0, (path, err)
         assert "Usage" in out, path
+
+
+def check_help_at_80_columns(python: str, env: dict[str, str]) -> None:
+    """Run every command's --help at COLUMNS=80 with ``python``; no option name is cut."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from fedroc.cli import click_command, main\n"
+        f"paths = {command_paths()!r}\n"
+        "root = click_command()\n"
+        "report = {}\n"
+        "for path in paths:\n"
+        "    buf = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(buf):\n"
+        "        try:\n"
+        "            main([*path, '--help'])\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        "    cmd = root\n"
+        "    for word in path:\n"
+        "        cmd = cmd.commands[word]\n"
+        "    names = [o for p in cmd.params if not getattr(p, 'hidden', False)\n"
+        "             for o in (*p.opts, *getattr(p, 'secondary_opts', []))\n"
+        "             if o.startswith('--')]\n"
+        "    report[' '.join(path)] = [buf.getvalue(), names]\n"
+        "print(json.dumps(report))\n"
+    )
+    env = {k: v for k, v in env.items() if k != "TERMINAL_WIDTH"}  # typer's own override
+    proc = subprocess.run(
+        [python, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+        env={**env, "COLUMNS": "80"},
+    )
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(report) == len(command_paths())
+    for path, (text, names) in report.items():
+        assert "Usage" in text, path
+        assert max(len(line) for line in text.splitlines()) <= 80, path  # the width asked for
+        assert "…" not in text, (path, [line for line in text.splitlines() if "…" in line])
+        words = set(re.findall(r"--[\w-]+", text))
+        assert set(names) <= words, (path, set(names) - words)
+
+
+def test_help_at_80_columns_keeps_every_option_name_whole():
+    """rich's option table narrowed the name columns with the help column when they did not
+    fit: at 80 columns `fedroc clustered --help` showed `--population-estim…` and
+    `--no-pair-correcti…`, `flower supernode` `--root-certifi…`, `flower executor`
+    `--superexec-auth-secret…`. Every name (a flag's negation too) is whole, nothing cut;
+    tests/test_cli_install.py checks the same under the typer a plain install gets."""
+    check_help_at_80_columns(sys.executable, dict(os.environ))
+
+
+def test_a_flags_negation_is_said_in_its_help_and_still_parsed(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # each help on one line
+    code, out, _ = run_main(capsys, ["flower", "supernode", "--help"])
+    assert code == 0
+    text = " ".join(out.split())
+    assert "--no-allow-shares turns it off" in text and "off, as --no-insecure" in text
+    assert "--no-no-node-auth" not in text  # typer's name for --no-node-auth's negation
+    flags = {p.name: p for p in click_command().commands["flower"].commands["supernode"].params}
+    assert flags["allow_shares"].secondary_opts == ["--no-allow-shares"]  # restored after help
+    assert flags["no_node_auth"].secondary_opts == []
+    clustered = click_command().commands["clustered"]
+    ctx = clustered.make_context("clustered", ["x.csv", "--cluster", "c", "--no-pair-correction"])
+    assert ctx.params["pair_correction"] is False
 
 
 def test_help_reads_as_written(capsys):

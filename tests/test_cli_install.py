@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_cli_errors import HEAVY, command_paths
+from tests.test_cli_errors import HEAVY, check_help_at_80_columns, command_paths
 
 pytestmark = pytest.mark.install
 
@@ -179,3 +179,8 @@ def test_every_help_works_and_imports_nothing_heavy(base_bin):
     assert all(code in (0, None) for code in result["codes"].values()), result["codes"]
     assert len(result["codes"]) > 10
     assert result["heavy"] == []
+
+
+def test_help_at_80_columns_keeps_every_option_name_whole(base_bin):
+    # typer >= 0.21 here (flwr keeps the dev environment below it): its own option table.
+    check_help_at_80_columns(str(base_bin / "python"), _clean_env())

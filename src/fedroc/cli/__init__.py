@@ -80,8 +80,57 @@ def click_command() -> Any:
     """
     command = typer.main.get_command(app)
     _plain_help(command)
+    _negations_in_help(command)
     _note_repeats(command)
     return command
+
+
+def _with_negation(flag: Any, escape: Any) -> str:
+    """Return the help of ``flag`` saying what its negation does (unless it says so)."""
+    negation = ", ".join(flag.secondary_opts)
+    text = flag.help or ""
+    if all(opt in text for opt in flag.secondary_opts):
+        return text
+    if flag.default is True:
+        note = f"(Default: on; {negation} turns it off.)"
+    elif flag.default is False:
+        note = f"(Default: off, as {negation}.)"
+    else:
+        note = f"({negation} turns it off.)"
+    return f"{text} {escape(note)}".strip()
+
+
+def _negations_in_help(command: Any) -> None:
+    """Name a flag's negation (``--no-insecure``) in its help text, not in a column of its own.
+
+    typer's option table gives negations a column beside the names; where the table did
+    not fit (80 columns), rich narrowed the name columns with the help and cut the names:
+    ``fedroc clustered --help`` showed ``--population-estim…`` and ``--no-pair-correcti…``,
+    ``flower executor --help`` ``--superexec-auth-secret…``. While a command's help is
+    formatted, its flags have no secondary names and their help says the negation
+    instead of ``[default: ...]``; parsing is untouched.
+    """
+    from rich.markup import escape
+
+    for sub in getattr(command, "commands", {}).values():
+        _negations_in_help(sub)
+    flags = [p for p in command.params if getattr(p, "secondary_opts", None)]
+    if not flags:
+        return
+    shown = {flag: _with_negation(flag, escape) for flag in flags}
+    format_help = command.format_help
+
+    def format_with_negations_in_help(ctx: Any, formatter: Any) -> Any:
+        saved = [(f, f.secondary_opts, f.help, f.show_default) for f in flags]
+        for flag in flags:
+            flag.secondary_opts, flag.help, flag.show_default = [], shown[flag], False
+        try:
+            return format_help(ctx, formatter)
+        finally:
+            for flag, secondary, text, show_default in saved:
+                flag.secondary_opts, flag.help, flag.show_default = secondary, text, show_default
+
+    command.format_help = format_with_negations_in_help
 
 
 def _note_repeats(command: Any) -> None:

@@ -302,8 +302,9 @@ def run(
     no_node_auth: Annotated[
         bool,
         typer.Option(
+            "--no-node-auth",  # named: typer made it --no-node-auth/--no-no-node-auth
             help="Accept SuperNodes that are not registered under the site they declare "
-            "(a SuperLink without --enable-supernode-auth)."
+            "(a SuperLink without --enable-supernode-auth).",
         ),
     ] = False,
     as_json: JsonOption = False,
@@ -411,7 +412,11 @@ def supernode(
         ),
     ] = None,
     no_node_auth: Annotated[
-        bool, typer.Option(help="Connect without a key (SuperLink without node auth).")
+        bool,
+        typer.Option(
+            "--no-node-auth",  # named: typer made it --no-node-auth/--no-no-node-auth
+            help="Connect without a key (SuperLink without node auth).",
+        ),
     ] = False,
     label: LabelOption = "label",
     score: ScoreOption = "score",
