@@ -132,6 +132,39 @@ def test_fine_bins_approach_the_exact_result():
     np.testing.assert_allclose(res.covariance, exact.covariance, rtol=0.02)
 
 
+def _pairs_in_one_cell(frames, cells=4096):
+    """Put, in the first two two-class clusters of each site, the first positive just above
+    the first negative inside the negative's cell of the ``cells``-cell grid over [0, 1]."""
+    for frame in frames.values():
+        done = 0
+        for _, rows in frame.groupby("pid"):
+            if done == 2 or rows["y"].nunique() < 2:
+                continue
+            neg, pos = rows.index[rows["y"] == 0][0], rows.index[rows["y"] == 1][0]
+            cell = min(np.floor(frame.at[neg, "p"] * cells), cells - 1)
+            frame.at[neg, "p"], frame.at[pos, "p"] = (cell + 0.1) / cells, (cell + 0.9) / cells
+            done += 1
+    return frames
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_within_cluster_aucs_are_those_of_the_sites_grid_cells(secure):
+    """The personalized AUC and Sigma22 are computed on the scores rounded to the site's
+    grid (4096 cells over [0, 1] at 1000 bins; C1 in tests/test_attacks_review3.py): a
+    positive and a negative of one cluster in one cell count 1/2. Checked against the
+    pooled analysis on the cell indices, and apart from the exact scores' (six pairs
+    ordered inside a cell here)."""
+    frames = _pairs_in_one_cell(_frames(np.random.default_rng(21), one_class=False))
+    with _clear(frames) as fed:
+        est = federated_clustered_auc(fed, secure=secure).estimate
+    y, s, c = _pooled(frames)
+    cells = clustered_auc(y, np.floor(s * 4096), c)
+    exact = clustered_auc(y, s, c)
+    assert est.personalized_auc == pytest.approx(cells.personalized_auc, abs=1e-8)
+    assert est.covariance[1, 1] == pytest.approx(cells.covariance[1, 1], rel=1e-6)
+    assert abs(est.personalized_auc - exact.personalized_auc) > 1e-3
+
+
 def test_sites_release_only_sums_and_bin_counts():
     frames = _frames(np.random.default_rng(3))
     n_bins = 40

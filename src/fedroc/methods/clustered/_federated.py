@@ -20,8 +20,11 @@ counts exactly *on the same bins* (so that the difference is exactly eq. 5 appli
 bin indices). In round two the analyst sends the pooled histograms back and each site
 computes ``row_i`` and ``col_i`` of its clusters against them, and returns the centred
 sums over its clusters that Corollary 6 (and Obuchowski's variance) need. The personalized
-AUC and its variance ``Sigma22`` are exact; ``theta12^`` and ``Sigma11`` are those of the
-binned scores.
+AUC and its variance ``Sigma22`` are those of the scores rounded to the site's one grid of
+exact counts (4096 cells over the score range up to 4096 bins, ``2**h`` beyond; a
+positive and a negative of one cluster in one cell count 1/2, as the bins count them, so
+that no release orders two rows inside a cell); ``theta12^`` and ``Sigma11`` are those of
+the binned scores.
 
 Why this method rather than MPC: every quantity the analyst needs is a sum over sites of
 per-site values, so the whole protocol is two secure sums (:func:`secure_site_sum`, the
