@@ -8,6 +8,7 @@ fails and says what it recovered before the fix, where it succeeded.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
@@ -130,3 +131,128 @@ def test_the_within_cluster_aucs_in_the_clear_do_not_order_two_rows_of_one_cell(
             diff = float(r["phi_sum"]) - float(r["within_binned_twice"]) / 2.0
             read += abs(abs(diff) - 0.5) < 1e-9 and (diff > 0) is above
     assert read == 0, f"the order of two rows inside one grid cell read in {read} of 16"
+
+
+# -- C2. crafted round-2 histograms isolate the cluster of the lowest negative -----------------
+def _extreme_federation(rng: np.random.Generator) -> tuple[Federation, int, float]:
+    """Three sites of 30 clusters each (paper 3's allocation, 2 to 5 rows a cluster, both
+    classes mostly); returns the federation and, for the cluster that holds the lowest
+    negative of the federation, its number of positives and its within-cluster AUC on the
+    4096-cell grid (the secret)."""
+    from fedroc.methods.clustered.models import sample_allocation, sample_binormal
+
+    rows = []
+    for _ in range(3):
+        m, n = sample_allocation(30, 0.4, rng=rng)
+        smp = sample_binormal(m, n, delta=0.9, rho=0.5, rng=rng)
+        s = 1.0 / (1.0 + np.exp(-smp.y_score))
+        rows.append((smp.y_true.astype(bool), s, smp.cluster))
+    sites = [Site(f"s{k}", SiteData.from_arrays(y, s, c)) for k, (y, s, c) in enumerate(rows)]
+    # The truth: the lowest negative's cluster.
+    k, j = min(
+        ((k, int(np.argmin(np.where(y, np.inf, s)))) for k, (y, s, _) in enumerate(rows)),
+        key=lambda kj: rows[kj[0]][1][kj[1]],
+    )
+    y, s, c = rows[k]
+    mine = c == c[j]
+    cell = np.floor(s[mine] * LEAVES)
+    pos, neg = cell[y[mine]], cell[~y[mine]]
+    ordered = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    phi = float(ordered / max(pos.size * neg.size, 1))
+    return Federation.from_sites(sites), int(pos.size), phi
+
+
+def _read_extreme_cluster(fed: Federation) -> tuple[int, float] | None:
+    """The analyst's attack: round 1 honestly at 4096 bins, then its one round-2 request
+    with crafted pooled histograms (each still holds every site's own, and adds up to the
+    totals sent). K positives placed in the bin just above the lowest negative's bin make
+    that negative's ``row_i`` K and every other ``row_i`` small against it; with
+    ``total_used = n_clusters * K`` (the analyst's numbers), ``s12`` is that cluster's
+    ``phi_i``. The same K positives in the all-rows histogram, and K2 negatives in bin 0
+    (no positive there), make Obuchowski's ``x_i`` 1 for that cluster only and ``z_i``
+    each cluster's number of positives: ``o11 * sqrt(M N)`` is the cluster's positives."""
+    from fedroc.methods.clustered._site import FUNCTION_MOMENTS, FUNCTION_SUMMARY, score_bin_edges
+    from fedroc.secagg import secure_sum
+
+    edges = score_bin_edges(LEAVES)
+    first = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+    g = {k: np.asarray(first[k], dtype=np.float64) for k in first.values}
+    low = int(np.flatnonzero(g["hist_neg_used"])[0])
+    if (
+        g["hist_neg_used"][low] != 1
+        or int(np.flatnonzero(g["hist_neg_all"])[0]) != low
+        or g["hist_neg_all"][low] != 1
+        or g["hist_pos_all"][0] > 0
+        or low + 1 >= LEAVES
+    ):
+        return None  # the lowest negative is not alone in its bin, or not in a used cluster
+    big_k, big_k2, n_i = 2.0**28, 2.0**20, 1e-6
+    pos_used, pos_all, neg_all = (
+        g["hist_pos_used"].copy(),
+        g["hist_pos_all"].copy(),
+        g["hist_neg_all"].copy(),
+    )
+    pos_used[low + 1] += big_k
+    pos_all[low + 1] += big_k
+    neg_all[0] += big_k2
+    second = secure_sum(
+        fed,
+        FUNCTION_MOMENTS,
+        edges=edges,
+        hist_pos_used=pos_used,
+        hist_neg_used=g["hist_neg_used"],
+        hist_pos_all=pos_all,
+        hist_neg_all=neg_all,
+        n_clusters=n_i,
+        big_m=float(g["hist_neg_used"].sum()),
+        big_n=float(pos_used.sum()),
+        total_used=n_i * big_k,
+        population=0.5,
+        personalized=0.5,
+        big_m_all=float(neg_all.sum()),
+        big_n_all=float(pos_all.sum()),
+        obuchowski=0.0,
+    )
+    positives = float(second["o11"]) * np.sqrt(neg_all.sum() * pos_all.sum())
+    return round(positives), float(second["s12"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="C2 open: a crafted round-2 request isolates the cluster of the lowest negative "
+    "(its positives and within-cluster AUC, 7 of 8); the sites cannot check the pooled "
+    "histograms beyond containing their own",
+)
+def test_crafted_round_two_histograms_do_not_isolate_the_cluster_of_the_lowest_negative():
+    """Round 2 of the clustered method takes the pooled histograms and totals from the
+    analyst. A site checks only that each pooled histogram holds its own counts bin by bin
+    and adds up to the total sent, and binds the request once per lifetime (before the
+    check); ``n_clusters``, ``total_used`` and the point estimates are the analyst's
+    numbers. Every site gets the same arguments (secure aggregation signs their digest),
+    and only the sums over the sites leave, but the weights a crafted histogram puts on a
+    cluster, though monotone in its scores, isolate a cluster at an extreme: the one
+    holding the federation's lowest negative, whose bin (alone, count 1) the honest
+    round-1 pooled histograms at 4096 bins show. 2**28 positives added in the bin above it
+    make its ``row_i`` 2**28 and every other cluster's at most a few thousand; with
+    ``total_used = n_clusters * 2**28`` (and ``n_clusters = 1e-6``, so that the size
+    terms vanish) ``s12`` is that cluster's ``phi_i`` to 3e-4; the same positives in the
+    all-rows histogram and 2**20 negatives added in bin 0 make Obuchowski's ``x_i`` 1 for
+    that cluster alone and ``z_i`` each cluster's positives: ``o11 * sqrt(M N)`` is the
+    cluster's number of positives. One round-2 request (the honest analysis cannot follow
+    it: the request is bound). Measured on this branch after C1: 7 of 8 federations (3
+    sites of 30 clusters, 2 to 5 rows each; the 8th skipped, its lowest negative not alone
+    in its bin). Both are per-cluster values the method says never leave a site.
+
+    Not closed here: a site cannot tell the true pooled histograms from crafted ones that
+    contain its own. Closing it needs the round-1 sum authenticated to the sites (a site
+    that could recompute or verify the secure sum would refuse any other histograms), or
+    at least pooled totals checked against the row counts the sites publish (the
+    all-rows totals must then be the federation's rows, so mass can only be moved between
+    bins, each move risking the one-shot refusal); neither exists in fedroc's secure
+    aggregation yet."""
+    got = 0
+    for seed in range(8):
+        fed, positives, phi = _extreme_federation(np.random.default_rng([3303, seed]))
+        read = _read_extreme_cluster(fed)
+        got += read is not None and read[0] == positives and abs(read[1] - phi) < 2e-3
+    assert got == 0, f"the extreme cluster's positives and AUC read in {got} of 8"

@@ -50,7 +50,10 @@ allows is stated in :mod:`fedroc.methods.clustered._site`.
 - Raw rows and per-cluster values never leave a site. Every per-cluster quantity is summed
   over the site's clusters before release, and the site declares the number of clusters in
   the sum (and its rows), so its disclosure policy refuses any site with fewer than q usable
-  clusters.
+  clusters. The round-2 weights are the analyst's, though: pooled histograms crafted to
+  hold the sites' own plus a large mass next to an extreme score make one cluster
+  dominate the sums (C2, open: the cluster of the lowest negative, its within-cluster AUC
+  and number of positives from one request; docs/privacy.md).
 - What the analyst learns: the class counts in each shared bin (for the clusters with both
   classes and for all rows), the numbers of clusters used, excluded and holding each
   class, and the sums over clusters of the terms above. With secure aggregation (default)
