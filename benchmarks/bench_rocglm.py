@@ -24,6 +24,7 @@ import numpy as np
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, InProcessTransport, Site
+from fedroc.federation.roster import provide_identities
 from fedroc.methods.rocglm import distributed_rocglm, rocglm
 from fedroc.metrics import delong
 
@@ -62,6 +63,9 @@ def main() -> None:
         sites.append(Site(f"site{k}", SiteData.from_arrays(y, s), noise_seed=seed))
         ys.append(y)
         ss.append(s)
+    # Secure aggregation runs only among sites with a signing key and a roster; with its own
+    # transport the benchmark gives them one, as Federation.from_sites does.
+    provide_identities(sites)
     y_all, s_all = np.concatenate(ys), np.concatenate(ss)
     n = y_all.size
     print(f"{args.sites} sites x {args.n_per_site:,} scores = {n:,} rows")
