@@ -25,7 +25,11 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   the analyst sends the pooled histograms, so a second, crafted request could difference
   the site's per-cluster sums. The same request again (the same analysis re-run) passes.
 - Both rounds check that the pooled histograms and totals the analyst sends contain the
-  site's own (a pooled count can only add other sites' rows to the site's).
+  site's own (a pooled count can only add other sites' rows to the site's); round 2 also
+  that every count and ``n_clusters`` are whole, ``n_clusters`` at least the site's own
+  used clusters and at most ``big_m`` and ``big_n``, ``total_used`` at most ``big_m *
+  big_n``. A crafted request that adds rows no site has still isolates the cluster of the
+  federation's lowest negative (C2, open; docs/privacy.md).
 - Through secure aggregation too, the site binds the edges of its first request before it
   reads its rows, and binds its first round-2 request before it compares the pooled
   histograms with its own: whether a score lies outside the edges, or whether a pooled
@@ -44,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
@@ -468,6 +473,53 @@ def _check_pooled(
             )
 
 
+def _refuse_moments(ctx: SiteContext, argument: str, problem: str) -> NoReturn:
+    raise ArgumentRefused(
+        f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: argument {argument!r} {problem}; "
+        "the round-2 totals and histograms are sums of the sites' round-1 counts",
+        site=ctx.site,
+        function=FUNCTION_MOMENTS,
+        argument=argument,
+    )
+
+
+def _check_consistent(ctx: SiteContext, args: Record) -> None:
+    """Refuse round-2 arguments that no sum of round-1 counts gives (C2, in part).
+
+    Every pooled count is a whole number of rows, and ``n_clusters`` a whole number of
+    clusters (:func:`_check_sizes` adds: at least the site's own, at most ``big_m`` and
+    ``big_n`` as each has a case and a control among the used rows; ``total_used``, a
+    number of pairs of those rows, at most ``big_m * big_n``). C2's request set
+    ``n_clusters = 1e-6`` so that the size terms of ``s12`` vanished. These checks do not
+    close C2 (an analyst keeps ``n_clusters`` true and adds controls far above every case
+    instead; tests/test_attacks_review3.py).
+    """
+    for key in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all"):
+        h = np.asarray(args[key], dtype=np.float64)
+        if not (h == np.floor(h)).all():
+            _refuse_moments(ctx, key, "holds a count that is not a whole number")
+    n_i = float(args["n_clusters"])
+    if n_i != np.floor(n_i) or n_i < 1.0:
+        _refuse_moments(ctx, "n_clusters", f"is not a whole number of clusters (got {n_i!r})")
+
+
+def _check_sizes(ctx: SiteContext, args: Record, n_used: int) -> None:
+    """Refuse ``n_clusters`` and ``total_used`` out of the range the pooled counts allow.
+
+    After the check of the pooled histograms, whose refusal comes first; through secure
+    aggregation after the binding too (whether the site alone uses more clusters than
+    ``n_clusters`` is a fact about its rows; the text names no count).
+    """
+    n_i = float(args["n_clusters"])
+    big_m, big_n = float(args["big_m"]), float(args["big_n"])
+    if n_i < n_used:
+        _refuse_moments(ctx, "n_clusters", "is below the clusters this site alone uses")
+    if n_i > min(big_m, big_n):
+        _refuse_moments(ctx, "n_clusters", "exceeds big_m or big_n (each cluster has both)")
+    if float(args["total_used"]) > big_m * big_n:
+        _refuse_moments(ctx, "total_used", "exceeds big_m * big_n pairs")
+
+
 @site_function(
     FUNCTION_MOMENTS,
     schema={
@@ -506,11 +558,15 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
                     site=ctx.site,
                     function=FUNCTION_MOMENTS,
                 )
+    # What the arguments must satisfy whatever the sites' rows: refused before the binding,
+    # as the refusal tells nothing about the site.
+    _check_consistent(ctx, args)
     if not clear:
         # The site's histograms stay hidden, so whether the pooled ones contain them is a
         # fact about its rows: one round-2 request per lifetime, bound before the check.
         _bind(ctx, FUNCTION_MOMENTS, BIND_SECURE_MOMENTS, "round-2 arguments", _digest(args), False)
     _check_pooled(ctx, args, local, keep, n_bins)
+    _check_sizes(ctx, args, n_used)
     if clear:
         # One round-2 request per lifetime in the clear: the analyst chooses the pooled
         # histograms, and two requests could be differenced.
