@@ -14,6 +14,7 @@ import pytest
 from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError, FedrocError
 from fedroc.federation import Federation, Site
+from tests.test_attacks_review import _pool  # setup arguments that pool releases
 
 LEAVES = 4096  # the default grid every exact secure count of a site is held to (R31)
 
@@ -80,16 +81,6 @@ def _release(fed: Federation, name: str, epsilon: float) -> dict:
         sensitivity=0.01,  # the floor of the default policy
         calibration="analytic",
     )[name]
-
-
-def _pool(parts: list[tuple[str, dict]]) -> dict:
-    return {
-        "negative": np.concatenate([r["negative"] for _, r in parts]),
-        "positive": np.concatenate([r["positive"] for _, r in parts]),
-        "parts": [name for name, _ in parts],
-        "part_sizes": np.array([[r["negative"].size, r["positive"].size] for _, r in parts]),
-        "part_signatures": b"".join(bytes(r["signature"]) for _, r in parts),
-    }
 
 
 def _in_unit(values: np.ndarray) -> np.ndarray:
