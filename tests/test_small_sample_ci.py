@@ -196,3 +196,14 @@ def test_a_delong_results_json_leaves_out_its_tie_pattern():
     res = fm.delong(y, s)
     assert res.ties is not None and res.ties.tied.any()
     assert "ties" not in res.to_dict()
+
+
+def test_a_delong_result_on_untied_scores_keeps_no_count_per_score():
+    rng = np.random.default_rng(4)
+    y, s = rng.integers(0, 2, 5000), rng.normal(size=5000)
+    res = fm.delong(y, s)
+    assert res.ties is not None and res.ties.counts.size == 1 and not res.ties.tied.any()
+    small = fm.delong(y[:60], s[:60])  # the same pattern serves the score interval
+    assert small.confidence_interval(method="score") == fm.score_ci(
+        small.auc, small.n_pos, small.n_neg
+    )

@@ -214,8 +214,15 @@ class TiePattern(ResultMixin):
 
     @classmethod
     def from_level_counts(cls, counts: ArrayLike) -> TiePattern:
-        """Build the pattern from the rows at each distinct score, by increasing score."""
-        return cls(np.asarray(counts, dtype=np.float64).ravel())
+        """Build the pattern from the rows at each distinct score, by increasing score.
+
+        Scores without a tie are one untied segment, whatever their number: the pattern of
+        :meth:`untied` (so a result on continuous scores keeps no count per score).
+        """
+        c = np.asarray(counts, dtype=np.float64).ravel()
+        if c.size and c.max() <= 1.0 and c.max() > 0.0:
+            return cls.untied()
+        return cls(c)
 
     @classmethod
     def from_segments(cls, rows: ArrayLike, tied: ArrayLike) -> TiePattern:
