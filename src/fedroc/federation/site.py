@@ -97,12 +97,18 @@ class Reply:
         Number of rows behind each released aggregate; the policy refuses any below q.
     dp : sequence of DPEvent
         Differential-privacy releases in ``values``.
+    statement : bytes
+        Only for an input of secure aggregation: a statement about the input that the site
+        releases in the clear (signed by the function itself), which the protocol returns
+        in the site's reply to its unmasking stage, once the site has bound the set of
+        sites the sum is over (the clustered method's signed row count); empty for most.
     """
 
     values: Mapping[str, Any]
     kind: ReleaseKind = "aggregate"
     counts: Mapping[str, Any] = field(default_factory=dict)
     dp: tuple[DPEvent, ...] = ()
+    statement: bytes = b""
 
 
 @dataclass

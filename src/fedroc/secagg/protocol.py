@@ -33,7 +33,10 @@ Learning", CCS 2017, figure 4 with its signatures; see below for its consistency
 3. ``unmask``: the server sends U3. Each site returns its share of b_v for every v in U3
    and of s_v^SK for every v that dropped (U2 \ U3), never both for the same v. The
    server reconstructs them, removes the self-masks of U3 and the pairwise masks that
-   dropped sites left in the survivors' vectors, and obtains ``sum_{u in U3} x_u``.
+   dropped sites left in the survivors' vectors, and obtains ``sum_{u in U3} x_u``. An
+   input may make a statement about itself in the clear (its reply's ``statement``, signed
+   by the input function: the clustered method's rows), which goes along with this reply,
+   once the site has bound U3 (:attr:`SecureSum.statements`).
 
 Every stage needs at least t survivors; below that the server aborts, tells the sites to
 erase their secrets, and raises :class:`~fedroc.exceptions.ProtocolError` before anything
@@ -166,6 +169,9 @@ KEY_B_OWNERS = "b_owners"
 KEY_B_SHARES = "b_shares"
 KEY_SK_OWNERS = "sk_owners"
 KEY_SK_SHARES = "sk_shares"
+#: A site's statement about its input in the clear (:attr:`Reply.statement`), in its
+#: unmasking reply; absent when the input makes none.
+KEY_STATEMENT = "statement"
 
 _PLAIN_BYTES = 2 + 2 + 2 * shamir.SHARE_BYTES
 _CIPHER_BYTES = _crypto.NONCE_BYTES + _PLAIN_BYTES + _crypto.TAG_BYTES
@@ -302,6 +308,9 @@ class ClientState:
         The input function: what the site's partner-set rule is about.
     input_digest : str
         SHA-256 of the input's arguments, as the site received them.
+    statement : bytes
+        The input's statement in the clear (:attr:`~fedroc.federation.site.Reply.statement`),
+        sent with the unmasking reply; not a secret.
     """
 
     session: str
@@ -326,6 +335,7 @@ class ClientState:
     last_digest: str = ""
     quantity: str = ""  # the input function: what the site's partner-set rule is about
     input_digest: str = ""  # SHA-256 of the input's arguments, as the site received them
+    statement: bytes = b""  # the input's statement in the clear, sent when unmasking
 
     @property
     def index(self) -> int:
@@ -339,7 +349,8 @@ class ClientState:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ClientState:
         """Rebuild the state :meth:`to_record` wrote."""
-        kwargs = {f.name: record[f.name] for f in fields(cls)}
+        # A state stored before a field was added lacks it: the field's default.
+        kwargs = {f.name: record[f.name] for f in fields(cls) if f.name in record}
         for name in ("sites", "u1", "u2", "share_owners"):
             kwargs[name] = list(kwargs[name])
         kwargs["vector"] = np.asarray(kwargs["vector"], dtype=np.uint64)
@@ -649,6 +660,7 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         s_sk=_crypto.new_private_key(),
         quantity=quantity,
         input_digest=digest,
+        statement=bytes(result.statement),
     )
     _save(ctx, state)
     c_pk, s_pk = _crypto.public_key(state.c_sk), _crypto.public_key(state.s_sk)
@@ -807,6 +819,9 @@ def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
         KEY_SK_OWNERS: dropped,
         KEY_SK_SHARES: b"".join(sk_shares[v] for v in dropped),
     }
+    if state.statement:
+        # The input's statement in the clear, once the set of sites the sum is over is bound.
+        reply[KEY_STATEMENT] = state.statement
     state.wipe()
     _save(ctx, state)
     return Reply(reply, kind="shares")
@@ -961,6 +976,9 @@ class SecureSum(ResultMixin):
     session : str
     released : Released
         What left the sites during the session.
+    statements : dict of str to bytes
+        The statement each site made about its input in the clear (its input function's
+        :attr:`~fedroc.federation.site.Reply.statement`), for the sites that made one.
     """
 
     values: dict[str, Any]
@@ -970,10 +988,17 @@ class SecureSum(ResultMixin):
     bits: int
     session: str
     released: Released
+    statements: dict[str, bytes] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         """Return the sum of input value ``key`` (``result["counts"]``)."""
         return self.values[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as JSON-ready types (the statements as hex)."""
+        out = super().to_dict()
+        out["statements"] = {name: blob.hex() for name, blob in self.statements.items()}
+        return out
 
     def summary(self) -> str:
         """Format who is in the sum, who dropped out, the threshold, ring and traffic."""
@@ -1253,6 +1278,9 @@ class SecAggServer:
             bits=s.bits,
             session=s.session,
             released=self.federation.released(self._mark),
+            statements={
+                w: bytes(replies[w][KEY_STATEMENT]) for w in s.u5 if KEY_STATEMENT in replies[w]
+            },
         )
 
     def run(self) -> SecureSum:
