@@ -797,29 +797,43 @@ def test_the_pooled_histogram_check_answers_once_through_secure_aggregation():
 
     d = sites[0]._data
     truth = int(np.sum(d.label & (bin_scores(d.score, edges) == 4)))
-    huge = np.full(10, 1e6)
+    # Round 1 as the method runs it: the pooled histograms, and every site's signed rows,
+    # which a site checks round 2's pooled histograms against (C2, since this test was
+    # written): each crafted request below holds exactly the federation's rows, the
+    # positives of bin 4 set to k and the rest of that bin's pooled count added as
+    # negatives, and relays the signed rows as signed.
+    from fedroc.methods.clustered._site import row_count_arguments
+
+    first = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+    g = {k: np.asarray(first[k], dtype=np.float64) for k in first.values if k.startswith("hist_")}
+    pooled = int(g["hist_pos_all"][4])  # the site's own count is at most this
 
     def crafted(k: float) -> dict:
-        pos = huge.copy()
+        pos = g["hist_pos_all"].copy()
         pos[4] = k
+        neg = g["hist_neg_all"].copy()
+        neg[0] += pooled - k
+        used = g["hist_pos_used"].copy()
+        used[4] = min(used[4], k)
         return {
             "edges": edges,
             "n_clusters": 30.0,
-            "big_m": 1e7,
-            "big_n": 1e7,
-            "total_used": 1e7,
+            "big_m": float(g["hist_neg_used"].sum()),
+            "big_n": float(used.sum()),
+            "total_used": 1.0,
             "population": 0.5,
             "personalized": 0.5,
             "obuchowski": 0.5,
-            "big_m_all": 1e7,
+            "big_m_all": float(neg.sum()),
             "big_n_all": float(pos.sum()),
-            "hist_pos_used": huge,
-            "hist_neg_used": huge,
+            "hist_pos_used": used,
+            "hist_neg_used": g["hist_neg_used"],
             "hist_pos_all": pos,
-            "hist_neg_all": huge,
+            "hist_neg_all": neg,
+            **row_count_arguments(first.statements),
         }
 
-    lo, hi, answers = 0, d.n, []
+    lo, hi, answers = 0, pooled, []
     while lo < hi:  # the smallest k the site accepts is its own count in bin 4
         k = (lo + hi) // 2
         text = _stage0(fed, FUNCTION_MOMENTS, crafted(float(k)), 10 + len(answers))

@@ -8,7 +8,6 @@ fails and says what it recovered before the fix, where it succeeded.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
@@ -216,7 +215,31 @@ def _respects_argument_checks(args: dict, obuchowski_pinned: bool) -> bool:
     return bool(whole and nested and sums and sizes and pairs and obu_ok)
 
 
-def _read_extreme_cluster(fed: Federation, variant: str = "adapted") -> tuple[int, float] | None:
+def _relayed(first, edges: np.ndarray, relay: str, total: float) -> dict:
+    """The round-1 sites' signed rows as the analyst relays them in round 2: "true" as
+    signed (what the method sends), "inflated" with one count raised so that the sum is
+    ``total`` and signed again with a key of the analyst's, "partial" without one site's,
+    "none" left out."""
+    from fedroc.federation.roster import new_signing_key
+    from fedroc.methods.clustered._site import row_count_arguments, rows_message
+
+    if relay == "none":
+        return {}
+    statements = dict(first.statements)
+    if relay == "partial":
+        statements.pop(sorted(statements)[-1])
+    args = row_count_arguments(statements)
+    if relay == "inflated":
+        name = args["row_sites"][0]
+        args["row_counts"][0] += int(total) - sum(args["row_counts"])
+        forged = new_signing_key().sign(rows_message(name, edges, args["row_counts"][0]))
+        args["row_signatures"] = forged.hex() + args["row_signatures"][128:]
+    return args
+
+
+def _read_extreme_cluster(
+    fed: Federation, variant: str = "adapted", relay: str = "true"
+) -> tuple[int, float] | None:
     """The analyst's attack: round 1 honestly at 4096 bins, then its one round-2 request
     with crafted pooled histograms (each still holds every site's own, and adds up to the
     totals sent). K positives placed in the bin just above the lowest negative's bin make
@@ -235,7 +258,11 @@ def _read_extreme_cluster(fed: Federation, variant: str = "adapted") -> tuple[in
     ``col_i``), also in the all-rows histogram (each used count at most the all-rows
     count). ``s12 / n_clusters`` is the cluster's ``phi_i``; Obuchowski's sums as in "c2",
     scaled by the added controls. "pinned" is "adapted" with ``obuchowski`` the AUC of the
-    crafted all-rows histograms (which a site could recompute), so ``z_i`` is centred."""
+    crafted all-rows histograms (which a site could recompute), so ``z_i`` is centred.
+    "used" is "adapted" with the all-rows histograms as round 1 summed them (the crafted
+    mass in the used histograms only, which is all ``s12`` reads).
+
+    ``relay`` says how the round-1 sites' signed rows go along (:func:`_relayed`)."""
     from fedroc.methods.clustered._site import FUNCTION_MOMENTS, FUNCTION_SUMMARY, score_bin_edges
     from fedroc.secagg import secure_sum
 
@@ -258,15 +285,17 @@ def _read_extreme_cluster(fed: Federation, variant: str = "adapted") -> tuple[in
     big_k, big_k2 = 2.0**28, 2.0**20
     h = {k: g[k].copy() for k in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")}
     h["hist_pos_used"][low + 1] += big_k
-    h["hist_pos_all"][low + 1] += big_k
-    h["hist_neg_all"][0] += big_k2
+    if variant != "used":
+        h["hist_pos_all"][low + 1] += big_k
+        h["hist_neg_all"][0] += big_k2
     if variant == "c2":
         n_i, total = 1e-6, 1e-6 * big_k
     else:
         # Controls enough for the size terms to vanish, not so many that o11 falls below
         # the fixed-point ring's resolution.
         h["hist_neg_used"][top] += 2.0**22
-        h["hist_neg_all"][top] += 2.0**22
+        if variant != "used":
+            h["hist_neg_all"][top] += 2.0**22
         n_i = float(round(float(first["clusters_used"])))
         total = _pairs(h["hist_pos_used"], h["hist_neg_used"])
     big_m_all, big_n_all = float(h["hist_neg_all"].sum()), float(h["hist_pos_all"].sum())
@@ -286,7 +315,8 @@ def _read_extreme_cluster(fed: Federation, variant: str = "adapted") -> tuple[in
         "big_n_all": big_n_all,
         "obuchowski": obu,
     }
-    assert variant == "c2" or _respects_argument_checks(args, variant == "pinned")
+    assert variant in ("c2", "used") or _respects_argument_checks(args, variant == "pinned")
+    args.update(_relayed(first, edges, relay, big_m_all + big_n_all))
     second = secure_sum(fed, FUNCTION_MOMENTS, **args)
     # z_i of the cluster is its positives times K2 / M_all (the controls below every case).
     positives = float(second["o11"]) * np.sqrt(big_m_all * big_n_all) * big_m_all / big_k2
@@ -335,6 +365,8 @@ def _read_by_moving_rows(fed, first, g, low, edges, convert: bool) -> tuple[int,
         "big_m_all": big_m_all,
         "big_n_all": big_n_all,
         "obuchowski": _pairs(h["hist_pos_all"], h["hist_neg_all"]) / (big_m_all * big_n_all),
+        # The sites' signed rows, as signed: the crafted histograms hold exactly those rows.
+        **_relayed(first, edges, "true", big_m_all + big_n_all),
     }
     assert _respects_argument_checks(args, obuchowski_pinned=True)
     second = secure_sum(fed, FUNCTION_MOMENTS, **args)
@@ -363,17 +395,18 @@ def test_the_c2_request_with_a_fractional_cluster_count_is_refused():
     assert refused == 7, refused  # the 8th is skipped by the analyst (its negative not alone)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="C2 open: an adapted round-2 request (n_clusters true and whole, total_used the "
-    "pairs of its crafted histograms, 2**22 controls added above every case) still isolates "
-    "the cluster of the lowest negative: its within-cluster AUC 7 of 8, its positives 7 of 8 "
-    "(0 of 8 with obuchowski pinned to the crafted histograms' AUC, the AUC still 7 of 8); "
-    "the sites cannot check the pooled totals without knowing the federation's rows",
-)
+# What a site's refusal names, for each way the analyst relays the round-1 signed rows.
+_C2_REFUSAL = {
+    "true": "do not add up to the rows the round-1 sites signed",
+    "inflated": "do not carry the signature of",
+    "partial": "are not the sites this site's round-1 sum was over",
+    "none": "'row_sites' is missing",
+}
+
+
 def test_crafted_round_two_histograms_do_not_isolate_the_cluster_of_the_lowest_negative():
     """Round 2 of the clustered method takes the pooled histograms and totals from the
-    analyst. A site checks that each pooled histogram holds its own counts bin by bin and
+    analyst. A site checked that each pooled histogram holds its own counts bin by bin and
     adds up to the total sent, that every count is whole, that ``n_clusters`` is a whole
     number, at least its own used clusters and at most ``big_m`` and ``big_n``, and that
     ``total_used`` is at most ``big_m * big_n``; it binds the request once per lifetime
@@ -383,7 +416,7 @@ def test_crafted_round_two_histograms_do_not_isolate_the_cluster_of_the_lowest_n
     cluster at an extreme: the one holding the federation's lowest negative, whose bin
     (alone, count 1) the honest round-1 pooled histograms at 4096 bins show.
 
-    C2's request (``n_clusters = 1e-6``) is refused now
+    C2's request (``n_clusters = 1e-6``) is refused
     (:func:`test_the_c2_request_with_a_fractional_cluster_count_is_refused`); the adapted
     one (``_read_extreme_cluster``, "adapted") keeps ``n_clusters`` true: 2**28 positives
     added in the bin above the lowest negative make its ``row_i`` 2**28 and every other
@@ -392,34 +425,49 @@ def test_crafted_round_two_histograms_do_not_isolate_the_cluster_of_the_lowest_n
     bin (no case there: no pair) make the size terms vanish; ``s12 / n_clusters`` is that
     cluster's ``phi_i`` to 2e-4. With 2**20 controls in bin 0 of the all-rows histogram
     and ``obuchowski = 0``, ``o11 * sqrt(M N) * M / 2**20`` is its number of positives.
-    The request passes every check of the arguments alone that a site could make (whole
-    counts, each used count at most the all-rows count, ``total_used`` the pairs of the
-    used histograms; ``_respects_argument_checks``). With ``obuchowski`` pinned to the
-    crafted all-rows AUC ("pinned"), Obuchowski's ``z_i`` is centred and the positives
-    are not read (0 of 8), but ``s12`` is unchanged. Measured: 7 of 8 federations (3
-    sites of 30 clusters, 2 to 5 rows each; the 8th skipped, its lowest negative not alone
-    in its bin), for "adapted" and, the AUC, for "pinned".
+    The request passes every check of the arguments alone that a site could make without
+    the federation's rows (``_respects_argument_checks``). With ``obuchowski`` pinned to
+    the crafted all-rows AUC ("pinned") the positives are not read, ``s12`` is unchanged.
+    Measured on main f6e2328 (3 sites of 30 clusters, 2 to 5 rows each; 8 federations, the
+    8th skipped by the analyst, its lowest negative not alone in its bin): "adapted" read
+    the AUC and the positives in 7 of 8, "pinned" the AUC in 7 of 8.
 
-    Not closed: the request adds rows no site has. Pinning the pooled totals to the
-    federation's rows (each site knowing the others' row counts, e.g. signed by them) leaves
-    only moving the true rows between bins, and then even an analyst that knows every
-    site's histograms reads nothing
-    (:func:`test_moving_the_federations_rows_does_not_isolate_the_cluster`); no site knows
-    the other sites' rows in fedroc yet."""
-    got = 0
+    Now every site signs its rows (what its all-rows histograms add up to) in its round-1
+    unmasking reply, and in round 2 refuses, before it binds the request, unless the
+    signed rows of exactly the sites its round-1 sum was over (its ledger's partners)
+    verify under its roster's keys, the pooled all-rows histograms add up to their sum,
+    and no used count exceeds the all-rows count of its bin. The adapted and pinned
+    requests with the signed rows relayed as signed ("true") are refused (they add rows);
+    so are the same requests with one count raised to cover the added rows and signed
+    with a key of the analyst's ("inflated"), with one site's signed rows left out
+    ("partial"), or without them ("none"); and "used", the crafted mass in the used
+    histograms only (all that ``s12`` reads), the all-rows ones as round 1 summed them.
+    What is left, moving the true rows, reads nothing
+    (:func:`test_moving_the_federations_rows_does_not_isolate_the_cluster`)."""
+    from fedroc.exceptions import DisclosureError
+
+    got, refused, skipped = 0, 0, 0
     for seed in range(8):
-        fed, positives, phi = _extreme_federation(np.random.default_rng([3303, seed]))
-        read = _read_extreme_cluster(fed, "adapted")
-        got += read is not None and (read[0] == positives or abs(read[1] - phi) < 2e-3)
-        fed, positives, phi = _extreme_federation(np.random.default_rng([3303, seed]))
-        read = _read_extreme_cluster(fed, "pinned")
-        got += read is not None and (read[0] == positives or abs(read[1] - phi) < 2e-3)
-    assert got == 0, f"the extreme cluster's positives or AUC read in {got} of 16"
+        for variant in ("adapted", "pinned", "used"):
+            for relay in ("true", "inflated", "partial", "none"):
+                fed, positives, phi = _extreme_federation(np.random.default_rng([3303, seed]))
+                try:
+                    read = _read_extreme_cluster(fed, variant, relay)
+                except DisclosureError as exc:
+                    assert _C2_REFUSAL[relay] in str(exc) or (
+                        variant == "used" and relay == "true" and "more rows in a bin" in str(exc)
+                    ), (variant, relay, str(exc))
+                    refused += 1
+                    continue
+                skipped += read is None
+                got += read is not None and (read[0] == positives or abs(read[1] - phi) < 2e-3)
+    assert got == 0, f"the extreme cluster's positives or AUC read in {got} of 96"
+    assert (refused, skipped) == (84, 12), (refused, skipped)  # 7 of 8 seeds, 12 ways each
 
 
 def test_moving_the_federations_rows_does_not_isolate_the_cluster():
-    """What would be left of C2 if every site knew the federation's rows (not checked by
-    the sites yet): the pooled totals pinned, the analyst can only move the true rows
+    """What is left of C2 now that every site checks the pooled rows against the round-1
+    sites' signed rows: the pooled totals pinned, the analyst can only move the true rows
     between bins. Even one that knows every site's own histograms, and so moves every row
     no site would miss (all but the largest site's own count in each bin: cases to the bin
     above the lowest negative, controls to the top bin or, "rows-total", turned into such

@@ -179,7 +179,9 @@ args : Record
 Returns
 -------
 dict of str to ndarray of float64
-    For each key of the sites' replies, the sum over the sites.
+    For each key of the sites' replies, the sum over the sites; a secure sum adds, under
+    ``"__statements__"``, the statement each site made in the clear about its input
+    (site name -> bytes: in round 1 its signed rows, which round 2 relays to every site).
 
 Raises
 ------

@@ -51,9 +51,15 @@ allows is stated in :mod:`fedroc.methods.clustered._site`.
   over the site's clusters before release, and the site declares the number of clusters in
   the sum (and its rows), so its disclosure policy refuses any site with fewer than q usable
   clusters. The round-2 weights are the analyst's, though: pooled histograms crafted to
-  hold the sites' own plus a large mass next to an extreme score make one cluster
-  dominate the sums (C2, open: the cluster of the lowest negative, its within-cluster AUC
-  and number of positives from one request; docs/privacy.md).
+  hold the sites' own plus a large mass next to an extreme score made one cluster
+  dominate the sums (C2: the cluster of the lowest negative, its within-cluster AUC and
+  number of positives from one request, 7 of 8 federations). Through secure aggregation
+  this is closed: each site signs its rows in round 1 (its unmasking reply), the analyst
+  relays every site's signed rows in round 2, and a site refuses pooled all-rows
+  histograms that do not add up to them (or used counts above the all-rows ones), from
+  signers other than its round-1 partners, or signatures its roster does not verify;
+  moving the true rows read nothing (0 of 7). In the clear (:func:`plain_sum`) no rows
+  are signed, so C2 is not closed there (docs/privacy.md).
 - What the analyst learns: the class counts in each shared bin (for the clusters with both
   classes and for all rows), the numbers of clusters used, excluded and holding each
   class, and the sums over clusters of the terms above. With secure aggregation (default)
@@ -67,7 +73,8 @@ allows is stated in :mod:`fedroc.methods.clustered._site`.
   request.
 - Sent to every site in round two: the pooled histograms and pooled scalars (I, M, N and
   the point estimates), i.e. the other sites' combined score distribution at bin
-  resolution.
+  resolution, and (through secure aggregation) every site's signed number of rows, which
+  the analyst learns too (``fedroc.info`` reports it anyway).
 - The method assumes that no cluster spans two sites; the analyst cannot check it without
   learning cluster ids. A split cluster counts as two clusters.
 """
@@ -101,6 +108,7 @@ from fedroc.methods.clustered._site import (
     FUNCTION_MOMENTS,
     FUNCTION_SUMMARY,
     bin_scores,
+    row_count_arguments,
     score_bin_edges,
 )
 from fedroc.metrics import ScoreCounts, delong_from_counts
@@ -123,12 +131,15 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 
 # A function that runs a site function on every site and returns, for each released key,
-# the sum over sites. The protocol needs nothing else from the sites.
-SiteSum = Callable[[Federation, str, Record], dict[str, FloatArray]]
+# the sum over sites (a secure sum adds the sites' statements under STATEMENTS). The
+# protocol needs nothing else from the sites.
+SiteSum = Callable[[Federation, str, Record], dict[str, Any]]
+#: Where a secure sum returns the statements the sites made in the clear (name -> bytes).
+STATEMENTS = "__statements__"
 
 
 @fill_doc
-def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, FloatArray]:
+def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, Any]:
     """Sum every released value over the sites, in the clear.
 
     SECURE-AGGREGATION HOOK. Everything the clustered protocol takes from the sites is a sum
@@ -144,14 +155,14 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     """
     replies = federation.call(function, **args)
     keys = sorted(next(iter(replies.values())))
-    sums: dict[str, FloatArray] = {}
+    sums: dict[str, Any] = {}
     for key in keys:
         sums[key] = np.sum([np.asarray(r[key], dtype=np.float64) for r in replies.values()], 0)
     return sums
 
 
 @fill_doc
-def secure_site_sum(federation: Federation, function: str, args: Record) -> dict[str, FloatArray]:
+def secure_site_sum(federation: Federation, function: str, args: Record) -> dict[str, Any]:
     """Sum over sites by secure aggregation (:func:`fedroc.secagg.secure_sum`).
 
     Each site evaluates the same computation as the plain site function, as a secure input:
@@ -164,22 +175,29 @@ def secure_site_sum(federation: Federation, function: str, args: Record) -> dict
     {site_sum}
     """
     summed = secure_sum(federation, function, **{k: jsonable(v) for k, v in args.items()})
-    return {k: np.asarray(v, dtype=np.float64) for k, v in summed.values.items()}
+    out: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in summed.values.items()}
+    if summed.statements:
+        # Round 1's signed rows, which round 2 relays to every site (C2).
+        out[STATEMENTS] = dict(summed.statements)
+    return out
 
 
-def _check_secure_arguments(n_bins: int, edges: FloatArray) -> None:
+def _check_secure_arguments(n_bins: int, edges: FloatArray, sites: list[str]) -> None:
     """Refuse, naming ``n_bins``, bins whose edges and histograms overflow secagg's arguments.
 
     Checked before the first sum, which binds the edges at the sites: the second input's
-    arguments hold the edges and four pooled histograms, counted here at 10^12 rows a bin.
+    arguments hold the edges and four pooled histograms, counted here at 10^12 rows a bin,
+    and each site's signed rows (its name, count and signature in hex).
     """
     per_bin = len(input_args_text({"edges": edges})) / edges.size + 4 * len("1000000000000.0,")
-    need = int(per_bin * edges.size) + 200
+    signed = sum(len(input_args_text({"n": name})) + 20 + 128 for name in sites)
+    need = int(per_bin * edges.size) + 200 + signed
     if need > MAX_INPUT_ARGS:
         raise InputError(
             f"n_bins {n_bins} needs up to {need} characters in the secure aggregation's "
             f"arguments (its edges and four histograms), which carry at most "
-            f"{MAX_INPUT_ARGS}; use at most {int((MAX_INPUT_ARGS - 200) / per_bin) - 2} bins"
+            f"{MAX_INPUT_ARGS}; use at most {int((MAX_INPUT_ARGS - 200 - signed) / per_bin) - 2}"
+            " bins"
         )
 
 
@@ -311,9 +329,13 @@ def federated_clustered_auc(
     if aggregate is None:
         aggregate = secure_site_sum if secure else plain_sum
     if aggregate is secure_site_sum:
-        _check_secure_arguments(n_bins, edges)
+        _check_secure_arguments(n_bins, edges, list(federation.site_names))
     mark = federation.mark()
     first = aggregate(federation, FUNCTION_SUMMARY, {"edges": edges})
+    # Through secure aggregation every site signed its rows; relayed so that each site can
+    # check that the pooled histograms of round 2 hold those rows and no more (C2).
+    statements = first.pop(STATEMENTS, None)
+    relayed = row_count_arguments(statements) if statements else {}
     n_used = round(float(first["clusters_used"]))
     n_total = round(float(first["clusters_all"]))
     if n_used < 2:
@@ -355,6 +377,7 @@ def federated_clustered_auc(
             "big_m_all": big_m_all,
             "big_n_all": big_n_all,
             "obuchowski": obu_auc,
+            **relayed,
         },
     )
     divisor = n_used - 1 if sigma11 == "corollary6" else (n_used - 1) ** 2 / n_used

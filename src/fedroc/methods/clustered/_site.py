@@ -28,8 +28,20 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   site's own (a pooled count can only add other sites' rows to the site's); round 2 also
   that every count and ``n_clusters`` are whole, ``n_clusters`` at least the site's own
   used clusters and at most ``big_m`` and ``big_n``, ``total_used`` at most ``big_m *
-  big_n``. A crafted request that adds rows no site has still isolates the cluster of the
-  federation's lowest negative (C2, open; docs/privacy.md).
+  big_n``.
+- Through secure aggregation, round 2 also holds the pooled histograms to the
+  federation's rows (C2): in round 1 each site signs its rows (what its all-rows
+  histograms add up to; :func:`rows_message`, bound to its name, the edges and a domain
+  tag) with its identity key and sends the signed count in its unmasking reply; the
+  analyst relays every site's (``row_sites``, ``row_counts``, ``row_signatures``;
+  :func:`row_count_arguments`), and a site refuses, before it binds the request, unless
+  the signers are exactly the sites its round-1 sum was over (the partners in its
+  ledger), every signature verifies under its roster's key, the pooled all-rows
+  histograms add up to the signed rows and no used count exceeds the all-rows count of
+  its bin. A crafted request that added rows no site has (2^28 cases next to the
+  federation's lowest negative) read that cluster's within-cluster AUC and positives; it
+  is refused, and moving the true rows reads nothing (tests/test_attacks_review3.py). In
+  the clear no rows are signed and round 2 does not check them (docs/privacy.md).
 - Through secure aggregation too, the site binds the edges of its first request before it
   reads its rows, and binds its first round-2 request before it compares the pooled
   histograms with its own: whether a score lies outside the edges, or whether a pooled
@@ -67,6 +79,7 @@ from fedroc.federation.basic import (
     grid_representatives,
 )
 from fedroc.federation.records import Record
+from fedroc.federation.roster import SIGNATURE_BYTES
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
@@ -83,6 +96,8 @@ __all__ = [
     "FUNCTION_MOMENTS",
     "FUNCTION_SUMMARY",
     "bin_scores",
+    "row_count_arguments",
+    "rows_message",
     "score_bin_edges",
 ]
 
@@ -96,6 +111,71 @@ BIND_SECURE_EDGES = "clustered-secure:edges"
 BIND_SECURE_MOMENTS = "clustered-secure:moments"
 
 FloatArray = NDArray[np.float64]
+
+# What a site signs of its round-1 input through secure aggregation (C2): its rows.
+_ROWS_DOMAIN = b"fedroc.clustered/v1 rows of the all-rows histograms\x00"
+_COUNT_BYTES = 8
+STATEMENT_BYTES = _COUNT_BYTES + SIGNATURE_BYTES
+_MAX_SITES = 1024
+_HEX = "0123456789abcdef"
+
+
+def rows_message(site: str, edges: FloatArray, rows: int) -> bytes:
+    """Return what a site signs of its round-1 summary: its name, the edges and its rows.
+
+    ``rows`` is what the site's all-rows histograms (``hist_pos_all`` + ``hist_neg_all``)
+    add up to: every row it holds, each in one bin of ``edges``. The domain tag keeps the
+    signature from being taken for any other quantity; the edges' digest, for the rows of
+    another binning.
+
+    Parameters
+    ----------
+    site : str
+        The signing site.
+    edges : ndarray of float, shape (n_bins + 1,)
+        The shared edges of the summary.
+    rows : int
+        The site's rows in its all-rows histograms.
+
+    Returns
+    -------
+    bytes
+        The bytes the site's Ed25519 signature covers.
+    """
+    digest = hashlib.sha256(np.ascontiguousarray(edges, dtype="<f8").tobytes()).digest()
+    count = int(rows).to_bytes(_COUNT_BYTES, "big")
+    return _ROWS_DOMAIN + site.encode() + b"\x00" + digest + count
+
+
+def row_count_arguments(statements: dict[str, bytes]) -> dict[str, object]:
+    """Turn the sites' round-1 statements into the round-2 arguments that relay them.
+
+    Each statement (:attr:`fedroc.secagg.SecureSum.statements` of the round-1 secure sum)
+    is a site's rows (8 bytes, big-endian) and its signature of :func:`rows_message`.
+
+    Parameters
+    ----------
+    statements : dict of str to bytes
+        Site name -> statement.
+
+    Returns
+    -------
+    dict
+        ``row_sites`` (names, sorted), ``row_counts`` (one per site) and ``row_signatures``
+        (the signatures in that order, as hex).
+    """
+    names = sorted(statements)
+    for name in names:
+        if len(statements[name]) != STATEMENT_BYTES:
+            raise InputError(
+                f"site {name!r}: its round-1 statement has {len(statements[name])} bytes, "
+                f"not {STATEMENT_BYTES}"
+            )
+    return {
+        "row_sites": names,
+        "row_counts": [int.from_bytes(statements[n][:_COUNT_BYTES], "big") for n in names],
+        "row_signatures": "".join(statements[n][_COUNT_BYTES:].hex() for n in names),
+    }
 
 
 def grid_height(n_bins: int) -> int:
@@ -355,6 +435,7 @@ def _hist(mask: NDArray[np.bool_], bins: NDArray[np.intp], n_bins: int) -> NDArr
 _MAX_EDGES = 1_000_001
 _EDGES = {"edges": sch.FloatArray((sch.Bound(2, _MAX_EDGES),))}
 _HIST = sch.FloatArray((sch.Bound(1, _MAX_EDGES - 1),), lo=0.0)
+_HIST_KEYS = ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")
 
 
 # -- round 1 ------------------------------------------------------------------------------
@@ -386,8 +467,15 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
     has_control = np.bincount(local.codes, weights=~local.label, minlength=local.n_clusters) > 0
     hists = _own_histograms(local, keep, n_bins)
     counts: dict[str, object] = {"rows": ctx.data.n, "clusters": n_used}
+    statement = b""
     if clear:
         counts.update(_bin_counts(**hists))
+    elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
+        # Its rows, signed, so that every partner can check in round 2 that the pooled
+        # all-rows histograms hold the federation's rows and no more (C2).
+        rows = int(hists["hist_pos_all"].sum() + hists["hist_neg_all"].sum())
+        message = rows_message(ctx.site, np.asarray(args["edges"], dtype=np.float64), rows)
+        statement = rows.to_bytes(_COUNT_BYTES, "big") + ctx.identity.sign(message)
     return Reply(
         {
             **hists,
@@ -405,6 +493,7 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
             "within_same_bin": same_bin,
         },
         counts=counts,
+        statement=statement,
     )
 
 
@@ -494,13 +583,84 @@ def _check_consistent(ctx: SiteContext, args: Record) -> None:
     close C2 (an analyst keeps ``n_clusters`` true and adds controls far above every case
     instead; tests/test_attacks_review3.py).
     """
-    for key in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all"):
+    for key in _HIST_KEYS:
         h = np.asarray(args[key], dtype=np.float64)
         if not (h == np.floor(h)).all():
             _refuse_moments(ctx, key, "holds a count that is not a whole number")
     n_i = float(args["n_clusters"])
     if n_i != np.floor(n_i) or n_i < 1.0:
         _refuse_moments(ctx, "n_clusters", f"is not a whole number of clusters (got {n_i!r})")
+
+
+def _check_rows(ctx: SiteContext, args: Record) -> None:
+    """Refuse pooled histograms that hold more rows than the round-1 sites signed (C2).
+
+    Through secure aggregation only, before the binding (nothing here depends on the
+    site's rows): ``row_sites`` must be exactly the sites the site's round-1 sum was over
+    (the partners bound in its ledger), each ``row_counts`` entry signed by its site
+    (``row_signatures``, over :func:`rows_message` with these edges) under the key the
+    site's roster holds, and the pooled all-rows histograms must add up to the sum of the
+    counts, each used count at most the all-rows count of its bin. A crafted request
+    added 2^28 rows next to the federation's lowest negative and read its cluster's
+    within-cluster AUC and positives; with the rows pinned only the true rows can move,
+    and moving them read nothing (tests/test_attacks_review3.py).
+    """
+    names, counts, signatures = (args[k] for k in ("row_sites", "row_counts", "row_signatures"))
+    if names is None or counts is None or signatures is None:
+        _refuse_moments(
+            ctx,
+            "row_sites",
+            "is missing (with row_counts and row_signatures): through secure aggregation a "
+            "site needs every round-1 site's signed rows to check the pooled histograms",
+        )
+    roster = None if ctx.identity is None else ctx.identity.roster
+    if roster is None:
+        _refuse_moments(
+            ctx,
+            "row_sites",
+            "cannot be checked: the site has no roster of sites (their signing keys); its "
+            "operator configures one (see fedroc.federation.roster)",
+        )
+    with ctx.ledger.transaction():
+        partners = ctx.ledger.partners(FUNCTION_SUMMARY)
+    if partners is None:
+        _refuse_moments(ctx, "row_sites", "names no round-1 sum this site took part in")
+    if sorted(names) != sorted(partners):
+        _refuse_moments(ctx, "row_sites", "are not the sites this site's round-1 sum was over")
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.size != len(names) or len(signatures) != 2 * SIGNATURE_BYTES * len(names):
+        _refuse_moments(ctx, "row_signatures", "needs one count and one signature per site")
+    edges = np.asarray(args["edges"], dtype=np.float64)
+    raw = bytes.fromhex(signatures)
+    forged = [
+        name
+        for i, (name, rows) in enumerate(zip(names, counts.tolist(), strict=True))
+        if not roster.verify(
+            name,
+            rows_message(name, edges, rows),
+            raw[SIGNATURE_BYTES * i : SIGNATURE_BYTES * (i + 1)],
+        )
+    ]
+    if forged:
+        _refuse_moments(
+            ctx,
+            "row_signatures",
+            f"do not carry the signature of {forged} over their rows under the keys its "
+            "roster holds",
+        )
+    hist = {k: np.asarray(args[k], dtype=np.float64) for k in _HIST_KEYS}
+    if float(hist["hist_pos_all"].sum() + hist["hist_neg_all"].sum()) != float(counts.sum()):
+        _refuse_moments(
+            ctx,
+            "hist_pos_all",
+            "and 'hist_neg_all' do not add up to the rows the round-1 sites signed",
+        )
+    for cls in ("pos", "neg"):
+        used, every = hist[f"hist_{cls}_used"], hist[f"hist_{cls}_all"]
+        if used.size != every.size or (used > every).any():
+            _refuse_moments(
+                ctx, f"hist_{cls}_used", f"holds more rows in a bin than 'hist_{cls}_all'"
+            )
 
 
 def _check_sizes(ctx: SiteContext, args: Record, n_used: int) -> None:
@@ -537,6 +697,10 @@ def _check_sizes(ctx: SiteContext, args: Record, n_used: int) -> None:
         "hist_neg_used": _HIST,
         "hist_pos_all": _HIST,
         "hist_neg_all": _HIST,
+        # The round-1 sites' signed rows (secure aggregation only; row_count_arguments).
+        "row_sites": sch.Names(_MAX_SITES, default=None),
+        "row_counts": sch.IntArray((sch.Bound(1, _MAX_SITES),), lo=0, default=None),
+        "row_signatures": sch.Text(2 * SIGNATURE_BYTES * _MAX_SITES, alphabet=_HEX, default=None),
     },
     release="both",
 )
@@ -562,6 +726,9 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
     # as the refusal tells nothing about the site.
     _check_consistent(ctx, args)
     if not clear:
+        # The pooled rows against the round-1 sites' signed rows (C2): arguments, the
+        # site's roster and its ledger only, so refused before the binding too.
+        _check_rows(ctx, args)
         # The site's histograms stay hidden, so whether the pooled ones contain them is a
         # fact about its rows: one round-2 request per lifetime, bound before the check.
         _bind(ctx, FUNCTION_MOMENTS, BIND_SECURE_MOMENTS, "round-2 arguments", _digest(args), False)
