@@ -8,6 +8,7 @@ fails and says what it recovered before the fix, where it succeeded.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
@@ -481,3 +482,63 @@ def test_moving_the_federations_rows_does_not_isolate_the_cluster():
             read = _read_extreme_cluster(fed, variant)
             got += read is not None and (read[0] == positives or abs(read[1] - phi) < 2e-3)
     assert got == 0, f"the extreme cluster's positives or AUC read in {got} of 16"
+
+
+def test_signed_rows_are_bound_to_the_edges_and_the_quantity_and_refusals_bind_nothing():
+    """The signature over a site's rows covers a domain tag, its name and the edges'
+    digest: the sites' own keys signing the same counts for other edges, or the bare
+    count, are refused like a forgery. The check reads no row, so a refused request binds
+    nothing: the honest round 2 is answered after them, and equals the method's own."""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.methods.clustered import federated_clustered_auc
+    from fedroc.methods.clustered._site import (
+        FUNCTION_MOMENTS,
+        FUNCTION_SUMMARY,
+        row_count_arguments,
+        rows_message,
+        score_bin_edges,
+    )
+    from fedroc.metrics import ScoreCounts
+    from fedroc.secagg import secure_sum
+
+    rng_seed = [3304, 0]
+    fed, _, _ = _extreme_federation(np.random.default_rng(rng_seed))
+    sites = fed.transport._sites  # the sites' own keys, as a stand-in for a replay
+    edges = score_bin_edges(64)
+    first = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+    g = {k: np.asarray(first[k], dtype=np.float64) for k in first.values}
+    n_used = float(round(float(first["clusters_used"])))
+    big_m, big_n = float(first["neg_used"]), float(first["pos_used"])
+    args = {
+        "edges": edges,
+        **{k: g[k] for k in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")},
+        "n_clusters": n_used,
+        "big_m": big_m,
+        "big_n": big_n,
+        "total_used": ScoreCounts.from_bins(g["hist_pos_used"], g["hist_neg_used"]).mann_whitney(),
+        "population": 0.5,
+        "personalized": float(first["phi_sum"]) / n_used,  # as the method sends it
+        "big_m_all": float(first["neg_all"]),
+        "big_n_all": float(first["pos_all"]),
+        "obuchowski": 0.5,
+    }
+    honest = row_count_arguments(first.statements)
+    names, counts = honest["row_sites"], honest["row_counts"]
+    other_edges = score_bin_edges(32)
+    for message in (
+        lambda name, rows: rows_message(name, other_edges, rows),
+        lambda name, rows: int(rows).to_bytes(8, "big"),
+    ):
+        replayed = "".join(
+            sites[n].identity.sign(message(n, c)).hex() for n, c in zip(names, counts, strict=True)
+        )
+        with pytest.raises(DisclosureError, match="do not carry the signature of"):
+            secure_sum(fed, FUNCTION_MOMENTS, **{**args, **honest, "row_signatures": replayed})
+    # Nothing bound: the honest request is answered, as the method's own round 2 is.
+    second = secure_sum(fed, FUNCTION_MOMENTS, **args, **honest)
+    assert np.isfinite(float(second["s22"]))
+    fresh, _, _ = _extreme_federation(np.random.default_rng(rng_seed))
+    result = federated_clustered_auc(fresh, n_bins=64, population_estimator="eq5")
+    # Sigma22 / I = s22 / ((I - 1) I), I the used clusters.
+    want = result.covariance[1, 1] * n_used * (n_used - 1)
+    assert float(second["s22"]) == pytest.approx(want, rel=1e-9)
