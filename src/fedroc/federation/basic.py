@@ -31,6 +31,7 @@ from fedroc.federation.site import (
 )
 from fedroc.metrics import (
     EDGE_GRID_HEIGHT,
+    SCORE_TRANSFORM_INVERSES,
     SCORE_TRANSFORMS,
     CalibrationCurve,
     bin_edges,
@@ -338,11 +339,10 @@ def bind_tree(
     bind_before_reading(ctx, BIND_TREE, [b, h], refusal, accepts=on_the_grid)
 
 
-# The inverses of the public score transforms (monotone maps of the real line onto (0, 1)).
-_INVERSE_TRANSFORMS = {
-    "logistic": lambda u: np.log(u) - np.log1p(-u),
-    "arctan": lambda u: np.tan(np.pi * (u - 0.5)),
-}
+def _on_scale(scores: np.ndarray, transform: str | None) -> np.ndarray:
+    """Put the scores on the scale a grid's range is given in (after its public transform)."""
+    t = np.asarray(scores, np.float64)
+    return t if transform is None else SCORE_TRANSFORMS[transform](t)
 
 
 @fill_doc
@@ -396,8 +396,7 @@ def in_grid_range(scores: np.ndarray, grid: tuple[float, float, Any, int]) -> bo
         False when a (transformed) score lies outside ``[lo, hi]``.
     """
     lo, hi, transform = grid[0], grid[1], grid[2]
-    t = np.asarray(scores, np.float64)
-    t = t if transform is None else SCORE_TRANSFORMS[transform](t)
+    t = _on_scale(scores, transform)
     return bool(((t >= lo) & (t <= hi)).all())
 
 
@@ -433,8 +432,7 @@ def grid_representatives(
     lo, hi, transform, cells = grid
 
     def cell(values: np.ndarray) -> np.ndarray:
-        v = np.asarray(values, np.float64)
-        t = v if transform is None else SCORE_TRANSFORMS[transform](v)
+        t = _on_scale(values, transform)
         return leaf_index(np.clip(t, lo, hi), cells, lo, hi)
 
     j = cell(scores)
@@ -443,7 +441,7 @@ def grid_representatives(
         first = np.searchsorted(cell(lv), j, side="left")  # levels sorted: cells ascending
         return lv[np.minimum(first, lv.size - 1)]
     mid = lo + (hi - lo) * ((j + 0.5) / cells)
-    return mid if transform is None else _INVERSE_TRANSFORMS[transform](mid)
+    return mid if transform is None else SCORE_TRANSFORM_INVERSES[transform](mid)
 
 
 def _range_refused(
@@ -701,7 +699,7 @@ def apart_from_local_trees(
     d = ctx.data
     order = np.argsort(d.score, kind="stable")
     score = d.score[order]
-    t = score if transform is None else SCORE_TRANSFORMS[transform](score)
+    t = _on_scale(score, transform)
     # Per class, how many rows of the sorted scores up to each position.
     cum = [np.r_[0, np.cumsum(d.label[order])], np.r_[0, np.cumsum(~d.label[order])]]
     at = np.searchsorted(score, c, side="left")  # rows below each cut

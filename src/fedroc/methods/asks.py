@@ -21,7 +21,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedroc.exceptions import InputError
-from fedroc.metrics import OperatingPoint, PairedDeLongResult, ScoreCounts
+from fedroc.metrics import (
+    SCORE_TRANSFORM_INVERSES,
+    OperatingPoint,
+    PairedDeLongResult,
+    ScoreCounts,
+)
 
 __all__ = [
     "binned_asks",
@@ -161,12 +166,10 @@ def comparison_dict(res: PairedDeLongResult, method: str) -> dict[str, Any]:
 
 def _untransform(t: np.ndarray, transform: str | None) -> np.ndarray:
     """Thresholds back on the scores' own scale (the histogram's public transforms)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if transform == "logistic":
-            return np.log(t) - np.log1p(-t)
-        if transform == "arctan":
-            return np.tan(np.pi * (t - 0.5))
-    return t
+    if transform is None:
+        return t
+    with np.errstate(divide="ignore", invalid="ignore"):  # thresholds 0 and 1: -inf, inf
+        return SCORE_TRANSFORM_INVERSES[transform](t)
 
 
 def partial_auc_bounds(counts: ScoreCounts, max_fpr: float) -> tuple[float, float]:

@@ -16,6 +16,7 @@ from fedroc.metrics._calibration import (
 )
 from fedroc.metrics._counts import (
     EDGE_GRID_HEIGHT,
+    SCORE_TRANSFORM_INVERSES,
     SCORE_TRANSFORMS,
     BootstrapAUCResult,
     OperatingPoint,
@@ -71,6 +72,7 @@ from fedroc.metrics._ranking import (
 __all__ = [
     "EDGE_GRID_HEIGHT",
     "SCORE_TRANSFORMS",
+    "SCORE_TRANSFORM_INVERSES",
     "BootstrapAUCResult",
     "CalibrationCurve",
     "DeLongResult",

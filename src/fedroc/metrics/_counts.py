@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the result types import this module at run time
 __all__ = [
     "EDGE_GRID_HEIGHT",
     "SCORE_TRANSFORMS",
+    "SCORE_TRANSFORM_INVERSES",
     "BootstrapAUCResult",
     "BootstrapOptions",
     "OperatingPoint",
@@ -383,6 +384,11 @@ def on_grid(edges: ArrayLike, lo: float, hi: float, cells: int) -> bool:
 SCORE_TRANSFORMS: dict[str, Callable[[FloatArray], FloatArray]] = {
     "logistic": lambda s: 1.0 / (1.0 + np.exp(-s)),
     "arctan": lambda s: 0.5 + np.arctan(s) / np.pi,
+}
+#: Their inverses, from (0, 1) back onto the scores' own scale.
+SCORE_TRANSFORM_INVERSES: dict[str, Callable[[FloatArray], FloatArray]] = {
+    "logistic": lambda u: np.log(u) - np.log1p(-u),
+    "arctan": lambda u: np.tan(np.pi * (u - 0.5)),
 }
 
 
