@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ __all__ = [
     "provide_identities",
     "public_key_bytes",
     "public_key_text",
+    "split_signatures",
     "write_signing_key",
 ]
 
@@ -73,6 +74,21 @@ KEY_NAME = "secagg.key"  # in a node's directory: the site's Ed25519 private key
 PUBLIC_NAME = "secagg.pub"  # its public key, as the roster line to give the other operators
 ROSTER_NAME = "roster.toml"  # the peers the site aggregates with
 SIGNATURE_BYTES = 64
+
+
+def split_signatures(blob: bytes, names: Sequence[str]) -> dict[str, bytes] | None:
+    """Cut concatenated signatures into one per name, in order; None unless one each.
+
+    How a site reads the signatures an analyst relays for several sites' releases (the
+    ROC-GLM's pooled parts, the clustered method's signed rows).
+    """
+    if len(blob) != SIGNATURE_BYTES * len(names):
+        return None
+    return {
+        n: bytes(blob[SIGNATURE_BYTES * i : SIGNATURE_BYTES * (i + 1)]) for i, n in enumerate(names)
+    }
+
+
 _PREFIX = "ed25519:"
 
 
@@ -200,6 +216,13 @@ class Roster:
         except InvalidSignature:
             return False
         return True
+
+    def unverified(self, signed: Iterable[tuple[str, bytes, bytes]]) -> list[str]:
+        """Return the names among ``(name, message, signature)`` whose signature fails.
+
+        A name that is not on the roster fails too (:meth:`verify`).
+        """
+        return [name for name, message, sig in signed if not self.verify(name, message, sig)]
 
     def to_mapping(self) -> dict[str, str]:
         """Return ``{name: "ed25519:HEX"}`` (what a roster file holds)."""

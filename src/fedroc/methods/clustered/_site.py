@@ -79,7 +79,7 @@ from fedroc.federation.basic import (
     grid_representatives,
 )
 from fedroc.federation.records import Record
-from fedroc.federation.roster import SIGNATURE_BYTES
+from fedroc.federation.roster import SIGNATURE_BYTES, split_signatures
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
@@ -628,19 +628,14 @@ def _check_rows(ctx: SiteContext, args: Record) -> None:
     if sorted(names) != sorted(partners):
         _refuse_moments(ctx, "row_sites", "are not the sites this site's round-1 sum was over")
     counts = np.asarray(counts, dtype=np.int64)
-    if counts.size != len(names) or len(signatures) != 2 * SIGNATURE_BYTES * len(names):
+    by_name = None if len(signatures) % 2 else split_signatures(bytes.fromhex(signatures), names)
+    if counts.size != len(names) or by_name is None:
         _refuse_moments(ctx, "row_signatures", "needs one count and one signature per site")
     edges = np.asarray(args["edges"], dtype=np.float64)
-    raw = bytes.fromhex(signatures)
-    forged = [
-        name
-        for i, (name, rows) in enumerate(zip(names, counts.tolist(), strict=True))
-        if not roster.verify(
-            name,
-            rows_message(name, edges, rows),
-            raw[SIGNATURE_BYTES * i : SIGNATURE_BYTES * (i + 1)],
-        )
-    ]
+    forged = roster.unverified(
+        (name, rows_message(name, edges, rows), by_name[name])
+        for name, rows in zip(names, counts.tolist(), strict=True)
+    )
     if forged:
         _refuse_moments(
             ctx,

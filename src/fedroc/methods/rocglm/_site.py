@@ -65,7 +65,7 @@ from fedroc.federation.basic import (
     in_grid_range,
 )
 from fedroc.federation.records import Record
-from fedroc.federation.roster import SIGNATURE_BYTES
+from fedroc.federation.roster import SIGNATURE_BYTES, split_signatures
 from fedroc.federation.schema import (
     ArgumentRefused,
     Bound,
@@ -445,15 +445,10 @@ def _pooled(ctx: SiteContext, args: Record, release: Record) -> tuple[np.ndarray
                 "fedroc.federation.roster)",
             )
         signatures = args["part_signatures"]
-        if signatures is None or len(signatures) != SIGNATURE_BYTES * len(names):
+        by_name = None if signatures is None else split_signatures(signatures, names)
+        if by_name is None:
             raise _refuse(ctx, "part_signatures", f"needs {SIGNATURE_BYTES} bytes per part")
-        by_name = {
-            n: signatures[SIGNATURE_BYTES * i : SIGNATURE_BYTES * (i + 1)]
-            for i, n in enumerate(names)
-        }
-        forged = [
-            n for n in others if not roster.verify(n, release_message(n, *parts[n]), by_name[n])
-        ]
+        forged = roster.unverified((n, release_message(n, *parts[n]), by_name[n]) for n in others)
         if forged:
             raise _refuse(
                 ctx,
