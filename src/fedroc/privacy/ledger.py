@@ -278,8 +278,10 @@ class BudgetLedger:
             "delta_limit": float(delta_limit),
             "min_count": int(min_count),
         }
+        if self.path is None or limits == self._limits:  # as read when the ledger opened
+            return
         with self.transaction():  # several processes of one site start together
-            if self.path is None or limits == self._limits:
+            if limits == self._limits:
                 return
             self._append([{"kind": "limits", **limits}])
             self._limits = limits
