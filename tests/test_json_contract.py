@@ -1,0 +1,293 @@
+"""The JSON contract of docs/json.md: every key a command emits is listed there, and every key
+listed as present is emitted.
+
+The tables of docs/json.md are read here (``| `key` | present | meaning |`` under a heading);
+each command runs in-process on a small seeded federation in its default form and with the
+options that add keys, and its object (and the objects inside it) is checked against them:
+``always`` keys must be there, ``with --OPT`` keys only when the run gives ``--OPT``,
+``without --OPT`` keys unless it does, ``if ...`` keys may be; no other key may appear.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedroc.cli import main
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
+_ROW = re.compile(r"^\|\s*`([A-Za-z0-9_]+)`\s*\|\s*([^|]+?)\s*\|")
+
+
+def doc_tables(text: str) -> dict[str, dict[str, str]]:
+    """Each heading's table of docs/json.md: key -> its "present" rule."""
+    tables: dict[str, dict[str, str]] = {}
+    heading = ""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip().replace("`", "")
+        elif m := _ROW.match(line):
+            table = tables.setdefault(heading, {})
+            assert m.group(1) not in table, f"{m.group(1)!r} listed twice under {heading!r}"
+            table[m.group(1)] = m.group(2)
+    return tables
+
+
+TABLES = doc_tables(DOC.read_text(encoding="utf-8"))
+
+
+def _given(option: str, args: list[str]) -> bool:
+    """Whether ``option`` (``--opt`` or ``--opt value``) occurs in ``args``."""
+    words = option.split()
+    return any(args[i : i + len(words)] == words for i in range(len(args)))
+
+
+def required(rule: str, args: list[str]) -> bool | None:
+    """True: the key must be there; False: it must not; None: it may."""
+    if rule == "always":
+        return True
+    if rule.startswith("if "):
+        return None
+    for head, wanted in (("with ", True), ("without ", False)):
+        if rule.startswith(head):
+            options = rule[len(head) :].split(" or ")
+            assert all(o.startswith("--") for o in options), f"unreadable rule {rule!r}"
+            return wanted == any(_given(o, args) for o in options)
+    raise AssertionError(f"unreadable rule {rule!r} in {DOC.name}")
+
+
+def check(obj: dict[str, Any], tables: list[str], args: list[str], where: str) -> None:
+    """Compare ``obj``'s keys with the union of ``tables``, for a run with ``args``."""
+    rules: dict[str, str] = {}
+    for name in tables:
+        assert name in TABLES, f"{DOC.name} has no table under the heading {name!r}"
+        rules.update(TABLES[name])
+    undocumented = sorted(set(obj) - set(rules))
+    assert not undocumented, f"{where}: keys not in {DOC.name} ({tables}): {undocumented}"
+    for key, rule in rules.items():
+        need = required(rule, args)
+        if need is True:
+            assert key in obj, f"{where}: {key!r} ({rule}) is missing"
+        elif need is False:
+            assert key not in obj, f"{where}: {key!r} ({rule}) appeared"
+
+
+def check_evaluate(obj: dict[str, Any], args: list[str]) -> None:
+    """The top-level keys of one method, then the objects inside them."""
+    method = obj["method"]
+    check(obj, ["Keys of every method", f"--method {method}"], args, f"evaluate {method}")
+    check(obj["released"], ["released"], args, "released")
+    for entry in obj["sites"]:
+        check(entry, ["sites (each entry)"], args, "sites entry")
+    if obj.get("calibration") is not None:
+        check(obj["calibration"], ["calibration"], args, "calibration")
+    for key in ("calibration_released", "auc_test", "mpc"):
+        if key in obj:
+            check(obj[key], [key], args, key)
+    check_asks(obj, args)
+
+
+def check_asks(obj: dict[str, Any], args: list[str]) -> None:
+    """The objects the options beyond the AUC add (metrics and evaluate)."""
+    if obj.get("comparison") is not None:
+        check(obj["comparison"], ["comparison"], args, "comparison")
+    for point in obj.get("operating_points") or []:
+        check(point, ["operating_points (each entry)"], args, "operating point")
+    if "bootstrap" in obj:
+        check(obj["bootstrap"], ["bootstrap"], args, "bootstrap")
+
+
+def run(args: list[str]) -> tuple[int, dict[str, Any]]:
+    """Exit status and the JSON object of one in-process ``fedroc ARGS``."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, json.loads(buf.getvalue())
+
+
+def ok(args: list[str]) -> dict[str, Any]:
+    code, obj = run(args)
+    assert code == 0, obj
+    return obj
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three sites of 100-140 rows in clusters of 4: labels, two scores, weights."""
+    tmp = tmp_path_factory.mktemp("json")
+    rng = np.random.default_rng(3)
+    paths = {}
+    for name, clusters in (("north", 30), ("south", 25), ("east", 35)):
+        pid = np.repeat(np.arange(clusters), 4)
+        y = rng.integers(0, 2, pid.size)
+        effect = rng.normal(0, 0.5, clusters)[pid]
+        s = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 1.2 * y + effect - 0.5)))
+        s2 = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 0.6 * y - 0.3)))
+        frame = pd.DataFrame(
+            {
+                "label": y,
+                "score": s.round(4),
+                "score2": s2.round(4),
+                "w": rng.uniform(0.5, 2, pid.size).round(3),
+                "pid": pid,
+            }
+        )
+        paths[name] = tmp / f"{name}.csv"
+        frame.to_csv(paths[name], index=False)
+    # The MPC sites' operating points need each site's opt-in, which only a sites file sets.
+    toml = tmp / "sites.toml"
+    toml.write_text(
+        '[policy]\nopt_in = ["mpc.operating_points"]\n'
+        + "".join(f'[sites.{k}]\npath = "{v.name}"\n' for k, v in paths.items()),
+        encoding="utf-8",
+    )
+    paths["toml"] = toml
+    return paths
+
+
+def _sites(files: dict[str, Path]) -> list[str]:
+    return [a for k in ("north", "south", "east") for a in ("--site", f"{k}={files[k]}")]
+
+
+ASKS = ["--compare-score", "score2", "--max-fpr", "0.2", "--at-specificity", "0.9"]
+ASKS += ["--at-sensitivity", "0.8", "--youden"]
+
+# (method, its options) of each evaluate run: the default form, then the options that add
+# or remove keys.
+EVALUATE_RUNS = [
+    ("pooled", []),
+    ("pooled", [*ASKS, "--bootstrap", "20", "--seed", "1"]),
+    ("pooled", ["--sample-weight", "w", "--max-fpr", "0.2", "--youden"]),
+    ("rocglm", ["--sensitivity", "0.01", "--bootstrap", "5", "--seed", "1"]),
+    ("rocglm", ["--sensitivity", "0.01", "--correction", "none", "--a0", "0.6"]),
+    ("histogram", []),
+    ("histogram", ASKS),
+    ("histogram", ["--dp-epsilon", "5", "--quantiles", "64", *ASKS]),
+    ("clustered", ["--cluster", "pid"]),
+    ("mpc", []),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "options"),
+    EVALUATE_RUNS,
+    ids=[f"{m}-{' '.join(o[:1]) or 'default'}-{i}" for i, (m, o) in enumerate(EVALUATE_RUNS)],
+)
+def test_evaluate_keys_are_documented(files, method, options):
+    args = ["evaluate", *_sites(files), "--method", method, *options, "--json"]
+    check_evaluate(ok(args), args)
+
+
+def test_evaluate_mpc_asks_and_histogram_from_a_sites_file(files):
+    # MPC operating points need the sites' opt-in (a sites file); with --sites the analyst
+    # holds no rows, so the histogram's errors against the pooled curves are left out.
+    toml = ["--sites", str(files["toml"])]
+    args = ["evaluate", *toml, "--method", "mpc", *ASKS, "--mpc-calibration", "--json"]
+    obj = ok(args)
+    check_evaluate(obj, args)
+    assert obj["operating_points"] and obj["calibration"] is not None
+    args = ["evaluate", *toml, "--method", "histogram", "--json"]
+    check_evaluate(ok(args), args)
+
+
+def test_metrics_keys_are_documented(files):
+    for extra in ([], [*ASKS, "--bootstrap", "20", "--seed", "1"]):
+        args = ["metrics", str(files["north"]), *extra, "--json"]
+        obj = ok(args)
+        check(obj, ["fedroc metrics --json"], args, "metrics")
+        check_asks(obj, args)
+
+
+def test_clustered_keys_are_documented(files):
+    args = ["clustered", str(files["north"]), "--cluster", "pid", "--json"]
+    check(ok(args), ["joint (default)"], args, "clustered")
+    args = [*args[:-1], "--estimator", "obuchowski", "--json"]
+    check(ok(args), ["--estimator obuchowski"], args, "clustered obuchowski")
+
+
+def test_sequester_plan_keys_are_documented():
+    base = ["sequester", "plan", "--images", "1047", "--subsets", "100", "--noise-rate", "0.8"]
+    for size in (["--load-factor", "400"], ["--budget", "3"]):
+        for assumed in ([], ["--auc", "0.81", "--prevalence", "0.12"]):
+            args = [*base, *size, *assumed, "--json"]
+            check(ok(args), ["fedroc sequester plan --json"], args, "sequester plan")
+
+
+def test_privacy_status_keys_are_documented(files, tmp_path):
+    audit = ["--audit-dir", str(tmp_path)]
+    ok(["evaluate", *_sites(files), "--method", "histogram", "--dp-epsilon", "2", *audit, "--json"])
+    args = ["privacy", "status", *audit, "--json"]
+    obj = ok(args)
+    check(obj, ["fedroc privacy status --json"], args, "privacy status")
+    assert len(obj["sites"]) == 3
+    for entry in obj["sites"]:
+        check(entry, ["sites of privacy status (each entry)"], args, "privacy status entry")
+
+
+def test_error_keys_are_documented(files):
+    for args in (
+        ["metrics", "--bogus", "--json"],  # usage error: names the command
+        ["metrics", str(files["north"]), "--score", "nope", "--json"],
+        # a site refuses: names the site and the function
+        ["evaluate", *_sites(files), "--method", "histogram", "--min-count", "500", "--json"],
+    ):
+        code, obj = run(args)
+        assert code == 2, obj
+        check(obj, ["Errors"], args, f"error of {args[0]}")
+        assert obj["exit_code"] == 2
+
+
+def test_the_contract_fails_on_an_undocumented_or_a_missing_key():
+    # The checks themselves: a key the doc does not list, one it lists as always present but
+    # missing, and one that appears without its option are each caught.
+    rules = TABLES["fedroc sequester plan --json"]
+    full = dict.fromkeys(k for k, r in rules.items() if r == "always")
+    check(full, ["fedroc sequester plan --json"], [], "ok")
+    with pytest.raises(AssertionError, match="not in json.md"):
+        check({**full, "new_key": 1}, ["fedroc sequester plan --json"], [], "extra")
+    with pytest.raises(AssertionError, match="'budget' .* is missing"):
+        check(
+            {k: v for k, v in full.items() if k != "budget"},
+            ["fedroc sequester plan --json"],
+            [],
+            "missing",
+        )
+    with pytest.raises(AssertionError, match="'requested_budget' .* appeared"):
+        check({**full, "requested_budget": 3}, ["fedroc sequester plan --json"], [], "appeared")
+
+
+def test_every_table_of_the_doc_is_checked():
+    # A table no test reads would drift unnoticed.
+    read = {
+        "fedroc metrics --json",
+        "Keys of every method",
+        *(f"--method {m}" for m, _ in EVALUATE_RUNS),
+        "released",
+        "sites (each entry)",
+        "calibration",
+        "comparison",
+        "operating_points (each entry)",
+        "bootstrap",
+        "auc_test",
+        "calibration_released",
+        "mpc",
+        "joint (default)",
+        "--estimator obuchowski",
+        "fedroc sequester plan --json",
+        "fedroc privacy status --json",
+        "sites of privacy status (each entry)",
+        "Errors",
+    }
+    assert set(TABLES) == read
