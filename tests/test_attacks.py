@@ -533,8 +533,15 @@ def test_clustered_histograms_over_crafted_edges_recover_a_sites_scores_when_unp
 
 
 def _moments_args(site: Site, edges: np.ndarray) -> dict:
-    """A well-formed round-2 request for one site alone (its pooled histograms its own)."""
+    """The honest round-2 request for one site alone (its pooled histograms its own), with
+    its signed round-1 release relayed (C2 in the clear) and the estimates it gives."""
+    from fedroc.methods.clustered._site import release_arguments
+    from fedroc.metrics import ScoreCounts
+
     first = Federation.from_sites([site]).call(FUNCTION_SUMMARY, edges=edges)[site.name]
+    pairs = ScoreCounts.from_bins(first["hist_pos_used"], first["hist_neg_used"]).mann_whitney()
+    pairs_all = ScoreCounts.from_bins(first["hist_pos_all"], first["hist_neg_all"]).mann_whitney()
+    big_m, big_n = first["neg_used"], first["pos_used"]
     return {
         "edges": edges,
         "hist_pos_used": first["hist_pos_used"],
@@ -542,14 +549,15 @@ def _moments_args(site: Site, edges: np.ndarray) -> dict:
         "hist_pos_all": first["hist_pos_all"],
         "hist_neg_all": first["hist_neg_all"],
         "n_clusters": first["clusters_used"],
-        "big_m": first["neg_used"],
-        "big_n": first["pos_used"],
-        "total_used": 100.0,
-        "population": 0.7,
-        "personalized": 0.7,
-        "obuchowski": 0.7,
+        "big_m": big_m,
+        "big_n": big_n,
+        "total_used": pairs,
+        "population": (pairs - first["within_binned_twice"] / 2.0) / (big_m * big_n),  # eq5
+        "personalized": first["phi_sum"] / first["clusters_used"],
+        "obuchowski": pairs_all / (first["neg_all"] * first["pos_all"]),
         "big_m_all": first["neg_all"],
         "big_n_all": first["pos_all"],
+        **release_arguments({site.name: first}),
     }
 
 
@@ -610,18 +618,25 @@ def test_clear_round_two_accepts_one_request_and_only_pooled_histograms_that_hol
     [site] = _clustered_sites(1, policy=policy)
     args = _moments_args(site, np.linspace(0.0, 1.0, 11))
     # A crafted pooled histogram (a single case placed in one bin, fewer rows than the
-    # site's own) would turn the per-cluster sums into threshold counts: refused.
+    # site's own) would turn the per-cluster sums into threshold counts: refused, as any
+    # pooled histogram that is not the sum of the signed releases is (C2 in the clear).
     crafted = dict(args, hist_pos_used=np.eye(10)[3], big_n=1.0)
-    with pytest.raises(ArgumentRefused, match="fewer rows in a bin than this site alone"):
+    with pytest.raises(ArgumentRefused, match="'hist_pos_used' is not the sum of the signed"):
         site.handle(FUNCTION_MOMENTS, crafted)
-    site.handle(FUNCTION_MOMENTS, args)
-    site.handle(FUNCTION_MOMENTS, args)  # the same analysis again
-    # A second, different request (the site's own histogram plus one crafted case) could
-    # be differenced against the first: refused in the clear.
+    # The site's own histogram plus one crafted case: refused alike.
     shifted = dict(args, hist_pos_used=np.asarray(args["hist_pos_used"]) + np.eye(10)[3])
     shifted["big_n"] = float(np.sum(shifted["hist_pos_used"]))
-    with pytest.raises(ArgumentRefused, match="round-2 arguments were bound"):
+    with pytest.raises(ArgumentRefused, match="'hist_pos_used' is not the sum of the signed"):
         site.handle(FUNCTION_MOMENTS, shifted)
+    site.handle(FUNCTION_MOMENTS, args)
+    site.handle(FUNCTION_MOMENTS, args)  # the same analysis again
+    # A second, different request (here the population AUC with the (I / (I - 1))
+    # correction, as honest as the first) could be differenced against the first: refused
+    # in the clear.
+    n_i = float(args["n_clusters"])
+    corrected = dict(args, population=args["population"] * n_i / (n_i - 1.0))
+    with pytest.raises(ArgumentRefused, match="round-2 arguments were bound"):
+        site.handle(FUNCTION_MOMENTS, corrected)
 
 
 # -- 9. a Flower node without an audit path (attack review, hole 4) ---------------------------

@@ -7,6 +7,8 @@ fails and says what it recovered before the fix, where it succeeded.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -585,7 +587,7 @@ def _clear_truth(data: SiteData, edges: np.ndarray, b0: int) -> dict[str, float]
     }
 
 
-def _read_clear_bin(fed: Federation) -> dict[str, float] | None:
+def _read_clear_bin(fed: Federation) -> dict[str, Any] | None:
     """The analyst's attack on a clear site: round 1 (as the method runs it in the clear)
     at edges of its choosing: an empty-looking sliver at each end (one grid cell), a low
     bin [2^-12, sigmoid(-1.5)) meant to hold a few negatives, then 0.5 and 0.7 (chosen
@@ -602,9 +604,19 @@ def _read_clear_bin(fed: Federation) -> dict[str, float] | None:
     ``obuchowski`` 0. Then ``s11 (M N / I)^2 / (K/2)^2`` is sum c_i^2, ``s12 / I`` the
     negatives' mean ``phi_i``, and ``o11 sqrt(M N) / ((K/2) / N * 2^20 / M)`` sum c_i n_i
     (:func:`_clear_truth`). None when the analyst cannot run it (a refusal in round 1,
-    or a sliver or bin 1 not as hoped)."""
+    or a sliver or bin 1 not as hoped).
+
+    Since each clear site signs its round-1 release, the analyst sends along what it can:
+    the site's own signed release (:func:`release_arguments`), then, refused, the crafted
+    histograms in its place under the site's signature. NaN readings (and the refusals,
+    under ``"refused"``) when the site refused both."""
     from fedroc.exceptions import DisclosureError
-    from fedroc.methods.clustered._site import FUNCTION_MOMENTS, FUNCTION_SUMMARY
+    from fedroc.methods.clustered._site import (
+        FUNCTION_MOMENTS,
+        FUNCTION_SUMMARY,
+        release_arguments,
+        release_vector,
+    )
 
     g_cell = 1.0 / _CLEAR_G
     edges = np.array([0.0, g_cell, 1.0 / (1.0 + np.exp(1.5)), 0.5, 0.7, 1.0 - g_cell, 1.0])
@@ -640,7 +652,21 @@ def _read_clear_bin(fed: Federation) -> dict[str, float] | None:
         "obuchowski": 0.0,
     }
     assert _respects_argument_checks(args, obuchowski_pinned=False)
-    second = fed.call(FUNCTION_MOMENTS, **args)["v"]
+    honest = release_arguments({"v": first})
+    crafted = {**first, **h, "clusters_used": n_i, "neg_used": big_m, "pos_used": big_n}
+    crafted.update(neg_all=big_m_all, pos_all=big_n_all)
+    relays = (honest, {**honest, "release_values": release_vector(crafted)[None, :]})
+    refused = []
+    for relay in relays:
+        try:
+            second = fed.call(FUNCTION_MOMENTS, **args, **relay)["v"]
+            break
+        except DisclosureError as exc:
+            refused.append(exc)
+    else:
+        nan = float("nan")
+        return {"negatives": nan, "squares": nan, "phi": nan, "positives": nan,
+                "refused": refused}  # fmt: skip
     half = big_k / 2.0
     return {
         "negatives": float(g["hist_neg_used"][1]),
@@ -652,18 +678,9 @@ def _read_clear_bin(fed: Federation) -> dict[str, float] | None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="C2 in the clear, not closed: one crafted round-2 request reads, over the clusters "
-    "of a clear site's lowest bin of negatives, sum c_i^2, the negatives' mean within-cluster "
-    "AUC and sum c_i n_i (16 of 16 sites that answered round 1 at the analyst's edges, of 40), "
-    "and one cluster's AUC and positives where that bin's negatives are all one cluster's "
-    "(0 of 8 sites of 30 clusters of 4-7 rows, 2 of 8 of 15 clusters of 10-14 rows)",
-)
 def test_a_crafted_clear_round_two_request_reads_nothing_finer_than_the_clear_bins():
-    """C2 in the clear (``clear_histograms``, min_count 5): nothing is signed, and round 2
-    checks the pooled histograms only against the site's own (each pooled count at least
+    """C2 in the clear (``clear_histograms``, min_count 5): nothing was signed, and round 2
+    checked the pooled histograms only against the site's own (each pooled count at least
     its own, the totals their sums) and the arguments alone. The analyst sees the site's
     clear histograms anyway (class counts per bin, at least 5 of a class in each non-empty
     bin) and its round-1 sums (``phi_sum`` over all clusters, ``mn_used``, the within-
@@ -687,12 +704,16 @@ def test_a_crafted_clear_round_two_request_reads_nothing_finer_than_the_clear_bi
     clusters of 10 to 14 rows: 8 of 20 answered (11 refused, 1 with no negative in bin 1),
     read in 8 of 8, and in 2 of 8 the bin's negatives were all one cluster's (8 and 5
     negatives; sum c_i^2 = (sum c_i)^2 told the analyst so): its within-cluster AUC (0.9167,
-    0.875) and positives (2, 4) read exactly.
+    0.875) and positives (2, 4) read exactly. The same on main 5914c42: read in 16 of 16,
+    one cluster's in 2.
 
-    Not closed: a sound check needs the partners' released clear histograms, signed in
-    round 1 and relayed in round 2 (pooled = the sum of the sites' releases), and clear
-    replies carry no signed statements today. The assertion says what a fix must give."""
-    read, single, ran = 0, 0, 0
+    Now each clear site signs its round-1 release (its histograms and sums, at its bound
+    edges), the analyst relays the signed releases of the run's sites, and round 2 refuses
+    pooled histograms or totals that are not their sum (``_check_releases``): both relays
+    the analyst has (the site's own signed release beside the crafted histograms, or the
+    crafted histograms under the site's signature) are refused, naming the argument, in
+    16 of 16 sites that answered round 1 (measured on branch c2clear)."""
+    read, single, ran, refused = 0, 0, 0, 0
     for sizes, n_clusters in (((2, 3, 4, 5), 30), ((8, 10, 12), 15)):
         for seed in range(20):
             fed, data = _clear_site(seed, sizes, n_clusters)
@@ -704,6 +725,12 @@ def test_a_crafted_clear_round_two_request_reads_nothing_finer_than_the_clear_bi
                 [0.0, 1 / _CLEAR_G, 1 / (1 + np.exp(1.5)), 0.5, 0.7, 1 - 1 / _CLEAR_G, 1.0]
             )
             want = _clear_truth(data, edges, 1)
+            if "refused" in got:  # nothing read: the site named the argument it refused
+                refused += 1
+                first, second = (str(exc) for exc in got["refused"])
+                assert "site 'v' refuses" in first and "'hist_pos_used' is not the sum" in first
+                assert "'release_signatures' do not carry the signature of ['v']" in second
+                continue
             hit = (
                 round(got["squares"]) == want["squares"]
                 and abs(got["phi"] - want["phi"]) < 1e-3
@@ -714,3 +741,128 @@ def test_a_crafted_clear_round_two_request_reads_nothing_finer_than_the_clear_bi
             single += hit and round(got["squares"]) == got["negatives"] ** 2 == want["squares"]
     assert ran > 0
     assert (read, single) == (0, 0), f"a clear bin read in {read} of {ran}, one cluster in {single}"
+    assert refused == ran
+
+
+def _clear_pair(seed: int = 3306) -> list[Site]:
+    """Two sites of 20 clusters whose operators allow clustered histograms in the clear."""
+    from fedroc.methods.clustered.models import sample_allocation, sample_binormal
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(seed)
+    sites = []
+    for name in ("a", "b"):
+        m, n = sample_allocation(20, 0.4, rng=rng)
+        smp = sample_binormal(m, n, delta=0.9, rho=0.5, rng=rng)
+        data = SiteData.from_arrays(smp.y_true, 1.0 / (1.0 + np.exp(-smp.y_score)), smp.cluster)
+        policy = DisclosurePolicy(min_count=1, clear_histograms=True)
+        sites.append(Site(name, data, policy=policy))
+    return sites
+
+
+def test_a_clear_round_two_refuses_a_relay_that_is_not_the_sites_signed_releases():
+    """C2 in the clear, the check itself: the honest run's round-2 request (captured from
+    the method) passes, and so does the same request again; every change below is refused
+    by site a, the message naming the site and the argument: no relay; a partner's release
+    unsigned, altered, or signed at other edges; two sites' signatures swapped; a's own
+    release from a copy of a (same key, same edges) that holds one row fewer; a relay of
+    b alone or of a alone against pooled histograms of both; and any scalar (n_clusters,
+    total_used, population, personalized, obuchowski) that is not what the signed releases
+    give. The analyst learns nothing from a refusal that it does not know (every check
+    reads the arguments, the roster and what the site releases in the clear)."""
+    from fedroc.exceptions import DisclosureError, InputError
+    from fedroc.methods.clustered import federated_clustered_auc, plain_sum
+    from fedroc.methods.clustered._site import (
+        FUNCTION_MOMENTS,
+        FUNCTION_SUMMARY,
+        release_arguments,
+        release_vector,
+        score_bin_edges,
+    )
+
+    sites = _clear_pair()
+    fed = Federation.from_sites(sites)
+    captured: dict[str, dict] = {}
+
+    def recording(federation, function, args):
+        captured[function] = dict(args)
+        return plain_sum(federation, function, args)
+
+    federated_clustered_auc(fed, n_bins=50, aggregate=recording)
+    honest = captured[FUNCTION_MOMENTS]
+    edges = honest["edges"]
+    first = fed.call(FUNCTION_SUMMARY, edges=edges)
+    n_bins = edges.size - 1
+
+    def refused(argument: str, what: str, **change) -> None:
+        request = {**honest, **change}
+        for key in [k for k, v in change.items() if v is None]:
+            del request[key]
+        with pytest.raises(DisclosureError) as exc:
+            fed.call(FUNCTION_MOMENTS, sites=["a"], **request)
+        text = str(exc.value)
+        assert exc.value.site == "a", text
+        assert f"site 'a' refuses 'fedroc.clustered.moments': argument '{argument}' {what}" in text
+
+    refused("release_sites", "is missing", release_sites=None, release_values=None,
+            release_signatures=None)  # fmt: skip
+    sigs = honest["release_signatures"]
+    refused("release_signatures", "do not carry the signature of ['b']",
+            release_signatures=sigs[:128] + "00" * 64)  # fmt: skip
+    refused("release_signatures", "do not carry the signature of ['a', 'b']",
+            release_signatures=sigs[128:] + sigs[:128])  # fmt: skip
+    # b's release altered: one negative moved up a bin (the pooled histograms follow it).
+    values = honest["release_values"].copy()
+    k = n_bins + int(np.flatnonzero(values[1, n_bins : 2 * n_bins - 1])[0])
+    values[1, k] -= 1.0
+    values[1, k + 1] += 1.0
+    moved = np.asarray(honest["hist_neg_used"]).copy()
+    moved[k - n_bins] -= 1.0
+    moved[k - n_bins + 1] += 1.0
+    refused("release_signatures", "do not carry the signature of ['b']", release_values=values,
+            hist_neg_used=moved)  # fmt: skip
+    # Unsigned: the analyst's own helper refuses to relay it, naming the site.
+    with pytest.raises(InputError, match="site 'b' did not sign its round-1 release"):
+        release_arguments({"a": first["a"], "b": {**first["b"], "signature": b""}})
+
+    # Replayed: b's release at other edges (a copy of b, its key, a fresh ledger).
+    b_copy = Site("b", sites[1]._data, policy=sites[1].policy, identity=sites[1].identity)
+    other = score_bin_edges(n_bins, (-0.5, 1.0))
+    elsewhere = b_copy.handle(FUNCTION_SUMMARY, {"edges": other})
+    values = honest["release_values"].copy()
+    values[1] = release_vector(elsewhere)
+    pooled = {k: values[:, i * n_bins : (i + 1) * n_bins].sum(0) for i, k in enumerate(
+        ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all"))}  # fmt: skip
+    sig = bytes(elsewhere["signature"]).hex()
+    refused("release_signatures", "do not carry the signature of ['b']", release_values=values,
+            release_signatures=sigs[:128] + sig, **pooled)  # fmt: skip
+    # a's own release from a copy of a that holds one row fewer (its key, the same edges):
+    # signed by a's key, but not what a releases now.
+    data = sites[0]._data
+    keep = np.arange(data.n) != int(np.flatnonzero(~data.label)[0])
+    fewer = SiteData.from_arrays(data.label[keep], data.score[keep], data.cluster[keep])
+    a_copy = Site("a", fewer, policy=sites[0].policy, identity=sites[0].identity)
+    stale = a_copy.handle(FUNCTION_SUMMARY, {"edges": edges})
+    values = honest["release_values"].copy()
+    values[0] = release_vector(stale)
+    refused("release_values", "holds under this site's name a release that is not what",
+            release_values=values, release_signatures=bytes(stale["signature"]).hex()
+            + sigs[128:])  # fmt: skip
+
+    # Subsets against the pooled histograms of both: b alone, a alone.
+    b_only = release_arguments({"b": first["b"]})
+    refused("release_sites", "does not name this site", **b_only)
+    refused("hist_pos_used", "is not the sum of the signed round-1 releases",
+            **release_arguments({"a": first["a"]}))  # fmt: skip
+    # Scalars the signed releases fix.
+    for key, value, what in (
+        ("n_clusters", honest["n_clusters"] + 1, "is not the sum of the signed releases'"),
+        ("total_used", honest["total_used"] + 0.5, "is not the pooled used pairs"),
+        ("population", 0.0, "is none of the population AUCs"),
+        ("personalized", 0.5, "is not the releases' phi_sum over n_clusters"),
+        ("obuchowski", 0.0, "is not the pooled AUC"),
+    ):
+        refused(key, what, **{key: value})
+    # The honest request again: answered (the same analysis re-run).
+    again = fed.call(FUNCTION_MOMENTS, **honest)
+    assert set(again) == {"a", "b"}

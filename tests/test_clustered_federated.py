@@ -414,3 +414,41 @@ def test_fine_secure_bins_are_answered_and_too_many_are_refused_naming_cluster_b
     assert abs(out["auc"] - clustered_auc(y, s, c).population_auc) <= (
         out["population_binning_bound"] + 1e-9
     )
+
+
+def test_cli_evaluate_clustered_plain_gives_the_library_clear_run(tmp_path, capsys):
+    """``fedroc evaluate --method clustered --plain`` over sites whose policy sets
+    ``clear_histograms``: since each site signs its round-1 release and checks the relayed
+    releases in round 2 (C2 in the clear), the CLI's run gives the library's clear run
+    exactly, and the pooled reference to its binning bound. A site that does not allow
+    the clear refuses, exit code 2 with its name."""
+    frames = _frames(np.random.default_rng(16), n_sites=2)
+    toml = ['[columns]\nlabel = "y"\nscore = "p"\ncluster = "pid"\n']
+    toml.append("[policy]\nmin_count = 1\nclear_histograms = true\n")
+    for name, frame in frames.items():
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+        toml.append(f'[sites.{name}]\npath = "{name}.csv"\n')
+    (tmp_path / "fed.toml").write_text("\n".join(toml))
+    args = ["evaluate", "--sites", str(tmp_path / "fed.toml"), "--method", "clustered"]
+    # The calibration curve evaluate adds is cut at the clustered edges: a clear site
+    # refuses calibration edges near its clustered edges that are not among them (R7).
+    main([*args, "--cluster-bins", "8", "--bins", "8", "--plain", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    with _clear(frames) as fed:
+        lib = federated_clustered_auc(fed, n_bins=8, secure=False).estimate
+    assert out["auc"] == lib.population_auc
+    assert out["personalized_auc"] == lib.personalized_auc
+    np.testing.assert_array_equal(out["covariance"], lib.covariance)
+    y, s, c = _pooled(frames)
+    ref = clustered_auc(y, s, c)
+    assert abs(out["auc"] - ref.population_auc) <= out["population_binning_bound"] + 1e-12
+    assert out["n_clusters"] == ref.n_clusters
+    (tmp_path / "fed.toml").write_text("\n".join(toml).replace("clear_histograms = true", ""))
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--cluster-bins", "8", "--bins", "8", "--plain", "--json"])
+    assert exc.value.code == 2
+    error = json.loads(capsys.readouterr().out)  # with --json the error is the one object
+    assert (
+        error["site"] == "site0"
+        and "refuses 'fedroc.clustered.summary' in the clear" in (error["error"])
+    )

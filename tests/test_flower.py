@@ -565,6 +565,65 @@ def test_clustered_method_over_flower_messages(clustered_files, tmp_path) -> Non
     assert got["n_clusters"] == want["n_clusters"] == 36
 
 
+def test_clustered_method_in_the_clear_over_flower_relays_the_signed_releases(
+    clustered_files, tmp_path
+) -> None:
+    """Paper 3 in the clear (``clear_histograms``) over Flower: each node signs its round-1
+    release with its node key, the signatures travel in the replies as bytes, and round 2
+    at every node checks the relayed releases under its roster (C2 in the clear). The
+    result equals the in-process clear run exactly (every value travels as float64); a
+    relay with one node's release altered is refused, naming the node and the argument."""
+    from fedroc.methods.clustered import federated_clustered_auc
+    from fedroc.methods.clustered._site import (
+        FUNCTION_MOMENTS,
+        FUNCTION_SUMMARY,
+        release_arguments,
+        score_bin_edges,
+    )
+    from fedroc.privacy import DisclosurePolicy
+
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text("clear_histograms = true\nmin_count = 1\n")
+    grid = _grid(clustered_files, tmp_path, cluster="patient", **{"policy-file": str(policy_file)})
+    flower = Federation(FlowerTransport(grid))
+    got = federated_clustered_auc(flower, n_bins=200, secure=False).estimate
+    local = Federation.from_files(
+        clustered_files,
+        cluster="patient",
+        policy=DisclosurePolicy(min_count=1, clear_histograms=True),
+    )
+    want = federated_clustered_auc(local, n_bins=200, secure=False).estimate
+    assert got.population_auc == want.population_auc
+    assert got.personalized_auc == want.personalized_auc
+    np.testing.assert_array_equal(got.covariance, want.covariance)
+    assert got.obuchowski_se == want.obuchowski_se
+    # The round-2 request each node answered carried the three signed releases; the same
+    # request with site2's release altered (one count moved between bins) is refused.
+    first = flower.call(FUNCTION_SUMMARY, edges=score_bin_edges(200))
+    assert all(len(r["signature"]) == 64 for r in first.values())
+    relay = release_arguments(first)
+    values = relay["release_values"].copy()
+    k = int(np.flatnonzero(values[1, :200])[0])
+    values[1, k] -= 1.0
+    values[1, k + 1] += 1.0
+    pooled = {
+        key: np.sum([np.asarray(r[key]) for r in first.values()], 0)
+        for key in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")
+    }
+    with pytest.raises(DisclosureError, match=r"argument 'release_signatures' do not carry the "
+                       r"signature of \['site2'\]") as refused:  # fmt: skip
+        flower.call(
+            FUNCTION_MOMENTS,
+            sites=["site1"],
+            edges=score_bin_edges(200),
+            **pooled,
+            n_clusters=36, big_m=1.0, big_n=1.0, total_used=0.0, population=0.5,
+            personalized=0.5, obuchowski=0.5, big_m_all=1.0, big_n_all=1.0,
+            **{**relay, "release_values": values},
+        )  # fmt: skip
+    assert refused.value.site == "site1"
+
+
 def test_refusals_and_site_errors_name_the_site(site_files, tmp_path) -> None:
     flower = Federation(FlowerTransport(_grid(site_files, tmp_path), timeout=5))
     with pytest.raises(DisclosureError, match="below the minimum of 5") as refused:

@@ -181,7 +181,9 @@ Returns
 dict of str to ndarray of float64
     For each key of the sites' replies, the sum over the sites; a secure sum adds, under
     ``"__statements__"``, the statement each site made in the clear about its input
-    (site name -> bytes: in round 1 its signed rows, which round 2 relays to every site).
+    (site name -> bytes: in round 1 its signed rows, which round 2 relays to every site);
+    a plain sum adds, under ``"__releases__"``, the replies of sites that signed them
+    (site name -> record: in round 1 each site's signed release, which round 2 relays).
 
 Raises
 ------

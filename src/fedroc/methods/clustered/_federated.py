@@ -58,8 +58,12 @@ allows is stated in :mod:`fedroc.methods.clustered._site`.
   relays every site's signed rows in round 2, and a site refuses pooled all-rows
   histograms that do not add up to them (or used counts above the all-rows ones), from
   signers other than its round-1 partners, or signatures its roster does not verify;
-  moving the true rows read nothing (0 of 7). In the clear (:func:`plain_sum`) no rows
-  are signed, so C2 is not closed there (docs/privacy.md).
+  moving the true rows read nothing (0 of 7). In the clear (:func:`plain_sum`) each site
+  signs its whole round-1 release, the analyst relays the sites' signed releases in round
+  2, and a site refuses pooled histograms or totals (and estimates) that are not what
+  those releases give, releases its roster does not verify, or a release under its own
+  name that is not its own; the crafted request that read a clear bin's clusters (16 of
+  16 sites) is refused.
 - What the analyst learns: the class counts in each shared bin (for the clusters with both
   classes and for all rows), the numbers of clusters used, excluded and holding each
   class, and the sums over clusters of the terms above. With secure aggregation (default)
@@ -74,7 +78,8 @@ allows is stated in :mod:`fedroc.methods.clustered._site`.
 - Sent to every site in round two: the pooled histograms and pooled scalars (I, M, N and
   the point estimates), i.e. the other sites' combined score distribution at bin
   resolution, and (through secure aggregation) every site's signed number of rows, which
-  the analyst learns too (``fedroc.info`` reports it anyway).
+  the analyst learns too (``fedroc.info`` reports it anyway); in the clear every site's
+  signed round-1 release, which the analyst holds anyway.
 - The method assumes that no cluster spans two sites; the analyst cannot check it without
   learning cluster ids. A split cluster counts as two clusters.
 """
@@ -107,7 +112,9 @@ from fedroc.methods.clustered._result import ClusteredAUCResult, Interval, check
 from fedroc.methods.clustered._site import (
     FUNCTION_MOMENTS,
     FUNCTION_SUMMARY,
+    KEY_SIGNATURE,
     bin_scores,
+    release_arguments,
     row_count_arguments,
     score_bin_edges,
 )
@@ -136,6 +143,8 @@ FloatArray = NDArray[np.float64]
 SiteSum = Callable[[Federation, str, Record], dict[str, Any]]
 #: Where a secure sum returns the statements the sites made in the clear (name -> bytes).
 STATEMENTS = "__statements__"
+#: Where a plain sum returns the sites' signed replies (name -> record), to be relayed.
+RELEASES = "__releases__"
 
 
 @fill_doc
@@ -154,10 +163,13 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     {site_sum}
     """
     replies = federation.call(function, **args)
-    keys = sorted(next(iter(replies.values())))
+    keys = sorted(k for k in next(iter(replies.values())) if k != KEY_SIGNATURE)
     sums: dict[str, Any] = {}
     for key in keys:
         sums[key] = np.sum([np.asarray(r[key], dtype=np.float64) for r in replies.values()], 0)
+    if any(KEY_SIGNATURE in r for r in replies.values()):
+        # Round 1's signed releases, which round 2 relays to every site (C2 in the clear).
+        sums[RELEASES] = dict(replies)
     return sums
 
 
@@ -332,10 +344,14 @@ def federated_clustered_auc(
         _check_secure_arguments(n_bins, edges, list(federation.site_names))
     mark = federation.mark()
     first = aggregate(federation, FUNCTION_SUMMARY, {"edges": edges})
-    # Through secure aggregation every site signed its rows; relayed so that each site can
-    # check that the pooled histograms of round 2 hold those rows and no more (C2).
+    # Through secure aggregation every site signed its rows, in the clear its release;
+    # relayed so that each site can check that the pooled histograms of round 2 hold those
+    # rows and no more (C2), in the clear that they are the sum of the releases.
     statements = first.pop(STATEMENTS, None)
+    releases = first.pop(RELEASES, None)
     relayed = row_count_arguments(statements) if statements else {}
+    if releases:
+        relayed = release_arguments(releases)
     n_used = round(float(first["clusters_used"]))
     n_total = round(float(first["clusters_all"]))
     if n_used < 2:

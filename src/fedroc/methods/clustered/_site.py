@@ -40,8 +40,21 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   histograms add up to the signed rows and no used count exceeds the all-rows count of
   its bin. A crafted request that added rows no site has (2^28 cases next to the
   federation's lowest negative) read that cluster's within-cluster AUC and positives; it
-  is refused, and moving the true rows reads nothing (tests/test_attacks_review3.py). In
-  the clear no rows are signed and round 2 does not check them (docs/privacy.md).
+  is refused, and moving the true rows reads nothing (tests/test_attacks_review3.py).
+- In the clear, round 2 holds the pooled histograms to the sites' releases (C2 in the
+  clear): in round 1 each site signs everything it releases (:func:`release_message` over
+  :func:`release_vector`: its name, the edges and the release, under a domain tag of its
+  own) and sends the signature in its reply (``signature``); the analyst relays the
+  releases of the run's sites (``release_sites``, ``release_values``,
+  ``release_signatures``; :func:`release_arguments`), and a site refuses, before it binds
+  the request, unless they name it, every signature verifies under its roster's key, its
+  own release is what it releases now, every pooled histogram is the releases' sum, and
+  ``n_clusters``, the totals, ``total_used`` and the three estimates are those the
+  releases give. A crafted request that added 2^28 cases to a clear site's lowest bin of
+  negatives read those clusters' sum c_i^2, mean within-cluster AUC and positives (16 of
+  16 sites); it is refused (tests/test_attacks_review3.py). The set of sites is the
+  analyst's choice, bound with the request (one round 2 per lifetime); a release is
+  bound to the site, its edges and its content, not to a moment (see docs/privacy.md).
 - Through secure aggregation too, the site binds the edges of its first request before it
   reads its rows, and binds its first round-2 request before it compares the pooled
   histograms with its own: whether a score lies outside the edges, or whether a pooled
@@ -60,7 +73,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
@@ -96,6 +109,9 @@ __all__ = [
     "FUNCTION_MOMENTS",
     "FUNCTION_SUMMARY",
     "bin_scores",
+    "release_arguments",
+    "release_message",
+    "release_vector",
     "row_count_arguments",
     "rows_message",
     "score_bin_edges",
@@ -118,6 +134,27 @@ _COUNT_BYTES = 8
 STATEMENT_BYTES = _COUNT_BYTES + SIGNATURE_BYTES
 _MAX_SITES = 1024
 _HEX = "0123456789abcdef"
+
+# What a site signs of its round-1 release in the clear (C2 in the clear): all of it.
+_RELEASE_DOMAIN = b"fedroc.clustered/v1 clear release of fedroc.clustered.summary\x00"
+#: The key of a clear round-1 reply that carries the site's signature of its release.
+KEY_SIGNATURE = "signature"
+_HIST_KEYS = ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")
+# The scalars of a round-1 summary, in the order a release vector holds them.
+_SUMMARY_SCALARS = (
+    "clusters_used",
+    "clusters_all",
+    "clusters_with_neg",
+    "clusters_with_pos",
+    "neg_used",
+    "pos_used",
+    "neg_all",
+    "pos_all",
+    "mn_used",
+    "phi_sum",
+    "within_binned_twice",
+    "within_same_bin",
+)
 
 
 def rows_message(site: str, edges: FloatArray, rows: int) -> bytes:
@@ -175,6 +212,94 @@ def row_count_arguments(statements: dict[str, bytes]) -> dict[str, object]:
         "row_sites": names,
         "row_counts": [int.from_bytes(statements[n][:_COUNT_BYTES], "big") for n in names],
         "row_signatures": "".join(statements[n][_COUNT_BYTES:].hex() for n in names),
+    }
+
+
+def release_vector(values: Record) -> FloatArray:
+    """Return a round-1 summary as one vector: the four histograms, then its scalars.
+
+    What a site signs in the clear (:func:`release_message`) and what the analyst relays
+    for it in round 2 (:func:`release_arguments`): every value the summary released, in a
+    fixed order (``hist_pos_used``, ``hist_neg_used``, ``hist_pos_all``, ``hist_neg_all``,
+    then ``clusters_used`` ... ``within_same_bin``), as float64 (counts below 2^53 exactly).
+
+    Parameters
+    ----------
+    values : Record
+        The summary's released values (keys of :data:`FUNCTION_SUMMARY`'s reply).
+
+    Returns
+    -------
+    ndarray of float64, shape (4 n_bins + 12,)
+    """
+    parts = [np.asarray(values[k], dtype=np.float64).ravel() for k in _HIST_KEYS]
+    scalars = np.array([float(values[k]) for k in _SUMMARY_SCALARS], dtype=np.float64)
+    return np.concatenate([*parts, scalars])
+
+
+def release_message(site: str, edges: FloatArray, vector: FloatArray) -> bytes:
+    """Return what a site signs of its round-1 release in the clear.
+
+    Its name, the edges' digest and the digest of everything it released
+    (:func:`release_vector`), under a domain tag of its own (no other signed quantity, the
+    secure path's rows of :func:`rows_message` included, reads as one). In the clear a site
+    binds its edges for its lifetime, and its release at those edges is a function of its
+    rows: a signature relayed later is the release the site made, for that round only.
+
+    Parameters
+    ----------
+    site : str
+        The signing site.
+    edges : ndarray of float, shape (n_bins + 1,)
+        The shared edges of the summary.
+    vector : ndarray of float, shape (4 n_bins + 12,)
+        The release, as :func:`release_vector` orders it.
+
+    Returns
+    -------
+    bytes
+        The bytes the site's Ed25519 signature covers.
+    """
+    digest = hashlib.sha256(np.ascontiguousarray(edges, dtype="<f8").tobytes()).digest()
+    body = hashlib.sha256(np.ascontiguousarray(vector, dtype="<f8").tobytes()).digest()
+    return _RELEASE_DOMAIN + site.encode() + b"\x00" + digest + body
+
+
+def release_arguments(releases: dict[str, Record]) -> dict[str, object]:
+    """Turn the sites' signed round-1 replies in the clear into the round-2 relay.
+
+    Parameters
+    ----------
+    releases : dict of str to Record
+        Site name -> its round-1 reply (:data:`FUNCTION_SUMMARY` in the clear), with its
+        signature under ``"signature"``.
+
+    Returns
+    -------
+    dict
+        ``release_sites`` (names, sorted), ``release_values`` (one :func:`release_vector`
+        per site, a row each, in that order) and ``release_signatures`` (the signatures in
+        that order, as hex).
+
+    Raises
+    ------
+    InputError
+        A site released unsigned (it has no signing key) or its signature is malformed.
+    """
+    names = sorted(releases)
+    for name in names:
+        sig = releases[name].get(KEY_SIGNATURE, b"")
+        if not isinstance(sig, bytes) or len(sig) != SIGNATURE_BYTES:
+            raise InputError(
+                f"site {name!r} did not sign its round-1 release in the clear (it has no "
+                "signing key); in round 2 every site checks the pooled histograms against "
+                "its partners' signed releases. Give the site a key and a roster "
+                "(fedroc.federation.roster), or run the method through secure aggregation"
+            )
+    return {
+        "release_sites": names,
+        "release_values": np.stack([release_vector(releases[n]) for n in names]),
+        "release_signatures": "".join(bytes(releases[n][KEY_SIGNATURE]).hex() for n in names),
     }
 
 
@@ -435,14 +560,11 @@ def _hist(mask: NDArray[np.bool_], bins: NDArray[np.intp], n_bins: int) -> NDArr
 _MAX_EDGES = 1_000_001
 _EDGES = {"edges": sch.FloatArray((sch.Bound(2, _MAX_EDGES),))}
 _HIST = sch.FloatArray((sch.Bound(1, _MAX_EDGES - 1),), lo=0.0)
-_HIST_KEYS = ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")
 
 
 # -- round 1 ------------------------------------------------------------------------------
-@site_function(FUNCTION_SUMMARY, schema=_EDGES, release="both")
-def _site_summary(ctx: SiteContext, args: Record) -> Reply:
-    clear = _clear_guard(ctx, FUNCTION_SUMMARY, args)
-    local = _local(ctx, args)
+def _summary(ctx: SiteContext, args: Record, local: _Local, clear: bool) -> dict[str, Any]:
+    """Return the site's round-1 values: its histograms and its sums over its clusters."""
     n_bins = int(np.asarray(args["edges"]).size - 1)
     keep, codes, n_used = _restricted(local)
     y, b = local.label[keep], local.bins[keep]
@@ -465,36 +587,47 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         same_bin = round(ScoreCounts.from_scores(y, cell).tied_pairs())
     has_case = np.bincount(local.codes, weights=local.label, minlength=local.n_clusters) > 0
     has_control = np.bincount(local.codes, weights=~local.label, minlength=local.n_clusters) > 0
-    hists = _own_histograms(local, keep, n_bins)
-    counts: dict[str, object] = {"rows": ctx.data.n, "clusters": n_used}
+    return {
+        **_own_histograms(local, keep, n_bins),
+        "clusters_used": n_used,
+        "clusters_all": local.n_clusters,
+        "clusters_with_neg": int(has_control.sum()),
+        "clusters_with_pos": int(has_case.sum()),
+        "neg_used": int(np.count_nonzero(~y)),
+        "pos_used": int(np.count_nonzero(y)),
+        "neg_all": int(np.count_nonzero(~local.label)),
+        "pos_all": int(np.count_nonzero(local.label)),
+        "mn_used": mn_sum,
+        "phi_sum": phi_sum,
+        "within_binned_twice": within_twice,
+        "within_same_bin": same_bin,
+    }
+
+
+@site_function(FUNCTION_SUMMARY, schema=_EDGES, release="both")
+def _site_summary(ctx: SiteContext, args: Record) -> Reply:
+    clear = _clear_guard(ctx, FUNCTION_SUMMARY, args)
+    local = _local(ctx, args)
+    values = _summary(ctx, args, local, clear)
+    edges = np.asarray(args["edges"], dtype=np.float64)
+    counts: dict[str, object] = {"rows": ctx.data.n, "clusters": values["clusters_used"]}
     statement = b""
     if clear:
-        counts.update(_bin_counts(**hists))
+        counts.update(_bin_counts(**{k: values[k] for k in _HIST_KEYS}))
+        # Everything it releases, signed, so that every partner can check in round 2 that
+        # the pooled histograms and totals are the sum of the sites' releases and nothing
+        # the analyst made up (C2 in the clear). A site without a signing key releases
+        # unsigned: no round 2 will pool its release.
+        message = release_message(ctx.site, edges, release_vector(values))
+        values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
     elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
         # Its rows, signed, so that every partner can check in round 2 that the pooled
         # all-rows histograms hold the federation's rows and no more (C2).
-        rows = int(hists["hist_pos_all"].sum() + hists["hist_neg_all"].sum())
-        message = rows_message(ctx.site, np.asarray(args["edges"], dtype=np.float64), rows)
-        statement = rows.to_bytes(_COUNT_BYTES, "big") + ctx.identity.sign(message)
-    return Reply(
-        {
-            **hists,
-            "clusters_used": n_used,
-            "clusters_all": local.n_clusters,
-            "clusters_with_neg": int(has_control.sum()),
-            "clusters_with_pos": int(has_case.sum()),
-            "neg_used": int(np.count_nonzero(~y)),
-            "pos_used": int(np.count_nonzero(y)),
-            "neg_all": int(np.count_nonzero(~local.label)),
-            "pos_all": int(np.count_nonzero(local.label)),
-            "mn_used": mn_sum,
-            "phi_sum": phi_sum,
-            "within_binned_twice": within_twice,
-            "within_same_bin": same_bin,
-        },
-        counts=counts,
-        statement=statement,
-    )
+        rows = int(values["hist_pos_all"].sum() + values["hist_neg_all"].sum())
+        statement = rows.to_bytes(_COUNT_BYTES, "big") + ctx.identity.sign(
+            rows_message(ctx.site, edges, rows)
+        )
+    return Reply(values, counts=counts, statement=statement)
 
 
 # -- round 2 ------------------------------------------------------------------------------
@@ -658,6 +791,117 @@ def _check_rows(ctx: SiteContext, args: Record) -> None:
             )
 
 
+def _near(value: float, want: float) -> bool:
+    # The analyst sums the sites' floats in its own order; the site in release_sites' order.
+    return bool(abs(value - want) <= 1e-12 * max(1.0, abs(want)))
+
+
+def _check_releases(ctx: SiteContext, args: Record, local: _Local) -> None:
+    """Refuse a clear round-2 request that is not the sum of its sites' signed releases.
+
+    In the clear only (C2 in the clear): ``release_sites`` must name this site, one row of
+    ``release_values`` per site must be its round-1 release (:func:`release_vector`),
+    signed by that site (``release_signatures``, over :func:`release_message` at these
+    edges) under the key this site's roster holds, and this site's own row exactly what it
+    releases at these edges. Then every pooled histogram must be the sum of the releases'
+    histograms, ``n_clusters``, ``big_m``, ``big_n``, ``big_m_all`` and ``big_n_all`` the sums
+    of their counts, ``total_used`` the pooled used pairs, ``personalized`` the releases'
+    ``phi_sum`` over ``n_clusters``, ``obuchowski`` the pooled all-rows AUC and
+    ``population`` one of the three estimates of the population AUC the method offers.
+    So every weight of the per-cluster sums is what the honest method sends for these
+    sites. A crafted request that added 2^28 cases to a clear site's lowest bin of
+    negatives read those clusters' sum c_i^2, mean within-cluster AUC and positives
+    (16 of 16 sites); it is refused (tests/test_attacks_review3.py). The site's own values
+    it compares with are those it releases in the clear anyway; the set of sites is bound
+    with the request (one round 2 per lifetime).
+    """
+    names, values, signatures = (
+        args[k] for k in ("release_sites", "release_values", "release_signatures")
+    )
+    if names is None or values is None or signatures is None:
+        _refuse_moments(
+            ctx,
+            "release_sites",
+            "is missing (with release_values and release_signatures): in the clear a site "
+            "needs every round-1 site's signed release to check the pooled histograms",
+        )
+    roster = None if ctx.identity is None else ctx.identity.roster
+    if roster is None:
+        _refuse_moments(
+            ctx,
+            "release_sites",
+            "cannot be checked: the site has no roster of sites (their signing keys); its "
+            "operator configures one (see fedroc.federation.roster)",
+        )
+    if ctx.site not in names:
+        _refuse_moments(ctx, "release_sites", "does not name this site")
+    edges = np.asarray(args["edges"], dtype=np.float64)
+    n_bins = edges.size - 1
+    width = len(_HIST_KEYS) * n_bins + len(_SUMMARY_SCALARS)
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (len(names), width):
+        _refuse_moments(
+            ctx,
+            "release_values",
+            f"must hold one round-1 release ({width} values at these edges) per site of "
+            f"'release_sites'; got shape {values.shape}",
+        )
+    by_name = None if len(signatures) % 2 else split_signatures(bytes.fromhex(signatures), names)
+    if by_name is None:
+        _refuse_moments(ctx, "release_signatures", "needs one signature per site")
+    parts = dict(zip(names, values, strict=True))
+    forged = roster.unverified(
+        (name, release_message(name, edges, parts[name]), by_name[name]) for name in names
+    )
+    if forged:
+        _refuse_moments(
+            ctx,
+            "release_signatures",
+            f"do not carry the signature of {forged} over their round-1 releases at these "
+            "edges under the keys its roster holds",
+        )
+    if not np.array_equal(parts[ctx.site], release_vector(_summary(ctx, args, local, True))):
+        _refuse_moments(
+            ctx,
+            "release_values",
+            "holds under this site's name a release that is not what it releases at these edges",
+        )
+    total = values.sum(axis=0)
+    for k, key in enumerate(_HIST_KEYS):
+        if not np.array_equal(np.asarray(args[key]), total[k * n_bins : (k + 1) * n_bins]):
+            _refuse_moments(
+                ctx, key, "is not the sum of the signed round-1 releases of 'release_sites'"
+            )
+    sums = dict(zip(_SUMMARY_SCALARS, total[len(_HIST_KEYS) * n_bins :].tolist(), strict=True))
+    for key, of in (
+        ("n_clusters", "clusters_used"),
+        ("big_m", "neg_used"),
+        ("big_n", "pos_used"),
+        ("big_m_all", "neg_all"),
+        ("big_n_all", "pos_all"),
+    ):
+        if float(args[key]) != sums[of]:
+            _refuse_moments(ctx, key, f"is not the sum of the signed releases' {of!r}")
+    hist = {k: np.asarray(args[k], dtype=np.float64) for k in _HIST_KEYS}
+    pairs = ScoreCounts.from_bins(hist["hist_pos_used"], hist["hist_neg_used"]).mann_whitney()
+    pairs_all = ScoreCounts.from_bins(hist["hist_pos_all"], hist["hist_neg_all"]).mann_whitney()
+    n_i, big_m, big_n = sums["clusters_used"], sums["neg_used"], sums["pos_used"]
+    between = pairs - sums["within_binned_twice"] / 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eq5 = between / (big_m * big_n)
+        estimates = (eq5, eq5 * n_i / (n_i - 1.0), between / (big_m * big_n - sums["mn_used"]))
+    expected = (
+        ("total_used", pairs, "the pooled used pairs"),
+        ("personalized", sums["phi_sum"] / n_i, "the releases' phi_sum over n_clusters"),
+        ("obuchowski", pairs_all / (sums["neg_all"] * sums["pos_all"]), "the pooled AUC"),
+    )
+    for key, want, what in expected:
+        if not _near(float(args[key]), want):
+            _refuse_moments(ctx, key, f"is not {what} of the signed releases")
+    if not any(_near(float(args["population"]), e) for e in estimates if np.isfinite(e)):
+        _refuse_moments(ctx, "population", "is none of the population AUCs of the signed releases")
+
+
 def _check_sizes(ctx: SiteContext, args: Record, n_used: int) -> None:
     """Refuse ``n_clusters`` and ``total_used`` out of the range the pooled counts allow.
 
@@ -696,6 +940,16 @@ def _check_sizes(ctx: SiteContext, args: Record, n_used: int) -> None:
         "row_sites": sch.Names(_MAX_SITES, default=None),
         "row_counts": sch.IntArray((sch.Bound(1, _MAX_SITES),), lo=0, default=None),
         "row_signatures": sch.Text(2 * SIGNATURE_BYTES * _MAX_SITES, alphabet=_HEX, default=None),
+        # The round-1 sites' signed releases (in the clear only; release_arguments).
+        "release_sites": sch.Names(_MAX_SITES, default=None),
+        "release_values": sch.FloatArray(
+            (sch.Bound(1, _MAX_SITES), sch.Bound(1, 4 * (_MAX_EDGES - 1) + len(_SUMMARY_SCALARS))),
+            lo=0.0,
+            default=None,
+        ),
+        "release_signatures": sch.Text(
+            2 * SIGNATURE_BYTES * _MAX_SITES, alphabet=_HEX, default=None
+        ),
     },
     release="both",
 )
@@ -720,7 +974,11 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
     # What the arguments must satisfy whatever the sites' rows: refused before the binding,
     # as the refusal tells nothing about the site.
     _check_consistent(ctx, args)
-    if not clear:
+    if clear:
+        # The pooled histograms and totals against the sites' signed releases (C2 in the
+        # clear): the site's own values it compares with are those it releases anyway.
+        _check_releases(ctx, args, local)
+    else:
         # The pooled rows against the round-1 sites' signed rows (C2): arguments, the
         # site's roster and its ledger only, so refused before the binding too.
         _check_rows(ctx, args)
