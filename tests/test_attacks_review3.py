@@ -235,7 +235,8 @@ def _relayed(first, edges: np.ndarray, relay: str, total: float) -> dict:
     if relay == "inflated":
         name = args["row_sites"][0]
         args["row_counts"][0] += int(total) - sum(args["row_counts"])
-        forged = new_signing_key().sign(rows_message(name, edges, args["row_counts"][0]))
+        message = rows_message(name, edges, args["row_counts"][0], first.session)
+        forged = new_signing_key().sign(message)
         args["row_signatures"] = forged.hex() + args["row_signatures"][128:]
     return args
 
@@ -528,8 +529,9 @@ def test_signed_rows_are_bound_to_the_edges_and_the_quantity_and_refusals_bind_n
     names, counts = honest["row_sites"], honest["row_counts"]
     other_edges = score_bin_edges(32)
     for message in (
-        lambda name, rows: rows_message(name, other_edges, rows),
+        lambda name, rows: rows_message(name, other_edges, rows, first.session),
         lambda name, rows: int(rows).to_bytes(8, "big"),
+        lambda name, rows: rows_message(name, edges, rows, "0" * 32),  # another session's
     ):
         replayed = "".join(
             sites[n].identity.sign(message(n, c)).hex() for n, c in zip(names, counts, strict=True)
@@ -544,6 +546,95 @@ def test_signed_rows_are_bound_to_the_edges_and_the_quantity_and_refusals_bind_n
     # Sigma22 / I = s22 / ((I - 1) I), I the used clusters.
     want = result.covariance[1, 1] * n_used * (n_used - 1)
     assert float(second["s22"]) == pytest.approx(want, rel=1e-9)
+
+
+def test_a_sites_older_signed_rows_are_not_relayed_after_its_rows_changed():
+    """Secure C2, what the signed rows did not bind: a site's signed count was bound to its
+    name, the edges and the quantity, not to a round-1 sum. A site whose rows changed
+    between two round-1 sums over its lifetime-bound edges (here s1 reloaded with 3 rows
+    fewer, its ledger and key kept) signed both counts, and the analyst could relay the
+    older one beside the others' newer ones: the pooled all-rows histograms then had to
+    hold 3 rows more than the federation, which the analyst placed where it chose (3
+    positives in the lowest bin), and every site answered round 2 (main 5914c42). Now the
+    count is signed over the round-1 session too, each site checks the relayed counts
+    against the session of its own latest round-1 sum, and a session id a site has summed
+    in is refused again (its ledger): the older count is refused, naming the site."""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.methods.clustered._site import (
+        FUNCTION_MOMENTS,
+        FUNCTION_SUMMARY,
+        row_count_arguments,
+        score_bin_edges,
+    )
+    from fedroc.secagg import secure_sum
+
+    fed, _, _ = _extreme_federation(np.random.default_rng([3307, 0]))
+    sites = dict(fed.transport._sites)
+    edges = score_bin_edges(64)
+    before = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+    # s1 reloaded without 3 rows of a cluster of more than 3 rows of both classes.
+    old = sites["s1"]
+    d = old._data
+    _, code = np.unique(d.cluster, return_inverse=True)
+    big = np.flatnonzero(np.bincount(code) > 5)[0]
+    drop = np.flatnonzero(code == big)[:3]
+    keep = ~np.isin(np.arange(d.n), drop)
+    data = SiteData.from_arrays(d.label[keep], d.score[keep], d.cluster[keep])
+    sites["s1"] = Site("s1", data, policy=old.policy, ledger=old.ledger, identity=old.identity)
+    fed = Federation.from_sites(sites.values())
+    after = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+    relay = row_count_arguments({**after.statements, "s1": before.statements["s1"]})
+    assert sum(relay["row_counts"]) == sum(row_count_arguments(after.statements)["row_counts"]) + 3
+    g = {k: np.asarray(after[k], dtype=np.float64) for k in after.values}
+    g["hist_pos_all"][0] += 3.0  # three positives of the analyst's, below every row
+    n_used = float(round(float(g["clusters_used"])))
+    args = {
+        "edges": edges,
+        **{k: g[k] for k in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")},
+        "n_clusters": n_used,
+        "big_m": float(g["neg_used"]),
+        "big_n": float(g["pos_used"]),
+        "total_used": _pairs(g["hist_pos_used"], g["hist_neg_used"]),
+        "population": 0.5,
+        "personalized": float(g["phi_sum"]) / n_used,
+        "big_m_all": float(g["hist_neg_all"].sum()),
+        "big_n_all": float(g["hist_pos_all"].sum()),
+        "obuchowski": 0.5,
+    }
+    with pytest.raises(DisclosureError, match=r"'row_signatures' do not carry the signature of "
+                       r"\['s1'\]"):  # fmt: skip
+        secure_sum(fed, FUNCTION_MOMENTS, **args, **relay)
+
+
+def test_a_site_signs_its_rows_in_a_round_one_session_once_across_restarts():
+    """The session binding above needs session ids a site signs in once: the analyst picks
+    them, and a site keeps its latest in memory. Its sites restarted (fresh state, the same
+    ledgers and keys), a round-1 sum under the id of an earlier one is refused, naming the
+    site and the session (its ledger bound the id), before any row is read or signed;
+    under a fresh id it is answered. Counts signed over another session are refused in
+    round 2 like a forgery."""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY, score_bin_edges
+    from fedroc.secagg import SecAggServer, secure_sum
+
+    fed, _, _ = _extreme_federation(np.random.default_rng([3307, 1]))
+    edges = score_bin_edges(64)
+    first = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+
+    def restarted() -> Federation:
+        return Federation.from_sites(
+            Site(s.name, s._data, policy=s.policy, ledger=s.ledger, identity=s.identity)
+            for s in fed.transport._sites.values()
+        )
+
+    server = SecAggServer(restarted(), FUNCTION_SUMMARY, {"edges": edges})
+    server.state.session = first.session
+    with pytest.raises(DisclosureError, match=f"signed its rows in session {first.session} "
+                       "already") as exc:  # fmt: skip
+        server.run()
+    assert exc.value.site in {"s0", "s1", "s2"}
+    again = secure_sum(restarted(), FUNCTION_SUMMARY, edges=edges)
+    assert again.session != first.session and set(again.statements) == {"s0", "s1", "s2"}
 
 
 # -- C2 in the clear: a crafted round-2 request weights the clusters of one clear bin ---------

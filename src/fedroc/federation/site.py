@@ -115,13 +115,14 @@ class Reply:
 class SiteContext:
     """What a site function may use: the rows, the policy, its state and randomness.
 
-    ``sites`` and ``noise_shares`` are set when the function computes an input of secure
-    aggregation: the sites of the session, and the number of shares to split DP noise into
-    (the session's threshold: no sum of fewer inputs can be unmasked, so any sum the
-    analyst sees holds at least one full draw). Both come from the protocol as checked by
-    the site, never from an argument of the function. ``identity`` is the site's signing key
-    and its operator's roster of peers (:mod:`fedroc.federation.roster`), with which it
-    authenticates the other members of a secure aggregation.
+    ``sites``, ``noise_shares`` and ``session`` are set when the function computes an input
+    of secure aggregation: the sites of the session, the number of shares to split DP noise
+    into (the session's threshold: no sum of fewer inputs can be unmasked, so any sum the
+    analyst sees holds at least one full draw) and the session's id. They come from the
+    protocol as checked by the site, never from an argument of the function. ``identity``
+    is the site's signing key and its operator's roster of peers
+    (:mod:`fedroc.federation.roster`), with which it authenticates the other members of a
+    secure aggregation.
 
     Attributes
     ----------
@@ -147,6 +148,10 @@ class SiteContext:
         Number of shares the DP noise is split into (the session's threshold).
     identity : SiteIdentity, optional
         The site's signing key and its operator's roster of peers.
+    session : str, optional
+        The id of the secure-aggregation session this call is an input of (set by the
+        protocol, like ``sites``); None for a direct call. A statement the input signs can
+        name it, so that it is not taken for another sum's.
     """
 
     site: str
@@ -159,6 +164,7 @@ class SiteContext:
     sites: tuple[str, ...] | None = None
     noise_shares: int = 1
     identity: SiteIdentity | None = None
+    session: str | None = None
 
     def noise_rng(self, stream: str) -> np.random.Generator | None:
         """Return the generator for this site's DP noise, or None for the production samplers.

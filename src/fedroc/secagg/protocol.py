@@ -643,7 +643,9 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         ) from None
     # The input runs with the session in view: DP noise is split into t shares, since the
     # protocol unmasks no sum of fewer than t inputs.
-    session_ctx = replace(ctx, sites=tuple(sites), noise_shares=threshold)
+    session_ctx = replace(
+        ctx, sites=tuple(sites), noise_shares=threshold, session=str(args[KEY_SESSION])
+    )
     result = aggregate_input(session_ctx, quantity, input_args)
     vector, layout = _encode_input(result.values, bits=bits, frac_bits=frac_bits, site=ctx.site)
     state = ClientState(

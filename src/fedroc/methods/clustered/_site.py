@@ -31,8 +31,9 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   big_n``.
 - Through secure aggregation, round 2 also holds the pooled histograms to the
   federation's rows (C2): in round 1 each site signs its rows (what its all-rows
-  histograms add up to; :func:`rows_message`, bound to its name, the edges and a domain
-  tag) with its identity key and sends the signed count in its unmasking reply; the
+  histograms add up to; :func:`rows_message`, bound to its name, the edges, the round-1
+  session and a domain tag) with its identity key and sends the signed count in its
+  unmasking reply (a session id it signs in once, bound in its ledger); the
   analyst relays every site's (``row_sites``, ``row_counts``, ``row_signatures``;
   :func:`row_count_arguments`), and a site refuses, before it binds the request, unless
   the signers are exactly the sites its round-1 sum was over (the partners in its
@@ -130,6 +131,10 @@ FloatArray = NDArray[np.float64]
 
 # What a site signs of its round-1 input through secure aggregation (C2): its rows.
 _ROWS_DOMAIN = b"fedroc.clustered/v1 rows of the all-rows histograms\x00"
+# Where a site keeps the session of its latest round-1 sum (its state), and the ledger
+# prefix under which it binds every round-1 session it signed rows in (an id used once).
+_ROWS_SESSION = "clustered-secure:rows-session"
+BIND_ROWS_SESSION = "clustered-secure:rows-session:"
 _COUNT_BYTES = 8
 STATEMENT_BYTES = _COUNT_BYTES + SIGNATURE_BYTES
 _MAX_SITES = 1024
@@ -157,13 +162,15 @@ _SUMMARY_SCALARS = (
 )
 
 
-def rows_message(site: str, edges: FloatArray, rows: int) -> bytes:
-    """Return what a site signs of its round-1 summary: its name, the edges and its rows.
+def rows_message(site: str, edges: FloatArray, rows: int, session: str) -> bytes:
+    """Return what a site signs of its round-1 summary: its name, the edges, its rows, the sum.
 
     ``rows`` is what the site's all-rows histograms (``hist_pos_all`` + ``hist_neg_all``)
     add up to: every row it holds, each in one bin of ``edges``. The domain tag keeps the
     signature from being taken for any other quantity; the edges' digest, for the rows of
-    another binning.
+    another binning; the round-1 session's id, for the rows of another round-1 sum (a site
+    whose rows changed between two sums signed two counts; the older one relayed beside
+    the others' newer ones let the analyst add as many rows as changed).
 
     Parameters
     ----------
@@ -173,6 +180,8 @@ def rows_message(site: str, edges: FloatArray, rows: int) -> bytes:
         The shared edges of the summary.
     rows : int
         The site's rows in its all-rows histograms.
+    session : str
+        The id of the round-1 secure-aggregation session (:attr:`SiteContext.session`).
 
     Returns
     -------
@@ -181,7 +190,7 @@ def rows_message(site: str, edges: FloatArray, rows: int) -> bytes:
     """
     digest = hashlib.sha256(np.ascontiguousarray(edges, dtype="<f8").tobytes()).digest()
     count = int(rows).to_bytes(_COUNT_BYTES, "big")
-    return _ROWS_DOMAIN + site.encode() + b"\x00" + digest + count
+    return _ROWS_DOMAIN + site.encode() + b"\x00" + session.encode() + b"\x00" + digest + count
 
 
 def row_count_arguments(statements: dict[str, bytes]) -> dict[str, object]:
@@ -604,9 +613,31 @@ def _summary(ctx: SiteContext, args: Record, local: _Local, clear: bool) -> dict
     }
 
 
+def _session_reused(ctx: SiteContext, session: str) -> ArgumentRefused:
+    return ArgumentRefused(
+        f"site {ctx.site!r} refuses {FUNCTION_SUMMARY!r} through secure aggregation: it "
+        f"signed its rows in session {session} already, and signs in a session once (a "
+        "signed count of an earlier sum could be relayed for a later one)",
+        site=ctx.site,
+        function=FUNCTION_SUMMARY,
+        argument="session",
+    )
+
+
 @site_function(FUNCTION_SUMMARY, schema=_EDGES, release="both")
 def _site_summary(ctx: SiteContext, args: Record) -> Reply:
     clear = _clear_guard(ctx, FUNCTION_SUMMARY, args)
+    if not clear:
+        # The session its rows will be signed over: an id the site signs in once (its
+        # ledger, across restarts), bound before it reads its rows.
+        session = str(ctx.session)
+        bind_before_reading(
+            ctx,
+            BIND_ROWS_SESSION + session,
+            True,
+            lambda _: _session_reused(ctx, session),
+            accepts=lambda _: False,
+        )
     local = _local(ctx, args)
     values = _summary(ctx, args, local, clear)
     edges = np.asarray(args["edges"], dtype=np.float64)
@@ -622,10 +653,13 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
     elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
         # Its rows, signed, so that every partner can check in round 2 that the pooled
-        # all-rows histograms hold the federation's rows and no more (C2).
+        # all-rows histograms hold the federation's rows and no more (C2); over the
+        # session (bound above), kept as its latest: round 2 takes only that sum's counts.
+        session = str(ctx.session)
+        ctx.state[_ROWS_SESSION] = {"session": session}
         rows = int(values["hist_pos_all"].sum() + values["hist_neg_all"].sum())
         statement = rows.to_bytes(_COUNT_BYTES, "big") + ctx.identity.sign(
-            rows_message(ctx.site, edges, rows)
+            rows_message(ctx.site, edges, rows, session)
         )
     return Reply(values, counts=counts, statement=statement)
 
@@ -731,7 +765,8 @@ def _check_rows(ctx: SiteContext, args: Record) -> None:
     Through secure aggregation only, before the binding (nothing here depends on the
     site's rows): ``row_sites`` must be exactly the sites the site's round-1 sum was over
     (the partners bound in its ledger), each ``row_counts`` entry signed by its site
-    (``row_signatures``, over :func:`rows_message` with these edges) under the key the
+    (``row_signatures``, over :func:`rows_message` with these edges and the session of
+    this site's latest round-1 sum, which it keeps in its state) under the key the
     site's roster holds, and the pooled all-rows histograms must add up to the sum of the
     counts, each used count at most the all-rows count of its bin. A crafted request
     added 2^28 rows next to the federation's lowest negative and read its cluster's
@@ -764,17 +799,26 @@ def _check_rows(ctx: SiteContext, args: Record) -> None:
     by_name = None if len(signatures) % 2 else split_signatures(bytes.fromhex(signatures), names)
     if counts.size != len(names) or by_name is None:
         _refuse_moments(ctx, "row_signatures", "needs one count and one signature per site")
+    latest = ctx.state.get(_ROWS_SESSION)
+    if latest is None:
+        _refuse_moments(
+            ctx,
+            "row_signatures",
+            "cannot be checked: this site signed no round-1 rows since it started (it keeps "
+            "the session of its latest round-1 sum in memory); repeat round 1",
+        )
     edges = np.asarray(args["edges"], dtype=np.float64)
+    session = str(latest["session"])
     forged = roster.unverified(
-        (name, rows_message(name, edges, rows), by_name[name])
+        (name, rows_message(name, edges, rows, session), by_name[name])
         for name, rows in zip(names, counts.tolist(), strict=True)
     )
     if forged:
         _refuse_moments(
             ctx,
             "row_signatures",
-            f"do not carry the signature of {forged} over their rows under the keys its "
-            "roster holds",
+            f"do not carry the signature of {forged} over their rows in this site's latest "
+            "round-1 sum under the keys its roster holds",
         )
     hist = {k: np.asarray(args[k], dtype=np.float64) for k in _HIST_KEYS}
     if float(hist["hist_pos_all"].sum() + hist["hist_neg_all"].sum()) != float(counts.sum()):
@@ -984,7 +1028,10 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
         _check_rows(ctx, args)
         # The site's histograms stay hidden, so whether the pooled ones contain them is a
         # fact about its rows: one round-2 request per lifetime, bound before the check.
-        _bind(ctx, FUNCTION_MOMENTS, BIND_SECURE_MOMENTS, "round-2 arguments", _digest(args), False)
+        # Without the signatures: they name the latest round-1 session (a re-run of the
+        # same analysis signs its same counts anew) and enter none of the sums.
+        request = _digest({k: v for k, v in args.items() if k != "row_signatures"})
+        _bind(ctx, FUNCTION_MOMENTS, BIND_SECURE_MOMENTS, "round-2 arguments", request, False)
     _check_pooled(ctx, args, local, keep, n_bins)
     _check_sizes(ctx, args, n_used)
     if clear:
