@@ -321,6 +321,43 @@ def test_plain_sums_are_refused_by_a_default_site():
         federated_clustered_auc(fed, secure=False)
 
 
+def test_a_clear_bin_below_min_count_is_refused_with_what_to_change():
+    # Clear sites at the default min_count (5) and fine bins: some bin holds 1 to 4 rows of
+    # a class, which a site does not release. The refusal says so and what to ask instead.
+    frames = _frames(np.random.default_rng(12))
+    policy = DisclosurePolicy(clear_histograms=True)
+    with (
+        _federation(frames, policy=policy) as fed,
+        pytest.raises(DisclosureError, match=r"bin count is below the minimum") as err,
+    ):
+        federated_clustered_auc(fed, n_bins=400, secure=False)
+    assert "its 400 bins" in str(err.value)
+    assert "fewer bins (n_bins, --cluster-bins)" in str(err.value)
+    assert "secure aggregation" in str(err.value)
+    assert err.value.site is not None
+
+
+def test_clear_calibration_cut_near_the_clustered_edges_is_refused_with_what_to_change():
+    # Clear sites at min_count 5: the clustered histograms at 2 bins pass; calibration at
+    # 10 bins would be cut by their edge 0.5 beside a withheld bin, which a site refuses.
+    # The refusal says which bins pass, and those do.
+    rng = np.random.default_rng(1)
+    frames = {}
+    for k in range(2):
+        y = rng.random(300) < 0.4
+        p = 1.0 / (1.0 + np.exp(-(rng.normal(size=300) + 1.2 * y)))
+        pid = [f"c{j}" for j in np.repeat(np.arange(60), 5)]
+        frames[f"site{k}"] = pd.DataFrame({"y": y.astype(int), "p": p, "pid": pid})
+    policy = DisclosurePolicy(clear_histograms=True)
+    with _federation(frames, policy=policy) as fed:
+        with pytest.raises(DisclosureError, match="cut too close to a bin edge") as err:
+            evaluate(fed, "clustered", n_bins=2, secure=False, calibration_bins=10)
+        assert "--bins equal to the clustered method's --cluster-bins" in str(err.value)
+    with _federation(frames, policy=policy) as fed:
+        res = evaluate(fed, "clustered", n_bins=2, secure=False, calibration_bins=2)
+    assert len(res.to_dict()["calibration"]["count"]) == 2
+
+
 def test_evaluate_method_clustered_gives_the_common_result():
     frames = _frames(np.random.default_rng(13))
     with _federation(frames) as fed:

@@ -236,7 +236,8 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
             f"site {ctx.site!r} refuses {FN_CALIBRATION!r} at {n_bins} bins: a confusion "
             "table or clustered histogram it released is cut too close to a bin edge (fewer "
             f"than {ctx.policy.min_count} rows of a class between them), and the two would "
-            "subtract to those rows",
+            "subtract to those rows; calibration bins on the same edges pass where no bin "
+            "is withheld (e.g. --bins equal to the clustered method's --cluster-bins)",
             site=ctx.site,
             function=FN_CALIBRATION,
         )

@@ -97,7 +97,7 @@ from numpy.typing import NDArray
 from fedroc._docs import fill, fill_doc, parameters_of
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.federation import Federation, Released
 from fedroc.federation.records import Record
 from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
@@ -162,7 +162,19 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     ----------
     {site_sum}
     """
-    replies = federation.call(function, **args)
+    try:
+        replies = federation.call(function, **args)
+    except DisclosureError as exc:
+        if function != FUNCTION_SUMMARY or "bin count is below the minimum" not in str(exc):
+            raise
+        n_bins = int(np.asarray(args["edges"]).size - 1)
+        raise DisclosureError(
+            f"{exc}. In the clear a site releases its {n_bins} bins only if each class has "
+            "no row or at least its min_count rows in each bin: ask for fewer bins "
+            "(n_bins, --cluster-bins) or sum by secure aggregation (3 or more sites)",
+            site=exc.site,
+            function=exc.function,
+        ) from exc
     keys = sorted(k for k in next(iter(replies.values())) if k != KEY_SIGNATURE)
     sums: dict[str, Any] = {}
     for key in keys:
