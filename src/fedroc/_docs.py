@@ -189,6 +189,11 @@ Raises
 ------
 SiteError, DisclosureError
     A site failed or refused (the message names it).""",
+    "clustered_signed": """\
+site : str
+    The signing site.
+edges : ndarray of float, shape (n_bins + 1,)
+    The shared edges of the clustered round-1 summary.""",
     "n_images": """\
 n_images : int
     ``phi``, the number of sequestered images, a positive integer.""",

@@ -79,6 +79,7 @@ from typing import Any, NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
+from fedroc._docs import fill_doc
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation import schema as sch
 from fedroc.federation.basic import (
@@ -93,7 +94,7 @@ from fedroc.federation.basic import (
     grid_representatives,
 )
 from fedroc.federation.records import Record
-from fedroc.federation.roster import SIGNATURE_BYTES, split_signatures
+from fedroc.federation.roster import SIGNATURE_BYTES, Roster, split_signatures
 from fedroc.federation.schema import ArgumentRefused
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
@@ -162,6 +163,7 @@ _SUMMARY_SCALARS = (
 )
 
 
+@fill_doc
 def rows_message(site: str, edges: FloatArray, rows: int, session: str) -> bytes:
     """Return what a site signs of its round-1 summary: its name, the edges, its rows, the sum.
 
@@ -174,10 +176,7 @@ def rows_message(site: str, edges: FloatArray, rows: int, session: str) -> bytes
 
     Parameters
     ----------
-    site : str
-        The signing site.
-    edges : ndarray of float, shape (n_bins + 1,)
-        The shared edges of the summary.
+    {clustered_signed}
     rows : int
         The site's rows in its all-rows histograms.
     session : str
@@ -246,6 +245,7 @@ def release_vector(values: Record) -> FloatArray:
     return np.concatenate([*parts, scalars])
 
 
+@fill_doc
 def release_message(site: str, edges: FloatArray, vector: FloatArray) -> bytes:
     """Return what a site signs of its round-1 release in the clear.
 
@@ -257,10 +257,7 @@ def release_message(site: str, edges: FloatArray, vector: FloatArray) -> bytes:
 
     Parameters
     ----------
-    site : str
-        The signing site.
-    edges : ndarray of float, shape (n_bins + 1,)
-        The shared edges of the summary.
+    {clustered_signed}
     vector : ndarray of float, shape (4 n_bins + 12,)
         The release, as :func:`release_vector` orders it.
 
@@ -759,6 +756,33 @@ def _check_consistent(ctx: SiteContext, args: Record) -> None:
         _refuse_moments(ctx, "n_clusters", f"is not a whole number of clusters (got {n_i!r})")
 
 
+def _relay(
+    ctx: SiteContext, args: Record, keys: tuple[str, str, str], need: str
+) -> tuple[Any, Any, Any, Roster]:
+    """Return a round-2 relay's three arguments and the site's roster, or refuse.
+
+    ``keys`` names the relay's sites, values and signatures; ``need`` says why the site
+    needs them. Refused, naming the first key, when one is missing or the site has no
+    roster to verify the signatures with.
+    """
+    names, values, signatures = (args[k] for k in keys)
+    if names is None or values is None or signatures is None:
+        _refuse_moments(
+            ctx,
+            keys[0],
+            f"is missing (with {keys[1]} and {keys[2]}): {need} to check the pooled histograms",
+        )
+    roster = None if ctx.identity is None else ctx.identity.roster
+    if roster is None:
+        _refuse_moments(
+            ctx,
+            keys[0],
+            "cannot be checked: the site has no roster of sites (their signing keys); its "
+            "operator configures one (see fedroc.federation.roster)",
+        )
+    return names, values, signatures, roster
+
+
 def _check_rows(ctx: SiteContext, args: Record) -> None:
     """Refuse pooled histograms that hold more rows than the round-1 sites signed (C2).
 
@@ -773,22 +797,12 @@ def _check_rows(ctx: SiteContext, args: Record) -> None:
     within-cluster AUC and positives; with the rows pinned only the true rows can move,
     and moving them read nothing (tests/test_attacks_review3.py).
     """
-    names, counts, signatures = (args[k] for k in ("row_sites", "row_counts", "row_signatures"))
-    if names is None or counts is None or signatures is None:
-        _refuse_moments(
-            ctx,
-            "row_sites",
-            "is missing (with row_counts and row_signatures): through secure aggregation a "
-            "site needs every round-1 site's signed rows to check the pooled histograms",
-        )
-    roster = None if ctx.identity is None else ctx.identity.roster
-    if roster is None:
-        _refuse_moments(
-            ctx,
-            "row_sites",
-            "cannot be checked: the site has no roster of sites (their signing keys); its "
-            "operator configures one (see fedroc.federation.roster)",
-        )
+    names, counts, signatures, roster = _relay(
+        ctx,
+        args,
+        ("row_sites", "row_counts", "row_signatures"),
+        "through secure aggregation a site needs every round-1 site's signed rows",
+    )
     with ctx.ledger.transaction():
         partners = ctx.ledger.partners(FUNCTION_SUMMARY)
     if partners is None:
@@ -859,24 +873,12 @@ def _check_releases(ctx: SiteContext, args: Record, local: _Local) -> None:
     it compares with are those it releases in the clear anyway; the set of sites is bound
     with the request (one round 2 per lifetime).
     """
-    names, values, signatures = (
-        args[k] for k in ("release_sites", "release_values", "release_signatures")
+    names, values, signatures, roster = _relay(
+        ctx,
+        args,
+        ("release_sites", "release_values", "release_signatures"),
+        "in the clear a site needs every round-1 site's signed release",
     )
-    if names is None or values is None or signatures is None:
-        _refuse_moments(
-            ctx,
-            "release_sites",
-            "is missing (with release_values and release_signatures): in the clear a site "
-            "needs every round-1 site's signed release to check the pooled histograms",
-        )
-    roster = None if ctx.identity is None else ctx.identity.roster
-    if roster is None:
-        _refuse_moments(
-            ctx,
-            "release_sites",
-            "cannot be checked: the site has no roster of sites (their signing keys); its "
-            "operator configures one (see fedroc.federation.roster)",
-        )
     if ctx.site not in names:
         _refuse_moments(ctx, "release_sites", "does not name this site")
     edges = np.asarray(args["edges"], dtype=np.float64)
