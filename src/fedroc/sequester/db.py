@@ -33,7 +33,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -204,7 +204,7 @@ _SPEND = (
     .where(_d.budget_remaining >= 1)
     .where(or_(_d.max_queries.is_(None), _d.n_queries < _d.max_queries))
     .values(n_queries=_d.n_queries + 1)
-    .returning(_d.budget_remaining, _d.threshold_noise)
+    .returning(_d.budget_remaining, _d.threshold_noise, _d.n_queries)
 )
 _SETTLE = (
     update(developers)
@@ -637,9 +637,13 @@ class Store:
         return plan
 
     def add_developer(
-        self, plan_id: int, name: str, *, threshold_noise: float
+        self, plan_id: int, name: str, *, threshold_noise: float | Callable[[int], float]
     ) -> tuple[int, str, int]:
-        """Create a developer; returns ``(id, token, budget units)``. Only the hash is stored."""
+        """Create a developer; returns ``(id, token, budget units)``. Only the hash is stored.
+
+        ``threshold_noise`` is Thresholdout's initial noisy threshold, or a function of the
+        new developer's id that draws it (a seeded server's draw is named by the id).
+        """
         plan = self.plan(plan_id)
         token = new_token()
         with self.engine.begin() as conn:
@@ -651,13 +655,19 @@ class Store:
                     budget_total=plan.budget_units,
                     budget_remaining=plan.budget_units,
                     n_queries=0,
-                    threshold_noise=threshold_noise,
+                    threshold_noise=0.0 if callable(threshold_noise) else threshold_noise,
                     max_queries=plan.limits.max_queries,
                     max_submissions=plan.limits.max_submissions,
                     created_at=time.time(),
                 )
             )
             dev_id = _new_id(res)
+            if callable(threshold_noise):
+                conn.execute(
+                    update(developers)
+                    .where(developers.c.id == dev_id)
+                    .values(threshold_noise=float(threshold_noise(dev_id)))
+                )
             self._record(conn, "create-developer", f"developer/{dev_id}", plan_id=plan_id,
                          name=name)  # fmt: skip
             return dev_id, token, plan.budget_units
@@ -905,8 +915,15 @@ class Store:
         *,
         reference: float | None = None,
         rng: np.random.Generator | None = None,
+        rng_for: Callable[[int], np.random.Generator | None] | None = None,
     ) -> tuple[int, Answer]:
-        """Decide, record and commit one answer; raises past the budget or the quota."""
+        """Decide, record and commit one answer; raises past the budget or the quota.
+
+        ``rng`` seeds the answer's noise (tests); ``rng_for(n)`` gives it from the number
+        ``n`` of the developer's queries, this one included, read under the developer's
+        lock: a seeded server names each draw by it, so that no two answers share noise
+        (Q1). Neither: OpenDP's noise from the system's entropy.
+        """
         scores, whole_auc = self.submission(developer.id, submission_id)
         members = plan.table.row(subset_id)
         if plan.mechanism.needs_reference:
@@ -926,6 +943,8 @@ class Store:
             ).first()
             if state is None:
                 self._refusal(conn, developer)
+            if rng_for is not None:
+                rng = rng_for(int(state.n_queries))
             ans = plan.mechanism.answer(
                 holdout,
                 ref,

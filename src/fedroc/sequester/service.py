@@ -238,16 +238,25 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def _noise_source(seed: int | None) -> Callable[[], np.random.Generator | None]:
-    """Choose the server's noise: OS entropy (None) unless the operator seeded it (tests)."""
-    if seed is None:
-        return lambda: None
-    parent = np.random.default_rng(seed)
-    lock = threading.Lock()
+NoiseSource = Callable[..., np.random.Generator | None]
 
-    def child() -> np.random.Generator:
-        with lock:  # a Generator is not thread-safe; each query gets its own child
-            return np.random.default_rng(int(parent.integers(2**63)))
+
+def _noise_source(seed: int | None) -> NoiseSource:
+    """Choose the server's noise: OS entropy (None) unless the operator seeded it (tests).
+
+    A seeded server derives each draw's generator from the seed and the words naming the
+    draw (``noise_rng("query", plan_seed, developer_id, n_queries)``): what the database
+    numbers (a developer's queries, its id) is the same after a restart and on every worker,
+    so no two releases share their noise. One stream started at the seed gave the k-th
+    answer after every restart the same noise, and two answers their exact difference (Q1).
+    """
+    if seed is None:
+        return lambda *words: None
+
+    def child(*words: object) -> np.random.Generator:
+        digest = hashlib.sha256("\x00".join(str(w) for w in words).encode()).digest()
+        key = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 32, 4)]
+        return np.random.default_rng(np.random.SeedSequence([int(seed), *key]))
 
     return child
 
@@ -375,6 +384,7 @@ def create_app(  # noqa: C901
     def _create_plan(test_set_id: int, body: PlanIn) -> dict[str, Any]:
         _name, ids, labels = store.test_set(test_set_id)
         phi = len(ids)
+        ids_digest = hashlib.sha256(json.dumps(list(ids)).encode()).hexdigest()
         if (body.load_factor is None) == (body.subset_size is None):
             raise InputError("give exactly one of load_factor and subset_size")
         if body.prevalence is not None and body.prevalence_epsilon is not None:
@@ -405,7 +415,9 @@ def create_app(  # noqa: C901
                     if body.prevalence_epsilon is None
                     else body.prevalence_epsilon
                 )
-                drawn, event = noisy_prevalence(labels, epsilon=eps_asked, rng=noise_rng())
+                drawn, event = noisy_prevalence(
+                    labels, epsilon=eps_asked, rng=noise_rng("prevalence", test_set_id, ids_digest)
+                )
                 # Stored only if no other worker stored one meanwhile (R40b); if one did,
                 # this draw is dropped unreleased and its count is used. The count's DP
                 # event is audited with it, whatever becomes of this plan (R40c).
@@ -494,7 +506,11 @@ def create_app(  # noqa: C901
     @app.post(f"{API}/plans/{{plan_id}}/developers", status_code=201)
     def create_developer(plan_id: Id, body: DeveloperIn, _: Admin) -> dict[str, Any]:
         plan = store.plan(plan_id)
-        gamma = plan.mechanism.initial_threshold_noise(noise_rng(), sensitivity=plan.sensitivity)
+
+        def gamma(dev_id: int) -> float:
+            rng = noise_rng("threshold", plan.seed, dev_id)
+            return plan.mechanism.initial_threshold_noise(rng, sensitivity=plan.sensitivity)
+
         dev_id, token, units = store.add_developer(plan_id, body.name, threshold_noise=gamma)
         return {"developer_id": dev_id, "name": body.name, "token": token,
                 "budget_total": units}  # fmt: skip
@@ -578,7 +594,7 @@ def create_app(  # noqa: C901
         plan = store.plan(dev.plan_id)
         qid, ans = store.answer_query(
             dev, plan, body.submission_id, body.subset_id, reference=body.reference_auc,
-            rng=noise_rng(),
+            rng_for=lambda n: noise_rng("query", plan.seed, dev.id, n),
         )  # fmt: skip
         return QueryOut(query_id=qid, submission_id=body.submission_id, subset_id=body.subset_id,
                         auc=ans.value, budget_remaining=ans.budget_after)  # fmt: skip

@@ -1,0 +1,105 @@
+"""Attack review 4: the sequestration service, the ledger and the site functions' arguments.
+
+Each test plays a curious developer (the sequestration service's REST API) or analyst
+(fedroc's public calls) and tries to learn what the custodian or a site protects. A test
+asserts that the attack fails and says what it recovered before the fix, where it
+succeeded.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+ADMIN = "attack-review-4-admin-" + "0" * 8
+
+
+# -- Q1. seeded answers' noise repeats after a restart ------------------------------------------
+def _service(db: str, seed: int | None):  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester.service import create_app
+
+    app = create_app(db, ADMIN, rate_limit=0, noise_seed=seed)
+    return app, TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
+
+
+def _label_by_restart(k: int, *, pairs: int = 10) -> bool | None:
+    """Play Q1 on one test set: the label the developer reads, or None (nothing read)."""
+    from fastapi.testclient import TestClient
+
+    rng = np.random.default_rng(4100 + k)
+    n = 300
+    y = rng.random(n) < 0.3
+    ids = [f"img-{i}" for i in range(n)]
+    target = int(rng.integers(n))
+    scores = np.zeros(n)
+    scores[target] = 1.0  # a probe: AUC 1/2 + m/(2P) or 1/2 - m/(2N), m its multiplicity
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"{tmp}/seq.db"
+        _, adm = _service(db, 7)
+        tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
+        plan = adm.post(
+            f"/v1/test-sets/{tid.json()['test_set_id']}/plans",
+            json={"n_subsets": 2 * pairs, "subset_size": 100, "noise_rate": 0.124,
+                  "budget_units": 4 * pairs, "mechanism": "laplace", "round_answers": False},
+        ).json()  # fmt: skip
+        token = adm.post(f"/v1/plans/{plan['plan_id']}/developers", json={"name": "d"})
+        token = token.json()["token"]
+        n_pos = round(plan["prevalence"] * 100)
+        n_neg = 100 - n_pos
+        answers = []
+        for epoch in range(2):  # the operator restarts the service between the two
+            app, _ = _service(db, 7)
+            dev = TestClient(app, headers={"Authorization": f"Bearer {token}"})
+            if epoch == 0:
+                sid = dev.post("/v1/submissions", json={"image_ids": ids, "scores": list(scores)})
+                sid = sid.json()["submission_id"]
+            answers.append(
+                [
+                    dev.post(
+                        "/v1/queries",
+                        json={"submission_id": sid, "subset_id": epoch * pairs + j + 1},
+                    ).json()["auc"]
+                    for j in range(pairs)
+                ]
+            )
+    for a, b in zip(*answers, strict=True):
+        if min(a, b) <= 0.0 or max(a, b) >= 1.0:
+            continue  # clipped: the noise did not cancel
+        d = b - a  # the same noise: AUC(subset j + pairs) - AUC(subset j), exactly
+        if abs(d) < 1e-9:
+            continue
+        as_pos, as_neg = d * 2 * n_pos, d * 2 * n_neg
+        pos = abs(as_pos - round(as_pos)) < 1e-6
+        neg = abs(as_neg - round(as_neg)) < 1e-6
+        if pos != neg:
+            return pos
+    return None
+
+
+def test_seeded_answers_do_not_repeat_their_noise_after_a_restart():
+    """``--noise-seed`` (tests only, with a warning) seeded one stream of the answers'
+    noise at the service's start, so that the k-th answer after every restart (and on every
+    worker started with the seed) carried the same noise. A developer who does not know the
+    seed asks a probe submission (one image scored 1, the rest 0) on subsets 1 to 10, then
+    after a restart on subsets 11 to 20: each pair of answers differs by the exact
+    difference of two subset AUCs, ``(m' - m) / (2P)`` for a positive image and
+    ``-(m' - m) / (2N)`` for a negative one (laplace, unrounded answers, noise rate 0.124).
+    On main 5914c42 the image's label in 10 of 10 test sets, none wrong (20 queries each).
+    Now each answer's noise is drawn from the seed, the plan's own seed, the developer and
+    the number of its queries, which the database keeps across restarts and workers."""
+    read = wrong = 0
+    for k in range(10):
+        rng = np.random.default_rng(4100 + k)
+        y = rng.random(300) < 0.3
+        target = int(rng.integers(300))
+        said = _label_by_restart(k)
+        if said is not None:
+            read += 1
+            wrong += said != bool(y[target])
+    assert read == 0, f"the label read in {read} of 10 test sets ({wrong} wrong)"
