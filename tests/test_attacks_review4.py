@@ -103,3 +103,57 @@ def test_seeded_answers_do_not_repeat_their_noise_after_a_restart():
             read += 1
             wrong += said != bool(y[target])
     assert read == 0, f"the label read in {read} of 10 test sets ({wrong} wrong)"
+
+
+# -- Q2. the image ids in the custodian's upload order --------------------------------------
+def _grouped_test_set(k: int) -> tuple[list[str], np.ndarray]:
+    """A test set uploaded as two lists put together, positives first (ids carry no label)."""
+    rng = np.random.default_rng(4200 + k)
+    n_pos, n = 90, 300
+    ids = [rng.bytes(6).hex() for _ in range(n)]
+    y = np.arange(n) < n_pos
+    return ids, y
+
+
+def _developer(db: str, ids: list[str], y: np.ndarray):  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    app, adm = _service(db, None)
+    tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
+    plan = adm.post(
+        f"/v1/test-sets/{tid.json()['test_set_id']}/plans",
+        json={"n_subsets": 20, "subset_size": 100, "noise_rate": 0.124, "budget_units": 10},
+    ).json()
+    token = adm.post(f"/v1/plans/{plan['plan_id']}/developers", json={"name": "d"})
+    dev = TestClient(app, headers={"Authorization": f"Bearer {token.json()['token']}"})
+    return dev, plan
+
+
+def test_the_image_ids_a_developer_reads_are_not_in_the_custodians_upload_order():
+    """``GET /v1/me/image-ids`` listed the ids in the order the custodian uploaded them, and a
+    submission missing images named the first five missing in that order. A test set put
+    together from a list of positives and a list of negatives (a natural upload) then gave
+    every label away: the first ``prevalence * n_images`` ids listed are the positives. On
+    main 5914c42 the developer's guess (first 30% positive) was right for 300 of 300 images
+    in each of 5 test sets, with no query and no budget; the missing-images message named 5
+    of 5 positives. Now both are in the ids' sorted order, which the upload order does not
+    change: the guess is right at about the rate of a guess from the prevalence alone."""
+    right = total = named_pos = named = 0
+    for k in range(5):
+        ids, y = _grouped_test_set(k)
+        with tempfile.TemporaryDirectory() as tmp:
+            dev, plan = _developer(f"{tmp}/seq.db", ids, y)
+            listed = dev.get("/v1/me/image-ids").json()["image_ids"]
+            n_guess = round(plan["prevalence"] * len(listed))
+            guess = {i: j < n_guess for j, i in enumerate(listed)}
+            truth = dict(zip(ids, y, strict=True))
+            right += sum(guess[i] == truth[i] for i in ids)
+            total += len(ids)
+            r = dev.post("/v1/submissions", json={"image_ids": [], "scores": []})
+            assert r.status_code == 422
+            shown = [i for i in ids if f"'{i}'" in r.json()["detail"]]
+            named += len(shown)
+            named_pos += sum(bool(truth[i]) for i in shown)
+    # A guess from the prevalence alone is right for about 0.3^2 + 0.7^2 = 58% of images.
+    assert right / total < 0.7, f"{right} of {total} labels guessed from the order of the ids"
+    assert named_pos < named, f"the missing-images message named {named_pos} of {named} positives"

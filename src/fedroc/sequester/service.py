@@ -575,7 +575,9 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/me/image-ids")
     def my_image_ids(dev: Dev) -> dict[str, Any]:
-        return {"image_ids": list(store.plan(dev.plan_id).table.image_ids)}
+        # Sorted: the custodian's upload order is not the developer's to read (Q2: a set
+        # uploaded as its positives, then its negatives, listed every label).
+        return {"image_ids": sorted(store.plan(dev.plan_id).table.image_ids)}
 
     @app.post(f"{API}/submissions", status_code=201)
     def submit(body: SubmissionIn, dev: Dev) -> dict[str, Any]:
@@ -653,7 +655,8 @@ def _scores_in_order(body: SubmissionIn, table: Any) -> np.ndarray:
     if pos.size != table.n_images:
         have = np.zeros(table.n_images, dtype=bool)
         have[pos] = True
-        missing = [table.image_ids[k] for k in np.flatnonzero(~have)[:5]]
+        # The first missing in sorted order, not in the custodian's upload order (Q2).
+        missing = sorted(table.image_ids[k] for k in np.flatnonzero(~have))[:5]
         raise InputError(
             f"predictions are missing for {table.n_images - pos.size} of the "
             f"{table.n_images} test images, such as {missing}"
