@@ -157,3 +157,90 @@ def test_the_image_ids_a_developer_reads_are_not_in_the_custodians_upload_order(
     # A guess from the prevalence alone is right for about 0.3^2 + 0.7^2 = 58% of images.
     assert right / total < 0.7, f"{right} of {total} labels guessed from the order of the ids"
     assert named_pos < named, f"the missing-images message named {named_pos} of {named} positives"
+
+
+# -- Q3. two processes of one site release two clear cuts at once ----------------------------
+_EDGE = round(0.3 * 4096) / 4096  # the calibration edge 3/10 on the 1/4096 grid
+_TREE = {"branching": 2, "height": 1, "lo": 0.0, "hi": 0.606, "epsilon": 1.0}  # leaf edge 0.303
+# Each pair: two clear cuts about 3e-3 apart, with a row planted between them (and about
+# one more, at 400 rows spread over [0, 1], or over [0, 0.6] for the local tree, whose range
+# must hold every score).
+_PAIRS = {
+    "confusion, calibration": (
+        (1.0, 0.3015),
+        ("rocglm.confusion", {"threshold": _EDGE + 3e-3}),
+        ("fedroc.calibration", {"n_bins": 10}),
+    ),
+    "local tree, calibration": (
+        (0.6, 0.3015),
+        ("fedroc.histogram.tree_local", _TREE),
+        ("fedroc.calibration", {"n_bins": 10}),
+    ),
+    "local tree, confusion": (
+        (0.6, 0.3045),
+        ("fedroc.histogram.tree_local", _TREE),
+        ("rocglm.confusion", {"threshold": 0.303 + 3e-3}),
+    ),
+}
+
+
+def _both_released(trial: int, pair: str, *, at_once: bool) -> bool:
+    """Two processes of one site (two Site objects on one ledger file) answer two requests."""
+    import threading
+
+    import pandas as pd
+
+    import fedroc.apps.application  # noqa: F401  (registers every site function)
+    from fedroc.federation import Site
+
+    rng = np.random.default_rng(4300 + trial)
+    n = 400
+    (top, planted), *calls = _PAIRS[pair]
+    score = top * rng.random(n)
+    score[0] = planted
+    frame = pd.DataFrame({"label": (rng.random(n) < 0.5).astype(int), "score": score})
+    out: list[bool] = [False, False]
+    with tempfile.TemporaryDirectory() as tmp:
+        sites = [Site.from_frame("north", frame, audit=f"{tmp}/north.jsonl") for _ in calls]
+        start = threading.Barrier(2)
+
+        def ask(i: int) -> None:
+            if at_once:
+                start.wait()
+            try:
+                sites[i].handle(*calls[i])
+                out[i] = True
+            except Exception:
+                out[i] = False
+
+        if at_once:
+            threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            ask(0)
+            ask(1)
+    return all(out)
+
+
+@pytest.mark.parametrize("pair", sorted(_PAIRS))
+def test_two_processes_of_a_site_do_not_release_two_cuts_a_few_rows_apart(pair):
+    """A site may run as several processes on one ledger (the file lock serialises them).
+    Each clear cut of its rows (a confusion threshold, the calibration edges, a local-DP
+    tree's leaf edges) is refused when a cut it released lies fewer than q rows of a class
+    away: the two would subtract to those rows. One after the other the second request is
+    refused. Sent at once to two processes, both were released: a confusion table checked
+    the calibration it had read before binding its own threshold, after its lock, and a
+    local tree bound its leaves without the lock; the calibration, read between the two,
+    saw neither. On main 5914c42 (400 rows, one planted between two cuts 3e-3 apart, two
+    Site objects on one ledger file, threads started together): both released in 5 to 13 of
+    40 trials for confusion and calibration, 5 for a local tree and calibration, 20 for a
+    local tree and confusion; one after the other, 0. Now each cut is checked and bound
+    under one hold of the ledger, so the later of the two sees the earlier."""
+    trials = 40
+    apart = sum(_both_released(t, pair, at_once=False) for t in range(trials))
+    assert apart == 0  # one after the other: the second is refused
+    both = sum(_both_released(t, pair, at_once=True) for t in range(trials))
+    assert both == 0, f"{pair}: both cuts released in {both} of {trials} trials"

@@ -357,8 +357,13 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     b, h, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
     # Exact in effect, its leaf edges are clear cuts too: one beside a calibration edge,
     # confusion threshold or clustered edge it released subtracted to the rows between
-    # (R43). Recorded first, so that a refused tree still holds later cuts apart.
-    ctx.ledger.bind(LOCAL_TREE_KEY + str(b**h), b**h)
+    # (R43). Recorded first, so that a refused tree still holds later cuts apart; under a
+    # hold of the ledger, which reloads it, so that the check below reads the cuts another
+    # process of the site bound before it, and one that binds later reads this tree (Q3:
+    # bound without the hold, a tree and a calibration curve sent at once to two processes
+    # were both released, 5 of 40 trials).
+    with ctx.ledger.transaction():
+        ctx.ledger.bind(LOCAL_TREE_KEY + str(b**h), b**h)
     if not apart_from_local_trees(ctx, clear_cuts(ctx), [b**h]):
         raise DisclosureError(
             f"site {ctx.site!r} refuses {LOCAL_NAME!r} with {b**h} leaves: a calibration "

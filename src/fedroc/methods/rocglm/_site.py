@@ -817,6 +817,11 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
     """
     threshold = float(args["threshold"])
     bind_exact_counts(ctx, FN_CONFUSION, "clear")
+    # One hold of the ledger from the count to the binding of a released threshold: the
+    # checks against the site's other clear cuts read them under it, so that a second
+    # process of the site releasing a cut at the same moment is seen or sees this one (Q3:
+    # both released, 13 of 40 trials with a calibration curve, when the threshold was bound
+    # after the hold).
     with ctx.ledger.transaction():
         asked = {
             float(v)
@@ -834,60 +839,60 @@ def _confusion(ctx: SiteContext, args: Record) -> Reply:
                     function=FN_CONFUSION,
                 )
             ctx.ledger.bind(_CONFUSION_ASKED + repr(threshold), threshold)
-    d = ctx.data
-    q = ctx.policy.min_count
-    predicted = d.score >= threshold
-    cells = {
-        "tp": int(np.count_nonzero(predicted & d.label)),
-        "fp": int(np.count_nonzero(predicted & ~d.label)),
-        "fn": int(np.count_nonzero(~predicted & d.label)),
-        "tn": int(np.count_nonzero(~predicted & ~d.label)),
-    }
-    if min(cells.values()) < q:
-        raise DisclosureError(
-            f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: a cell "
-            f"would hold fewer than the minimum of {q} rows",
-            site=ctx.site,
-            function=FN_CONFUSION,
-        )
-    released = confusion_thresholds(ctx)
-    if threshold not in released:
-        # The calibration bins released in the clear cut the scores too: a table at a
-        # threshold near one of their edges subtracts to the rows between.
-        if not apart_from_clear_calibration(ctx, np.array([threshold])):
+        d = ctx.data
+        q = ctx.policy.min_count
+        predicted = d.score >= threshold
+        cells = {
+            "tp": int(np.count_nonzero(predicted & d.label)),
+            "fp": int(np.count_nonzero(predicted & ~d.label)),
+            "fn": int(np.count_nonzero(~predicted & d.label)),
+            "tn": int(np.count_nonzero(~predicted & ~d.label)),
+        }
+        if min(cells.values()) < q:
             raise DisclosureError(
-                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
-                f"its calibration curve at {clear_calibration_bins(ctx)} bins was released, "
-                f"and the two would subtract to fewer than {q} rows of a class",
+                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: a cell "
+                f"would hold fewer than the minimum of {q} rows",
                 site=ctx.site,
                 function=FN_CONFUSION,
             )
-        if not cuts_apart(ctx, np.array([threshold]), np.array(clustered_clear_edges(ctx))):
-            # The clustered histograms released in the clear cut the scores as well.
-            raise DisclosureError(
-                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: its "
-                "clustered histograms were released in the clear, and the two would subtract "
-                f"to fewer than {q} rows of a class",
-                site=ctx.site,
-                function=FN_CONFUSION,
-            )
-        if not apart_from_local_trees(ctx, np.array([threshold])):
-            # So do the leaves of a local-DP tree, exact in effect at a large epsilon (R43).
-            raise DisclosureError(
-                f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: it "
-                "splits a leaf of a local-DP histogram tree the site released into parts of "
-                f"fewer than {q} rows of a class, and the two would subtract to them",
-                site=ctx.site,
-                function=FN_CONFUSION,
-            )
-        for other in released:
-            if not cuts_apart(ctx, np.array([threshold]), np.array([other])):
+        released = confusion_thresholds(ctx)
+        if threshold not in released:
+            # The calibration bins released in the clear cut the scores too: a table at a
+            # threshold near one of their edges subtracts to the rows between.
+            if not apart_from_clear_calibration(ctx, np.array([threshold])):
                 raise DisclosureError(
                     f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
-                    f"its table at {other:g} was released, and the two would subtract to "
-                    f"fewer than {q} rows of a class between them",
+                    f"its calibration curve at {clear_calibration_bins(ctx)} bins was released, "
+                    f"and the two would subtract to fewer than {q} rows of a class",
                     site=ctx.site,
                     function=FN_CONFUSION,
                 )
-        ctx.ledger.bind(_CONFUSION_KEY + repr(threshold), threshold)
+            if not cuts_apart(ctx, np.array([threshold]), np.array(clustered_clear_edges(ctx))):
+                # The clustered histograms released in the clear cut the scores as well.
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: its "
+                    "clustered histograms were released in the clear, and the two would subtract "
+                    f"to fewer than {q} rows of a class",
+                    site=ctx.site,
+                    function=FN_CONFUSION,
+                )
+            if not apart_from_local_trees(ctx, np.array([threshold])):
+                # So do the leaves of a local-DP tree, exact in effect at a large epsilon (R43).
+                raise DisclosureError(
+                    f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: it "
+                    "splits a leaf of a local-DP histogram tree the site released into parts of "
+                    f"fewer than {q} rows of a class, and the two would subtract to them",
+                    site=ctx.site,
+                    function=FN_CONFUSION,
+                )
+            for other in released:
+                if not cuts_apart(ctx, np.array([threshold]), np.array([other])):
+                    raise DisclosureError(
+                        f"site {ctx.site!r} refuses {FN_CONFUSION!r} at threshold {threshold:g}: "
+                        f"its table at {other:g} was released, and the two would subtract to "
+                        f"fewer than {q} rows of a class between them",
+                        site=ctx.site,
+                        function=FN_CONFUSION,
+                    )
+            ctx.ledger.bind(_CONFUSION_KEY + repr(threshold), threshold)
     return Reply(cells, counts={"cell": np.array(list(cells.values()))})
