@@ -244,3 +244,35 @@ def test_two_processes_of_a_site_do_not_release_two_cuts_a_few_rows_apart(pair):
     assert apart == 0  # one after the other: the second is refused
     both = sum(_both_released(t, pair, at_once=True) for t in range(trials))
     assert both == 0, f"{pair}: both cuts released in {both} of {trials} trials"
+
+
+# -- Q4. arguments past the range of a float ------------------------------------------------
+@pytest.mark.parametrize(
+    ("function", "args", "argument"),
+    [
+        ("fedroc.calibration", {"n_bins": 10**400}, "n_bins"),
+        ("fedroc.calibration", {"n_bins": 10**5000}, "n_bins"),
+        ("rocglm.noisy_scores", {"epsilon": 5e-324, "delta": 1e-3, "sensitivity": 0.01}, "epsilon"),
+        (
+            "fedroc.histogram.class_counts_local",
+            {"lo": 0.0, "hi": 1.0, "epsilon": 5e-324, "noise": "continuous"},
+            "epsilon",
+        ),
+    ],
+)
+def test_arguments_past_the_range_of_a_float_are_refused_naming_them(function, args, argument):
+    """An integer past the largest float (10**400, or 10**5000, whose digits Python will not
+    print) and a subnormal epsilon (5e-324, whose noise scale overflows) passed the schema on
+    main 5914c42 and failed inside the site with OverflowError or OpenDP's own
+    exception: an internal error naming no argument (on Flower, "failed with
+    OverflowError"). Now each is refused before anything runs, naming the argument."""
+    import pandas as pd
+
+    import fedroc.apps.application  # noqa: F401
+    from fedroc.exceptions import FedrocError
+    from fedroc.federation import Site
+
+    frame = pd.DataFrame({"label": [0, 1] * 20, "score": np.linspace(0.0, 1.0, 40)})
+    site = Site.from_frame("north", frame)
+    with pytest.raises(FedrocError, match=argument):
+        site.handle(function, args)

@@ -65,7 +65,10 @@ class _Invalid(Exception):
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python converts to text (10**5000)
+        text = f"an integer of {value.bit_length()} bits"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -104,7 +107,10 @@ class Field:
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise _Invalid(f"must be {what}; got {_show(value)}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past the largest float (10**400)
+        raise _Invalid(f"must be a finite number; got {_show(value)}") from None
     if not math.isfinite(number):
         raise _Invalid(f"must be a finite number; got {_show(value)}")
     return number

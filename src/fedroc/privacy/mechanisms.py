@@ -91,6 +91,13 @@ def _check_privacy(epsilon: float, sensitivity: float, delta: float | None = Non
     if delta is not None and not 0.0 < delta < 1.0:
         raise InputError(f"delta must lie in (0, 1); got {delta!r}")
     _check_sensitivity(sensitivity)
+    if not math.isfinite(sensitivity / epsilon):
+        # A subnormal epsilon (5e-324): the noise's scale overflows, which OpenDP refused
+        # with an error of its own, not one naming the argument.
+        raise InputError(
+            f"epsilon {epsilon!r} is too small: the noise's scale (sensitivity / epsilon) is "
+            "not a finite number"
+        )
 
 
 def _refuses_gaussian_parameters(func: T) -> T:
