@@ -276,3 +276,65 @@ def test_arguments_past_the_range_of_a_float_are_refused_naming_them(function, a
     site = Site.from_frame("north", frame)
     with pytest.raises(FedrocError, match=argument):
         site.handle(function, args)
+
+
+# -- Q5. A2 again: two processes of a seeded site asked at once --------------------------------
+def _scores_read_at_once(trial: int) -> tuple[int, int]:
+    """A2's attack on two processes of one seeded site: releases at epsilon 1 and 1.001 sent
+    at the same moment. Returns the rows whose score it gives to 1e-9, and the rows."""
+    import threading
+
+    import pandas as pd
+
+    import fedroc.apps.application  # noqa: F401
+    from fedroc.federation import Site
+
+    rng = np.random.default_rng(4500 + trial)
+    n = 121
+    y = rng.random(n) < 0.5
+    frame = pd.DataFrame({"label": y.astype(int), "score": rng.random(n).round(6)})
+    args = {"delta": 1e-6, "sensitivity": 0.01, "calibration": "analytic"}
+    replies: list[dict] = [{}, {}]
+    with tempfile.TemporaryDirectory() as tmp:
+        sites = [
+            Site.from_frame("north", frame, audit=f"{tmp}/north.jsonl", noise_seed=trial)
+            for _ in range(2)
+        ]
+        start = threading.Barrier(2)
+
+        def ask(i: int, epsilon: float) -> None:
+            start.wait()
+            replies[i] = sites[i].handle("rocglm.noisy_scores", {"epsilon": epsilon, **args})
+
+        threads = [threading.Thread(target=ask, args=(i, e)) for i, e in enumerate((1.0, 1.001))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    r1, r2 = replies
+    sd1, sd2 = float(r1["noise_sd"]), float(r2["noise_sd"])
+    hit = 0
+    for cls, truth in (("negative", frame.score[~y]), ("positive", frame.score[y])):
+        y1, y2 = np.asarray(r1[cls]), np.asarray(r2[cls])
+        guess = y1 - sd1 * (y1 - y2) / (sd1 - sd2)
+        hit += int(
+            np.sum(np.min(np.abs(guess[:, None] - np.asarray(truth)[None, :]), axis=1) < 1e-9)
+        )
+    return hit, n
+
+
+def test_two_processes_of_a_seeded_site_do_not_give_two_releases_one_noise():
+    """A2 (closed on one process): a seeded site (simulations; ``noise_seed``) names each
+    release's noise by the number of DP releases in its ledger. Two processes of the site on
+    one ledger, asked for ``rocglm.noisy_scores`` at epsilon 1 and 1.001 at the same moment,
+    both read that number before either recorded its release: the same standard normals at
+    two scales, whose difference gives every score. On main 5914c42 (two Site objects on one
+    ledger file, threads started together), every one of the 121 rows' scores to 1e-9 in the
+    trials that raced: 1 to 3 of 20 in three runs, 2531 of 7260 rows in this test's 60. Now a seeded site holds its
+    ledger from the draw to the record of a release, so the second process numbers its draw
+    after the first's release: 0."""
+    read = total = 0
+    for trial in range(60):
+        hit, n = _scores_read_at_once(trial)
+        read, total = read + hit, total + n
+    assert read <= total // 100, f"{read} of {total} scores recovered exactly"

@@ -627,6 +627,17 @@ def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
     function and again with the ledger held, so that no concurrent release can spend the
     same budget or bind another value.
     """
+    if call.ctx.noise_seed is not None:
+        # A seeded site names each release's noise by the releases its ledger holds
+        # (SiteContext.noise_rng): held from the draw to the record, so that a second
+        # process of the site numbers its draw after this release (Q5: two processes read
+        # one number and released one noise at two scales, A2 again).
+        with call.ctx.ledger.transaction():
+            return _disclose(call, next_handler)
+    return _disclose(call, next_handler)
+
+
+def _disclose(call: Call, next_handler: Handler) -> Reply:
     ctx, function = call.ctx, call.function
     bound = _bound(call)
     _check_bindings(ctx, function, bound)
