@@ -63,7 +63,7 @@ def measure(reps: int, seed: int) -> list[dict]:
                     continue
             runs += 1
             for kind in ("t", "wald"):
-                res = r if kind == "t" else replace(r, interval="wald")
+                res = replace(r, interval=kind)
                 for which, truth in truths.items():
                     lo, hi = res.confidence_interval(which)
                     hits[(which, kind)] += bool(lo <= truth <= hi)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from fedroc.cli import main
 from fedroc.clustered import clustered_auc
@@ -414,14 +414,23 @@ def test_cli_evaluate_method_clustered(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--cluster-bins, --cluster-interval do not apply to --method histogram" in err
-    # t on I - 1 df by default, the paper's normal quantile on request.
-    for flag in ((), ("--cluster-interval", "wald")):
+    # t on I - 1 df on the logit scale by default; on the AUC scale (t) and the paper's
+    # normal quantile (wald) by name.
+    for flag in ((), ("--cluster-interval", "t"), ("--cluster-interval", "wald")):
         main([*args, "--method", "clustered", "--cluster", "pid", *flag, "--json"])
         out = json.loads(capsys.readouterr().out)
-        assert out["interval"] == ("wald" if flag else "t")
-        q = stats.norm.ppf(0.975) if flag else stats.t.ppf(0.975, out["n_clusters"] - 1)
-        half = q * out["population_se"]
-        assert out["auc_ci"] == pytest.approx([out["auc"] - half, out["auc"] + half])
+        kind = flag[1] if flag else "logit"
+        assert out["interval"] == kind
+        df = out["n_clusters"] - 1
+        q = stats.norm.ppf(0.975) if kind == "wald" else stats.t.ppf(0.975, df)
+        auc, se = out["auc"], out["population_se"]
+        if kind == "logit":
+            half = q * se / (auc * (1 - auc))
+            logit = np.log(auc / (1 - auc))
+            expected = [special.expit(logit - half), special.expit(logit + half)]
+        else:
+            expected = [auc - q * se, auc + q * se]
+        assert out["auc_ci"] == pytest.approx(expected)
 
 
 def test_fine_secure_bins_are_answered_and_too_many_are_refused_naming_cluster_bins(

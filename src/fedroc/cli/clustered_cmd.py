@@ -70,10 +70,10 @@ def clustered(
     interval: Annotated[
         str,
         typer.Option(
-            help="Interval quantile: t on I-1 degrees of freedom for I clusters (t, default) "
-            "or normal (wald, the paper's)."
+            help="Intervals: t on I-1 degrees of freedom for I clusters on the logit scale "
+            "(logit, default), on the AUC scale (t) or normal (wald, the paper's)."
         ),
-    ] = "t",
+    ] = "logit",
     plot: Annotated[
         Path | None, typer.Option(help="Write the confidence-ellipse figure (PNG) here.")
     ] = None,

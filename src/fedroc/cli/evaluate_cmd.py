@@ -697,7 +697,9 @@ def evaluate_command(
     ] = None,
     cluster_interval: Annotated[
         str | None,
-        typer.Option(help="clustered: interval quantile, t on I-1 df (default) or wald."),
+        typer.Option(
+            help="clustered: interval, t on I-1 df on the logit scale (logit, default), t or wald."
+        ),
     ] = None,
     plain: Annotated[
         bool | None,

@@ -10,8 +10,9 @@ One package, in the shape of every method of fedroc:
 
 - pooled analysis (one table holds every cluster): :func:`clustered_auc` gives both
   estimators, Obuchowski's (1997) estimator with his variance, the joint covariance of
-  Corollary 6, intervals (t on I - 1 df, or Wald), the confidence ellipse (14) and the z-test of
-  H0: theta12 = theta11 (section 6.3), in O(N log N); :class:`ClusteredAUCResult`;
+  Corollary 6, intervals (t on I - 1 df on the logit scale, t, or Wald), the confidence
+  ellipse (14) and the z-test of H0: theta12 = theta11 (section 6.3), in O(N log N);
+  :class:`ClusteredAUCResult`;
 - site side (``_site``): the two site functions of the federated computation;
 - analyst side (``_federated``): :func:`federated_clustered_auc`, registered with
   :func:`fedroc.evaluate` as ``method="clustered"``;

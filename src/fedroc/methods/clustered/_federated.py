@@ -311,7 +311,7 @@ def federated_clustered_auc(
     pair_correction: bool = True,
     population_estimator: PopulationEstimator | None = None,
     sigma11: Sigma11Divisor = "corollary6",
-    interval: Interval = "t",
+    interval: Interval = "logit",
     secure: bool = True,
     aggregate: SiteSum | None = None,
 ) -> FederatedClusteredResult:
@@ -489,7 +489,7 @@ def run_clustered(
     secure: bool = True,
     population_estimator: PopulationEstimator | None = None,
     sigma11: Sigma11Divisor = "corollary6",
-    interval: Interval = "t",
+    interval: Interval = "logit",
 ) -> EvaluationResult:
     """``fedroc evaluate --method clustered --cluster COL``: the common result of paper 3.
 

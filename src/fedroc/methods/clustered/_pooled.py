@@ -91,13 +91,14 @@ def clustered_auc(
     pair_correction: bool = True,
     population_estimator: PopulationEstimator | None = None,
     sigma11: Sigma11Divisor = "corollary6",
-    interval: Interval = "t",
+    interval: Interval = "logit",
 ) -> ClusteredAUCResult:
     """Estimate population, personalized and Obuchowski AUCs of clustered data, with inference.
 
     Implements Michael & Tian, "The population and personalized AUCs": the estimators of
-    section 2 (eq. 5 and theta11^), Sigma^ of Corollary 6, intervals (t on I - 1 df by
-    default, or the paper's Wald; ``interval``), the confidence ellipse (14) and the z-test
+    section 2 (eq. 5 and theta11^), Sigma^ of Corollary 6, intervals (t on I - 1 df on the
+    logit scale by default, or the paper's Wald; ``interval``), the confidence ellipse (14)
+    and the z-test
     of H0: theta12 = theta11 (section 6.3); the alternative population AUC theta'12 of
     eq. 6 (each pair of clusters weighted equally) with its SE; and Obuchowski's (1997)
     estimator (eq. 7) with his variance, beside DeLong's SE of the same AUC. O(N log N)
@@ -133,12 +134,12 @@ def clustered_auc(
     sigma11 : {"corollary6", "authors"}, default "corollary6"
         Sigma11 divided by ``I - 1`` as Corollary 6 prints it, or by ``(I - 1)^2 / I`` as
         the authors' R code and their Table 1 (``I / (I - 1)`` times larger).
-    interval : {"t", "wald"}, default "t"
-        The quantile of the intervals: t on ``I - 1`` degrees of freedom (the variances
-        are sums over ``I`` clusters), or normal (Wald, as the paper). For the population
-        AUC at 95%, the normal quantile covered 0.861, 0.901 and 0.921 at 10, 18 and 36
-        clusters, t 0.897, 0.919 and 0.931 (scripts/results/clustered_interval.md); at 60
-        clusters t is 2% wider.
+    interval : {"logit", "t", "wald"}, default "logit"
+        The intervals: t on ``I - 1`` degrees of freedom (the variances are sums over
+        ``I`` clusters) on the logit scale (``"logit"``), or on the AUC scale clipped to
+        [0, 1] (``"t"``, the default before 2026-12-07), or the normal quantile (Wald, as
+        the paper). See :func:`~fedroc.methods.clustered._result.cluster_ci` for their
+        coverage (scripts/results/clustered_small_sample.md).
 
     Returns
     -------
@@ -234,7 +235,7 @@ def obuchowski_auc(
     *,
     pos_label: Any = None,
     confidence_level: float = 0.95,
-    interval: Interval = "t",
+    interval: Interval = "logit",
 ) -> ObuchowskiResult:
     """Obuchowski's (1997) clustered AUC (paper eq. 7) with his variance, every cluster used.
 
@@ -251,9 +252,9 @@ def obuchowski_auc(
         Cluster id of each row (e.g. the patient); rows of a cluster are correlated.
     {pos_label}
     {confidence_level}
-    interval : {{"t", "wald"}}, default "t"
-        t on ``I - 1`` degrees of freedom for ``I`` clusters, or the normal quantile, as in
-        :func:`clustered_auc`.
+    interval : {{"logit", "t", "wald"}}, default "logit"
+        t on ``I - 1`` degrees of freedom for ``I`` clusters on the logit scale, on the
+        AUC scale, or the normal quantile, as in :func:`clustered_auc`.
 
     Returns
     -------

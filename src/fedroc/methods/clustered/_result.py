@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
+from scipy import special, stats
 
 from fedroc._results import ResultMixin, format_table, jsonable
 from fedroc._validation import check_confidence
@@ -35,12 +35,14 @@ __all__ = [
 
 Alternative = Literal["two-sided", "less", "greater"]
 _ALTERNATIVES = ("two-sided", "less", "greater")
-Interval = Literal["t", "wald"]
-INTERVALS = ("t", "wald")
+Interval = Literal["logit", "t", "wald"]
+INTERVALS = ("logit", "t", "wald")
 
 
 def _kind(interval: str, clusters: int) -> str:
-    return "Wald" if interval == "wald" or clusters < 2 else f"t, {clusters - 1} df"
+    if interval == "wald" or clusters < 2:
+        return "Wald"
+    return f"t, {clusters - 1} df" + (", logit scale" if interval == "logit" else "")
 
 
 def check_interval(interval: Any) -> str:
@@ -51,15 +53,25 @@ def check_interval(interval: Any) -> str:
 
 
 def cluster_ci(
-    estimate: float, se: float, confidence_level: float, clusters: int, interval: str = "t"
+    estimate: float, se: float, confidence_level: float, clusters: int, interval: str = "logit"
 ) -> tuple[float, float]:
-    """Return ``estimate +- q se`` clipped to [0, 1], q of t on ``clusters - 1`` df or normal.
+    """Return the interval of an AUC from a cluster-level SE: t on ``clusters - 1`` df.
+
+    - ``"logit"`` (default): ``expit(logit(estimate) +- q se / (estimate (1 - estimate)))``,
+      q of t on ``I - 1`` df: the t interval on the logit scale (the delta method, as
+      paper 1 eq. 3 for DeLong's variance). It stays inside (0, 1) and is longer on the
+      side of 1/2, where the misses of the symmetric interval fall. An estimate outside
+      (0, 1) (the corrected population AUC can exceed 1) has no logit: then ``"t"``.
+    - ``"t"``: ``estimate +- q se`` clipped to [0, 1] (fedroc's default before 2026-12-07).
+    - ``"wald"``: the same with the normal quantile (the paper's).
 
     The cluster-level variances (Corollary 6, Obuchowski's) are sums over the clusters
-    with ``I - 1`` degrees of freedom. With the normal quantile the 95% interval of the
-    population AUC covered 0.861 at 10 clusters, 0.901 at 18 and 0.921 at 36; with t on
-    ``I - 1`` df 0.897, 0.919 and 0.931 (10,000 replicates each,
-    scripts/results/clustered_interval.md). At I = 60, the paper's Table 1, t is 2% wider.
+    with ``I - 1`` degrees of freedom, and with few clusters they are too small and the
+    estimate's distribution skewed (misses fall below the interval). For the population
+    AUC at 95% (population/personalized AUCs 0.7/0.8 and 0.85/0.9, paper 3's allocation,
+    10,000 replicates; scripts/results/clustered_small_sample.md) the normal quantile
+    covered 0.85-0.87 at 10 clusters, t 0.88-0.90 and logit 0.93-0.97; at 18 clusters
+    0.90-0.92, and logit 0.94 (t 0.90-0.92).
 
     Parameters
     ----------
@@ -69,8 +81,7 @@ def cluster_ci(
         In (0, 1).
     clusters : int
         The clusters the SE rests on (I); t needs at least 2, else the normal quantile.
-    interval : {"t", "wald"}, default "t"
-        The quantile: t on ``I - 1`` df, or the normal (Wald, the paper's).
+    interval : {"logit", "t", "wald"}, default "logit"
 
     Returns
     -------
@@ -80,6 +91,8 @@ def cluster_ci(
     Examples
     --------
     >>> [round(v, 4) for v in cluster_ci(0.7, 0.05, 0.95, 11)]
+    [0.5785, 0.7986]
+    >>> [round(v, 4) for v in cluster_ci(0.7, 0.05, 0.95, 11, "t")]
     [0.5886, 0.8114]
     >>> [round(v, 4) for v in cluster_ci(0.7, 0.05, 0.95, 11, "wald")]
     [0.602, 0.798]
@@ -89,6 +102,10 @@ def cluster_ci(
     if not math.isfinite(estimate) or not math.isfinite(se):
         return (float("nan"), float("nan"))
     q = float(stats.t.ppf(0.5 + confidence_level / 2, clusters - 1))
+    if interval == "logit" and 0.0 < estimate < 1.0:
+        centre = math.log(estimate / (1.0 - estimate))
+        half = q * se / (estimate * (1.0 - estimate))
+        return (float(special.expit(centre - half)), float(special.expit(centre + half)))
     return (max(0.0, estimate - q * se), min(1.0, estimate + q * se))
 
 
@@ -96,10 +113,15 @@ def cluster_ci(
 # in scripts/results/clustered_coverage.md ("few clusters") the 95% intervals built on them
 # cover 0.80-0.89 at 4 to 6 clusters and 0.88-0.93 at 10.
 MIN_CLUSTERS = 10
-# Below this many, a note: the default interval of the population AUC (t on I - 1 df)
-# covered 0.919 at 18 clusters, 0.931 at 36 and 0.942 at 55 (10,000 replicates,
-# scripts/results/clustered_interval.md; the normal quantile 0.901, 0.921, 0.936).
+# Below this many, a note with the coverage of the population AUC's interval at 18 and 30
+# clusters (population AUCs 0.6, 0.7 and 0.85; 10,000 replicates each,
+# scripts/results/clustered_small_sample.md).
 FEW_CLUSTERS = 50
+_FEW_CLUSTERS_COVERAGE = {
+    "logit": ("t on I - 1 df, logit scale", "0.93-0.94", "0.94"),
+    "t": ("t on I - 1 df", "0.90-0.92", "0.92-0.93"),
+    "wald": ("normal quantile", "0.89-0.90", "0.91-0.92"),
+}
 
 
 class ClusteredAUCWarning(FedrocWarning):
@@ -143,17 +165,13 @@ def clustered_caveats(result: ClusteredAUCResult) -> tuple[tuple[str, ...], tupl
             "better: more clusters (scripts/results/clustered_coverage.md, 'few clusters')."
         )
     elif n_clusters < FEW_CLUSTERS:
-        # The coverage of the quantile the intervals were built with.
-        kind, at18, at36 = (
-            ("normal quantile", "0.90", "0.92")
-            if result.interval == "wald"
-            else ("t on I - 1 df", "0.92", "0.93")
-        )
+        # The coverage of the interval the result was built with.
+        kind, at18, at30 = _FEW_CLUSTERS_COVERAGE.get(result.interval, _FEW_CLUSTERS_COVERAGE["t"])
         note.append(
             f"{n_clusters} clusters hold both classes (fewer than {FEW_CLUSTERS}): the 95% "
             f"intervals on cluster-level SEs ({kind}) covered {at18} at 18 clusters and "
-            f"{at36} at 36 in fedroc's simulation (population AUC; "
-            "scripts/results/clustered_interval.md), so they may be too narrow"
+            f"{at30} at 30 in fedroc's simulation (population AUC 0.6-0.85; "
+            "scripts/results/clustered_small_sample.md), so they may be too narrow"
         )
     if n_excluded:
         note.append(
@@ -220,9 +238,9 @@ class ClusteredAUCResult(ResultMixin):
         What the numbers cannot be trusted for (also issued as ClusteredAUCWarning).
     notes : tuple of str
         What else a reader should know (clusters left out, ...).
-    interval : {"t", "wald"}
-        The intervals' quantile: t on ``I - 1`` df for ``I`` clusters (the default), or
-        normal (Wald, as the paper); see :func:`cluster_ci`.
+    interval : {"logit", "t", "wald"}
+        The intervals: t on ``I - 1`` df for ``I`` clusters on the logit scale (the
+        default), on the AUC scale, or normal (Wald, as the paper); see :func:`cluster_ci`.
     """
 
     population_auc: float
@@ -250,7 +268,7 @@ class ClusteredAUCResult(ResultMixin):
     population_between: float = float("nan")
     caveats: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    interval: str = "t"
+    interval: str = "logit"
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -272,7 +290,7 @@ class ClusteredAUCResult(ResultMixin):
         delong_se: float = float("nan"),
         population_between: float = float("nan"),
         warn: bool = True,
-        interval: str = "t",
+        interval: str = "logit",
     ) -> ClusteredAUCResult:
         """Derive intervals, the equality test and the caveats from estimates and Sigma^.
 
@@ -569,8 +587,9 @@ class ObuchowskiResult(ResultMixin):
     n_neg, n_pos : int
     confidence_level : float
     caveats : tuple of str
-    interval : {"t", "wald"}
-        The interval's quantile: t on ``I - 1`` df (default) or normal.
+    interval : {"logit", "t", "wald"}
+        The interval: t on ``I - 1`` df on the logit scale (default), on the AUC scale,
+        or normal.
     """
 
     auc: float
@@ -584,7 +603,7 @@ class ObuchowskiResult(ResultMixin):
     n_pos: int
     confidence_level: float = 0.95
     caveats: tuple[str, ...] = ()
-    interval: str = "t"
+    interval: str = "logit"
 
     SUMMARY_TITLE = "Obuchowski's clustered AUC"
 
