@@ -6,13 +6,14 @@ binormal model (11)), on a grid of cluster counts I and of (population, personal
 - ``pooled``: :func:`fedroc.methods.clustered.clustered_auc`'s estimates and variances
   (Corollary 6 and Obuchowski's, from the product's per-cluster terms, vectorized over
   replicates), with the 95% intervals of :func:`fedroc.methods.clustered._result.cluster_ci`
-  (``"wald"``, ``"t"`` on I - 1 df, ``"logit"``: t on the logit scale), and one candidate
-  the product does not offer: the leave-one-cluster-out jackknife variance of the
-  population AUC (Quenouille-Tukey; for a ratio estimator the jackknife is the usual
-  small-sample remedy, and in linear models it is the CR3 cluster-robust variance,
-  MacKinnon, Nielsen & Webb 2023), with t on I - 1 df, raw or on the logit scale. The
-  script's vectorized intervals are checked against ``cluster_ci`` on the first replicates
-  of every cell.
+  (``"wald"``, ``"t"`` on I - 1 df, ``"logit"``: t on the logit scale), and with the
+  leave-one-cluster-out jackknife variance of the population AUC
+  (:func:`~fedroc.methods.clustered._estimators.jackknife_population`, Quenouille-Tukey;
+  for a ratio estimator the jackknife is the usual small-sample remedy, and in linear
+  models it is the CR3 cluster-robust variance, MacKinnon, Nielsen & Webb 2023), with t
+  on I - 1 df, raw or on the logit scale (``interval="jackknife"``, pooled only). The
+  script's vectorized intervals are checked against ``cluster_ci`` on the first
+  replicates of every cell.
 - ``federated``: ``evaluate(fed, "clustered")`` with its defaults on the same design dealt
   to three sites (secure aggregation); its default interval's coverage, the pooled
   default's on the same replicates, and the largest difference between the two intervals'
@@ -44,7 +45,11 @@ from fedroc.federation import Federation
 from fedroc.methods import evaluate
 from fedroc.methods.clustered import clustered_auc
 from fedroc.methods.clustered._core import cluster_terms
-from fedroc.methods.clustered._estimators import joint_estimates, obuchowski
+from fedroc.methods.clustered._estimators import (
+    jackknife_population,
+    joint_estimates,
+    obuchowski,
+)
 from fedroc.methods.clustered._result import cluster_ci
 from fedroc.methods.clustered.models import (
     binormal_parameters,
@@ -94,24 +99,6 @@ def intervals(
     return lo, hi
 
 
-def jackknife_population(
-    m: np.ndarray, n: np.ndarray, within: np.ndarray, row: np.ndarray, col: np.ndarray
-) -> np.ndarray:
-    """Leave-one-cluster-out jackknife SE of the corrected population AUC (eq. 5 x I/(I-1)).
-
-    Without cluster i the between-cluster pairs lose ``row_i + col_i - 2 psi_ii``, M and N
-    lose ``m_i`` and ``n_i``, and the factor is ``(I - 1) / (I - 2)``.
-    """
-    n_clusters = m.shape[-1]
-    big_m = m.sum(-1, keepdims=True)
-    big_n = n.sum(-1, keepdims=True)
-    between = (row.sum(-1) - within.sum(-1))[..., None]
-    left = (between - (row + col - 2 * within)) / ((big_m - m) * (big_n - n))
-    left = left * (n_clusters - 1) / (n_clusters - 2)
-    dev = left - left.mean(-1, keepdims=True)
-    return np.sqrt((n_clusters - 1) / n_clusters * np.sum(dev**2, -1))
-
-
 def _all_pairs_truth(delta: float, rho: float, seed: int) -> float:
     rng = np.random.default_rng([seed, 1])
     m, n = sample_allocation(200_000, RHO_MN, rng=rng)
@@ -139,7 +126,7 @@ def pooled_cell(t12: float, t11: float, clusters: int, reps: int, seed: int) -> 
     pop, pers = joint.population, joint.personalized
     se_pop = np.sqrt(joint.covariance[:, 0, 0])
     se_pers = np.sqrt(joint.covariance[:, 1, 1])
-    se_jk = jackknife_population(mm, nn, w, r, c)
+    se_jk = np.sqrt(jackknife_population(mm, nn, w, r, c))
     obu, obu_var = obuchowski(mm, nn, r, c)
     with np.errstate(invalid="ignore"):
         se_obu = np.sqrt(obu_var)
@@ -263,7 +250,8 @@ def to_markdown(pooled: list[dict], federated: list[dict], header: list[str]) ->
         "",
         "Coverage of the nominal 95% interval (MCSE); '<<' marks more than 3 MCSE below 0.95.",
         "`logit` is fedroc's default since this table (t on I - 1 df on the logit scale);",
-        "`t` the default before; `jk` the leave-one-cluster-out jackknife SE (not in fedroc).",
+        "`t` the default before; `jk` the leave-one-cluster-out jackknife SE (`jk, logit`:",
+        '`interval="jackknife"`, pooled only).',
         "'var ratio' is the mean estimated variance over the Monte-Carlo variance of the",
         "estimate; 'below' the share of replicates whose interval lies above the truth;",
         "widths are mean widths.",

@@ -223,6 +223,20 @@ def test_too_few_clusters_overall():
         federated_clustered_auc(fed, secure=False)
 
 
+def test_the_jackknife_interval_is_refused_naming_the_option():
+    """interval='jackknife' needs leave-one-cluster-out sums the sites do not release."""
+    frames = {
+        "a": pd.DataFrame(
+            {"y": [0, 1, 0, 1], "p": [0.1, 0.6, 0.3, 0.8], "pid": ["x"] * 2 + ["z"] * 2}
+        )
+    }
+    with (
+        _federation(frames, policy=CLEAR) as fed,
+        pytest.raises(InputError, match=r"interval='jackknife' \(--cluster-interval jackknife\)"),
+    ):
+        federated_clustered_auc(fed, secure=False, interval="jackknife")
+
+
 def test_aggregation_hook_is_the_only_path_from_the_sites():
     frames = _frames(np.random.default_rng(6))
     calls = []

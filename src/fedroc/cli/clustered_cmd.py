@@ -71,7 +71,8 @@ def clustered(
         str,
         typer.Option(
             help="Intervals: t on I-1 degrees of freedom for I clusters on the logit scale "
-            "(logit, default), on the AUC scale (t) or normal (wald, the paper's)."
+            "(logit, default), the same with the population AUC's jackknife SE (jackknife), "
+            "on the AUC scale (t) or normal (wald, the paper's)."
         ),
     ] = "logit",
     plot: Annotated[

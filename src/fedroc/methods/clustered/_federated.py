@@ -349,6 +349,12 @@ def federated_clustered_auc(
     estimator = resolve_estimator(pair_correction, population_estimator)
     check_sigma11(sigma11)
     check_interval(interval)
+    if interval == "jackknife":
+        raise InputError(
+            "interval='jackknife' (--cluster-interval jackknife) is offered by the pooled "
+            "analysis only: the leave-one-cluster-out estimates need sums the sites do not "
+            "release; the federated default 'logit' is the closest"
+        )
     edges = score_bin_edges(n_bins, score_range)
     if aggregate is None:
         aggregate = secure_site_sum if secure else plain_sum

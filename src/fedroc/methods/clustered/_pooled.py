@@ -21,6 +21,7 @@ from fedroc.methods.clustered._estimators import (
     check_population_estimator,
     check_sigma11,
     equal_weight_estimate,
+    jackknife_population,
     joint_estimates,
     obuchowski,
     population_estimates,
@@ -134,12 +135,16 @@ def clustered_auc(
     sigma11 : {"corollary6", "authors"}, default "corollary6"
         Sigma11 divided by ``I - 1`` as Corollary 6 prints it, or by ``(I - 1)^2 / I`` as
         the authors' R code and their Table 1 (``I / (I - 1)`` times larger).
-    interval : {"logit", "t", "wald"}, default "logit"
+    interval : {"logit", "t", "wald", "jackknife"}, default "logit"
         The intervals: t on ``I - 1`` degrees of freedom (the variances are sums over
         ``I`` clusters) on the logit scale (``"logit"``), or on the AUC scale clipped to
         [0, 1] (``"t"``, the default before 2026-12-07), or the normal quantile (Wald, as
-        the paper). See :func:`~fedroc.methods.clustered._result.cluster_ci` for their
-        coverage (scripts/results/clustered_small_sample.md).
+        the paper). ``"jackknife"``: as ``"logit"``, the population AUC's with the
+        leave-one-cluster-out jackknife SE (``population_jackknife_se``, always
+        reported), which covers best with few clusters; the federated method does not
+        offer it (its sites would have to release two more sums). See
+        :func:`~fedroc.methods.clustered._result.cluster_ci` and
+        scripts/results/clustered_small_sample.md for the coverage of each.
 
     Returns
     -------
@@ -218,6 +223,16 @@ def clustered_auc(
         delong_se=float(delong_se),
         population_between=float(between),
         interval=interval,
+        population_jackknife_variance=float(
+            jackknife_population(
+                terms.m,
+                terms.n,
+                terms.within,
+                terms.row,
+                terms.col,
+                estimator,  # type: ignore[arg-type]
+            )
+        ),
     )
 
 
@@ -252,9 +267,10 @@ def obuchowski_auc(
         Cluster id of each row (e.g. the patient); rows of a cluster are correlated.
     {pos_label}
     {confidence_level}
-    interval : {{"logit", "t", "wald"}}, default "logit"
+    interval : {{"logit", "t", "wald", "jackknife"}}, default "logit"
         t on ``I - 1`` degrees of freedom for ``I`` clusters on the logit scale, on the
-        AUC scale, or the normal quantile, as in :func:`clustered_auc`.
+        AUC scale, or the normal quantile, as in :func:`clustered_auc` (``"jackknife"`` is
+        ``"logit"`` here: Obuchowski's variance is kept).
 
     Returns
     -------
