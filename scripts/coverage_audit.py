@@ -7,7 +7,7 @@ given). This audit fills the gaps: three sites, 100 to 5000 rows, prevalence 5% 
 AUC 0.6 to 0.95, rated scores (5 levels, ties), and every method called as a user calls
 it, ``evaluate(fed, method)`` with its defaults (the histogram's DP mode with only
 ``dp_epsilon=1`` given, the ROC-GLM without a sensitivity, the MPC method's interval,
-the clustered method's t interval).
+the clustered method's logit-scale t interval).
 
 Three parts (``--part``), each with its own table:
 
@@ -156,7 +156,9 @@ DEFAULTS = {
     "rocglm": MethodSpec("rocglm (default: heuristic sensitivity, eps 1)", "rocglm"),
     "mpc": MethodSpec("mpc (default, logit interval)", "mpc"),
     "clustered": MethodSpec(
-        "clustered (default: population AUC, t on I - 1 df)", "clustered", needs_clusters=True
+        "clustered (default: population AUC, t on I - 1 df, logit scale)",
+        "clustered",
+        needs_clusters=True,
     ),
     "pooled-compare": MethodSpec(
         "pooled paired DeLong (difference)", "pooled", {"compare": True}, compares=True
