@@ -939,6 +939,16 @@ def test_a_clear_round_two_refuses_a_relay_that_is_not_the_sites_signed_releases
     refused("release_values", "holds under this site's name a release that is not what",
             release_values=values, release_signatures=bytes(stale["signature"]).hex()
             + sigs[128:])  # fmt: skip
+    # The same after a restart, when a keeps nothing of its release: it compares with what
+    # its rows give now, and takes the honest relay.
+    stale_sigs = bytes(stale["signature"]).hex() + sigs[128:]
+    stale_request = {**honest, "release_values": values, "release_signatures": stale_sigs}
+    with pytest.raises(DisclosureError, match="holds under this site's name a release that is"):
+        Site("a", data, policy=sites[0].policy, identity=sites[0].identity).handle(
+            FUNCTION_MOMENTS, stale_request
+        )
+    restarted = Site("a", data, policy=sites[0].policy, identity=sites[0].identity)
+    assert set(restarted.handle(FUNCTION_MOMENTS, honest)) >= {"s11", "s12", "s22"}
 
     # Subsets against the pooled histograms of both: b alone, a alone.
     b_only = release_arguments({"b": first["b"]})

@@ -330,9 +330,9 @@ def test_two_processes_of_a_seeded_site_do_not_give_two_releases_one_noise():
     both read that number before either recorded its release: the same standard normals at
     two scales, whose difference gives every score. On main 5914c42 (two Site objects on one
     ledger file, threads started together), every one of the 121 rows' scores to 1e-9 in the
-    trials that raced: 1 to 3 of 20 in three runs, 2531 of 7260 rows in this test's 60. Now a seeded site holds its
-    ledger from the draw to the record of a release, so the second process numbers its draw
-    after the first's release: 0."""
+    trials that raced: 1 to 3 of 20 in three runs, 2531 of 7260 rows in this test's 60. Now
+    a seeded site holds its ledger from the draw to the record of a release, so the second
+    process numbers its draw after the first's release: 0."""
     read = total = 0
     for trial in range(60):
         hit, n = _scores_read_at_once(trial)

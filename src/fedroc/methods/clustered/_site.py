@@ -135,6 +135,8 @@ _ROWS_DOMAIN = b"fedroc.clustered/v1 rows of the all-rows histograms\x00"
 # Where a site keeps the session of its latest round-1 sum (its state), and the ledger
 # prefix under which it binds every round-1 session it signed rows in (an id used once).
 _ROWS_SESSION = "clustered-secure:rows-session"
+# Where a site keeps what it signed of its latest round-1 release in the clear (its state).
+_CLEAR_RELEASE = "clustered-clear:release"
 BIND_ROWS_SESSION = "clustered-secure:rows-session:"
 _COUNT_BYTES = 8
 STATEMENT_BYTES = _COUNT_BYTES + SIGNATURE_BYTES
@@ -648,6 +650,7 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         # unsigned: no round 2 will pool its release.
         message = release_message(ctx.site, edges, release_vector(values))
         values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
+        ctx.state[_CLEAR_RELEASE] = {"message": message}
     elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
         # Its rows, signed, so that every partner can check in round 2 that the pooled
         # all-rows histograms hold the federation's rows and no more (C2); over the
@@ -906,7 +909,14 @@ def _check_releases(ctx: SiteContext, args: Record, local: _Local) -> None:
             f"do not carry the signature of {forged} over their round-1 releases at these "
             "edges under the keys its roster holds",
         )
-    if not np.array_equal(parts[ctx.site], release_vector(_summary(ctx, args, local, True))):
+    # Its own release must be what it releases at these edges: the one it signed last (kept
+    # since round 1), or, after a restart, the one its rows give now.
+    kept = ctx.state.get(_CLEAR_RELEASE)
+    if kept is not None:
+        same = kept["message"] == release_message(ctx.site, edges, parts[ctx.site])
+    else:
+        same = np.array_equal(parts[ctx.site], release_vector(_summary(ctx, args, local, True)))
+    if not same:
         _refuse_moments(
             ctx,
             "release_values",
