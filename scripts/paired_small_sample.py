@@ -7,7 +7,8 @@ of ``evaluate(..., compare=True)``, the Wald interval of paired DeLong
 continuous paired designs (latent ``X = mu y + Z``, ``(Z_a, Z_b)`` bivariate normal with
 correlation 0.6 in each class, scores ``Phi(X)``; each AUC is ``Phi(mu / sqrt 2)``):
 
-- ``wald``: ``d +- z se`` (fedroc's default);
+- ``wald``: ``d +- z se`` (fedroc's default before this study,
+  ``confidence_interval(method="wald")``);
 - ``t``: ``d +- t se`` with ``n_pos - 1`` degrees of freedom;
 - ``mover-logit`` and ``mover-default``: MOVER (method of variance estimates recovery;
   Zou & Donner 2008, for correlated AUCs Zou & Yue 2013): from each AUC's own interval
@@ -16,7 +17,11 @@ correlation 0.6 in each class, scores ``Phi(X)``; each AUC is ``Phi(mu / sqrt 2)
   ``U = d + sqrt((u_a - a)^2 + (b - l_b)^2 - 2 r (u_a - a)(b - l_b))``, with the logit
   interval (paper 1 eq. 3) or with fedroc's default single-AUC interval
   (:func:`fedroc.metrics.small_sample_ci`: the logit interval joined with the score
-  interval below 100 rows of a class).
+  interval below 100 rows of a class);
+- ``default``: fedroc's default now, ``delong_paired(...).ci``: ``wald`` with at least 100
+  rows of each class, below it the product's own MOVER from the two default single-AUC
+  intervals (the ``mover-default`` column computed by the product, Wald where an AUC is 0
+  or 1).
 
 Usage::
 
@@ -44,7 +49,7 @@ DESIGNS = (  # (AUC a, AUC b, correlation, prevalence)
     (0.8, 0.75, 0.6, 0.3),
 )
 SIZES = (300, 1000)
-KINDS = ("wald", "t", "mover-logit", "mover-default")
+KINDS = ("wald", "t", "mover-logit", "mover-default", "default")
 LEVEL = 0.95
 
 
@@ -73,7 +78,7 @@ def mover(
 def intervals(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[str, tuple[float, float]]:
     res = delong_paired(y, a, b, confidence_level=LEVEL)
     d, se = res.difference, res.se_difference
-    out = {"wald": res.confidence_interval()}
+    out = {"wald": res.confidence_interval(method="wald"), "default": res.ci}
     q = float(stats.t.ppf(0.5 + LEVEL / 2, res.n_pos - 1))
     out["t"] = (d - q * se, d + q * se)
     c = res.covariance
@@ -148,8 +153,10 @@ def to_markdown(rows: list[dict[str, Any]], header: list[str]) -> str:
         "mean width, misses with the truth below / above the interval; '<<' marks more than",
         "3 MCSE below 0.95. MOVER needs both AUCs inside (0, 1): runs in its 'runs'.",
         "",
-        "| AUC a / b | prevalence | n | " + " | ".join(KINDS) + " | MOVER runs |",
-        "|---|---|---|" + "---|" * len(KINDS) + "---|",
+        "| AUC a / b | prevalence | n | "
+        + " | ".join(KINDS)
+        + " | MOVER runs | default / wald width |",
+        "|---|---|---|" + "---|" * len(KINDS) + "---|---|",
     ]
     for r in rows:
         cells = []
@@ -163,7 +170,7 @@ def to_markdown(rows: list[dict[str, Any]], header: list[str]) -> str:
         lines.append(
             f"| {r['auc_a']} / {r['auc_b']} | {r['prevalence']} | {r['n']} | "
             + " | ".join(cells)
-            + f" | {r['mover-default_runs']} |"
+            + f" | {r['mover-default_runs']} | {r['default_width'] / r['wald_width']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -191,11 +198,14 @@ def main(argv: list[str] | None = None) -> None:
             )
     seconds = time.perf_counter() - start
     header = [
-        "# Paired DeLong with few positives: Wald, t and MOVER intervals of an AUC difference",
+        "# Paired DeLong with few positives: Wald, t, MOVER and default intervals of an AUC "
+        "difference",
         "",
         f"Command: `{command}` (seed {args.seed}; commit {commit}; {seconds:.0f} s, nice 10 on",
         "the shared 2-core machine). Continuous paired designs of coverage_audit.py (correlation",
-        "0.6), pooled rows; `wald` is fedroc's default (`delong_paired`, `compare=True`).",
+        "0.6), pooled rows; `default` is fedroc's default (`delong_paired(...).ci`,",
+        "`compare=True`): `wald` from 100 rows of each class on, MOVER from the two default",
+        "single-AUC intervals below.",
     ]
     text = to_markdown(rows, header)
     args.out.mkdir(parents=True, exist_ok=True)

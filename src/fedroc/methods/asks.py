@@ -7,8 +7,10 @@ estimated class distributions). The keys are those of ``fedroc evaluate --json``
 - ``partial_auc`` and ``max_fpr``: scikit-learn's McClish-standardised partial AUC;
 - ``operating_points``: a list of ``{criterion, threshold, sensitivity, specificity, ppv,
   npv, ...}`` (:func:`operating_points_from_counts`);
-- ``comparison``: ``{auc_difference, se, ci, p_value, auc_b, auc_b_ci, method}``
-  (:func:`comparison_dict`), the same keys as the mpc method's paired comparison.
+- ``comparison``: ``{auc_difference, se, ci, ci_wald, p_value, auc_b, auc_b_ci, method}``
+  (:func:`comparison_dict`), the same keys as the mpc method's paired comparison; ``ci`` is
+  the default interval of the difference (Wald with at least 100 rows of each class, MOVER
+  below: :class:`~fedroc.metrics.PairedDeLongResult`), ``ci_wald`` the Wald interval.
 """
 
 from __future__ import annotations
@@ -148,7 +150,12 @@ def operating_points_from_counts(
 
 
 def comparison_dict(res: PairedDeLongResult, method: str) -> dict[str, Any]:
-    """Format a paired comparison as JSON (the keys of the mpc method's ``comparison``)."""
+    """Format a paired comparison as JSON (the keys of the mpc method's ``comparison``).
+
+    ``ci`` is the result's default interval (:attr:`~fedroc.metrics.PairedDeLongResult.ci`:
+    MOVER below 100 rows of a class, Wald from there on), ``ci_wald`` the Wald interval,
+    the one the two-sided ``p_value`` inverts.
+    """
     from fedroc.metrics import logit_ci
 
     var_b = float(res.covariance[1, 1])
@@ -157,6 +164,7 @@ def comparison_dict(res: PairedDeLongResult, method: str) -> dict[str, Any]:
         "auc_difference": res.difference,
         "se": res.se_difference,
         "ci": list(res.confidence_interval()),
+        "ci_wald": list(res.confidence_interval(method="wald")),
         "p_value": _finite(res.p_value),
         "auc_b": res.auc_b,
         "auc_b_ci": list(logit_ci(res.auc_b, se_b, res.confidence_level)),

@@ -243,8 +243,13 @@ def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str,
 
     Paired DeLong (DeLong et al. 1988): the variance of ``AUC_a - AUC_b`` was computed under
     MPC from the differences of the two models' placement values row by row (opened rounded
-    like the other variances). Returns ``auc_difference``, its ``se``, the Wald ``ci`` and the
-    two-sided ``p_value`` of H0: equal AUCs, and the second model's AUC and logit CI.
+    like the other variances). Returns ``auc_difference``, its ``se``, the Wald ``ci`` (also as
+    ``ci_wald``) and the two-sided ``p_value`` of H0: equal AUCs, and the second model's AUC
+    and logit CI. The pooled and secure-histogram comparisons default to the MOVER interval
+    below 100 rows of a class (:class:`~fedroc.metrics.PairedDeLongResult`); it needs the
+    class counts and each score's tie pattern, which the MPC job keeps secret, so the
+    interval here stays Wald at every size (it covered 0.90 for a nominal 0.95 with 15
+    positives at AUCs 0.95 and 0.90 in scripts/results/paired_small_sample.md).
     The evaluate layer's ``--compare-score`` reads this dictionary as its ``comparison``.
 
     Parameters
@@ -256,8 +261,9 @@ def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str,
     Returns
     -------
     dict
-        ``auc_difference``, ``se``, ``ci`` (list of two floats), ``p_value``, ``auc_b``,
-        ``auc_b_ci`` and ``method``; NaN everywhere when the job released nothing.
+        ``auc_difference``, ``se``, ``ci`` and ``ci_wald`` (lists of two floats, equal),
+        ``p_value``, ``auc_b``, ``auc_b_ci`` and ``method``; NaN everywhere when the job
+        released nothing.
 
     Raises
     ------
@@ -276,6 +282,7 @@ def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str,
             "auc_difference": nan,
             "se": nan,
             "ci": [nan, nan],
+            "ci_wald": [nan, nan],
             "p_value": nan,
             "auc_b": nan,
             "auc_b_ci": [nan, nan],
@@ -285,10 +292,12 @@ def paired_comparison(outputs: Any, confidence_level: float = 0.95) -> dict[str,
     se = outputs.se_difference
     z = diff / se if se and se > 0 else nan
     q = float(stats.norm.ppf(0.5 + confidence_level / 2))
+    ci = [diff - q * se, diff + q * se] if se is not None else [nan, nan]
     return {
         "auc_difference": diff,
         "se": se,
-        "ci": [diff - q * se, diff + q * se] if se is not None else [nan, nan],
+        "ci": ci,
+        "ci_wald": list(ci),
         "p_value": float(2 * stats.norm.sf(abs(z))) if z == z else nan,
         "auc_b": outputs.auc_b,
         "auc_b_ci": list(logit_ci(outputs.auc_b, outputs.se_b, confidence_level)),

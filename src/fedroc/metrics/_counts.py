@@ -39,7 +39,7 @@ from fedroc.exceptions import InputError, UndefinedMetricWarning, warn_user
 
 if TYPE_CHECKING:  # the result types import this module at run time
     from fedroc.metrics._calibration import CalibrationCurve
-    from fedroc.metrics._delong import DeLongResult
+    from fedroc.metrics._delong import DeLongResult, TiePattern
 
 __all__ = [
     "EDGE_GRID_HEIGHT",
@@ -1241,7 +1241,7 @@ class ScoreCounts(ResultMixin):
         -------
         DeLongResult
         """
-        from fedroc.metrics._delong import DeLongResult, TiePattern
+        from fedroc.metrics._delong import DeLongResult
 
         level = check_confidence(confidence_level)
         p, n = self.n_pos, self.n_neg
@@ -1265,8 +1265,13 @@ class ScoreCounts(ResultMixin):
             var10 = float(np.dot(self.pos, v10)) / (p - 1)
             var01 = float(np.dot(self.neg, v01)) / (n - 1)
             variance = var10 / p + var01 / n
-        ties = TiePattern.from_level_counts((self.pos + self.neg)[::-1])
-        return DeLongResult(auc, variance, round(p), round(n), level, ties=ties)
+        return DeLongResult(auc, variance, round(p), round(n), level, ties=self.tie_pattern())
+
+    def tie_pattern(self) -> TiePattern:
+        """Where the rows tie (both classes' totals at each level, by increasing score)."""
+        from fedroc.metrics._delong import TiePattern
+
+        return TiePattern.from_level_counts((self.pos + self.neg)[::-1])
 
     # -- bootstrap -------------------------------------------------------------------------
     def bootstrap_auc(

@@ -43,7 +43,7 @@ from fedroc.federation import Federation
 from fedroc.federation.basic import bind_exact_counts, bind_tree
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
-from fedroc.metrics import PairedDeLongResult, PlacementSums
+from fedroc.metrics import PairedDeLongResult, PlacementSums, TiePattern
 from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
@@ -308,8 +308,20 @@ def binning_bound(pos: NDArray[Any], neg: NDArray[Any]) -> float:
 def joint_comparison(
     pos: NDArray[Any], neg: NDArray[Any], confidence_level: float = 0.95
 ) -> PairedDeLongResult:
-    """Paired DeLong of the two binned scores from the pooled joint counts."""
-    return PairedDeLongResult.from_sums(PlacementSums.from_joint_counts(pos, neg), confidence_level)
+    """Paired DeLong of the two binned scores from the pooled joint counts.
+
+    Each score's tie pattern (its rows per bin, both classes: the margins of the joint
+    counts) goes with it for the default interval with a small class (the MOVER interval of
+    :class:`~fedroc.metrics.PairedDeLongResult` from each score's default interval).
+    """
+    p, q = np.asarray(pos, np.float64), np.asarray(neg, np.float64)
+    ties = (
+        TiePattern.from_level_counts(p.sum(axis=1) + q.sum(axis=1)),
+        TiePattern.from_level_counts(p.sum(axis=0) + q.sum(axis=0)),
+    )
+    return PairedDeLongResult.from_sums(
+        PlacementSums.from_joint_counts(p, q), confidence_level, ties=ties
+    )
 
 
 def dp_comparison_extra(
@@ -341,6 +353,7 @@ def dp_comparison_extra(
         "auc_difference": None,
         "se": None,
         "ci": None,
+        "ci_wald": None,
         "p_value": None,
         "auc_b": None,
         "auc_b_ci": None,
@@ -367,6 +380,7 @@ def dp_comparison_extra(
         auc_difference=diff,
         se=se,
         ci=[diff - z * se, diff + z * se],
+        ci_wald=[diff - z * se, diff + z * se],
         p_value=float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else None,
         auc_b=res.auc_b,
         auc_a=res.auc_a,
