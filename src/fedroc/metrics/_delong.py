@@ -717,9 +717,8 @@ def mover_ci(
     correlation of the two estimates,
     ``L = d - sqrt((a - l_a)^2 + (u_b - b)^2 - 2 r (a - l_a)(u_b - b))`` and
     ``U = d + sqrt((u_a - a)^2 + (b - l_b)^2 - 2 r (u_a - a)(b - l_b))``, ``d = a - b``.
-    The difference's interval inherits each interval's asymmetry: near AUC 1 the
-    interval of an AUC reaches further down than up, and so does the difference's towards
-    the side where the better score's AUC would be lower.
+    The difference's interval inherits each interval's asymmetry: its lower bound takes the
+    arms that lower the difference (a's lower, b's upper), its upper bound the others.
 
     Parameters
     ----------
