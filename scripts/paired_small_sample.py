@@ -1,6 +1,6 @@
 """Paired DeLong's interval of an AUC difference with few positives, and alternatives.
 
-The coverage audit (scripts/results/coverage_audit_paired.md) finds the default interval
+The coverage audit (scripts/results/coverage_audit_paired.md) found the default interval
 of ``evaluate(..., compare=True)``, the Wald interval of paired DeLong
 (:func:`fedroc.metrics.delong_paired`), at 0.902 (MCSE 0.009) for AUCs 0.95 and 0.90 with
 15 positives in 300 rows. This study measures it beside three alternatives on the audit's
