@@ -339,7 +339,9 @@ def dp_comparison_extra(
     cells and classes, so the bilinear numerators are unbiased) with a Wald interval whose
     variance is DeLong's paired variance at the noisy counts plus the delta-method variance
     of the noise (:func:`noise_variance_of_difference`). Withheld (null) when a class total
-    is within ``min_snr`` noise SDs of 0.
+    is within ``min_snr`` noise SDs of 0. Wald at every size (``ci`` equals ``ci_wald``):
+    the MOVER default of the secure mode below 100 rows of a class is built from intervals
+    that know nothing of the noise.
     """
     from scipy import stats
 
