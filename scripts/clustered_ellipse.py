@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,9 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coverage import git_commit
 
 from fedroc.methods.clustered._core import cluster_terms
 from fedroc.methods.clustered._estimators import (
@@ -51,17 +53,6 @@ SETTINGS = ((0.8, 0.9, 0.1), (0.8, 0.9, 0.0), (0.7, 0.8, 0.1), (0.7, 0.7, 0.4))
 CLUSTERS = (30, 60, 120)
 KINDS = ("chi2", "F", "logit", "logit, F", "logit, F, jk")
 LEVEL = 0.95
-
-
-def git_commit() -> str:
-    here = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True)
-        return out.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def cell(t12: float, t11: float, rho_mn: float, clusters: int, reps: int, seed: int) -> dict:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 import time
 import warnings
@@ -39,6 +38,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import special, stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coverage import git_commit
 
 from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation
@@ -67,17 +69,6 @@ RHO_MN = 0.4
 LEVEL = 0.95
 SITES = 3
 CHECKED = 20  # replicates per cell whose vectorized intervals are compared with cluster_ci
-
-
-def git_commit() -> str:
-    here = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True)
-        return out.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def intervals(

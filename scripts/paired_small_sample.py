@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,9 @@ from typing import Any
 
 import numpy as np
 from scipy import special, stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coverage import git_commit
 
 from fedroc.metrics import delong_paired, logit_ci, small_sample_ci
 
@@ -51,17 +53,6 @@ DESIGNS = (  # (AUC a, AUC b, correlation, prevalence)
 SIZES = (300, 1000)
 KINDS = ("wald", "t", "mover-logit", "mover-default", "default")
 LEVEL = 0.95
-
-
-def git_commit() -> str:
-    here = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True)
-        return out.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def mover(
