@@ -708,6 +708,61 @@ def test_marked_output_survives_a_noisy_log(capsys: pytest.CaptureFixture[str]) 
     assert parse_marked(tampered) is None
 
 
+def test_progress_lines_round_trip_and_anything_else_is_ignored(capsys) -> None:
+    from fedroc.federation import CallProgress
+    from fedroc.federation.flower._marked import emit_progress, parse_progress
+
+    step = CallProgress(3, "rocglm.setup", ("north", "south"), None, True)
+    emit_progress(step)
+    line = capsys.readouterr().out
+    relayed = parse_progress("\x1b[92mINFO\x1b[0m: " + line)
+    assert relayed is not None
+    assert (relayed.round, relayed.function, relayed.sites, relayed.site, relayed.done) == (
+        3,
+        "rocglm.setup",
+        ("north", "south"),
+        None,
+        True,
+    )
+    cut = line[: line.index("sites")]
+    bad_types = line.replace('["north", "south"]', "[1, 2]")
+    for other in ("INFO: starting", cut, bad_types, "FEDROC-PROGRESS [1, 2]", "FEDROC-PROGRESS {}"):
+        assert parse_progress(other) is None
+
+
+def test_follow_run_relays_progress_lines_as_they_come(monkeypatch) -> None:
+    """Each call is handed on while `flwr run` still runs (here: before the result line is
+    printed, 1 s later), not read from the log once the run is over."""
+    import fedroc.federation.flower._flwr_run as flwr_run
+    from fedroc.federation.flower._marked import PROGRESS_MARK
+    from fedroc.federation.flower.deploy import _follow_run
+
+    call = '{"round": 1, "function": "f", "sites": ["a", "b"], "site": null, "done": %s}'
+    script = (
+        "import sys, time\n"
+        "print('Successfully started run 42', flush=True)\n"
+        f"print('{PROGRESS_MARK} ' + '{call % 'false'}', flush=True)\n"
+        "print('noise', flush=True)\n"
+        f"print('{PROGRESS_MARK} ' + '{call % 'true'}', flush=True)\n"
+        "time.sleep(1.0)\n"
+        "from fedroc.federation.flower._marked import emit_marked\n"
+        "emit_marked('result', {'ok': 1})\n"
+    )
+    monkeypatch.setattr(flwr_run, "command", lambda exe: [sys.executable, "-c", script])
+    seen: list[tuple[float, Any]] = []
+    start = time.monotonic()
+    text, finished = _follow_run(
+        [], dict(os.environ), 60.0, {}, lambda s: seen.append((time.monotonic(), s))
+    )
+    end = time.monotonic()
+    assert finished and parse_marked(text) == ("result", {"ok": 1})
+    assert [(s.function, s.sites, s.done) for _, s in seen] == [
+        ("f", ("a", "b"), False),
+        ("f", ("a", "b"), True),
+    ]
+    assert all(end - t > 0.5 for t, _ in seen), (start, end, seen)
+
+
 def test_certificates_chain_to_the_ca_and_name_the_hosts(tmp_path: Path) -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec

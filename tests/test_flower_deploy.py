@@ -203,6 +203,41 @@ def test_cli_runs_a_job_on_the_deployment(deployment, capsys) -> None:
     assert set(out["flower"]["nodes"]) == set(dep.sites)
 
 
+def test_cli_run_shows_each_call_of_the_serverapp_on_a_terminal(deployment, capsys, monkeypatch):
+    """The job runs in the ServerApp's process; its log now relays each call to the sites, and
+    `fedroc flower run` shows them as `fedroc evaluate` does in process (before: a spinner
+    saying only "running moments on Flower (ADDRESS)" for the whole run)."""
+    import io
+
+    from rich.console import Console
+
+    from fedroc.cli import flower_cmd
+
+    dep, _, _ = deployment
+    tty = io.StringIO()
+    monkeypatch.setattr(flower_cmd, "err", Console(file=tty, force_terminal=True, width=200))
+    main(["flower", "run", "--deployment", str(dep.directory), "--job", "moments", "--json"])
+    result = json.loads(capsys.readouterr().out)  # stdout: the one JSON object
+    shown = tty.getvalue()
+    functions = result["released"]["functions"]
+    assert functions
+    for function in functions:
+        assert f", {function} at {len(dep.sites)} site(s)" in shown
+        assert f", {function} answered by {len(dep.sites)} site(s)" in shown
+    assert "moments: round 1, " in shown
+
+
+def test_submit_relays_the_calls_in_order_before_the_result(deployment) -> None:
+    dep, _, _ = deployment
+    seen: list[Any] = []
+    payload = dep.submit("moments", progress=seen.append, timeout=30)
+    starts = [s for s in seen if not s.done]
+    assert [s.round for s in starts] == list(range(1, len(starts) + 1))
+    assert [s.function for s in starts] == [s.function for s in seen if s.done]
+    assert set(payload["result"]["released"]["functions"]) <= {s.function for s in starts}
+    assert all(s.sites == tuple(payload["sites"]) for s in seen)
+
+
 def _slow_calls(dep: LocalDeployment, name: str, requester: str = "") -> int:
     """Count the slow calls in a site's audit log (of one requester, if given)."""
     path = _audit(dep, name)

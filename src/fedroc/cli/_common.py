@@ -17,10 +17,12 @@ import importlib.util
 import json
 import re
 import sys
+import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -239,6 +241,76 @@ def show_warning(
     if not issubclass(category, FedrocWarning):
         text = f"{category.__name__}: {text}"
     err.print(Text.assemble(("warning:", "bold yellow"), " ", text))
+
+
+class CallStep(Protocol):
+    """A call to the sites as a progress display sees it.
+
+    :class:`fedroc.federation.CallProgress` in process, a relayed call of the ServerApp's log
+    on Flower.
+    """
+
+    @property
+    def round(self) -> int: ...
+    @property
+    def function(self) -> str: ...
+    @property
+    def sites(self) -> tuple[str, ...]: ...
+    @property
+    def site(self) -> str | None: ...
+    @property
+    def done(self) -> bool: ...
+
+
+class ProgressLine:
+    """The status line of a running job: its last call to the sites and the time so far.
+
+    rich renders it at every refresh of the spinner, so the clock moves between calls.
+    """
+
+    def __init__(self, label: str, text: str) -> None:
+        self.label = label
+        self.start = time.monotonic()
+        self.text = f"{label}: {text}"
+
+    def update(self, step: CallStep) -> None:
+        """Show ``step``: the round, the site function and the site reached."""
+        head = f"{self.label}: round {step.round}, {step.function}"
+        if step.done:
+            self.text = f"{head} answered by {len(step.sites)} site(s); analyst computing"
+        elif step.site is None:
+            self.text = f"{head} at {len(step.sites)} site(s)"
+        else:
+            k = step.sites.index(step.site) + 1
+            self.text = f"{head} at site {step.site!r} ({k} of {len(step.sites)})"
+
+    def __rich__(self) -> Text:
+        """Draw the line as plain text (a site name is not markup)."""
+        return Text(f"{self.text}  {time.monotonic() - self.start:.0f} s")
+
+
+@contextmanager
+def live_progress(console: Console, line: ProgressLine) -> Iterator[Callable[[Any], None] | None]:
+    """Show ``line`` with a spinner on ``console`` while the block runs, if it is a terminal.
+
+    Yields the function that moves the line to a new call (:meth:`ProgressLine.update`; it
+    may be called from another thread), or None when ``console`` is not a terminal (a pipe
+    or a log): then nothing is written.
+    """
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    spinner = Spinner("dots", text=line, style="status.spinner")
+    with Live(spinner, console=console, transient=True, refresh_per_second=12.5) as live:
+
+        def show(step: Any) -> None:
+            line.update(step)
+            live.refresh()  # draw each step now, not only at the next tick
+
+        yield show
 
 
 def name_options(exc: InputError, options: Mapping[str, str]) -> InputError:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import inspect
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from fedroc.cli._common import (
+    ProgressLine,
     calibration_table,
     check_site_files,
     coerce_pos_label,
@@ -22,6 +21,7 @@ from fedroc.cli._common import (
     err,
     grid_table,
     kv_table,
+    live_progress,
     load_site_data,
     name_options,
     operating_points_table,
@@ -43,7 +43,7 @@ from fedroc.exceptions import InputError
 
 if TYPE_CHECKING:
     from fedroc.data import SiteData
-    from fedroc.federation import CallProgress, Federation
+    from fedroc.federation import Federation
     from fedroc.methods import EvaluationResult
 
 # Defaults of the options that a --sites file may also set (see evaluate_command).
@@ -93,53 +93,14 @@ def build_federation(
     return Federation.from_sites(sites)
 
 
-class ProgressLine:
-    """The status line of a running method: its last call to the sites and the time so far.
-
-    rich renders it at every refresh of the spinner, so the clock moves between calls.
-    """
-
-    def __init__(self, method: str, n_sites: int) -> None:
-        self.method = method
-        self.start = time.monotonic()
-        self.text = f"{method}: starting over {n_sites} site(s)"
-
-    def update(self, step: CallProgress) -> None:
-        """Show ``step``: the round, the site function and the site reached."""
-        head = f"{self.method}: round {step.round}, {step.function}"
-        if step.done:
-            self.text = f"{head} answered by {len(step.sites)} site(s); analyst computing"
-        elif step.site is None:
-            self.text = f"{head} at {len(step.sites)} site(s)"
-        else:
-            k = step.sites.index(step.site) + 1
-            self.text = f"{head} at site {step.site!r} ({k} of {len(step.sites)})"
-
-    def __rich__(self) -> Text:
-        """Draw the line as plain text (a site name is not markup)."""
-        return Text(f"{self.text}  {time.monotonic() - self.start:.0f} s")
-
-
 @contextmanager
 def show_progress(method: str, federation: Federation) -> Iterator[None]:
     """Show on a terminal (stderr) which round and site the method is at.
 
     Nothing is written when stderr is not a terminal (a pipe or a log), and never to stdout.
     """
-    if not err.is_terminal:
-        yield
-        return
-    from rich.live import Live
-    from rich.spinner import Spinner
-
-    line = ProgressLine(method, len(federation.site_names))
-    spinner = Spinner("dots", text=line, style="status.spinner")
-    with Live(spinner, console=err, transient=True, refresh_per_second=12.5) as live:
-
-        def show(step: CallProgress) -> None:
-            line.update(step)
-            live.refresh()  # draw each step now, not only at the next tick
-
+    line = ProgressLine(method, f"starting over {len(federation.site_names)} site(s)")
+    with live_progress(err, line) as show:
         federation.progress = show
         try:
             yield

@@ -18,11 +18,13 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import (
+    ProgressLine,
     coerce_pos_label,
     emit_json,
     err,
     grid_table,
     kv_table,
+    live_progress,
     out,
     split_name_value,
 )
@@ -331,8 +333,13 @@ def run(
         }
     elif method is not None:
         raise InputError(f"--method applies to --job evaluate, not --job {job}")
-    with err.status(f"running {job} on Flower ({connection.address})"):
-        payload = submit_job(connection, job, options, timeout=timeout, run_timeout=run_timeout)
+    # The job runs in the ServerApp's process; its log reports each call to the sites, and
+    # the line shows them as `fedroc evaluate` shows its in-process calls.
+    line = ProgressLine(method or job, f"submitted to Flower ({connection.address})")
+    with live_progress(err, line) as show:
+        payload = submit_job(
+            connection, job, options, timeout=timeout, run_timeout=run_timeout, progress=show
+        )
     result = dict(payload["result"])
     refused = payload.get("refused") or {}
     result["flower"] = {

@@ -3,6 +3,12 @@
 ``flwr run --stream`` hands the analyst the ServerApp's log; fedroc's result (or error) is
 one line ``FEDROC-OUTPUT <kind> <sha256[:16]> <base64 JSON>``, so noise around it (Flower's
 own log lines, colour codes) cannot corrupt it and a truncated line is detected.
+
+While the job runs, the ServerApp also logs one line ``FEDROC-PROGRESS <JSON>`` as each call
+to the sites starts and ends (:func:`emit_progress`), which ``fedroc flower run`` shows on a
+terminal as ``fedroc evaluate`` shows its in-process calls. Such a line is for display only:
+it carries the call's number, site function and sites, which the result's ``released``
+names too, and a line that does not parse is ignored.
 """
 
 from __future__ import annotations
@@ -13,14 +19,25 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from fedroc._results import jsonable
 
-__all__ = ["MARK", "emit_marked", "parse_marked", "process_started"]
+__all__ = [
+    "MARK",
+    "PROGRESS_MARK",
+    "RelayedCall",
+    "emit_marked",
+    "emit_progress",
+    "parse_marked",
+    "parse_progress",
+    "process_started",
+]
 
 MARK = "FEDROC-OUTPUT"
 MARKED = re.compile(MARK + r" (result|error) ([0-9a-f]{16}) ([A-Za-z0-9+/=]+)")
+PROGRESS_MARK = "FEDROC-PROGRESS"
 
 
 def emit_marked(kind: str, payload: Any) -> None:
@@ -40,6 +57,56 @@ def parse_marked(log_text: str) -> tuple[str, Any] | None:
         if hashlib.sha256(text.encode()).hexdigest()[:16] == digest:
             found = (kind, json.loads(text))
     return found
+
+
+def emit_progress(step: Any) -> None:
+    """Log a :class:`~fedroc.federation.CallProgress` as one ``FEDROC-PROGRESS`` line."""
+    fields = {
+        "round": int(step.round),
+        "function": str(step.function),
+        "sites": [str(s) for s in step.sites],
+        "site": None if step.site is None else str(step.site),
+        "done": bool(step.done),
+    }
+    sys.stdout.write(f"{PROGRESS_MARK} {json.dumps(fields)}\n")
+    sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class RelayedCall:
+    """A call to the sites as the ServerApp's log reported it (the fields of ``CallProgress``).
+
+    Its own small type: the analyst's ``fedroc flower run`` imports no site code (pandas,
+    scipy), which :class:`fedroc.federation.CallProgress`'s module would bring.
+    """
+
+    round: int
+    function: str
+    sites: tuple[str, ...]
+    site: str | None = None
+    done: bool = False
+
+
+def parse_progress(line: str) -> RelayedCall | None:
+    """Return the call a ``FEDROC-PROGRESS`` line reports, or None.
+
+    Anything else, a line cut short or fields of the wrong types included, gives None.
+    """
+    _, found, text = line.partition(PROGRESS_MARK + " ")
+    if not found:
+        return None
+    try:
+        fields = json.loads(text)
+        sites = tuple(fields["sites"])
+        site = fields.get("site")
+        step = RelayedCall(
+            int(fields["round"]), str(fields["function"]), sites, site, bool(fields["done"])
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not all(isinstance(s, str) for s in sites) or not (site is None or isinstance(site, str)):
+        return None
+    return step
 
 
 def process_started() -> float | None:

@@ -45,7 +45,13 @@ from fedroc.federation.flower._codec import (
     read_header,
     to_recorddict,
 )
-from fedroc.federation.flower._marked import MARK, emit_marked, parse_marked, process_started
+from fedroc.federation.flower._marked import (
+    MARK,
+    emit_marked,
+    emit_progress,
+    parse_marked,
+    process_started,
+)
 from fedroc.federation.flower.site_config import cached_site
 from fedroc.federation.flower.transport import (
     ERROR_DISCLOSURE,
@@ -234,6 +240,7 @@ def _main(grid: Grid, context: Context) -> None:
         federation = Federation(
             transport, requester=str(spec.get("requester", "analyst")), timeout=transport.timeout
         )
+        federation.progress = emit_progress  # relayed by `fedroc flower run` to its terminal
         discovered = time.perf_counter()
         clock["discovered"] = time.time()
         result = run_job(str(spec["job"]), federation, dict(spec.get("options", {})))

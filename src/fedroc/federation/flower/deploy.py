@@ -24,7 +24,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ from fedroc.federation.flower import CLIENT_APP_REF, SERVER_APP_REF
 from fedroc.federation.flower._process import die_with_parent as _die_with_parent
 
 if TYPE_CHECKING:  # the analyst's `fedroc flower run` needs no site code (pandas, scipy)
+    from fedroc.federation.flower._marked import RelayedCall
     from fedroc.federation.flower.site_config import SiteNodeConfig
 
 __all__ = [
@@ -286,6 +287,7 @@ def submit_job(
     min_sites: int = 1,
     modules: Sequence[str] = (),
     log: IO[str] | None = None,
+    progress: Callable[[RelayedCall], None] | None = None,
 ) -> dict[str, Any]:
     """Run a fedroc job on a Flower federation and return what the ServerApp reported.
 
@@ -312,6 +314,11 @@ def submit_job(
         with :func:`fedroc.methods.register_method`); they must be installed at the SuperLink.
     log : text stream, optional
         Receives the ServerApp's log when the run ends.
+    progress : callable, optional
+        Called (from a reader thread) with each call to the sites as the ServerApp's log
+        reports it starting and ending (:class:`~fedroc.federation.flower._marked.RelayedCall`,
+        the fields of :class:`~fedroc.federation.CallProgress`), as
+        :attr:`Federation.progress <fedroc.federation.Federation.progress>` in process.
 
     Returns
     -------
@@ -351,7 +358,7 @@ def submit_job(
         # is one checksummed line; once it is complete, the rest of the log is not needed.
         args = [str(app), CONNECTION_NAME, "--run-config", str(overrides), "--stream"]
         clock: dict[str, float] = {"submitted": time.time()}
-        text, finished = _follow_run(args, env, run_timeout, clock)
+        text, finished = _follow_run(args, env, run_timeout, clock, progress)
         found = _RUN_ID.search(text)
         if not finished:
             if found is None:
@@ -424,15 +431,20 @@ def _stop(connection: FlowerConnection, run_id: int, env: Mapping[str, str]) -> 
 
 
 def _follow_run(
-    args: Sequence[str], env: Mapping[str, str], run_timeout: float | None, clock: dict[str, float]
+    args: Sequence[str],
+    env: Mapping[str, str],
+    run_timeout: float | None,
+    clock: dict[str, float],
+    progress: Callable[[RelayedCall], None] | None = None,
 ) -> tuple[str, bool]:
     """Run ``flwr run ARGS`` (``--stream``) until fedroc's marked result line (or the process) ends.
 
     Returns the output and whether the run ended within ``run_timeout``. Records in
-    ``clock`` when the run was started and when the result arrived (``time.time()``).
+    ``clock`` when the run was started and when the result arrived (``time.time()``), and
+    hands ``progress`` each call to the sites that the log reports.
     """
     from fedroc.federation.flower._flwr_run import command
-    from fedroc.federation.flower._marked import MARK, parse_marked
+    from fedroc.federation.flower._marked import MARK, PROGRESS_MARK, parse_marked, parse_progress
 
     proc = subprocess.Popen(
         [*command(flwr_executable()), *args],
@@ -454,6 +466,10 @@ def _follow_run(
             if "started" not in clock and _RUN_ID.search(line):
                 clock["started"] = time.time()
                 started.set()
+            if progress is not None and PROGRESS_MARK in line:
+                step = parse_progress(line)
+                if step is not None:
+                    progress(step)
             if MARK in line and parse_marked(line) is not None:  # complete and intact
                 clock["result"] = time.time()
                 done.set()
