@@ -376,6 +376,76 @@ def test_figures_command_writes_registered_figures(tmp_path, capsys, monkeypatch
     assert exc.value.code == 2
 
 
+def _test_figures(registry, needs=None):
+    made = []
+    for number in ("97", "98"):
+
+        @registry.paper_figure(4, number, f"test figure {number}", needs=needs)
+        def _make(path, *, quick, seed):
+            path.write_bytes(b"\x89PNG test")
+            made.append(path.name)
+            return path
+
+    return made
+
+
+def test_figures_that_need_a_missing_extra_are_refused_before_any_is_drawn(
+    tmp_path, capsys, monkeypatch
+):
+    """Before: a plain install ran paper 1's figures 3-5 (6.5 minutes), then stopped at
+    Figure 6 with "the GBSG2 use case needs scikit-survival"."""
+    import importlib.util
+
+    from fedroc import figures as registry
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "sksurv" else find_spec(name, *a),
+    )
+    made = _test_figures(registry)
+    try:
+
+        @registry.paper_figure(4, "99", "needs the examples", needs="examples")
+        def _make(path, *, quick, seed):  # pragma: no cover - must not run
+            raise AssertionError("drawn without its extra")
+
+        with pytest.raises(SystemExit) as exc:
+            main(["figures", "--paper", "4", "--out", str(tmp_path), "--quick"])
+    finally:
+        registry._FIGURES[:] = [f for f in registry._FIGURES if f.figure not in ("97", "98", "99")]
+    captured = capsys.readouterr()
+    assert exc.value.code == 2 and made == [] and list(tmp_path.iterdir()) == []
+    assert captured.err.strip() == (
+        "error: fedroc figures --paper 4 (Figures 99) needs fedroc's 'examples' extra "
+        "(sksurv is not installed): pip install 'fedroc[examples]'"
+    )
+
+
+def test_figures_show_which_figure_is_drawn_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from fedroc import figures as registry
+    from fedroc.cli import figures_cmd
+
+    made = _test_figures(registry)
+    try:
+        main(["figures", "--paper", "4", "--out", str(tmp_path / "a"), "--quick"])
+        assert "(1 of 2)" not in capsys.readouterr().err  # not a terminal: no status line
+        tty = io.StringIO()
+        monkeypatch.setattr(figures_cmd, "err", Console(file=tty, force_terminal=True, width=200))
+        main(["figures", "--paper", "4", "--out", str(tmp_path / "b"), "--quick"])
+    finally:
+        registry._FIGURES[:] = [f for f in registry._FIGURES if f.figure not in ("97", "98")]
+    assert made == ["paper4_figure97.png", "paper4_figure98.png"] * 2
+    shown = tty.getvalue()
+    assert "paper 4: Figure 97 (1 of 2): test figure 97" in shown
+    assert "paper 4: Figure 98 (2 of 2): test figure 98" in shown
+
+
 def test_calibration_table_says_which_bins_pool_only_some_sites():
     """A bin withheld at one site still shows the others' rows; the table must say so."""
     from rich.console import Console

@@ -50,12 +50,16 @@ class PaperFigure:
         What the figure shows.
     make : callable
         ``make(path, *, quick, seed) -> Path`` writes the PNG (see :func:`paper_figure`).
+    needs : str or None
+        The optional extra of fedroc the figure needs (``"examples"`` for the GBSG2 use
+        case), checked by ``fedroc figures`` before it draws anything.
     """
 
     paper: int
     figure: str  # as the paper numbers it: "4", "6 and 8", "Table 1"
     title: str
     make: FigureFn
+    needs: str | None = None
 
     @property
     def filename(self) -> str:
@@ -67,18 +71,21 @@ class PaperFigure:
 _FIGURES: list[PaperFigure] = []
 
 
-def paper_figure(paper: int, figure: str, title: str) -> Callable[[FigureFn], FigureFn]:
+def paper_figure(
+    paper: int, figure: str, title: str, *, needs: str | None = None
+) -> Callable[[FigureFn], FigureFn]:
     """Register ``make(path, *, quick, seed) -> Path`` as figure ``figure`` of ``paper``.
 
     ``make`` writes the figure to ``path`` (a PNG) and returns it; with ``quick`` it uses
-    fewer replicates (for tests), and ``seed`` seeds every simulation it runs.
+    fewer replicates (for tests), and ``seed`` seeds every simulation it runs. ``needs``
+    names the optional extra of fedroc it needs, if any.
     """
     if paper not in PAPERS:
         raise InputError(f"paper must be one of {sorted(PAPERS)}; got {paper!r}")
 
     def register(fn: FigureFn) -> FigureFn:
         if not any(f.paper == paper and f.figure == figure for f in _FIGURES):
-            _FIGURES.append(PaperFigure(paper, figure, title, fn))
+            _FIGURES.append(PaperFigure(paper, figure, title, fn, needs))
         return fn
 
     return register
@@ -94,12 +101,25 @@ def paper_figures(paper: int) -> list[PaperFigure]:
 
 
 def make_figures(
-    paper: int, out_dir: str | Path, *, quick: bool = False, seed: int = 0
+    paper: int,
+    out_dir: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    progress: Callable[[int, int, PaperFigure], None] | None = None,
 ) -> list[tuple[PaperFigure, Path]]:
-    """Write every registered figure of ``paper`` into ``out_dir``."""
+    """Write every registered figure of ``paper`` into ``out_dir``.
+
+    ``progress(k, n, figure)`` is called as the k-th of n figures starts (from 1).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figures = paper_figures(paper)
     if not figures:
         raise InputError(f"fedroc reproduces no figure of paper {paper} ({PAPERS[paper]})")
-    return [(f, f.make(out / f.filename, quick=quick, seed=seed)) for f in figures]
+    made = []
+    for k, f in enumerate(figures, 1):
+        if progress is not None:
+            progress(k, len(figures), f)
+        made.append((f, f.make(out / f.filename, quick=quick, seed=seed)))
+    return made

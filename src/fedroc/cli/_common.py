@@ -273,8 +273,11 @@ class ProgressLine:
         self.start = time.monotonic()
         self.text = f"{label}: {text}"
 
-    def update(self, step: CallStep) -> None:
-        """Show ``step``: the round, the site function and the site reached."""
+    def update(self, step: CallStep | str) -> None:
+        """Show ``step``: the round, the site function and the site reached (or a text)."""
+        if isinstance(step, str):
+            self.text = f"{self.label}: {step}"
+            return
         head = f"{self.label}: round {step.round}, {step.function}"
         if step.done:
             self.text = f"{head} answered by {len(step.sites)} site(s); analyst computing"
@@ -285,8 +288,9 @@ class ProgressLine:
             self.text = f"{head} at site {step.site!r} ({k} of {len(step.sites)})"
 
     def __rich__(self) -> Text:
-        """Draw the line as plain text (a site name is not markup)."""
-        return Text(f"{self.text}  {time.monotonic() - self.start:.0f} s")
+        """Draw the line as plain text (a site name is not markup), cut to one line."""
+        line = f"{self.text}  {time.monotonic() - self.start:.0f} s"
+        return Text(line, no_wrap=True, overflow="ellipsis")
 
 
 @contextmanager

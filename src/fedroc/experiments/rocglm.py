@@ -178,7 +178,7 @@ def _calibration_axes(ax: Any, curves: list[tuple[str, Any, dict[str, Any]]]) ->
     ax.legend(loc="upper left", fontsize=7)
 
 
-@paper_figure(1, "6", "ROC curve of the distributed ROC-GLM (GBSG2)")
+@paper_figure(1, "6", "ROC curve of the distributed ROC-GLM (GBSG2)", needs="examples")
 def figure6(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     fig = new_figure((5, 5))
     ax = fig.add_subplot()
@@ -187,7 +187,9 @@ def figure6(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     return save_figure(fig, path)
 
 
-@paper_figure(1, "7", "Distributed calibration curve and the sites' curves (GBSG2)")
+@paper_figure(
+    1, "7", "Distributed calibration curve and the sites' curves (GBSG2)", needs="examples"
+)
 def figure7(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     case = _use_case(2024 + seed)
     curves = [("distributed (secure sums of the sites' bins)", case.calibration_distributed,
@@ -201,7 +203,9 @@ def figure7(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     return save_figure(fig, path)
 
 
-@paper_figure(1, "8", "ROC-GLM beside the empirical ROC; pooled vs distributed calibration")
+@paper_figure(
+    1, "8", "ROC-GLM beside the empirical ROC; pooled vs distributed calibration", needs="examples"
+)
 def figure8(path: Path, *, quick: bool = False, seed: int = 0) -> Path:
     case = _use_case(2024 + seed)
     fig = new_figure((10, 5))
