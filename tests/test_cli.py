@@ -446,6 +446,62 @@ def test_figures_show_which_figure_is_drawn_on_a_terminal_only(tmp_path, capsys,
     assert "paper 4: Figure 98 (2 of 2): test figure 98" in shown
 
 
+def test_metrics_plot_draws_the_rows_curves_and_keeps_the_json(capsys, site_files, tmp_path):
+    """fedroc metrics had no figure (only evaluate's HTML report drew curves)."""
+    from sklearn.metrics import precision_recall_curve as sk_pr
+    from sklearn.metrics import roc_curve as sk_roc
+
+    from fedroc import report
+
+    path = site_files["north"]
+    args = ["metrics", str(path), "--label", "outcome", "--score", "risk", "--pos-label", "dead"]
+    plain = json.loads(run(capsys, *args, "--youden", "--json").out)
+    drawn: list = []
+    figure_of = report.metrics_figure
+
+    def keep(*a, **k):
+        drawn.append(figure_of(*a, **k))
+        return drawn[-1]
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(report, "metrics_figure", keep)
+    try:
+        captured = run(capsys, *args, "--youden", "--json", "--plot", str(tmp_path / "curves"))
+    finally:
+        mp.undo()
+    assert json.loads(captured.out) == plain  # the JSON is unchanged by --plot
+    written = tmp_path / "curves.png"  # no suffix: PNG, and the message names the file
+    assert captured.err.strip() == f"figure written to {written}"
+    assert written.read_bytes()[:4] == b"\x89PNG"
+    roc_ax, pr_ax = drawn[0].axes
+    df = pd.read_csv(path)
+    y = (df["outcome"] == "dead").astype(int)
+    fpr, tpr, _ = sk_roc(y, df["risk"])
+    curve = roc_ax.lines[0]
+    np.testing.assert_allclose(curve.get_xdata(), fpr)
+    np.testing.assert_allclose(curve.get_ydata(), tpr)
+    precision, recall, _ = sk_pr(y, df["risk"])
+    np.testing.assert_allclose(pr_ax.lines[0].get_xdata(), recall)
+    np.testing.assert_allclose(pr_ax.lines[0].get_ydata(), precision)
+    [youden] = plain["operating_points"]
+    marker = roc_ax.lines[1]
+    assert marker.get_xdata()[0] == pytest.approx(1 - youden["specificity"])
+    assert marker.get_ydata()[0] == pytest.approx(youden["sensitivity"])
+    assert f"AUC {plain['auc']:.3f}, 95% CI {plain['auc_ci'][0]:.3f}" in curve.get_label()
+
+
+def test_metrics_plot_of_one_class_is_refused_naming_the_file(capsys, tmp_path):
+    path = tmp_path / "negatives.csv"
+    pd.DataFrame({"label": [0] * 8, "score": np.linspace(0, 1, 8)}).to_csv(path, index=False)
+    with pytest.raises(SystemExit) as exc:
+        main(["metrics", str(path), "--plot", str(tmp_path / "f.png")])
+    assert exc.value.code == 2 and not (tmp_path / "f.png").exists()
+    assert capsys.readouterr().err.strip() == (
+        "error: --plot draws ROC and precision-recall curves, which need both classes; "
+        f"{str(path)!r} has no positive row"
+    )
+
+
 def test_calibration_table_says_which_bins_pool_only_some_sites():
     """A bin withheld at one site still shows the others' rows; the table must say so."""
     from rich.console import Console

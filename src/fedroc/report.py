@@ -27,7 +27,7 @@ import numpy as np
 
 from fedroc._docs import fill_doc
 from fedroc.data import SiteData
-from fedroc.metrics import CalibrationCurve, ScoreCounts, roc_curve
+from fedroc.metrics import CalibrationCurve, ScoreCounts, precision_recall_curve, roc_curve
 
 if TYPE_CHECKING:
     from fedroc.methods import EvaluationResult
@@ -40,6 +40,7 @@ __all__ = [
     "comparison_report",
     "evaluation_report",
     "human_label",
+    "metrics_figure",
     "pr_figure",
     "roc_band",
     "roc_figure",
@@ -283,6 +284,76 @@ def pr_figure(
     ax.set(xlim=(0, 1), ylim=(0, 1.01))
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def metrics_figure(
+    data: SiteData,
+    result: Mapping[str, Any],
+    *,
+    names: tuple[str, str | None] = ("score", None),
+    confidence_level: float = 0.95,
+    title: str = "",
+) -> Any:
+    """Draw the ROC and precision-recall curves of one file's rows (``fedroc metrics --plot``).
+
+    Parameters
+    ----------
+    data : SiteData
+        The rows, both classes present; with ``score_b``, its curves are drawn too.
+    result : mapping
+        The JSON object of ``fedroc metrics`` for these rows: the legends quote its AUC, CI
+        and comparison; its operating points are marked on the ROC curve.
+    names : tuple of (str, str or None), default ("score", None)
+        Names of the score and of the second score (their columns).
+    confidence_level : float, default 0.95
+        The level of ``result``'s interval, as the legend names it.
+    title : str, default ""
+        Title above both panels (e.g. the file's name).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two 5 x 5 inch panels side by side (Agg canvas, no pyplot state).
+    """
+    from fedroc._plotting import new_figure
+    from fedroc.metrics import average_precision
+
+    fig = new_figure((10, 5))
+    roc_ax, pr_ax = fig.subplots(1, 2)
+    low, high = result["auc_ci"]
+    comparison = result.get("comparison") or {}
+    ci = f", {confidence_level:.0%} CI {low:.3f}-{high:.3f}"
+    scores = [(names[0], data.score, result["auc"], ci)]
+    if data.score_b is not None:
+        scores.append((names[1] or "score B", data.score_b, comparison.get("auc_b"), ""))
+    for name, score, auc, interval in scores:
+        fpr, tpr, _ = roc_curve(data.label, score)
+        roc_ax.step(fpr, tpr, where="post", lw=1.5, label=f"{name} (AUC {auc:.3f}{interval})")
+        precision, recall, _ = precision_recall_curve(data.label, score)
+        ap = average_precision(data.label, score)
+        pr_ax.step(recall, precision, where="post", lw=1.5, label=f"{name} (AP {ap:.3f})")
+    for point in result.get("operating_points") or []:
+        if point.get("threshold") is not None:
+            x, y = 1.0 - point["specificity"], point["sensitivity"]
+            label = f"{point['criterion']} (score >= {point['threshold']:.4g})"
+            roc_ax.plot([x], [y], marker="o", ms=6, ls="none", label=label)
+    roc_ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8)
+    roc_ax.set(
+        xlabel="false positive rate (1 - specificity)",
+        ylabel="true positive rate (sensitivity)",
+        title="ROC curve",
+        xlim=(0, 1),
+        ylim=(0, 1.01),
+    )
+    roc_ax.legend(loc="lower right", fontsize=8)
+    prevalence = data.n_pos / data.n
+    pr_ax.axhline(prevalence, ls=":", color="grey", lw=0.8, label=f"prevalence {prevalence:.3f}")
+    pr_ax.set(xlabel="recall (sensitivity)", ylabel="precision (PPV)")
+    pr_ax.set(title="Precision-recall curve", xlim=(0, 1), ylim=(0, 1.01))
+    pr_ax.legend(loc="lower left", fontsize=8)
+    if title:
+        fig.suptitle(title)
     return fig
 
 

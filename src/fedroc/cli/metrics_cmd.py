@@ -10,6 +10,8 @@ import typer
 from fedroc.cli._common import (
     coerce_pos_label,
     emit_json,
+    err,
+    figure_output,
     grid_table,
     kv_table,
     operating_points_table,
@@ -141,20 +143,35 @@ def metrics(
     seed: Annotated[
         int | None, typer.Option(help="Seed of the bootstraps (reproducible intervals).", min=0)
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the ROC and precision-recall curves (PNG, or another suffix "
+            "matplotlib writes) here; operating points and --compare-score are drawn too."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file.
 
-    Partial AUC, operating points and a paired comparison on request.
+    Partial AUC, operating points, a paired comparison and a figure on request.
     """
     from fedroc._files import check_data_file
 
     check_data_file(data)  # a mistyped path is named before pandas is loaded
+    if plot is not None:
+        plot = figure_output("--plot", plot)
     from fedroc.data import Columns
 
     site = read_data(
         data, Columns(label, score, score_b=compare_score), coerce_pos_label(pos_label)
     )
+    if plot is not None and not 0 < site.n_pos < site.n:
+        kind = "positive" if site.n_pos == 0 else "negative"
+        raise InputError(
+            f"--plot draws ROC and precision-recall curves, which need both classes; "
+            f"{str(data)!r} has no {kind} row"
+        )
     result = metrics_dict(
         site,
         confidence,
@@ -165,6 +182,19 @@ def metrics(
         bootstrap=bootstrap,
         seed=seed,
     )
+    if plot is not None:
+        from fedroc._plotting import save_figure
+        from fedroc.report import metrics_figure
+
+        figure = metrics_figure(
+            site,
+            result,
+            names=(score, compare_score),
+            confidence_level=confidence,
+            title=str(data),
+        )
+        save_figure(figure, plot)
+        err.print(f"figure written to {plot}", highlight=False, markup=False)
     if as_json:
         emit_json(result)
         return
