@@ -94,6 +94,43 @@ def csv(tmp_path: Path) -> Path:
         (["mpc", "party", "--id", "0"], "--cluster"),
         (["metrics", "/no/such/file.csv"], "/no/such/file.csv"),
         (["figures", "--paper", "9", "--out", "/no/such/dir"], "--paper"),  # and no banner
+        # refused by each site after two rounds, naming the API's 'epsilon' (before ux4)
+        (
+            [
+                "evaluate",
+                "--site",
+                "a={csv}",
+                "--site",
+                "b={csv}",
+                "--site",
+                "c={csv}",
+                "--method",
+                "rocglm",
+                "--epsilon",
+                "-1",
+                "--delta",
+                "1e-4",
+            ],
+            "error: --epsilon must be a positive number; got -1.0",
+        ),
+        (
+            [
+                "evaluate",
+                "--site",
+                "a={csv}",
+                "--site",
+                "b={csv}",
+                "--site",
+                "c={csv}",
+                "--method",
+                "rocglm",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1.5",
+            ],
+            "error: --delta must lie in (0, 1); got 1.5",
+        ),
         # numpy's "p <= 0, p > 1 or p contains NaNs" from a site before (review of 384d1a1)
         (
             [

@@ -626,6 +626,28 @@ def test_parameter_errors():
         distributed_rocglm(fed, sensitivity=0.01, thresholds="quantiles")
 
 
+@pytest.mark.parametrize(
+    ("privacy", "message"),
+    [
+        ({"epsilon": -1.0, "delta": 1e-4}, "epsilon must be a positive number; got -1.0"),
+        ({"epsilon": 0.0, "delta": 1e-4}, "epsilon must be a positive number; got 0.0"),
+        ({"epsilon": float("nan"), "delta": 1e-4}, "epsilon must be a positive number; got nan"),
+        ({"epsilon": 1.0, "delta": 0.0}, "delta must lie in \\(0, 1\\); got 0.0"),
+        ({"epsilon": 1.0, "delta": 2.0}, "delta must lie in \\(0, 1\\); got 2.0"),
+    ],
+)
+def test_out_of_range_privacy_is_refused_before_any_site_is_asked(privacy, message):
+    """Before: the sites were asked for their scale and sensitivity (two rounds in their
+    audit logs), then each refused the noisy scores naming the keyword ('argument 'epsilon'
+    must be greater than 0.0'), once per site."""
+    rng = np.random.default_rng(17)
+    fed, _ = federation_of(*flipped(rng, 300, 0.5), k=3)
+    with pytest.raises(InputError, match=message) as exc:
+        distributed_rocglm(fed, **privacy)
+    assert not isinstance(exc.value, SiteError)
+    assert fed.transcript == []
+
+
 # --- evaluate, CLI, use case ------------------------------------------------------------
 
 

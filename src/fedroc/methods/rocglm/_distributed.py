@@ -780,6 +780,12 @@ def _check_privacy_arguments(
         raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
     if (epsilon is None) != (delta is None):
         raise InputError("give both epsilon and delta, or neither (to use the default setting)")
+    # The sites check these too, but only when the noisy scores are asked for: after the
+    # sensitivity and scale rounds, and as one refusal per site naming their keywords.
+    if epsilon is not None and not (epsilon > 0 and math.isfinite(epsilon)):
+        raise InputError(f"epsilon must be a positive number; got {epsilon!r}")
+    if delta is not None and not 0 < delta < 1:
+        raise InputError(f"delta must lie in (0, 1); got {delta!r}")
 
 
 def _check_range(score_range: Any) -> tuple[float, float]:
