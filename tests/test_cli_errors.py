@@ -94,6 +94,12 @@ def csv(tmp_path: Path) -> Path:
         (["mpc", "party", "--id", "0"], "--cluster"),
         (["metrics", "/no/such/file.csv"], "/no/such/file.csv"),
         (["figures", "--paper", "9", "--out", "/no/such/dir"], "--paper"),  # and no banner
+        # "secure aggregation needs at least 2 sites; got 1" named nothing the user gave
+        (
+            ["evaluate", "--site", "a={csv}", "--method", "histogram"],
+            "error: secure aggregation of 'fedroc.histogram.tree' needs at least 2 sites (and "
+            "as many as the sites' policies ask, secagg_min_sites, default 3); got 1 site(s)",
+        ),
         # refused by each site after two rounds, naming the API's 'epsilon' (before ux4)
         (
             [

@@ -935,7 +935,7 @@ def check_secure_sum(
     """
     names = list(sites) if sites is not None else list(federation.site_names)
     t = minimum_threshold(len(names)) if threshold is None else int(threshold)
-    _check_parameters(len(names), t, 64, 0)
+    _check_parameters(len(names), t, 64, 0, str(input_function))
     federation.call(
         FN_CHECK,
         sites=names,
@@ -946,9 +946,17 @@ def check_secure_sum(
     )
 
 
-def _check_parameters(n: int, threshold: int, bits: int, frac_bits: int) -> None:
+def _check_parameters(
+    n: int, threshold: int, bits: int, frac_bits: int, quantity: str | None = None
+) -> None:
     if n < 2:
-        raise InputError(f"secure aggregation needs at least 2 sites; got {n}")
+        # The analyst's own check names what is summed: a method's user saw only "secure
+        # aggregation needs at least 2 sites; got 1" (evaluate --method histogram, one --site).
+        what = "" if quantity is None else f" of {quantity!r}"
+        raise InputError(
+            f"secure aggregation{what} needs at least 2 sites (and as many as the sites' "
+            f"policies ask, secagg_min_sites, default 3); got {n} site(s)"
+        )
     if not 2 <= threshold <= n:
         raise InputError(f"threshold must lie in [2, {n}] for {n} sites; got {threshold}")
     if not MIN_HEADROOM_BITS <= bits <= 64:
@@ -1061,7 +1069,7 @@ class SecAggServer:
             raise InputError(f"unknown site(s) {unknown}; sites are {federation.site_names}")
         n = len(names)
         t = minimum_threshold(n) if threshold is None else int(threshold)
-        _check_parameters(n, t, int(bits), int(frac_bits))
+        _check_parameters(n, t, int(bits), int(frac_bits), input_function)
         text = input_args_text(input_args)
         if len(text) > MAX_INPUT_ARGS:
             raise InputError(
