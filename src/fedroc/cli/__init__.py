@@ -13,6 +13,7 @@ import numpy, pandas, scipy and the optional extras inside their functions, not 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -80,6 +81,7 @@ def click_command() -> Any:
     """
     command = typer.main.get_command(app)
     _plain_help(command)
+    _plain_metavars(command)
     _negations_in_help(command)
     _note_repeats(command)
     return command
@@ -183,6 +185,66 @@ def _note_repeats(command: Any) -> None:
         return parse(ctx, args)
 
     command.parse_args = parse_args
+
+
+# typer >= 0.21's type labels -> the names click gives the same types (typer < 0.21).
+_TYPE_NAMES = {
+    "str": "TEXT",
+    "float": "FLOAT",
+    "int": "INTEGER",
+    "path": "PATH",
+    "file": "FILE",
+    "directory": "DIRECTORY",
+    "int range": "INTEGER RANGE",
+    "float range": "FLOAT RANGE",
+}
+
+
+def _plain_metavar(param: Any) -> None:
+    """Give a parameter of typer >= 0.21 the value name click gives it, a flag none."""
+    if getattr(param, "type", None) is not None or not hasattr(param, "display_type"):
+        return  # click's own types (typer < 0.21) already read TEXT, FLOAT, ...
+    option = getattr(param, "param_type_name", "") == "option"
+    if option and param.metavar is not None:
+        return
+    if option and (getattr(param, "is_flag", False) or getattr(param, "is_bool_flag", False)):
+        param.metavar = ""
+        return
+    try:
+        label = str(param.display_type(None)).strip("<>")
+    except Exception:  # a type that needs the context (choices): leave typer's label
+        return
+    listed = re.fullmatch(r"list\[(.+)\]", label, flags=re.IGNORECASE)
+    name = _TYPE_NAMES.get((listed.group(1) if listed else label).lower())
+    if name is None:
+        return
+    if option:
+        param.metavar = name
+    else:  # an argument's metavar is its name: only the type column changes
+        param.display_type_rich = lambda ctx: name
+
+
+def _plain_metavars(command: Any) -> None:
+    """Name option values as click does (TEXT, FLOAT, PATH) on every typer; flags take none.
+
+    typer >= 0.21, which a plain ``pip install fedroc`` gets (flwr pins 0.20), labels values
+    by their Python types and flags as taking one: ``fedroc mpc certs --help`` showed
+    ``--host <list[str]>``, ``--timeout <float>`` and ``--help <bool>``, which read as
+    ``--help true``. Options that name their value (``--site NAME=PATH``) keep it.
+    """
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
+    for param in command.params:
+        _plain_metavar(param)
+    get_help_option = command.get_help_option
+
+    def help_option_without_value(ctx: Any) -> Any:
+        option = get_help_option(ctx)
+        if option is not None:
+            _plain_metavar(option)
+        return option
+
+    command.get_help_option = help_option_without_value
 
 
 def _plain_help(command: Any) -> None:
