@@ -556,3 +556,19 @@ def test_readme_federation_toml_is_one_fedroc_reads(site_files, tmp_path):
     (tmp_path / "federation.toml").write_text(toml)
     fed = Federation.from_toml(tmp_path / "federation.toml", columns={"pos_label": "dead"})
     assert fed.site_names == ["north", "south", "east"]
+
+
+def test_a_table_title_wider_than_its_columns_stays_on_one_line():
+    """fedroc demo printed "Sites (synthetic," / "seed 2024)" over three lines above its
+    two narrow columns."""
+    import io
+
+    from rich.console import Console
+
+    from fedroc.cli._common import grid_table, kv_table
+
+    title = "Sites (synthetic, seed 2024)"
+    for table in (grid_table(title, ["site", "n"], [("a", 1)]), kv_table(title, [("n", 1)])):
+        buf = io.StringIO()
+        Console(file=buf, width=120).print(table)
+        assert buf.getvalue().splitlines()[0].rstrip() == title

@@ -398,7 +398,7 @@ def fmt(value: Any, digits: int = 4) -> str:
 def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     from rich.table import Table
 
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = Table(title=title, show_header=False, title_justify="left", min_width=len(title))
     table.add_column("key", style="bold")
     table.add_column("value", justify="right")
     for key, value in rows:  # Text: a value such as "[nan, nan]" is data, not rich markup
@@ -409,7 +409,9 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
 def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left")
+    # A title wider than the columns was wrapped over lines: "Sites (synthetic, seed 2024)"
+    # of fedroc demo took three. Not past the terminal: rich caps min_width at its width.
+    table = Table(title=title, title_justify="left", min_width=len(title))
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i == 0 else "right")
     for row in rows:
