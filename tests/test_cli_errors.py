@@ -590,7 +590,8 @@ def test_command_line_score_and_label_win_over_the_sites_file(capsys, two_scores
     code, out, err = run_main(capsys, [*base, "--score", "b"])
     assert code == 0, err
     assert json.loads(out)["auc"] == pytest.approx(auc_b, abs=0.01)
-    assert "--score given on the command line override" in err
+    # one option: "overrides" (it said "--score given on the command line override")
+    assert f"note: --score given on the command line overrides {str(two_scores)!r}" in err
 
     code, out, err = run_main(capsys, [*base, "--score", "b", "--label", "y2"])
     assert code == 0, err

@@ -405,7 +405,8 @@ def _federation_from_file(
         given.append("--audit-dir")
     if given:
         err.print(
-            f"{', '.join(given)} given on the command line override {str(path)!r} for every site",
+            f"note: {', '.join(given)} given on the command line "
+            f"{'overrides' if len(given) == 1 else 'override'} {str(path)!r} for every site",
             highlight=False,
             markup=False,
             soft_wrap=True,
