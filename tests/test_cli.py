@@ -572,3 +572,12 @@ def test_a_table_title_wider_than_its_columns_stays_on_one_line():
         buf = io.StringIO()
         Console(file=buf, width=120).print(table)
         assert buf.getvalue().splitlines()[0].rstrip() == title
+
+
+def test_a_site_size_the_method_keeps_secret_is_said_so(capsys, site_files):
+    """The histogram's sites table showed n as a bare '-' for every site."""
+    captured = run(capsys, *_evaluate_args(site_files), "--method", "histogram")
+    sites_table = captured.out.split("Evaluation")[0]
+    assert "n -: this method does not release the site's row count" in sites_table
+    captured = run(capsys, *_evaluate_args(site_files), "--method", "pooled")
+    assert "does not release" not in captured.out.split("Evaluation")[0]
