@@ -581,3 +581,25 @@ def test_a_site_size_the_method_keeps_secret_is_said_so(capsys, site_files):
     assert "n -: this method does not release the site's row count" in sites_table
     captured = run(capsys, *_evaluate_args(site_files), "--method", "pooled")
     assert "does not release" not in captured.out.split("Evaluation")[0]
+
+
+def test_small_values_keep_their_digits_and_sentences_read_from_the_left():
+    """The rocglm table showed delta 0.00025 as 0.0003 and a p-value of 3e-7 as 0.0000; its
+    privacy guarantee wrapped right-justified."""
+    import io
+
+    from rich.console import Console
+
+    from fedroc.cli._common import fmt, kv_table
+
+    assert fmt(0.00025) == "0.00025" and fmt(3e-7) == "3e-07" and fmt(-2.5e-5) == "-2.5e-05"
+    assert fmt(0.0) == "0.0000" and fmt(0.0012) == "0.0012" and fmt(0.79346) == "0.7935"
+    assert fmt((1e-5, 0.5)) == "[1e-05, 0.5000]"
+    sentence = "(1, 0.00025)-DP for each row's score, for an l2-sensitivity of 0.0179 " * 2
+    buf = io.StringIO()
+    Console(file=buf, width=60).print(kv_table("t", [("guarantee", sentence), ("n", 12)]))
+    lines = [line for line in buf.getvalue().splitlines() if line.startswith("│")]
+    assert all(line.split("│")[2].startswith(" (1, 0.00025)-DP") for line in lines[:1])
+    assert lines[-1].split("│")[2].strip() == "12" and lines[-1].split("│")[2].endswith("12 ")
+    continued = [line.split("│")[2] for line in lines[1:-1]]
+    assert continued and all(not cell.startswith("  ") for cell in continued)

@@ -388,7 +388,11 @@ def fmt(value: Any, digits: int = 4) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return "-" if value != value else f"{value:.{digits}f}"
+        if value != value:
+            return "-"
+        if 0 < abs(value) < 10.0 ** (1 - digits):  # delta 0.00025 read as 0.0003, 1e-7 as 0.0000
+            return f"{value:.3g}"
+        return f"{value:.{digits}f}"
     if isinstance(value, (tuple, list)) and len(value) == 2:
         lo, hi = fmt(value[0], digits), fmt(value[1], digits)
         return "-" if lo == hi == "-" else f"[{lo}, {hi}]"
@@ -402,7 +406,10 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     table.add_column("key", style="bold")
     table.add_column("value", justify="right")
     for key, value in rows:  # Text: a value such as "[nan, nan]" is data, not rich markup
-        table.add_row(Text(key), Text(fmt(value)))
+        # Numbers line up on the right; a sentence (a note, what was released) reads from the
+        # left: wrapped and right-justified, its lines started at ragged columns.
+        prose = isinstance(value, str) and " " in value and len(value) > 40
+        table.add_row(Text(key), Text(fmt(value), justify="left" if prose else None))
     return table
 
 
