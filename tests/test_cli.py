@@ -603,3 +603,21 @@ def test_small_values_keep_their_digits_and_sentences_read_from_the_left():
     assert lines[-1].split("│")[2].strip() == "12" and lines[-1].split("│")[2].endswith("12 ")
     continued = [line.split("│")[2] for line in lines[1:-1]]
     assert continued and all(not cell.startswith("  ") for cell in continued)
+
+
+def test_demo_shows_each_methods_calls_on_a_terminal(capsys, tmp_path, monkeypatch):
+    """The demo said only 'running rocglm ...' for each method."""
+    import io
+
+    from rich.console import Console
+
+    from fedroc.cli import evaluate_cmd
+
+    monkeypatch.chdir(tmp_path)
+    tty = io.StringIO()
+    monkeypatch.setattr(evaluate_cmd, "err", Console(file=tty, force_terminal=True, width=200))
+    res = json.loads(run(capsys, "demo", "--json").out)
+    shown = tty.getvalue()
+    for method in res["methods"]:
+        assert f"{method['method']}: round " in shown
+    assert "at site 'site1' (1 of 5)" in shown

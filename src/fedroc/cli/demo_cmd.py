@@ -41,7 +41,7 @@ def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
         variance and Brier score beside their pooled values), ``calibration``,
         ``pooled_calibration`` and ``use_cases`` (real-data cases whose packages are installed).
     """
-    from fedroc.cli.evaluate_cmd import build_federation
+    from fedroc.cli.evaluate_cmd import build_federation, show_progress
     from fedroc.data import Columns, SiteData
     from fedroc.datasets import make_multisite
     from fedroc.federation import basic
@@ -81,7 +81,8 @@ def run_demo(seed: int, audit_dir: Path) -> dict[str, Any]:
             err.print(f"{name}: skipped, the demo data has no clusters (see fedroc clustered)")
             continue
         err.print(f"running {name} ...")
-        res = evaluate(federation, name, pooled=pooled, seed=seed, **spec.demo_options)
+        with show_progress(name, federation):  # on a terminal: its round and site
+            res = evaluate(federation, name, pooled=pooled, seed=seed, **spec.demo_options)
         rows.append(res)
     stats_rows = [
         ("mean score", moments.mean, float(pooled.score.mean())),
