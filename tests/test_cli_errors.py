@@ -94,6 +94,35 @@ def csv(tmp_path: Path) -> Path:
         (["mpc", "party", "--id", "0"], "--cluster"),
         (["metrics", "/no/such/file.csv"], "/no/such/file.csv"),
         (["figures", "--paper", "9", "--out", "/no/such/dir"], "--paper"),  # and no banner
+        # ignored before: exit 0 and no figure written
+        (
+            [
+                "clustered",
+                "{csv}",
+                "--cluster",
+                "label",
+                "--estimator",
+                "obuchowski",
+                "--plot",
+                "{csv}.png",
+            ],
+            "error: option(s) --plot apply to --estimator joint (population and personalized "
+            "AUCs), not --estimator obuchowski (one AUC, no ellipse)",
+        ),
+        (
+            [
+                "clustered",
+                "{csv}",
+                "--cluster",
+                "label",
+                "--estimator",
+                "obuchowski",
+                "--sigma11",
+                "authors",
+                "--no-pair-correction",
+            ],
+            "error: option(s) --sigma11, --no-pair-correction apply to --estimator joint",
+        ),
         # "secure aggregation needs at least 2 sites; got 1" named nothing the user gave
         (
             ["evaluate", "--site", "a={csv}", "--method", "histogram"],

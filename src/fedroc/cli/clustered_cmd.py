@@ -110,6 +110,22 @@ def clustered(
         raise InputError(f"--sigma11 must be one of {list(SIGMA11_DIVISORS)}; got {sigma11!r}")
     if interval not in INTERVALS:
         raise InputError(f"--interval must be one of {list(INTERVALS)}; got {interval!r}")
+    if estimator == "obuchowski":  # these were ignored: exit 0, and no --plot file written
+        joint_only = [
+            option
+            for option, given in (
+                ("--plot", plot is not None),
+                ("--population-estimator", population_estimator is not None),
+                ("--sigma11", sigma11 != "corollary6"),
+                ("--no-pair-correction", not pair_correction),
+            )
+            if given
+        ]
+        if joint_only:
+            raise InputError(
+                f"option(s) {', '.join(joint_only)} apply to --estimator joint (population "
+                "and personalized AUCs), not --estimator obuchowski (one AUC, no ellipse)"
+            )
     plot = None if plot is None else figure_output("--plot", plot)
     rug = None if rug is None else figure_output("--rug", rug)
     site = read_data(data, Columns(label, score, cluster), coerce_pos_label(pos_label))
