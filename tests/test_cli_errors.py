@@ -804,6 +804,25 @@ def test_a_malformed_name_value_option_is_named_with_its_value(capsys, args, opt
     assert f"{option} must look like NAME=" in line and repr(value) in line
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--seed", "1"], "error: --seed applies to --job evaluate, not --job moments"),
+        (
+            ["--method", "rocglm", "--bins", "5", "--confidence", "0.9"],
+            "error: --method, --confidence, --bins apply to --job evaluate, not --job moments",
+        ),
+    ],
+)
+def test_flower_run_refuses_evaluate_options_for_another_job(capsys, extra, message):
+    """`fedroc flower run --job moments --seed 1` ran the job unseeded and said nothing;
+    refused before any connection (nothing listens at FLOWER_CONNECTION)."""
+    pytest.importorskip("flwr")
+    code, out, err = run_main(capsys, ["flower", "run", *FLOWER_CONNECTION, "--insecure",
+                                       "--job", "moments", *extra])  # fmt: skip
+    assert code == 2 and out == "" and err.strip() == message
+
+
 def test_supernode_refuses_an_unreadable_mpc_cluster_before_it_starts(capsys, tmp_path):
     """``--mpc-proxies`` names the cluster whose proxies the site seals MPC shares for: a
     file that cannot be read is refused at once, naming the option and the file."""

@@ -331,8 +331,20 @@ def run(
             "confidence_level": confidence,
             "calibration_bins": bins,
         }
-    elif method is not None:
-        raise InputError(f"--method applies to --job evaluate, not --job {job}")
+    else:  # these were ignored: `--job moments --seed 1` ran unseeded and said nothing
+        given = [
+            option
+            for option, value in (
+                ("--method", method is not None),
+                ("--seed", seed is not None),
+                ("--confidence", confidence != 0.95),
+                ("--bins", bins != 10),
+            )
+            if value
+        ]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise InputError(f"{', '.join(given)} {verb} to --job evaluate, not --job {job}")
     # The job runs in the ServerApp's process; its log reports each call to the sites, and
     # the line shows them as `fedroc evaluate` shows its in-process calls.
     line = ProgressLine(method or job, f"submitted to Flower ({connection.address})")
