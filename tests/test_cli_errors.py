@@ -1046,3 +1046,18 @@ def test_flags_declare_no_value_in_help(path):
     flags = {p.opts[0]: p for p in cmd.params if p.opts[0] in ("--json", "--youden")}
     assert "--json" in flags
     assert all(p.metavar == "" for p in flags.values()), path
+
+
+def test_every_option_says_what_it_is_for():
+    """`fedroc sequester serve --help` listed --host and --port with a default and no word."""
+    root = click_command()
+    silent = []
+    for path in command_paths():
+        cmd = root
+        for word in path:
+            cmd = cmd.commands[word]
+        for param in cmd.params:
+            if getattr(param, "param_type_name", "") == "option" and not param.hidden:
+                if not (param.help or "").strip():
+                    silent.append(f"fedroc {' '.join(path)} {param.opts[0]}")
+    assert silent == []

@@ -181,8 +181,11 @@ def serve_command(
     db: Annotated[
         str, typer.Option("--db", help="Database URL, or a path for a SQLite file (made 0600).")
     ] = "fedroc-sequester.db",
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port")] = 8000,
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Address to listen on (127.0.0.1: this machine only)."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port to listen on.")] = 8000,
     admin_token_file: Annotated[
         Path | None,
         typer.Option(
