@@ -302,6 +302,19 @@ def test_secure_aggregation_needs_two_sites_and_applies_the_policy():
         federated_clustered_auc(fed)
 
 
+def test_a_site_of_one_class_is_refused_saying_which_clusters_it_lacks():
+    """It read only "the clusters count is below the minimum of 5 rows per released
+    aggregate" (evaluate --method clustered with a site holding no positive)."""
+    frames = _frames(np.random.default_rng(9))
+    frames["site1"] = frames["site1"].assign(y=0)
+    with _federation(frames) as fed, pytest.raises(DisclosureError) as info:
+        federated_clustered_auc(fed)
+    assert info.value.site == "site1"
+    assert "the clusters count is below the minimum of 5" in str(info.value)
+    assert "the clusters that hold both classes" in str(info.value)
+    assert "leave it out" in str(info.value)
+
+
 # -- estimators, caveats and the evaluate method ----------------------------------------------
 @pytest.mark.parametrize(("estimator", "sigma11"), [("between", "corollary6"), ("eq5", "authors")])
 def test_estimator_choices_match_the_pooled_computation(estimator, sigma11):

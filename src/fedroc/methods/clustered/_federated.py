@@ -162,19 +162,7 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
     ----------
     {site_sum}
     """
-    try:
-        replies = federation.call(function, **args)
-    except DisclosureError as exc:
-        if function != FUNCTION_SUMMARY or "bin count is below the minimum" not in str(exc):
-            raise
-        n_bins = int(np.asarray(args["edges"]).size - 1)
-        raise DisclosureError(
-            f"{exc}. In the clear a site releases its {n_bins} bins only if each class has "
-            "no row or at least its min_count rows in each bin: ask for fewer bins "
-            "(n_bins, --cluster-bins) or sum by secure aggregation (3 or more sites)",
-            site=exc.site,
-            function=exc.function,
-        ) from exc
+    replies = federation.call(function, **args)
     keys = sorted(k for k in next(iter(replies.values())) if k != KEY_SIGNATURE)
     sums: dict[str, Any] = {}
     for key in keys:
@@ -183,6 +171,28 @@ def plain_sum(federation: Federation, function: str, args: Record) -> dict[str, 
         # Round 1's signed releases, which round 2 relays to every site (C2 in the clear).
         sums[RELEASES] = dict(replies)
     return sums
+
+
+def _summary_refusal_meaning(text: str, n_bins: int) -> str | None:
+    """Say what a site's refusal of round 1 means for the method, or None.
+
+    Where the policy's words alone (a count below the minimum) do not say which count or
+    what to do.
+    """
+    if "the clusters count is below the minimum" in text:
+        return (
+            "The clustered method counts, at every site, the clusters that hold both "
+            "classes; a site with fewer of them than its minimum count (a site whose rows "
+            "are all of one class has none) takes part in no aggregate of them (leave it "
+            "out, or merge its clusters with another site's)"
+        )
+    if "bin count is below the minimum" in text:
+        return (
+            f"In the clear a site releases its {n_bins} bins only if each class has no row "
+            "or at least its min_count rows in each bin: ask for fewer bins (n_bins, "
+            "--cluster-bins) or sum by secure aggregation (3 or more sites)"
+        )
+    return None
 
 
 @fill_doc
@@ -361,7 +371,13 @@ def federated_clustered_auc(
     if aggregate is secure_site_sum:
         _check_secure_arguments(n_bins, edges, list(federation.site_names))
     mark = federation.mark()
-    first = aggregate(federation, FUNCTION_SUMMARY, {"edges": edges})
+    try:
+        first = aggregate(federation, FUNCTION_SUMMARY, {"edges": edges})
+    except DisclosureError as exc:
+        meaning = _summary_refusal_meaning(str(exc), n_bins)
+        if meaning is None:
+            raise
+        raise DisclosureError(f"{exc}. {meaning}", site=exc.site, function=exc.function) from exc
     # Through secure aggregation every site signed its rows, in the clear its release;
     # relayed so that each site can check that the pooled histograms of round 2 hold those
     # rows and no more (C2), in the clear that they are the sum of the releases.
