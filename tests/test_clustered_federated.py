@@ -204,7 +204,7 @@ def test_site_errors_name_the_site_and_the_problem():
     with _federation(frames) as fed, pytest.raises(SiteError, match="outside the shared score"):
         federated_clustered_auc(fed, score_range=(0.2, 1.0))
     no_cluster = Federation.from_frames(frames, label="y", score="p")
-    with no_cluster as fed, pytest.raises(SiteError, match="has no cluster column"):
+    with no_cluster as fed, pytest.raises(SiteError, match="has no cluster column.*--cluster COL"):
         federated_clustered_auc(fed)
     with pytest.raises(InputError, match="n_bins must be a positive integer"):
         score_bin_edges(0)

@@ -513,8 +513,9 @@ def _local(ctx: SiteContext, args: Record) -> _Local:
     data = ctx.data
     if data.cluster is None:
         raise InputError(
-            f"site {ctx.site!r} has no cluster column; clustered AUCs need one "
-            "(Columns(cluster=...))"
+            f"site {ctx.site!r} has no cluster column; clustered AUCs need one (--cluster "
+            'COL, cluster = "COL" in a --sites file or a Flower node config, or '
+            "Columns(cluster=...))"
         )
     edges = np.asarray(args["edges"], dtype=np.float64)
     if not (np.diff(edges) > 0).all():
