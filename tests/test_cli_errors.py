@@ -1061,3 +1061,23 @@ def test_every_option_says_what_it_is_for():
                 if not (param.help or "").strip():
                     silent.append(f"fedroc {' '.join(path)} {param.opts[0]}")
     assert silent == []
+
+
+def test_evaluate_help_groups_each_methods_options(capsys):
+    """The 60 options of `fedroc evaluate --help` were one list, common and per-method mixed."""
+    code, out, _ = run_main(capsys, ["evaluate", "--help"])
+    assert code == 0
+    panels = re.split(r"╭─ (Options(?: of --method \w+)?) ─", out)
+    by_panel = {
+        panels[i]: set(re.findall(r"--[\w-]+", panels[i + 1])) for i in range(1, len(panels), 2)
+    }
+    assert {"--epsilon", "--delta", "--sensitivity", "--a0"} <= by_panel[
+        "Options of --method rocglm"
+    ]
+    assert {"--quantiles", "--dp-epsilon"} <= by_panel["Options of --method histogram"]
+    assert {"--mpc-cluster", "--mpc-precision"} <= by_panel["Options of --method mpc"]
+    assert {"--cluster", "--cluster-bins"} <= by_panel["Options of --method clustered"]
+    assert "--sample-weight" in by_panel["Options of --method pooled"]
+    # common options, and those of several methods, stay together
+    assert {"--site", "--method", "--seed", "--bootstrap", "--score-range"} <= by_panel["Options"]
+    assert "rocglm: DP epsilon" not in out and "DP epsilon of the noisy scores" in out

@@ -82,6 +82,7 @@ def click_command() -> Any:
     command = typer.main.get_command(app)
     _plain_help(command)
     _plain_metavars(command)
+    _method_panels(getattr(command, "commands", {}).get("evaluate"))
     _negations_in_help(command)
     _note_repeats(command)
     return command
@@ -245,6 +246,25 @@ def _plain_metavars(command: Any) -> None:
         return option
 
     command.get_help_option = help_option_without_value
+
+
+_METHOD_PREFIX = re.compile(r"\b(pooled|rocglm|histogram|mpc|clustered): (.*)", re.DOTALL)
+
+
+def _method_panels(command: Any) -> None:
+    """Group the options that one method takes under a panel of their own.
+
+    ``fedroc evaluate --help`` listed its 60 options in one panel, the common ones among
+    those of single methods (whose help began with "rocglm: ", "mpc: ", ...): a reader
+    looking for what applies to their method read them all. An option's help that names
+    one method moves to the panel "Options of --method NAME", without the prefix.
+    """
+    for param in [] if command is None else command.params:
+        found = _METHOD_PREFIX.fullmatch(getattr(param, "help", None) or "")
+        # --bootstrap's "rocglm: ...; pooled: ..." serves two methods: it stays in Options.
+        if found is not None and not _METHOD_PREFIX.search(found.group(2)):
+            param.rich_help_panel = f"Options of --method {found.group(1)}"
+            param.help = found.group(2)
 
 
 def _plain_help(command: Any) -> None:
