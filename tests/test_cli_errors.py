@@ -1081,3 +1081,26 @@ def test_evaluate_help_groups_each_methods_options(capsys):
     # common options, and those of several methods, stay together
     assert {"--site", "--method", "--seed", "--bootstrap", "--score-range"} <= by_panel["Options"]
     assert "rocglm: DP epsilon" not in out and "DP epsilon of the noisy scores" in out
+
+
+def test_a_damaged_ledger_is_named_not_a_traceback(capsys, tmp_path, csv):
+    """A ledger file that is not UTF-8 text (a disk error, a binary file copied over it) ended
+    `fedroc privacy status` and any evaluate with --audit-dir in a UnicodeDecodeError
+    traceback (exit 1). It is refused naming the file: skipping it would lose its spending."""
+    code, _, err = run_main(
+        capsys,
+        ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--audit-dir", str(tmp_path)],
+    )
+    assert code == 0, err
+    ledger = tmp_path / "a.ledger.jsonl"
+    ledger.write_bytes(b"\x00\xff" + ledger.read_bytes())
+    message = (
+        f"error: privacy ledger {str(ledger)!r} is damaged (not UTF-8 text: byte 0xff at "
+        "offset 1); the spending it records cannot be read: restore the file from a copy"
+    )
+    for args in (
+        ["privacy", "status", "--audit-dir", str(tmp_path)],
+        ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--audit-dir", str(tmp_path)],
+    ):
+        code, out, err = run_main(capsys, args)
+        assert code == 2 and out == "" and err.strip() == message

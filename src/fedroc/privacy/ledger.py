@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedroc.exceptions import InputError
+
 __all__ = [
     "ANY_QUANTITY",
     "BudgetLedger",
@@ -178,17 +180,26 @@ class BudgetLedger:
         events: list[DPEvent] = []
         bindings: dict[str, Any] = {}
         limits: dict[str, Any] | None = None
-        with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
-                entry = _parse(line)
-                if entry is None:
-                    continue
-                if entry.get("kind") == "dp":
-                    events.append(DPEvent.from_dict(entry["event"]))
-                elif entry.get("kind") == "binding":
-                    bindings.setdefault(str(entry["key"]), entry["value"])
-                elif entry.get("kind") == "limits":
-                    limits = _limits_of(entry) or limits
+        try:
+            with self.path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    entry = _parse(line)
+                    if entry is None:
+                        continue
+                    if entry.get("kind") == "dp":
+                        events.append(DPEvent.from_dict(entry["event"]))
+                    elif entry.get("kind") == "binding":
+                        bindings.setdefault(str(entry["key"]), entry["value"])
+                    elif entry.get("kind") == "limits":
+                        limits = _limits_of(entry) or limits
+        except UnicodeDecodeError as exc:
+            # Not skipped line by line as a torn line is: the spending it records would be
+            # lost. Before, the site (and `fedroc privacy status`) ended in a traceback.
+            raise InputError(
+                f"privacy ledger {str(self.path)!r} is damaged (not UTF-8 text: byte "
+                f"{exc.object[exc.start]:#04x} at offset {exc.start}); the spending it records "
+                "cannot be read: restore the file from a copy"
+            ) from None
         self.events, self.bindings, self._limits = events, bindings, limits
 
     @contextlib.contextmanager
