@@ -1104,3 +1104,50 @@ def test_a_damaged_ledger_is_named_not_a_traceback(capsys, tmp_path, csv):
     ):
         code, out, err = run_main(capsys, args)
         assert code == 2 and out == "" and err.strip() == message
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["evaluate", "--sites", "{bin}", "--method", "histogram"],
+            "error: federation file {bin!r}",
+        ),
+        (["mpc", "party", "--cluster", "{bin}", "--id", "0"], "error: cluster file {bin!r}"),
+    ],
+)
+def test_a_binary_toml_file_is_named_not_a_traceback(capsys, tmp_path, args, message):
+    """A file that is not UTF-8 text ended in 'internal error ... UnicodeDecodeError'."""
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\x00\xff\xfe")
+    code, out, err = run_main(capsys, [a.replace("{bin}", str(binary)) for a in args])
+    assert code == 2 and out == "" and "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert line.startswith(message.format(bin=str(binary)) + " is not valid TOML: ")
+
+
+def test_policy_file_that_is_binary_is_named(tmp_path):
+    from fedroc.exceptions import InputError
+    from fedroc.privacy import DisclosurePolicy
+
+    binary = tmp_path / "policy.toml"
+    binary.write_bytes(b"\x00\xff\xfe")
+    with pytest.raises(InputError, match=f"policy file {str(binary)!r} is not valid TOML"):
+        DisclosurePolicy.from_toml(binary)
+
+
+def test_an_audit_log_line_that_is_not_text_counts_as_unreadable_in_the_report(
+    capsys, tmp_path, csv
+):
+    """--report with --audit-dir read each site's audit log as UTF-8: one binary line ended
+    the run, after the method, in a UnicodeDecodeError traceback."""
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    (audit / "a.jsonl").write_bytes(b"\x00\xff\n")
+    report = tmp_path / "r.html"
+    args = ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--audit-dir", str(audit)]
+    code, _, err = run_main(capsys, [*args, "--report", str(report)])
+    assert code == 0, err
+    from fedroc.cli.evaluate_cmd import audit_summary
+
+    assert audit_summary(audit)["a"]["unreadable"] == 1

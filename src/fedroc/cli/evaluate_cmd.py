@@ -331,7 +331,8 @@ def audit_summary(audit_dir: Path) -> dict[str, dict[str, int]]:
         if log.name.endswith(".ledger.jsonl"):
             continue
         counts: dict[str, int] = {}
-        for line in log.read_text(encoding="utf-8").splitlines():
+        # A line that is not UTF-8 counts as unreadable too (it ended the run in a traceback).
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 outcome = str(json.loads(line).get("outcome", "unknown"))
             except (ValueError, AttributeError):

@@ -408,10 +408,10 @@ class Federation:
                 config = tomllib.load(fh)
         except FileNotFoundError:
             raise InputError(f"federation file {str(config_path)!r} does not exist") from None
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # binary: was a traceback
             raise InputError(
                 f"federation file {str(config_path)!r} is not valid TOML: {exc}"
-            ) from exc
+            ) from None
         except OSError as exc:  # a directory, no permission
             raise InputError(
                 f"cannot read federation file {str(config_path)!r}: {exc.strerror or exc}"

@@ -134,8 +134,8 @@ def _read_toml(p: Path, where: str) -> dict[str, Any]:
         raise InputError(f"{where} does not exist") from None
     except IsADirectoryError:
         raise InputError(f"{where} is a directory, not a TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{where} is not valid TOML: {exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # binary: an internal error
+        raise InputError(f"{where} is not valid TOML: {exc}") from None
 
 
 def _path_of(base: Path, where: str, value: Any, what: str, required: bool = True) -> Path | None:

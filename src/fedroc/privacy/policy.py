@@ -364,7 +364,7 @@ class DisclosurePolicy:
                 data = tomllib.load(fh)
         except FileNotFoundError:
             raise InputError(f"{where} does not exist") from None
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{where} is not valid TOML: {exc}") from None
         except OSError as exc:  # a directory, no permission
             raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None

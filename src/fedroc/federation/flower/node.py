@@ -354,7 +354,7 @@ def _node_config(args: Sequence[str]) -> tuple[str | None, Path | None]:
         return None, None
     try:
         site = tomllib.loads(Path(path).read_text()).get("site")
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError):  # TOMLDecodeError, UnicodeDecodeError
         site = None
     return (None if site is None else str(site)), Path(path).resolve().parent
 
