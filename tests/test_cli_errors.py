@@ -1151,3 +1151,51 @@ def test_an_audit_log_line_that_is_not_text_counts_as_unreadable_in_the_report(
     from fedroc.cli.evaluate_cmd import audit_summary
 
     assert audit_summary(audit)["a"]["unreadable"] == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["flower", "run", "--superlink", "127.0.0.1:1", "--method", "rocglm"],
+        ["flower", "register", "--superlink", "127.0.0.1:1", "--site-key", "a={ca}"],
+        ["flower", "health", "--superlink", "127.0.0.1:1"],
+        ["flower", "executor"],
+        ["flower", "supernode", "--superlink", "127.0.0.1:1", "--site", "north", "--data", "{ca}"],
+    ],
+)
+def test_a_root_certificates_file_that_is_no_certificate_is_named(capsys, tmp_path, args):
+    """flower run and register failed in flwr's own boxed message ("'ascii' codec can't
+    decode byte 0xff"), naming no file; a node retried as if its SuperLink were down."""
+    pytest.importorskip("flwr")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(b"\x00\xff not a certificate")
+    pub = tmp_path / "north.pub"  # a good site key: only the CA is wrong
+    pub.write_bytes(
+        ec.generate_private_key(ec.SECP384R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    )
+    args = [a.replace("a={ca}", f"north={pub}").replace("{ca}", str(ca)) for a in args]
+    code, out, err = run_main(capsys, [*args, "--root-certificates", str(ca)])
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"error: --root-certificates {str(ca)!r} holds no PEM certificate (a CA certificate, "
+        "e.g. ca.crt of `fedroc flower certs`)"
+    )
+
+
+def test_sequester_token_file_that_is_binary_is_named(capsys, tmp_path):
+    pytest.importorskip("fastapi")
+    token = tmp_path / "token"
+    token.write_bytes(b"\x00\xff\xfe")
+    token.chmod(0o600)
+    args = ["sequester", "serve", "--db", str(tmp_path / "s.db"), "--admin-token-file", str(token)]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip() == (
+        f"error: --admin-token-file {str(token)!r} is not a text file (the token is one line "
+        "of text)"
+    )

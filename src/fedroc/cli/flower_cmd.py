@@ -252,6 +252,28 @@ def _connection(
     return connection.with_sites(sites) if sites else connection
 
 
+def _check_certificates(path: Path) -> None:
+    """Refuse a --root-certificates file that is not PEM certificates, naming it.
+
+    ``flwr run`` was started with it and failed in a boxed message of its own ("`flwr run`
+    started no run: ...╮ │ 'ascii' codec can't decode byte 0xff"), naming no file for a
+    file that was not a certificate.
+    """
+    from cryptography import x509
+
+    from fedroc._files import reading
+
+    with reading(path, "--root-certificates file") as p:
+        data = p.read_bytes()
+    try:
+        x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise InputError(
+            f"--root-certificates {str(path)!r} holds no PEM certificate (a CA certificate, "
+            "e.g. ca.crt of `fedroc flower certs`)"
+        ) from None
+
+
 def _site_key_files(specs: list[str]) -> list[tuple[str, str]]:
     """``--site-key NAME=PUBLIC_KEY_FILE`` options as (site, public key file) pairs."""
     return [split_name_value(spec, "--site-key", "NAME=PUBLIC_KEY_FILE") for spec in specs]
@@ -345,6 +367,8 @@ def run(
         if given:
             verb = "applies" if len(given) == 1 else "apply"
             raise InputError(f"{', '.join(given)} {verb} to --job evaluate, not --job {job}")
+    if root_certificates is not None:  # last: the options' own errors come first
+        _check_certificates(root_certificates)
     # The job runs in the ServerApp's process; its log reports each call to the sites, and
     # the line shows them as `fedroc evaluate` shows its in-process calls.
     line = ProgressLine(method or job, f"submitted to Flower ({connection.address})")
@@ -502,6 +526,8 @@ def supernode(
 
     if insecure == (root_certificates is not None):
         raise InputError("give --root-certificates CA.pem, or --insecure for a test on loopback")
+    if root_certificates is not None:  # a bad CA made the node retry as if the link were down
+        _check_certificates(root_certificates)
     if insecure and not no_node_auth:
         no_node_auth = True  # Flower authenticates SuperNodes only over TLS
     home = (node_dir or Path(f"fedroc-node-{site}")).resolve()
@@ -647,6 +673,7 @@ def register(
     for name, path in _site_key_files(site_key):
         public_key_fingerprint(path)  # a readable key, or an error naming the file
         keys[name] = Path(path).resolve()
+    _check_certificates(root_certificates)  # else a boxed 'ascii' codec error of flwr's
     connection = FlowerConnection(superlink, root_certificates)
     with tempfile.TemporaryDirectory(prefix="fedroc-flwr-") as tmp:
         import os
@@ -690,6 +717,8 @@ def health(
     if superlink is not None:
         if not insecure and root_certificates is None:
             raise InputError("give --root-certificates CA.pem (or --insecure)")
+        if not insecure and root_certificates is not None:
+            _check_certificates(root_certificates)
         report = check_superlink(superlink, None if insecure else root_certificates)
     else:
         assert node_dir is not None
@@ -741,6 +770,8 @@ def executor_command(
             "give --insecure (a Runtime API on loopback without TLS) or --root-certificates "
             "CA.pem (a node with --ssl-certfile)"
         )
+    if root_certificates is not None:
+        _check_certificates(root_certificates)
     for option, path in (
         ("--superexec-auth-secret-file", superexec_auth_secret_file),
         ("--node-config", node_config),

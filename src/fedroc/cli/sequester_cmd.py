@@ -286,6 +286,11 @@ def _admin_token(path: Path | None) -> str:
             token = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise InputError(f"--admin-token-file {str(path)!r} cannot be read: {exc}") from None
+        except UnicodeDecodeError:  # a binary file ended in a traceback
+            raise InputError(
+                f"--admin-token-file {str(path)!r} is not a text file (the token is one line "
+                "of text)"
+            ) from None
         if os.name == "posix" and path.stat().st_mode & 0o077:
             err.print(
                 f"[yellow]warning:[/] --admin-token-file {str(path)!r} is readable by others; "
