@@ -400,6 +400,29 @@ def test_privacy_status_command(tmp_path, capsys):
     assert exc.value.code == 2
 
 
+def test_privacy_status_warns_of_ledger_lines_that_are_not_entries(tmp_path, capsys):
+    """A torn or damaged line is skipped when a site reads its ledger (a crash mid-write
+    released nothing); damage in the middle would drop the spending it recorded, silently.
+    The status counts such lines and warns of them."""
+    site = _site(tmp_path / "north.jsonl")
+    site.handle("test.privacy.noisy", {"epsilon": 2.5})
+    site.handle("test.privacy.noisy", {"epsilon": 1.5})
+    main(["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
+    assert json.loads(capsys.readouterr().out)["sites"][0]["unreadable_lines"] == 0
+
+    ledger = tmp_path / "north.ledger.jsonl"
+    lines = ledger.read_text().splitlines(keepends=True)
+    spend = [k for k, line in enumerate(lines) if '"kind": "dp"' in line]
+    lines[spend[0]] = lines[spend[0]].replace('"kind": "dp"', '"kind": "dp', 1)  # damaged
+    ledger.write_text("".join(lines))
+    main(["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
+    [row] = json.loads(capsys.readouterr().out)["sites"]
+    assert row["unreadable_lines"] == 1 and row["epsilon"] == pytest.approx(1.5)
+    main(["privacy", "status", "--audit-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert "warning: 1 line(s) of" in captured.err and "not ledger entries" in captured.err
+
+
 def test_privacy_status_shows_a_sites_limits_before_its_first_dp_release(tmp_path, capsys):
     """The limits were read from the site's DP entries only: a site that had released
     nothing under DP (or only counts) showed no budget, and its min count never."""

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fedroc.cli._common import emit_json, grid_table, out
+from fedroc.cli._common import emit_json, err, grid_table, out
 from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
 
@@ -58,6 +58,7 @@ def status(
                         "epsilon_by_function": s.by_function,
                         "bindings": s.bindings,
                         "last_entry": s.last,
+                        "unreadable_lines": s.unreadable,
                     }
                     for s in statuses
                 ]
@@ -87,3 +88,12 @@ def status(
     for s in statuses:
         for key, value in s.bindings.items():
             out.print(f"{s.site}: {key} = {value}", markup=False, highlight=False)
+    for s in statuses:
+        if s.unreadable:
+            err.print(
+                f"warning: {s.unreadable} line(s) of {str(s.path)!r} are not ledger entries: "
+                "a write torn by a crash (nothing was released then) or damage (the spending "
+                "such a line recorded is not counted above); compare with a copy",
+                markup=False,
+                highlight=False,
+            )

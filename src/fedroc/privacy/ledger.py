@@ -327,6 +327,8 @@ class LedgerStatus:
 
     The limits are those the site noted when it last started (or, in a ledger written
     before sites noted them, at its last DP release); None where the ledger holds neither.
+    ``unreadable`` counts the lines that are not an entry: a write torn by a crash (nothing
+    was released then) or damage (the spending such a line recorded is not counted).
     """
 
     site: str
@@ -340,6 +342,7 @@ class LedgerStatus:
     bindings: dict[str, Any]
     last: str | None
     min_count: int | None = None
+    unreadable: int = 0
 
 
 def _site_of_ledger(path: Path) -> str:
@@ -366,10 +369,12 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
     min_count: int | None = None
     by_function: dict[str, float] = {}
     last = None
+    unreadable = 0
     with p.open(encoding="utf-8") as fh:
         for line in fh:
             entry = _parse(line)
             if entry is None:
+                unreadable += bool(line.strip())
                 continue
             last = entry.get("time", last)
             if entry.get("kind") == "limits":
@@ -394,4 +399,5 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
         bindings=dict(ledger.bindings),
         last=last,
         min_count=min_count,
+        unreadable=unreadable,
     )
