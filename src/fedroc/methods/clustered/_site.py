@@ -24,6 +24,10 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   sends, and may only touch histograms the site would release), then binds the request:
   the analyst sends the pooled histograms, so a second, crafted request could difference
   the site's per-cluster sums. The same request again (the same analysis re-run) passes.
+  Its first round-1 release is bound too (its digest, in the ledger): rows that changed
+  under the same ledger (a cluster withdrawn, the node restarted on its updated table)
+  would release again, and the two releases subtract to the rows that changed
+  (tests/test_attacks_review5.py); the same release again passes.
 - Both rounds check that the pooled histograms and totals the analyst sends contain the
   site's own (a pooled count can only add other sites' rows to the site's); round 2 also
   that every count and ``n_clusters`` are whole, ``n_clusters`` at least the site's own
@@ -125,6 +129,7 @@ FUNCTION_MOMENTS = "fedroc.clustered.moments"
 # Ledger keys of the bindings: of the clear path, and of inputs of secure aggregation.
 BIND_EDGES = "clustered-clear:edges"
 BIND_MOMENTS = "clustered-clear:moments"
+BIND_RELEASE = "clustered-clear:release"
 BIND_SECURE_EDGES = "clustered-secure:edges"
 BIND_SECURE_MOMENTS = "clustered-secure:moments"
 
@@ -613,6 +618,18 @@ def _summary(ctx: SiteContext, args: Record, local: _Local, clear: bool) -> dict
     }
 
 
+def _release_changed(ctx: SiteContext) -> DisclosureError:
+    return DisclosureError(
+        f"site {ctx.site!r} refuses {FUNCTION_SUMMARY!r} in the clear: its rows changed "
+        "since its first clear release at these edges, and a second release would subtract "
+        "from the first to the rows that changed (one withdrawn cluster's rows per bin and "
+        "its sums); it releases the same rows once. Run the method through secure "
+        "aggregation",
+        site=ctx.site,
+        function=FUNCTION_SUMMARY,
+    )
+
+
 def _session_reused(ctx: SiteContext, session: str) -> ArgumentRefused:
     return ArgumentRefused(
         f"site {ctx.site!r} refuses {FUNCTION_SUMMARY!r} through secure aggregation: it "
@@ -650,6 +667,16 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         # the analyst made up (C2 in the clear). A site without a signing key releases
         # unsigned: no round 2 will pool its release.
         message = release_message(ctx.site, edges, release_vector(values))
+        # The first release at the bound edges, bound for the ledger's lifetime: the same
+        # release again passes (a re-run), another is refused. Its rows changed (a cluster
+        # withdrawn, the node restarted on its updated table), a second release subtracted
+        # from the first to the rows that changed, one cluster's per bin and its sums.
+        bind_before_reading(
+            ctx,
+            BIND_RELEASE,
+            hashlib.sha256(message).hexdigest(),
+            lambda _: _release_changed(ctx),
+        )
         values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
         ctx.state[_CLEAR_RELEASE] = {"message": message}
     elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
