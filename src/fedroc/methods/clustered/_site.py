@@ -65,7 +65,9 @@ What a site allows (the analyst is untrusted and chooses the bin edges):
   histograms with its own: whether a score lies outside the edges, or whether a pooled
   count falls below the site's own, is a fact about its rows that the analyst could
   otherwise ask again and again (bisecting a site's scores, or its count in a bin, with
-  its histograms never released). Refusals name no count.
+  its histograms never released). Refusals name no count. Its first round-1 input is
+  bound as in the clear (its digest): two sums around a change of one site's rows
+  subtract to the rows that changed, the other sites' inputs cancelling.
 - The within-cluster AUCs (``phi_sum`` in round 1, ``s12`` and ``s22`` in round 2) are
   computed on the site's scores rounded to one value per cell of its one grid (through
   secure aggregation the grid it bound, whose cell boundaries the edges are; in the clear
@@ -130,6 +132,7 @@ FUNCTION_MOMENTS = "fedroc.clustered.moments"
 BIND_EDGES = "clustered-clear:edges"
 BIND_MOMENTS = "clustered-clear:moments"
 BIND_RELEASE = "clustered-clear:release"
+BIND_SECURE_INPUT = "clustered-secure:input"
 BIND_SECURE_EDGES = "clustered-secure:edges"
 BIND_SECURE_MOMENTS = "clustered-secure:moments"
 
@@ -618,13 +621,17 @@ def _summary(ctx: SiteContext, args: Record, local: _Local, clear: bool) -> dict
     }
 
 
-def _release_changed(ctx: SiteContext) -> DisclosureError:
+def _rows_changed(ctx: SiteContext, clear: bool) -> DisclosureError:
+    how, what, advice = (
+        ("in the clear", "release", " Run the method through secure aggregation")
+        if clear
+        else ("through secure aggregation", "secure sum", "")
+    )
     return DisclosureError(
-        f"site {ctx.site!r} refuses {FUNCTION_SUMMARY!r} in the clear: its rows changed "
-        "since its first clear release at these edges, and a second release would subtract "
-        "from the first to the rows that changed (one withdrawn cluster's rows per bin and "
-        "its sums); it releases the same rows once. Run the method through secure "
-        "aggregation",
+        f"site {ctx.site!r} refuses {FUNCTION_SUMMARY!r} {how}: its rows changed since its "
+        f"first {what} at these edges, and a second one would subtract from the first to "
+        "the rows that changed (one withdrawn cluster's rows per bin and its sums); it "
+        f"releases the same rows once.{advice}",
         site=ctx.site,
         function=FUNCTION_SUMMARY,
     )
@@ -675,11 +682,17 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
             ctx,
             BIND_RELEASE,
             hashlib.sha256(message).hexdigest(),
-            lambda _: _release_changed(ctx),
+            lambda _: _rows_changed(ctx, True),
         )
         values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
         ctx.state[_CLEAR_RELEASE] = {"message": message}
-    elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
+    else:
+        # Its first secure input at the bound edges, bound as the clear release is: two
+        # sums around a change of this site's rows subtract to the rows that changed (the
+        # other sites' inputs cancel).
+        digest = hashlib.sha256(release_vector(values).astype("<f8").tobytes()).hexdigest()
+        bind_before_reading(ctx, BIND_SECURE_INPUT, digest, lambda _: _rows_changed(ctx, False))
+    if not clear and ctx.identity is not None:  # (secure aggregation refused a site without)
         # Its rows, signed, so that every partner can check in round 2 that the pooled
         # all-rows histograms hold the federation's rows and no more (C2); over the
         # session (bound above), kept as its latest: round 2 takes only that sum's counts.
