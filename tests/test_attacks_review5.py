@@ -176,3 +176,97 @@ def test_two_secure_sums_around_one_sites_change_of_rows_do_not_subtract_to_one_
         )  # fmt: skip
     assert ran == 6
     assert read == 0, f"a withdrawn cluster read from two secure sums in {read} of {ran}"
+
+
+# -- the set of sites in a clear relay is the analyst's choice --------------------------------
+def _captured_moments(sites: list[Site], n_bins: int) -> dict:
+    """The round-2 request the method sends (in the clear) to a federation of ``sites``."""
+    from fedroc.methods.clustered import federated_clustered_auc, plain_sum
+    from fedroc.methods.clustered._site import FUNCTION_MOMENTS
+
+    captured: dict[str, dict] = {}
+
+    def recording(federation, function, args):
+        captured[function] = dict(args)
+        return plain_sum(federation, function, args)
+
+    federated_clustered_auc(Federation.from_sites(sites), n_bins=n_bins, aggregate=recording)
+    return captured[FUNCTION_MOMENTS]
+
+
+def _copy(site: Site) -> Site:
+    """The site as a fresh node (same rows, policy and key; a fresh ledger): a simulation
+    of the one round 2 it answers per lifetime, asked in another way."""
+    return Site(site.name, site._data, policy=site.policy, identity=site.identity)
+
+
+def test_a_relay_of_the_sites_own_release_alone_is_its_one_site_analysis():
+    """The analyst chooses which signed releases it relays. In a federation of a and b
+    (both clear), it can relay a's own release alone, so that a's 'pooled' histograms are
+    its own: a answers (its release, signed by it, and the pooled values are what that
+    release gives), and its six sums equal, bitwise, those of the method run on a
+    federation of a alone, which a clear site's policy accepts anyway (the clear path is
+    for one or two sites). What round 2 tells beyond the clear release is of the same kind
+    either way: e.g. s22 with the release's phi_sum and clusters_used gives sum phi_i^2
+    over a's clusters exactly, from the pooled request as from the self-only one (checked
+    on two fresh copies of a). So the choice of the relayed set gives the analyst a choice
+    among genuine pooled histograms, not a view finer than a one-site run."""
+    from fedroc.methods.clustered._site import FUNCTION_MOMENTS, FUNCTION_SUMMARY
+    from fedroc.methods.clustered.models import sample_allocation, sample_binormal
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(3310)
+    sites = []
+    for name in ("a", "b"):
+        m, n = sample_allocation(20, 0.4, rng=rng)
+        smp = sample_binormal(m, n, delta=0.9, rho=0.5, rng=rng)
+        data = SiteData.from_arrays(smp.y_true, 1.0 / (1.0 + np.exp(-smp.y_score)), smp.cluster)
+        sites.append(Site(name, data, policy=DisclosurePolicy(min_count=1, clear_histograms=True)))
+    fed = Federation.from_sites(sites)
+    a = sites[0]
+    own = _captured_moments([_copy(a)], 50)
+    pooled = _captured_moments([_copy(a), _copy(sites[1])], 50)
+    assert own["release_sites"] == ["a"] and pooled["release_sites"] == ["a", "b"]
+    first = fed.call(FUNCTION_SUMMARY, edges=own["edges"])
+    got = fed.call(FUNCTION_MOMENTS, sites=["a"], **own)["a"]
+    alone = _copy(a).handle(FUNCTION_MOMENTS, own)
+    assert all(float(got[k]) == float(alone[k]) for k in ("s11", "s12", "s22", "o10", "o01", "o11"))
+
+    # sum phi_i^2 over a's clusters, from its rows (4096-cell grid, as phi_sum).
+    d = a._data
+    ids, code = np.unique(d.cluster, return_inverse=True)
+    cell = np.floor(d.score * 4096)
+    squares = 0.0
+    for i in range(ids.size):
+        y, c = d.label[code == i], cell[code == i]
+        if 0 < y.sum() < y.size:
+            p, q = c[y], c[~y]
+            squares += (
+                ((p[:, None] > q).sum() + 0.5 * (p[:, None] == q).sum()) / q.size / p.size
+            ) ** 2
+    phi_sum, n_a = float(first["a"]["phi_sum"]), float(first["a"]["clusters_used"])
+    s22_pooled = float(_copy(a).handle(FUNCTION_MOMENTS, pooled)["s22"])
+    theta = float(pooled["personalized"])
+    from_pooled = s22_pooled + 2 * theta * phi_sum - n_a * theta**2
+    from_own = float(got["s22"]) + phi_sum**2 / n_a
+    assert abs(from_pooled - squares) < 1e-9 and abs(from_own - squares) < 1e-9
+
+
+def test_choosing_which_genuine_releases_to_relay_does_not_isolate_a_clear_bin():
+    """The small seeded version of scripts/clustered_relay_choice.py: review3's C2 read in
+    the clear (sum c_i^2 over one clear bin's negatives, exact under the crafted request)
+    with the pooled histograms now any sum of genuine signed releases that the site's own
+    is part of: 3 victims, 6 partner sites of the same model each, all 64 subsets. The
+    victim answers the analyst's pick (its reply's s11 is the quadratic form the script
+    computes offline from its rows); but even the best subset in hindsight leaves the
+    estimate off by more than 100% in every victim (measured with 10 partners, 8 victims,
+    partners of 30 or of 300 clusters: at least 6.7 times, median 11; results in
+    scripts/results/clustered_relay_choice.md). Genuine partners put their positives over
+    every bin and keep theta near the model's, so no subset concentrates the weights on
+    one bin as the 2^28 crafted positives did."""
+    from tests._scripts import load_script
+
+    study = load_script("clustered_relay_choice.py", "clustered_relay_choice")
+    rows = study.run(partners=6, partner_clusters=30, victims=3, seed=3312)
+    assert len(rows) == 3
+    assert all(oracle > 1.0 for *_, oracle in rows), rows
