@@ -9,6 +9,7 @@ and says what it recovered before the fix, where it succeeded.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
@@ -270,3 +271,73 @@ def test_choosing_which_genuine_releases_to_relay_does_not_isolate_a_clear_bin()
     rows = study.run(partners=6, partner_clusters=30, victims=3, seed=3312)
     assert len(rows) == 3
     assert all(oracle > 1.0 for *_, oracle in rows), rows
+
+
+# -- the relay's values: non-finite, negative, tolerance-sized offsets ------------------------
+def test_malformed_relay_values_are_refused_before_anything_is_bound():
+    """release_values and the pooled histograms are float64 (a schema floor of 0.0): NaN,
+    inf and negative values in them, or a histogram count above 2^53 (where float64 no
+    longer holds every whole number), are refused naming the argument, and nothing is
+    bound: the honest request is answered afterwards. (Every relayed row must carry its
+    site's signature over its float64 bytes and the pooled histograms must equal the rows'
+    sum exactly, so no value of a relay is free but the three estimates, within 1e-12.)"""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.methods.clustered._site import FUNCTION_MOMENTS, FUNCTION_SUMMARY
+    from fedroc.privacy import DisclosurePolicy
+
+    sites = []
+    for k, name in enumerate(("a", "b")):
+        s = _clear_site(40 + k, n_clusters=20, name=name, min_count=1)
+        sites.append(
+            Site(name, s._data, policy=DisclosurePolicy(min_count=1, clear_histograms=True))
+        )
+    fed = Federation.from_sites(sites)
+    honest = _captured_moments([_copy(s) for s in sites], 50)
+    fed.call(FUNCTION_SUMMARY, edges=honest["edges"])
+    for bad in (np.nan, np.inf, -1.0):
+        values = honest["release_values"].copy()
+        values[0, 0] = bad
+        with pytest.raises(DisclosureError, match="'release_values'"):
+            fed.call(FUNCTION_MOMENTS, sites=["a"], **{**honest, "release_values": values})
+        hist = np.asarray(honest["hist_neg_used"], dtype=np.float64).copy()
+        hist[0] = bad
+        with pytest.raises(DisclosureError, match="'hist_neg_used'"):
+            fed.call(FUNCTION_MOMENTS, sites=["a"], **{**honest, "hist_neg_used": hist})
+    hist = np.asarray(honest["hist_neg_used"], dtype=np.float64).copy()
+    hist[0] += 2.0**53 + 2.0
+    with pytest.raises(DisclosureError, match="'hist_neg_used' is not the sum"):
+        fed.call(FUNCTION_MOMENTS, sites=["a"], **{**honest, "hist_neg_used": hist})
+    assert set(fed.call(FUNCTION_MOMENTS, **honest)) == {"a", "b"}
+
+
+def test_a_tolerance_sized_offset_of_the_personalized_auc_tells_nothing_new():
+    """``personalized`` is checked to 1e-12 (the analyst sums the sites' floats in its own
+    order). An offset d within that is answered; it moves s22 = sum (phi_i - theta11)^2 by
+    -2 d (phi_sum - I theta11) + I d^2, a function of the site's clear release alone
+    (measured at a of a two-site run: the moved s22 minus the honest one equals that to
+    float precision, on two fresh copies of a; one request per lifetime, so the analyst
+    never has the honest s22 beside the moved one anyway). ``population`` and
+    ``obuchowski`` enter s11 and the o-sums the same way, one value per request and one
+    request per lifetime: an offset of 1e-12 only replaces the sums at theta by the sums at
+    theta + d."""
+    from fedroc.methods.clustered._site import FUNCTION_MOMENTS, FUNCTION_SUMMARY
+    from fedroc.privacy import DisclosurePolicy
+
+    policy = DisclosurePolicy(min_count=1, clear_histograms=True)
+    a, b = (
+        Site(name, _clear_site(50 + k, n_clusters=20, name=name)._data, policy=policy)
+        for k, name in enumerate(("a", "b"))
+    )
+    fed = Federation.from_sites([a, b])
+    honest = _captured_moments([_copy(a), _copy(b)], 50)
+    first = fed.call(FUNCTION_SUMMARY, edges=honest["edges"])["a"]
+    theta = float(honest["personalized"])
+    d = 0.9e-12 * max(1.0, theta)
+    moved = {**honest, "personalized": theta + d}
+    s22 = float(_copy(a).handle(FUNCTION_MOMENTS, honest)["s22"])
+    s22_moved = float(_copy(a).handle(FUNCTION_MOMENTS, moved)["s22"])
+    n_i, phi_sum = float(first["clusters_used"]), float(first["phi_sum"])
+    predicted = -2.0 * d * (phi_sum - n_i * theta) + n_i * d * d
+    tolerance = 4e-15 * max(1.0, s22)  # a few ulp of the two sums of n_i squares
+    assert abs(predicted) > 100 * tolerance  # the pooled theta11 is not a's own mean
+    assert abs((s22_moved - s22) - predicted) <= tolerance, s22_moved - s22 - predicted
