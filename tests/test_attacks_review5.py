@@ -341,3 +341,55 @@ def test_a_tolerance_sized_offset_of_the_personalized_auc_tells_nothing_new():
     tolerance = 4e-15 * max(1.0, s22)  # a few ulp of the two sums of n_i squares
     assert abs(predicted) > 100 * tolerance  # the pooled theta11 is not a's own mean
     assert abs((s22_moved - s22) - predicted) <= tolerance, s22_moved - s22 - predicted
+
+
+# -- found beside the clustered method, not fixed: any exact clear release around a change ----
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a clear calibration released before and after a change of the site's rows "
+    "(one cluster withdrawn, ledger kept) subtracts to the withdrawn rows per bin, their "
+    "labels and predicted sums, one row's exact probability where it is alone in a bin: "
+    "10 of 10 sites, 11 single-row bins (main f3f6822). Binding each function's first "
+    "release (as the clustered summary now does) or the rows' digest is a design decision: "
+    "a reset ledger reopens it either way",
+)
+def test_a_clear_calibration_around_a_change_of_rows_does_not_subtract_to_the_change():
+    """The clustered summary's hole (first test above) is not the clustered method's: every
+    exact clear release re-asked after the rows changed differences to the change. Here
+    ``fedroc.calibration`` at 5 bins (its n_bins bound for the ledger's lifetime, min_count
+    5): the site reloaded without one cluster (2 to 7 rows; its ledger and key kept)
+    answers again, and the difference of the two releases gives the withdrawn rows per
+    bin, their positives per bin and the sum of their predicted probabilities per bin;
+    where one withdrawn row is alone in its bin, its exact probability (to float
+    precision). ``fedroc.class_counts`` gives their class counts the same way."""
+    from fedroc.exceptions import DisclosureError
+
+    read = singles = ran = 0
+    for seed in range(40):
+        if ran == 10:
+            break
+        site = _clear_site(seed, n_clusters=60)
+        d = site._data
+        try:
+            before = Federation.from_sites([site]).call("fedroc.calibration", n_bins=5)["v"]
+        except DisclosureError:
+            continue
+        victim = d.cluster[seed % d.n]
+        rows = d.cluster == victim
+        again = Federation.from_sites([_without_cluster(site, victim)])
+        ran += 1
+        try:
+            after = again.call("fedroc.calibration", n_bins=5)["v"]
+        except DisclosureError:
+            continue
+        p = d.score[rows]
+        b = np.minimum((p * 5).astype(int), 4)
+        count = np.asarray(before["count"], float) - np.asarray(after["count"], float)
+        pred = np.asarray(before["sum_predicted"]) - np.asarray(after["sum_predicted"])
+        want = np.bincount(b, minlength=5)
+        want_pred = np.bincount(b, weights=p, minlength=5)
+        hit = np.array_equal(count, want) and np.allclose(pred, want_pred, atol=1e-9)
+        read += hit
+        singles += int(hit) * int(np.sum(want == 1))
+    assert ran == 10
+    assert read == 0, f"withdrawn rows read in {read} of {ran}, {singles} exact probabilities"
