@@ -128,6 +128,14 @@ def test_cli_comparison_gives_the_default_and_the_wald_interval(capsys, tmp_path
     assert cmp["ci"] == pytest.approx(list(ref.ci), abs=1e-12)
     assert cmp["ci_wald"] == pytest.approx(list(_wald(ref)), abs=1e-12)
     assert cmp["ci"][1] - cmp["ci"][0] > cmp["ci_wald"][1] - cmp["ci_wald"][0]
+    # B's AUC has the interval A's has: fedroc's default, the score interval joined in with
+    # 15 positives (it was the logit interval alone).
+    from fedroc.metrics import delong
+
+    alone = json.loads(run_main(capsys, [*args[:4], "--score", "t", "--json"])[1])
+    assert cmp["auc_b_ci"] == pytest.approx(alone["auc_ci"], abs=1e-12)
+    assert cmp["auc_b_ci"] == pytest.approx(list(delong(y, b).ci), abs=1e-12)
+    assert cmp["auc_b_ci"] != pytest.approx(alone["auc_ci_logit"], abs=1e-6)
 
 
 def test_histogram_comparison_under_secure_aggregation_uses_each_scores_bin_ties():
