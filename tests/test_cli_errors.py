@@ -69,6 +69,10 @@ def csv(tmp_path: Path) -> Path:
 # -- usage errors ------------------------------------------------------------------------
 
 
+# `fedroc evaluate` over three sites, all reading the test's CSV.
+EVALUATE_3 = ["evaluate", "--site", "a={csv}", "--site", "b={csv}", "--site", "c={csv}"]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -131,56 +135,16 @@ def csv(tmp_path: Path) -> Path:
         ),
         # refused by each site after two rounds, naming the API's 'epsilon' (before ux4)
         (
-            [
-                "evaluate",
-                "--site",
-                "a={csv}",
-                "--site",
-                "b={csv}",
-                "--site",
-                "c={csv}",
-                "--method",
-                "rocglm",
-                "--epsilon",
-                "-1",
-                "--delta",
-                "1e-4",
-            ],
+            [*EVALUATE_3, "--method", "rocglm", "--epsilon", "-1", "--delta", "1e-4"],
             "error: --epsilon must be a positive number; got -1.0",
         ),
         (
-            [
-                "evaluate",
-                "--site",
-                "a={csv}",
-                "--site",
-                "b={csv}",
-                "--site",
-                "c={csv}",
-                "--method",
-                "rocglm",
-                "--epsilon",
-                "1",
-                "--delta",
-                "1.5",
-            ],
+            [*EVALUATE_3, "--method", "rocglm", "--epsilon", "1", "--delta", "1.5"],
             "error: --delta must lie in (0, 1); got 1.5",
         ),
         # numpy's "p <= 0, p > 1 or p contains NaNs" from a site before (review of 384d1a1)
         (
-            [
-                "evaluate",
-                "--site",
-                "a={csv}",
-                "--site",
-                "b={csv}",
-                "--site",
-                "c={csv}",
-                "--method",
-                "histogram",
-                "--dp-epsilon",
-                "1e-20",
-            ],
+            [*EVALUATE_3, "--method", "histogram", "--dp-epsilon", "1e-20"],
             "--dp-epsilon 1e-20 gives each of the tree's",
         ),
     ],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["new_figure", "save_figure"]
+__all__ = ["new_figure", "roc_axes", "save_figure"]
 
 
 def new_figure(figsize: tuple[float, float]) -> Any:
@@ -35,3 +35,16 @@ def save_figure(
     fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=dpi)
     return Path(path)
+
+
+def roc_axes(ax: Any, title: str, *, chance: bool = True) -> None:
+    """Label ``ax`` as a ROC plot on [0, 1] x [0, 1] with ``title``; ``chance``: the diagonal."""
+    if chance:
+        ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8)
+    ax.set(
+        xlabel="false positive rate (1 - specificity)",
+        ylabel="true positive rate (sensitivity)",
+        title=title,
+        xlim=(0, 1),
+        ylim=(0, 1.01),
+    )

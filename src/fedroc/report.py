@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedroc._docs import fill_doc
+from fedroc._plotting import roc_axes
 from fedroc.data import SiteData
 from fedroc.metrics import CalibrationCurve, ScoreCounts, precision_recall_curve, roc_curve
 
@@ -239,14 +240,7 @@ def roc_figure(
         )
     for label, x, y in points:
         ax.plot([x], [y], marker="o", ms=6, ls="none", label=label)
-    ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8)
-    ax.set(
-        xlabel="false positive rate (1 - specificity)",
-        ylabel="true positive rate (sensitivity)",
-        title=title,
-        xlim=(0, 1),
-        ylim=(0, 1.01),
-    )
+    roc_axes(ax, title)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig
@@ -338,14 +332,7 @@ def metrics_figure(
             x, y = 1.0 - point["specificity"], point["sensitivity"]
             label = f"{point['criterion']} (score >= {point['threshold']:.4g})"
             roc_ax.plot([x], [y], marker="o", ms=6, ls="none", label=label)
-    roc_ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8)
-    roc_ax.set(
-        xlabel="false positive rate (1 - specificity)",
-        ylabel="true positive rate (sensitivity)",
-        title="ROC curve",
-        xlim=(0, 1),
-        ylim=(0, 1.01),
-    )
+    roc_axes(roc_ax, "ROC curve")
     roc_ax.legend(loc="lower right", fontsize=8)
     prevalence = data.n_pos / data.n
     pr_ax.axhline(prevalence, ls=":", color="grey", lw=0.8, label=f"prevalence {prevalence:.3f}")

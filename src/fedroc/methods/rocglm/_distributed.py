@@ -289,17 +289,11 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         from fedroc.metrics import roc_curve
 
         if ax is None:
-            from fedroc._plotting import new_figure
+            from fedroc._plotting import new_figure, roc_axes
 
             fig = new_figure((5, 5))
             ax = fig.add_subplot()
-            ax.set(
-                xlabel="false positive rate",
-                ylabel="true positive rate",
-                title="ROC-GLM",
-                xlim=(0, 1),
-                ylim=(0, 1.01),
-            )
+            roc_axes(ax, "ROC-GLM", chance=False)
         fpr, tpr = self.roc_curve()
         label = f"distributed ROC-GLM (AUC {self.auc_rocglm:.3f})"
         if pooled is not None and 0 < pooled.n_pos < pooled.n:
