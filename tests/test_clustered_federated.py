@@ -408,6 +408,11 @@ def test_evaluate_method_clustered_gives_the_common_result():
     assert d["personalized_auc"] == pytest.approx(direct.personalized_auc, abs=1e-8)
     assert [s["name"] for s in d["sites"]] == ["site0", "site1", "site2"]
     assert d["released"]["rounds"] >= 2
+    # The class counts of the clusters used, as `fedroc clustered` gives them for pooled rows.
+    y, score, cluster = _pooled(frames)
+    pooled = clustered_auc(y, score, cluster)
+    assert (d["n_pos"], d["n_neg"]) == (pooled.n_pos, pooled.n_neg)
+    assert d["obuchowski_binning_bound"] == direct.obuchowski_binning_bound
     json.dumps(d, allow_nan=False)
 
 

@@ -556,10 +556,13 @@ def run_clustered(
         "n_clusters": est.n_clusters,
         "n_clusters_total": est.n_clusters_total,
         "n_excluded": est.n_excluded,
+        "n_neg": est.n_neg,
+        "n_pos": est.n_pos,
         "sigma11": est.sigma11,
         "interval": est.interval,
         "n_bins": fed_result.n_bins,
         "population_binning_bound": fed_result.population_binning_bound,
+        "obuchowski_binning_bound": fed_result.obuchowski_binning_bound,
         "caveats": list(est.caveats),
         "notes": list(est.notes),
     }
