@@ -490,6 +490,33 @@ def test_metrics_plot_draws_the_rows_curves_and_keeps_the_json(capsys, site_file
     assert f"AUC {plain['auc']:.3f}, 95% CI {plain['auc_ci'][0]:.3f}" in curve.get_label()
 
 
+def test_metrics_plot_legends_leave_out_an_undefined_interval(capsys, tmp_path):
+    """A perfect score has no default interval: its legend read '95% CI nan-nan'."""
+    from fedroc import report
+
+    path = tmp_path / "separated.csv"
+    score = np.array([0.9, 0.8, 0.7, 0.3, 0.2, 0.1])
+    y = [1, 1, 1, 0, 0, 0]
+    pd.DataFrame({"y": y, "s": score, "b": score[[0, 3, 1, 4, 2, 5]]}).to_csv(path, index=False)
+    drawn: list = []
+    figure_of = report.metrics_figure
+    mp = pytest.MonkeyPatch()
+    mp.setattr(
+        report, "metrics_figure", lambda *a, **k: drawn.append(figure_of(*a, **k)) or drawn[-1]
+    )
+    try:
+        args = ["metrics", str(path), "--label", "y", "--score", "s", "--compare-score", "b"]
+        plain = json.loads(run(capsys, *args, "--json").out)
+        run(capsys, *args, "--plot", str(tmp_path / "f.png"))
+    finally:
+        mp.undo()
+    assert plain["auc_ci"] == [None, None]
+    low, high = plain["comparison"]["auc_b_ci"]  # B's interval is defined: it is quoted
+    a_label, b_label = (line.get_label() for line in drawn[0].axes[0].lines[:2])
+    assert a_label == "s (AUC 1.000)"
+    assert b_label == f"b (AUC {plain['comparison']['auc_b']:.3f}, 95% CI {low:.3f}-{high:.3f})"
+
+
 def test_metrics_plot_of_one_class_is_refused_naming_the_file(capsys, tmp_path):
     path = tmp_path / "negatives.csv"
     pd.DataFrame({"label": [0] * 8, "score": np.linspace(0, 1, 8)}).to_csv(path, index=False)

@@ -315,12 +315,19 @@ def metrics_figure(
 
     fig = new_figure((10, 5))
     roc_ax, pr_ax = fig.subplots(1, 2)
-    low, high = result["auc_ci"]
     comparison = result.get("comparison") or {}
-    ci = f", {confidence_level:.0%} CI {low:.3f}-{high:.3f}"
-    scores = [(names[0], data.score, result["auc"], ci)]
+
+    def ci(bounds: Any) -> str:
+        # An interval that is undefined (an AUC of 0 or 1 has none by default) is left out.
+        low, high = (float("nan"), float("nan")) if bounds is None else bounds
+        if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+            return ""
+        return f", {confidence_level:.0%} CI {low:.3f}-{high:.3f}"
+
+    scores = [(names[0], data.score, result["auc"], ci(result["auc_ci"]))]
     if data.score_b is not None:
-        scores.append((names[1] or "score B", data.score_b, comparison.get("auc_b"), ""))
+        b = (names[1] or "score B", data.score_b, comparison.get("auc_b"))
+        scores.append((*b, ci(comparison.get("auc_b_ci"))))
     for name, score, auc, interval in scores:
         fpr, tpr, _ = roc_curve(data.label, score)
         roc_ax.step(fpr, tpr, where="post", lw=1.5, label=f"{name} (AUC {auc:.3f}{interval})")
