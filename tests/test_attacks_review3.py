@@ -859,6 +859,43 @@ def _clear_pair(seed: int = 3306) -> list[Site]:
     return sites
 
 
+def test_a_clear_round_two_refuses_its_kept_release_when_its_rows_changed():
+    """The release a clear site keeps from round 1 (its state) describes the rows it had
+    then. On Flower the state travels with the run while the site is rebuilt from its data
+    file at each message: rows changed between the rounds (one row withdrawn) took the
+    round-1 relay and answered round 2 on the new rows, which the round-1 totals and
+    histograms do not hold. Refused as after a restart (its rows no longer give it)."""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.methods.clustered import federated_clustered_auc, plain_sum
+    from fedroc.methods.clustered._site import FUNCTION_MOMENTS
+
+    sites = _clear_pair()
+    fed = Federation.from_sites(sites)
+    captured: dict[str, dict] = {}
+
+    def recording(federation, function, args):
+        captured[function] = dict(args)
+        return plain_sum(federation, function, args)
+
+    federated_clustered_auc(fed, n_bins=50, aggregate=recording)
+    honest = captured[FUNCTION_MOMENTS]
+    a = sites[0]
+    data = a._data
+
+    def rebuilt(rows: SiteData) -> Site:
+        # The node's site rebuilt from its file, with its ledger and the run's state.
+        site = Site("a", rows, policy=a.policy, ledger=a.ledger, identity=a.identity)
+        site.state = dict(a.state)
+        return site
+
+    # The same rows: the kept release is what they give, and the request is answered again.
+    assert set(rebuilt(data).handle(FUNCTION_MOMENTS, honest)) >= {"s11", "s12", "s22"}
+    keep = np.arange(data.n) != int(np.flatnonzero(~data.label)[0])
+    fewer = SiteData.from_arrays(data.label[keep], data.score[keep], data.cluster[keep])
+    with pytest.raises(DisclosureError, match="holds under this site's name a release that is"):
+        rebuilt(fewer).handle(FUNCTION_MOMENTS, honest)
+
+
 def test_a_clear_round_two_refuses_a_relay_that_is_not_the_sites_signed_releases():
     """C2 in the clear, the check itself: the honest run's round-2 request (captured from
     the method) passes, and so does the same request again; every change below is refused

@@ -621,6 +621,14 @@ def _summary(ctx: SiteContext, args: Record, local: _Local, clear: bool) -> dict
     }
 
 
+def _rows_digest(local: _Local) -> str:
+    """Digest of what a clear release is a function of, with the edges: labels, scores, clusters."""
+    h = hashlib.sha256()
+    for part in (local.label, local.score.astype("<f8"), local.codes.astype("<i8")):
+        h.update(np.ascontiguousarray(part).tobytes())
+    return h.hexdigest()
+
+
 def _rows_changed(ctx: SiteContext, clear: bool) -> DisclosureError:
     how, what, advice = (
         ("in the clear", "release", " Run the method through secure aggregation")
@@ -685,7 +693,7 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
             lambda _: _rows_changed(ctx, True),
         )
         values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
-        ctx.state[_CLEAR_RELEASE] = {"message": message}
+        ctx.state[_CLEAR_RELEASE] = {"message": message, "rows": _rows_digest(local)}
     else:
         # Its first secure input at the bound edges, bound as the clear release is: two
         # sums around a change of this site's rows subtract to the rows that changed (the
@@ -950,10 +958,12 @@ def _check_releases(ctx: SiteContext, args: Record, local: _Local) -> None:
             f"do not carry the signature of {forged} over their round-1 releases at these "
             "edges under the keys its roster holds",
         )
-    # Its own release must be what it releases at these edges: the one it signed last (kept
-    # since round 1), or, after a restart, the one its rows give now.
+    # Its own release must be what its rows give at these edges: the one it signed last
+    # (kept since round 1) while its rows are those it signed it over, else (after a
+    # restart, or on Flower, where the state travels with the run and the site is rebuilt
+    # from its data file) the one its rows give now.
     kept = ctx.state.get(_CLEAR_RELEASE)
-    if kept is not None:
+    if kept is not None and kept.get("rows") == _rows_digest(local):
         same = kept["message"] == release_message(ctx.site, edges, parts[ctx.site])
     else:
         same = np.array_equal(parts[ctx.site], release_vector(_summary(ctx, args, local, True)))
