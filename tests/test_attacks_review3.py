@@ -614,6 +614,60 @@ def test_a_sites_older_signed_rows_are_not_relayed_after_its_rows_changed():
         secure_sum(fed, FUNCTION_MOMENTS, **args, **relay)
 
 
+def test_a_secure_round_two_refuses_when_the_sites_rows_changed_since_its_round_one():
+    """The session a site keeps from its latest round-1 sum (its state) describes the rows
+    it summed then. On Flower the state travels with the run while the site is rebuilt from
+    its data file at each message: s1 reloaded with 3 rows fewer between the rounds took
+    the round-1 relay (its older signed count) and answered round 2 on the new rows, which
+    the round-1 sums do not hold. Refused now, naming the site, before anything is bound."""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.methods.clustered._site import (
+        FUNCTION_MOMENTS,
+        FUNCTION_SUMMARY,
+        row_count_arguments,
+        score_bin_edges,
+    )
+    from fedroc.secagg import secure_sum
+
+    fed, _, _ = _extreme_federation(np.random.default_rng([3307, 2]))
+    sites = dict(fed.transport._sites)
+    edges = score_bin_edges(64)
+    g0 = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
+    g = {k: np.asarray(g0[k], dtype=np.float64) for k in g0.values}
+    n_used = float(round(float(g["clusters_used"])))
+    args = {
+        "edges": edges,
+        **{k: g[k] for k in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")},
+        "n_clusters": n_used,
+        "big_m": float(g["neg_used"]),
+        "big_n": float(g["pos_used"]),
+        "total_used": _pairs(g["hist_pos_used"], g["hist_neg_used"]),
+        "population": 0.5,
+        "personalized": float(g["phi_sum"]) / n_used,
+        "big_m_all": float(g["hist_neg_all"].sum()),
+        "big_n_all": float(g["hist_pos_all"].sum()),
+        "obuchowski": 0.5,
+        **row_count_arguments(g0.statements),
+    }
+    old = sites["s1"]
+    d = old._data
+    _, code = np.unique(d.cluster, return_inverse=True)
+    big = np.flatnonzero(np.bincount(code) > 5)[0]
+    keep = ~np.isin(np.arange(d.n), np.flatnonzero(code == big)[:3])
+    data = SiteData.from_arrays(d.label[keep], d.score[keep], d.cluster[keep])
+    reloaded = Site("s1", data, policy=old.policy, ledger=old.ledger, identity=old.identity)
+    reloaded.state = dict(old.state)
+    with pytest.raises(DisclosureError, match="site 's1' refuses .*its rows changed since"):
+        secure_sum(Federation.from_sites({**sites, "s1": reloaded}.values()), FUNCTION_MOMENTS,
+                   **args)  # fmt: skip
+    # The same rows (the site rebuilt on them) answer the same request.
+    same = Site("s1", d, policy=old.policy, ledger=old.ledger, identity=old.identity)
+    same.state = dict(old.state)
+    second = secure_sum(Federation.from_sites({**sites, "s1": same}.values()), FUNCTION_MOMENTS,
+                        **args)  # fmt: skip
+    assert np.isfinite(float(second["s22"]))
+
+
 def test_a_site_signs_its_rows_in_a_round_one_session_once_across_restarts():
     """The session binding above needs session ids a site signs in once: the analyst picks
     them, and a site keeps its latest in memory. Its sites restarted (fresh state, the same

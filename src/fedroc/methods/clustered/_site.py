@@ -705,7 +705,7 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         # all-rows histograms hold the federation's rows and no more (C2); over the
         # session (bound above), kept as its latest: round 2 takes only that sum's counts.
         session = str(ctx.session)
-        ctx.state[_ROWS_SESSION] = {"session": session}
+        ctx.state[_ROWS_SESSION] = {"session": session, "rows": _rows_digest(local)}
         rows = int(values["hist_pos_all"].sum() + values["hist_neg_all"].sum())
         statement = rows.to_bytes(_COUNT_BYTES, "big") + ctx.identity.sign(
             rows_message(ctx.site, edges, rows, session)
@@ -835,11 +835,13 @@ def _relay(
     return names, values, signatures, roster
 
 
-def _check_rows(ctx: SiteContext, args: Record) -> None:
+def _check_rows(ctx: SiteContext, args: Record, local: _Local) -> None:
     """Refuse pooled histograms that hold more rows than the round-1 sites signed (C2).
 
     Through secure aggregation only, before the binding (nothing here depends on the
-    site's rows): ``row_sites`` must be exactly the sites the site's round-1 sum was over
+    site's rows, but whether they are those of its latest round-1 sum, which it keeps a
+    digest of: on Flower the state travels with the run while the site is rebuilt from its
+    data file): ``row_sites`` must be exactly the sites the site's round-1 sum was over
     (the partners bound in its ledger), each ``row_counts`` entry signed by its site
     (``row_signatures``, over :func:`rows_message` with these edges and the session of
     this site's latest round-1 sum, which it keeps in its state) under the key the
@@ -872,6 +874,16 @@ def _check_rows(ctx: SiteContext, args: Record) -> None:
             "row_signatures",
             "cannot be checked: this site signed no round-1 rows since it started (it keeps "
             "the session of its latest round-1 sum in memory); repeat round 1",
+        )
+    if latest.get("rows") != _rows_digest(local):
+        # The state travels with a Flower run while the site is rebuilt from its data file:
+        # round 2 on other rows than round 1 summed is not part of that sum.
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {FUNCTION_MOMENTS!r}: its rows changed since its "
+            "latest round-1 sum, whose totals and histograms round 2 is computed against; "
+            "the sites' round 2 must follow a round 1 over the same rows",
+            site=ctx.site,
+            function=FUNCTION_MOMENTS,
         )
     edges = np.asarray(args["edges"], dtype=np.float64)
     session = str(latest["session"])
@@ -1088,7 +1100,7 @@ def _site_moments(ctx: SiteContext, args: Record) -> Reply:
     else:
         # The pooled rows against the round-1 sites' signed rows (C2): arguments, the
         # site's roster and its ledger only, so refused before the binding too.
-        _check_rows(ctx, args)
+        _check_rows(ctx, args, local)
         # The site's histograms stay hidden, so whether the pooled ones contain them is a
         # fact about its rows: one round-2 request per lifetime, bound before the check.
         # Without the signatures: they name the latest round-1 session (a re-run of the
