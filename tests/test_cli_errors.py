@@ -1115,6 +1115,12 @@ def test_an_audit_log_line_that_is_not_text_counts_as_unreadable_in_the_report(
     from fedroc.cli.evaluate_cmd import audit_summary
 
     assert audit_summary(audit)["a"]["unreadable"] == 1
+    # privacy status names a ledger's site by the first line of the audit log beside it:
+    # that line, not UTF-8, ended it in 'internal error ... UnicodeDecodeError' (exit 1).
+    (audit / "a.jsonl").write_bytes(b"\x00\xff\n")
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(audit), "--json"])
+    assert code == 0 and "Traceback" not in err, err
+    assert [s["site"] for s in json.loads(out)["sites"]] == ["a"]
 
 
 @pytest.mark.parametrize(

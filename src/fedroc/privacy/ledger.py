@@ -355,7 +355,7 @@ def _site_of_ledger(path: Path) -> str:
     try:
         with (path.parent / f"{stem}.jsonl").open(encoding="utf-8") as fh:
             first = _parse(fh.readline())
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # no audit log, or a damaged one: the file's name
         return stem
     site = None if first is None else first.get("site")
     return str(site) if site else stem
