@@ -156,9 +156,10 @@ def test_paired_delong_undercovers_with_15_positives_and_mover_covers():
     """The small seeded version of scripts/paired_small_sample.py (its table:
     scripts/results/paired_small_sample.md, 2000 replicates a cell). AUCs 0.95 and 0.90
     (correlation 0.6), 300 rows at prevalence 5% (about 15 positives), 250 replicates:
-    paired DeLong's Wald interval of the difference (the default of compare=True) covers
-    about 0.90, its misses with the truth above it; MOVER from the default single-AUC
-    intervals about 0.98. Seeded, the counts are fixed (MC SE about 0.02)."""
+    paired DeLong's Wald interval of the difference (the default of compare=True before
+    2026-12-07, ci_wald now) covers about 0.90, its misses with the truth above it; MOVER
+    from the default single-AUC intervals (the default now) about 0.98. Seeded, the counts
+    are fixed (MC SE about 0.02)."""
     from tests._scripts import load_script
 
     module = load_script("paired_small_sample.py", "fedroc_paired_small_sample_script")
