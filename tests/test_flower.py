@@ -763,6 +763,37 @@ def test_follow_run_relays_progress_lines_as_they_come(monkeypatch) -> None:
     assert all(end - t > 0.5 for t, _ in seen), (start, end, seen)
 
 
+def test_a_display_that_fails_does_not_stop_reading_the_run(monkeypatch) -> None:
+    """The progress callback runs in the thread that reads `flwr run`'s output: one that
+    raised (ProgressLine.update on a relayed site not among the call's sites, a ValueError)
+    ended the thread, so the result line was never read and the run waited for its
+    timeout (here 20 s; without --run-timeout for ever). The line is display only."""
+    import fedroc.federation.flower._flwr_run as flwr_run
+    from fedroc.cli._common import ProgressLine
+    from fedroc.federation.flower._marked import PROGRESS_MARK, parse_progress
+    from fedroc.federation.flower.deploy import _follow_run
+
+    odd = '{"round": 1, "function": "f", "sites": ["a"], "site": "z", "done": false}'
+    assert parse_progress(f"{PROGRESS_MARK} {odd}") is None  # a site outside its call's sites
+    script = (
+        f"print('{PROGRESS_MARK} ' + '{odd.replace('z', 'a')}', flush=True)\n"
+        "from fedroc.federation.flower._marked import emit_marked\n"
+        "emit_marked('result', {'ok': 1})\n"
+    )
+    monkeypatch.setattr(flwr_run, "command", lambda exe: [sys.executable, "-c", script])
+    line = ProgressLine("job", "submitted")
+
+    def failing(step: Any) -> None:
+        line.update(step)
+        raise RuntimeError("a display that fails")
+
+    start = time.monotonic()
+    text, finished = _follow_run([], dict(os.environ), 20.0, {}, failing)
+    assert finished and parse_marked(text) == ("result", {"ok": 1})
+    assert time.monotonic() - start < 15
+    assert line.text == "job: round 1, f at site 'a' (1 of 1)"
+
+
 def test_certificates_chain_to_the_ca_and_name_the_hosts(tmp_path: Path) -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec

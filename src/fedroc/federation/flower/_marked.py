@@ -104,8 +104,8 @@ def parse_progress(line: str) -> RelayedCall | None:
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    if not all(isinstance(s, str) for s in sites) or not (site is None or isinstance(site, str)):
-        return None
+    if not all(isinstance(s, str) for s in sites) or not (site is None or site in sites):
+        return None  # (a site outside its call's sites, which the display counts within)
     return step
 
 

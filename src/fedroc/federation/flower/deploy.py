@@ -469,7 +469,10 @@ def _follow_run(
             if progress is not None and PROGRESS_MARK in line:
                 step = parse_progress(line)
                 if step is not None:
-                    progress(step)
+                    try:
+                        progress(step)
+                    except Exception:  # display only: this thread must read on to the result
+                        pass
             if MARK in line and parse_marked(line) is not None:  # complete and intact
                 clock["result"] = time.time()
                 done.set()
