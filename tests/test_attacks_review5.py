@@ -59,7 +59,7 @@ def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_clust
     from fedroc.methods.clustered._site import FUNCTION_SUMMARY, score_bin_edges
 
     edges = score_bin_edges(4)
-    read = ran = 0
+    read = ran = refused = 0
     for seed in range(40):
         if ran == 8:
             break
@@ -84,6 +84,7 @@ def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_clust
             assert not any(ch.isdigit() for ch in text.split("in the clear:")[1])
             # The same rows again: the same release, answered (a re-run).
             assert fed.call(FUNCTION_SUMMARY, edges=edges)["v"]["signature"] == before["signature"]
+            refused += 1
             continue
         b = np.searchsorted(edges, d.score[rows], side="right") - 1
         b = np.minimum(b, edges.size - 2)
@@ -103,6 +104,9 @@ def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_clust
         )  # fmt: skip
     assert ran == 8
     assert read == 0, f"a withdrawn cluster's rows read from two clear releases in {read} of {ran}"
+    # Refused every time, not released and then misread (a site rebuilt without its ledger
+    # released again, and the subtraction above would have had to be right to count it).
+    assert refused == ran
 
 
 def _secure_federation(seed: int) -> Federation:
@@ -136,7 +140,7 @@ def test_two_secure_sums_around_one_sites_change_of_rows_do_not_subtract_to_one_
     from fedroc.secagg import secure_sum
 
     edges = score_bin_edges(64)
-    read = ran = 0
+    read = ran = refused = 0
     for seed in range(6):
         fed = _secure_federation(seed)
         sites = dict(fed.transport._sites)
@@ -159,6 +163,7 @@ def test_two_secure_sums_around_one_sites_change_of_rows_do_not_subtract_to_one_
             # Unchanged rows: a re-run in a new session is answered, the same sums.
             again = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
             assert np.array_equal(again["hist_pos_all"], before["hist_pos_all"])
+            refused += 1
             continue
         b = np.minimum(np.searchsorted(edges, d.score[rows], side="right") - 1, edges.size - 2)
         want_pos = np.bincount(b[d.label[rows]], minlength=edges.size - 1)
@@ -177,6 +182,7 @@ def test_two_secure_sums_around_one_sites_change_of_rows_do_not_subtract_to_one_
         )  # fmt: skip
     assert ran == 6
     assert read == 0, f"a withdrawn cluster read from two secure sums in {read} of {ran}"
+    assert refused == ran  # refused every time, not summed and then misread
 
 
 # -- the set of sites in a clear relay is the analyst's choice --------------------------------
