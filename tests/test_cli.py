@@ -517,6 +517,48 @@ def test_metrics_plot_legends_leave_out_an_undefined_interval(capsys, tmp_path):
     assert b_label == f"b (AUC {plain['comparison']['auc_b']:.3f}, 95% CI {low:.3f}-{high:.3f})"
 
 
+def test_metrics_plot_roc_curve_encloses_the_auc_with_tied_scores(capsys, tmp_path):
+    """Scores rounded to 0.1 tie across the classes: the ROC curve between two thresholds
+    is then a diagonal (the AUC counts tied pairs 1/2). It was drawn as a staircase, whose
+    area is below the AUC in the legend."""
+    from sklearn.metrics import roc_auc_score
+
+    from fedroc import report
+
+    rng = np.random.default_rng(4)
+    y = rng.random(300) < 0.4
+    score = np.round(1 / (1 + np.exp(-(1.2 * y + rng.normal(size=y.size)))), 1)
+    path = tmp_path / "tied.csv"
+    pd.DataFrame({"y": y.astype(int), "s": score}).to_csv(path, index=False)
+    drawn: list = []
+    figure_of = report.metrics_figure
+    mp = pytest.MonkeyPatch()
+    mp.setattr(
+        report, "metrics_figure", lambda *a, **k: drawn.append(figure_of(*a, **k)) or drawn[-1]
+    )
+    try:
+        run(
+            capsys,
+            "metrics",
+            str(path),
+            "--label",
+            "y",
+            "--score",
+            "s",
+            "--plot",
+            str(tmp_path / "f.png"),
+        )
+    finally:
+        mp.undo()
+    from matplotlib.cbook import STEP_LOOKUP_MAP
+
+    curve = drawn[0].axes[0].lines[0]
+    # The polyline as drawn (a step style expanded to its corners) encloses the AUC.
+    x, yy = STEP_LOOKUP_MAP[curve.get_drawstyle()](curve.get_xdata(), curve.get_ydata())
+    area = float(np.sum(np.diff(x) * (yy[1:] + yy[:-1]) / 2))
+    assert area == pytest.approx(roc_auc_score(y, score), abs=1e-12)
+
+
 def test_metrics_plot_of_one_class_is_refused_naming_the_file(capsys, tmp_path):
     path = tmp_path / "negatives.csv"
     pd.DataFrame({"label": [0] * 8, "score": np.linspace(0, 1, 8)}).to_csv(path, index=False)
