@@ -1116,3 +1116,24 @@ def test_the_ellipse_undercovers_with_few_clusters_and_a_logit_f_region_covers()
     assert row["chi2"] < 0.90
     assert row["logit, F"] > 0.925
     assert row["logit, F"] - row["chi2"] >= 0.04
+
+
+def test_an_estimate_at_1_names_the_interval_it_got_not_the_logit_one():
+    # The logit interval needs an estimate inside (0, 1); at 1 cluster_ci gives t on the AUC
+    # scale, and the table says so (it said "logit scale" for every estimate).
+    rng = np.random.default_rng(0)
+    cluster = np.repeat(np.arange(6), 6)
+    y = np.tile([1, 1, 0, 0, 0, 0], 6).astype(bool)
+    s = np.where(y, 0.9, 0.1) + rng.normal(0, 0.01, y.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = clustered_auc(y, s, cluster)
+    assert res.interval == "logit" and res.population_auc == 1.0
+    labels = [k for k, _ in res.summary_rows() if "CI" in k]
+    assert labels and all(k.endswith("(t, 5 df)") for k in labels), labels
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ok = clustered_auc(*random_clustered(np.random.default_rng(1), n_clusters=30))
+    assert 0.0 < ok.population_auc < 1.0
+    df = ok.n_clusters - 1
+    assert any(k.endswith(f"(t, {df} df, logit scale)") for k, _ in ok.summary_rows())

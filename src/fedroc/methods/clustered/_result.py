@@ -39,10 +39,12 @@ Interval = Literal["logit", "t", "wald", "jackknife"]
 INTERVALS = ("logit", "t", "wald", "jackknife")
 
 
-def _kind(interval: str, clusters: int) -> str:
+def _kind(interval: str, clusters: int, estimate: float) -> str:
+    """Name the interval :func:`cluster_ci` gives ``estimate`` (logit only inside (0, 1))."""
     if interval == "wald" or clusters < 2:
         return "Wald"
-    return f"t, {clusters - 1} df" + ("" if interval == "t" else ", logit scale")
+    logit = interval != "t" and 0.0 < estimate < 1.0
+    return f"t, {clusters - 1} df" + (", logit scale" if logit else "")
 
 
 def check_interval(interval: Any) -> str:
@@ -551,7 +553,7 @@ class ClusteredAUCResult(ResultMixin):
     def summary_rows(self) -> list[tuple[str, Any]]:
         """Give the ``(quantity, value)`` rows of :meth:`summary` and of ``fedroc clustered``."""
         level = f"{self.confidence_level:.0%}"
-        kind = _kind(self.interval, self.n_clusters)
+        kind = _kind(self.interval, self.n_clusters, self.population_auc)
         jk = ", jackknife SE" if self.interval == "jackknife" else ""
         excluded = str(self.n_excluded)
         if self.excluded_clusters:
@@ -570,7 +572,10 @@ class ClusteredAUCResult(ResultMixin):
             ("  estimator", _ESTIMATOR_NAMES.get(self.population_estimator, "?")),
             ("personalized AUC (theta11)", self.personalized_auc),
             ("  SE", self.personalized_se),
-            (f"  {level} CI ({kind})", self.personalized_ci),
+            (
+                f"  {level} CI ({_kind(self.interval, self.n_clusters, self.personalized_auc)})",
+                self.personalized_ci,
+            ),
             ("correlation of the two estimates", self.correlation),
             ("H0 theta12 = theta11: z", self.equality_z),
             ("  p two-sided", self.equality_p),
@@ -656,7 +661,8 @@ class ObuchowskiResult(ResultMixin):
             ("Obuchowski AUC (eq. 7)", self.auc),
             ("  SE (Obuchowski 1997)", self.se),
             (
-                f"  {self.confidence_level:.0%} CI ({_kind(self.interval, self.n_clusters)})",
+                f"  {self.confidence_level:.0%} CI "
+                f"({_kind(self.interval, self.n_clusters, self.auc)})",
                 self.ci,
             ),
             ("  SE (DeLong, clusters ignored)", self.delong_se),
