@@ -289,3 +289,22 @@ def test_report_renders_in_headless_chromium(capsys, sites, tmp_path):
     problems = check.check(broken, SECTIONS, chromium)
     assert any("did not decode" in p for p in problems)
     assert any("external" in p for p in problems)
+
+
+def test_roc_figure_pooled_reference_encloses_the_auc_with_tied_scores():
+    """The report's pooled reference curve was drawn as a staircase: with scores tied
+    across the classes its area was below the AUC (a tied threshold moves up and right at
+    once, which the AUC counts 1/2)."""
+    from matplotlib.cbook import STEP_LOOKUP_MAP
+
+    from fedroc.data import SiteData
+    from fedroc.report import roc_figure
+
+    rng = np.random.default_rng(4)
+    y = rng.random(300) < 0.4
+    score = np.round(1 / (1 + np.exp(-(1.2 * y + rng.normal(size=y.size)))), 1)
+    fig = roc_figure(SiteData.from_arrays(y, score))
+    [line] = [ln for ln in fig.axes[0].lines if ln.get_label() == "pooled rows (reference)"]
+    x, yy = STEP_LOOKUP_MAP[line.get_drawstyle()](line.get_xdata(), line.get_ydata())
+    area = float(np.sum(np.diff(x) * (yy[1:] + yy[:-1]) / 2))
+    assert area == pytest.approx(skm.roc_auc_score(y, score), abs=1e-12)

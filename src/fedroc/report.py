@@ -231,7 +231,9 @@ def roc_figure(
         ax.fill_between(f, lo, hi, step="post", color="tab:blue", alpha=0.2, label=band_label)
     if pooled is not None and 0 < pooled.n_pos < pooled.n:
         fpr, tpr, _ = roc_curve(pooled.label, pooled.score)
-        ax.step(fpr, tpr, where="post", color="black", lw=1.2, label="pooled rows (reference)")
+        # Straight segments, as the AUC measures the curve (a threshold tied across the
+        # classes moves up and right at once; a staircase drew a corner below it).
+        ax.plot(fpr, tpr, color="black", lw=1.2, label="pooled rows (reference)")
     for label, fpr, tpr in curves:
         ax.plot(fpr, tpr, lw=1.5, label=label, drawstyle="default")
     if reference is not None:  # on top, thin and dashed, so that it does not hide the others

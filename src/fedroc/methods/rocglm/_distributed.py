@@ -298,7 +298,8 @@ class DistributedRocGlm(BinormalCurve, ResultMixin):
         label = f"distributed ROC-GLM (AUC {self.auc_rocglm:.3f})"
         if pooled is not None and 0 < pooled.n_pos < pooled.n:
             efpr, etpr, _ = roc_curve(pooled.label, pooled.score)
-            ax.step(efpr, etpr, where="post", color="black", lw=1.2, label="pooled (empirical)")
+            # Straight segments, as the empirical AUC measures the curve (ties included).
+            ax.plot(efpr, etpr, color="black", lw=1.2, label="pooled (empirical)")
         ax.plot(fpr, tpr, lw=1.5, label=label)
         ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=0.8)
         ax.legend(loc="lower right", fontsize=8)
