@@ -675,32 +675,26 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
     edges = np.asarray(args["edges"], dtype=np.float64)
     counts: dict[str, object] = {"rows": ctx.data.n, "clusters": values["clusters_used"]}
     statement = b""
+    message = release_message(ctx.site, edges, release_vector(values))
+    # Its first release (in the clear) or secure input at the bound edges, bound for the
+    # ledger's lifetime: the same again passes (a re-run), another is refused. Its rows
+    # changed (a cluster withdrawn, the node restarted on its updated table), two releases,
+    # or two sums whose other sites' inputs cancel, subtracted to the rows that changed.
+    bind_before_reading(
+        ctx,
+        BIND_RELEASE if clear else BIND_SECURE_INPUT,
+        hashlib.sha256(message).hexdigest(),
+        lambda _: _rows_changed(ctx, clear),
+    )
     if clear:
         counts.update(_bin_counts(**{k: values[k] for k in _HIST_KEYS}))
         # Everything it releases, signed, so that every partner can check in round 2 that
         # the pooled histograms and totals are the sum of the sites' releases and nothing
         # the analyst made up (C2 in the clear). A site without a signing key releases
         # unsigned: no round 2 will pool its release.
-        message = release_message(ctx.site, edges, release_vector(values))
-        # The first release at the bound edges, bound for the ledger's lifetime: the same
-        # release again passes (a re-run), another is refused. Its rows changed (a cluster
-        # withdrawn, the node restarted on its updated table), a second release subtracted
-        # from the first to the rows that changed, one cluster's per bin and its sums.
-        bind_before_reading(
-            ctx,
-            BIND_RELEASE,
-            hashlib.sha256(message).hexdigest(),
-            lambda _: _rows_changed(ctx, True),
-        )
         values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
         ctx.state[_CLEAR_RELEASE] = {"message": message, "rows": _rows_digest(local)}
-    else:
-        # Its first secure input at the bound edges, bound as the clear release is: two
-        # sums around a change of this site's rows subtract to the rows that changed (the
-        # other sites' inputs cancel).
-        digest = hashlib.sha256(release_vector(values).astype("<f8").tobytes()).hexdigest()
-        bind_before_reading(ctx, BIND_SECURE_INPUT, digest, lambda _: _rows_changed(ctx, False))
-    if not clear and ctx.identity is not None:  # (secure aggregation refused a site without)
+    elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
         # Its rows, signed, so that every partner can check in round 2 that the pooled
         # all-rows histograms hold the federation's rows and no more (C2); over the
         # session (bound above), kept as its latest: round 2 takes only that sum's counts.
