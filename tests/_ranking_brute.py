@@ -165,3 +165,11 @@ def grouped_beats(y, s, g):
         else:
             out[i] = np.sum(s[same] > s[i]) + 0.5 * np.sum(s[same] == s[i])
     return out
+
+
+def drawn_area(line):
+    """Area under a matplotlib line as it is drawn (a step style expanded to its corners)."""
+    from matplotlib.cbook import STEP_LOOKUP_MAP
+
+    x, y = STEP_LOOKUP_MAP[line.get_drawstyle()](line.get_xdata(), line.get_ydata())
+    return float(np.sum(np.diff(x) * (y[1:] + y[:-1]) / 2))

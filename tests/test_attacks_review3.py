@@ -193,6 +193,34 @@ def _pairs(pos: np.ndarray, neg: np.ndarray) -> float:
     return ScoreCounts.from_bins(pos, neg).mann_whitney()
 
 
+def _round_two_args(summed, edges: np.ndarray) -> dict:
+    """Round-2 arguments from a secure round-1 sum: its histograms and totals, the estimates
+    at 1/2 where the check does not pin them (no relay of the signed rows)."""
+    g = {k: np.asarray(summed[k], dtype=np.float64) for k in summed.values}
+    n_used = float(round(float(g["clusters_used"])))
+    return {
+        "edges": edges,
+        **{k: g[k] for k in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")},
+        "n_clusters": n_used,
+        "big_m": float(g["neg_used"]),
+        "big_n": float(g["pos_used"]),
+        "total_used": _pairs(g["hist_pos_used"], g["hist_neg_used"]),
+        "population": 0.5,
+        "personalized": float(g["phi_sum"]) / n_used,
+        "big_m_all": float(g["hist_neg_all"].sum()),
+        "big_n_all": float(g["hist_pos_all"].sum()),
+        "obuchowski": 0.5,
+    }
+
+
+def _without_three_rows(d: SiteData) -> SiteData:
+    """The rows without 3 of the first cluster of more than 5 rows (a site's updated table)."""
+    _, code = np.unique(d.cluster, return_inverse=True)
+    big = np.flatnonzero(np.bincount(code) > 5)[0]
+    keep = ~np.isin(np.arange(d.n), np.flatnonzero(code == big)[:3])
+    return SiteData.from_arrays(d.label[keep], d.score[keep], d.cluster[keep])
+
+
 def _respects_argument_checks(args: dict, obuchowski_pinned: bool) -> bool:
     """Whether a round-2 request passes every check of its arguments alone a site could make
     without knowing the other sites' rows: whole counts, each used count at most the
@@ -580,13 +608,10 @@ def test_a_sites_older_signed_rows_are_not_relayed_after_its_rows_changed():
     before = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
     # s1 reloaded without 3 rows of a cluster of more than 3 rows of both classes.
     old = sites["s1"]
-    d = old._data
-    _, code = np.unique(d.cluster, return_inverse=True)
-    big = np.flatnonzero(np.bincount(code) > 5)[0]
-    drop = np.flatnonzero(code == big)[:3]
-    keep = ~np.isin(np.arange(d.n), drop)
-    data = SiteData.from_arrays(d.label[keep], d.score[keep], d.cluster[keep])
-    sites["s1"] = Site("s1", data, policy=old.policy, ledger=old.ledger, identity=old.identity)
+    sites["s1"] = Site(
+        "s1", _without_three_rows(old._data), policy=old.policy, ledger=old.ledger,
+        identity=old.identity,
+    )  # fmt: skip
     with pytest.raises(DisclosureError, match="site 's1' refuses .* its rows changed since"):
         secure_sum(Federation.from_sites(sites.values()), FUNCTION_SUMMARY, edges=edges)
     after = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
@@ -594,21 +619,7 @@ def test_a_sites_older_signed_rows_are_not_relayed_after_its_rows_changed():
     relay = row_count_arguments({**after.statements, "s1": before.statements["s1"]})
     assert relay == {**row_count_arguments(after.statements), "row_signatures": relay[
         "row_signatures"]}  # fmt: skip
-    g = {k: np.asarray(after[k], dtype=np.float64) for k in after.values}
-    n_used = float(round(float(g["clusters_used"])))
-    args = {
-        "edges": edges,
-        **{k: g[k] for k in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")},
-        "n_clusters": n_used,
-        "big_m": float(g["neg_used"]),
-        "big_n": float(g["pos_used"]),
-        "total_used": _pairs(g["hist_pos_used"], g["hist_neg_used"]),
-        "population": 0.5,
-        "personalized": float(g["phi_sum"]) / n_used,
-        "big_m_all": float(g["hist_neg_all"].sum()),
-        "big_n_all": float(g["hist_pos_all"].sum()),
-        "obuchowski": 0.5,
-    }
+    args = _round_two_args(after, edges)
     with pytest.raises(DisclosureError, match=r"'row_signatures' do not carry the signature of "
                        r"\['s1'\]"):  # fmt: skip
         secure_sum(fed, FUNCTION_MOMENTS, **args, **relay)
@@ -633,29 +644,12 @@ def test_a_secure_round_two_refuses_when_the_sites_rows_changed_since_its_round_
     sites = dict(fed.transport._sites)
     edges = score_bin_edges(64)
     g0 = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
-    g = {k: np.asarray(g0[k], dtype=np.float64) for k in g0.values}
-    n_used = float(round(float(g["clusters_used"])))
-    args = {
-        "edges": edges,
-        **{k: g[k] for k in ("hist_pos_used", "hist_neg_used", "hist_pos_all", "hist_neg_all")},
-        "n_clusters": n_used,
-        "big_m": float(g["neg_used"]),
-        "big_n": float(g["pos_used"]),
-        "total_used": _pairs(g["hist_pos_used"], g["hist_neg_used"]),
-        "population": 0.5,
-        "personalized": float(g["phi_sum"]) / n_used,
-        "big_m_all": float(g["hist_neg_all"].sum()),
-        "big_n_all": float(g["hist_pos_all"].sum()),
-        "obuchowski": 0.5,
-        **row_count_arguments(g0.statements),
-    }
+    args = {**_round_two_args(g0, edges), **row_count_arguments(g0.statements)}
     old = sites["s1"]
     d = old._data
-    _, code = np.unique(d.cluster, return_inverse=True)
-    big = np.flatnonzero(np.bincount(code) > 5)[0]
-    keep = ~np.isin(np.arange(d.n), np.flatnonzero(code == big)[:3])
-    data = SiteData.from_arrays(d.label[keep], d.score[keep], d.cluster[keep])
-    reloaded = Site("s1", data, policy=old.policy, ledger=old.ledger, identity=old.identity)
+    reloaded = Site(
+        "s1", _without_three_rows(d), policy=old.policy, ledger=old.ledger, identity=old.identity
+    )
     reloaded.state = dict(old.state)
     with pytest.raises(DisclosureError, match="site 's1' refuses .*its rows changed since"):
         secure_sum(Federation.from_sites({**sites, "s1": reloaded}.values()), FUNCTION_MOMENTS,

@@ -15,11 +15,25 @@ from sklearn import metrics as skm
 
 import fedroc
 from fedroc.cli import main
+from tests._ranking_brute import drawn_area
 
 
 def run(capsys, *args):
     main(list(args))
     return capsys.readouterr()
+
+
+def run_plotting(capsys, *args):
+    """Run ``fedroc *args`` and return its output and the figures metrics --plot drew."""
+    from fedroc import report
+
+    drawn: list = []
+    figure_of = report.metrics_figure
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            report, "metrics_figure", lambda *a, **k: drawn.append(figure_of(*a, **k)) or drawn[-1]
+        )
+        return run(capsys, *args), drawn
 
 
 @pytest.fixture
@@ -451,24 +465,12 @@ def test_metrics_plot_draws_the_rows_curves_and_keeps_the_json(capsys, site_file
     from sklearn.metrics import precision_recall_curve as sk_pr
     from sklearn.metrics import roc_curve as sk_roc
 
-    from fedroc import report
-
     path = site_files["north"]
     args = ["metrics", str(path), "--label", "outcome", "--score", "risk", "--pos-label", "dead"]
     plain = json.loads(run(capsys, *args, "--youden", "--json").out)
-    drawn: list = []
-    figure_of = report.metrics_figure
-
-    def keep(*a, **k):
-        drawn.append(figure_of(*a, **k))
-        return drawn[-1]
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(report, "metrics_figure", keep)
-    try:
-        captured = run(capsys, *args, "--youden", "--json", "--plot", str(tmp_path / "curves"))
-    finally:
-        mp.undo()
+    captured, drawn = run_plotting(
+        capsys, *args, "--youden", "--json", "--plot", str(tmp_path / "curves")
+    )
     assert json.loads(captured.out) == plain  # the JSON is unchanged by --plot
     written = tmp_path / "curves.png"  # no suffix: PNG, and the message names the file
     assert captured.err.strip() == f"figure written to {written}"
@@ -492,24 +494,13 @@ def test_metrics_plot_draws_the_rows_curves_and_keeps_the_json(capsys, site_file
 
 def test_metrics_plot_legends_leave_out_an_undefined_interval(capsys, tmp_path):
     """A perfect score has no default interval: its legend read '95% CI nan-nan'."""
-    from fedroc import report
-
     path = tmp_path / "separated.csv"
     score = np.array([0.9, 0.8, 0.7, 0.3, 0.2, 0.1])
     y = [1, 1, 1, 0, 0, 0]
     pd.DataFrame({"y": y, "s": score, "b": score[[0, 3, 1, 4, 2, 5]]}).to_csv(path, index=False)
-    drawn: list = []
-    figure_of = report.metrics_figure
-    mp = pytest.MonkeyPatch()
-    mp.setattr(
-        report, "metrics_figure", lambda *a, **k: drawn.append(figure_of(*a, **k)) or drawn[-1]
-    )
-    try:
-        args = ["metrics", str(path), "--label", "y", "--score", "s", "--compare-score", "b"]
-        plain = json.loads(run(capsys, *args, "--json").out)
-        run(capsys, *args, "--plot", str(tmp_path / "f.png"))
-    finally:
-        mp.undo()
+    args = ["metrics", str(path), "--label", "y", "--score", "s", "--compare-score", "b"]
+    plain = json.loads(run(capsys, *args, "--json").out)
+    _, drawn = run_plotting(capsys, *args, "--plot", str(tmp_path / "f.png"))
     assert plain["auc_ci"] == [None, None]
     low, high = plain["comparison"]["auc_b_ci"]  # B's interval is defined: it is quoted
     a_label, b_label = (line.get_label() for line in drawn[0].axes[0].lines[:2])
@@ -523,39 +514,15 @@ def test_metrics_plot_roc_curve_encloses_the_auc_with_tied_scores(capsys, tmp_pa
     area is below the AUC in the legend."""
     from sklearn.metrics import roc_auc_score
 
-    from fedroc import report
-
     rng = np.random.default_rng(4)
     y = rng.random(300) < 0.4
     score = np.round(1 / (1 + np.exp(-(1.2 * y + rng.normal(size=y.size)))), 1)
     path = tmp_path / "tied.csv"
     pd.DataFrame({"y": y.astype(int), "s": score}).to_csv(path, index=False)
-    drawn: list = []
-    figure_of = report.metrics_figure
-    mp = pytest.MonkeyPatch()
-    mp.setattr(
-        report, "metrics_figure", lambda *a, **k: drawn.append(figure_of(*a, **k)) or drawn[-1]
-    )
-    try:
-        run(
-            capsys,
-            "metrics",
-            str(path),
-            "--label",
-            "y",
-            "--score",
-            "s",
-            "--plot",
-            str(tmp_path / "f.png"),
-        )
-    finally:
-        mp.undo()
-    from matplotlib.cbook import STEP_LOOKUP_MAP
-
-    curve = drawn[0].axes[0].lines[0]
+    args = ["metrics", str(path), "--label", "y", "--score", "s"]
+    _, drawn = run_plotting(capsys, *args, "--plot", str(tmp_path / "f.png"))
     # The polyline as drawn (a step style expanded to its corners) encloses the AUC.
-    x, yy = STEP_LOOKUP_MAP[curve.get_drawstyle()](curve.get_xdata(), curve.get_ydata())
-    area = float(np.sum(np.diff(x) * (yy[1:] + yy[:-1]) / 2))
+    area = drawn_area(drawn[0].axes[0].lines[0])
     assert area == pytest.approx(roc_auc_score(y, score), abs=1e-12)
 
 
