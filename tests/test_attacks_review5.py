@@ -40,6 +40,35 @@ def _without_cluster(site: Site, cluster: object) -> Site:
     return Site(site.name, data, policy=site.policy, ledger=site.ledger, identity=site.identity)
 
 
+def _two_class_cluster(d: SiteData, seed: int) -> object:
+    """One of the site's clusters that hold both classes, chosen by ``seed``."""
+    ids, code = np.unique(d.cluster, return_inverse=True)
+    used = [i for i in range(ids.size) if 0 < d.label[code == i].sum() < np.sum(code == i)]
+    return ids[used[seed % len(used)]]
+
+
+def _reads_cluster(before, after, d: SiteData, rows, edges, *, phi_tol: float) -> bool:
+    """Whether two round-1 summaries subtract to the withdrawn ``rows``' cluster: its rows
+    per bin and class, its m_i n_i and its within-cluster AUC on the 4096-cell grid."""
+    b = np.minimum(np.searchsorted(edges, d.score[rows], side="right") - 1, edges.size - 2)
+    want_pos = np.bincount(b[d.label[rows]], minlength=edges.size - 1)
+    want_neg = np.bincount(b[~d.label[rows]], minlength=edges.size - 1)
+    diff = {
+        k: np.asarray(before[k], dtype=np.float64) - np.asarray(after[k], dtype=np.float64)
+        for k in ("hist_pos_used", "hist_neg_used", "mn_used", "phi_sum")
+    }
+    m_i, n_i = int(want_neg.sum()), int(want_pos.sum())
+    cell = np.floor(d.score[rows] * 4096)
+    pos, neg = cell[d.label[rows]], cell[~d.label[rows]]
+    phi = ((pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum()) / (m_i * n_i)
+    return bool(
+        np.array_equal(np.rint(diff["hist_pos_used"]), want_pos)
+        and np.array_equal(np.rint(diff["hist_neg_used"]), want_neg)
+        and round(float(diff["mn_used"])) == m_i * n_i
+        and abs(float(diff["phi_sum"]) - phi) < phi_tol
+    )
+
+
 def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_cluster():
     """A clear site binds its edges for the lifetime of its ledger, so its clear round-1
     release is a function of its rows alone; but nothing bound the release itself. Its
@@ -71,9 +100,7 @@ def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_clust
             continue
         ran += 1
         d = site._data
-        ids, code = np.unique(d.cluster, return_inverse=True)
-        used = [i for i in range(ids.size) if 0 < d.label[code == i].sum() < np.sum(code == i)]
-        victim = ids[used[seed % len(used)]]
+        victim = _two_class_cluster(d, seed)
         rows = d.cluster == victim
         again = Federation.from_sites([_without_cluster(site, victim)])
         try:
@@ -86,22 +113,7 @@ def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_clust
             assert fed.call(FUNCTION_SUMMARY, edges=edges)["v"]["signature"] == before["signature"]
             refused += 1
             continue
-        b = np.searchsorted(edges, d.score[rows], side="right") - 1
-        b = np.minimum(b, edges.size - 2)
-        want_pos = np.bincount(b[d.label[rows]], minlength=edges.size - 1)
-        want_neg = np.bincount(b[~d.label[rows]], minlength=edges.size - 1)
-        got_pos = np.asarray(before["hist_pos_used"]) - np.asarray(after["hist_pos_used"])
-        got_neg = np.asarray(before["hist_neg_used"]) - np.asarray(after["hist_neg_used"])
-        m_i, n_i = int(want_neg.sum()), int(want_pos.sum())
-        mn = float(before["mn_used"]) - float(after["mn_used"])
-        cell = np.floor(d.score[rows] * 4096)
-        pos, neg = cell[d.label[rows]], cell[~d.label[rows]]
-        phi = ((pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum()) / (m_i * n_i)
-        got_phi = float(before["phi_sum"]) - float(after["phi_sum"])
-        read += bool(
-            np.array_equal(got_pos, want_pos) and np.array_equal(got_neg, want_neg)
-            and mn == m_i * n_i and abs(got_phi - phi) < 1e-9
-        )  # fmt: skip
+        read += _reads_cluster(before, after, d, rows, edges, phi_tol=1e-9)
     assert ran == 8
     assert read == 0, f"a withdrawn cluster's rows read from two clear releases in {read} of {ran}"
     # Refused every time, not released and then misread (a site rebuilt without its ledger
@@ -147,13 +159,9 @@ def test_two_secure_sums_around_one_sites_change_of_rows_do_not_subtract_to_one_
         before = secure_sum(fed, FUNCTION_SUMMARY, edges=edges)
         old = sites["s1"]
         d = old._data
-        ids, code = np.unique(d.cluster, return_inverse=True)
-        used = [i for i in range(ids.size) if 0 < d.label[code == i].sum() < np.sum(code == i)]
-        victim = ids[used[seed % len(used)]]
+        victim = _two_class_cluster(d, seed)
         rows = d.cluster == victim
-        keep = ~rows
-        data = SiteData.from_arrays(d.label[keep], d.score[keep], d.cluster[keep])
-        sites["s1"] = Site("s1", data, policy=old.policy, ledger=old.ledger, identity=old.identity)
+        sites["s1"] = _without_cluster(old, victim)
         ran += 1
         try:
             after = secure_sum(Federation.from_sites(sites.values()), FUNCTION_SUMMARY, edges=edges)
@@ -165,21 +173,7 @@ def test_two_secure_sums_around_one_sites_change_of_rows_do_not_subtract_to_one_
             assert np.array_equal(again["hist_pos_all"], before["hist_pos_all"])
             refused += 1
             continue
-        b = np.minimum(np.searchsorted(edges, d.score[rows], side="right") - 1, edges.size - 2)
-        want_pos = np.bincount(b[d.label[rows]], minlength=edges.size - 1)
-        want_neg = np.bincount(b[~d.label[rows]], minlength=edges.size - 1)
-        got_pos = np.rint(before["hist_pos_used"] - after["hist_pos_used"])
-        got_neg = np.rint(before["hist_neg_used"] - after["hist_neg_used"])
-        m_i, n_i = int(want_neg.sum()), int(want_pos.sum())
-        cell = np.floor(d.score[rows] * 4096)
-        pos, neg = cell[d.label[rows]], cell[~d.label[rows]]
-        phi = ((pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum()) / (m_i * n_i)
-        got_phi = float(before["phi_sum"]) - float(after["phi_sum"])
-        mn = round(float(before["mn_used"]) - float(after["mn_used"]))
-        read += bool(
-            np.array_equal(got_pos, want_pos) and np.array_equal(got_neg, want_neg)
-            and mn == m_i * n_i and abs(got_phi - phi) < 1e-6
-        )  # fmt: skip
+        read += _reads_cluster(before, after, d, rows, edges, phi_tol=1e-6)
     assert ran == 6
     assert read == 0, f"a withdrawn cluster read from two secure sums in {read} of {ran}"
     assert refused == ran  # refused every time, not summed and then misread
