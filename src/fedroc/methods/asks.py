@@ -155,12 +155,8 @@ def comparison_dict(res: PairedDeLongResult, method: str) -> dict[str, Any]:
     ``ci`` is the result's default interval (:attr:`~fedroc.metrics.PairedDeLongResult.ci`:
     MOVER below 100 rows of a class, Wald from there on), ``ci_wald`` the Wald interval,
     the one the two-sided ``p_value`` inverts. ``auc_b_ci`` is B's AUC's default interval
-    (:func:`~fedroc.metrics.small_sample_ci`, with B's ties), as ``auc_ci`` is A's.
+    (:meth:`~fedroc.metrics.PairedDeLongResult.auc_intervals`), as ``auc_ci`` is A's.
     """
-    from fedroc.metrics import small_sample_ci
-
-    var_b = float(res.covariance[1, 1])
-    se_b = math.sqrt(var_b) if math.isfinite(var_b) and var_b >= 0 else float("nan")
     return {
         "auc_difference": res.difference,
         "se": res.se_difference,
@@ -168,11 +164,7 @@ def comparison_dict(res: PairedDeLongResult, method: str) -> dict[str, Any]:
         "ci_wald": list(res.confidence_interval(method="wald")),
         "p_value": _finite(res.p_value),
         "auc_b": res.auc_b,
-        "auc_b_ci": list(
-            small_sample_ci(
-                res.auc_b, se_b, res.n_pos, res.n_neg, res.confidence_level, ties=res.ties[1]
-            )
-        ),
+        "auc_b_ci": list(res.auc_intervals()[1]),
         "method": method,
     }
 

@@ -874,11 +874,24 @@ class PairedDeLongResult(ResultMixin):
         se_a, se_b = math.sqrt(var_a), math.sqrt(var_b)
         # A zero variance has zero covariance: its term of the correlation drops out.
         r = cov / (se_a * se_b) if se_a > 0 and se_b > 0 else 0.0
-        p, n = self.n_pos, self.n_neg
-        ties_a, ties_b = self.ties
-        ci_a = small_sample_ci(self.auc_a, se_a, p, n, level, ties=ties_a)
-        ci_b = small_sample_ci(self.auc_b, se_b, p, n, level, ties=ties_b)
+        ci_a, ci_b = self.auc_intervals(level)
         return mover_ci(self.auc_a, self.auc_b, ci_a, ci_b, r)
+
+    def auc_intervals(
+        self, confidence_level: float | None = None
+    ) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Each score's default AUC interval (:func:`small_sample_ci`, with its ties).
+
+        The intervals the MOVER interval of the difference is built from; NaN for a score
+        whose variance is negative or not finite.
+        """
+        level = self.confidence_level if confidence_level is None else confidence_level
+        var = np.diag(np.asarray(self.covariance, dtype=np.float64))
+        se = [math.sqrt(v) if math.isfinite(v) and v >= 0 else float("nan") for v in var]
+        return (
+            small_sample_ci(self.auc_a, se[0], self.n_pos, self.n_neg, level, ties=self.ties[0]),
+            small_sample_ci(self.auc_b, se[1], self.n_pos, self.n_neg, level, ties=self.ties[1]),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as JSON-ready types, without :attr:`ties` (a count per score)."""
