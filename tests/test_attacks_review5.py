@@ -79,11 +79,11 @@ def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_clust
     the sums' difference its within-cluster AUC on the 4096-cell grid (phi_sum), m_i n_i
     (mn_used) and its tied pairs: read exactly in 8 of 8 sites (main f3f6822).
 
-    Now the site binds the digest of its first clear release at its edges in its ledger,
-    after it computes it and before anything leaves: the same release again passes (a
-    re-run), another is refused, naming the site and no number (the analyst learns that
-    the rows changed at these bins, one bit per ask, which it learns from any re-release
-    anyway)."""
+    Now the site binds the digest of its rows at its first exact release in its ledger
+    (:func:`fedroc.federation.site.bind_rows`), after it computes a release and before
+    anything leaves: the same rows again pass (a re-run), other rows are refused, naming
+    the site and no number (the analyst learns that the rows changed, one bit per ask,
+    which it learns from any re-release anyway)."""
     from fedroc.exceptions import DisclosureError
     from fedroc.methods.clustered._site import FUNCTION_SUMMARY, score_bin_edges
 
@@ -107,8 +107,8 @@ def test_two_clear_releases_around_a_change_of_rows_do_not_subtract_to_one_clust
             after = again.call(FUNCTION_SUMMARY, edges=edges)["v"]
         except DisclosureError as exc:
             text = str(exc)
-            assert "site 'v' refuses" in text and "rows changed since its first release" in text
-            assert not any(ch.isdigit() for ch in text.split("in the clear:")[1])
+            assert "site 'v' refuses" in text and "rows changed since its first exact" in text
+            assert not any(ch.isdigit() for ch in text.split(f"refuses {FUNCTION_SUMMARY!r}:")[1])
             # The same rows again: the same release, answered (a re-run).
             assert fed.call(FUNCTION_SUMMARY, edges=edges)["v"]["signature"] == before["signature"]
             refused += 1
@@ -144,9 +144,9 @@ def test_two_secure_sums_around_one_sites_change_of_rows_do_not_subtract_to_one_
     m_i n_i: the other sites' inputs cancel. Read exactly in 6 of 6 federations (main
     f3f6822, seeds 0..5).
 
-    Now each site binds the digest of its first secure round-1 input at its edges in its
-    ledger: the same input again passes (a re-run, a new session), another is refused,
-    naming the site and no number."""
+    Now each site binds the digest of its rows at its first exact release or secure input
+    in its ledger (:func:`fedroc.federation.site.bind_rows`): the same rows again pass (a
+    re-run, a new session), other rows are refused, naming the site and no number."""
     from fedroc.exceptions import DisclosureError
     from fedroc.methods.clustered._site import FUNCTION_SUMMARY, score_bin_edges
     from fedroc.secagg import secure_sum
@@ -343,16 +343,9 @@ def test_a_tolerance_sized_offset_of_the_personalized_auc_tells_nothing_new():
     assert abs((s22_moved - s22) - predicted) <= tolerance, s22_moved - s22 - predicted
 
 
-# -- found beside the clustered method, not fixed: any exact clear release around a change ----
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a clear calibration released before and after a change of the site's rows "
-    "(one cluster withdrawn, ledger kept) subtracts to the withdrawn rows per bin, their "
-    "labels and predicted sums, one row's exact probability where it is alone in a bin: "
-    "10 of 10 sites, 11 single-row bins (main f3f6822). Binding each function's first "
-    "release (as the clustered summary now does) or the rows' digest is a design decision: "
-    "a reset ledger reopens it either way",
-)
+# -- beside the clustered method: any exact release around a change of rows ---------------------
+# Found open (strict xfail) at main f3f6822: 10 of 10 sites read, 11 single-row bins. Closed by
+# binding the rows' digest at a site's first exact release (fedroc.federation.site.bind_rows).
 def test_a_clear_calibration_around_a_change_of_rows_does_not_subtract_to_the_change():
     """The clustered summary's hole (first test above) is not the clustered method's: every
     exact clear release re-asked after the rows changed differences to the change. Here
@@ -364,7 +357,7 @@ def test_a_clear_calibration_around_a_change_of_rows_does_not_subtract_to_the_ch
     precision). ``fedroc.class_counts`` gives their class counts the same way."""
     from fedroc.exceptions import DisclosureError
 
-    read = singles = ran = 0
+    read = singles = ran = refused = 0
     for seed in range(40):
         if ran == 10:
             break
@@ -380,7 +373,8 @@ def test_a_clear_calibration_around_a_change_of_rows_does_not_subtract_to_the_ch
         ran += 1
         try:
             after = again.call("fedroc.calibration", n_bins=5)["v"]
-        except DisclosureError:
+        except DisclosureError as e:
+            refused += "its rows changed" in str(e)
             continue
         p = d.score[rows]
         b = np.minimum((p * 5).astype(int), 4)
@@ -393,3 +387,4 @@ def test_a_clear_calibration_around_a_change_of_rows_does_not_subtract_to_the_ch
         singles += int(hit) * int(np.sum(want == 1))
     assert ran == 10
     assert read == 0, f"withdrawn rows read in {read} of {ran}, {singles} exact probabilities"
+    assert refused == ran

@@ -71,6 +71,7 @@ __all__ = [
     "SiteContext",
     "aggregate_input",
     "bind_before_reading",
+    "bind_rows",
     "binding_refused",
     "check_noise_seed",
     "get_site_function",
@@ -199,13 +200,14 @@ class _Spec:
     fn: SiteFn
     schema: Schema
     release: Release
+    rows: bool
 
 
 _REGISTRY: dict[str, _Spec] = {}
 
 
 def site_function(
-    name: str, *, schema: Schema, release: Release = "clear"
+    name: str, *, schema: Schema, release: Release = "clear", rows: bool = True
 ) -> Callable[[SiteFn], SiteFn]:
     """Register ``fn(ctx, args) -> Reply`` under ``name``.
 
@@ -218,6 +220,11 @@ def site_function(
     release : {"clear", "secure", "both"}
         ``"clear"``: called directly, its reply goes to the analyst. ``"secure"``: only as
         an input of secure aggregation (:func:`aggregate_input`). ``"both"``: either.
+    rows : bool, default True
+        Whether its reply is a function of the site's rows. An exact reply (one without
+        DP events) of such a function binds the rows (:func:`bind_rows`); False only for
+        what a protocol says of itself (secure aggregation's stages, whose input is the
+        function it aggregates).
 
     Returns
     -------
@@ -237,7 +244,7 @@ def site_function(
         existing = _REGISTRY.get(name)
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise InputError(f"site function {name!r} is already registered")
-        _REGISTRY[name] = _Spec(name, fn, dict(schema), release)
+        _REGISTRY[name] = _Spec(name, fn, dict(schema), release, rows)
         return fn
 
     return register
@@ -615,9 +622,59 @@ def binding_mod(call: Call, next_handler: Handler) -> Reply:
     reply = next_handler(call)
     with call.ctx.ledger.transaction():
         _check_bindings(call.ctx, call.function, bound)
+        bind_rows(call, reply)
         for key, value in bound.items():
             call.ctx.ledger.bind(key, value)
     return reply
+
+
+ROWS_KEY = "rows"
+
+
+def bind_rows(call: Call, reply: Reply) -> None:
+    """Hold the site's exact releases to one version of its rows, for its ledger's lifetime.
+
+    Exact releases (of a function registered with ``rows=True``, without DP events) of two
+    versions of the site's rows subtract to the rows that changed: a clear calibration
+    before and after one patient's rows were withdrawn gives that patient's rows per bin,
+    labels and predicted sums, a lone row's probability; two secure sums whose other inputs
+    are the same, the same. The first such release binds the rows' digest
+    (:attr:`fedroc.data.SiteData.digest`, the same for the rows in any order); after it, an
+    exact release of other rows is refused. DP releases compose in the ledger instead and
+    are not bound. A site whose rows changed releases exactly again only under a new ledger,
+    which its operator chooses knowing that the old releases stay subtractable from the new.
+
+    Call it holding the ledger's transaction, after the function ran and before its reply
+    leaves.
+
+    Parameters
+    ----------
+    call : Call
+        The request.
+    reply : Reply
+        What the function would release.
+
+    Raises
+    ------
+    DisclosureError
+        The site's ledger is bound to other rows.
+    """
+    ctx = call.ctx
+    if reply.dp or not _spec(call.function).rows:
+        return
+    digest = ctx.data.digest
+    first = ctx.ledger.bindings.get(ROWS_KEY, digest)
+    if first != digest:
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {call.function!r}: its rows changed since its first "
+            "exact release under its privacy ledger, and exact releases of two versions of "
+            "its rows subtract to the rows that changed. Its operator may start it on a "
+            "new ledger (a new audit log path) for the new rows, knowing that what the old "
+            "rows released stays subtractable from what the new ones release",
+            site=ctx.site,
+            function=call.function,
+        )
+    ctx.ledger.bind(ROWS_KEY, digest)
 
 
 def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
@@ -647,6 +704,7 @@ def _disclose(call: Call, next_handler: Handler) -> Reply:
         raise InputError(f"reply keys starting with '__' are reserved ({function!r})")
     with ctx.ledger.transaction():
         _check_bindings(ctx, function, bound)
+        bind_rows(call, reply)
         ctx.policy.check_release(
             site=ctx.site,
             function=function,

@@ -483,7 +483,7 @@ def _client_stage(stage: str) -> Callable[[Callable[..., Reply]], Callable[..., 
             return reply
 
         run.__qualname__ = f"secagg_{stage}"
-        site_function(FUNCTIONS[stage], schema=SCHEMAS[stage])(run)
+        site_function(FUNCTIONS[stage], schema=SCHEMAS[stage], rows=False)(run)
         return run
 
     return wrap
@@ -842,7 +842,7 @@ def _check_survivors(state: ClientState, active: list[str], allowed: list[str], 
         )
 
 
-@site_function(FN_ABORT, schema={KEY_SESSION: _SESSION})
+@site_function(FN_ABORT, schema={KEY_SESSION: _SESSION}, rows=False)
 def _abort(ctx: SiteContext, args: Record) -> Reply:
     session = str(args.get(KEY_SESSION, ""))
     stored = ctx.state.get(_state_key(session))
@@ -863,6 +863,7 @@ def _abort(ctx: SiteContext, args: Record) -> Reply:
         KEY_THRESHOLD: Int(2, _MAX_SITES),
         KEY_EXACT_COUNTS: Bool(default=False),
     },
+    rows=False,
 )
 def _check(ctx: SiteContext, args: Record) -> Reply:
     """Answer whether the site would join a secure sum of ``input`` over ``members``.

@@ -131,8 +131,6 @@ FUNCTION_MOMENTS = "fedroc.clustered.moments"
 # Ledger keys of the bindings: of the clear path, and of inputs of secure aggregation.
 BIND_EDGES = "clustered-clear:edges"
 BIND_MOMENTS = "clustered-clear:moments"
-BIND_RELEASE = "clustered-clear:release"
-BIND_SECURE_INPUT = "clustered-secure:input"
 BIND_SECURE_EDGES = "clustered-secure:edges"
 BIND_SECURE_MOMENTS = "clustered-secure:moments"
 
@@ -621,30 +619,6 @@ def _summary(ctx: SiteContext, args: Record, local: _Local, clear: bool) -> dict
     }
 
 
-def _rows_digest(local: _Local) -> str:
-    """Digest of what a clear release is a function of, with the edges: labels, scores, clusters."""
-    h = hashlib.sha256()
-    for part in (local.label, local.score.astype("<f8"), local.codes.astype("<i8")):
-        h.update(np.ascontiguousarray(part).tobytes())
-    return h.hexdigest()
-
-
-def _rows_changed(ctx: SiteContext, clear: bool) -> DisclosureError:
-    how, what, advice = (
-        ("in the clear", "release", " Run the method through secure aggregation")
-        if clear
-        else ("through secure aggregation", "secure sum", "")
-    )
-    return DisclosureError(
-        f"site {ctx.site!r} refuses {FUNCTION_SUMMARY!r} {how}: its rows changed since its "
-        f"first {what} at these edges, and a second one would subtract from the first to "
-        "the rows that changed (one withdrawn cluster's rows per bin and its sums); it "
-        f"releases the same rows once.{advice}",
-        site=ctx.site,
-        function=FUNCTION_SUMMARY,
-    )
-
-
 def _session_reused(ctx: SiteContext, session: str) -> ArgumentRefused:
     return ArgumentRefused(
         f"site {ctx.site!r} refuses {FUNCTION_SUMMARY!r} through secure aggregation: it "
@@ -676,16 +650,6 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
     counts: dict[str, object] = {"rows": ctx.data.n, "clusters": values["clusters_used"]}
     statement = b""
     message = release_message(ctx.site, edges, release_vector(values))
-    # Its first release (in the clear) or secure input at the bound edges, bound for the
-    # ledger's lifetime: the same again passes (a re-run), another is refused. Its rows
-    # changed (a cluster withdrawn, the node restarted on its updated table), two releases,
-    # or two sums whose other sites' inputs cancel, subtracted to the rows that changed.
-    bind_before_reading(
-        ctx,
-        BIND_RELEASE if clear else BIND_SECURE_INPUT,
-        hashlib.sha256(message).hexdigest(),
-        lambda _: _rows_changed(ctx, clear),
-    )
     if clear:
         counts.update(_bin_counts(**{k: values[k] for k in _HIST_KEYS}))
         # Everything it releases, signed, so that every partner can check in round 2 that
@@ -693,13 +657,13 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
         # the analyst made up (C2 in the clear). A site without a signing key releases
         # unsigned: no round 2 will pool its release.
         values[KEY_SIGNATURE] = b"" if ctx.identity is None else ctx.identity.sign(message)
-        ctx.state[_CLEAR_RELEASE] = {"message": message, "rows": _rows_digest(local)}
+        ctx.state[_CLEAR_RELEASE] = {"message": message, "rows": ctx.data.digest}
     elif ctx.identity is not None:  # (secure aggregation has refused a site without one)
         # Its rows, signed, so that every partner can check in round 2 that the pooled
         # all-rows histograms hold the federation's rows and no more (C2); over the
         # session (bound above), kept as its latest: round 2 takes only that sum's counts.
         session = str(ctx.session)
-        ctx.state[_ROWS_SESSION] = {"session": session, "rows": _rows_digest(local)}
+        ctx.state[_ROWS_SESSION] = {"session": session, "rows": ctx.data.digest}
         rows = int(values["hist_pos_all"].sum() + values["hist_neg_all"].sum())
         statement = rows.to_bytes(_COUNT_BYTES, "big") + ctx.identity.sign(
             rows_message(ctx.site, edges, rows, session)
@@ -869,7 +833,7 @@ def _check_rows(ctx: SiteContext, args: Record, local: _Local) -> None:
             "cannot be checked: this site signed no round-1 rows since it started (it keeps "
             "the session of its latest round-1 sum in memory); repeat round 1",
         )
-    if latest.get("rows") != _rows_digest(local):
+    if latest.get("rows") != ctx.data.digest:
         # The state travels with a Flower run while the site is rebuilt from its data file:
         # round 2 on other rows than round 1 summed is not part of that sum.
         raise DisclosureError(
@@ -969,7 +933,7 @@ def _check_releases(ctx: SiteContext, args: Record, local: _Local) -> None:
     # restart, or on Flower, where the state travels with the run and the site is rebuilt
     # from its data file) the one its rows give now.
     kept = ctx.state.get(_CLEAR_RELEASE)
-    if kept is not None and kept.get("rows") == _rows_digest(local):
+    if kept is not None and kept.get("rows") == ctx.data.digest:
         same = kept["message"] == release_message(ctx.site, edges, parts[ctx.site])
     else:
         same = np.array_equal(parts[ctx.site], release_vector(_summary(ctx, args, local, True)))

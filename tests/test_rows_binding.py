@@ -1,0 +1,148 @@
+"""A site's exact releases come from one version of its rows per ledger (bind_rows).
+
+Exact releases of two versions of a site's rows subtract to the rows that changed. The
+attacks below were written first and succeeded on main 7738ce2, where only the clustered
+summary bound its first release: the rest of the site's exact functions answered again
+after its rows changed, the same function or another one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedroc.data import SiteData
+from fedroc.exceptions import DisclosureError
+from fedroc.federation import Federation
+from fedroc.federation.site import Site
+from fedroc.privacy import BudgetLedger, DisclosurePolicy
+
+
+def _data(seed: int, n: int = 300) -> SiteData:
+    rng = np.random.default_rng([7071, seed])
+    y = rng.random(n) < 0.4
+    return SiteData.from_arrays(y, np.clip(0.3 * y + 0.7 * rng.random(n), 0.0, 1.0))
+
+
+def _without_row(data: SiteData, i: int) -> SiteData:
+    """The same table without row ``i`` (one patient withdrew)."""
+    keep = np.arange(data.n) != i
+    return SiteData.from_arrays(data.label[keep], data.score[keep])
+
+
+def _reloaded(site: Site, data: SiteData) -> Site:
+    """The site's node restarted on ``data``, its ledger and key kept."""
+    return Site(site.name, data, policy=site.policy, ledger=site.ledger, identity=site.identity)
+
+
+def _call(site: Site, function: str, **args: object) -> dict:
+    return Federation.from_sites([site]).call(function, **args)[site.name]
+
+
+def test_class_counts_and_a_sum_of_labels_around_a_withdrawn_row_do_not_tell_its_label():
+    """Another function after the change: ``class_counts`` before, the sum of the label
+    column after, subtract to the withdrawn row's label (on 7738ce2: 20 of 20 labels
+    read). Binding one function's first release would not stop this; binding the rows
+    does."""
+    read = refused = 0
+    for seed in range(20):
+        data = _data(seed)
+        site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+        before = _call(site, "fedroc.class_counts")
+        i = seed % data.n
+        after_site = _reloaded(site, _without_row(data, i))
+        try:
+            after = _call(after_site, "fedroc.sum", column="label")
+        except DisclosureError as e:
+            assert "site 'a' refuses 'fedroc.sum': its rows changed" in str(e)
+            refused += 1
+            continue
+        read += (before["n_pos"] - after["sum"] == 1) == bool(data.label[i])
+    assert read == 0, f"the withdrawn row's label read in {read} of 20"
+    assert refused == 20
+
+
+def _secure_federation(seed: int) -> list[Site]:
+    return [Site(f"s{k}", _data(10 * seed + k, n=400)) for k in range(3)]
+
+
+def test_two_secure_calibrations_around_a_withdrawn_row_do_not_give_its_bin_and_label():
+    """Through secure aggregation: the other sites' inputs cancel between two sums, so
+    two secure calibrations around one row withdrawn at s1 subtract to that row's bin,
+    label and exact probability (on 7738ce2: 6 of 6 read)."""
+    from fedroc.secagg import secure_sum
+
+    read = refused = 0
+    for seed in range(6):
+        sites = _secure_federation(seed)
+        before = secure_sum(Federation.from_sites(sites), "fedroc.calibration", n_bins=8)
+        data = sites[1]._data
+        i = (7 * seed) % data.n
+        sites[1] = _reloaded(sites[1], _without_row(data, i))
+        try:
+            after = secure_sum(Federation.from_sites(sites), "fedroc.calibration", n_bins=8)
+        except DisclosureError as e:
+            assert "site 's1' refuses" in str(e) and "rows changed" in str(e)
+            refused += 1
+            continue
+        diff = np.asarray(before["sum_predicted"]) - np.asarray(after["sum_predicted"])
+        read += bool(np.isclose(diff.sum(), data.score[i], rtol=0, atol=1e-9))
+    assert read == 0, f"the withdrawn row's probability read in {read} of 6"
+    assert refused == 6
+
+
+def test_the_same_rows_in_another_order_release_the_same_again():
+    """A table exported again in another order is the same table: answered, the same."""
+    data = _data(1)
+    site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+    before = _call(site, "fedroc.calibration", n_bins=5)
+    p = np.random.default_rng(3).permutation(data.n)
+    shuffled = SiteData.from_arrays(data.label[p], data.score[p])
+    after = _call(_reloaded(site, shuffled), "fedroc.calibration", n_bins=5)
+    assert np.array_equal(before["count"], after["count"])
+    np.testing.assert_allclose(after["sum_predicted"], before["sum_predicted"], rtol=1e-12)
+
+
+def test_a_ledger_on_disk_holds_the_rows_across_a_restart(tmp_path):
+    path = tmp_path / "a.ledger.jsonl"
+    data = _data(2)
+    policy = DisclosurePolicy(min_count=5)
+    _call(Site("a", data, policy=policy, ledger=path), "fedroc.brier")
+    changed = Site("a", _without_row(data, 0), policy=policy, ledger=path)
+    with pytest.raises(DisclosureError, match="rows changed"):
+        _call(changed, "fedroc.brier")
+    # The same rows after the restart: answered.
+    assert _call(Site("a", data, policy=policy, ledger=path), "fedroc.brier")["n"] == data.n
+    # A new ledger, the operator's choice, answers from the new rows.
+    fresh = Site("a", _without_row(data, 0), policy=policy, ledger=tmp_path / "new.jsonl")
+    assert _call(fresh, "fedroc.brier")["n"] == data.n - 1
+
+
+def test_dp_releases_still_compose_after_the_rows_changed():
+    """A noisy release is not bound: its ledger composes it with the earlier ones."""
+    from fedroc.methods.histogram._site import COUNT_LOCAL_NAME
+
+    data = _data(3)
+    ledger = BudgetLedger()
+    site = Site("a", data, policy=DisclosurePolicy(min_count=5), ledger=ledger)
+    _call(site, "fedroc.class_counts")
+    changed = _reloaded(site, _without_row(data, 0))
+    with pytest.raises(DisclosureError, match="rows changed"):
+        _call(changed, "fedroc.class_counts")
+    spent = ledger.spent()[0]
+    noisy = _call(changed, COUNT_LOCAL_NAME, lo=0.0, hi=1.0, epsilon=0.5)
+    assert "counts" in noisy
+    assert ledger.spent()[0] == pytest.approx(spent + 0.5)
+
+
+def test_a_refused_release_leaves_nothing_and_the_binding_in_place():
+    """A refusal spends nothing and does not move the binding to the new rows: the old
+    rows are still answered after it."""
+    data = _data(4)
+    site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+    first = _call(site, "fedroc.info")
+    changed = _reloaded(site, _without_row(data, 5))
+    for _ in range(2):
+        with pytest.raises(DisclosureError, match="rows changed"):
+            _call(changed, "fedroc.info")
+    assert _call(_reloaded(site, data), "fedroc.info") == first
