@@ -139,7 +139,10 @@ def site_probabilities(ctx: SiteContext) -> np.ndarray:
     return s
 
 
-@site_function(FN_INFO, schema={})
+# Its number of rows is public (every method reports the sites' sizes, and the DP releases
+# take it as known): it does not bind the rows (bind_rows), so that after its rows changed a
+# site still says how many it holds, and its DP releases still compose.
+@site_function(FN_INFO, schema={}, rows=False)
 def _info(ctx: SiteContext, args: Record) -> Reply:
     return Reply({"n": ctx.data.n}, counts={"rows": ctx.data.n})
 
