@@ -71,3 +71,98 @@ def test_a_local_dp_tree_is_as_private_as_its_ledger_says_for_a_row_that_moves()
     assert charged == {10.0}  # ten releases, each charged epsilon 1
     ratio = hits[0] / max(hits[1], 1)
     assert ratio <= math.e * 1.5, f"P(S|0)/P(S|1) = {hits[0]}/{hits[1]} = {ratio:.2f} > e"
+
+
+# -- H2. a site's policy written into its node config loses the settings the config lacks -------
+_STRICT = {
+    "histogram_min_epsilon": 1.0,
+    "rocglm_min_sensitivity": 0.2,
+    "secagg_min_sites": 5,
+}
+
+
+def _deployed_site(tmp_path, policy_settings: dict) -> Site:
+    """The site a :class:`LocalDeployment` SuperNode serves: its SiteNodeConfig written as the
+    node config file the deployment writes (``node_config_toml(config.to_node_config())``),
+    read back as the node reads it (``cached_site``)."""
+    import tomllib
+
+    from fedroc.federation.flower.deploy import node_config_toml
+    from fedroc.federation.flower.site_config import SiteNodeConfig, cached_site
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(4242)
+    data = tmp_path / "north.csv"
+    y, s = rng.random(200) < 0.4, rng.beta(2.0, 5.0, 200)
+    data.write_text(
+        "label,score\n" + "".join(f"{int(a)},{float(b)!r}\n" for a, b in zip(y, s, strict=True))
+    )
+    config = SiteNodeConfig(
+        site="north",
+        data=data,
+        policy=DisclosurePolicy(**policy_settings),
+        node_dir=tmp_path / "node",
+    )
+    text = node_config_toml(config.to_node_config())
+    return cached_site(tomllib.loads(text))
+
+
+def test_a_deployed_node_keeps_every_setting_of_its_operators_policy(tmp_path):
+    """H2. ``LocalDeployment`` (``fedroc.federation.flower.deploy``) starts each SuperNode on
+    the node config ``SiteNodeConfig.to_node_config`` writes. That config carried ten of
+    the policy's sixteen settings: a site whose operator raised ``histogram_min_epsilon``
+    to 1, ``rocglm_min_sensitivity`` to 0.2 and ``secagg_min_sites`` to 5 served at the
+    defaults (0.01, 0.01, 3). The analyst's local-DP tree at epsilon 0.02 and noisy scores
+    calibrated to a sensitivity of 0.02 were answered (2 of 2 refusals lost, and the
+    minimum of partners was 3); now the node serves its operator's policy."""
+    from fedroc.exceptions import DisclosureError
+    from fedroc.methods.histogram import LOCAL_NAME
+    from fedroc.methods.rocglm._site import FN_NOISY
+
+    site = _deployed_site(tmp_path, {**_STRICT, "opt_in": frozenset({"rocglm.positives_rule"})})
+    fed = Federation.from_sites([site])
+    asks = [
+        (LOCAL_NAME, dict(branching=2, height=1, lo=0.0, hi=1.0, epsilon=0.02)),
+        (FN_NOISY, dict(epsilon=1.0, delta=1e-6, sensitivity=0.02)),
+    ]
+    answered = []
+    for function, args in asks:
+        try:
+            fed.call(function, **args)
+            answered.append(function)
+        except DisclosureError:
+            pass
+    assert answered == [], f"answered below the operator's floors: {answered}"
+    assert site.ledger.spent() == (0.0, 0.0)
+    for name, value in _STRICT.items():
+        assert getattr(site.policy, name) == value, name
+    assert site.policy.opt_in == frozenset({"rocglm.positives_rule"})
+
+
+def test_every_policy_setting_survives_the_node_config():
+    """H2, all of it: a policy with every setting off its default, written into a node
+    config and read back, is the same policy (before: 6 of 16 settings at their default)."""
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+    from fedroc.privacy import DisclosurePolicy
+
+    policy = DisclosurePolicy(
+        min_count=9,
+        allow_noisy=False,
+        allow_shares=False,
+        epsilon_limit=3.0,
+        delta_limit=1e-7,
+        allowed_functions=frozenset({"fedroc.info", "fedroc.sum"}),
+        secagg_min_sites=4,
+        secagg_rebind=True,
+        opt_in=frozenset({"rocglm.positives_rule", "mpc.operating_points"}),
+        clear_histograms=True,
+        rocglm_min_sensitivity=0.05,
+        histogram_min_epsilon=0.5,
+        mpc_proxies="none",
+        mpc_only=False,
+        mpc_max_jobs=2,
+    )
+    config = SiteNodeConfig(site="north", data="north.csv", policy=policy)
+    back = SiteNodeConfig.from_node_config(config.to_node_config()).policy
+    lost = [k for k in policy.__dataclass_fields__ if getattr(back, k) != getattr(policy, k)]
+    assert lost == []

@@ -74,6 +74,15 @@ _POLICY_KEYS = {
     "mpc-only": "mpc_only",
     "mpc-owner-key": "mpc_owner_key",
     "mpc-max-jobs": "mpc_max_jobs",
+    # The rest of the policy: without them a node config could not carry an operator's
+    # floors, and SiteNodeConfig.to_node_config (what LocalDeployment's nodes read) served
+    # the defaults in their place (H2, tests/test_attacks_review7.py).
+    "secagg-min-sites": "secagg_min_sites",
+    "secagg-rebind": "secagg_rebind",
+    "opt-in": "opt_in",
+    "clear-histograms": "clear_histograms",
+    "rocglm-min-sensitivity": "rocglm_min_sensitivity",
+    "histogram-min-epsilon": "histogram_min_epsilon",
 }
 # A node seals MPC shares for no proxies unless its operator names them: the analyst who
 # chooses the proxies' keys would open every share (a site in the analyst's own process,
@@ -131,6 +140,53 @@ def _allowed_functions(value: Any) -> list[str]:
             "allow every function"
         )
     return names
+
+
+def _opt_in(value: Any) -> list[str]:
+    """Split ``opt-in`` (comma-separated options the policy opts in to; blank: none)."""
+    if not isinstance(value, str):
+        raise InputError(
+            "node config opt-in must be a comma-separated string, e.g. "
+            f"'rocglm.positives_rule'; got {value!r}"
+        )
+    return [f.strip() for f in value.split(",") if f.strip()]
+
+
+def _policy_node_config(p: DisclosurePolicy) -> dict[str, Any]:
+    """Return the node config keys of a policy: every setting a node would not default to."""
+    out: dict[str, Any] = {}
+    out["min-count"] = int(p.min_count)
+    out["allow-noisy"] = bool(p.allow_noisy)
+    out["allow-shares"] = bool(p.allow_shares)
+    if p.epsilon_limit != DEFAULT_EPSILON_LIMIT:
+        out["epsilon-limit"] = float(p.epsilon_limit)
+    if p.delta_limit is not None:
+        out["delta-limit"] = float(p.delta_limit)
+    if p.allowed_functions is not None:
+        out["allowed-functions"] = ",".join(sorted(p.allowed_functions))
+    out["mpc-proxies"] = p.mpc_proxies  # always: a node's default differs from a policy's
+    if p.mpc_only is not None:
+        out["mpc-only"] = bool(p.mpc_only)
+    if p.mpc_owner_key is not None:
+        out["mpc-owner-key"] = p.mpc_owner_key
+    if p.mpc_max_jobs is not None:
+        out["mpc-max-jobs"] = int(p.mpc_max_jobs)
+    # Every other setting that is not the default: a node reads the policy from this
+    # config alone, and a setting left out was served at its default (H2).
+    default = DisclosurePolicy()
+    for key, kind in (
+        ("secagg_min_sites", int),
+        ("rocglm_min_sensitivity", float),
+        ("histogram_min_epsilon", float),
+    ):
+        if getattr(p, key) != getattr(default, key):
+            out[key.replace("_", "-")] = kind(getattr(p, key))
+    for key in ("secagg_rebind", "clear_histograms"):
+        if bool(getattr(p, key)):
+            out[key.replace("_", "-")] = True
+    if p.opt_in:
+        out["opt-in"] = ",".join(sorted(p.opt_in))
+    return out
 
 
 @dataclass(frozen=True)
@@ -218,6 +274,8 @@ class SiteNodeConfig:
                 policy_items["allowed_functions"] = _allowed_functions(
                     policy_items["allowed_functions"]
                 )
+            if "opt_in" in policy_items:
+                policy_items["opt_in"] = _opt_in(policy_items["opt_in"])
             policy_items.setdefault("mpc_proxies", NODE_MPC_PROXIES)
             try:
                 policy = DisclosurePolicy.from_mapping(policy_items)
@@ -255,23 +313,7 @@ class SiteNodeConfig:
             out["cluster"] = self.cluster
         if self.pos_label is not None:
             out["pos-label"] = self.pos_label
-        p = self.policy
-        out["min-count"] = int(p.min_count)
-        out["allow-noisy"] = bool(p.allow_noisy)
-        out["allow-shares"] = bool(p.allow_shares)
-        if p.epsilon_limit != DEFAULT_EPSILON_LIMIT:
-            out["epsilon-limit"] = float(p.epsilon_limit)
-        if p.delta_limit is not None:
-            out["delta-limit"] = float(p.delta_limit)
-        if p.allowed_functions is not None:
-            out["allowed-functions"] = ",".join(sorted(p.allowed_functions))
-        out["mpc-proxies"] = p.mpc_proxies  # always: a node's default differs from a policy's
-        if p.mpc_only is not None:
-            out["mpc-only"] = bool(p.mpc_only)
-        if p.mpc_owner_key is not None:
-            out["mpc-owner-key"] = p.mpc_owner_key
-        if p.mpc_max_jobs is not None:
-            out["mpc-max-jobs"] = int(p.mpc_max_jobs)
+        out.update(_policy_node_config(self.policy))
         for key, path in (
             ("node-dir", self.node_dir),
             ("audit", self.audit),
