@@ -15,6 +15,7 @@ import pytest
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
+from fedroc.privacy import DisclosurePolicy
 
 
 # -- H1. count noise calibrated to adding a row, while the site's counts are public -------------
@@ -25,7 +26,9 @@ def _leaf_site(name: str, target_leaf: int, seed: int) -> Site:
     y = np.r_[np.ones(40, bool), np.zeros(40, bool)]
     s = np.r_[np.full(20, 0.25), np.full(20, 0.75), np.full(20, 0.25), np.full(20, 0.75)]
     s[0] = 0.25 if target_leaf == 0 else 0.75
-    return Site(name, SiteData.from_arrays(y, s), noise_seed=seed)
+    # No lifetime limit: the test reads what each release is charged, whatever it is.
+    policy = DisclosurePolicy(epsilon_limit=math.inf)
+    return Site(name, SiteData.from_arrays(y, s), policy=policy, noise_seed=seed)
 
 
 def _in_s(reply: dict) -> bool:
@@ -37,6 +40,7 @@ def _in_s(reply: dict) -> bool:
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason=(
         "H1, open (design decision): the histogram's count releases (tree_local, "
         "class_counts_local, the distributed-DP tree and joint grid) calibrate their noise to "
@@ -57,7 +61,7 @@ def test_a_local_dp_tree_is_as_private_as_its_ledger_says_for_a_row_that_moves()
     from fedroc.methods.histogram import LOCAL_NAME
 
     hits = {0: 0, 1: 0}
-    charged = set()
+    charged = []
     for leaf in (0, 1):
         for k in range(40):
             site = _leaf_site(f"s{leaf}-{k}", leaf, seed=7700 + 100 * leaf + k)
@@ -67,10 +71,13 @@ def test_a_local_dp_tree_is_as_private_as_its_ledger_says_for_a_row_that_moves()
                     site.name
                 ]
                 hits[leaf] += _in_s(reply)
-            charged.add(round(site.ledger.spent()[0], 9))
-    assert charged == {10.0}  # ten releases, each charged epsilon 1
+            charged.append(site.ledger.spent()[0] / 10)
+    per_release = max(charged)  # what the ledger charges one release (epsilon 1 now)
     ratio = hits[0] / max(hits[1], 1)
-    assert ratio <= math.e * 1.5, f"P(S|0)/P(S|1) = {hits[0]}/{hits[1]} = {ratio:.2f} > e"
+    bound = math.exp(per_release)
+    assert ratio <= 1.5 * bound, (
+        f"P(S|0)/P(S|1) = {hits[0]}/{hits[1]} = {ratio:.2f}, above e^{per_release:g} = {bound:.2f}"
+    )
 
 
 # -- H2. a site's policy written into its node config loses the settings the config lacks -------
