@@ -173,3 +173,22 @@ def test_every_policy_setting_survives_the_node_config():
     back = SiteNodeConfig.from_node_config(config.to_node_config()).policy
     lost = [k for k in policy.__dataclass_fields__ if getattr(back, k) != getattr(policy, k)]
     assert lost == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("secagg-min-sites", "five", "secagg-min-sites must be an integer"),
+        ("secagg-min-sites", 1, "secagg-min-sites must be an integer >= 2"),
+        ("opt-in", 5, "opt-in must be a comma-separated string"),
+        ("histogram-min-epsilon", -1, "histogram-min-epsilon must be >= 0"),
+        ("clear-histograms", "yes", "clear-histograms must be true or false"),
+    ],
+)
+def test_the_node_configs_new_policy_keys_are_refused_naming_them(key, value, message):
+    """H2's keys, malformed: one line naming the node config key, not the policy field."""
+    from fedroc.exceptions import InputError
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+
+    with pytest.raises(InputError, match=message):
+        SiteNodeConfig.from_node_config({"site": "north", "data": "north.csv", key: value})
