@@ -3,11 +3,11 @@
 The histogram method's count releases (``fedroc.histogram.tree_local``,
 ``fedroc.histogram.class_counts_local``, and the same noise in the distributed-DP tree and
 joint grid) calibrate their noise to sensitivity 1: a row *added or removed* changes one
-count per level by 1. But a site releases its exact ``n``, ``n_pos`` and ``n_neg`` (``fedroc.info``,
-``fedroc.class_counts``, and the ``sites`` of every result), so the neighbours an analyst
-must not tell apart are datasets of the same counts where one row *moved*: its score from
-leaf 0 to leaf 1 (the tree), or its label (the class counts). Two cells change by 1 each,
-and a release charged epsilon has a privacy loss of up to 2 epsilon.
+count per level by 1. But a site releases its exact ``n``, ``n_pos`` and ``n_neg`` to any
+analyst (``fedroc.info``, ``fedroc.class_counts``, served by the default policy), so the
+neighbours an analyst must not tell apart are datasets of the same counts where one row
+*moved*: its score from leaf 0 to leaf 1 (the tree), or its label (the class counts). Two
+cells change by 1 each, and a release charged epsilon has a privacy loss of up to 2 epsilon.
 
 The analyst of differential privacy knows every row but the target's. For each epsilon the
 script asks ``reps`` releases of one site in each of the two worlds (the target in leaf 0

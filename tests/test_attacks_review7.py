@@ -75,6 +75,9 @@ def test_a_local_dp_tree_is_as_private_as_its_ledger_says_for_a_row_that_moves()
     per_release = max(charged)  # what the ledger charges one release (epsilon 1 now)
     ratio = hits[0] / max(hits[1], 1)
     bound = math.exp(per_release)
+    # The premise: the site's class counts are public (the default policy serves them), so
+    # its neighbours keep them and move a row.
+    assert fed.call("fedroc.class_counts")[site.name]["n_pos"] == 40
     assert ratio <= 1.5 * bound, (
         f"P(S|0)/P(S|1) = {hits[0]}/{hits[1]} = {ratio:.2f}, above e^{per_release:g} = {bound:.2f}"
     )
