@@ -273,7 +273,8 @@ def test_each_site_draws_its_own_noise_and_a_seed_reproduces_it():
     again = _tree_input(_ctx("north", data, noise_seed=11, noise_shares=3), args)
     assert not np.array_equal(a.values["pos"], b.values["pos"])  # not the reference's flaw
     np.testing.assert_array_equal(a.values["pos"], again.values["pos"])
-    assert len(a.dp) == 4 and sum(e.epsilon for e in a.dp) == pytest.approx(1.0)
+    # epsilon 1 over the levels, charged twice (a row moved, its counts public: H1)
+    assert len(a.dp) == 4 and sum(e.epsilon for e in a.dp) == pytest.approx(2.0)
     assert a.values["pos"].size == 2 + 4 + 8 + 16
 
 
@@ -362,7 +363,7 @@ def test_distributed_dp_spends_epsilon_and_widens_the_interval(synthetic):
     res = evaluate(fed, "histogram", pooled=pooled, seed=4, quantiles=64, dp_epsilon=1.0)
     d = res.details
     assert res.extra["epsilon"] == 1.0 and res.extra["mode"] == "distributed-dp"
-    assert res.released.epsilon == {name: pytest.approx(1.0) for name in parts}
+    assert res.released.epsilon == {name: pytest.approx(2.0) for name in parts}  # 2x: H1
     assert len(res.released.dp["site0"]) == d.height + 1  # the class counts, then h levels
     assert d.noise_variance > 0 and d.se > d.delong.se
     assert abs(d.n_pos - pooled.n_pos) < 100 and abs(d.n_neg - pooled.n_neg) < 100
@@ -432,7 +433,7 @@ def test_privacy_spent_is_reported_when_a_site_drops_at_the_first_stage(syntheti
     # The whole first call failed, so the survivors' budget comes from their repeated
     # answers; each site spent epsilon once in the analyst's record.
     survivors = ["site0", "site1", "site3", "site4"]
-    assert res.released.epsilon == {name: pytest.approx(0.5) for name in survivors}
+    assert res.released.epsilon == {name: pytest.approx(1.0) for name in survivors}  # 2x: H1
     assert [s["name"] for s in res.sites] == survivors
 
 
@@ -501,7 +502,8 @@ def test_cli_evaluate_histogram(tmp_path, capsys):
     assert (tmp_path / "r.html").read_text().count("<img") >= 1
     main([*args, "--dp-epsilon", "1", "--quantiles", "64", "--seed", "1"])
     out = json.loads(capsys.readouterr().out)
-    assert out["epsilon"] == 1.0 and out["released"]["epsilon"]["site0"] == pytest.approx(1.0)
+    # Asked for epsilon 1; each site is charged 2 (a row moved, its counts public: H1).
+    assert out["epsilon"] == 1.0 and out["released"]["epsilon"]["site0"] == pytest.approx(2.0)
     with pytest.raises(SystemExit) as exc:
         main([*args, "--score-range", "zero,one"])
     assert exc.value.code == 2

@@ -204,19 +204,21 @@ def test_a_class_too_small_for_an_auc_stops_before_the_tree():
     reason = res.extra["ci_withheld"]
     assert "class counts released first" in reason and "tree was not released" in reason
     height = res.extra["height"]
-    assert res.released.epsilon == {k: pytest.approx(1.0 / (height + 1)) for k in parts}
+    # Charged twice the share (a row moved, its counts public: H1).
+    assert res.released.epsilon == {k: pytest.approx(2.0 / (height + 1)) for k in parts}
     for site in sites:  # the sites' own ledgers: one release, the counts
         [event] = site.ledger.events
-        assert "class counts" in event.note and event.epsilon == pytest.approx(1 / (height + 1))
-    # A released run spends the whole epsilon: the counts and the h levels, 1 / (h + 1) each.
+        assert "class counts" in event.note and event.epsilon == pytest.approx(2 / (height + 1))
+    # A released run spends the whole epsilon: the counts and the h levels, 1 / (h + 1) each,
+    # each charged twice (a row moved, its counts public: H1).
     big = _rare_sites(seed=1, n=2000)
     fed = _federation(big, 3)
     res = evaluate(fed, "histogram", quantiles=256, dp_epsilon=1.0, calibration_bins=None)
     assert math.isfinite(res.auc) and res.auc_ci is not None
-    assert res.released.epsilon == {k: pytest.approx(1.0) for k in big}
+    assert res.released.epsilon == {k: pytest.approx(2.0) for k in big}
     events = res.released.dp["s0"]
     assert len(events) == height + 1 and "class counts" in events[0]["note"]
-    assert [e["epsilon"] for e in events] == pytest.approx([1.0 / (height + 1)] * (height + 1))
+    assert [e["epsilon"] for e in events] == pytest.approx([2.0 / (height + 1)] * (height + 1))
 
 
 def test_the_release_decision_selects_nothing_in_the_trees_noise():
@@ -366,7 +368,7 @@ def test_local_dp_noises_each_site_fully():
     fed = _federation(parts, 2)
     res = evaluate(fed, "histogram", quantiles=16, dp_epsilon=1.0, dp_mode="local")
     assert res.extra["mode"] == "local-dp"
-    assert res.released.epsilon == {k: pytest.approx(1.0) for k in parts}
+    assert res.released.epsilon == {k: pytest.approx(2.0) for k in parts}  # charged 2x (H1)
     # epsilon / (h + 1) per level: the class counts released first take one share.
     sigma2 = node_noise_variance("discrete", 1.0 / (res.extra["height"] + 1))
     assert res.extra["noise_sd"] == pytest.approx(math.sqrt(5 * sigma2))

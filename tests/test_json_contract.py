@@ -174,7 +174,7 @@ EVALUATE_RUNS = [
     ("rocglm", ["--sensitivity", "0.01", "--correction", "none", "--a0", "0.6"]),
     ("histogram", []),
     ("histogram", ASKS),
-    ("histogram", ["--dp-epsilon", "5", "--quantiles", "64", *ASKS]),
+    ("histogram", ["--dp-epsilon", "2", "--quantiles", "64", *ASKS]),
     ("clustered", ["--cluster", "pid"]),
     ("mpc", []),
 ]

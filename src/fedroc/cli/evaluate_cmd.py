@@ -590,7 +590,11 @@ def evaluate_command(
     ] = None,
     dp_epsilon: Annotated[
         float | None,
-        typer.Option(help="histogram: distributed DP with this total epsilon per site."),
+        typer.Option(
+            help="histogram: distributed DP with this total epsilon per site, of a row added "
+            "or removed (the paper's); each site's ledger is charged twice it, as a moved row "
+            "changes two counts."
+        ),
     ] = None,
     dp_noise: Annotated[
         str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")

@@ -53,7 +53,9 @@ pooled scores rounded to a leaf width) and nothing about any single site; a site
 fewer than q positives or negatives refuses. In the distributed-DP mode what the analyst
 learns is epsilon-differentially private with respect to adding or removing one row
 (each row adds 1 to one bin per level and to one class count; basic composition over the
-class counts and the h levels, each at epsilon / (h + 1)), provided
+class counts and the h levels, each at epsilon / (h + 1)), and 2 epsilon with respect to
+moving one row, which is what the sites' ledgers charge: the sites' row and class counts
+are public, so the data sets to tell apart differ in where a row is (H1), provided
 the sites add their noise honestly; sites that collude with the analyst and reveal their
 shares weaken the noise of the others. In the local-DP mode every site's own tree is
 epsilon-DP whoever sees it (no secure aggregation, no trust in the analyst or the other
@@ -225,7 +227,8 @@ def _counts_withheld(counts: NoisyCounts, opts: HistogramOptions) -> str | None:
         f"{bound:.1f} ({COUNT_Z:g} noise SDs below), fewer than the {need:.1f} rows "
         f"({MIN_TOTAL_SNR:g} noise SDs of a class total of the tree) an AUC needs; the "
         f"tree was not released: each site spent epsilon {counts.epsilon:.3g} of "
-        f"{opts.epsilon:g}. Use a larger epsilon, a smaller Q or more rows"
+        f"{opts.epsilon:g} (charged twice in its ledger). Use a larger epsilon, a smaller Q "
+        "or more rows"
     )
 
 
@@ -543,7 +546,9 @@ def run_histogram(
     quantiles : int, default 1024
         Q, the number of quantiles per class.
     dp_epsilon : float, optional
-        Total epsilon per site for DP; None for secure aggregation alone.
+        Total epsilon per site for DP, of a row added or removed (the paper's); each site's
+        ledger is charged twice it, a row moved (its counts are public). None for secure
+        aggregation alone.
     dp_mode : {"distributed", "local"}, default "distributed"
         With ``dp_epsilon``: noise shares summed by secure aggregation (one draw per node
         in total), or a full draw per site on a tree sent in the clear (local DP).

@@ -48,7 +48,7 @@ from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
 from ._protocol import secagg_threshold
-from ._site import NOISES, TRANSFORMS, check_leaves, leaf_index
+from ._site import NOISES, TRANSFORMS, charged_for_a_moved_row, check_leaves, leaf_index
 
 __all__ = [
     "DEFAULT_JOINT_BINS",
@@ -209,7 +209,7 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
         "pos": pos.reshape(-1) + noise[: bins * bins],
         "neg": neg.reshape(-1) + noise[bins * bins :],
     }
-    return Reply(noisy, counts=counts, dp=(event,))
+    return Reply(noisy, counts=counts, dp=(charged_for_a_moved_row(event),))
 
 
 def collect_joint(

@@ -221,6 +221,39 @@ def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[
     return b, h, pos, neg
 
 
+def charged_for_a_moved_row(event: DPEvent) -> DPEvent:
+    """Return a count release's event as a row that moves charges it: twice its epsilon.
+
+    The count noise is calibrated to a row added or removed (one cell per level, the
+    paper's sensitivity 1). But a site serves its exact n, n_pos and n_neg to any analyst
+    (``fedroc.info``, ``fedroc.class_counts``), so the data sets an analyst would tell apart
+    have the same counts and differ in where one row is: two cells of a level change (H1,
+    attack review 7: the frequency ratio of an event between two such worlds was e^(2
+    epsilon), ``scripts/results/histogram_dp_neighbours.md``). The ledger composes every
+    release under that neighbouring (ROC-GLM's scores, a score moved, are charged so too),
+    so a Laplace release at epsilon is charged 2 epsilon, sensitivity 2: the noise, and
+    so every estimate, is the paper's.
+
+    Parameters
+    ----------
+    event : DPEvent
+        A pure (delta 0) Laplace-family release of counts at sensitivity 1.
+
+    Returns
+    -------
+    DPEvent
+        The same noise, with epsilon and sensitivity doubled.
+    """
+    if event.delta != 0.0:
+        raise ValueError(f"a count release here is pure DP; got delta {event.delta!r}")
+    return replace(
+        event,
+        epsilon=2.0 * event.epsilon,
+        sensitivity=2.0 * event.sensitivity,
+        note=f"{event.note}; charged for a row moved (2 cells), its counts public",
+    )
+
+
 def _noisy_levels(
     ctx: SiteContext, args: dict[str, Any], pos: Any, neg: Any, *, n_shares: int, stream: str
 ) -> tuple[dict[str, Any], tuple[DPEvent, ...]]:
@@ -243,7 +276,8 @@ def _noisy_levels(
         noise, event = shares(2 * p.size, n_shares=n_shares, epsilon=epsilon / h, rng=rng)
         noisy_pos.append(p + noise[: p.size])
         noisy_neg.append(q + noise[p.size :])
-        events.append(replace(event, note=f"histogram level {level} of {h}; {event.note}"))
+        event = replace(event, note=f"histogram level {level} of {h}; {event.note}")
+        events.append(charged_for_a_moved_row(event))
     values = {"pos": np.concatenate(noisy_pos), "neg": np.concatenate(noisy_neg)}
     return values, tuple(events)
 
@@ -276,6 +310,7 @@ def _noisy_class_counts(
         2, n_shares=n_shares, epsilon=float(args["epsilon"]), rng=ctx.noise_rng(stream)
     )
     event = replace(event, note=f"histogram class counts, before the tree; {event.note}")
+    event = charged_for_a_moved_row(event)
     return {"counts": np.array([ctx.data.n_pos, ctx.data.n_neg]) + noise}, event
 
 
