@@ -787,6 +787,72 @@ def test_flower_run_refuses_evaluate_options_for_another_job(capsys, extra, mess
     assert code == 2 and out == "" and err.strip() == message
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--method", "poold"],
+            "--method: unknown method 'poold'; one of ['clustered', 'histogram', 'mpc', 'rocglm']",
+        ),
+        (["--method", "pooled"], "--method pooled needs the pooled rows"),
+        ([], "--method is required with --job evaluate; one of ['clustered'"),
+        (["--job", "bogus"], "--job: unknown job 'bogus'; one of ['evaluate', 'moments', 'sites']"),
+        (["--job", "calls"], "--job calls takes a script of site-function calls"),
+        (["--method", "rocglm", "--timeout", "0"], "--timeout must be a positive number"),
+        (["--method", "rocglm", "--run-timeout", "-1"], "--run-timeout must be a positive"),
+        (["--method", "rocglm", "--site", "a", "--site", "a"], "--site names 'a' twice"),
+    ],
+)
+def test_flower_run_refuses_a_bad_job_method_or_site_before_any_run(capsys, extra, message):
+    """`flower run --method poold` was refused by the ServerApp after a run's start-up
+    (3.4 s on a loopback deployment), `--site a --site a` after it too, naming no option;
+    now before any connection (nothing listens at FLOWER_CONNECTION)."""
+    pytest.importorskip("flwr")
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", *extra]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: " + message), line
+
+
+def test_flower_run_refuses_a_site_outside_the_deployment_at_once(capsys, tmp_path):
+    """`flower run --deployment DIR --site site9` waited for the ServerApp's discovery to
+    give up on site9 (63 s) although the deployment's connection.json lists its sites."""
+    pytest.importorskip("flwr")
+    connection = {"address": "127.0.0.1:1", "insecure": True, "sites": ["site1", "site2"]}
+    (tmp_path / "connection.json").write_text(json.dumps(connection))
+    args = ["flower", "run", "--deployment", str(tmp_path), "--method", "rocglm"]
+    code, out, err = run_main(capsys, [*args, "--site", "site1", "--site", "site9"])
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"error: --site 'site9' is not a site of the deployment {str(tmp_path)!r}: "
+        "['site1', 'site2'] (a node started beside it: give --superlink instead)"
+    )
+
+
+def test_flower_run_refuses_a_site_without_a_pinned_key(capsys, tmp_path):
+    """A node declaring a site without a --site-key is refused at discovery, which then
+    waited 60 s for the site."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower.identity import generate_node_key
+
+    key = generate_node_key(tmp_path, "a")
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--method", "rocglm"]
+    args += ["--site-key", f"a={key.public_key}", "--site", "a", "--site", "b"]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    assert err.strip().startswith("error: --site 'b' has no key (--site-key)")
+
+
+def test_cli_jobs_of_flower_run_are_registered_jobs():
+    pytest.importorskip("flwr")
+    import fedroc.apps.application  # noqa: F401  (registers the evaluate job)
+    from fedroc.cli.flower_cmd import CLI_JOBS, SCRIPT_JOBS
+    from fedroc.federation.flower.jobs import job_names
+
+    assert sorted((*CLI_JOBS, *SCRIPT_JOBS)) == job_names()
+
+
 def test_supernode_refuses_an_unreadable_mpc_cluster_before_it_starts(capsys, tmp_path):
     """``--mpc-proxies`` names the cluster whose proxies the site seals MPC shares for: a
     file that cannot be read is refused at once, naming the option and the file."""

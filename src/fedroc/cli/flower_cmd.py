@@ -289,6 +289,75 @@ def _site_keys(specs: list[str]) -> dict[str, tuple[str, ...]]:
     return keys
 
 
+# The jobs `flower run` can give options to (fedroc.federation.flower.jobs registers them,
+# with `calls` and `batch`, whose scripts only the Python API can pass: submit_job), and
+# the methods a ServerApp can run: every registered one but `pooled`, whose rows never
+# leave the sites. Checked here, at once: the ServerApp refused them only after a run's
+# start-up (3.5 s on a loopback deployment).
+CLI_JOBS = ("evaluate", "moments", "sites")
+SCRIPT_JOBS = ("batch", "calls")
+
+
+def _check_job(job: str, method: str | None) -> None:
+    """Refuse an unknown ``--job`` or ``--method``, naming the option and the value."""
+    from fedroc.cli.evaluate_cmd import METHOD_NAMES
+
+    if job in SCRIPT_JOBS:
+        raise InputError(
+            f"--job {job} takes a script of site-function calls, which the command line cannot "
+            "give; run it from Python with fedroc.federation.flower.submit_job"
+        )
+    if job not in CLI_JOBS:
+        raise InputError(f"--job: unknown job {job!r}; one of {list(CLI_JOBS)}")
+    if job != "evaluate":
+        return
+    methods = [m for m in METHOD_NAMES if m != "pooled"]
+    if not method:
+        raise InputError(f"--method is required with --job evaluate; one of {methods}")
+    if method == "pooled":
+        raise InputError(
+            f"--method pooled needs the pooled rows, which never leave the sites on Flower; "
+            f"one of {methods} (or `fedroc metrics` on a table you hold)"
+        )
+    if method not in methods:
+        raise InputError(f"--method: unknown method {method!r}; one of {methods}")
+
+
+def _check_sites(sites: list[str] | None, connection: Any, deployment: Path | None) -> None:
+    """Refuse a ``--site`` that no node of the run can serve, naming it, before the run.
+
+    A site outside the deployment's (its connection.json lists them) or without a pinned
+    key (``--site-key``, or the deployment's keys) was refused only by the ServerApp, once
+    its discovery gave up waiting for the site: 60 s.
+    """
+    if not sites:
+        return
+    if any(not s.strip() for s in sites):
+        raise InputError(f"--site needs a site name; got {sites}")
+    twice = sorted({s for s in sites if sites.count(s) > 1})
+    if twice:
+        raise InputError(f"--site names {twice[0]!r} twice")
+    listed = None
+    if deployment is not None:
+        from fedroc.federation.flower.deploy import FlowerConnection
+
+        listed = FlowerConnection.from_file(deployment).sites
+    if listed is not None:
+        unknown = [s for s in sites if s not in listed]
+        if unknown:
+            raise InputError(
+                f"--site {unknown[0]!r} is not a site of the deployment {str(deployment)!r}: "
+                f"{sorted(listed)} (a node started beside it: give --superlink instead)"
+            )
+    if connection.site_keys is not None:
+        unknown = [s for s in sites if s not in connection.site_keys]
+        if unknown:
+            raise InputError(
+                f"--site {unknown[0]!r} has no key (--site-key), so its node would be "
+                f"refused; sites with a key: {sorted(connection.site_keys)}"
+            )
+
+
 @flower_app.command("run")
 def run(
     deployment: Annotated[
@@ -304,9 +373,18 @@ def run(
         list[str] | None,
         typer.Option("--site", help="A site the run needs; repeat (default: every node)."),
     ] = None,
-    job: Annotated[str, typer.Option(help="evaluate, moments, sites or calls.")] = "evaluate",
-    method: Annotated[str | None, typer.Option(help="Method of the evaluate job.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed of the DP noise.")] = None,
+    job: Annotated[str, typer.Option(help="evaluate, moments or sites.")] = "evaluate",
+    method: Annotated[
+        str | None,
+        typer.Option(help="Method of the evaluate job: clustered, histogram, mpc or rocglm."),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed of the analyst's statistical randomness (bootstrap, SIMEX); the sites "
+            "draw their DP noise from their own entropy."
+        ),
+    ] = None,
     confidence: ConfidenceOption = 0.95,
     bins: CalibrationBinsOption = 10,
     timeout: Annotated[
@@ -338,15 +416,18 @@ def run(
 
     from fedroc.federation.flower.deploy import submit_job
 
+    for name, value in (("--timeout", timeout), ("--run-timeout", run_timeout)):
+        if value is not None and not value > 0:  # submit_job named the keyword, `timeout`
+            raise InputError(f"{name} must be a positive number of seconds; got {value:g}")
     connection = _connection(deployment, superlink, root_certificates, insecure, site)
     if site_key:
         connection = replace(connection, site_keys=_site_keys(site_key))
     if no_node_auth:
         connection = replace(connection, node_auth=False, site_keys=None)
+    _check_job(job, method)
+    _check_sites(site, connection, deployment)
     options: dict[str, Any] = {}
     if job == "evaluate":
-        if not method:
-            raise InputError("--method is required with --job evaluate")
         options = {
             "method": method,
             "seed": seed,
