@@ -800,6 +800,7 @@ def test_flower_run_refuses_evaluate_options_for_another_job(capsys, extra, mess
         (["--job", "calls"], "--job calls takes a script of site-function calls"),
         (["--method", "rocglm", "--timeout", "0"], "--timeout must be a positive number"),
         (["--method", "rocglm", "--run-timeout", "-1"], "--run-timeout must be a positive"),
+        (["--method", "rocglm", "--discovery-timeout", "0"], "--discovery-timeout must be a"),
         (["--method", "rocglm", "--site", "a", "--site", "a"], "--site names 'a' twice"),
     ],
 )

@@ -666,6 +666,53 @@ def test_silent_site_is_named_within_the_timeout(site_files, tmp_path) -> None:
     assert FlowerTransport(grid, sites=["site3"], discovery_timeout=0.3).site_names == ["site3"]
 
 
+def test_discovery_says_at_once_which_wanted_site_no_connected_node_serves(
+    site_files, tmp_path
+) -> None:
+    """`flower run --superlink ... --site site9` said nothing for 60 s, then named site9.
+    Once every connected node has named its site, discovery says which wanted sites none
+    of them serves (the ServerApp logs it, `flower run` shows it) and waits on, since the
+    site may yet connect."""
+    grid = _grid(site_files, tmp_path)
+    said: list[tuple[float, str]] = []
+    start = time.monotonic()
+    with pytest.raises(SiteError, match=r"\['site9'\] did not answer within 1 s"):
+        FlowerTransport(
+            grid,
+            sites=["site1", "site9"],
+            discovery_timeout=1.0,
+            status=lambda text: said.append((time.monotonic() - start, text)),
+        )
+    [(when, text)] = said  # once: the connected sites did not change
+    assert when < 0.5, when
+    assert "site(s) ['site9'], which no connected SuperNode serves" in text
+    assert "(connected sites: ['site1', 'site2', 'site3'])" in text
+    said.clear()
+    assert FlowerTransport(grid, sites=["site2"], status=said.append).site_names == ["site2"]
+    assert said == []  # nothing to say when the wanted sites are there
+
+
+def test_status_lines_round_trip_and_are_relayed(capsys, monkeypatch) -> None:
+    import fedroc.federation.flower._flwr_run as flwr_run
+    from fedroc.federation.flower._marked import emit_status, parse_status
+    from fedroc.federation.flower.deploy import _follow_run
+
+    emit_status("waiting for 'ü' [1]")
+    line = capsys.readouterr().out
+    assert parse_status("\x1b[92mINFO\x1b[0m: " + line) == "waiting for 'ü' [1]"
+    for other in ("INFO: x", line[:-5], "FEDROC-STATUS 3", "FEDROC-STATUS {}"):
+        assert parse_status(other) is None
+    script = (
+        "from fedroc.federation.flower._marked import emit_marked, emit_status\n"
+        "emit_status('waiting')\n"
+        "emit_marked('result', {'ok': 1})\n"
+    )
+    monkeypatch.setattr(flwr_run, "command", lambda exe: [sys.executable, "-c", script])
+    seen: list[Any] = []
+    _, finished = _follow_run([], dict(os.environ), 60.0, {}, seen.append)
+    assert finished and seen == ["waiting"]
+
+
 def test_two_nodes_claiming_one_site_are_refused(site_files, tmp_path) -> None:
     grid = _grid(site_files, tmp_path)
     grid.contexts[101] = grid.contexts[100]

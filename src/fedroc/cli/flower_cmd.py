@@ -393,6 +393,12 @@ def run(
     run_timeout: Annotated[
         float | None, typer.Option(help="Wall-clock limit of the whole run (seconds).")
     ] = None,
+    discovery_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds to wait for the sites' SuperNodes to connect and name their sites."
+        ),
+    ] = 60.0,
     site_key: Annotated[
         list[str] | None,
         typer.Option(
@@ -416,7 +422,11 @@ def run(
 
     from fedroc.federation.flower.deploy import submit_job
 
-    for name, value in (("--timeout", timeout), ("--run-timeout", run_timeout)):
+    for name, value in (
+        ("--timeout", timeout),
+        ("--run-timeout", run_timeout),
+        ("--discovery-timeout", discovery_timeout),
+    ):
         if value is not None and not value > 0:  # submit_job named the keyword, `timeout`
             raise InputError(f"{name} must be a positive number of seconds; got {value:g}")
     connection = _connection(deployment, superlink, root_certificates, insecure, site)
@@ -455,7 +465,13 @@ def run(
     line = ProgressLine(method or job, f"submitted to Flower ({connection.address})")
     with live_progress(err, line) as show:
         payload = submit_job(
-            connection, job, options, timeout=timeout, run_timeout=run_timeout, progress=show
+            connection,
+            job,
+            options,
+            timeout=timeout,
+            discovery_timeout=discovery_timeout,
+            run_timeout=run_timeout,
+            progress=show,
         )
     result = dict(payload["result"])
     refused = payload.get("refused") or {}

@@ -8,7 +8,9 @@ While the job runs, the ServerApp also logs one line ``FEDROC-PROGRESS <JSON>`` 
 to the sites starts and ends (:func:`emit_progress`), which ``fedroc flower run`` shows on a
 terminal as ``fedroc evaluate`` shows its in-process calls. Such a line is for display only:
 it carries the call's number, site function and sites, which the result's ``released``
-names too, and a line that does not parse is ignored.
+names too, and a line that does not parse is ignored. A ``FEDROC-STATUS <JSON string>``
+line (:func:`emit_status`) says what the job waits for between calls (a site that no
+connected SuperNode serves, at discovery).
 """
 
 from __future__ import annotations
@@ -27,17 +29,21 @@ from fedroc._results import jsonable
 __all__ = [
     "MARK",
     "PROGRESS_MARK",
+    "STATUS_MARK",
     "RelayedCall",
     "emit_marked",
     "emit_progress",
+    "emit_status",
     "parse_marked",
     "parse_progress",
+    "parse_status",
     "process_started",
 ]
 
 MARK = "FEDROC-OUTPUT"
 MARKED = re.compile(MARK + r" (result|error) ([0-9a-f]{16}) ([A-Za-z0-9+/=]+)")
 PROGRESS_MARK = "FEDROC-PROGRESS"
+STATUS_MARK = "FEDROC-STATUS"
 
 
 def emit_marked(kind: str, payload: Any) -> None:
@@ -70,6 +76,24 @@ def emit_progress(step: Any) -> None:
     }
     sys.stdout.write(f"{PROGRESS_MARK} {json.dumps(fields)}\n")
     sys.stdout.flush()
+
+
+def emit_status(text: str) -> None:
+    """Log one ``FEDROC-STATUS`` line: what the job waits for between calls (a JSON string)."""
+    sys.stdout.write(f"{STATUS_MARK} {json.dumps(str(text))}\n")
+    sys.stdout.flush()
+
+
+def parse_status(line: str) -> str | None:
+    """Return the text of a ``FEDROC-STATUS`` line, or None (a line cut short included)."""
+    _, found, text = line.partition(STATUS_MARK + " ")
+    if not found:
+        return None
+    try:
+        status = json.loads(text)
+    except ValueError:
+        return None
+    return status if isinstance(status, str) else None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from fedroc.federation.flower._marked import (
     MARK,
     emit_marked,
     emit_progress,
+    emit_status,
     parse_marked,
     process_started,
 )
@@ -236,6 +237,7 @@ def _main(grid: Grid, context: Context) -> None:
             min_sites=int(spec.get("min_sites", 1)),
             site_keys=spec.get("site_keys"),
             require_registered=bool(spec.get("require_registered", False)),
+            status=emit_status,
         )
         federation = Federation(
             transport, requester=str(spec.get("requester", "analyst")), timeout=transport.timeout

@@ -287,7 +287,7 @@ def submit_job(
     min_sites: int = 1,
     modules: Sequence[str] = (),
     log: IO[str] | None = None,
-    progress: Callable[[RelayedCall], None] | None = None,
+    progress: Callable[[RelayedCall | str], None] | None = None,
 ) -> dict[str, Any]:
     """Run a fedroc job on a Flower federation and return what the ServerApp reported.
 
@@ -318,7 +318,9 @@ def submit_job(
         Called (from a reader thread) with each call to the sites as the ServerApp's log
         reports it starting and ending (:class:`~fedroc.federation.flower._marked.RelayedCall`,
         the fields of :class:`~fedroc.federation.CallProgress`), as
-        :attr:`Federation.progress <fedroc.federation.Federation.progress>` in process.
+        :attr:`Federation.progress <fedroc.federation.Federation.progress>` in process,
+        and with a text where the job waits between calls (for a site that no connected
+        SuperNode serves, at discovery).
 
     Returns
     -------
@@ -435,7 +437,7 @@ def _follow_run(
     env: Mapping[str, str],
     run_timeout: float | None,
     clock: dict[str, float],
-    progress: Callable[[RelayedCall], None] | None = None,
+    progress: Callable[[RelayedCall | str], None] | None = None,
 ) -> tuple[str, bool]:
     """Run ``flwr run ARGS`` (``--stream``) until fedroc's marked result line (or the process) ends.
 
@@ -444,7 +446,14 @@ def _follow_run(
     hands ``progress`` each call to the sites that the log reports.
     """
     from fedroc.federation.flower._flwr_run import command
-    from fedroc.federation.flower._marked import MARK, PROGRESS_MARK, parse_marked, parse_progress
+    from fedroc.federation.flower._marked import (
+        MARK,
+        PROGRESS_MARK,
+        STATUS_MARK,
+        parse_marked,
+        parse_progress,
+        parse_status,
+    )
 
     proc = subprocess.Popen(
         [*command(flwr_executable()), *args],
@@ -466,6 +475,13 @@ def _follow_run(
             if "started" not in clock and _RUN_ID.search(line):
                 clock["started"] = time.time()
                 started.set()
+            if progress is not None and STATUS_MARK in line:
+                status = parse_status(line)
+                if status is not None:
+                    try:
+                        progress(status)
+                    except Exception:  # display only, as below
+                        pass
             if progress is not None and PROGRESS_MARK in line:
                 step = parse_progress(line)
                 if step is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from flwr.app import Message
@@ -135,6 +135,10 @@ class FlowerTransport(Transport):
         Refuse nodes whose registered name (``flwr supernode register --name``) is not the
         site they declare; nodes that registered themselves (SuperNode authentication off)
         have no name and are refused too.
+    status : callable, optional
+        Told, while discovery waits for a wanted site that none of the connected nodes
+        serves, which sites are missing and which are connected (``fedroc flower run``
+        shows it: the site may yet connect, so the wait goes on to ``discovery_timeout``).
     """
 
     def __init__(
@@ -148,6 +152,7 @@ class FlowerTransport(Transport):
         poll_interval: tuple[float, float] = (0.01, 0.1),
         site_keys: Mapping[str, Sequence[str]] | None = None,
         require_registered: bool = False,
+        status: Callable[[str], None] | None = None,
     ) -> None:
         if timeout <= 0 or discovery_timeout <= 0:
             raise InputError(
@@ -165,6 +170,7 @@ class FlowerTransport(Transport):
         self.refused: dict[int, str] = {}
         self._calls = 0
         self._infos: dict[int, Any] = {}
+        self._status = status
         self._nodes = self._discover(
             None if sites is None else list(sites), float(discovery_timeout), int(min_sites)
         )
@@ -278,6 +284,7 @@ class FlowerTransport(Transport):
         pause, longest = self.poll_interval
 
         found_at: list[float] = []
+        told: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
         def done() -> bool:
             return _discovery_done(
@@ -336,9 +343,38 @@ class FlowerTransport(Transport):
                     self.site_versions[str(info["site"])] = str(info["version"])
             if done() or time.monotonic() >= deadline:
                 break
+            if wanted is not None and self._status is not None:
+                told = self._tell_missing(wanted, answered, failed, asked, deadline, told)
             time.sleep(pause)
             pause = min(pause * 1.5, longest)
         return self._assign(wanted, answered, failed, asked, limit)
+
+    def _tell_missing(
+        self,
+        wanted: list[str],
+        answered: dict[int, str],
+        failed: dict[int, FedrocError],
+        asked: dict[str, int],
+        deadline: float,
+        told: tuple[tuple[str, ...], tuple[str, ...]] | None,
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """Say which wanted sites no connected node serves, once all of them have answered.
+
+        Said again when the connected sites change; returns what was said last.
+        """
+        if len(answered) + len(failed) < len(asked):
+            return told  # a connected node may still name a wanted site
+        names = tuple(sorted(set(answered.values())))
+        missing = tuple(w for w in wanted if w not in names)
+        if not missing or (missing, names) == told:
+            return told
+        assert self._status is not None
+        left = max(deadline - time.monotonic(), 0.0)
+        self._status(
+            f"waiting up to {left:.0f} s for site(s) {list(missing)}, which no connected "
+            f"SuperNode serves (connected sites: {list(names)})"
+        )
+        return missing, names
 
     def _node_info(self, node: int) -> Any:
         """Return the SuperLink's record of a node (registered name and public key), or None."""
