@@ -306,6 +306,21 @@ def test_evaluate_shows_its_progress_on_a_terminal_only(capsys, site_files, monk
     assert "at site 'east' (3 of 3)" in shown
 
 
+def test_rocglm_table_gives_the_rounds_its_progress_counts(capsys, site_files):
+    """ROC-GLM's table said 'rounds 10' beside a progress line that reached round 17: the
+    7 calls of the Brier score and calibration after it have a row (and a phase) of their
+    own."""
+    args = [*_evaluate_args(site_files), "--method", "rocglm", "--sensitivity", "0.05"]
+    main([*args, "--json"])
+    result = json.loads(capsys.readouterr().out)
+    main(args)
+    table = capsys.readouterr().out
+    after = result["calibration_released"]["rounds"]
+    assert after > 0
+    assert re.search(rf"rounds\s+│\s+{result['released']['rounds']} │", table), table
+    assert re.search(rf"rounds of Brier and calibration\s+│\s+{after} │", table), table
+
+
 def test_console_script_json_is_the_only_stdout(site_files):
     proc = subprocess.run(
         [

@@ -146,6 +146,40 @@ def test_progress_names_each_call_and_each_site_as_it_is_reached():
     assert seen[-1].function == "test.boom"
 
 
+@pytest.mark.parametrize("method", ["rocglm", "clustered", "histogram", "mpc"])
+def test_progress_rounds_are_the_rounds_the_result_reports(method):
+    """ROC-GLM's progress line reached round 17 where its result's released.rounds is 10:
+    the Brier score and calibration that evaluate runs after the method (7 calls, its
+    calibration_released.rounds) were numbered on. They are a phase of their own now."""
+    import fedroc
+    from fedroc.cli._common import ProgressLine
+    from fedroc.datasets import make_multisite
+
+    fr = make_multisite([300, 370, 440], seed=1)
+    rng = np.random.default_rng(0)
+    for frame in fr.values():
+        frame["patient"] = rng.integers(0, 60, len(frame))
+    fed = Federation.from_frames(fr, cluster="patient")
+    seen = []
+    fed.progress = seen.append
+    result = fedroc.evaluate(fed, method)
+    last: dict[str | None, int] = {}
+    for step in seen:
+        assert step.round == last.get(step.phase, 0) + (step.site is None and not step.done)
+        last[step.phase] = step.round
+    after = result.extra.get("calibration_released")
+    assert last.pop(None) == result.released.rounds
+    assert last == ({} if after is None else {"Brier and calibration": after["rounds"]})
+    assert len(fed.transcript) == result.released.rounds + (0 if after is None else after["rounds"])
+    if after is not None:
+        line = ProgressLine(method, "starting")
+        line.update(seen[-1])
+        assert line.text == (
+            f"{method}: Brier and calibration, round {after['rounds']}, "
+            f"{seen[-1].function} answered by 3 site(s); analyst computing"
+        )
+
+
 def test_calibration_uses_only_releasing_sites():
     fr = frames(seed=3, sizes=(300, 40, 250))
     # Site s1 is small: most of its bins hold fewer than q = 8 rows and are withheld.

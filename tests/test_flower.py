@@ -775,6 +775,10 @@ def test_progress_lines_round_trip_and_anything_else_is_ignored(capsys) -> None:
     bad_types = line.replace('["north", "south"]', "[1, 2]")
     for other in ("INFO: starting", cut, bad_types, "FEDROC-PROGRESS [1, 2]", "FEDROC-PROGRESS {}"):
         assert parse_progress(other) is None
+    emit_progress(CallProgress(2, "fedroc.brier", ("north",), phase="Brier and calibration"))
+    phased = parse_progress(capsys.readouterr().out)
+    assert phased is not None and (phased.round, phased.phase) == (2, "Brier and calibration")
+    assert relayed.phase is None
 
 
 def test_follow_run_relays_progress_lines_as_they_come(monkeypatch) -> None:

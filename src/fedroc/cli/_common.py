@@ -278,7 +278,8 @@ class ProgressLine:
         if isinstance(step, str):
             self.text = f"{self.label}: {step}"
             return
-        head = f"{self.label}: round {step.round}, {step.function}"
+        phase = getattr(step, "phase", None)  # the Brier score and calibration after a method
+        head = f"{self.label}: {phase + ', ' if phase else ''}round {step.round}, {step.function}"
         if step.done:
             self.text = f"{head} answered by {len(step.sites)} site(s); analyst computing"
         elif step.site is None:
@@ -291,6 +292,18 @@ class ProgressLine:
         """Draw the line as plain text (a site name is not markup), cut to one line."""
         line = f"{self.text}  {time.monotonic() - self.start:.0f} s"
         return Text(line, no_wrap=True, overflow="ellipsis")
+
+
+def calibration_rounds(result: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Return the table row of the calls ``evaluate`` made after the method (or none).
+
+    The progress line numbers them apart ("Brier and calibration, round 3"), so the table
+    gives both counts: a method's ``rounds`` left out 7 of ROC-GLM's 17 calls.
+    """
+    after = result.get("calibration_released")
+    if not isinstance(after, Mapping):
+        return []
+    return [("rounds of Brier and calibration", after.get("rounds"))]
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import typer
 
 from fedroc.cli._common import (
     ProgressLine,
+    calibration_rounds,
     calibration_table,
     check_site_files,
     coerce_pos_label,
@@ -257,6 +258,7 @@ def render_result(result: EvaluationResult) -> None:
             rows.append((key, tuple(value) if len(value) == 2 else str(value)))
     rel = result.released
     rows.append(("rounds", rel.rounds))
+    rows += calibration_rounds(result.extra)
     if rel.bytes_received:
         rows.append(("bytes sent by sites", sum(rel.bytes_received.values())))
     if rel.epsilon:

@@ -19,6 +19,7 @@ import typer
 
 from fedroc.cli._common import (
     ProgressLine,
+    calibration_rounds,
     coerce_pos_label,
     emit_json,
     err,
@@ -496,6 +497,7 @@ def run(
     released = result.get("released")
     if isinstance(released, dict):
         rows.append(("rounds", released.get("rounds")))
+        rows += calibration_rounds(result)
         rows.append(("bytes sent by sites", sum(released.get("bytes_received", {}).values())))
     rows.append(("Flower run", payload["run_id"]))
     out.print(kv_table(f"fedroc on Flower: {job}", rows))

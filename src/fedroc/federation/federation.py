@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -62,7 +63,9 @@ class CallProgress:
     Attributes
     ----------
     round : int
-        The call's number in the federation's transcript, from 1.
+        The call's number, from 1: in the federation's transcript, or within ``phase``
+        (so that a method's last round is the ``rounds`` its result's ``released`` reports,
+        and the calls that follow it are numbered apart).
     function : str
         The site function called.
     sites : tuple of str
@@ -72,6 +75,8 @@ class CallProgress:
         None when the call starts (and for transports that reach all sites at once).
     done : bool
         True once every site has answered (the analyst's own work follows).
+    phase : str or None
+        What the calls of :meth:`Federation.progress_phase` are for (None outside one).
     """
 
     round: int
@@ -79,6 +84,7 @@ class CallProgress:
     sites: tuple[str, ...]
     site: str | None = None
     done: bool = False
+    phase: str | None = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -228,6 +234,7 @@ class Federation:
         self.timeout = timeout
         self.transcript: list[CallRecord] = []
         self.progress: Callable[[CallProgress], None] | None = None
+        self._phase: tuple[str | None, int] = (None, 0)
         if not transport.site_names:
             raise InputError("a federation needs at least one site")
 
@@ -297,7 +304,8 @@ class Federation:
             return self.transport.call(
                 function, records, requester=self.requester, timeout=self.timeout
             )
-        step = CallProgress(len(self.transcript) + 1, function, tuple(records))
+        phase, since = self._phase
+        step = CallProgress(len(self.transcript) - since + 1, function, tuple(records), phase=phase)
         progress(step)
         self.transport.on_site = lambda site: progress(replace(step, site=site))
         try:
@@ -308,6 +316,21 @@ class Federation:
             self.transport.on_site = None
         progress(replace(step, done=True))
         return exchanges
+
+    @contextmanager
+    def progress_phase(self, name: str) -> Iterator[None]:
+        """Show the block's calls as ``name``'s, numbered from 1, in :attr:`progress`.
+
+        ``evaluate`` runs the Brier score and calibration after the method in one: their
+        calls were numbered on from the method's, so ROC-GLM's progress reached round 17
+        where its result's ``released.rounds`` is 10 (and ``calibration_released`` 7).
+        """
+        saved = self._phase
+        self._phase = (name, len(self.transcript))
+        try:
+            yield
+        finally:
+            self._phase = saved
 
     def mark(self) -> int:
         """Position in the transcript; pass it to :meth:`released` to cover later calls."""

@@ -380,10 +380,11 @@ def evaluate(
     if calibration_bins is None or "brier" in result.extra or method == "pooled":
         return result
     start = federation.mark()
-    if not all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
-        return result.with_extra(brier=None, calibration=None)
-    brier, _ = basic.distributed_brier(federation)
-    cal, note = sites_calibration(federation, n_bins=calibration_bins)
+    with federation.progress_phase("Brier and calibration"):
+        if not all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
+            return result.with_extra(brier=None, calibration=None)
+        brier, _ = basic.distributed_brier(federation)
+        cal, note = sites_calibration(federation, n_bins=calibration_bins)
     if note:
         result = replace(result, released=result.released.with_notes(note))
     if cal is None:

@@ -67,13 +67,16 @@ def parse_marked(log_text: str) -> tuple[str, Any] | None:
 
 def emit_progress(step: Any) -> None:
     """Log a :class:`~fedroc.federation.CallProgress` as one ``FEDROC-PROGRESS`` line."""
-    fields = {
+    fields: dict[str, Any] = {
         "round": int(step.round),
         "function": str(step.function),
         "sites": [str(s) for s in step.sites],
         "site": None if step.site is None else str(step.site),
         "done": bool(step.done),
     }
+    phase = getattr(step, "phase", None)
+    if phase is not None:
+        fields["phase"] = str(phase)
     sys.stdout.write(f"{PROGRESS_MARK} {json.dumps(fields)}\n")
     sys.stdout.flush()
 
@@ -109,6 +112,7 @@ class RelayedCall:
     sites: tuple[str, ...]
     site: str | None = None
     done: bool = False
+    phase: str | None = None
 
 
 def parse_progress(line: str) -> RelayedCall | None:
@@ -123,8 +127,14 @@ def parse_progress(line: str) -> RelayedCall | None:
         fields = json.loads(text)
         sites = tuple(fields["sites"])
         site = fields.get("site")
+        phase = fields.get("phase")
         step = RelayedCall(
-            int(fields["round"]), str(fields["function"]), sites, site, bool(fields["done"])
+            int(fields["round"]),
+            str(fields["function"]),
+            sites,
+            site,
+            bool(fields["done"]),
+            None if phase is None else str(phase),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
