@@ -845,6 +845,69 @@ def test_flower_run_refuses_a_site_without_a_pinned_key(capsys, tmp_path):
     assert err.strip().startswith("error: --site 'b' has no key (--site-key)")
 
 
+@pytest.mark.parametrize(
+    ("data", "extra", "message"),
+    [
+        ("a=missing.csv", [], "error: site 'a': data file "),
+        ("a=GOOD", ["--label", "outcome"], "error: label column 'outcome' not found in site 'a'"),
+        ("a=BAD", [], "error: score column 'score' of site 'a' (file "),
+    ],
+)
+def test_flower_up_refuses_a_bad_data_file_before_it_starts(
+    capsys, tmp_path, monkeypatch, data, extra, message
+):
+    """`flower up --data north=missing.csv` started the deployment (10 s) and printed it as
+    running; the first job then failed with "site 'north' is misconfigured on its
+    SuperNode (details in its log)"."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    def started(self: Any, timeout: float = 0) -> None:
+        raise AssertionError("the deployment was started")
+
+    monkeypatch.setattr(deploy.LocalDeployment, "start", started)
+    (tmp_path / "good.csv").write_text("label,score\n1,0.5\n0,0.2\n")
+    (tmp_path / "bad.csv").write_text("label,score\n1,0.5\n0,high\n")
+    spec = data.replace("GOOD", str(tmp_path / "good.csv")).replace(
+        "BAD", str(tmp_path / "bad.csv")
+    )
+    args = ["flower", "up", "--data", spec, "--insecure", "--dir", str(tmp_path / "dep"), *extra]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith(message), line
+
+
+def test_flower_run_names_the_superlink_it_cannot_reach_without_flwrs_box(capsys):
+    """`flwr run` draws a box around its error; the message quoted its frame ("started no
+    run: ─────╮ │ Connection to the SuperLink is unavailable. ... │ ╰───") and no address."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower.deploy import free_port
+
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    args = ["flower", "run", "--superlink", address, "--insecure", "--job", "sites"]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert f"started no run at the SuperLink {address}: " in line, line
+    assert "Connection to the SuperLink is unavailable" in line
+    assert not re.search("[\u2500-\u257f]", line), line
+
+
+def test_flower_run_without_tls_settings_names_the_options(capsys):
+    pytest.importorskip("flwr")
+    code, out, err = run_main(capsys, ["flower", "run", "--superlink", "h:1", "--job", "sites"])
+    assert (
+        code == 2
+        and out == ""
+        and err.strip()
+        == (
+            "error: give --root-certificates CA.pem (the CA of the SuperLink's certificate), or "
+            "--insecure for a SuperLink without TLS"
+        )
+    )
+
+
 def test_cli_jobs_of_flower_run_are_registered_jobs():
     pytest.importorskip("flwr")
     import fedroc.apps.application  # noqa: F401  (registers the evaluate job)

@@ -155,7 +155,15 @@ def up(
         raise InputError(f"--sites must be at least 1; got {sites}")
     if paths and sites is not None and sites != len(paths):
         raise InputError(f"--sites {sites} but {len(paths)} --data file(s) given")
-    if not paths:
+    if paths:
+        # A missing file, a mistyped column or a bad label was found only by the first job,
+        # as "site 'north' is misconfigured on its SuperNode (details in its log)".
+        from fedroc.cli._common import check_site_files, load_site_data
+        from fedroc.data import Columns
+
+        check_site_files(paths)
+        load_site_data(paths, Columns(label, score), coerce_pos_label(pos_label))
+    else:
         count = sites or 3
         (work / "data").mkdir(parents=True, exist_ok=True)
         sizes = [300 + 70 * (k % 4) for k in range(count)]
@@ -247,6 +255,11 @@ def _connection(
     if deployment is not None:
         connection = FlowerConnection.from_file(deployment)
     elif superlink is not None:
+        if root_certificates is None and not insecure:  # the API's message named its keywords
+            raise InputError(
+                "give --root-certificates CA.pem (the CA of the SuperLink's certificate), or "
+                "--insecure for a SuperLink without TLS"
+            )
         connection = FlowerConnection(superlink, root_certificates, insecure)
     else:
         raise InputError("give --deployment DIR (from `fedroc flower up`) or --superlink HOST:PORT")

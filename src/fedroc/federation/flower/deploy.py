@@ -209,7 +209,10 @@ class FlowerConnection:
         except FileNotFoundError:
             raise InputError(f"Flower connection file {str(p)!r} does not exist") from None
         except ValueError as exc:
-            raise InputError(f"Flower connection file {str(p)!r} is not JSON: {exc}") from None
+            raise InputError(
+                f"Flower connection file {str(p)!r} is not JSON ({exc}); give the directory "
+                "of `fedroc flower up` or its connection.json"
+            ) from None
         root = data.get("root_certificates")
         sites = data.get("sites")
         keys = data.get("site_keys")
@@ -378,7 +381,10 @@ def submit_job(
                 f"the Flower run did not finish within {run_timeout:g} s; it was stopped"
             )
         if found is None:
-            raise FedrocError(f"`flwr run` started no run: {text.strip()[-300:]}")
+            raise FedrocError(
+                f"`flwr run` started no run at the SuperLink {connection.address}: "
+                + _unboxed(text)[-300:]
+            )
         run_id = found.group(1)
         if log is not None:
             log.write(text)
@@ -399,6 +405,16 @@ def submit_job(
         clock["returned"] = time.time()
         out["clock"] = {**clock, **dict(out.get("clock") or {})}
         return out
+
+
+def _unboxed(text: str) -> str:
+    """Return ``flwr``'s output as one line, without the box it draws around its errors.
+
+    "╭──────╮ │ Connection to the SuperLink is unavailable. ... │ ╰──────╯" was quoted with
+    its frame, cut in the middle of it.
+    """
+    kept = re.sub(r"[\u2500-\u257f]+", " ", text)
+    return " ".join(kept.split())
 
 
 _START_GRACE = 30.0  # seconds `flwr run` may still take to report a run past --run-timeout
