@@ -802,6 +802,7 @@ def test_flower_run_refuses_evaluate_options_for_another_job(capsys, extra, mess
         (["--method", "rocglm", "--run-timeout", "-1"], "--run-timeout must be a positive"),
         (["--method", "rocglm", "--discovery-timeout", "0"], "--discovery-timeout must be a"),
         (["--method", "rocglm", "--site", "a", "--site", "a"], "--site names 'a' twice"),
+        (["--method", "rocglm", "--seed", "-1"], "Invalid value for '--seed': -1 is not in"),
     ],
 )
 def test_flower_run_refuses_a_bad_job_method_or_site_before_any_run(capsys, extra, message):
@@ -905,6 +906,17 @@ def test_flower_run_without_tls_settings_names_the_options(capsys):
             "error: give --root-certificates CA.pem (the CA of the SuperLink's certificate), or "
             "--insecure for a SuperLink without TLS"
         )
+    )
+
+
+@pytest.mark.parametrize("command", [["demo"], [*EVALUATE_3, "--method", "histogram"]])
+def test_an_audit_dir_that_is_a_file_is_named(capsys, csv, command):
+    """`--audit-dir x.csv` (a file) ended in "error: [Errno 17] File exists: 'x.csv'"."""
+    args = [a.format(csv=csv) for a in command]
+    code, out, err = run_main(capsys, [*args, "--audit-dir", str(csv)])
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"error: --audit-dir {str(csv)!r} is a file; give a directory (created if missing)"
     )
 
 

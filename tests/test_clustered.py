@@ -222,8 +222,12 @@ def test_one_class_clusters_are_excluded_and_reported():
 def test_fewer_than_two_usable_clusters_is_an_error_naming_the_count():
     with pytest.raises(InputError, match=r"at least 2 clusters with both classes; got 1 \(of 3"):
         clustered_auc([0, 1, 1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 1, 2, 2, 3, 3])
-    with pytest.raises(InputError, match="got 0"):
+    with pytest.raises(InputError, match=r"got 0 \(of 2 cluster\(s\)\)\. Obuchowski"):
         clustered_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4], [1, 1, 2, 2])
+    # A row id given as the cluster (fedroc clustered --cluster patient on one row per
+    # patient) said "(of 4 cluster(s) in cluster)", the API's parameter name.
+    with pytest.raises(InputError, match=r"got 0 \(of 4 cluster\(s\), each of one row\)"):
+        clustered_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4])
 
 
 def test_cluster_input_errors():

@@ -559,6 +559,14 @@ def read_data(path: Path, columns: Columns, pos_label: Any, *, site: str | None 
         raise name_options(exc, {"pos_label": "--pos-label"}) from None
 
 
+def check_audit_dir(path: Path | None) -> None:
+    """Refuse an ``--audit-dir`` that is a file (it failed as "[Errno 17] File exists: 'x'")."""
+    if path is not None and path.exists() and not path.is_dir():
+        raise InputError(
+            f"--audit-dir {str(path)!r} is a file; give a directory (created if missing)"
+        )
+
+
 def check_site_files(paths: Mapping[str, Path]) -> None:
     """Refuse a missing or empty data file of any site before pandas is imported.
 

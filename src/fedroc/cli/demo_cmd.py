@@ -11,6 +11,7 @@ import typer
 from fedroc.cli._common import (
     MissingExtraError,
     calibration_table,
+    check_audit_dir,
     command_line,
     emit_json,
     err,
@@ -192,6 +193,7 @@ def demo(
     import numpy as np
 
     report = report_output("--report", report)
+    check_audit_dir(audit_dir)
     with tempfile.TemporaryDirectory() as tmp:
         result = run_demo(seed, audit_dir or Path(tmp))
     ref = result["reference"]

@@ -15,6 +15,7 @@ from fedroc.cli._common import (
     ProgressLine,
     calibration_rounds,
     calibration_table,
+    check_audit_dir,
     check_site_files,
     coerce_pos_label,
     command_line,
@@ -693,6 +694,7 @@ def evaluate_command(
     values apply only where the command line is silent.
     """
     _check_usage(method, site, sites_file, cluster)
+    check_audit_dir(audit_dir)
     from fedroc.methods import evaluate, get_method
 
     spec = get_method(method)  # before any file is read

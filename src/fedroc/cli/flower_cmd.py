@@ -396,7 +396,8 @@ def run(
         int | None,
         typer.Option(
             help="Seed of the analyst's statistical randomness (bootstrap, SIMEX); the sites "
-            "draw their DP noise from their own entropy."
+            "draw their DP noise from their own entropy.",
+            min=0,
         ),
     ] = None,
     confidence: ConfidenceOption = 0.95,

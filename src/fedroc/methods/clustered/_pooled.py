@@ -180,7 +180,9 @@ def clustered_auc(
     if n_usable < 2:
         raise InputError(
             f"clustered AUCs need at least 2 clusters with both classes; got {n_usable} "
-            f"(of {n_total} cluster(s) in cluster). Obuchowski's estimator needs none: "
+            f"(of {n_total} cluster(s)"
+            + (", each of one row" if n_total == y.size else "")
+            + "). Obuchowski's estimator needs none: "
             "obuchowski_auc(...) or fedroc clustered --estimator obuchowski"
         )
     rank = dense_rank(s)
