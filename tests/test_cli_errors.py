@@ -879,6 +879,29 @@ def test_flower_up_refuses_a_bad_data_file_before_it_starts(
     assert line.startswith(message), line
 
 
+def test_flower_up_gives_its_sites_a_cluster_column(capsys, tmp_path, monkeypatch):
+    """`flower run --method clustered` asked for a cluster column that `flower up` had no
+    option to give (only a hand-written node config had one)."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    seen: dict[str, Any] = {}
+
+    def started(self: Any, timeout: float = 0) -> None:
+        seen.update(self.sites)
+        raise KeyboardInterrupt  # stop at once, as Ctrl-C does
+
+    monkeypatch.setattr(deploy.LocalDeployment, "start", started)
+    data = tmp_path / "a.csv"
+    data.write_text("label,score,patient\n1,0.5,p1\n0,0.2,p1\n")
+    args = ["flower", "up", "--data", f"a={data}", "--insecure", "--dir", str(tmp_path / "d")]
+    code, _, err = run_main(capsys, [*args, "--cluster", "patient"])
+    assert code == 0 and seen["a"].cluster == "patient", err
+    code, out, err = run_main(capsys, [*args, "--cluster", "patient_id"])
+    assert code == 2 and out == ""
+    assert err.strip().startswith("error: cluster column 'patient_id' not found in site 'a'")
+
+
 def test_flower_run_names_the_superlink_it_cannot_reach_without_flwrs_box(capsys):
     """`flwr run` draws a box around its error; the message quoted its frame ("started no
     run: ─────╮ │ Connection to the SuperLink is unavailable. ... │ ╰───") and no address."""

@@ -95,6 +95,10 @@ def up(
     ] = None,
     label: LabelOption = "label",
     score: ScoreOption = "score",
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="Cluster column of every site's data (for --method clustered)."),
+    ] = None,
     pos_label: PosLabelOption = None,
     min_count: MinCountOption = 5,
     directory: Annotated[
@@ -162,7 +166,7 @@ def up(
         from fedroc.data import Columns
 
         check_site_files(paths)
-        load_site_data(paths, Columns(label, score), coerce_pos_label(pos_label))
+        load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
     else:
         count = sites or 3
         (work / "data").mkdir(parents=True, exist_ok=True)
@@ -178,6 +182,7 @@ def up(
             data=path,
             label=label,
             score=score,
+            cluster=cluster,
             pos_label=coerce_pos_label(pos_label),
             policy=policy,
         )
