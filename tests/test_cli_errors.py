@@ -902,6 +902,30 @@ def test_flower_up_gives_its_sites_a_cluster_column(capsys, tmp_path, monkeypatc
     assert err.strip().startswith("error: cluster column 'patient_id' not found in site 'a'")
 
 
+def test_flower_run_table_says_what_a_dash_and_the_rounds_are(capsys, monkeypatch):
+    """flower run's tables showed 'n -' without the caption of evaluate's (the method does
+    not release the row count) and ROC-GLM's 'rounds 10' without the 7 rounds of the Brier
+    score and calibration its progress line counts apart."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    result = {
+        "method": "histogram",
+        "auc": 0.8,
+        "sites": [{"name": "a", "n": None}, {"name": "b", "n": None}],
+        "released": {"rounds": 10, "bytes_received": {"a": 5, "b": 6}},
+        "calibration_released": {"rounds": 7},
+    }
+    payload = {"result": result, "run_id": 1, "node_ids": {"a": 1, "b": 2}}
+    monkeypatch.setattr(deploy, "submit_job", lambda *args, **kwargs: payload)
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--method", "histogram"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    assert "n -: this method does not release the site's row count" in out
+    assert re.search(r"│ rounds\s+│\s+10 │", out), out
+    assert re.search(r"│ rounds of Brier and calibration\s+│\s+7 │", out), out
+
+
 def test_flower_run_names_the_superlink_it_cannot_reach_without_flwrs_box(capsys):
     """`flwr run` draws a box around its error; the message quoted its frame ("started no
     run: ─────╮ │ Connection to the SuperLink is unavailable. ... │ ╰───") and no address."""

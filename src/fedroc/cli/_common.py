@@ -294,6 +294,16 @@ class ProgressLine:
         return Text(line, no_wrap=True, overflow="ellipsis")
 
 
+def sites_table(sites: Sequence[Mapping[str, Any]]) -> Table:
+    """Return the table of a result's sites and their sizes (``n`` None: not released)."""
+    table = grid_table("Sites", ["site", "n"], [(s["name"], s["n"]) for s in sites])
+    if any(s["n"] is None for s in sites):  # a bare "-" read as a missing value
+        table.caption = "n -: this method does not release the site's row count"
+        table.caption_justify = "left"
+        table.min_width = max(table.min_width or 0, len(table.caption))
+    return table
+
+
 def calibration_rounds(result: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """Return the table row of the calls ``evaluate`` made after the method (or none).
 

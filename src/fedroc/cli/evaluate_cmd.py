@@ -30,6 +30,7 @@ from fedroc.cli._common import (
     out,
     parse_sites,
     report_output,
+    sites_table,
 )
 from fedroc.cli._options import (
     AtSensitivityOption,
@@ -234,12 +235,7 @@ def ask_options(
 
 def render_result(result: EvaluationResult) -> None:
     """Print a result as tables: sites, the estimates, then comparison, points, calibration."""
-    sites = grid_table("Sites", ["site", "n"], [(s["name"], s["n"]) for s in result.sites])
-    if any(s["n"] is None for s in result.sites):  # a bare "-" read as a missing value
-        sites.caption = "n -: this method does not release the site's row count"
-        sites.caption_justify = "left"
-        sites.min_width = max(sites.min_width or 0, len(sites.caption))
-    out.print(sites)
+    out.print(sites_table(result.sites))
     level = f"{result.confidence_level:.0%}"
     rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
     rows.append((f"{level} CI", result.auc_ci))

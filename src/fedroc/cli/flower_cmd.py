@@ -27,6 +27,7 @@ from fedroc.cli._common import (
     kv_table,
     live_progress,
     out,
+    sites_table,
     split_name_value,
 )
 from fedroc.cli._options import (
@@ -522,7 +523,7 @@ def run(
     out.print(kv_table(f"fedroc on Flower: {job}", rows))
     sites_rows = result.get("sites")
     if isinstance(sites_rows, list) and sites_rows and isinstance(sites_rows[0], dict):
-        out.print(grid_table("Sites", ["site", "n"], [(s["name"], s["n"]) for s in sites_rows]))
+        out.print(sites_table(sites_rows))
 
 
 def _owner_key(site: str, path: Path | None, home: Path) -> Path:
