@@ -111,6 +111,15 @@ def test_metrics_partial_auc_and_operating_points_match_sklearn(capsys, paired_s
     assert lo < res["auc"] < hi
 
 
+@pytest.mark.parametrize(("seed", "label"), [([], "unseeded"), (["--seed", "4"], "seed 4")])
+def test_metrics_bootstrap_row_says_whether_it_was_seeded(capsys, paired_sites, seed, label):
+    """Without --seed the row read '(20 samples, seed None)', as if a value were missing."""
+    args = ["metrics", str(paired_sites["east"]), "--label", "y", "--score", "m1"]
+    code, out, _ = run_main(capsys, [*args, "--bootstrap", "20", *seed])
+    assert code == 0 and f"bootstrap (20 samples, {label})" in out
+    assert "None" not in out
+
+
 def test_evaluate_pooled_operating_points_are_those_of_the_pooled_rows(capsys, paired_sites):
     args = ["evaluate", *_site_args(paired_sites), "--label", "y", "--score", "m1"]
     code, out, _ = run_main(

@@ -244,9 +244,11 @@ def _optional_rows(result: dict[str, Any], level: str) -> list[tuple[str, Any]]:
         rows.append((f"partial AUC (FPR <= {result['max_fpr']:g}, McClish)", result["partial_auc"]))
     if "auc_ci_bootstrap" in result:
         boot = result["bootstrap"]
+        # "seed None" read as a missing value; unseeded, another run gives another interval
+        seeded = "unseeded" if boot["seed"] is None else f"seed {boot['seed']}"
         rows.append(
             (
-                f"{level} CI, bootstrap ({boot['samples']} samples, seed {boot['seed']})",
+                f"{level} CI, bootstrap ({boot['samples']} samples, {seeded})",
                 result["auc_ci_bootstrap"],
             )
         )
