@@ -1088,13 +1088,14 @@ def test_a_pos_label_missing_at_one_site_names_that_site(capsys, tmp_path):
 
 
 def test_a_warning_is_one_line_naming_no_file_of_typer(capsys, tmp_path):
-    # Python's format named typer/main.py (the caller of the command) on a second line.
+    # Python's format named typer/main.py (the caller of the command) on a second line;
+    # the message named y_true, the Python API's name for what the CLI calls --label.
     path = tmp_path / "one.csv"
     path.write_text("label,score\n" + "1,0.5\n" * 10)
     code, out, err = run_main(capsys, ["metrics", str(path), "--json"])
     assert code == 0 and _one_json_object(out)["auc"] is None
     assert err.splitlines() == [
-        "warning: only one class in y_true: the AUC and its variance are NaN"
+        "warning: only one class in the label column: the AUC and its variance are NaN"
     ]
 
 

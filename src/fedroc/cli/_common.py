@@ -237,7 +237,8 @@ def show_warning(
     """
     from fedroc.exceptions import FedrocWarning
 
-    text = _one_line(str(message))
+    # The metrics' own name for the labels; a user of the CLI gave --label COL.
+    text = re.sub(r"\bin y_true\b", "in the label column", _one_line(str(message)))
     if not issubclass(category, FedrocWarning):
         text = f"{category.__name__}: {text}"
     err.print(Text.assemble(("warning:", "bold yellow"), " ", text))
