@@ -967,6 +967,17 @@ def test_an_audit_dir_that_is_a_file_is_named(capsys, csv, command):
     )
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["flower", "certs", "{csv}"], ["flower", "keys", "--site", "a", "--node-dir", "{csv}"]],
+)
+def test_a_directory_argument_that_is_a_file_is_named(capsys, csv, command):
+    """A file given where a directory is made failed as "[Errno 17] File exists: 'x.csv'"."""
+    code, out, err = run_main(capsys, [a.format(csv=csv) for a in command])
+    assert code == 2 and out == ""
+    assert err.strip() == f"error: {str(csv)!r} is a file; a directory was expected there"
+
+
 def test_cli_jobs_of_flower_run_are_registered_jobs():
     pytest.importorskip("flwr")
     import fedroc.apps.application  # noqa: F401  (registers the evaluate job)

@@ -167,6 +167,18 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
+def _os_message(exc: OSError) -> str:
+    """Say what an OSError means where Python's text does not.
+
+    A directory option given a file (``flower certs x.csv``, ``flower keys --node-dir
+    x.csv``) failed in ``mkdir(exist_ok=True)`` as "[Errno 17] File exists: 'x.csv'".
+    """
+    name = exc.filename
+    if isinstance(exc, FileExistsError) and name is not None and Path(name).is_file():
+        return f"{str(name)!r} is a file; a directory was expected there"
+    return str(exc)
+
+
 def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
     """Report ``exc`` as the CLI contract says and return the exit status.
 
@@ -201,7 +213,7 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
         if isinstance(exc, MissingExtraError):
             payload["extra"], payload["install"] = exc.extra, exc.install
     elif isinstance(exc, OSError):  # a file, a port, a peer: the user's to fix
-        message, kind = str(exc), type(exc).__name__
+        message, kind = _os_message(exc), type(exc).__name__
     elif isinstance(exc, KeyboardInterrupt):
         message, kind, code = "interrupted", "KeyboardInterrupt", 130
     elif isinstance(exc, typer.Abort):
