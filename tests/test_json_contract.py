@@ -236,6 +236,24 @@ def test_privacy_status_keys_are_documented(files, tmp_path):
         check(entry, ["sites of privacy status (each entry)"], args, "privacy status entry")
 
 
+def test_flower_run_keys_are_documented(files, monkeypatch):
+    """flower run --json had no table: the ServerApp's result (here the in-process one of the
+    same method, as the Flower tests show they are equal) and the `flower` object the CLI
+    adds to it."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    result = ok(["evaluate", *_sites(files), "--method", "histogram", "--json"])
+    payload = {"result": result, "run_id": 7, "node_ids": {"north": 1}, "refused": {}}
+    monkeypatch.setattr(deploy, "submit_job", lambda *args, **kwargs: payload)
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--method", "histogram"]
+    obj = ok([*args, "--json"])
+    flower = obj.pop("flower")
+    assert obj == result
+    check(flower, ["flower of flower run"], args, "flower run")
+    check({"flower": flower}, ["fedroc flower run --json"], args, "flower run")
+
+
 def test_error_keys_are_documented(files):
     for args in (
         ["metrics", "--bogus", "--json"],  # usage error: names the command
@@ -288,6 +306,8 @@ def test_every_table_of_the_doc_is_checked():
         "fedroc sequester plan --json",
         "fedroc privacy status --json",
         "sites of privacy status (each entry)",
+        "fedroc flower run --json",
+        "flower of flower run",
         "Errors",
     }
     assert set(TABLES) == read
