@@ -926,6 +926,30 @@ def test_flower_run_table_says_what_a_dash_and_the_rounds_are(capsys, monkeypatc
     assert re.search(r"│ rounds of Brier and calibration\s+│\s+7 │", out), out
 
 
+def test_flower_run_says_what_discovery_waits_for_off_a_terminal(capsys, monkeypatch):
+    """Off a terminal flower run drew no progress, so a --site no connected node serves
+    meant 60 s of silence; the ServerApp's status line is printed to stderr."""
+    pytest.importorskip("flwr")
+    from fedroc.exceptions import SiteError
+    from fedroc.federation.flower import deploy
+    from fedroc.federation.flower._marked import RelayedCall
+
+    def submit(*args: Any, progress: Any = None, **kwargs: Any) -> Any:
+        assert progress is not None
+        progress(RelayedCall(1, "fedroc.info", ("a",)))  # calls are not printed
+        progress("waiting up to 59 s for site(s) ['x'], which no connected SuperNode serves")
+        raise SiteError("site(s) ['x'] did not answer within 60 s", site="x")
+
+    monkeypatch.setattr(deploy, "submit_job", submit)
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--job", "sites"]
+    code, out, err = run_main(capsys, [*args, "--site", "x"])
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        "sites: waiting up to 59 s for site(s) ['x'], which no connected SuperNode serves",
+        "error: site(s) ['x'] did not answer within 60 s",
+    ]
+
+
 def test_flower_run_names_the_superlink_it_cannot_reach_without_flwrs_box(capsys):
     """`flwr run` draws a box around its error; the message quoted its frame ("started no
     run: ─────╮ │ Connection to the SuperLink is unavailable. ... │ ╰───") and no address."""

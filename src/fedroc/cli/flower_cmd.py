@@ -343,6 +343,13 @@ def _check_job(job: str, method: str | None) -> None:
         raise InputError(f"--method: unknown method {method!r}; one of {methods}")
 
 
+def _check_seconds(options: dict[str, float | None]) -> None:
+    """Refuse a time limit that is not positive (submit_job named its keyword, ``timeout``)."""
+    for name, value in options.items():
+        if value is not None and not value > 0:
+            raise InputError(f"{name} must be a positive number of seconds; got {value:g}")
+
+
 def _check_sites(sites: list[str] | None, connection: Any, deployment: Path | None) -> None:
     """Refuse a ``--site`` that no node of the run can serve, naming it, before the run.
 
@@ -443,13 +450,13 @@ def run(
 
     from fedroc.federation.flower.deploy import submit_job
 
-    for name, value in (
-        ("--timeout", timeout),
-        ("--run-timeout", run_timeout),
-        ("--discovery-timeout", discovery_timeout),
-    ):
-        if value is not None and not value > 0:  # submit_job named the keyword, `timeout`
-            raise InputError(f"{name} must be a positive number of seconds; got {value:g}")
+    _check_seconds(
+        {
+            "--timeout": timeout,
+            "--run-timeout": run_timeout,
+            "--discovery-timeout": discovery_timeout,
+        }
+    )
     connection = _connection(deployment, superlink, root_certificates, insecure, site)
     if site_key:
         connection = replace(connection, site_keys=_site_keys(site_key))
@@ -484,6 +491,13 @@ def run(
     # The job runs in the ServerApp's process; its log reports each call to the sites, and
     # the line shows them as `fedroc evaluate` shows its in-process calls.
     line = ProgressLine(method or job, f"submitted to Flower ({connection.address})")
+
+    def status_only(step: Any) -> None:
+        # Off a terminal (a log, CI) no progress line is drawn, but a wait of up to
+        # --discovery-timeout for a site no node serves is said, once, as a line.
+        if isinstance(step, str):
+            err.print(f"{line.label}: {step}", highlight=False, markup=False, soft_wrap=True)
+
     with live_progress(err, line) as show:
         payload = submit_job(
             connection,
@@ -492,7 +506,7 @@ def run(
             timeout=timeout,
             discovery_timeout=discovery_timeout,
             run_timeout=run_timeout,
-            progress=show,
+            progress=show or status_only,
         )
     result = dict(payload["result"])
     refused = payload.get("refused") or {}
