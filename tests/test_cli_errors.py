@@ -950,6 +950,34 @@ def test_flower_run_says_what_discovery_waits_for_off_a_terminal(capsys, monkeyp
     ]
 
 
+def test_flower_run_gives_rocglm_the_sensitivity(capsys, monkeypatch):
+    """ROC-GLM's result on Flower said its site-estimated sensitivity is a heuristic and
+    to 'give the sensitivity of the model', which flower run had no option for."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    sent: dict[str, Any] = {}
+
+    def submit(connection: Any, job: str, options: Any, **kwargs: Any) -> Any:
+        sent.update(options)
+        return {"result": {"method": "rocglm"}, "run_id": 1, "node_ids": {}}
+
+    monkeypatch.setattr(deploy, "submit_job", submit)
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure"]
+    code, _, err = run_main(capsys, [*args, "--method", "rocglm", "--sensitivity", "0.02"])
+    assert code == 0, err
+    assert sent["options"] == {"sensitivity": 0.02} and sent["method"] == "rocglm"
+    sent.clear()
+    assert run_main(capsys, [*args, "--method", "histogram"])[0] == 0
+    assert "options" not in sent  # nothing the method did not ask for
+    for extra, message in (
+        (["--method", "histogram", "--sensitivity", "0.02"], "--sensitivity applies to"),
+        (["--method", "rocglm", "--sensitivity", "0"], "--sensitivity must be a positive"),
+    ):
+        code, out, err = run_main(capsys, [*args, *extra])
+        assert code == 2 and out == "" and err.startswith("error: " + message), err
+
+
 def test_flower_run_names_the_superlink_it_cannot_reach_without_flwrs_box(capsys):
     """`flwr run` draws a box around its error; the message quoted its frame ("started no
     run: ─────╮ │ Connection to the SuperLink is unavailable. ... │ ╰───") and no address."""

@@ -343,6 +343,21 @@ def _check_job(job: str, method: str | None) -> None:
         raise InputError(f"--method: unknown method {method!r}; one of {methods}")
 
 
+def _method_options(job: str, method: str | None, sensitivity: float | None) -> dict[str, Any]:
+    """Return the method's own options of the evaluate job (``--sensitivity`` of rocglm).
+
+    ROC-GLM's result says that a sensitivity the sites estimate is a heuristic, not a bound
+    ("give the sensitivity of the model"), which flower run had no option to give.
+    """
+    if sensitivity is None:
+        return {}
+    if job != "evaluate" or method != "rocglm":
+        raise InputError("--sensitivity applies to --method rocglm (its scores' l2-sensitivity)")
+    if not sensitivity > 0:
+        raise InputError(f"--sensitivity must be a positive number; got {sensitivity:g}")
+    return {"sensitivity": float(sensitivity)}
+
+
 def _check_seconds(options: dict[str, float | None]) -> None:
     """Refuse a time limit that is not positive (submit_job named its keyword, ``timeout``)."""
     for name, value in options.items():
@@ -415,6 +430,10 @@ def run(
     ] = None,
     confidence: ConfidenceOption = 0.95,
     bins: CalibrationBinsOption = 10,
+    sensitivity: Annotated[
+        float | None,
+        typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds a site may take to answer one call.")
     ] = 60.0,
@@ -463,6 +482,7 @@ def run(
     if no_node_auth:
         connection = replace(connection, node_auth=False, site_keys=None)
     _check_job(job, method)
+    method_options = _method_options(job, method, sensitivity)
     _check_sites(site, connection, deployment)
     options: dict[str, Any] = {}
     if job == "evaluate":
@@ -471,6 +491,7 @@ def run(
             "seed": seed,
             "confidence_level": confidence,
             "calibration_bins": bins,
+            **({"options": method_options} if method_options else {}),
         }
     else:  # these were ignored: `--job moments --seed 1` ran unseeded and said nothing
         given = [
