@@ -629,6 +629,12 @@ def test_command_line_audit_dir_wins_over_the_sites_file(capsys, two_scores, tmp
     [
         (("[sites.east]", "[sitse.east]"), "has unknown key(s) ['sitse']; known: sites"),
         (("min_count = 5", 'min_count = "five"'), "min_count must be an integer; got 'five'"),
+        (
+            ('path = "east.csv"', 'path = "east.csv"\nmin_count = 3\nscore = "b"'),
+            "site 'east' in {file} has unknown key(s) ['min_count', 'score']; known: audit, "
+            "columns, noise_seed, path, policy, roster, secagg_key; policy settings go under "
+            "[sites.east.policy]; column settings under [sites.east.columns]",
+        ),
     ],
 )
 def test_a_sites_file_with_a_typo_is_refused_by_name(capsys, two_scores, edit, message):
@@ -639,7 +645,7 @@ def test_a_sites_file_with_a_typo_is_refused_by_name(capsys, two_scores, edit, m
         capsys, ["evaluate", "--sites", str(two_scores), "--method", "histogram"]
     )
     assert code == 2 and "Traceback" not in err
-    assert message in err and repr(str(two_scores)) in err
+    assert message.format(file=repr(str(two_scores))) in err and repr(str(two_scores)) in err
 
 
 def test_a_sites_file_that_is_a_directory_is_named_as_the_federation_file(capsys, tmp_path):

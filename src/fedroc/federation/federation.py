@@ -6,7 +6,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
@@ -203,6 +203,19 @@ class TableOptions(TypedDict, total=False):
 
 _COLUMN_OPTIONS = ("label", "score", "cluster", "score_b")  # fedroc.data.Columns
 _SITE_OPTIONS = ("pos_label", "policy", "noise_seed")  # Site.from_frame / Site.from_file
+
+
+def _where_it_goes(site: str, keys: list[str]) -> str:
+    """Say under which table of a site a misplaced setting goes.
+
+    ``min_count = 3`` in ``[sites.north]`` was refused as an unknown key with no hint.
+    """
+    hints = []
+    if set(keys) & {f.name for f in fields(DisclosurePolicy)}:
+        hints.append(f"policy settings go under [sites.{site}.policy]")
+    if set(keys) & {*_COLUMN_OPTIONS, "pos_label"}:
+        hints.append(f"column settings under [sites.{site}.columns]")
+    return "".join(f"; {h}" for h in hints)
 
 
 class Federation:
@@ -469,7 +482,10 @@ class Federation:
             known = {"path", "columns", "policy", "audit", "noise_seed", "secagg_key", "roster"}
             unknown = sorted(set(cfg) - known)
             if unknown:
-                raise InputError(f"site {name!r} in {where} has unknown key(s) {unknown}")
+                raise InputError(
+                    f"site {name!r} in {where} has unknown key(s) {unknown}; known: "
+                    f"{', '.join(sorted(known))}" + _where_it_goes(name, unknown)
+                )
             context = f"site {name!r} in {where}"
             site_columns = _toml_table(cfg, "columns", context)
             cols = {**top_columns, **site_columns, **(columns or {})}
