@@ -148,3 +148,28 @@ def test_a_refused_release_leaves_nothing_and_the_binding_in_place():
     assert _call(_reloaded(site, data), "fedroc.brier") == first
     # Its number of rows is public: still answered from the new rows.
     assert _call(changed, "fedroc.info")["n"] == data.n - 1
+
+
+def test_noisy_scores_after_a_withdrawn_row_do_not_tell_its_label():
+    """ROC-GLM's noisy scores are a DP release, but split by class their lengths are the
+    site's exact class counts: ``class_counts`` before a row is withdrawn and the noisy
+    scores after it subtract to the withdrawn row's label (found in review: 20 of 20 read
+    on the first version of bind_rows, which let every DP reply through)."""
+    from fedroc.methods.rocglm._site import FN_NOISY
+
+    read = refused = 0
+    for seed in range(20):
+        data = _data(seed)
+        site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+        before = _call(site, "fedroc.class_counts")
+        i = seed % data.n
+        after_site = _reloaded(site, _without_row(data, i))
+        try:
+            after = _call(after_site, FN_NOISY, epsilon=1.0, delta=1e-5, sensitivity=0.05)
+        except DisclosureError as e:
+            assert "site 'a' refuses 'rocglm.noisy_scores': its rows changed" in str(e)
+            refused += 1
+            continue
+        read += (before["n_pos"] - len(after["positive"]) == 1) == bool(data.label[i])
+    assert read == 0, f"the withdrawn row's label read in {read} of 20"
+    assert refused == 20

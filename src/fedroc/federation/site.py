@@ -201,13 +201,19 @@ class _Spec:
     schema: Schema
     release: Release
     rows: bool
+    exact_sizes: bool
 
 
 _REGISTRY: dict[str, _Spec] = {}
 
 
 def site_function(
-    name: str, *, schema: Schema, release: Release = "clear", rows: bool = True
+    name: str,
+    *,
+    schema: Schema,
+    release: Release = "clear",
+    rows: bool = True,
+    exact_sizes: bool = False,
 ) -> Callable[[SiteFn], SiteFn]:
     """Register ``fn(ctx, args) -> Reply`` under ``name``.
 
@@ -225,6 +231,11 @@ def site_function(
         DP events) of such a function binds the rows (:func:`bind_rows`); False only for
         what a protocol says of itself (secure aggregation's stages, whose input is the
         function it aggregates).
+    exact_sizes : bool, default False
+        Whether its reply, DP or not, holds the site's exact class sizes (ROC-GLM's noisy
+        scores, split by class: their lengths): such a reply binds the rows as an exact one
+        does, since two of them, or one and an exact release, around a withdrawn row give
+        that row's label.
 
     Returns
     -------
@@ -244,7 +255,7 @@ def site_function(
         existing = _REGISTRY.get(name)
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise InputError(f"site function {name!r} is already registered")
-        _REGISTRY[name] = _Spec(name, fn, dict(schema), release, rows)
+        _REGISTRY[name] = _Spec(name, fn, dict(schema), release, rows, exact_sizes)
         return fn
 
     return register
@@ -638,7 +649,9 @@ def bind_rows(call: Call, reply: Reply) -> None:
     versions of the site's rows subtract to the rows that changed: a clear calibration
     before and after one patient's rows were withdrawn gives that patient's rows per bin,
     labels and predicted sums, a lone row's probability; two secure sums whose other inputs
-    are the same, the same. The first such release binds the rows' digest
+    are the same, the same. A DP reply that holds the exact class sizes (registered
+    ``exact_sizes=True``) is exact in them and binds too. The first such release binds the
+    rows' digest
     (:attr:`fedroc.data.SiteData.digest`, the same for the rows in any order); after it, an
     exact release of other rows is refused. DP releases compose in the ledger instead and
     are not bound. A site whose rows changed releases exactly again only under a new ledger,
@@ -660,7 +673,8 @@ def bind_rows(call: Call, reply: Reply) -> None:
         The site's ledger is bound to other rows.
     """
     ctx = call.ctx
-    if reply.dp or not _spec(call.function).rows:
+    spec = _spec(call.function)
+    if not spec.rows or (reply.dp and not spec.exact_sizes):
         return
     digest = ctx.data.digest
     first = ctx.ledger.bindings.get(ROWS_KEY, digest)
