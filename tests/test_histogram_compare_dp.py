@@ -61,6 +61,11 @@ def test_dp_comparison_spends_its_own_epsilon_and_covers_the_exact_difference():
     spent = fed.released(start).epsilon
     assert set(spent) == set(fed.site_names)
     assert all(v == pytest.approx(4.0) for v in spent.values())
+    # The notes give the paper's epsilons (1/9 + 8/9 + 1 here); they say that the ledgers
+    # charged twice them, not that a site spent them (review: 'each site spends it').
+    notes = res.released.notes
+    assert not any("each site spends it" in n for n in notes)
+    assert any("ledger charges twice every epsilon above" in n for n in notes)
 
 
 def test_the_budget_stops_averaging_repeated_noisy_joint_histograms():

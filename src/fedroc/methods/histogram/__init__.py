@@ -691,10 +691,17 @@ def run_histogram(
             f"2 x {bins} x {bins} joint counts of the two scores"
             + (
                 f", with distributed DP noise ({opts.noise} Laplace shares, epsilon "
-                f"{opts.epsilon:g} of its own: each site spends it in addition to the tree's)"
+                f"{opts.epsilon:g} of its own, in addition to the tree's)"
                 if opts.dp
                 else ""
             )
+        )
+    if opts.dp:
+        # The epsilons above are the paper's (a row added or removed); released.epsilon
+        # holds what the ledgers charged (H1): the notes say so, lest they read as the spend.
+        notes.append(
+            "each site's ledger charges twice every epsilon above, the guarantee for a row "
+            "that moves (its row and class counts are public): released.epsilon"
         )
     released = federation.released(start).with_notes(
         *notes, "per-site row counts were not released"
