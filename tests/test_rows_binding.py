@@ -173,3 +173,44 @@ def test_noisy_scores_after_a_withdrawn_row_do_not_tell_its_label():
         read += (before["n_pos"] - len(after["positive"]) == 1) == bool(data.label[i])
     assert read == 0, f"the withdrawn row's label read in {read} of 20"
     assert refused == 20
+
+
+def _with(data: SiteData, **columns: object) -> SiteData:
+    """The same rows with more of the table's columns loaded (a cluster, a second score)."""
+    return SiteData(data.label, data.score, **columns)  # type: ignore[arg-type]
+
+
+def test_the_same_rows_with_another_column_loaded_are_the_same_rows():
+    """A run that names the table's cluster column or second score after one that did not
+    reads the same rows: answered. Found in review: ``fedroc evaluate --method histogram``
+    and then ``--method clustered --cluster patient`` (or ``--compare-score``) on the same
+    files and audit directory was refused at every site as 'its rows changed'."""
+    data = _data(5)
+    cluster = np.arange(data.n) // 2
+    score_b = np.clip(data.score + 0.05, 0.0, 1.0)
+    site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+    first = _call(site, "fedroc.class_counts")
+    both = {"cluster": cluster, "score_b": score_b}
+    for extra in ({"cluster": cluster}, {"score_b": score_b}, both):
+        assert _call(_reloaded(site, _with(data, **extra)), "fedroc.class_counts") == first
+    # And back: the plain table after the richer ones.
+    assert _call(_reloaded(site, data), "fedroc.class_counts") == first
+
+
+def test_a_changed_cluster_column_is_a_change_of_rows():
+    """Loaded with its cluster column, a table whose rows kept their labels and scores but
+    not their clusters (a row moved to another patient) changed: what depends on the
+    clusters would subtract to it. Refused, with or without another column loaded."""
+    data = _data(6)
+    cluster = np.arange(data.n) // 2
+    moved = cluster.copy()
+    moved[0] = data.n  # row 0 is another patient's now
+    score_b = np.clip(data.score + 0.05, 0.0, 1.0)
+    site = Site("a", _with(data, cluster=cluster), policy=DisclosurePolicy(min_count=5))
+    _call(site, "fedroc.class_counts")
+    for extra in ({"cluster": moved}, {"cluster": moved, "score_b": score_b}):
+        with pytest.raises(DisclosureError, match="rows changed"):
+            _call(_reloaded(site, _with(data, **extra)), "fedroc.class_counts")
+    # A change of the label or score is refused whatever columns are loaded.
+    with pytest.raises(DisclosureError, match="rows changed"):
+        _call(_reloaded(site, _without_row(data, 3)), "fedroc.class_counts")

@@ -191,12 +191,38 @@ class SiteData:
         >>> a.digest == SiteData.from_arrays([0, 1, 1], [0.2, 0.9, 0.5]).digest
         False
         """
+        return self._digest_of(tuple(k for k, _ in self._optional_columns()))
+
+    def _optional_columns(self) -> list[tuple[str, NDArray[Any]]]:
+        named = (("score_b", self.score_b), ("weight", self.weight), ("cluster", self.cluster))
+        return [(k, c) for k, c in named if c is not None]
+
+    @cached_property
+    def projection_digests(self) -> dict[tuple[str, ...], str]:
+        """The :attr:`digest` of the labels and scores with each subset of the other columns.
+
+        Keyed by the names of the optional columns taken (``()``: labels and scores only;
+        ``("cluster",)``; ...), for every subset of those loaded: the same table read with
+        and without its cluster column or second score holds the same rows, and a release
+        depends only on the columns it was given (:func:`fedroc.federation.site.bind_rows`).
+        """
+        names = [k for k, _ in self._optional_columns()]
+        subsets = [()] + [
+            tuple(k for j, k in enumerate(names) if mask >> j & 1)
+            for mask in range(1, 2 ** len(names))
+        ]
+        return {names: self._digest_of(names) for names in subsets}
+
+    def _digest_of(self, names: tuple[str, ...]) -> str:
+        """Return the multiset digest of the labels, scores and the optional columns ``names``."""
         head = hashlib.sha256(f"fedroc rows v1 {self.n}".encode())
         # Each row to 64 bits (splitmix64's finalizer over its columns' bits), then the
         # multiset as two sums of them mod 2^64: order-free, and one changed, added or
         # withdrawn row changes both sums but with probability about 2^-128.
         h = self.label.astype(np.uint64)
-        for k, column in enumerate((self.score, self.score_b, self.weight, self.cluster)):
+        columns = {"score": self.score, **dict(self._optional_columns())}
+        for k, name in enumerate(("score", "score_b", "weight", "cluster")):
+            column = columns.get(name) if name == "score" or name in names else None
             head.update(b"-" if column is None else b"+")
             if column is None:
                 continue

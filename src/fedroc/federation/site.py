@@ -651,11 +651,12 @@ def bind_rows(call: Call, reply: Reply) -> None:
     labels and predicted sums, a lone row's probability; two secure sums whose other inputs
     are the same, the same. A DP reply that holds the exact class sizes (registered
     ``exact_sizes=True``) is exact in them and binds too. The first such release binds the
-    rows' digest
-    (:attr:`fedroc.data.SiteData.digest`, the same for the rows in any order); after it, an
-    exact release of other rows is refused. DP releases compose in the ledger instead and
-    are not bound. A site whose rows changed releases exactly again only under a new ledger,
-    which its operator chooses knowing that the old releases stay subtractable from the new.
+    rows' digests (:attr:`fedroc.data.SiteData.projection_digests`, the same for the rows in
+    any order: of the labels and scores, and of them with each subset of the other columns
+    loaded); after it, an exact release of other rows is refused. DP releases compose in the
+    ledger instead and are not bound. A site whose rows changed releases exactly again only
+    under a new ledger, which its operator chooses knowing that the old releases stay
+    subtractable from the new.
 
     Call it holding the ledger's transaction, after the function ran and before its reply
     leaves.
@@ -676,9 +677,15 @@ def bind_rows(call: Call, reply: Reply) -> None:
     spec = _spec(call.function)
     if not spec.rows or (reply.dp and not spec.exact_sizes):
         return
-    digest = ctx.data.digest
-    first = ctx.ledger.bindings.get(ROWS_KEY, digest)
-    if first != digest:
+    # Labels and scores ("rows"), and with each subset of the other columns loaded
+    # ("rows+cluster", ...): a run that names the table's cluster column or second score
+    # after one that did not reads the same rows, and one column changed is refused
+    # wherever it is loaded (every release that could depend on it).
+    digests = {
+        ROWS_KEY + "".join("+" + name for name in names): digest
+        for names, digest in ctx.data.projection_digests.items()
+    }
+    if any(ctx.ledger.bindings.get(key, digest) != digest for key, digest in digests.items()):
         raise DisclosureError(
             f"site {ctx.site!r} refuses {call.function!r}: its rows changed since its first "
             "exact release under its privacy ledger, and exact releases of two versions of "
@@ -688,7 +695,8 @@ def bind_rows(call: Call, reply: Reply) -> None:
             site=ctx.site,
             function=call.function,
         )
-    ctx.ledger.bind(ROWS_KEY, digest)
+    for key, digest in digests.items():
+        ctx.ledger.bind(key, digest)
 
 
 def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
