@@ -1428,3 +1428,27 @@ def test_sequester_token_file_that_is_binary_is_named(capsys, tmp_path):
         f"error: --admin-token-file {str(token)!r} is not a text file (the token is one line "
         "of text)"
     )
+
+
+def test_flower_up_checks_its_synthetic_sites_columns_before_it_starts(
+    capsys, tmp_path, monkeypatch
+):
+    """Without --data, `flower up` writes synthetic sites (label, score, patient): a
+    --cluster or --label they lack was found only by the first job, as a misconfigured
+    SuperNode (found in review; the --data files were checked, these were not)."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    started: list[bool] = []
+
+    def start(self: Any, timeout: float = 0) -> None:
+        started.append(True)
+        raise KeyboardInterrupt  # stop at once, as Ctrl-C does
+
+    monkeypatch.setattr(deploy.LocalDeployment, "start", start)
+    args = ["flower", "up", "--sites", "2", "--insecure", "--dir", str(tmp_path / "d")]
+    code, out, err = run_main(capsys, [*args, "--cluster", "patient_id"])
+    assert code == 2 and out == "" and started == []
+    assert err.strip().startswith("error: cluster column 'patient_id' not found in site 'site1'")
+    code, _, err = run_main(capsys, [*args, "--cluster", "patient"])
+    assert code == 0 and started == [True], err

@@ -160,14 +160,11 @@ def up(
         raise InputError(f"--sites must be at least 1; got {sites}")
     if paths and sites is not None and sites != len(paths):
         raise InputError(f"--sites {sites} but {len(paths)} --data file(s) given")
-    if paths:
-        # A missing file, a mistyped column or a bad label was found only by the first job,
-        # as "site 'north' is misconfigured on its SuperNode (details in its log)".
-        from fedroc.cli._common import check_site_files, load_site_data
-        from fedroc.data import Columns
+    from fedroc.cli._common import check_site_files, load_site_data
+    from fedroc.data import Columns
 
+    if paths:
         check_site_files(paths)
-        load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
     else:
         count = sites or 3
         (work / "data").mkdir(parents=True, exist_ok=True)
@@ -175,6 +172,10 @@ def up(
         for name, frame in make_multisite(sizes, seed=seed).items():
             paths[name] = work / "data" / f"{name}.csv"
             frame.to_csv(paths[name], index=False)
+    # A missing file, a mistyped column or a bad label was found only by the first job, as
+    # "site 'north' is misconfigured on its SuperNode (details in its log)"; the synthetic
+    # sites' columns (label, score, patient) too.
+    load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
     policy = DisclosurePolicy(min_count=min_count)
     # No audit path: each site's audit log (and privacy ledger) lives in its node directory.
     configs = [
