@@ -701,7 +701,7 @@ def run_histogram(
         # holds what the ledgers charged (H1): the notes say so, lest they read as the spend.
         notes.append(
             "each site's ledger charges twice every epsilon above, the guarantee for a row "
-            "that moves (its row and class counts are public): released.epsilon"
+            "that moves (its row and class counts are public): the epsilon spent"
         )
     released = federation.released(start).with_notes(
         *notes, "per-site row counts were not released"
