@@ -122,11 +122,31 @@ def _weights(weight: Any, n: int, source: str) -> NDArray[np.float64]:
     return np.ascontiguousarray(w)
 
 
-def _mix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """splitmix64's finalizer, elementwise (wrapping uint64 arithmetic)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+# The rows' digest (SiteData.projection_digests): chunks that stay in the cache, and the
+# multipliers that fold each column into a row's hash.
+_DIGEST_CHUNK = 1 << 16
+_OPTIONAL_COLUMNS = ("score_b", "weight", "cluster")
+_FOLD = {
+    name: np.uint64(0x9E3779B97F4A7C15 + k) for k, name in enumerate(("score", *_OPTIONAL_COLUMNS))
+}
+_SALT = np.uint64(0xD6E8FEB86659FD93)
+
+
+def _mix64(x: NDArray[np.uint64], tmp: NDArray[np.uint64]) -> None:
+    """Apply splitmix64's finalizer to ``x`` in place (``tmp``: scratch of its shape)."""
+    for shift, multiplier in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        np.right_shift(x, np.uint64(shift), out=tmp)
+        x ^= tmp
+        x *= np.uint64(multiplier)
+    np.right_shift(x, np.uint64(31), out=tmp)
+    x ^= tmp
+
+
+def _column_bits(name: str, values: NDArray[Any]) -> NDArray[np.uint64]:
+    """64 bits per value: a float's bits (-0.0 as 0.0), or pandas' hash of a cluster id."""
+    if name == "cluster":  # ids of any type
+        return pd.util.hash_array(np.asarray(values)).astype(np.uint64, copy=False)
+    return (values + 0.0).view(np.uint64)  # no release tells -0.0 from 0.0
 
 
 @dataclass(frozen=True, repr=False)
@@ -191,7 +211,7 @@ class SiteData:
         >>> a.digest == SiteData.from_arrays([0, 1, 1], [0.2, 0.9, 0.5]).digest
         False
         """
-        return self._digest_of(tuple(k for k, _ in self._optional_columns()))
+        return self.projection_digests[tuple(k for k, _ in self._optional_columns())]
 
     def _optional_columns(self) -> list[tuple[str, NDArray[Any]]]:
         named = (("score_b", self.score_b), ("weight", self.weight), ("cluster", self.cluster))
@@ -205,35 +225,45 @@ class SiteData:
         ``("cluster",)``; ...), for every subset of those loaded: the same table read with
         and without its cluster column or second score holds the same rows, and a release
         depends only on the columns it was given (:func:`fedroc.federation.site.bind_rows`).
-        """
-        names = [k for k, _ in self._optional_columns()]
-        subsets = [()] + [
-            tuple(k for j, k in enumerate(names) if mask >> j & 1)
-            for mask in range(1, 2 ** len(names))
-        ]
-        return {names: self._digest_of(names) for names in subsets}
 
-    def _digest_of(self, names: tuple[str, ...]) -> str:
-        """Return the multiset digest of the labels, scores and the optional columns ``names``."""
-        head = hashlib.sha256(f"fedroc rows v1 {self.n}".encode())
-        # Each row to 64 bits (splitmix64's finalizer over its columns' bits), then the
-        # multiset as two sums of them mod 2^64: order-free, and one changed, added or
-        # withdrawn row changes both sums but with probability about 2^-128.
-        h = self.label.astype(np.uint64)
-        columns = {"score": self.score, **dict(self._optional_columns())}
-        for k, name in enumerate(("score", "score_b", "weight", "cluster")):
-            column = columns.get(name) if name == "score" or name in names else None
-            head.update(b"-" if column is None else b"+")
-            if column is None:
-                continue
-            if k < 3:  # floats: their bits, -0.0 as 0.0 (no release tells them apart)
-                bits = (column + 0.0).view(np.uint64)
-            else:  # cluster ids of any type: pandas' hash of each value
-                bits = pd.util.hash_array(np.asarray(column)).astype(np.uint64, copy=False)
-            h = _mix64(h * np.uint64(0x9E3779B97F4A7C15 + k) ^ bits)
-        for salt in (0, 0xD6E8FEB86659FD93):
-            head.update(int(_mix64(h ^ np.uint64(salt)).sum(dtype=np.uint64)).to_bytes(8, "little"))
-        return head.hexdigest()
+        Each row is folded to 64 bits (splitmix64's finalizer over its columns' bits), and
+        the multiset to two sums of them mod 2^64: free of the rows' order, and changed by
+        one row changed, added or withdrawn but with probability about 2^-128. One pass over
+        the rows in chunks, about 0.1 s per 10^7 rows of labels and scores.
+        """
+        optional = dict(self._optional_columns())
+        loaded = [k for k in _OPTIONAL_COLUMNS if k in optional]
+        subsets = [
+            tuple(k for j, k in enumerate(loaded) if mask >> j & 1)
+            for mask in range(2 ** len(loaded))
+        ]
+        sums = {names: [0, 0] for names in subsets}
+        for start in range(0, self.n, _DIGEST_CHUNK):
+            rows = slice(start, start + _DIGEST_CHUNK)
+            base = self.label[rows].astype(np.uint64)
+            tmp = np.empty_like(base)
+            base *= _FOLD["score"]
+            base ^= _column_bits("score", self.score[rows])
+            _mix64(base, tmp)
+            bits = {k: _column_bits(k, optional[k][rows]) for k in loaded}
+            for names in subsets:
+                h = base.copy()
+                for k in names:
+                    h *= _FOLD[k]
+                    h ^= bits[k]
+                    _mix64(h, tmp)
+                salted = h ^ _SALT
+                _mix64(h, tmp)
+                _mix64(salted, tmp)
+                sums[names][0] += int(h.sum(dtype=np.uint64))
+                sums[names][1] += int(salted.sum(dtype=np.uint64))
+        out = {}
+        for names in subsets:
+            head = hashlib.sha256(f"fedroc rows v1 {self.n} {'+'.join(names)}".encode())
+            for total in sums[names]:
+                head.update((total % 2**64).to_bytes(8, "little"))
+            out[names] = head.hexdigest()
+        return out
 
     @property
     def n(self) -> int:
