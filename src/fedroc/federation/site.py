@@ -690,8 +690,10 @@ def bind_rows(call: Call, reply: Reply) -> None:
             f"site {ctx.site!r} refuses {call.function!r}: its rows changed since its first "
             "exact release under its privacy ledger, and exact releases of two versions of "
             "its rows subtract to the rows that changed. Its operator may start it on a "
-            "new ledger (a new audit log path) for the new rows, knowing that what the old "
-            "rows released stays subtractable from what the new ones release",
+            "new ledger for the new rows (a new audit log: a new --audit-dir for fedroc "
+            "evaluate, a new --dir for fedroc flower up, a new `audit` path in a node "
+            "config), knowing that what the old rows released stays subtractable from what "
+            "the new ones release",
             site=ctx.site,
             function=call.function,
         )
