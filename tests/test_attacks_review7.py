@@ -148,6 +148,7 @@ def test_every_policy_setting_survives_the_node_config():
         min_count=9,
         allow_noisy=False,
         allow_shares=False,
+        allow_exact=False,
         epsilon_limit=3.0,
         delta_limit=1e-7,
         allowed_functions=frozenset({"fedroc.info", "fedroc.sum"}),

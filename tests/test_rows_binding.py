@@ -214,3 +214,24 @@ def test_a_changed_cluster_column_is_a_change_of_rows():
     # A change of the label or score is refused whatever columns are loaded.
     with pytest.raises(DisclosureError, match="rows changed"):
         _call(_reloaded(site, _without_row(data, 3)), "fedroc.class_counts")
+
+
+def test_a_site_that_allows_no_exact_release_serves_the_dp_histogram_alone():
+    """``allow_exact = false``: every release that would bind the rows is refused, naming
+    the setting, while the site's size and its DP releases are served: the histogram
+    method under distributed DP runs, under plain secure aggregation it is refused."""
+    from fedroc.methods import evaluate
+
+    policy = DisclosurePolicy(min_count=5, allow_exact=False)
+    sites = [Site(f"s{k}", _data(20 + k, n=600), policy=policy) for k in range(3)]
+    fed = Federation.from_sites(sites)
+    for function, args in (("fedroc.class_counts", {}), ("fedroc.calibration", {"n_bins": 5})):
+        with pytest.raises(DisclosureError, match="allow_exact = false"):
+            fed.call(function, **args)
+    assert fed.call("fedroc.info")["s0"]["n"] == 600
+    res = evaluate(fed, "histogram", dp_epsilon=1.0, quantiles=64)
+    assert 0.5 < res.auc < 1.0 and res.extra["mode"] == "distributed-dp"
+    with pytest.raises(DisclosureError, match="allow_exact = false"):
+        evaluate(Federation.from_sites(sites), "histogram")
+    # Nothing exact was bound by the refusals: the rows binding is untouched.
+    assert not any(key.startswith("rows") for s in sites for key in s.ledger.bindings)

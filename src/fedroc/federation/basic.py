@@ -27,6 +27,7 @@ from fedroc.federation.site import (
     SiteContext,
     bind_before_reading,
     binding_refused,
+    exact_refused,
     site_function,
 )
 from fedroc.metrics import (
@@ -523,7 +524,7 @@ def _edges_refused(ctx: SiteContext, function: str, grid: Any, argument: str) ->
 
 
 @fill_doc
-def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
+def bind_exact_counts(ctx: SiteContext, function: str, way: str, *, exact: bool = True) -> None:
     """Hold the site to one way, clear or secure, for all its exact binned counts.
 
     Exact counts of rows per score bin (calibration bins, confusion tables, the clustered
@@ -541,13 +542,18 @@ def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
     {ctx, refused_function}
     way : {"clear", "secure"}
         How this request releases its counts.
+    exact : bool, default True
+        Whether they leave exact (not a DP tree): a site whose policy sets
+        ``allow_exact`` false refuses them here, before anything is bound.
 
     Raises
     ------
     DisclosureError
         The site released exact binned counts the other way before; the text holds
-        :data:`EXACT_COUNTS_ONE_WAY`.
+        :data:`EXACT_COUNTS_ONE_WAY`. Or ``exact`` and the site allows no exact release.
     """
+    if exact and not ctx.policy.allow_exact:
+        raise exact_refused(ctx, function)
     bind_before_reading(
         ctx, EXACT_COUNTS_KEY, way, lambda first: _one_way_refused(ctx, function, way, first)
     )

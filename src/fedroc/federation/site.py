@@ -74,6 +74,7 @@ __all__ = [
     "bind_rows",
     "binding_refused",
     "check_noise_seed",
+    "exact_refused",
     "get_site_function",
     "registered_site_functions",
     "site_function",
@@ -642,6 +643,30 @@ def binding_mod(call: Call, next_handler: Handler) -> Reply:
 ROWS_KEY = "rows"
 
 
+def exact_refused(ctx: SiteContext, function: str) -> DisclosureError:
+    """Return the refusal of an exact release at a site whose policy sets no ``allow_exact``.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The calling site function's context.
+    function : str
+        The site function's registered name.
+
+    Returns
+    -------
+    DisclosureError
+        Naming the site, the function and the setting.
+    """
+    return DisclosureError(
+        f"site {ctx.site!r} refuses {function!r}: its policy releases no exact aggregate of "
+        "its rows (allow_exact = false), only differentially private ones (e.g. the "
+        "histogram method with --dp-epsilon)",
+        site=ctx.site,
+        function=function,
+    )
+
+
 def bind_rows(call: Call, reply: Reply) -> None:
     """Hold the site's exact releases to one version of its rows, for its ledger's lifetime.
 
@@ -677,6 +702,8 @@ def bind_rows(call: Call, reply: Reply) -> None:
     spec = _spec(call.function)
     if not spec.rows or (reply.dp and not spec.exact_sizes):
         return
+    if not ctx.policy.allow_exact:
+        raise exact_refused(ctx, call.function)
     # Labels and scores ("rows"), and with each subset of the other columns loaded
     # ("rows+cluster", ...): a run that names the table's cluster column or second score
     # after one that did not reads the same rows, and one column changed is refused

@@ -127,6 +127,11 @@ class DisclosurePolicy:
         Whether differentially private noisy values may leave the site.
     allow_shares : bool, default True
         Whether secret shares or masked vectors may leave the site.
+    allow_exact : bool, default True
+        Whether exact aggregates of its rows may leave the site: in the clear, summed by
+        secure aggregation, or as MPC shares (every release that binds its rows,
+        :func:`fedroc.federation.site.bind_rows`). False: only DP releases (and its number
+        of rows); of the methods, the histogram under distributed or local DP.
     epsilon_limit : float, default 10
         Total epsilon the site will spend over its lifetime (basic composition, kept in
         its ledger). ``math.inf`` (TOML ``inf``) removes the limit: do so only for
@@ -187,6 +192,7 @@ class DisclosurePolicy:
     min_count: int = 5
     allow_noisy: bool = True
     allow_shares: bool = True
+    allow_exact: bool = True
     epsilon_limit: float = DEFAULT_EPSILON_LIMIT
     delta_limit: float | None = None
     allowed_functions: frozenset[str] | None = field(default=None)
@@ -220,7 +226,13 @@ class DisclosurePolicy:
                 raise InputError(f"{name} must be a number; got {getattr(self, name)!r}")
         if self.delta_limit is not None and not _is_number(self.delta_limit):
             raise InputError(f"delta_limit must be a number; got {self.delta_limit!r}")
-        for name in ("allow_noisy", "allow_shares", "secagg_rebind", "clear_histograms"):
+        for name in (
+            "allow_noisy",
+            "allow_shares",
+            "allow_exact",
+            "secagg_rebind",
+            "clear_histograms",
+        ):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise InputError(f"{name} must be true or false; got {getattr(self, name)!r}")
         if (
@@ -300,6 +312,7 @@ class DisclosurePolicy:
             "min_count",
             "allow_noisy",
             "allow_shares",
+            "allow_exact",
             "epsilon_limit",
             "delta_limit",
             "allowed_functions",

@@ -14,6 +14,7 @@ Flower's node config)::
     min-count = 5                   # disclosure policy: q
     allow-noisy = true
     allow-shares = true
+    allow-exact = true              # false: DP releases only (the histogram under DP)
     epsilon-limit = 3.0             # lifetime budget, kept in the site's ledger
     delta-limit = 1e-5
     allowed-functions = "fedroc.info,fedroc.sum"   # comma-separated
@@ -81,6 +82,7 @@ _POLICY_KEYS = {
     "secagg-rebind": "secagg_rebind",
     "opt-in": "opt_in",
     "clear-histograms": "clear_histograms",
+    "allow-exact": "allow_exact",
     "rocglm-min-sensitivity": "rocglm_min_sensitivity",
     "histogram-min-epsilon": "histogram_min_epsilon",
 }
@@ -184,6 +186,8 @@ def _policy_node_config(p: DisclosurePolicy) -> dict[str, Any]:
     for key in ("secagg_rebind", "clear_histograms"):
         if bool(getattr(p, key)):
             out[key.replace("_", "-")] = True
+    if not p.allow_exact:
+        out["allow-exact"] = False
     if p.opt_in:
         out["opt-in"] = ",".join(sorted(p.opt_in))
     return out

@@ -176,7 +176,7 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     bind_before_reading(ctx, BIND_GRID, grid, lambda first: _grid_refused(ctx, grid, first))
     # Exact joint counts, or noisy ones (exact in effect at a large epsilon, R33): one way for
     # the site's lifetime.
-    bind_exact_counts(ctx, JOINT_NAME, "secure")
+    bind_exact_counts(ctx, JOINT_NAME, "secure", exact=args["epsilon"] is None)
     data = ctx.data
     if data.score_b is None:
         raise InputError(

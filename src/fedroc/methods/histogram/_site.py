@@ -353,7 +353,7 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     noisy tree minus the partners' clear bins was a silent site's bins, as R24 with local
     trees).
     """
-    bind_exact_counts(ctx, INPUT_NAME, "secure")
+    bind_exact_counts(ctx, INPUT_NAME, "secure", exact=args["mode"] == MODE_SA)
     _, _, pos, neg = _leaves_for(ctx, args, INPUT_NAME)
     counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
     if args["mode"] == MODE_SA:
@@ -388,7 +388,7 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     # (0.9999 at epsilon 10, one level): a secure exact tree of the same site and its
     # partners, minus the partners' local trees, was a silent site's bins (R24). So the
     # local tree holds the site to the clear way of exact binned counts, as a clear one.
-    bind_exact_counts(ctx, LOCAL_NAME, "clear")
+    bind_exact_counts(ctx, LOCAL_NAME, "clear", exact=False)
     b, h, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
     # Exact in effect, its leaf edges are clear cuts too: one beside a calibration edge,
     # confusion threshold or clustered edge it released subtracted to the rows between
