@@ -937,12 +937,12 @@ def test_flower_run_says_what_discovery_waits_for_off_a_terminal(capsys, monkeyp
     meant 60 s of silence; the ServerApp's status line is printed to stderr."""
     pytest.importorskip("flwr")
     from fedroc.exceptions import SiteError
+    from fedroc.federation._progress import CallProgress
     from fedroc.federation.flower import deploy
-    from fedroc.federation.flower._marked import RelayedCall
 
     def submit(*args: Any, progress: Any = None, **kwargs: Any) -> Any:
         assert progress is not None
-        progress(RelayedCall(1, "fedroc.info", ("a",)))  # calls are not printed
+        progress(CallProgress(1, "fedroc.info", ("a",)))  # calls are not printed
         progress("waiting up to 59 s for site(s) ['x'], which no connected SuperNode serves")
         raise SiteError("site(s) ['x'] did not answer within 60 s", site="x")
 

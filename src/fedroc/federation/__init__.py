@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fedroc._lazy import attach
 
 _LAZY = {
-    "CallProgress": "fedroc.federation.federation",
+    "CallProgress": "fedroc.federation._progress",
     "CallRecord": "fedroc.federation.federation",
     "Federation": "fedroc.federation.federation",
     "Released": "fedroc.federation.federation",

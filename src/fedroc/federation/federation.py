@@ -13,6 +13,7 @@ from typing import Any, TypedDict, Unpack
 from fedroc._results import ResultMixin, jsonable
 from fedroc.data import Columns
 from fedroc.exceptions import InputError
+from fedroc.federation._progress import CallProgress
 from fedroc.federation.records import Record, check_record
 from fedroc.federation.roster import SiteIdentity, load_identity, provide_identities
 from fedroc.federation.site import AuditLog, Site, check_noise_seed, split_meta
@@ -52,39 +53,6 @@ class CallRecord:
     kinds: dict[str, str]
     dp: dict[str, list[DPEvent]]
     seconds: float
-
-
-@dataclass(frozen=True)
-class CallProgress:
-    """A call of a site function as it starts, for a progress display (:attr:`Federation.progress`).
-
-    Nothing in it leaves the analyst's process or reaches a site.
-
-    Attributes
-    ----------
-    round : int
-        The call's number, from 1: in the federation's transcript, or within ``phase``
-        (so that a method's last round is the ``rounds`` its result's ``released`` reports,
-        and the calls that follow it are numbered apart).
-    function : str
-        The site function called.
-    sites : tuple of str
-        The sites it is sent to, in order.
-    site : str or None
-        The site reached now, where the transport calls the sites in turn (in-process);
-        None when the call starts (and for transports that reach all sites at once).
-    done : bool
-        True once every site has answered (the analyst's own work follows).
-    phase : str or None
-        What the calls of :meth:`Federation.progress_phase` are for (None outside one).
-    """
-
-    round: int
-    function: str
-    sites: tuple[str, ...]
-    site: str | None = None
-    done: bool = False
-    phase: str | None = None
 
 
 @dataclass(frozen=True, repr=False)

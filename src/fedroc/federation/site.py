@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from fedroc._docs import fill_doc
 from fedroc._results import jsonable
 from fedroc.data import Columns, SiteData
 from fedroc.exceptions import DisclosureError, InputError
@@ -527,6 +528,7 @@ def schema_mod(call: Call, next_handler: Handler) -> Reply:
     return next_handler(replace(call, args=checked))
 
 
+@fill_doc
 def binding_refused(
     ctx: SiteContext, function: str, argument: str, first: Any, value: Any
 ) -> ArgumentRefused:
@@ -534,10 +536,7 @@ def binding_refused(
 
     Parameters
     ----------
-    ctx : SiteContext
-        The calling site function's context.
-    function : str
-        The site function's registered name.
+    {ctx, refused_function}
     argument : str
         The argument's name.
     first : JSON value
@@ -643,15 +642,13 @@ def binding_mod(call: Call, next_handler: Handler) -> Reply:
 ROWS_KEY = "rows"
 
 
+@fill_doc
 def exact_refused(ctx: SiteContext, function: str) -> DisclosureError:
     """Return the refusal of an exact release at a site whose policy sets no ``allow_exact``.
 
     Parameters
     ----------
-    ctx : SiteContext
-        The calling site function's context.
-    function : str
-        The site function's registered name.
+    {ctx, refused_function}
 
     Returns
     -------

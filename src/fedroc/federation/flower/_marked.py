@@ -21,16 +21,15 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from fedroc._results import jsonable
+from fedroc.federation._progress import CallProgress
 
 __all__ = [
     "MARK",
     "PROGRESS_MARK",
     "STATUS_MARK",
-    "RelayedCall",
     "emit_marked",
     "emit_progress",
     "emit_status",
@@ -99,23 +98,7 @@ def parse_status(line: str) -> str | None:
     return status if isinstance(status, str) else None
 
 
-@dataclass(frozen=True)
-class RelayedCall:
-    """A call to the sites as the ServerApp's log reported it (the fields of ``CallProgress``).
-
-    Its own small type: the analyst's ``fedroc flower run`` imports no site code (pandas,
-    scipy), which :class:`fedroc.federation.CallProgress`'s module would bring.
-    """
-
-    round: int
-    function: str
-    sites: tuple[str, ...]
-    site: str | None = None
-    done: bool = False
-    phase: str | None = None
-
-
-def parse_progress(line: str) -> RelayedCall | None:
+def parse_progress(line: str) -> CallProgress | None:
     """Return the call a ``FEDROC-PROGRESS`` line reports, or None.
 
     Anything else, a line cut short or fields of the wrong types included, gives None.
@@ -128,7 +111,7 @@ def parse_progress(line: str) -> RelayedCall | None:
         sites = tuple(fields["sites"])
         site = fields.get("site")
         phase = fields.get("phase")
-        step = RelayedCall(
+        step = CallProgress(
             int(fields["round"]),
             str(fields["function"]),
             sites,

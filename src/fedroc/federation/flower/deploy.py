@@ -42,7 +42,7 @@ from fedroc.federation.flower import CLIENT_APP_REF, SERVER_APP_REF
 from fedroc.federation.flower._process import die_with_parent as _die_with_parent
 
 if TYPE_CHECKING:  # the analyst's `fedroc flower run` needs no site code (pandas, scipy)
-    from fedroc.federation.flower._marked import RelayedCall
+    from fedroc.federation._progress import CallProgress
     from fedroc.federation.flower.site_config import SiteNodeConfig
 
 __all__ = [
@@ -290,7 +290,7 @@ def submit_job(
     min_sites: int = 1,
     modules: Sequence[str] = (),
     log: IO[str] | None = None,
-    progress: Callable[[RelayedCall | str], None] | None = None,
+    progress: Callable[[CallProgress | str], None] | None = None,
 ) -> dict[str, Any]:
     """Run a fedroc job on a Flower federation and return what the ServerApp reported.
 
@@ -319,7 +319,7 @@ def submit_job(
         Receives the ServerApp's log when the run ends.
     progress : callable, optional
         Called (from a reader thread) with each call to the sites as the ServerApp's log
-        reports it starting and ending (:class:`~fedroc.federation.flower._marked.RelayedCall`,
+        reports it starting and ending (:class:`~fedroc.federation.CallProgress`,
         the fields of :class:`~fedroc.federation.CallProgress`), as
         :attr:`Federation.progress <fedroc.federation.Federation.progress>` in process,
         and with a text where the job waits between calls (for a site that no connected
@@ -453,7 +453,7 @@ def _follow_run(
     env: Mapping[str, str],
     run_timeout: float | None,
     clock: dict[str, float],
-    progress: Callable[[RelayedCall | str], None] | None = None,
+    progress: Callable[[CallProgress | str], None] | None = None,
 ) -> tuple[str, bool]:
     """Run ``flwr run ARGS`` (``--stream``) until fedroc's marked result line (or the process) ends.
 
