@@ -672,3 +672,12 @@ def test_demo_shows_each_methods_calls_on_a_terminal(capsys, tmp_path, monkeypat
     for method in res["methods"]:
         assert f"{method['method']}: round " in shown
     assert "at site 'site1' (1 of 5)" in shown
+
+
+def test_version_prints_the_installed_distributions_version(capsys):
+    """``fedroc --version``: what a user quotes in a bug report. The package's own
+    ``__version__`` and the installed distribution's metadata (pyproject) agree."""
+    from importlib.metadata import version
+
+    assert run(capsys, "--version").out.strip() == f"fedroc {version('fedroc')}"
+    assert fedroc.__version__ == version("fedroc")

@@ -58,6 +58,28 @@ for (_group, _name), _extra in COMMAND_EXTRAS.items():
             _path = f"fedroc {_group.info.name} {_name}"
             _info.callback = needs_extra(_extra, _path)(_info.callback)
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fedroc._version import __version__
+
+        typer.echo(f"fedroc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print fedroc's version and exit.",
+    ),
+) -> None:
+    """Validate binary classifiers on test data that cannot be pooled."""
+
+
 app.command("metrics")(metrics)
 app.command("evaluate")(evaluate_command)
 app.command("demo")(demo)
