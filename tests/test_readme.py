@@ -1,0 +1,112 @@
+"""README.md's examples work as written for a new user.
+
+Its Python blocks run top to bottom in one namespace, as a reader pastes them, in a
+directory holding the files they name (north.csv, south.parquet, east.csv with the columns
+outcome, risk and patient). The names the README leaves to the reader (y, score, sites,
+...) are given here; any other undefined name, an error or a refusal fails the test. Before
+this test the README's rocglm block asked the same sites for clear confusion tables after
+their secure releases (refused: exact counts go one way) and its clustered block ran
+``evaluate(fed, "clustered")`` on a federation without a cluster column.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from _cli import run_main
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def _blocks(lang: str) -> list[str]:
+    """The fenced blocks of ``lang`` ("" for plain fences), in order."""
+    blocks, current, kind = [], [], None
+    for line in README.splitlines(keepends=True):
+        fence = re.match(r"\s*```(\w*)\s*$", line)
+        if fence and kind is None:
+            kind, current = fence.group(1), []
+        elif fence:
+            if kind == lang:
+                blocks.append("".join(current))
+            kind = None
+        elif kind is not None:
+            current.append(line)
+    return blocks
+
+
+@pytest.fixture
+def reader_dir(tmp_path, monkeypatch):
+    """The README's site files in the working directory, and the reader's own names.
+
+    Every calibration bin holds at least 5 rows of each class at every site, so that no
+    bin is withheld and the README's confusion table at 0.5 and calibration bins of the
+    same sites do not subtract to withheld rows (a site would refuse the second).
+    """
+    rng = np.random.default_rng(3)
+    frames = {}
+    for name, n in (("north", 600), ("south", 500), ("east", 700)):
+        risk = np.round(rng.random(n), 6)
+        outcome = (rng.random(n) < 0.15 + 0.7 * risk).astype(int)
+        patient = [f"{name}-{i // 3}" for i in range(n)]  # 3 rows a patient
+        frames[name] = pd.DataFrame({"outcome": outcome, "risk": risk, "patient": patient})
+        for cls in (0, 1):
+            per_bin = np.bincount(
+                np.minimum(risk[outcome == cls] * 10, 9).astype(int), minlength=10
+            )
+            assert per_bin.min() >= 5, (name, cls, per_bin)
+    frames["south"].to_parquet(tmp_path / "south.parquet", index=False)
+    frames["north"].to_csv(tmp_path / "north.csv", index=False)
+    frames["east"].to_csv(tmp_path / "east.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    pooled = pd.concat(frames.values(), ignore_index=True)
+    y, score = pooled["outcome"].to_numpy(), pooled["risk"].to_numpy()
+    edges = np.linspace(0.0, 1.0, 11)
+    return {
+        "y": y,
+        "score": score,
+        "prob": score,
+        "score_a": score,
+        "score_b": np.clip(score + rng.normal(0.0, 0.1, score.size), 0.0, 1.0),
+        "patient": pooled["patient"].to_numpy(),
+        "sites": [(f["outcome"].to_numpy(), f["risk"].to_numpy()) for f in frames.values()],
+        "pos_hist": np.histogram(score[y == 1], edges)[0],
+        "neg_hist": np.histogram(score[y == 0], edges)[0],
+        "edge_array": edges,
+        "features": rng.normal(size=(score.size, 3)),
+    }
+
+
+def test_readme_has_exactly_two_setup_commands():
+    setup = _blocks("")[0].splitlines()
+    assert [line.split("#")[0].strip() for line in setup] == ["make demo", "make test"]
+
+
+def test_readme_python_blocks_run_as_written(reader_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    blocks = _blocks("python")
+    assert len(blocks) == 5  # pooled, counts, federation, rocglm, clustered
+    namespace = dict(reader_dir)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    # A few of the comments' claims, on the reader's rows.
+    fedroc, y, score = namespace["fedroc"], namespace["y"], namespace["score"]
+    assert fedroc.roc_auc(y, score) == pytest.approx(roc_auc_score(y, score), abs=1e-12)
+    ap = average_precision_score(y, score)
+    assert fedroc.average_precision(y, score) == pytest.approx(ap, abs=1e-12)
+    assert set(namespace["result"].to_dict()) >= {"method", "auc", "auc_ci", "released"}
+    assert namespace["res"].auc == pytest.approx(roc_auc_score(y, score), abs=0.03)
+
+
+def test_readme_error_example_is_what_the_cli_prints(capsys):
+    [example] = [b for b in _blocks("") if b.lstrip().startswith('{"error"')]
+    code, out, _ = run_main(capsys, ["metrics", "--bogus", "--json"])
+    assert code == 2
+    assert json.loads(out) == json.loads(example)
