@@ -21,7 +21,8 @@ import pytest
 from _cli import run_main
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README_DIR = Path(__file__).resolve().parents[1]
+README = (README_DIR / "README.md").read_text()
 
 
 def _blocks(lang: str) -> list[str]:
@@ -110,3 +111,72 @@ def test_readme_error_example_is_what_the_cli_prints(capsys):
     code, out, _ = run_main(capsys, ["metrics", "--bogus", "--json"])
     assert code == 2
     assert json.loads(out) == json.loads(example)
+
+
+def test_the_roster_line_flower_keys_prints_is_one_toml_line(tmp_path, capsys):
+    """docs/privacy.md and docs/flower.md: `fedroc flower keys` prints the site's roster line
+    (`north = "ed25519:…"`) to copy into the other sites' roster.toml. Piped, it came out
+    cut at 120 columns after "north = ", the key on the next line."""
+    import tomllib
+
+    from fedroc.federation.roster import KEY_NAME, load_signing_key, public_key_text
+
+    node = tmp_path / "a-node-directory-with-a-long-enough-name"
+    code, out, _ = run_main(capsys, ["flower", "keys", "--site", "north", "--node-dir", str(node)])
+    assert code == 0
+    [line] = [text for text in out.splitlines() if "north = " in text]
+    roster_line = line[line.index("north = ") :].split(";")[0]
+    key = public_key_text(load_signing_key(node / KEY_NAME))
+    assert tomllib.loads(roster_line) == {"north": key}
+
+
+DOCS = [README, *(p.read_text() for p in sorted(README_DIR.glob("docs/*.md")))]
+
+
+def _help_options(capsys, command: list[str]) -> tuple[set[str], list[str]]:
+    """The --options and subcommands `fedroc COMMAND --help` names."""
+    code, out, _ = run_main(capsys, [*command, "--help"])
+    assert code == 0, command
+    options = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", out))
+    commands = (
+        re.findall(r"^│ ([a-z][a-z-]*) ", out.split("Commands", 1)[1], re.M)
+        if ("─ Commands" in out)
+        else []
+    )
+    return options, commands
+
+
+def test_every_option_the_docs_give_a_command_is_in_its_help(capsys, monkeypatch):
+    """README.md and docs/*.md name an option beside `fedroc COMMAND` only where
+    `fedroc COMMAND --help` lists it (`flower superlink` passes flower-superlink's flags
+    through and names its own, --link-state, in its help text)."""
+    monkeypatch.setenv("COLUMNS", "200")  # a narrow help cuts long option names
+    helps: dict[str, set[str]] = {}
+
+    def walk(command: list[str]) -> None:
+        options, subcommands = _help_options(capsys, command)
+        helps[" ".join(command)] = options
+        for sub in subcommands:
+            walk([*command, sub])
+
+    walk([])
+    passthrough = {"--host", "--port", "--ssl-ca-certfile", "--ssl-certfile", "--ssl-keyfile"}
+    passthrough |= {"--enable-supernode-auth", "--database"}  # flower-superlink's own
+    helps["flower superlink"] |= passthrough
+    missing = []
+    for text in DOCS:
+        text = re.sub(r"\\\n\s*", " ", text)  # continued command lines
+        for line in text.splitlines():
+            for part in re.split(r"(?=\bfedroc [a-z])", line)[1:]:
+                words = re.match(r"fedroc ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?", part)
+                assert words is not None
+                name = " ".join(w for w in words.groups() if w)
+                command = name if name in helps else words.group(1)
+                if command not in helps:
+                    continue  # `fedroc metrics` as a word in prose, `fedroc.x` modules
+                # The command's own words: up to the end of its inline code or sentence.
+                span = re.split(r"`|;|\. |\)", part)[0] if "`" in line else part
+                for option in re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", span):
+                    if option not in helps[command] and option != "--bogus":
+                        missing.append(f"fedroc {command} {option}: {part.strip()[:80]}")
+    assert not missing, missing

@@ -728,7 +728,7 @@ def supernode(
     # rosters, and this site aggregates only with the sites in NODE_DIR/roster.toml.
     secagg = write_signing_key(home / KEY_NAME)
     err.print(
-        f"secure-aggregation key: {site} = {public_key_text(secagg)!r} (give this line to the "
+        f'secure-aggregation key: {site} = "{public_key_text(secagg)}" (give this line to the '
         f"other sites' operators; list theirs in {home / ROSTER_NAME})",
         highlight=False,
     )
@@ -798,10 +798,12 @@ def keys(
         if old_line in text:
             roster_file.write_text(text.replace(old_line, public_key_text(secagg)))
             out.print(f"{roster_file}: this site's line now holds the new key", highlight=False)
+    # One line, as TOML (the roster's syntax), never wrapped: the operator copies it whole.
     out.print(
         f"secure-aggregation roster line (send it to the other sites' operators): {site} = "
-        f"{public_key_text(secagg)!r}; list theirs in {roster_file}",
+        f'"{public_key_text(secagg)}"; list theirs in {roster_file}',
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -948,7 +950,11 @@ def executor_command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 def superlink_command(ctx: typer.Context) -> None:
-    """Run Flower's SuperLink with fedroc's logs and defaults (flags as flower-superlink)."""
+    """Run Flower's SuperLink with fedroc's logs and defaults (flags as flower-superlink).
+
+    Beside flower-superlink's flags: --link-state memory (the default on Flower 1.41: the
+    node registrations written through to --database) or sql (Flower's own SQL state).
+    """
     from fedroc.federation.flower.superlink import main as superlink_main
 
     superlink_main(list(ctx.args))
