@@ -179,6 +179,20 @@ def _os_message(exc: OSError) -> str:
     return str(exc)
 
 
+def _usage_message(exc: Exception) -> str:
+    """Return a usage error's text, an unknown option's in one wording whatever click's.
+
+    click 8.1 and typer's own click print "No such option: --x", click 8.2-8.4 "No such
+    option '--x'."; the README and scripts that read the JSON see one wording.
+    """
+    name = getattr(exc, "option_name", None)
+    if type(exc).__name__ == "NoSuchOption" and isinstance(name, str):
+        possible = sorted(getattr(exc, "possibilities", None) or ())
+        hint = f" Did you mean {' or '.join(possible)}?" if possible else ""
+        return f"No such option: {name}.{hint}"
+    return str(exc.format_message())  # type: ignore[attr-defined]
+
+
 def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
     """Report ``exc`` as the CLI contract says and return the exit status.
 
@@ -199,7 +213,7 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
             if text:
                 err.print(text, soft_wrap=True, highlight=False, markup=False)
             return USER_ERROR
-        message = exc.format_message()
+        message = _usage_message(exc)
         ctx = getattr(exc, "ctx", None)
         kind = "UsageError"
         if ctx is not None:
