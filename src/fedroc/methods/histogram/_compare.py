@@ -42,7 +42,13 @@ from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.federation.basic import bind_exact_counts, bind_tree
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
+from fedroc.federation.site import (
+    Reply,
+    SiteContext,
+    bind_before_reading,
+    exact_refused,
+    site_function,
+)
 from fedroc.metrics import PairedDeLongResult, PlacementSums, TiePattern
 from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
@@ -160,6 +166,11 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     tree = (bins, 1) if args["branching"] is None else (int(args["branching"]), int(args["height"]))
     check_leaves(*tree)
     joint_bins(bins, *tree)  # bins: a level of that tree
+    if args["epsilon"] is None and not ctx.policy.allow_exact:
+        # Refused before anything is bound: a refused exact grid over the analyst's range
+        # bound that range for good, and the site's DP histograms, the only ones it serves,
+        # were refused over any other (review 8).
+        raise exact_refused(ctx, JOINT_NAME)
     # Bound before the site reads its rows, so that refusals cannot search for a grid. First
     # the site's one tree: the first score's margin is a union of its leaves over its range
     # (a grid off its levels or its range places pooled rows between the two sets of edges,

@@ -1,0 +1,77 @@
+"""Attack review 8: the rows binding and ``allow_exact = false`` (main 20cbb3a).
+
+Public calls only (Federation.call, secure_sum, evaluate). Each attack was run on 20cbb3a
+first and succeeded there; the fix follows in the same commit as its test, or the hole
+stays documented as a strict xfail.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedroc.data import SiteData
+from fedroc.exceptions import DisclosureError
+from fedroc.federation import Federation
+from fedroc.federation.site import Site
+from fedroc.privacy import DisclosurePolicy
+
+
+def _data(seed: int, n: int = 400, *, score_b: bool = False, cluster: bool = False) -> SiteData:
+    rng = np.random.default_rng([8080, seed])
+    y = rng.random(n) < 0.4
+    s = np.clip(0.3 * y + 0.7 * rng.random(n), 0.0, 1.0)
+    b = np.clip(s + 0.05 * rng.standard_normal(n), 0.0, 1.0) if score_b else None
+    c = np.arange(n) // 2 if cluster else None
+    return SiteData(y, s, cluster=c, score_b=b)
+
+
+def _dp_only_sites(**columns: bool) -> list[Site]:
+    policy = DisclosurePolicy(min_count=5, allow_exact=False)
+    return [Site(f"s{k}", _data(k, **columns), policy=policy) for k in range(3)]
+
+
+# -- (b) a refused exact request binds what the site's DP path needs ----------------------
+
+
+def _dp_histogram_runs(sites: list[Site]) -> bool:
+    from fedroc.methods import evaluate
+
+    try:
+        res = evaluate(Federation.from_sites(sites), "histogram", dp_epsilon=1.0, quantiles=64)
+    except DisclosureError:
+        return False
+    return 0.5 < res.auc < 1.0
+
+
+def test_a_refused_exact_joint_histogram_does_not_lock_out_the_dp_histogram():
+    """At an ``allow_exact = false`` site the exact joint histogram (a comparison of two
+    scores under plain secure aggregation) is refused, but on 20cbb3a only after it bound
+    the site's score range, tree and joint grid: an analyst's one refused request over
+    [0, 2] left the DP histogram over [0, 1], the one method such a site serves, refused
+    for the site's lifetime ('its score range was bound', at 3 of 3 sites). The refusal now
+    comes before anything is bound."""
+    from fedroc.methods.histogram._compare import JOINT_NAME
+    from fedroc.secagg import secure_sum
+
+    sites = _dp_only_sites(score_b=True)
+    with pytest.raises(DisclosureError, match="allow_exact = false"):
+        secure_sum(Federation.from_sites(sites), JOINT_NAME, bins=4, lo=0.0, hi=2.0)
+    assert not any(s.ledger.bindings for s in sites), [dict(s.ledger.bindings) for s in sites]
+    assert _dp_histogram_runs(sites)
+
+
+def test_a_refused_clustered_summary_does_not_lock_out_the_dp_histogram():
+    """The same through the clustered method's secure summary (always exact): on 20cbb3a
+    it bound the range of the analyst's edges, the site's tree and the secure edges before
+    ``allow_exact = false`` refused it, and the DP histogram over [0, 1] was refused after
+    a summary over edges on [0, 2]."""
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.secagg import secure_sum
+
+    sites = _dp_only_sites(cluster=True)
+    edges = list(np.linspace(0.0, 2.0, 5))
+    with pytest.raises(DisclosureError, match="allow_exact = false"):
+        secure_sum(Federation.from_sites(sites), FUNCTION_SUMMARY, edges=edges)
+    assert not any(s.ledger.bindings for s in sites), [dict(s.ledger.bindings) for s in sites]
+    assert _dp_histogram_runs(sites)
