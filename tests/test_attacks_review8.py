@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedroc.data import SiteData
-from fedroc.exceptions import DisclosureError
+from fedroc.exceptions import DisclosureError, FedrocError
 from fedroc.federation import Federation
 from fedroc.federation.site import Site
 from fedroc.privacy import DisclosurePolicy
@@ -75,3 +75,62 @@ def test_a_refused_clustered_summary_does_not_lock_out_the_dp_histogram():
         secure_sum(Federation.from_sites(sites), FUNCTION_SUMMARY, edges=edges)
     assert not any(s.ledger.bindings for s in sites), [dict(s.ledger.bindings) for s in sites]
     assert _dp_histogram_runs(sites)
+
+
+# -- (a) a DP reply whose refusal is an exact fact about the rows -------------------------
+
+
+def _at_the_minimum(seed: int, q: int = 5) -> SiteData:
+    """A site with exactly q positives (a rare class at a small site)."""
+    rng = np.random.default_rng([8081, seed])
+    n = 200
+    y = np.zeros(n, bool)
+    y[rng.choice(n, q, replace=False)] = True
+    return SiteData.from_arrays(y, np.clip(0.3 * y + 0.7 * rng.random(n), 0.0, 1.0))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "design question (review 8, A8-1): the DP histogram inputs of secure aggregation "
+        "(fedroc.histogram.class_counts and .tree in the DP mode, the joint grid with "
+        "epsilon) declare the site's exact class counts, so the policy's min_count refuses "
+        "them when a class holds fewer than q rows: a refusal that is an exact fact about "
+        "the rows, free of budget, at a site with allow_exact = false too; around one "
+        "withdrawn row at a site of q positives it gives the row's label (20 of 20). The "
+        "local-DP releases declare no counts and answer; dropping the counts from the DP "
+        "inputs would answer DP trees of sites with a class under q, which the histogram "
+        "method refuses today (test_a_small_class_refusal_says_what_it_means_for_the_method)"
+    ),
+)
+def test_a_dp_input_refused_by_min_count_around_a_withdrawn_row_tells_its_label():
+    from fedroc.methods.histogram._site import COUNT_NAME
+    from fedroc.secagg import secure_sum
+
+    policy = DisclosurePolicy(min_count=5, allow_exact=False)
+    read = 0
+    for seed in range(20):
+        data = _at_the_minimum(seed)
+        others = [Site(f"s{k}", _data(40 + k), policy=policy) for k in (0, 2)]
+        target = Site("s1", data, policy=policy)
+        fed = Federation.from_sites([others[0], target, others[1]])
+        args = {"lo": 0.0, "hi": 1.0, "epsilon": 1.0}
+        secure_sum(fed, COUNT_NAME, **args)  # answered before
+        i = seed % data.n
+        keep = np.arange(data.n) != i
+        changed = Site(
+            "s1",
+            SiteData.from_arrays(data.label[keep], data.score[keep]),
+            policy=policy,
+            ledger=target.ledger,
+            identity=target.identity,
+        )
+        fed = Federation.from_sites([others[0], changed, others[1]])
+        try:
+            secure_sum(fed, COUNT_NAME, **args)
+            guess = False
+        except FedrocError:
+            guess = True  # refused: the withdrawn row was one of the q positives
+        read += guess == bool(data.label[i])
+    assert read < 20, f"the withdrawn row's label read in {read} of 20"
