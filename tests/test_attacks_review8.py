@@ -134,3 +134,62 @@ def test_a_dp_input_refused_by_min_count_around_a_withdrawn_row_tells_its_label(
             guess = True  # refused: the withdrawn row was one of the q positives
         read += guess == bool(data.label[i])
     assert read < 20, f"the withdrawn row's label read in {read} of 20"
+
+
+# -- a refusal inside an exact function, before the rows binding refuses ------------------
+
+
+def test_a_confusion_table_after_a_withdrawn_row_does_not_tell_whether_it_was_a_false_negative():
+    """After one row is withdrawn (same ledger) every exact release is refused as 'rows
+    changed', but on 20cbb3a ``rocglm.confusion`` read the new rows first and refused a
+    table with a cell under q in its own words: asked again at a threshold where the first
+    table had exactly q false negatives, the refusal named the small cell exactly when the
+    withdrawn row was one of them (20 of 20). Refused before it reads the rows now."""
+    from fedroc.methods.rocglm._site import FN_CONFUSION
+
+    read = 0
+    for seed in range(20):
+        data = _data(60 + seed)
+        site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+        positives = np.sort(data.score[data.label])
+        threshold = float(positives[5])  # exactly 5 false negatives (continuous scores)
+        before = Federation.from_sites([site]).call(FN_CONFUSION, threshold=threshold)["a"]
+        assert before["fn"] == 5
+        target = data.label & (data.score < threshold)
+        fn_rows, others = np.flatnonzero(target), np.flatnonzero(~target)
+        i = int(fn_rows[seed % fn_rows.size] if seed % 2 else others[seed % others.size])
+        keep = np.arange(data.n) != i
+        changed = Site(
+            "a",
+            SiteData.from_arrays(data.label[keep], data.score[keep]),
+            policy=site.policy,
+            ledger=site.ledger,
+        )
+        with pytest.raises(DisclosureError) as refused:
+            Federation.from_sites([changed]).call(FN_CONFUSION, threshold=threshold)
+        guess = "fewer than the minimum" in str(refused.value)
+        read += guess == bool(target[i])
+    assert read < 20, f"whether the withdrawn row was a false negative read in {read} of 20"
+
+
+def test_an_allow_exact_false_site_answers_no_exact_function_by_its_rows():
+    """At an ``allow_exact = false`` site every exact function is refused, but on 20cbb3a
+    ``fedroc.brier`` and ``rocglm.sensitivity`` read the rows first and said 'scores ...
+    lie outside [0, 1]' when one did, and 'allow_exact = false' otherwise: a bit of the rows
+    per function, free. Both now give the one refusal whatever the rows."""
+    from fedroc.methods.rocglm._site import FN_SENSITIVITY
+
+    policy = DisclosurePolicy(min_count=5, allow_exact=False)
+    inside = _data(70)
+    outside = SiteData.from_arrays(
+        inside.label, np.where(np.arange(inside.n) == 0, 1.5, inside.score)
+    )
+    for function in ("fedroc.brier", FN_SENSITIVITY):
+        messages = set()
+        for data in (inside, outside):
+            site = Site("a", data, policy=policy)
+            with pytest.raises(FedrocError) as refused:
+                Federation.from_sites([site]).call(function)
+            messages.add(str(refused.value))
+        assert len(messages) == 1, messages
+        assert "allow_exact = false" in messages.pop()

@@ -27,7 +27,7 @@ from fedroc.federation.site import (
     SiteContext,
     bind_before_reading,
     binding_refused,
-    exact_refused,
+    check_rows,
     site_function,
 )
 from fedroc.metrics import (
@@ -544,16 +544,22 @@ def bind_exact_counts(ctx: SiteContext, function: str, way: str, *, exact: bool 
         How this request releases its counts.
     exact : bool, default True
         Whether they leave exact (not a DP tree): a site whose policy sets
-        ``allow_exact`` false refuses them here, before anything is bound.
+        ``allow_exact`` false, or whose rows changed since its first exact release, refuses
+        them here, before anything is bound (:func:`~fedroc.federation.site.check_rows`).
 
     Raises
     ------
     DisclosureError
         The site released exact binned counts the other way before; the text holds
-        :data:`EXACT_COUNTS_ONE_WAY`. Or ``exact`` and the site allows no exact release.
+        :data:`EXACT_COUNTS_ONE_WAY`. Or ``exact`` and the site allows no exact release,
+        or its rows changed.
     """
-    if exact and not ctx.policy.allow_exact:
-        raise exact_refused(ctx, function)
+    if exact:
+        # Before anything is bound or read: where an exact release would be refused
+        # (allow_exact false, rows changed), a refusal that depends on the rows must not be
+        # given in its place (check_rows).
+        with ctx.ledger.transaction():
+            check_rows(ctx, function)
     bind_before_reading(
         ctx, EXACT_COUNTS_KEY, way, lambda first: _one_way_refused(ctx, function, way, first)
     )

@@ -75,6 +75,7 @@ __all__ = [
     "bind_rows",
     "binding_refused",
     "check_noise_seed",
+    "check_rows",
     "exact_refused",
     "get_site_function",
     "registered_site_functions",
@@ -204,6 +205,7 @@ class _Spec:
     release: Release
     rows: bool
     exact_sizes: bool
+    noisy: bool
 
 
 _REGISTRY: dict[str, _Spec] = {}
@@ -216,6 +218,7 @@ def site_function(
     release: Release = "clear",
     rows: bool = True,
     exact_sizes: bool = False,
+    noisy: bool = False,
 ) -> Callable[[SiteFn], SiteFn]:
     """Register ``fn(ctx, args) -> Reply`` under ``name``.
 
@@ -238,6 +241,12 @@ def site_function(
         scores, split by class: their lengths): such a reply binds the rows as an exact one
         does, since two of them, or one and an exact release, around a withdrawn row give
         that row's label.
+    noisy : bool, default False
+        Whether it may reply with DP events (a noisy release, as the histogram's DP trees
+        and class counts). Any other function of the rows is exact whatever it replies:
+        the site refuses it before it runs where an exact release would be refused (its
+        rows changed, or ``allow_exact`` false; :func:`check_rows`), so that no refusal of
+        its own, which may depend on the new rows, is given instead.
 
     Returns
     -------
@@ -257,7 +266,7 @@ def site_function(
         existing = _REGISTRY.get(name)
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise InputError(f"site function {name!r} is already registered")
-        _REGISTRY[name] = _Spec(name, fn, dict(schema), release, rows, exact_sizes)
+        _REGISTRY[name] = _Spec(name, fn, dict(schema), release, rows, exact_sizes, noisy)
         return fn
 
     return register
@@ -629,6 +638,7 @@ def binding_mod(call: Call, next_handler: Handler) -> Reply:
     both. The value binds once the input is computed, before anything is unmasked.
     """
     bound = _bound(call)
+    _check_rows_first(call)
     _check_bindings(call.ctx, call.function, bound)
     reply = next_handler(call)
     with call.ctx.ledger.transaction():
@@ -699,8 +709,37 @@ def bind_rows(call: Call, reply: Reply) -> None:
     spec = _spec(call.function)
     if not spec.rows or (reply.dp and not spec.exact_sizes):
         return
+    for key, digest in check_rows(ctx, call.function).items():
+        ctx.ledger.bind(key, digest)
+
+
+@fill_doc
+def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
+    """Refuse an exact release where :func:`bind_rows` would; return the digests it binds.
+
+    Binds nothing. Called before an exact function reads the rows too (for a function not
+    registered ``noisy``, and by :func:`fedroc.federation.basic.bind_exact_counts`), so
+    that a refusal of its own that depends on the new rows (a confusion table's cell under
+    q, a score outside a range) is never given in place of this one: after one row's
+    withdrawal, a confusion table refused for a small cell said whether the row was in it
+    (review 8, 20 of 20).
+
+    Parameters
+    ----------
+    {ctx, refused_function}
+
+    Returns
+    -------
+    dict of str to str
+        The ledger keys of the rows' digests and their values.
+
+    Raises
+    ------
+    DisclosureError
+        The site allows no exact release, or its ledger is bound to other rows.
+    """
     if not ctx.policy.allow_exact:
-        raise exact_refused(ctx, call.function)
+        raise exact_refused(ctx, function)
     # Labels and scores ("rows"), and with each subset of the other columns loaded
     # ("rows+cluster", ...): a run that names the table's cluster column or second score
     # after one that did not reads the same rows, and one column changed is refused
@@ -711,7 +750,7 @@ def bind_rows(call: Call, reply: Reply) -> None:
     }
     if any(ctx.ledger.bindings.get(key, digest) != digest for key, digest in digests.items()):
         raise DisclosureError(
-            f"site {ctx.site!r} refuses {call.function!r}: its rows changed since its first "
+            f"site {ctx.site!r} refuses {function!r}: its rows changed since its first "
             "exact release under its privacy ledger, and exact releases of two versions of "
             "its rows subtract to the rows that changed. Its operator may start it on a "
             "new ledger for the new rows (a new audit log: a new --audit-dir for fedroc "
@@ -719,10 +758,17 @@ def bind_rows(call: Call, reply: Reply) -> None:
             "config), knowing that what the old rows released stays subtractable from what "
             "the new ones release",
             site=ctx.site,
-            function=call.function,
+            function=function,
         )
-    for key, digest in digests.items():
-        ctx.ledger.bind(key, digest)
+    return digests
+
+
+def _check_rows_first(call: Call) -> None:
+    """Refuse a function that is exact whatever it replies, before it runs (check_rows)."""
+    spec = _spec(call.function)
+    if spec.rows and (spec.exact_sizes or not spec.noisy):
+        with call.ctx.ledger.transaction():
+            check_rows(call.ctx, call.function)
 
 
 def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
@@ -745,6 +791,7 @@ def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
 def _disclose(call: Call, next_handler: Handler) -> Reply:
     ctx, function = call.ctx, call.function
     bound = _bound(call)
+    _check_rows_first(call)
     _check_bindings(ctx, function, bound)
     reply = next_handler(call)
     values = check_record(reply.values, f"reply of {function!r}")

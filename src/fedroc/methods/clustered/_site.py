@@ -102,13 +102,7 @@ from fedroc.federation.basic import (
 from fedroc.federation.records import Record
 from fedroc.federation.roster import SIGNATURE_BYTES, Roster, split_signatures
 from fedroc.federation.schema import ArgumentRefused
-from fedroc.federation.site import (
-    Reply,
-    SiteContext,
-    bind_before_reading,
-    exact_refused,
-    site_function,
-)
+from fedroc.federation.site import Reply, SiteContext, bind_before_reading, site_function
 from fedroc.methods.clustered._core import cluster_terms, sum_by
 from fedroc.methods.clustered._pooled import encode_clusters
 from fedroc.metrics import (
@@ -437,10 +431,6 @@ def _bind_refused(ctx: SiteContext, function: str, argument: str, clear: bool) -
 
 def _clear_guard(ctx: SiteContext, function: str, args: Record) -> bool:
     """Apply the clear-path gate and bind the edges; True when this call is in the clear."""
-    if not ctx.policy.allow_exact:
-        # Exact either way: refused before the edges, their range and the site's tree are
-        # bound, which would hold its DP histograms to the analyst's range (review 8).
-        raise exact_refused(ctx, function)
     if ctx.sites is not None:
         # An input of secure aggregation: only sums over sites leave. The edges are bound
         # all the same, before the site reads its rows (refusals that depend on its rows

@@ -46,7 +46,7 @@ from fedroc.federation.site import (
     Reply,
     SiteContext,
     bind_before_reading,
-    exact_refused,
+    check_rows,
     site_function,
 )
 from fedroc.metrics import PairedDeLongResult, PlacementSums, TiePattern
@@ -148,6 +148,7 @@ def _grid_refused(ctx: SiteContext, grid: list[Any], first: Any) -> ArgumentRefu
         "noise": Choice(*NOISES, default="discrete"),
     },
     release="secure",
+    noisy=True,  # with epsilon; without it, checked below before anything is bound
 )
 def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Count the site's joint class histograms of its two scores, as input of secagg only.
@@ -166,11 +167,12 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     tree = (bins, 1) if args["branching"] is None else (int(args["branching"]), int(args["height"]))
     check_leaves(*tree)
     joint_bins(bins, *tree)  # bins: a level of that tree
-    if args["epsilon"] is None and not ctx.policy.allow_exact:
-        # Refused before anything is bound: a refused exact grid over the analyst's range
-        # bound that range for good, and the site's DP histograms, the only ones it serves,
-        # were refused over any other (review 8).
-        raise exact_refused(ctx, JOINT_NAME)
+    if args["epsilon"] is None:
+        # Exact counts: refused before anything is bound where they would be (allow_exact
+        # false, rows changed). A refused exact grid over the analyst's range bound that
+        # range for good, and the site's DP histograms were refused over any other (review 8).
+        with ctx.ledger.transaction():
+            check_rows(ctx, JOINT_NAME)
     # Bound before the site reads its rows, so that refusals cannot search for a grid. First
     # the site's one tree: the first score's margin is a union of its leaves over its range
     # (a grid off its levels or its range places pooled rows between the two sets of edges,

@@ -314,7 +314,7 @@ def _noisy_class_counts(
     return {"counts": np.array([ctx.data.n_pos, ctx.data.n_neg]) + noise}, event
 
 
-@site_function(COUNT_NAME, schema=_COUNT_SCHEMA, release="secure")
+@site_function(COUNT_NAME, schema=_COUNT_SCHEMA, release="secure", noisy=True)
 def _count_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Noisy class counts as input of secure aggregation (a share of the noise).
 
@@ -327,7 +327,7 @@ def _count_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     return Reply(values, counts={"positive": d.n_pos, "negative": d.n_neg}, dp=(event,))
 
 
-@site_function(COUNT_LOCAL_NAME, schema=_COUNT_SCHEMA, release="clear")
+@site_function(COUNT_LOCAL_NAME, schema=_COUNT_SCHEMA, release="clear", noisy=True)
 def _count_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Noisy class counts in the clear, with a full draw of noise (local DP)."""
     values, event = _noisy_class_counts(
@@ -340,6 +340,7 @@ def _count_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     INPUT_NAME,
     schema={**_TREE_SCHEMA, "mode": Choice(MODE_SA, MODE_DDP)},
     release="secure",
+    noisy=True,  # in the DP mode; its exact mode is checked by bind_exact_counts
 )
 def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Count the site's hierarchical histograms (plus its noise share), as input of secagg.
@@ -364,7 +365,7 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     return Reply(values, counts=counts, dp=events)
 
 
-@site_function(LOCAL_NAME, schema=_TREE_SCHEMA, release="clear")
+@site_function(LOCAL_NAME, schema=_TREE_SCHEMA, release="clear", noisy=True)
 def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Release the site's noisy hierarchical histograms, each epsilon-DP by itself (local DP).
 
