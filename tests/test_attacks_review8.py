@@ -193,3 +193,45 @@ def test_an_allow_exact_false_site_answers_no_exact_function_by_its_rows():
             messages.add(str(refused.value))
         assert len(messages) == 1, messages
         assert "allow_exact = false" in messages.pop()
+
+
+# -- (c) what the digest covers --------------------------------------------------------------
+
+
+def test_the_rows_digest_covers_the_positive_label_the_score_column_and_a_changed_second_score():
+    """Checked, no hole: a release depends on the labels as read (the positive label), the
+    score column named and, where loaded, the second score and the clusters. The same file
+    read with another positive label or another score column, or with one row's second
+    score changed, is other rows: refused after the first exact release, under one ledger."""
+    import pandas as pd
+
+    from fedroc.data import Columns
+    from fedroc.privacy import BudgetLedger
+
+    data = _data(80, score_b=True)
+    frame = pd.DataFrame(
+        {
+            "y": np.where(data.label, "case", "control"),
+            "s": data.score,
+            "s2": data.score_b,
+        }
+    )
+    policy = DisclosurePolicy(min_count=5)
+    ledger = BudgetLedger()
+
+    def call(frame: pd.DataFrame, columns: Columns, pos_label: str = "case") -> dict:
+        site = Site.from_frame(
+            "a", frame, columns, pos_label=pos_label, policy=policy, ledger=ledger
+        )
+        return Federation.from_sites([site]).call("fedroc.brier")["a"]
+
+    first = call(frame, Columns(label="y", score="s", score_b="s2"))
+    assert call(frame, Columns(label="y", score="s")) == first  # the same rows
+    changed_b = frame.assign(s2=np.where(np.arange(len(frame)) == 0, 0.5, frame["s2"]))
+    for args in (
+        (frame, Columns(label="y", score="s"), "control"),  # the other positive label
+        (frame, Columns(label="y", score="s2")),  # the other score column
+        (changed_b, Columns(label="y", score="s", score_b="s2")),  # one second score moved
+    ):
+        with pytest.raises(DisclosureError, match="rows changed"):
+            call(*args)
