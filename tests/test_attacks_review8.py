@@ -99,9 +99,10 @@ def _at_the_minimum(seed: int, q: int = 5) -> SiteData:
         "them when a class holds fewer than q rows: a refusal that is an exact fact about "
         "the rows, free of budget, at a site with allow_exact = false too; around one "
         "withdrawn row at a site of q positives it gives the row's label (20 of 20). The "
-        "local-DP releases declare no counts and answer; dropping the counts from the DP "
-        "inputs would answer DP trees of sites with a class under q, which the histogram "
-        "method refuses today (test_a_small_class_refusal_says_what_it_means_for_the_method)"
+        "local-DP releases declare no counts and answer. Measured: without the counts on "
+        "the three DP inputs the label is read in 10 of 20 (a constant guess) and "
+        "tests/test_histogram*.py, test_rows_binding and reviews 4, 5, 7 still pass; but "
+        "sites with a class under q would then join DP histograms, a policy decision"
     ),
 )
 def test_a_dp_input_refused_by_min_count_around_a_withdrawn_row_tells_its_label():
@@ -117,7 +118,9 @@ def test_a_dp_input_refused_by_min_count_around_a_withdrawn_row_tells_its_label(
         fed = Federation.from_sites([others[0], target, others[1]])
         args = {"lo": 0.0, "hi": 1.0, "epsilon": 1.0}
         secure_sum(fed, COUNT_NAME, **args)  # answered before
-        i = seed % data.n
+        # A positive in half the trials: a constant guess reads 10 of 20.
+        rows = np.flatnonzero(data.label if seed % 2 else ~data.label)
+        i = int(rows[seed % rows.size])
         keep = np.arange(data.n) != i
         changed = Site(
             "s1",
@@ -133,7 +136,7 @@ def test_a_dp_input_refused_by_min_count_around_a_withdrawn_row_tells_its_label(
         except FedrocError:
             guess = True  # refused: the withdrawn row was one of the q positives
         read += guess == bool(data.label[i])
-    assert read < 20, f"the withdrawn row's label read in {read} of 20"
+    assert read <= 15, f"the withdrawn row's label read in {read} of 20"
 
 
 # -- a refusal inside an exact function, before the rows binding refuses ------------------
@@ -169,7 +172,7 @@ def test_a_confusion_table_after_a_withdrawn_row_does_not_tell_whether_it_was_a_
             Federation.from_sites([changed]).call(FN_CONFUSION, threshold=threshold)
         guess = "fewer than the minimum" in str(refused.value)
         read += guess == bool(target[i])
-    assert read < 20, f"whether the withdrawn row was a false negative read in {read} of 20"
+    assert read <= 15, f"whether the withdrawn row was a false negative read in {read} of 20"
 
 
 def test_an_allow_exact_false_site_answers_no_exact_function_by_its_rows():
