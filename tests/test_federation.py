@@ -258,6 +258,8 @@ def test_sites_refusing_alike_are_named_together_with_one_reason():
     msg = str(info.value)
     assert msg.count("secagg_min_sites") == 1, msg
     assert f"site {names[0]!r} refuses" in msg and f"(and alike at {names[1]!r})" in msg
+    # It says what a two-site federation can run instead (the walkthrough found no hint).
+    assert msg.count("--method mpc") == 1, msg
 
 
 def test_failure_at_one_site_names_it_and_returns_nothing():

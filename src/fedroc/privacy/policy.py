@@ -534,7 +534,8 @@ class DisclosurePolicy:
             raise DisclosureError(
                 f"site {site!r} refuses {function!r}: a secure aggregation of {quantity!r} "
                 f"over {len(members)} site(s) {members}; its policy needs at least "
-                f"{self.secagg_min_sites} (secagg_min_sites)",
+                f"{self.secagg_min_sites} (secagg_min_sites). With fewer sites, the MPC "
+                "method (--method mpc) needs no secure aggregation",
                 site=site,
                 function=function,
             )
