@@ -204,7 +204,6 @@ class _Spec:
     schema: Schema
     release: Release
     rows: bool
-    exact_sizes: bool
     noisy: bool
 
 
@@ -217,7 +216,6 @@ def site_function(
     schema: Schema,
     release: Release = "clear",
     rows: bool = True,
-    exact_sizes: bool = False,
     noisy: bool = False,
 ) -> Callable[[SiteFn], SiteFn]:
     """Register ``fn(ctx, args) -> Reply`` under ``name``.
@@ -236,17 +234,15 @@ def site_function(
         DP events) of such a function binds the rows (:func:`bind_rows`); False only for
         what a protocol says of itself (secure aggregation's stages, whose input is the
         function it aggregates).
-    exact_sizes : bool, default False
-        Whether its reply, DP or not, holds the site's exact class sizes (ROC-GLM's noisy
-        scores, split by class: their lengths): such a reply binds the rows as an exact one
-        does, since two of them, or one and an exact release, around a withdrawn row give
-        that row's label.
     noisy : bool, default False
-        Whether it may reply with DP events (a noisy release, as the histogram's DP trees
-        and class counts). Any other function of the rows is exact whatever it replies:
-        the site refuses it before it runs where an exact release would be refused (its
-        rows changed, or ``allow_exact`` false; :func:`check_rows`), so that no refusal of
-        its own, which may depend on the new rows, is given instead.
+        Whether its replies with DP events are private whole (the histogram's DP trees and
+        class counts). Any other function of the rows is exact whatever it replies: the
+        site refuses it before it runs where an exact release would be refused (its rows
+        changed, or ``allow_exact`` false; :func:`check_rows`), so that no refusal of its
+        own, which may depend on the new rows, is given instead; and its DP replies bind
+        the rows as exact ones do (ROC-GLM's noisy scores, split by class: their lengths
+        are the exact class sizes, and two of them, or one and an exact release, around a
+        withdrawn row give that row's label).
 
     Returns
     -------
@@ -266,7 +262,7 @@ def site_function(
         existing = _REGISTRY.get(name)
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise InputError(f"site function {name!r} is already registered")
-        _REGISTRY[name] = _Spec(name, fn, dict(schema), release, rows, exact_sizes, noisy)
+        _REGISTRY[name] = _Spec(name, fn, dict(schema), release, rows, noisy)
         return fn
 
     return register
@@ -681,14 +677,14 @@ def bind_rows(call: Call, reply: Reply) -> None:
     versions of the site's rows subtract to the rows that changed: a clear calibration
     before and after one patient's rows were withdrawn gives that patient's rows per bin,
     labels and predicted sums, a lone row's probability; two secure sums whose other inputs
-    are the same, the same. A DP reply that holds the exact class sizes (registered
-    ``exact_sizes=True``) is exact in them and binds too. The first such release binds the
-    rows' digests (:attr:`fedroc.data.SiteData.projection_digests`, the same for the rows in
-    any order: of the labels and scores, and of them with each subset of the other columns
-    loaded); after it, an exact release of other rows is refused. DP releases compose in the
-    ledger instead and are not bound. A site whose rows changed releases exactly again only
-    under a new ledger, which its operator chooses knowing that the old releases stay
-    subtractable from the new.
+    are the same, the same. A DP reply of a function not registered ``noisy`` (ROC-GLM's
+    noisy scores, whose lengths are the exact class sizes) binds too. The first such
+    release binds the rows' digests (:attr:`fedroc.data.SiteData.projection_digests`, the
+    same for the rows in any order: of the labels and scores, and of them with each subset
+    of the other columns loaded); after it, an exact release of other rows is refused. DP
+    releases compose in the ledger instead and are not bound. A site whose rows changed
+    releases exactly again only under a new ledger, which its operator chooses knowing that
+    the old releases stay subtractable from the new.
 
     Call it holding the ledger's transaction, after the function ran and before its reply
     leaves.
@@ -707,7 +703,7 @@ def bind_rows(call: Call, reply: Reply) -> None:
     """
     ctx = call.ctx
     spec = _spec(call.function)
-    if not spec.rows or (reply.dp and not spec.exact_sizes):
+    if not spec.rows or (reply.dp and spec.noisy):
         return
     for key, digest in check_rows(ctx, call.function).items():
         ctx.ledger.bind(key, digest)
@@ -766,7 +762,7 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
 def _check_rows_first(call: Call) -> None:
     """Refuse a function that is exact whatever it replies, before it runs (check_rows)."""
     spec = _spec(call.function)
-    if spec.rows and (spec.exact_sizes or not spec.noisy):
+    if spec.rows and not spec.noisy:
         with call.ctx.ledger.transaction():
             check_rows(call.ctx, call.function)
 

@@ -312,10 +312,10 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     )
 
 
-# Noisy, but split by class: the lengths are the exact class sizes, bound as exact releases.
+# Noisy, but split by class: the lengths are the exact class sizes, so not registered noisy
+# (its DP replies bind the rows as exact releases do).
 @site_function(
     FN_NOISY,
-    exact_sizes=True,
     schema={
         "epsilon": Float(0.0, 100.0, open_lo=True),
         "delta": Float(0.0, 1.0, open_lo=True),
