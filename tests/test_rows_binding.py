@@ -39,25 +39,35 @@ def _call(site: Site, function: str, **args: object) -> dict:
     return Federation.from_sites([site]).call(function, **args)[site.name]
 
 
-def test_class_counts_and_a_sum_of_labels_around_a_withdrawn_row_do_not_tell_its_label():
-    """Another function after the change: ``class_counts`` before, the sum of the label
-    column after, subtract to the withdrawn row's label (on 7738ce2: 20 of 20 labels
-    read). Binding one function's first release would not stop this; binding the rows
-    does."""
+def _labels_read_around_a_withdrawal(function: str, positives, **args: object) -> tuple[int, int]:
+    """Over 20 sites: ``class_counts`` before one row's withdrawal and ``function(**args)``
+    at the site reloaded without it (same ledger) after; return how often the withdrawn
+    row's label is read from ``positives(after)`` and how often the second call is refused
+    because the rows changed."""
     read = refused = 0
     for seed in range(20):
         data = _data(seed)
         site = Site("a", data, policy=DisclosurePolicy(min_count=5))
         before = _call(site, "fedroc.class_counts")
         i = seed % data.n
-        after_site = _reloaded(site, _without_row(data, i))
         try:
-            after = _call(after_site, "fedroc.sum", column="label")
+            after = _call(_reloaded(site, _without_row(data, i)), function, **args)
         except DisclosureError as e:
-            assert "site 'a' refuses 'fedroc.sum': its rows changed" in str(e)
+            assert f"site 'a' refuses {function!r}: its rows changed" in str(e)
             refused += 1
             continue
-        read += (before["n_pos"] - after["sum"] == 1) == bool(data.label[i])
+        read += (before["n_pos"] - positives(after) == 1) == bool(data.label[i])
+    return read, refused
+
+
+def test_class_counts_and_a_sum_of_labels_around_a_withdrawn_row_do_not_tell_its_label():
+    """Another function after the change: ``class_counts`` before, the sum of the label
+    column after, subtract to the withdrawn row's label (on 7738ce2: 20 of 20 labels
+    read). Binding one function's first release would not stop this; binding the rows
+    does."""
+    read, refused = _labels_read_around_a_withdrawal(
+        "fedroc.sum", lambda after: after["sum"], column="label"
+    )
     assert read == 0, f"the withdrawn row's label read in {read} of 20"
     assert refused == 20
 
@@ -157,20 +167,9 @@ def test_noisy_scores_after_a_withdrawn_row_do_not_tell_its_label():
     on the first version of bind_rows, which let every DP reply through)."""
     from fedroc.methods.rocglm._site import FN_NOISY
 
-    read = refused = 0
-    for seed in range(20):
-        data = _data(seed)
-        site = Site("a", data, policy=DisclosurePolicy(min_count=5))
-        before = _call(site, "fedroc.class_counts")
-        i = seed % data.n
-        after_site = _reloaded(site, _without_row(data, i))
-        try:
-            after = _call(after_site, FN_NOISY, epsilon=1.0, delta=1e-5, sensitivity=0.05)
-        except DisclosureError as e:
-            assert "site 'a' refuses 'rocglm.noisy_scores': its rows changed" in str(e)
-            refused += 1
-            continue
-        read += (before["n_pos"] - len(after["positive"]) == 1) == bool(data.label[i])
+    read, refused = _labels_read_around_a_withdrawal(
+        FN_NOISY, lambda after: len(after["positive"]), epsilon=1.0, delta=1e-5, sensitivity=0.05
+    )
     assert read == 0, f"the withdrawn row's label read in {read} of 20"
     assert refused == 20
 
