@@ -27,7 +27,6 @@ from fedroc.federation.site import (
     SiteContext,
     bind_before_reading,
     binding_refused,
-    check_rows,
     site_function,
 )
 from fedroc.metrics import (
@@ -524,7 +523,7 @@ def _edges_refused(ctx: SiteContext, function: str, grid: Any, argument: str) ->
 
 
 @fill_doc
-def bind_exact_counts(ctx: SiteContext, function: str, way: str, *, exact: bool = True) -> None:
+def bind_exact_counts(ctx: SiteContext, function: str, way: str) -> None:
     """Hold the site to one way, clear or secure, for all its exact binned counts.
 
     Exact counts of rows per score bin (calibration bins, confusion tables, the clustered
@@ -542,24 +541,13 @@ def bind_exact_counts(ctx: SiteContext, function: str, way: str, *, exact: bool 
     {ctx, refused_function}
     way : {"clear", "secure"}
         How this request releases its counts.
-    exact : bool, default True
-        Whether they leave exact (not a DP tree): a site whose policy sets
-        ``allow_exact`` false, or whose rows changed since its first exact release, refuses
-        them here, before anything is bound (:func:`~fedroc.federation.site.check_rows`).
 
     Raises
     ------
     DisclosureError
         The site released exact binned counts the other way before; the text holds
-        :data:`EXACT_COUNTS_ONE_WAY`. Or ``exact`` and the site allows no exact release,
-        or its rows changed.
+        :data:`EXACT_COUNTS_ONE_WAY`.
     """
-    if exact:
-        # Before anything is bound or read: where an exact release would be refused
-        # (allow_exact false, rows changed), a refusal that depends on the rows must not be
-        # given in its place (check_rows).
-        with ctx.ledger.transaction():
-            check_rows(ctx, function)
     bind_before_reading(
         ctx, EXACT_COUNTS_KEY, way, lambda first: _one_way_refused(ctx, function, way, first)
     )

@@ -204,7 +204,16 @@ class _Spec:
     schema: Schema
     release: Release
     rows: bool
-    noisy: bool
+    noisy: bool | Callable[[Mapping[str, Any]], bool]
+
+    def exact(self, args: Mapping[str, Any]) -> bool:
+        """Return whether a call with (checked) ``args`` releases the rows exactly.
+
+        Whatever it replies: a function of the rows not registered ``noisy``, or not for
+        these arguments.
+        """
+        noisy = self.noisy(args) if callable(self.noisy) else self.noisy
+        return self.rows and not noisy
 
 
 _REGISTRY: dict[str, _Spec] = {}
@@ -216,7 +225,7 @@ def site_function(
     schema: Schema,
     release: Release = "clear",
     rows: bool = True,
-    noisy: bool = False,
+    noisy: bool | Callable[[Mapping[str, Any]], bool] = False,
 ) -> Callable[[SiteFn], SiteFn]:
     """Register ``fn(ctx, args) -> Reply`` under ``name``.
 
@@ -234,9 +243,11 @@ def site_function(
         DP events) of such a function binds the rows (:func:`bind_rows`); False only for
         what a protocol says of itself (secure aggregation's stages, whose input is the
         function it aggregates).
-    noisy : bool, default False
+    noisy : bool or callable, default False
         Whether its replies with DP events are private whole (the histogram's DP trees and
-        class counts). Any other function of the rows is exact whatever it replies: the
+        class counts); a callable says it of the checked arguments of a call (the
+        histogram's secure tree: in its DP mode). Any other call of the rows is exact
+        whatever it replies: the
         site refuses it before it runs where an exact release would be refused (its rows
         changed, or ``allow_exact`` false; :func:`check_rows`), so that no refusal of its
         own, which may depend on the new rows, is given instead; and its DP replies bind
@@ -703,7 +714,7 @@ def bind_rows(call: Call, reply: Reply) -> None:
     """
     ctx = call.ctx
     spec = _spec(call.function)
-    if not spec.rows or (reply.dp and spec.noisy):
+    if not spec.rows or (reply.dp and not spec.exact(call.args)):
         return
     for key, digest in check_rows(ctx, call.function).items():
         ctx.ledger.bind(key, digest)
@@ -713,12 +724,11 @@ def bind_rows(call: Call, reply: Reply) -> None:
 def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
     """Refuse an exact release where :func:`bind_rows` would; return the digests it binds.
 
-    Binds nothing. Called before an exact function reads the rows too (for a function not
-    registered ``noisy``, and by :func:`fedroc.federation.basic.bind_exact_counts`), so
-    that a refusal of its own that depends on the new rows (a confusion table's cell under
-    q, a score outside a range) is never given in place of this one: after one row's
-    withdrawal, a confusion table refused for a small cell said whether the row was in it
-    (review 8, 20 of 20).
+    Binds nothing. Called before an exact call reads the rows too (of a function not
+    registered ``noisy``, or not for its arguments), so that a refusal of its own that
+    depends on the new rows (a confusion table's cell under q, a score outside a range) is
+    never given in place of this one: after one row's withdrawal, a confusion table refused
+    for a small cell said whether the row was in it (review 8, 20 of 20).
 
     Parameters
     ----------
@@ -760,9 +770,8 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
 
 
 def _check_rows_first(call: Call) -> None:
-    """Refuse a function that is exact whatever it replies, before it runs (check_rows)."""
-    spec = _spec(call.function)
-    if spec.rows and not spec.noisy:
+    """Refuse a call that is exact whatever it replies, before it runs (check_rows)."""
+    if _spec(call.function).exact(call.args):
         with call.ctx.ledger.transaction():
             check_rows(call.ctx, call.function)
 

@@ -46,7 +46,6 @@ from fedroc.federation.site import (
     Reply,
     SiteContext,
     bind_before_reading,
-    check_rows,
     site_function,
 )
 from fedroc.metrics import PairedDeLongResult, PlacementSums, TiePattern
@@ -148,7 +147,11 @@ def _grid_refused(ctx: SiteContext, grid: list[Any], first: Any) -> ArgumentRefu
         "noise": Choice(*NOISES, default="discrete"),
     },
     release="secure",
-    noisy=True,  # with epsilon; without it, checked below before anything is bound
+    # With epsilon; without it, exact: refused before it runs where exact releases are
+    # (allow_exact false, rows changed). A refused exact grid over the analyst's range
+    # bound that range for good, and the site's DP histograms were refused over any other
+    # (review 8).
+    noisy=lambda args: args["epsilon"] is not None,
 )
 def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Count the site's joint class histograms of its two scores, as input of secagg only.
@@ -167,12 +170,6 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     tree = (bins, 1) if args["branching"] is None else (int(args["branching"]), int(args["height"]))
     check_leaves(*tree)
     joint_bins(bins, *tree)  # bins: a level of that tree
-    if args["epsilon"] is None:
-        # Exact counts: refused before anything is bound where they would be (allow_exact
-        # false, rows changed). A refused exact grid over the analyst's range bound that
-        # range for good, and the site's DP histograms were refused over any other (review 8).
-        with ctx.ledger.transaction():
-            check_rows(ctx, JOINT_NAME)
     # Bound before the site reads its rows, so that refusals cannot search for a grid. First
     # the site's one tree: the first score's margin is a union of its leaves over its range
     # (a grid off its levels or its range places pooled rows between the two sets of edges,
@@ -189,7 +186,7 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     bind_before_reading(ctx, BIND_GRID, grid, lambda first: _grid_refused(ctx, grid, first))
     # Exact joint counts, or noisy ones (exact in effect at a large epsilon, R33): one way for
     # the site's lifetime.
-    bind_exact_counts(ctx, JOINT_NAME, "secure", exact=args["epsilon"] is None)
+    bind_exact_counts(ctx, JOINT_NAME, "secure")
     data = ctx.data
     if data.score_b is None:
         raise InputError(

@@ -340,7 +340,7 @@ def _count_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     INPUT_NAME,
     schema={**_TREE_SCHEMA, "mode": Choice(MODE_SA, MODE_DDP)},
     release="secure",
-    noisy=True,  # in the DP mode; its exact mode is checked by bind_exact_counts
+    noisy=lambda args: args["mode"] == MODE_DDP,  # the exact mode is checked before it runs
 )
 def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     """Count the site's hierarchical histograms (plus its noise share), as input of secagg.
@@ -354,7 +354,7 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     noisy tree minus the partners' clear bins was a silent site's bins, as R24 with local
     trees).
     """
-    bind_exact_counts(ctx, INPUT_NAME, "secure", exact=args["mode"] == MODE_SA)
+    bind_exact_counts(ctx, INPUT_NAME, "secure")
     _, _, pos, neg = _leaves_for(ctx, args, INPUT_NAME)
     counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
     if args["mode"] == MODE_SA:
@@ -389,7 +389,7 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     # (0.9999 at epsilon 10, one level): a secure exact tree of the same site and its
     # partners, minus the partners' local trees, was a silent site's bins (R24). So the
     # local tree holds the site to the clear way of exact binned counts, as a clear one.
-    bind_exact_counts(ctx, LOCAL_NAME, "clear", exact=False)
+    bind_exact_counts(ctx, LOCAL_NAME, "clear")
     b, h, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
     # Exact in effect, its leaf edges are clear cuts too: one beside a calibration edge,
     # confusion threshold or clustered edge it released subtracted to the rows between
