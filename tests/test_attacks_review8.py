@@ -89,23 +89,15 @@ def _at_the_minimum(seed: int, q: int = 5) -> SiteData:
     return SiteData.from_arrays(y, np.clip(0.3 * y + 0.7 * rng.random(n), 0.0, 1.0))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "design question (review 8, A8-1): the DP histogram inputs of secure aggregation "
-        "(fedroc.histogram.class_counts and .tree in the DP mode, the joint grid with "
-        "epsilon) declare the site's exact class counts, so the policy's min_count refuses "
-        "them when a class holds fewer than q rows: a refusal that is an exact fact about "
-        "the rows, free of budget, at a site with allow_exact = false too; around one "
-        "withdrawn row at a site of q positives it gives the row's label (20 of 20). The "
-        "local-DP releases declare no counts and answer. Measured: without the counts on "
-        "the three DP inputs the label is read in 10 of 20 (a constant guess) and "
-        "tests/test_histogram*.py, test_rows_binding and reviews 4, 5, 7 still pass; but "
-        "sites with a class under q would then join DP histograms, a policy decision"
-    ),
-)
 def test_a_dp_input_refused_by_min_count_around_a_withdrawn_row_tells_its_label():
+    """A8-1. The DP inputs of secure aggregation (the histogram's noisy class counts, its DP
+    tree, the joint grid with epsilon) declared the site's exact class counts, so min_count
+    refused them when a class held fewer than q rows: a refusal that is an exact fact about
+    the rows, free of budget (at an ``allow_exact = false`` site too). Around one withdrawn
+    row at a site of exactly q positives, "answered, then refused" gave the row's label in
+    20 of 20 on fbbc328. A DP release now declares no exact counts (it is protected by its
+    charge, as the local-DP releases are), so both are answered: 10 of 20, a constant
+    guess."""
     from fedroc.methods.histogram._site import COUNT_NAME
     from fedroc.secagg import secure_sum
 
@@ -238,3 +230,20 @@ def test_the_rows_digest_covers_the_positive_label_the_score_column_and_a_change
     ):
         with pytest.raises(DisclosureError, match="rows changed"):
             call(*args)
+
+
+def test_a_site_with_a_class_under_q_joins_dp_histograms_and_is_charged():
+    """The other side of A8-1: a site with fewer than q positives joins a DP histogram
+    (its inputs are DP, charged twice epsilon per release), and still refuses the exact
+    secure tree, whose counts min_count checks."""
+    from fedroc.methods import evaluate
+
+    policy = DisclosurePolicy(min_count=5)
+    data = [_data(0), _at_the_minimum(0, q=3), _data(2)]
+    sites = [Site(f"s{k}", d, policy=policy) for k, d in enumerate(data)]
+    res = evaluate(Federation.from_sites(sites), "histogram", dp_epsilon=1.0, quantiles=64)
+    assert 0.5 < res.auc < 1.0
+    assert sites[1].ledger.spent()[0] == pytest.approx(2.0)
+    fresh = [Site(f"s{k}", d, policy=policy) for k, d in enumerate(data)]
+    with pytest.raises(DisclosureError, match="positive count is below the minimum"):
+        evaluate(Federation.from_sites(fresh), "histogram", quantiles=64)
