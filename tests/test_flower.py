@@ -326,6 +326,24 @@ def test_a_node_with_a_seeded_noise_says_so_in_its_log(
     assert "its DP noise is seeded (node config noise-seed = 3)" in caplog.text
 
 
+def test_a_node_with_a_loosened_policy_says_which_settings_in_its_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node's operator who sets min-count 1 or clear histograms was told nothing; the node
+    now logs each setting that protects its rows less than the default, and a node at the
+    defaults logs none (``fedroc flower supernode`` shows the same lines as it starts)."""
+    data = tmp_path / "north.csv"
+    make_multisite((30,), seed=1)["site1"].to_csv(data, index=False)
+    config = {"site": "north", "data": str(data), "node-dir": str(tmp_path / "node")}
+    with caplog.at_level("WARNING", logger="fedroc.flower"):
+        SiteNodeConfig.from_node_config(config).build()
+        assert "site 'north'" not in caplog.text
+        loose = {**config, "min-count": 1, "clear-histograms": True}
+        SiteNodeConfig.from_node_config(loose).build()
+    assert "site 'north': min_count = 1: aggregates of 1 row(s) leave" in caplog.text
+    assert "site 'north': clear_histograms = true" in caplog.text
+
+
 def test_a_node_that_pins_an_mpc_cluster_serves_only_mpc_unless_its_operator_says() -> None:
     """``mpc_only``: unset, on where the cluster is pinned and no allowed_functions are
     listed (the MPC job keeps P and N secret); the operator's ``mpc-only`` decides over it,

@@ -505,3 +505,33 @@ def test_a_ledger_transaction_inside_another_of_the_same_thread_does_not_wait_fo
     worker.join(timeout=10)
     assert not worker.is_alive()
     assert BudgetLedger(path=tmp_path / "site.ledger.jsonl").bindings == {"outer": 1, "inner": 2}
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "named"),
+    [
+        ("min_count", 2, "min_count = 2"),
+        ("epsilon_limit", 50.0, "epsilon_limit = 50"),
+        ("delta_limit", 0.05, "delta_limit = 0.05 is above 1/n = 0.01"),
+        ("secagg_min_sites", 2, "secagg_min_sites = 2"),
+        ("secagg_rebind", True, "secagg_rebind = true"),
+        ("clear_histograms", True, "clear_histograms = true"),
+        ("rocglm_min_sensitivity", 0.001, "rocglm_min_sensitivity = 0.001"),
+        ("histogram_min_epsilon", 0.001, "histogram_min_epsilon = 0.001"),
+        ("mpc_proxies", "any", "mpc_proxies = 'any'"),
+        ("opt_in", frozenset({"rocglm.positives_rule"}), "'rocglm.positives_rule'"),
+    ],
+)
+def test_a_policy_names_each_setting_that_protects_the_rows_less_than_the_default(
+    setting, value, named
+):
+    """An operator who loosens a setting is told which, with its value and what leaves; a
+    node's defaults (``mpc_proxies = "none"``) and tighter settings say nothing."""
+    node = {"mpc_proxies": "none"}
+    assert DisclosurePolicy(**node).warnings(n_rows=100) == []
+    tighter = DisclosurePolicy(
+        **node, min_count=10, epsilon_limit=1.0, delta_limit=0.001, secagg_min_sites=5
+    )
+    assert tighter.warnings(n_rows=100) == []
+    said = DisclosurePolicy(**{**node, setting: value}).warnings(n_rows=100)
+    assert len(said) == 1 and named in said[0], said

@@ -911,6 +911,11 @@ class Site:
         self.state: dict[str, Record] = {}
         self._lock = threading.Lock()
 
+    @property
+    def n_rows(self) -> int:
+        """The site's number of rows (public: ``fedroc.info`` releases it)."""
+        return int(self._data.n)
+
     def __repr__(self) -> str:
         """Show the name, the row count and q; never the rows."""
         return f"Site({self.name!r}, n={self._data.n}, min_count={self.policy.min_count})"

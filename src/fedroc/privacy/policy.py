@@ -17,6 +17,7 @@ different sets cannot be subtracted).
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -287,6 +288,81 @@ class DisclosurePolicy:
     def allows(self, option: str) -> bool:
         """Whether the site opted in to a disclosive mode ``option`` (see ``opt_in``)."""
         return option in self.opt_in
+
+    def warnings(self, *, n_rows: int | None = None) -> list[str]:
+        """Say which settings protect the rows less than the defaults, and how.
+
+        For an operator starting a site (a SuperNode logs them, ``fedroc flower supernode``
+        prints them): each names its setting, its value and what it lets leave. A site in
+        the analyst's own process protects nothing anyway, so in-process federations do not
+        show them.
+
+        Parameters
+        ----------
+        n_rows : int, optional
+            The site's number of rows, to compare ``delta_limit`` with ``1/n``.
+
+        Returns
+        -------
+        list of str
+            Empty for the defaults of a node (``mpc_proxies = "none"``).
+        """
+        out = []
+        if self.min_count < 3:
+            out.append(
+                f"min_count = {self.min_count}: aggregates of {self.min_count} row(s) leave, "
+                "so one row's value by itself (DataSHIELD's smallest is 3; the default is 5)"
+            )
+        if self.epsilon_limit > DEFAULT_EPSILON_LIMIT:
+            out.append(
+                f"epsilon_limit = {self.epsilon_limit:g}: over its lifetime the site's DP "
+                "releases may change an analyst's odds about a row by up to a factor of "
+                f"e^{self.epsilon_limit:g} (the default, e^{DEFAULT_EPSILON_LIMIT:g}, is "
+                f"about {math.exp(DEFAULT_EPSILON_LIMIT):.0f})"
+            )
+        if self.delta_limit is not None and n_rows is not None and self.delta_limit > 1 / n_rows:
+            out.append(
+                f"delta_limit = {self.delta_limit:g} is above 1/n = {1 / n_rows:.3g}: a "
+                "mechanism within it may release some row outright"
+            )
+        if self.secagg_min_sites < DEFAULT_SECAGG_MIN_SITES:
+            out.append(
+                f"secagg_min_sites = {self.secagg_min_sites}: in a secure sum of two sites, "
+                "each site's input is the sum minus the other's"
+            )
+        if self.secagg_rebind:
+            out.append(
+                "secagg_rebind = true: a quantity summed over two sets of sites subtracts to "
+                "the inputs of the sites in one set and not the other"
+            )
+        if self.clear_histograms:
+            out.append(
+                "clear_histograms = true: the site's class counts per score bin leave in the "
+                "clear, each bin of at least min_count rows"
+            )
+        if self.rocglm_min_sensitivity < DEFAULT_ROCGLM_MIN_SENSITIVITY:
+            out.append(
+                f"rocglm_min_sensitivity = {self.rocglm_min_sensitivity:g}: an analyst may "
+                "ask for ROC-GLM noise calibrated to a sensitivity this small, below the "
+                "scores' real one"
+            )
+        if self.histogram_min_epsilon < DEFAULT_HISTOGRAM_MIN_EPSILON:
+            out.append(
+                f"histogram_min_epsilon = {self.histogram_min_epsilon:g}: an analyst may ask "
+                "for local-DP trees charged almost nothing"
+            )
+        if self.mpc_proxies == "any":
+            out.append(
+                "mpc_proxies = 'any': the site seals its MPC shares for whichever proxies the "
+                "job names, so whoever holds both proxies' keys (the analyst, if it runs "
+                "them) opens every row"
+            )
+        out += [
+            f"opt_in includes {name!r}: a mode that discloses more than the default "
+            "(docs/privacy.md)"
+            for name in sorted(self.opt_in)
+        ]
+        return out
 
     def delta_limit_for(self, n_rows: int) -> float:
         """Return the site's lifetime delta: the configured one, or ``1/n``."""

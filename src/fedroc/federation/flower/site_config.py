@@ -347,7 +347,7 @@ class SiteNodeConfig:
                 self.site,
                 self.noise_seed,
             )
-        return Site.from_file(
+        site = Site.from_file(
             self.site,
             self.data,
             Columns(self.label, self.score, self.cluster),
@@ -357,6 +357,9 @@ class SiteNodeConfig:
             noise_seed=self.noise_seed,
             identity=self.identity(),
         )
+        for warning in self.policy.warnings(n_rows=site.n_rows):  # for the node's operator
+            logging.getLogger("fedroc.flower").warning("site %r: %s", self.site, warning)
+        return site
 
 
 _CACHE: dict[tuple[Any, ...], Site] = {}
