@@ -79,6 +79,7 @@ __all__ = [
     "exact_refused",
     "get_site_function",
     "registered_site_functions",
+    "rows_changed",
     "site_function",
 ]
 
@@ -746,15 +747,8 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
     """
     if not ctx.policy.allow_exact:
         raise exact_refused(ctx, function)
-    # Labels and scores ("rows"), and with each subset of the other columns loaded
-    # ("rows+cluster", ...): a run that names the table's cluster column or second score
-    # after one that did not reads the same rows, and one column changed is refused
-    # wherever it is loaded (every release that could depend on it).
-    digests = {
-        ROWS_KEY + "".join("+" + name for name in names): digest
-        for names, digest in ctx.data.projection_digests.items()
-    }
-    if any(ctx.ledger.bindings.get(key, digest) != digest for key, digest in digests.items()):
+    digests = _row_digests(ctx)
+    if _changed(ctx, digests):
         raise DisclosureError(
             f"site {ctx.site!r} refuses {function!r}: its rows changed since its first "
             "exact release under its privacy ledger, and exact releases of two versions of "
@@ -767,6 +761,43 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
             function=function,
         )
     return digests
+
+
+def _row_digests(ctx: SiteContext) -> dict[str, str]:
+    # Labels and scores ("rows"), and with each subset of the other columns loaded
+    # ("rows+cluster", ...): a run that names the table's cluster column or second score
+    # after one that did not reads the same rows, and one column changed is refused
+    # wherever it is loaded (every release that could depend on it).
+    return {
+        ROWS_KEY + "".join("+" + name for name in names): digest
+        for names, digest in ctx.data.projection_digests.items()
+    }
+
+
+def _changed(ctx: SiteContext, digests: Mapping[str, str]) -> bool:
+    return any(ctx.ledger.bindings.get(key, digest) != digest for key, digest in digests.items())
+
+
+def rows_changed(ctx: SiteContext) -> bool:
+    """Whether the site's rows differ from those its first exact release bound.
+
+    False where no exact release bound them yet. Reads the ledger only (and the digests of
+    the rows, which say nothing the rows binding's own refusal does not): a DP function
+    whose check reads the rows against what the old rows released (a local-DP tree against
+    the clear cuts) asks it first, so that its refusal does not depend on the new rows.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The site.
+
+    Returns
+    -------
+    bool
+        True when a bound digest of the rows differs from the rows' now.
+    """
+    with ctx.ledger.transaction():
+        return _changed(ctx, _row_digests(ctx))
 
 
 def _check_rows_first(call: Call) -> None:

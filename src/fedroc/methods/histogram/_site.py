@@ -47,7 +47,7 @@ from fedroc.federation.basic import (
     clear_cuts,
 )
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, site_function
+from fedroc.federation.site import Reply, SiteContext, rows_changed, site_function
 from fedroc.metrics import SCORE_TRANSFORMS, leaf_index
 from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
 
@@ -393,6 +393,21 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     # partners, minus the partners' local trees, was a silent site's bins (R24). So the
     # local tree holds the site to the clear way of exact binned counts, as a clear one.
     bind_exact_counts(ctx, LOCAL_NAME, "clear")
+    if clear_cuts(ctx).size and rows_changed(ctx):
+        # The check below reads the rows against cuts the old rows released: on the new
+        # rows its refusal said whether a withdrawn row was one of q rows of a class beside
+        # a cut, free of budget (review 9, R9-1: 20 of 20). So a site whose rows changed
+        # refuses the tree while it has clear cuts, before it reads its rows.
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {LOCAL_NAME!r}: its rows changed since its first "
+            "exact release under its privacy ledger, and a local tree is checked against the "
+            "cuts of its clear releases (calibration, confusion tables, clustered "
+            "histograms) on its rows. Its operator may start it on a new ledger for the new "
+            "rows (a new audit log: a new --audit-dir for fedroc evaluate, a new --dir for "
+            "fedroc flower up, a new `audit` path in a node config)",
+            site=ctx.site,
+            function=LOCAL_NAME,
+        )
     b, h, pos, neg = _leaves_for(ctx, args, LOCAL_NAME)
     # Exact in effect, its leaf edges are clear cuts too: one beside a calibration edge,
     # confusion threshold or clustered edge it released subtracted to the rows between
