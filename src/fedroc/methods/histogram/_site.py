@@ -393,7 +393,9 @@ def _tree_local(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     # partners, minus the partners' local trees, was a silent site's bins (R24). So the
     # local tree holds the site to the clear way of exact binned counts, as a clear one.
     bind_exact_counts(ctx, LOCAL_NAME, "clear")
-    if clear_cuts(ctx).size and rows_changed(ctx):
+    with ctx.ledger.transaction():  # the cuts as every process of the site bound them
+        changed = bool(clear_cuts(ctx).size) and rows_changed(ctx)
+    if changed:
         # The check below reads the rows against cuts the old rows released: on the new
         # rows its refusal said whether a withdrawn row was one of q rows of a class beside
         # a cut, free of budget (review 9, R9-1: 20 of 20). So a site whose rows changed
