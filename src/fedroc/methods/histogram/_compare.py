@@ -53,7 +53,14 @@ from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
 from fedroc.secagg import secure_sum
 
 from ._protocol import secagg_threshold
-from ._site import NOISES, TRANSFORMS, charged_for_a_moved_row, check_leaves, leaf_index
+from ._site import (
+    NOISES,
+    TRANSFORMS,
+    charged_for_a_moved_row,
+    check_leaves,
+    leaf_index,
+    scores_in_range,
+)
 
 __all__ = [
     "DEFAULT_JOINT_BINS",
@@ -193,17 +200,7 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
             f"site {ctx.site!r} holds one score column; comparing two models needs a second "
             "score of the same rows (--compare-score)"
         )
-    a, b = data.score, data.score_b
-    if transform is not None:
-        a, b = TRANSFORMS[transform](a), TRANSFORMS[transform](b)
-    for name, s in (("first", a), ("second", b)):
-        if ((s < lo) | (s > hi)).any():
-            # No value or row number in the message: it travels to the analyst.
-            raise InputError(
-                f"site {ctx.site!r}: {name} scores lie outside the public score range "
-                f"[{lo:g}, {hi:g}]; both scores must lie in it (--score-range) or be mapped "
-                "by a transform (--score-transform)"
-            )
+    a, b = scores_in_range(ctx, lo, hi, transform, compare=True)
     pos, neg = count_joint(data.label, a, b, bins, lo, hi)
     if args["epsilon"] is None:
         return Reply(

@@ -188,6 +188,70 @@ def site_leaves(
     return count_leaves(data.label, s, n_leaves, lo, hi)
 
 
+#: The ledger key of the rows the histograms' range check first read ("+score_b": the joint
+#: grid's, which checks both scores).
+BIND_RANGE_ROWS = "histogram.range_rows"
+
+
+def scores_in_range(
+    ctx: SiteContext, lo: float, hi: float, transform: str | None, *, compare: bool = False
+) -> list[NDArray[np.float64]]:
+    """Return the site's (transformed) scores over the public range, checked on bound rows.
+
+    A score outside ``[lo, hi]`` is refused (the message names no value or row) on the rows
+    the check first read, which the ledger binds: that refusal is a bit of those rows, once
+    (the range is bound before the rows are read, so it cannot be searched). On rows that
+    changed since, the scores are clipped to the range instead. Asked again on the new rows,
+    the check said, free of budget and before any noise, whether an added row lay outside
+    or a withdrawn one had (review 9, R9-2: 20 of 20). A DP release of clipped scores is
+    DP; an exact one is refused before it runs once exact releases bound other rows.
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The site.
+    lo, hi : float
+        The public range of the (transformed) score.
+    transform : str or None
+        The public map of the scores onto the range, or None.
+    compare : bool, default False
+        Also the second score (the joint grid's).
+
+    Returns
+    -------
+    list of ndarray
+        The first score's values, and with ``compare`` the second's.
+
+    Raises
+    ------
+    InputError
+        A score outside the range, on the rows the check first read.
+    """
+    data = ctx.data
+    projection: tuple[str, ...] = ("score_b",) if compare else ()
+    raw = [data.score, data.score_b] if compare else [data.score]
+    scores = [
+        np.asarray(v if transform is None else TRANSFORMS[transform](v), np.float64) for v in raw
+    ]
+    key = BIND_RANGE_ROWS + "".join("+" + name for name in projection)
+    digest = data.projection_digests[projection]
+    with ctx.ledger.transaction():
+        first = ctx.ledger.bindings.get(key)
+        if first is None:
+            ctx.ledger.bind(key, digest)
+    if first is not None and first != digest:
+        return [np.clip(v, lo, hi) for v in scores]
+    for name, v in zip(("first ", "second ") if compare else ("",), scores, strict=False):
+        if ((v < lo) | (v > hi)).any():
+            # No value or row number in the message: it travels to the analyst.
+            raise InputError(
+                f"site {ctx.site!r}: {name}scores lie outside the public score range "
+                f"[{lo:g}, {hi:g}]; give a range that holds every score (--score-range) or "
+                "a transform (--score-transform)"
+            )
+    return scores
+
+
 _TREE_SCHEMA = {
     "branching": Int(2, 64),
     "height": Int(1, 64),
@@ -215,9 +279,8 @@ def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
     bind_tree(ctx, function, lo, hi, args["transform"], (b, h))
-    pos, neg = site_leaves(
-        ctx.data, n_leaves=b**h, lo=lo, hi=hi, transform=args["transform"], site=ctx.site
-    )
+    (score,) = scores_in_range(ctx, lo, hi, args["transform"])
+    pos, neg = count_leaves(ctx.data.label, score, b**h, lo, hi)
     return b, h, pos, neg
 
 
@@ -304,7 +367,7 @@ def _noisy_class_counts(
     if not lo < hi:
         raise InputError(f"the score range must have lo < hi; got [{lo:g}, {hi:g}]")
     bind_tree(ctx, function, lo, hi, args["transform"])
-    site_leaves(ctx.data, n_leaves=1, lo=lo, hi=hi, transform=args["transform"], site=ctx.site)
+    scores_in_range(ctx, lo, hi, args["transform"])
     shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
     noise, event = shares(
         2, n_shares=n_shares, epsilon=float(args["epsilon"]), rng=ctx.noise_rng(stream)
