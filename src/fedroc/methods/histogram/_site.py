@@ -229,7 +229,11 @@ def scores_in_range(
     """
     data = ctx.data
     projection: tuple[str, ...] = ("score_b",) if compare else ()
-    raw = [data.score, data.score_b] if compare else [data.score]
+    raw = [data.score]
+    if compare:
+        if data.score_b is None:
+            raise InputError(f"site {ctx.site!r} holds one score column (--compare-score)")
+        raw.append(data.score_b)
     scores = [
         np.asarray(v if transform is None else TRANSFORMS[transform](v), np.float64) for v in raw
     ]
