@@ -9,9 +9,10 @@ after its rows changed, the same function or another one.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from fedroc.data import SiteData
+from fedroc.data import Columns, SiteData
 from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation
 from fedroc.federation.site import Site
@@ -234,3 +235,101 @@ def test_a_site_that_allows_no_exact_release_serves_the_dp_histogram_alone():
         evaluate(Federation.from_sites(sites), "histogram")
     # Nothing exact was bound by the refusals: the rows binding is untouched.
     assert not any(key.startswith("rows") for s in sites for key in s.ledger.bindings)
+
+
+# -- the same table read or represented differently ---------------------------------------
+def _table(seed: int, n: int = 240) -> pd.DataFrame:
+    """A site's table: labels (yes/no), scores, a second score, weights and patient ids."""
+    rng = np.random.default_rng([7072, seed])
+    y = rng.random(n) < 0.4
+    return pd.DataFrame(
+        {
+            "y": np.where(y, "yes", "no"),
+            "p": np.round(np.clip(0.3 * y + 0.7 * rng.random(n), 0.0, 1.0), 6),
+            "p2": np.round(rng.random(n), 6),
+            "w": rng.integers(1, 4, n),
+            "patient": rng.integers(-20, 60, n),
+        }
+    )
+
+
+_ALL = Columns("y", "p", cluster="patient", score_b="p2", weight="w")
+
+
+def _site_on(tmp_path, name: str, frame: pd.DataFrame, columns=_ALL, pos_label="yes") -> Site:
+    """A site reading ``frame`` written as file ``name``, on the ledger in tmp_path."""
+    path = tmp_path / name
+    if name.endswith(".csv"):
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+    policy = DisclosurePolicy(min_count=5)
+    return Site.from_file(
+        "a", path, columns, pos_label=pos_label, policy=policy, ledger=tmp_path / "l.jsonl"
+    )
+
+
+# Patient ids as a CSV reader, a Parquet file or a data frame may hold them: "01" in a
+# text column is 1 in a CSV read by pandas.
+_ID_FORMS = {
+    "int32": lambda c: c.astype(np.int32),
+    "int16": lambda c: c.astype(np.int16),
+    "float": lambda c: c.astype(np.float64),
+    "nullable Int64": lambda c: c.astype("Int64"),
+    "text": lambda c: c.astype(str),
+    "text, zero-padded": lambda c: c.map(lambda v: f"{v:03d}"),
+    "object ints": lambda c: c.astype(object),
+}
+
+
+@pytest.mark.parametrize("form", list(_ID_FORMS))
+def test_patient_ids_as_text_or_other_integers_are_the_same_rows(tmp_path, form):
+    """The same table, its patient ids read as int64 from a CSV and as int32, float, text
+    ("7", "007") from a Parquet file or a data frame: the same rows. Found in review: their
+    digests differed (pandas' hash of an id depends on its type), so the Parquet copy of
+    a CSV, or a frame read with dtype=str, was refused at every site as 'rows changed'."""
+    frame = _table(1)
+    first = _call(_site_on(tmp_path, "a.csv", frame), "fedroc.class_counts")
+    other = frame.assign(patient=_ID_FORMS[form](frame["patient"]))
+    site = _site_on(tmp_path, "a.parquet", other)
+    assert (
+        site._data.projection_digests == _site_on(tmp_path, "b.csv", frame)._data.projection_digests
+    )
+    assert _call(site, "fedroc.class_counts") == first
+    # A data frame in the Python API, the same.
+    data = SiteData.from_frame(other, _ALL, pos_label="yes")
+    assert _call(_reloaded(site, data), "fedroc.class_counts") == first
+    # And arrays: a list of texts is a numpy array of unicode.
+    as_list = SiteData.from_arrays(data.label, data.score, list(map(str, frame["patient"])))
+    assert as_list.digest == SiteData.from_arrays(data.label, data.score, frame["patient"]).digest
+
+
+@pytest.mark.parametrize("form", list(_ID_FORMS))
+def test_a_changed_patient_id_is_refused_in_every_representation(tmp_path, form):
+    """One row moved to another patient, or one patient's id changed, in any of those
+    representations: refused (the ids' canonical form keeps every distinct value)."""
+    frame = _table(2)
+    _call(_site_on(tmp_path, "a.csv", frame), "fedroc.class_counts")
+    ids = frame["patient"].to_numpy()
+    moved = ids.copy()
+    moved[0] = ids[1] if ids[1] != ids[0] else ids[2]  # row 0: another patient's now
+    renamed = np.where(ids == ids[0], 999, ids)  # patient ids[0] is 999 now
+    for changed in (moved, renamed):
+        other = frame.assign(patient=_ID_FORMS[form](pd.Series(changed)))
+        with pytest.raises(DisclosureError, match="rows changed"):
+            _call(_site_on(tmp_path, "b.parquet", other), "fedroc.class_counts")
+
+
+def test_two_texts_of_one_number_stay_two_patients(tmp_path):
+    """ "7" and "007" in one text column are two patients; read from a CSV they are one
+    (7). The canonical ids of the text table would merge them: it keeps its texts, and the
+    CSV's table, whose clusters differ, is refused after it."""
+    frame = _table(3)
+    text = frame["patient"].map(lambda v: f"{v:03d}")
+    text.iloc[:3] = ["7", "007", "07"]
+    other = frame.assign(patient=text)
+    _call(_site_on(tmp_path, "a.parquet", other), "fedroc.class_counts")
+    frame.loc[:2, "patient"] = 7
+    assert frame["patient"].nunique() < other["patient"].nunique()
+    with pytest.raises(DisclosureError, match="rows changed"):
+        _call(_site_on(tmp_path, "b.csv", frame), "fedroc.class_counts")

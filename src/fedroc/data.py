@@ -142,8 +142,57 @@ def _mix64(x: NDArray[np.uint64], tmp: NDArray[np.uint64]) -> None:
     x ^= tmp
 
 
+_INT64_LIMIT = 2.0**63
+
+
+def _canonical_ids(ids: NDArray[Any]) -> NDArray[Any]:
+    """Return the cluster ids with one representation per value, for the rows' digest.
+
+    A number is one value however it was read: patient 7 is 7 in an int64 column of a CSV,
+    an int32 or float column of a Parquet file, an object column of a data frame, and "7"
+    or "007" in a text column (pandas' CSV reader makes "007" 7 too), so each becomes an
+    int64 (a non-integral number a float64, -0.0 as 0.0). Text that is not all numbers, and
+    numbers beyond int64, keep their values. A text column whose numbers would merge two
+    of its ids ("7" and "007", two patients) keeps its texts: the ids' canonical form never
+    joins two clusters, so any change of an id, or of the clusters, still changes it.
+    """
+    values = np.asarray(ids)
+    kind = values.dtype.kind
+    if kind in "biu":
+        if kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
+            return values.astype(object)  # hashed as text, as the same number read as text
+        return values.astype(np.int64, copy=False)
+    if kind == "f":
+        numbers = values
+    elif kind in "OUS":
+        try:  # "007" as 7, the number pandas' CSV reader gives; "P7": kept as text
+            numbers = np.asarray(pd.to_numeric(values.astype(object, copy=False)))
+        except (ValueError, TypeError):
+            return values
+        if numbers.dtype.kind not in "iuf":
+            return values
+    else:  # dates, ...: pandas hashes them by value
+        return values
+    if numbers.dtype.kind == "f":
+        integral = np.isfinite(numbers) & (np.abs(numbers) < _INT64_LIMIT)
+        integral &= numbers == np.trunc(numbers)
+        canonical: NDArray[Any] = (
+            numbers.astype(np.int64) if integral.all() else numbers.astype(np.float64) + 0.0
+        )
+    elif numbers.dtype.kind == "u" and numbers.size and int(numbers.max()) > np.iinfo(np.int64).max:
+        return values  # text of numbers beyond int64
+    else:
+        canonical = numbers.astype(np.int64, copy=False)
+    if kind != "f" and pd.unique(canonical).size != pd.unique(values).size:
+        return values  # two texts of one number: two ids
+    return canonical
+
+
 def _column_bits(name: str, values: NDArray[Any]) -> NDArray[np.uint64]:
-    """64 bits per value: a float's bits (-0.0 as 0.0), or pandas' hash of a cluster id."""
+    """64 bits per value: a float's bits (-0.0 as 0.0), or pandas' hash of a cluster id.
+
+    The digest hashes the ids' canonical form (:func:`_canonical_ids`).
+    """
     if name == "cluster":  # ids of any type
         return pd.util.hash_array(np.asarray(values)).astype(np.uint64, copy=False)
     return (values + 0.0).view(np.uint64)  # no release tells -0.0 from 0.0
@@ -232,6 +281,8 @@ class SiteData:
         the rows in chunks, about 0.1 s per 10^7 rows of labels and scores.
         """
         optional = dict(self._optional_columns())
+        if "cluster" in optional:
+            optional["cluster"] = _canonical_ids(optional["cluster"])
         loaded = [k for k in _OPTIONAL_COLUMNS if k in optional]
         subsets = [
             tuple(k for j, k in enumerate(loaded) if mask >> j & 1)
