@@ -333,3 +333,23 @@ def test_two_texts_of_one_number_stay_two_patients(tmp_path):
     assert frame["patient"].nunique() < other["patient"].nunique()
     with pytest.raises(DisclosureError, match="rows changed"):
         _call(_site_on(tmp_path, "b.csv", frame), "fedroc.class_counts")
+
+
+def test_the_positive_class_flipped_is_other_rows(tmp_path):
+    """A two-valued label column read with the other value as positive (pos_label "no"
+    after "yes") negates every label: each release of it is a function of the same rows,
+    but several site functions are not symmetric in the classes (ROC-GLM's "positives"
+    threshold rule discloses the positive class's scores where its policy opts in, its
+    Fisher replies check the positives' count only), so one ledger over both readings
+    would release what neither reading does (with that opt-in, every score of the site).
+    Kept refused (as tests/test_attacks_review8.py asserts), through files too; the same
+    labels as booleans are the same rows."""
+    frame = _table(4)
+    first = _call(_site_on(tmp_path, "a.csv", frame), "fedroc.class_counts")
+    with pytest.raises(DisclosureError, match="rows changed"):
+        _call(_site_on(tmp_path, "a.parquet", frame, pos_label="no"), "fedroc.class_counts")
+    booleans = frame.assign(y=frame["y"] == "yes")
+    assert (
+        _call(_site_on(tmp_path, "b.parquet", booleans, pos_label=None), "fedroc.class_counts")
+        == first
+    )
