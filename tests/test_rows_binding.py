@@ -371,3 +371,38 @@ def test_the_score_and_the_second_score_swapped_are_other_rows(tmp_path):
     swapped = Columns("y", "p2", cluster="patient", score_b="p", weight="w")
     with pytest.raises(DisclosureError, match="rows changed"):
         _call(_site_on(tmp_path, "a.csv", frame, swapped), "fedroc.class_counts")
+
+
+# The digests fedroc main fbbc328 bound (before the ids' canonical form) for the table
+# of _old_table: its ids as text numbers ("007") and as int32, printed by that commit.
+_BOUND_BY_FBBC328 = {
+    "text": "803ab2661b9924922ead12d79c83afdd45b11dc6142e8d7383b0ce43dac2e634",
+    "int32": "828d13bf30acc28122f5cd342a1607696c50c5c751e38d6ec6a5b1746a2f208b",
+}
+
+
+def _old_table() -> tuple[SiteData, SiteData]:
+    rng = np.random.default_rng([7073, 0])
+    n = 50
+    y = rng.random(n) < 0.4
+    s = np.round(rng.random(n), 6)
+    text = np.array([f"{v:03d}" for v in rng.integers(0, 20, n)], dtype=object)
+    return SiteData(y, s, text), SiteData(y, s, rng.integers(-9, 9, n).astype(np.int32))
+
+
+def test_a_ledger_bound_before_the_canonical_ids_still_answers_the_same_reading():
+    """A ledger bound by fbbc328 holds the digest of the ids as they were read (pandas'
+    hash of "007", of an int32): the same reading after the upgrade is answered, not
+    refused as 'rows changed' because the digest's form changed; a changed id is still
+    refused under it."""
+    for form, data in zip(_BOUND_BY_FBBC328, _old_table(), strict=True):
+        ledger = BudgetLedger()
+        ledger.bind("rows", data.projection_digests[()])
+        ledger.bind("rows+cluster", _BOUND_BY_FBBC328[form])
+        site = Site("a", data, policy=DisclosurePolicy(min_count=5), ledger=ledger)
+        assert _call(site, "fedroc.class_counts")["n_pos"] == data.n_pos, form
+        ids = np.asarray(data.cluster).copy()
+        ids[0] = ids[1] if ids[1] != ids[0] else ids[2]
+        moved = SiteData(data.label, data.score, ids)
+        with pytest.raises(DisclosureError, match="rows changed"):
+            _call(_reloaded(site, moved), "fedroc.class_counts")

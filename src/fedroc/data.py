@@ -280,8 +280,23 @@ class SiteData:
         one row changed, added or withdrawn but with probability about 2^-128. One pass over
         the rows in chunks, about 0.1 s per 10^7 rows of labels and scores.
         """
+        return self._digests(canonical_ids=True)
+
+    @cached_property
+    def read_ids_digests(self) -> dict[tuple[str, ...], str]:
+        """The :attr:`projection_digests` of the cluster ids as they were read.
+
+        What ledgers bound before the ids' canonical form (fedroc up to main fbbc328):
+        pandas' hash of each id as read ("007" as text, an int32 as int32), so that such
+        a ledger still answers the same reading
+        (:func:`fedroc.federation.site.check_rows`). As strict: any change of an id changes
+        it. Computed when asked only.
+        """
+        return self._digests(canonical_ids=False)
+
+    def _digests(self, *, canonical_ids: bool) -> dict[tuple[str, ...], str]:
         optional = dict(self._optional_columns())
-        if "cluster" in optional:
+        if "cluster" in optional and canonical_ids:
             optional["cluster"] = _canonical_ids(optional["cluster"])
         loaded = [k for k in _OPTIONAL_COLUMNS if k in optional]
         subsets = [

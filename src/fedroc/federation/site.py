@@ -738,7 +738,9 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
     Returns
     -------
     dict of str to str
-        The ledger keys of the rows' digests and their values.
+        The ledger keys of the rows' digests and their values (of the cluster ids as read,
+        :attr:`~fedroc.data.SiteData.read_ids_digests`, where a ledger bound before their
+        canonical form agrees with those only).
 
     Raises
     ------
@@ -768,10 +770,20 @@ def _row_digests(ctx: SiteContext) -> dict[str, str]:
     # ("rows+cluster", ...): a run that names the table's cluster column or second score
     # after one that did not reads the same rows, and one column changed is refused
     # wherever it is loaded (every release that could depend on it).
-    return {
-        ROWS_KEY + "".join("+" + name for name in names): digest
-        for names, digest in ctx.data.projection_digests.items()
-    }
+    # In the form the ledger agrees with: a ledger bound before the cluster ids' canonical
+    # form holds the digests of the ids as read, and the same reading is the same rows
+    # (any change of an id is not); new keys bind in that form too.
+    digests = _rows_keys(ctx.data.projection_digests)
+    if _changed(ctx, digests) and ctx.data.cluster is not None:
+        read = _rows_keys(ctx.data.read_ids_digests)
+        if not _changed(ctx, read):
+            return read
+    return digests
+
+
+def _rows_keys(projections: Mapping[tuple[str, ...], str]) -> dict[str, str]:
+    """Key the rows' projection digests as the ledger binds them ("rows+cluster", ...)."""
+    return {ROWS_KEY + "".join("+" + k for k in names): d for names, d in projections.items()}
 
 
 def _changed(ctx: SiteContext, digests: Mapping[str, str]) -> bool:
