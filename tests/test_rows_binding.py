@@ -406,3 +406,33 @@ def test_a_ledger_bound_before_the_canonical_ids_still_answers_the_same_reading(
         moved = SiteData(data.label, data.score, ids)
         with pytest.raises(DisclosureError, match="rows changed"):
             _call(_reloaded(site, moved), "fedroc.class_counts")
+
+
+_READINGS = [
+    Columns("y", "p"),
+    Columns("y", "p", weight="w"),
+    Columns("y", "p", cluster="patient"),
+    Columns("y", "p", score_b="p2", weight="w"),
+    _ALL,
+]
+
+
+@pytest.mark.parametrize("order", ["fewer columns first", "more columns first"])
+def test_readings_with_other_columns_in_either_order_are_the_same_rows(tmp_path, order):
+    """One file read with and without its weights, clusters and second score, in either
+    order, from CSV and Parquet (text ids in the Parquet copy): answered each time; its
+    weights changed in one row, refused where they are loaded."""
+    frame = _table(7)
+    text_ids = frame.assign(patient=frame["patient"].map(lambda v: f"{v:03d}"))
+    readings = _READINGS if order == "fewer columns first" else _READINGS[::-1]
+    first = None
+    for k, columns in enumerate(readings):
+        name, table = ("a.csv", frame) if k % 2 else ("a.parquet", text_ids)
+        got = _call(_site_on(tmp_path, name, table, columns), "fedroc.class_counts")
+        first = first or got
+        assert got == first, (k, columns)
+    heavier = frame.assign(w=np.where(np.arange(len(frame)) == 0, frame["w"] + 1, frame["w"]))
+    for columns in _READINGS:
+        if columns.weight is not None:
+            with pytest.raises(DisclosureError, match="rows changed"):
+                _call(_site_on(tmp_path, "b.csv", heavier, columns), "fedroc.class_counts")
