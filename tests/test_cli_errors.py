@@ -648,6 +648,20 @@ def test_a_sites_file_with_a_typo_is_refused_by_name(capsys, two_scores, edit, m
     assert message.format(file=repr(str(two_scores))) in err and repr(str(two_scores)) in err
 
 
+def test_a_sites_file_pos_label_in_quotes_beside_numeric_labels_says_to_drop_them(
+    capsys, two_scores
+):
+    """``pos_label = "1"`` is text in TOML (the command line's --pos-label 1 is read as a
+    number): the refusal listed the classes [0, 1] without saying why '1' is not one."""
+    text = two_scores.read_text().replace('label = "y"', 'label = "y"\npos_label = "1"', 1)
+    two_scores.write_text(text)
+    code, _, err = run_main(
+        capsys, ["evaluate", "--sites", str(two_scores), "--method", "histogram"]
+    )
+    assert code == 2 and "Traceback" not in err
+    assert "site 'north'" in err and "give pos_label as a number, 1 not '1'" in err
+
+
 def test_a_sites_file_that_is_a_directory_is_named_as_the_federation_file(capsys, tmp_path):
     code, _, err = run_main(capsys, ["evaluate", "--sites", str(tmp_path), "--method", "histogram"])
     assert code == 2

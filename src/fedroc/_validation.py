@@ -112,8 +112,15 @@ def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_tru
             )
         return np.asarray(labels == 1)
     if classes.size == 2 and not np.isin([pos_label], classes).all():
+        hint = ""
+        if isinstance(pos_label, str) and classes.dtype.kind in "iuf":
+            # A sites file's pos_label = "1" (TOML text) beside a column of numbers.
+            hint = (
+                " (the classes are numbers: give pos_label as a number, "
+                f"{pos_label} not {pos_label!r})"
+            )
         raise InputError(
-            f"{name}: pos_label={pos_label!r} is not one of its classes {_preview(classes)}"
+            f"{name}: pos_label={pos_label!r} is not one of its classes {_preview(classes)}{hint}"
         )
     return np.asarray(labels == pos_label)
 
