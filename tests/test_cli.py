@@ -15,6 +15,7 @@ from sklearn import metrics as skm
 
 import fedroc
 from fedroc.cli import main
+from tests._cli import run_main
 from tests._ranking_brute import drawn_area
 
 
@@ -681,3 +682,23 @@ def test_version_prints_the_installed_distributions_version(capsys):
 
     assert run(capsys, "--version").out.strip() == f"fedroc {version('fedroc')}"
     assert fedroc.__version__ == version("fedroc")
+
+
+def test_a_second_demo_on_one_audit_dir_shows_what_the_ledgers_refuse_and_the_rest(
+    capsys, tmp_path, monkeypatch
+):
+    """Each site authorises one MPC job in its lifetime: a second ``fedroc demo --audit-dir
+    D`` ended at the MPC job with exit 2 and no table. It now shows that method refused by
+    the sites (stderr, the table, ``refused`` in the JSON) and every other method's result."""
+    monkeypatch.chdir(tmp_path)
+    audit = str(tmp_path / "audit")
+    first = json.loads(run(capsys, "demo", "--json", "--audit-dir", audit).out)
+    assert first["refused"] == {}
+    code, out, err = run_main(capsys, ["demo", "--json", "--audit-dir", audit])
+    assert code == 0, err
+    second = json.loads(out)
+    assert list(second["refused"]) == ["mpc"]
+    assert "has authorised 1 MPC job(s) already" in second["refused"]["mpc"]
+    assert "mpc: refused by the sites:" in err
+    done = {m["method"] for m in first["methods"]} - {"mpc"}
+    assert done and done == {m["method"] for m in second["methods"]}
