@@ -104,7 +104,9 @@ def click_command() -> Any:
     command = typer.main.get_command(app)
     _plain_help(command)
     _plain_metavars(command)
-    _method_panels(getattr(command, "commands", {}).get("evaluate"))
+    commands = getattr(command, "commands", {})
+    _method_panels(commands.get("evaluate"))
+    _method_panels(getattr(commands.get("flower"), "commands", {}).get("run"))
     _negations_in_help(command)
     _note_repeats(command)
     return command
@@ -276,10 +278,11 @@ _METHOD_PREFIX = re.compile(r"\b(pooled|rocglm|histogram|mpc|clustered): (.*)", 
 def _method_panels(command: Any) -> None:
     """Group the options that one method takes under a panel of their own.
 
-    ``fedroc evaluate --help`` listed its 60 options in one panel, the common ones among
-    those of single methods (whose help began with "rocglm: ", "mpc: ", ...): a reader
-    looking for what applies to their method read them all. An option's help that names
-    one method moves to the panel "Options of --method NAME", without the prefix.
+    ``fedroc evaluate --help`` listed its 60 options in one panel (``fedroc flower run --help``
+    its 45), the common ones among those of single methods (whose help began with "rocglm: ",
+    "mpc: ", ...): a reader looking for what applies to their method read them all. An
+    option's help that names one method moves to the panel "Options of --method NAME",
+    without the prefix.
     """
     for param in [] if command is None else command.params:
         found = _METHOD_PREFIX.fullmatch(getattr(param, "help", None) or "")

@@ -66,3 +66,116 @@ ClusterFileOption = Annotated[Path, typer.Option(help="Cluster file of the runni
 RootCertificatesOption = Annotated[
     Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")
 ]
+
+# --- the methods' own options: `fedroc evaluate` and `fedroc flower run` (same help) ---
+# A help beginning "METHOD: " puts the option in the panel "Options of --method METHOD"
+# (fedroc.cli._method_panels). The methods check the values (flower run first checks them
+# itself, fedroc.cli._method_options, before it connects).
+# rocglm (paper 1)
+EpsilonOption = Annotated[
+    float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
+]
+DeltaOption = Annotated[float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")]
+SensitivityOption = Annotated[
+    float | None,
+    typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
+]
+DpCalibrationOption = Annotated[
+    str | None, typer.Option(help="rocglm: Gaussian mechanism, classic or analytic.")
+]
+PrivacyOption = Annotated[
+    str | None,
+    typer.Option(
+        help="rocglm: without --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
+        "or 'paper' (paper 1's table; sites refuse its delta unless their policy allows)."
+    ),
+]
+ThresholdsOption = Annotated[
+    str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
+]
+NThresholdsOption = Annotated[int | None, typer.Option(help="rocglm: size of the grid.")]
+CorrectionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="rocglm: 'deconvolution' (default: corrects the noise bias and includes the "
+        "noise in the CI) or 'none' (paper 1's estimate)."
+    ),
+]
+BootstrapOption = Annotated[
+    int | None,
+    typer.Option(
+        help="rocglm: resamples of the noisy negatives the deconvolution is bagged over "
+        "and the CI's noise part comes from (default 50, at most 500); pooled: "
+        "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
+    ),
+]
+ScoreLevelsOption = Annotated[
+    str | None,
+    typer.Option(help="rocglm: the public levels of rated scores, e.g. 1,2,3,4,5."),
+]
+A0Option = Annotated[float | None, typer.Option(help="rocglm: one-sided test of H0: AUC <= A0.")]
+# histogram (paper 5)
+QuantilesOption = Annotated[
+    int | None, typer.Option(help="histogram: quantiles per class (Q, default 1024).")
+]
+DpEpsilonOption = Annotated[
+    float | None,
+    typer.Option(
+        help="histogram: distributed DP with this total epsilon per site, of a row added "
+        "or removed (the paper's); each site's ledger is charged twice it, as a moved row "
+        "changes two counts."
+    ),
+]
+DpNoiseOption = Annotated[
+    str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")
+]
+DpModeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="histogram: with --dp-epsilon, 'distributed' (noise shares summed by secure "
+        "aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
+    ),
+]
+InterpolationOption = Annotated[
+    str | None,
+    typer.Option(help="histogram: pchip (the paper), linear or midpoint between quantiles."),
+]
+BranchingOption = Annotated[
+    int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
+]
+HeightOption = Annotated[
+    int | None,
+    typer.Option(help="histogram: levels of the tree (default ceil(log_b Q) + 2)."),
+]
+ScoreTransformOption = Annotated[
+    str | None,
+    typer.Option(help="histogram: logistic or arctan map of unbounded scores onto (0, 1)."),
+]
+ScoreRangeOption = Annotated[
+    str | None,
+    typer.Option(help="histogram, rocglm, clustered: public score range LO,HI (default 0,1)."),
+]
+# clustered (paper 3)
+ClusterBinsOption = Annotated[
+    int | None, typer.Option(help="clustered: shared score bins (default 1000).")
+]
+PopulationEstimatorOption = Annotated[
+    str | None, typer.Option(help="clustered: corrected (default), eq5 or between.")
+]
+Sigma11Option = Annotated[
+    str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 or authors.")
+]
+ClusterIntervalOption = Annotated[
+    str | None,
+    typer.Option(
+        help="clustered: interval, t on I-1 df on the logit scale (logit, default), t or wald."
+    ),
+]
+PlainOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--plain",
+        help="clustered: sums in the clear (one or two sites whose policy sets "
+        "clear_histograms) instead of secure aggregation.",
+    ),
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -32,14 +32,45 @@ from fedroc.cli._common import (
     report_output,
     sites_table,
 )
+from fedroc.cli._method_options import (
+    ASK_OPTIONS,
+    ask_keywords,
+    method_keywords,
+    option_names,
+)
 from fedroc.cli._options import (
+    A0Option,
     AtSensitivityOption,
     AtSpecificityOption,
+    BootstrapOption,
+    BranchingOption,
     CalibrationBinsOption,
+    ClusterBinsOption,
+    ClusterIntervalOption,
     CompareScoreOption,
     ConfidenceOption,
+    CorrectionOption,
+    DeltaOption,
+    DpCalibrationOption,
+    DpEpsilonOption,
+    DpModeOption,
+    DpNoiseOption,
+    EpsilonOption,
+    HeightOption,
+    InterpolationOption,
     JsonOption,
     MaxFprOption,
+    NThresholdsOption,
+    PlainOption,
+    PopulationEstimatorOption,
+    PrivacyOption,
+    QuantilesOption,
+    ScoreLevelsOption,
+    ScoreRangeOption,
+    ScoreTransformOption,
+    SensitivityOption,
+    Sigma11Option,
+    ThresholdsOption,
     YoudenOption,
 )
 from fedroc.exceptions import InputError
@@ -111,14 +142,22 @@ def show_progress(method: str, federation: Federation) -> Iterator[None]:
             federation.progress = None
 
 
-def check_options(method: str, options: dict[str, Any]) -> None:
-    """Refuse method options that the chosen method does not take, naming them."""
-    from fedroc.methods import get_method
+def check_options(
+    method: str, options: dict[str, Any], takes: Collection[str] | None = None
+) -> None:
+    """Refuse method options that the chosen method does not take, naming them.
 
-    params = inspect.signature(get_method(method).run).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    wrong = [k for k in options if k not in params]
+    ``takes``: the keywords the method takes; by default its runner's signature (which loads
+    the method modules).
+    """
+    if takes is None:
+        from fedroc.methods import get_method
+
+        params = inspect.signature(get_method(method).run).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        takes = set(params)
+    wrong = [k for k in options if k not in takes]
     if "compare" in wrong or "mpc_compare" in wrong:
         raise InputError(
             f"--method {method} cannot compare two models (--compare-score): it releases no "
@@ -133,7 +172,7 @@ def check_options(method: str, options: dict[str, Any]) -> None:
     if wrong:
         # The option each keyword came from (n_bins only from --cluster-bins here: where
         # --bins sets it, the method takes it).
-        names = {**KEYWORD_OPTIONS, "n_bins": "--cluster-bins"}
+        names = {**option_names("clustered"), "secure": "--plain"}
         flags = ", ".join(names.get(k, "--" + k.replace("_", "-")) for k in wrong)
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
     if ("epsilon" in options) != ("delta" in options):  # rocglm's message names its keywords
@@ -160,77 +199,6 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
         return {"sample_weight": True}
     why = _NO_WEIGHTS.get(method, "it takes no weights")
     raise InputError(f"--sample-weight does not apply to --method {method}: {why}; use pooled")
-
-
-# Method keyword -> flag of the options that ask for more than the AUC.
-ASK_OPTIONS = {
-    "max_fpr": "--max-fpr",
-    "at_specificity": "--at-specificity",
-    "at_sensitivity": "--at-sensitivity",
-    "youden": "--youden",
-    "compare": "--compare-score",
-}
-
-
-# The methods' keywords that have an option of their own, so that a method's message about
-# one ("quantiles must be an integer >= 2; got 0") names what the user typed.
-KEYWORD_OPTIONS = {
-    **ASK_OPTIONS,
-    "quantiles": "--quantiles",
-    "dp_epsilon": "--dp-epsilon",
-    "dp_noise": "--dp-noise",
-    "dp_mode": "--dp-mode",
-    "interpolation": "--interpolation",
-    "branching": "--branching",
-    "height": "--height",
-    "score_range": "--score-range",
-    "score_transform": "--score-transform",
-    "epsilon": "--epsilon",
-    "delta": "--delta",
-    "sensitivity": "--sensitivity",
-    "dp_calibration": "--dp-calibration",
-    "privacy": "--privacy",
-    "thresholds": "--thresholds",
-    "n_thresholds": "--n-thresholds",
-    "correction": "--correction",
-    "bootstrap": "--bootstrap",
-    "score_levels": "--score-levels",
-    "a0": "--a0",
-    "mpc_sort": "--mpc-sort",
-    "mpc_delta": "--mpc-delta",
-    "mpc_precision": "--mpc-precision",
-    "frac_bits": "--mpc-precision",  # the MPC engine's name for it
-    "mpc_min_class_count": "--mpc-min-class-count",
-    "population_estimator": "--population-estimator",
-    "sigma11": "--sigma11",
-    "interval": "--cluster-interval",
-    "calibration_bins": "--bins",
-}
-
-
-def ask_options(
-    max_fpr: float | None,
-    at_specificity: list[float],
-    at_sensitivity: list[float],
-    youden: bool,
-    compare_score: str | None,
-) -> dict[str, Any]:
-    """Collect the method keywords of the options beyond the AUC that were given.
-
-    The methods check their ranges.
-    """
-    asks: dict[str, Any] = {}
-    if max_fpr is not None:
-        asks["max_fpr"] = max_fpr
-    if at_specificity:
-        asks["at_specificity"] = list(at_specificity)
-    if at_sensitivity:
-        asks["at_sensitivity"] = list(at_sensitivity)
-    if youden:
-        asks["youden"] = True
-    if compare_score is not None:
-        asks["compare"] = True
-    return asks
 
 
 def render_result(result: EvaluationResult) -> None:
@@ -363,23 +331,6 @@ def provenance(
         date=Provenance.now(),
         version=__version__,
     )
-
-
-def _parse_range(text: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError:
-        raise InputError(f"--score-range must be LO,HI (two numbers); got {text!r}") from None
-    return lo, hi
-
-
-def _parse_levels(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",")]
-    except ValueError:
-        raise InputError(
-            f"--score-levels must be numbers separated by commas; got {text!r}"
-        ) from None
 
 
 def _federation_from_file(
@@ -537,93 +488,27 @@ def evaluate_command(
         ),
     ] = None,
     # --- rocglm (paper 1) ---
-    epsilon: Annotated[
-        float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
-    ] = None,
-    delta: Annotated[
-        float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")
-    ] = None,
-    sensitivity: Annotated[
-        float | None,
-        typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
-    ] = None,
-    dp_calibration: Annotated[
-        str | None, typer.Option(help="rocglm: Gaussian mechanism, classic or analytic.")
-    ] = None,
-    privacy: Annotated[
-        str | None,
-        typer.Option(
-            help="rocglm: without --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
-            "or 'paper' (paper 1's table; sites refuse its delta unless their policy allows)."
-        ),
-    ] = None,
-    thresholds: Annotated[
-        str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
-    ] = None,
-    n_thresholds: Annotated[int | None, typer.Option(help="rocglm: size of the grid.")] = None,
-    correction: Annotated[
-        str | None,
-        typer.Option(
-            help="rocglm: 'deconvolution' (default: corrects the noise bias and includes the "
-            "noise in the CI) or 'none' (paper 1's estimate)."
-        ),
-    ] = None,
-    bootstrap: Annotated[
-        int | None,
-        typer.Option(
-            help="rocglm: resamples of the noisy negatives the deconvolution is bagged over "
-            "and the CI's noise part comes from (default 50, at most 500); pooled: "
-            "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
-        ),
-    ] = None,
-    score_levels: Annotated[
-        str | None,
-        typer.Option(help="rocglm: the public levels of rated scores, e.g. 1,2,3,4,5."),
-    ] = None,
-    a0: Annotated[
-        float | None, typer.Option(help="rocglm: one-sided test of H0: AUC <= A0.")
-    ] = None,
+    epsilon: EpsilonOption = None,
+    delta: DeltaOption = None,
+    sensitivity: SensitivityOption = None,
+    dp_calibration: DpCalibrationOption = None,
+    privacy: PrivacyOption = None,
+    thresholds: ThresholdsOption = None,
+    n_thresholds: NThresholdsOption = None,
+    correction: CorrectionOption = None,
+    bootstrap: BootstrapOption = None,
+    score_levels: ScoreLevelsOption = None,
+    a0: A0Option = None,
     # --- histogram (paper 5) ---
-    quantiles: Annotated[
-        int | None, typer.Option(help="histogram: quantiles per class (Q, default 1024).")
-    ] = None,
-    dp_epsilon: Annotated[
-        float | None,
-        typer.Option(
-            help="histogram: distributed DP with this total epsilon per site, of a row added "
-            "or removed (the paper's); each site's ledger is charged twice it, as a moved row "
-            "changes two counts."
-        ),
-    ] = None,
-    dp_noise: Annotated[
-        str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")
-    ] = None,
-    dp_mode: Annotated[
-        str | None,
-        typer.Option(
-            help="histogram: with --dp-epsilon, 'distributed' (noise shares summed by secure "
-            "aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
-        ),
-    ] = None,
-    interpolation: Annotated[
-        str | None,
-        typer.Option(help="histogram: pchip (the paper), linear or midpoint between quantiles."),
-    ] = None,
-    branching: Annotated[
-        int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
-    ] = None,
-    height: Annotated[
-        int | None,
-        typer.Option(help="histogram: levels of the tree (default ceil(log_b Q) + 2)."),
-    ] = None,
-    score_range: Annotated[
-        str | None,
-        typer.Option(help="histogram, rocglm, clustered: public score range LO,HI (default 0,1)."),
-    ] = None,
-    score_transform: Annotated[
-        str | None,
-        typer.Option(help="histogram: logistic or arctan map of unbounded scores onto (0, 1)."),
-    ] = None,
+    quantiles: QuantilesOption = None,
+    dp_epsilon: DpEpsilonOption = None,
+    dp_noise: DpNoiseOption = None,
+    dp_mode: DpModeOption = None,
+    interpolation: InterpolationOption = None,
+    branching: BranchingOption = None,
+    height: HeightOption = None,
+    score_range: ScoreRangeOption = None,
+    score_transform: ScoreTransformOption = None,
     # --- mpc (paper 4) ---
     mpc_cluster: Annotated[
         Path | None,
@@ -657,29 +542,11 @@ def evaluate_command(
         str | None,
         typer.Option(help="clustered: cluster id column (each cluster inside one site)."),
     ] = None,
-    cluster_bins: Annotated[
-        int | None, typer.Option(help="clustered: shared score bins (default 1000).")
-    ] = None,
-    population_estimator: Annotated[
-        str | None, typer.Option(help="clustered: corrected (default), eq5 or between.")
-    ] = None,
-    sigma11: Annotated[
-        str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 or authors.")
-    ] = None,
-    cluster_interval: Annotated[
-        str | None,
-        typer.Option(
-            help="clustered: interval, t on I-1 df on the logit scale (logit, default), t or wald."
-        ),
-    ] = None,
-    plain: Annotated[
-        bool | None,
-        typer.Option(
-            "--plain",
-            help="clustered: sums in the clear (one or two sites whose policy sets "
-            "clear_histograms) instead of secure aggregation.",
-        ),
-    ] = None,
+    cluster_bins: ClusterBinsOption = None,
+    population_estimator: PopulationEstimatorOption = None,
+    sigma11: Sigma11Option = None,
+    cluster_interval: ClusterIntervalOption = None,
+    plain: PlainOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Evaluate a score over several sites with one method.
@@ -700,47 +567,45 @@ def evaluate_command(
             f"--method {method} reads the rows itself: give the sites as --site NAME=PATH, "
             "not --sites FILE"
         )
-    # The method options given, under the methods' keywords (None: the method's default).
-    method_options = {
-        # histogram (paper 5)
-        "quantiles": quantiles,
-        "dp_epsilon": dp_epsilon,
-        "dp_noise": dp_noise,
-        "dp_mode": dp_mode,
-        "interpolation": interpolation,
-        "branching": branching,
-        "height": height,
-        "score_range": None if score_range is None else _parse_range(score_range),
-        "score_transform": score_transform,
-        # rocglm (paper 1)
-        "epsilon": epsilon,
-        "delta": delta,
-        "sensitivity": sensitivity,
-        "dp_calibration": dp_calibration,
-        "privacy": privacy,
-        "thresholds": thresholds,
-        "n_thresholds": n_thresholds,
-        "correction": correction,
-        "bootstrap": bootstrap,
-        "score_levels": None if score_levels is None else _parse_levels(score_levels),
-        "a0": a0,
-        # mpc (paper 4)
-        "mpc_cluster": None if mpc_cluster is None else str(mpc_cluster),
-        "mpc_sort": mpc_sort,
-        "mpc_delta": mpc_delta,
-        "mpc_precision": mpc_precision,
-        "mpc_min_class_count": mpc_min_class_count,
-        "mpc_calibration": True if mpc_calibration else None,
-        # clustered (paper 3)
-        "n_bins": cluster_bins,
-        "population_estimator": population_estimator,
-        "sigma11": sigma11,
-        "interval": cluster_interval,
-        "secure": None if plain is None else not plain,
-    }
-    options.update({k: v for k, v in method_options.items() if v is not None})
+    # The method options given, under the methods' keywords (the ServerApp's evaluate job
+    # takes the same from `fedroc flower run`).
     options.update(
-        ask_options(max_fpr, at_specificity or [], at_sensitivity or [], youden, compare_score)
+        method_keywords(
+            quantiles=quantiles,
+            dp_epsilon=dp_epsilon,
+            dp_noise=dp_noise,
+            dp_mode=dp_mode,
+            interpolation=interpolation,
+            branching=branching,
+            height=height,
+            score_range=score_range,
+            score_transform=score_transform,
+            epsilon=epsilon,
+            delta=delta,
+            sensitivity=sensitivity,
+            dp_calibration=dp_calibration,
+            privacy=privacy,
+            thresholds=thresholds,
+            n_thresholds=n_thresholds,
+            correction=correction,
+            bootstrap=bootstrap,
+            score_levels=score_levels,
+            a0=a0,
+            mpc_cluster=None if mpc_cluster is None else str(mpc_cluster),
+            mpc_sort=mpc_sort,
+            mpc_delta=mpc_delta,
+            mpc_precision=mpc_precision,
+            mpc_min_class_count=mpc_min_class_count,
+            mpc_calibration=mpc_calibration,
+            cluster_bins=cluster_bins,
+            population_estimator=population_estimator,
+            sigma11=sigma11,
+            cluster_interval=cluster_interval,
+            plain=plain,
+        )
+    )
+    options.update(
+        ask_keywords(max_fpr, at_specificity or [], at_sensitivity or [], youden, compare_score)
     )
     if method == "mpc" and options.pop("compare", False):
         options["mpc_compare"] = True  # paired DeLong under MPC
@@ -802,9 +667,7 @@ def evaluate_command(
                 **options,
             )
     except InputError as exc:
-        # n_bins is --cluster-bins for the clustered method, --bins for the others
-        bins_option = "--cluster-bins" if method == "clustered" else "--bins"
-        raise name_options(exc, {**KEYWORD_OPTIONS, "n_bins": bins_option}) from None
+        raise name_options(exc, option_names(method)) from None
     if report is not None:
         inputs = (
             {"sites file": str(sites_file)}

@@ -26,19 +26,49 @@ from fedroc.cli._common import (
     grid_table,
     kv_table,
     live_progress,
+    name_options,
     out,
     sites_table,
     split_name_value,
 )
 from fedroc.cli._options import (
+    A0Option,
+    AtSensitivityOption,
+    AtSpecificityOption,
+    BootstrapOption,
+    BranchingOption,
     CalibrationBinsOption,
+    ClusterBinsOption,
+    ClusterIntervalOption,
     ConfidenceOption,
+    CorrectionOption,
+    DeltaOption,
+    DpCalibrationOption,
+    DpEpsilonOption,
+    DpModeOption,
+    DpNoiseOption,
+    EpsilonOption,
+    HeightOption,
+    InterpolationOption,
     JsonOption,
     LabelOption,
+    MaxFprOption,
     MinCountOption,
+    NThresholdsOption,
+    PlainOption,
+    PopulationEstimatorOption,
     PosLabelOption,
+    PrivacyOption,
+    QuantilesOption,
     RootCertificatesOption,
+    ScoreLevelsOption,
     ScoreOption,
+    ScoreRangeOption,
+    ScoreTransformOption,
+    SensitivityOption,
+    Sigma11Option,
+    ThresholdsOption,
+    YoudenOption,
 )
 from fedroc.exceptions import InputError
 
@@ -344,19 +374,61 @@ def _check_job(job: str, method: str | None) -> None:
         raise InputError(f"--method: unknown method {method!r}; one of {methods}")
 
 
-def _method_options(job: str, method: str | None, sensitivity: float | None) -> dict[str, Any]:
-    """Return the method's own options of the evaluate job (``--sensitivity`` of rocglm).
+def _job_options(
+    job: str,
+    method: str | None,
+    seed: int | None,
+    confidence: float,
+    bins: int,
+    method_options: dict[str, Any],
+) -> dict[str, Any]:
+    """Return the job's options; refuse those of the evaluate job given to another job.
 
-    ROC-GLM's result says that a sensitivity the sites estimate is a heuristic, not a bound
-    ("give the sensitivity of the model"), which flower run had no option to give.
+    The method's own options (``method_options``, the keywords of ``fedroc evaluate``'s,
+    fedroc.cli._method_options) reach the method as ``fedroc evaluate`` gives them in
+    process: the ServerApp's evaluate job passes them on, and the method checks them there
+    (what depends on the sites' data only there). They are checked here first, before any
+    connection, without loading the methods (pandas, scipy), which ``flower run`` does not
+    import: a bad value was refused only by the ServerApp, after a run's start-up.
     """
-    if sensitivity is None:
-        return {}
-    if job != "evaluate" or method != "rocglm":
-        raise InputError("--sensitivity applies to --method rocglm (its scores' l2-sensitivity)")
-    if not sensitivity > 0:
-        raise InputError(f"--sensitivity must be a positive number; got {sensitivity:g}")
-    return {"sensitivity": float(sensitivity)}
+    from fedroc.cli._method_options import (
+        FLOWER_TAKES,
+        KEYWORD_OPTIONS,
+        check_values,
+        option_names,
+    )
+    from fedroc.cli.evaluate_cmd import check_options
+
+    if job == "evaluate":
+        assert method is not None  # _check_job
+        try:
+            check_options(method, method_options, FLOWER_TAKES[method])
+            check_values(method_options)
+        except InputError as exc:
+            raise name_options(exc, option_names(method)) from None
+        return {
+            "method": method,
+            "seed": seed,
+            "confidence_level": confidence,
+            "calibration_bins": bins,
+            **({"options": method_options} if method_options else {}),
+        }
+    # These were ignored: `--job moments --seed 1` ran unseeded and said nothing.
+    flags = {**KEYWORD_OPTIONS, "n_bins": "--cluster-bins", "secure": "--plain"}
+    given = [
+        option
+        for option, value in (
+            ("--method", method is not None),
+            ("--seed", seed is not None),
+            ("--confidence", confidence != 0.95),
+            ("--bins", bins != 10),
+        )
+        if value
+    ] + [flags[k] for k in method_options]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise InputError(f"{', '.join(given)} {verb} to --job evaluate, not --job {job}")
+    return {}
 
 
 def _check_seconds(options: dict[str, float | None]) -> None:
@@ -431,10 +503,6 @@ def run(
     ] = None,
     confidence: ConfidenceOption = 0.95,
     bins: CalibrationBinsOption = 10,
-    sensitivity: Annotated[
-        float | None,
-        typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
-    ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds a site may take to answer one call.")
     ] = 60.0,
@@ -463,11 +531,52 @@ def run(
             "(a SuperLink without --enable-supernode-auth).",
         ),
     ] = False,
+    # --- beyond the AUC, and the methods' own options: those of `fedroc evaluate` ---
+    max_fpr: MaxFprOption = None,
+    at_specificity: AtSpecificityOption = None,
+    at_sensitivity: AtSensitivityOption = None,
+    youden: YoudenOption = False,
+    compare_score: Annotated[
+        str | None,
+        typer.Option(
+            hidden=True,  # refused, with the reason: a SuperNode serves one score column
+            help="Not on Flower: each SuperNode serves the one score column of its node config.",
+        ),
+    ] = None,
+    # rocglm (paper 1)
+    epsilon: EpsilonOption = None,
+    delta: DeltaOption = None,
+    sensitivity: SensitivityOption = None,
+    dp_calibration: DpCalibrationOption = None,
+    privacy: PrivacyOption = None,
+    thresholds: ThresholdsOption = None,
+    n_thresholds: NThresholdsOption = None,
+    correction: CorrectionOption = None,
+    bootstrap: BootstrapOption = None,
+    score_levels: ScoreLevelsOption = None,
+    a0: A0Option = None,
+    # histogram (paper 5)
+    quantiles: QuantilesOption = None,
+    dp_epsilon: DpEpsilonOption = None,
+    dp_noise: DpNoiseOption = None,
+    dp_mode: DpModeOption = None,
+    interpolation: InterpolationOption = None,
+    branching: BranchingOption = None,
+    height: HeightOption = None,
+    score_range: ScoreRangeOption = None,
+    score_transform: ScoreTransformOption = None,
+    # clustered (paper 3)
+    cluster_bins: ClusterBinsOption = None,
+    population_estimator: PopulationEstimatorOption = None,
+    sigma11: Sigma11Option = None,
+    cluster_interval: ClusterIntervalOption = None,
+    plain: PlainOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a fedroc job (by default: evaluate one method) on a Flower federation."""
     from dataclasses import replace
 
+    from fedroc.cli._method_options import ask_keywords, method_keywords, option_names
     from fedroc.federation.flower.deploy import submit_job
 
     _check_seconds(
@@ -483,31 +592,44 @@ def run(
     if no_node_auth:
         connection = replace(connection, node_auth=False, site_keys=None)
     _check_job(job, method)
-    method_options = _method_options(job, method, sensitivity)
+    if compare_score is not None:
+        raise InputError(
+            "--compare-score does not apply on Flower: each SuperNode serves the one score "
+            "column of its node config (`fedroc flower supernode --score`); compare two "
+            "models with `fedroc evaluate --compare-score` where the rows are at hand"
+        )
+    given_options = method_keywords(
+        quantiles=quantiles,
+        dp_epsilon=dp_epsilon,
+        dp_noise=dp_noise,
+        dp_mode=dp_mode,
+        interpolation=interpolation,
+        branching=branching,
+        height=height,
+        score_range=score_range,
+        score_transform=score_transform,
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sensitivity,
+        dp_calibration=dp_calibration,
+        privacy=privacy,
+        thresholds=thresholds,
+        n_thresholds=n_thresholds,
+        correction=correction,
+        bootstrap=bootstrap,
+        score_levels=score_levels,
+        a0=a0,
+        cluster_bins=cluster_bins,
+        population_estimator=population_estimator,
+        sigma11=sigma11,
+        cluster_interval=cluster_interval,
+        plain=plain,
+    )
+    given_options.update(
+        ask_keywords(max_fpr, at_specificity or [], at_sensitivity or [], youden, None)
+    )
+    options = _job_options(job, method, seed, confidence, bins, given_options)
     _check_sites(site, connection, deployment)
-    options: dict[str, Any] = {}
-    if job == "evaluate":
-        options = {
-            "method": method,
-            "seed": seed,
-            "confidence_level": confidence,
-            "calibration_bins": bins,
-            **({"options": method_options} if method_options else {}),
-        }
-    else:  # these were ignored: `--job moments --seed 1` ran unseeded and said nothing
-        given = [
-            option
-            for option, value in (
-                ("--method", method is not None),
-                ("--seed", seed is not None),
-                ("--confidence", confidence != 0.95),
-                ("--bins", bins != 10),
-            )
-            if value
-        ]
-        if given:
-            verb = "applies" if len(given) == 1 else "apply"
-            raise InputError(f"{', '.join(given)} {verb} to --job evaluate, not --job {job}")
     if root_certificates is not None:  # last: the options' own errors come first
         _check_certificates(root_certificates)
     # The job runs in the ServerApp's process; its log reports each call to the sites, and
@@ -521,15 +643,18 @@ def run(
             err.print(f"{line.label}: {step}", highlight=False, markup=False, soft_wrap=True)
 
     with live_progress(err, line) as show:
-        payload = submit_job(
-            connection,
-            job,
-            options,
-            timeout=timeout,
-            discovery_timeout=discovery_timeout,
-            run_timeout=run_timeout,
-            progress=show or status_only,
-        )
+        try:
+            payload = submit_job(
+                connection,
+                job,
+                options,
+                timeout=timeout,
+                discovery_timeout=discovery_timeout,
+                run_timeout=run_timeout,
+                progress=show or status_only,
+            )
+        except InputError as exc:  # the method's refusal in the ServerApp names its keywords
+            raise name_options(exc, option_names(method or "")) from None
     result = dict(payload["result"])
     refused = payload.get("refused") or {}
     result["flower"] = {
