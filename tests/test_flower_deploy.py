@@ -33,7 +33,9 @@ import pytest
 pytest.importorskip("flwr")
 
 import _flower_plugin  # noqa: F401
+from _cli import run_main
 from _flower_sites import SIZES, write_sites
+from test_json_contract import check, check_evaluate
 
 from fedroc.cli import main
 from fedroc.datasets import make_multisite
@@ -225,6 +227,41 @@ def test_cli_run_shows_each_call_of_the_serverapp_on_a_terminal(deployment, caps
         assert f", {function} at {len(dep.sites)} site(s)" in shown
         assert f", {function} answered by {len(dep.sites)} site(s)" in shown
     assert "moments: round 1, " in shown
+
+
+def test_cli_gives_the_evaluate_job_the_method_options(deployment, capsys) -> None:
+    """`flower run` carried no method option but --sensitivity: a hospital network could not
+    choose the histogram's DP epsilon over Flower. Now `--dp-epsilon 1` reaches the sites
+    (each is charged 2: a moved row changes two counts), its JSON keys are those docs/json.md
+    lists, and a bad --dp-mode is refused before any run."""
+    dep, _, _ = deployment
+    args = ["flower", "run", "--deployment", str(dep.directory), "--method", "histogram"]
+    args += ["--dp-epsilon", "1", "--quantiles", "64", "--max-fpr", "0.5"]
+    code, out, err = run_main(capsys, [*args, "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["mode"] == "distributed-dp" and result["epsilon"] == 1.0
+    assert result["quantiles"] == 64 and result["max_fpr"] == 0.5
+    charged = result["released"]["epsilon"]
+    assert set(charged) == set(dep.sites)
+    assert all(math.isclose(v, 2.0) for v in charged.values()), charged
+    run_id = result["flower"]["run_id"]  # the run's lines in each site's audit log
+    for name in dep.sites:  # each site's own log of the release says the same
+        lines = _audit(dep, name).read_text().splitlines()
+        mine = [json.loads(x) for x in lines if f"Flower run {run_id}" in x]
+        spent = sum(event["epsilon"] for entry in mine for event in entry["dp"])
+        assert math.isclose(spent, 2.0), (name, spent)
+    # The keys docs/json.md gives `fedroc evaluate --json` with these options, and `flower`;
+    # the ServerApp holds no rows, as `evaluate --sites FILE` (no errors against them).
+    flower = result.pop("flower")
+    check_evaluate(result, [*args, "--sites"])
+    check(flower, ["flower of flower run"], args, "flower run")
+    # A bad value: one line naming the option and the value, nothing submitted.
+    before = {name: _audit(dep, name).read_text() for name in dep.sites}
+    code, out, err = run_main(capsys, [*args, "--dp-mode", "central"])
+    assert (code, out) == (2, "")
+    assert err == "error: --dp-mode must be one of ['distributed', 'local']; got 'central'\n"
+    assert {name: _audit(dep, name).read_text() for name in dep.sites} == before
 
 
 def test_submit_relays_the_calls_in_order_before_the_result(deployment) -> None:
