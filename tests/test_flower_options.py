@@ -276,3 +276,19 @@ def test_both_commands_name_plain_as_the_option_that_does_not_apply(capsys, path
         code, out, err = run_main(capsys, [*args, "--method", "histogram", "--plain"])
         assert (code, out) == (2, "")
         assert err == "error: option(s) --plain do not apply to --method histogram\n"
+
+
+def test_the_methods_refusal_in_the_serverapp_names_the_option(monkeypatch, capsys):
+    """What only the sites' data can refuse comes back from the ServerApp as the method's
+    InputError, which named its keyword (score_range); it names the option, as evaluate's."""
+    from fedroc.exceptions import InputError
+    from fedroc.federation.flower import deploy
+
+    def submit(*args: Any, **kwargs: Any) -> Any:
+        raise InputError("score_range (0.0, 0.5) misses the scores of site(s) ['site2']")
+
+    monkeypatch.setattr(deploy, "submit_job", submit)
+    args = [*FLOWER, "--method", "histogram", "--score-range", "0,0.5"]
+    code, out, err = run_main(capsys, args)
+    assert (code, out) == (2, "")
+    assert err == "error: --score-range (0.0, 0.5) misses the scores of site(s) ['site2']\n"
