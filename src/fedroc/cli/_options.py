@@ -6,8 +6,12 @@ A command gives its own default: ``label: LabelOption = "label"``. Imported by
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated
+from types import MappingProxyType
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -179,3 +183,85 @@ PlainOption = Annotated[
         "clear_histograms) instead of secure aggregation.",
     ),
 ]
+
+
+#: The method options ``fedroc evaluate`` and ``fedroc flower run`` both take (papers 1, 5
+#: and 3), in the order of their help; every one defaults to None (not given).
+SHARED_METHOD_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {
+        # rocglm (paper 1)
+        "epsilon": EpsilonOption,
+        "delta": DeltaOption,
+        "sensitivity": SensitivityOption,
+        "dp_calibration": DpCalibrationOption,
+        "privacy": PrivacyOption,
+        "thresholds": ThresholdsOption,
+        "n_thresholds": NThresholdsOption,
+        "correction": CorrectionOption,
+        "bootstrap": BootstrapOption,
+        "score_levels": ScoreLevelsOption,
+        "a0": A0Option,
+        # histogram (paper 5)
+        "quantiles": QuantilesOption,
+        "dp_epsilon": DpEpsilonOption,
+        "dp_noise": DpNoiseOption,
+        "dp_mode": DpModeOption,
+        "interpolation": InterpolationOption,
+        "branching": BranchingOption,
+        "height": HeightOption,
+        "score_range": ScoreRangeOption,
+        "score_transform": ScoreTransformOption,
+        # clustered (paper 3)
+        "cluster_bins": ClusterBinsOption,
+        "population_estimator": PopulationEstimatorOption,
+        "sigma11": Sigma11Option,
+        "cluster_interval": ClusterIntervalOption,
+        "plain": PlainOption,
+    }
+)
+#: The default of a command's ``method_options`` parameter (typer never sees it).
+NO_METHOD_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+
+_R = TypeVar("_R")
+
+
+def takes_method_options(command: Callable[..., _R]) -> Callable[..., _R]:
+    """Let a command's parameter ``method_options`` stand for :data:`SHARED_METHOD_OPTIONS`.
+
+    Typer reads a command's options from its signature: the command declares
+    ``method_options: Mapping[str, Any] = NO_METHOD_OPTIONS`` where the options go, and
+    typer sees each shared option there instead. The command gets their values as one
+    mapping (None where not given), for
+    :func:`fedroc.cli._method_options.method_keywords`. So the options two commands share,
+    and their help, are declared once.
+
+    Parameters
+    ----------
+    command : callable
+        A typer command with a parameter ``method_options``.
+
+    Returns
+    -------
+    callable
+        The command as typer should register it.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.name != "method_options":
+            parameters.append(parameter)
+            continue
+        parameters += [
+            inspect.Parameter(name, parameter.kind, annotation=option, default=None)
+            for name, option in SHARED_METHOD_OPTIONS.items()
+        ]
+    if len(parameters) == len(signature.parameters):
+        raise TypeError(f"{command.__name__} has no parameter method_options")
+
+    @functools.wraps(command)
+    def with_options(**given: Any) -> _R:
+        options = {name: given.pop(name) for name in SHARED_METHOD_OPTIONS}
+        return command(**given, method_options=options)
+
+    with_options.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return with_options

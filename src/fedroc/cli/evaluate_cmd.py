@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -39,39 +39,16 @@ from fedroc.cli._method_options import (
     option_names,
 )
 from fedroc.cli._options import (
-    A0Option,
+    NO_METHOD_OPTIONS,
     AtSensitivityOption,
     AtSpecificityOption,
-    BootstrapOption,
-    BranchingOption,
     CalibrationBinsOption,
-    ClusterBinsOption,
-    ClusterIntervalOption,
     CompareScoreOption,
     ConfidenceOption,
-    CorrectionOption,
-    DeltaOption,
-    DpCalibrationOption,
-    DpEpsilonOption,
-    DpModeOption,
-    DpNoiseOption,
-    EpsilonOption,
-    HeightOption,
-    InterpolationOption,
     JsonOption,
     MaxFprOption,
-    NThresholdsOption,
-    PlainOption,
-    PopulationEstimatorOption,
-    PrivacyOption,
-    QuantilesOption,
-    ScoreLevelsOption,
-    ScoreRangeOption,
-    ScoreTransformOption,
-    SensitivityOption,
-    Sigma11Option,
-    ThresholdsOption,
     YoudenOption,
+    takes_method_options,
 )
 from fedroc.exceptions import InputError
 
@@ -412,6 +389,7 @@ def _check_usage(
         check_site_files(parse_sites(site))
 
 
+@takes_method_options
 def evaluate_command(
     site: Annotated[
         list[str] | None,
@@ -487,28 +465,8 @@ def evaluate_command(
             "Brier score and operating points as scikit-learn's; no CI).",
         ),
     ] = None,
-    # --- rocglm (paper 1) ---
-    epsilon: EpsilonOption = None,
-    delta: DeltaOption = None,
-    sensitivity: SensitivityOption = None,
-    dp_calibration: DpCalibrationOption = None,
-    privacy: PrivacyOption = None,
-    thresholds: ThresholdsOption = None,
-    n_thresholds: NThresholdsOption = None,
-    correction: CorrectionOption = None,
-    bootstrap: BootstrapOption = None,
-    score_levels: ScoreLevelsOption = None,
-    a0: A0Option = None,
-    # --- histogram (paper 5) ---
-    quantiles: QuantilesOption = None,
-    dp_epsilon: DpEpsilonOption = None,
-    dp_noise: DpNoiseOption = None,
-    dp_mode: DpModeOption = None,
-    interpolation: InterpolationOption = None,
-    branching: BranchingOption = None,
-    height: HeightOption = None,
-    score_range: ScoreRangeOption = None,
-    score_transform: ScoreTransformOption = None,
+    # --- rocglm (paper 1), histogram (paper 5), clustered (paper 3): SHARED_METHOD_OPTIONS
+    method_options: Mapping[str, Any] = NO_METHOD_OPTIONS,
     # --- mpc (paper 4) ---
     mpc_cluster: Annotated[
         Path | None,
@@ -537,16 +495,10 @@ def evaluate_command(
             "class counts P and N, which the MPC job otherwise keeps secret.",
         ),
     ] = False,
-    # --- clustered (paper 3) ---
     cluster: Annotated[
         str | None,
         typer.Option(help="clustered: cluster id column (each cluster inside one site)."),
     ] = None,
-    cluster_bins: ClusterBinsOption = None,
-    population_estimator: PopulationEstimatorOption = None,
-    sigma11: Sigma11Option = None,
-    cluster_interval: ClusterIntervalOption = None,
-    plain: PlainOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Evaluate a score over several sites with one method.
@@ -571,37 +523,13 @@ def evaluate_command(
     # takes the same from `fedroc flower run`).
     options.update(
         method_keywords(
-            quantiles=quantiles,
-            dp_epsilon=dp_epsilon,
-            dp_noise=dp_noise,
-            dp_mode=dp_mode,
-            interpolation=interpolation,
-            branching=branching,
-            height=height,
-            score_range=score_range,
-            score_transform=score_transform,
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-            dp_calibration=dp_calibration,
-            privacy=privacy,
-            thresholds=thresholds,
-            n_thresholds=n_thresholds,
-            correction=correction,
-            bootstrap=bootstrap,
-            score_levels=score_levels,
-            a0=a0,
+            **method_options,
             mpc_cluster=None if mpc_cluster is None else str(mpc_cluster),
             mpc_sort=mpc_sort,
             mpc_delta=mpc_delta,
             mpc_precision=mpc_precision,
             mpc_min_class_count=mpc_min_class_count,
             mpc_calibration=mpc_calibration,
-            cluster_bins=cluster_bins,
-            population_estimator=population_estimator,
-            sigma11=sigma11,
-            cluster_interval=cluster_interval,
-            plain=plain,
         )
     )
     options.update(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,43 +33,20 @@ from fedroc.cli._common import (
     split_name_value,
 )
 from fedroc.cli._options import (
-    A0Option,
+    NO_METHOD_OPTIONS,
     AtSensitivityOption,
     AtSpecificityOption,
-    BootstrapOption,
-    BranchingOption,
     CalibrationBinsOption,
-    ClusterBinsOption,
-    ClusterIntervalOption,
     ConfidenceOption,
-    CorrectionOption,
-    DeltaOption,
-    DpCalibrationOption,
-    DpEpsilonOption,
-    DpModeOption,
-    DpNoiseOption,
-    EpsilonOption,
-    HeightOption,
-    InterpolationOption,
     JsonOption,
     LabelOption,
     MaxFprOption,
     MinCountOption,
-    NThresholdsOption,
-    PlainOption,
-    PopulationEstimatorOption,
     PosLabelOption,
-    PrivacyOption,
-    QuantilesOption,
     RootCertificatesOption,
-    ScoreLevelsOption,
     ScoreOption,
-    ScoreRangeOption,
-    ScoreTransformOption,
-    SensitivityOption,
-    Sigma11Option,
-    ThresholdsOption,
     YoudenOption,
+    takes_method_options,
 )
 from fedroc.exceptions import InputError
 
@@ -474,6 +452,7 @@ def _check_sites(sites: list[str] | None, connection: Any, deployment: Path | No
 
 
 @flower_app.command("run")
+@takes_method_options
 def run(
     deployment: Annotated[
         Path | None,
@@ -543,34 +522,8 @@ def run(
             help="Not on Flower: each SuperNode serves the one score column of its node config.",
         ),
     ] = None,
-    # rocglm (paper 1)
-    epsilon: EpsilonOption = None,
-    delta: DeltaOption = None,
-    sensitivity: SensitivityOption = None,
-    dp_calibration: DpCalibrationOption = None,
-    privacy: PrivacyOption = None,
-    thresholds: ThresholdsOption = None,
-    n_thresholds: NThresholdsOption = None,
-    correction: CorrectionOption = None,
-    bootstrap: BootstrapOption = None,
-    score_levels: ScoreLevelsOption = None,
-    a0: A0Option = None,
-    # histogram (paper 5)
-    quantiles: QuantilesOption = None,
-    dp_epsilon: DpEpsilonOption = None,
-    dp_noise: DpNoiseOption = None,
-    dp_mode: DpModeOption = None,
-    interpolation: InterpolationOption = None,
-    branching: BranchingOption = None,
-    height: HeightOption = None,
-    score_range: ScoreRangeOption = None,
-    score_transform: ScoreTransformOption = None,
-    # clustered (paper 3)
-    cluster_bins: ClusterBinsOption = None,
-    population_estimator: PopulationEstimatorOption = None,
-    sigma11: Sigma11Option = None,
-    cluster_interval: ClusterIntervalOption = None,
-    plain: PlainOption = None,
+    # rocglm (paper 1), histogram (paper 5), clustered (paper 3): SHARED_METHOD_OPTIONS
+    method_options: Mapping[str, Any] = NO_METHOD_OPTIONS,
     as_json: JsonOption = False,
 ) -> None:
     """Run a fedroc job (by default: evaluate one method) on a Flower federation."""
@@ -598,33 +551,7 @@ def run(
             "column of its node config (`fedroc flower supernode --score`); compare two "
             "models with `fedroc evaluate --compare-score` where the rows are at hand"
         )
-    given_options = method_keywords(
-        quantiles=quantiles,
-        dp_epsilon=dp_epsilon,
-        dp_noise=dp_noise,
-        dp_mode=dp_mode,
-        interpolation=interpolation,
-        branching=branching,
-        height=height,
-        score_range=score_range,
-        score_transform=score_transform,
-        epsilon=epsilon,
-        delta=delta,
-        sensitivity=sensitivity,
-        dp_calibration=dp_calibration,
-        privacy=privacy,
-        thresholds=thresholds,
-        n_thresholds=n_thresholds,
-        correction=correction,
-        bootstrap=bootstrap,
-        score_levels=score_levels,
-        a0=a0,
-        cluster_bins=cluster_bins,
-        population_estimator=population_estimator,
-        sigma11=sigma11,
-        cluster_interval=cluster_interval,
-        plain=plain,
-    )
+    given_options = method_keywords(**method_options)
     given_options.update(
         ask_keywords(max_fpr, at_specificity or [], at_sensitivity or [], youden, None)
     )
