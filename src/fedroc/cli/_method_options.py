@@ -170,11 +170,12 @@ def method_keywords(
 
 
 def ask_keywords(
-    max_fpr: float | None,
-    at_specificity: Sequence[float],
-    at_sensitivity: Sequence[float],
-    youden: bool,
-    compare_score: str | None,
+    *,
+    max_fpr: float | None = None,
+    at_specificity: Sequence[float] | None = None,
+    at_sensitivity: Sequence[float] | None = None,
+    youden: bool = False,
+    compare_score: str | None = None,
 ) -> dict[str, Any]:
     """Collect the method keywords of the options beyond the AUC that were given.
 

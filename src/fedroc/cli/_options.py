@@ -219,26 +219,39 @@ SHARED_METHOD_OPTIONS: Mapping[str, Any] = MappingProxyType(
         "plain": PlainOption,
     }
 )
-#: The default of a command's ``method_options`` parameter (typer never sees it).
-NO_METHOD_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+#: The options beyond the AUC that ``fedroc metrics``, ``fedroc evaluate`` and ``fedroc
+#: flower run`` take (their keywords are those of :func:`fedroc.methods.evaluate`).
+ASK_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {
+        "max_fpr": MaxFprOption,
+        "at_specificity": AtSpecificityOption,
+        "at_sensitivity": AtSensitivityOption,
+        "youden": YoudenOption,
+    }
+)
+# A command's parameter of this name stands for these options (takes_options).
+_GROUPS = {"method_options": SHARED_METHOD_OPTIONS, "asks": ASK_OPTIONS}
+_DEFAULTS = {"youden": False}
+#: The default of a command's ``method_options`` or ``asks`` parameter (typer never sees it).
+NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 
 _R = TypeVar("_R")
 
 
-def takes_method_options(command: Callable[..., _R]) -> Callable[..., _R]:
-    """Let a command's parameter ``method_options`` stand for :data:`SHARED_METHOD_OPTIONS`.
+def takes_options(command: Callable[..., _R]) -> Callable[..., _R]:
+    """Let a command's parameters ``method_options`` and ``asks`` stand for shared options.
 
-    Typer reads a command's options from its signature: the command declares
-    ``method_options: Mapping[str, Any] = NO_METHOD_OPTIONS`` where the options go, and
-    typer sees each shared option there instead. The command gets their values as one
-    mapping (None where not given), for
-    :func:`fedroc.cli._method_options.method_keywords`. So the options two commands share,
-    and their help, are declared once.
+    Typer reads a command's options from its signature: the command declares, where the
+    options go in its help, ``method_options: Mapping[str, Any] = NO_OPTIONS`` for
+    :data:`SHARED_METHOD_OPTIONS` or ``asks: Mapping[str, Any] = NO_OPTIONS`` for
+    :data:`ASK_OPTIONS`, and typer sees each option of the group there instead. The command
+    gets the group's values as one mapping (None, or False for ``youden``, where not
+    given). So the options several commands share, and their help, are declared once.
 
     Parameters
     ----------
     command : callable
-        A typer command with a parameter ``method_options``.
+        A typer command with a parameter ``method_options`` or ``asks``.
 
     Returns
     -------
@@ -247,21 +260,25 @@ def takes_method_options(command: Callable[..., _R]) -> Callable[..., _R]:
     """
     signature = inspect.signature(command, eval_str=True)
     parameters = []
+    groups = {}
     for parameter in signature.parameters.values():
-        if parameter.name != "method_options":
+        options = _GROUPS.get(parameter.name)
+        if options is None:
             parameters.append(parameter)
             continue
+        groups[parameter.name] = options
         parameters += [
-            inspect.Parameter(name, parameter.kind, annotation=option, default=None)
-            for name, option in SHARED_METHOD_OPTIONS.items()
+            inspect.Parameter(name, parameter.kind, annotation=option, default=_DEFAULTS.get(name))
+            for name, option in options.items()
         ]
-    if len(parameters) == len(signature.parameters):
-        raise TypeError(f"{command.__name__} has no parameter method_options")
+    if not groups:
+        raise TypeError(f"{command.__name__} has no parameter {' or '.join(_GROUPS)}")
 
     @functools.wraps(command)
     def with_options(**given: Any) -> _R:
-        options = {name: given.pop(name) for name in SHARED_METHOD_OPTIONS}
-        return command(**given, method_options=options)
+        for group, options in groups.items():
+            given[group] = {name: given.pop(name) for name in options}
+        return command(**given)
 
     with_options.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return with_options

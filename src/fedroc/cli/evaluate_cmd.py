@@ -39,16 +39,12 @@ from fedroc.cli._method_options import (
     option_names,
 )
 from fedroc.cli._options import (
-    NO_METHOD_OPTIONS,
-    AtSensitivityOption,
-    AtSpecificityOption,
+    NO_OPTIONS,
     CalibrationBinsOption,
     CompareScoreOption,
     ConfidenceOption,
     JsonOption,
-    MaxFprOption,
-    YoudenOption,
-    takes_method_options,
+    takes_options,
 )
 from fedroc.exceptions import InputError
 
@@ -389,7 +385,7 @@ def _check_usage(
         check_site_files(parse_sites(site))
 
 
-@takes_method_options
+@takes_options
 def evaluate_command(
     site: Annotated[
         list[str] | None,
@@ -453,10 +449,7 @@ def evaluate_command(
     ] = None,
     # --- beyond the AUC (methods that release enough; others refuse, naming the method) ---
     compare_score: CompareScoreOption = None,
-    max_fpr: MaxFprOption = None,
-    at_specificity: AtSpecificityOption = None,
-    at_sensitivity: AtSensitivityOption = None,
-    youden: YoudenOption = False,
+    asks: Mapping[str, Any] = NO_OPTIONS,  # ASK_OPTIONS: --max-fpr, --at-specificity, ...
     sample_weight: Annotated[
         str | None,
         typer.Option(
@@ -466,7 +459,7 @@ def evaluate_command(
         ),
     ] = None,
     # --- rocglm (paper 1), histogram (paper 5), clustered (paper 3): SHARED_METHOD_OPTIONS
-    method_options: Mapping[str, Any] = NO_METHOD_OPTIONS,
+    method_options: Mapping[str, Any] = NO_OPTIONS,
     # --- mpc (paper 4) ---
     mpc_cluster: Annotated[
         Path | None,
@@ -532,9 +525,7 @@ def evaluate_command(
             mpc_calibration=mpc_calibration,
         )
     )
-    options.update(
-        ask_keywords(max_fpr, at_specificity or [], at_sensitivity or [], youden, compare_score)
-    )
+    options.update(ask_keywords(**asks, compare_score=compare_score))
     if method == "mpc" and options.pop("compare", False):
         options["mpc_compare"] = True  # paired DeLong under MPC
     pooled: SiteData | None

@@ -33,20 +33,16 @@ from fedroc.cli._common import (
     split_name_value,
 )
 from fedroc.cli._options import (
-    NO_METHOD_OPTIONS,
-    AtSensitivityOption,
-    AtSpecificityOption,
+    NO_OPTIONS,
     CalibrationBinsOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
-    MaxFprOption,
     MinCountOption,
     PosLabelOption,
     RootCertificatesOption,
     ScoreOption,
-    YoudenOption,
-    takes_method_options,
+    takes_options,
 )
 from fedroc.exceptions import InputError
 
@@ -452,7 +448,7 @@ def _check_sites(sites: list[str] | None, connection: Any, deployment: Path | No
 
 
 @flower_app.command("run")
-@takes_method_options
+@takes_options
 def run(
     deployment: Annotated[
         Path | None,
@@ -511,10 +507,7 @@ def run(
         ),
     ] = False,
     # --- beyond the AUC, and the methods' own options: those of `fedroc evaluate` ---
-    max_fpr: MaxFprOption = None,
-    at_specificity: AtSpecificityOption = None,
-    at_sensitivity: AtSensitivityOption = None,
-    youden: YoudenOption = False,
+    asks: Mapping[str, Any] = NO_OPTIONS,  # ASK_OPTIONS: --max-fpr, --at-specificity, ...
     compare_score: Annotated[
         str | None,
         typer.Option(
@@ -523,7 +516,7 @@ def run(
         ),
     ] = None,
     # rocglm (paper 1), histogram (paper 5), clustered (paper 3): SHARED_METHOD_OPTIONS
-    method_options: Mapping[str, Any] = NO_METHOD_OPTIONS,
+    method_options: Mapping[str, Any] = NO_OPTIONS,
     as_json: JsonOption = False,
 ) -> None:
     """Run a fedroc job (by default: evaluate one method) on a Flower federation."""
@@ -552,9 +545,7 @@ def run(
             "models with `fedroc evaluate --compare-score` where the rows are at hand"
         )
     given_options = method_keywords(**method_options)
-    given_options.update(
-        ask_keywords(max_fpr, at_specificity or [], at_sensitivity or [], youden, None)
-    )
+    given_options.update(ask_keywords(**asks))
     options = _job_options(job, method, seed, confidence, bins, given_options)
     _check_sites(site, connection, deployment)
     if root_certificates is not None:  # last: the options' own errors come first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,16 +20,14 @@ from fedroc.cli._common import (
     read_data,
 )
 from fedroc.cli._options import (
-    AtSensitivityOption,
-    AtSpecificityOption,
+    NO_OPTIONS,
     CompareScoreOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
-    MaxFprOption,
     PosLabelOption,
     ScoreOption,
-    YoudenOption,
+    takes_options,
 )
 from fedroc.exceptions import InputError, warn_user
 
@@ -123,6 +122,7 @@ def metrics_dict(
     }
 
 
+@takes_options
 def metrics(
     data: Annotated[
         Path, typer.Argument(metavar="DATA", help="CSV or Parquet file with labels and scores.")
@@ -132,10 +132,7 @@ def metrics(
     pos_label: PosLabelOption = None,
     confidence: ConfidenceOption = 0.95,
     compare_score: CompareScoreOption = None,
-    max_fpr: MaxFprOption = None,
-    at_specificity: AtSpecificityOption = None,
-    at_sensitivity: AtSensitivityOption = None,
-    youden: YoudenOption = False,
+    asks: Mapping[str, Any] = NO_OPTIONS,  # ASK_OPTIONS: --max-fpr, --at-specificity, ...
     bootstrap: Annotated[
         int | None,
         typer.Option(help="Also a stratified bootstrap CI of the AUC with this many samples."),
@@ -175,10 +172,7 @@ def metrics(
     result = metrics_dict(
         site,
         confidence,
-        max_fpr=max_fpr,
-        at_specificity=at_specificity,
-        at_sensitivity=at_sensitivity,
-        youden=youden,
+        **asks,
         bootstrap=bootstrap,
         seed=seed,
     )
