@@ -193,6 +193,23 @@ def site_leaves(
 BIND_RANGE_ROWS = "histogram.range_rows"
 
 
+def _rows_read_before_differ(ctx: SiteContext) -> bool:
+    """Whether a binding of the ledger says the site read other rows than it holds now.
+
+    The digests its range checks bound (:data:`BIND_RANGE_ROWS`) and those its exact
+    releases bound (:func:`~fedroc.federation.site.rows_changed`), of every projection of
+    the rows loaded now: an exact release of the old rows (``fedroc.is_probability``, a
+    calibration curve) says as much of their range as a range check does (R10-1), and the
+    joint grid's check reads the rows the 1-D check read (R10-2).
+    """
+    digests = ctx.data.projection_digests
+    for names, digest in digests.items():
+        key = BIND_RANGE_ROWS + "".join("+" + name for name in names)
+        if ctx.ledger.bindings.get(key, digest) != digest:
+            return True
+    return rows_changed(ctx)
+
+
 def scores_in_range(
     ctx: SiteContext, lo: float, hi: float, transform: str | None, *, compare: bool = False
 ) -> list[NDArray[np.float64]]:
@@ -205,6 +222,12 @@ def scores_in_range(
     the check said, free of budget and before any noise, whether an added row lay outside
     or a withdrawn one had (review 9, R9-2: 20 of 20). A DP release of clipped scores is
     DP; an exact one is refused before it runs once exact releases bound other rows.
+
+    "Changed" is against every rows binding of the ledger: the rows any earlier range check
+    read (the 1-D one or the joint grid's), and those the site's first exact release read.
+    Read for the first time after a change, the check said the same of the new row when an
+    exact release (``fedroc.is_probability`` True) or the other check had said every old
+    score lay inside (review 10, R10-1 and R10-2: 20 of 20 each).
 
     Parameters
     ----------
@@ -228,7 +251,6 @@ def scores_in_range(
         A score outside the range, on the rows the check first read.
     """
     data = ctx.data
-    projection: tuple[str, ...] = ("score_b",) if compare else ()
     raw = [data.score]
     if compare:
         if data.score_b is None:
@@ -237,13 +259,18 @@ def scores_in_range(
     scores = [
         np.asarray(v if transform is None else TRANSFORMS[transform](v), np.float64) for v in raw
     ]
-    key = BIND_RANGE_ROWS + "".join("+" + name for name in projection)
-    digest = data.projection_digests[projection]
+    # The rows the check reads: the labels and scores, and with ``compare`` the second score
+    # too. Both keys are bound (the 1-D one by the joint grid too), so that a check under
+    # either key after a change sees the rows the other read.
+    reads: list[tuple[str, ...]] = [(), ("score_b",)] if compare else [()]
     with ctx.ledger.transaction():
-        first = ctx.ledger.bindings.get(key)
-        if first is None:
-            ctx.ledger.bind(key, digest)
-    if first is not None and first != digest:
+        changed = _rows_read_before_differ(ctx)
+        if not changed:
+            for names in reads:
+                key = BIND_RANGE_ROWS + "".join("+" + name for name in names)
+                if key not in ctx.ledger.bindings:
+                    ctx.ledger.bind(key, data.projection_digests[names])
+    if changed:
         return [np.clip(v, lo, hi) for v in scores]
     for name, v in zip(("first ", "second ") if compare else ("",), scores, strict=False):
         if ((v < lo) | (v > hi)).any():
