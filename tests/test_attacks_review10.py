@@ -167,3 +167,86 @@ def test_the_range_check_still_refuses_rows_an_exact_release_read_before():
     changed = _changed(site, _added(site._data, 7, 1.0, False))
     reply = Federation.from_sites([changed]).call(COUNT_LOCAL_NAME, lo=0.0, hi=0.5, epsilon=1e-6)
     assert np.asarray(reply["a"]["counts"]).shape == (2,)
+
+
+# -- R10-3. a refused exact release bound its cuts, not the rows it read -------------------
+
+
+def _q_minus_one_positives_below(seed: int, cut: float, q: int = 5, n: int = 300) -> SiteData:
+    """Scores in [0, 1]; exactly q - 1 positives below ``cut``, many rows of each class
+    everywhere else (so that only that part of the leaf [0, 0.5) is small)."""
+    rng = np.random.default_rng([1013, seed])
+    y = rng.random(n) < 0.5
+    s = cut + (1.0 - cut) * rng.random(n)
+    low = np.flatnonzero(y)[: q - 1]
+    s[low] = cut * rng.random(low.size)
+    neg = np.flatnonzero(~y)[: 3 * q]
+    s[neg] = cut * rng.random(neg.size)  # negatives below the cut: that class is not small
+    return SiteData.from_arrays(y, s)
+
+
+def _added_below(data: SiteData, seed: int, cut: float, positive: bool) -> SiteData:
+    """``data`` and one new row below ``cut``: a positive when ``positive``, else a negative."""
+    rng = np.random.default_rng([1014, seed])
+    return SiteData.from_arrays(np.r_[data.label, positive], np.r_[data.score, cut * rng.random()])
+
+
+def test_a_local_dp_tree_after_a_refused_calibration_and_a_change_does_not_tell_the_new_label():
+    """R10-3. R9-1 refuses a local-DP tree after a change of rows while the site has clear
+    cuts: it asks ``rows_changed``, which reads the rows binding of the first exact release.
+    But a clear calibration refused by its own check binds its bins (a clear cut, bound
+    before the rows are read) and not the rows. A local tree of 2 leaves released, then a
+    calibration at 4 bins refused because its edge 0.25 splits the leaf [0, 0.5) into a part
+    of q - 1 positives (R43); one row added below 0.25; the same local tree asked again read
+    the new rows against that edge, before its noise: answered exactly when the new row was
+    a positive. On 7b49c8a: 20 of 20."""
+    from fedroc.methods.histogram._site import LOCAL_NAME
+
+    tree = {"branching": 2, "height": 1, "lo": 0.0, "hi": 1.0, "epsilon": 0.5}
+    read = 0
+    for seed in range(TRIALS):
+        data = _q_minus_one_positives_below(seed, 0.25)
+        site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+        fed = Federation.from_sites([site])
+        fed.call(LOCAL_NAME, **tree)
+        try:
+            fed.call("fedroc.calibration", n_bins=4)
+            raise AssertionError("the calibration was not refused")
+        except FedrocError as exc:
+            assert "splits a leaf" in str(exc)
+        positive = bool(seed % 2)
+        changed = _changed(site, _added_below(data, seed, 0.25, positive))
+        try:
+            Federation.from_sites([changed]).call(LOCAL_NAME, **tree)
+            guess = True  # answered: the edge's part now holds q positives
+        except FedrocError:
+            guess = False
+        read += guess == positive
+    assert read <= 15, f"whether the added row is a positive read in {read} of 20"
+
+
+def test_an_exact_table_refused_before_a_change_and_asked_after_does_not_tell_the_new_label():
+    """R10-3 on the exact path: a confusion table refused for a cell under q bound no rows,
+    so after one row was added the same table ran on the new rows (its rows check passed:
+    nothing bound) and was answered exactly when the new row was a false negative (q - 1 of
+    them before). On 7b49c8a: 20 of 20."""
+    from fedroc.methods.rocglm._site import FN_CONFUSION
+
+    read = 0
+    for seed in range(TRIALS):
+        data = _q_minus_one_positives_below(seed, 0.25)
+        site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+        try:
+            Federation.from_sites([site]).call(FN_CONFUSION, threshold=0.25)
+            raise AssertionError("the table was not refused")
+        except FedrocError as exc:
+            assert "fewer than the minimum" in str(exc)
+        positive = bool(seed % 2)
+        changed = _changed(site, _added_below(data, seed, 0.25, positive))
+        try:
+            Federation.from_sites([changed]).call(FN_CONFUSION, threshold=0.25)
+            guess = True
+        except FedrocError:
+            guess = False
+        read += guess == positive
+    assert read <= 15, f"whether the added row is a false negative read in {read} of 20"

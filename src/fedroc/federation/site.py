@@ -53,7 +53,7 @@ import numpy as np
 from fedroc._docs import fill_doc
 from fedroc._results import jsonable
 from fedroc.data import Columns, SiteData
-from fedroc.exceptions import DisclosureError, InputError
+from fedroc.exceptions import DisclosureError, FedrocError, InputError
 from fedroc.federation.records import Record, check_record
 from fedroc.federation.roster import SiteIdentity
 from fedroc.federation.schema import ArgumentRefused, Schema, check_arguments
@@ -648,7 +648,7 @@ def binding_mod(call: Call, next_handler: Handler) -> Reply:
     bound = _bound(call)
     _check_rows_first(call)
     _check_bindings(call.ctx, call.function, bound)
-    reply = next_handler(call)
+    reply = _run_binding_refusals(call, next_handler)
     with call.ctx.ledger.transaction():
         _check_bindings(call.ctx, call.function, bound)
         bind_rows(call, reply)
@@ -819,6 +819,34 @@ def _check_rows_first(call: Call) -> None:
             check_rows(call.ctx, call.function)
 
 
+def _run_binding_refusals(call: Call, next_handler: Handler) -> Reply:
+    """Run an exact call; if it refuses of its own, bind the rows it read (as a release would).
+
+    A refusal of an exact function after its rows check (a confusion cell under q, a
+    calibration edge beside a local tree's leaf, a score outside [0, 1]) is a bit of the
+    rows it read, and it binds what the function holds apart from later requests (the
+    calibration's bins, the clustered edges, a confusion threshold asked). Binding nothing
+    of the rows, it let the same request run again after a change, and its answer there
+    said where the changed row lay: a table refused for q - 1 false negatives, answered
+    after a row was added exactly when the row was one (review 10, R10-3: 20 of 20); and a
+    local-DP tree checked the new rows against the refused calibration's bins, which
+    :func:`rows_changed` took for unchanged rows (20 of 20). Nothing is bound when the rows
+    check itself refuses.
+    """
+    try:
+        return next_handler(call)
+    except FedrocError:
+        if _spec(call.function).rows and _spec(call.function).exact(call.args):
+            with call.ctx.ledger.transaction():
+                try:
+                    digests = check_rows(call.ctx, call.function)
+                except DisclosureError:
+                    digests = {}  # another version bound meanwhile: nothing to add
+                for key, digest in digests.items():
+                    call.ctx.ledger.bind(key, digest)
+        raise
+
+
 def disclosure_mod(call: Call, next_handler: Handler) -> Reply:
     """Check the reply against the policy and charge its DP events to the ledger.
 
@@ -841,7 +869,7 @@ def _disclose(call: Call, next_handler: Handler) -> Reply:
     bound = _bound(call)
     _check_rows_first(call)
     _check_bindings(ctx, function, bound)
-    reply = next_handler(call)
+    reply = _run_binding_refusals(call, next_handler)
     values = check_record(reply.values, f"reply of {function!r}")
     if any(k.startswith("__") for k in values):
         raise InputError(f"reply keys starting with '__' are reserved ({function!r})")
