@@ -187,7 +187,43 @@ EVALUATE_RUNS = [
 )
 def test_evaluate_keys_are_documented(files, method, options):
     args = ["evaluate", *_sites(files), "--method", method, *options, "--json"]
-    check_evaluate(ok(args), args)
+    obj = ok(args)
+    check_evaluate(obj, args)
+    check_common(obj, files)
+
+
+# One quantity, one key (docs/json.md, conventions): every method gives these.
+COMMON = ("auc", "auc_ci", "auc_se", "n", "n_pos", "n_neg")
+
+
+def _rows(files: dict[str, Path]) -> tuple[int, int]:
+    """Rows and positive rows of the three site files."""
+    labels = np.concatenate([pd.read_csv(files[k])["label"] for k in ("north", "south", "east")])
+    return labels.size, int(labels.sum())
+
+
+def check_common(obj: dict[str, Any], files: dict[str, Path]) -> None:
+    """The common keys are there and mean the same thing whatever the method."""
+    method = obj["method"]
+    missing = [k for k in COMMON if k not in obj]
+    assert not missing, f"evaluate {method}: common keys missing: {missing}"
+    rows, positives = _rows(files)
+    n, n_pos, n_neg = obj["n"], obj["n_pos"], obj["n_neg"]
+    if n_pos is not None and n_neg is not None:
+        assert n == pytest.approx(n_pos + n_neg, rel=1e-12), method
+    if all(site["n"] is not None for site in obj["sites"]):
+        assert n == sum(site["n"] for site in obj["sites"]), method
+    if method == "mpc":  # the class counts are what the MPC job keeps secret
+        assert n == rows and n_pos is None and n_neg is None
+    elif method == "clustered":  # the rows of the clusters holding both classes
+        assert 0 < n < rows and n_pos < positives
+        assert obj["auc"] == obj["population_auc"] and obj["auc_se"] == obj["population_se"]
+        assert obj["auc_ci"] == obj["population_ci"]
+    elif obj.get("mode") in ("distributed-dp", "local-dp"):  # noisy counts, floats
+        assert isinstance(n, float) and abs(n - rows) < 0.2 * rows
+    else:  # exact counts
+        assert (n, n_pos) == (rows, positives), method
+        assert all(isinstance(v, int) for v in (n, n_pos, n_neg)), method
 
 
 def test_evaluate_mpc_asks_and_histogram_from_a_sites_file(files):
@@ -212,9 +248,45 @@ def test_metrics_keys_are_documented(files):
 
 def test_clustered_keys_are_documented(files):
     args = ["clustered", str(files["north"]), "--cluster", "pid", "--json"]
-    check(ok(args), ["joint (default)"], args, "clustered")
+    joint = ok(args)
+    check(joint, ["joint (default)"], args, "clustered")
     args = [*args[:-1], "--estimator", "obuchowski", "--json"]
-    check(ok(args), ["--estimator obuchowski"], args, "clustered obuchowski")
+    obu = ok(args)
+    check(obu, ["--estimator obuchowski"], args, "clustered obuchowski")
+    # The same quantity under the same key as evaluate's: auc is the population AUC of the
+    # joint analysis and Obuchowski's AUC of --estimator obuchowski; n = n_pos + n_neg.
+    for key, alias in (("auc", "population_auc"), ("auc_ci", "population_ci")):
+        assert joint[key] == joint[alias]
+    assert joint["auc_se"] == joint["population_se"]
+    assert joint["n"] == joint["n_pos"] + joint["n_neg"]
+    for key, alias in (("auc_se", "se"), ("auc_ci", "ci"), ("obuchowski_auc", "auc")):
+        assert obu[key] == obu[alias]
+    assert (obu["obuchowski_se"], obu["obuchowski_ci"]) == (obu["se"], obu["ci"])
+    assert obu["n"] == obu["n_pos"] + obu["n_neg"] == pd.read_csv(files["north"]).shape[0]
+    assert obu["obuchowski_auc"] == pytest.approx(joint["obuchowski_auc"])
+
+
+def test_clustered_and_evaluate_clustered_share_their_keys(files, tmp_path):
+    """fedroc clustered on the pooled file and evaluate --method clustered over its three
+    parts give every quantity they both report under one key, with the same value (up to
+    the federated method's score bins, bounded by its binning bounds)."""
+    frames = [pd.read_csv(files[k]).assign(pid=lambda f, k=k: k + f["pid"].astype(str))
+              for k in ("north", "south", "east")]  # fmt: skip
+    pooled = tmp_path / "pooled.csv"
+    pd.concat(frames).to_csv(pooled, index=False)
+    cli = ok(["clustered", str(pooled), "--cluster", "pid", "--json"])
+    fed = ok(["evaluate", *_sites(files), "--method", "clustered", "--cluster", "pid", "--json"])
+    shared = (set(cli) & set(fed)) - {"caveats", "notes"}
+    assert set(COMMON) | {"population_auc", "obuchowski_auc", "obuchowski_se"} <= shared
+    bounds = {"obuchowski": fed["obuchowski_binning_bound"]}
+    for key in sorted(shared):
+        a, b = cli[key], fed[key]
+        if a is None or (isinstance(a, (int, str)) and not isinstance(a, bool)):
+            assert a == b, key
+        else:  # estimates: the federated ones are of binned scores
+            bound = bounds.get(key.split("_")[0], fed["population_binning_bound"])
+            tol = 0.02 if key in ("covariance", "equality_z", "equality_p") else 1e-9
+            assert np.allclose(a, b, atol=max(bound, tol)), (key, a, b)
 
 
 def test_sequester_plan_keys_are_documented():
@@ -303,6 +375,7 @@ def test_every_table_of_the_doc_is_checked():
         "mpc",
         "joint (default)",
         "--estimator obuchowski",
+        "fedroc mpc run --json",  # tests/test_mpc_cluster.py
         "fedroc sequester plan --json",
         "fedroc privacy status --json",
         "sites of privacy status (each entry)",

@@ -36,6 +36,7 @@ from fedroc.mpc.owner import (
 )
 from fedroc.mpc.seal import new_key, public_bytes, seal
 from fedroc.privacy import DisclosurePolicy
+from tests.test_json_contract import check
 
 SIZES = (("north", 60), ("south", 25), ("east", 90))
 
@@ -183,6 +184,16 @@ def test_a_running_cluster_serves_jobs_and_stays_up(capsys, tmp_path, site_files
         main(["mpc", "run", *files, "--cluster", path, "--json"])
         res = json.loads(capsys.readouterr().out)
         assert res["auc"] == rounded(roc_auc(y, s)) and res["job"] == job
+        # Its keys are those docs/json.md lists; the rows are n, the class counts secret.
+        args = ["mpc", "run", "--json"]
+        check(res, ["fedroc mpc run --json"], args, "mpc run")
+        check(res["mpc"], ["mpc"], args, "mpc run: mpc")
+        check(res["comparison"], ["comparison"], args, "mpc run: comparison")
+        assert res["n"] == y.size == sum(e["n"] for e in res["sites"])
+        assert res["n_pos"] is None and res["n_neg"] is None
+        assert res["mpc"]["released"] is True and res["mpc"]["job"] == job
+        assert res["auc_se"] == pytest.approx(np.sqrt(res["auc_variance"]))
+        run_record = res
         logit = delong(y, s).confidence_interval(method="logit")  # MPC keeps the logit CI
         assert np.allclose(res["auc_ci"], logit, atol=1e-4)
         s2 = np.concatenate([pd.read_csv(p)["p2"].to_numpy() for p in site_files.values()])
@@ -204,6 +215,11 @@ def test_a_running_cluster_serves_jobs_and_stays_up(capsys, tmp_path, site_files
         res = json.loads(capsys.readouterr().out)
         assert res["auc"] == rounded(roc_auc(y, s))
         assert "cluster" in " ".join(res["released"]["notes"])
+        # The same job's values under the same keys in both commands.
+        for key in ("auc", "n", "n_pos", "n_neg", "pr_auc", "auc_variance", "auc_se", "sites"):
+            assert res[key] == run_record[key], key
+        assert res["auc_ci"] == pytest.approx(run_record["auc_ci"])
+        assert set(res["mpc"]) == set(run_record["mpc"])
         procs = cluster.procs
         assert all(p.poll() is None for p in procs)  # still serving after all that
     assert [p.returncode for p in procs] == [0, 0, 0]  # shut down cleanly

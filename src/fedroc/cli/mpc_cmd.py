@@ -222,6 +222,7 @@ def run(
     from fedroc.metrics import logit_ci
     from fedroc.mpc.bundle import read_bundle
     from fedroc.mpc.net import ClusterClient, ClusterConfig, job_of
+    from fedroc.mpc.runtime import ROLE
 
     if not 0 < confidence < 1:
         raise InputError(f"--confidence must lie in (0, 1); got {confidence}")
@@ -233,26 +234,42 @@ def run(
     result = ClusterClient(ClusterConfig.load(cluster)).run(items)
     o = result.outputs
     ci = logit_ci(o.auc, o.se, confidence) if o.se is not None and o.released else None
+    # The keys of `fedroc evaluate --method mpc` for the same values (docs/json.md): the
+    # job's facts under `mpc`, where `released` is whether the values were opened (at the
+    # top level, `released` of evaluate is what left the sites).
     record = {
         "method": "mpc",
         "job": terms.job,
         "sites": [{"name": b.owner, "n": b.n} for b in items],
-        "released": o.released,
         "auc": o.auc,
         "auc_ci": None if ci is None else list(ci),
-        "auc_se": o.se,
+        "n": sum(b.n for b in items),
+        "n_pos": None,  # the class counts stay secret
+        "n_neg": None,
         "pr_auc": o.pr_auc,
+        "auc_se": o.se,
+        "auc_variance": o.variance,
         **({"auc_noties": o.auc_noties} if o.auc_noties is not None else {}),
         **({"comparison": paired_comparison(o, confidence)} if o.auc_b is not None else {}),
-        "precision_bits": o.frac_bits,
-        "min_class_count": o.min_class_count,
-        "seconds": result.seconds,
-        "parties": [{"party": pid, **s.to_dict()} for pid, s in enumerate(result.stats)],
+        "mpc": {
+            "job": terms.job,
+            "sort": terms.sort,
+            "delta": terms.delta if terms.sort == "delta" else None,
+            "precision_bits": o.frac_bits,
+            "min_class_count": o.min_class_count,
+            "released": o.released,
+            "seconds": result.seconds,
+            "parties": [
+                {"party": pid, "role": ROLE[pid], **s.to_dict()}
+                for pid, s in enumerate(result.stats)
+            ],
+        },
     }
     if as_json:
         emit_json(record)
         return
-    rows = [(k, v) for k, v in record.items() if k not in ("sites", "parties", "comparison")]
+    rows = [(k, v) for k, v in record.items() if k not in ("sites", "comparison", "mpc", "job")]
+    rows += [(k, v) for k, v in record["mpc"].items() if k != "parties"]
     for key, value in record.get("comparison", {}).items():
         rows.append((f"comparison: {key}", value))
     out.print(kv_table("MPC result", rows))

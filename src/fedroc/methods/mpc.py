@@ -539,7 +539,14 @@ def run_mpc(
     auc_ci = None
     if mpc_ci and out.released and se is not None:
         auc_ci = logit_ci(out.auc, se, inputs.confidence_level)
-    extra: dict[str, Any] = {"pr_auc": out.pr_auc}
+    # n, n_pos, n_neg under the names every method gives them: the rows are the list
+    # lengths the sites shared (sites[].n); the class counts stay secret (None).
+    extra: dict[str, Any] = {
+        "n": sum(b.n for b in bundles),
+        "n_pos": None,
+        "n_neg": None,
+        "pr_auc": out.pr_auc,
+    }
     if mpc_ci:
         extra["auc_se"] = se
         extra["auc_variance"] = out.variance

@@ -542,6 +542,14 @@ def run_clustered(
     )
     est = fed_result.estimate
     extra = {
+        # The keys every method gives (n, n_pos, n_neg, auc_se), then those of `fedroc
+        # clustered --json` for the same quantities: one name per quantity in both commands.
+        "n": est.n_neg + est.n_pos,
+        "n_pos": est.n_pos,
+        "n_neg": est.n_neg,
+        "auc_se": est.population_se,
+        "population_auc": est.population_auc,
+        "population_ci": list(est.population_ci),
         "population_se": est.population_se,
         "population_estimator": est.population_estimator,
         "personalized_auc": est.personalized_auc,
@@ -551,13 +559,12 @@ def run_clustered(
         "equality_z": est.equality_z,
         "equality_p": est.equality_p,
         "obuchowski_auc": est.obuchowski_auc,
+        "obuchowski_se": est.obuchowski_se,
         "obuchowski_ci": list(est.obuchowski_ci),
         "delong_se": est.delong_se,
         "n_clusters": est.n_clusters,
         "n_clusters_total": est.n_clusters_total,
         "n_excluded": est.n_excluded,
-        "n_neg": est.n_neg,
-        "n_pos": est.n_pos,
         "sigma11": est.sigma11,
         "interval": est.interval,
         "n_bins": fed_result.n_bins,

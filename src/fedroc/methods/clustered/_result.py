@@ -513,8 +513,16 @@ class ClusteredAUCResult(ResultMixin):
 
     # -- output -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Return the keys of ``fedroc clustered --json`` (DESIGN.md) followed by context."""
+        """Return the keys of ``fedroc clustered --json`` (docs/json.md).
+
+        ``auc``, ``auc_ci``, ``auc_se`` and ``n`` repeat the population AUC, its interval,
+        its SE and ``n_pos + n_neg`` under the names ``fedroc evaluate`` gives them (the
+        population AUC is ``auc`` of ``--method clustered``).
+        """
         return {
+            "auc": jsonable(self.population_auc),
+            "auc_ci": jsonable(self.population_ci),
+            "auc_se": jsonable(self.population_se),
             "population_auc": jsonable(self.population_auc),
             "personalized_auc": jsonable(self.personalized_auc),
             "obuchowski_auc": jsonable(self.obuchowski_auc),
@@ -529,6 +537,7 @@ class ClusteredAUCResult(ResultMixin):
             "n_clusters_total": self.n_clusters_total,
             "n_excluded": self.n_excluded,
             "excluded_clusters": jsonable(self.excluded_clusters),
+            "n": self.n_neg + self.n_pos,
             "n_neg": self.n_neg,
             "n_pos": self.n_pos,
             "pair_correction": self.pair_correction,
@@ -654,6 +663,20 @@ class ObuchowskiResult(ResultMixin):
     interval: str = "logit"
 
     SUMMARY_TITLE = "Obuchowski's clustered AUC"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the keys of ``fedroc clustered --estimator obuchowski --json``.
+
+        The fields, then the same values under the names the other commands give them:
+        ``auc_se``, ``auc_ci`` (``se``, ``ci``), ``n`` (``n_pos + n_neg``) and
+        ``obuchowski_auc``, ``obuchowski_se``, ``obuchowski_ci`` (as in the joint analysis).
+        """
+        out = super().to_dict()
+        out["auc_se"], out["auc_ci"] = out["se"], out["ci"]
+        out["n"] = self.n_neg + self.n_pos
+        out["obuchowski_auc"], out["obuchowski_se"] = out["auc"], out["se"]
+        out["obuchowski_ci"] = out["ci"]
+        return out
 
     def summary_rows(self) -> list[tuple[str, Any]]:
         """Give the ``(quantity, value)`` rows of :meth:`summary` and of ``fedroc clustered``."""

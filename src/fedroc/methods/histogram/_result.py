@@ -217,6 +217,7 @@ class HistogramCurves(ResultMixin):
 
     def to_evaluation(self, released: Released) -> EvaluationResult:
         """Return the common result of ``fedroc evaluate`` (its JSON keys)."""
+        exact = self.mode == MODE_SA
         extra: dict[str, Any] = {
             "pr_auc": self.pr_auc,
             "quantiles": self.quantiles,
@@ -226,9 +227,11 @@ class HistogramCurves(ResultMixin):
             "interpolation": self.interpolation,
             "branching": self.branching,
             "height": self.height,
-            # Exact under secure aggregation (shown as counts), noisy under DP.
-            "n_pos": int(self.n_pos) if self.mode == MODE_SA else self.n_pos,
-            "n_neg": int(self.n_neg) if self.mode == MODE_SA else self.n_neg,
+            # Exact under secure aggregation (shown as counts), noisy under DP. `n` as every
+            # other method names it: their sum, nothing the two counts do not already give.
+            "n": round(self.n_pos + self.n_neg) if exact else self.n_pos + self.n_neg,
+            "n_pos": round(self.n_pos) if exact else self.n_pos,
+            "n_neg": round(self.n_neg) if exact else self.n_neg,
             "auc_se": self.se,
             "curve_auc": self.curve_auc,
             "average_precision": self.average_precision,
