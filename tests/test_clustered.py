@@ -557,9 +557,12 @@ def test_cli_figure_paths_are_checked_before_the_work(clustered_csv, capsys, tmp
         {"patient": np.repeat(np.arange(61), 2), "y": np.tile([0, 1], 61), "p": np.arange(122.0)}
     ).to_csv(many, index=False)
     base[1] = str(many)
+    # Over 60 clusters (it refused before, and the estimates were lost with it): the rug
+    # draws 60 of them and says so, and the estimates follow.
     code, err = run("--rug", str(tmp_path / "r.png"))
-    assert code == 2 and "max_clusters" not in err
-    assert f"--rug draws one row per cluster, at most 60; {str(many)!r} has 61 clusters" in err
+    assert code == 0 and "max_clusters" not in err
+    assert f"note: --rug drew 60 of the 61 clusters of {str(many)!r}" in err
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_cli_table_and_errors(clustered_csv, capsys, tmp_path):
@@ -905,6 +908,31 @@ def test_rug_plot_draws_every_cluster_and_the_combined_row(tmp_path):
     assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["all", "0"]
     with pytest.raises(InputError, match="max_clusters=3"):
         rug_figure(y, s, c, max_clusters=3)
+
+
+def test_rug_plot_of_many_clusters_draws_a_readable_sample():
+    # 250 clusters: a row each would be a 63-inch figure. With sample=True the rows of 60
+    # clusters evenly spaced by id (the first and the last among them), every row of the
+    # data in the combined row, and the title says what is shown.
+    rng = np.random.default_rng(4)
+    c = np.repeat(np.arange(1000, 1250), 3)
+    y = np.tile([0, 1, 1], 250).astype(bool)
+    s = rng.normal(size=c.size) + y
+    fig = rug_figure(y, s, c, sample=True)
+    ax = fig.axes[0]
+    offsets = np.concatenate([coll.get_offsets() for coll in ax.collections])
+    rows = offsets[:, 1]
+    assert sorted(set(rows.tolist())) == [float(k) for k in range(61)]
+    assert (rows == 0).sum() == c.size  # the combined row: every cluster
+    assert (rows > 0).sum() == 60 * 3
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[:2] == ["all", "1000"] and labels[-1] == "1249" and len(labels) == 61
+    assert "60 of 250 clusters" in ax.get_title()
+    # The drawn rows are those clusters' own points.
+    drawn = {int(t) for t in labels[1:]}
+    mine = np.isin(c, list(drawn))
+    assert sorted(offsets[rows > 0, 0]) == pytest.approx(sorted(s[mine]))
+    assert fig.get_size_inches()[1] < 20
 
 
 def test_paper_3_figures_are_registered_and_written(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from fedroc._plotting import new_figure
 from fedroc._validation import check_binary
@@ -18,7 +18,7 @@ from fedroc.exceptions import InputError
 if TYPE_CHECKING:
     from fedroc.methods.clustered._result import ClusteredAUCResult
 
-__all__ = ["ellipse_figure", "new_figure", "rug_axes", "rug_figure"]
+__all__ = ["ellipse_figure", "new_figure", "rug_axes", "rug_clusters", "rug_figure"]
 
 
 def ellipse_figure(
@@ -78,21 +78,32 @@ def rug_axes(
     *,
     pos_label: Any = None,
     title: str | None = None,
+    show: NDArray[np.int64] | None = None,
 ) -> None:
     """Draw the rug plot of Figure 1 on ``ax``.
 
     One row per cluster (in the order of their ids), controls drawn as ``|`` and cases as
     ``-``, and all clusters combined on the bottom row, below a line: a reader sees at once
     whether the cases sit to the right of the controls within each cluster (the
-    personalized AUC) and in the combined row (the population AUC).
+    personalized AUC) and in the combined row (the population AUC). ``show`` (positions in
+    the sorted ids) limits the cluster rows to those clusters; the combined row keeps every
+    row.
     """
     from fedroc.methods.clustered._pooled import encode_clusters
 
     y, s = check_binary(y_true, y_score, pos_label=pos_label)
     codes, ids = encode_clusters(cluster, y.size)
-    rows = codes + 1.0
-    ax.scatter(s[~y], rows[~y], marker="|", s=80, color="C0", label="control")
-    ax.scatter(s[y], rows[y], marker="_", s=80, color="C3", label="case")
+    # Row k + 1 for the k-th cluster drawn; -1 for a cluster left out.
+    position = np.arange(ids.size)
+    if show is not None:
+        position = np.full(ids.size, -1)
+        position[show] = np.arange(len(show))
+        ids = ids[show]
+    drawn = position[codes] >= 0
+    rows = position[codes][drawn] + 1.0
+    ys, ss = y[drawn], s[drawn]
+    ax.scatter(ss[~ys], rows[~ys], marker="|", s=80, color="C0", label="control")
+    ax.scatter(ss[ys], rows[ys], marker="_", s=80, color="C3", label="case")
     ax.scatter(s[~y], np.zeros(int((~y).sum())), marker="|", s=80, color="C0")
     ax.scatter(s[y], np.zeros(int(y.sum())), marker="_", s=80, color="C3")
     ax.axhline(0.5, color="black", lw=0.8)
@@ -118,26 +129,51 @@ def rug_figure(
     pos_label: Any = None,
     title: str | None = None,
     max_clusters: int = RUG_MAX_CLUSTERS,
+    sample: bool = False,
 ) -> Any:
     """Rug plot of every cluster and of the combined data (Figure 1's view).
 
-    Returns the Figure (saved if ``path``). Refuses more than ``max_clusters`` clusters,
-    which a row per cluster cannot show legibly.
+    Returns the Figure (saved if ``path``). A row per cluster stays legible up to
+    ``max_clusters`` clusters; with more it refuses, or with ``sample=True`` draws the rows
+    of ``max_clusters`` clusters evenly spaced in the order of their ids (every cluster
+    still in the combined row) and says so in the title.
     """
-    from fedroc.methods.clustered._pooled import encode_clusters
-
     y, _ = check_binary(y_true, y_score, pos_label=pos_label)
-    _, ids = encode_clusters(cluster, y.size)
-    if ids.size > max_clusters:
-        raise InputError(
-            f"a rug plot shows one row per cluster; got {ids.size} clusters, more than "
-            f"max_clusters={max_clusters}"
-        )
-    fig = new_figure((6, 1.2 + 0.25 * ids.size))
+    show, total = rug_clusters(cluster, y.size, max_clusters, sample=sample)
+    drawn = total if show is None else len(show)
+    if show is not None:
+        shown = f"{drawn} of {total} clusters (evenly spaced by id); bottom row: all {total}"
+        title = f"{title}\n{shown}" if title else shown
+    fig = new_figure((6, 1.2 + 0.25 * drawn + (0.3 if show is not None else 0.0)))
     ax = fig.add_subplot()
-    rug_axes(ax, y_true, y_score, cluster, pos_label=pos_label, title=title)
+    rug_axes(ax, y_true, y_score, cluster, pos_label=pos_label, title=title, show=show)
     ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
+
+
+def rug_clusters(
+    cluster: ArrayLike, n: int, max_clusters: int = RUG_MAX_CLUSTERS, *, sample: bool = False
+) -> tuple[NDArray[np.int64] | None, int]:
+    """Which clusters a rug plot draws a row for: ``(positions or None for all, total)``.
+
+    Above ``max_clusters`` rows the plot is unreadable (1000 clusters: a 251-inch figure,
+    5.5 s): refused, or with ``sample`` ``max_clusters`` positions evenly spaced over the
+    sorted ids (deterministic, first and last included).
+    """
+    from fedroc.methods.clustered._pooled import encode_clusters
+
+    if int(max_clusters) < 1:
+        raise InputError(f"max_clusters must be at least 1; got {max_clusters!r}")
+    _, ids = encode_clusters(cluster, n)
+    if ids.size <= max_clusters:
+        return None, int(ids.size)
+    if not sample:
+        raise InputError(
+            f"a rug plot shows one row per cluster; got {ids.size} clusters, more than "
+            f"max_clusters={max_clusters} (sample=True draws {max_clusters} of them)"
+        )
+    picked = np.unique(np.linspace(0, ids.size - 1, int(max_clusters)).round().astype(np.int64))
+    return picked, int(ids.size)
