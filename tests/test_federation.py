@@ -116,6 +116,34 @@ def test_distributed_moments_brier_match_pooled():
     assert set(released.bytes_received) == set(fr)
 
 
+def test_moments_of_huge_scores_are_a_clear_error_not_inf():
+    """Scores more than ~1e154 from their mean: fedroc.centered_ss squared them into inf
+    (with a RuntimeWarning), and distributed_variance returned variance=inf, which the JSON
+    of flower run --job moments showed as null. Sites whose sums overflow only together
+    gave mean=inf, which the sites then refused as the argument 'mean'."""
+    import warnings
+
+    def fed_of(big):
+        fr = {k: pd.DataFrame({"y": [0, 1] * 10, "p": np.r_[np.linspace(0, 1, 19), big]})
+              for k in "abc"}  # fmt: skip
+        return Federation.from_frames(fr, label="y", score="p")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning on the way either
+        with pytest.raises(SiteError, match=r"sum of squares of its 'score' column overflows.*res"):
+            basic.distributed_variance(fed_of(1e200))
+        with pytest.raises(InputError, match=r"'score' column's sum over the sites overflows"):
+            basic.distributed_variance(fed_of(1.5e308))
+        big = {"y": [0, 1], "p": [1e308, 1e308]}  # one site's own sum overflows
+        fed = Federation.from_frames({k: pd.DataFrame(big) for k in "ab"}, label="y", score="p")
+        with pytest.raises(SiteError, match=r"sum of its 'score' column overflows"):
+            basic.distributed_variance(fed)
+        # Large but representable: the variance is finite and right.
+        mom = basic.distributed_variance(fed_of(1e150))
+        pooled = np.tile(np.r_[np.linspace(0, 1, 19), 1e150], 3)
+        assert mom.variance == pytest.approx(pooled.var(ddof=1), rel=1e-12)
+
+
 def test_progress_names_each_call_and_each_site_as_it_is_reached():
     fr = frames()
     fed = Federation.from_frames(fr, label="y", score="p")

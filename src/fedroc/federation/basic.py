@@ -11,6 +11,7 @@ code kept suppressed bins in the denominator, which biased the curve).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,14 +159,31 @@ def _class_counts(ctx: SiteContext, args: Record) -> Reply:
 @site_function(FN_SUM, schema=_COLUMN_ARGS)
 def _sum(ctx: SiteContext, args: Record) -> Reply:
     v = _values(ctx, args)
-    return Reply({"n": v.size, "sum": float(v.sum())}, counts={"rows": v.size})
+    with np.errstate(over="ignore"):
+        total = float(v.sum())
+    if not np.isfinite(total):  # as in fedroc.centered_ss
+        raise InputError(
+            f"site {ctx.site!r}: the sum of its {args['column']!r} column overflows float64; "
+            "rescale the column"
+        )
+    return Reply({"n": v.size, "sum": total}, counts={"rows": v.size})
 
 
 @site_function(FN_CENTERED_SS, schema={**_COLUMN_ARGS, "mean": Float()})
 def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
     v = _values(ctx, args)
     mean = float(args["mean"])
-    return Reply({"n": v.size, "ss": float(np.sum((v - mean) ** 2))}, counts={"rows": v.size})
+    with np.errstate(over="ignore", invalid="ignore"):
+        ss = float(np.sum((v - mean) ** 2))
+    if not np.isfinite(ss):
+        # Values over ~1e154 from the mean: the squares overflow float64, and an inf sum
+        # would end as a variance of inf (null in JSON) at the analyst. No value in the
+        # text: it travels to the analyst.
+        raise InputError(
+            f"site {ctx.site!r}: the centred sum of squares of its {args['column']!r} column "
+            "overflows float64 (values too far from the mean); rescale the column"
+        )
+    return Reply({"n": v.size, "ss": ss}, counts={"rows": v.size})
 
 
 @site_function(FN_BRIER, schema={}, release="both")
@@ -864,6 +882,10 @@ def distributed_mean(
     replies = federation.call(FN_SUM, column=column, subset=subset)
     n = sum(int(r["n"]) for r in replies.values())
     total = sum(float(r["sum"]) for r in replies.values())
+    if not math.isfinite(total):
+        raise InputError(
+            f"the {column!r} column's sum over the sites overflows float64; rescale the column"
+        )
     return total / n, n
 
 
@@ -892,6 +914,11 @@ def distributed_variance(
     mean, n = distributed_mean(federation, column=column, subset=subset)
     replies = federation.call(FN_CENTERED_SS, column=column, subset=subset, mean=mean)
     ss = sum(float(r["ss"]) for r in replies.values())
+    if not math.isfinite(ss):  # each site's is finite, their sum is not
+        raise InputError(
+            f"the {column!r} column's centred sum of squares over the sites overflows "
+            "float64; rescale the column"
+        )
     variance = ss / (n - 1) if n > 1 else float("nan")
     return DistributedMoments(mean, variance, n)
 
