@@ -316,6 +316,58 @@ def test_paper1_figures_are_written(tmp_path):
         assert path.stat().st_size > 10_000
 
 
+def test_figure3_says_once_and_plainly_that_separated_data_did_not_converge(
+    tmp_path, capsys, monkeypatch
+):
+    """`fedroc figures --paper 1` on data sets whose classes are separated (the paper's
+    right border): before, one bare "warning: the ROC-GLM did not converge in 25
+    Fisher-scoring iterations (the classes may be separated); its coefficients are those of
+    the last iteration", naming no figure and no count, nor whether to act. Now one line
+    naming the figure, how many of how many, why, and that nothing is to be done."""
+    import fedroc.experiments.rocglm as experiments
+    import fedroc.figures as figures
+    from tests._cli import run_main
+
+    simulate = experiments.simulate_paper_data
+    separated = 0
+
+    def every_third_separated(rng, n=None):
+        nonlocal separated
+        y, s = simulate(rng, n)
+        if rng.random() < 1 / 3:
+            separated += 1
+            y = s > 0.5
+        return y, s
+
+    monkeypatch.setattr(experiments, "simulate_paper_data", every_third_separated)
+    figure3 = [f for f in figures._FIGURES if (f.paper, f.figure) == (1, "3")]
+    monkeypatch.setattr(figures, "_FIGURES", figure3)
+    args = ["figures", "--paper", "1", "--quick", "--out", str(tmp_path)]
+    code, _, err = run_main(capsys, args)
+    assert code == 0 and (tmp_path / "paper1_figure3.png").exists()
+    lines = [line for line in err.splitlines() if "converge" in line]
+    assert len(lines) == 1, err
+    assert separated > 0
+    assert lines[0] == (
+        f"warning: paper 1 Figure 3: the ROC-GLM did not converge on {separated} of 60 "
+        "simulated data sets (classes separated, AUC near 1: the paper's right border); they "
+        "are drawn at their last iteration, as R's glm leaves them; nothing to do"
+    )
+
+
+def test_an_unconverged_fit_says_what_it_means_and_what_to_read():
+    from fedroc.exceptions import FedrocWarning
+    from fedroc.methods.rocglm import rocglm
+
+    s = np.linspace(0, 1, 200)
+    with pytest.warns(FedrocWarning) as record:
+        fit = rocglm(s > 0.5, s)
+    assert not fit.converged
+    (message,) = [str(w.message) for w in record]
+    assert "\n" not in message and "separated" in message
+    assert "not estimates" in message and "fedroc metrics" in message
+
+
 def test_small_coverage_run_of_the_corrected_rocglm():
     module = load_script("coverage.py", "fedroc_coverage_rocglm")
     table = module.run_study(["binormal"], [1500], ["rocglm-paper-0.07"], reps=16, seed=5)

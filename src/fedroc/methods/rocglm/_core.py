@@ -380,9 +380,13 @@ def fit_table(
 
 def warn_unconverged(converged: bool, max_iter: int) -> None:
     if not converged:
+        # What it means and what to read instead, in one line: the bare "did not converge"
+        # left a reader of `fedroc evaluate` or `fedroc figures --paper 1` to guess.
         warn_user(
-            f"the ROC-GLM did not converge in {max_iter} Fisher-scoring iterations (the "
-            "classes may be separated); its coefficients are those of the last iteration",
+            f"the ROC-GLM did not converge in {max_iter} Fisher-scoring iterations: the "
+            "classes are (almost) separated, AUC near 1, where the binormal fit has no finite "
+            "coefficients; those reported are the last iteration's, not estimates (for such "
+            "data read the empirical AUC: fedroc metrics, evaluate --method histogram or mpc)",
             FedrocWarning,
         )
 
