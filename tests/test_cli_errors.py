@@ -1467,3 +1467,32 @@ def test_flower_up_checks_its_synthetic_sites_columns_before_it_starts(
     assert err.strip().startswith("error: cluster column 'patient_id' not found in site 'site1'")
     code, _, err = run_main(capsys, [*args, "--cluster", "patient"])
     assert code == 0 and started == [True], err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # A file where --out's directory goes: "[Errno 20] Not a directory: 'x.csv/sub'"
+        # after the banner, naming no option.
+        (["figures", "--paper", "3", "--out", "{csv}/sub"], "--out '{csv}/sub': '{csv}' is a file"),
+        (["figures", "--paper", "3", "--out", "{csv}"], "--out '{csv}': '{csv}' is a file"),
+        (
+            ["metrics", "{csv}", "--plot", "{csv}/a/b.png"],
+            "--plot '{csv}/a/b.png': '{csv}' is a file",
+        ),
+        # Paper 4 has no figure: said after the banner, and --out was made anyway.
+        (
+            ["figures", "--paper", "4", "--out", "{tmp}/f4"],
+            "--paper 4: fedroc reproduces no figure of paper 4 (Unal et al., ppAURORA); papers "
+            "with figures: 1, 2, 3, 5",
+        ),
+    ],
+)
+def test_output_directories_are_checked_before_any_work(capsys, csv, tmp_path, args, expected):
+    fill = {"csv": str(csv), "tmp": str(tmp_path)}
+    code, out, err = run_main(capsys, [a.format(**fill) for a in args])
+    assert code == 2 and out == ""
+    assert err.strip() == f"error: {expected.format(**fill)}" + (
+        ", not a directory" if "is a file" in expected else ""
+    )
+    assert not (tmp_path / "f4").exists()

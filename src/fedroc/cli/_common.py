@@ -419,7 +419,31 @@ def figure_output(option: str, path: Path) -> Path:
             f"{option} {str(path)!r}: no figure format {path.suffix!r}; use one of "
             + ", ".join(f".{k}" for k in sorted(kinds))
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(option, path.parent, path)
+    return path
+
+
+def make_dir(option: str, path: Path, given: Path | None = None) -> Path:
+    """Create the directory ``path`` an option needs, before any work.
+
+    ``fedroc figures --out FILE`` or ``--out FILE/sub`` failed with "[Errno 20] Not a
+    directory: 'FILE/sub'" (and a missing parent with "[Errno 2] ..."), naming no option,
+    after the banner. ``given`` is what the user wrote, where ``path`` is derived from it.
+    """
+    shown = str(path if given is None else given)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise InputError(f"{option} {shown!r}: {str(folder)!r} is a file, not a directory")
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        where = f" ({str(exc.filename)!r})" if exc.filename and str(exc.filename) != shown else ""
+        raise InputError(
+            f"{option} {shown!r}: cannot create the directory: {reason.lower()}{where}"
+        ) from None
     return path
 
 

@@ -13,6 +13,7 @@ from fedroc.cli._common import (
     err,
     grid_table,
     live_progress,
+    make_dir,
     out,
     require_extra,
 )
@@ -24,8 +25,16 @@ if TYPE_CHECKING:
 
 
 def figures(
-    paper: Annotated[int, typer.Option(help="Paper number, 1 to 5 (see README).")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Directory for the PNG files.")],
+    paper: Annotated[
+        int,
+        typer.Option(
+            help="Paper: 1 ROC-GLM (Figures 3-8), 2 sequestration (3-5), 3 clustered AUCs "
+            "(1, 4), 5 histograms (1-4); paper 4 (MPC) has no figure."
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Directory for the PNG files (created if missing).")
+    ],
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer replicates: a quick look, not the paper's.")
     ] = False,
@@ -37,6 +46,13 @@ def figures(
 
     if paper not in PAPERS:  # before the banner: an error is one line on stderr
         raise InputError(f"--paper must be one of {sorted(PAPERS)}; got {paper}")
+    if not paper_figures(paper):  # before the banner too (it came after it, --out made)
+        with_figures = [p for p in sorted(PAPERS) if paper_figures(p)]
+        raise InputError(
+            f"--paper {paper}: fedroc reproduces no figure of paper {paper} ({PAPERS[paper]}); "
+            f"papers with figures: {', '.join(map(str, with_figures))}"
+        )
+    make_dir("--out", out_dir)
     # Before any figure: paper 1's GBSG2 figures needed scikit-survival, and a plain install
     # learnt it after figures 3-5 had run (6.5 minutes).
     extras: dict[str, list[str]] = {}
