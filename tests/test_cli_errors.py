@@ -1496,3 +1496,16 @@ def test_output_directories_are_checked_before_any_work(capsys, csv, tmp_path, a
         ", not a directory" if "is a file" in expected else ""
     )
     assert not (tmp_path / "f4").exists()
+
+
+def test_privacy_status_says_whether_the_audit_dir_is_missing_or_a_file(capsys, csv, tmp_path):
+    # Both said "is not a directory", which read as if a missing directory were a file.
+    missing = tmp_path / "none"
+    code, _, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(missing)])
+    assert code == 2 and err.strip() == (
+        f"error: --audit-dir {str(missing)!r} does not exist; give the directory the sites "
+        "wrote their audit logs to (evaluate --audit-dir)"
+    )
+    code, _, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(csv)])
+    assert code == 2
+    assert err.strip() == f"error: --audit-dir {str(csv)!r} is a file, not a directory"

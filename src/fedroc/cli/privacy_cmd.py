@@ -33,8 +33,13 @@ def status(
     """Each site's privacy spending (basic composition) against its limits."""
     from fedroc.privacy.ledger import LEDGER_SUFFIX, read_ledger_status
 
+    if not audit_dir.exists():  # "is not a directory" read as if it were a file
+        raise InputError(
+            f"--audit-dir {str(audit_dir)!r} does not exist; give the directory the sites "
+            "wrote their audit logs to (evaluate --audit-dir)"
+        )
     if not audit_dir.is_dir():
-        raise InputError(f"--audit-dir {str(audit_dir)!r} is not a directory")
+        raise InputError(f"--audit-dir {str(audit_dir)!r} is a file, not a directory")
     paths = sorted(audit_dir.glob(f"*{LEDGER_SUFFIX}"))
     if not paths:
         raise InputError(
