@@ -1509,3 +1509,26 @@ def test_privacy_status_says_whether_the_audit_dir_is_missing_or_a_file(capsys, 
     code, _, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(csv)])
     assert code == 2
     assert err.strip() == f"error: --audit-dir {str(csv)!r} is a file, not a directory"
+
+
+def test_clustered_over_two_sites_does_not_suggest_mpc_as_if_it_gave_clustered_aucs(
+    capsys, tmp_path
+):
+    """The refusal of a two-site secure aggregation points to --method mpc, which gives the
+    ordinary AUC: for --method clustered it now says so; for histogram it stays as it was."""
+    rng = np.random.default_rng(0)
+    sites = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.csv"
+        pid = np.repeat(np.arange(20), 3)
+        y = rng.integers(0, 2, pid.size)
+        frame = pd.DataFrame({"label": y, "score": rng.random(pid.size).round(3), "pid": pid})
+        frame.to_csv(path, index=False)
+        sites += ["--site", f"{name}={path}"]
+    code, _, err = run_main(
+        capsys, ["evaluate", *sites, "--method", "clustered", "--cluster", "pid"]
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "(--method mpc) needs no secure aggregation; it computes the ordinary AUC, not " in err
+    code, _, err = run_main(capsys, ["evaluate", *sites, "--method", "histogram"])
+    assert code == 2 and "not the clustered AUCs" not in err and "--method mpc" in err

@@ -607,11 +607,17 @@ class DisclosurePolicy:
         """
         members = sorted(set(sites))
         if len(members) < self.secagg_min_sites:
+            # The MPC method gives the ordinary AUC: no way out for the clustered AUCs.
+            instead = (
+                "; it computes the ordinary AUC, not the clustered AUCs"
+                if quantity.startswith("fedroc.clustered")
+                else ""
+            )
             raise DisclosureError(
                 f"site {site!r} refuses {function!r}: a secure aggregation of {quantity!r} "
                 f"over {len(members)} site(s) {members}; its policy needs at least "
                 f"{self.secagg_min_sites} (secagg_min_sites). With fewer sites, the MPC "
-                "method (--method mpc) needs no secure aggregation",
+                f"method (--method mpc) needs no secure aggregation{instead}",
                 site=site,
                 function=function,
             )
