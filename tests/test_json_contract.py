@@ -384,3 +384,20 @@ def test_every_table_of_the_doc_is_checked():
         "Errors",
     }
     assert set(TABLES) == read
+
+
+def test_aliases_are_shown_once_in_the_table_and_the_report(files, tmp_path, capsys):
+    """The JSON repeats clustered's population AUC under `auc`; the table and the HTML
+    report show the AUC, CI and SE rows once, not a second time as population_*."""
+    report = tmp_path / "r.html"
+    args = ["evaluate", *_sites(files), "--method", "clustered", "--cluster", "pid"]
+    main([*args, "--report", str(report)])
+    table = capsys.readouterr().out
+    assert "population_auc" not in table and "population_se" not in table
+    assert table.count("auc_se") == 1 and "personalized_auc" in table
+    html = report.read_text(encoding="utf-8")
+    from fedroc.report import human_label
+
+    for alias in ("population_auc", "population_ci", "population_se"):
+        assert f">{human_label(alias)}<" not in html, alias
+    assert f">{human_label('auc_se')}<" in html and ">Population estimator<" in html

@@ -619,6 +619,8 @@ def evaluation_report(
     Report
         The document; ``Report.write(path)`` writes it as one HTML file.
     """
+    from fedroc.methods import ALIAS_KEYS
+
     level = result.confidence_level
     pct = f"{level:.0%}"
     report = Report(title or f"fedroc evaluation: {result.method}")
@@ -632,6 +634,8 @@ def evaluation_report(
     ]
     for key, value in extra.items():
         if key in _SKIP_KEYS or isinstance(value, dict):
+            continue
+        if key in ALIAS_KEYS.get(result.method, ()):  # shown under their other name
             continue
         if isinstance(value, (list, tuple)) and len(value) > 2 and key != "rocglm_params":
             continue

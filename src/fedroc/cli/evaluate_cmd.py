@@ -176,12 +176,16 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
 
 def render_result(result: EvaluationResult) -> None:
     """Print a result as tables: sites, the estimates, then comparison, points, calibration."""
+    from fedroc.methods import ALIAS_KEYS
+
     out.print(sites_table(result.sites))
     level = f"{result.confidence_level:.0%}"
     rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
     rows.append((f"{level} CI", result.auc_ci))
     for key, value in result.extra.items():
         if key in {"calibration", "calibration_released", "comparison", "operating_points"}:
+            continue
+        if key in ALIAS_KEYS.get(result.method, ()):  # shown under their other name
             continue
         if key == "caveats":  # plain sentences: one row each
             rows += [("caveat", str(c)) for c in value]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from fedroc.federation.basic import SiteCalibration
 
 __all__ = [
+    "ALIAS_KEYS",
     "EvaluationInputs",
     "EvaluationResult",
     "Method",
@@ -39,6 +40,13 @@ __all__ = [
     "register_method",
     "sites_calibration",
 ]
+
+
+#: Keys a method's JSON repeats under a second name (docs/json.md), by method: tables and
+#: reports show them once (clustered's population AUC is its ``auc``).
+ALIAS_KEYS: dict[str, frozenset[str]] = {
+    "clustered": frozenset({"population_auc", "population_ci", "population_se"}),
+}
 
 
 @dataclass(frozen=True)
