@@ -1210,6 +1210,20 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
         (["histogram", "--quantiles", "0"], "--quantiles must be an integer >= 2; got 0"),
         (["rocglm", "--epsilon", "1"], "give both --epsilon and --delta, or neither"),
         (["mpc", "--mpc-precision", "99"], "mpc: --mpc-precision (the precision of the opened"),
+        # These said "mpc: sort must be ...", "mpc: delta must be ...", the engine's names.
+        (["mpc", "--mpc-sort", "foo"], "mpc: --mpc-sort must be 'oblivious' or 'delta'; got"),
+        (
+            ["mpc", "--mpc-sort", "delta", "--mpc-delta", "2"],
+            "mpc: --mpc-delta must be a positive odd integer; got 2",
+        ),
+        # It named the tree (--branching 2 and height 29) the user did not give.
+        (
+            ["histogram", "--quantiles", "100000000"],
+            "--quantiles 100000000 needs a tree of 2^29 = 536870912 leaves (branching 2, "
+            "height 29); at most 2^22 allowed: ask for at most 1048576 quantiles",
+        ),
+        # "--dp-mode 'local' needs --dp-epsilon (--dp-epsilon)"
+        (["histogram", "--dp-mode", "local"], "--dp-mode 'local' needs --dp-epsilon"),
         (
             ["rocglm", "--privacy", "foo"],
             "--privacy must be one of ('default', 'paper'); got 'foo'",

@@ -470,7 +470,11 @@ def run_mpc(
         }
         check_job_parameters(**params)
     except InputError as exc:
-        raise InputError(f"mpc: {exc}") from None
+        # The engine names its parameters (sort, delta); the caller passed mpc_sort and
+        # mpc_delta (--mpc-sort, --mpc-delta: the CLI names them so).
+        word, sep, rest = str(exc).partition(" ")
+        word = {"sort": "mpc_sort", "delta": "mpc_delta"}.get(word, word)
+        raise InputError(f"mpc: {word}{sep}{rest}") from None
     cluster: Cluster = (
         LocalCluster(timeout=mpc_timeout, start=False)
         if mpc_cluster is None

@@ -130,6 +130,14 @@ def check_options(
     q = check_int(quantiles, "quantiles", 2)
     b = check_int(branching, "branching", 2)
     h = tree_height(q, b) if height is None else check_int(height, "height", 1)
+    if b**h > MAX_LEAVES and height is None:
+        # The tree follows from quantiles: name it, and the most quantiles that fit (the
+        # message named a branching and a height the caller had not given).
+        most = max((k for k in range(1, 23) if b ** (k + 2) <= MAX_LEAVES), default=0)
+        raise InputError(
+            f"quantiles {q} needs a tree of {b}^{h} = {b**h} leaves (branching {b}, height "
+            f"{h}); at most 2^22 allowed: ask for at most {b**most} quantiles"
+        )
     if b**h > MAX_LEAVES:
         raise InputError(f"branching {b} and height {h} give {b**h} leaves; at most 2^22 allowed")
     if score_transform is not None:
@@ -153,7 +161,7 @@ def check_options(
     if interpolation not in INTERPOLATIONS:
         raise InputError(f"interpolation must be one of {INTERPOLATIONS}; got {interpolation!r}")
     if dp_epsilon is None and dp_mode != "distributed":
-        raise InputError(f"dp_mode {dp_mode!r} needs dp_epsilon (--dp-epsilon)")
+        raise InputError(f"dp_mode {dp_mode!r} needs dp_epsilon")
     mode = MODE_SA if dp_epsilon is None else DP_MODES[dp_mode]
     if mode == MODE_LDP and allow_dropouts:
         raise InputError("allow_dropouts applies to secure aggregation; the local-DP mode has none")
