@@ -290,6 +290,24 @@ def test_sites_refusing_alike_are_named_together_with_one_reason():
     assert msg.count("--method mpc") == 1, msg
 
 
+def test_sites_whose_reason_already_names_them_with_a_colon_are_named_once_and_grouped():
+    # The histogram's range check says "site 'a': scores lie outside ..."; the failure
+    # message read "site 'a': site 'a': scores ..." once per site, three sentences alike.
+    from fedroc.exceptions import InputError
+    from fedroc.federation.transport import raise_site_failures
+
+    failures = {
+        name: InputError(f"site {name!r}: scores lie outside the public score range [0, 1]")
+        for name in ("a", "b", "c")
+    }
+    with pytest.raises(SiteError) as info:
+        raise_site_failures("fedroc.secagg.advertise_keys", failures)
+    msg = str(info.value)
+    assert "site 'a': site 'a'" not in msg, msg
+    assert msg.count("scores lie outside") == 1, msg
+    assert "(and alike at 'b', 'c')" in msg, msg
+
+
 def test_failure_at_one_site_names_it_and_returns_nothing():
     fed = Federation.from_frames(frames(), label="y", score="p")
     with pytest.raises(SiteError, match="failed at 1 site.*site 's1': disk on fire"):

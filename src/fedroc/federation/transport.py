@@ -103,11 +103,12 @@ class Transport(ABC):
 def _site_reason(site: str, exc: BaseException) -> str:
     """Describe the failure of one site, naming the site once.
 
-    A site's own refusal already starts ``site 'x' refuses ...``: prefixing the name again
-    read ``site 'x': site 'x' refuses ...``.
+    A site's own refusal already starts ``site 'x' refuses ...`` and an input check
+    ``site 'x': ...``: prefixing the name again read ``site 'x': site 'x' refuses ...``.
     """
     text = str(exc)
-    return text if text.startswith(f"site {site!r} ") else f"site {site!r}: {text}"
+    named = text.startswith((f"site {site!r} ", f"site {site!r}:"))
+    return text if named else f"site {site!r}: {text}"
 
 
 def _grouped_reasons(failures: Mapping[str, BaseException]) -> list[str]:
