@@ -142,6 +142,20 @@ EVALUATE_3 = ["evaluate", "--site", "a={csv}", "--site", "b={csv}", "--site", "c
             [*EVALUATE_3, "--method", "rocglm", "--epsilon", "1", "--delta", "1.5"],
             "error: --delta must lie in (0, 1); got 1.5",
         ),
+        # "Got unexpected extra argument (7)" alone: a range typed as two words, sites
+        # typed as files. The hint says how to write them (an unrelated extra gets none).
+        (
+            [*EVALUATE_3, "--method", "histogram", "--score-range", "-6", "7"],
+            "--score-range takes one value, its numbers joined by commas: --score-range=-6,7.",
+        ),
+        (
+            [*EVALUATE_3, "--method", "histogram", "--score-levels", "0.1", "0.5", "0.9"],
+            "--score-levels=0.1,0.5,0.9.",
+        ),
+        (
+            ["evaluate", "{csv}", "--method", "pooled"],
+            "Give each site as --site NAME=PATH: --site x=",
+        ),
         # numpy's "p <= 0, p > 1 or p contains NaNs" from a site before (review of 384d1a1)
         (
             [*EVALUATE_3, "--method", "histogram", "--dp-epsilon", "1e-20"],
@@ -1546,3 +1560,9 @@ def test_clustered_over_two_sites_does_not_suggest_mpc_as_if_it_gave_clustered_a
     assert "(--method mpc) needs no secure aggregation; it computes the ordinary AUC, not " in err
     code, _, err = run_main(capsys, ["evaluate", *sites, "--method", "histogram"])
     assert code == 2 and "not the clustered AUCs" not in err and "--method mpc" in err
+
+
+def test_an_unrelated_extra_argument_gets_no_hint(capsys, csv):
+    code, _, err = run_main(capsys, ["evaluate", "--site", f"a={csv}", "--label", "y", "z"])
+    assert code == 2 and "(z)" in err
+    assert "joined by commas" not in err and "--site NAME=PATH:" not in err, err

@@ -193,6 +193,40 @@ def _usage_message(exc: Exception) -> str:
     return str(exc.format_message())  # type: ignore[attr-defined]
 
 
+# Options whose one value lists numbers joined by commas (``--score-range 0,1``).
+COMMA_OPTIONS = frozenset({"--score-range", "--score-levels"})
+_EXTRA_ARGUMENTS = re.compile(r"unexpected extra arguments? \((?P<extra>[^)]*)\)")
+_DATA_SUFFIXES = frozenset({".csv", ".parquet", ".pq", ".tsv"})
+
+
+def _extra_argument_hint(message: str, args: Sequence[str], ctx: Any) -> str:
+    """Say what an unexpected argument was probably meant as, or ``""``.
+
+    ``--score-range -6 7`` (the range as two words) and ``evaluate a.csv b.csv`` (sites
+    without ``--site``) were told only "Got unexpected extra argument(s)".
+    """
+    match = _EXTRA_ARGUMENTS.search(message)
+    if match is None or ctx is None:
+        return ""
+    extra = match.group("extra").split()
+    first = extra[0] if extra else ""
+    words = list(args)
+    at = words.index(first) if first in words else -1
+    if at >= 2 and words[at - 2] in COMMA_OPTIONS:
+        option, value = words[at - 2], words[at - 1]
+        return (
+            f" {option} takes one value, its numbers joined by commas: "
+            f"{option}={','.join([value, *extra])}."
+        )
+    site = next((p for p in ctx.command.params if "--site" in getattr(p, "opts", ())), None)
+    if site is not None and "NAME=PATH" in (getattr(site, "help", None) or ""):
+        files = [w for w in extra if Path(w).suffix.lower() in _DATA_SUFFIXES or Path(w).is_file()]
+        if files:
+            example = " ".join(f"--site {Path(f).stem}={f}" for f in files)
+            return f" Give each site as --site NAME=PATH: {example}."
+    return ""
+
+
 def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
     """Report ``exc`` as the CLI contract says and return the exit status.
 
@@ -218,8 +252,10 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
         kind = "UsageError"
         if ctx is not None:
             payload["command"] = ctx.command_path
-            stop = "" if message.rstrip().endswith((".", "?", "!")) else "."
-            message = f"{message.rstrip()}{stop} See '{ctx.command_path} --help'."
+            message = message.rstrip()
+            stop = "" if message.endswith((".", "?", "!")) else "."
+            hint = _extra_argument_hint(message, args, ctx)
+            message = f"{message}{stop}{hint} See '{ctx.command_path} --help'."
     elif isinstance(exc, FedrocError):
         message, kind = str(exc), type(exc).__name__
         if isinstance(exc, (SiteError, DisclosureError)):
