@@ -702,3 +702,29 @@ def test_a_second_demo_on_one_audit_dir_shows_what_the_ledgers_refuse_and_the_re
     assert "mpc: refused by the sites:" in err
     done = {m["method"] for m in first["methods"]} - {"mpc"}
     assert done and done == {m["method"] for m in second["methods"]}
+
+
+def test_the_evaluate_table_says_class_counts_the_method_kept_secret_are_not_released(capsys):
+    # The MPC method keeps n_pos and n_neg secret (None in the JSON); the table showed a bare
+    # "-", which reads as missing data.
+    from fedroc.cli.evaluate_cmd import render_result
+    from fedroc.federation import Released
+    from fedroc.methods import EvaluationResult
+
+    result = EvaluationResult(
+        method="mpc",
+        sites=[{"name": "a", "n": 10}, {"name": "b", "n": 12}],
+        auc=0.7,
+        auc_ci=(0.6, 0.8),
+        released=Released(2, ["fedroc.mpc.job"], {}, {}, {}, {}, {}, {}),
+        extra={"n": 22, "n_pos": None, "n_neg": None, "brier": None},
+    )
+    render_result(result)
+    out = capsys.readouterr().out
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in out.splitlines()
+        if line.count("│") >= 3
+    }
+    assert rows["n_pos"] == rows["n_neg"] == "not released", out
+    assert rows["brier"] == "-", out  # not a secret: scores that are no probabilities

@@ -174,14 +174,16 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
     raise InputError(f"--sample-weight does not apply to --method {method}: {why}; use pooled")
 
 
-def render_result(result: EvaluationResult) -> None:
-    """Print a result as tables: sites, the estimates, then comparison, points, calibration."""
+# Keys a method leaves None because it keeps them from the analyst (the MPC method's class
+# counts), not because they are missing.
+_SECRET_WHEN_NONE = frozenset({"n_pos", "n_neg"})
+
+
+def _extra_rows(result: EvaluationResult) -> list[tuple[str, Any]]:
+    """Give the rows of the method's own scalar keys (the tables below show the rest)."""
     from fedroc.methods import ALIAS_KEYS
 
-    out.print(sites_table(result.sites))
-    level = f"{result.confidence_level:.0%}"
-    rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
-    rows.append((f"{level} CI", result.auc_ci))
+    rows: list[tuple[str, Any]] = []
     for key, value in result.extra.items():
         if key in {"calibration", "calibration_released", "comparison", "operating_points"}:
             continue
@@ -189,15 +191,24 @@ def render_result(result: EvaluationResult) -> None:
             continue
         if key == "caveats":  # plain sentences: one row each
             rows += [("caveat", str(c)) for c in value]
-            continue
-        if isinstance(value, (int, float, str, tuple)) or value is None:
+        elif value is None and key in _SECRET_WHEN_NONE:  # "-" read as a missing value
+            rows.append((key, "not released"))
+        elif isinstance(value, (int, float, str, tuple)) or value is None:
             rows.append((key, value))
         elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             rows += [(key, v) for v in value]  # caveats and notes, one per row
-        elif isinstance(value, list) and not value:
-            continue
-        elif isinstance(value, list) and len(value) <= 4:
+        elif isinstance(value, list) and value and len(value) <= 4:
             rows.append((key, tuple(value) if len(value) == 2 else str(value)))
+    return rows
+
+
+def render_result(result: EvaluationResult) -> None:
+    """Print a result as tables: sites, the estimates, then comparison, points, calibration."""
+    out.print(sites_table(result.sites))
+    level = f"{result.confidence_level:.0%}"
+    rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
+    rows.append((f"{level} CI", result.auc_ci))
+    rows += _extra_rows(result)
     rel = result.released
     rows.append(("rounds", rel.rounds))
     rows += calibration_rounds(result.extra)
