@@ -1238,6 +1238,11 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
         ),
         # "--dp-mode 'local' needs --dp-epsilon (--dp-epsilon)"
         (["histogram", "--dp-mode", "local"], "--dp-mode 'local' needs --dp-epsilon"),
+        # "mpc: min_class_count must be ...", the engine's name (review s15).
+        (
+            ["mpc", "--mpc-min-class-count", "0"],
+            "mpc: --mpc-min-class-count must be a positive integer; got 0",
+        ),
         (
             ["rocglm", "--privacy", "foo"],
             "--privacy must be one of ('default', 'paper'); got 'foo'",

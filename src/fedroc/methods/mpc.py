@@ -470,10 +470,15 @@ def run_mpc(
         }
         check_job_parameters(**params)
     except InputError as exc:
-        # The engine names its parameters (sort, delta); the caller passed mpc_sort and
-        # mpc_delta (--mpc-sort, --mpc-delta: the CLI names them so).
+        # The engine names its parameters (sort, delta, min_class_count); the caller passed
+        # mpc_sort, mpc_delta and mpc_min_class_count (--mpc-sort, ...: the CLI names them so).
         word, sep, rest = str(exc).partition(" ")
-        word = {"sort": "mpc_sort", "delta": "mpc_delta"}.get(word, word)
+        engine = {
+            "sort": "mpc_sort",
+            "delta": "mpc_delta",
+            "min_class_count": "mpc_min_class_count",
+        }
+        word = engine.get(word, word)
         raise InputError(f"mpc: {word}{sep}{rest}") from None
     cluster: Cluster = (
         LocalCluster(timeout=mpc_timeout, start=False)
