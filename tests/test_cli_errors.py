@@ -1251,6 +1251,11 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
             ["clustered", "--cluster", "label", "--cluster-bins", "0"],
             "--cluster-bins must be a positive integer; got 0",
         ),
+        # Allocated its edges first: MemoryError, exit 1 and a traceback (review s15).
+        (
+            ["clustered", "--cluster", "label", "--cluster-bins", "100000000000"],
+            "--cluster-bins must be at most 1000000 (the bins the sites take); got 100000000000",
+        ),
     ],
 )
 def test_a_bad_method_option_is_named_as_the_option(capsys, csv, method_args, line):

@@ -134,6 +134,7 @@ def test_the_serverapps_evaluate_job_runs_the_method_with_them(monkeypatch, caps
 def test_the_checks_take_the_values_the_methods_take():
     from fedroc.methods.clustered._estimators import POPULATION_ESTIMATORS, SIGMA11_DIVISORS
     from fedroc.methods.clustered._result import INTERVALS
+    from fedroc.methods.clustered._site import MAX_BINS
     from fedroc.methods.histogram import INTERPOLATIONS, NOISES, TRANSFORMS
     from fedroc.methods.histogram._protocol import DP_MODES
     from fedroc.methods.rocglm._core import THRESHOLD_RULES
@@ -161,6 +162,7 @@ def test_the_checks_take_the_values_the_methods_take():
     }
     assert INTEGERS["n_thresholds"] == (2, MAX_THRESHOLDS)
     assert INTEGERS["bootstrap"] == (2, MAX_RESAMPLES)
+    assert INTEGERS["n_bins"] == (1, MAX_BINS)
 
 
 def test_each_method_takes_exactly_the_flower_options_its_runner_takes():
@@ -199,6 +201,7 @@ BAD = [
     (["--method", "rocglm", "--score-levels", "3"], "--score-levels", "3"),
     (["--method", "rocglm", "--a0", "1"], "--a0", "1"),
     (["--method", "clustered", "--cluster-bins", "0"], "--cluster-bins", "0"),
+    (["--method", "clustered", "--cluster-bins", "10000000000"], "--cluster-bins", "10000000000"),
     (["--method", "clustered", "--sigma11", "n"], "--sigma11", "'n'"),
     (["--method", "clustered", "--population-estimator", "x"], "--population-estimator", "'x'"),
     (["--method", "clustered", "--cluster-interval", "jackknife"], "--cluster-interval", "jack"),

@@ -259,7 +259,7 @@ INTEGERS: dict[str, tuple[int, int | None]] = {
     "height": (1, None),
     "n_thresholds": (2, 64),  # rocglm's MAX_THRESHOLDS
     "bootstrap": (2, 500),  # rocglm's MAX_RESAMPLES
-    "n_bins": (1, None),
+    "n_bins": (1, 1_000_000),  # clustered's MAX_BINS
 }
 _POSITIVE = ("dp_epsilon", "epsilon", "sensitivity")
 _OPEN_UNIT = ("delta", "a0")

@@ -350,6 +350,10 @@ def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) 
     """
     if int(n_bins) != n_bins or n_bins < 1:
         raise InputError(f"n_bins must be a positive integer; got {n_bins!r}")
+    if n_bins > MAX_BINS:  # before the edges are allocated (1e11 bins: a MemoryError)
+        raise InputError(
+            f"n_bins must be at most {MAX_BINS} (the bins the sites take); got {n_bins!r}"
+        )
     lo, hi = (float(v) for v in score_range)
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise InputError(f"score_range must be finite with low < high; got {score_range!r}")
@@ -573,6 +577,8 @@ def _hist(mask: NDArray[np.bool_], bins: NDArray[np.intp], n_bins: int) -> NDArr
 
 
 _MAX_EDGES = 1_000_001
+#: The most shared score bins (``n_bins``) a site takes: its edges are at most _MAX_EDGES.
+MAX_BINS = _MAX_EDGES - 1
 _EDGES = {"edges": sch.FloatArray((sch.Bound(2, _MAX_EDGES),))}
 _HIST = sch.FloatArray((sch.Bound(1, _MAX_EDGES - 1),), lo=0.0)
 
