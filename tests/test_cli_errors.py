@@ -1251,6 +1251,17 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
             ["clustered", "--cluster", "label", "--cluster-bins", "0"],
             "--cluster-bins must be a positive integer; got 0",
         ),
+        # Its width hi - lo overflowed: the histogram ended in "internal error" (pchip on
+        # infinite knots), the clustered method in "argument 'edges' must be a numeric
+        # array; got list" from every site (review s15).
+        (
+            ["histogram", "--score-range=-1e308,1e308"],
+            "--score-range must be two finite numbers lo < hi, hi - lo finite too; got",
+        ),
+        (
+            ["clustered", "--cluster", "label", "--score-range=-1e308,1e308"],
+            "--score-range must be finite with low < high, high - low finite too; got",
+        ),
         # Allocated its edges first: MemoryError, exit 1 and a traceback (review s15).
         (
             ["clustered", "--cluster", "label", "--cluster-bins", "100000000000"],

@@ -186,6 +186,8 @@ BAD = [
     (["--method", "histogram", "--height", "0"], "--height", "0"),
     (["--method", "histogram", "--score-range", "1,0"], "--score-range", "1"),
     (["--method", "histogram", "--score-range", "zero,one"], "--score-range", "'zero,one'"),
+    (["--method", "histogram", "--score-range=-1e308,1e308"], "--score-range", "1e+308"),
+    (["--method", "clustered", "--score-range=-1e308,1e308"], "--score-range", "1e+308"),
     (["--method", "histogram", "--score-transform", "probit"], "--score-transform", "'probit'"),
     (["--method", "histogram", "--max-fpr", "0"], "--max-fpr", "0"),
     (["--method", "histogram", "--at-sensitivity", "1.5"], "--at-sensitivity", "1.5"),

@@ -286,8 +286,11 @@ def check_values(options: Mapping[str, Any]) -> None:
         if "score_transform" in options:
             raise InputError("give --score-range or --score-transform, not both")
         lo, hi = options["score_range"]
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise InputError(f"--score-range must be two finite numbers lo < hi; got {lo:g},{hi:g}")
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and math.isfinite(hi - lo)):
+            raise InputError(
+                "--score-range must be two finite numbers lo < hi, hi - lo finite too; "
+                f"got {lo:g},{hi:g}"
+            )
     levels = options.get("score_levels")
     if levels is not None and (not all(map(math.isfinite, levels)) or len(set(levels)) < 2):
         raise InputError(f"--score-levels must be at least two finite numbers; got {levels}")

@@ -355,8 +355,12 @@ def score_bin_edges(n_bins: int, score_range: tuple[float, float] = (0.0, 1.0)) 
             f"n_bins must be at most {MAX_BINS} (the bins the sites take); got {n_bins!r}"
         )
     lo, hi = (float(v) for v in score_range)
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise InputError(f"score_range must be finite with low < high; got {score_range!r}")
+    # high - low finite too: the edges are low + (high - low) * k / n_bins.
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi and np.isfinite(hi - lo)):
+        raise InputError(
+            "score_range must be finite with low < high, high - low finite too; "
+            f"got {score_range!r}"
+        )
     return grid_edges(int(n_bins), lo, hi, grid_height(n_bins))
 
 

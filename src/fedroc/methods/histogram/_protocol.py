@@ -155,8 +155,12 @@ def check_options(
             raise InputError(
                 f"score_range must be two finite numbers lo < hi; got {score_range!r}"
             ) from None
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise InputError(f"score_range must be two finite numbers lo < hi; got {score_range!r}")
+        # hi - lo finite too: the leaves' edges are lo + (hi - lo) * k / n.
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and math.isfinite(hi - lo)):
+            raise InputError(
+                "score_range must be two finite numbers lo < hi, hi - lo finite too; "
+                f"got {score_range!r}"
+            )
     _check_dp(dp_epsilon, dp_noise, dp_mode, h)
     if interpolation not in INTERPOLATIONS:
         raise InputError(f"interpolation must be one of {INTERPOLATIONS}; got {interpolation!r}")
