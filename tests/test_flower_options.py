@@ -83,7 +83,7 @@ CASES = {
     ],
     "rocglm": [
         *("--epsilon 2 --delta 1e-4 --sensitivity 0.02 --dp-calibration classic".split()),
-        *("--thresholds positives --n-thresholds 20 --correction none".split()),
+        *("--thresholds grid --n-thresholds 20 --correction deconvolution".split()),
         *("--bootstrap 30 --a0 0.6 --score-range 0,2 --privacy default".split()),
     ],
     "clustered": [
@@ -252,6 +252,50 @@ def test_an_option_that_does_not_apply_is_refused_naming_it(monkeypatch, capsys,
     assert code == 2 and out == ""
     [line] = err.splitlines()
     assert line.startswith(f"error: {message}"), line
+
+
+# An option that only shapes what another option (or its default) turns off: the method
+# took it and ignored it without a word, in process and over Flower (review s15).
+IGNORED = [
+    (
+        ["--method", "histogram", "--dp-noise", "continuous"],
+        "--dp-noise 'continuous' needs --dp-epsilon",
+    ),
+    (
+        ["--method", "rocglm", "--correction", "none", "--bootstrap", "30"],
+        "--bootstrap does not apply with --correction none",
+    ),
+    (
+        ["--method", "rocglm", "--thresholds", "positives", "--n-thresholds", "20"],
+        "--n-thresholds does not apply with --thresholds positives",
+    ),
+    (
+        ["--method", "rocglm", "--score-levels", "0,0.5,1", "--score-range", "0,2"],
+        "--score-range does not apply with --score-levels",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), IGNORED)
+def test_an_option_the_method_would_ignore_is_refused_by_both_commands(
+    monkeypatch, capsys, paths, args, message
+):
+    """Measured before: `--correction none --bootstrap 30` gave the very result of
+    `--correction none`, as did `--dp-noise continuous` without --dp-epsilon the result of
+    no option, `--thresholds positives --n-thresholds 20` that of the positives rule and
+    `--score-levels L --score-range R` that of the levels alone."""
+    from fedroc.federation.flower import deploy
+
+    def submit(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("submitted")
+
+    monkeypatch.setattr(deploy, "submit_job", submit)
+    sites = [f"--site={name}={path}" for name, path in paths.items()]
+    for command in (FLOWER, ["evaluate", *sites]):
+        code, out, err = run_main(capsys, [*command, *args])
+        assert (code, out) == (2, ""), err
+        [line] = err.splitlines()
+        assert line.startswith(f"error: {message}"), line
 
 
 def test_the_checks_load_no_method_code():

@@ -150,6 +150,40 @@ def check_options(
         raise InputError(f"option(s) {flags} do not apply to --method {method}")
     if ("epsilon" in options) != ("delta" in options):  # rocglm's message names its keywords
         raise InputError("give both --epsilon and --delta, or neither (the default setting)")
+    _check_ignored(options)
+
+
+def _check_ignored(options: dict[str, Any]) -> None:
+    """Refuse an option that only shapes what another option given (or a default) turns off.
+
+    The methods take such a keyword and ignore it without a word (their defaults make a
+    keyword given indistinguishable from one left out); here what the user typed is known.
+    A value the method refuses anyway (``--dp-noise gaussian``) is left to its message.
+    """
+    from fedroc.cli._method_options import CHOICES
+
+    noise = options.get("dp_noise")
+    if noise in CHOICES["dp_noise"] and "dp_epsilon" not in options:
+        raise InputError(
+            f"--dp-noise {noise!r} needs --dp-epsilon (without it the counts carry no noise)"
+        )
+    if options.get("correction") == "none" and "bootstrap" in options:
+        raise InputError(
+            "--bootstrap does not apply with --correction none: it sets the resamples of the "
+            "deconvolution, which 'none' leaves out"
+        )
+    if options.get("thresholds") == "positives" and "n_thresholds" in options:
+        raise InputError(
+            "--n-thresholds does not apply with --thresholds positives: it sets the size of "
+            "the grid rule"
+        )
+    if "score_levels" in options and "score_range" in options:
+        raise InputError(
+            "--score-range does not apply with --score-levels: the levels' lowest and highest "
+            "values are the public score range"
+        )
+    if "mpc_delta" in options and options.get("mpc_sort") != "delta":
+        raise InputError("--mpc-delta applies to --mpc-sort delta (the paper's merge) only")
 
 
 # Why a method cannot weight its rows (docs/analysis.md, "Sample weights").
