@@ -130,6 +130,27 @@ def test_the_serverapps_evaluate_job_runs_the_method_with_them(monkeypatch, caps
     assert plain["mode"] == "secure-aggregation" and not plain["released"]["epsilon"]
 
 
+def test_bins_sets_the_histograms_calibration_bins_in_process_and_in_the_serverapp(
+    monkeypatch, capsys, paths
+):
+    """`--bins 5 --method histogram` gave a calibration curve of 10 bins in both commands:
+    fedroc.methods.evaluate kept calibration_bins for the curve it adds itself and never
+    passed it to the histogram method, which computes its own curve from the tree."""
+    import fedroc.apps.application  # noqa: F401  (registers the evaluate job)
+    from fedroc.federation import Federation
+    from fedroc.federation.flower.jobs import run_job
+
+    sites = [f"--site={name}={path}" for name, path in paths.items()]
+    for bins in (5, 12):
+        args = ["--method", "histogram", "--bins", str(bins)]
+        code, out, err = run_main(capsys, ["evaluate", *sites, *args, "--json"])
+        assert code == 0, err
+        assert len(json.loads(out)["calibration"]["edges"]) == bins + 1
+        options = _flower_job_options(monkeypatch, capsys, args)
+        result = run_job("evaluate", Federation.from_files(paths), options)
+        assert len(result["calibration"]["edges"]) == bins + 1
+
+
 # -- the checks before any connection, against the methods' own ------------------------------
 def test_the_checks_take_the_values_the_methods_take():
     from fedroc.methods.clustered._estimators import POPULATION_ESTIMATORS, SIGMA11_DIVISORS

@@ -9,6 +9,7 @@ scores, the distributed Brier score and calibration curve unless the method gave
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import pkgutil
 from collections.abc import Callable, Iterator, Mapping
@@ -384,6 +385,10 @@ def evaluate(
             f"{type(pooled).__name__}"
         )
     inputs = EvaluationInputs(federation, pooled, seed, confidence_level)
+    if "calibration_bins" not in options and _takes(spec.run, "calibration_bins"):
+        # A method that draws its own curve (the histogram's, from its tree) gets the bins
+        # asked for: it was left at its default 10 whatever --bins said.
+        options = {**options, "calibration_bins": calibration_bins}
     result = _small_class_caveat(_withhold_undefined_interval(spec.run(inputs, **options)))
     if calibration_bins is None or "brier" in result.extra or method == "pooled":
         return result
@@ -403,6 +408,11 @@ def evaluate(
         calibration=cal.curve,
         calibration_released={"rounds": extra_released.rounds},
     )
+
+
+def _takes(run: Callable[..., Any], keyword: str) -> bool:
+    """Whether a method's runner names ``keyword`` among its parameters."""
+    return keyword in inspect.signature(run).parameters
 
 
 def _withhold_undefined_interval(result: EvaluationResult) -> EvaluationResult:
