@@ -1246,6 +1246,10 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
             "mpc: --mpc-min-class-count must be a positive integer; got 0",
         ),
         (
+            ["mpc", "--mpc-min-class-count", "1"],
+            "mpc: a confidence interval needs --mpc-min-class-count >= 2 (DeLong's",
+        ),
+        (
             ["rocglm", "--privacy", "foo"],
             "--privacy must be one of ('default', 'paper'); got 'foo'",
         ),

@@ -35,6 +35,7 @@ the reason is noted).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -472,14 +473,11 @@ def run_mpc(
     except InputError as exc:
         # The engine names its parameters (sort, delta, min_class_count); the caller passed
         # mpc_sort, mpc_delta and mpc_min_class_count (--mpc-sort, ...: the CLI names them so).
+        # min_class_count may come mid-sentence ("a confidence interval needs ...").
         word, sep, rest = str(exc).partition(" ")
-        engine = {
-            "sort": "mpc_sort",
-            "delta": "mpc_delta",
-            "min_class_count": "mpc_min_class_count",
-        }
-        word = engine.get(word, word)
-        raise InputError(f"mpc: {word}{sep}{rest}") from None
+        word = {"sort": "mpc_sort", "delta": "mpc_delta"}.get(word, word)
+        message = re.sub(r"(?<!mpc_)\bmin_class_count\b", "mpc_min_class_count", word + sep + rest)
+        raise InputError(f"mpc: {message}") from None
     cluster: Cluster = (
         LocalCluster(timeout=mpc_timeout, start=False)
         if mpc_cluster is None
