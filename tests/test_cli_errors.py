@@ -1221,6 +1221,8 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
     ("method_args", "line"),
     [
         (["pooled", "--bins", "0"], "Invalid value for '--bins': 0 is not in the range x>=1."),
+        # Taken as the pooled method's n_bins, then overwritten by --bins (review s15).
+        (["pooled", "--cluster-bins", "5"], "option(s) --cluster-bins do not apply to --method"),
         (["histogram", "--quantiles", "0"], "--quantiles must be an integer >= 2; got 0"),
         (["rocglm", "--epsilon", "1"], "give both --epsilon and --delta, or neither"),
         (["mpc", "--mpc-precision", "99"], "mpc: --mpc-precision (the precision of the opened"),

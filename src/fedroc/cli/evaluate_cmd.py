@@ -618,6 +618,8 @@ def evaluate_command(
                 5, DEFAULT_MIN_COUNT if min_count is None else min_count
             )
         if method == "pooled":
+            if "n_bins" in options:  # --cluster-bins: pooled's n_bins is --bins
+                raise InputError("option(s) --cluster-bins do not apply to --method pooled")
             options["site_sizes"] = {k: v.n for k, v in data.items()}
             options["n_bins"] = bins
     if method == "mpc":
