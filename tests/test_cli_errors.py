@@ -1240,6 +1240,13 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
             "--quantiles 100000000 needs a tree of 2^29 = 536870912 leaves (branching 2, "
             "height 29); at most 2^22 allowed: ask for at most 1048576 quantiles",
         ),
+        # Every site refused "argument 'epsilon' must lie in [0.0, 1000.0]", naming rocglm's
+        # --epsilon to a reader of the command line (review s15).
+        (
+            ["histogram", "--dp-epsilon", "1e300"],
+            "--dp-epsilon 1e+300 gives each of the tree's 12 levels and the class counts "
+            "epsilon 7.69e+298, above 1000",
+        ),
         # "--dp-mode 'local' needs --dp-epsilon (--dp-epsilon)"
         (["histogram", "--dp-mode", "local"], "--dp-mode 'local' needs --dp-epsilon"),
         # "mpc: min_class_count must be ...", the engine's name (review s15).

@@ -29,6 +29,7 @@ from ._site import (
     INPUT_NAME,
     LOCAL_NAME,
     MAX_LEAVES,
+    MAX_RELEASE_EPSILON,
     MODE_DDP,
     MODE_LDP,
     MODE_SA,
@@ -99,6 +100,13 @@ def _check_dp(dp_epsilon: Any, dp_noise: Any, dp_mode: Any, height: int) -> None
         raise InputError(f"dp_noise must be one of {NOISES}; got {dp_noise!r}")
     if dp_mode not in DP_MODES:
         raise InputError(f"dp_mode must be one of {sorted(DP_MODES)}; got {dp_mode!r}")
+    if dp_epsilon is not None and float(dp_epsilon) / (height + 1) > MAX_RELEASE_EPSILON:
+        # Asked, every site refused "argument 'epsilon' must lie in [0.0, 1000.0]".
+        raise InputError(
+            f"dp_epsilon {dp_epsilon:g} gives each of the tree's {height} levels and the class "
+            f"counts epsilon {float(dp_epsilon) / (height + 1):.3g}, above "
+            f"{MAX_RELEASE_EPSILON:g}, the most a site takes for one release"
+        )
     if dp_epsilon is not None and dp_noise == "discrete":
         per_level = float(dp_epsilon) / (height + 1)  # each level's share, the class counts'
         if per_level < MIN_DISCRETE_EPSILON:

@@ -283,13 +283,16 @@ def scores_in_range(
     return scores
 
 
+#: The largest epsilon a site takes for one DP release (a level of the tree, the class counts).
+MAX_RELEASE_EPSILON = 1e3
+
 _TREE_SCHEMA = {
     "branching": Int(2, 64),
     "height": Int(1, 64),
     "lo": Float(),
     "hi": Float(),
     "transform": Choice(*sorted(TRANSFORMS), default=None),
-    "epsilon": Float(0.0, 1e3, open_lo=True, default=None),
+    "epsilon": Float(0.0, MAX_RELEASE_EPSILON, open_lo=True, default=None),
     "noise": Choice(*NOISES, default="discrete"),
 }
 
@@ -380,7 +383,7 @@ _COUNT_SCHEMA = {
     "lo": Float(),
     "hi": Float(),
     "transform": Choice(*sorted(TRANSFORMS), default=None),
-    "epsilon": Float(0.0, 1e3, open_lo=True),
+    "epsilon": Float(0.0, MAX_RELEASE_EPSILON, open_lo=True),
     "noise": Choice(*NOISES, default="discrete"),
 }
 
