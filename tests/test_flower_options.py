@@ -362,3 +362,32 @@ def test_the_methods_refusal_in_the_serverapp_names_the_option(monkeypatch, caps
     code, out, err = run_main(capsys, args)
     assert (code, out) == (2, "")
     assert err == "error: --score-range (0.0, 0.5) misses the scores of site(s) ['site2']\n"
+
+
+def test_a_real_refusal_of_the_method_in_the_job_names_the_option(monkeypatch, capsys, paths):
+    """As the test above, on the method's own refusal rather than a made-up message: the
+    evaluate job runs (in process) on sites whose scores are not the declared levels, its
+    InputError crosses the wire form the ServerApp sends (error_to_dict / error_from_dict),
+    and `flower run` names --score-levels, as `fedroc evaluate` does."""
+    import fedroc.apps.application  # noqa: F401  (registers the evaluate job)
+    from fedroc.exceptions import FedrocError, error_from_dict, error_to_dict
+    from fedroc.federation import Federation
+    from fedroc.federation.flower import deploy
+    from fedroc.federation.flower.jobs import run_job
+
+    def submit(connection: Any, job: str, options: Any, **kwargs: Any) -> Any:
+        try:
+            run_job(job, Federation.from_files(paths), json.loads(json.dumps(options)))
+        except FedrocError as exc:
+            raise error_from_dict(error_to_dict(exc), fallback="FedrocError") from None
+        raise AssertionError("the method did not refuse the levels")
+
+    monkeypatch.setattr(deploy, "submit_job", submit)
+    args = ["--method", "rocglm", "--score-levels", "1,2,3"]
+    code, out, err = run_main(capsys, [*FLOWER, *args])
+    assert (code, out) == (2, "")
+    [line] = err.splitlines()
+    assert line.startswith("error: site(s) ") and "not among the declared --score-levels" in line
+    sites = [f"--site={name}={path}" for name, path in paths.items()]
+    code, out, err2 = run_main(capsys, ["evaluate", *sites, *args])
+    assert code == 2 and err2 == err
