@@ -262,6 +262,8 @@ def test_a_bad_value_is_refused_before_connecting_as_evaluate_refuses_it(
         (["--method", "clustered", "--youden"], "--method clustered cannot give --youden"),
         (["--method", "rocglm", "--epsilon", "1"], "give both --epsilon and --delta, or neither"),
         (["--method", "histogram", "--compare-score", "m2"], "--compare-score does not apply on"),
+        # The MPC job over Flower draws no calibration curve (no --mpc-calibration there).
+        (["--method", "mpc", "--bins", "5"], "--bins applies to --method mpc with --mpc-calib"),
         (
             ["--job", "moments", "--quantiles", "8", "--plain"],
             "--quantiles, --plain apply to --job",

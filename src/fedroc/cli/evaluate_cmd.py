@@ -555,6 +555,11 @@ def evaluate_command(
     from fedroc.methods import evaluate, get_method
 
     spec = get_method(method)  # before any file is read
+    if method == "mpc" and bins != 10 and not mpc_calibration:  # 10: the default
+        raise InputError(
+            "--bins applies to --method mpc with --mpc-calibration (without it the MPC job "
+            "adds no calibration curve)"
+        )
     options: dict[str, Any] = check_weights(method, sample_weight)
     if sites_file is not None and spec.needs_pooled:
         raise InputError(

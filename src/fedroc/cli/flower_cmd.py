@@ -375,6 +375,11 @@ def _job_options(
 
     if job == "evaluate":
         assert method is not None  # _check_job
+        if method == "mpc" and bins != 10:  # 10: the default
+            raise InputError(
+                "--bins applies to --method mpc with --mpc-calibration, which flower run does "
+                "not offer: the MPC job adds no calibration curve here"
+            )
         try:
             check_options(method, method_options, FLOWER_TAKES[method])
             check_values(method_options)
