@@ -229,12 +229,19 @@ def test_a_site_that_allows_no_exact_release_serves_the_dp_histogram_alone():
         with pytest.raises(DisclosureError, match="allow_exact = false"):
             fed.call(function, **args)
     assert fed.call("fedroc.info")["s0"]["n"] == 600
-    res = evaluate(fed, "histogram", dp_epsilon=1.0, quantiles=64)
-    assert 0.5 < res.auc < 1.0 and res.extra["mode"] == "distributed-dp"
-    with pytest.raises(DisclosureError, match="allow_exact = false"):
-        evaluate(Federation.from_sites(sites), "histogram")
     # Nothing exact was bound by the refusals: the rows binding is untouched.
     assert not any(key.startswith("rows") for s in sites for key in s.ledger.bindings)
+    res = evaluate(fed, "histogram", dp_epsilon=1.0, quantiles=64)
+    assert 0.5 < res.auc < 1.0 and res.extra["mode"] == "distributed-dp"
+    # The DP histograms' range check read the rows: it binds them as an exact release does
+    # (R11-1, tests/test_attacks_review11.py); the refused exact run below adds nothing.
+    bound = [{k: v for k, v in s.ledger.bindings.items() if k.startswith("rows")} for s in sites]
+    assert all(b.get("rows") for b in bound)
+    with pytest.raises(DisclosureError, match="allow_exact = false"):
+        evaluate(Federation.from_sites(sites), "histogram")
+    assert bound == [
+        {k: v for k, v in s.ledger.bindings.items() if k.startswith("rows")} for s in sites
+    ]
 
 
 # -- the same table read or represented differently ---------------------------------------

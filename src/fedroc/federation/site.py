@@ -73,6 +73,7 @@ __all__ = [
     "aggregate_input",
     "bind_before_reading",
     "bind_rows",
+    "bind_rows_read",
     "binding_refused",
     "check_noise_seed",
     "check_rows",
@@ -810,6 +811,27 @@ def rows_changed(ctx: SiteContext) -> bool:
     """
     with ctx.ledger.transaction():
         return _changed(ctx, _row_digests(ctx))
+
+
+def bind_rows_read(ctx: SiteContext) -> None:
+    """Bind the site's rows as its first exact release does, for a check that read them.
+
+    For a check that answers an exact bit of the rows free of budget before a DP release
+    (the histograms' range check, :func:`fedroc.methods.histogram._site.scores_in_range`):
+    its answer on these rows composes with an exact release of other rows as two exact
+    releases do. DP class counts over [0, 1], answered, said every score lay in [0, 1];
+    after one row was added, ``fedroc.is_probability`` said False exactly when the new row
+    lay above 1 (review 11, R11-1: 20 of 20). Bound, an exact release of other rows is
+    refused before it reads them. Call it holding the ledger's transaction, on rows that
+    :func:`rows_changed` finds unchanged (keys bound already keep their values).
+
+    Parameters
+    ----------
+    ctx : SiteContext
+        The site.
+    """
+    for key, digest in _row_digests(ctx).items():
+        ctx.ledger.bind(key, digest)
 
 
 def _check_rows_first(call: Call) -> None:

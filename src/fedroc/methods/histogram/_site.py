@@ -47,7 +47,13 @@ from fedroc.federation.basic import (
     clear_cuts,
 )
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
-from fedroc.federation.site import Reply, SiteContext, rows_changed, site_function
+from fedroc.federation.site import (
+    Reply,
+    SiteContext,
+    bind_rows_read,
+    rows_changed,
+    site_function,
+)
 from fedroc.metrics import SCORE_TRANSFORMS, leaf_index
 from fedroc.privacy import DPEvent, continuous_laplace_shares, discrete_laplace_shares
 
@@ -229,6 +235,11 @@ def scores_in_range(
     exact release (``fedroc.is_probability`` True) or the other check had said every old
     score lay inside (review 10, R10-1 and R10-2: 20 of 20 each).
 
+    The first read binds the rows for the exact releases too
+    (:func:`~fedroc.federation.site.bind_rows_read`): the other way round, its answer on the
+    old rows and an exact release of the new ones said as much of the new row (review 11,
+    R11-1: ``fedroc.is_probability`` after a row was added, 20 of 20).
+
     Parameters
     ----------
     ctx : SiteContext
@@ -270,6 +281,9 @@ def scores_in_range(
                 key = BIND_RANGE_ROWS + "".join("+" + name for name in names)
                 if key not in ctx.ledger.bindings:
                     ctx.ledger.bind(key, data.projection_digests[names])
+            # The answer below is an exact bit of these rows: it binds them for the exact
+            # releases too, as a first exact release does (R11-1).
+            bind_rows_read(ctx)
     if changed:
         return [np.clip(v, lo, hi) for v in scores]
     for name, v in zip(("first ", "second ") if compare else ("",), scores, strict=False):
