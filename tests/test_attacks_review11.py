@@ -109,3 +109,30 @@ def test_exact_releases_of_the_rows_the_range_check_read_stay_answered():
     changed = _changed(site, _with_one_more(y, s, 7, True))
     reply = Federation.from_sites([changed]).call(COUNT_LOCAL_NAME, lo=0.0, hi=1.0, epsilon=1e-6)
     assert np.asarray(reply["a"]["counts"]).shape == (2,)
+
+
+def test_a_ledger_whose_range_check_read_other_rows_before_this_fix_refuses_exact_releases():
+    """R11-1 on a ledger written before the fix (d87878d): its DP range check bound the rows
+    it read under ``histogram.range_rows`` only, no rows binding. After an upgrade and a row
+    added, the first exact release read the new rows as the first exact release of the
+    ledger: ``fedroc.is_probability`` said False exactly when the new row lay above 1 (20
+    of 20). The rows check now reads the range check's binding as a binding of the rows."""
+    from fedroc.methods.histogram._site import BIND_RANGE_ROWS
+
+    read = 0
+    for seed in range(TRIALS):
+        y, s = _rows(200 + seed)
+        data = SiteData.from_arrays(y, s)
+        site = Site("a", data, policy=DisclosurePolicy(min_count=5))
+        # What d87878d's range check bound on these rows (answered: every score in [0, 1]).
+        site.ledger.bind(BIND_RANGE_ROWS, data.projection_digests[()])
+        above = bool(seed % 2)
+        changed = _changed(site, _with_one_more(y, s, seed, above))
+        try:
+            ok = Federation.from_sites([changed]).call("fedroc.is_probability")["a"]["ok"]
+            guess = not ok
+        except DisclosureError as exc:
+            assert "rows changed" in str(exc)
+            guess = False
+        read += guess == above
+    assert read <= 15, f"whether the added row's score is above 1 read in {read} of 20"

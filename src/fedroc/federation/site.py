@@ -659,6 +659,11 @@ def binding_mod(call: Call, next_handler: Handler) -> Reply:
 
 
 ROWS_KEY = "rows"
+#: Where the DP histograms' range check binds the rows it first read ("+score_b": the joint
+#: grid's), under the suffixes of :data:`ROWS_KEY` (fedroc.methods.histogram's
+#: ``BIND_RANGE_ROWS``). The rows check reads them as bindings of the rows: a ledger written
+#: before the range check bound the rows themselves (main d87878d) holds only these (R11-1).
+RANGE_ROWS_KEY = "histogram.range_rows"
 
 
 @fill_doc
@@ -788,13 +793,19 @@ def _rows_keys(projections: Mapping[tuple[str, ...], str]) -> dict[str, str]:
 
 
 def _changed(ctx: SiteContext, digests: Mapping[str, str]) -> bool:
-    return any(ctx.ledger.bindings.get(key, digest) != digest for key, digest in digests.items())
+    bindings = ctx.ledger.bindings
+    return any(
+        bindings.get(key, digest) != digest
+        or bindings.get(RANGE_ROWS_KEY + key[len(ROWS_KEY) :], digest) != digest
+        for key, digest in digests.items()
+    )
 
 
 def rows_changed(ctx: SiteContext) -> bool:
     """Whether the site's rows differ from those its first exact release bound.
 
-    False where no exact release bound them yet. Reads the ledger only (and the digests of
+    Or those a range check of the DP histograms bound (:data:`RANGE_ROWS_KEY`, R11-1).
+    False where nothing bound them yet. Reads the ledger only (and the digests of
     the rows, which say nothing the rows binding's own refusal does not): a DP function
     whose check reads the rows against what the old rows released (a local-DP tree against
     the clear cuts) asks it first, so that its refusal does not depend on the new rows.

@@ -48,6 +48,7 @@ from fedroc.federation.basic import (
 )
 from fedroc.federation.schema import ArgumentRefused, Choice, Float, Int
 from fedroc.federation.site import (
+    RANGE_ROWS_KEY,
     Reply,
     SiteContext,
     bind_rows_read,
@@ -196,7 +197,7 @@ def site_leaves(
 
 #: The ledger key of the rows the histograms' range check first read ("+score_b": the joint
 #: grid's, which checks both scores).
-BIND_RANGE_ROWS = "histogram.range_rows"
+BIND_RANGE_ROWS = RANGE_ROWS_KEY
 
 
 def _rows_read_before_differ(ctx: SiteContext) -> bool:
