@@ -45,7 +45,9 @@ interval for a ratio of two binomial proportions; "beyond" means its lower end e
 
 With replacement the charged sensitivity depends on the table (the most copies of one
 image in a subset), and the plan publishes it (its ``epsilon``) before any query: the last
-table gives how often each world charged each value.
+tables give how often each world charged each value, in the worlds above and at the
+paper's clinical plan (1047 images, 126 or 125 positives, 100 subsets of 4188 at
+prevalence 0.12, with replacement; ``--paper-reps`` tables per world).
 
 Usage::
 
@@ -67,7 +69,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coverage import git_commit
 
-from fedroc.methods.sequester import subset_auc
+from fedroc.methods.sequester import auc_sensitivity, subset_auc
 from fedroc.sequester import Mechanism, Session, draw_subsets
 
 PHI, N_POS_A, RHO, PREVALENCE = 40, 6, 10, 0.25
@@ -179,11 +181,48 @@ def choose(pilot_a: np.ndarray, pilot_b: np.ndarray, min_hits: int) -> tuple[str
     return key
 
 
+def paper_plan(reps: int, rng: np.random.Generator) -> tuple[Counter[float], Counter[float]]:
+    """Sensitivity of ``reps`` paper-plan tables per world (126 or 125 positives of 1047)."""
+    out = []
+    for n_pos in (126, 125):
+        y = np.zeros(1047, dtype=bool)
+        y[:n_pos] = True
+        c: Counter[float] = Counter()
+        for _ in range(reps):
+            table = draw_subsets(y, n_subsets=100, subset_size=4188, prevalence=0.12, seed=rng)
+            c[round(auc_sensitivity(table, y), 6)] += 1
+        out.append(c)
+    return out[0], out[1]
+
+
+def largest_ratio(ca: Counter[float], cb: Counter[float], n: int) -> str:
+    """The largest ratio of the worlds' frequencies of ``Delta <= v`` or ``Delta >= v``.
+
+    Over the values ``v`` with at least 100 sessions in each world, either world on top;
+    with Katz's 95% interval.
+    """
+    best: tuple[float, float, float, str] | None = None
+    for v in sorted(set(ca) | set(cb)):
+        for side in ("<=", ">="):
+            keep = (lambda u: u <= v) if side == "<=" else (lambda u: u >= v)  # noqa: B023
+            x = sum(k for u, k in ca.items() if keep(u))
+            y = sum(k for u, k in cb.items() if keep(u))
+            if min(x, y) < 100:
+                continue
+            num, r = ("A", katz(x, y, n)) if x >= y else ("B", katz(y, x, n))
+            if best is None or r[0] > best[0]:
+                best = (*r, f"P_{num}(Delta {side} {v:g})")
+    if best is None:
+        return "no event with >= 100 in each world"
+    return f"{best[3]}: {best[0]:.3f} [{best[1]:.3f}, {best[2]:.3f}]"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the rows and write the Markdown table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=40000, help="repetitions per world and row")
     ap.add_argument("--seed", type=int, default=20261207)
+    ap.add_argument("--paper-reps", type=int, default=2000, help="paper-plan tables per world")
     ap.add_argument("--out", type=Path, default=Path("scripts/results/sequester_neighbours.md"))
     args = ap.parse_args(argv)
     t0 = time.time()
@@ -225,21 +264,24 @@ def main(argv: list[str] | None = None) -> int:
         if row == "redrawn":
             fa = ", ".join(f"{v:g}: {ca[v]}" for v in deltas)
             fb = ", ".join(f"{v:g}: {cb[v]}" for v in deltas)
-            best = max(
-                (katz(ca[v], cb[v], args.reps) if ca[v] >= cb[v] else katz(cb[v], ca[v], args.reps))
-                for v in deltas
-                if min(ca[v], cb[v]) >= 100
-            )
             charged_lines.append(
-                f"| {'with' if replace else 'without'} | {name} | {fa} | {fb} | {best[0]:.3f} "
-                f"[{best[1]:.3f}, {best[2]:.3f}] |"
+                f"| {'with' if replace else 'without'} | {name} | {fa} | {fb} | "
+                f"{largest_ratio(ca, cb, args.reps)} |"
             )
         print(lines[-1], flush=True)
+    pa, pb = paper_plan(args.paper_reps, np.random.default_rng(ss.spawn(1)[0]))
+    values = sorted(set(pa) | set(pb))
+    charged_lines.append(
+        f"| paper plan, with | any | {', '.join(f'{v:g}: {pa[v]}' for v in values)} | "
+        f"{', '.join(f'{v:g}: {pb[v]}' for v in values)} | "
+        f"{largest_ratio(pa, pb, args.paper_reps)} |"
+    )
     header = [
         "# Sequestered answers in two test sets one label apart, subsets redrawn",
         "",
         f"Command: `python scripts/sequester_neighbours.py --reps {args.reps} --seed "
-        f"{args.seed}`; commit {git_commit()}. {args.reps} sessions per world and row (after a "
+        f"{args.seed} --paper-reps {args.paper_reps}`; commit {git_commit()}. {args.reps} "
+        f"sessions per world and row (after a "
         f"pilot of {args.reps // 4} per world that chose the event); see the script's "
         f"docstring for the worlds, the probe and the rows. {PHI} images, image 0 positive "
         f"(A, {N_POS_A} positives) or negative (B), {RHO} subsets of {SUBSET[False]} images "
@@ -258,9 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Sensitivity charged per session in the redrawn rows (value: sessions), world A "
         "then world B. The plan publishes it (through `epsilon`) before any query; the last "
-        "column is the largest ratio of the two worlds' frequencies of one value (values with "
-        ">= 100 sessions in each world; the largest of several, so not a pre-chosen event) "
-        "and its Katz 95% interval:",
+        "column is the largest ratio of the two worlds' frequencies of `Delta <= v` or "
+        "`Delta >= v` (events with >= 100 sessions in each world; the largest of several, "
+        "not a pre-chosen event) and its Katz 95% interval:",
         "",
         "| replacement | mechanism | world A | world B | largest ratio [95% CI] |",
         "|---|---|---|---|---|",
