@@ -348,6 +348,30 @@ def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
     by at most ``m / (Q + m)`` (and symmetrically). The maximum over subsets, capped at 1,
     calibrates the differential-privacy events of the answers.
 
+    The subsets are not held fixed between neighbours: :func:`draw_subsets` draws a
+    subset's positives from the positives, so two test sets one image's label apart (the
+    neighbours of the guarantee; ids and the public prevalence, hence each subset's ``P``
+    and ``Q``, the same) draw different tables. The bound still covers them as long as the
+    table is the custodian's *secret random* draw, by a coupling. Draw world A's table
+    (image ``i`` positive); obtain world B's (``i`` negative) from it slot by slot: a copy
+    of ``i`` among a subset's positives becomes a positive drawn uniformly from the others,
+    and each negative becomes ``i`` with probability ``1 / (Q_set + 1)`` (``Q_set``
+    negatives in the test set; without replacement, ``i`` is swapped for a positive not in
+    the subset, and takes the place of a uniform negative with probability
+    ``Q / (Q_set + 1)``). Each table then has its own world's distribution and the two
+    differ only where ``i`` sits, so a subset's AUC moves by at most ``m / P + m' / Q``
+    for ``m`` copies of ``i`` in world A and ``m'`` in world B: replacing one positive
+    changes ``Q`` of the ``P Q`` pairs. Answers drawn on a coupled pair are within the
+    noise's ``e^epsilon`` of each other, and averaging over the coupling keeps that ratio.
+    Without replacement ``m, m' <= 1`` and ``2 / min(P, Q)`` is a bound whatever the draw
+    (``scripts/results/sequester_neighbours.md``: one probe answer, ratio 1.50 [1.45, 1.55]
+    against ``e^1``). With replacement it is not: ``m`` may reach ``P``, and ``mult`` is the
+    realised table's, so the value is not a worst case, and it depends on the labels
+    through the draw (fewer positives, more copies of each); the plan publishes it in its
+    epsilon (``tests/test_sequester_neighbours.py``, strict xfail). With the seed known to a
+    developer the tables of the two worlds are fixed functions of the labels that differ in
+    every subset, and no bound of this kind holds.
+
     Parameters
     ----------
     table : SubsetTable
