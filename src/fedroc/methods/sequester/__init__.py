@@ -54,7 +54,14 @@ with them the answers' rounding step and the AUC's sensitivity). The service tak
 custodian's, or counts the test set's positives with discrete Laplace noise
 (:func:`~fedroc.methods.sequester.engine.noisy_prevalence`) and adds that epsilon to the
 plan's ``epsilon_guarantee``. Drawn with replacement, the most times a subset holds one
-image (which sets the sensitivity) still depends on the class sizes through the draw.
+image (which sets the sensitivity, published in the plan's epsilon) still depends on the
+class sizes through the draw: measurable in small sets with many copies per image, not at
+the paper's plan (``scripts/results/sequester_neighbours.md``).
+
+The subsets are drawn from the labels, so neighbouring test sets have different tables; the
+answers' guarantee rests on the table being the custodian's secret random draw (a coupling
+of the two worlds' draws, :func:`~fedroc.methods.sequester.engine.auc_sensitivity`), not
+on the subsets being held fixed: a custodian's seed must be random and kept secret.
 """
 
 from fedroc.methods.sequester import planner
