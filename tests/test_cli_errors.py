@@ -1604,3 +1604,28 @@ def test_an_unrelated_extra_argument_gets_no_hint(capsys, csv):
     code, _, err = run_main(capsys, ["evaluate", "--site", f"a={csv}", "--label", "y", "z"])
     assert code == 2 and "(z)" in err
     assert "joined by commas" not in err and "--site NAME=PATH:" not in err, err
+
+
+def _clustered_csv(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(5)
+    pid = np.repeat(np.arange(30), 4)
+    y = rng.integers(0, 2, pid.size)
+    path = tmp_path / "c.csv"
+    frame = pd.DataFrame({"label": y, "score": (0.2 + 0.5 * y * rng.random(pid.size)).round(3)})
+    frame.assign(pid=pid).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("method", ["pooled", "histogram", "rocglm", "mpc"])
+def test_cluster_with_a_method_that_ignores_clusters_is_refused(capsys, tmp_path, method):
+    """`evaluate --method pooled --cluster patient` ran and printed a DeLong interval that
+    treats the rows as independent, without a word that the clusters were ignored; it is
+    refused now, before any site is asked, pointing to --method clustered."""
+    path = _clustered_csv(tmp_path)
+    sites = [arg for name in "abc" for arg in ("--site", f"{name}={path}")]
+    args = ["evaluate", *sites, "--method", method, "--cluster", "pid"]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: --cluster 'pid' does not apply to --method {method}")
+    assert "--method clustered" in err and "fedroc clustered" in err
+    assert "Traceback" not in err

@@ -555,6 +555,14 @@ def evaluate_command(
     from fedroc.methods import evaluate, get_method
 
     spec = get_method(method)  # before any file is read
+    if cluster is not None and not spec.needs_clusters:
+        # The method would read the column and ignore it: its interval treats the rows as
+        # independent, which a user who named the clusters did not ask for.
+        raise InputError(
+            f"--cluster {cluster!r} does not apply to --method {method}: it treats the rows "
+            "as independent and would ignore the clusters; use --method clustered (across "
+            "sites) or `fedroc clustered FILE` (one file)"
+        )
     if method == "mpc" and bins != 10 and not mpc_calibration:  # 10: the default
         raise InputError(
             "--bins applies to --method mpc with --mpc-calibration (without it the MPC job "
