@@ -1629,3 +1629,23 @@ def test_cluster_with_a_method_that_ignores_clusters_is_refused(capsys, tmp_path
     assert err.startswith(f"error: --cluster 'pid' does not apply to --method {method}")
     assert "--method clustered" in err and "fedroc clustered" in err
     assert "Traceback" not in err
+
+
+def test_an_option_a_method_does_not_take_names_the_methods_that_do(capsys, csv):
+    """ "option(s) --dp-epsilon do not apply to --method pooled" said what was wrong and not
+    what to do: it now names the methods that take each option (their runners' keywords)."""
+    sites = [arg for name in "abc" for arg in ("--site", f"{name}={csv}")]
+    base = ["evaluate", *sites, "--label", "label", "--score", "score"]
+    code, out, err = run_main(capsys, [*base, "--method", "pooled", "--dp-epsilon", "1"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.strip() == (
+        "error: option(s) --dp-epsilon do not apply to --method pooled; "
+        "--dp-epsilon is an option of --method histogram"
+    )
+    args = [*base, "--method", "histogram", "--epsilon", "1", "--delta", "0.01"]
+    code, _, err = run_main(capsys, [*args, "--cluster-bins", "10"])
+    assert code == 2, err
+    assert err.strip().endswith(
+        "; --epsilon, --delta are options of --method rocglm; "
+        "--cluster-bins is an option of --method clustered"
+    ), err

@@ -347,7 +347,10 @@ def test_both_commands_name_plain_as_the_option_that_does_not_apply(capsys, path
     for args in (["evaluate", *sites], FLOWER):
         code, out, err = run_main(capsys, [*args, "--method", "histogram", "--plain"])
         assert (code, out) == (2, "")
-        assert err == "error: option(s) --plain do not apply to --method histogram\n"
+        assert err == (
+            "error: option(s) --plain do not apply to --method histogram; "
+            "--plain is an option of --method clustered\n"
+        )
 
 
 def test_the_methods_refusal_in_the_serverapp_names_the_option(monkeypatch, capsys):

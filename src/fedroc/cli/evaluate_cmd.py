@@ -34,6 +34,7 @@ from fedroc.cli._common import (
 )
 from fedroc.cli._method_options import (
     ASK_OPTIONS,
+    FLOWER_TAKES,
     ask_keywords,
     method_keywords,
     option_names,
@@ -123,6 +124,8 @@ def check_options(
     ``takes``: the keywords the method takes; by default its runner's signature (which loads
     the method modules).
     """
+    # flower run gives the keywords of its methods (FLOWER_TAKES); evaluate the signatures.
+    takes_of = None if takes is None else FLOWER_TAKES
     if takes is None:
         from fedroc.methods import get_method
 
@@ -147,10 +150,41 @@ def check_options(
         # --bins sets it, the method takes it).
         names = {**option_names("clustered"), "secure": "--plain"}
         flags = ", ".join(names.get(k, "--" + k.replace("_", "-")) for k in wrong)
-        raise InputError(f"option(s) {flags} do not apply to --method {method}")
+        raise InputError(
+            f"option(s) {flags} do not apply to --method {method}"
+            + _taken_by(wrong, names, takes_of)
+        )
     if ("epsilon" in options) != ("delta" in options):  # rocglm's message names its keywords
         raise InputError("give both --epsilon and --delta, or neither (the default setting)")
     _check_ignored(options)
+
+
+def _taken_by(
+    wrong: list[str], names: Mapping[str, str], takes_of: Mapping[str, Collection[str]] | None
+) -> str:
+    """Say which methods take each of the options ``wrong``, or ``""`` where none does.
+
+    "option(s) --dp-epsilon do not apply to --method pooled" said what was wrong but not what
+    to do instead. ``takes_of``: each method's keywords; by default its runner's signature.
+    """
+    if takes_of is None:
+        from fedroc.methods import get_method, method_names
+
+        takes_of = {m: set(inspect.signature(get_method(m).run).parameters) for m in method_names()}
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for key in wrong:
+        # n_bins comes from --cluster-bins here: pooled's n_bins is set by --bins.
+        takers = tuple(
+            m for m in takes_of if key in takes_of[m] and not (key == "n_bins" and m == "pooled")
+        )
+        if takers:
+            groups.setdefault(takers, []).append(names.get(key, "--" + key.replace("_", "-")))
+    parts = []
+    for takers, flags in groups.items():
+        methods = " or ".join([", ".join(takers[:-1]), takers[-1]] if len(takers) > 1 else takers)
+        what = "is an option" if len(flags) == 1 else "are options"
+        parts.append(f"{', '.join(flags)} {what} of --method {methods}")
+    return "".join(f"; {part}" for part in parts)
 
 
 def _check_ignored(options: dict[str, Any]) -> None:
