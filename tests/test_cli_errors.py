@@ -1649,3 +1649,26 @@ def test_an_option_a_method_does_not_take_names_the_methods_that_do(capsys, csv)
         "; --epsilon, --delta are options of --method rocglm; "
         "--cluster-bins is an option of --method clustered"
     ), err
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["--json", "metrics", "{csv}"], "fedroc metrics"),
+        (["sequester", "--json", "plan", "--images", "10"], "fedroc sequester plan"),
+    ],
+)
+def test_an_option_before_its_command_says_where_it_goes(capsys, csv, args, where):
+    """`fedroc --json metrics x.csv` said "No such option: --json. Did you mean --version?":
+    the option belongs after the command, which the message now says."""
+    args = [a.replace("{csv}", str(csv)) for a in args]
+    code, out, err = run_main(capsys, args)
+    message = json.loads(out)["error"]
+    assert code == 2 and err == ""
+    assert "Did you mean --version" not in message
+    assert f"--json is an option of '{where}': give it after the command" in message
+
+
+def test_an_unknown_option_before_a_command_gets_no_placement_hint(capsys, csv):
+    code, _, err = run_main(capsys, ["--jsn", "metrics", str(csv)])
+    assert code == 2 and "No such option: --jsn" in err and "after the command" not in err

@@ -227,6 +227,35 @@ def _extra_argument_hint(message: str, args: Sequence[str], ctx: Any) -> str:
     return ""
 
 
+def _misplaced_option_message(exc: Exception, args: Sequence[str], ctx: Any) -> str | None:
+    """Say where an option given before its command goes, or None.
+
+    ``fedroc --json metrics x.csv`` was told "No such option: --json. Did you mean
+    --version?": the option is the command's, given before it.
+    """
+    name = getattr(exc, "option_name", None)
+    group = getattr(ctx, "command", None)
+    if type(exc).__name__ != "NoSuchOption" or not isinstance(name, str) or name not in args:
+        return None
+    command, path = group, [str(ctx.command_path)]
+    for word in args[list(args).index(name) + 1 :]:
+        subs = getattr(command, "commands", None)
+        if not subs:
+            break
+        if word in subs:
+            command = subs[word]
+            path.append(word)
+    if command is None or command is group or getattr(command, "commands", None):
+        return None
+    if not any(name in getattr(p, "opts", ()) for p in command.params):
+        return None
+    where = " ".join(path)
+    return (
+        f"No such option: {name} before the command; {name} is an option of '{where}': "
+        f"give it after the command ({where} ... {name})"
+    )
+
+
 def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
     """Report ``exc`` as the CLI contract says and return the exit status.
 
@@ -247,8 +276,8 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
             if text:
                 err.print(text, soft_wrap=True, highlight=False, markup=False)
             return USER_ERROR
-        message = _usage_message(exc)
         ctx = getattr(exc, "ctx", None)
+        message = _misplaced_option_message(exc, args, ctx) or _usage_message(exc)
         kind = "UsageError"
         if ctx is not None:
             payload["command"] = ctx.command_path
