@@ -1672,3 +1672,14 @@ def test_an_option_before_its_command_says_where_it_goes(capsys, csv, args, wher
 def test_an_unknown_option_before_a_command_gets_no_placement_hint(capsys, csv):
     code, _, err = run_main(capsys, ["--jsn", "metrics", str(csv)])
     assert code == 2 and "No such option: --jsn" in err and "after the command" not in err
+
+
+def test_sequester_plan_of_no_answers_names_no_keyword_the_command_lacks(capsys):
+    """The planner's refusal of 0 perturbed answers ended "or set budget_units", a keyword of
+    the Python planner and the service that `fedroc sequester plan` has no option for."""
+    args = ["sequester", "plan", "--images", "10", "--subsets", "100", "--load-factor", "400"]
+    code, out, err = run_main(capsys, [*args, "--noise-rate", "0.8"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "--load-factor from 400" in err and "--noise-rate to at least" in err
+    assert "set budget_units" not in err
+    assert "or set the budget_units of the service's plan (which relaxes" in err

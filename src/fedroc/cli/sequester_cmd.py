@@ -40,6 +40,9 @@ PLAN_OPTIONS = {
     "prevalence": "--prevalence",
     "power": "--power",
     "alpha": "--alpha",
+    # No option here: the refusal of a plan of 0 answers offers it, which the service's plan
+    # (POST /v1/test-sets/ID/plans) takes.
+    "budget_units": "the budget_units of the service's plan",
 }
 
 
