@@ -728,3 +728,22 @@ def test_the_evaluate_table_says_class_counts_the_method_kept_secret_are_not_rel
     }
     assert rows["n_pos"] == rows["n_neg"] == "not released", out
     assert rows["brier"] == "-", out  # not a secret: scores that are no probabilities
+
+
+def test_report_says_a_histogram_without_dp_used_no_dp_not_that_it_has_no_epsilon(
+    capsys, site_files, tmp_path
+):
+    """The histogram's `epsilon` is null without --dp-epsilon (docs/json.md: "null without
+    DP"); the HTML report showed it as "Differential privacy: epsilon | not given by this
+    method", as if the method could not give DP. It now says no DP was used."""
+    import html
+    import re
+
+    report = tmp_path / "r.html"
+    args = [f"--site={k}={v}" for k, v in site_files.items()]
+    args += ["--label", "outcome", "--score", "risk", "--pos-label", "dead"]
+    run(capsys, "evaluate", *args, "--method", "histogram", "--report", str(report), "--json")
+    text = html.unescape(re.sub(r"<[^>]+>", " ", report.read_text()))
+    text = " ".join(text.split())
+    assert "Differential privacy: epsilon none (no differential privacy)" in text
+    assert "Differential privacy: epsilon not given by this method" not in text

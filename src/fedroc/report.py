@@ -639,6 +639,8 @@ def evaluation_report(
             continue
         if isinstance(value, (list, tuple)) and len(value) > 2 and key != "rocglm_params":
             continue
+        if key == "epsilon" and value is None:  # the method can add DP; this run did not
+            value = "none (no differential privacy)"
         rows.append((human_label(key), value))
     rows = [(k, "not given by this method" if v is None else v) for k, v in rows]
     report.add_table(["Quantity", "Value"], rows, cls="result")
