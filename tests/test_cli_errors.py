@@ -1683,3 +1683,15 @@ def test_sequester_plan_of_no_answers_names_no_keyword_the_command_lacks(capsys)
     assert "--load-factor from 400" in err and "--noise-rate to at least" in err
     assert "set budget_units" not in err
     assert "or set the budget_units of the service's plan (which relaxes" in err
+
+
+def test_sites_that_fail_alike_naming_themselves_are_named_together(capsys, csv):
+    """`evaluate --method rocglm --score-range=-6,7` on logits without --sensitivity printed
+    the sites' refusal three times in one line (each names its own site inside the reason,
+    "scores of site 'a' lie outside [0, 1]"), where identical reasons are joined."""
+    sites = [arg for name in "abc" for arg in ("--site", f"{name}={csv}")]
+    args = ["evaluate", *sites, "--method", "rocglm", "--score-range=-6,7"]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.count("the sensitivity heuristic is only defined for probabilities") == 1, err
+    assert err.strip().endswith("(and alike at 'b', 'c')"), err

@@ -119,7 +119,8 @@ def _grouped_reasons(failures: Mapping[str, BaseException]) -> list[str]:
     groups: dict[tuple[str, str], tuple[str, list[str]]] = {}
     for name, exc in failures.items():
         text = _site_reason(name, exc)
-        key = (type(exc).__name__, text[len(f"site {name!r}") :])  # what follows the name
+        # What follows the name, the name elsewhere in it too ("scores of site 'x' lie ...").
+        key = (type(exc).__name__, text[len(f"site {name!r}") :].replace(f"site {name!r}", "\0"))
         groups.setdefault(key, (text, []))[1].append(name)
     return [
         text + (f" (and alike at {', '.join(map(repr, sites[1:]))})" if len(sites) > 1 else "")
