@@ -1695,3 +1695,16 @@ def test_sites_that_fail_alike_naming_themselves_are_named_together(capsys, csv)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert err.count("the sensitivity heuristic is only defined for probabilities") == 1, err
     assert err.strip().endswith("(and alike at 'b', 'c')"), err
+
+
+def test_mpc_over_two_sites_does_not_suggest_mpc_for_its_brier_score(capsys, tmp_path):
+    """`evaluate --method mpc` over two sites noted "Brier score withheld: ... With fewer
+    sites, the MPC method (--method mpc) needs no secure aggregation": the method in use.
+    The note keeps why (secure aggregation needs 3 sites) without that advice."""
+    path = _clustered_csv(tmp_path)  # probabilities: a Brier score is asked for
+    sites = [arg for name in "ab" for arg in ("--site", f"{name}={path}")]
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "mpc", "--json"])
+    assert code == 0, err
+    notes = [n for n in json.dumps(json.loads(out)).split('"') if "Brier score withheld" in n]
+    assert notes and "secagg_min_sites" in notes[0], out
+    assert "--method mpc" not in notes[0], notes[0]

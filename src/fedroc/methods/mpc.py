@@ -334,6 +334,13 @@ _CALIBRATION_GIVES_P = (
 )
 
 
+def _without_mpc_advice(exc: Exception) -> str:
+    """Give the sites' refusal of a secure aggregation without its advice to use this method."""
+    from fedroc.privacy.policy import MPC_INSTEAD
+
+    return str(exc).replace(f". {MPC_INSTEAD}", "")
+
+
 def _secure_probability_metrics(
     fed: Any, n_bins: int, calibration: bool
 ) -> tuple[Any, Any, list[str]]:
@@ -348,7 +355,7 @@ def _secure_probability_metrics(
     try:
         brier, _ = secure_brier(fed)
     except FedrocError as exc:
-        return None, None, [f"Brier score withheld: {exc}"]
+        return None, None, [f"Brier score withheld: {_without_mpc_advice(exc)}"]
     notes = [
         "Brier score by secure aggregation (the analyst saw the sums of n and of squared "
         "errors over sites)"
@@ -363,7 +370,7 @@ def _secure_probability_metrics(
     try:
         curve = secure_calibration(fed, n_bins=n_bins).curve
     except FedrocError as exc:
-        return brier, None, [*notes, f"calibration withheld: {exc}"]
+        return brier, None, [*notes, f"calibration withheld: {_without_mpc_advice(exc)}"]
     notes.append(
         f"calibration by secure aggregation, as asked: {_CALIBRATION_GIVES_P}, so the "
         "analyst knows them"

@@ -70,6 +70,9 @@ DEFAULT_EPSILON_LIMIT = 10.0
 # Fewest sites a site aggregates with: with two, each site's partner could subtract its own
 # input from a published sum.
 DEFAULT_SECAGG_MIN_SITES = 3
+#: What a refusal of secure aggregation over too few sites suggests (the MPC method's own
+#: notes leave it out: that method is the one in use).
+MPC_INSTEAD = "With fewer sites, the MPC method (--method mpc) needs no secure aggregation"
 # Smallest l2-sensitivity a site calibrates its ROC-GLM noise to, for probability scores: a
 # claimed 1e-12 would release every score to 1e-8 "at epsilon 1". 0.01 is the smallest of
 # paper 1's settings; a site whose scores span a wider range sets a larger floor.
@@ -616,8 +619,7 @@ class DisclosurePolicy:
             raise DisclosureError(
                 f"site {site!r} refuses {function!r}: a secure aggregation of {quantity!r} "
                 f"over {len(members)} site(s) {members}; its policy needs at least "
-                f"{self.secagg_min_sites} (secagg_min_sites). With fewer sites, the MPC "
-                f"method (--method mpc) needs no secure aggregation{instead}",
+                f"{self.secagg_min_sites} (secagg_min_sites). {MPC_INSTEAD}{instead}",
                 site=site,
                 function=function,
             )
