@@ -747,3 +747,16 @@ def test_report_says_a_histogram_without_dp_used_no_dp_not_that_it_has_no_epsilo
     text = " ".join(text.split())
     assert "Differential privacy: epsilon none (no differential privacy)" in text
     assert "Differential privacy: epsilon not given by this method" not in text
+
+
+@pytest.mark.parametrize(("seed", "label"), [([], "unseeded"), (["--seed", "4"], "seed 4")])
+def test_report_band_says_whether_it_was_seeded(capsys, site_files, tmp_path, seed, label):
+    """The pooled report's ROC band read "(200 samples, seed None)" without --seed, as
+    `fedroc metrics --bootstrap` did before it said "unseeded"."""
+    report = tmp_path / "r.html"
+    args = [f"--site={k}={v}" for k, v in site_files.items()]
+    args += ["--label", "outcome", "--score", "risk", "--pos-label", "dead", *seed]
+    run(capsys, "evaluate", *args, "--method", "pooled", "--report", str(report), "--json")
+    text = report.read_text()
+    assert f"bootstrap band (200 samples, {label})." in text
+    assert "seed None" not in text

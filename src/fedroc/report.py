@@ -758,7 +758,7 @@ def _roc_section(
         band = roc_band(counts, confidence_level=result.confidence_level, seed=seed)
         band_text = (
             f"Shaded: pointwise {result.confidence_level:.0%} stratified bootstrap band "
-            f"(200 samples, seed {seed})."
+            f"(200 samples, {'unseeded' if seed is None else f'seed {seed}'})."
         )
     label = (
         "pooled rows (reference)"
