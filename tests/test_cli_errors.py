@@ -1708,3 +1708,15 @@ def test_mpc_over_two_sites_does_not_suggest_mpc_for_its_brier_score(capsys, tmp
     notes = [n for n in json.dumps(json.loads(out)).split('"') if "Brier score withheld" in n]
     assert notes and "secagg_min_sites" in notes[0], out
     assert "--method mpc" not in notes[0], notes[0]
+
+
+def test_mpc_operating_points_refusal_says_how_a_site_opts_in(capsys, tmp_path):
+    """`evaluate --method mpc --youden` with --site said the sites' policies "do not opt in
+    to 'mpc.operating_points'" and not how a site does; it now names the policy key and
+    where a --sites file sets it (the refusal itself is unchanged)."""
+    path = _clustered_csv(tmp_path)
+    sites = [arg for name in "abc" for arg in ("--site", f"{name}={path}")]
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "mpc", "--youden"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "does not opt in to 'mpc.operating_points'" in err
+    assert "opt_in = ['mpc.operating_points'] in its policy ([policy] of a --sites file)" in err

@@ -146,7 +146,8 @@ def share_site(ctx: SiteContext, args: Record) -> Reply:
             raise DisclosureError(
                 f"site {ctx.site!r} refuses {SHARE_FUNCTION}: the job asks for operating "
                 "points, whose thresholds are exact scores of rows; its policy does not opt "
-                f"in to {OPT_IN_POINTS!r}",
+                f"in to {OPT_IN_POINTS!r} (a site that accepts this sets opt_in = "
+                f"[{OPT_IN_POINTS!r}] in its policy ([policy] of a --sites file))",
                 site=ctx.site,
                 function=SHARE_FUNCTION,
             )
