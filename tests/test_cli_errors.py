@@ -1720,3 +1720,26 @@ def test_mpc_operating_points_refusal_says_how_a_site_opts_in(capsys, tmp_path):
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "does not opt in to 'mpc.operating_points'" in err
     assert "opt_in = ['mpc.operating_points'] in its policy ([policy] of a --sites file)" in err
+
+
+@pytest.mark.parametrize("value", ["yes", "2"])
+def test_a_pos_label_that_is_no_class_gets_no_hint_to_write_it_as_a_number(capsys, tmp_path, value):
+    """`fedroc metrics FILE --pos-label yes` on 0/1 labels said "(the classes are numbers:
+    give --pos-label as a number, yes not 'yes')"; the hint is for a number written as text
+    (a sites file's pos_label = "1"), and only where that number is a class."""
+    path = _clustered_csv(tmp_path)
+    sites = tmp_path / "sites.toml"
+    sites.write_text(
+        "[columns]\nlabel = 'label'\nscore = 'score'\n"
+        f"pos_label = '{value}'\n[sites.a]\npath = '{path}'\n"
+    )
+    code, out, err = run_main(capsys, ["metrics", str(path), "--pos-label", value])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    shown = {"yes": "'yes'", "2": "2"}[value]  # the command line reads 2 as a number
+    assert f"--pos-label={shown} is not one of its classes [0, 1]" in err
+    assert "as a number" not in err
+    code, _, err = run_main(capsys, ["evaluate", "--sites", str(sites), "--method", "histogram"])
+    assert code == 2 and "is not one of its classes [0, 1]" in err and "as a number" not in err
+    sites.write_text(sites.read_text().replace(f"'{value}'", "'1'"))
+    code, _, err = run_main(capsys, ["evaluate", "--sites", str(sites), "--method", "histogram"])
+    assert code == 2 and "give pos_label as a number, 1 not '1'" in err, err

@@ -78,6 +78,14 @@ def _classes(labels: NDArray[Any]) -> NDArray[Any]:
     return np.unique(labels)
 
 
+def _names_a_class(text: str, classes: NDArray[Any]) -> bool:
+    """Whether ``text`` read as a number is one of the (numeric) ``classes``."""
+    try:
+        return bool(np.isin([float(text)], classes).all())
+    except ValueError:
+        return False
+
+
 def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_true") -> BoolArray:
     """Return a boolean array, True for the positive class.
 
@@ -113,7 +121,11 @@ def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_tru
         return np.asarray(labels == 1)
     if classes.size == 2 and not np.isin([pos_label], classes).all():
         hint = ""
-        if isinstance(pos_label, str) and classes.dtype.kind in "iuf":
+        if (
+            isinstance(pos_label, str)
+            and classes.dtype.kind in "iuf"
+            and _names_a_class(pos_label, classes)
+        ):
             # A sites file's pos_label = "1" (TOML text) beside a column of numbers.
             hint = (
                 " (the classes are numbers: give pos_label as a number, "
