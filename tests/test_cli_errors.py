@@ -1743,3 +1743,27 @@ def test_a_pos_label_that_is_no_class_gets_no_hint_to_write_it_as_a_number(capsy
     sites.write_text(sites.read_text().replace(f"'{value}'", "'1'"))
     code, _, err = run_main(capsys, ["evaluate", "--sites", str(sites), "--method", "histogram"])
     assert code == 2 and "give pos_label as a number, 1 not '1'" in err, err
+
+
+@pytest.mark.parametrize(
+    ("table", "line", "said"),
+    [
+        ("columns", "scroe = 'score'", "table [columns]: unknown column setting(s) ['scroe']"),
+        ("policy", "min_cont = 5", "table [policy]: unknown policy setting(s) ['min_cont']"),
+    ],
+)
+def test_a_typo_in_the_files_shared_tables_is_not_blamed_on_the_first_site(
+    capsys, csv, tmp_path, table, line, said
+):
+    """A misspelt key in the sites file's top [columns] or [policy] was reported as
+    "site 'north' in 'sites.toml': unknown ... setting(s)", sending the user to look for a
+    [sites.north] table that was right; the message now names the shared table."""
+    sites = tmp_path / "sites.toml"
+    text = f"[{table}]\n{line}\n" + "".join(
+        f"[sites.{name}]\npath = '{csv}'\n" for name in ("north", "south", "east")
+    )
+    sites.write_text(text)
+    code, out, err = run_main(capsys, ["evaluate", "--sites", str(sites), "--method", "histogram"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: federation file {str(sites)!r}"), err
+    assert said in err and "site 'north'" not in err, err

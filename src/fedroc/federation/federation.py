@@ -438,6 +438,7 @@ class Federation:
         top_policy = policy_paths_relative_to(
             _toml_table(config, "policy", f"federation file {where}"), base
         )
+        _check_shared_tables(top_columns, top_policy, where)
         sites = []
         for name, cfg in sites_cfg.items():
             if not isinstance(cfg, dict):
@@ -492,6 +493,25 @@ class Federation:
                 )
             )
         return cls.from_sites(sites, **kwargs)
+
+
+def _check_shared_tables(columns: Mapping[str, Any], policy: Mapping[str, Any], where: str) -> None:
+    """Refuse an unknown key of a sites file's shared [columns] or [policy], naming the table.
+
+    It was reported as the first site's ("site 'north' in ...: unknown column setting(s)"),
+    sending the user to a [sites.north] table that was right.
+    """
+    unknown = sorted(set(columns) - {"label", "score", "cluster", "score_b", "pos_label"})
+    if unknown:
+        raise InputError(
+            f"federation file {where}, table [columns]: unknown column setting(s) {unknown}; "
+            "known: label, score, score_b, cluster, pos_label"
+        )
+    try:
+        DisclosurePolicy.from_mapping(policy)
+    except InputError as exc:  # other refusals may depend on a site's own table
+        if str(exc).startswith("unknown policy setting"):
+            raise InputError(f"federation file {where}, table [policy]: {exc}") from None
 
 
 def _toml_table(config: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
