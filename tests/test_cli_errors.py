@@ -1767,3 +1767,15 @@ def test_a_typo_in_the_files_shared_tables_is_not_blamed_on_the_first_site(
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: federation file {str(sites)!r}"), err
     assert said in err and "site 'north'" not in err, err
+
+
+@pytest.mark.parametrize("name", ["north.csv", "north.parquet"])
+def test_a_data_file_given_as_sites_says_to_use_site(capsys, csv, tmp_path, name):
+    """`evaluate --sites north.csv` said "federation file 'north.csv' is not valid TOML:
+    Expected '=' after a key ...": --sites was taken for --site."""
+    data = tmp_path / name
+    data.write_bytes(csv.read_bytes())
+    code, out, err = run_main(capsys, ["evaluate", "--sites", str(data), "--method", "pooled"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "is a data file; --sites takes a TOML file describing the sites" in err, err
+    assert f"--site north={data}" in err

@@ -462,6 +462,12 @@ def _check_usage(
         raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
+    if sites_file is not None and sites_file.suffix.lower() in (".csv", ".tsv", ".parquet", ".pq"):
+        raise InputError(
+            f"--sites {str(sites_file)!r} is a data file; --sites takes a TOML file describing "
+            f"the sites (README, 'federation.toml'); give each data file as --site NAME=PATH: "
+            f"--site {sites_file.stem}={sites_file}"
+        )
     if sites_file is None:
         if not site:
             raise InputError("give at least one --site NAME=PATH (or --sites FILE)")
