@@ -1779,3 +1779,15 @@ def test_a_data_file_given_as_sites_says_to_use_site(capsys, csv, tmp_path, name
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "is a data file; --sites takes a TOML file describing the sites" in err, err
     assert f"--site north={data}" in err
+
+
+def test_the_federated_jackknife_refusal_names_the_command_that_gives_it(capsys, tmp_path):
+    """`evaluate --method clustered --cluster-interval jackknife` was told the interval "is
+    offered by the pooled analysis only", which reads as --method pooled (that ignores
+    clusters); it now names `fedroc clustered FILE` (and fedroc.clustered_auc)."""
+    path = _clustered_csv(tmp_path)
+    sites = [arg for name in "abc" for arg in ("--site", f"{name}={path}")]
+    args = ["evaluate", *sites, "--method", "clustered", "--cluster", "pid"]
+    code, out, err = run_main(capsys, [*args, "--cluster-interval", "jackknife"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "pooled analysis only (`fedroc clustered FILE`, fedroc.clustered_auc)" in err, err

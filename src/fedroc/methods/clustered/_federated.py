@@ -362,7 +362,8 @@ def federated_clustered_auc(
     if interval == "jackknife":
         raise InputError(
             "interval='jackknife' (--cluster-interval jackknife) is offered by the pooled "
-            "analysis only: the leave-one-cluster-out estimates need sums the sites do not "
+            "analysis only (`fedroc clustered FILE`, fedroc.clustered_auc): the "
+            "leave-one-cluster-out estimates need sums the sites do not "
             "release; the federated default 'logit' is the closest"
         )
     edges = score_bin_edges(n_bins, score_range)
