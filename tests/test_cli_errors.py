@@ -1791,3 +1791,16 @@ def test_the_federated_jackknife_refusal_names_the_command_that_gives_it(capsys,
     code, out, err = run_main(capsys, [*args, "--cluster-interval", "jackknife"])
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "pooled analysis only (`fedroc clustered FILE`, fedroc.clustered_auc)" in err, err
+
+
+def test_a_report_named_pdf_is_refused_before_the_run(capsys, csv, tmp_path):
+    """`evaluate --report r.pdf` wrote the HTML document into r.pdf, which a PDF viewer
+    cannot open; the report is HTML, said at once (before the sites are asked)."""
+    report = tmp_path / "r.pdf"
+    args = ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--report", str(report)]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: --report {str(report)!r}: the report is one HTML file;")
+    assert str(tmp_path / "r.html") in err and not report.exists()
+    code, _, err = run_main(capsys, [*args[:-1], str(tmp_path / "r.htm")])
+    assert code == 0, err

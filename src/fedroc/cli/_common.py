@@ -519,6 +519,12 @@ def report_output(option: str, path: Path) -> Path:
             f"{option} {str(path)!r} is a directory; give a file name, e.g. "
             f"{str(path / 'report.html')!r}"
         )
+    if path.suffix and path.suffix.lower() not in (".html", ".htm"):
+        # r.pdf received the HTML text, which a PDF viewer cannot open.
+        raise InputError(
+            f"{option} {str(path)!r}: the report is one HTML file; name it .html, e.g. "
+            f"{str(path.with_suffix('.html'))!r} (a browser prints it to PDF)"
+        )
     return path
 
 
