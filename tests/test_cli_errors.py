@@ -1804,3 +1804,17 @@ def test_a_report_named_pdf_is_refused_before_the_run(capsys, csv, tmp_path):
     assert str(tmp_path / "r.html") in err and not report.exists()
     code, _, err = run_main(capsys, [*args[:-1], str(tmp_path / "r.htm")])
     assert code == 0, err
+
+
+@pytest.mark.parametrize("sep", [",", " "])
+def test_sites_joined_in_one_site_option_are_told_to_repeat_it(capsys, csv, sep):
+    """`--site north=a.csv,south=b.csv` said only "data file 'a.csv,south=b.csv' does not
+    exist"; it now says to give each site its own --site."""
+    code, out, err = run_main(
+        capsys, ["evaluate", "--site", f"north={csv}{sep}south={csv}", "--method", "pooled"]
+    )
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "does not exist" in err
+    assert err.strip().endswith(
+        f"; give each site its own --site: --site north={csv} --site south={csv}"
+    ), err

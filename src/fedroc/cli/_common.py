@@ -710,7 +710,16 @@ def check_site_files(paths: Mapping[str, Path]) -> None:
         try:
             check_data_file(path)
         except InputError as exc:
-            raise InputError(f"site {name!r}: {exc}") from None
+            raise InputError(f"site {name!r}: {exc}{_joined_sites_hint(name, path)}") from None
+
+
+def _joined_sites_hint(name: str, path: Path) -> str:
+    """Say to repeat --site when one value holds several sites (``a=x.csv,b=y.csv``)."""
+    parts = re.split(r"[,\s]+", str(path))
+    if path.exists() or len(parts) < 2 or not all("=" in p for p in parts[1:]):
+        return ""
+    sites = " ".join(f"--site {p}" for p in [f"{name}={parts[0]}", *parts[1:]])
+    return f"; give each site its own --site: {sites}"
 
 
 def load_site_data(paths: dict[str, Path], columns: Columns, pos_label: Any) -> dict[str, SiteData]:
