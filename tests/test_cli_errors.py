@@ -1818,3 +1818,16 @@ def test_sites_joined_in_one_site_option_are_told_to_repeat_it(capsys, csv, sep)
     assert err.strip().endswith(
         f"; give each site its own --site: --site north={csv} --site south={csv}"
     ), err
+
+
+def test_missing_scores_say_what_to_do(capsys, tmp_path):
+    """`fedroc metrics nan.csv` said "score column 'risk' in file 'nan.csv' has 2 missing
+    value(s), first at line 5" and stopped there: whether fedroc drops such rows, and what
+    the user should do, was left open."""
+    path = tmp_path / "nan.csv"
+    path.write_text("y,s\n0,0.1\n1,\n0,0.3\n1,0.8\n")
+    code, out, err = run_main(capsys, ["metrics", str(path), "--label", "y", "--score", "s"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.strip().endswith(
+        "has 1 missing value(s), first at line 3; fedroc drops no rows: remove or impute them first"
+    ), err

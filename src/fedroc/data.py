@@ -100,7 +100,8 @@ def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Seri
     if series.isna().any():
         raise InputError(
             f"{role} column {column!r} in {source} has {int(series.isna().sum())} missing "
-            f"value(s), first at row {int(np.flatnonzero(series.isna().to_numpy())[0])}"
+            f"value(s), first at row {int(np.flatnonzero(series.isna().to_numpy())[0])}; "
+            "fedroc drops no rows: remove or impute them first"
         )
     return series
 
