@@ -459,11 +459,11 @@ class Federation:
             site_columns = _toml_table(cfg, "columns", context)
             cols = {**top_columns, **site_columns, **(columns or {})}
             pos_label = cols.pop("pos_label", None)
-            unknown = sorted(set(cols) - {"label", "score", "cluster", "score_b"})
+            unknown = sorted(set(cols) - set(COLUMN_SETTINGS))
             if unknown:
                 raise InputError(
                     f"{context}: unknown column setting(s) "
-                    f"{unknown}; known: label, score, score_b, cluster, pos_label"
+                    f"{unknown}; known: {', '.join(COLUMN_SETTINGS)}"
                 )
             site_policy_table = policy_paths_relative_to(_toml_table(cfg, "policy", context), base)
             try:
@@ -495,17 +495,21 @@ class Federation:
         return cls.from_sites(sites, **kwargs)
 
 
+#: The keys of a sites file's [columns] tables.
+COLUMN_SETTINGS = ("label", "score", "score_b", "cluster", "pos_label")
+
+
 def _check_shared_tables(columns: Mapping[str, Any], policy: Mapping[str, Any], where: str) -> None:
     """Refuse an unknown key of a sites file's shared [columns] or [policy], naming the table.
 
     It was reported as the first site's ("site 'north' in ...: unknown column setting(s)"),
     sending the user to a [sites.north] table that was right.
     """
-    unknown = sorted(set(columns) - {"label", "score", "cluster", "score_b", "pos_label"})
+    unknown = sorted(set(columns) - set(COLUMN_SETTINGS))
     if unknown:
         raise InputError(
             f"federation file {where}, table [columns]: unknown column setting(s) {unknown}; "
-            "known: label, score, score_b, cluster, pos_label"
+            f"known: {', '.join(COLUMN_SETTINGS)}"
         )
     try:
         DisclosurePolicy.from_mapping(policy)
