@@ -127,6 +127,16 @@ def test_bad_value(base_bin, small_csv):
     assert_one_error_line(proc, "--seed")
 
 
+def test_extra_arguments_get_their_hint_in_the_plain_install(base_bin, small_csv):
+    # The click inside typer >= 0.21 says "argument(s) (x)", the dev environment's click
+    # "arguments (x y)": the hint matched only the latter, so a plain install gave none.
+    proc = fedroc(base_bin, "evaluate", str(small_csv), "--method", "pooled")
+    assert_one_error_line(proc, f"Give each site as --site NAME=PATH: --site x={small_csv}")
+    site = ["--site", f"a={small_csv}"]
+    proc = fedroc(base_bin, "evaluate", *site, "--method", "histogram", "--score-range", "-6", "7")
+    assert_one_error_line(proc, "--score-range=-6,7")
+
+
 def test_missing_file(base_bin, tmp_path):
     assert_one_error_line(fedroc(base_bin, "metrics", str(tmp_path / "no.csv")), "no.csv")
 

@@ -195,7 +195,8 @@ def _usage_message(exc: Exception) -> str:
 
 # Options whose one value lists numbers joined by commas (``--score-range 0,1``).
 COMMA_OPTIONS = frozenset({"--score-range", "--score-levels"})
-_EXTRA_ARGUMENTS = re.compile(r"unexpected extra arguments? \((?P<extra>[^)]*)\)")
+# click says "argument (x)" / "arguments (x y)"; the click inside typer >= 0.21 "argument(s) (x)".
+_EXTRA_ARGUMENTS = re.compile(r"unexpected extra argument(?:s|\(s\))? \((?P<extra>[^)]*)\)")
 _DATA_SUFFIXES = frozenset({".csv", ".parquet", ".pq", ".tsv"})
 
 
