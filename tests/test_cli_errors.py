@@ -156,6 +156,15 @@ EVALUATE_3 = ["evaluate", "--site", "a={csv}", "--site", "b={csv}", "--site", "c
             ["evaluate", "{csv}", "--method", "pooled"],
             "Give each site as --site NAME=PATH: --site x=",
         ),
+        # "No such option: --method" alone: the option is evaluate's, over several sites
+        (
+            ["clustered", "{csv}", "--cluster", "label", "--method", "histogram"],
+            "over several sites run fedroc evaluate --method clustered --cluster COL.",
+        ),
+        (
+            ["clustered", "--site", "a={csv}"],
+            "fedroc clustered analyses one file",
+        ),
         # numpy's "p <= 0, p > 1 or p contains NaNs" from a site before (review of 384d1a1)
         (
             [*EVALUATE_3, "--method", "histogram", "--dp-epsilon", "1e-20"],

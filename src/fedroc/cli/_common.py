@@ -189,8 +189,22 @@ def _usage_message(exc: Exception) -> str:
     if type(exc).__name__ == "NoSuchOption" and isinstance(name, str):
         possible = sorted(getattr(exc, "possibilities", None) or ())
         hint = f" Did you mean {' or '.join(possible)}?" if possible else ""
-        return f"No such option: {name}.{hint}"
+        ctx = getattr(exc, "ctx", None)
+        elsewhere = ELSEWHERE.get((getattr(ctx, "command_path", ""), name), "")
+        return f"No such option: {name}.{hint}{elsewhere}"
     return str(exc.format_message())  # type: ignore[attr-defined]
+
+
+# Options a user looks for on a command whose sibling has them: `fedroc clustered --method
+# histogram` was told only "No such option: --method".
+_CLUSTERED_ACROSS_SITES = (
+    " fedroc clustered analyses one file; over several sites run fedroc evaluate "
+    "--method clustered --cluster COL."
+)
+ELSEWHERE: Mapping[tuple[str, str], str] = {
+    ("fedroc clustered", "--method"): _CLUSTERED_ACROSS_SITES,
+    ("fedroc clustered", "--site"): _CLUSTERED_ACROSS_SITES,
+}
 
 
 # Options whose one value lists numbers joined by commas (``--score-range 0,1``).
