@@ -195,26 +195,11 @@ def site_leaves(
     return count_leaves(data.label, s, n_leaves, lo, hi)
 
 
-#: The ledger key of the rows the histograms' range check first read ("+score_b": the joint
-#: grid's, which checks both scores).
+#: The ledger key under which the range check bound the rows it first read before R11-1
+#: (main d87878d; "+score_b": the joint grid's). It binds the rows themselves now
+#: (:func:`~fedroc.federation.site.bind_rows_read`); the rows check still reads this key,
+#: for ledgers written then.
 BIND_RANGE_ROWS = RANGE_ROWS_KEY
-
-
-def _rows_read_before_differ(ctx: SiteContext) -> bool:
-    """Whether a binding of the ledger says the site read other rows than it holds now.
-
-    The digests its range checks bound (:data:`BIND_RANGE_ROWS`) and those its exact
-    releases bound (:func:`~fedroc.federation.site.rows_changed`), of every projection of
-    the rows loaded now: an exact release of the old rows (``fedroc.is_probability``, a
-    calibration curve) says as much of their range as a range check does (R10-1), and the
-    joint grid's check reads the rows the 1-D check read (R10-2).
-    """
-    digests = ctx.data.projection_digests
-    for names, digest in digests.items():
-        key = BIND_RANGE_ROWS + "".join("+" + name for name in names)
-        if ctx.ledger.bindings.get(key, digest) != digest:
-            return True
-    return rows_changed(ctx)
 
 
 def scores_in_range(
@@ -271,19 +256,13 @@ def scores_in_range(
     scores = [
         np.asarray(v if transform is None else TRANSFORMS[transform](v), np.float64) for v in raw
     ]
-    # The rows the check reads: the labels and scores, and with ``compare`` the second score
-    # too. Both keys are bound (the 1-D one by the joint grid too), so that a check under
-    # either key after a change sees the rows the other read.
-    reads: list[tuple[str, ...]] = [(), ("score_b",)] if compare else [()]
+    # "Changed" against every rows binding: those of the exact releases and of earlier range
+    # checks (the 1-D one's and the joint grid's alike), which bind the rows as a first exact
+    # release does, every projection of the columns loaded. The answer below is an exact bit
+    # of these rows (R11-1).
     with ctx.ledger.transaction():
-        changed = _rows_read_before_differ(ctx)
+        changed = rows_changed(ctx)
         if not changed:
-            for names in reads:
-                key = BIND_RANGE_ROWS + "".join("+" + name for name in names)
-                if key not in ctx.ledger.bindings:
-                    ctx.ledger.bind(key, data.projection_digests[names])
-            # The answer below is an exact bit of these rows: it binds them for the exact
-            # releases too, as a first exact release does (R11-1).
             bind_rows_read(ctx)
     if changed:
         return [np.clip(v, lo, hi) for v in scores]
