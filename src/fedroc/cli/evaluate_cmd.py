@@ -129,7 +129,7 @@ def check_options(
     if takes is None:
         from fedroc.methods import get_method
 
-        params = inspect.signature(get_method(method).run).parameters
+        params = get_method(method).parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             return
         takes = set(params)
@@ -170,7 +170,7 @@ def _taken_by(
     if takes_of is None:
         from fedroc.methods import get_method, method_names
 
-        takes_of = {m: set(inspect.signature(get_method(m).run).parameters) for m in method_names()}
+        takes_of = {m: set(get_method(m).parameters) for m in method_names()}
     groups: dict[tuple[str, ...], list[str]] = {}
     for key in wrong:
         # n_bins comes from --cluster-bins here: pooled's n_bins is set by --bins.
@@ -236,7 +236,7 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
 
     if column is None:
         return {}
-    if "sample_weight" in inspect.signature(get_method(method).run).parameters:
+    if "sample_weight" in get_method(method).parameters:
         return {"sample_weight": True}
     why = _NO_WEIGHTS.get(method, "it takes no weights")
     raise InputError(f"--sample-weight does not apply to --method {method}: {why}; use pooled")

@@ -182,6 +182,11 @@ class Method:
     demo_options: dict[str, Any] = field(default_factory=dict)
     needs_clusters: bool = False
 
+    @property
+    def parameters(self) -> Mapping[str, inspect.Parameter]:
+        """The runner's parameters by name: the options the method takes."""
+        return inspect.signature(self.run).parameters
+
 
 _METHODS: dict[str, Method] = {}
 _LOADED = False
@@ -385,7 +390,7 @@ def evaluate(
             f"{type(pooled).__name__}"
         )
     inputs = EvaluationInputs(federation, pooled, seed, confidence_level)
-    if "calibration_bins" not in options and _takes(spec.run, "calibration_bins"):
+    if "calibration_bins" not in options and "calibration_bins" in spec.parameters:
         # A method that draws its own curve (the histogram's, from its tree) gets the bins
         # asked for: it was left at its default 10 whatever --bins said.
         options = {**options, "calibration_bins": calibration_bins}
@@ -408,11 +413,6 @@ def evaluate(
         calibration=cal.curve,
         calibration_released={"rounds": extra_released.rounds},
     )
-
-
-def _takes(run: Callable[..., Any], keyword: str) -> bool:
-    """Whether a method's runner names ``keyword`` among its parameters."""
-    return keyword in inspect.signature(run).parameters
 
 
 def _withhold_undefined_interval(result: EvaluationResult) -> EvaluationResult:
