@@ -211,7 +211,8 @@ ELSEWHERE: Mapping[tuple[str, str], str] = {
 COMMA_OPTIONS = frozenset({"--score-range", "--score-levels"})
 # click says "argument (x)" / "arguments (x y)"; the click inside typer >= 0.21 "argument(s) (x)".
 _EXTRA_ARGUMENTS = re.compile(r"unexpected extra argument(?:s|\(s\))? \((?P<extra>[^)]*)\)")
-_DATA_SUFFIXES = frozenset({".csv", ".parquet", ".pq", ".tsv"})
+#: Endings of the data files fedroc reads (fedroc.data.load_table), as Path.suffix gives them.
+DATA_SUFFIXES = frozenset({".csv", ".parquet", ".pq", ".tsv"})
 
 
 def _extra_argument_hint(message: str, args: Sequence[str], ctx: Any) -> str:
@@ -235,7 +236,7 @@ def _extra_argument_hint(message: str, args: Sequence[str], ctx: Any) -> str:
         )
     site = next((p for p in ctx.command.params if "--site" in getattr(p, "opts", ())), None)
     if site is not None and "NAME=PATH" in (getattr(site, "help", None) or ""):
-        files = [w for w in extra if Path(w).suffix.lower() in _DATA_SUFFIXES or Path(w).is_file()]
+        files = [w for w in extra if Path(w).suffix.lower() in DATA_SUFFIXES or Path(w).is_file()]
         if files:
             example = " ".join(f"--site {Path(f).stem}={f}" for f in files)
             return f" Give each site as --site NAME=PATH: {example}."

@@ -66,6 +66,8 @@ ConfidenceOption = Annotated[
     typer.Option(help="Confidence level of the intervals, in (0, 1).", callback=_confidence_level),
 ]
 CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.", min=1)]
+#: --bins when not given (a value other than it is an option the user typed).
+DEFAULT_CALIBRATION_BINS = 10
 ClusterFileOption = Annotated[Path, typer.Option(help="Cluster file of the running parties.")]
 RootCertificatesOption = Annotated[
     Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")

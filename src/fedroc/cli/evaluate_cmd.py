@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedroc.cli._common import (
+    DATA_SUFFIXES,
     ProgressLine,
     calibration_rounds,
     calibration_table,
@@ -40,6 +41,7 @@ from fedroc.cli._method_options import (
     option_names,
 )
 from fedroc.cli._options import (
+    DEFAULT_CALIBRATION_BINS,
     NO_OPTIONS,
     CalibrationBinsOption,
     CompareScoreOption,
@@ -462,7 +464,7 @@ def _check_usage(
         raise InputError("--method clustered needs --cluster COL (the cluster id column)")
     if sites_file is not None and site:
         raise InputError("give either --site NAME=PATH options or --sites FILE, not both")
-    if sites_file is not None and sites_file.suffix.lower() in (".csv", ".tsv", ".parquet", ".pq"):
+    if sites_file is not None and sites_file.suffix.lower() in DATA_SUFFIXES:
         raise InputError(
             f"--sites {str(sites_file)!r} is a data file; --sites takes a TOML file describing "
             f"the sites (README, 'federation.toml'); give each data file as --site NAME=PATH: "
@@ -515,7 +517,7 @@ def evaluate_command(
         ),
     ] = None,
     confidence: ConfidenceOption = 0.95,
-    bins: CalibrationBinsOption = 10,
+    bins: CalibrationBinsOption = DEFAULT_CALIBRATION_BINS,
     min_count: Annotated[
         int | None,
         typer.Option(
@@ -603,7 +605,7 @@ def evaluate_command(
             "as independent and would ignore the clusters; use --method clustered (across "
             "sites) or `fedroc clustered FILE` (one file)"
         )
-    if method == "mpc" and bins != 10 and not mpc_calibration:  # 10: the default
+    if method == "mpc" and bins != DEFAULT_CALIBRATION_BINS and not mpc_calibration:
         raise InputError(
             "--bins applies to --method mpc with --mpc-calibration (without it the MPC job "
             "adds no calibration curve)"

@@ -33,6 +33,7 @@ from fedroc.cli._common import (
     split_name_value,
 )
 from fedroc.cli._options import (
+    DEFAULT_CALIBRATION_BINS,
     NO_OPTIONS,
     CalibrationBinsOption,
     ConfidenceOption,
@@ -375,7 +376,7 @@ def _job_options(
 
     if job == "evaluate":
         assert method is not None  # _check_job
-        if method == "mpc" and bins != 10:  # 10: the default
+        if method == "mpc" and bins != DEFAULT_CALIBRATION_BINS:
             raise InputError(
                 "--bins applies to --method mpc with --mpc-calibration, which flower run does "
                 "not offer: the MPC job adds no calibration curve here"
@@ -400,7 +401,7 @@ def _job_options(
             ("--method", method is not None),
             ("--seed", seed is not None),
             ("--confidence", confidence != 0.95),
-            ("--bins", bins != 10),
+            ("--bins", bins != DEFAULT_CALIBRATION_BINS),
         )
         if value
     ] + [flags[k] for k in method_options]
@@ -482,7 +483,7 @@ def run(
         ),
     ] = None,
     confidence: ConfidenceOption = 0.95,
-    bins: CalibrationBinsOption = 10,
+    bins: CalibrationBinsOption = DEFAULT_CALIBRATION_BINS,
     timeout: Annotated[
         float, typer.Option(help="Seconds a site may take to answer one call.")
     ] = 60.0,
