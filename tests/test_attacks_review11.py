@@ -39,6 +39,17 @@ def _with_one_more(y: np.ndarray, s: np.ndarray, seed: int, above: bool) -> Site
 # -- R11-1. the range check's bit of the old rows, then an exact release of the new ones ---
 
 
+def _guess_out_from_is_probability(site: Site) -> tuple[bool, bool]:
+    """The attacker's guess that the added row lies above 1 (``fedroc.is_probability`` False),
+    and whether the site refused, as rows changed (then the guess is False)."""
+    try:
+        ok = Federation.from_sites([site]).call("fedroc.is_probability")["a"]["ok"]
+    except DisclosureError as exc:
+        assert "rows changed" in str(exc)
+        return False, True
+    return not ok, False
+
+
 def test_an_exact_release_after_a_dp_range_check_and_a_change_does_not_tell_the_new_row_is_out():
     """R11-1. The DP histograms' range check (``scores_in_range``) answers on the rows it
     first read, free of budget and before any noise: DP class counts over [0, 1] at epsilon
@@ -58,13 +69,8 @@ def test_an_exact_release_after_a_dp_range_check_and_a_change_does_not_tell_the_
         Federation.from_sites([site]).call(COUNT_LOCAL_NAME, lo=0.0, hi=1.0, epsilon=1e-6)
         above = bool(seed % 2)
         changed = _changed(site, _with_one_more(y, s, seed, above))
-        try:
-            ok = Federation.from_sites([changed]).call("fedroc.is_probability")["a"]["ok"]
-            guess = not ok
-        except DisclosureError as exc:
-            assert "rows changed" in str(exc)
-            guess = False
-            refused += 1
+        guess, was_refused = _guess_out_from_is_probability(changed)
+        refused += was_refused
         read += guess == above
     assert read <= 15, f"whether the added row's score is above 1 read in {read} of 20"
     assert refused == TRIALS  # refused as rows changed, whichever row was added
@@ -128,11 +134,6 @@ def test_a_ledger_whose_range_check_read_other_rows_before_this_fix_refuses_exac
         site.ledger.bind(BIND_RANGE_ROWS, data.projection_digests[()])
         above = bool(seed % 2)
         changed = _changed(site, _with_one_more(y, s, seed, above))
-        try:
-            ok = Federation.from_sites([changed]).call("fedroc.is_probability")["a"]["ok"]
-            guess = not ok
-        except DisclosureError as exc:
-            assert "rows changed" in str(exc)
-            guess = False
+        guess, _ = _guess_out_from_is_probability(changed)
         read += guess == above
     assert read <= 15, f"whether the added row's score is above 1 read in {read} of 20"

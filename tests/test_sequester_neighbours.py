@@ -8,6 +8,7 @@ labels; the answers' guarantee rests on the coupling argument of
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -30,6 +31,29 @@ def _katz_lower(x: int, y: int, n: int) -> float:
     return xf / yf * math.exp(-1.96 * math.sqrt(1 / xf - 1 / n + 1 / yf - 1 / n))
 
 
+def _sessions(
+    world: str,
+    n: int,
+    mech: Mechanism,
+    rng: np.random.Generator,
+    *,
+    subset_size: int,
+    replace: bool,
+) -> Iterator[Session]:
+    """``n`` sessions of one answer on world's labels, each on a table drawn afresh."""
+    y = _labels(world)
+    for _ in range(n):
+        table = draw_subsets(
+            y,
+            n_subsets=RHO,
+            subset_size=subset_size,
+            prevalence=PREVALENCE,
+            replace=replace,
+            seed=rng,
+        )
+        yield Session(y, table, mech, budget=1, rng=rng)
+
+
 def test_answers_with_the_subsets_redrawn_per_world_stay_within_the_charged_epsilon():
     # 10 subsets of 20 without replacement (5 positives: image 0 is in 5 of 6 subsets in
     # world A); the probe puts image 0 at the bottom, the others in their true order, and
@@ -44,13 +68,8 @@ def test_answers_with_the_subsets_redrawn_per_world_stay_within_the_charged_epsi
     hits: dict[str, int] = {}
     charged: set[float] = set()
     for world in ("A", "B"):
-        y = _labels(world)
         count = 0
-        for _ in range(n):
-            table = draw_subsets(
-                y, n_subsets=RHO, subset_size=20, prevalence=PREVALENCE, replace=False, seed=rng
-            )
-            session = Session(y, table, mech, budget=1, rng=rng)
+        for session in _sessions(world, n, mech, rng, subset_size=20, replace=False):
             count += session.query(probe, 1).value <= 0.44
             charged.add(round(mech.epsilon(1, session.sensitivity) or 0.0, 9))
         hits[world] = count
@@ -78,13 +97,8 @@ def test_the_published_sensitivity_does_not_tell_one_label_beyond_epsilon():
     rng = np.random.default_rng(5)
     guesses, eps_max = {}, 0.0
     for world in ("A", "B"):
-        y = _labels(world)
         count = 0
-        for _ in range(n):
-            table = draw_subsets(
-                y, n_subsets=RHO, subset_size=200, prevalence=PREVALENCE, replace=True, seed=rng
-            )
-            session = Session(y, table, mech, budget=1, rng=rng)
+        for session in _sessions(world, n, mech, rng, subset_size=200, replace=True):
             eps = mech.epsilon(1, session.sensitivity)
             assert eps is not None
             eps_max = max(eps_max, eps)
