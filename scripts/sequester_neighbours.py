@@ -9,21 +9,21 @@ with the table redrawn in each world by the site's own randomness, stays within 
 ``e^epsilon`` the engine charges.
 
 Worlds: 40 images, 6 positives with image 0 among them (world A) or image 0 negative
-(world B, 5 positives); the subsets are drawn at the custodian's public prevalence 0.25, 10
-subsets. Without replacement, subsets of 20 images (5 positives, 15 negatives): the most
-positives that world B can fill, so that image 0 is in a subset as often as it can be (5
-of 6 subsets in world A); the charged sensitivity is 2 / 5. With replacement, subsets of
-200 images (50 positives), so that image 0 is held 8 times in a subset on average while
-the charged sensitivity (twice the most copies of one image in a subset over 50) stays
-below its cap of 1. With the table redrawn, every positive of a world is as likely as any
-other to be in any subset: no image or subset is held more often than another, and image 0
-is as good a target as any. The developer knows every other label and sends the probe
-that moves the AUC most for image 0: the other positives scored 1, the other negatives
-0.5, image 0 scored 0 (world A: a positive at the bottom, a subset AUC of 1 - m/5 for
-``m`` copies; world B: a negative at the bottom, AUC 1). One query of subset 1 with budget
-1 unit; ``laplace`` (charged ``Delta / sigma``) or ``thresholdout`` with reference AUC 1
-and T = 0.02 (charged ``2 Delta / sigma``). Answers unrounded (rounding is
-post-processing, it can only lower the ratio). noise_rate sigma = 0.4.
+(world B, 5 positives); the subsets are drawn at the custodian's public prevalence 0.25,
+10 subsets. Without replacement, subsets of 20 images (5 positives, 15 negatives): the
+most positives that world B can fill, so that image 0 is in a subset as often as it can be
+(5 of 6 subsets in world A); the charged sensitivity is 2 / 5. With replacement, subsets
+of 200 images (50 positives), so that image 0 is held 8 times in a subset on average, at
+most 20 (the default cap ``max_copies``, ``ceil(4 * 200 / 40)``): the charged sensitivity
+``2 * 20 / 50`` stays below its cap of 1. With the table redrawn, every positive of a
+world is as likely as any other to be in any subset: no image or subset is held more often
+than another, and image 0 is as good a target as any. The developer knows every other
+label and sends the probe that moves the AUC most for image 0: the other positives scored
+1, the other negatives 0.5, image 0 scored 0 (world A: a positive at the bottom, a subset
+AUC of 1 - m/5 for ``m`` copies; world B: a negative at the bottom, AUC 1). One query of
+subset 1 with budget 1 unit; ``laplace`` (charged ``Delta / sigma``) or ``thresholdout``
+with reference AUC 1 and T = 0.02 (charged ``2 Delta / sigma``). Answers unrounded
+(rounding is post-processing, it can only lower the ratio). noise_rate sigma = 0.4.
 
 Rows:
 
@@ -43,11 +43,13 @@ reported ratio is not the maximum of many noisy ones. The 95% interval is Katz's
 interval for a ratio of two binomial proportions; "beyond" means its lower end exceeds
 ``e^eps`` at the smallest epsilon the engine charged in the row's repetitions.
 
-With replacement the charged sensitivity depends on the table (the most copies of one
-image in a subset), and the plan publishes it (its ``epsilon``) before any query: the last
-tables give how often each world charged each value, in the worlds above and at the
+The plan publishes the charged sensitivity (its ``epsilon``) before any query: the last
+table gives how often each world charged each value, in the worlds above and at the
 paper's clinical plan (1047 images, 126 or 125 positives, 100 subsets of 4188 at
-prevalence 0.12, with replacement; ``--paper-reps`` tables per world).
+prevalence 0.12, with replacement; ``--paper-reps`` tables per world). Its "uncapped"
+rows draw as the paper does (``max_copies=0``) and charge what the engine charged before
+the cap: the most copies of one image in a subset of the realised table, which depends on
+the labels through the draw.
 
 Usage::
 
@@ -69,7 +71,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coverage import git_commit
 
-from fedroc.methods.sequester import auc_sensitivity, subset_auc
+from fedroc.methods.sequester import SubsetTable, auc_sensitivity, subset_auc
 from fedroc.sequester import Mechanism, Session, draw_subsets
 
 PHI, N_POS_A, RHO, PREVALENCE = 40, 6, 10, 0.25
@@ -181,7 +183,14 @@ def choose(pilot_a: np.ndarray, pilot_b: np.ndarray, min_hits: int) -> tuple[str
     return key
 
 
-def paper_plan(reps: int, rng: np.random.Generator) -> tuple[Counter[float], Counter[float]]:
+def realised(table: SubsetTable) -> SubsetTable:
+    """The table with its cap forgotten: charged as before the cap, by its realised copies."""
+    return SubsetTable(table.image_ids, table.members)
+
+
+def paper_plan(
+    reps: int, rng: np.random.Generator, capped: bool
+) -> tuple[Counter[float], Counter[float]]:
     """Sensitivity of ``reps`` paper-plan tables per world (126 or 125 positives of 1047)."""
     out = []
     for n_pos in (126, 125):
@@ -189,8 +198,23 @@ def paper_plan(reps: int, rng: np.random.Generator) -> tuple[Counter[float], Cou
         y[:n_pos] = True
         c: Counter[float] = Counter()
         for _ in range(reps):
-            table = draw_subsets(y, n_subsets=100, subset_size=4188, prevalence=0.12, seed=rng)
-            c[round(auc_sensitivity(table, y), 6)] += 1
+            table = draw_subsets(y, n_subsets=100, subset_size=4188, prevalence=0.12, seed=rng,
+                                 max_copies=None if capped else 0)  # fmt: skip
+            c[round(auc_sensitivity(table if capped else realised(table), y), 6)] += 1
+        out.append(c)
+    return out[0], out[1]
+
+
+def uncapped_charges(reps: int, rng: np.random.Generator) -> tuple[Counter[float], Counter[float]]:
+    """What ``reps`` uncapped tables per world were charged before the cap (realised copies)."""
+    out = []
+    for world in ("A", "B"):
+        y = labels(world)
+        c: Counter[float] = Counter()
+        for _ in range(reps):
+            table = draw_subsets(y, n_subsets=RHO, subset_size=SUBSET[True],
+                                 prevalence=PREVALENCE, max_copies=0, seed=rng)  # fmt: skip
+            c[round(auc_sensitivity(realised(table), y), 6)] += 1
         out.append(c)
     return out[0], out[1]
 
@@ -257,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "yes" if lo > math.exp(eps_min) else "no"
         eps_txt = f"{eps_min:.3g}" if eps_min == eps_max else f"{eps_min:.3g}-{eps_max:.3g}"
         lines.append(
-            f"| {row} | {'with' if replace else 'without'} | {name} | {event_txt} | {x} | {y} | "
+            f"| {row} | {'with (capped)' if replace else 'without'} | {name} | {event_txt} | "
+            f"{x} | {y} | "
             f"{ratio:.3f} | [{lo:.3f}, {hi:.3f}] | {eps_txt} | {math.exp(eps_min):.3f} | "
             f"{verdict} |"
         )
@@ -265,17 +290,26 @@ def main(argv: list[str] | None = None) -> int:
             fa = ", ".join(f"{v:g}: {ca[v]}" for v in deltas)
             fb = ", ".join(f"{v:g}: {cb[v]}" for v in deltas)
             charged_lines.append(
-                f"| {'with' if replace else 'without'} | {name} | {fa} | {fb} | "
+                f"| {'with (capped)' if replace else 'without'} | {name} | {fa} | {fb} | "
                 f"{largest_ratio(ca, cb, args.reps)} |"
             )
         print(lines[-1], flush=True)
-    pa, pb = paper_plan(args.paper_reps, np.random.default_rng(ss.spawn(1)[0]))
-    values = sorted(set(pa) | set(pb))
+    extra_ss = ss.spawn(3)
+    ua, ub = uncapped_charges(args.reps, np.random.default_rng(extra_ss[0]))
+    values = sorted(set(ua) | set(ub))
     charged_lines.append(
-        f"| paper plan, with | any | {', '.join(f'{v:g}: {pa[v]}' for v in values)} | "
-        f"{', '.join(f'{v:g}: {pb[v]}' for v in values)} | "
-        f"{largest_ratio(pa, pb, args.paper_reps)} |"
+        f"| uncapped (before the cap) | any | {', '.join(f'{v:g}: {ua[v]}' for v in values)} | "
+        f"{', '.join(f'{v:g}: {ub[v]}' for v in values)} | {largest_ratio(ua, ub, args.reps)} |"
     )
+    for capped, stream in ((True, extra_ss[1]), (False, extra_ss[2])):
+        pa, pb = paper_plan(args.paper_reps, np.random.default_rng(stream), capped)
+        values = sorted(set(pa) | set(pb))
+        charged_lines.append(
+            f"| paper plan, {'capped' if capped else 'uncapped (before the cap)'} | any | "
+            f"{', '.join(f'{v:g}: {pa[v]}' for v in values)} | "
+            f"{', '.join(f'{v:g}: {pb[v]}' for v in values)} | "
+            f"{largest_ratio(pa, pb, args.paper_reps)} |"
+        )
     header = [
         "# Sequestered answers in two test sets one label apart, subsets redrawn",
         "",
@@ -285,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         f"pilot of {args.reps // 4} per world that chose the event); see the script's "
         f"docstring for the worlds, the probe and the rows. {PHI} images, image 0 positive "
         f"(A, {N_POS_A} positives) or negative (B), {RHO} subsets of {SUBSET[False]} images "
-        f"without replacement or {SUBSET[True]} with, at prevalence {PREVALENCE}, noise_rate "
+        f"without replacement or {SUBSET[True]} with (at most 20 copies of an image unless "
+        f"'uncapped'), at prevalence {PREVALENCE}, noise_rate "
         f"{SIGMA}, one answer (1 unit), "
         f"thresholdout reference {REFERENCE}, T {THRESHOLD}.",
         "",

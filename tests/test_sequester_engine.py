@@ -9,7 +9,14 @@ from sklearn.metrics import roc_auc_score
 
 from fedroc.exceptions import InputError
 from fedroc.methods.sequester import mechanism
-from fedroc.methods.sequester.engine import Session, draw_subsets, subset_auc, subset_aucs
+from fedroc.methods.sequester.engine import (
+    Session,
+    auc_sensitivity,
+    default_max_copies,
+    draw_subsets,
+    subset_auc,
+    subset_aucs,
+)
 from fedroc.methods.sequester.mechanism import BudgetExhausted, Mechanism
 
 
@@ -28,13 +35,72 @@ def test_subsets_have_the_prevalence_and_the_load_factor(data, replace):
     assert t.members.shape == (40, 50)
     assert t.load_factor == pytest.approx(50 * 40 / 300)
     assert (y[t.members].sum(axis=1) == 10).all()  # round(0.2 * 50) positives in every row
-    if not replace:
-        assert all(np.unique(row).size == row.size for row in t.members)
-    else:
-        assert any(np.unique(row).size < row.size for row in t.members)
+    # Without replacement, and with it at the default cap for 50 of 300 images (about 1/6
+    # copy per image: at most 1), a subset holds each image once.
+    assert t.max_copies == 1
+    assert all(np.unique(row).size == row.size for row in t.members)
+    if replace:
+        t3 = draw_subsets(y, n_subsets=40, subset_size=50, prevalence=0.2, seed=3, max_copies=3)
+        assert (y[t3.members].sum(axis=1) == 10).all()
+        counts = [np.unique(row, return_counts=True)[1].max() for row in t3.members]
+        assert 1 < max(counts) <= 3
     # The default prevalence is the set's.
     t2 = draw_subsets(y, n_subsets=5, subset_size=100, seed=3)
     assert (y[t2.members].sum(axis=1) == round(y.mean() * 100)).all()
+
+
+def test_capped_draw_gives_each_image_a_hypergeometric_count():
+    # Slots drawn as a uniform subset of c copies of each image: one image's count in a
+    # class of M images is hypergeometric (c good of c M, k drawn), independently per row.
+    y = np.zeros(12, dtype=bool)
+    y[:4] = True  # 4 positives, 8 negatives; subsets of 8 at prevalence 1/2: k = 4 each
+    t = draw_subsets(y, n_subsets=20000, subset_size=8, prevalence=0.5, seed=7, max_copies=3)
+    assert t.max_copies == 3
+    count0 = (t.members == 0).sum(axis=1)
+    observed = np.bincount(count0, minlength=4)
+    expected = stats.hypergeom(3 * 4, 3, 4).pmf(np.arange(4)) * t.n_subsets
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    # An uncapped draw's count is binomial(4, 1/4): P(4 copies) = 1/256, never under the cap.
+    assert observed.size == 4 and observed.sum() == t.n_subsets
+
+
+def test_sensitivity_follows_the_public_cap_not_the_draw():
+    y = np.zeros(40, dtype=bool)
+    y[:6] = True
+    # P = 5 positives and Q = 15 negatives per subset of 20 at prevalence 0.25.
+    for c, expected in ((1, 2 / 5), (2, 4 / 5), (3, 1.0), (0, 1.0)):
+        replace = c != 1
+        t = draw_subsets(y, n_subsets=10, subset_size=20, prevalence=0.25, replace=replace,
+                         max_copies=c if replace else None, seed=c)  # fmt: skip
+        assert auc_sensitivity(t, y) == pytest.approx(expected)
+    # The default cap: at least 3/4 of an uncapped count's variance, 1 - e / c >= 3/4.
+    for n, phi in ((4188, 1047), (20, 40), (50, 300), (200, 40), (7, 1000)):
+        c = default_max_copies(n, phi)
+        assert c >= 1 and (c == 1 or 1 - (n / phi) / c >= 0.75 - 1e-12)
+        assert c == 1 or 1 - (n / phi) / (c - 1) < 0.75  # ... and no more than that needs
+    # A table of unknown cap is read as held fixed: its largest number of copies.
+    t = draw_subsets(y, n_subsets=10, subset_size=20, prevalence=0.25, max_copies=0, seed=4)
+    hand = type(t)(t.image_ids, t.members)
+    mult = max(np.unique(row, return_counts=True)[1].max() for row in t.members)
+    assert auc_sensitivity(hand, y) == pytest.approx(min(1.0, 2 * mult / 5))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"replace": False, "max_copies": 2}, "max_copies 2 needs replace=True"),
+        ({"max_copies": -1}, "max_copies must be a whole number >= 1"),
+        ({"max_copies": True}, "max_copies must be a whole number"),
+        ({"max_copies": 2.5}, "max_copies must be a whole number"),
+        ({"max_copies": 1, "subset_size": 200}, "more than max_copies 1 copies"),
+    ],
+)
+def test_bad_max_copies_are_refused(kwargs, match):
+    y = np.zeros(40, dtype=bool)
+    y[:6] = True
+    args = {"n_subsets": 2, "subset_size": 20, "prevalence": 0.25, "seed": 1, **kwargs}
+    with pytest.raises(InputError, match=match):
+        draw_subsets(y, **args)
 
 
 def test_hash_table_inverse_by_brute_force(data):

@@ -195,6 +195,37 @@ def test_a_custodians_prevalence_spends_nothing_and_comes_alone(app):
     assert "give prevalence or prevalence_epsilon, not both" in r.json()["detail"]
 
 
+def test_a_plan_drawn_with_replacement_publishes_an_epsilon_no_label_moves(app):
+    # Two test sets one label apart (image 0 positive or negative), at the custodian's
+    # prevalence, plans of 10 subsets of 200 from 40 images drawn with replacement under
+    # 30 seeds each. Uncapped, the epsilon the developer sees followed the most copies of
+    # one image in a subset, which depends on the number of positives (6 or 5): the two
+    # worlds' epsilons barely overlapped. Capped (default 20 copies), it is one number,
+    # 2 * 20 / 50 per unit, in every plan of both worlds.
+    adm = _client(app, ADMIN)
+    ids = [f"img-{i}" for i in range(40)]
+    seen: dict[str, set[float]] = {}
+    for world, first in (("A", 1), ("B", 0)):
+        y = [first] + [1] * 5 + [0] * 34
+        tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y}).json()
+        url = f"/v1/test-sets/{tid['test_set_id']}/plans"
+        seen[world] = set()
+        for seed in range(30):
+            body = {"n_subsets": 10, "subset_size": 200, "noise_rate": 0.8, "budget_units": 1,
+                    "mechanism": "laplace", "prevalence": 0.25, "seed": f"s{seed}"}  # fmt: skip
+            r = adm.post(url, json=body)
+            assert r.status_code == 201, r.text
+            assert r.json()["max_copies"] == 20
+            seen[world].add(round(r.json()["epsilon_guarantee"], 12))
+    assert seen["A"] == seen["B"] == {round(2 * 20 / 50 / 0.8, 12)}
+    # The paper's uncapped draw is still there on request, charged as it must be: 1 / sigma.
+    body = {**body, "max_copies": 0}
+    r = adm.post(url, json=body)
+    assert r.status_code == 201 and r.json()["epsilon_guarantee"] == pytest.approx(1 / 0.8)
+    r = adm.post(url, json={**body, "replace": False, "max_copies": 3, "subset_size": 20})
+    assert r.status_code == 422 and "max_copies 3 needs replace=True" in r.json()["detail"]
+
+
 def test_a_draw_the_noisy_prevalence_cannot_serve_says_so(app, monkeypatch):
     # Without replacement a subset as large as the set needs every positive; a noisy count
     # above the set's asks for more than it has (U4: the message said only "draw with
@@ -532,12 +563,13 @@ def test_migrations_upgrade_a_database_of_fedroc_0_1(backend, tmp_path):
         url = db if "://" in db else f"sqlite:///{db}"
         token, y, s, _ = _old_database(url.replace("postgresql://", "postgresql+psycopg://"))
         store = Store(db)
-        assert store.revision == "0004"
+        assert store.revision == "0005"
         assert store.counts()["queries"] == 1
         plan = store.plan(1)
         assert plan.mechanism.name == "h-thresholdout" and plan.mechanism.step == 0.0
         assert plan.limits.max_queries is None and 0 < plan.sensitivity <= 1
         assert plan.prevalence_epsilon is None  # its prevalence was stored before 0003
+        assert plan.table.max_copies is None and plan.public()["max_copies"] is None  # 0005
         assert store.developers()[0]["n_submissions"] == 1  # counted by the migration
         store.close()
         # The upgraded database serves: the old token works, the history is there, and the
@@ -551,7 +583,7 @@ def test_migrations_upgrade_a_database_of_fedroc_0_1(backend, tmp_path):
         assert r.json()["auc"] == pytest.approx(roc_auc_score(y[members], s[members]))
         assert r.json()["budget_remaining"] == 5
         # Opening it again is a no-op.
-        assert Store(db).revision == "0004"
+        assert Store(db).revision == "0005"
         app.state.store.close()
 
 
@@ -811,7 +843,7 @@ def test_migration_0004_moves_a_counted_prevalence_onto_its_test_set(tmp_path):
             ), {"t": tid, "p": prevalence, "e": eps})  # fmt: skip
     eng.dispose()
     store = Store(str(db))
-    assert store.revision == "0004"
+    assert store.revision == "0005"
     assert store.counted_prevalence(1) == (0.31, 0.7)  # the first plan that counted it
     assert store.counted_prevalence(2) is None
     assert store.count_prevalence(1, 0.4, 1.0) == (0.31, 0.7, False)  # kept, not replaced
@@ -848,7 +880,7 @@ def test_migration_0004_downgrades_a_used_sqlite_database_and_upgrades_it_back(a
     path = str(store.engine.url.database)
     store.close()
     again = Store(path)  # upgrades back: the count backfilled from the plan that made it
-    assert again.revision == "0004" and again.counts() == before
+    assert again.revision == "0005" and again.counts() == before
     assert again.counted_prevalence(st["tid"]) == counted
     # And down to 0001: 0003 and 0002 dropped their columns by batch copies too (the data
     # of their columns goes, as a downgrade's does; the rows stay).

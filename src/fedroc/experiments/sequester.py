@@ -85,11 +85,14 @@ def _resampled_aucs(
     prevalence: float | None,
     rng: np.random.Generator,
 ) -> tuple[SubsetTable, NDArray[np.float64]]:
-    """Draw subsets of ``N = ceil(xi phi / rho)`` images with replacement; give their AUCs."""
+    """Draw subsets of ``N = ceil(xi phi / rho)`` images as the paper does; give their AUCs.
+
+    The paper draws with replacement, uncapped (``max_copies=0``): its figures are about
+    the subsets' AUCs, not the privacy of a published plan.
+    """
     n = subset_size(load_factor, y.size, n_subsets)
-    table = draw_subsets(
-        y, n_subsets=n_subsets, subset_size=n, prevalence=prevalence, replace=True, seed=rng
-    )
+    table = draw_subsets(y, n_subsets=n_subsets, subset_size=n, prevalence=prevalence,
+                         replace=True, max_copies=0, seed=rng)  # fmt: skip
     return table, subset_aucs(table, y, s)
 
 

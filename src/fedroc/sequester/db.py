@@ -141,6 +141,9 @@ plans = _table(
     # Schema 0003: epsilon of the noisy prevalence (NULL: the custodian's prevalence, or a
     # plan of 0002, which stored the test set's exact one).
     Column("prevalence_epsilon", Float, nullable=True),
+    # Schema 0005: the public cap on one image's copies in a subset, which the sensitivity
+    # follows from (NULL: a plan drawn before the cap, uncapped with replacement).
+    Column("max_copies", Integer, nullable=True),
 )
 
 developers = _table(
@@ -362,6 +365,7 @@ class PlanRow:
             "prevalence": self.prevalence,
             "prevalence_epsilon": self.prevalence_epsilon,
             "replace": self.replace,
+            "max_copies": self.table.max_copies,
             "min_changed_images": self.limits.min_changed_images,
         }
 
@@ -620,7 +624,7 @@ class Store:
         if row is None:
             raise NotFound(f"plan {plan_id} does not exist")
         _, ids, labels = self.test_set(row.test_set_id)
-        table = SubsetTable(ids, SubsetTable.members_from_bytes(row.members))
+        table = SubsetTable(ids, SubsetTable.members_from_bytes(row.members), row.max_copies)
         sigma_a = row.noise_rate if row.answer_noise_rate is None else row.answer_noise_rate
         mech = Mechanism(row.mechanism, threshold=row.threshold, noise_rate=sigma_a,
                          step=row.answer_step)  # fmt: skip

@@ -132,6 +132,12 @@ class PlanIn(_In):
         "0.01, sqrt(2) / (0.01 n_images), at most 1).",
     )  # fmt: skip
     replace: bool = Field(True, description="Draw images with replacement inside a subset.")
+    max_copies: int | None = Field(
+        None, ge=0, le=1_000_000,
+        description="With replacement: the most copies of one image in a subset (public; the "
+        "AUC's sensitivity follows from it); 0: no cap (sensitivity 1). Default: "
+        "ceil(4 subset_size / n_images), keeping 3/4 of an uncapped draw's variance.",
+    )  # fmt: skip
     budget_units: int | None = Field(
         None, ge=1, le=10**9, description="Override floor(eq. 3) (relaxes the guarantee)."
     )
@@ -443,7 +449,7 @@ def create_app(  # noqa: C901
         try:
             table = draw_subsets(
                 labels, n_subsets=body.n_subsets, subset_size=p.subset_size,
-                prevalence=prevalence, replace=body.replace,
+                prevalence=prevalence, replace=body.replace, max_copies=body.max_copies,
                 seed=np.random.default_rng(seed_int), image_ids=ids,
             )  # fmt: skip
         except InputError as exc:

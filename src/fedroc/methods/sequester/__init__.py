@@ -53,10 +53,11 @@ The prevalence the subsets are drawn at is public (their class sizes follow from
 with them the answers' rounding step and the AUC's sensitivity). The service takes the
 custodian's, or counts the test set's positives with discrete Laplace noise
 (:func:`~fedroc.methods.sequester.engine.noisy_prevalence`) and adds that epsilon to the
-plan's ``epsilon_guarantee``. Drawn with replacement, the most times a subset holds one
-image (which sets the sensitivity, published in the plan's epsilon) still depends on the
-class sizes through the draw: measurable in small sets with many copies per image, not at
-the paper's plan (``scripts/results/sequester_neighbours.md``).
+plan's ``epsilon_guarantee``. Drawn with replacement, a subset holds at most a public
+number of copies of one image (``max_copies``, default
+:func:`~fedroc.methods.sequester.engine.default_max_copies`), and the sensitivity follows
+from that cap: the most copies an uncapped draw happens to make depends on the class sizes
+and, published in the plan's epsilon, told a label (``scripts/results/sequester_neighbours.md``).
 
 The subsets are drawn from the labels, so neighbouring test sets have different tables; the
 answers' guarantee rests on the table being the custodian's secret random draw (a coupling
@@ -73,6 +74,7 @@ from fedroc.methods.sequester.engine import (
     Session,
     SubsetTable,
     auc_sensitivity,
+    default_max_copies,
     draw_subsets,
     noisy_prevalence,
     prevalence_epsilon,
@@ -104,6 +106,7 @@ __all__ = [
     "SubsetTable",
     "answer_step",
     "auc_sensitivity",
+    "default_max_copies",
     "draw_subsets",
     "noisy_prevalence",
     "planner",

@@ -36,6 +36,7 @@ __all__ = [
     "Session",
     "SubsetTable",
     "auc_sensitivity",
+    "default_max_copies",
     "draw_subsets",
     "noisy_prevalence",
     "prevalence_epsilon",
@@ -67,10 +68,16 @@ class SubsetTable:
     members : ndarray of int32, shape (n_subsets, subset_size)
         Row ``k`` holds the image indices of subset ``k + 1`` (subset ids start at 1);
         an index may repeat when subsets were drawn with replacement.
+    max_copies : int or None
+        The most copies of one image a subset may hold *by construction* (public, part of
+        the plan): 1 without replacement, the cap of a capped draw, 0 for the paper's
+        uncapped draw with replacement; None when unknown (a table built by hand, or a
+        plan stored before schema 0005), where :func:`auc_sensitivity` reads the table.
     """
 
     image_ids: tuple[str, ...]
     members: NDArray[np.int32]
+    max_copies: int | None = None
     _inverse: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -214,6 +221,7 @@ def draw_subsets(
     subset_size: int,
     prevalence: float | None = None,
     replace: bool = True,
+    max_copies: int | None = None,
     seed: int | np.random.Generator | None = None,
     image_ids: Sequence[str] | None = None,
 ) -> SubsetTable:
@@ -224,6 +232,15 @@ def draw_subsets(
     without replacement inside a subset (subsets still share images). ``prevalence``
     defaults to the test set's. The seed is the custodian's: with it the table can be
     rebuilt; ``None`` draws one from ``secrets``.
+
+    With replacement, a subset holds at most ``max_copies`` copies of one image: each
+    class's slots are drawn without replacement from ``max_copies`` copies of each of its
+    images (a uniform subset of the copies). The cap is public and does not depend on the
+    labels, so the AUC's sensitivity (:func:`auc_sensitivity`) follows from it and the
+    public prevalence alone; the paper's uncapped draw (``max_copies=0``) lets one image
+    fill every slot of its class, and its sensitivity is 1. The default,
+    :func:`default_max_copies`, keeps at least 3/4 of the uncapped draw's variance of each
+    image's count.
 
     Parameters
     ----------
@@ -237,6 +254,10 @@ def draw_subsets(
         Fraction of positives in each subset, in (0, 1); default the test set's.
     replace : bool, default True
         Draw with replacement inside a subset.
+    max_copies : int, optional
+        With replacement, the most copies of one image in a subset; 0 for no cap (the
+        paper's i.i.d. draw). Default :func:`default_max_copies` of the subset size and
+        the test set's size. Without replacement it is 1 (another value is refused).
     seed : int or numpy.random.Generator, optional
         The custodian's seed or generator; None draws a seed from ``secrets``.
     image_ids : sequence of str, optional
@@ -250,8 +271,9 @@ def draw_subsets(
     Raises
     ------
     InputError
-        When a subset cannot be drawn: fewer than two images, one class absent, or (without
-        replacement) more positives or negatives asked for than the test set holds.
+        When a subset cannot be drawn: fewer than two images, one class absent, or more
+        positives or negatives asked for than the test set holds (without replacement) or
+        than ``max_copies`` copies of them make.
     """
     y = np.asarray(labels, dtype=bool)
     if y.ndim != 1:
@@ -273,19 +295,30 @@ def draw_subsets(
     n = int(subset_size)
     n_pos = min(max(round(p * n), 1), n - 1)
     n_neg = n - n_pos
+    copies = _max_copies(max_copies, replace, n, y.size)
     if not replace and (n_pos > pos.size or n_neg > neg.size):
         raise InputError(
             f"subset_size {n} at prevalence {p:.4g} needs {n_pos} positive and {n_neg} "
             f"negative images per subset, but the test set has {pos.size} and {neg.size}; "
             "draw with replacement or ask for smaller subsets"
         )
+    if replace and copies and (n_pos > copies * pos.size or n_neg > copies * neg.size):
+        raise InputError(
+            f"subset_size {n} at prevalence {p:.4g} needs {n_pos} positive and {n_neg} "
+            f"negative images per subset, more than max_copies {copies} copies of the test "
+            f"set's {pos.size} and {neg.size} make; raise max_copies or ask for smaller "
+            "subsets"
+        )
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
         secrets.randbits(128) if seed is None else seed
     )  # fmt: skip
     rho = int(n_subsets)
-    if replace:
+    if replace and copies == 0:
         take_pos = rng.choice(pos, size=(rho, n_pos), replace=True)
         take_neg = rng.choice(neg, size=(rho, n_neg), replace=True)
+    elif replace:
+        take_pos = _capped_draw(rng, pos, rho, n_pos, copies)
+        take_neg = _capped_draw(rng, neg, rho, n_neg, copies)
     else:
         # One independent permutation per row: vectorized draw without replacement.
         take_pos = rng.permuted(np.broadcast_to(pos, (rho, pos.size)), axis=1)[:, :n_pos]
@@ -294,7 +327,63 @@ def draw_subsets(
     ids = tuple(str(i) for i in (range(y.size) if image_ids is None else image_ids))
     if len(ids) != y.size:
         raise InputError(f"image_ids has {len(ids)} entries but labels has {y.size}")
-    return SubsetTable(ids, members)
+    return SubsetTable(ids, members, max_copies=copies)
+
+
+def default_max_copies(subset_size: int, n_images: int) -> int:
+    """Default cap on one image's copies in a subset drawn with replacement.
+
+    An uncapped draw of ``N`` slots gives each image about ``e = N / phi`` copies (in each
+    class, at a subset prevalence near the set's). Drawn from ``c`` copies of each image
+    instead, an image's count has the finite-population variance ``1 - e / c`` of the
+    uncapped one's; ``c = ceil(4 e)`` keeps at least 3/4 of it. The cap sets the AUC's
+    sensitivity, ``2 c / min(P, Q)``: at the paper's plan (1047 images, subsets of 4188)
+    ``c`` is 16.
+
+    Parameters
+    ----------
+    subset_size : int
+        ``N``, images per subset (public).
+    n_images : int
+        ``phi``, images in the test set (public).
+
+    Returns
+    -------
+    int
+        The cap, at least 1.
+
+    Examples
+    --------
+    >>> default_max_copies(4188, 1047), default_max_copies(20, 40)
+    (16, 2)
+    """
+    return max(1, math.ceil(4 * int(subset_size) / max(int(n_images), 1) - 1e-12))
+
+
+def _max_copies(max_copies: int | None, replace: bool, subset_size: int, n_images: int) -> int:
+    if max_copies is None:
+        return default_max_copies(subset_size, n_images) if replace else 1
+    ok = isinstance(max_copies, (int, np.integer)) and not isinstance(max_copies, bool)
+    if not ok or max_copies < 0:
+        raise InputError(
+            f"max_copies must be a whole number >= 1 (or 0: no cap); got {max_copies!r}"
+        )
+    if not replace and max_copies != 1:
+        raise InputError(
+            f"max_copies {max_copies!r} needs replace=True: without replacement a subset "
+            "holds each image once"
+        )
+    return int(max_copies)
+
+
+def _capped_draw(
+    rng: np.random.Generator, pool: NDArray[np.int32], rho: int, k: int, copies: int
+) -> NDArray[np.int32]:
+    """``rho`` rows of ``k`` draws from ``pool``, each a uniform k-subset of its copies."""
+    slots = np.empty((rho, k), dtype=np.int64)
+    for r in range(rho):
+        slots[r] = rng.choice(copies * pool.size, size=k, replace=False)
+    return pool[slots // copies]
 
 
 def subset_auc(members: NDArray[np.int32], labels: NDArray[np.bool_], scores: ArrayLike) -> float:
@@ -340,7 +429,7 @@ def subset_aucs(table: SubsetTable, labels: ArrayLike, scores: ArrayLike) -> NDA
 
 
 def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
-    """Largest change of a subset AUC when one image's label flips (subsets held fixed).
+    """Largest change of a subset AUC when one image's label flips.
 
     An image held ``m`` times by a subset of ``P`` positives and ``Q`` negatives moves its
     AUC by at most ``m / P + m / (Q + m) <= 2 m / min(P, Q)``: leaving the positives moves
@@ -365,12 +454,19 @@ def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
     noise's ``e^epsilon`` of each other, and averaging over the coupling keeps that ratio.
     Without replacement ``m, m' <= 1`` and ``2 / min(P, Q)`` is a bound whatever the draw
     (``scripts/results/sequester_neighbours.md``: one probe answer, ratio 1.50 [1.45, 1.55]
-    against ``e^1``). With replacement it is not: ``m`` may reach ``P``, and ``mult`` is the
-    realised table's, so the value is not a worst case, and it depends on the labels
-    through the draw (fewer positives, more copies of each); the plan publishes it in its
-    epsilon (``tests/test_sequester_neighbours.py``, strict xfail). With the seed known to a
-    developer the tables of the two worlds are fixed functions of the labels that differ in
-    every subset, and no bound of this kind holds.
+    against ``e^1``). Drawn with at most ``c`` copies (:func:`draw_subsets`' ``max_copies``),
+    each class's slots are a uniform subset of ``c`` copies of its images; a uniform
+    arrangement of world A's copies, with ``i``'s removed, is a uniform arrangement of
+    world B's, so the first slots of the two differ only where ``i``'s copies stood,
+    ``m, m' <= c``, and ``2 c / min(P, Q)`` is the bound. It depends on the public cap and
+    class sizes only: publishing it (in the plan's epsilon) tells nothing of the labels.
+    Uncapped (``max_copies=0``) ``m`` may reach ``P``: the sensitivity is 1. A table of
+    unknown cap (``max_copies`` None: built by hand or stored before the cap existed) is
+    read as held fixed, ``mult`` being its largest number of copies in one subset; for a
+    table drawn uncapped that is not a worst case, and it depends on the labels through
+    the draw (fewer positives, more copies of each). With the seed known to a developer the
+    tables of the two worlds are fixed functions of the labels that differ in every subset,
+    and no bound of this kind holds.
 
     Parameters
     ----------
@@ -385,8 +481,14 @@ def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
         The sensitivity, in (0, 1]; 1 when a subset lacks a class.
     """
     y = np.asarray(labels, dtype=bool)
+    rho, n = table.members.shape
+    n_pos = y[table.members].sum(axis=1)
+    smaller = np.minimum(n_pos, n - n_pos)
+    if (smaller < 1).any() or table.max_copies == 0:
+        return 1.0
+    if table.max_copies is not None:
+        return float(min(1.0, np.max(2.0 * table.max_copies / smaller)))
     members = np.sort(table.members, axis=1)
-    rho, n = members.shape
     new_run = np.ones(members.shape, dtype=bool)
     new_run[:, 1:] = members[:, 1:] != members[:, :-1]
     starts = np.flatnonzero(new_run.ravel())
@@ -395,10 +497,6 @@ def auc_sensitivity(table: SubsetTable, labels: ArrayLike) -> float:
     # index of each row's first run gives the largest multiplicity per subset.
     row_first = np.searchsorted(starts, np.arange(rho) * n)
     mult = np.maximum.reduceat(lengths, row_first)
-    n_pos = y[table.members].sum(axis=1)
-    smaller = np.minimum(n_pos, n - n_pos)
-    if (smaller < 1).any():
-        return 1.0
     return float(min(1.0, np.max(2.0 * mult / smaller)))
 
 
