@@ -226,6 +226,29 @@ def test_a_plan_drawn_with_replacement_publishes_an_epsilon_no_label_moves(app):
     assert r.status_code == 422 and "max_copies 3 needs replace=True" in r.json()["detail"]
 
 
+@pytest.mark.parametrize("mechanism", ["thresholdout", "laplace"])
+@pytest.mark.parametrize("max_copies", [None, 1, 2, 0])
+def test_the_planner_tells_the_epsilon_the_service_charges(app, mechanism, max_copies):
+    # The planner's DP epsilon (from the public cap and the subset's class sizes) is the
+    # epsilon_guarantee the service reports for the plan it draws (from the drawn table).
+    from fedroc.methods.sequester import planner
+
+    ids, y, _ = _data()
+    adm = _client(app, ADMIN)
+    tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.astype(int).tolist()})
+    body = {"n_subsets": 20, "subset_size": 200, "noise_rate": 0.8, "budget_units": 3,
+            "mechanism": mechanism, "prevalence": 0.3}  # fmt: skip
+    if max_copies is not None:
+        body["max_copies"] = max_copies
+    r = adm.post(f"/v1/test-sets/{tid.json()['test_set_id']}/plans", json=body)
+    assert r.status_code == 201, r.text
+    p = planner.plan(N, 20, noise_rate=0.8, subset_size=200, auc=0.75, prevalence=0.3,
+                     budget_units=3, max_copies=max_copies)  # fmt: skip
+    assert p.max_copies == r.json()["max_copies"] == (max_copies if max_copies is not None else 3)
+    planned = p.epsilon_thresholdout if mechanism == "thresholdout" else p.epsilon_laplace
+    assert planned == pytest.approx(r.json()["epsilon_guarantee"], rel=1e-12)
+
+
 def test_a_draw_the_noisy_prevalence_cannot_serve_says_so(app, monkeypatch):
     # Without replacement a subset as large as the set needs every positive; a noisy count
     # above the set's asks for more than it has (U4: the message said only "draw with

@@ -145,6 +145,17 @@ def test_cli_plan_json(capsys):
     assert res["budget"] == pytest.approx(2.0932, abs=1e-4)
     assert res["epsilon"] == pytest.approx(res["budget"] / (0.8 * 1047))
     assert res["auc_se"] == pytest.approx(0.012, abs=0.0005)
+    # The DP epsilon the service charges, beside the paper's: at most 16 copies of an image
+    # in a subset of 503 positives and 3685 negatives, Delta = 32 / 503, 2 answers at 0.8.
+    assert res["max_copies"] == 16
+    assert res["sensitivity"] == pytest.approx(32 / 503)
+    assert res["epsilon_thresholdout"] == pytest.approx(2 * 2 * (32 / 503) / 0.8)
+    assert res["epsilon_laplace"] == pytest.approx(2 * (32 / 503) / 0.8)
+    main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "400",
+          "--noise-rate", "0.8", "--auc", "0.81", "--prevalence", "0.12", "--max-copies", "0",
+          "--json"])  # fmt: skip
+    res = json.loads(capsys.readouterr().out)
+    assert res["max_copies"] == 0 and res["sensitivity"] == 1.0
     main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "600",
           "--noise-rate", "1", "--json"])  # fmt: skip
     res = json.loads(capsys.readouterr().out)
@@ -160,6 +171,13 @@ def test_cli_plan_error_exits_2(capsys):
         main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--noise-rate", "1"])
     assert exc.value.code == 2
     assert "--load-factor" in capsys.readouterr().err  # the option, as the user types it
+    with pytest.raises(SystemExit) as exc:
+        main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor",
+              "400", "--noise-rate", "1", "--max-copies", "-2"])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--max-copies must be a whole number >= 1 (or 0: no cap); got -2" in err
+    assert "Traceback" not in err
 
 
 def test_figure_out_path_is_checked_before_drawing(tmp_path, capsys):

@@ -40,6 +40,7 @@ PLAN_OPTIONS = {
     "prevalence": "--prevalence",
     "power": "--power",
     "alpha": "--alpha",
+    "max_copies": "--max-copies",
     # No option here: the refusal of a plan of 0 answers offers it, which the service's plan
     # (POST /v1/test-sets/ID/plans) takes.
     "budget_units": "the budget_units of the service's plan",
@@ -72,6 +73,14 @@ def plan_command(
     ] = None,
     prevalence: Annotated[
         float | None, typer.Option("--prevalence", help="Prevalence of the positive class.")
+    ] = None,
+    max_copies: Annotated[
+        int | None,
+        typer.Option(
+            "--max-copies",
+            help="Most copies of one image in a subset (the service's max_copies; 1: without "
+            "replacement, 0: no cap). Default ceil(4 N / phi).",
+        ),
     ] = None,
     power: Annotated[float, typer.Option("--power", help="Target power of one subset.")] = 0.8,
     alpha: Annotated[float, typer.Option("--alpha", help="Two-sided test level.")] = 0.05,
@@ -107,6 +116,7 @@ def plan_command(
                 prevalence=prevalence,
                 power=power,
                 alpha=alpha,
+                max_copies=max_copies,
             )
         except InputError as exc:
             raise name_options(exc, PLAN_OPTIONS) from None

@@ -41,6 +41,8 @@ from scipy import optimize
 from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError, warn_user
+from fedroc.methods.sequester.engine import default_max_copies
+from fedroc.methods.sequester.mechanism import Mechanism
 from fedroc.metrics import (
     auc_sample_size,
     hanley_mcneil_se,
@@ -110,6 +112,17 @@ def _count(value: int, name: str) -> int:
     if not ok:
         raise InputError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
+
+
+def _copies(value: int) -> int:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value == 0:
+        return 0  # no cap
+    try:
+        return _count(value, "max_copies")
+    except InputError:
+        raise InputError(
+            f"max_copies must be a whole number >= 1 (or 0: no cap); got {value!r}"
+        ) from None
 
 
 MAX_SUBSET_SIZE = 10**8
@@ -533,6 +546,17 @@ class Plan(ResultMixin):
         Power of one subset of ``N`` images.
     power, alpha : float
         Targets used for ``min_subset_size``.
+    max_copies : int
+        The most copies of one image in a subset (1: drawn without replacement), as the
+        service draws them (:func:`~fedroc.methods.sequester.engine.draw_subsets`).
+    sensitivity : float or None
+        With ``prevalence``: the AUC's sensitivity the service charges,
+        ``min(1, 2 max_copies / min(P, Q))`` at the subset's class sizes.
+    epsilon_thresholdout, epsilon_laplace : float or None
+        With ``prevalence``: the differential-privacy epsilon in one image's label of a
+        developer's ``budget_units`` answers under each mechanism (``2 B Delta / sigma_a``
+        and ``B Delta / sigma_a``), which the service reports as ``epsilon_guarantee``;
+        ``epsilon`` above is the paper's figure, not a guarantee.
     warnings : tuple of str
         What the paper's example would do differently (also issued as
         :class:`PlanWarning`).
@@ -554,6 +578,10 @@ class Plan(ResultMixin):
     power: float = 0.8
     alpha: float = 0.05
     answer_noise_rate: float | None = None
+    max_copies: int | None = None
+    sensitivity: float | None = None
+    epsilon_thresholdout: float | None = None
+    epsilon_laplace: float | None = None
     warnings: tuple[str, ...] = ()
 
     SUMMARY_TITLE = "Sequestration plan (h-Thresholdout_AUC)"
@@ -567,7 +595,11 @@ class Plan(ResultMixin):
         ("noise rate of the answers", "answer_noise_rate"),
         ("budget (eq. 3)", "budget"),
         ("perturbed answers allowed", "budget_units"),
-        ("epsilon = B / (sigma phi)", "epsilon"),
+        ("epsilon = B / (sigma phi) (the paper's, not DP)", "epsilon"),
+        ("most copies of an image in a subset", "max_copies"),
+        ("AUC sensitivity (Delta)", "sensitivity"),
+        ("DP epsilon of the answers, thresholdout", "epsilon_thresholdout"),
+        ("DP epsilon of the answers, laplace", "epsilon_laplace"),
         ("AUC SE of one subset (Hanley-McNeil)", "auc_se"),
         ("minimum subset size (power {power:g})", "min_subset_size"),
         ("power of one subset", "subset_power"),
@@ -600,6 +632,7 @@ def plan(
     alpha: float = 0.05,
     answer_noise_rate: float | None = None,
     budget_units: int | None = None,
+    max_copies: int | None = None,
 ) -> Plan:
     """Plan subsets from exactly one of a load factor, a subset size or a target budget.
 
@@ -627,6 +660,10 @@ def plan(
         Laplace scale of the answers; default ``noise_rate``.
     budget_units : int, optional
         Perturbed answers allowed, overriding ``floor(B)``.
+    max_copies : int, optional
+        The most copies of one image in a subset, as the service's ``max_copies`` (1 for
+        subsets drawn without replacement, 0 for no cap); default
+        :func:`~fedroc.methods.sequester.engine.default_max_copies`.
 
     Returns
     -------
@@ -678,13 +715,15 @@ def plan(
         raise InputError("give auc and prevalence together (both or neither)")
     if budget_units is not None:
         _count(budget_units, "budget_units")
-    se = min_n = sub_power = None
+    copies = default_max_copies(n, phi) if max_copies is None else _copies(max_copies)
+    se = min_n = sub_power = delta = None
     if auc is not None and prevalence is not None:
         p = _prevalence(prevalence)
         if n >= 2:
             n_pos, n_neg = _class_sizes(n, p)
             se = hanley_mcneil_se(auc, n_pos, n_neg)
             sub_power = float(power_grid(auc, p, [xi], [rho], phi, alpha=alpha)[0, 0])
+            delta = 1.0 if copies == 0 else min(1.0, 2.0 * copies / min(n_pos, n_neg))
         min_n = min_subset_size(auc, p, power=power, alpha=alpha)
     units = math.floor(b + 1e-12) if budget_units is None else int(budget_units)
     if units < 1:
@@ -714,8 +753,18 @@ def plan(
         power=power,
         alpha=alpha,
         answer_noise_rate=sigma_a,
+        max_copies=copies,
+        sensitivity=delta,
+        epsilon_thresholdout=_dp_epsilon("thresholdout", sigma_a, units, delta),
+        epsilon_laplace=_dp_epsilon("laplace", sigma_a, units, delta),
         warnings=tuple(notes),
     )
+
+
+def _dp_epsilon(mechanism: str, noise_rate: float, units: int, delta: float | None) -> float | None:
+    if delta is None or units < 1:
+        return None
+    return Mechanism(mechanism, noise_rate=noise_rate).epsilon(units, delta)  # type: ignore[arg-type]
 
 
 def _up(x: float, digits: int = 4) -> str:
