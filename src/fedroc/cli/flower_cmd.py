@@ -401,14 +401,16 @@ def _job_options(
             ("--method", method is not None),
             ("--seed", seed is not None),
             ("--confidence", confidence != 0.95),
-            ("--bins", bins != DEFAULT_CALIBRATION_BINS),
+            ("--bins", job != "moments" and bins != DEFAULT_CALIBRATION_BINS),
         )
         if value
     ] + [flags[k] for k in method_options]
     if given:
         verb = "applies" if len(given) == 1 else "apply"
-        raise InputError(f"{', '.join(given)} {verb} to --job evaluate, not --job {job}")
-    return {}
+        jobs = "--job evaluate or moments" if given == ["--bins"] else "--job evaluate"
+        raise InputError(f"{', '.join(given)} {verb} to {jobs}, not --job {job}")
+    # The moments job adds the calibration curve of probability scores, as evaluate does.
+    return {"calibration_bins": bins} if job == "moments" else {}
 
 
 def _check_seconds(options: dict[str, float | None]) -> None:
