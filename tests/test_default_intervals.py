@@ -98,25 +98,46 @@ def test_a_small_class_gets_the_small_sample_interval_without_a_caveat(method):
 def test_the_mpc_logit_interval_of_a_small_class_is_said_to_be_too_narrow():
     # The MPC method keeps the logit interval (the default needs the class counts and the
     # tie pattern, which the MPC job keeps secret), so it keeps the caveat where the audit
-    # measured it low, and not where it covers (300 positives, or 35 at an AUC near 0.6).
-    def mpc_result(auc: float, n_pos: int, n_neg: int) -> EvaluationResult:
+    # measured it low. Its class counts are secret (n_pos, n_neg null): the caveat went by
+    # them and so was never said for a real MPC result. It now goes by what the job opened,
+    # each class at least min_class_count rows: said wherever the smaller class may lie in
+    # the audit's region (at most 50 rows at a high AUC, fewer than 10 otherwise).
+    def mpc_result(auc: float, at_least: int) -> EvaluationResult:
         return EvaluationResult(
             method="mpc",
             sites=[],
             auc=auc,
             auc_ci=(auc - 0.05, min(1.0, auc + 0.05)),
-            released=Released.pooled(n_pos + n_neg),
-            extra={"n_pos": n_pos, "n_neg": n_neg},
+            released=Released.pooled(1000),
+            extra={"n_pos": None, "n_neg": None, "mpc": {"min_class_count": at_least}},
         )
 
-    for auc, n_pos, warned in ((0.95, 23, True), (0.95, 300, False), (0.6, 35, False)):
-        res = _small_class_caveat(mpc_result(auc, n_pos, 1000 - n_pos))
+    cases = ((0.95, 5, "50 rows or fewer"), (0.95, 50, "50 rows or fewer"), (0.95, 51, None),
+             (0.6, 5, "9 rows or fewer"), (0.6, 10, None), (0.15, 20, "50 rows or fewer"))  # fmt: skip
+    for auc, at_least, warned in cases:
+        res = _small_class_caveat(mpc_result(auc, at_least))
         said = [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]
-        assert bool(said) == warned, (auc, n_pos, said)
+        assert bool(said) == bool(warned), (auc, at_least, said)
         if warned:
-            assert f"with {n_pos} rows in the smaller class" in said[0]
-    pooled = replace(mpc_result(0.95, 23, 977), method="pooled")
+            assert f"if the smaller class has {warned}" in said[0]
+            assert f"it opened that each has at least {at_least}" in said[0]
+    pooled = replace(mpc_result(0.95, 5), method="pooled")
     assert "caveats" not in _small_class_caveat(pooled).extra
+
+
+def test_a_real_mpc_run_on_a_rare_class_says_its_interval_may_be_too_narrow():
+    # 3 sites, about 5% positives, AUC near 0.9: the pooled method gives the small-sample
+    # interval (wider than the logit one); the MPC job gives the logit interval, and now
+    # says that it may be too narrow (before: nothing, as its class counts are null).
+    frames = _rare_frames(0.05, 2.5)
+    fed = Federation.from_frames(frames)
+    res = evaluate(fed, "mpc")
+    assert res.extra["n_pos"] is None and res.auc >= 0.8
+    said = [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]
+    assert len(said) == 1 and "if the smaller class has 50 rows or fewer" in said[0]
+    pooled = pool_site_data({k: SiteData.from_frame(v, Columns()) for k, v in frames.items()})
+    assert min(pooled.n_pos, pooled.n_neg) <= 50  # the caveat's condition holds here
+    assert res.auc_ci == pytest.approx(logit_ci(res.auc, res.extra["auc_se"]), abs=1e-6)
 
 
 def test_the_command_line_prints_null_and_the_reason(capsys, tmp_path):
