@@ -112,8 +112,14 @@ def test_the_mpc_logit_interval_of_a_small_class_is_said_to_be_too_narrow():
             extra={"n_pos": None, "n_neg": None, "mpc": {"min_class_count": at_least}},
         )
 
-    cases = ((0.95, 5, "50 rows or fewer"), (0.95, 50, "50 rows or fewer"), (0.95, 51, None),
-             (0.6, 5, "9 rows or fewer"), (0.6, 10, None), (0.15, 20, "50 rows or fewer"))  # fmt: skip
+    cases = [
+        (0.95, 5, "50 rows or fewer"),
+        (0.95, 50, "50 rows or fewer"),
+        (0.95, 51, None),
+        (0.6, 5, "9 rows or fewer"),
+        (0.6, 10, None),
+        (0.15, 20, "50 rows or fewer"),
+    ]
     for auc, at_least, warned in cases:
         res = _small_class_caveat(mpc_result(auc, at_least))
         said = [c for c in res.extra.get("caveats") or [] if "may be too narrow" in c]

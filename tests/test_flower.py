@@ -929,6 +929,26 @@ def test_batch_job_equals_its_jobs_run_one_by_one(site_files) -> None:
         run_job("moments", _inprocess(site_files), {"colum": "label"})
 
 
+def test_flower_run_gives_the_moments_job_its_bins_only_when_asked(site_files) -> None:
+    """`flower run --job moments --bins N` was refused as an evaluate option, though the job
+    takes calibration_bins; now --bins reaches it (and only then: a clear curve binds a site
+    to clear calibration for its lifetime, so it is not made by default)."""
+    from fedroc._results import jsonable
+    from fedroc.cli.flower_cmd import _job_options
+
+    asked = _job_options("moments", None, None, 0.95, 4, {})
+    assert asked == {"calibration_bins": 4}
+    assert _job_options("moments", None, None, 0.95, None, {}) == {}
+    got = run_job("moments", _inprocess(site_files), asked)
+    assert got["calibration"] is not None
+    expected = basic.distributed_calibration(_inprocess(site_files), n_bins=4)
+    assert jsonable(got["calibration"]) == jsonable(expected)
+    assert len(expected.curve.count) == 4
+    assert run_job("moments", _inprocess(site_files), {})["calibration"] is None
+    # The evaluate job keeps its default of 10 bins.
+    assert _job_options("evaluate", "rocglm", None, 0.95, None, {})["calibration_bins"] == 10
+
+
 def test_cli_supernode_checks_its_site_before_connecting(tmp_path: Path, capsys) -> None:
     from fedroc.cli import main
 

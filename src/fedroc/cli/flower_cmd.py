@@ -35,7 +35,6 @@ from fedroc.cli._common import (
 from fedroc.cli._options import (
     DEFAULT_CALIBRATION_BINS,
     NO_OPTIONS,
-    CalibrationBinsOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
@@ -354,7 +353,7 @@ def _job_options(
     method: str | None,
     seed: int | None,
     confidence: float,
-    bins: int,
+    bins: int | None,
     method_options: dict[str, Any],
 ) -> dict[str, Any]:
     """Return the job's options; refuse those of the evaluate job given to another job.
@@ -376,7 +375,7 @@ def _job_options(
 
     if job == "evaluate":
         assert method is not None  # _check_job
-        if method == "mpc" and bins != DEFAULT_CALIBRATION_BINS:
+        if method == "mpc" and bins is not None:
             raise InputError(
                 "--bins applies to --method mpc with --mpc-calibration, which flower run does "
                 "not offer: the MPC job adds no calibration curve here"
@@ -390,7 +389,7 @@ def _job_options(
             "method": method,
             "seed": seed,
             "confidence_level": confidence,
-            "calibration_bins": bins,
+            "calibration_bins": DEFAULT_CALIBRATION_BINS if bins is None else bins,
             **({"options": method_options} if method_options else {}),
         }
     # These were ignored: `--job moments --seed 1` ran unseeded and said nothing.
@@ -401,7 +400,7 @@ def _job_options(
             ("--method", method is not None),
             ("--seed", seed is not None),
             ("--confidence", confidence != 0.95),
-            ("--bins", job != "moments" and bins != DEFAULT_CALIBRATION_BINS),
+            ("--bins", job != "moments" and bins is not None),
         )
         if value
     ] + [flags[k] for k in method_options]
@@ -409,8 +408,10 @@ def _job_options(
         verb = "applies" if len(given) == 1 else "apply"
         jobs = "--job evaluate or moments" if given == ["--bins"] else "--job evaluate"
         raise InputError(f"{', '.join(given)} {verb} to {jobs}, not --job {job}")
-    # The moments job adds the calibration curve of probability scores, as evaluate does.
-    return {"calibration_bins": bins} if job == "moments" else {}
+    # Given --bins, the moments job adds the calibration curve of probability scores. Not by
+    # default: a clear curve binds a site to clear calibration for its lifetime, where
+    # evaluate's goes through secure aggregation first.
+    return {"calibration_bins": bins} if job == "moments" and bins is not None else {}
 
 
 def _check_seconds(options: dict[str, float | None]) -> None:
@@ -485,7 +486,15 @@ def run(
         ),
     ] = None,
     confidence: ConfidenceOption = 0.95,
-    bins: CalibrationBinsOption = DEFAULT_CALIBRATION_BINS,
+    bins: Annotated[
+        int | None,
+        typer.Option(
+            "--bins",
+            min=1,
+            help="Calibration bins (default 10); --job moments adds a calibration curve only "
+            "when given.",
+        ),
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds a site may take to answer one call.")
     ] = 60.0,

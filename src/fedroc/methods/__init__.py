@@ -485,7 +485,7 @@ def _small_class_caveat(result: EvaluationResult) -> EvaluationResult:
 
 
 def _secret_class_caveat(result: EvaluationResult, far: bool) -> EvaluationResult:
-    """The caveat of :func:`_small_class_caveat` where the class counts are secret (MPC).
+    """Give the caveat of :func:`_small_class_caveat` where the class counts are secret (MPC).
 
     The job opens only that each class has at least its ``min_class_count`` rows (and the
     total, from the list lengths): the caveat is said wherever the smaller class may lie in
