@@ -506,8 +506,24 @@ def _apart_from_other_clear_cuts(ctx: SiteContext, function: str, edges: FloatAr
 
 
 def _bin_counts(**hists: NDArray[np.int64]) -> dict[str, NDArray[np.int64]]:
-    """Each non-empty bin of each released histogram, as an aggregate the policy checks."""
-    return {f"{name} bin": h[h > 0] for name, h in hists.items()}
+    """Each non-empty bin of each released histogram, as an aggregate the policy checks.
+
+    With the four histograms of a summary, also their differences ``*_all - *_used``: the
+    rows of the single-class clusters per bin and class, which the two released
+    histograms subtract to. Each bin of each histogram held q rows, their difference 1 to
+    q - 1: a patient with one image at a score the analyst knows, beside clusters of both
+    classes, had its label in ``hist_pos_all - hist_pos_used`` (R12-1, review 12: 20 of 20
+    on main b9c3982, tests/test_attacks_review12.py).
+    """
+    out = {f"{name} bin": h[h > 0] for name, h in hists.items()}
+    for cls in ("pos", "neg"):
+        used, every = hists.get(f"hist_{cls}_used"), hists.get(f"hist_{cls}_all")
+        if used is not None and every is not None:
+            rest = np.asarray(every) - np.asarray(used)
+            out[f"hist_{cls}_all - hist_{cls}_used bin (rows of single-class clusters)"] = rest[
+                rest > 0
+            ]
+    return out
 
 
 # -- a site's rows ------------------------------------------------------------------------
