@@ -194,3 +194,106 @@ def test_two_workers_of_the_sequestration_service_do_not_answer_past_a_developer
     finally:
         for w in workers:
             w.stop()
+
+
+# -- R12-2. two secure sums run side by side: each site binds its partners only when it unmasks -
+
+
+def _four_sites(seed: int) -> tuple[Federation, dict[str, np.ndarray]]:
+    """Four in-process sites of 60 rows (default policies), and each site's leaf counts of
+    every row (positives minus negatives apart: [pos, neg]) on a tree of 4096 leaves."""
+    rng = np.random.default_rng([1215, seed])
+    sites, truth = [], {}
+    for name in "abcd":
+        y, s = rng.random(60) < 0.4, rng.random(60)
+        sites.append(Site(name, SiteData.from_arrays(y, s)))
+        leaf = np.minimum((s * 4096).astype(np.int64), 4095)
+        truth[name] = np.stack(
+            [np.bincount(leaf[y], minlength=4096), np.bincount(leaf[~y], minlength=4096)]
+        )
+    return Federation.from_sites(sites), truth
+
+
+def _interleaved(fed: Federation, sessions: list[tuple[list[str], list[str]]]) -> list:
+    """Secure sums of the exact 4096-leaf tree (``fedroc.histogram.tree``), one per
+    ``(members, revealers)``, each stage run for every session before the next; then each
+    session unmasked in turn, asking only its ``revealers`` (the analyst runs the server and
+    chooses whom it asks; the others count as dropped). Returns the sums (None where one
+    failed)."""
+    from fedroc.exceptions import FedrocError
+    from fedroc.methods.histogram._site import INPUT_NAME
+    from fedroc.secagg.protocol import SecAggServer
+
+    class Server(SecAggServer):
+        ask: tuple[str, ...] = ()
+
+        def _call(self, stage, args_by_site):
+            if stage == "unmask":
+                for name in set(args_by_site) - set(self.ask):
+                    self.state.dropped[name] = "not asked"
+                args_by_site = {k: v for k, v in args_by_site.items() if k in self.ask}
+            return super()._call(stage, args_by_site)
+
+    args = {"branching": 2, "height": 12, "lo": 0.0, "hi": 1.0, "mode": "secure-aggregation"}
+    servers = []
+    for members, revealers in sessions:
+        server = Server(fed, INPUT_NAME, args, sites=members, allow_dropouts=True)
+        server.ask = tuple(revealers)
+        servers.append(server)
+    alive = list(range(len(servers)))
+    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
+        for k in list(alive):
+            try:
+                getattr(servers[k], stage)()
+            except FedrocError:
+                alive.remove(k)
+    out: list = [None] * len(servers)
+    for k in alive:
+        try:
+            out[k] = servers[k].unmask()
+        except FedrocError:
+            out[k] = None
+    return out
+
+
+def test_two_secure_sums_side_by_side_do_not_subtract_to_one_sites_histogram_minus_another():
+    """R12-2. A site aggregates each quantity (and all of them) over one set of sites for
+    its lifetime: it checks its bound set when it joins a session and binds the survivors
+    when it first reveals unmasking shares. Two sessions run side by side, each stage for
+    both before the next (one thread; the sites answer one call at a time), joined before
+    any site had bound a set: {a, b, c} and {a, b, d}, threshold 2 of 3. The analyst runs
+    the server and asks for the unmasking shares of the first at b and c only, of the
+    second at a and d only: each site reveals once, for one set, and binds it. A site not
+    asked counts as dropped in the unmasking, not in the sum: the others reveal their
+    shares of its self-mask, and two shares rebuild it. Both sums came back, each with a
+    and b in it; their difference is c's tree minus d's, so every leaf where d has no row
+    gives c's exact counts of each class there (a lone row's class, and which site holds
+    it, which the pooled tree does not tell). On b9c3982: both sums in 10 of 10
+    federations, c's counts read exactly where d's leaf was empty, 591 of c's 600 rows.
+
+    Now a site sends its masked input over one set at a time: before it does, it checks
+    the set (U2) against its bound partners, and against the sets of the sessions it sent
+    a masked input in and has not unmasked yet (in its ledger, across processes); a second
+    session over another set is refused at its masked input. One of the two sums at
+    most."""
+    both = one = read = 0
+    trials = 10
+    for seed in range(trials):
+        fed, truth = _four_sites(seed)
+        s1, s2 = _interleaved(fed, [(["a", "b", "c"], ["b", "c"]), (["a", "b", "d"], ["a", "d"])])
+        if s1 is None or s2 is None:
+            one += (s1 is None) != (s2 is None)
+            continue
+        both += 1
+        diff = np.stack(
+            [
+                np.asarray(s1["pos"]) - np.asarray(s2["pos"]),
+                np.asarray(s1["neg"]) - np.asarray(s2["neg"]),
+            ]
+        )
+        empty_d = truth["d"].sum(axis=0) == 0
+        ok = np.array_equal(diff[:, empty_d], truth["c"][:, empty_d])
+        read += ok and truth["c"][:, empty_d].sum() > 0
+    assert both == 0, f"two sums over two sets of one site came back in {both} of {trials}"
+    assert read == 0
+    assert one == trials  # the first session, over one set, still sums

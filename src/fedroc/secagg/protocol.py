@@ -736,10 +736,64 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     return Reply({KEY_RECIPIENTS: recipients, KEY_CIPHERTEXTS: b"".join(blobs)}, kind="shares")
 
 
+# Ledger keys (+ session id): the set a site sent its masked input over in a session, and
+# that it revealed its unmasking shares in it (R12-2, :func:`_one_set_in_flight`).
+MASKED_KEY = "secagg-masked:"
+UNMASKED_KEY = "secagg-unmasked:"
+
+
+def _one_set_in_flight(ctx: SiteContext, state: ClientState, u2: Sequence[str]) -> None:
+    """Refuse to send a masked input over another set than the site's sums are over.
+
+    The site binds its partners when it first reveals unmasking shares, but its masked
+    input can be unmasked without it: the other survivors reveal their shares of its
+    self-mask, and a majority of them rebuilds it. Two sessions joined side by side before
+    any binding, over {a, b, c} and {a, b, d}, each unmasked by two of its members (b and
+    c, a and d: each site reveals once, for one set) both came back, and their difference
+    was c's exact tree minus d's (review 12, R12-2: 10 of 10 federations). So before its
+    masked input leaves, the site checks the set it may be summed over (U2, the sum's
+    survivors are among them) against its bound partners and against the sets of the
+    sessions it sent a masked input in and has not unmasked yet (its ledger: other
+    processes, restarts), and records it. Two sums over different sets then need a
+    majority of members that reveal for each, each site revealing for one set: no
+    majority threshold allows it. Call it holding the ledger's transaction.
+    """
+    members = sorted(set(u2))
+    function = FUNCTIONS[STAGE_MASKED_INPUT]
+    ctx.policy.check_aggregation(
+        site=ctx.site,
+        function=function,
+        quantity=state.quantity,
+        sites=members,
+        ledger=ctx.ledger,
+        survivors=True,
+    )
+    if ctx.policy.secagg_rebind:
+        return
+    bindings = ctx.ledger.bindings
+    for key, value in bindings.items():
+        if not key.startswith(MASKED_KEY) or list(value) == members:
+            continue
+        session = key[len(MASKED_KEY) :]
+        if session == state.session or UNMASKED_KEY + session not in bindings:
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {function!r}: it sent its masked input over the "
+                f"sites {list(value)} in a session it has not unmasked, and will not over a "
+                f"different set {members} at the same time (two sums over two sets subtract "
+                "to the inputs of the sites in one of them, and the other members can unmask "
+                "a site's input without it); finish or repeat that session over its sites",
+                site=ctx.site,
+                function=function,
+            )
+    ctx.ledger.bind(MASKED_KEY + state.session, members)
+
+
 @_client_stage(STAGE_MASKED_INPUT)
 def _masked_input(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     u2 = list(args[KEY_ACTIVE])
     _check_survivors(state, u2, state.u1, "mask its input")
+    with ctx.ledger.transaction():
+        _one_set_in_flight(ctx, state, u2)
     senders = list(args[KEY_SENDERS])
     if sorted(senders) != sorted(set(u2) - {ctx.site}):
         raise ProtocolError(
@@ -808,6 +862,7 @@ def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
         # And for every input: two functions can count the same thing (calibration bins and
         # a histogram tree), and their sums over two sets would subtract as well.
         ctx.ledger.bind_partners(ANY_QUANTITY, u3)
+        ctx.ledger.bind(UNMASKED_KEY + state.session, True)  # its masked input: resolved
     size = shamir.SHARE_BYTES
     n = len(state.share_owners)
     b_shares = dict(zip(state.share_owners, _chunks(state.b_shares, size, n, "b"), strict=True))
