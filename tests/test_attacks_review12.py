@@ -297,3 +297,31 @@ def test_two_secure_sums_side_by_side_do_not_subtract_to_one_sites_histogram_min
     assert both == 0, f"two sums over two sets of one site came back in {both} of {trials}"
     assert read == 0
     assert one == trials  # the first session, over one set, still sums
+
+
+def test_a_site_whose_session_stopped_after_its_masked_input_sums_over_that_set_again():
+    """R12-2's cost, measured: a session over {a, b, c} stopped after the masked inputs
+    (never unmasked: the server went away) leaves each site's set in flight. A new sum over
+    the same sites comes back, and is the sum of their trees; a sum over {a, b, d} before
+    it is refused at a and b's masked input, naming the set in flight and no number."""
+    from fedroc.exceptions import ProtocolError
+    from fedroc.methods.histogram._site import INPUT_NAME
+    from fedroc.secagg.protocol import SecAggServer, secure_sum
+
+    fed, truth = _four_sites(0)
+    args = {"branching": 2, "height": 12, "lo": 0.0, "hi": 1.0, "mode": "secure-aggregation"}
+    stopped = SecAggServer(fed, INPUT_NAME, args, sites=["a", "b", "c"])
+    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
+        getattr(stopped, stage)()
+    try:
+        secure_sum(fed, INPUT_NAME, sites=["a", "b", "d"], **args)
+    except (DisclosureError, ProtocolError) as exc:
+        text = str(exc)
+        assert "site 'a' refuses 'fedroc.secagg.masked_input'" in text, text
+        assert "has not unmasked" in text and "['a', 'b', 'c']" in text
+    else:
+        raise AssertionError("a sum over another set while one is in flight came back")
+    again = secure_sum(fed, INPUT_NAME, sites=["a", "b", "c"], **args)
+    want = truth["a"] + truth["b"] + truth["c"]
+    assert np.array_equal(np.asarray(again["pos"]), want[0])
+    assert np.array_equal(np.asarray(again["neg"]), want[1])
