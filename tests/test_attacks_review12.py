@@ -325,3 +325,67 @@ def test_a_site_whose_session_stopped_after_its_masked_input_sums_over_that_set_
     want = truth["a"] + truth["b"] + truth["c"]
     assert np.array_equal(np.asarray(again["pos"]), want[0])
     assert np.array_equal(np.asarray(again["neg"]), want[1])
+
+
+# -- R12-3. the basic sums by class: all rows minus one class is the other ---------------------
+
+
+def _site_with_few_positives(seed: int, n_pos: int = 1) -> tuple[Site, np.ndarray, np.ndarray]:
+    """A site of 120 rows of which ``n_pos`` (under q = 5) are positive; its labels, scores."""
+    rng = np.random.default_rng([1216, seed])
+    y = np.zeros(120, dtype=bool)
+    y[rng.choice(120, n_pos, replace=False)] = True
+    s = rng.random(120)
+    return Site("v", SiteData.from_arrays(y, s)), y, s
+
+
+def _ask(fed: Federation, function: str, **args) -> dict | None:
+    try:
+        return fed.call(function, **args)["v"]
+    except DisclosureError:
+        return None
+
+
+def test_the_basic_sums_do_not_give_a_class_count_under_q_or_a_lone_positives_score():
+    """R12-3. ``fedroc.class_counts`` refuses a site whose positives are fewer than q, but
+    ``fedroc.sum`` took a column and a subset and declared only the rows it summed: the sum
+    of the label column over all rows (n >= q rows) is the positive count, and the sum of
+    the scores over all rows minus over the negatives (each over >= q rows) is the sum of
+    the positives' scores: with one positive, its exact score. On b9c3982, at sites of 120
+    rows with 1 to 4 positives (q = 5): the positive count in 20 of 20, the positives'
+    score sum to 1e-13 in 20 of 20 by either route (at the 5 sites of one positive, its
+    exact score). The
+    same with ``fedroc.centered_ss`` (all minus negatives about 0: the positives' sum of
+    squares). ``fedroc.brier`` over all rows is n_pos - 2 sum_pos(p) + sum(p^2): with the
+    sum of squares from ``fedroc.centered_ss`` and n_pos, the positives' score sum again.
+    A clear calibration curve's observed counts add up to the positive count as well (20 of
+    20 at 4 bins, and the bin of a lone positive).
+
+    Now a sum over one class (``subset`` positive or negative), any sum of the label column,
+    a clear Brier sum and a clear calibration curve declare the site's class counts, which
+    the policy holds to q as ``fedroc.class_counts`` does: all refused at these sites, 0 of
+    20."""
+    counted = scored = 0
+    for seed in range(TRIALS):
+        n_pos = 1 if seed % 4 == 0 else 1 + seed % 4
+        site, y, s = _site_with_few_positives(seed, n_pos)
+        fed = Federation.from_sites([site])
+        assert _ask(fed, "fedroc.class_counts") is None  # as before: below q
+        labels = _ask(fed, "fedroc.sum", column="label")
+        curve = _ask(fed, "fedroc.calibration", n_bins=4)
+        counted += (labels is not None and round(labels["sum"]) == n_pos) or (
+            curve is not None and round(float(np.sum(curve["sum_observed"]))) == n_pos
+        )
+        every = _ask(fed, "fedroc.sum", column="score")
+        negatives = _ask(fed, "fedroc.sum", column="score", subset="negative")
+        ss_all = _ask(fed, "fedroc.centered_ss", column="score", mean=0.0)
+        brier = _ask(fed, "fedroc.brier")
+        guesses = []
+        if every is not None and negatives is not None:
+            guesses.append(every["sum"] - negatives["sum"])
+        if brier is not None and ss_all is not None:
+            guesses.append((n_pos + ss_all["ss"] - brier["sse"]) / 2.0)
+        scored += any(abs(g - s[y].sum()) < 1e-9 for g in guesses)
+        assert every is not None  # the mean score over all rows is still answered
+    assert counted == 0, f"a positive count under q read in {counted} of {TRIALS}"
+    assert scored == 0, f"the positives' score sum read in {scored} of {TRIALS}"

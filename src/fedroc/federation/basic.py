@@ -100,6 +100,23 @@ _COLUMN_ARGS = {
 }
 
 
+def _column_counts(ctx: SiteContext, args: Record, n: int) -> dict[str, object]:
+    """Return the counts a sum of ``args``' column and subset declares to the policy.
+
+    Its rows, and the site's class counts when the sum is over one class or of the labels.
+    A sum over one class is the sum over all rows minus the sum over the other class, and
+    the labels' sum is the positive count: each is a class aggregate, held to q as
+    ``fedroc.class_counts`` is. Declared by rows only, a site of one positive (q = 5)
+    that refused its class counts gave its positive count (the labels' sum) and that
+    positive's exact score (all rows' scores minus the negatives'): review 12, R12-3, 20 of
+    20 (tests/test_attacks_review12.py).
+    """
+    counts: dict[str, object] = {"rows": n}
+    if args["subset"] != "all" or args["column"] == "label":
+        counts.update(positive=ctx.data.n_pos, negative=ctx.data.n_neg)
+    return counts
+
+
 def _values(ctx: SiteContext, args: Record) -> np.ndarray:
     column, subset = args["column"], args["subset"]
     values = ctx.data.score if column == "score" else ctx.data.label.astype(np.float64)
@@ -166,7 +183,7 @@ def _sum(ctx: SiteContext, args: Record) -> Reply:
             f"site {ctx.site!r}: the sum of its {args['column']!r} column overflows float64; "
             "rescale the column"
         )
-    return Reply({"n": v.size, "sum": total}, counts={"rows": v.size})
+    return Reply({"n": v.size, "sum": total}, counts=_column_counts(ctx, args, v.size))
 
 
 @site_function(FN_CENTERED_SS, schema={**_COLUMN_ARGS, "mean": Float()})
@@ -183,14 +200,20 @@ def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
             f"site {ctx.site!r}: the centred sum of squares of its {args['column']!r} column "
             "overflows float64 (values too far from the mean); rescale the column"
         )
-    return Reply({"n": v.size, "ss": ss}, counts={"rows": v.size})
+    return Reply({"n": v.size, "ss": ss}, counts=_column_counts(ctx, args, v.size))
 
 
 @site_function(FN_BRIER, schema={}, release="both")
 def _brier(ctx: SiteContext, args: Record) -> Reply:
     p = site_probabilities(ctx)
     sse = float(np.sum((ctx.data.label - p) ** 2))
-    return Reply({"n": p.size, "sse": sse}, counts={"rows": p.size})
+    counts: dict[str, object] = {"rows": p.size}
+    if ctx.sites is None:
+        # In the clear its sum is n_pos - 2 sum_pos(p) + sum(p^2): with the sum of squares
+        # (fedroc.centered_ss), the positives' score sum, a class aggregate (R12-3). Through
+        # secure aggregation only the sites' total leaves.
+        counts.update(positive=ctx.data.n_pos, negative=ctx.data.n_neg)
+    return Reply({"n": p.size, "sse": sse}, counts=counts)
 
 
 # In the clear the number of bins is bound (one value per site lifetime): bins of two
@@ -268,7 +291,12 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
         "sum_observed": np.where(keep, sum_obs, 0.0),
         "suppressed": suppressed,
     }
-    return Reply(clear, counts={"bin": count[keep]})
+    # Its bins' observed counts add up to the positive count (less only a withheld bin's):
+    # a class count, held to q as fedroc.class_counts holds it (R12-3: a site of one
+    # positive gave its count and its bin).
+    return Reply(
+        clear, counts={"bin": count[keep], "positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
+    )
 
 
 @fill_doc
