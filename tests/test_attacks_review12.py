@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedroc.data import SiteData
-from fedroc.exceptions import DisclosureError
+from fedroc.exceptions import DisclosureError, FedrocError
 from fedroc.federation import Federation
 from fedroc.federation.site import Site
 from fedroc.privacy import DisclosurePolicy
@@ -199,14 +199,17 @@ def test_two_workers_of_the_sequestration_service_do_not_answer_past_a_developer
 # -- R12-2. two secure sums run side by side: each site binds its partners only when it unmasks -
 
 
-def _four_sites(seed: int) -> tuple[Federation, dict[str, np.ndarray]]:
+def _four_sites(seed: int, audit_dir=None) -> tuple[Federation, dict[str, np.ndarray]]:
     """Four in-process sites of 60 rows (default policies), and each site's leaf counts of
-    every row (positives minus negatives apart: [pos, neg]) on a tree of 4096 leaves."""
+    every row (positives minus negatives apart: [pos, neg]) on a tree of 4096 leaves. With
+    ``audit_dir``, each keeps its audit log and ledger there (a second call on the same
+    folder builds second processes of the same sites, on the same ledgers)."""
     rng = np.random.default_rng([1215, seed])
     sites, truth = [], {}
     for name in "abcd":
         y, s = rng.random(60) < 0.4, rng.random(60)
-        sites.append(Site(name, SiteData.from_arrays(y, s)))
+        audit = None if audit_dir is None else f"{audit_dir}/{name}.jsonl"
+        sites.append(Site(name, SiteData.from_arrays(y, s), audit=audit))
         leaf = np.minimum((s * 4096).astype(np.int64), 4095)
         truth[name] = np.stack(
             [np.bincount(leaf[y], minlength=4096), np.bincount(leaf[~y], minlength=4096)]
@@ -297,6 +300,39 @@ def test_two_secure_sums_side_by_side_do_not_subtract_to_one_sites_histogram_min
     assert both == 0, f"two sums over two sets of one site came back in {both} of {trials}"
     assert read == 0
     assert one == trials  # the first session, over one set, still sums
+
+
+def test_two_secure_sums_side_by_side_at_two_processes_of_each_site_do_not_both_come_back(
+    tmp_path,
+):
+    """R12-2 across processes: the first session runs on one process of each site, the
+    second on another process of each (each a ``Site`` on the same ledger file, in two
+    federations with keys of their own), stages interleaved as above. The in-flight sets
+    live in the ledger, so the second process of a and b reads the first's: the second
+    session is refused at its masked input, 10 of 10 (on b9c3982 both passed their masked
+    inputs, 10 of 10: in one process, that was enough for both sums to come back)."""
+    from fedroc.methods.histogram._site import INPUT_NAME
+    from fedroc.secagg.protocol import SecAggServer
+
+    args = {"branching": 2, "height": 12, "lo": 0.0, "hi": 1.0, "mode": "secure-aggregation"}
+    both = 0
+    for seed in range(10):
+        folder = tmp_path / f"t{seed}"
+        fed1, _ = _four_sites(seed, folder)
+        fed2, _ = _four_sites(seed, folder)
+        servers = [
+            SecAggServer(fed1, INPUT_NAME, args, sites=["a", "b", "c"], allow_dropouts=True),
+            SecAggServer(fed2, INPUT_NAME, args, sites=["a", "b", "d"], allow_dropouts=True),
+        ]
+        alive = [0, 1]
+        for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
+            for k in list(alive):
+                try:
+                    getattr(servers[k], stage)()
+                except FedrocError:
+                    alive.remove(k)
+        both += len(alive) == 2
+    assert both == 0, f"two sessions over two sets past the masked inputs in {both} of 10"
 
 
 def test_a_site_whose_session_stopped_after_its_masked_input_sums_over_that_set_again():
