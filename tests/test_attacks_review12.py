@@ -425,3 +425,36 @@ def test_the_basic_sums_do_not_give_a_class_count_under_q_or_a_lone_positives_sc
         assert every is not None  # the mean score over all rows is still answered
     assert counted == 0, f"a positive count under q read in {counted} of {TRIALS}"
     assert scored == 0, f"the positives' score sum read in {scored} of {TRIALS}"
+
+
+def test_a_dp_release_whose_charge_cannot_be_written_does_not_leave_the_site(tmp_path, monkeypatch):
+    """Held (review 12): a crash between a release and its charge. A site writes (and
+    fsyncs) a DP release's events to its ledger before the reply leaves it: when the write
+    fails (here: the disk refuses it), the call fails and the analyst gets no value; the
+    next call, with the disk back, is charged as the first. On b9c3982 too."""
+    import fedroc.apps.application  # noqa: F401  (registers every site function)
+    from fedroc.methods.histogram._site import COUNT_LOCAL_NAME
+    from fedroc.privacy.ledger import BudgetLedger
+
+    rng = np.random.default_rng(1217)
+    site = Site("north", SiteData.from_arrays(rng.random(200) < 0.4, rng.random(200)),
+                audit=tmp_path / "north.jsonl")  # fmt: skip
+    real = BudgetLedger._append
+
+    def full_disk(self, entries):
+        if any(e.get("kind") == "dp" for e in entries):
+            raise OSError(28, "No space left on device")
+        return real(self, entries)
+
+    monkeypatch.setattr(BudgetLedger, "_append", full_disk)
+    args = {"lo": 0.0, "hi": 1.0, "epsilon": 1.0}
+    try:
+        site.handle(COUNT_LOCAL_NAME, args)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("a DP release left the site without its charge written")
+    monkeypatch.setattr(BudgetLedger, "_append", real)
+    reply = site.handle(COUNT_LOCAL_NAME, args)
+    assert np.asarray(reply["counts"]).size == 2 and len(reply["__dp__"]) == 1
+    assert BudgetLedger(path=tmp_path / "north.ledger.jsonl").spent()[0] == 2.0
