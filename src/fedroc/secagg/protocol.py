@@ -754,9 +754,10 @@ def _one_set_in_flight(ctx: SiteContext, state: ClientState, u2: Sequence[str]) 
     masked input leaves, the site checks the set it may be summed over (U2, the sum's
     survivors are among them) against its bound partners and against the sets of the
     sessions it sent a masked input in and has not unmasked yet (its ledger: other
-    processes, restarts), and records it. Two sums over different sets then need a
-    majority of members that reveal for each, each site revealing for one set: no
-    majority threshold allows it. Call it holding the ledger's transaction.
+    processes, restarts), and records it (until it is bound: then its bound set is the only
+    one). Two sums over different sets then need a majority of members that reveal for
+    each, each site revealing for one set: no majority threshold allows it. Call it holding
+    the ledger's transaction.
     """
     members = sorted(set(u2))
     function = FUNCTIONS[STAGE_MASKED_INPUT]
@@ -768,7 +769,9 @@ def _one_set_in_flight(ctx: SiteContext, state: ClientState, u2: Sequence[str]) 
         ledger=ctx.ledger,
         survivors=True,
     )
-    if ctx.policy.secagg_rebind:
+    if ctx.policy.secagg_rebind or ctx.ledger.partners(ANY_QUANTITY) is not None:
+        # Bound already (to these members, checked above): every later sum of the site is
+        # over its bound set, and at least a threshold of that set is bound to it too.
         return
     bindings = ctx.ledger.bindings
     for key, value in bindings.items():
@@ -862,7 +865,8 @@ def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
         # And for every input: two functions can count the same thing (calibration bins and
         # a histogram tree), and their sums over two sets would subtract as well.
         ctx.ledger.bind_partners(ANY_QUANTITY, u3)
-        ctx.ledger.bind(UNMASKED_KEY + state.session, True)  # its masked input: resolved
+        if MASKED_KEY + state.session in ctx.ledger.bindings:  # resolved: no longer in flight
+            ctx.ledger.bind(UNMASKED_KEY + state.session, True)
     size = shamir.SHARE_BYTES
     n = len(state.share_owners)
     b_shares = dict(zip(state.share_owners, _chunks(state.b_shares, size, n, "b"), strict=True))
