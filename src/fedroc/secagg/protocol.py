@@ -141,6 +141,7 @@ FN_ABORT = "fedroc.secagg.abort"
 FN_CHECK = "fedroc.secagg.check"
 KEY_MEMBERS = "members"
 KEY_EXACT_COUNTS = "exact_counts"
+KEY_BUDGET = "budget"
 
 KEY_SESSION = "session"
 KEY_SITES = "sites"
@@ -921,6 +922,7 @@ def _abort(ctx: SiteContext, args: Record) -> Reply:
         KEY_MEMBERS: Names(_MAX_SITES),
         KEY_THRESHOLD: Int(2, _MAX_SITES),
         KEY_EXACT_COUNTS: Bool(default=False),
+        KEY_BUDGET: Bool(default=False),
     },
     rows=False,
 )
@@ -936,6 +938,10 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
     the refusal is the one the session gives, naming the input function. With
     ``exact_counts`` (the input releases exact binned counts) also whether the site released
     such counts in the clear before (:func:`fedroc.federation.basic.check_exact_counts`).
+    With ``budget``, the reply adds ``epsilon_left``, the epsilon its policy's limit leaves
+    after what its ledger has charged, so that a run of several DP releases (the histogram's
+    class counts, then its tree) can be refused before the first when the whole would not
+    fit. It tells what a budget refusal already tells (the limit and the spend), about no row.
     """
     members = list(args[KEY_MEMBERS])
     if ctx.site not in members:
@@ -948,6 +954,9 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
     ctx.policy.check_function(ctx.site, quantity)  # the session's input checks it next
     if args[KEY_EXACT_COUNTS]:
         check_exact_counts(ctx, quantity, "secure")
+    if args[KEY_BUDGET]:
+        spent, _ = ctx.ledger.spent()
+        return Reply({"joins": True, "epsilon_left": float(ctx.policy.epsilon_limit - spent)})
     return Reply({"joins": True})
 
 
@@ -958,7 +967,8 @@ def check_secure_sum(
     sites: Iterable[str] | None = None,
     threshold: int | None = None,
     exact_counts: bool = False,
-) -> None:
+    budget: bool = False,
+) -> dict[str, float]:
     """Ask every member whether it would join a secure sum of ``input_function``.
 
     Call it before anything a refused sum would waste: each site runs the checks of the
@@ -980,6 +990,13 @@ def check_secure_sum(
         The input releases exact binned counts (calibration bins, the ROC-GLM's table, an
         exact tree): ask too whether a site released such counts in the clear before, which
         binds it to the clear way (:func:`fedroc.federation.basic.bind_exact_counts`).
+    budget : bool, default False
+        Ask too how much of its epsilon limit each member has left.
+
+    Returns
+    -------
+    dict of str to float
+        With ``budget``, each member's epsilon left (``inf`` without a limit); else empty.
 
     Raises
     ------
@@ -996,14 +1013,18 @@ def check_secure_sum(
     names = list(sites) if sites is not None else list(federation.site_names)
     t = minimum_threshold(len(names)) if threshold is None else int(threshold)
     _check_parameters(len(names), t, 64, 0, str(input_function))
-    federation.call(
+    replies = federation.call(
         FN_CHECK,
         sites=names,
         input=str(input_function),
         members=names,
         threshold=t,
         exact_counts=bool(exact_counts),
+        **({KEY_BUDGET: True} if budget else {}),
     )
+    if not budget:
+        return {}
+    return {name: float(r["epsilon_left"]) for name, r in replies.items()}
 
 
 def _check_parameters(

@@ -107,6 +107,7 @@ from ._protocol import (
     AggregatedTree,
     HistogramOptions,
     NoisyCounts,
+    check_budget,
     check_options,
     collect_counts,
     collect_tree,
@@ -645,6 +646,7 @@ def run_histogram(
             + ("; no DP budget was spent" if not spent else "")
         )
 
+    check_budget(federation, opts, compare=bins is not None)
     with explain_class_count_refusals(meaning):
         if bins is not None:  # first: a site without a second score refuses before any release
             joint = collect_joint(

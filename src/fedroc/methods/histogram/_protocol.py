@@ -20,7 +20,7 @@ from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.privacy import MIN_DISCRETE_EPSILON
-from fedroc.secagg import SecureSum, secure_sum
+from fedroc.secagg import SecureSum, check_secure_sum, secure_sum
 
 from ._curves import INTERPOLATIONS
 from ._site import (
@@ -281,6 +281,60 @@ def _secure_sum(
         allow_dropouts=opts.allow_dropouts,
         frac_bits=FRAC_BITS,
         **args,
+    )
+
+
+def _round_down(x: float) -> float:
+    """``x`` rounded down to 3 significant digits (an epsilon that still fits)."""
+    if x <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return math.floor(x / step * (1 + 1e-12)) * step
+
+
+def check_budget(federation: Federation, opts: HistogramOptions, *, compare: bool) -> None:
+    """Under distributed DP, refuse a run that some site's epsilon limit cannot hold, first.
+
+    A run releases the class counts, then the tree (and with ``compare`` the joint counts of
+    the two scores); each site's ledger is charged twice the paper's epsilon of each (a row
+    moves). A site asked for the tree once its counts were spent refused only then, with
+    "this release needs 11.08 more", and what the counts had taken was gone. The sites say
+    what their limits leave (the check of secure aggregation, which releases nothing), so the
+    whole charge is compared before anything is released, and the refusal says what the run
+    needs and which ``dp_epsilon`` would fit. Nothing to check without DP. Under local DP
+    there is no secure aggregation to ask through (it runs with fewer sites than a secure sum
+    takes): there a site that cannot hold the tree still refuses it after its counts.
+    """
+    if opts.mode != MODE_DDP or opts.epsilon is None:
+        return
+    releases = 2 if compare else 1
+    need = 2.0 * opts.epsilon * releases
+    t = secagg_threshold(
+        len(federation.site_names), opts.threshold, dp=True, allow_dropouts=opts.allow_dropouts
+    )
+    left = check_secure_sum(federation, COUNT_NAME, threshold=t, budget=True)
+    short = {k: v for k, v in left.items() if need > v + 1e-12}
+    if not short:
+        return
+    what = f"the class counts {2 * opts.count_epsilon:.3g} and the tree {2 * opts.tree_epsilon:.3g}"
+    if compare:
+        what += f", and the two scores' joint counts {need / 2:.3g}"
+    by_left: dict[str, list[str]] = {}
+    for k, v in sorted(short.items()):
+        by_left.setdefault(f"{max(v, 0.0):.4g}", []).append(repr(k))
+    sites = "; ".join(f"{', '.join(names)}: {v}" for v, names in by_left.items())
+    least = min(short.values())
+    fits = _round_down(least / (2.0 * releases))
+    instead = (
+        f"give dp_epsilon {fits:g} or less, or ask the sites' operators to raise epsilon_limit"
+        if fits > 0
+        else "no dp_epsilon fits; the sites' operators would have to raise epsilon_limit"
+    )
+    raise InputError(
+        f"dp_epsilon {opts.epsilon:g} charges each site's privacy ledger epsilon {need:.4g} "
+        f"in all ({releases * 2} x {opts.epsilon:g}, twice the epsilon of a row added or "
+        f"removed: {what}), more than the epsilon left at site(s) {sites}; nothing was "
+        f"released; {instead}"
     )
 
 

@@ -1,0 +1,90 @@
+"""What a new user's walkthrough of the command line found (ux17): a DP budget refused half
+spent, degenerate intervals without a word, options taken and ignored, and a privacy status
+in internal names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedroc.privacy.ledger import read_ledger_status
+from tests._cli import run_main
+
+
+@pytest.fixture
+def csv(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1], 30)
+    path = tmp_path / "x.csv"
+    score = np.clip(0.5 + 0.2 * (rng.normal(size=60) + y), 0.0, 1.0)
+    pd.DataFrame({"label": y, "score": score}).to_csv(path, index=False)
+    return path
+
+
+def evaluate3(csv: Path, audit: Path, *more: str) -> list[str]:
+    sites = [x for name in "abc" for x in ("--site", f"{name}={csv}")]
+    return ["evaluate", *sites, "--audit-dir", str(audit), *more]
+
+
+def spent(audit: Path) -> list[float]:
+    return [read_ledger_status(p).epsilon for p in sorted(audit.glob("*.ledger.jsonl"))]
+
+
+def one_line_error(code: int, err: str) -> str:
+    assert code == 2
+    assert "Traceback" not in err
+    line = err.strip()
+    assert "\n" not in line, err
+    return line
+
+
+# -- 1. the histogram's DP budget, refused before anything is spent -------------------------
+
+
+def test_histogram_dp_run_over_the_sites_budget_is_refused_before_any_release(
+    capsys, csv, tmp_path
+):
+    """--dp-epsilon 6 under the default limit of 10 spent the class counts' 0.92, then was
+    refused "this release needs 11.08 more" without saying the run needs 2 x 6."""
+    audit = tmp_path / "audit"
+    code, _, err = run_main(
+        capsys, evaluate3(csv, audit, "--method", "histogram", "--dp-epsilon", "6")
+    )
+    line = one_line_error(code, err)
+    assert "--dp-epsilon 6 charges each site's privacy ledger epsilon 12 in all" in line
+    assert "'a', 'b', 'c': 10" in line  # what each site has left
+    assert "give --dp-epsilon 5 or less" in line
+    assert spent(audit) == [0.0, 0.0, 0.0]  # nothing was released
+
+    # What the message says fits does fit, and takes the whole limit.
+    code, _, err = run_main(
+        capsys, evaluate3(csv, audit, "--method", "histogram", "--dp-epsilon", "5")
+    )
+    assert code == 0, err
+    assert spent(audit) == pytest.approx([10.0, 10.0, 10.0])
+
+    code, _, err = run_main(
+        capsys, evaluate3(csv, audit, "--method", "histogram", "--dp-epsilon", "0.5")
+    )
+    line = one_line_error(code, err)
+    assert "'a', 'b', 'c': 0;" in line and "no --dp-epsilon fits" in line
+    assert spent(audit) == pytest.approx([10.0, 10.0, 10.0])
+
+
+def test_histogram_dp_budget_refusal_counts_the_comparison(capsys, csv, tmp_path):
+    """--compare-score under DP charges the joint counts 2 epsilon more: 4 x in all."""
+    frame = pd.read_csv(csv)
+    frame["score2"] = frame["score"][::-1].to_numpy()
+    frame.to_csv(csv, index=False)
+    audit = tmp_path / "audit"
+    args = ["--method", "histogram", "--compare-score", "score2"]
+    code, _, err = run_main(capsys, evaluate3(csv, audit, *args, "--dp-epsilon", "3"))
+    line = one_line_error(code, err)
+    assert "epsilon 12 in all (4 x 3" in line and "give --dp-epsilon 2.5 or less" in line
+    assert spent(audit) == [0.0, 0.0, 0.0]
+    code, _, err = run_main(capsys, evaluate3(csv, audit, *args, "--dp-epsilon", "2.5"))
+    assert code == 0, err
+    assert spent(audit) == pytest.approx([10.0, 10.0, 10.0])
