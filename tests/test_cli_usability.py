@@ -4,6 +4,7 @@ in internal names."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +89,61 @@ def test_histogram_dp_budget_refusal_counts_the_comparison(capsys, csv, tmp_path
     code, _, err = run_main(capsys, evaluate3(csv, audit, *args, "--dp-epsilon", "2.5"))
     assert code == 0, err
     assert spent(audit) == pytest.approx([10.0, 10.0, 10.0])
+
+
+# -- 2. a point or undefined interval says why -------------------------------------------
+
+
+def write(path: Path, label: list[int], score: list[float]) -> Path:
+    pd.DataFrame({"label": label, "score": score}).to_csv(path, index=False)
+    return path
+
+
+def test_metrics_says_why_a_constant_score_has_a_point_interval(capsys, tmp_path):
+    """n=4, every score 0.5: SE 0 and CI [0.5, 0.5], without a word."""
+    path = write(tmp_path / "c.csv", [0, 0, 1, 1], [0.5] * 4)
+    code, out, err = run_main(capsys, ["metrics", str(path), "--json"])
+    assert code == 0, err
+    res = json.loads(out)
+    # pROC's ci.auc gives 0.5-0.5 here too: the point is kept, and said.
+    assert res["auc"] == 0.5 and res["auc_se"] == 0.0 and res["auc_ci"] == [0.5, 0.5]
+    (caveat,) = res["caveats"]
+    assert "every score ties" in caveat and "DeLong's variance is 0" in caveat
+    code, out, err = run_main(capsys, ["metrics", str(path)])
+    assert code == 0 and "caveat" in out and "every score ties" in " ".join(out.split())
+
+
+def test_metrics_says_why_separated_classes_have_no_default_interval(capsys, tmp_path):
+    """AUC 1: the default and logit intervals are null (logit(1) is infinite), and nothing
+    said so, nor that the score interval is defined there."""
+    from fedroc import delong
+
+    y, s = [0, 0, 0, 1, 1, 1], [0.1, 0.2, 0.3, 0.7, 0.8, 0.9]
+    path = write(tmp_path / "s.csv", y, s)
+    code, out, err = run_main(capsys, ["metrics", str(path), "--json"])
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["auc"] == 1.0 and res["auc_ci"] == [None, None]
+    (caveat,) = res["caveats"]
+    assert "the AUC is 1" in caveat and "logit interval is undefined" in caveat
+    lo, hi = delong(np.array(y), np.array(s)).confidence_interval(method="score")
+    assert 0.4 < lo < 0.6 and hi == 1.0  # Newcombe's method 5 stays defined at AUC 1
+    assert f"[{lo:.4f}, {hi:.4f}]" in caveat
+    code, out, err = run_main(capsys, ["metrics", str(path)])
+    assert code == 0 and "caveat" in out and "logit interval is undefined" in " ".join(out.split())
+
+
+def test_metrics_without_a_degenerate_interval_has_no_caveats(capsys, csv):
+    code, out, err = run_main(capsys, ["metrics", str(csv), "--json"])
+    assert code == 0, err
+    assert "caveats" not in json.loads(out)
+
+
+def test_evaluate_pooled_says_why_tied_scores_give_a_point_interval(capsys, tmp_path):
+    path = write(tmp_path / "c.csv", [0] * 6 + [1] * 6, [0.3] * 12)
+    sites = [x for name in "abc" for x in ("--site", f"{name}={path}")]
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "pooled", "--json"])
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["auc_ci"] == [0.5, 0.5]
+    assert any("every score ties" in c for c in res["caveats"])

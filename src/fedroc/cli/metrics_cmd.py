@@ -55,6 +55,7 @@ def metrics_dict(
     """
     import numpy as np
 
+    from fedroc.methods import interval_caveat
     from fedroc.methods.asks import (
         check_targets,
         comparison_dict,
@@ -101,6 +102,18 @@ def metrics_dict(
             confidence_level=confidence,
             seed=seed,
         )
+    caveat = interval_caveat(res.auc, res.ci) if two_classes else None
+    if caveat is not None and res.auc in (0.0, 1.0):
+        # Newcombe's score interval takes its variance at each candidate AUC, not at the
+        # estimate's 0: defined where the logit interval is not (README, fm.score_ci).
+        lo, hi = res.confidence_interval(method="score")
+        caveat += (
+            f"; the score interval (Newcombe's method 5, tie-aware), which stays defined "
+            f"there, is [{lo:.4f}, {hi:.4f}] (the Wald interval is the point {res.auc:g} "
+            "for the same reason)"
+        )
+    if caveat is not None:
+        extra["caveats"] = [caveat]
     if data.score_b is not None:
         extra["comparison"] = comparison_dict(
             delong_paired(y, s, data.score_b, confidence_level=confidence),
@@ -236,6 +249,7 @@ def _optional_rows(result: dict[str, Any], level: str) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = []
     if "partial_auc" in result:
         rows.append((f"partial AUC (FPR <= {result['max_fpr']:g}, McClish)", result["partial_auc"]))
+    rows += [("caveat", str(c)) for c in result.get("caveats") or []]
     if "auc_ci_bootstrap" in result:
         boot = result["bootstrap"]
         # "seed None" read as a missing value; unseeded, another run gives another interval

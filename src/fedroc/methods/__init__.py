@@ -12,7 +12,7 @@ import importlib
 import inspect
 import math
 import pkgutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ __all__ = [
     "evaluate",
     "explain_class_count_refusals",
     "get_method",
+    "interval_caveat",
     "method_names",
     "pool_site_data",
     "register_method",
@@ -415,30 +416,66 @@ def evaluate(
     )
 
 
-def _withhold_undefined_interval(result: EvaluationResult) -> EvaluationResult:
-    """Withhold an interval that is not two finite numbers, saying why in ``caveats``.
+def interval_caveat(auc: float, ci: Sequence[float] | None) -> str | None:
+    """Say why an AUC interval is undefined or a single point, or None when it is neither.
 
-    DeLong's logit interval (pooled, histogram, MPC) is undefined at an AUC of 0 or 1 (the
-    classes perfectly separated: the variance is 0 and the logit infinite), and its
-    variance below two rows of a class. Such an interval was returned as ``(nan, nan)``
-    (``[null, null]`` in JSON) without a word; it is None with the reason instead, as
-    every method that withholds its interval does.
+    DeLong's logit interval (pooled, histogram, MPC, ``fedroc metrics``) is undefined at an
+    AUC of 0 or 1 (the classes perfectly separated: the variance is 0 and the logit
+    infinite), and its variance below two rows of a class. DeLong's variance is also 0 when
+    every score ties (the only case with an AUC strictly between 0 and 1: one score for all
+    positives and the same for all negatives), and then every interval is the point 0.5,
+    as pROC's ``ci.auc`` gives it too (0.5-0.5): right for a score that is constant
+    everywhere, but a sample whose scores happen to tie says nothing of how a model ranks
+    other rows. Either was shown without a word (a ``[null, null]`` or ``[0.5, 0.5]``).
+
+    Parameters
+    ----------
+    auc : float
+        The AUC estimate.
+    ci : sequence of two floats, or None
+        Its interval (NaN where undefined); None: no interval to explain.
+
+    Returns
+    -------
+    str or None
+        One sentence for ``caveats``, or None when the interval needs none.
     """
-    ci = result.auc_ci
-    if ci is None or all(math.isfinite(v) for v in ci):
-        return result
-    auc = result.auc
+    if ci is None:
+        return None
+    if all(math.isfinite(v) for v in ci):
+        if ci[0] != ci[1] or not math.isfinite(auc) or auc in (0.0, 1.0):
+            return None
+        return (
+            f"the interval is the point {auc:g}: every score ties (the same score for every "
+            "row), so the AUC is 0.5 from ties alone and DeLong's variance is 0; the rows "
+            "show nothing of how the model ranks other rows (give scores that vary)"
+        )
     if not math.isfinite(auc):
-        why = "no interval: there is no AUC"
-    elif auc in (0.0, 1.0):
-        why = (
+        return "no interval: there is no AUC"
+    if auc in (0.0, 1.0):
+        return (
             f"no interval: the AUC is {auc:g} (every positive ranks "
             f"{'above' if auc == 1.0 else 'below'} every negative), where DeLong's variance "
             "is 0 and the logit interval is undefined"
         )
-    else:
-        why = "no interval: its variance is undefined (fewer than two rows of a class)"
+    return "no interval: its variance is undefined (fewer than two rows of a class)"
+
+
+def _withhold_undefined_interval(result: EvaluationResult) -> EvaluationResult:
+    """Withhold an interval that is not two finite numbers, saying why in ``caveats``.
+
+    Such an interval was returned as ``(nan, nan)`` (``[null, null]`` in JSON) without a
+    word; it is None with the reason instead, as every method that withholds its interval
+    does. A point interval (every score tied) is kept, with its reason
+    (:func:`interval_caveat`).
+    """
+    ci = result.auc_ci
+    why = interval_caveat(result.auc, ci)
+    if ci is None or why is None:
+        return result
     caveats = [*(result.extra.get("caveats") or []), why]
+    if all(math.isfinite(v) for v in ci):
+        return result.with_extra(caveats=caveats)
     return replace(result, auc_ci=None).with_extra(caveats=caveats)
 
 
