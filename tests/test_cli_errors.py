@@ -1405,10 +1405,10 @@ def test_a_damaged_ledger_is_named_not_a_traceback(capsys, tmp_path, csv):
     """A ledger file that is not UTF-8 text (a disk error, a binary file copied over it) ended
     `fedroc privacy status` and any evaluate with --audit-dir in a UnicodeDecodeError
     traceback (exit 1). It is refused naming the file: skipping it would lose its spending."""
-    code, _, err = run_main(
-        capsys,
-        ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--audit-dir", str(tmp_path)],
-    )
+    # histogram, not pooled: pooled calls no site and refuses --audit-dir (ux17)
+    sites = [x for n in "abc" for x in ("--site", f"{n}={csv}")]
+    evaluate = ["evaluate", *sites, "--method", "histogram", "--score-transform", "logistic"]
+    code, _, err = run_main(capsys, [*evaluate, "--audit-dir", str(tmp_path)])
     assert code == 0, err
     ledger = tmp_path / "a.ledger.jsonl"
     ledger.write_bytes(b"\x00\xff" + ledger.read_bytes())
@@ -1418,7 +1418,7 @@ def test_a_damaged_ledger_is_named_not_a_traceback(capsys, tmp_path, csv):
     )
     for args in (
         ["privacy", "status", "--audit-dir", str(tmp_path)],
-        ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--audit-dir", str(tmp_path)],
+        [*evaluate, "--audit-dir", str(tmp_path)],
     ):
         code, out, err = run_main(capsys, args)
         assert code == 2 and out == "" and err.strip() == message
@@ -1463,7 +1463,10 @@ def test_an_audit_log_line_that_is_not_text_counts_as_unreadable_in_the_report(
     audit.mkdir()
     (audit / "a.jsonl").write_bytes(b"\x00\xff\n")
     report = tmp_path / "r.html"
-    args = ["evaluate", "--site", f"a={csv}", "--method", "pooled", "--audit-dir", str(audit)]
+    # histogram, not pooled: pooled calls no site and refuses --audit-dir (ux17)
+    sites = [x for n in "abc" for x in ("--site", f"{n}={csv}")]
+    args = ["evaluate", *sites, "--method", "histogram", "--score-transform", "logistic"]
+    args += ["--audit-dir", str(audit)]
     code, _, err = run_main(capsys, [*args, "--report", str(report)])
     assert code == 0, err
     from fedroc.cli.evaluate_cmd import audit_summary
@@ -1474,7 +1477,7 @@ def test_an_audit_log_line_that_is_not_text_counts_as_unreadable_in_the_report(
     (audit / "a.jsonl").write_bytes(b"\x00\xff\n")
     code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(audit), "--json"])
     assert code == 0 and "Traceback" not in err, err
-    assert [s["site"] for s in json.loads(out)["sites"]] == ["a"]
+    assert [s["site"] for s in json.loads(out)["sites"]] == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize(

@@ -147,3 +147,58 @@ def test_evaluate_pooled_says_why_tied_scores_give_a_point_interval(capsys, tmp_
     res = json.loads(out)
     assert res["auc_ci"] == [0.5, 0.5]
     assert any("every score ties" in c for c in res["caveats"])
+
+
+# -- 3. options taken and ignored ------------------------------------------------------
+
+
+def test_pooled_refuses_min_count_and_audit_dir_which_it_ignored(capsys, csv, tmp_path):
+    """--method pooled reads the rows itself: no site releases an aggregate (nothing for a
+    minimum count to hold back: --min-count 50 passed on sites of 60 rows with 30 a class)
+    and nothing is audited or charged (--audit-dir wrote only the sites' limits)."""
+    audit = tmp_path / "audit"
+    sites = ["--site", f"a={csv}", "--site", f"b={csv}"]
+    for option, value in (("--min-count", "50"), ("--audit-dir", str(audit))):
+        code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "pooled", option, value])
+        line = one_line_error(code, err)
+        assert out == ""
+        assert line.startswith(f"error: {option} {value} does not apply to --method pooled")
+    assert not audit.exists()  # refused before any site was built
+
+
+@pytest.mark.parametrize("method", ["rocglm", "clustered"])
+def test_methods_without_analyst_randomness_give_the_same_result_whatever_the_seed(method):
+    """What the refusal of --seed rests on: the seed changes nothing in these methods."""
+    from fedroc.datasets import make_multisite
+    from fedroc.federation import Federation
+    from fedroc.methods import evaluate, get_method
+
+    frames = make_multisite(seed=5)
+    options = dict(get_method(method).demo_options)
+    if method == "clustered":
+        frames = {k: f.assign(cluster=np.arange(len(f)) // 3) for k, f in frames.items()}
+    results = []
+    for seed in (1, 2):
+        fed = Federation.from_frames(
+            frames, cluster="cluster" if method == "clustered" else None, noise_seed=7
+        )
+        results.append(evaluate(fed, method, seed=seed, **options).to_dict())
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize(
+    ("method", "more"),
+    [
+        ("rocglm", ["--sensitivity", "0.01"]),
+        ("mpc", []),
+        ("clustered", ["--cluster", "label"]),
+    ],
+)
+def test_seed_is_refused_by_methods_that_draw_no_random_numbers(capsys, csv, method, more):
+    sites = [x for name in "abc" for x in ("--site", f"{name}={csv}")]
+    args = ["evaluate", *sites, "--method", method, *more, "--seed", "3"]
+    code, out, err = run_main(capsys, args)
+    line = one_line_error(code, err)
+    assert out == ""
+    assert line.startswith(f"error: --seed 3 does not apply to --method {method}: ")
+    assert "leave --seed out" in line

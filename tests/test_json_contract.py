@@ -170,7 +170,7 @@ EVALUATE_RUNS = [
     ("pooled", []),
     ("pooled", [*ASKS, "--bootstrap", "20", "--seed", "1"]),
     ("pooled", ["--sample-weight", "w", "--max-fpr", "0.2", "--youden"]),
-    ("rocglm", ["--sensitivity", "0.01", "--bootstrap", "5", "--seed", "1"]),
+    ("rocglm", ["--sensitivity", "0.01", "--bootstrap", "5"]),  # --seed: refused (ux17)
     ("rocglm", ["--sensitivity", "0.01", "--correction", "none", "--a0", "0.6"]),
     ("histogram", []),
     ("histogram", ASKS),

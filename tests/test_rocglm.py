@@ -699,7 +699,7 @@ def test_cli_evaluate_rocglm(tmp_path, capsys):
         path = tmp_path / f"s{k}.csv"
         pd.DataFrame({"label": y.astype(int), "score": s}).to_csv(path, index=False)
         args += ["--site", f"s{k}={path}"]
-    main([*args, "--method", "rocglm", "--sensitivity", "0.01", "--seed", "2", "--json"])
+    main([*args, "--method", "rocglm", "--sensitivity", "0.01", "--json"])
     res = json.loads(capsys.readouterr().out)
     assert res["method"] == "rocglm" and len(res["rocglm_params"]) == 2
     assert (res["epsilon"], res["delta"]) == (1.0, pytest.approx(1 / 3000))
@@ -712,7 +712,7 @@ def test_cli_evaluate_rocglm(tmp_path, capsys):
     assert res["dp_calibration"] == "analytic" and res["correction"] == "none"
     assert "auc_uncorrected" not in res and res["sensitivity_is_heuristic"] is True
     assert "NOT A BOUND" in (tmp_path / "r.html").read_text()
-    main([*args, "--method", "rocglm", "--sensitivity", "0.01", "--seed", "2"])
+    main([*args, "--method", "rocglm", "--sensitivity", "0.01"])
     table = capsys.readouterr().out
     assert "privacy_guarantee" in table and "deconvolution" in table
     assert res["auc_test"]["a0"] == 0.6 and (tmp_path / "r.html").stat().st_size > 1000

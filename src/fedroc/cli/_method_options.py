@@ -29,6 +29,29 @@ ASK_OPTIONS = {
     "compare": "--compare-score",
 }
 
+# Methods that draw no random numbers of the analyst's, and why: --seed (``seed``) would
+# change nothing in them (tests/test_cli_usability.py runs rocglm and clustered with two
+# seeds and compares), so it is refused rather than taken and ignored.
+UNSEEDED_METHODS = {
+    "rocglm": "its one resampling (the bagged deconvolution) is seeded by the released noisy "
+    "values, so that the sites and the analyst draw the same resamples, and the sites' DP "
+    "noise is their own",
+    "mpc": "its randomness (shares, masks) is cryptographic, drawn by the parties and the "
+    "sites, never from a seed",
+    "clustered": "its estimates and intervals are computed in closed form from the sums the "
+    "sites release; it draws no random numbers",
+}
+
+
+def check_seed(method: str, seed: int | None) -> None:
+    """Refuse ``--seed`` for a method that draws no random numbers of the analyst's."""
+    why = UNSEEDED_METHODS.get(method)
+    if seed is not None and why is not None:
+        raise InputError(
+            f"--seed {seed} does not apply to --method {method}: {why}; leave --seed out"
+        )
+
+
 # The methods' keywords that have an option of their own, so that a method's message about
 # one ("quantiles must be an integer >= 2; got 0") names what the user typed.
 KEYWORD_OPTIONS = {

@@ -37,6 +37,7 @@ from fedroc.cli._method_options import (
     ASK_OPTIONS,
     FLOWER_TAKES,
     ask_keywords,
+    check_seed,
     method_keywords,
     option_names,
 )
@@ -187,6 +188,34 @@ def _taken_by(
         what = "is an option" if len(flags) == 1 else "are options"
         parts.append(f"{', '.join(flags)} {what} of --method {methods}")
     return "".join(f"; {part}" for part in parts)
+
+
+def _check_pooled_site_options(
+    method: str, needs_pooled: bool, min_count: int | None, audit_dir: Path | None
+) -> None:
+    """Refuse the sites' options for a method that reads the pooled rows itself.
+
+    ``--method pooled`` calls no site: no aggregate is released for a minimum count to hold
+    back (``--min-count 50`` passed on sites of 60 rows), and nothing is audited or charged
+    (``--audit-dir`` only had the sites note their limits in new ledgers), yet both were
+    taken without a word, as if the run had been checked and logged.
+    """
+    why = {
+        "--min-count": "no aggregate is released for a minimum count to hold back",
+        "--audit-dir": "nothing is released for the sites to audit or charge to a ledger",
+    }
+    given = [
+        (option, value)
+        for option, value in (("--min-count", min_count), ("--audit-dir", audit_dir))
+        if value is not None
+    ]
+    if needs_pooled and given:
+        option, value = given[0]
+        raise InputError(
+            f"{option} {value} does not apply to --method {method}: it reads every site's rows "
+            f"itself and calls no site, so {why[option]}; leave it out (the other methods "
+            "take it)"
+        )
 
 
 def _check_ignored(options: dict[str, Any]) -> None:
@@ -511,8 +540,10 @@ def evaluate_command(
     seed: Annotated[
         int | None,
         typer.Option(
-            help="Seed of the analyst's own randomness (bootstrap, SIMEX). The sites' DP noise "
-            "is theirs: a site seeds it only from its own configuration (noise_seed in TOML).",
+            help="Seed of the analyst's own randomness (pooled and histogram: the bootstraps "
+            "of --bootstrap, of the operating points' intervals and of the report's ROC "
+            "band; rocglm, mpc and clustered draw none and refuse it). The sites' DP noise is "
+            "theirs: a site seeds it only from its own configuration (noise_seed in TOML).",
             min=0,
         ),
     ] = None,
@@ -597,6 +628,7 @@ def evaluate_command(
     from fedroc.methods import evaluate, get_method
 
     spec = get_method(method)  # before any file is read
+    _check_pooled_site_options(method, spec.needs_pooled, min_count, audit_dir)
     if cluster is not None and not spec.needs_clusters:
         # The method would read the column and ignore it: its interval treats the rows as
         # independent, which a user who named the clusters did not ask for.
@@ -681,6 +713,7 @@ def evaluate_command(
         options["mpc_calibration_bins"] = bins
     try:
         check_options(method, options)
+        check_seed(method, seed)  # after: an option the method lacks is the first mistake
         with show_progress(method, federation):
             result = evaluate(
                 federation,

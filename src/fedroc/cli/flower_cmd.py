@@ -368,6 +368,7 @@ def _job_options(
     from fedroc.cli._method_options import (
         FLOWER_TAKES,
         KEYWORD_OPTIONS,
+        check_seed,
         check_values,
         option_names,
     )
@@ -383,6 +384,7 @@ def _job_options(
         try:
             check_options(method, method_options, FLOWER_TAKES[method])
             check_values(method_options)
+            check_seed(method, seed)
         except InputError as exc:
             raise name_options(exc, option_names(method)) from None
         return {
