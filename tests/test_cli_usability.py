@@ -202,3 +202,63 @@ def test_seed_is_refused_by_methods_that_draw_no_random_numbers(capsys, csv, met
     assert out == ""
     assert line.startswith(f"error: --seed 3 does not apply to --method {method}: ")
     assert "leave --seed out" in line
+
+
+# -- 4. privacy status in the words of a site operator ---------------------------------------
+
+
+def test_privacy_status_names_what_the_spending_was_for(capsys, csv, tmp_path):
+    """The histogram's spending was listed under 'fedroc.secagg.advertise_keys' (the secure
+    sum's first stage, which carries its input's DP events) and the bindings as hashes."""
+    audit = tmp_path / "audit"
+    code, _, err = run_main(
+        capsys, evaluate3(csv, audit, "--method", "histogram", "--dp-epsilon", "4")
+    )
+    assert code == 0, err
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(audit)])
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "fedroc.secagg.advertise_keys" not in text
+    assert "a: epsilon 0.6154 for histogram, noisy class counts (secure sum)" in text
+    assert "a: epsilon 7.385 for histogram, noisy tree (secure sum)" in text
+    status = ["privacy", "status", "--audit-dir", str(audit), "--json"]
+    raw = json.loads(run_main(capsys, status)[1])
+    site = raw["sites"][0]
+    digest = site["bindings"]["rows"]
+    assert len(digest) == 64 and digest not in text  # the hash stays in --json only
+    assert "a: holds its exact releases to one version of its rows" in text
+    assert "a: secure sums only with a, b, c" in text
+    # The raw names stay in --json, and the spending by what it was for adds up to them.
+    assert site["epsilon_by_function"] == {"fedroc.secagg.advertise_keys": pytest.approx(8.0)}
+    spending = {s["function"]: s for s in site["spending"]}
+    assert set(spending) == {"fedroc.histogram.class_counts", "fedroc.histogram.tree"}
+    assert spending["fedroc.histogram.class_counts"]["epsilon"] == pytest.approx(8 / 13)
+    assert spending["fedroc.histogram.tree"]["epsilon"] == pytest.approx(96 / 13)
+    assert spending["fedroc.histogram.tree"]["releases"] == 12  # one per level
+    assert spending["fedroc.histogram.tree"]["for"] == "histogram, noisy tree (secure sum)"
+    assert site["binding_notes"]["rows"].startswith("holds its exact releases")
+
+
+def test_privacy_status_reads_a_ledger_written_before_inputs_were_recorded(capsys, tmp_path):
+    """Older ledgers list a secure sum's spending under its stage only: the table says what
+    the events' note says they were."""
+    entry = {
+        "kind": "dp",
+        "function": "fedroc.secagg.advertise_keys",
+        "event": {
+            "mechanism": "discrete-laplace-share",
+            "epsilon": 0.5,
+            "delta": 0.0,
+            "sensitivity": 2.0,
+            "noise_scale": 4.0,
+            "size": 2,
+            "note": "histogram class counts, before the tree; one of 3 shares",
+            "sampler": "os-entropy",
+        },
+        "limits": [10.0, 0.001],
+    }
+    (tmp_path / "a.ledger.jsonl").write_text(json.dumps(entry) + "\n")
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "a: epsilon 0.5 for a secure sum (histogram class counts, before the tree)" in text

@@ -3,13 +3,96 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from fedroc.cli._common import emit_json, err, grid_table, out
 from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
+
+# What each site function that spends budget released, in the words of `fedroc evaluate`.
+RELEASE_LABELS = {
+    "fedroc.histogram.class_counts": "histogram, noisy class counts (secure sum)",
+    "fedroc.histogram.tree": "histogram, noisy tree (secure sum)",
+    "fedroc.histogram.joint": "histogram --compare-score, noisy joint counts (secure sum)",
+    "fedroc.histogram.class_counts_local": "histogram (local DP), noisy class counts",
+    "fedroc.histogram.tree_local": "histogram (local DP), noisy tree",
+    "rocglm.noisy_scores": "rocglm, noisy scores",
+}
+_SECAGG_STAGE = "fedroc.secagg."
+_HEX = frozenset("0123456789abcdef")
+
+
+def release_label(source: str, function: str, note: str) -> str:
+    """Say what a spending was for: the method and release, not the function's name.
+
+    ``source`` is the function whose values were released (a secure sum's input, where the
+    ledger recorded it), ``function`` the one that released them. A ledger written before
+    inputs were recorded lists a secure sum's spending under its first stage only
+    (``fedroc.secagg.advertise_keys``): its events' note says what they were.
+    """
+    if source in RELEASE_LABELS:
+        return RELEASE_LABELS[source]
+    if source.startswith(_SECAGG_STAGE):
+        what = note.split(";")[0].strip()
+        return f"a secure sum ({what})" if what else "a secure sum (its input not recorded)"
+    return source if source == function else f"{source} (by {function})"
+
+
+def _shown(value: Any) -> str:
+    """Show a value as an operator reads it: a digest as its first 12 hex digits."""
+    if isinstance(value, str) and len(value) >= 32 and set(value) <= _HEX:
+        return f"fingerprint {value[:12]}..."
+    if isinstance(value, list):
+        return ", ".join(_shown(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def describe_binding(key: str, value: Any) -> str:
+    """Say in a sentence what a ledger binding holds the site to (the raw pair in --json)."""
+    if key == "rows" or key.startswith("rows+"):
+        columns = key.split("+")[1:]
+        with_columns = f" (with column(s) {', '.join(columns)})" if columns else ""
+        return (
+            f"holds its exact releases to one version of its rows{with_columns}, "
+            f"{_shown(value)}: exact releases of changed rows need a new ledger"
+        )
+    if key.startswith("histogram.range_rows"):
+        return (
+            f"read its rows for a DP histogram's range check ({_shown(value)}): exact "
+            "releases of other rows are refused"
+        )
+    if key == "secagg-partners:*":
+        return f"secure sums only with {_shown(value)}"
+    if key.startswith("secagg-partners:"):
+        fn = key[len("secagg-partners:") :]
+        what = RELEASE_LABELS.get(fn, fn).removesuffix(" (secure sum)")
+        return f"secure sums of {what} only with {_shown(value)}"
+    if key == "fedroc.calibration:release":
+        way = {"secure": "through secure aggregation", "clear": "in the clear"}.get(
+            str(value), str(value)
+        )
+        return (
+            f"releases exact binned counts (calibration bins, confusion tables, exact trees) "
+            f"only {way}"
+        )
+    if key == "histogram-tree:range" and isinstance(value, list) and len(value) == 3:
+        lo, hi, transform = value
+        after = f" after the {transform} transform" if transform else ""
+        return f"histogram trees only over scores in [{lo:g}, {hi:g}]{after}"
+    if key == "histogram-tree:tree" and isinstance(value, list) and len(value) == 2:
+        return f"histogram trees only of branching {value[0]} and height {value[1]}"
+    if key.startswith("histogram-local:leaves:"):
+        return f"released a local-DP histogram tree of {value} leaves in the clear"
+    if key.startswith("mpc-job:") and isinstance(value, dict):
+        return f"authorised MPC job {value.get('job')} ({_shown(value.get('terms'))})"
+    if key.startswith("rocglm.confusion-threshold:"):
+        return f"released a rocglm confusion table at threshold {_shown(value)} in the clear"
+    return f"{key} = {_shown(value)}"
+
 
 privacy_app = typer.Typer(
     name="privacy",
@@ -61,7 +144,19 @@ def status(
                         "delta_limit": s.delta_limit,
                         "min_count": s.min_count,
                         "epsilon_by_function": s.by_function,
+                        "spending": [
+                            {
+                                "for": release_label(source, row["function"], row["note"]),
+                                "function": source,
+                                "released_by": row["function"],
+                                "epsilon": row["epsilon"],
+                                "delta": row["delta"],
+                                "releases": row["releases"],
+                            }
+                            for source, row in s.by_source.items()
+                        ],
                         "bindings": s.bindings,
+                        "binding_notes": {k: describe_binding(k, v) for k, v in s.bindings.items()},
                         "last_entry": s.last,
                         "unreadable_lines": s.unreadable,
                     }
@@ -90,9 +185,20 @@ def status(
             rows,
         )
     )
-    for s in statuses:
+    for s in statuses:  # what the budget went to, then what the site is bound to
+        for source, row in s.by_source.items():
+            what = release_label(source, row["function"], row["note"])
+            delta = f", delta {row['delta']:.3g}" if row["delta"] else ""
+            out.print(
+                f"{s.site}: epsilon {row['epsilon']:.4g}{delta} for {what} "
+                f"({row['releases']} release(s))",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         for key, value in s.bindings.items():
-            out.print(f"{s.site}: {key} = {value}", markup=False, highlight=False)
+            line = f"{s.site}: {describe_binding(key, value)}"
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
     for s in statuses:
         if s.unreadable:
             err.print(

@@ -108,6 +108,11 @@ class Reply:
         releases in the clear (signed by the function itself), which the protocol returns
         in the site's reply to its unmasking stage, once the site has bound the set of
         sites the sum is over (the clustered method's signed row count); empty for most.
+    source : str
+        Only for a stage of secure aggregation: the input function whose values and DP
+        events it carries. The site's ledger records it beside the stage, so that its
+        operator sees what the budget went to (``fedroc privacy status``), not only
+        ``fedroc.secagg.advertise_keys``; empty for most.
     """
 
     values: Mapping[str, Any]
@@ -115,6 +120,7 @@ class Reply:
     counts: Mapping[str, Any] = field(default_factory=dict)
     dp: tuple[DPEvent, ...] = ()
     statement: bytes = b""
+    source: str = ""
 
 
 @dataclass
@@ -921,6 +927,7 @@ def _disclose(call: Call, next_handler: Handler) -> Reply:
         ctx.ledger.record(
             reply.dp,
             function=function,
+            source=reply.source,
             limits=(ctx.policy.epsilon_limit, ctx.policy.delta_limit_for(ctx.data.n)),
         )
         for key, value in bound.items():

@@ -262,15 +262,19 @@ class BudgetLedger:
         events: Iterable[DPEvent],
         *,
         function: str = "",
+        source: str = "",
         limits: tuple[float, float] | None = None,
     ) -> None:
         """Add events (call inside :meth:`transaction` after checking the limit).
 
-        ``limits`` (epsilon, delta) are the site's limits at the time, kept for
-        :func:`read_ledger_status`.
+        ``source`` is the function whose values the events are of, where ``function`` only
+        carried them (a stage of secure aggregation and its input). ``limits`` (epsilon,
+        delta) are the site's limits at the time, kept for :func:`read_ledger_status`.
         """
         new = list(events)
-        extra = {} if limits is None else {"limits": [float(limits[0]), float(limits[1])]}
+        extra: dict[str, Any] = {} if not source else {"source": str(source)}
+        if limits is not None:
+            extra["limits"] = [float(limits[0]), float(limits[1])]
         with self._lock:
             self._append(
                 [{"kind": "dp", "function": function, "event": asdict(e), **extra} for e in new]
@@ -329,6 +333,11 @@ class LedgerStatus:
     before sites noted them, at its last DP release); None where the ledger holds neither.
     ``unreadable`` counts the lines that are not an entry: a write torn by a crash (nothing
     was released then) or damage (the spending such a line recorded is not counted).
+    ``by_function`` sums epsilon by the function that released it (for a secure sum, the
+    protocol's stage); ``by_source`` by the function whose values it was of (the sum's
+    input, where the ledger recorded it, else the releasing function): ``epsilon``,
+    ``delta``, ``releases``, ``function`` (the releasing one) and ``note`` (the first
+    release's description).
     """
 
     site: str
@@ -343,6 +352,7 @@ class LedgerStatus:
     last: str | None
     min_count: int | None = None
     unreadable: int = 0
+    by_source: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _site_of_ledger(path: Path) -> str:
@@ -368,6 +378,7 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
     limits: list[float] | None = None
     min_count: int | None = None
     by_function: dict[str, float] = {}
+    by_source: dict[str, dict[str, Any]] = {}
     last = None
     unreadable = 0
     with p.open(encoding="utf-8") as fh:
@@ -384,7 +395,22 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
             elif entry.get("kind") == "dp":
                 limits = entry.get("limits", limits)
                 name = str(entry.get("function") or "?")
-                by_function[name] = by_function.get(name, 0.0) + float(entry["event"]["epsilon"])
+                event = entry["event"]
+                by_function[name] = by_function.get(name, 0.0) + float(event["epsilon"])
+                source = str(entry.get("source") or name)
+                row = by_source.setdefault(
+                    source,
+                    {
+                        "epsilon": 0.0,
+                        "delta": 0.0,
+                        "releases": 0,
+                        "function": name,
+                        "note": str(event.get("note", "")),
+                    },
+                )
+                row["epsilon"] += float(event["epsilon"])
+                row["delta"] += float(event.get("delta", 0.0))
+                row["releases"] += 1
     eps, delta = ledger.spent()
     site = _site_of_ledger(p)
     return LedgerStatus(
@@ -400,4 +426,5 @@ def read_ledger_status(path: str | Path) -> LedgerStatus:
         last=last,
         min_count=min_count,
         unreadable=unreadable,
+        by_source=by_source,
     )

@@ -465,7 +465,7 @@ def _client_stage(stage: str) -> Callable[[Callable[..., Reply]], Callable[..., 
                 stored_reply = ctx.state[_state_key(session) + "/reply"]
                 values = {k: v for k, v in stored_reply.items() if k != _REPLY_DP}
                 events = tuple(DPEvent.from_json(e) for e in stored_reply.get(_REPLY_DP, []))
-                return Reply(values, kind="shares", dp=events)
+                return Reply(values, kind="shares", dp=events, source=state.quantity)
             status = STAGE_INIT if state is None else state.status
             if status != PREVIOUS[stage]:
                 raise ProtocolError(
@@ -676,6 +676,7 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
         kind="shares",
         counts=result.counts,
         dp=result.dp,
+        source=quantity,
     )
 
 
