@@ -376,3 +376,28 @@ def test_laplace_mechanism_spends_a_unit_per_answer_with_its_event():
     assert a.spent == 1 and sum(e.epsilon for e in a.events) == pytest.approx(2 * 0.02 / 0.001)
     assert dwork.epsilon(2, 0.02) == pytest.approx(2 * 2 * 0.02 / 0.001)
     assert Mechanism("h-thresholdout").epsilon(2, 0.02) is None  # not DP
+
+
+def test_the_vectorised_capped_draw_is_a_uniform_subset_in_a_uniform_order():
+    # Few slots among many copies are drawn by rejection (k draws, a row with a repeat
+    # redrawn): each row must be a uniform ordered k-tuple of distinct slots, the law of
+    # the per-row choice it replaces. m = 6 copies, k = 3 slots: 120 ordered tuples.
+    from fedroc.methods.sequester.engine import _capped_draw, _distinct_rows
+
+    rows = _distinct_rows(np.random.default_rng(11), 6, 60000, 3)
+    assert (np.sort(rows, axis=1)[:, 1:] != np.sort(rows, axis=1)[:, :-1]).all()
+    codes = rows[:, 0] * 36 + rows[:, 1] * 6 + rows[:, 2]
+    counts = np.bincount(codes, minlength=216)
+    seen = counts[counts > 0]
+    assert seen.size == 120
+    assert stats.chisquare(seen).pvalue > 1e-3
+    # The row-by-row choice gives the same law (the two paths are one draw).
+    pool = np.array([10, 20, 30], dtype=np.int32)
+    for k in (2, 5):  # k^2 <= 4 * 6 by rejection; 25 > 24 row by row
+        t = _capped_draw(np.random.default_rng(k), pool, 30000, k, 2)
+        counts10 = (t == 10).sum(axis=1)
+        expected = stats.hypergeom(6, 2, k).pmf(np.arange(3)) * 30000
+        observed = np.bincount(counts10, minlength=3)
+        assert observed[expected == 0].sum() == 0
+        cells = expected > 0
+        assert stats.chisquare(observed[cells], expected[cells]).pvalue > 1e-3

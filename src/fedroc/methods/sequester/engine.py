@@ -379,11 +379,47 @@ def _max_copies(max_copies: int | None, replace: bool, subset_size: int, n_image
 def _capped_draw(
     rng: np.random.Generator, pool: NDArray[np.int32], rho: int, k: int, copies: int
 ) -> NDArray[np.int32]:
-    """``rho`` rows of ``k`` draws from ``pool``, each a uniform k-subset of its copies."""
-    slots = np.empty((rho, k), dtype=np.int64)
-    for r in range(rho):
-        slots[r] = rng.choice(copies * pool.size, size=k, replace=False)
+    """``rho`` rows of ``k`` draws from ``pool``, each a uniform k-subset of its copies.
+
+    Few slots among many copies (``k^2 <= 4 c M``) are drawn for all rows at once by
+    :func:`_distinct_rows`; otherwise one ``Generator.choice`` per row, which at the
+    paper's plan costs 0.1 ms a row but tens of microseconds of call overhead for each of
+    a million small subsets (``benchmarks/bench_sequester_draw.py``).
+    """
+    m = copies * pool.size
+    if k * k <= 4 * m:
+        slots = _distinct_rows(rng, m, rho, k)
+    else:
+        slots = np.empty((rho, k), dtype=np.int64)
+        for r in range(rho):
+            slots[r] = rng.choice(m, size=k, replace=False)
     return pool[slots // copies]
+
+
+def _distinct_rows(rng: np.random.Generator, m: int, rho: int, k: int) -> NDArray[np.int64]:
+    """``rho`` rows of ``k`` distinct values of ``range(m)``, each a uniform k-subset.
+
+    ``k`` uniform draws conditioned on being distinct are a uniform k-subset in a uniform
+    order; a row with a repeat is redrawn whole (the condition holds exactly). A row is
+    kept with probability ``prod_{j < k} (1 - j / m)``, at least 0.09 for ``k^2 <= 4 m``
+    (the least at ``m = k = 4``; near ``exp(-2)`` for large ``m``): a few vectorised
+    passes.
+    """
+    out = rng.integers(0, m, size=(rho, k), dtype=np.int64)
+    todo = np.arange(rho)
+    chunk = max(1, 2**20 // k)  # rows sorted at a time: a copy of 8 MB, not of the table
+    while todo.size:
+        repeat = np.concatenate([
+            _has_repeat(out[todo[i : i + chunk]]) for i in range(0, todo.size, chunk)
+        ])  # fmt: skip
+        todo = todo[repeat]
+        out[todo] = rng.integers(0, m, size=(todo.size, k), dtype=np.int64)
+    return out
+
+
+def _has_repeat(rows: NDArray[np.int64]) -> NDArray[np.bool_]:
+    ordered = np.sort(rows, axis=1)
+    return (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
 
 
 def subset_auc(members: NDArray[np.int32], labels: NDArray[np.bool_], scores: ArrayLike) -> float:
