@@ -391,12 +391,14 @@ def test_the_vectorised_capped_draw_is_a_uniform_subset_in_a_uniform_order():
     seen = counts[counts > 0]
     assert seen.size == 120
     assert stats.chisquare(seen).pvalue > 1e-3
-    # The row-by-row choice gives the same law (the two paths are one draw).
-    pool = np.array([10, 20, 30], dtype=np.int32)
-    for k in (2, 5):  # k^2 <= 4 * 6 by rejection; 25 > 24 row by row
-        t = _capped_draw(np.random.default_rng(k), pool, 30000, k, 2)
+    # Permuting the copies, or one choice per row, gives the same law (three ways, one draw).
+    for size, copies, k, rows in ((3, 2, 2, 30000), (3, 2, 5, 30000), (2100, 2, 200, 20000)):
+        # k^2 <= 4 * 6: by rejection; 25 > 24: by permutation; 4200 copies: row by row.
+        pool = np.arange(10, 10 * size + 10, 10, dtype=np.int32)
+        t = _capped_draw(np.random.default_rng(k), pool, rows, k, copies)
+        assert t.shape == (rows, k) and np.isin(t, pool).all()
         counts10 = (t == 10).sum(axis=1)
-        expected = stats.hypergeom(6, 2, k).pmf(np.arange(3)) * 30000
+        expected = stats.hypergeom(size * copies, copies, k).pmf(np.arange(3)) * rows
         observed = np.bincount(counts10, minlength=3)
         assert observed[expected == 0].sum() == 0
         cells = expected > 0

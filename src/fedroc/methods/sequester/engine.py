@@ -316,13 +316,10 @@ def draw_subsets(
     if replace and copies == 0:
         take_pos = rng.choice(pos, size=(rho, n_pos), replace=True)
         take_neg = rng.choice(neg, size=(rho, n_neg), replace=True)
-    elif replace:
+    else:
+        # Capped; without replacement, copies is 1.
         take_pos = _capped_draw(rng, pos, rho, n_pos, copies)
         take_neg = _capped_draw(rng, neg, rho, n_neg, copies)
-    else:
-        # One independent permutation per row: vectorized draw without replacement.
-        take_pos = rng.permuted(np.broadcast_to(pos, (rho, pos.size)), axis=1)[:, :n_pos]
-        take_neg = rng.permuted(np.broadcast_to(neg, (rho, neg.size)), axis=1)[:, :n_neg]
     members = np.ascontiguousarray(np.concatenate([take_pos, take_neg], axis=1), dtype=np.int32)
     ids = tuple(str(i) for i in (range(y.size) if image_ids is None else image_ids))
     if len(ids) != y.size:
@@ -381,19 +378,43 @@ def _capped_draw(
 ) -> NDArray[np.int32]:
     """``rho`` rows of ``k`` draws from ``pool``, each a uniform k-subset of its copies.
 
-    Few slots among many copies (``k^2 <= 4 c M``) are drawn for all rows at once by
-    :func:`_distinct_rows`; otherwise one ``Generator.choice`` per row, which at the
-    paper's plan costs 0.1 ms a row but tens of microseconds of call overhead for each of
-    a million small subsets (``benchmarks/bench_sequester_draw.py``).
+    Three exact ways, by cost (``benchmarks/bench_sequester_draw.py``): few slots among
+    many copies (``k^2 <= 4 c M``) by rejection for all rows at once
+    (:func:`_distinct_rows`); up to :data:`_PERMUTED_MAX` copies by permuting them for
+    many rows at once (:func:`_permuted_rows`); more, one ``Generator.choice`` per row (a
+    partial shuffle of ``k`` steps, faster than permuting ``c M`` copies from about 600
+    on, its call overhead then small beside its work). A call per row cost tens of
+    microseconds for each of a million small subsets; permuting every row's whole class
+    (the draw without replacement's old way) held ``n_subsets * n_images`` entries.
     """
     m = copies * pool.size
     if k * k <= 4 * m:
         slots = _distinct_rows(rng, m, rho, k)
+    elif m <= _PERMUTED_MAX:
+        slots = _permuted_rows(rng, m, rho, k)
     else:
         slots = np.empty((rho, k), dtype=np.int64)
         for r in range(rho):
             slots[r] = rng.choice(m, size=k, replace=False)
     return pool[slots // copies]
+
+
+#: Most copies :func:`_capped_draw` permutes for many rows at once (else one row a call).
+_PERMUTED_MAX = 512
+
+#: Entries (rows times copies or slots) one vectorised step holds: 32 MB of int64.
+_CHUNK = 2**22
+
+
+def _permuted_rows(rng: np.random.Generator, m: int, rho: int, k: int) -> NDArray[np.int64]:
+    """``rho`` rows of the first ``k`` of a uniform permutation of ``range(m)``."""
+    out = np.empty((rho, k), dtype=np.int64)
+    base = np.arange(m, dtype=np.int64)
+    step = max(1, _CHUNK // m)
+    for r0 in range(0, rho, step):
+        r1 = min(rho, r0 + step)
+        out[r0:r1] = rng.permuted(np.broadcast_to(base, (r1 - r0, m)), axis=1)[:, :k]
+    return out
 
 
 def _distinct_rows(rng: np.random.Generator, m: int, rho: int, k: int) -> NDArray[np.int64]:
@@ -407,7 +428,7 @@ def _distinct_rows(rng: np.random.Generator, m: int, rho: int, k: int) -> NDArra
     """
     out = rng.integers(0, m, size=(rho, k), dtype=np.int64)
     todo = np.arange(rho)
-    chunk = max(1, 2**20 // k)  # rows sorted at a time: a copy of 8 MB, not of the table
+    chunk = max(1, _CHUNK // k)  # rows sorted at a time: a copy of 32 MB, not of the table
     while todo.size:
         repeat = np.concatenate([
             _has_repeat(out[todo[i : i + chunk]]) for i in range(0, todo.size, chunk)
