@@ -27,6 +27,13 @@ def test_a_coupling_keeps_every_subset_auc_within_the_charged_sensitivity(coupli
     assert r["slot_mass"] < 1e-9  # positives and negatives each within c slots
     assert r["auc_mass"] < 1e-9  # every AUC at every weak ordering within Delta
     assert r["w_inf"] <= r["charged"] + 1e-12
+    # One Laplace answer's exact privacy loss, worst ordering and output: within the charge
+    # (0.34 of it here), and not nothing (the answer sees image 0).
+    assert 0.1 < r["loss"] <= 1.0
+    two_points = coupling.laplace_loss(
+        {1: 1.0}, {2: 1.0}, np.array([[0.5]]), np.array([[0.7]]), 0.4
+    )
+    assert two_points == pytest.approx(0.2 / 0.4)
     # The program can say no: one slot fewer than the cap, or a Delta below W-inf, is
     # refused (copies of image 0 must move between the classes).
     law_a = coupling.row_law(w.labels("A"), 5, 5, 2)
