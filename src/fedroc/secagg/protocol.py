@@ -763,14 +763,7 @@ def _one_set_in_flight(ctx: SiteContext, state: ClientState, u2: Sequence[str]) 
     """
     members = sorted(set(u2))
     function = FUNCTIONS[STAGE_MASKED_INPUT]
-    ctx.policy.check_aggregation(
-        site=ctx.site,
-        function=function,
-        quantity=state.quantity,
-        sites=members,
-        ledger=ctx.ledger,
-        survivors=True,
-    )
+    _check_survivor_set(ctx, state, function, members)
     if ctx.policy.secagg_rebind or ctx.ledger.partners(ANY_QUANTITY) is not None:
         # Bound already (to these members, checked above): every later sum of the site is
         # over its bound set, and at least a threshold of that set is bound to it too.
@@ -847,6 +840,20 @@ def _masked_input(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     return Reply({KEY_MASKED: y}, kind="shares")
 
 
+def _check_survivor_set(
+    ctx: SiteContext, state: ClientState, function: str, members: list[str]
+) -> None:
+    """Check the set a sum is over against the policy and the site's bound partners."""
+    ctx.policy.check_aggregation(
+        site=ctx.site,
+        function=function,
+        quantity=state.quantity,
+        sites=members,
+        ledger=ctx.ledger,
+        survivors=True,
+    )
+
+
 @_client_stage(STAGE_UNMASK)
 def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     u3 = list(args[KEY_ACTIVE])
@@ -855,14 +862,7 @@ def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     # set this quantity is aggregated over (persistently, before any share leaves).
     function = FUNCTIONS[STAGE_UNMASK]
     with ctx.ledger.transaction():
-        ctx.policy.check_aggregation(
-            site=ctx.site,
-            function=function,
-            quantity=state.quantity,
-            sites=u3,
-            ledger=ctx.ledger,
-            survivors=True,
-        )
+        _check_survivor_set(ctx, state, function, u3)
         ctx.ledger.bind_partners(state.quantity, u3)
         # And for every input: two functions can count the same thing (calibration bins and
         # a histogram tree), and their sums over two sets would subtract as well.
