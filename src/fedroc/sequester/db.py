@@ -720,20 +720,29 @@ class Store:
             self._record(conn, "revoke-developer", f"developer/{developer_id}")
         self._forget_developer(developer_id)
 
-    def rotate_token(self, developer_id: int) -> str:
-        """Issue a new token for a developer (re-activating them); the old one stops working."""
+    def rotate_token(self, developer_id: int) -> tuple[str, bool]:
+        """Issue a new token for a developer, re-activating a revoked one.
+
+        The old token stops working. Returns the token and whether the developer had been
+        revoked (and is active again).
+        """
         token = new_token()
+        d = developers.c
+        values = {"token_hash": hash_token(token), "active": True, "token_rotated_at": time.time()}
         with self.engine.begin() as conn:
-            done = conn.execute(  # the write first, as revoke_developer (S2)
-                update(developers)
-                .where(developers.c.id == developer_id)
-                .values(token_hash=hash_token(token), active=True, token_rotated_at=time.time())
+            # Writes only, as revoke_developer (S2): the first takes a revoked developer
+            # (so the answer and the audit can say they are active again), the second any.
+            done = conn.execute(
+                update(developers).where(d.id == developer_id, ~d.active).values(**values)
             )
+            reactivated = done.rowcount == 1
+            if not reactivated:
+                done = conn.execute(update(developers).where(d.id == developer_id).values(**values))
             if done.rowcount != 1:
                 raise NotFound(f"developer {developer_id} does not exist")
-            self._record(conn, "rotate-token", f"developer/{developer_id}")
+            self._record(conn, "rotate-token", f"developer/{developer_id}", reactivated=reactivated)
         self._forget_developer(developer_id)
-        return token
+        return token, reactivated
 
     def top_up(
         self,
@@ -992,7 +1001,8 @@ class Store:
         if row.budget_remaining < 1:
             raise BudgetExhausted(
                 f"budget spent: developer {developer.name!r} has used every unit of the "
-                "budget of this plan; the test set answers no more queries"
+                "budget of this plan; the test set answers no more queries: ask the custodian "
+                "for a top-up"
             )
         raise QuotaExceeded(
             f"query quota used: {row.n_queries} of {row.max_queries} queries answered; "

@@ -175,8 +175,14 @@ class SubmissionIn(_In):
 
 
 class QueryIn(_In):
-    submission_id: int = Field(..., ge=1, le=MAX_ID)
-    subset_id: int = Field(..., ge=1, le=MAX_ID)
+    submission_id: int = Field(
+        ..., ge=1, le=MAX_ID,
+        description="The submission_id that POST /v1/submissions answered (yours only).",
+    )  # fmt: skip
+    subset_id: int = Field(
+        ..., ge=1, le=MAX_ID,
+        description="A test subset, numbered 1..n_subsets of your plan (GET /v1/me).",
+    )  # fmt: skip
     reference_auc: float | None = Field(
         None, ge=0, le=1, allow_inf_nan=False,
         description="Your own AUC of this model (required by 'thresholdout').",
@@ -235,12 +241,20 @@ def _public(path: str) -> bool:
 
 def _validation_message(exc: RequestValidationError) -> str:
     """One line per error naming the field; the offending value is never echoed (NaN)."""
+    # Entries of one list failing alike (600 integer image ids) are one error, not ten
+    # copies of it and "and 590 more".
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for e in exc.errors():
+        loc = [x for x in e.get("loc", ()) if x not in ("body", "query", "path")]
+        msg = str(e.get("msg", "invalid"))
+        field = ".".join(map(str, loc)) or "body"
+        parent = ".".join(map(str, loc[:-1])) if loc and isinstance(loc[-1], int) else field
+        groups.setdefault((parent, msg), [field, 0])[1] += 1
     parts = []
-    for e in exc.errors()[:10]:
-        loc = [str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path")]
-        field = ".".join(loc) or "body"
-        parts.append(f"{field}: {e.get('msg', 'invalid')}")
-    more = len(exc.errors()) - 10
+    for (parent, msg), (field, count) in list(groups.items())[:10]:
+        alike = f" (and {count - 1} more entries of {parent} alike)" if count > 1 else ""
+        parts.append(f"{field}: {msg}{alike}")
+    more = len(groups) - 10
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
@@ -453,7 +467,9 @@ def create_app(  # noqa: C901
                 seed=np.random.default_rng(seed_int), image_ids=ids,
             )  # fmt: skip
         except InputError as exc:
-            if eps_prevalence is None:
+            # The note is for a class too small at the prevalence drawn at, not for other
+            # refusals (max_copies without replacement, a set of one class).
+            if eps_prevalence is None or " at prevalence " not in str(exc):
                 raise
             raise InputError(
                 f"{exc} (the prevalence {prevalence:.4g} is the set's counted with noise at "
@@ -534,11 +550,21 @@ def create_app(  # noqa: C901
 
     @app.post(f"{API}/developers/{{developer_id}}/rotate")
     def rotate(developer_id: Id, _: Admin) -> dict[str, Any]:
-        """Issue a new token for the developer; the old one stops working at once."""
-        return {"developer_id": developer_id, "token": store.rotate_token(developer_id)}
+        """Issue a new token for the developer; the old one stops working at once.
+
+        A revoked developer is made active again with the new token (`reactivated` true in
+        the answer and the audit); to keep them out, do not rotate after revoking.
+        """
+        token, reactivated = store.rotate_token(developer_id)
+        return {"developer_id": developer_id, "token": token, "active": True,
+                "reactivated": reactivated}  # fmt: skip
 
     @app.post(f"{API}/developers/{{developer_id}}/top-up")
     def top_up(developer_id: Id, body: TopUpIn, _: Admin) -> dict[str, Any]:
+        if not (body.budget_units or body.queries or body.submissions):
+            raise InputError(
+                "a top-up needs budget_units, queries or submissions above 0; got all 0"
+            )
         return store.top_up(developer_id, budget_units=body.budget_units,
                             queries=body.queries, submissions=body.submissions)  # fmt: skip
 
@@ -657,7 +683,11 @@ def _scores_in_order(body: SubmissionIn, table: Any) -> np.ndarray:
             f"image_ids has {(pos < 0).sum()} id(s) that are not in the test set, such as {unknown}"
         )
     if np.unique(pos).size != pos.size:
-        raise InputError("image_ids lists some image more than once")
+        # The developer knows every id (GET /v1/me/image-ids): naming theirs tells nothing.
+        again = np.ones(pos.size, dtype=bool)
+        again[np.unique(pos, return_index=True)[1]] = False
+        dup = body.image_ids[int(np.flatnonzero(again)[0])]
+        raise InputError(f"image_ids must be unique; {dup!r} appears more than once")
     if pos.size != table.n_images:
         have = np.zeros(table.n_images, dtype=bool)
         have[pos] = True
@@ -669,10 +699,13 @@ def _scores_in_order(body: SubmissionIn, table: Any) -> np.ndarray:
         )
     raw = np.array([np.nan if v is None else v for v in body.scores], dtype=np.float64)
     if not np.isfinite(raw).all():
-        k = int(np.flatnonzero(~np.isfinite(raw))[0])
+        bad = np.flatnonzero(~np.isfinite(raw))
+        k = int(bad[0])
+        # As the developer wrote it: a null is not a NaN, and numpy's repr is no JSON.
+        shown = "null" if body.scores[k] is None else str(raw[k])
+        count = f"{bad.size} is not" if bad.size == 1 else f"{bad.size} are not, the first"
         raise InputError(
-            f"scores must be finite numbers; {int((~np.isfinite(raw)).sum())} are not, "
-            f"such as {raw[k]!r} for image {body.image_ids[k]!r}"
+            f"scores must be finite numbers; {count}: {shown} for image {body.image_ids[k]!r}"
         )
     scores = np.empty(table.n_images, dtype=np.float64)
     scores[pos] = raw

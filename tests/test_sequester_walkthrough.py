@@ -1,0 +1,181 @@
+"""A new user's walkthrough of the sequestration service: the custodian's and a developer's
+mistakes, each answered with one line that names the field and the value (HTTP 4xx; in the
+CLI exit 2, no traceback), and no more than a developer may learn.
+
+Each test says what the service or the CLI answered before.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from fedroc.sequester.service import create_app
+from tests._sequester_server import ADMIN
+
+pytestmark = pytest.mark.timeout(120)
+
+N = 300
+
+
+def _client(app, token: str) -> TestClient:
+    return TestClient(app, headers={"Authorization": f"Bearer {token}"})
+
+
+@pytest.fixture
+def app(tmp_path):
+    return create_app(str(tmp_path / "seq.db"), ADMIN, rate_limit=0)
+
+
+def _setup(app, **plan) -> dict:
+    rng = np.random.default_rng(3)
+    y = (rng.random(N) < 0.3).astype(int)
+    s = rng.normal(size=N) + 1.2 * y
+    ids = [f"img-{i:04d}" for i in range(N)]
+    adm = _client(app, ADMIN)
+    r = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.tolist()})
+    assert r.status_code == 201, r.text
+    tid = r.json()["test_set_id"]
+    body = {"n_subsets": 10, "subset_size": 100, "noise_rate": 0.05, "budget_units": 2,
+            "prevalence": 0.3, **plan}  # fmt: skip
+    r = adm.post(f"/v1/test-sets/{tid}/plans", json=body)
+    assert r.status_code == 201, r.text
+    pid = r.json()["plan_id"]
+    d = adm.post(f"/v1/plans/{pid}/developers", json={"name": "alice"}).json()
+    return {"ids": ids, "y": y, "s": s, "tid": tid, "pid": pid, "token": d["token"],
+            "dev_id": d["developer_id"], "adm": adm, "dev": _client(app, d["token"])}  # fmt: skip
+
+
+def _post_raw(client: TestClient, url: str, text: str):
+    return client.post(url, content=text, headers={"Content-Type": "application/json"})
+
+
+def test_nan_and_null_scores_are_named_plainly(app):
+    """Before: ``scores must be finite numbers; 1 are not, such as np.float64(nan) for image
+    'img-0005'`` for a NaN and for a null alike (numpy's repr, and a null called nan)."""
+    st = _setup(app)
+    scores = st["s"].tolist()
+    body = json.dumps({"image_ids": st["ids"], "scores": scores})
+    for token, shown in (("NaN", "nan"), ("Infinity", "inf"), ("null", "null")):
+        r = _post_raw(st["dev"], "/v1/submissions", body.replace(repr(scores[5]), token, 1))
+        assert r.status_code == 422, r.text
+        msg = r.json()["detail"]
+        assert "np.float64" not in msg and "1 are" not in msg, msg
+        assert f"scores must be finite numbers; 1 is not: {shown} for image 'img-0005'" == msg
+
+
+def test_duplicate_image_in_a_submission_is_named(app):
+    """Before: ``image_ids lists some image more than once``, without saying which (the
+    developer knows every id: GET /v1/me/image-ids lists them)."""
+    st = _setup(app)
+    ids = [*st["ids"][:-1], st["ids"][7]]
+    r = st["dev"].post("/v1/submissions", json={"image_ids": ids, "scores": st["s"].tolist()})
+    assert r.status_code == 422
+    assert r.json()["detail"] == "image_ids must be unique; 'img-0007' appears more than once"
+
+
+def test_max_copies_without_replacement_is_not_blamed_on_the_prevalence(app, tmp_path):
+    """Before: ``max_copies 3 needs replace=True: without replacement a subset holds each
+    image once (the prevalence 0.28 is the set's counted with noise at prevalence_epsilon
+    0.236; give prevalence to draw at a set one)``: the note on the prevalence has nothing
+    to do with max_copies, and sends the custodian to the wrong field."""
+    st = _setup(app)
+    body = {"n_subsets": 10, "subset_size": 100, "noise_rate": 0.05, "budget_units": 2,
+            "replace": False, "max_copies": 3}  # fmt: skip
+    r = st["adm"].post(f"/v1/test-sets/{st['tid']}/plans", json=body)
+    assert r.status_code == 422
+    msg = r.json()["detail"]
+    assert msg.startswith("max_copies 3 needs replace"), msg
+    assert "prevalence" not in msg, msg
+    # A shortfall of one class is about the prevalence: there the note stays.
+    body = {"n_subsets": 10, "subset_size": 600, "noise_rate": 0.05, "budget_units": 2,
+            "replace": False}  # fmt: skip
+    r = st["adm"].post(f"/v1/test-sets/{st['tid']}/plans", json=body)
+    assert r.status_code == 422 and "give prevalence to draw at a set one" in r.json()["detail"]
+
+
+def test_spent_budget_says_who_can_top_it_up(app):
+    """Before: ``budget spent: developer 'alice' has used every unit of the budget of this
+    plan; the test set answers no more queries``; the quotas' refusals say "ask the
+    custodian for more", and a top-up does make it answer again."""
+    st = _setup(app, mechanism="laplace")
+    sid = (
+        st["dev"]
+        .post("/v1/submissions", json={"image_ids": st["ids"], "scores": st["s"].tolist()})
+        .json()["submission_id"]
+    )
+    for k in (1, 2):
+        assert st["dev"].post("/v1/queries", json={"submission_id": sid, "subset_id": k}).is_success
+    r = st["dev"].post("/v1/queries", json={"submission_id": sid, "subset_id": 3})
+    assert r.status_code == 403
+    msg = r.json()["detail"]
+    assert msg.startswith("budget spent") and "ask the custodian" in msg, msg
+    st["adm"].post(f"/v1/developers/{st['dev_id']}/top-up", json={"budget_units": 1})
+    assert st["dev"].post("/v1/queries", json={"submission_id": sid, "subset_id": 3}).is_success
+
+
+def test_top_up_of_nothing_is_refused(app):
+    """Before: ``POST /v1/developers/1/top-up`` with ``{}`` (or every field 0) answered 200
+    and recorded a top-up that added nothing; a custodian who misspelt nothing but sent
+    the units as ``"budget"`` got 422, but one who sent an empty body got silence."""
+    st = _setup(app)
+    url = f"/v1/developers/{st['dev_id']}/top-up"
+    for body in ({}, {"budget_units": 0, "queries": 0, "submissions": 0}):
+        r = st["adm"].post(url, json=body)
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"] == (
+            "a top-up needs budget_units, queries or submissions above 0; got all 0"
+        )
+    actions = [a["action"] for a in st["adm"].get("/v1/audit/actions").json()]
+    assert "top-up" not in actions
+
+
+def test_rotating_a_revoked_token_says_it_reactivates(app):
+    """Before: ``/rotate`` on a revoked developer answered ``{"developer_id": 2, "token":
+    ...}`` and silently made them active again (the docs said only "the old one stops
+    working at once"); the audit recorded a plain ``rotate-token``. Now the answer, the
+    docs and the audit say so."""
+    st = _setup(app)
+    did = st["dev_id"]
+    assert st["adm"].post(f"/v1/developers/{did}/revoke").json()["active"] is False
+    r = st["adm"].post(f"/v1/developers/{did}/rotate").json()
+    assert r["active"] is True and r["reactivated"] is True
+    assert _client(app, r["token"]).get("/v1/me").status_code == 200
+    r = st["adm"].post(f"/v1/developers/{did}/rotate").json()
+    assert r["active"] is True and r["reactivated"] is False
+    details = [
+        a["details"]
+        for a in st["adm"].get("/v1/audit/actions").json()
+        if a["action"] == "rotate-token"
+    ]
+    assert details == [{"reactivated": True}, {"reactivated": False}]
+    doc = st["adm"].get("/openapi.json").json()["paths"]["/v1/developers/{developer_id}/rotate"]
+    assert "revoked" in doc["post"]["description"]
+
+
+def test_list_of_wrong_types_is_one_short_line(app):
+    """Before: integer image ids gave ``image_ids.0: Input should be a valid string;
+    image_ids.1: ...`` ten times over and ``; and 590 more``."""
+    adm = _client(app, ADMIN)
+    r = adm.post("/v1/test-sets", json={"image_ids": list(range(600)), "labels": [0, 1] * 300})
+    assert r.status_code == 422
+    assert r.json()["detail"] == (
+        "image_ids.0: Input should be a valid string (and 599 more entries of image_ids alike)"
+    )
+    # Different errors are still all named.
+    r = adm.post("/v1/test-sets", json={"image_ids": [1, "b"], "labels": [0, 0.5]})
+    assert r.json()["detail"] == (
+        "image_ids.0: Input should be a valid string; "
+        "labels.1: Input should be a valid integer, got a number with a fractional part"
+    )
+
+
+def test_query_fields_are_described_in_the_docs(app):
+    """Before: /docs gave submission_id and subset_id no description; subsets are numbered
+    from 1 (0 answered ``subset_id: Input should be greater than or equal to 1``)."""
+    schema = _client(app, ADMIN).get("/openapi.json").json()["components"]["schemas"]["QueryIn"]
+    assert "1..n_subsets" in schema["properties"]["subset_id"]["description"]
+    assert "POST /v1/submissions" in schema["properties"]["submission_id"]["description"]
