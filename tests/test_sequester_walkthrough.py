@@ -8,11 +8,13 @@ Each test says what the service or the CLI answered before.
 from __future__ import annotations
 
 import json
+import socket
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from fedroc.cli import main
 from fedroc.sequester.service import create_app
 from tests._sequester_server import ADMIN
 
@@ -179,3 +181,46 @@ def test_query_fields_are_described_in_the_docs(app):
     schema = _client(app, ADMIN).get("/openapi.json").json()["components"]["schemas"]["QueryIn"]
     assert "1..n_subsets" in schema["properties"]["subset_id"]["description"]
     assert "POST /v1/submissions" in schema["properties"]["submission_id"]["description"]
+
+
+def test_plan_cli_refuses_subsets_that_cannot_be_drawn(capsys):
+    """Before: ``fedroc sequester plan --images 600 --subsets 20 --subset-size 900
+    --noise-rate 1.6 --max-copies 1`` printed a plan (exit 0); the service refuses it (900
+    images without repeats from 600)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["sequester", "plan", "--images", "600", "--subsets", "20", "--subset-size",
+              "900", "--noise-rate", "1.6", "--max-copies", "1"])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "--subset-size 900 cannot be drawn with --max-copies 1 from --images 600" in err
+    main(["sequester", "plan", "--images", "600", "--subsets", "20", "--subset-size", "900",
+          "--noise-rate", "1.6", "--max-copies", "2", "--json"])  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["max_copies"] == 2
+
+
+def test_serve_refuses_a_port_it_cannot_listen_on(monkeypatch, tmp_path, capsys):
+    """Before: ``--port 99999`` printed ``serving ... on http://127.0.0.1:99999`` and hung;
+    a port in use printed the same, then uvicorn's ``ERROR: [Errno 98] ...`` and exit 1."""
+    import uvicorn
+
+    def _served(*_a, **_k):
+        raise AssertionError("uvicorn.run was reached")
+
+    monkeypatch.setattr(uvicorn, "run", _served)
+    monkeypatch.setenv("FEDROC_SEQUESTER_ADMIN_TOKEN", ADMIN)
+    base = ["sequester", "serve", "--db", str(tmp_path / "s.db"), "--host", "127.0.0.1"]
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--port", "99999"])
+    assert exc.value.code == 2
+    assert "--port must lie in 1..65535; got 99999" in capsys.readouterr().err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(SystemExit) as exc:
+            main([*base, "--port", str(port)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--port {port} on --host 127.0.0.1 cannot be listened on" in err, err
+    assert "Traceback" not in err

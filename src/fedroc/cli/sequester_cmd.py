@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -261,6 +262,7 @@ def serve_command(
             raise InputError(f"{flag} {str(path)!r} is not a readable file")
     if not (max_body_mb > 0 and math.isfinite(max_body_mb)):
         raise InputError(f"--max-body-mb must be a positive number; got {max_body_mb!r}")
+    _check_listen(host, port)
     app = create_app(
         db, token, sqlite_synchronous=sqlite_synchronous, noise_seed=noise_seed,
         max_body_bytes=max(1024, int(max_body_mb * 2**20)), rate_limit=rate_limit,
@@ -290,6 +292,30 @@ def serve_command(
         ssl_certfile=None if tls_cert is None else str(tls_cert),
         ssl_keyfile=None if tls_key is None else str(tls_key),
     )  # fmt: skip
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Refuse a port or address that cannot be listened on before the database is opened.
+
+    uvicorn took ``--port 99999`` and hung, and met a port in use with its own ``ERROR``
+    line and exit 1, both after "serving ... on" was printed.
+    """
+    if not 1 <= port <= 65535:
+        raise InputError(f"--port must lie in 1..65535; got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT is not taken for in use.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise InputError(
+            f"--port {port} on --host {host} cannot be listened on: {reason}; choose another "
+            "--port (or --host)"
+        ) from None
 
 
 def _admin_token(path: Path | None) -> str:

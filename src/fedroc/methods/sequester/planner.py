@@ -716,6 +716,14 @@ def plan(
     if budget_units is not None:
         _count(budget_units, "budget_units")
     copies = default_max_copies(n, phi) if max_copies is None else _copies(max_copies)
+    if copies >= 1 and n > copies * phi:
+        # The service refuses to draw it; say so here, where the plan is made.
+        size = "subset_size" if subset_size is not None else "subsets of"
+        raise InputError(
+            f"{size} {n} cannot be drawn with max_copies {copies} from n_images {phi}: a "
+            f"subset holds at most {copies * phi} images; raise max_copies or ask for "
+            "smaller subsets"
+        )
     se = min_n = sub_power = delta = None
     if auc is not None and prevalence is not None:
         p = _prevalence(prevalence)
