@@ -224,3 +224,33 @@ def test_serve_refuses_a_port_it_cannot_listen_on(monkeypatch, tmp_path, capsys)
     err = capsys.readouterr().err
     assert f"--port {port} on --host 127.0.0.1 cannot be listened on" in err, err
     assert "Traceback" not in err
+
+
+def test_token_without_bearer_is_told_the_header_format(app):
+    """Before: ``curl -H "Authorization: fsq_..."`` (the token without ``Bearer``) answered
+    401 ``missing bearer token`` though a token was sent. The token is never echoed."""
+    st = _setup(app)
+    r = TestClient(app).get("/v1/budget", headers={"Authorization": st["token"]})
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    msg = r.json()["detail"]
+    assert msg == "the Authorization header must read 'Bearer <token>'", msg
+    assert st["token"] not in r.text
+    r = TestClient(app).get("/v1/budget")
+    assert r.json()["detail"] == "missing bearer token: send 'Authorization: Bearer <token>'"
+
+
+def test_form_encoded_body_is_told_to_send_json(app):
+    """Before: ``curl -d '{"submission_id": 1, ...}'`` without ``-H 'Content-Type:
+    application/json'`` (curl sends a form) answered ``body: Input should be a valid
+    dictionary or object to extract fields from``."""
+    st = _setup(app)
+    body = json.dumps({"submission_id": 1, "subset_id": 1, "reference_auc": 0.8})
+    r = st["dev"].post(
+        "/v1/queries", content=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )  # fmt: skip
+    assert r.status_code == 422
+    assert r.json()["detail"] == (
+        "body: send JSON with 'Content-Type: application/json'; got Content-Type "
+        "'application/x-www-form-urlencoded'"
+    )

@@ -164,7 +164,14 @@ class Guard:
         scheme, _, token = auth.partition(" ")
         challenge = [(b"www-authenticate", b"Bearer")]
         if scheme.lower() != "bearer" or not token.strip():
-            await _respond(send, 401, "missing bearer token", challenge)
+            # A header of another form (the token alone, say) is told the form; its value
+            # is never echoed (it may be the token).
+            detail = (
+                "missing bearer token: send 'Authorization: Bearer <token>'"
+                if not auth.strip()
+                else "the Authorization header must read 'Bearer <token>'"
+            )
+            await _respond(send, 401, detail, challenge)
             return False
         principal = await self.authenticate(token.strip())
         if principal is None:

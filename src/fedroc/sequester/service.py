@@ -347,7 +347,16 @@ def create_app(  # noqa: C901
     )
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(req: Request, exc: RequestValidationError) -> JSONResponse:
+        kind = req.headers.get("content-type", "")
+        body_only = [tuple(e.get("loc", ())) for e in exc.errors()] == [("body",)]
+        if body_only and req.method == "POST" and "json" not in kind.lower():
+            # curl -d without -H 'Content-Type: application/json' sends a form, which
+            # FastAPI does not read as JSON: say so, not "a valid dictionary".
+            detail = "body: send JSON with 'Content-Type: application/json'; got Content-Type " + (
+                repr(kind[:100]) if kind else "none"
+            )
+            return JSONResponse({"detail": detail}, status_code=422)
         return JSONResponse({"detail": _validation_message(exc)}, status_code=422)
 
     @app.exception_handler(FedrocError)
