@@ -303,3 +303,29 @@ def test_readme_walkthrough_runs_as_written(app):
         assert r.is_success, (who, method, path, r.status_code, r.text)
         if path.endswith("/developers"):
             tokens["developer"] = r.json()["token"]
+
+
+def test_plan_sizes_say_what_was_given(app):
+    """Before: both load_factor and subset_size, or neither, answered the same ``give exactly
+    one of load_factor and subset_size`` (the CLI says which it got)."""
+    st = _setup(app)
+    url = f"/v1/test-sets/{st['tid']}/plans"
+    r = st["adm"].post(url, json={"noise_rate": 0.8, "load_factor": 10, "subset_size": 100})
+    assert r.status_code == 422
+    assert r.json()["detail"] == "give exactly one of load_factor and subset_size; got both"
+    r = st["adm"].post(url, json={"noise_rate": 0.8})
+    assert r.json()["detail"] == "give exactly one of load_factor and subset_size; got none"
+
+
+def test_audit_csv_of_an_unknown_developer_or_plan_is_404(app):
+    """Before: ``GET /v1/audit/queries.csv?developer_id=99`` answered 200 with the header
+    row alone, as for a developer who asked nothing (and ``/v1/developers/99/audit`` ``[]``):
+    a typo looked like an empty audit."""
+    st = _setup(app)
+    for param, value in (("developer_id", 99), ("plan_id", 99)):
+        r = st["adm"].get("/v1/audit/queries.csv", params={param: value})
+        assert r.status_code == 404, (param, r.text)
+        assert r.json()["detail"] == f"{param.split('_')[0]} 99 does not exist"
+    r = st["adm"].get("/v1/audit/queries.csv", params={"developer_id": st["dev_id"]})
+    assert r.status_code == 200 and r.text.startswith("query_id,")
+    assert st["adm"].get("/v1/developers/99/audit").status_code == 404

@@ -415,7 +415,8 @@ def create_app(  # noqa: C901
         phi = len(ids)
         ids_digest = hashlib.sha256(json.dumps(list(ids)).encode()).hexdigest()
         if (body.load_factor is None) == (body.subset_size is None):
-            raise InputError("give exactly one of load_factor and subset_size")
+            got = "none" if body.load_factor is None else "both"
+            raise InputError(f"give exactly one of load_factor and subset_size; got {got}")
         if body.prevalence is not None and body.prevalence_epsilon is not None:
             raise InputError(
                 "give prevalence or prevalence_epsilon, not both (prevalence_epsilon is spent "
@@ -579,7 +580,13 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/developers/{{developer_id}}/audit")
     def audit(developer_id: Id, _: Admin) -> list[dict[str, Any]]:
+        _known_developer(developer_id)
         return store.audit(developer_id)
+
+    def _known_developer(developer_id: int) -> None:
+        # An unknown id is 404, not the empty audit of a developer who asked nothing.
+        if not any(d["id"] == developer_id for d in store.developers()):
+            raise NotFound(f"developer {developer_id} does not exist")
 
     @app.get(f"{API}/audit/actions")
     def actions(_: Admin) -> list[dict[str, Any]]:
@@ -592,6 +599,10 @@ def create_app(  # noqa: C901
         developer_id: int | None = Query(None, ge=1, le=MAX_ID),
     ) -> StreamingResponse:
         """Every answer with its exact value, noise and DP events, as CSV."""
+        if plan_id is not None:
+            store.plan(plan_id)  # NotFound: 404, not an empty CSV
+        if developer_id is not None:
+            _known_developer(developer_id)
         rows = store.audit_rows(plan_id=plan_id, developer_id=developer_id)
         return _csv(Store.AUDIT_COLUMNS, rows, "sequester-queries.csv")
 
