@@ -329,3 +329,32 @@ def test_audit_csv_of_an_unknown_developer_or_plan_is_404(app):
     r = st["adm"].get("/v1/audit/queries.csv", params={"developer_id": st["dev_id"]})
     assert r.status_code == 200 and r.text.startswith("query_id,")
     assert st["adm"].get("/v1/developers/99/audit").status_code == 404
+
+
+def test_plan_cli_warns_of_a_plan_the_service_will_not_draw(capsys):
+    """Before: ``fedroc sequester plan --images 1000 --subsets 1000000 --load-factor 1e9
+    --noise-rate 1`` printed a plan without a word; the service refuses tables of more than
+    50,000,000 entries (n_subsets * subset_size), as this one of 10^12."""
+    from fedroc.sequester.service import MAX_TABLE_ENTRIES
+
+    main(["sequester", "plan", "--images", "1000", "--subsets", "1000000", "--load-factor",
+          "1e9", "--noise-rate", "1", "--json"])  # fmt: skip
+    notes = json.loads(capsys.readouterr().out)["warnings"]
+    assert any(f"more than {MAX_TABLE_ENTRIES:,}" in n and "refuse" in n for n in notes), notes
+    main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "400",
+          "--noise-rate", "0.8", "--json"])  # fmt: skip
+    notes = json.loads(capsys.readouterr().out)["warnings"]
+    assert not any("refuse" in n for n in notes), notes
+
+
+def test_plan_cli_names_the_load_factor_that_cannot_be_drawn(capsys):
+    """Before: ``... --load-factor 400 --max-copies 1`` said ``subsets of 4000 cannot be
+    drawn`` (4000 what?) without naming --load-factor."""
+    with pytest.raises(SystemExit) as exc:
+        main(["sequester", "plan", "--images", "1000", "--subsets", "100", "--load-factor",
+              "400", "--noise-rate", "1", "--max-copies", "1"])  # fmt: skip
+    assert exc.value.code == 2
+    assert (
+        "--load-factor 400 (subsets of 4000 images) cannot be drawn with --max-copies 1 from "
+        "--images 1000" in capsys.readouterr().err
+    )

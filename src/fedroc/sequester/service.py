@@ -70,7 +70,7 @@ __all__ = ["DEFAULTS", "SequesterClient", "create_app"]
 
 API = "/v1"
 MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL
-MAX_TABLE_ENTRIES = 50_000_000  # n_subsets * subset_size: 200 MB of int32 membership
+MAX_TABLE_ENTRIES = planner.MAX_TABLE_ENTRIES  # n_subsets * subset_size (the planner warns)
 DEFAULTS = {"max_body_bytes": 16 * 2**20, "rate_limit": 50.0, "rate_burst": 100}
 
 # --------------------------------------------------------------------------- schemas

@@ -126,6 +126,8 @@ def _copies(value: int) -> int:
 
 
 MAX_SUBSET_SIZE = 10**8
+#: The most entries (n_subsets * subset_size) the service draws: 200 MB of int32 membership.
+MAX_TABLE_ENTRIES = 50_000_000
 
 
 def _subset_count(n: float, what: str) -> int:
@@ -718,9 +720,14 @@ def plan(
     copies = default_max_copies(n, phi) if max_copies is None else _copies(max_copies)
     if copies >= 1 and n > copies * phi:
         # The service refuses to draw it; say so here, where the plan is made.
-        size = "subset_size" if subset_size is not None else "subsets of"
+        if subset_size is not None:
+            size = f"subset_size {n}"
+        else:
+            size = (
+                f"{given[0]} {load_factor if budget is None else budget:g} (subsets of {n} images)"
+            )
         raise InputError(
-            f"{size} {n} cannot be drawn with max_copies {copies} from n_images {phi}: a "
+            f"{size} cannot be drawn with max_copies {copies} from n_images {phi}: a "
             f"subset holds at most {copies * phi} images; raise max_copies or ask for "
             "smaller subsets"
         )
@@ -737,6 +744,12 @@ def plan(
     if units < 1:
         raise InputError(_zero_budget_message(b, n, sigma, phi, rho, xi))
     notes = _warnings(sigma, sigma_a, auc, prevalence, phi)
+    if n * rho > MAX_TABLE_ENTRIES:
+        notes.append(
+            f"{rho} subsets of {n} images make {n * rho:,} entries, more than "
+            f"{MAX_TABLE_ENTRIES:,}: the service (fedroc sequester serve) will refuse to draw "
+            "them; ask for fewer subsets or smaller ones"
+        )
     if budget_units is not None and units > math.floor(b + 1e-12):
         notes.append(
             f"budget_units {units} is above the eq.-3 budget {b:.3g} of this plan: its epsilon "
