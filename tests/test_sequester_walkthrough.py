@@ -358,3 +358,59 @@ def test_plan_cli_names_the_load_factor_that_cannot_be_drawn(capsys):
         "--load-factor 400 (subsets of 4000 images) cannot be drawn with --max-copies 1 from "
         "--images 1000" in capsys.readouterr().err
     )
+
+
+def _serve(monkeypatch, *args: str) -> None:
+    import uvicorn
+
+    def _served(*_a, **_k):
+        raise AssertionError("uvicorn.run was reached")
+
+    monkeypatch.setattr(uvicorn, "run", _served)
+    monkeypatch.setenv("FEDROC_SEQUESTER_ADMIN_TOKEN", ADMIN)
+    main(["sequester", "serve", "--host", "127.0.0.1", "--port", "1", *args])
+
+
+def test_serve_on_a_directory_or_another_file_leaves_it_alone(monkeypatch, tmp_path, capsys):
+    """Before: ``--db DIR`` made the directory mode 600 (``--db ~`` would have locked the
+    home directory), then ended in ``internal error, please report it`` and a traceback
+    (exit 1); ``--db notes.json`` made the file 600, then the same with ``file is not a
+    database``."""
+    folder = tmp_path / "folder"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    other = tmp_path / "notes.json"
+    other.write_text('{"not": "a database"}')
+    other.chmod(0o644)
+    monkeypatch.setattr(
+        "fedroc.cli.sequester_cmd._check_listen", lambda *_: None
+    )  # port 1 needs root
+    for path, what in ((folder, "is a directory"), (other, "is not a SQLite database")):
+        with pytest.raises(SystemExit) as exc:
+            _serve(monkeypatch, "--db", str(path))
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "internal error" not in err, err
+        assert f"database path {str(path)!r} {what}" in err, err
+    assert folder.stat().st_mode & 0o777 == 0o755
+    assert other.stat().st_mode & 0o777 == 0o644
+
+
+def test_serve_with_a_database_url_it_cannot_use(monkeypatch, capsys):
+    """Before: ``--db mysql://x`` ended in ``ModuleNotFoundError: No module named 'MySQLdb'``
+    and ``--db postgresql://...`` with no server there in ``OperationalError``, each as
+    ``internal error, please report it`` with a traceback (exit 1)."""
+    monkeypatch.setattr("fedroc.cli.sequester_cmd._check_listen", lambda *_: None)
+    with pytest.raises(SystemExit) as exc:
+        _serve(monkeypatch, "--db", "mysql://someone@localhost/x")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "--db: database URL scheme 'mysql' is not supported" in err, err
+    # Nothing listens on port 1 of the loopback: the connection is refused at once.
+    with pytest.raises(SystemExit) as exc:
+        _serve(monkeypatch, "--db", "postgresql://fed:s3cretpw@127.0.0.1:1/seq")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "s3cretpw" not in err, err
+    assert "--db postgresql://fed:***@127.0.0.1:1/seq cannot be opened:" in err, err

@@ -263,11 +263,23 @@ def serve_command(
     if not (max_body_mb > 0 and math.isfinite(max_body_mb)):
         raise InputError(f"--max-body-mb must be a positive number; got {max_body_mb!r}")
     _check_listen(host, port)
-    app = create_app(
-        db, token, sqlite_synchronous=sqlite_synchronous, noise_seed=noise_seed,
-        max_body_bytes=max(1024, int(max_body_mb * 2**20)), rate_limit=rate_limit,
-        rate_burst=rate_burst,
-    )  # fmt: skip
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    try:
+        app = create_app(
+            db, token, sqlite_synchronous=sqlite_synchronous, noise_seed=noise_seed,
+            max_body_bytes=max(1024, int(max_body_mb * 2**20)), rate_limit=rate_limit,
+            rate_burst=rate_burst,
+        )  # fmt: skip
+    except InputError as exc:
+        if str(exc).startswith("database URL"):
+            raise InputError(f"--db: {exc}") from None
+        raise
+    except (ArgumentError, SQLAlchemyError) as exc:
+        # A server not there, a file SQLite cannot open: the operator's to fix, not a bug.
+        # The URL is shown without its password, and the driver's reason on one line.
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise InputError(f"--db {_shown_url(db)} cannot be opened: {reason}") from None
     if noise_seed is not None:
         err.print(
             f"[yellow]warning:[/] the answers' noise is seeded ({noise_seed}; --noise-seed or "
@@ -292,6 +304,18 @@ def serve_command(
         ssl_certfile=None if tls_cert is None else str(tls_cert),
         ssl_keyfile=None if tls_key is None else str(tls_key),
     )  # fmt: skip
+
+
+def _shown_url(db: str) -> str:
+    """Return the --db value as it may be printed (a URL's password masked)."""
+    if "://" not in db:
+        return repr(db)
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(db).render_as_string(hide_password=True)
+    except Exception:  # an unparseable URL: its scheme only
+        return db.split("://", 1)[0] + "://..."
 
 
 def _check_listen(host: str, port: int) -> None:

@@ -250,11 +250,19 @@ def normalize_url(db: str) -> str:
     """Turn a database URL, or a file path, into a URL (``sqlite:///PATH`` for a path)."""
     if "://" in db:
         url = make_url(db)
+        if url.get_backend_name() not in ("sqlite", "postgresql", "postgres"):
+            raise InputError(
+                f"database URL scheme {url.drivername!r} is not supported: give a SQLite file "
+                "path, sqlite:///PATH or postgresql://..."
+            )
         if url.drivername in ("postgresql", "postgres"):
             # psycopg 3 is the driver fedroc installs (extra "postgres").
             url = url.set(drivername="postgresql+psycopg")
         return url.render_as_string(hide_password=False)
     return f"sqlite:///{db}"
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def _private_sqlite_file(path: str) -> None:
@@ -269,6 +277,20 @@ def _private_sqlite_file(path: str) -> None:
         fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
         return
+    # Checked before the chmod below, which made a directory 600 (--db ~ locked the home
+    # directory) and tightened files that were never fedroc's.
+    if p.is_dir():
+        raise InputError(f"database path {str(p)!r} is a directory, not a SQLite file")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise InputError(f"database path {str(p)!r} cannot be read: {exc.strerror}") from None
+    if head and head != _SQLITE_HEADER:  # an empty file is a new database to SQLite
+        raise InputError(
+            f"database path {str(p)!r} is not a SQLite database (it does not start with "
+            "'SQLite format 3'); give a new path or a fedroc database"
+        )
     mode = stat.S_IMODE(p.stat().st_mode)
     if mode & 0o077:
         os.chmod(p, 0o600)
