@@ -414,3 +414,26 @@ def test_serve_with_a_database_url_it_cannot_use(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and "s3cretpw" not in err, err
     assert "--db postgresql://fed:***@127.0.0.1:1/seq cannot be opened:" in err, err
+
+
+def test_an_h_thresholdout_plan_warns_its_creator(app):
+    """Before: ``POST /v1/test-sets/1/plans`` with ``"mechanism": "h-thresholdout"``
+    answered 201 with ``epsilon_guarantee`` null and, as its only warning, that with
+    budget_units above eq. 3 "the mechanism's own guarantee still does" describe the plan:
+    h-thresholdout has none (one-image probes read every label; README). Only ``serve``'s
+    start-up warned, to the operator's terminal, after a restart."""
+    st = _setup(app)
+    body = {"n_subsets": 10, "subset_size": 100, "noise_rate": 0.05, "budget_units": 2,
+            "prevalence": 0.3, "mechanism": "h-thresholdout"}  # fmt: skip
+    r = st["adm"].post(f"/v1/test-sets/{st['tid']}/plans", json=body)
+    assert r.status_code == 201
+    plan = r.json()
+    assert plan["epsilon_guarantee"] is None
+    notes = plan["warnings"]
+    assert any("h-thresholdout" in n and "labels" in n for n in notes), notes
+    assert not any("own guarantee still does" in n for n in notes), notes
+    # The default keeps its note: its own guarantee does describe it.
+    body["mechanism"] = "thresholdout"
+    notes = st["adm"].post(f"/v1/test-sets/{st['tid']}/plans", json=body).json()["warnings"]
+    assert any("own guarantee still does" in n for n in notes), notes
+    assert not any("h-thresholdout" in n for n in notes), notes

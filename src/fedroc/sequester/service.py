@@ -498,6 +498,15 @@ def create_app(  # noqa: C901
             prevalence_epsilon=eps_prevalence,
         )  # fmt: skip
         warnings = list(p.warnings)
+        if body.mechanism == "h-thresholdout":
+            # The planner's note on budget_units leans on a guarantee this mechanism lacks.
+            warnings = [w.replace(" (the mechanism's own guarantee still does)", "")
+                        for w in warnings]  # fmt: skip
+            warnings.append(
+                "mechanism 'h-thresholdout' answers exact AUCs within the threshold: adaptive "
+                "developers can read labels from them, and no differential-privacy guarantee "
+                "holds (epsilon_guarantee is null); use 'thresholdout' (the default)"
+            )
         answers_eps = new_plan.answers_epsilon()
         if eps_prevalence is not None and answers_eps is not None and eps_prevalence > answers_eps:
             warnings.append(
