@@ -437,3 +437,31 @@ def test_an_h_thresholdout_plan_warns_its_creator(app):
     notes = st["adm"].post(f"/v1/test-sets/{st['tid']}/plans", json=body).json()["warnings"]
     assert any("own guarantee still does" in n for n in notes), notes
     assert not any("h-thresholdout" in n for n in notes), notes
+
+
+def test_a_short_custodian_token_names_where_it_came_from(monkeypatch, tmp_path, capsys):
+    """Before: ``FEDROC_SEQUESTER_ADMIN_TOKEN=short fedroc sequester serve`` (or a token
+    file holding ``short``) said ``the admin token must have at least 16 characters``:
+    not which of the two sources, nor how long it was. The token is never echoed."""
+    import uvicorn
+
+    monkeypatch.setattr("fedroc.cli.sequester_cmd._check_listen", lambda *_: None)
+    monkeypatch.setattr(uvicorn, "run", lambda *_a, **_k: pytest.fail("uvicorn.run reached"))
+    monkeypatch.setenv("FEDROC_SEQUESTER_ADMIN_TOKEN", "sh0rtsecret")
+    with pytest.raises(SystemExit) as exc:
+        main(["sequester", "serve", "--db", str(tmp_path / "a.db"), "--port", "1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "sh0rtsecret" not in err
+    assert "the custodian token in $FEDROC_SEQUESTER_ADMIN_TOKEN has 11 characters" in err, err
+    assert "at least 16" in err
+    token_file = tmp_path / "token"
+    token_file.write_text("sh0rtsecret\n")
+    token_file.chmod(0o600)
+    with pytest.raises(SystemExit) as exc:
+        main(["sequester", "serve", "--db", str(tmp_path / "a.db"), "--port", "1",
+              "--admin-token-file", str(token_file)])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"the custodian token in --admin-token-file {str(token_file)!r} has 11" in err, err
+    assert not (tmp_path / "a.db").exists()  # refused before the database is made

@@ -24,6 +24,7 @@ sequester_app = typer.Typer(
 
 ADMIN_ENV = "FEDROC_SEQUESTER_ADMIN_TOKEN"
 ADMIN_FILE_ENV = "FEDROC_SEQUESTER_ADMIN_TOKEN_FILE"
+MIN_ADMIN_TOKEN = 16  # as create_app requires
 SEED_ENV = "FEDROC_SEQUESTER_NOISE_SEED"
 # Service defaults (fedroc.sequester.service.DEFAULTS), repeated here so that --help works
 # without the service extra.
@@ -342,6 +343,17 @@ def _check_listen(host: str, port: int) -> None:
         ) from None
 
 
+def _long_enough(token: str, source: str) -> str:
+    """Refuse a short custodian token naming its source and length (never the token)."""
+    if len(token) < MIN_ADMIN_TOKEN:
+        raise InputError(
+            f"the custodian token in {source} has {len(token)} characters; it needs at least "
+            f"{MIN_ADMIN_TOKEN} (python -c 'import secrets; print(secrets.token_urlsafe(32))' "
+            "makes one)"
+        )
+    return token
+
+
 def _admin_token(path: Path | None) -> str:
     """Read the custodian token: from a file, else the environment, else a new one (printed)."""
     if path is not None:
@@ -362,10 +374,10 @@ def _admin_token(path: Path | None) -> str:
             )
         if not token:
             raise InputError(f"--admin-token-file {str(path)!r} is empty")
-        return token
+        return _long_enough(token, f"--admin-token-file {str(path)!r}")
     token = os.environ.get(ADMIN_ENV, "")
     if token:
-        return token
+        return _long_enough(token, f"${ADMIN_ENV}")
     token = secrets.token_urlsafe(32)
     err.print(f"custodian token (not stored, keep it): {token}", highlight=False)
     return token
