@@ -376,12 +376,14 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
+        """Answer {"status": "ok"} while the service runs (no token needed)."""
         return {"status": "ok"}
 
     # ---------------------------------------------------------------- custodian
 
     @app.post(f"{API}/test-sets", status_code=201)
     def create_test_set(body: TestSetIn, _: Admin) -> dict[str, Any]:
+        """Upload a test set: image_ids (unique strings) and labels (0/1), one per image."""
         ids = body.image_ids
         if len(ids) < 2:
             raise InputError(f"image_ids must hold at least 2 images; got {len(ids)}")
@@ -401,10 +403,15 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/test-sets")
     def list_test_sets(_: Admin) -> list[dict[str, Any]]:
+        """List the test sets with their sizes and number of positives."""
         return store.test_sets()
 
     @app.post(f"{API}/test-sets/{{test_set_id}}/plans", status_code=201)
     def create_plan(test_set_id: Id, body: PlanIn, _: Admin) -> dict[str, Any]:
+        """Draw a plan's test subsets from a test set (load_factor or subset_size).
+
+        The answer's warnings say where the plan's guarantee weakens.
+        """
         # One plan at a time in this process (the database keeps the count once across
         # processes: Store.count_prevalence).
         with plan_lock:
@@ -522,10 +529,12 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/plans")
     def list_plans(_: Admin, test_set_id: int | None = Query(None, ge=1, le=MAX_ID)) -> Any:
+        """List the plans (without their seeds), optionally of one test set."""
         return store.plans(test_set_id)
 
     @app.get(f"{API}/plans/{{plan_id}}")
     def get_plan(plan_id: Id, _: Admin) -> dict[str, Any]:
+        """One plan with its seed (the custodian's to keep: it rebuilds the subsets)."""
         plan = store.plan(plan_id)
         return {**plan.public(), "test_set_id": plan.test_set_id, "seed": plan.seed,
                 "sensitivity": plan.sensitivity, "max_queries": plan.limits.max_queries,
@@ -546,6 +555,7 @@ def create_app(  # noqa: C901
 
     @app.post(f"{API}/plans/{{plan_id}}/developers", status_code=201)
     def create_developer(plan_id: Id, body: DeveloperIn, _: Admin) -> dict[str, Any]:
+        """Register a developer for a plan; the answer holds their token, shown only this once."""
         plan = store.plan(plan_id)
 
         def gamma(dev_id: int) -> float:
@@ -560,10 +570,12 @@ def create_app(  # noqa: C901
     def list_developers(
         _: Admin, plan_id: int | None = Query(None, ge=1, le=MAX_ID)
     ) -> list[dict[str, Any]]:
+        """List the developers with their budgets, quotas and whether they are active."""
         return store.developers(plan_id)
 
     @app.post(f"{API}/developers/{{developer_id}}/revoke")
     def revoke(developer_id: Id, _: Admin) -> dict[str, Any]:
+        """Revoke a developer's token: every later request with it gets 401."""
         store.revoke_developer(developer_id)
         return {"developer_id": developer_id, "active": False}
 
@@ -580,6 +592,7 @@ def create_app(  # noqa: C901
 
     @app.post(f"{API}/developers/{{developer_id}}/top-up")
     def top_up(developer_id: Id, body: TopUpIn, _: Admin) -> dict[str, Any]:
+        """Add budget units, queries or submissions to a developer (at least one above 0)."""
         if not (body.budget_units or body.queries or body.submissions):
             raise InputError(
                 "a top-up needs budget_units, queries or submissions above 0; got all 0"
@@ -589,6 +602,7 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/developers/{{developer_id}}/audit")
     def audit(developer_id: Id, _: Admin) -> list[dict[str, Any]]:
+        """Every answer given to one developer, with its exact value and noise."""
         _known_developer(developer_id)
         return store.audit(developer_id)
 
@@ -599,6 +613,7 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/audit/actions")
     def actions(_: Admin) -> list[dict[str, Any]]:
+        """Every custodian action (uploads, plans, developers, top-ups, revocations, rotations)."""
         return store.actions()
 
     @app.get(f"{API}/audit/queries.csv")
@@ -617,6 +632,7 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/audit/actions.csv")
     def actions_csv(_: Admin) -> StreamingResponse:
+        """Export the custodian's actions as CSV."""
         cols = ("id", "created_at", "action", "target", "details")
         rows = ((a["id"], a["created_at"], a["action"], a["target"], _json(a["details"]))
                 for a in store.actions())  # fmt: skip
@@ -626,6 +642,11 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/me")
     def me(dev: Dev) -> dict[str, Any]:
+        """Show your plan's public parameters, your budget and your quotas.
+
+        The plan's n_subsets, mechanism, threshold and noise, and the epsilon that your
+        budget guarantees.
+        """
         budget = store.budget(dev.id)
         plan = store.plan(dev.plan_id)
         # The plan's epsilon_guarantee is for its budget_units; this developer's is for all
@@ -636,12 +657,18 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/me/image-ids")
     def my_image_ids(dev: Dev) -> dict[str, Any]:
+        """List the test set's image ids, sorted: POST /v1/submissions scores each once."""
         # Sorted: the custodian's upload order is not the developer's to read (Q2: a set
         # uploaded as its positives, then its negatives, listed every label).
         return {"image_ids": sorted(store.plan(dev.plan_id).table.image_ids)}
 
     @app.post(f"{API}/submissions", status_code=201)
     def submit(body: SubmissionIn, dev: Dev) -> dict[str, Any]:
+        """Submit a model: one finite score for each id of GET /v1/me/image-ids.
+
+        Answers the submission_id to query. Scores that order the images almost as an
+        earlier submission does are refused (the plan's min_changed_images).
+        """
         plan = store.plan(dev.plan_id)
         scores = _scores_in_order(body, plan.table)
         whole = roc_auc(plan.labels, scores)
@@ -650,10 +677,18 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/submissions")
     def my_submissions(dev: Dev) -> list[dict[str, Any]]:
+        """Your submissions (id, name, time)."""
         return store.list_submissions(dev.id)
 
     @app.post(f"{API}/queries", response_model=QueryOut)
     def query(body: QueryIn, dev: Dev) -> QueryOut:
+        """Ask the AUC of one of your submissions on test subset subset_id (1..n_subsets).
+
+        Under 'thresholdout' send reference_auc, the model's AUC on your own data: when the
+        subset agrees within a noisy threshold you get it back at no cost, else a noisy
+        subset AUC that costs one budget unit. Under 'laplace' every answer is noisy and
+        costs one budget unit. A spent budget answers 403 until the custodian tops it up.
+        """
         plan = store.plan(dev.plan_id)
         qid, ans = store.answer_query(
             dev, plan, body.submission_id, body.subset_id, reference=body.reference_auc,
@@ -664,10 +699,12 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/queries")
     def my_queries(dev: Dev) -> list[dict[str, Any]]:
+        """Your answers so far, oldest first, with the budget left after each."""
         return store.history(dev.id)
 
     @app.get(f"{API}/budget")
     def my_budget(dev: Dev) -> dict[str, Any]:
+        """Your budget: units given (budget_total), units left and queries answered."""
         return store.budget(dev.id)
 
     return app
