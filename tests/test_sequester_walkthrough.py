@@ -478,3 +478,18 @@ def test_every_endpoint_is_described_in_the_docs(app):
     query = paths["/v1/queries"]["post"]["description"]
     assert "reference_auc" in query and "budget unit" in query
     assert "/v1/me/image-ids" in paths["/v1/submissions"]["post"]["description"]
+
+
+def test_a_test_set_of_one_class_is_refused_at_upload(app):
+    """Before: ``{"image_ids": ["a", "b", "c"], "labels": [1, 1, 1]}`` was stored (201), and
+    every plan on it was refused (``the test set needs both classes``), each after counting
+    its prevalence with noise, an epsilon audited for nothing."""
+    adm = _client(app, ADMIN)
+    for labels, word in (([1, 1, 1], "positive"), ([0, 0, 0], "negative")):
+        r = adm.post("/v1/test-sets", json={"image_ids": ["a", "b", "c"], "labels": labels})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"] == (
+            f"labels must hold both classes (an AUC needs them); all 3 images are {word}"
+        )
+    assert adm.get("/v1/test-sets").json() == []
+    assert adm.post("/v1/test-sets", json={"image_ids": ["a", "b"], "labels": [0, 1]}).is_success

@@ -397,6 +397,13 @@ def create_app(  # noqa: C901
         if bad is not None:
             raise InputError(f"labels must be 0 or 1; got {body.labels[bad]!r} for {ids[bad]!r}")
         labels = np.asarray(body.labels, dtype=np.int8).astype(bool)
+        if labels.all() or not labels.any():
+            # No plan could draw subsets from it (and each would count its prevalence).
+            word = "positive" if labels.all() else "negative"
+            raise InputError(
+                "labels must hold both classes (an AUC needs them); all "
+                f"{labels.size} images are {word}"
+            )
         tid = store.add_test_set(body.name, ids, labels)
         return {"test_set_id": tid, "n_images": len(ids), "n_pos": int(labels.sum()),
                 "n_neg": int((~labels).sum())}  # fmt: skip
