@@ -493,3 +493,24 @@ def test_a_test_set_of_one_class_is_refused_at_upload(app):
         )
     assert adm.get("/v1/test-sets").json() == []
     assert adm.post("/v1/test-sets", json={"image_ids": ["a", "b"], "labels": [0, 1]}).is_success
+
+
+def test_plain_http_outside_loopback_is_warned(monkeypatch, tmp_path, capsys):
+    """Before: ``serve --host 0.0.0.0`` without --tls-cert served plain HTTP to the network
+    without a word, bearer tokens and scores in the clear (the docstring of
+    fedroc.sequester.service says to use TLS outside loopback; the CLI did not). Nothing
+    listens here: the port check and uvicorn are stubbed."""
+    import uvicorn
+
+    ran = []
+    monkeypatch.setattr("fedroc.cli.sequester_cmd._check_listen", lambda *_: None)
+    monkeypatch.setattr(uvicorn, "run", lambda *_a, **k: ran.append(k["host"]))
+    monkeypatch.setenv("FEDROC_SEQUESTER_ADMIN_TOKEN", ADMIN)
+    for host, warned in (("0.0.0.0", True), ("127.0.0.1", False), ("::1", False),
+                         ("localhost", False)):  # fmt: skip
+        main(["sequester", "serve", "--db", str(tmp_path / "w.db"), "--host", host])
+        err = capsys.readouterr().err
+        assert ("plain HTTP" in err) == warned, (host, err)
+        if warned:
+            assert f"--host {host}" in err and "--tls-cert" in err
+    assert ran == ["0.0.0.0", "127.0.0.1", "::1", "localhost"]

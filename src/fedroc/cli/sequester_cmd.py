@@ -296,6 +296,13 @@ def serve_command(
                 highlight=False,
             )
     scheme = "https" if tls_cert is not None else "http"
+    if tls_cert is None and not _loopback(host):
+        err.print(
+            f"[yellow]warning:[/] serving plain HTTP on --host {host}: bearer tokens, labels "
+            "and scores cross the network in the clear; give --tls-cert and --tls-key (or "
+            "serve behind a TLS proxy on 127.0.0.1)",
+            highlight=False,
+        )
     err.print(
         f"serving {store.engine.url!r} (schema {store.revision}) on {scheme}://{host}:{port}",
         highlight=False,
@@ -317,6 +324,18 @@ def _shown_url(db: str) -> str:
         return make_url(db).render_as_string(hide_password=True)
     except Exception:  # an unparseable URL: its scheme only
         return db.split("://", 1)[0] + "://..."
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: resolved by uvicorn, maybe to anywhere
+        return False
 
 
 def _check_listen(host: str, port: int) -> None:
