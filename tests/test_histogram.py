@@ -437,6 +437,31 @@ def test_privacy_spent_is_reported_when_a_site_drops_at_the_first_stage(syntheti
     assert [s["name"] for s in res.sites] == survivors
 
 
+def test_a_site_gone_from_the_start_drops_out_of_a_dp_run_with_dropouts(synthetic):
+    # A site that is down answers no call, the budget pre-check (fedroc.secagg.check) either.
+    # With allow_dropouts the run goes on with the survivors, as it did before the check
+    # (on b9c3982; on 4c10e81 the check's SiteError ended the run before anything was sent).
+    from test_secagg import FlakyTransport, drop_from
+
+    from fedroc.secagg.protocol import FN_CHECK
+
+    parts, _ = synthetic
+    inner = Federation.from_sites([Site(n, d) for n, d in parts.items()]).transport
+    gone = drop_from(STAGE_ADVERTISE_KEYS) | {FN_CHECK}
+    fed = Federation(FlakyTransport(inner, {"site2": gone}))
+    res = evaluate(fed, "histogram", quantiles=16, dp_epsilon=0.5, allow_dropouts=True,
+                   threshold=3, seed=1)  # fmt: skip
+    survivors = ["site0", "site1", "site3", "site4"]
+    assert [s["name"] for s in res.sites] == survivors
+    assert res.released.epsilon == {name: pytest.approx(1.0) for name in survivors}
+    # Without allow_dropouts a site that is gone is still an error naming it.
+    inner = Federation.from_sites([Site(n, d) for n, d in parts.items()]).transport
+    fresh = Federation(FlakyTransport(inner, {"site2": gone}))
+    with pytest.raises(SiteError, match="site2"):
+        evaluate(fresh, "histogram", quantiles=16, dp_epsilon=0.5, threshold=3)
+    assert not fresh.released().dp  # refused by the check, before any release
+
+
 def test_unbounded_scores_by_range_or_transform():
     rng = np.random.default_rng(9)
     parts = {}

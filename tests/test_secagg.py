@@ -541,6 +541,51 @@ def test_check_secure_sum_gives_the_sessions_refusals_and_binds_nothing():
         check_secure_sum(fed, "fedroc.class_counts")
 
 
+def test_check_secure_sum_with_dropouts_leaves_out_the_gone_not_the_refusing():
+    """With allow_dropouts a member that fails the check is left out (the sum drops it
+    too); one error names gone and refusing members together, so a refusal among them
+    stays a refusal, and fewer answers than the threshold are still an error."""
+    from fedroc.federation.transport import raise_site_failures
+
+    class Merged(FlakyTransport):  # a real transport: every site's failure in one error
+        def call(self, function, args_by_site, *, requester="analyst", timeout=None):
+            try:
+                out = self.inner.call(
+                    function,
+                    {n: a for n, a in args_by_site.items() if function not in self.fail.get(n, ())},
+                    requester=requester,
+                )
+                failures: dict[str, BaseException] = {}
+            except DisclosureError as exc:
+                out, failures = {}, {exc.site: exc}
+            for n in args_by_site:
+                if function in self.fail.get(n, ()):
+                    failures[n] = SiteError(f"{n} is unreachable", site=n)
+            raise_site_failures(function, failures)
+            return out
+
+    gone = {"fedroc.secagg.check"}
+    fed = Federation(Merged(Federation.from_sites(make_sites(4)).transport, {"s3": gone}))
+    with pytest.raises(SiteError, match="s3 is unreachable"):
+        check_secure_sum(fed, "fedroc.class_counts", threshold=3, budget=True)
+    left = check_secure_sum(
+        fed, "fedroc.class_counts", threshold=3, budget=True, allow_dropouts=True
+    )
+    assert sorted(left) == ["s0", "s1", "s2"]
+    with pytest.raises(SiteError, match="s2 is unreachable"):  # 2 answers, threshold 3
+        fed2 = Federation(
+            Merged(Federation.from_sites(make_sites(4)).transport, {"s3": gone, "s2": gone})
+        )
+        check_secure_sum(fed2, "fedroc.class_counts", threshold=3, allow_dropouts=True)
+    # s0 bound to another set refuses: the merged error is a SiteError (s3 is gone), and
+    # the check must still end in s0's refusal, not leave s0 out as gone.
+    sites = make_sites(4)
+    secure_sum(Federation.from_sites(sites), "fedroc.class_counts", sites=["s0", "s1", "s2"])
+    fed3 = Federation(Merged(Federation.from_sites(sites).transport, {"s3": gone}))
+    with pytest.raises(DisclosureError, match="site 's0' refuses"):
+        check_secure_sum(fed3, "fedroc.class_counts", threshold=2, allow_dropouts=True)
+
+
 def test_a_method_calibration_does_not_bind_the_sites_two_ways():
     """One site released its calibration bins in the clear (bound to the clear way); the
     others had released no exact counts. The curve a method adds (sites_calibration) asks

@@ -98,6 +98,7 @@ from fedroc.federation.site import (
     get_site_function,
     site_function,
 )
+from fedroc.federation.transport import raise_site_failures
 from fedroc.privacy.ledger import ANY_QUANTITY, DPEvent
 from fedroc.secagg import _crypto, shamir
 
@@ -969,6 +970,7 @@ def check_secure_sum(
     threshold: int | None = None,
     exact_counts: bool = False,
     budget: bool = False,
+    allow_dropouts: bool = False,
 ) -> dict[str, float]:
     """Ask every member whether it would join a secure sum of ``input_function``.
 
@@ -993,11 +995,16 @@ def check_secure_sum(
         binds it to the clear way (:func:`fedroc.federation.basic.bind_exact_counts`).
     budget : bool, default False
         Ask too how much of its epsilon limit each member has left.
+    allow_dropouts : bool, default False
+        As the sum's: a member that fails the check (gone, not refusing) is left out, as
+        the sum would drop it, while ``threshold`` members answer. A site that is down
+        answers no call, and the sum goes on without it: the check must not stop it first.
 
     Returns
     -------
     dict of str to float
-        With ``budget``, each member's epsilon left (``inf`` without a limit); else empty.
+        With ``budget``, each answering member's epsilon left (``inf`` without a limit);
+        else empty.
 
     Raises
     ------
@@ -1014,15 +1021,31 @@ def check_secure_sum(
     names = list(sites) if sites is not None else list(federation.site_names)
     t = minimum_threshold(len(names)) if threshold is None else int(threshold)
     _check_parameters(len(names), t, 64, 0, str(input_function))
-    replies = federation.call(
-        FN_CHECK,
-        sites=names,
-        input=str(input_function),
-        members=names,
-        threshold=t,
-        exact_counts=bool(exact_counts),
+    args: dict[str, Any] = {
+        "input": str(input_function),
+        "members": names,
+        "threshold": t,
+        "exact_counts": bool(exact_counts),
         **({KEY_BUDGET: True} if budget else {}),
-    )
+    }
+    try:
+        replies = federation.call(FN_CHECK, sites=names, **args)
+    except SiteError:
+        if not allow_dropouts:
+            raise
+        # One error names the failed sites together, refusals among them: ask each alone
+        # to tell a site that is gone (left out) from one that refuses (a refusal still).
+        replies, refused, gone = {}, {}, {}
+        for name in names:
+            try:
+                replies.update(federation.call(FN_CHECK, sites=[name], **args))
+            except DisclosureError as exc:
+                refused[name] = exc
+            except SiteError as exc:
+                gone[name] = exc
+        raise_site_failures(FN_CHECK, refused)
+        if len(replies) < t:
+            raise_site_failures(FN_CHECK, gone)
     if not budget:
         return {}
     return {name: float(r["epsilon_left"]) for name, r in replies.items()}

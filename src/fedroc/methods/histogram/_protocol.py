@@ -312,7 +312,9 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
     t = secagg_threshold(
         len(federation.site_names), opts.threshold, dp=True, allow_dropouts=opts.allow_dropouts
     )
-    left = check_secure_sum(federation, COUNT_NAME, threshold=t, budget=True)
+    left = check_secure_sum(
+        federation, COUNT_NAME, threshold=t, budget=True, allow_dropouts=opts.allow_dropouts
+    )
     short = {k: v for k, v in left.items() if need > v + 1e-12}
     if not short:
         return
