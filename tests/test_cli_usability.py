@@ -228,6 +228,13 @@ def test_privacy_status_names_what_the_spending_was_for(capsys, csv, tmp_path):
     assert len(digest) == 64 and digest not in text  # the hash stays in --json only
     assert "a: holds its exact releases to one version of its rows" in text
     assert "a: secure sums only with a, b, c" in text
+    # R12-2's record of the set each session's masked input went over (b696d11) was listed
+    # as "a: secagg-masked:<session id> = a, b, c" and "secagg-unmasked:<id> = True".
+    assert "secagg-masked:" not in text and "secagg-unmasked:" not in text
+    session = next(k for k in site["bindings"] if k.startswith("secagg-masked:")).split(":")[1]
+    assert f"a: sent its masked input over a, b, c in secure session {session[:12]}..." in text
+    assert f"a: unmasked secure session {session[:12]}..." in text
+    assert session not in text  # the whole id stays in --json
     # The raw names stay in --json, and the spending by what it was for adds up to them.
     assert site["epsilon_by_function"] == {"fedroc.secagg.advertise_keys": pytest.approx(8.0)}
     spending = {s["function"]: s for s in site["spending"]}

@@ -87,6 +87,18 @@ def describe_binding(key: str, value: Any) -> str:
         return f"histogram trees only of branching {value[0]} and height {value[1]}"
     if key.startswith("histogram-local:leaves:"):
         return f"released a local-DP histogram tree of {value} leaves in the clear"
+    # R12-2 (fedroc.secagg.protocol.MASKED_KEY, UNMASKED_KEY): the set a secure session's
+    # masked input went over, recorded before it left, and that the session was unmasked.
+    if key.startswith("secagg-masked:"):
+        session = _shown(key[len("secagg-masked:") :]).removeprefix("fingerprint ")
+        return (
+            f"sent its masked input over {_shown(value)} in secure session {session} (until "
+            "that session is unmasked or the site's partners are bound, it sends none over "
+            "another set)"
+        )
+    if key.startswith("secagg-unmasked:"):
+        session = _shown(key[len("secagg-unmasked:") :]).removeprefix("fingerprint ")
+        return f"unmasked secure session {session}"
     if key.startswith("mpc-job:") and isinstance(value, dict):
         return f"authorised MPC job {value.get('job')} ({_shown(value.get('terms'))})"
     if key.startswith("rocglm.confusion-threshold:"):
