@@ -556,9 +556,10 @@ class Plan(ResultMixin):
         ``min(1, 2 max_copies / min(P, Q))`` at the subset's class sizes.
     epsilon_thresholdout, epsilon_laplace : float or None
         With ``prevalence``: the differential-privacy epsilon in one image's label of a
-        developer's ``budget_units`` answers under each mechanism (``2 B Delta / sigma_a``
-        and ``B Delta / sigma_a``), which the service reports as ``epsilon_guarantee``;
-        ``epsilon`` above is the paper's figure, not a guarantee.
+        developer's ``budget_units`` answers under each mechanism (``2 U Delta / sigma_a``
+        and ``U Delta / sigma_a``, ``U = budget_units``, not the eq.-3 ``budget``), which
+        the service reports as ``epsilon_guarantee``; ``epsilon`` above is the paper's
+        figure, not a guarantee.
     warnings : tuple of str
         What the paper's example would do differently (also issued as
         :class:`PlanWarning`).
