@@ -949,6 +949,37 @@ def test_flower_run_gives_the_moments_job_its_bins_only_when_asked(site_files) -
     assert _job_options("evaluate", "rocglm", None, 0.95, None, {})["calibration_bins"] == 10
 
 
+def test_moments_job_gives_the_moments_when_a_small_class_site_refuses_the_brier() -> None:
+    """7a117fa (R12-3) holds a clear Brier sum and clear calibration bins to q in each
+    class. The moments job asked them in the clear, so one site of 3 positives failed the
+    whole job, mean and variance (already released) included, which b9c3982 answered: the
+    mean and variance of a column over all rows are no class aggregate. Now the Brier score
+    and curve are withheld and the job says why."""
+    from fedroc.data import SiteData
+    from fedroc.federation import Site
+
+    rng = np.random.default_rng(1)
+    sites, scores, data = [], [], []
+    for k, n_pos in enumerate([30, 30, 3]):
+        y = np.r_[np.ones(n_pos, bool), np.zeros(40, bool)]
+        s = np.clip(0.3 + 0.3 * y + 0.1 * rng.normal(size=y.size), 0.0, 1.0)
+        data.append(SiteData.from_arrays(y, s))
+        sites.append(Site(f"s{k}", data[-1]))
+        scores.append(s)
+    got = run_job("moments", Federation.from_sites(sites), {"calibration_bins": 4})
+    every = np.concatenate(scores)
+    assert got["mean"] == pytest.approx(every.mean())
+    assert got["variance"] == pytest.approx(every.var(ddof=1))
+    assert got["brier"] is None and got["calibration"] is None
+    note = " ".join(got["released"]["notes"])
+    assert "Brier score and calibration withheld" in note and "'s2'" in note
+    assert "positive count is below the minimum" in note
+    # A refusal of another kind still ends the job.
+    with pytest.raises(DisclosureError, match="not among"):
+        strict = DisclosurePolicy(allowed_functions=frozenset({"fedroc.is_probability"}))
+        run_job("moments", Federation.from_sites([Site("a", data[0], policy=strict)]), {})
+
+
 def test_cli_supernode_checks_its_site_before_connecting(tmp_path: Path, capsys) -> None:
     from fedroc.cli import main
 

@@ -25,9 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 from fedroc._results import jsonable
-from fedroc.exceptions import InputError
+from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation import basic
 from fedroc.federation.federation import Federation
+from fedroc.privacy import is_class_count_refusal
 
 __all__ = ["flower_job", "job_names", "run_job", "take_options"]
 
@@ -87,11 +88,20 @@ def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, An
     out: dict[str, Any] = moments.to_dict()
     out["brier"] = out["calibration"] = None
     bins = options.get("calibration_bins")
+    notes = []
     if all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
-        out["brier"], _ = basic.distributed_brier(federation)
-        if bins is not None:
-            out["calibration"] = basic.distributed_calibration(federation, n_bins=int(bins))
-    out["released"] = federation.released(start).to_dict()
+        try:
+            out["brier"], _ = basic.distributed_brier(federation)
+            if bins is not None:
+                out["calibration"] = basic.distributed_calibration(federation, n_bins=int(bins))
+        except DisclosureError as exc:
+            # In the clear each is a class aggregate (R12-3), held to q in each class; the
+            # mean and variance over all rows, released already, are not: they stand.
+            if not is_class_count_refusal(exc):
+                raise
+            notes.append(f"Brier score and calibration withheld: {exc}")
+    released = federation.released(start)
+    out["released"] = (released.with_notes(*notes) if notes else released).to_dict()
     return out
 
 
