@@ -974,6 +974,33 @@ def test_flower_run_table_says_what_a_dash_and_the_rounds_are(capsys, monkeypatc
     assert re.search(r"│ rounds of Brier and calibration\s+│\s+7 │", out), out
 
 
+def test_flower_run_table_shows_the_caveats_and_notes_evaluate_shows(capsys, monkeypatch):
+    """flower run's table listed only a result's scalar keys: the caveats of 8f98e68 and
+    d4fbe3a (a point or undefined interval, MPC's small-class caveat) and the released
+    notes, which fedroc evaluate prints one per row, were left out, so an interval of
+    [0.5, 0.5] showed without its reason."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    result = {
+        "method": "mpc",
+        "auc": 0.5,
+        "auc_ci": [0.5, 0.5],
+        "caveats": ["the interval is the point 0.5: every score ties"],
+        "sites": [{"name": "a", "n": 10}, {"name": "b", "n": 12}],
+        "released": {"rounds": 3, "bytes_received": {"a": 5, "b": 6}, "notes": ["a note"]},
+    }
+    payload = {"result": result, "run_id": 1, "node_ids": {"a": 1, "b": 2}}
+    monkeypatch.setattr(deploy, "submit_job", lambda *args, **kwargs: payload)
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--method", "mpc"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert re.search(r"caveat\s+│\s+the interval is the point 0.5: every score ties", out), out
+    assert re.search(r"released\s+│\s+a note", out), out
+    assert "auc_ci" in text
+
+
 def test_flower_run_says_what_discovery_waits_for_off_a_terminal(capsys, monkeypatch):
     """Off a terminal flower run drew no progress, so a --site no connected node serves
     meant 60 s of silence; the ServerApp's status line is printed to stderr."""

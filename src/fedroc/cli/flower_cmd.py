@@ -604,6 +604,16 @@ def run(
     if as_json:
         emit_json(result)
         return
+    rows = _result_rows(result)
+    rows.append(("Flower run", payload["run_id"]))
+    out.print(kv_table(f"fedroc on Flower: {job}", rows))
+    sites_rows = result.get("sites")
+    if isinstance(sites_rows, list) and sites_rows and isinstance(sites_rows[0], dict):
+        out.print(sites_table(sites_rows))
+
+
+def _result_rows(result: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Return a job's table rows: its values, caveats and notes as fedroc evaluate shows them."""
     rows: list[tuple[str, Any]] = [
         (key, value)
         for key, value in result.items()
@@ -612,16 +622,17 @@ def run(
     for key in ("auc_ci",):
         if isinstance(result.get(key), list):
             rows.append((key, tuple(result[key])))
+    # As fedroc evaluate prints them: a caveat, a list of names or notes, one per row.
+    for key, value in result.items():
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            rows += [("caveat" if key == "caveats" else key, v) for v in value]
     released = result.get("released")
     if isinstance(released, dict):
         rows.append(("rounds", released.get("rounds")))
         rows += calibration_rounds(result)
         rows.append(("bytes sent by sites", sum(released.get("bytes_received", {}).values())))
-    rows.append(("Flower run", payload["run_id"]))
-    out.print(kv_table(f"fedroc on Flower: {job}", rows))
-    sites_rows = result.get("sites")
-    if isinstance(sites_rows, list) and sites_rows and isinstance(sites_rows[0], dict):
-        out.print(sites_table(sites_rows))
+        rows += [("released", str(note)) for note in released.get("notes") or []]
+    return rows
 
 
 def _owner_key(site: str, path: Path | None, home: Path) -> Path:
