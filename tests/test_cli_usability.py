@@ -204,6 +204,23 @@ def test_seed_is_refused_by_methods_that_draw_no_random_numbers(capsys, csv, met
     assert "leave --seed out" in line
 
 
+def test_seed_is_refused_before_any_file_is_read_or_ledger_written(capsys, csv, tmp_path):
+    """--seed's refusal came after the sites' files were read and the sites built:
+    --audit-dir got a ledger per site (their limits) for a command that ran nothing. Now it
+    is refused where --min-count and --audit-dir are for pooled, before either."""
+    audit = tmp_path / "audit"
+    sites = [x for name in "abc" for x in ("--site", f"{name}={csv}")]
+    args = ["evaluate", *sites, "--method", "rocglm", "--sensitivity", "0.01", "--seed", "3"]
+    code, _, err = run_main(capsys, [*args, "--audit-dir", str(audit)])
+    line = one_line_error(code, err)
+    assert line.startswith("error: --seed 3 does not apply to --method rocglm: ")
+    assert not audit.exists()
+    # An option the method lacks is still named first.
+    code, _, err = run_main(capsys, [*args, "--quantiles", "8"])
+    line = one_line_error(code, err)
+    assert "--quantiles" in line and "--seed" not in line
+
+
 # -- 4. privacy status in the words of a site operator ---------------------------------------
 
 

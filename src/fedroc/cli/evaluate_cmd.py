@@ -218,6 +218,19 @@ def _check_pooled_site_options(
         )
 
 
+def _check_given_options(method: str, options: dict[str, Any], seed: int | None) -> None:
+    """Refuse the options the method lacks, then ``--seed`` where it draws nothing.
+
+    Before the sites are built: a refusal there left each site's ledger in ``--audit-dir``
+    (their limits noted) for a command that ran nothing.
+    """
+    try:
+        check_options(method, options)
+        check_seed(method, seed)  # after: an option the method lacks is the first mistake
+    except InputError as exc:
+        raise name_options(exc, option_names(method)) from None
+
+
 def _check_ignored(options: dict[str, Any]) -> None:
     """Refuse an option that only shapes what another option given (or a default) turns off.
 
@@ -664,6 +677,7 @@ def evaluate_command(
     options.update(ask_keywords(**asks, compare_score=compare_score))
     if method == "mpc" and options.pop("compare", False):
         options["mpc_compare"] = True  # paired DeLong under MPC
+    _check_given_options(method, options, seed)  # before any file is read or site built
     pooled: SiteData | None
     site_data: dict[str, SiteData] | None = None
     if sites_file is not None:
@@ -712,8 +726,7 @@ def evaluate_command(
     if method == "mpc":
         options["mpc_calibration_bins"] = bins
     try:
-        check_options(method, options)
-        check_seed(method, seed)  # after: an option the method lacks is the first mistake
+        check_options(method, options)  # again: the options the sites' data added
         with show_progress(method, federation):
             result = evaluate(
                 federation,
