@@ -851,6 +851,10 @@ def test_flower_run_refuses_evaluate_options_for_another_job(capsys, extra, mess
         (["--method", "rocglm", "--discovery-timeout", "0"], "--discovery-timeout must be a"),
         (["--method", "rocglm", "--site", "a", "--site", "a"], "--site names 'a' twice"),
         (["--method", "rocglm", "--seed", "-1"], "Invalid value for '--seed': -1 is not in"),
+        # The sites take 2 to 100 calibration bins: the moments job asked after its mean,
+        # variance and Brier score were released, and failed on the sites' refusal.
+        (["--job", "moments", "--bins", "1"], "--bins 1: the sites' calibration curve takes"),
+        (["--job", "moments", "--bins", "101"], "--bins 101: the sites' calibration curve"),
     ],
 )
 def test_flower_run_refuses_a_bad_job_method_or_site_before_any_run(capsys, extra, message):

@@ -980,6 +980,18 @@ def test_moments_job_gives_the_moments_when_a_small_class_site_refuses_the_brier
         run_job("moments", Federation.from_sites([Site("a", data[0], policy=strict)]), {})
 
 
+def test_moments_job_refuses_calibration_bins_the_sites_refuse_before_any_call(site_files):
+    """calibration_bins 1 (or 101) was sent to the sites after the mean, variance and
+    Brier score were released, and the job failed on their refusal of n_bins."""
+    for bins in (1, 101, "10"):
+        fed = _inprocess(site_files)
+        with pytest.raises(
+            InputError, match=f"calibration_bins must be an integer from 2 to 100; got {bins!r}"
+        ):
+            run_job("moments", fed, {"calibration_bins": bins})
+        assert fed.transcript == []
+
+
 def test_cli_supernode_checks_its_site_before_connecting(tmp_path: Path, capsys) -> None:
     from fedroc.cli import main
 

@@ -413,7 +413,16 @@ def _job_options(
     # Given --bins, the moments job adds the calibration curve of probability scores. Not by
     # default: a clear curve binds a site to clear calibration for its lifetime, where
     # evaluate's goes through secure aggregation first.
-    return {"calibration_bins": bins} if job == "moments" and bins is not None else {}
+    if job != "moments" or bins is None:
+        return {}
+    from fedroc.federation.basic import MAX_CALIBRATION_BINS
+
+    if not 2 <= bins <= MAX_CALIBRATION_BINS:
+        raise InputError(
+            f"--bins {bins}: the sites' calibration curve takes 2 to {MAX_CALIBRATION_BINS} "
+            "bins (the job would ask it after the mean, variance and Brier score)"
+        )
+    return {"calibration_bins": bins}
 
 
 def _check_seconds(options: dict[str, float | None]) -> None:
