@@ -221,6 +221,22 @@ def test_seed_is_refused_before_any_file_is_read_or_ledger_written(capsys, csv, 
     assert "--quantiles" in line and "--seed" not in line
 
 
+def test_bins_the_sites_refuse_are_refused_before_the_method_spends(capsys, csv, tmp_path):
+    """--method rocglm --bins 1: the method released its noisy scores (epsilon 1 charged
+    at each site), then the sites refused the calibration's n_bins (2 to 100) and the run
+    ended in that refusal, the result lost and the budget spent."""
+    audit = tmp_path / "audit"
+    for bins in ("1", "101"):
+        args = ["--method", "rocglm", "--sensitivity", "0.05", "--bins", bins]
+        code, _, err = run_main(capsys, evaluate3(csv, audit, *args))
+        line = one_line_error(code, err)
+        assert f"--bins must be an integer from 2 to 100; got {bins}" in line
+        assert spent(audit) == [0.0, 0.0, 0.0]
+    code, _, err = run_main(capsys, evaluate3(csv, audit, "--method", "rocglm",
+                                              "--sensitivity", "0.05", "--bins", "2"))  # fmt: skip
+    assert code == 0, err
+
+
 # -- 4. privacy status in the words of a site operator ---------------------------------------
 
 

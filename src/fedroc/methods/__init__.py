@@ -395,6 +395,10 @@ def evaluate(
         # A method that draws its own curve (the histogram's, from its tree) gets the bins
         # asked for: it was left at its default 10 whatever --bins said.
         options = {**options, "calibration_bins": calibration_bins}
+    elif calibration_bins is not None and not spec.needs_pooled:
+        # The curve below is the sites' (fedroc.calibration takes 2 to 100 bins): refused
+        # after the run, the method's releases (the ROC-GLM's noisy scores) were spent.
+        _check_site_calibration_bins(calibration_bins)
     result = _small_class_caveat(_withhold_undefined_interval(spec.run(inputs, **options)))
     if calibration_bins is None or "brier" in result.extra or method == "pooled":
         return result
@@ -414,6 +418,17 @@ def evaluate(
         calibration=cal.curve,
         calibration_released={"rounds": extra_released.rounds},
     )
+
+
+def _check_site_calibration_bins(bins: Any) -> None:
+    from fedroc.federation.basic import MAX_CALIBRATION_BINS
+
+    ok = isinstance(bins, (int, np.integer)) and not isinstance(bins, bool)
+    if not ok or not 2 <= bins <= MAX_CALIBRATION_BINS:
+        raise InputError(
+            f"calibration_bins must be an integer from 2 to {MAX_CALIBRATION_BINS}; got "
+            f"{bins!r} (the sites' calibration curve)"
+        )
 
 
 def interval_caveat(auc: float, ci: Sequence[float] | None) -> str | None:
