@@ -195,3 +195,18 @@ def test_paired_delong_undercovers_with_15_positives_and_mover_covers():
     assert row["wald_above"] > 2 * row["wald_below"]
     assert row["mover-default"] > 0.95
     assert row["mover-default"] - row["wald"] >= 0.04
+
+
+def test_a_point_interval_away_from_one_half_is_not_said_to_come_from_ties():
+    """DeLong's variance is 0 strictly between AUC 0 and 1 only when every score ties, and
+    then the AUC is 0.5. A point interval elsewhere comes from a variance rounded to 0 (the
+    MPC job opens it to 2^-28); interval_caveat said 'every score ties ... the AUC is 0.5
+    from ties alone' of an AUC of 0.9995 too."""
+    from fedroc.methods import interval_caveat
+
+    tied = interval_caveat(0.5, (0.5, 0.5))
+    assert tied is not None and "every score ties" in tied
+    rounded = interval_caveat(0.9995, (0.9995, 0.9995))
+    assert rounded is not None and "ties" not in rounded
+    assert "the point 0.9995" in rounded and "variance" in rounded
+    assert interval_caveat(0.8, (0.7, 0.9)) is None

@@ -460,6 +460,11 @@ def interval_caveat(auc: float, ci: Sequence[float] | None) -> str | None:
     if all(math.isfinite(v) for v in ci):
         if ci[0] != ci[1] or not math.isfinite(auc) or auc in (0.0, 1.0):
             return None
+        if auc != 0.5:  # not ties (they give 0.5): a variance rounded to 0 (MPC opens 2^-28)
+            return (
+                f"the interval is the point {auc:g}: the variance it was computed from is 0 "
+                "at the precision it was released to, which understates the uncertainty"
+            )
         return (
             f"the interval is the point {auc:g}: every score ties (the same score for every "
             "row), so the AUC is 0.5 from ties alone and DeLong's variance is 0; the rows "
