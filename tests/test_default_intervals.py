@@ -210,3 +210,38 @@ def test_a_point_interval_away_from_one_half_is_not_said_to_come_from_ties():
     assert rounded is not None and "ties" not in rounded
     assert "the point 0.9995" in rounded and "variance" in rounded
     assert interval_caveat(0.8, (0.7, 0.9)) is None
+
+
+def test_an_mpc_result_with_its_calibration_curve_goes_by_the_counts_the_curve_gives():
+    """With --mpc-calibration the curve's counts give P and N (its help says so): the
+    caveat said 'if the smaller class has 9 rows or fewer (the job keeps the class counts
+    secret ...)' of 90 positives and 90 negatives the analyst could read off the curve."""
+    from fedroc.metrics import CalibrationCurve
+
+    def mpc_result(auc: float, count: list[int], positives: list[int]) -> EvaluationResult:
+        k = np.asarray(count)
+        frac = np.where(k > 0, np.asarray(positives) / np.maximum(k, 1), np.nan)
+        curve = CalibrationCurve(
+            edges=np.linspace(0, 1, k.size + 1), count=k, mean_predicted=np.full(k.size, 0.5),
+            observed_fraction=frac, suppressed=np.zeros(k.size, dtype=bool),
+        )  # fmt: skip
+        return EvaluationResult(
+            method="mpc", sites=[], auc=auc, auc_ci=(auc - 0.05, min(1.0, auc + 0.05)),
+            released=Released.pooled(1000),
+            extra={"n_pos": None, "n_neg": None, "mpc": {"min_class_count": 5},
+                   "calibration": curve},
+        )  # fmt: skip
+
+    big = _small_class_caveat(mpc_result(0.7, [60, 60, 60], [10, 30, 50]))
+    assert not [c for c in big.extra.get("caveats") or [] if "may be too narrow" in c]
+    small = _small_class_caveat(mpc_result(0.7, [60, 60, 60], [1, 2, 3]))
+    (said,) = [c for c in small.extra.get("caveats") or [] if "may be too narrow" in c]
+    assert "with 6 rows in the smaller class" in said
+    # A bin whose fraction is withheld leaves the counts unknown: the secret-count caveat.
+    gap = mpc_result(0.7, [60, 60, 60], [10, 30, 50])
+    cal = gap.extra["calibration"]
+    frac = cal.observed_fraction.copy()
+    frac[0] = np.nan
+    gap = gap.with_extra(calibration=replace(cal, observed_fraction=frac))
+    (said,) = [c for c in _small_class_caveat(gap).extra["caveats"] if "may be too narrow" in c]
+    assert "keeps the class counts secret" in said

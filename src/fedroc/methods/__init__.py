@@ -527,6 +527,8 @@ def _small_class_caveat(result: EvaluationResult) -> EvaluationResult:
         return result
     far = max(result.auc, 1.0 - result.auc) >= _HIGH_AUC
     if n_pos is None or n_neg is None:
+        n_pos, n_neg = _class_counts_of_curve(result.extra.get("calibration"))
+    if n_pos is None or n_neg is None:
         return _secret_class_caveat(result, far)
     m = min(float(n_pos), float(n_neg))
     if not (m < _FEW_ROWS or (m <= _FEW_ROWS_HIGH_AUC and far)):
@@ -539,6 +541,25 @@ def _small_class_caveat(result: EvaluationResult) -> EvaluationResult:
     )
     caveats = [*(result.extra.get("caveats") or []), why]
     return result.with_extra(caveats=caveats)
+
+
+def _class_counts_of_curve(curve: Any) -> tuple[int | None, int | None]:
+    """Return the class counts a secure calibration curve gives (every row counted), or None.
+
+    The MPC job with its calibration curve (``--mpc-calibration``) keeps P and N secret in
+    its own outputs, but the curve's counts and observed fractions give them; the caveat
+    goes by them then. Unknown (None) when a non-empty bin's fraction is withheld.
+    """
+    count = getattr(curve, "count", None)
+    frac = getattr(curve, "observed_fraction", None)
+    if count is None or frac is None:
+        return None, None
+    k = np.asarray(count, dtype=np.float64)
+    f = np.asarray(frac, dtype=np.float64)
+    if k.shape != f.shape or not np.isfinite(f[k > 0]).all():
+        return None, None
+    n_pos = round(float(np.sum(k[k > 0] * f[k > 0])))
+    return n_pos, round(float(k.sum())) - n_pos
 
 
 def _secret_class_caveat(result: EvaluationResult, far: bool) -> EvaluationResult:
