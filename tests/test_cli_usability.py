@@ -302,3 +302,33 @@ def test_privacy_status_reads_a_ledger_written_before_inputs_were_recorded(capsy
     assert code == 0, err
     text = " ".join(out.split())
     assert "a: epsilon 0.5 for a secure sum (histogram class counts, before the tree)" in text
+
+
+def test_privacy_status_says_every_binding_of_the_methods_in_words(capsys, csv, tmp_path):
+    """After rocglm and clustered runs, `privacy status` still printed their bindings as
+    ledger keys: 'rocglm.scale:range:[0.0, 1.0] = ...', 'argument:fedroc.calibration:n_bins
+    = 10', 'clustered-secure:edges = ...' (review of the day's diff). Each is a sentence now;
+    the keys stay in --json."""
+    audit = tmp_path / "audit"
+    frame = pd.read_csv(csv)
+    frame["pid"] = np.arange(len(frame)) % 20  # 20 clusters of 3 rows, both classes in each
+    clustered = tmp_path / "c.csv"
+    frame.to_csv(clustered, index=False)
+    runs = [
+        evaluate3(csv, audit, "--method", "rocglm", "--sensitivity", "0.05"),
+        evaluate3(clustered, audit, "--method", "clustered", "--cluster", "pid"),
+    ]
+    for args in runs:
+        code, _, err = run_main(capsys, args)
+        assert code == 0, err
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(audit)])
+    assert code == 0, err
+    raw = json.loads(run_main(capsys, ["privacy", "status", "--audit-dir", str(audit),
+                                       "--json"])[1])  # fmt: skip
+    keys = set(raw["sites"][0]["bindings"])
+    assert any(k.startswith("rocglm.scale:") for k in keys), keys
+    assert any(k.startswith("clustered") for k in keys), keys
+    text = " ".join(out.split())
+    for key in keys:
+        assert f"{key} =" not in text, key  # no binding left as its raw key
+    assert "a: rocglm noisy scores only on the score range" in text

@@ -103,6 +103,33 @@ def describe_binding(key: str, value: Any) -> str:
         return f"authorised MPC job {value.get('job')} ({_shown(value.get('terms'))})"
     if key.startswith("rocglm.confusion-threshold:"):
         return f"released a rocglm confusion table at threshold {_shown(value)} in the clear"
+    return _describe_other(key, value)
+
+
+# The other bindings, by key prefix: the sentence, with the key's rest and the value.
+_OTHER_BINDINGS = (
+    ("argument:", "answers {rest} {value} only (it may not change)"),
+    ("rocglm.scale:range+levels:", "rocglm noisy scores only on the score scale {rest}"),
+    ("rocglm.scale:range:", "rocglm noisy scores only on the score range {rest}"),
+    ("clustered-clear:edges", "clustered summaries in the clear only on bin edges {value}"),
+    ("clustered-clear:moments", "clustered round 2 in the clear only with arguments {value}"),
+    ("clustered-secure:edges", "secure clustered summaries only on bin edges {value}"),
+    ("clustered-secure:moments", "secure clustered round 2 only with arguments {value}"),
+    ("clustered-secure:rows-session:", "read its rows for secure clustered session {rest}"),
+    ("clustered:clear-edges", "cut its scores in the clear at {value} (clustered bins)"),
+    ("histogram-joint:grid", "two-score histograms only on the grid {value}"),
+)
+
+
+def _describe_other(key: str, value: Any) -> str:
+    """Say the bindings of the methods in a sentence; an unknown key as ``key = value``."""
+    for prefix, sentence in _OTHER_BINDINGS:
+        if key.startswith(prefix):
+            rest = _shown(key[len(prefix) :]).removeprefix("fingerprint ")
+            if prefix == "argument:":
+                function, _, argument = rest.rpartition(":")
+                rest = f"{function} with {argument} =" if function else rest
+            return sentence.format(rest=rest, value=_shown(value))
     return f"{key} = {_shown(value)}"
 
 
