@@ -1279,6 +1279,8 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
         ),
         # Taken and ignored: without --mpc-calibration the MPC job draws no curve (s15).
         (["mpc", "--bins", "5"], "--bins applies to --method mpc with --mpc-calibration"),
+        # --bins 10, the default, was taken where flower run refuses it (review of 12-07).
+        (["mpc", "--bins", "10"], "--bins applies to --method mpc with --mpc-calibration"),
         # Taken and ignored: the oblivious sort (the default) has no delta (review s15).
         (["mpc", "--mpc-delta", "3"], "--mpc-delta applies to --mpc-sort delta"),
         # It named the tree (--branching 2 and height 29) the user did not give.

@@ -65,9 +65,14 @@ ConfidenceOption = Annotated[
     float,
     typer.Option(help="Confidence level of the intervals, in (0, 1).", callback=_confidence_level),
 ]
-CalibrationBinsOption = Annotated[int, typer.Option(help="Calibration bins.", min=1)]
-#: --bins when not given (a value other than it is an option the user typed).
+#: Calibration bins where --bins is not given.
 DEFAULT_CALIBRATION_BINS = 10
+# None: not given (the default, DEFAULT_CALIBRATION_BINS, then applies where a curve is made),
+# so that a command can tell `--bins 10` given to a method that makes no curve.
+CalibrationBinsOption = Annotated[
+    int | None,
+    typer.Option("--bins", min=1, help=f"Calibration bins (default {DEFAULT_CALIBRATION_BINS})."),
+]
 ClusterFileOption = Annotated[Path, typer.Option(help="Cluster file of the running parties.")]
 RootCertificatesOption = Annotated[
     Path | None, typer.Option(help="CA certificate of the SuperLink (PEM).")

@@ -561,7 +561,7 @@ def evaluate_command(
         ),
     ] = None,
     confidence: ConfidenceOption = 0.95,
-    bins: CalibrationBinsOption = DEFAULT_CALIBRATION_BINS,
+    bins: CalibrationBinsOption = None,
     min_count: Annotated[
         int | None,
         typer.Option(
@@ -650,11 +650,12 @@ def evaluate_command(
             "as independent and would ignore the clusters; use --method clustered (across "
             "sites) or `fedroc clustered FILE` (one file)"
         )
-    if method == "mpc" and bins != DEFAULT_CALIBRATION_BINS and not mpc_calibration:
+    if method == "mpc" and bins is not None and not mpc_calibration:
         raise InputError(
             "--bins applies to --method mpc with --mpc-calibration (without it the MPC job "
             "adds no calibration curve)"
         )
+    n_bins = DEFAULT_CALIBRATION_BINS if bins is None else bins
     options: dict[str, Any] = check_weights(method, sample_weight)
     if sites_file is not None and spec.needs_pooled:
         raise InputError(
@@ -722,9 +723,9 @@ def evaluate_command(
             if "n_bins" in options:  # --cluster-bins: pooled's n_bins is --bins
                 raise InputError("option(s) --cluster-bins do not apply to --method pooled")
             options["site_sizes"] = {k: v.n for k, v in data.items()}
-            options["n_bins"] = bins
+            options["n_bins"] = n_bins
     if method == "mpc":
-        options["mpc_calibration_bins"] = bins
+        options["mpc_calibration_bins"] = n_bins
     try:
         check_options(method, options)  # again: the options the sites' data added
         with show_progress(method, federation):
@@ -734,7 +735,7 @@ def evaluate_command(
                 pooled=pooled,
                 seed=seed,
                 confidence_level=confidence,
-                calibration_bins=bins,
+                calibration_bins=n_bins,
                 **options,
             )
     except InputError as exc:

@@ -35,6 +35,7 @@ from fedroc.cli._common import (
 from fedroc.cli._options import (
     DEFAULT_CALIBRATION_BINS,
     NO_OPTIONS,
+    CalibrationBinsOption,
     ConfidenceOption,
     JsonOption,
     LabelOption,
@@ -497,15 +498,7 @@ def run(
         ),
     ] = None,
     confidence: ConfidenceOption = 0.95,
-    bins: Annotated[
-        int | None,
-        typer.Option(
-            "--bins",
-            min=1,
-            help="Calibration bins (default 10); --job moments adds a calibration curve only "
-            "when given.",
-        ),
-    ] = None,
+    bins: CalibrationBinsOption = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds a site may take to answer one call.")
     ] = 60.0,
