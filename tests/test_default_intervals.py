@@ -34,7 +34,7 @@ def _separated_frames() -> dict[str, pd.DataFrame]:
     return frames
 
 
-@pytest.mark.parametrize("method", ["pooled", "histogram"])
+@pytest.mark.parametrize("method", ["pooled", "histogram", "mpc"])
 def test_an_undefined_interval_is_withheld_with_its_reason(method):
     # At AUC 1 DeLong's variance is 0 and the logit interval undefined: it used to come
     # back as (nan, nan), [null, null] in JSON, with no word of why.
@@ -47,6 +47,8 @@ def test_an_undefined_interval_is_withheld_with_its_reason(method):
     assert res.auc_ci is None and res.to_dict()["auc_ci"] is None
     [why] = [c for c in res.extra["caveats"] if c.startswith("no interval")]
     assert "the AUC is 1" in why and "undefined" in why
+    # The MPC job's AUC is opened rounded: its 1 may be a few pairs short of separation.
+    assert ("as opened, rounded to 2^-" in why) == (method == "mpc")
 
 
 def test_an_interval_that_exists_is_kept():
@@ -210,6 +212,14 @@ def test_a_point_interval_away_from_one_half_is_not_said_to_come_from_ties():
     assert rounded is not None and "ties" not in rounded
     assert "the point 0.9995" in rounded and "variance" in rounded
     assert interval_caveat(0.8, (0.7, 0.9)) is None
+    # An MPC job opens the AUC rounded to 2^-bits: 0.99997 opens as 1, and the caveat said
+    # every positive ranks above every negative (review of 12-07).
+    nan = float("nan")
+    plain = interval_caveat(1.0, (nan, nan))
+    opened = interval_caveat(1.0, (nan, nan), precision_bits=14)
+    assert plain is not None and "(every positive ranks above every negative)" in plain
+    assert opened is not None and "as opened, rounded to 2^-14: every positive ranks" in opened
+    assert "or all but a fraction of the pairs below that" in opened
 
 
 def test_an_mpc_result_with_its_calibration_curve_goes_by_the_counts_the_curve_gives():

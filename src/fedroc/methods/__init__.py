@@ -431,7 +431,9 @@ def _check_site_calibration_bins(bins: Any) -> None:
         )
 
 
-def interval_caveat(auc: float, ci: Sequence[float] | None) -> str | None:
+def interval_caveat(
+    auc: float, ci: Sequence[float] | None, *, precision_bits: int | None = None
+) -> str | None:
     """Say why an AUC interval is undefined or a single point, or None when it is neither.
 
     DeLong's logit interval (pooled, histogram, MPC, ``fedroc metrics``) is undefined at an
@@ -449,6 +451,9 @@ def interval_caveat(auc: float, ci: Sequence[float] | None) -> str | None:
         The AUC estimate.
     ci : sequence of two floats, or None
         Its interval (NaN where undefined); None: no interval to explain.
+    precision_bits : int, optional
+        The AUC was opened rounded to ``2^-precision_bits`` (the MPC job): an AUC of 0 or
+        1 may then be one a few pairs away from it.
 
     Returns
     -------
@@ -473,10 +478,16 @@ def interval_caveat(auc: float, ci: Sequence[float] | None) -> str | None:
     if not math.isfinite(auc):
         return "no interval: there is no AUC"
     if auc in (0.0, 1.0):
+        side = "above" if auc == 1.0 else "below"
+        ranks = (
+            f"every positive ranks {side} every negative"
+            if precision_bits is None
+            else f"as opened, rounded to 2^-{precision_bits}: every positive ranks {side} "
+            "every negative, or all but a fraction of the pairs below that"
+        )
         return (
-            f"no interval: the AUC is {auc:g} (every positive ranks "
-            f"{'above' if auc == 1.0 else 'below'} every negative), where DeLong's variance "
-            "is 0 and the logit interval is undefined"
+            f"no interval: the AUC is {auc:g} ({ranks}), where DeLong's variance is 0 and the "
+            "logit interval is undefined"
         )
     return "no interval: its variance is undefined (fewer than two rows of a class)"
 
@@ -490,7 +501,9 @@ def _withhold_undefined_interval(result: EvaluationResult) -> EvaluationResult:
     (:func:`interval_caveat`).
     """
     ci = result.auc_ci
-    why = interval_caveat(result.auc, ci)
+    mpc = result.extra.get("mpc")
+    bits = mpc.get("precision_bits") if isinstance(mpc, dict) else None
+    why = interval_caveat(result.auc, ci, precision_bits=bits)
     if ci is None or why is None:
         return result
     caveats = [*(result.extra.get("caveats") or []), why]
