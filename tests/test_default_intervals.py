@@ -255,3 +255,15 @@ def test_an_mpc_result_with_its_calibration_curve_goes_by_the_counts_the_curve_g
     gap = gap.with_extra(calibration=replace(cal, observed_fraction=frac))
     (said,) = [c for c in _small_class_caveat(gap).extra["caveats"] if "may be too narrow" in c]
     assert "keeps the class counts secret" in said
+
+
+def test_the_score_interval_at_auc_1_holds_a_high_auc_and_can_miss_a_low_one():
+    # The small seeded version of scripts/separated_score_ci.py: where the default interval
+    # is withheld (sample AUC 1), the score interval holds a design AUC of 0.99 in every
+    # such run, and misses 0.6 where an AUC of 1 is a rare fluke (3 against 12).
+    study = load_script("separated_score_ci.py", "separated_score_ci")
+    rng = np.random.default_rng(20261207)
+    hits, held, low = study.cell(0.99, 10, 40, False, 300, rng)
+    assert hits > 50 and held == hits and 0.8 < low < 0.99
+    hits, held, low = study.cell(0.6, 3, 12, False, 3000, rng)
+    assert hits > 0 and held == 0 and low > 0.6
