@@ -217,6 +217,22 @@ def _four_sites(seed: int, audit_dir=None) -> tuple[Federation, dict[str, np.nda
     return Federation.from_sites(sites), truth
 
 
+def _to_masked_inputs(servers: list) -> list[int]:
+    """Run the sessions side by side, stage by stage, up to the masked inputs.
+
+    Returns the indices of the sessions that got past them (a session whose stage a site
+    refused stops there).
+    """
+    alive = list(range(len(servers)))
+    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
+        for k in list(alive):
+            try:
+                getattr(servers[k], stage)()
+            except FedrocError:
+                alive.remove(k)
+    return alive
+
+
 def _interleaved(fed: Federation, sessions: list[tuple[list[str], list[str]]]) -> list:
     """Secure sums of the exact 4096-leaf tree (``fedroc.histogram.tree``), one per
     ``(members, revealers)``, each stage run for every session before the next; then each
@@ -243,13 +259,7 @@ def _interleaved(fed: Federation, sessions: list[tuple[list[str], list[str]]]) -
         server = Server(fed, INPUT_NAME, args, sites=members, allow_dropouts=True)
         server.ask = tuple(revealers)
         servers.append(server)
-    alive = list(range(len(servers)))
-    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
-        for k in list(alive):
-            try:
-                getattr(servers[k], stage)()
-            except FedrocError:
-                alive.remove(k)
+    alive = _to_masked_inputs(servers)
     out: list = [None] * len(servers)
     for k in alive:
         try:
@@ -324,14 +334,7 @@ def test_two_secure_sums_side_by_side_at_two_processes_of_each_site_do_not_both_
             SecAggServer(fed1, INPUT_NAME, args, sites=["a", "b", "c"], allow_dropouts=True),
             SecAggServer(fed2, INPUT_NAME, args, sites=["a", "b", "d"], allow_dropouts=True),
         ]
-        alive = [0, 1]
-        for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
-            for k in list(alive):
-                try:
-                    getattr(servers[k], stage)()
-                except FedrocError:
-                    alive.remove(k)
-        both += len(alive) == 2
+        both += len(_to_masked_inputs(servers)) == 2
     assert both == 0, f"two sessions over two sets past the masked inputs in {both} of 10"
 
 
