@@ -27,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 import warnings
@@ -35,6 +34,9 @@ from pathlib import Path
 
 import numpy as np
 from scipy import special
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coverage import git_commit
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
@@ -125,9 +127,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     rows = measure(args.reps, args.seed)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = git_commit()
     lines = [
         "# Clustered method: the within-cluster AUCs on the site's grid (C1)",
         "",

@@ -35,13 +35,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from scipy import optimize, stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coverage import git_commit
 
 from fedroc.methods.sequester import draw_subsets
 
@@ -231,9 +234,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=40000)
     parser.add_argument("--seed", type=int, default=20261207)
     args = parser.parse_args()
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = git_commit()
     lines = [
         "# Capped draw: does a coupling of the two worlds' subsets exist? (exact)",
         "",
