@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+from _timing import best_of
 
 from fedroc.clustered import clustered_auc
 from fedroc.federation import Federation
@@ -34,15 +34,6 @@ def data(n_rows: int, n_clusters: int, seed: int = 0):
     label = rng.random(n_rows) < 0.4
     score = 1 / (1 + np.exp(-(effect[cluster] + 1.2 * label + rng.normal(0, 1, n_rows))))
     return label, np.round(score, 4), cluster  # rounding adds ties
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def brute_force_seconds(label, score, cluster, n_sub: int) -> float:

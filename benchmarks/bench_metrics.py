@@ -7,21 +7,12 @@ scikit-learn's AUC alone. Run: .venv/bin/python benchmarks/bench_metrics.py [--n
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _timing import best_of
 from sklearn.metrics import roc_auc_score
 
 from fedroc.metrics import delong, roc_auc
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

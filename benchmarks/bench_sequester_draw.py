@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
-from collections.abc import Callable
 
 import numpy as np
+from _timing import best_of
 
 import fedroc.methods.sequester.engine as engine
 from fedroc.methods.sequester import draw_subsets
@@ -64,20 +63,11 @@ def _labels(n_images: int) -> np.ndarray:
     return y
 
 
-def _best(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 def _time_draw(y: np.ndarray, rho: int, n: int, repeats: int, **kw: object) -> float:
     def draw() -> object:
         return draw_subsets(y, n_subsets=rho, subset_size=n, prevalence=0.12, seed=1, **kw)  # type: ignore[arg-type]
 
-    return _best(draw, repeats)
+    return best_of(draw, repeats)
 
 
 def main() -> None:
@@ -120,7 +110,7 @@ def main() -> None:
                 what = f"whole-class permutation (7b14dfd): not run, {rho * phi:.2g} entries"
                 rows.append((what, 1, None))
             else:
-                old_w = _best(lambda: _old_without(y, rho, n), args.repeats)  # noqa: B023
+                old_w = best_of(lambda: _old_without(y, rho, n), args.repeats)  # noqa: B023
                 rows.append(("whole-class permutation (7b14dfd)", 1, old_w))
         for draw, copies, secs in rows:
             shown = "-" if secs is None else f"{secs:.3f}"
