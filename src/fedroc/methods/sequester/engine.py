@@ -41,6 +41,7 @@ __all__ = [
     "noisy_prevalence",
     "prevalence_epsilon",
     "rank_distance",
+    "resolve_max_copies",
     "subset_auc",
     "subset_aucs",
 ]
@@ -296,7 +297,7 @@ def draw_subsets(
     n = int(subset_size)
     n_pos = min(max(round(p * n), 1), n - 1)
     n_neg = n - n_pos
-    copies = _max_copies(max_copies, replace, n, y.size)
+    copies = resolve_max_copies(max_copies, replace, n, y.size)
     if not replace and (n_pos > pos.size or n_neg > neg.size):
         raise InputError(
             f"subset_size {n} at prevalence {p:.4g} needs {n_pos} positive and {n_neg} "
@@ -358,7 +359,30 @@ def default_max_copies(subset_size: int, n_images: int) -> int:
     return max(1, math.ceil(4 * int(subset_size) / max(int(n_images), 1) - 1e-12))
 
 
-def _max_copies(max_copies: int | None, replace: bool, subset_size: int, n_images: int) -> int:
+def resolve_max_copies(
+    max_copies: int | None, replace: bool, subset_size: int, n_images: int
+) -> int:
+    """Check ``max_copies`` and give the cap a draw uses (:func:`draw_subsets`, the planner).
+
+    Parameters
+    ----------
+    max_copies : int or None
+        As given: None for the default, 0 for no cap.
+    replace : bool
+        Drawn with replacement (without, the cap is 1).
+    subset_size, n_images : int
+        ``N`` and ``phi``, for :func:`default_max_copies`.
+
+    Returns
+    -------
+    int
+        The cap, 0 for none.
+
+    Raises
+    ------
+    InputError
+        For a cap that is not a whole number >= 0, or not 1 without replacement.
+    """
     if max_copies is None:
         return default_max_copies(subset_size, n_images) if replace else 1
     ok = isinstance(max_copies, (int, np.integer)) and not isinstance(max_copies, bool)

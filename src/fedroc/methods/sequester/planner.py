@@ -41,7 +41,7 @@ from scipy import optimize
 from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError, warn_user
-from fedroc.methods.sequester.engine import default_max_copies
+from fedroc.methods.sequester.engine import resolve_max_copies
 from fedroc.methods.sequester.mechanism import Mechanism
 from fedroc.metrics import (
     auc_sample_size,
@@ -112,17 +112,6 @@ def _count(value: int, name: str) -> int:
     if not ok:
         raise InputError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
-
-
-def _copies(value: int) -> int:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value == 0:
-        return 0  # no cap
-    try:
-        return _count(value, "max_copies")
-    except InputError:
-        raise InputError(
-            f"max_copies must be a whole number >= 1 (or 0: no cap); got {value!r}"
-        ) from None
 
 
 MAX_SUBSET_SIZE = 10**8
@@ -718,7 +707,7 @@ def plan(
         raise InputError("give auc and prevalence together (both or neither)")
     if budget_units is not None:
         _count(budget_units, "budget_units")
-    copies = default_max_copies(n, phi) if max_copies is None else _copies(max_copies)
+    copies = resolve_max_copies(max_copies, True, n, phi)
     if copies >= 1 and n > copies * phi:
         # The service refuses to draw it; say so here, where the plan is made.
         if subset_size is not None:
