@@ -24,7 +24,6 @@ sequester_app = typer.Typer(
 
 ADMIN_ENV = "FEDROC_SEQUESTER_ADMIN_TOKEN"
 ADMIN_FILE_ENV = "FEDROC_SEQUESTER_ADMIN_TOKEN_FILE"
-MIN_ADMIN_TOKEN = 16  # as create_app requires
 SEED_ENV = "FEDROC_SEQUESTER_NOISE_SEED"
 # Service defaults (fedroc.sequester.service.DEFAULTS), repeated here so that --help works
 # without the service extra.
@@ -364,6 +363,8 @@ def _check_listen(host: str, port: int) -> None:
 
 def _long_enough(token: str, source: str) -> str:
     """Refuse a short custodian token naming its source and length (never the token)."""
+    from fedroc.sequester.service import MIN_ADMIN_TOKEN  # imported by serve already
+
     if len(token) < MIN_ADMIN_TOKEN:
         raise InputError(
             f"the custodian token in {source} has {len(token)} characters; it needs at least "

@@ -70,6 +70,7 @@ __all__ = ["DEFAULTS", "SequesterClient", "create_app"]
 
 API = "/v1"
 MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL
+MIN_ADMIN_TOKEN = 16  # characters of the custodian token
 MAX_TABLE_ENTRIES = planner.MAX_TABLE_ENTRIES  # n_subsets * subset_size (the planner warns)
 DEFAULTS = {"max_body_bytes": 16 * 2**20, "rate_limit": 50.0, "rate_burst": 100}
 
@@ -307,8 +308,8 @@ def create_app(  # noqa: C901
     """
     from fastapi_offline import FastAPIOffline
 
-    if len(admin_token) < 16:
-        raise InputError("the admin token must have at least 16 characters")
+    if len(admin_token) < MIN_ADMIN_TOKEN:
+        raise InputError(f"the admin token must have at least {MIN_ADMIN_TOKEN} characters")
     if max_body_bytes < 1024:
         raise InputError(f"max_body_bytes must be at least 1024; got {max_body_bytes!r}")
     if not (rate_limit >= 0 and math.isfinite(rate_limit)):
