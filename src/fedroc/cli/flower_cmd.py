@@ -416,13 +416,15 @@ def _job_options(
     # evaluate's goes through secure aggregation first.
     if job != "moments" or bins is None:
         return {}
-    from fedroc.federation.basic import MAX_CALIBRATION_BINS
+    from fedroc.federation.basic import MAX_CALIBRATION_BINS, check_calibration_bins
 
-    if not 2 <= bins <= MAX_CALIBRATION_BINS:
+    try:
+        check_calibration_bins(bins)
+    except InputError:
         raise InputError(
             f"--bins {bins}: the sites' calibration curve takes 2 to {MAX_CALIBRATION_BINS} "
             "bins (the job would ask it after the mean, variance and Brier score)"
-        )
+        ) from None
     return {"calibration_bins": bins}
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "bind_exact_counts",
     "bind_tree",
     "bound_grid",
+    "check_calibration_bins",
     "check_exact_counts",
     "clear_cuts",
     "distributed_brier",
@@ -71,6 +72,38 @@ FN_BRIER = "fedroc.brier"
 FN_CALIBRATION = "fedroc.calibration"
 FN_IS_PROBABILITY = "fedroc.is_probability"
 MAX_CALIBRATION_BINS = 100
+
+
+def check_calibration_bins(bins: Any) -> int:
+    """Refuse, before any call, bins the sites' ``fedroc.calibration`` would refuse.
+
+    Its schema takes 2 to :data:`MAX_CALIBRATION_BINS`; a caller that asks the curve after
+    other releases (a method's, the moments job's) checks first, so that the refusal does
+    not come after them.
+
+    Parameters
+    ----------
+    bins : int
+        The bins asked for.
+
+    Returns
+    -------
+    int
+        ``bins``.
+
+    Raises
+    ------
+    InputError
+        For anything but an integer from 2 to ``MAX_CALIBRATION_BINS``.
+    """
+    ok = isinstance(bins, (int, np.integer)) and not isinstance(bins, bool)
+    if not ok or not 2 <= bins <= MAX_CALIBRATION_BINS:
+        raise InputError(
+            f"calibration_bins must be an integer from 2 to {MAX_CALIBRATION_BINS}; got {bins!r}"
+        )
+    return int(bins)
+
+
 # Ledger keys. How the site releases exact binned counts (clear or secure: one way per
 # lifetime, see bind_exact_counts; the key's name is the one calibration alone bound before,
 # so that a site's earlier binding holds), its calibration bins (the argument binding of

@@ -421,14 +421,12 @@ def evaluate(
 
 
 def _check_site_calibration_bins(bins: Any) -> None:
-    from fedroc.federation.basic import MAX_CALIBRATION_BINS
+    from fedroc.federation.basic import check_calibration_bins
 
-    ok = isinstance(bins, (int, np.integer)) and not isinstance(bins, bool)
-    if not ok or not 2 <= bins <= MAX_CALIBRATION_BINS:
-        raise InputError(
-            f"calibration_bins must be an integer from 2 to {MAX_CALIBRATION_BINS}; got "
-            f"{bins!r} (the sites' calibration curve)"
-        )
+    try:
+        check_calibration_bins(bins)
+    except InputError as exc:
+        raise InputError(f"{exc} (the sites' calibration curve)") from None
 
 
 def interval_caveat(

@@ -27,7 +27,6 @@ from typing import Any
 from fedroc._results import jsonable
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation import basic
-from fedroc.federation.basic import MAX_CALIBRATION_BINS as MAX_BINS
 from fedroc.federation.federation import Federation
 from fedroc.privacy import is_class_count_refusal
 
@@ -81,11 +80,9 @@ def take_options(options: dict[str, Any], allowed: set[str], job: str) -> None:
 def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
     take_options(options, {"column", "subset", "calibration_bins"}, "moments")
     bins = options.get("calibration_bins")
-    if bins is not None and (
-        not isinstance(bins, int) or isinstance(bins, bool) or not 2 <= bins <= MAX_BINS
-    ):
+    if bins is not None:
         # Before any call: the sites refuse such n_bins, after the moments were released.
-        raise InputError(f"calibration_bins must be an integer from 2 to {MAX_BINS}; got {bins!r}")
+        basic.check_calibration_bins(bins)
     start = federation.mark()
     moments = basic.distributed_variance(
         federation,
