@@ -140,6 +140,10 @@ class EvaluationResult(ResultMixin):
             self.details,
         )
 
+    def with_caveat(self, why: str) -> EvaluationResult:
+        """Return a copy with ``why`` added to the ``caveats`` of ``extra``."""
+        return self.with_extra(caveats=[*(self.extra.get("caveats") or []), why])
+
     def summary(self) -> str:
         """Format the AUC, its interval, the method's scalar keys and the traffic as a table."""
         rows: list[tuple[str, Any]] = [("method", self.method), ("AUC", self.auc)]
@@ -504,10 +508,9 @@ def _withhold_undefined_interval(result: EvaluationResult) -> EvaluationResult:
     why = interval_caveat(result.auc, ci, precision_bits=bits)
     if ci is None or why is None:
         return result
-    caveats = [*(result.extra.get("caveats") or []), why]
     if all(math.isfinite(v) for v in ci):
-        return result.with_extra(caveats=caveats)
-    return replace(result, auc_ci=None).with_extra(caveats=caveats)
+        return result.with_caveat(why)
+    return replace(result, auc_ci=None).with_caveat(why)
 
 
 # Where fedroc's audit measured DeLong's logit interval below its level by more than 3 Monte
@@ -550,8 +553,7 @@ def _small_class_caveat(result: EvaluationResult) -> EvaluationResult:
         + ", DeLong's logit interval covered 81% to 91% of the time instead of 95% in "
         "fedroc's coverage audit (scripts/results/coverage_audit_pooled.md)"
     )
-    caveats = [*(result.extra.get("caveats") or []), why]
-    return result.with_extra(caveats=caveats)
+    return result.with_caveat(why)
 
 
 def _class_counts_of_curve(curve: Any) -> tuple[int | None, int | None]:
@@ -594,8 +596,7 @@ def _secret_class_caveat(result: EvaluationResult, far: bool) -> EvaluationResul
         "fedroc's coverage audit (scripts/results/coverage_audit_pooled.md; 0.90 for the MPC "
         "method with 50 positives at an AUC of 0.96 in scripts/results/coverage_all.md)"
     )
-    caveats = [*(result.extra.get("caveats") or []), why]
-    return result.with_extra(caveats=caveats)
+    return result.with_caveat(why)
 
 
 def sites_calibration(
