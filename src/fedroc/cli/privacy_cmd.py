@@ -51,6 +51,11 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+def _short_id(text: str) -> str:
+    """Show an id inside a ledger key (a session's, 32 hex digits or more) by its start."""
+    return _shown(text).removeprefix("fingerprint ")
+
+
 def describe_binding(key: str, value: Any) -> str:
     """Say in a sentence what a ledger binding holds the site to (the raw pair in --json)."""
     if key == "rows" or key.startswith("rows+"):
@@ -90,14 +95,14 @@ def describe_binding(key: str, value: Any) -> str:
     # R12-2 (fedroc.secagg.protocol.MASKED_KEY, UNMASKED_KEY): the set a secure session's
     # masked input went over, recorded before it left, and that the session was unmasked.
     if key.startswith("secagg-masked:"):
-        session = _shown(key[len("secagg-masked:") :]).removeprefix("fingerprint ")
+        session = _short_id(key[len("secagg-masked:") :])
         return (
             f"sent its masked input over {_shown(value)} in secure session {session} (until "
             "that session is unmasked or the site's partners are bound, it sends none over "
             "another set)"
         )
     if key.startswith("secagg-unmasked:"):
-        session = _shown(key[len("secagg-unmasked:") :]).removeprefix("fingerprint ")
+        session = _short_id(key[len("secagg-unmasked:") :])
         return f"unmasked secure session {session}"
     if key.startswith("mpc-job:") and isinstance(value, dict):
         return f"authorised MPC job {value.get('job')} ({_shown(value.get('terms'))})"
@@ -125,7 +130,7 @@ def _describe_other(key: str, value: Any) -> str:
     """Say the bindings of the methods in a sentence; an unknown key as ``key = value``."""
     for prefix, sentence in _OTHER_BINDINGS:
         if key.startswith(prefix):
-            rest = _shown(key[len(prefix) :]).removeprefix("fingerprint ")
+            rest = _short_id(key[len(prefix) :])
             if prefix == "argument:":
                 function, _, argument = rest.rpartition(":")
                 rest = f"{function} with {argument} =" if function else rest
