@@ -180,3 +180,26 @@ def test_every_option_the_docs_give_a_command_is_in_its_help(capsys, monkeypatch
                     if option not in helps[command] and option != "--bogus":
                         missing.append(f"fedroc {command} {option}: {part.strip()[:80]}")
     assert not missing, missing
+
+
+def test_readme_sequester_plan_comment_is_what_the_plan_gives(capsys):
+    """README's `fedroc sequester plan ...  # subset size 4188, budget 2.09, DP epsilon 0.32,
+    AUC SE 0.012`: the figures of its comment are those the command prints (the DP epsilon is
+    the service's, thresholdout's, from the capped draw's sensitivity), to the digits given."""
+    text = re.sub(r"\\\n\s*", " ", README)
+    [line] = [x for x in text.splitlines() if x.startswith("fedroc sequester plan --images")]
+    command, comment = line.split("#", 1)
+    code, out, _ = run_main(capsys, [*command.split()[1:], "--json"])
+    assert code == 0
+    plan = json.loads(out)
+    said = dict(re.findall(r"([A-Za-z][A-Za-z ]*?) ([0-9.]+)(?:,|$)", comment.strip()))
+    assert set(said) == {"subset size", "budget", "DP epsilon", "AUC SE"}, said
+    keys = {
+        "subset size": "subset_size",
+        "budget": "budget",
+        "DP epsilon": "epsilon_thresholdout",
+        "AUC SE": "auc_se",
+    }
+    for name, key in keys.items():
+        digits = len(said[name].partition(".")[2])
+        assert round(plan[key], digits) == float(said[name]), (name, plan[key], said[name])
