@@ -31,12 +31,14 @@ sensitivity ``Delta`` of :func:`~fedroc.methods.sequester.engine.auc_sensitivity
 
 - ``thresholdout`` (default): whether their model's subset AUC lies within a noisy ``T``
   of the reference AUC they sent (the answer is then their own number), and at most ``B``
-  noisy subset AUCs. The interaction is ``(2 B Delta / sigma, 0)``-differentially private
-  with respect to one image's label, whatever the developer does; the one-image probe that
+  noisy subset AUCs. The interaction is ``2 B Delta / sigma``-differentially private
+  with respect to one image's label, whatever the developer does, up to the small delta of
+  the draw's check of the noisy prevalence against the true class sizes (the prevalence's
+  own epsilon added; docs/privacy.md); the one-image probe that
   reads every label under the paper's variant reads none (``scripts/sequester_adaptive.py``,
   ``tests/test_sequester_attack.py``).
 - ``laplace``: at most ``B`` answers, each with ``Lap(sigma)`` noise;
-  ``(B Delta / sigma, 0)``-DP.
+  ``B Delta / sigma``-DP (with the same delta and prevalence epsilon).
 - ``h-thresholdout`` (the paper's variant): exact subset AUCs whenever they lie within
   ``T`` of the whole-set AUC, without spending budget. It protects against a developer who
   overfits one subset by accident, not against one who crafts predictions: one-image
