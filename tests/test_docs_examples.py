@@ -104,6 +104,24 @@ def test_readme_python_blocks_run_as_written(reader_dir):
     assert fedroc.average_precision(y, score) == pytest.approx(ap, abs=1e-12)
     assert set(namespace["result"].to_dict()) >= {"method", "auc", "auc_ci", "released"}
     assert namespace["res"].auc == pytest.approx(roc_auc_score(y, score), abs=0.03)
+    # "fm.partial_auc(y, score, max_fpr=0.2)  # McClish-standardised, == roc_auc_score(max_fpr=)"
+    fm = namespace["fm"]
+    pauc = roc_auc_score(y, score, max_fpr=0.2)
+    assert fm.partial_auc(y, score, max_fpr=0.2) == pytest.approx(pauc, abs=1e-12)
+    # The summed per-site counts are the pooled rows' counts at the shared thresholds: their
+    # AUC is the AUC of the scores floored to the bin edges (the pooled rows are the sites').
+    edges = namespace["edges"]
+    floored = np.searchsorted(edges, score, side="right")
+    assert namespace["counts"].auc() == pytest.approx(roc_auc_score(y, floored), abs=1e-12)
+    # "res.confidence_interval()  # default: logit CI, joined below 100 rows of a class ..."
+    res = fedroc.delong(y, score)
+    assert min(np.sum(y == 1), np.sum(y == 0)) >= 100  # so the default is the logit CI alone
+    assert res.confidence_interval() == pytest.approx(res.confidence_interval(method="logit"))
+    few = np.r_[np.flatnonzero(y == 1)[:15], np.flatnonzero(y == 0)]  # 15 positives
+    small = fedroc.delong(y[few], score[few])
+    logit, union = small.confidence_interval(method="logit"), small.confidence_interval()
+    scored = small.confidence_interval(method="score")
+    assert union == pytest.approx((min(logit[0], scored[0]), max(logit[1], scored[1])))
 
 
 def test_readme_error_example_is_what_the_cli_prints(capsys):
