@@ -104,6 +104,11 @@ def test_readme_python_blocks_run_as_written(reader_dir):
     assert fedroc.average_precision(y, score) == pytest.approx(ap, abs=1e-12)
     assert set(namespace["result"].to_dict()) >= {"method", "auc", "auc_ci", "released"}
     assert namespace["res"].auc == pytest.approx(roc_auc_score(y, score), abs=0.03)
+    # "distributed_rocglm(fed, sensitivity=0.01)   # epsilon 1, delta 1/(10 n), analytic"
+    rocglm_res = namespace["res"]
+    largest = max(len(s[0]) for s in namespace["sites"])
+    assert (rocglm_res.epsilon, rocglm_res.calibration) == (1.0, "analytic")
+    assert rocglm_res.delta == pytest.approx(1 / (10 * largest))
     # "fm.partial_auc(y, score, max_fpr=0.2)  # McClish-standardised, == roc_auc_score(max_fpr=)"
     fm = namespace["fm"]
     pauc = roc_auc_score(y, score, max_fpr=0.2)
