@@ -128,7 +128,11 @@ def party(
         float, typer.Option(help="Seconds to wait for the other parties to come up.")
     ] = 60.0,
 ) -> None:
-    """Run one party until shut down (exit 0) or until a peer is lost (exit 1)."""
+    """Run one party until shut down (exit 0) or until a peer is lost (exit 1).
+
+    A party that cannot listen on its address exits 2 (fix the cluster file); one whose
+    peers do not connect within --startup-timeout exits 1.
+    """
     from fedroc.mpc.net import ClusterConfig, PartyServer
 
     if id not in (0, 1, 2):

@@ -330,6 +330,10 @@ class BadFrame(ProtocolError):
     """A complete frame that does not decode to a valid message; the link stays in step."""
 
 
+class CannotListen(ProtocolError):
+    """A party's address in the cluster file cannot be listened on (a port in use, say)."""
+
+
 class FrameSocket:
     """Length-prefixed frames (:mod:`fedroc.mpc.messages`) on a TLS socket."""
 
@@ -711,7 +715,7 @@ class PartyServer:
         try:
             self._listener = socket.create_server((self.entry.host, self.entry.port))
         except OSError as exc:
-            raise ProtocolError(
+            raise CannotListen(
                 f"cannot listen on {self.entry.host}:{self.entry.port}: {exc.strerror or exc}"
             ) from None
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -728,12 +732,16 @@ class PartyServer:
 
     # -- serving -----------------------------------------------------------------------
     def serve(self) -> int:
-        """Serve jobs until shut down (returns 0) or until a peer is lost (returns 1)."""
+        """Serve jobs until shut down (returns 0) or until a peer is lost (returns 1).
+
+        A party that cannot start returns 2 when its own address cannot be listened on (the
+        user fixes the cluster file, as a bad ``--port`` of other commands), else 1.
+        """
         try:
             self.start()
         except (ProtocolError, OSError) as exc:
             self.log(f"{self.name()}: cannot start: {exc}")
-            return 1
+            return 2 if isinstance(exc, CannotListen) else 1
         try:
             return self._serve_proxy0() if self.pid == 0 else self._serve_follower()
         finally:
