@@ -51,6 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from coverage import git_commit
 
 from fedroc.exceptions import FedrocError
 from fedroc.metrics import roc_auc
@@ -207,7 +208,8 @@ def main() -> None:
     lines = [
         "# Adaptive developers against the answering rules (paper 2, issue 12)",
         "",
-        "`python scripts/sequester_adaptive.py` (" + f"{time.time() - t0:.0f} s). " + head,
+        f"`python scripts/sequester_adaptive.py` ({time.time() - t0:.0f} s, commit "
+        f"{git_commit()}). " + head,
         "",
         "Probe: balanced accuracy of the labels guessed from one-image probes, all images "
         "(0.5 = chance). Masked: the same with fresh random predictions under the probe "
