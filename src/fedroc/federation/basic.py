@@ -240,12 +240,11 @@ def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
 def _brier(ctx: SiteContext, args: Record) -> Reply:
     p = site_probabilities(ctx)
     sse = float(np.sum((ctx.data.label - p) ** 2))
-    counts: dict[str, object] = {"rows": p.size}
-    if ctx.sites is None:
-        # In the clear its sum is n_pos - 2 sum_pos(p) + sum(p^2): with the sum of squares
-        # (fedroc.centered_ss), the positives' score sum, a class aggregate (R12-3). Through
-        # secure aggregation only the sites' total leaves.
-        counts.update(positive=ctx.data.n_pos, negative=ctx.data.n_neg)
+    # Its sum is n_pos - 2 sum_pos(p) + sum(p^2): with the sum of squares
+    # (fedroc.centered_ss), the positives' score sum, a class aggregate (R12-3). Through
+    # secure aggregation too: the partners' clear Brier sums are public, and the total
+    # minus them was the site's own (H13-1, review 13).
+    counts = {"rows": p.size, "positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
     return Reply({"n": p.size, "sse": sse}, counts=counts)
 
 
@@ -297,7 +296,11 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
             "sum_observed": sum_obs,
             "withheld": np.where(keep, 0, count).astype(np.int64),
         }
-        return Reply(secure, counts={"rows": p.size})
+        # Its observed counts add up to the site's positive count, and the partners' class
+        # counts are public (fedroc.class_counts): the total minus them was a count under q
+        # (H13-1, review 13). Held to q as the secure exact tree holds it.
+        d = ctx.data
+        return Reply(secure, counts={"rows": p.size, "positive": d.n_pos, "negative": d.n_neg})
     cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
     if not apart_from_local_trees(ctx, bin_edges(n_bins)[1:-1]):
         raise DisclosureError(

@@ -4,8 +4,11 @@ The site functions are those of :mod:`fedroc.federation.basic` (registered for b
 and secure release); here they go through secure aggregation instead of being released
 per site, so the analyst learns only their totals over the sites. Threat model: that of
 :mod:`fedroc.secagg.protocol` (honest-but-curious). Each site still refuses to take part
-with fewer than q rows (its policy's ``min_count``); bins are not suppressed per site,
-because no site's bin counts are seen.
+with fewer than q rows (its policy's ``min_count``), and, in the Brier sum and the
+calibration curve, with fewer than q rows of a class: the other sites' parts of those
+totals are public (their clear class counts and Brier sums), and the total minus them was
+a site's positive count (review 13, H13-1). Bins are not suppressed per site, because no
+site's bin counts are seen.
 """
 
 from __future__ import annotations

@@ -1,0 +1,85 @@
+"""Attack review 13 (main 446ba58): what two methods give together, the newer paths.
+
+Public calls only (``Federation.call`` of the registered site functions, ``secure_sum``, the
+methods, the sequestration service's store and HTTP app). Each attack was run on 446ba58
+first; where it succeeded, the fix follows in the same commit as its test, or the hole stays
+documented as a strict xfail. Where an attack did not succeed (what held), the test asserts
+that it still fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import fedroc.apps.application  # noqa: F401  (registers every site function)
+from fedroc.data import SiteData
+from fedroc.exceptions import FedrocError
+from fedroc.federation import Federation
+from fedroc.federation.site import Site
+
+TRIALS = 20
+
+
+# -- H13-1. a secure class total minus the partners' clear class counts ----------------------
+
+
+def _federation_with_a_small_class(
+    seed: int, n_pos: int
+) -> tuple[Federation, np.ndarray, np.ndarray]:
+    """A victim ``v`` of 120 rows with ``n_pos`` positives (under q = 5) and two partners of
+    200 rows each with both classes well above q; the victim's labels and scores."""
+    rng = np.random.default_rng([1313, seed])
+    y = np.zeros(120, dtype=bool)
+    y[rng.choice(120, n_pos, replace=False)] = True
+    s = rng.random(120)
+    sites = [Site("v", SiteData.from_arrays(y, s))]
+    for name in ("p1", "p2"):
+        sites.append(Site(name, SiteData.from_arrays(rng.random(200) < 0.4, rng.random(200))))
+    return Federation.from_sites(sites), y, s
+
+
+def _try(f, *args, **kwargs):
+    """``f(*args, **kwargs)``, or None when a site refuses."""
+    try:
+        return f(*args, **kwargs)
+    except FedrocError:
+        return None
+
+
+def test_a_secure_class_total_minus_the_partners_clear_counts_gives_no_class_count_under_q():
+    """H13-1. A site refuses its class counts when a class holds fewer than q rows (and, since
+    R12-3, any clear sum that gives them), and its secure exact tree declares them too; but
+    the secure calibration curve and the secure Brier sum declared only its rows. Their
+    totals are class aggregates: the curve's observed counts add up to the pooled positives,
+    and its partners publish their own class counts (``fedroc.class_counts``, both classes
+    above q there), so the pooled total minus theirs is the victim's positive count; the
+    secure Brier sum minus the partners' clear Brier sums is its sum of squared errors,
+    n_pos - 2 sum_pos(p) + sum(p^2), and with its sum of squares (``fedroc.centered_ss``,
+    all rows) the positives' score sum: a lone positive's exact score. On main 446ba58, a
+    victim of 120 rows with 1 to 4 positives (q = 5) beside two partners of 200 rows: the
+    positive count in 20 of 20, the positives' score sum to 1e-6 in 20 of 20.
+
+    Now a secure calibration and a secure Brier sum declare the site's class counts, as the
+    secure exact tree does: the victim refuses to join them, 0 of 20."""
+    from fedroc.secagg import secure_sum
+
+    counted = scored = 0
+    for seed in range(TRIALS):
+        n_pos = 1 + seed % 4
+        fed, y, s = _federation_with_a_small_class(seed, n_pos)
+        assert _try(fed.call, "fedroc.class_counts", sites=["v"]) is None  # below q
+        partners = fed.call("fedroc.class_counts", sites=["p1", "p2"])
+        known_pos = partners["p1"]["n_pos"] + partners["p2"]["n_pos"]
+        brier = fed.call("fedroc.brier", sites=["p1", "p2"])
+        curve = _try(secure_sum, fed, "fedroc.calibration", n_bins=10)
+        guess = None
+        if curve is not None:
+            guess = round(float(np.sum(curve["sum_observed"])) - known_pos)
+            counted += guess == n_pos
+        total = _try(secure_sum, fed, "fedroc.brier")
+        if total is not None and guess is not None:
+            sse = float(total["sse"]) - brier["p1"]["sse"] - brier["p2"]["sse"]
+            ss = fed.call("fedroc.centered_ss", sites=["v"], column="score", mean=0.0)["v"]["ss"]
+            scored += abs((guess + ss - sse) / 2.0 - s[y].sum()) < 1e-6
+    assert counted == 0, f"a positive count under q read in {counted} of {TRIALS}"
+    assert scored == 0, f"the positives' score sum read in {scored} of {TRIALS}"
