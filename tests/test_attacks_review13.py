@@ -83,3 +83,62 @@ def test_a_secure_class_total_minus_the_partners_clear_counts_gives_no_class_cou
             scored += abs((guess + ss - sse) / 2.0 - s[y].sum()) < 1e-6
     assert counted == 0, f"a positive count under q read in {counted} of {TRIALS}"
     assert scored == 0, f"the positives' score sum read in {scored} of {TRIALS}"
+
+
+# -- H13-2. the secure curve's withheld counts are the one withholding site's -----------------
+
+
+def test_the_secure_calibration_curve_gives_no_sites_count_in_a_bin_under_q():
+    """H13-2. Since R21 a site leaves out of the secure curve's sum of predictions the scores
+    of the bins it would withhold in the clear (under q rows, and the secondary bin), and
+    sent their rows apart (``withheld``), so that the analyst could take each bin's mean
+    prediction over the other rows. Partners large enough to withhold nothing put 0 there:
+    the pooled ``withheld`` was the victim's own count in each bin under q. A victim of 120
+    rows with 1 to 4 of them in [0.9, 1] beside two partners of 200 uniform scores, 10 bins,
+    on main 446ba58: the victim's count in that bin in 20 of 20 (and the secondary bin's).
+
+    Now a site sends, for a withheld bin, its rows at the bin's middle in the sum of
+    predictions and a flag (the clear curve's ``suppressed``) in ``withheld``: no count of
+    the bin leaves it but within the pooled count: the flag is 1 for every count, right in 5
+    of 20 only as the constant guess 1 is. The analyst's mean prediction
+    of a flagged bin holds every row, the withheld ones at the middle."""
+    from fedroc.metrics import bin_edges
+    from fedroc.secagg import secure_sum
+    from fedroc.secagg.statistics import secure_calibration
+
+    counted = 0
+    told: set[int] = set()
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1315, seed])
+        k = 1 + seed % 4  # the victim's rows in [0.9, 1]
+        y = rng.random(120) < 0.4
+        s = np.r_[rng.uniform(0, 0.9, 120 - k), rng.uniform(0.9, 1.0, k)]
+        sites = [Site("v", SiteData.from_arrays(y, s))]
+        partners = {}
+        for name in ("p1", "p2"):
+            py, ps = rng.random(200) < 0.4, rng.random(200)
+            partners[name] = ps
+            sites.append(Site(name, SiteData.from_arrays(py, ps)))
+        fed = Federation.from_sites(sites)
+        pooled = secure_sum(fed, "fedroc.calibration", n_bins=10)
+        told.add(int(np.asarray(pooled["withheld"])[9]))
+        counted += int(np.asarray(pooled["withheld"])[9]) == k
+        if seed == 0:
+            # The analyst's curve: every row counted, the victim's bin-9 row at the middle.
+            curve = secure_calibration(fed, n_bins=10).curve
+            lo = bin_edges(10)[9]
+            top = np.r_[partners["p1"][partners["p1"] >= lo], partners["p2"][partners["p2"] >= lo]]
+            expected = (top.sum() + k * (lo + 1.0) / 2.0) / (top.size + k)
+            assert curve.count[9] == top.size + k and curve.suppressed[9]
+            assert abs(curve.mean_predicted[9] - expected) < 1e-9
+            from rich.console import Console
+
+            from fedroc.cli._common import calibration_table
+
+            console = Console(width=200, record=True)
+            console.print(calibration_table("Calibration", curve))
+            assert "predicted at the bin's middle" in console.export_text()
+    # One value whatever the count (1, 2, 3 or 4 rows): right only where the count is the
+    # flag's 1, as a constant guess is (5 of 20).
+    assert told == {1}, f"the pooled flag took the values {sorted(told)}"
+    assert counted == TRIALS // 4, f"the victim's count in a bin under q read in {counted}"

@@ -181,14 +181,28 @@ def test_secure_brier_and_calibration_match_the_pooled_values():
     plain = basic.distributed_calibration(Federation.from_sites(make_sites(4)), n_bins=5)
 
     # Each site leaves the scores of the bins it withholds in the clear (under q rows) out
-    # of the secure sum of predictions (R21: a pooled bin of one row gave its score), so
-    # the mean predictions are the clear curve's of the same rows; every row's count and
-    # label are summed (R25), so the counts and observed fractions are the pooled ones.
+    # of the secure sum of predictions (R21: a pooled bin of one row gave its score) and
+    # puts their rows in at the bin's middle, with no count of them apart (H13-2: the
+    # pooled count was the one withholding site's); every row's count and label are summed
+    # (R25), so the counts and observed fractions are the pooled ones.
     assert plain.curve.suppressed.any()  # 20 rows a site, 5 bins: some bins under q = 5
     everyone = calibration_curve(y, p, n_bins=5)
     np.testing.assert_array_equal(cal.curve.count, everyone.count)
     np.testing.assert_allclose(cal.curve.observed_fraction, everyone.observed_fraction, atol=1e-9)
-    np.testing.assert_allclose(cal.curve.mean_predicted, plain.curve.mean_predicted, atol=1e-9)
+    edges = everyone.edges
+    middle = (edges[:-1] + edges[1:]) / 2.0
+    predicted = np.zeros(5)
+    for site in sites:  # by hand: each site's bins, its withheld ones at the middle
+        score = site._data.score
+        k = np.clip(np.searchsorted(edges, score, side="right") - 1, 0, 4)
+        count = np.bincount(k, minlength=5)
+        withheld = count < 5
+        if 0 < count[withheld].sum() < 5:  # the secondary bin, as the clear curve's
+            kept = np.flatnonzero(~withheld)
+            withheld[kept[np.argmin(count[kept])]] = True
+        sums = np.bincount(k, weights=score, minlength=5)
+        predicted += np.where(withheld, count * middle, sums)
+    np.testing.assert_allclose(cal.curve.mean_predicted, predicted / everyone.count, atol=1e-9)
     np.testing.assert_array_equal(cal.curve.suppressed, plain.curve.suppressed)
     # Sites that withhold nothing (q = 1, the same rows): the secure curve is the pooled one.
     ones = Federation.from_sites(make_sites(4, policy=DisclosurePolicy(min_count=1)))

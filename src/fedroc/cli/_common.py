@@ -610,11 +610,15 @@ def calibration_table(
             note = ""
             if curve.suppressed[k] and curve.predicted_count is not None:
                 shown = int(curve.predicted_count[k])  # a secure curve: n and observed whole
-                note = (
-                    f"predicted over {shown} rows (scores withheld at a site)"
-                    if shown
-                    else "predicted withheld (scores withheld at a site)"
-                )
+                if shown and shown == int(curve.count[k]):
+                    # Since H13-2 a site's withheld scores enter at the bin's middle.
+                    note = "withheld at a site: its rows predicted at the bin's middle"
+                else:
+                    note = (
+                        f"predicted over {shown} rows (scores withheld at a site)"
+                        if shown
+                        else "predicted withheld (scores withheld at a site)"
+                    )
             elif curve.suppressed[k]:
                 note = (
                     "other sites only (withheld at a site)"

@@ -286,15 +286,20 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     if ctx.sites is not None:
         # Inside secure aggregation no site's bins are seen, but their sums are: a pooled
         # bin of one row had that row's score as its mean (R21). So the scores of the bins
-        # the site would withhold in the clear stay out of the sum; their rows are counted
-        # apart ("withheld"), so that the mean predictions are over the rows they hold.
-        # Every row's count and label go in, as in the exact tree's pooled leaves: leaving
-        # them out too made the pooled tree minus the curve a site's own withheld bin (R25).
+        # the site would withhold in the clear stay out of the sum; their rows enter it at
+        # the bin's middle, and the bin is flagged ("withheld", the clear curve's
+        # suppressed flag: 1 at this site). Their count sent apart was the site's own count
+        # in the bin wherever the other sites withheld nothing (H13-2, review 13: 1 to
+        # q - 1 rows, 20 of 20). Every row's count and label go in, as in the exact tree's
+        # pooled leaves: leaving them out too made the pooled tree minus the curve a site's
+        # own withheld bin (R25).
+        edges = bin_edges(n_bins)
+        middle = (edges[:-1] + edges[1:]) / 2.0
         secure = {
             "count": count.astype(np.int64),
-            "sum_predicted": kept_predicted,
+            "sum_predicted": np.where(keep, sum_pred, count * middle),
             "sum_observed": sum_obs,
-            "withheld": np.where(keep, 0, count).astype(np.int64),
+            "withheld": suppressed.astype(np.int64),
         }
         # Its observed counts add up to the site's positive count, and the partners' class
         # counts are public (fedroc.class_counts): the total minus them was a count under q

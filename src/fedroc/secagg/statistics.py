@@ -86,10 +86,13 @@ def secure_calibration(
     and label are summed, as in the exact tree's pooled leaves; each site leaves out of the
     sum of predictions the scores of the bins it would withhold in the clear (under q rows,
     with the secondary suppression of :func:`fedroc.federation.basic.withheld_bins`), else
-    a pooled bin of one row gave that row's score. Their rows are summed apart, so
-    ``curve.suppressed`` flags the bins whose mean prediction leaves rows of some site out
-    (it is over the other rows); ``curve.count`` and ``curve.observed_fraction`` hold every
-    row. Which site withheld them is not seen (``suppressed_by_site`` is empty).
+    a pooled bin of one row gave that row's score, and puts their rows in at the bin's
+    middle (a count of them summed apart was a site's own count under q wherever the other
+    sites withheld nothing, H13-2). ``curve.suppressed`` flags the bins some site withheld
+    (its clear curve's flag, empty bins included): their mean prediction holds every row,
+    the withheld ones at the middle, at most half a bin off in their share of the bin;
+    ``curve.count`` and ``curve.observed_fraction`` hold every row exactly. Which site
+    withheld them is not seen (``suppressed_by_site`` is empty).
 
     Parameters
     ----------
@@ -101,7 +104,7 @@ def secure_calibration(
     Returns
     -------
     SiteCalibration
-        The curve of the summed bins; a bin where some site withheld rows is flagged.
+        The curve of the summed bins; a bin some site withheld is flagged.
 
     Raises
     ------
@@ -109,15 +112,17 @@ def secure_calibration(
     """
     edges = bin_edges(n_bins)
     result = secure_sum(federation, basic.FN_CALIBRATION, n_bins=int(n_bins), **kwargs)
-    withheld = np.asarray(result["withheld"], np.int64)
+    withheld = np.asarray(result["withheld"], np.int64)  # sites that withheld each bin
     count = np.asarray(result["count"], np.int64)
+    # predicted_count: every row's prediction is in the sums (a withheld one at its bin's
+    # middle); the table says so of a flagged bin.
     curve = CalibrationCurve.from_sums(
         edges,
         count,
         result["sum_predicted"],
         result["sum_observed"],
         withheld > 0,
-        predicted_count=count - withheld,
+        predicted_count=count,
     )
     # Which site withheld a bin is masked like the rest: only the totals are seen.
     return SiteCalibration(curve, {name: [] for name in result.sites})
