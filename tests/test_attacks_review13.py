@@ -142,3 +142,68 @@ def test_the_secure_calibration_curve_gives_no_sites_count_in_a_bin_under_q():
     # flag's 1, as a constant guess is (5 of 20).
     assert told == {1}, f"the pooled flag took the values {sorted(told)}"
     assert counted == TRIALS // 4, f"the victim's count in a bin under q read in {counted}"
+
+
+# -- held -------------------------------------------------------------------------------------
+
+
+def _sites_of_a_victim_with(seed: int, y: np.ndarray, s: np.ndarray, clusters=None) -> list[Site]:
+    rng = np.random.default_rng([1317, seed])
+    victim = Site("v", SiteData.from_arrays(y, s, clusters))
+    partners = []
+    for name in ("p1", "p2"):
+        py, ps = rng.random(200) < 0.4, rng.random(200)
+        pc = rng.integers(0, 40, 200) if clusters is not None else None
+        partners.append(Site(name, SiteData.from_arrays(py, ps, pc)))
+    return [victim, *partners]
+
+
+def test_held_a_secure_clustered_summary_gives_no_class_count_under_q():
+    """Held (review 13): H13-1 through the clustered method's secure round 1, whose
+    all-rows histograms add up to the pooled positives. A site counts the clusters that hold
+    both classes against q, and those are at most its smaller class: a victim of 1 to 4
+    positives refuses round 1 (at the first stage, nothing bound), 0 of 20 read."""
+    from fedroc.secagg import secure_sum
+
+    counted = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1314, seed])
+        n_pos = 1 + seed % 4
+        y = np.zeros(120, dtype=bool)
+        y[rng.choice(120, n_pos, replace=False)] = True
+        sites = _sites_of_a_victim_with(seed, y, rng.random(120), rng.integers(0, 30, 120))
+        fed = Federation.from_sites(sites)
+        partners = fed.call("fedroc.class_counts", sites=["p1", "p2"])
+        known = partners["p1"]["n_pos"] + partners["p2"]["n_pos"]
+        summary = _try(secure_sum, fed, "fedroc.clustered.summary", edges=[0.0, 0.5, 1.0])
+        if summary is not None:
+            counted += round(float(np.sum(summary["hist_pos_all"])) - known) == n_pos
+    assert counted == 0, f"a positive count under q read in {counted} of {TRIALS}"
+
+
+def test_held_a_refused_secure_sum_binds_the_rows_it_read():
+    """Held (review 13): R10-3 through secure aggregation. A victim of q - 1 positives
+    refuses the secure Brier sum and calibration curve (since H13-1, for its class count);
+    one row is then added (same ledger and key) and the sum asked again: answered exactly
+    when the row is positive would give its label. The refusal bound the rows it read, so
+    the second sum is refused whatever the row: right in 10 of 20 (chance)."""
+    from fedroc.secagg import secure_sum
+
+    for function, args in (("fedroc.brier", {}), ("fedroc.calibration", {"n_bins": 10})):
+        right = 0
+        for seed in range(TRIALS):
+            rng = np.random.default_rng([1316, seed])
+            y = np.zeros(120, dtype=bool)
+            y[rng.choice(120, 4, replace=False)] = True  # q - 1 positives
+            s = rng.random(120)
+            victim, *partners = _sites_of_a_victim_with(seed, y, s)
+            fed = Federation.from_sites([victim, *partners])
+            assert _try(secure_sum, fed, function, **args) is None
+            added = bool(seed % 2)
+            data = SiteData.from_arrays(np.r_[y, added], np.r_[s, rng.random()])
+            again = Site("v", data, policy=victim.policy, ledger=victim.ledger,
+                         identity=victim.identity)  # fmt: skip
+            answered = _try(secure_sum, Federation.from_sites([again, *partners]), function,
+                            **args) is not None  # fmt: skip
+            right += answered == added
+        assert right == TRIALS // 2, f"{function}: the added row's label in {right} of {TRIALS}"
