@@ -207,3 +207,14 @@ def test_held_a_refused_secure_sum_binds_the_rows_it_read():
                             **args) is not None  # fmt: skip
             right += answered == added
         assert right == TRIALS // 2, f"{function}: the added row's label in {right} of {TRIALS}"
+
+
+def test_the_cost_study_of_h13_2_bounds_a_flagged_bins_mean_by_half_a_bin():
+    """The small seeded version of ``scripts/secure_calibration_imputation.py``: a flagged
+    bin's mean prediction is off the pooled one by less than half a bin (0.05 at 10 bins),
+    and is given in bins where no other site held a row."""
+    from tests._scripts import load_script
+
+    study = load_script("secure_calibration_imputation.py", "secure_calibration_imputation")
+    r = study.measure((100, 100, 100), 3, 20261207)
+    assert r["flagged"] > 0 and 0.0 < r["now_max"] < 0.05
