@@ -218,3 +218,42 @@ def test_the_cost_study_of_h13_2_bounds_a_flagged_bins_mean_by_half_a_bin():
     study = load_script("secure_calibration_imputation.py", "secure_calibration_imputation")
     r = study.measure((100, 100, 100), 3, 20261207)
     assert r["flagged"] > 0 and 0.0 < r["now_max"] < 0.05
+
+
+# -- H13-3. the privacy status shows a digest of the rows ------------------------------------
+
+
+def test_the_privacy_status_shows_no_digest_of_the_rows(capsys, tmp_path):
+    """H13-3. A site binds a digest of its rows in its ledger at its first exact release
+    (the rows binding), a fixed function of the rows (``SiteData.projection_digests``, its
+    salt a constant of the code). ``fedroc privacy status``, the view of a site's spending
+    that an operator may show the analyst, printed its first 12 hex digits in the table and
+    the whole digest under ``--json``. An analyst who knows every row but one label computes
+    the digest of both candidates and finds the one shown: on main 446ba58 the label in 20
+    of 20 sites (200 rows, after ``fedroc.sum``), from the table's 12 digits alone.
+
+    Now neither output shows the rows' digests (the ledger file keeps them): 0 of 20."""
+    from tests._cli import run_main
+
+    found = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1318, seed])
+        y, s = rng.random(200) < 0.4, rng.random(200)
+        audit = tmp_path / str(seed)
+        site = Site("north", SiteData.from_arrays(y, s), audit=audit / "north.jsonl")
+        Federation.from_sites([site]).call("fedroc.sum")
+        shown = ""
+        for extra in ([], ["--json"]):
+            code, out, err = run_main(
+                capsys, ["privacy", "status", "--audit-dir", str(audit), *extra]
+            )
+            assert code == 0, err
+            shown += out
+        assert "holds its exact releases to one version of its rows" in shown
+        fits = []
+        for label in (False, True):
+            guess = y.copy()
+            guess[0] = label
+            fits.append(SiteData.from_arrays(guess, s).projection_digests[()][:12] in shown)
+        found += fits == [not y[0], bool(y[0])]
+    assert found == 0, f"row 0's label read from the privacy status in {found} of {TRIALS}"
