@@ -514,3 +514,28 @@ def test_plain_http_outside_loopback_is_warned(monkeypatch, tmp_path, capsys):
         if warned:
             assert f"--host {host}" in err and "--tls-cert" in err
     assert ran == ["0.0.0.0", "127.0.0.1", "::1", "localhost"]
+
+
+def test_serve_on_a_path_whose_folder_does_not_exist_is_refused(monkeypatch, tmp_path, capsys):
+    """Before: ``--db /srv/fedrco/seq.db`` (a typo in the folder) made the folders and a new,
+    empty database there (exit 0): the custodian's test sets, plans and developer tokens
+    seemed gone, and a second database grew beside the first. A fresh custodian names a new
+    file in a folder that exists (the default is in the working directory); the folder is
+    theirs to make. Now one line naming --db and the path, exit 2, and nothing is made."""
+    monkeypatch.setattr("fedroc.cli.sequester_cmd._check_listen", lambda *_: None)
+    typo = tmp_path / "fedrco" / "sub" / "seq.db"
+    for db in (str(typo), f"sqlite:///{typo}"):
+        with pytest.raises(SystemExit) as exc:
+            _serve(monkeypatch, "--db", db)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert f"--db: database path {str(typo)!r}" in err, err
+        assert f"folder {str(typo.parent)!r} does not exist" in err, err
+        assert not (tmp_path / "fedrco").exists()
+    # A new file in a folder that exists is a fresh custodian's database: made, mode 600.
+    ran = []
+    monkeypatch.setattr("uvicorn.run", lambda *_a, **_k: ran.append(1))
+    monkeypatch.setenv("FEDROC_SEQUESTER_ADMIN_TOKEN", ADMIN)
+    main(["sequester", "serve", "--db", str(tmp_path / "new.db"), "--port", "1"])
+    assert ran == [1] and (tmp_path / "new.db").stat().st_mode & 0o777 == 0o600

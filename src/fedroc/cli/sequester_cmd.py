@@ -193,7 +193,11 @@ def figure_command(
 @sequester_app.command("serve")
 def serve_command(
     db: Annotated[
-        str, typer.Option("--db", help="Database URL, or a path for a SQLite file (made 0600).")
+        str,
+        typer.Option(
+            "--db",
+            help="Database URL, or a path for a SQLite file (made 0600 in a folder that exists).",
+        ),
     ] = "fedroc-sequester.db",
     host: Annotated[
         str,
@@ -272,7 +276,7 @@ def serve_command(
             rate_burst=rate_burst,
         )  # fmt: skip
     except InputError as exc:
-        if str(exc).startswith("database URL"):
+        if str(exc).startswith(("database URL", "database path")):
             raise InputError(f"--db: {exc}") from None
         raise
     except (ArgumentError, SQLAlchemyError) as exc:

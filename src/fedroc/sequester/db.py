@@ -268,12 +268,21 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 def _private_sqlite_file(path: str) -> None:
     """Create the database file 0600 before SQLite does, or tighten an existing one.
 
+    A new file is made in a folder that exists only (InputError naming the path otherwise).
+
     The file holds labels, exact AUCs and the seed of the subsets. SQLite gives its -wal
     and -shm files the permissions of the database file.
     """
     p = Path(path)
     if not p.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
+        # The folder is the operator's to make: made here, a typo in it (/srv/fedrco/...)
+        # started the service on a new, empty database beside the real one.
+        if not p.parent.is_dir():
+            what = "is not a folder" if p.parent.exists() else "does not exist"
+            raise InputError(
+                f"database path {str(p)!r}: its folder {str(p.parent)!r} {what}; a new "
+                "database is made in a folder that exists (check the path, or make the folder)"
+            )
         fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
         return
