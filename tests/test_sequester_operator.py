@@ -223,7 +223,7 @@ def test_a_plan_drawn_with_replacement_publishes_an_epsilon_no_label_moves(app):
     r = adm.post(url, json=body)
     assert r.status_code == 201 and r.json()["epsilon_guarantee"] == pytest.approx(1 / 0.8)
     r = adm.post(url, json={**body, "replace": False, "max_copies": 3, "subset_size": 20})
-    assert r.status_code == 422 and "max_copies 3 needs replace=True" in r.json()["detail"]
+    assert r.status_code == 422 and 'max_copies 3 needs "replace": true' in r.json()["detail"]
 
 
 @pytest.mark.parametrize("mechanism", ["thresholdout", "laplace"])

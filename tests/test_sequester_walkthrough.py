@@ -92,7 +92,7 @@ def test_max_copies_without_replacement_is_not_blamed_on_the_prevalence(app, tmp
     r = st["adm"].post(f"/v1/test-sets/{st['tid']}/plans", json=body)
     assert r.status_code == 422
     msg = r.json()["detail"]
-    assert msg.startswith("max_copies 3 needs replace"), msg
+    assert msg.startswith('max_copies 3 needs "replace": true'), msg
     assert "prevalence" not in msg, msg
     # A shortfall of one class is about the prevalence: there the note stays.
     body = {"n_subsets": 10, "subset_size": 600, "noise_rate": 0.05, "budget_units": 2,
@@ -539,3 +539,22 @@ def test_serve_on_a_path_whose_folder_does_not_exist_is_refused(monkeypatch, tmp
     monkeypatch.setenv("FEDROC_SEQUESTER_ADMIN_TOKEN", ADMIN)
     main(["sequester", "serve", "--db", str(tmp_path / "new.db"), "--port", "1"])
     assert ran == [1] and (tmp_path / "new.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_max_copies_without_replacement_is_told_in_the_apis_spelling(app):
+    """Before: ``max_copies 3 needs replace=True: ...``, Python's spelling, to a custodian who
+    sent JSON (``"replace": false``); and the refusal came from the draw, after the set's
+    prevalence had been counted with noise (a ``count-prevalence`` action in the audit for a
+    plan that was refused). Now the JSON field's spelling, and nothing counted."""
+    adm = _client(app, ADMIN)
+    ids = [f"img-{i:04d}" for i in range(N)]
+    r = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": [0, 1] * (N // 2)})
+    tid = r.json()["test_set_id"]
+    body = {"n_subsets": 10, "subset_size": 100, "noise_rate": 0.05, "budget_units": 2,
+            "replace": False, "max_copies": 3}  # fmt: skip
+    r = adm.post(f"/v1/test-sets/{tid}/plans", json=body)
+    assert r.status_code == 422
+    msg = r.json()["detail"]
+    assert "replace=True" not in msg, msg
+    assert msg.startswith('max_copies 3 needs "replace": true (got false)'), msg
+    assert [a["action"] for a in adm.get("/v1/audit/actions").json()] == ["create-test-set"]

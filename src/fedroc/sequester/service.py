@@ -62,6 +62,7 @@ from fedroc.methods.sequester import (
     planner,
     prevalence_epsilon,
 )
+from fedroc.methods.sequester.engine import resolve_max_copies
 from fedroc.metrics import roc_auc
 from fedroc.sequester._guard import Guard, Principal, RateLimiter
 from fedroc.sequester.db import DeveloperRow, NotFound, PlanRow, Revoked, Store, hash_token
@@ -448,6 +449,13 @@ def create_app(  # noqa: C901
                 f"{p.load_factor:.4g}) make {p.subset_size * p.n_subsets} entries, more than "
                 f"{MAX_TABLE_ENTRIES}; ask for fewer subsets or a smaller load_factor"
             )
+        # Refused before the prevalence is counted (nothing spent on a plan refused), in the
+        # JSON field's spelling: the engine speaks Python's (replace=True).
+        try:
+            resolve_max_copies(body.max_copies, body.replace, p.subset_size, phi)
+        except InputError as exc:
+            api = str(exc).replace("replace=True", '"replace": true (got false)')
+            raise InputError(api) from None
         # The subsets' prevalence is public (it sets their class sizes, the answers' step and
         # the AUC's sensitivity): the custodian's, or the set's own counted with DP noise,
         # once per test set (R40: fresh noise for each plan averaged away over plans).
