@@ -167,7 +167,10 @@ def test_bad_input_is_4xx_and_spends_nothing(server):
             r = dev.post("/queries", json=body)
             assert r.status_code == code, (body, r.text)
         assert dev.get("/budget").json() == {"budget_total": 2, "budget_remaining": 2,
-                                             "n_queries": 0}  # fmt: skip
+                                             "n_queries": 0, "quota": {
+                                                 "n_queries": 0, "max_queries": 1000,
+                                                 "n_submissions": 1, "max_submissions": 100,
+                                             }}  # fmt: skip
         assert dev.get("/queries").json() == []
     with server.client(ADMIN) as adm:
         n_pos = int(st["y"].sum())
@@ -287,8 +290,10 @@ def test_restart_after_kill9_keeps_state(backend, tmp_path):
                 assert [(h["query_id"], h["auc"], h["budget_remaining"]) for h in hist] == [
                     (a["query_id"], a["auc"], a["budget_remaining"]) for a in answers
                 ]
-                assert dev.get("/budget").json() == {"budget_total": 50, "budget_remaining": 40,
-                                                     "n_queries": 10}  # fmt: skip
+                budget = dev.get("/budget").json()
+                assert budget.pop("quota")["n_queries"] == 10
+                assert budget == {"budget_total": 50, "budget_remaining": 40,
+                                  "n_queries": 10}  # fmt: skip
                 # The token, the plan and the submission survived: querying goes on.
                 r = dev.post("/queries", json={"submission_id": sid, "subset_id": 11})
                 assert r.status_code == 200 and r.json()["budget_remaining"] == 39

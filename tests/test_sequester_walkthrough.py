@@ -558,3 +558,29 @@ def test_max_copies_without_replacement_is_told_in_the_apis_spelling(app):
     assert "replace=True" not in msg, msg
     assert msg.startswith('max_copies 3 needs "replace": true (got false)'), msg
     assert [a["action"] for a in adm.get("/v1/audit/actions").json()] == ["create-test-set"]
+
+
+def test_budget_shows_the_developers_quotas_and_limits(app):
+    """Before: ``GET /v1/budget`` answered budget_total, budget_remaining and n_queries only:
+    not the submissions made, nor the limits (max_queries, max_submissions) the custodian
+    set, which a developer planning their queries needs (GET /v1/me had them, beside the
+    plan). Now the same ``quota`` as /v1/me, the developer's own and nobody else's."""
+    st = _setup(app, mechanism="laplace", max_queries=7, max_submissions=3)
+    other = st["adm"].post(f"/v1/plans/{st['pid']}/developers", json={"name": "bob"}).json()
+    st["adm"].post(f"/v1/developers/{other['developer_id']}/top-up", json={"queries": 5})
+    sid = (
+        st["dev"]
+        .post("/v1/submissions", json={"image_ids": st["ids"], "scores": st["s"].tolist()})
+        .json()["submission_id"]
+    )
+    assert st["dev"].post("/v1/queries", json={"submission_id": sid, "subset_id": 1}).is_success
+    got = st["dev"].get("/v1/budget").json()
+    assert got == {"budget_total": 2, "budget_remaining": 1, "n_queries": 1,
+                   "quota": {"n_queries": 1, "max_queries": 7, "n_submissions": 1,
+                             "max_submissions": 3}}  # fmt: skip
+    me = st["dev"].get("/v1/me").json()
+    assert {k: me[k] for k in got} == got
+    # bob's top-up is his: his own budget shows it, alice's does not.
+    bob = _client(app, other["token"]).get("/v1/budget").json()
+    assert bob["quota"] == {"n_queries": 0, "max_queries": 12, "n_submissions": 0,
+                            "max_submissions": 3}  # fmt: skip

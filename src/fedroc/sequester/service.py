@@ -663,13 +663,17 @@ def create_app(  # noqa: C901
         The plan's n_subsets, mechanism, threshold and noise, and the epsilon that your
         budget guarantees.
         """
-        budget = store.budget(dev.id)
+        budget = _allowance(dev.id)
         plan = store.plan(dev.plan_id)
         # The plan's epsilon_guarantee is for its budget_units; this developer's is for all
         # the units they were given, top-ups included.
         return {"developer_id": dev.id, "name": dev.name, **budget,
                 "epsilon_guarantee": plan.epsilon_guarantee(budget["budget_total"]),
-                "quota": store.quota(dev.id), "plan": plan.public()}  # fmt: skip
+                "plan": plan.public()}  # fmt: skip
+
+    def _allowance(developer_id: int) -> dict[str, Any]:
+        """Return a developer's budget and quotas (/v1/me and /v1/budget answer them alike)."""
+        return {**store.budget(developer_id), "quota": store.quota(developer_id)}
 
     @app.get(f"{API}/me/image-ids")
     def my_image_ids(dev: Dev) -> dict[str, Any]:
@@ -720,8 +724,12 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/budget")
     def my_budget(dev: Dev) -> dict[str, Any]:
-        """Your budget: units given (budget_total), units left and queries answered."""
-        return store.budget(dev.id)
+        """Your budget and quotas: units given (budget_total), units left, queries answered.
+
+        ``quota``: queries and submissions made and their limits (null: none), which the
+        custodian's top-ups raise.
+        """
+        return _allowance(dev.id)
 
     return app
 
