@@ -584,3 +584,64 @@ def test_budget_shows_the_developers_quotas_and_limits(app):
     bob = _client(app, other["token"]).get("/v1/budget").json()
     assert bob["quota"] == {"n_queries": 0, "max_queries": 12, "n_submissions": 0,
                             "max_submissions": 3}  # fmt: skip
+
+
+def test_a_developer_name_taken_on_the_plan_is_refused(app):
+    """Before: ``POST /v1/plans/1/developers {"name": "alice"}`` twice (a retried request, a
+    slip) made two developers named alice, each with the plan's whole budget and a token of
+    their own; the list and the audit could no longer tell them apart. Now the second is 409
+    naming the name, the plan and the developer who has it, and what to do instead; nothing
+    is made or recorded. A name is the plan's: another plan may have its own alice."""
+    st = _setup(app)
+    url = f"/v1/plans/{st['pid']}/developers"
+    for name in ("alice", "alice"):  # a revoked developer keeps their name too
+        r = st["adm"].post(url, json={"name": name})
+        assert r.status_code == 409, r.text
+        assert r.json()["detail"] == (
+            f"developer name 'alice' is taken on plan {st['pid']} (developer {st['dev_id']}); "
+            f"give another name, or top up (POST /v1/developers/{st['dev_id']}/top-up) or "
+            f"rotate (POST /v1/developers/{st['dev_id']}/rotate) the developer who has it"
+        )
+        st["adm"].post(f"/v1/developers/{st['dev_id']}/revoke")
+    assert [d["name"] for d in st["adm"].get("/v1/developers").json()] == ["alice"]
+    actions = [a["action"] for a in st["adm"].get("/v1/audit/actions").json()]
+    assert actions.count("create-developer") == 1
+    assert st["adm"].post(url, json={"name": "Alice"}).status_code == 201  # another name
+    body = {"n_subsets": 10, "subset_size": 100, "noise_rate": 0.05, "budget_units": 2,
+            "prevalence": 0.3}  # fmt: skip
+    pid2 = st["adm"].post(f"/v1/test-sets/{st['tid']}/plans", json=body).json()["plan_id"]
+    assert st["adm"].post(f"/v1/plans/{pid2}/developers", json={"name": "alice"}).is_success
+
+
+def test_one_name_asked_for_at_once_by_eight_workers_makes_one_developer(app, tmp_path):
+    """Eight workers (a Store each, one database) creating one name at the same moment: one
+    developer, seven clear refusals. Without the write on the plan's row first, read then
+    insert, the others ended in SQLite's 'database is locked' (a 500), not in the 409."""
+    import threading
+
+    from fedroc.sequester.db import Conflict, Store
+
+    st = _setup(app)
+    stores = [Store(str(tmp_path / "seq.db")) for _ in range(8)]
+    made, refused, other = [], [], []
+    start = threading.Barrier(len(stores))
+
+    def create(store: Store) -> None:
+        start.wait()
+        try:
+            made.append(store.add_developer(st["pid"], "bob", threshold_noise=0.0))
+        except Conflict:
+            refused.append(store)
+        except Exception as exc:  # counted: the test fails on it
+            other.append(exc)
+
+    threads = [threading.Thread(target=create, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(made), len(refused), other) == (1, 7, [])
+    names = [d["name"] for d in stores[0].developers()]
+    assert names == ["alice", "bob"]
+    for s in stores:
+        s.close()

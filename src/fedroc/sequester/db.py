@@ -231,6 +231,10 @@ class Revoked(FedrocError):
     """The developer's token was revoked or rotated while the request was running."""
 
 
+class Conflict(FedrocError):
+    """What was asked for clashes with a stored object (a developer name taken on a plan)."""
+
+
 def _new_id(result: Any) -> int:
     key = result.inserted_primary_key
     assert key is not None
@@ -676,12 +680,33 @@ class Store:
     ) -> tuple[int, str, int]:
         """Create a developer; returns ``(id, token, budget units)``. Only the hash is stored.
 
+        A name is unique on its plan (:class:`Conflict` for one taken, a revoked developer's
+        included): two developers of one name held two budgets the audit could not tell apart.
+
         ``threshold_noise`` is Thresholdout's initial noisy threshold, or a function of the
         new developer's id that draws it (a seeded server's draw is named by the id).
         """
         plan = self.plan(plan_id)
         token = new_token()
         with self.engine.begin() as conn:
+            # The write first: it holds the plan's row (the write lock on SQLite) until the
+            # commit, so two requests with one name cannot both find it free. (A column no
+            # key refers to, set to itself.)
+            conn.execute(
+                update(plans).where(plans.c.id == plan_id).values(created_at=plans.c.created_at)
+            )
+            taken = conn.execute(
+                select(developers.c.id).where(
+                    developers.c.plan_id == plan_id, developers.c.name == name
+                )
+            ).first()
+            if taken is not None:
+                did = taken.id
+                raise Conflict(
+                    f"developer name {name!r} is taken on plan {plan_id} (developer {did}); "
+                    f"give another name, or top up (POST /v1/developers/{did}/top-up) or "
+                    f"rotate (POST /v1/developers/{did}/rotate) the developer who has it"
+                )
             res = conn.execute(
                 insert(developers).values(
                     plan_id=plan_id,

@@ -23,8 +23,9 @@ Tokens travel in the ``Authorization: Bearer`` header: serve over TLS (``--tls-c
 ``--tls-key``) outside loopback.
 
 Errors: bad input 422 naming the field, unknown or revoked token 401, a token of the wrong
-role 403, someone else's or a missing object 404, spent budget 403 with ``"budget spent"``
-in the message, a used quota 403 with ``"quota"``, too fast 429, too large a body 413.
+role 403, someone else's or a missing object 404, a developer name taken on the plan 409,
+spent budget 403 with ``"budget spent"`` in the message, a used quota 403 with ``"quota"``,
+too fast 429, too large a body 413.
 Nothing is recorded or spent on an error.
 """
 
@@ -65,7 +66,15 @@ from fedroc.methods.sequester import (
 from fedroc.methods.sequester.engine import resolve_max_copies
 from fedroc.metrics import roc_auc
 from fedroc.sequester._guard import Guard, Principal, RateLimiter
-from fedroc.sequester.db import DeveloperRow, NotFound, PlanRow, Revoked, Store, hash_token
+from fedroc.sequester.db import (
+    Conflict,
+    DeveloperRow,
+    NotFound,
+    PlanRow,
+    Revoked,
+    Store,
+    hash_token,
+)
 
 __all__ = ["DEFAULTS", "SequesterClient", "create_app"]
 
@@ -367,6 +376,8 @@ def create_app(  # noqa: C901
             status = 404
         elif isinstance(exc, InputError):
             status = 422
+        elif isinstance(exc, Conflict):
+            status = 409
         elif isinstance(exc, Revoked):
             return JSONResponse({"detail": str(exc)}, status_code=401,
                                 headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
@@ -571,7 +582,10 @@ def create_app(  # noqa: C901
 
     @app.post(f"{API}/plans/{{plan_id}}/developers", status_code=201)
     def create_developer(plan_id: Id, body: DeveloperIn, _: Admin) -> dict[str, Any]:
-        """Register a developer for a plan; the answer holds their token, shown only this once."""
+        """Register a developer for a plan; the answer holds their token, shown only this once.
+
+        Names are unique on a plan (409 for one taken, a revoked developer's included).
+        """
         plan = store.plan(plan_id)
 
         def gamma(dev_id: int) -> float:
