@@ -33,6 +33,7 @@ from ._site import (
     MODE_DDP,
     MODE_LDP,
     MODE_SA,
+    MOVED_ROW_CHARGE,
     NOISES,
     TRANSFORMS,
     check_int,
@@ -308,7 +309,8 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
     if opts.mode != MODE_DDP or opts.epsilon is None:
         return
     releases = 2 if compare else 1
-    need = 2.0 * opts.epsilon * releases
+    charge = MOVED_ROW_CHARGE * releases  # times dp_epsilon, on each site's ledger
+    need = charge * opts.epsilon
     t = secagg_threshold(
         len(federation.site_names), opts.threshold, dp=True, allow_dropouts=opts.allow_dropouts
     )
@@ -318,15 +320,16 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
     short = {k: v for k, v in left.items() if need > v + 1e-12}
     if not short:
         return
-    what = f"the class counts {2 * opts.count_epsilon:.3g} and the tree {2 * opts.tree_epsilon:.3g}"
+    counts, tree = (MOVED_ROW_CHARGE * e for e in (opts.count_epsilon, opts.tree_epsilon))
+    what = f"the class counts {counts:.3g} and the tree {tree:.3g}"
     if compare:
-        what += f", and the two scores' joint counts {need / 2:.3g}"
+        what += f", and the two scores' joint counts {MOVED_ROW_CHARGE * opts.epsilon:.3g}"
     by_left: dict[str, list[str]] = {}
     for k, v in sorted(short.items()):
         by_left.setdefault(f"{max(v, 0.0):.4g}", []).append(repr(k))
     sites = "; ".join(f"{', '.join(names)}: {v}" for v, names in by_left.items())
     least = min(short.values())
-    fits = _round_down(least / (2.0 * releases))
+    fits = _round_down(least / charge)
     instead = (
         f"give dp_epsilon {fits:g} or less, or ask the sites' operators to raise epsilon_limit"
         if fits > 0
@@ -334,7 +337,7 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
     )
     raise InputError(
         f"dp_epsilon {opts.epsilon:g} charges each site's privacy ledger epsilon {need:.4g} "
-        f"in all ({releases * 2} x {opts.epsilon:g}, twice the epsilon of a row added or "
+        f"in all ({charge:g} x {opts.epsilon:g}, twice the epsilon of a row added or "
         f"removed: {what}), more than the epsilon left at site(s) {sites}; nothing was "
         f"released; {instead}"
     )

@@ -312,6 +312,12 @@ def _leaves_for(ctx: SiteContext, args: dict[str, Any], function: str) -> tuple[
     return b, h, pos, neg
 
 
+#: How many times its epsilon a count release costs a site's ledger (a row moved: two cells
+#: of a level change, see :func:`charged_for_a_moved_row`). The one place of the rule: the
+#: sites' charge and the analyst's budget check (``_protocol.check_budget``) both read it.
+MOVED_ROW_CHARGE = 2.0
+
+
 def charged_for_a_moved_row(event: DPEvent) -> DPEvent:
     """Return a count release's event as a row that moves charges it: twice its epsilon.
 
@@ -339,8 +345,8 @@ def charged_for_a_moved_row(event: DPEvent) -> DPEvent:
         raise ValueError(f"a count release here is pure DP; got delta {event.delta!r}")
     return replace(
         event,
-        epsilon=2.0 * event.epsilon,
-        sensitivity=2.0 * event.sensitivity,
+        epsilon=MOVED_ROW_CHARGE * event.epsilon,
+        sensitivity=MOVED_ROW_CHARGE * event.sensitivity,
         note=f"{event.note}; charged for a row moved (2 cells), its counts public",
     )
 
