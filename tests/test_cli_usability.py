@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedroc.exceptions import InputError
 from fedroc.privacy.ledger import read_ledger_status
 from tests._cli import run_main
 
@@ -340,3 +341,57 @@ def test_privacy_status_says_every_binding_of_the_methods_in_words(capsys, csv, 
     for key in keys:
         assert f"{key} =" not in text, key  # no binding left as its raw key
     assert "a: rocglm noisy scores only on the score range" in text
+
+
+def test_histogram_local_dp_run_over_the_sites_budget_is_refused_before_any_release(
+    capsys, csv, tmp_path
+):
+    """Under --dp-mode local there was no pre-check (it asked through secure aggregation,
+    which local DP does not use): --dp-epsilon 6 on two sites of limit 10 released each
+    site's noisy class counts (epsilon 0.923 charged at each), then every site refused the
+    tree ("this release needs 11.08 more"), naming no --dp-epsilon that fits. Now the sites
+    are asked what they have left (fedroc.epsilon_left) and the run is refused before any
+    release, as under distributed DP."""
+    audit = tmp_path / "audit"
+    sites = [x for name in "ab" for x in ("--site", f"{name}={csv}")]
+    run = ["evaluate", *sites, "--audit-dir", str(audit), "--method", "histogram",
+           "--dp-mode", "local"]  # fmt: skip
+    code, _, err = run_main(capsys, [*run, "--dp-epsilon", "6"])
+    line = one_line_error(code, err)
+    assert "--dp-epsilon 6 charges each site's privacy ledger epsilon 12 in all" in line
+    assert "'a', 'b': 10" in line and "nothing was released" in line
+    assert "give --dp-epsilon 5 or less" in line
+    assert spent(audit) == [0.0, 0.0]
+    code, _, err = run_main(capsys, [*run, "--dp-epsilon", "5"])
+    assert code == 0, err
+    assert spent(audit) == pytest.approx([10.0, 10.0])
+
+
+def test_histogram_local_dp_is_refused_at_every_site_when_one_site_is_short():
+    """One site short of budget: the sites with enough spent nothing either (the counts went
+    to every site at once, and the others' spend was wasted)."""
+    import math
+
+    from fedroc.data import SiteData
+    from fedroc.federation import Federation
+    from fedroc.federation.site import Site
+    from fedroc.methods import evaluate
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(5)
+    sites = []
+    for name, limit in (("a", math.inf), ("b", 3.0), ("c", 10.0)):
+        y = rng.random(600) < 0.4
+        data = SiteData.from_arrays(y, np.clip(0.5 + 0.2 * (rng.normal(size=600) + y), 0, 1))
+        sites.append(Site(name, data, policy=DisclosurePolicy(epsilon_limit=limit)))
+    fed = Federation.from_sites(sites)
+    with pytest.raises(InputError) as exc:
+        evaluate(fed, "histogram", dp_epsilon=2.0, dp_mode="local")
+    msg = str(exc.value)
+    assert "more than the epsilon left at site(s) 'b': 3;" in msg, msg
+    assert "give dp_epsilon 1.5 or less" in msg, msg
+    assert [s.ledger.spent()[0] for s in sites] == [0.0, 0.0, 0.0]
+    # What the message says fits does fit: the counts and the tree, b's whole limit.
+    res = evaluate(fed, "histogram", dp_epsilon=1.5, dp_mode="local")
+    assert res.released.epsilon == pytest.approx({"a": 3.0, "b": 3.0, "c": 3.0})
+    assert sites[1].ledger.spent()[0] == pytest.approx(3.0)

@@ -55,6 +55,7 @@ __all__ = [
     "distributed_calibration",
     "distributed_mean",
     "distributed_variance",
+    "epsilon_left",
     "grid_representatives",
     "in_grid_range",
     "local_tree_leaves",
@@ -71,6 +72,7 @@ FN_CENTERED_SS = "fedroc.centered_ss"
 FN_BRIER = "fedroc.brier"
 FN_CALIBRATION = "fedroc.calibration"
 FN_IS_PROBABILITY = "fedroc.is_probability"
+FN_EPSILON_LEFT = "fedroc.epsilon_left"
 MAX_CALIBRATION_BINS = 100
 
 
@@ -923,6 +925,39 @@ def site_sizes(federation: Federation) -> dict[str, int]:
     {site_failure}
     """
     return {name: int(r["n"]) for name, r in federation.call(FN_INFO).items()}
+
+
+# What the site's epsilon limit leaves: what a budget refusal tells (the limit and the
+# spend), about no row, so that a run of several DP releases in the clear (the histogram's
+# local DP: class counts, then the tree) is refused before the first when the whole would
+# not fit. Secure sums ask it through their own check (fedroc.secagg.check).
+@site_function(FN_EPSILON_LEFT, schema={}, rows=False)
+def _epsilon_left(ctx: SiteContext, args: Record) -> Reply:
+    return Reply({"epsilon_left": ctx.policy.epsilon_left(ctx.ledger)})
+
+
+@fill_doc
+def epsilon_left(federation: Federation) -> dict[str, float]:
+    """Ask every site how much epsilon its limit leaves (``inf`` without one).
+
+    Nothing is released but the limit minus the spend, which a site's budget refusal tells
+    anyway; a site whose policy lists its ``allowed_functions`` lists ``fedroc.epsilon_left``
+    for the callers that check a run against it first (the histogram's local DP).
+
+    Parameters
+    ----------
+    {federation}
+
+    Returns
+    -------
+    dict of str to float
+        Each site's epsilon left, by name.
+
+    Raises
+    ------
+    {site_failure}
+    """
+    return {k: float(r["epsilon_left"]) for k, r in federation.call(FN_EPSILON_LEFT).items()}
 
 
 @fill_doc

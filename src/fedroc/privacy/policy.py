@@ -367,6 +367,16 @@ class DisclosurePolicy:
         ]
         return out
 
+    def epsilon_left(self, ledger: BudgetLedger) -> float:
+        """Return the epsilon this policy's limit leaves after what ``ledger`` has charged.
+
+        ``inf`` without a limit. What a budget refusal tells (the limit and the spend), and
+        no more: a site answers it before a run of several releases (the secure-sum check,
+        ``fedroc.epsilon_left``), so that a run that would not fit is refused before its first.
+        """
+        spent, _ = ledger.spent()
+        return float(self.epsilon_limit - spent)
+
     def delta_limit_for(self, n_rows: int) -> float:
         """Return the site's lifetime delta: the configured one, or ``1/n``."""
         if self.delta_limit is not None:

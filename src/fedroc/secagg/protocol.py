@@ -957,8 +957,7 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
     if args[KEY_EXACT_COUNTS]:
         check_exact_counts(ctx, quantity, "secure")
     if args[KEY_BUDGET]:
-        spent, _ = ctx.ledger.spent()
-        return Reply({"joins": True, "epsilon_left": float(ctx.policy.epsilon_limit - spent)})
+        return Reply({"joins": True, "epsilon_left": ctx.policy.epsilon_left(ctx.ledger)})
     return Reply({"joins": True})
 
 

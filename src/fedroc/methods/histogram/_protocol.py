@@ -19,6 +19,7 @@ import numpy as np
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
+from fedroc.federation.basic import epsilon_left
 from fedroc.privacy import MIN_DISCRETE_EPSILON
 from fedroc.secagg import SecureSum, check_secure_sum, secure_sum
 
@@ -294,29 +295,33 @@ def _round_down(x: float) -> float:
 
 
 def check_budget(federation: Federation, opts: HistogramOptions, *, compare: bool) -> None:
-    """Under distributed DP, refuse a run that some site's epsilon limit cannot hold, first.
+    """Under DP, refuse a run that some site's epsilon limit cannot hold, first.
 
     A run releases the class counts, then the tree (and with ``compare`` the joint counts of
     the two scores); each site's ledger is charged twice the paper's epsilon of each (a row
     moves). A site asked for the tree once its counts were spent refused only then, with
-    "this release needs 11.08 more", and what the counts had taken was gone. The sites say
-    what their limits leave (the check of secure aggregation, which releases nothing), so the
-    whole charge is compared before anything is released, and the refusal says what the run
-    needs and which ``dp_epsilon`` would fit. Nothing to check without DP. Under local DP
-    there is no secure aggregation to ask through (it runs with fewer sites than a secure sum
-    takes): there a site that cannot hold the tree still refuses it after its counts.
+    "this release needs 11.08 more", and what the counts had taken was gone, at every site.
+    The sites say what their limits leave, releasing nothing (under distributed DP through
+    the check of secure aggregation, which also asks whether they would join the sum; under
+    local DP, which runs with fewer sites than a secure sum takes, through
+    ``fedroc.epsilon_left``), so the whole charge is compared before anything is released,
+    and the refusal names the sites short and which ``dp_epsilon`` would fit. Nothing to
+    check without DP.
     """
-    if opts.mode != MODE_DDP or opts.epsilon is None:
+    if opts.mode not in (MODE_DDP, MODE_LDP) or opts.epsilon is None:
         return
     releases = 2 if compare else 1
     charge = MOVED_ROW_CHARGE * releases  # times dp_epsilon, on each site's ledger
     need = charge * opts.epsilon
-    t = secagg_threshold(
-        len(federation.site_names), opts.threshold, dp=True, allow_dropouts=opts.allow_dropouts
-    )
-    left = check_secure_sum(
-        federation, COUNT_NAME, threshold=t, budget=True, allow_dropouts=opts.allow_dropouts
-    )
+    if opts.mode == MODE_LDP:
+        left = epsilon_left(federation)
+    else:
+        t = secagg_threshold(
+            len(federation.site_names), opts.threshold, dp=True, allow_dropouts=opts.allow_dropouts
+        )
+        left = check_secure_sum(
+            federation, COUNT_NAME, threshold=t, budget=True, allow_dropouts=opts.allow_dropouts
+        )
     short = {k: v for k, v in left.items() if need > v + 1e-12}
     if not short:
         return
