@@ -461,3 +461,34 @@ def test_a_dp_release_whose_charge_cannot_be_written_does_not_leave_the_site(tmp
     reply = site.handle(COUNT_LOCAL_NAME, args)
     assert np.asarray(reply["counts"]).size == 2 and len(reply["__dp__"]) == 1
     assert BudgetLedger(path=tmp_path / "north.ledger.jsonl").spent()[0] == 2.0
+
+
+def test_the_check_before_a_sum_refuses_another_set_while_a_session_is_in_flight():
+    """A session over {a, b, c} stopped after the masked inputs leaves a and b bound to that
+    set until it is unmasked. ``check_secure_sum`` over {a, b, d} said they would join (it
+    read the bound partners, not the sets in flight), and the sum was then refused at a and
+    b's masked input, after its input had been computed and charged: a distributed-DP
+    class count at epsilon 0.5 cost a, b and d epsilon 1.0 each for nothing (measured
+    before this change, secure_sum after the check). The check now refuses as the
+    masked-input stage would, naming the set in flight and the input function, before
+    anything is charged; over the set in flight it still passes."""
+    from fedroc.methods.histogram._site import COUNT_NAME, INPUT_NAME
+    from fedroc.secagg.protocol import SecAggServer, check_secure_sum
+
+    fed, _ = _four_sites(0)
+    args = {"branching": 2, "height": 12, "lo": 0.0, "hi": 1.0, "mode": "secure-aggregation"}
+    stopped = SecAggServer(fed, INPUT_NAME, args, sites=["a", "b", "c"])
+    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
+        getattr(stopped, stage)()
+    try:
+        check_secure_sum(fed, COUNT_NAME, sites=["a", "b", "d"], budget=True)
+    except DisclosureError as exc:
+        text = str(exc)
+        assert f"site 'a' refuses '{COUNT_NAME}': it sent its masked input over the sites" in text
+        assert "['a', 'b', 'c'] in a session it has not unmasked" in text, text
+        assert "(and alike at 'b')" in text, text
+    else:
+        raise AssertionError("the check passed a sum the session refuses at its masked input")
+    left = check_secure_sum(fed, COUNT_NAME, sites=["a", "b", "c"], budget=True)
+    assert left == {"a": 10.0, "b": 10.0, "c": 10.0}
+    assert all(fed.call("fedroc.epsilon_left")[k]["epsilon_left"] == 10.0 for k in "abcd")

@@ -765,16 +765,37 @@ def _one_set_in_flight(ctx: SiteContext, state: ClientState, u2: Sequence[str]) 
     members = sorted(set(u2))
     function = FUNCTIONS[STAGE_MASKED_INPUT]
     _check_survivor_set(ctx, state, function, members)
-    if ctx.policy.secagg_rebind or ctx.ledger.partners(ANY_QUANTITY) is not None:
-        # Bound already (to these members, checked above): every later sum of the site is
-        # over its bound set, and at least a threshold of that set is bound to it too.
+    if _partners_bound(ctx):
         return
+    _refuse_another_set_in_flight(ctx, members, function, session=state.session)
+    ctx.ledger.bind(MASKED_KEY + state.session, members)
+
+
+def _partners_bound(ctx: SiteContext) -> bool:
+    """Whether the site's sums are bound to one set (or may change it: ``secagg_rebind``).
+
+    Bound, every later sum of the site is over its bound set (checked before this), and at
+    least a threshold of that set is bound to it too: the sets in flight no longer matter.
+    """
+    return ctx.policy.secagg_rebind or ctx.ledger.partners(ANY_QUANTITY) is not None
+
+
+def _refuse_another_set_in_flight(
+    ctx: SiteContext, members: list[str], function: str, *, session: str | None = None
+) -> None:
+    """Refuse a sum over ``members`` while a session over another set is in flight.
+
+    In flight: the site sent its masked input in it (its ledger's :data:`MASKED_KEY`) and has
+    not unmasked it; ``session``, the one asking, counts as in flight (its own earlier set).
+    The masked-input stage asks (:func:`_one_set_in_flight`), and the check before a sum
+    (:data:`FN_CHECK`), so that it refuses before the input is computed and charged.
+    """
     bindings = ctx.ledger.bindings
     for key, value in bindings.items():
         if not key.startswith(MASKED_KEY) or list(value) == members:
             continue
-        session = key[len(MASKED_KEY) :]
-        if session == state.session or UNMASKED_KEY + session not in bindings:
+        other = key[len(MASKED_KEY) :]
+        if other == session or UNMASKED_KEY + other not in bindings:
             raise DisclosureError(
                 f"site {ctx.site!r} refuses {function!r}: it sent its masked input over the "
                 f"sites {list(value)} in a session it has not unmasked, and will not over a "
@@ -784,7 +805,6 @@ def _one_set_in_flight(ctx: SiteContext, state: ClientState, u2: Sequence[str]) 
                 site=ctx.site,
                 function=function,
             )
-    ctx.ledger.bind(MASKED_KEY + state.session, members)
 
 
 @_client_stage(STAGE_MASKED_INPUT)
@@ -933,13 +953,16 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
 
     The checks the session runs before the site computes its input (its roster, the
     threshold, the functions its policy allows, ``secagg_min_sites`` and the one set of
-    partners bound in its ledger), on the rows of nobody: it reads no data, binds nothing
-    and releases nothing but what its operator configured and the analyst's own earlier
-    sessions bound. So that an analyst learns before a release it cannot take back (the
-    ROC-GLM's noisy scores, spent before their secure table) that the sum would be refused;
-    the refusal is the one the session gives, naming the input function. With
-    ``exact_counts`` (the input releases exact binned counts) also whether the site released
-    such counts in the clear before (:func:`fedroc.federation.basic.check_exact_counts`).
+    partners bound in its ledger), and one it runs after: until its partners are bound, the
+    set of a session it sent its masked input in and has not unmasked, which the masked-input
+    stage refuses another set for, once the input was charged. On the rows of nobody: it
+    reads no data, binds nothing and releases nothing but what its operator configured and
+    earlier sessions bound (what the session's own refusal would say). So that an analyst
+    learns before a release it cannot take back (the ROC-GLM's noisy scores, spent before
+    their secure table) that the sum would be refused; the refusal is the one the session
+    gives, naming the input function. With ``exact_counts`` (the input releases exact
+    binned counts) also whether the site released such counts in the clear before
+    (:func:`fedroc.federation.basic.check_exact_counts`).
     With ``budget``, the reply adds ``epsilon_left``, the epsilon its policy's limit leaves
     after what its ledger has charged, so that a run of several DP releases (the histogram's
     class counts, then its tree) can be refused before the first when the whole would not
@@ -954,6 +977,9 @@ def _check(ctx: SiteContext, args: Record) -> Reply:
         ctx, members, int(args[KEY_THRESHOLD]), quantity, function=quantity, survivors=True
     )
     ctx.policy.check_function(ctx.site, quantity)  # the session's input checks it next
+    if not _partners_bound(ctx):
+        # The session would refuse at its masked input, after its input was charged.
+        _refuse_another_set_in_flight(ctx, sorted(set(members)), quantity)
     if args[KEY_EXACT_COUNTS]:
         check_exact_counts(ctx, quantity, "secure")
     if args[KEY_BUDGET]:
@@ -1009,7 +1035,8 @@ def check_secure_sum(
     ------
     DisclosureError
         A member's refusal, as the session would give it: too few members for its
-        ``secagg_min_sites``, a set of partners other than the one it is bound to, a member
+        ``secagg_min_sites``, a set of partners other than the one it is bound to (or, not
+        bound yet, than a session's it sent its masked input in and has not unmasked), a member
         off its roster, an input function (or the check) its policy does not allow, exact
         binned counts released in the clear before.
     InputError
