@@ -97,7 +97,7 @@ DpCalibrationOption = Annotated[
 PrivacyOption = Annotated[
     str | None,
     typer.Option(
-        help="rocglm: without --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
+        help="rocglm: instead of --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
         "or 'paper' (paper 1's table; sites refuse its delta unless their policy allows)."
     ),
 ]

@@ -255,6 +255,15 @@ def _check_ignored(options: dict[str, Any]) -> None:
             "--n-thresholds does not apply with --thresholds positives: it sets the size of "
             "the grid rule"
         )
+    if options.get("privacy") == "paper" and "epsilon" in options:  # check_options: delta too
+        # The values given replaced the paper's (epsilon, delta), and the paper's classic
+        # calibration stayed, without a word: neither the paper's setting nor the values
+        # alone. ('default' with values is what the values alone give: the default mechanism.)
+        raise InputError(
+            "--privacy 'paper' does not apply with --epsilon and --delta: it chooses the "
+            "(epsilon, delta) of a run without them (paper 1's table); give one or the other "
+            "(paper 1's Gaussian mechanism at your own values: --dp-calibration classic)"
+        )
     if "score_levels" in options and "score_range" in options:
         raise InputError(
             "--score-range does not apply with --score-levels: the levels' lowest and highest "
