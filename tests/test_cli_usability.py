@@ -395,3 +395,23 @@ def test_histogram_local_dp_is_refused_at_every_site_when_one_site_is_short():
     res = evaluate(fed, "histogram", dp_epsilon=1.5, dp_mode="local")
     assert res.released.epsilon == pytest.approx({"a": 3.0, "b": 3.0, "c": 3.0})
     assert sites[1].ledger.spent()[0] == pytest.approx(3.0)
+
+
+def test_privacy_status_describes_every_binding_key_the_privacy_layer_names():
+    """`fedroc privacy status` spelt the ledger keys as literals of its own, beside the ones
+    the sites bind under: a key renamed where it is bound would have fallen back to the raw
+    ``key = value`` line without a word. It now reads fedroc.privacy.keys (and the MPC
+    owners' JOB_BINDING); every key named there is told in a sentence."""
+    from fedroc.cli.privacy_cmd import describe_binding
+    from fedroc.mpc.owner import JOB_BINDING
+    from fedroc.privacy import keys
+
+    values = {"HISTOGRAM_RANGE": [0.0, 1.0, None], "HISTOGRAM_TREE": [2, 12]}
+    # ROCGLM_SCALE is the two scale keys' common prefix, bound by neither alone.
+    names = [n for n in keys.__all__ if n != "ROCGLM_SCALE"] + ["JOB_BINDING"]
+    for name in names:
+        key = JOB_BINDING if name == "JOB_BINDING" else getattr(keys, name)
+        full = key + "fedroc.sum:n" if key.endswith(":") else key
+        value = values.get(name, {"job": "j", "terms": "t"} if name == "JOB_BINDING" else 3)
+        line = describe_binding(full, value)
+        assert not line.startswith(full), (name, line)

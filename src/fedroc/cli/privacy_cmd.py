@@ -64,7 +64,9 @@ ROWS_DIGEST_SHOWN = "(a digest of its rows, kept in its ledger, not shown)"
 
 
 def _rows_binding(key: str) -> bool:
-    return key == "rows" or key.startswith(("rows+", "histogram.range_rows"))
+    from fedroc.privacy import keys
+
+    return key == keys.ROWS or key.startswith((keys.ROWS + "+", keys.RANGE_ROWS))
 
 
 def public_bindings(bindings: dict[str, Any]) -> dict[str, Any]:
@@ -77,25 +79,30 @@ def describe_binding(key: str, value: Any) -> str:
 
     The raw pair is in --json, but for the rows' digests, which neither shows (H13-3).
     """
-    if key == "rows" or key.startswith("rows+"):
+    # Imported here: `fedroc --help` and the other commands load no privacy layer.
+    from fedroc.mpc.owner import JOB_BINDING
+    from fedroc.privacy import keys
+    from fedroc.privacy.ledger import ANY_QUANTITY, BudgetLedger
+
+    if key == keys.ROWS or key.startswith(keys.ROWS + "+"):
         columns = key.split("+")[1:]
         with_columns = f" (with column(s) {', '.join(columns)})" if columns else ""
         return (
             f"holds its exact releases to one version of its rows{with_columns} (its "
             "ledger keeps their digest): exact releases of changed rows need a new ledger"
         )
-    if key.startswith("histogram.range_rows"):
+    if key.startswith(keys.RANGE_ROWS):
         return (
             "read its rows for a DP histogram's range check (its ledger keeps their "
             "digest): exact releases of other rows are refused"
         )
-    if key == "secagg-partners:*":
+    if key == BudgetLedger.partners_key(ANY_QUANTITY):
         return f"secure sums only with {_shown(value)}"
-    if key.startswith("secagg-partners:"):
-        fn = key[len("secagg-partners:") :]
+    if key.startswith(keys.PARTNERS):
+        fn = key[len(keys.PARTNERS) :]
         what = RELEASE_LABELS.get(fn, fn).removesuffix(" (secure sum)")
         return f"secure sums of {what} only with {_shown(value)}"
-    if key == "fedroc.calibration:release":
+    if key == keys.EXACT_COUNTS:
         way = {"secure": "through secure aggregation", "clear": "in the clear"}.get(
             str(value), str(value)
         )
@@ -103,54 +110,59 @@ def describe_binding(key: str, value: Any) -> str:
             f"releases exact binned counts (calibration bins, confusion tables, exact trees) "
             f"only {way}"
         )
-    if key == "histogram-tree:range" and isinstance(value, list) and len(value) == 3:
+    if key == keys.HISTOGRAM_RANGE and isinstance(value, list) and len(value) == 3:
         lo, hi, transform = value
         after = f" after the {transform} transform" if transform else ""
         return f"histogram trees only over scores in [{lo:g}, {hi:g}]{after}"
-    if key == "histogram-tree:tree" and isinstance(value, list) and len(value) == 2:
+    if key == keys.HISTOGRAM_TREE and isinstance(value, list) and len(value) == 2:
         return f"histogram trees only of branching {value[0]} and height {value[1]}"
-    if key.startswith("histogram-local:leaves:"):
+    if key.startswith(keys.LOCAL_TREE):
         return f"released a local-DP histogram tree of {value} leaves in the clear"
     # R12-2 (fedroc.secagg.protocol.MASKED_KEY, UNMASKED_KEY): the set a secure session's
     # masked input went over, recorded before it left, and that the session was unmasked.
-    if key.startswith("secagg-masked:"):
-        session = _short_id(key[len("secagg-masked:") :])
+    if key.startswith(keys.SECAGG_MASKED):
+        session = _short_id(key[len(keys.SECAGG_MASKED) :])
         return (
             f"sent its masked input over {_shown(value)} in secure session {session} (until "
             "that session is unmasked or the site's partners are bound, it sends none over "
             "another set)"
         )
-    if key.startswith("secagg-unmasked:"):
-        session = _short_id(key[len("secagg-unmasked:") :])
+    if key.startswith(keys.SECAGG_UNMASKED):
+        session = _short_id(key[len(keys.SECAGG_UNMASKED) :])
         return f"unmasked secure session {session}"
-    if key.startswith("mpc-job:") and isinstance(value, dict):
+    if key.startswith(JOB_BINDING) and isinstance(value, dict):
         return f"authorised MPC job {value.get('job')} ({_shown(value.get('terms'))})"
-    if key.startswith("rocglm.confusion-threshold:"):
+    if key.startswith(keys.CONFUSION_THRESHOLD):
         return f"released a rocglm confusion table at threshold {_shown(value)} in the clear"
     return _describe_other(key, value)
 
 
-# The other bindings, by key prefix: the sentence, with the key's rest and the value.
-_OTHER_BINDINGS = (
-    ("argument:", "answers {rest} {value} only (it may not change)"),
-    ("rocglm.scale:range+levels:", "rocglm noisy scores only on the score scale {rest}"),
-    ("rocglm.scale:range:", "rocglm noisy scores only on the score range {rest}"),
-    ("clustered-clear:edges", "clustered summaries in the clear only on bin edges {value}"),
-    ("clustered-clear:moments", "clustered round 2 in the clear only with arguments {value}"),
-    ("clustered-secure:edges", "secure clustered summaries only on bin edges {value}"),
-    ("clustered-secure:moments", "secure clustered round 2 only with arguments {value}"),
-    ("clustered-secure:rows-session:", "read its rows for secure clustered session {rest}"),
-    ("clustered:clear-edges", "cut its scores in the clear at {value} (clustered bins)"),
-    ("histogram-joint:grid", "two-score histograms only on the grid {value}"),
-)
+def _other_bindings() -> tuple[tuple[str, str], ...]:
+    """Return the other bindings by key prefix: the sentence (with the key's rest, the value)."""
+    from fedroc.privacy import keys
+
+    return (
+        (keys.ARGUMENT, "answers {rest} {value} only (it may not change)"),
+        (keys.ROCGLM_SCALE_RANGE_LEVELS, "rocglm noisy scores only on the score scale {rest}"),
+        (keys.ROCGLM_SCALE_RANGE, "rocglm noisy scores only on the score range {rest}"),
+        (keys.CLUSTERED_EDGES, "clustered summaries in the clear only on bin edges {value}"),
+        (keys.CLUSTERED_MOMENTS, "clustered round 2 in the clear only with arguments {value}"),
+        (keys.CLUSTERED_SECURE_EDGES, "secure clustered summaries only on bin edges {value}"),
+        (keys.CLUSTERED_SECURE_MOMENTS, "secure clustered round 2 only with arguments {value}"),
+        (keys.CLUSTERED_ROWS_SESSION, "read its rows for secure clustered session {rest}"),
+        (keys.CLEAR_EDGES, "cut its scores in the clear at {value} (clustered bins)"),
+        (keys.JOINT_GRID, "two-score histograms only on the grid {value}"),
+    )
 
 
 def _describe_other(key: str, value: Any) -> str:
     """Say the bindings of the methods in a sentence; an unknown key as ``key = value``."""
-    for prefix, sentence in _OTHER_BINDINGS:
+    from fedroc.privacy import keys
+
+    for prefix, sentence in _other_bindings():
         if key.startswith(prefix):
             rest = _short_id(key[len(prefix) :])
-            if prefix == "argument:":
+            if prefix == keys.ARGUMENT:
                 function, _, argument = rest.rpartition(":")
                 rest = f"{function} with {argument} =" if function else rest
             return sentence.format(rest=rest, value=_shown(value))

@@ -40,6 +40,7 @@ from fedroc.metrics import (
     leaf_index,
     on_grid,
 )
+from fedroc.privacy import keys
 
 __all__ = [
     "DistributedMoments",
@@ -111,24 +112,24 @@ def check_calibration_bins(bins: Any) -> int:
 # so that a site's earlier binding holds), its calibration bins (the argument binding of
 # n_bins), and the thresholds of the confusion tables it released in the clear
 # (rocglm.confusion, a higher layer, writes them under this prefix).
-EXACT_COUNTS_KEY = "fedroc.calibration:release"
-CALIBRATION_BINS_KEY = f"argument:{FN_CALIBRATION}:n_bins"
+EXACT_COUNTS_KEY = keys.EXACT_COUNTS
+CALIBRATION_BINS_KEY = f"{keys.ARGUMENT}{FN_CALIBRATION}:n_bins"
 # In the refusal of the other way, so that a method can tell it from other refusals.
 EXACT_COUNTS_ONE_WAY = "it released exact binned counts"
 _WAYS = {"clear": "in the clear", "secure": "through secure aggregation"}
-CONFUSION_THRESHOLD_KEY = "rocglm.confusion-threshold:"
+CONFUSION_THRESHOLD_KEY = keys.CONFUSION_THRESHOLD
 # The inner edges of the clustered histograms a site released in the clear (one per group
 # of edges with no row between them; fedroc.methods.clustered writes them).
-CLEAR_EDGES_KEY = "clustered:clear-edges"
+CLEAR_EDGES_KEY = keys.CLEAR_EDGES
 # The site's one grid of exact binned counts released securely: [lo, hi, transform] and
 # [branching, height] (see bind_tree; the names are the histogram method's, whose tree bound
 # them first, so that a site's earlier bindings hold).
-BIND_RANGE = "histogram-tree:range"
-BIND_TREE = "histogram-tree:tree"
+BIND_RANGE = keys.HISTOGRAM_RANGE
+BIND_TREE = keys.HISTOGRAM_TREE
 # The leaf counts of the local-DP trees a site released in the clear (one key per count;
 # the histogram method writes them): clear cuts of a sort, exact in effect at a large
 # epsilon (R24, R43; see apart_from_local_trees).
-LOCAL_TREE_KEY = "histogram-local:leaves:"
+LOCAL_TREE_KEY = keys.LOCAL_TREE
 _COLUMN_ARGS = {
     "column": Choice(*_COLUMNS, default="score"),
     "subset": Choice(*_SUBSETS, default="all"),

@@ -57,6 +57,7 @@ from fedroc.exceptions import DisclosureError, FedrocError, InputError
 from fedroc.federation.records import Record, check_record
 from fedroc.federation.roster import SiteIdentity
 from fedroc.federation.schema import ArgumentRefused, Schema, check_arguments
+from fedroc.privacy import keys
 from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for
 from fedroc.privacy.policy import DisclosurePolicy, ReleaseKind
 
@@ -639,7 +640,7 @@ def bind_before_reading(
 def _bound(call: Call) -> dict[str, Any]:
     """Return the ledger keys and values of the call's arguments declared ``bind``."""
     return {
-        f"argument:{call.function}:{key}": call.args[key]
+        f"{keys.ARGUMENT}{call.function}:{key}": call.args[key]
         for key, fld in _spec(call.function).schema.items()
         if fld.bind
     }
@@ -664,12 +665,12 @@ def binding_mod(call: Call, next_handler: Handler) -> Reply:
     return reply
 
 
-ROWS_KEY = "rows"
+ROWS_KEY = keys.ROWS
 #: Where the DP histograms' range check binds the rows it first read ("+score_b": the joint
 #: grid's), under the suffixes of :data:`ROWS_KEY` (fedroc.methods.histogram's
 #: ``BIND_RANGE_ROWS``). The rows check reads them as bindings of the rows: a ledger written
 #: before the range check bound the rows themselves (main d87878d) holds only these (R11-1).
-RANGE_ROWS_KEY = "histogram.range_rows"
+RANGE_ROWS_KEY = keys.RANGE_ROWS
 
 
 @fill_doc

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fedroc.exceptions import InputError
+from fedroc.privacy import keys
 
 __all__ = [
     "ANY_QUANTITY",
@@ -313,7 +314,7 @@ class BudgetLedger:
     @staticmethod
     def partners_key(quantity: str) -> str:
         """Return the binding key under which the partner sites of ``quantity`` are kept."""
-        return f"secagg-partners:{quantity}"
+        return keys.PARTNERS + quantity
 
     def partners(self, quantity: str) -> list[str] | None:
         """Return the sorted set of sites ``quantity`` was first aggregated over, or None."""

@@ -99,6 +99,7 @@ from fedroc.federation.site import (
     site_function,
 )
 from fedroc.federation.transport import raise_site_failures
+from fedroc.privacy import keys
 from fedroc.privacy.ledger import ANY_QUANTITY, DPEvent
 from fedroc.secagg import _crypto, shamir
 
@@ -741,8 +742,8 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
 
 # Ledger keys (+ session id): the set a site sent its masked input over in a session, and
 # that it revealed its unmasking shares in it (R12-2, :func:`_one_set_in_flight`).
-MASKED_KEY = "secagg-masked:"
-UNMASKED_KEY = "secagg-unmasked:"
+MASKED_KEY = keys.SECAGG_MASKED
+UNMASKED_KEY = keys.SECAGG_UNMASKED
 
 
 def _one_set_in_flight(ctx: SiteContext, state: ClientState, u2: Sequence[str]) -> None:

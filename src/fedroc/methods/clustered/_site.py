@@ -112,6 +112,7 @@ from fedroc.metrics import (
     bin_index_edges,
     grid_edges,
 )
+from fedroc.privacy import keys
 
 __all__ = [
     "FUNCTION_MOMENTS",
@@ -129,10 +130,10 @@ FUNCTION_SUMMARY = "fedroc.clustered.summary"
 FUNCTION_MOMENTS = "fedroc.clustered.moments"
 
 # Ledger keys of the bindings: of the clear path, and of inputs of secure aggregation.
-BIND_EDGES = "clustered-clear:edges"
-BIND_MOMENTS = "clustered-clear:moments"
-BIND_SECURE_EDGES = "clustered-secure:edges"
-BIND_SECURE_MOMENTS = "clustered-secure:moments"
+BIND_EDGES = keys.CLUSTERED_EDGES
+BIND_MOMENTS = keys.CLUSTERED_MOMENTS
+BIND_SECURE_EDGES = keys.CLUSTERED_SECURE_EDGES
+BIND_SECURE_MOMENTS = keys.CLUSTERED_SECURE_MOMENTS
 
 FloatArray = NDArray[np.float64]
 
@@ -143,7 +144,7 @@ _ROWS_DOMAIN = b"fedroc.clustered/v1 rows of the all-rows histograms\x00"
 _ROWS_SESSION = "clustered-secure:rows-session"
 # Where a site keeps what it signed of its latest round-1 release in the clear (its state).
 _CLEAR_RELEASE = "clustered-clear:release"
-BIND_ROWS_SESSION = "clustered-secure:rows-session:"
+BIND_ROWS_SESSION = keys.CLUSTERED_ROWS_SESSION
 _COUNT_BYTES = 8
 STATEMENT_BYTES = _COUNT_BYTES + SIGNATURE_BYTES
 _MAX_SITES = 1024

@@ -49,7 +49,7 @@ from fedroc.federation.site import (
     site_function,
 )
 from fedroc.metrics import PairedDeLongResult, PlacementSums, TiePattern
-from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares
+from fedroc.privacy import continuous_laplace_shares, discrete_laplace_shares, keys
 from fedroc.secagg import secure_sum
 
 from ._protocol import secagg_threshold
@@ -81,7 +81,7 @@ DEFAULT_JOINT_BINS = 64
 #: A site accepts at most this many bins per score (2 x 256 x 256 counts per site).
 MAX_JOINT_BINS = 256
 #: Ledger key of the grid a site bound with its first joint histogram.
-BIND_GRID = "histogram-joint:grid"
+BIND_GRID = keys.JOINT_GRID
 
 
 #: Bins per score under DP by default: 2 x 16 x 16 noisy cells (a 64 x 64 grid carries so

@@ -96,7 +96,7 @@ from fedroc.methods.rocglm._deconvolution import (
     check_levels,
 )
 from fedroc.methods.rocglm._probit import probit_parts
-from fedroc.privacy import gaussian_mechanism
+from fedroc.privacy import gaussian_mechanism, keys
 
 __all__ = [
     "FITS",
@@ -149,7 +149,7 @@ _RELEASE = "rocglm:release:"
 _SESSION_KEY = "rocglm:session:"
 _CONFUSION_KEY = CONFUSION_THRESHOLD_KEY
 _CONFUSION_ASKED = "rocglm.confusion-asked:"
-_SCALE_KEY = "rocglm.scale:"
+_SCALE_KEY = keys.ROCGLM_SCALE
 _HEX = "0123456789abcdef"
 _SESSION = {"session": Text(64)}
 _MAX_VALUES = 1 << 26
@@ -263,10 +263,10 @@ def _bind_scale(
     lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
     levels = check_levels(args["score_levels"])
     scale: list[float] | dict[str, list[float]] = [lo, hi]
-    key = _SCALE_KEY + "range:" + repr(scale)
+    key = keys.ROCGLM_SCALE_RANGE + repr(scale)
     if levels is not None:
         scale = {"range": [lo, hi], "levels": [float(v) for v in levels]}
-        key = _SCALE_KEY + "range+levels:" + repr(scale["range"]) + repr(scale["levels"])
+        key = keys.ROCGLM_SCALE_RANGE_LEVELS + repr(scale["range"]) + repr(scale["levels"])
     with ctx.ledger.transaction():
         if key not in ctx.ledger.bindings:
             asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
