@@ -12,7 +12,10 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 def load_script(filename: str, name: str) -> ModuleType:
     """Execute ``scripts/<filename>`` afresh as module ``name`` (registered in sys.modules,
-    where dataclasses look their module up)."""
+    where dataclasses look their module up). The scripts import each other (``from coverage
+    import git_commit``), as they do when run from ``scripts/``."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / filename)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
