@@ -163,10 +163,15 @@ def main(argv: list[str] | None = None) -> None:
             for fit in args.fit:
                 if bins:
                     _deconvolution.default_bins = lambda *a, b=bins: b  # type: ignore[misc]
+                # The bagged fits are cached by their inputs, among them ``m=None`` but not
+                # the bin count default_bins gives it: without this, a row with --bins 41
+                # reused the last fits of the row before (the default bins), or the reverse.
+                _deconvolution._BAGGED.clear()
                 try:
                     res = diagnose(args.design, args.n, setting, args.reps, args.seed, fit)
                 finally:
                     _deconvolution.default_bins = default_bins  # type: ignore[assignment]
+                    _deconvolution._BAGGED.clear()
                 results.append({"setting": setting, "bins": bins or "default", "fit": fit} | res)
                 print(f"{setting} bins={bins or 'default'} {fit} done", file=sys.stderr, flush=True)
     keys = list(results[0])
