@@ -98,22 +98,35 @@ def _cpu_seconds(pids: list[int]) -> dict[int, tuple[float, str]]:
 
 def _run(cmd: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:  # the command's own message: --json puts it on stdout
+        said = (proc.stdout.strip() or proc.stderr.strip()).splitlines()[-3:]
+        raise SystemExit(f"{' '.join(cmd[1:3])} exited {proc.returncode}: {' '.join(said)}")
     return time.perf_counter() - start
+
+
+# The options of both commands. No --seed: the CLI refuses it for rocglm (exit 2), whose
+# one resampling is seeded by the released values (fedroc.cli._method_options).
+CLI_METHOD = ["--method", "rocglm", "--json"]
+
+
+def cli_commands(paths: dict[str, Path], deployment: Path) -> tuple[list[str], list[str]]:
+    """The analyst's two commands on the same files: in-process, and over the deployment."""
+    fedroc = str(Path(sys.executable).with_name("fedroc"))
+    local = [fedroc, "evaluate", *CLI_METHOD]
+    for name, path in paths.items():
+        local += ["--site", f"{name}={path}"]
+    remote = [fedroc, "flower", "run", "--deployment", str(deployment), *CLI_METHOD]
+    return local, remote
 
 
 def cli_ratio(root: Path, runs: int) -> None:
     """`fedroc flower run` against `fedroc evaluate`, the same method and files."""
     paths = _sites(root, 3)
-    fedroc = str(Path(sys.executable).with_name("fedroc"))
-    local = [fedroc, "evaluate", "--method", "rocglm", "--seed", "1", "--json"]
-    for name, path in paths.items():
-        local += ["--site", f"{name}={path}"]
     configs = [SiteNodeConfig(site=s, data=p) for s, p in paths.items()]
     print("starting SuperLink + 3 tuned SuperNodes (TLS, node auth) ...", file=sys.stderr)
     with LocalDeployment(configs, root / "deployment") as dep:
-        remote = [fedroc, "flower", "run", "--deployment", str(dep.directory)]
-        remote += ["--method", "rocglm", "--seed", "1", "--json"]
+        local, remote = cli_commands(paths, dep.directory)
         _run(remote)  # warm-up: page cache, the SuperLink's first run
         flower_times, local_times = [], []
         for _ in range(runs):

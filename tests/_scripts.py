@@ -22,3 +22,14 @@ def load_script(filename: str, name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_benchmark(filename: str, name: str) -> ModuleType:
+    """Execute ``benchmarks/<filename>`` afresh as module ``name``, as :func:`load_script`."""
+    path = SCRIPTS.parent / "benchmarks" / filename
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
