@@ -121,6 +121,12 @@ def diagnose(
     finally:
         _distributed.bagged = bagged  # type: ignore[assignment]
         _site.bagged = bagged  # type: ignore[assignment]
+    if len(rows) < 2:  # a replicate the sites refused is skipped, not diagnosed
+        raise SystemExit(
+            f"rocglm_interval_diagnosis: {len(rows)} of {reps} runs gave a result "
+            f"(--design {design_name} --n {n}, setting {setting}); at least 2 are needed, "
+            "the others were refused (too few rows of a class at a site?): raise --n or --reps"
+        )
     a, se, lo, hi, emp, vneg, se_exact, sd = (np.asarray(v) for v in zip(*rows, strict=True))
     z = (a - truth) / se
     return {

@@ -8,6 +8,7 @@ reused the fits of the default-bin rows before them: the two rows came out ident
 
 from __future__ import annotations
 
+import pytest
 from _scripts import load_script
 
 
@@ -26,3 +27,11 @@ def test_the_forced_bins_row_is_fitted_with_its_own_bins(tmp_path):
     # The same rows and noise, 41 bins instead of the default 14: another fit, another AUC.
     assert rows["default"][2] != rows["41"][2]
     assert study._deconvolution._BAGGED == {}  # nothing of the forced bins is left behind
+
+
+def test_runs_the_sites_all_refuse_end_in_one_line(tmp_path):
+    study = load_script("rocglm_interval_diagnosis.py", "fedroc_rocglm_interval_diagnosis_script")
+    # 300 rows of the rare design: sites with fewer than 5 positives refuse every run.
+    argv = ["--n", "300", "--reps", "2", "--setting", "default", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit, match=r"0 of 2 runs gave a result \(--design rare --n 300"):
+        study.main(argv)
