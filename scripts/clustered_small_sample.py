@@ -140,7 +140,7 @@ def pooled_cell(t12: float, t11: float, clusters: int, reps: int, seed: int) -> 
     }
     for name, (est, se, kind, truth) in cases.items():
         lo, hi = intervals(est, se, clusters, kind)
-        for k in range(CHECKED):  # the vectorized intervals are the product's
+        for k in range(min(CHECKED, reps)):  # the vectorized intervals are the product's
             ref = cluster_ci(float(est[k]), float(se[k]), LEVEL, clusters, kind)
             if not np.allclose([lo[k], hi[k]], ref, rtol=0, atol=1e-12, equal_nan=True):
                 raise AssertionError(f"{name}: {(lo[k], hi[k])} != cluster_ci {ref}")
