@@ -21,10 +21,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coverage import git_commit
 
 from fedroc.metrics import roc_auc
 
@@ -95,8 +99,11 @@ def main() -> None:
                 )
             )
             print(rows[-1], flush=True)
+    command = "python scripts/mpc_precision.py " + " ".join(sys.argv[1:])
     lines = [
         "# What the opened AUROC tells about the class counts (scripts/mpc_precision.py)",
+        "",
+        f"Command: `{command.strip()}` (seed {args.seed}, commit {git_commit()}).",
         "",
         f"{args.cases} random pooled datasets per size (seed {args.seed}); candidates for P are",
         f"the class counts in [{MIN_COUNT}, n - {MIN_COUNT}] consistent with the AUROC rounded",

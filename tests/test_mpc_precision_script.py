@@ -49,6 +49,10 @@ def test_the_table_at_two_sizes(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "SIZES", (60, 200))
     monkeypatch.setattr(sys, "argv", ["mpc_precision.py", "--cases", "4", "--out", str(tmp_path)])
     study.main()
+    text = (tmp_path / "mpc_precision.md").read_text()
+    assert (
+        f"Command: `python scripts/mpc_precision.py --cases 4 --out {tmp_path}` (seed 16, " in text
+    )
     rows = [
         [cell.strip() for cell in line.strip("|").split("|")]
         for line in (tmp_path / "mpc_precision.md").read_text().splitlines()
