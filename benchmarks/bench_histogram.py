@@ -28,6 +28,7 @@ from fedroc.federation.roster import provide_identities
 from fedroc.federation.transport import Exchange, InProcessTransport
 from fedroc.methods import evaluate
 from fedroc.methods.histogram import site_leaves, tree_height
+from fedroc.privacy import DisclosurePolicy
 from fedroc.secagg import secure_sum
 
 VECTOR_SIZE = 2**14
@@ -136,6 +137,9 @@ def main() -> None:
     parser.add_argument("--sites", type=int, default=10)
     parser.add_argument("--rows", type=int, default=10_000_000, help="scores per site")
     args = parser.parse_args()
+    least = DisclosurePolicy().secagg_min_sites  # the sites refuse a smaller secure sum
+    if args.sites < least:
+        parser.error(f"--sites {args.sites}: secure aggregation needs at least {least} sites")
     bench_secagg(args.sites)
     bench_method(args.sites, args.rows)
 

@@ -27,6 +27,7 @@ from fedroc.federation import Federation, InProcessTransport, Site
 from fedroc.federation.roster import provide_identities
 from fedroc.methods.rocglm import distributed_rocglm, rocglm
 from fedroc.metrics import delong
+from fedroc.privacy import DisclosurePolicy
 
 
 class TimedTransport(InProcessTransport):
@@ -54,6 +55,9 @@ def main() -> None:
         "--opendp", action="store_true", help="OpenDP's sampler at the sites (slow at 10^6)"
     )
     args = parser.parse_args()
+    least = DisclosurePolicy().secagg_min_sites  # the sites refuse a smaller secure sum
+    if args.sites < least:
+        parser.error(f"--sites {args.sites}: secure aggregation needs at least {least} sites")
     rng = np.random.default_rng(0)
     sites, ys, ss = [], [], []
     for k in range(args.sites):
