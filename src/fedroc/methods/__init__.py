@@ -346,7 +346,9 @@ def evaluate(
         against it); private methods never compute their result from it.
     seed : int, optional
         Seed of the analyst's statistical randomness (bootstrap, SIMEX, simulation); it never
-        reaches a site.
+        reaches a site. ``"rocglm"``, ``"mpc"`` and ``"clustered"`` draw none and ignore it,
+        so that one loop can run every method (``fedroc evaluate`` refuses ``--seed`` for
+        them, where it could only mislead).
     confidence_level : float, default 0.95
     calibration_bins : int or None, default 10
     **options
