@@ -560,6 +560,21 @@ def test_ties_are_counted_one_half_throughout():
 # --- bad input ----------------------------------------------------------------------------
 
 
+def test_paper_privacy_with_epsilon_and_delta_is_refused_before_any_release():
+    """``privacy="paper"`` chooses (epsilon, delta) from paper 1's table; given with values
+    of one's own, the values replaced the table's and the paper's classic calibration stayed,
+    silently (the command line refused it; the Python call did not)."""
+    rng = np.random.default_rng(17)
+    y, s = flipped(rng, 600, 0.5)
+    fed, _ = federation_of(y, s, k=3)
+    start = fed.mark()
+    with pytest.raises(InputError, match="privacy='paper' does not apply with epsilon and delta"):
+        distributed_rocglm(fed, sensitivity=0.01, privacy="paper", epsilon=0.5, delta=1e-5)
+    assert fed.released(start).kinds == {}
+    # Each alone runs.
+    assert distributed_rocglm(fed, sensitivity=0.01, epsilon=0.5, delta=1e-5).auc > 0.5
+
+
 def test_site_with_too_few_positives_refuses_naming_it():
     rng = np.random.default_rng(15)
     y, s = flipped(rng, 400, 0.5)

@@ -775,6 +775,14 @@ def _check_privacy_arguments(
         raise InputError(f"sensitivity must be a positive number; got {sensitivity!r}")
     if (epsilon is None) != (delta is None):
         raise InputError("give both epsilon and delta, or neither (to use the default setting)")
+    if privacy == "paper" and epsilon is not None:
+        # The values would replace the paper's (epsilon, delta) while its classic calibration
+        # stayed: neither the paper's setting nor the values alone.
+        raise InputError(
+            "privacy='paper' does not apply with epsilon and delta: it chooses the (epsilon, "
+            "delta) of a run without them (paper 1's table); give one or the other (paper "
+            "1's Gaussian mechanism at your own values: dp_calibration='classic')"
+        )
     # The sites check these too, but only when the noisy scores are asked for: after the
     # sensitivity and scale rounds, and as one refusal per site naming their keywords.
     if epsilon is not None and not (epsilon > 0 and math.isfinite(epsilon)):
