@@ -529,7 +529,11 @@ def make_dir(option: str, path: Path, given: Path | None = None) -> Path:
 
 
 def report_output(option: str, path: Path) -> Path:
-    """Check a report's output path before any work (a directory failed only at the end)."""
+    """Check a report's output path before any work, and make its folder.
+
+    A directory, or a folder that is a file (``data.csv/r.html``), failed only when the
+    report was written, after the sites had answered (and spent their privacy budget).
+    """
     if path.is_dir():
         raise InputError(
             f"{option} {str(path)!r} is a directory; give a file name, e.g. "
@@ -541,6 +545,7 @@ def report_output(option: str, path: Path) -> Path:
             f"{option} {str(path)!r}: the report is one HTML file; name it .html, e.g. "
             f"{str(path.with_suffix('.html'))!r} (a browser prints it to PDF)"
         )
+    make_dir(option, path.parent, path)
     return path
 
 

@@ -1,0 +1,69 @@
+"""A new user's walkthrough as a statistician with clustered data (several lesions per
+patient) and as a network analyst with five hospitals, from the README alone: each mistake
+answered with one line that names the option, file or site and the value (exit 2, no
+traceback), and each figure saying what the table says.
+
+Each test says what the command line or the report showed before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests._cli import run_main
+
+pytestmark = pytest.mark.timeout(120)
+
+SITES = ("north", "south", "east", "west", "central")
+
+
+@pytest.fixture
+def hospitals(tmp_path: Path) -> list[str]:
+    """Five hospitals' files of lesions (columns outcome, risk, patient): ``--site`` args."""
+    rng = np.random.default_rng(11)
+    args = []
+    for k, name in enumerate(SITES):
+        patients = np.repeat(np.arange(40 + 10 * k), rng.integers(1, 5, 40 + 10 * k))
+        effect = rng.normal(scale=0.7, size=patients.max() + 1)[patients]
+        y = (rng.random(patients.size) < 0.4).astype(int)
+        risk = 1 / (1 + np.exp(-(-0.8 + 1.3 * y + effect + rng.normal(scale=0.8, size=y.size))))
+        path = tmp_path / f"{name}.csv"
+        pd.DataFrame(
+            {"outcome": y, "risk": risk.round(4), "patient": [f"{name}-{p}" for p in patients]}
+        ).to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    return [*args, "--label", "outcome", "--score", "risk"]
+
+
+def _audit_records(audit: Path) -> int:
+    if not audit.exists():
+        return 0
+    return sum(len(p.read_text().splitlines()) for p in audit.glob("*.jsonl"))
+
+
+def test_a_report_under_a_file_is_refused_before_the_sites_spend(capsys, hospitals, tmp_path):
+    """Before: ``evaluate --method rocglm --report data.csv/r.html`` ran the whole method (each
+    site spent epsilon 1 of its lifetime budget) and then failed with ``error: 'data.csv' is a
+    file; a directory was expected there``, naming neither --report nor the path given; a
+    ``--plot`` of ``fedroc metrics`` in the same place was refused at once, by name."""
+    blocker = tmp_path / "data.csv"
+    blocker.write_text("x\n1\n")
+    audit = tmp_path / "audit"
+    report = blocker / "r.html"
+    args = [*hospitals, "--method", "rocglm", "--audit-dir", str(audit), "--report", str(report)]
+    code, out, err = run_main(capsys, ["evaluate", *args])
+    assert code == 2 and out == "", err
+    assert err.strip() == (
+        f"error: --report {str(report)!r}: {str(blocker)!r} is a file, not a directory"
+    )
+    assert _audit_records(audit) == 0  # no site was asked, nothing was spent
+    # A missing folder is still made, as for --plot.
+    fine = tmp_path / "new" / "r.html"
+    code, _, err = run_main(
+        capsys, ["evaluate", *hospitals, "--method", "pooled", "--report", str(fine)]
+    )
+    assert code == 0 and fine.exists(), err
