@@ -8,6 +8,8 @@ Each test says what the command line or the report showed before.
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +69,27 @@ def test_a_report_under_a_file_is_refused_before_the_sites_spend(capsys, hospita
         capsys, ["evaluate", *hospitals, "--method", "pooled", "--report", str(fine)]
     )
     assert code == 0 and fine.exists(), err
+
+
+def _report_text(path: Path) -> str:
+    """The report's words, its figures and markup left out."""
+    text = re.sub(r"<(style|script)>.*?</\1>", " ", path.read_text(), flags=re.S)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
+
+
+def test_a_report_under_local_dp_says_why_calibration_bins_are_withheld(
+    capsys, hospitals, tmp_path
+):
+    """Before: under ``--dp-epsilon 1 --dp-mode local`` the table said of each withheld bin
+    "withheld: noisy count within 3 noise SDs of 0", and the report's figure said "8 bin(s)
+    withheld at a site are shaded": no site withheld them (under DP none does), the noise
+    did. Without DP a bin under a site's minimum count is still said to be withheld there."""
+    report = tmp_path / "dp.html"
+    args = [*hospitals, "--method", "histogram", "--dp-epsilon", "1", "--dp-mode", "local"]
+    code, _, err = run_main(capsys, ["evaluate", *args, "--report", str(report)])
+    assert code == 0, err
+    text = _report_text(report)
+    caption = re.search(r"(\d+) bin\(s\) withheld[^.]*\.", text)
+    assert caption is not None, text
+    assert "at a site" not in caption.group(0), caption.group(0)
+    assert "noisy count within 3 noise SDs of 0" in caption.group(0), caption.group(0)

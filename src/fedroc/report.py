@@ -702,12 +702,19 @@ def evaluation_report(
     cal = extra.get("calibration")
     if cal is not None:
         withheld = int(np.count_nonzero(cal.suppressed))
+        # Under DP no site withholds a bin: the analyst does, for its noise (as the CLI's
+        # calibration table says); the report said "withheld at a site" there too.
+        why = (
+            "withheld for their noise (noisy count within 3 noise SDs of 0)"
+            if extra.get("calibration_noise_sd") is not None
+            else "withheld at a site"
+        )
         report.add_figure(
             calibration_figure([(result.method, cal)], title="Calibration"),
             "Calibration: observed fraction of positives per bin of predicted probability, "
             "rows per bin below. "
             + (
-                f"{withheld} bin(s) withheld at a site are shaded; the line does not pass them."
+                f"{withheld} bin(s) {why} are shaded; the line does not pass them."
                 if withheld
                 else "No bin was withheld."
             ),
