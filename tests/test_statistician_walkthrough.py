@@ -93,3 +93,15 @@ def test_a_report_under_local_dp_says_why_calibration_bins_are_withheld(
     assert caption is not None, text
     assert "at a site" not in caption.group(0), caption.group(0)
     assert "noisy count within 3 noise SDs of 0" in caption.group(0), caption.group(0)
+
+
+def test_evaluate_plot_points_to_the_report(capsys, hospitals):
+    """Before: ``fedroc evaluate ... --plot roc.png`` (as ``fedroc metrics`` and ``fedroc
+    clustered`` take it) answered "No such option: --plot. Did you mean --epsilon or
+    --mpc-sort or --report?": nothing said that evaluate draws its figures in the report."""
+    code, out, err = run_main(
+        capsys, ["evaluate", *hospitals, "--method", "pooled", "--plot", "r.png"]
+    )
+    assert code == 2 and out == ""
+    assert err.startswith("error: No such option: --plot. fedroc evaluate draws"), err
+    assert "draws its figures" in err and "--report FILE.html" in err, err

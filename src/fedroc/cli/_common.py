@@ -188,9 +188,11 @@ def _usage_message(exc: Exception) -> str:
     name = getattr(exc, "option_name", None)
     if type(exc).__name__ == "NoSuchOption" and isinstance(name, str):
         possible = sorted(getattr(exc, "possibilities", None) or ())
-        hint = f" Did you mean {' or '.join(possible)}?" if possible else ""
         ctx = getattr(exc, "ctx", None)
         elsewhere = ELSEWHERE.get((getattr(ctx, "command_path", ""), name), "")
+        # Where the option is known elsewhere, that says it; click's close spellings of
+        # `evaluate --plot` were "--epsilon or --mpc-sort or --report".
+        hint = f" Did you mean {' or '.join(possible)}?" if possible and not elsewhere else ""
         return f"No such option: {name}.{hint}{elsewhere}"
     return str(exc.format_message())  # type: ignore[attr-defined]
 
@@ -204,6 +206,11 @@ _CLUSTERED_ACROSS_SITES = (
 ELSEWHERE: Mapping[tuple[str, str], str] = {
     ("fedroc clustered", "--method"): _CLUSTERED_ACROSS_SITES,
     ("fedroc clustered", "--site"): _CLUSTERED_ACROSS_SITES,
+    # metrics and clustered take --plot; evaluate's figures are in its report.
+    ("fedroc evaluate", "--plot"): (
+        " fedroc evaluate draws its figures (ROC, PR, calibration) in the HTML report: "
+        "--report FILE.html."
+    ),
 }
 
 
