@@ -9,6 +9,7 @@ Each test says what the command line or the report showed before.
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 
@@ -23,22 +24,28 @@ pytestmark = pytest.mark.timeout(120)
 SITES = ("north", "south", "east", "west", "central")
 
 
-@pytest.fixture
-def hospitals(tmp_path: Path) -> list[str]:
+def _write_hospitals(folder: Path, patients: int = 40) -> list[str]:
     """Five hospitals' files of lesions (columns outcome, risk, patient): ``--site`` args."""
     rng = np.random.default_rng(11)
     args = []
     for k, name in enumerate(SITES):
-        patients = np.repeat(np.arange(40 + 10 * k), rng.integers(1, 5, 40 + 10 * k))
-        effect = rng.normal(scale=0.7, size=patients.max() + 1)[patients]
-        y = (rng.random(patients.size) < 0.4).astype(int)
+        n = patients + patients // 4 * k
+        patient = np.repeat(np.arange(n), rng.integers(1, 5, n))
+        effect = rng.normal(scale=0.7, size=n)[patient]
+        y = (rng.random(patient.size) < 0.4).astype(int)
         risk = 1 / (1 + np.exp(-(-0.8 + 1.3 * y + effect + rng.normal(scale=0.8, size=y.size))))
-        path = tmp_path / f"{name}.csv"
+        path = folder / f"{name}.csv"
         pd.DataFrame(
-            {"outcome": y, "risk": risk.round(4), "patient": [f"{name}-{p}" for p in patients]}
+            {"outcome": y, "risk": risk.round(4), "patient": [f"{name}-{p}" for p in patient]}
         ).to_csv(path, index=False)
         args += ["--site", f"{name}={path}"]
     return [*args, "--label", "outcome", "--score", "risk"]
+
+
+@pytest.fixture
+def hospitals(tmp_path: Path) -> list[str]:
+    """Five hospitals of 40 to 80 patients, 1-4 lesions each."""
+    return _write_hospitals(tmp_path)
 
 
 def _audit_records(audit: Path) -> int:
@@ -78,13 +85,15 @@ def _report_text(path: Path) -> str:
 
 
 def test_a_report_under_local_dp_says_why_calibration_bins_are_withheld(
-    capsys, hospitals, tmp_path
+    capsys, tmp_path, seeded_site_entropy
 ):
     """Before: under ``--dp-epsilon 1 --dp-mode local`` the table said of each withheld bin
     "withheld: noisy count within 3 noise SDs of 0", and the report's figure said "8 bin(s)
     withheld at a site are shaded": no site withheld them (under DP none does), the noise
     did. Without DP a bin under a site's minimum count is still said to be withheld there."""
     report = tmp_path / "dp.html"
+    # Enough rows that the noisy class counts let the tree out (the noise is seeded).
+    hospitals = _write_hospitals(tmp_path, patients=200)
     args = [*hospitals, "--method", "histogram", "--dp-epsilon", "1", "--dp-mode", "local"]
     code, _, err = run_main(capsys, ["evaluate", *args, "--report", str(report)])
     assert code == 0, err
@@ -105,3 +114,30 @@ def test_evaluate_plot_points_to_the_report(capsys, hospitals):
     assert code == 2 and out == ""
     assert err.startswith("error: No such option: --plot. fedroc evaluate draws"), err
     assert "draws its figures" in err and "--report FILE.html" in err, err
+
+
+@pytest.mark.parametrize("method", ["pooled", "histogram", "rocglm"])
+def test_the_reports_roc_legend_quotes_the_auc_and_its_interval(
+    capsys, hospitals, tmp_path, monkeypatch, method
+):
+    """Before: ``fedroc metrics --plot`` labelled its curve "risk (AUC 0.791, 95% CI
+    0.765-0.815)", but the report of ``evaluate --report`` labelled it "histogram (released
+    curve)" alone: the figure a reader takes away carried neither the AUC nor its interval."""
+    import fedroc.report as rep
+
+    labels: list[str] = []
+    original = rep.roc_figure
+
+    def spy(*args, **kwargs):
+        labels.extend(label for label, _, _ in kwargs.get("curves", ()))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rep, "roc_figure", spy)
+    report = tmp_path / "r.html"
+    args = [*hospitals, "--method", method, "--report", str(report), "--json"]
+    code, out, err = run_main(capsys, ["evaluate", *args])
+    assert code == 0, err
+    result = json.loads(out)
+    low, high = result["auc_ci"]
+    curve = "pooled rows (reference)" if method == "pooled" else f"{method} (released curve)"
+    assert labels == [f"{curve}: AUC {result['auc']:.3f}, 95% CI {low:.3f}-{high:.3f}"]

@@ -777,9 +777,17 @@ def _roc_section(
         for p in points
         if p.get("specificity") is not None and p.get("sensitivity") is not None
     ]
+    # The legend quotes the AUC and its interval, as `fedroc metrics --plot` does: a figure
+    # taken out of the report said only "histogram (released curve)".
+    legend = label
+    if result.auc is not None and math.isfinite(result.auc):
+        legend += f": AUC {result.auc:.3f}"
+        ci = result.auc_ci
+        if ci is not None and all(b is not None and math.isfinite(b) for b in ci):
+            legend += f", {result.confidence_level:.0%} CI {ci[0]:.3f}-{ci[1]:.3f}"
     report.add_figure(
         roc_figure(
-            curves=[(label, fpr, tpr)],
+            curves=[(legend, fpr, tpr)],
             band=band,
             band_label=f"{result.confidence_level:.0%} band" if band is not None else "",
             points=marks,
