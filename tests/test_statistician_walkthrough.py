@@ -141,3 +141,22 @@ def test_the_reports_roc_legend_quotes_the_auc_and_its_interval(
     low, high = result["auc_ci"]
     curve = "pooled rows (reference)" if method == "pooled" else f"{method} (released curve)"
     assert labels == [f"{curve}: AUC {result['auc']:.3f}, 95% CI {low:.3f}-{high:.3f}"]
+
+
+def test_a_report_draws_no_empty_curves_when_dp_kept_the_tree_back(
+    capsys, tmp_path, seeded_site_entropy
+):
+    """Before: when the sites' noisy class counts were too small for an AUC under ``--dp-epsilon
+    1`` (the tree not released, "no AUC, curve or interval" in the caveat), the report still
+    drew an empty ROC figure with the legend "histogram (released curve)" and an empty PR
+    figure, captioned as the released curves."""
+    hospitals = _write_hospitals(tmp_path, patients=15)
+    report = tmp_path / "r.html"
+    args = [*hospitals, "--method", "histogram", "--dp-epsilon", "1", "--report", str(report)]
+    code, out, err = run_main(capsys, ["evaluate", *args, "--json"])
+    assert code == 0, err
+    assert json.loads(out)["auc"] is None  # the tree was kept back
+    text = _report_text(report)
+    assert "<img" not in report.read_text()
+    assert "No ROC curve: the histogram method released none" in text, text
+    assert "No precision-recall curve: the histogram method released none" in text, text

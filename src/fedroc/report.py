@@ -734,6 +734,12 @@ def evaluation_report(
     return report
 
 
+def _drawable(x: Any, y: Any) -> bool:
+    """Whether a released curve has a point to draw."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return bool(x.size and y.size and np.any(np.isfinite(x) & np.isfinite(y)))
+
+
 def _with_ci(point: Mapping[str, Any], name: str) -> str:
     value, ci = point.get(name), point.get(f"{name}_ci")
     return _cell(value) + ("" if ci is None else f" {_cell(ci)}")
@@ -752,6 +758,15 @@ def _roc_section(
         )
         return
     fpr, tpr = roc()
+    if not _drawable(fpr, tpr):
+        # Under DP the sites may keep the tree back (the caveat says why): an empty figure
+        # was drawn and captioned as the released curve.
+        report.add_text(
+            f"No ROC curve: the {result.method} method released none in this run (see the "
+            "caveat above).",
+            cls="note",
+        )
+        return
     counts = getattr(details, "counts", None)
     band = None
     band_text = "The method releases no uncertainty of the curve: no band is drawn."
@@ -804,6 +819,13 @@ def _pr_section(report: Report, result: EvaluationResult) -> None:
         )
         return
     recall, precision = pr()
+    if not _drawable(recall, precision):
+        report.add_text(
+            f"No precision-recall curve: the {result.method} method released none in this run "
+            "(see the caveat above).",
+            cls="note",
+        )
+        return
     n_pos, n_neg = result.extra.get("n_pos"), result.extra.get("n_neg")
     prevalence = None
     if isinstance(n_pos, (int, float)) and isinstance(n_neg, (int, float)) and n_pos + n_neg > 0:
