@@ -160,3 +160,20 @@ def test_a_report_draws_no_empty_curves_when_dp_kept_the_tree_back(
     assert "<img" not in report.read_text()
     assert "No ROC curve: the histogram method released none" in text, text
     assert "No precision-recall curve: the histogram method released none" in text, text
+
+
+def test_a_clustered_report_draws_the_confidence_ellipse(capsys, hospitals, tmp_path):
+    """Before: the report of ``evaluate --method clustered`` drew only the calibration curve
+    ("No ROC curve: the clustered method releases no curve"), though the analyst holds the
+    two AUCs and their covariance, from which ``fedroc clustered --plot`` draws the
+    confidence ellipse of paper 3's Figure 5 over one file."""
+    report = tmp_path / "r.html"
+    args = [*hospitals, "--method", "clustered", "--cluster", "patient", "--report", str(report)]
+    code, out, err = run_main(capsys, ["evaluate", *args, "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    text = _report_text(report)
+    caption = re.search(r"Confidence ellipses of the personalized[^<]*?\)\.", text)
+    assert caption is not None, text
+    assert f"z {result['equality_z']:.2f}" in caption.group(0), caption.group(0)
+    assert report.read_text().count("<img") == 2  # the ellipses and the calibration curve

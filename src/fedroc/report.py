@@ -697,6 +697,7 @@ def evaluation_report(
         )
 
     report.start_section("figures", "Figures")
+    _ellipse_section(report, result)
     _roc_section(report, result, points, seed)
     _pr_section(report, result)
     cal = extra.get("calibration")
@@ -732,6 +733,26 @@ def evaluation_report(
         _provenance_section(report, provenance, result)
     report.end_section()
     return report
+
+
+def _ellipse_section(report: Report, result: EvaluationResult) -> None:
+    """Draw the clustered method's confidence ellipses (paper 3, Figure 5).
+
+    The analyst holds the two AUCs and their covariance: what ``fedroc clustered --plot``
+    draws over one file.
+    """
+    details = result.details
+    if result.method != "clustered" or not callable(getattr(details, "ellipse", None)):
+        return
+    levels = tuple(sorted({result.confidence_level, 0.99}))
+    z, p = result.extra.get("equality_z"), result.extra.get("equality_p")
+    test = "" if z is None or p is None else f"; the test of equality: z {z:.2f}, p {p:.3g}"
+    report.add_figure(
+        details.plot(levels=levels),
+        "Confidence ellipses of the personalized (x) and population (y) AUCs at "
+        + " and ".join(f"{level:.0%}" for level in levels)
+        + f" (their joint covariance, Corollary 6{test}). The diagonal is equality.",
+    )
 
 
 def _drawable(x: Any, y: Any) -> bool:
