@@ -177,3 +177,38 @@ def test_a_clustered_report_draws_the_confidence_ellipse(capsys, hospitals, tmp_
     assert caption is not None, text
     assert f"z {result['equality_z']:.2f}" in caption.group(0), caption.group(0)
     assert report.read_text().count("<img") == 2  # the ellipses and the calibration curve
+
+
+def test_the_demo_reports_roc_legend_quotes_every_auc(tmp_path, monkeypatch):
+    """Before: ``fedroc demo``'s report drew the released curves beside the pooled one with
+    the legends "histogram (released curve)", "rocglm (released curve)" and "pooled rows
+    (reference)": which curve has which AUC was only in a table above."""
+    import fedroc
+    import fedroc.report as rep
+    from fedroc import Federation
+    from fedroc.data import Columns, SiteData
+    from fedroc.methods import pool_site_data
+
+    args = _write_hospitals(tmp_path)
+    paths = dict(a.split("=", 1) for a in args[1:10:2])
+    calls: list[list[str]] = []
+    original = rep.roc_figure
+
+    def spy(*a, **kw):
+        calls.append([label for label, _, _ in kw.get("curves", ())])
+        if kw.get("reference") is not None:
+            calls[-1].append(kw.get("reference_label", "pooled rows (reference)"))
+        return original(*a, **kw)
+
+    monkeypatch.setattr(rep, "roc_figure", spy)
+    data = {k: SiteData.from_file(v, Columns("outcome", "risk")) for k, v in paths.items()}
+    fed = Federation.from_files(paths, label="outcome", score="risk")
+    reference = fedroc.evaluate(fed, "pooled", pooled=pool_site_data(data))
+    histogram = fedroc.evaluate(fed, "histogram")
+    rep.comparison_report(reference, [histogram], seed=1)
+    expected = []
+    for r, name in ((histogram, "histogram (released curve)"), (reference, "pooled rows")):
+        low, high = r.auc_ci
+        expected.append(f"{name}: AUC {r.auc:.3f}, 95% CI {low:.3f}-{high:.3f}")
+    # The pooled reference's own figure, then the curves beside it.
+    assert calls[-1] == [expected[0], expected[1].replace(":", " (reference):", 1)]

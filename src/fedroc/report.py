@@ -195,6 +195,7 @@ def roc_figure(
     band_label: str = "",
     points: Sequence[tuple[str, float, float]] = (),
     reference: tuple[np.ndarray, np.ndarray] | None = None,
+    reference_label: str = "pooled rows (reference)",
 ) -> Any:
     """ROC curves, an optional band and operating points.
 
@@ -218,6 +219,8 @@ def roc_figure(
         ``(label, fpr, tpr)`` of operating points, drawn as markers.
     reference : tuple of two ndarray, optional
         ``(fpr, tpr)`` of the pooled curve, drawn dashed on top of the others.
+    reference_label : str, default "pooled rows (reference)"
+        Legend entry of ``reference``.
 
     Returns
     -------
@@ -237,9 +240,7 @@ def roc_figure(
     for label, fpr, tpr in curves:
         ax.plot(fpr, tpr, lw=1.5, label=label, drawstyle="default")
     if reference is not None:  # on top, thin and dashed, so that it does not hide the others
-        ax.plot(
-            *reference, color="black", lw=1.0, ls="--", zorder=3, label="pooled rows (reference)"
-        )
+        ax.plot(*reference, color="black", lw=1.0, ls="--", zorder=3, label=reference_label)
     for label, x, y in points:
         ax.plot([x], [y], marker="o", ms=6, ls="none", label=label)
     roc_axes(ax, title)
@@ -755,6 +756,20 @@ def _ellipse_section(report: Report, result: EvaluationResult) -> None:
     )
 
 
+def _auc_legend(label: str, result: EvaluationResult) -> str:
+    """Return ``label`` with the result's AUC and interval, as ``fedroc metrics --plot``.
+
+    A figure taken out of the report said only "histogram (released curve)".
+    """
+    if result.auc is None or not math.isfinite(result.auc):
+        return label
+    legend = f"{label}: AUC {result.auc:.3f}"
+    ci = result.auc_ci
+    if ci is not None and all(b is not None and math.isfinite(b) for b in ci):
+        legend += f", {result.confidence_level:.0%} CI {ci[0]:.3f}-{ci[1]:.3f}"
+    return legend
+
+
 def _drawable(x: Any, y: Any) -> bool:
     """Whether a released curve has a point to draw."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -813,17 +828,9 @@ def _roc_section(
         for p in points
         if p.get("specificity") is not None and p.get("sensitivity") is not None
     ]
-    # The legend quotes the AUC and its interval, as `fedroc metrics --plot` does: a figure
-    # taken out of the report said only "histogram (released curve)".
-    legend = label
-    if result.auc is not None and math.isfinite(result.auc):
-        legend += f": AUC {result.auc:.3f}"
-        ci = result.auc_ci
-        if ci is not None and all(b is not None and math.isfinite(b) for b in ci):
-            legend += f", {result.confidence_level:.0%} CI {ci[0]:.3f}-{ci[1]:.3f}"
     report.add_figure(
         roc_figure(
-            curves=[(legend, fpr, tpr)],
+            curves=[(_auc_legend(label, result), fpr, tpr)],
             band=band,
             band_label=f"{result.confidence_level:.0%} band" if band is not None else "",
             points=marks,
@@ -1040,12 +1047,17 @@ def comparison_report(
         roc = getattr(r.details, "roc_points", None)
         if callable(roc):
             fpr, tpr = roc()
-            curves.append((f"{r.method} (released curve)", fpr, tpr))
-        else:
-            silent.append(r.method)
+            if _drawable(fpr, tpr):
+                curves.append((_auc_legend(f"{r.method} (released curve)", r), fpr, tpr))
+                continue
+        silent.append(r.method)
     fpr, tpr = reference.details.roc_points()
     report.add_figure(
-        roc_figure(curves=curves, reference=(fpr, tpr)),
+        roc_figure(
+            curves=curves,
+            reference=(fpr, tpr),
+            reference_label=_auc_legend("pooled rows (reference)", reference),
+        ),
         "ROC curves the private methods released, beside the pooled reference.",
     )
     if silent:
