@@ -212,3 +212,22 @@ def test_the_demo_reports_roc_legend_quotes_every_auc(tmp_path, monkeypatch):
         expected.append(f"{name}: AUC {r.auc:.3f}, 95% CI {low:.3f}-{high:.3f}")
     # The pooled reference's own figure, then the curves beside it.
     assert calls[-1] == [expected[0], expected[1].replace(":", " (reference):", 1)]
+
+
+def test_the_histograms_error_rows_say_what_they_are_measured_against(capsys, hospitals, tmp_path):
+    """Before: the histogram's table listed ``roc_area_error 0.00013``, ``auc_error 8.32e-06``
+    ... ``ap_error 0.000728`` with no word on what they are errors against, and the report
+    called them "AUC error" and "Ap error": an analyst of remote sites cannot know the
+    pooled AUC; only this command, which read the --site files itself, can."""
+    report = tmp_path / "r.html"
+    args = [*hospitals, "--method", "histogram", "--report", str(report)]
+    code, out, err = run_main(capsys, ["evaluate", *args])
+    assert code == 0, err
+    assert "auc_error" in out
+    note = " ".join(out[out.index("auc_error") :].split())
+    assert "errors against the pooled rows, which this command read from the --site files" in note
+    text = _report_text(report)
+    for label in ("ROC area error", "PR area error", "AUC error", "PR-AUC error",
+                  "Average precision error"):  # fmt: skip
+        assert f"{label} against the pooled rows" in text, label
+    assert "Ap error" not in text

@@ -323,6 +323,10 @@ def _extra_rows(result: EvaluationResult) -> list[tuple[str, Any]]:
     return rows
 
 
+# The histogram's errors of its curves and areas against the pooled rows (docs/json.md).
+_POOLED_ERRORS = ("roc_area_error", "pr_area_error", "auc_error", "pr_auc_error", "ap_error")
+
+
 def render_result(result: EvaluationResult) -> None:
     """Print a result as tables: sites, the estimates, then comparison, points, calibration."""
     out.print(sites_table(result.sites))
@@ -340,6 +344,14 @@ def render_result(result: EvaluationResult) -> None:
     for note in rel.notes:
         rows.append(("released", note))
     out.print(kv_table(f"Evaluation: {result.method}", rows))
+    errors = [key for key in _POOLED_ERRORS if key in result.extra]
+    if errors:
+        out.print(
+            f"{', '.join(errors)}: errors against the pooled rows, which this command read "
+            "from the --site files (an analyst of remote sites has no such check)",
+            highlight=False,
+            markup=False,
+        )
     comparison = result.extra.get("comparison")
     if comparison is not None:
         out.print(
