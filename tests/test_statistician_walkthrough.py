@@ -231,3 +231,27 @@ def test_the_histograms_error_rows_say_what_they_are_measured_against(capsys, ho
                   "Average precision error"):  # fmt: skip
         assert f"{label} against the pooled rows" in text, label
     assert "Ap error" not in text
+
+
+def test_the_clustered_reports_labels_say_which_rows_and_clusters(capsys, hospitals, tmp_path):
+    """Before: the clustered report said "Rows 301" of the rows in clusters holding both
+    classes (the sites hold more), "Number of excluded 85", "Number of clusters total" and
+    "Delong SE", where ``fedroc clustered`` says "controls, cases used", "clusters with one
+    class (excluded)" and "SE (DeLong, clusters ignored)"."""
+    report = tmp_path / "r.html"
+    args = [*hospitals, "--method", "clustered", "--cluster", "patient", "--report", str(report)]
+    code, out, err = run_main(capsys, ["evaluate", *args, "--json"])
+    assert code == 0, err
+    r = json.loads(out)
+    text = _report_text(report)
+    for label, key in (
+        ("Rows in the clusters used", "n"),
+        ("Positives in the clusters used", "n_pos"),
+        ("Negatives in the clusters used", "n_neg"),
+        ("Clusters used (both classes)", "n_clusters"),
+        ("Clusters in all", "n_clusters_total"),
+        ("Clusters with one class (left out)", "n_excluded"),
+    ):
+        assert f"{label} {r[key]} " in text, label
+    assert f"SE of the AUC by DeLong (clusters ignored) {r['delong_se']:.4f}" in text
+    assert "Number of excluded" not in text and "Delong SE" not in text

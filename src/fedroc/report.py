@@ -88,6 +88,21 @@ LABELS: dict[str, str] = {
     "auc_error": "AUC error against the pooled rows",
     "pr_auc_error": "PR-AUC error against the pooled rows",
     "ap_error": "Average precision error against the pooled rows",
+    "delong_se": "SE of the AUC by DeLong (clusters ignored)",
+    "n_clusters": "Clusters used (both classes)",
+    "n_clusters_total": "Clusters in all",
+    "n_excluded": "Clusters with one class (left out)",
+    "equality_z": "Equality test (population = personalized AUC): z",
+    "equality_p": "Equality test: p (two-sided)",
+    "sigma11": "Sigma11 divisor",
+}
+
+#: Labels of keys whose meaning depends on the method (the clustered method counts only the
+#: rows of the clusters it uses; "Rows 754" read as every row of the sites).
+_METHOD_LABELS: dict[tuple[str, str], str] = {
+    ("clustered", "n"): "Rows in the clusters used",
+    ("clustered", "n_pos"): "Positives in the clusters used",
+    ("clustered", "n_neg"): "Negatives in the clusters used",
 }
 
 _WORDS = {
@@ -649,7 +664,7 @@ def evaluation_report(
             continue
         if key == "epsilon" and value is None:  # the method can add DP; this run did not
             value = "none (no differential privacy)"
-        rows.append((human_label(key), value))
+        rows.append((_METHOD_LABELS.get((result.method, key)) or human_label(key), value))
     rows = [(k, "not given by this method" if v is None else v) for k, v in rows]
     report.add_table(["Quantity", "Value"], rows, cls="result")
     for caveat in extra.get("caveats") or []:
