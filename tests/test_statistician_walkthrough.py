@@ -255,3 +255,25 @@ def test_the_clustered_reports_labels_say_which_rows_and_clusters(capsys, hospit
         assert f"{label} {r[key]} " in text, label
     assert f"SE of the AUC by DeLong (clusters ignored) {r['delong_se']:.4f}" in text
     assert "Number of excluded" not in text and "Delong SE" not in text
+
+
+def test_summary_shows_a_small_p_value_as_the_command_line_does(capsys, tmp_path):
+    """Before: ``fedroc clustered`` printed the equality test's p as 0.000155 and 7.73e-05,
+    but ``clustered_auc(...).summary()`` of the same rows printed 0.0002 and 0.0001 (and a
+    p of 1e-9 as 0.0000): the API and the CLI disagreed in the third significant digit."""
+    import fedroc
+
+    rng = np.random.default_rng(5)
+    patient = np.repeat(np.arange(300), 3)
+    y = rng.random(patient.size) < 0.4
+    s = 1.2 * y + rng.normal(scale=1.5, size=300)[patient] + rng.normal(size=patient.size)
+    path = tmp_path / "lesions.csv"
+    pd.DataFrame({"y": y.astype(int), "p": s, "patient": patient}).to_csv(path, index=False)
+    r = fedroc.clustered_auc(y.astype(int), s, patient)
+    assert r.equality_p < 1e-3  # the design's point: a small p
+    code, out, err = run_main(capsys, ["clustered", str(path), "--label", "y", "--score", "p",
+                                       "--cluster", "patient"])  # fmt: skip
+    assert code == 0, err
+    shown = f"{r.equality_p:.3g}"
+    assert re.search(rf"p two-sided\s+│?\s*{re.escape(shown)}", out), out
+    assert re.search(rf"p two-sided\s+{re.escape(shown)}$", r.summary(), re.M), r.summary()

@@ -76,7 +76,11 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, (float, np.floating)):
-        return "nan" if math.isnan(value) else f"{value:.4f}"
+        if math.isnan(value):
+            return "nan"
+        # As the CLI's tables (fedroc.cli._common.fmt): a p of 7.73e-05 read 0.0001 here,
+        # and 1e-9 read 0.0000.
+        return f"{value:.3g}" if 0 < abs(float(value)) < 1e-3 else f"{value:.4f}"
     if isinstance(value, tuple) and len(value) == 2:
         return f"[{_fmt(value[0])}, {_fmt(value[1])}]"
     return str(value)
