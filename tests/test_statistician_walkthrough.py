@@ -277,3 +277,21 @@ def test_summary_shows_a_small_p_value_as_the_command_line_does(capsys, tmp_path
     shown = f"{r.equality_p:.3g}"
     assert re.search(rf"p two-sided\s+│?\s*{re.escape(shown)}", out), out
     assert re.search(rf"p two-sided\s+{re.escape(shown)}$", r.summary(), re.M), r.summary()
+
+
+@pytest.mark.parametrize("method", ["rocglm", "clustered"])
+def test_a_site_of_three_rows_is_told_what_to_do(capsys, hospitals, tmp_path, method):
+    """Before: a site of 3 rows among five got "site 'central' refuses 'rocglm.scale': the
+    rows count is below the minimum of 5 rows per released aggregate" (alike for clustered
+    and mpc), while a site short of one class was told "leave it out, or merge its rows
+    with another site's". The site's size is said no more precisely than before."""
+    tiny = tmp_path / "tiny.csv"
+    pd.read_csv(tmp_path / "north.csv").head(3).to_csv(tiny, index=False)
+    args = [a if not a.startswith("central=") else f"central={tiny}" for a in hospitals]
+    extra = ["--cluster", "patient"] if method == "clustered" else []
+    code, out, err = run_main(capsys, ["evaluate", *args, "--method", method, *extra])
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "site 'central' refuses" in err, err
+    assert "rows count is below the minimum of 5" in err, err
+    assert "leave it out, or merge its rows with another site's" in err, err
+    assert " 3 " not in err  # the count itself is not told

@@ -549,9 +549,17 @@ class DisclosurePolicy:
             arr = np.atleast_1d(np.asarray(count))
             if arr.size and (arr < self.min_count).any():
                 # The message names the count, not its value: that is a number of the rows.
+                # A site of 3 rows was told only this, where a site short of a class is told
+                # what to do (the methods' refusal meanings); the advice tells no more.
+                todo = (
+                    ": the site has too few rows for this method (leave it out, or merge its "
+                    "rows with another site's)"
+                    if what == "rows" and arr.size == 1
+                    else ""
+                )
                 raise DisclosureError(
                     f"site {site!r} refuses {function!r}: the {what} count is below the "
-                    f"minimum of {self.min_count} rows per released aggregate",
+                    f"minimum of {self.min_count} rows per released aggregate{todo}",
                     site=site,
                     function=function,
                 )
