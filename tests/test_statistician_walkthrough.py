@@ -295,3 +295,28 @@ def test_a_site_of_three_rows_is_told_what_to_do(capsys, hospitals, tmp_path, me
     assert "rows count is below the minimum of 5" in err, err
     assert "leave it out, or merge its rows with another site's" in err, err
     assert " 3 " not in err  # the count itself is not told
+
+
+@pytest.mark.parametrize("method", ["pooled", "histogram"])
+def test_the_reports_pr_legend_quotes_the_average_precision(
+    capsys, hospitals, tmp_path, monkeypatch, method
+):
+    """Before: ``fedroc metrics --plot`` labelled its PR curve "risk (AP 0.689)", the report's
+    PR figure only "histogram" (or "pooled rows (reference)")."""
+    import fedroc.report as rep
+
+    labels: list[str] = []
+    original = rep.pr_figure
+
+    def spy(curves, *a, **kw):
+        labels.extend(label for label, _, _ in curves)
+        return original(curves, *a, **kw)
+
+    monkeypatch.setattr(rep, "pr_figure", spy)
+    report = tmp_path / "r.html"
+    args = [*hospitals, "--method", method, "--report", str(report), "--json"]
+    code, out, err = run_main(capsys, ["evaluate", *args])
+    assert code == 0, err
+    ap = json.loads(out)["average_precision"]
+    curve = "pooled rows (reference)" if method == "pooled" else method
+    assert labels == [f"{curve}: AP {ap:.3f}"]

@@ -881,8 +881,11 @@ def _pr_section(report: Report, result: EvaluationResult) -> None:
     if isinstance(n_pos, (int, float)) and isinstance(n_neg, (int, float)) and n_pos + n_neg > 0:
         prevalence = float(n_pos) / float(n_pos + n_neg)
     label = "pooled rows (reference)" if result.method == "pooled" else f"{result.method}"
+    ap = result.extra.get("average_precision")
+    # As `fedroc metrics --plot` labels its PR curve ("risk (AP 0.689)").
+    legend = f"{label}: AP {ap:.3f}" if isinstance(ap, float) and math.isfinite(ap) else label
     report.add_figure(
-        pr_figure([(label, recall, precision)], prevalence),
+        pr_figure([(legend, recall, precision)], prevalence),
         f"Precision-recall curve: {label}. The dotted line is the prevalence (a random score).",
     )
 
