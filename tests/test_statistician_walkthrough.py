@@ -320,3 +320,22 @@ def test_the_reports_pr_legend_quotes_the_average_precision(
     ap = json.loads(out)["average_precision"]
     curve = "pooled rows (reference)" if method == "pooled" else method
     assert labels == [f"{curve}: AP {ap:.3f}"]
+
+
+def test_a_spent_budget_is_not_offered_a_dp_epsilon_of_2e_15(capsys, tmp_path, seeded_site_entropy):
+    """Before: after --dp-epsilon 4 and then 1 (each site's ledger charged 8 + 2 = its limit
+    of 10), a third run was refused with "more than the epsilon left at site(s) ...:
+    8.882e-15; ... give --dp-epsilon 2.22e-15 or less": the floating-point rest of a spent
+    budget, offered as advice. Now the budget is said to be spent and no epsilon offered."""
+    hospitals = _write_hospitals(tmp_path, patients=200)
+    audit = ["--audit-dir", str(tmp_path / "audit")]
+    for eps in ("4", "1"):
+        args = [*hospitals, "--method", "histogram", "--dp-epsilon", eps, *audit, "--json"]
+        code, out, err = run_main(capsys, ["evaluate", *args])
+        assert code == 0 and json.loads(out)["auc"] is not None, err  # the tree went out
+    args = [*hospitals, "--method", "histogram", "--dp-epsilon", "1", *audit]
+    code, out, err = run_main(capsys, ["evaluate", *args])
+    assert code == 2 and out == "", err
+    assert "e-15" not in err and "e-16" not in err, err
+    assert "the epsilon left at site(s) 'central', 'east', 'north', 'south', 'west': 0;" in err
+    assert "no dp_epsilon fits" in err.replace("--dp-epsilon", "dp_epsilon"), err
