@@ -339,3 +339,25 @@ def test_a_spent_budget_is_not_offered_a_dp_epsilon_of_2e_15(capsys, tmp_path, s
     assert "e-15" not in err and "e-16" not in err, err
     assert "the epsilon left at site(s) 'central', 'east', 'north', 'south', 'west': 0;" in err
     assert "no dp_epsilon fits" in err.replace("--dp-epsilon", "dp_epsilon"), err
+
+
+def test_a_mistyped_option_of_evaluate_is_named_with_its_spelling(tmp_path):
+    """Before: ``fedroc.evaluate(fed, "histogram", quantile=64)`` raised "run_histogram() got
+    an unexpected keyword argument 'quantile'" (a function the user never called), where
+    ``fedroc evaluate --quantile 64`` says "Did you mean --quantiles?". Nothing is asked of
+    the sites before the refusal."""
+    import fedroc
+    from fedroc import Federation
+
+    args = _write_hospitals(tmp_path)
+    paths = dict(a.split("=", 1) for a in args[1:10:2])
+    fed = Federation.from_files(paths, label="outcome", score="risk")
+    start = fed.mark()
+    with pytest.raises(TypeError) as exc:
+        fedroc.evaluate(fed, "histogram", quantile=64)
+    msg = str(exc.value)
+    assert msg.startswith("evaluate(..., 'histogram') got an unexpected option 'quantile'"), msg
+    assert "did you mean 'quantiles'?" in msg, msg
+    assert fed.released(start).rounds == 0
+    # The options it takes are still taken.
+    assert fedroc.evaluate(fed, "histogram", quantiles=64).extra["quantiles"] == 64

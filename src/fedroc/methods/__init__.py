@@ -396,6 +396,7 @@ def evaluate(
             f"pooled must be a SiteData (SiteData.from_frame(frame) for a table); got "
             f"{type(pooled).__name__}"
         )
+    _check_options(method, spec, options)
     inputs = EvaluationInputs(federation, pooled, seed, confidence_level)
     if "calibration_bins" not in options and "calibration_bins" in spec.parameters:
         # A method that draws its own curve (the histogram's, from its tree) gets the bins
@@ -424,6 +425,31 @@ def evaluate(
         calibration=cal.curve,
         calibration_released={"rounds": extra_released.rounds},
     )
+
+
+def _check_options(method: str, spec: Method, options: Mapping[str, Any]) -> None:
+    """Refuse an option the method's runner does not take, by evaluate's name for it.
+
+    ``evaluate(fed, "histogram", quantile=64)`` raised "run_histogram() got an unexpected
+    keyword argument 'quantile'", naming a function the caller never called, where the CLI
+    says "Did you mean --quantiles?".
+    """
+    import difflib
+
+    params = spec.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    takes = [
+        name for name in list(params)[1:] if params[name].kind is not params[name].VAR_POSITIONAL
+    ]
+    for name in options:
+        if name not in takes:
+            close = difflib.get_close_matches(name, takes, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(
+                f"evaluate(..., {method!r}) got an unexpected option {name!r}{hint} "
+                f"(the {method} method takes {', '.join(takes) or 'no options'})"
+            )
 
 
 def _check_site_calibration_bins(bins: Any) -> None:
