@@ -361,3 +361,16 @@ def test_a_mistyped_option_of_evaluate_is_named_with_its_spelling(tmp_path):
     assert fed.released(start).rounds == 0
     # The options it takes are still taken.
     assert fedroc.evaluate(fed, "histogram", quantiles=64).extra["quantiles"] == 64
+
+
+def test_the_sites_table_is_as_wide_as_its_names(capsys, hospitals):
+    """Before: where the method keeps the sites' sizes, the sites table was stretched to its
+    caption ("n -: this method does not release the site's row count"): a site column 37
+    characters wide for names of 5 to 7. Now the note is a line under a table as narrow as
+    the pooled method's."""
+    code, out, err = run_main(capsys, ["evaluate", *hospitals, "--method", "histogram"])
+    assert code == 0, err
+    table = out.split("Evaluation")[0]
+    assert "n -: this method does not release the site's row count" in table
+    widths = {len(line) for line in table.splitlines() if line.startswith(("┏", "│", "└"))}
+    assert widths and max(widths) <= len("│ central │   - │") + 4, table

@@ -31,6 +31,7 @@ from rich.text import Text
 from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
     from rich.table import Table
 
     from fedroc.data import Columns, SiteData
@@ -409,13 +410,15 @@ class ProgressLine:
         return Text(line, no_wrap=True, overflow="ellipsis")
 
 
-def sites_table(sites: Sequence[Mapping[str, Any]]) -> Table:
+def sites_table(sites: Sequence[Mapping[str, Any]]) -> RenderableType:
     """Return the table of a result's sites and their sizes (``n`` None: not released)."""
+    from rich.console import Group
+
     table = grid_table("Sites", ["site", "n"], [(s["name"], s["n"]) for s in sites])
     if any(s["n"] is None for s in sites):  # a bare "-" read as a missing value
-        table.caption = "n -: this method does not release the site's row count"
-        table.caption_justify = "left"
-        table.min_width = max(table.min_width or 0, len(table.caption))
+        # A line under the table: as its caption, the table was stretched to the caption's
+        # width (a site column of 37 characters for names of 5).
+        return Group(table, Text("n -: this method does not release the site's row count"))
     return table
 
 
