@@ -374,3 +374,14 @@ def test_the_sites_table_is_as_wide_as_its_names(capsys, hospitals):
     assert "n -: this method does not release the site's row count" in table
     widths = {len(line) for line in table.splitlines() if line.startswith(("┏", "│", "└"))}
     assert widths and max(widths) <= len("│ central │   - │") + 4, table
+
+
+def test_every_released_line_reads_from_the_left(capsys, hospitals):
+    """Before: the histogram's table wrote its long "released" sentences from the left but
+    the short one, "per-site row counts were not released" (37 characters), flush right,
+    under them, as if it were a number."""
+    code, out, err = run_main(capsys, ["evaluate", *hospitals, "--method", "histogram"])
+    assert code == 0, err
+    cells = [line.split("│")[2] for line in out.splitlines() if line.startswith("│ released ")]
+    assert len(cells) == 2, out
+    assert all(cell.startswith(" ") and not cell.startswith("  ") for cell in cells), cells

@@ -575,6 +575,10 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+#: Keys of kv_table rows that hold sentences.
+_PROSE = frozenset({"released", "caveat", "caveats", "note", "notes"})
+
+
 def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     from rich.table import Table
 
@@ -584,7 +588,9 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     for key, value in rows:  # Text: a value such as "[nan, nan]" is data, not rich markup
         # Numbers line up on the right; a sentence (a note, what was released) reads from the
         # left: wrapped and right-justified, its lines started at ragged columns.
-        prose = isinstance(value, str) and " " in value and len(value) > 40
+        # A row of sentences (released, caveat, note) reads from the left however short:
+        # "per-site row counts were not released" stood flush right under the others.
+        prose = isinstance(value, str) and " " in value and (len(value) > 40 or key in _PROSE)
         table.add_row(Text(key), Text(fmt(value), justify="left" if prose else None))
     return table
 
