@@ -385,3 +385,24 @@ def test_every_released_line_reads_from_the_left(capsys, hospitals):
     cells = [line.split("│")[2] for line in out.splitlines() if line.startswith("│ released ")]
     assert len(cells) == 2, out
     assert all(cell.startswith(" ") and not cell.startswith("  ") for cell in cells), cells
+
+
+def test_the_rug_plots_legend_hides_no_lesion():
+    """Before: ``fedroc clustered --rug`` put its legend ("control", "case") inside the axes
+    at the upper left, over the top rows' lowest scores: a control there was drawn under
+    the legend box. Now no drawn mark lies under the legend."""
+    from fedroc.methods.clustered.plots import rug_figure
+
+    rng = np.random.default_rng(2)
+    cluster = np.repeat(np.arange(12), 4)
+    y = np.tile([0, 1, 0, 1], 12)
+    score = rng.uniform(0.3, 1.0, cluster.size)
+    score[(cluster >= 10) & (y == 0)] = 0.0  # the top rows' controls at the lowest score
+    fig = rug_figure(y, score, cluster)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    box = ax.get_legend().get_window_extent()
+    marks = np.vstack([ax.transData.transform(c.get_offsets()) for c in ax.collections])
+    inside = (marks[:, 0] >= box.x0) & (marks[:, 0] <= box.x1)
+    inside &= (marks[:, 1] >= box.y0) & (marks[:, 1] <= box.y1)
+    assert not inside.any(), marks[inside]

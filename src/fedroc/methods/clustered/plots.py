@@ -147,7 +147,8 @@ def rug_figure(
     fig = new_figure((6, 1.2 + 0.25 * drawn + (0.3 if show is not None else 0.0)))
     ax = fig.add_subplot()
     rug_axes(ax, y_true, y_score, cluster, pos_label=pos_label, title=title, show=show)
-    ax.legend(loc="upper left", fontsize=7)
+    # Outside the axes: inside, at the upper left, it covered the top rows' lowest scores.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)
