@@ -406,3 +406,41 @@ def test_the_rug_plots_legend_hides_no_lesion():
     inside = (marks[:, 0] >= box.x0) & (marks[:, 0] <= box.x1)
     inside &= (marks[:, 1] >= box.y0) & (marks[:, 1] <= box.y1)
     assert not inside.any(), marks[inside]
+
+
+def _marks_under_legend(ax) -> int:
+    """How many vertices of the axes' curves lie under its legend (display coordinates)."""
+    ax.figure.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    hidden = 0
+    for line in ax.get_lines():
+        xy = ax.transData.transform(line.get_xydata())
+        if line.get_label() and line.get_label().startswith("prevalence"):
+            continue  # a horizontal line across the axes, named in the legend itself
+        hidden += int(((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1)
+                       & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)).sum())  # fmt: skip
+    return hidden
+
+
+def test_the_pr_legend_hides_no_curve_of_a_rare_outcome(capsys, tmp_path):
+    """Before: at a prevalence of 3% the PR curve lies low, and the legend, always at the
+    lower left, sat on it (``fedroc metrics --plot`` and the report's PR figure alike).
+    Now it goes where the curve is not."""
+    from fedroc.data import Columns, SiteData
+    from fedroc.report import metrics_figure, pr_figure
+
+    rng = np.random.default_rng(4)
+    y = (rng.random(3000) < 0.03).astype(int)
+    s = 1 / (1 + np.exp(-(rng.normal(size=3000) + 0.6 * y - 3)))  # AUC about 0.67
+    path = tmp_path / "rare.csv"
+    pd.DataFrame({"label": y, "score": s}).to_csv(path, index=False)
+    code, out, err = run_main(capsys, ["metrics", str(path), "--json"])
+    assert code == 0, err
+    data = SiteData.from_file(path, Columns("label", "score"))
+    fig = metrics_figure(data, json.loads(out))
+    assert _marks_under_legend(fig.axes[1]) == 0
+    from sklearn.metrics import precision_recall_curve
+
+    precision, recall, _ = precision_recall_curve(y, s)
+    fig = pr_figure([("rare", recall, precision)], float(y.mean()))
+    assert _marks_under_legend(fig.axes[0]) == 0

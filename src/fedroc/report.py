@@ -301,7 +301,8 @@ def pr_figure(
         ax.axhline(prevalence, ls=":", color="grey", lw=0.8, label=f"prevalence {prevalence:.3f}")
     ax.set(xlabel="recall (sensitivity)", ylabel="precision (PPV)", title=title)
     ax.set(xlim=(0, 1), ylim=(0, 1.01))
-    ax.legend(loc="lower left", fontsize=8)
+    # Where the curves are not: at a rare outcome they run low, under a lower-left legend.
+    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -373,7 +374,7 @@ def metrics_figure(
     pr_ax.axhline(prevalence, ls=":", color="grey", lw=0.8, label=f"prevalence {prevalence:.3f}")
     pr_ax.set(xlabel="recall (sensitivity)", ylabel="precision (PPV)")
     pr_ax.set(title="Precision-recall curve", xlim=(0, 1), ylim=(0, 1.01))
-    pr_ax.legend(loc="lower left", fontsize=8)
+    pr_ax.legend(loc="best", fontsize=8)  # a rare outcome's curve ran under "lower left"
     if title:
         fig.suptitle(title)
     return fig
