@@ -9,6 +9,7 @@ Each test says what the command line or the report showed before.
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import re
 from pathlib import Path
@@ -444,3 +445,27 @@ def test_the_pr_legend_hides_no_curve_of_a_rare_outcome(capsys, tmp_path):
     precision, recall, _ = precision_recall_curve(y, s)
     fig = pr_figure([("rare", recall, precision)], float(y.mean()))
     assert _marks_under_legend(fig.axes[0]) == 0
+
+
+def test_the_calibration_legend_hides_no_point_of_an_under_predicting_model():
+    """Before: the report's calibration legend sat at the upper left, where the curve of a
+    model that under-predicts runs (observed 0.9 at a predicted 0.3): its points were drawn
+    under the legend box."""
+    from fedroc.metrics import calibration_curve
+    from fedroc.report import calibration_figure
+
+    rng = np.random.default_rng(8)
+    prob = rng.uniform(0.0, 0.6, 4000)
+    y = (rng.random(4000) < np.minimum(0.92, 2.5 * prob + 0.2)).astype(int)
+    fig = calibration_figure([("under", calibration_curve(y, prob, n_bins=10))])
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "under")
+    vertices = line.get_xydata()
+    vertices = vertices[np.isfinite(vertices).all(axis=1)]
+    t = np.linspace(0, 1, 50)[:, None]  # the segments between the points too
+    along = [a + t * (b - a) for a, b in itertools.pairwise(vertices)]
+    xy = ax.transData.transform(np.vstack(along))
+    under = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
+    assert not under.any(), ax.transData.inverted().transform(xy[under])

@@ -440,7 +440,8 @@ def calibration_figure(
     if shaded:
         ax.axvspan(0, 0, color="grey", alpha=0.15, label="withheld bin")
     ax.set(ylabel="observed fraction of positives", title=title, xlim=(0, 1), ylim=(0, 1))
-    ax.legend(loc="upper left", fontsize=7)
+    # Where the curves are not: a model that under-predicts runs through the upper left.
+    ax.legend(loc="best", fontsize=7)
     bars.set(xlabel="mean predicted probability", ylabel="rows per bin")
     fig.tight_layout()
     return fig
