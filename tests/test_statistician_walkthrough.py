@@ -469,3 +469,22 @@ def test_the_calibration_legend_hides_no_point_of_an_under_predicting_model():
     xy = ax.transData.transform(np.vstack(along))
     under = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
     assert not under.any(), ax.transData.inverted().transform(xy[under])
+
+
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [
+        (["metrics", "{csv}"], "fedroc evaluate --site NAME={csv} --method pooled --report"),
+        (["clustered", "{csv}", "--cluster", "patient"], "--method clustered --cluster COL"),
+    ],
+)
+def test_report_on_one_file_points_to_evaluate(capsys, hospitals, command, where):
+    """Before: ``fedroc metrics FILE --report r.html`` (and ``fedroc clustered``) answered
+    "No such option: --report. Did you mean --plot?": nothing said where the HTML report of
+    one file comes from."""
+    csv = hospitals[1].split("=", 1)[1]
+    args = [a.format(csv=csv) for a in command]
+    code, out, err = run_main(capsys, [*args, "--report", "r.html"])
+    assert code == 2 and out == ""
+    assert err.startswith("error: No such option: --report."), err
+    assert where.format(csv="FILE") in err, err

@@ -212,6 +212,16 @@ ELSEWHERE: Mapping[tuple[str, str], str] = {
         " fedroc evaluate draws its figures (ROC, PR, calibration) in the HTML report: "
         "--report FILE.html."
     ),
+    # and the other way round: the HTML report is evaluate's.
+    ("fedroc metrics", "--report"): (
+        " fedroc metrics draws its figure with --plot FILE.png; the HTML report of one file "
+        "is fedroc evaluate --site NAME=FILE --method pooled --report FILE.html."
+    ),
+    ("fedroc clustered", "--report"): (
+        " fedroc clustered draws its figures with --plot and --rug; the HTML report is "
+        "fedroc evaluate --method clustered --cluster COL --report FILE.html, over 3 or "
+        "more sites."
+    ),
 }
 
 
