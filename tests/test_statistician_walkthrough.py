@@ -488,3 +488,27 @@ def test_report_on_one_file_points_to_evaluate(capsys, hospitals, command, where
     assert code == 2 and out == ""
     assert err.startswith("error: No such option: --report."), err
     assert where.format(csv="FILE") in err, err
+
+
+def test_a_missing_cluster_id_from_pandas_is_named_as_missing(tmp_path):
+    """Before: ``clustered_auc(y, score, frame["patient"])`` with one empty patient id in the
+    CSV raised "cluster mixes id types that cannot be compared" (pandas reads it as NaN
+    among strings), where ``fedroc clustered`` says "cluster column 'patient' ... has 1
+    missing value(s)". Now the API says the id is missing, and where."""
+    import fedroc
+    from fedroc.exceptions import InputError
+
+    args = _write_hospitals(tmp_path)
+    frame = pd.read_csv(args[1].split("=", 1)[1])
+    frame.loc[7, "patient"] = None
+    path = tmp_path / "gap.csv"
+    frame.to_csv(path, index=False)
+    frame = pd.read_csv(path)
+    for cluster in (frame["patient"], frame["patient"].to_numpy(dtype=object)):
+        with pytest.raises(InputError) as exc:
+            fedroc.clustered_auc(frame["outcome"], frame["risk"], cluster)
+        assert str(exc.value) == "cluster contains a missing value; first at index 7: nan"
+    # ids that truly mix types are still said to
+    mixed = np.array(["a", 1] * (len(frame) // 2) + ["a"] * (len(frame) % 2), dtype=object)
+    with pytest.raises(InputError, match="mixes id types"):
+        fedroc.clustered_auc(frame["outcome"], frame["risk"], mixed)

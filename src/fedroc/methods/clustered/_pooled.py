@@ -60,8 +60,17 @@ def encode_clusters(cluster: ArrayLike, n: int) -> tuple[NDArray[np.int64], NDAr
     if c.dtype.kind == "f" and np.isnan(c).any():
         bad = int(np.flatnonzero(np.isnan(c))[0])
         raise InputError(f"cluster contains NaN; first at index {bad}")
-    if c.dtype.kind == "O" and any(v is None for v in c):
-        raise InputError("cluster contains missing values (None)")
+    if c.dtype.kind == "O":
+        # pandas reads an empty id among strings as NaN (pd.NA in a nullable column): it was
+        # refused as "cluster mixes id types that cannot be compared".
+        import pandas as pd
+
+        missing = np.asarray(pd.isna(c), dtype=bool)
+        if missing.any():
+            bad = int(np.flatnonzero(missing)[0])
+            n_missing = int(missing.sum())
+            what = "a missing value" if n_missing == 1 else f"{n_missing} missing values"
+            raise InputError(f"cluster contains {what}; first at index {bad}: {c[bad]!r}")
     try:
         ids, codes = np.unique(c, return_inverse=True)
     except TypeError:
