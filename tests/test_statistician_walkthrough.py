@@ -512,3 +512,25 @@ def test_a_missing_cluster_id_from_pandas_is_named_as_missing(tmp_path):
     mixed = np.array(["a", 1] * (len(frame) // 2) + ["a"] * (len(frame) % 2), dtype=object)
     with pytest.raises(InputError, match="mixes id types"):
         fedroc.clustered_auc(frame["outcome"], frame["risk"], mixed)
+
+
+def test_a_missing_yes_no_label_from_pandas_is_named_as_missing(tmp_path):
+    """Before: ``roc_auc(frame["outcome"], frame["risk"], pos_label="yes")`` with one empty
+    label in the CSV raised "y_true mixes label types: ['yes', 'yes', 'no', 'yes', nan,
+    ...]" (only None was looked for among strings); the CLI says the column "has 1 missing
+    value(s)"."""
+    import fedroc
+    from fedroc.exceptions import InputError
+
+    rng = np.random.default_rng(1)
+    y = np.where(rng.random(50) < 0.4, "yes", "no").astype(object)
+    y[4] = None
+    path = tmp_path / "yn.csv"
+    pd.DataFrame({"outcome": y, "risk": rng.random(50)}).to_csv(path, index=False)
+    frame = pd.read_csv(path)
+    for labels in (frame["outcome"], frame["outcome"].to_numpy(dtype=object)):
+        with pytest.raises(InputError) as exc:
+            fedroc.roc_auc(labels, frame["risk"], pos_label="yes")
+        assert str(exc.value) == (
+            "y_true contains 1 missing value(s), first at index 4: nan; labels must be binary"
+        )

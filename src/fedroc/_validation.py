@@ -86,6 +86,26 @@ def _names_a_class(text: str, classes: NDArray[Any]) -> bool:
         return False
 
 
+def _missing_mask(values: NDArray[Any]) -> BoolArray:
+    """Which values of an object array are missing: None, NaN or pandas' NA."""
+    try:  # elementwise in numpy's loop: NaN is the value unequal to itself
+        none = np.array(None, dtype=object)
+        return np.asarray(values != values, dtype=bool) | np.asarray(
+            np.equal(values, none), dtype=bool
+        )
+    except TypeError:  # pd.NA somewhere: its comparisons are NA, which is no bool
+        return np.array([_is_missing(v) for v in values], dtype=bool)
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
+
+
 def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_true") -> BoolArray:
     """Return a boolean array, True for the positive class.
 
@@ -96,8 +116,14 @@ def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_tru
     if labels.size and labels.dtype.kind == "f" and np.isnan(labels).any():
         raise InputError(f"{name} contains NaN; labels must be binary")
     if labels.dtype.kind == "O":
-        if any(v is None for v in labels):
-            raise InputError(f"{name} contains missing values (None); labels must be binary")
+        # pandas reads an empty label among strings as NaN: only None was looked for, and
+        # the NaN was refused as "y_true mixes label types".
+        missing = np.flatnonzero(_missing_mask(labels))
+        if missing.size:
+            raise InputError(
+                f"{name} contains {len(missing)} missing value(s), first at index "
+                f"{missing[0]}: {labels[missing[0]]!r}; labels must be binary"
+            )
     try:
         classes = _classes(labels)
     except TypeError:
