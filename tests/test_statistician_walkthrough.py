@@ -534,3 +534,34 @@ def test_a_missing_yes_no_label_from_pandas_is_named_as_missing(tmp_path):
         assert str(exc.value) == (
             "y_true contains 1 missing value(s), first at index 4: nan; labels must be binary"
         )
+
+
+def test_a_withheld_dp_bins_count_is_shown_with_its_noise_sd(capsys, tmp_path, seeded_site_entropy):
+    """Before: under DP the calibration table showed a withheld bin's noisy n (262, say) beside
+    "withheld: noisy count within 3 noise SDs of 0", without that SD: it read as a
+    contradiction. The note now gives the count's noise SD (public: the tree's shape and the
+    noise alone, the same in every run), and the JSON carries it as
+    ``calibration_count_noise_sd``."""
+    hospitals = _write_hospitals(tmp_path, patients=200)
+    args = [*hospitals, "--method", "histogram", "--dp-epsilon", "1", "--dp-mode", "local"]
+    code, out, err = run_main(capsys, ["evaluate", *args, "--json"])
+    assert code == 0, err
+    extra = json.loads(out)
+    sd = extra["calibration_count_noise_sd"]
+    cal = extra["calibration"]
+    withheld = [k for k, s in enumerate(cal["suppressed"]) if s]
+    assert withheld, cal  # the seeded noise withholds some bins
+    for k in withheld:  # the rule the note states, from the JSON alone
+        assert not cal["count"][k] > 3 * sd[k], (k, cal["count"][k], sd[k])
+    code, out, err = run_main(capsys, ["evaluate", *args])  # another draw of the noise
+    assert code == 0, err
+    rows = re.findall(
+        r"\[([\d.]+), [\d.]+[)\]] *│ *(-?\d+) *│.*withheld: noisy count within 3 noise SDs of 0 "
+        r"\(SD ([\d.e+-]+)\)",
+        out,
+    )
+    assert rows, out
+    for lo, n, shown in rows:
+        k = round(float(lo) * 10)
+        assert float(shown) == pytest.approx(sd[k], rel=5e-3), (lo, shown, sd[k])
+        assert not int(n) > 3 * float(shown), (lo, n, shown)  # the note explains the n

@@ -619,9 +619,16 @@ def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]])
 
 
 def calibration_table(
-    title: str, curve: CalibrationCurve, noise_sd: Sequence[float] | None = None
+    title: str,
+    curve: CalibrationCurve,
+    noise_sd: Sequence[float] | None = None,
+    *,
+    count_sd: Sequence[float] | None = None,
 ) -> Table:
-    """Render the calibration bins; with ``noise_sd`` (from DP counts) each fraction's noise SD."""
+    """Render the calibration bins, with the noise SDs of DP counts when given.
+
+    ``noise_sd``: each bin's observed fraction's; ``count_sd``: a withheld bin's count's.
+    """
     import numpy as np
 
     from fedroc.metrics import bin_edges
@@ -657,8 +664,11 @@ def calibration_table(
                     else "withheld at a site (no rows at the others)"
                 )
         else:  # under DP a bin is withheld for its noise, never at a site
+            # A withheld bin's n is its noisy count (228, say): without the count's SD the
+            # note read as a contradiction.
+            sd = "" if count_sd is None else f" (SD {float(count_sd[k]):.3g})"
             note = (
-                "withheld: noisy count within 3 noise SDs of 0"
+                f"withheld: noisy count within 3 noise SDs of 0{sd}"
                 if curve.suppressed[k]
                 else f"noise SD {float(noise_sd[k]):.3f}"
             )

@@ -373,7 +373,14 @@ def render_result(result: EvaluationResult) -> None:
         out.print(operating_points_table(points, level))
     cal = result.extra.get("calibration")
     if cal is not None:
-        out.print(calibration_table("Calibration", cal, result.extra.get("calibration_noise_sd")))
+        out.print(
+            calibration_table(
+                "Calibration",
+                cal,
+                result.extra.get("calibration_noise_sd"),
+                count_sd=result.extra.get("calibration_count_noise_sd"),
+            )
+        )
 
 
 def write_report(

@@ -506,6 +506,7 @@ def _calibration_fields(
         "brier_noise_sd": nb.noise_sd,
         "calibration": cal.curve,
         "calibration_noise_sd": cal.observed_sd,
+        "calibration_count_noise_sd": cal.count_sd,
     }
     return fields, caveats
 

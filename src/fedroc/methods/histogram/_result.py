@@ -74,6 +74,9 @@ class HistogramCurves(ResultMixin):
         count is not clearly positive are withheld (suppressed).
     calibration_noise_sd : ndarray or None
         Noise SD of each calibration bin's observed fraction.
+    calibration_count_noise_sd : ndarray or None
+        Noise SD of each calibration bin's count (a bin is withheld when its noisy count is
+        within three of these of 0). A function of the tree's shape and the noise alone.
     errors : CurveErrors or None
         Against the pooled curves, when the caller held the pooled rows.
     caveats : tuple of str
@@ -120,6 +123,7 @@ class HistogramCurves(ResultMixin):
     brier_noise_sd: float | None = None
     calibration: CalibrationCurve | None = None
     calibration_noise_sd: FloatArray | None = None
+    calibration_count_noise_sd: FloatArray | None = None
     errors: CurveErrors | None = None
     caveats: tuple[str, ...] = ()
     sites: list[str] = field(default_factory=list)
@@ -255,6 +259,7 @@ class HistogramCurves(ResultMixin):
                 extra["brier_noise_sd"] = self.brier_noise_sd
                 extra["brier_ci"] = self.brier_interval()
                 extra["calibration_noise_sd"] = self.calibration_noise_sd
+                extra["calibration_count_noise_sd"] = self.calibration_count_noise_sd
         if self.dropped:
             extra["dropped"] = sorted(self.dropped)
         if self.caveats:
