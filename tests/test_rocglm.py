@@ -663,6 +663,35 @@ def test_out_of_range_privacy_is_refused_before_any_site_is_asked(privacy, messa
     assert fed.transcript == []
 
 
+def test_the_paper_setting_with_epsilon_and_delta_is_refused_by_the_api_and_the_flower_job():
+    """d3b49ae refused ``--privacy paper`` with ``--epsilon/--delta`` in the CLI only
+    (``evaluate_cmd._check_ignored``). The Python API and the Flower job ``evaluate`` (a
+    ServerApp's run config reaches the method through :func:`fedroc.methods.evaluate`, not
+    the CLI's checks) still released at the values given with the paper's classic
+    calibration, paper 1's (epsilon, delta) ignored without a word: measured on main
+    913f1c7, the Flower job over 3 sites gave epsilon 0.5, dp_calibration 'classic', and
+    charged each site 0.5. Now refused before any site is asked, in the API's spelling."""
+    import fedroc.apps.application  # noqa: F401  (registers the Flower job 'evaluate')
+    from fedroc.federation.flower.jobs import run_job
+
+    rng = np.random.default_rng(18)
+    fed, _ = federation_of(*flipped(rng, 300, 0.5), k=3)
+    given = {"privacy": "paper", "epsilon": 0.5, "delta": 1e-5, "sensitivity": 0.03}
+    message = "privacy='paper' does not apply with epsilon and delta"
+    with pytest.raises(InputError, match=message) as exc:
+        distributed_rocglm(fed, **given)
+    assert "dp_calibration='classic'" in str(exc.value)
+    with pytest.raises(InputError, match=message):
+        run_job("evaluate", fed, {"method": "rocglm", "calibration_bins": None, "options": given})
+    assert fed.transcript == []
+    # The paper's mechanism at one's own values, as the message says, and 'default' with
+    # values (what the values alone give) still run.
+    mine = {"epsilon": 0.5, "delta": 1e-5, "sensitivity": 0.03, "bootstrap": 5}
+    res = distributed_rocglm(fed, dp_calibration="classic", **mine)
+    assert (res.epsilon, res.delta) == (0.5, 1e-5)
+    assert distributed_rocglm(fed, privacy="default", **mine).epsilon == 0.5
+
+
 # --- evaluate, CLI, use case ------------------------------------------------------------
 
 

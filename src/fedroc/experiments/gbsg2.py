@@ -209,7 +209,8 @@ def gbsg2_use_case(
     ``sensitivity`` is a number or ``"heuristic"`` (the largest per-site
     :func:`gbsg2_feature_sensitivity`); ``rocglm_options`` go to :func:`distributed_rocglm`
     (e.g. ``epsilon``, ``delta``); without them (epsilon, delta) follow paper 1's
-    recommendation for the sensitivity (``privacy="paper"``), as in the paper. The result
+    recommendation for the sensitivity (``privacy="paper"``), as in the paper; with them,
+    the paper's classic Gaussian mechanism releases at them. The result
     holds the corrected estimate and the paper's plain one
     (``distributed.without_correction()``) from the same noisy release.
 
@@ -242,7 +243,12 @@ def gbsg2_use_case(
         sensitivity = heuristic
     elif isinstance(sensitivity, str):
         raise InputError(f"sensitivity must be a number or 'heuristic'; got {sensitivity!r}")
-    options = {"sensitivity": float(sensitivity), "privacy": "paper", **rocglm_options}
+    options: dict[str, Any] = {"sensitivity": float(sensitivity), **rocglm_options}
+    if "epsilon" in options:
+        # The paper's mechanism at the values given (privacy="paper" chooses the values).
+        options.setdefault("dp_calibration", "classic")
+    else:
+        options.setdefault("privacy", "paper")
     n_grid = int(options.get("n_thresholds", DEFAULT_N_THRESHOLDS))
     with Federation.from_sites(sites) as federation:
         result = distributed_rocglm(federation, seed=seed, a0=a0, **options)

@@ -776,12 +776,13 @@ def _check_privacy_arguments(
     if (epsilon is None) != (delta is None):
         raise InputError("give both epsilon and delta, or neither (to use the default setting)")
     if privacy == "paper" and epsilon is not None:
-        # The values would replace the paper's (epsilon, delta) while its classic calibration
-        # stayed: neither the paper's setting nor the values alone.
+        # The values replaced the paper's (epsilon, delta) and its classic calibration
+        # stayed, without a word: neither the paper's setting nor the values alone. Here,
+        # not only in the CLI: a Flower job reaches the method through evaluate().
         raise InputError(
-            "privacy='paper' does not apply with epsilon and delta: it chooses the (epsilon, "
-            "delta) of a run without them (paper 1's table); give one or the other (paper "
-            "1's Gaussian mechanism at your own values: dp_calibration='classic')"
+            "privacy='paper' does not apply with epsilon and delta: it chooses the "
+            "(epsilon, delta) of a run without them (paper 1's table); give one or the other "
+            "(paper 1's Gaussian mechanism at your own values: dp_calibration='classic')"
         )
     # The sites check these too, but only when the noisy scores are asked for: after the
     # sensitivity and scale rounds, and as one refusal per site naming their keywords.
@@ -883,7 +884,9 @@ def distributed_rocglm(
         ``1/(10 n)`` for the largest site's n (analytic Gaussian), which ten runs keep
         within every site's default lifetime budget; ``"paper"`` uses paper 1's
         recommendation for the l2-sensitivity (:func:`recommended_privacy`), whose delta
-        (0.1 to 0.5) sites refuse unless their policy raises ``delta_limit``.
+        (0.1 to 0.5) sites refuse unless their policy raises ``delta_limit``. ``"paper"``
+        with epsilon and delta is refused (paper 1's mechanism at other values:
+        ``dp_calibration="classic"``).
     thresholds : {"grid", "positives"}, default "grid"
         Threshold rule (see ``fedroc.methods.rocglm._core``); "positives" runs only at
         sites whose policy opts in (it discloses the positives' scores).
