@@ -146,15 +146,18 @@ class CalibrationCurve(ResultMixin):
         Rows in each bin (for a clear distributed curve: only from the sites that released
         it; a secure one counts every row).
     mean_predicted : ndarray, shape (n_bins,)
-        Mean predicted probability per bin; NaN for an empty or suppressed bin (a secure
-        curve's flagged bin: the mean over the rows of the sites that kept it).
+        Mean predicted probability per bin; NaN for an empty bin, and for a clear
+        distributed curve's suppressed one where no site released it (a secure curve's
+        flagged bin: the mean over every row, those of the sites that withheld it at the
+        bin's middle, :func:`fedroc.secagg.secure_calibration`).
     observed_fraction : ndarray, shape (n_bins,)
-        Fraction of positives per bin; NaN for an empty or suppressed bin.
+        Fraction of positives per bin; NaN for an empty bin, and as ``mean_predicted`` for
+        a suppressed one (a secure curve's is over every row).
     suppressed : ndarray of bool, shape (n_bins,)
         True where at least one site withheld the bin (distributed curve only).
     predicted_count : ndarray of int, shape (n_bins,), optional
-        Rows the mean predictions are over, where not every row (a secure curve: the
-        scores of a site's bins under its minimum count are left out); None: ``count``.
+        Rows the mean predictions are over; None: ``count`` (a secure curve gives
+        ``count``: every row's prediction is in its sums).
     """
 
     edges: FloatArray
@@ -190,8 +193,7 @@ class CalibrationCurve(ResultMixin):
         suppressed : array-like of bool, shape (n_bins,), optional
             Bins withheld by at least one site; None: no bin was withheld.
         predicted_count : array-like of int, shape (n_bins,), optional
-            Rows whose predictions ``sum_predicted`` holds, where fewer than ``count`` (a
-            secure curve: sites leave out the scores of bins under their minimum count).
+            Rows whose predictions ``sum_predicted`` holds, where fewer than ``count``.
 
         Returns
         -------
