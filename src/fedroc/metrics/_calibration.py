@@ -146,10 +146,10 @@ class CalibrationCurve(ResultMixin):
         Rows in each bin (for a clear distributed curve: only from the sites that released
         it; a secure one counts every row).
     mean_predicted : ndarray, shape (n_bins,)
-        Mean predicted probability per bin; NaN for an empty bin, and for a clear
-        distributed curve's suppressed one where no site released it (a secure curve's
-        flagged bin: the mean over every row, those of the sites that withheld it at the
-        bin's middle, :func:`fedroc.secagg.secure_calibration`).
+        Mean predicted probability per bin; NaN for an empty bin and for a bin withheld
+        outright (a clear distributed curve's where no site released it, a DP curve's
+        noisy one). A secure curve's flagged bin: the mean over every row, those of the
+        sites that withheld it at the bin's middle (:func:`fedroc.secagg.secure_calibration`).
     observed_fraction : ndarray, shape (n_bins,)
         Fraction of positives per bin; NaN for an empty bin, and as ``mean_predicted`` for
         a suppressed one (a secure curve's is over every row).
