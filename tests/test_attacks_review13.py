@@ -257,3 +257,60 @@ def test_the_privacy_status_shows_no_digest_of_the_rows(capsys, tmp_path):
             fits.append(SiteData.from_arrays(guess, s).projection_digests[()][:12] in shown)
         found += fits == [not y[0], bool(y[0])]
     assert found == 0, f"row 0's label read from the privacy status in {found} of {TRIALS}"
+
+
+def test_the_privacy_status_shows_no_sites_scores_through_its_clear_clustered_cuts(
+    capsys, tmp_path
+):
+    """H13-3 through another binding. A site that answers clustered histograms in the clear
+    (``clear_histograms = true``) binds, before its checks, the inner edges of its first
+    request with one edge kept per group of edges that hold no row between them
+    (``clustered:clear-edges``, for its later checks against calibration bins and confusion
+    thresholds). So the bound list is a function of its scores: the first edge above each
+    group of scores. ``fedroc privacy status`` showed that list, in the table ('cut its
+    scores in the clear at ...', 6 significant digits) and in full under ``--json``. An
+    analyst who asks once over 4097 edges (the summary itself refused: bins under q) reads
+    every score to 1/4096 from the status: on main 913f1c7, the scores of 200 of 200 rows
+    (a score lies in [e - 1/4096, e) for a shown edge e, and every shown edge has one),
+    20 of 20 sites.
+
+    Now the status says the site cut its scores in the clear at clustered bin edges and
+    that its ledger keeps them, and ``--json`` shows a placeholder: 0 of 20."""
+    import json
+    import re
+
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.privacy import DisclosurePolicy
+    from tests._cli import run_main
+
+    edges = np.linspace(0.0, 1.0, 4097)
+    width = edges[1]
+    read = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1319, seed])
+        y, s, c = rng.random(200) < 0.4, rng.random(200), rng.integers(0, 40, 200)
+        audit = tmp_path / str(seed)
+        site = Site("north", SiteData.from_arrays(y, s, c), audit=audit / "north.jsonl",
+                    policy=DisclosurePolicy(clear_histograms=True))  # fmt: skip
+        _try(Federation.from_sites([site]).call, FUNCTION_SUMMARY, edges=edges)
+        # A shown edge e (but the first inner edge, always kept) is the first edge above a
+        # group of scores: the cell [e - 1/4096, e) holds a score. The cells so marked are
+        # those of the scores (but the first and the last cell, which no edge marks).
+        cells = set(np.floor(s / width).astype(int).tolist()) - {0, edges.size - 2}
+        found = False
+        for extra in ([], ["--json"]):
+            code, out, err = run_main(
+                capsys, ["privacy", "status", "--audit-dir", str(audit), *extra]
+            )
+            assert code == 0, err
+            if extra:
+                value = json.loads(out)["sites"][0]["bindings"].get("clustered:clear-edges")
+                shown = value if isinstance(value, list) else []
+            else:  # the table: 'cut its scores in the clear at 0.000244141, ...'
+                line = next(x for x in out.splitlines() if "cut its scores in the clear" in x)
+                found_at = re.findall(r"\d+\.\d+(?:e-\d+)?", line.split(" at ", 1)[-1])
+                shown = [float(v) for v in found_at]
+            marked = {round(e / width) - 1 for e in shown} - {0}
+            found |= bool(shown) and marked == cells
+        read += found
+    assert read == 0, f"the sites' scores (to 1/4096) read from the privacy status in {read}"

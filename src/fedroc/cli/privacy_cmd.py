@@ -69,9 +69,31 @@ def _rows_binding(key: str) -> bool:
     return key == keys.ROWS or key.startswith((keys.ROWS + "+", keys.RANGE_ROWS))
 
 
+# What it shows for the clear clustered cuts. The site keeps one of the analyst's inner
+# edges per group of edges with no row between them (its checks against its other clear
+# cuts need no more), so the list kept is the first edge above each group of its scores:
+# shown, it gave every score to the edges' spacing (1/4096 in 20 of 20 sites; review
+# diffrev2, tests/test_attacks_review13.py). The ledger file keeps it.
+CLEAR_EDGES_SHOWN = "(the edges that split its rows, kept in its ledger, not shown)"
+
+
+def _shown_binding(key: str, value: Any) -> Any:
+    """Return a binding's value as the status shows it: nothing that is a function of rows."""
+    from fedroc.privacy import keys
+
+    if _rows_binding(key):
+        return ROWS_DIGEST_SHOWN
+    if key == keys.CLEAR_EDGES:
+        return CLEAR_EDGES_SHOWN
+    return value
+
+
 def public_bindings(bindings: dict[str, Any]) -> dict[str, Any]:
-    """Return the bindings as the status shows them: the rows' digests left out."""
-    return {k: ROWS_DIGEST_SHOWN if _rows_binding(k) else v for k, v in bindings.items()}
+    """Return the bindings as the status shows them, without values that depend on the rows.
+
+    Those are the rows' digests and the clear clustered cuts kept.
+    """
+    return {k: _shown_binding(k, v) for k, v in bindings.items()}
 
 
 def describe_binding(key: str, value: Any) -> str:
@@ -150,7 +172,11 @@ def _other_bindings() -> tuple[tuple[str, str], ...]:
         (keys.CLUSTERED_SECURE_EDGES, "secure clustered summaries only on bin edges {value}"),
         (keys.CLUSTERED_SECURE_MOMENTS, "secure clustered round 2 only with arguments {value}"),
         (keys.CLUSTERED_ROWS_SESSION, "read its rows for secure clustered session {rest}"),
-        (keys.CLEAR_EDGES, "cut its scores in the clear at {value} (clustered bins)"),
+        (
+            keys.CLEAR_EDGES,
+            "cut its scores in the clear at clustered bin edges (which of them split its "
+            "rows, a function of its scores, its ledger keeps)",
+        ),
         (keys.JOINT_GRID, "two-score histograms only on the grid {value}"),
     )
 
