@@ -663,6 +663,44 @@ def test_out_of_range_privacy_is_refused_before_any_site_is_asked(privacy, messa
     assert fed.transcript == []
 
 
+@pytest.mark.parametrize("rule", ["grid", "positives"])
+def test_a_run_one_sites_epsilon_limit_cannot_hold_is_refused_before_any_noisy_score(rule):
+    """97b1203 refused a histogram run some site's limit cannot hold before its first
+    release, so that the sites with enough do not spend for nothing; the ROC-GLM's one noisy
+    release had no such check. Three sites, b's limit 0.5, the default epsilon 1: b refused
+    its noisy scores after a and c had released theirs, measured on main 913f1c7: a and c
+    charged epsilon 1.0 each, and the run gave nothing. Now the run asks the sites what
+    their limits leave first (the grid rule through the secure table's check, which it asks
+    anyway; the positives rule, with no secure sum, through fedroc.epsilon_left) and is
+    refused naming b and the epsilon that fits; nothing is charged. At that epsilon it
+    runs."""
+    rng = np.random.default_rng(19)
+    y, s = flipped(rng, 900, 0.5)
+    opt_in = frozenset([OPT_IN_POSITIVES]) if rule == "positives" else frozenset()
+    sites = [
+        Site(
+            name,
+            SiteData.from_arrays(y[i::3], s[i::3]),
+            policy=DisclosurePolicy(epsilon_limit=limit, opt_in=opt_in),
+        )
+        for i, (name, limit) in enumerate((("a", 10.0), ("b", 0.5), ("c", 10.0)))
+    ]
+    fed = Federation.from_sites(sites)
+    with pytest.raises(InputError) as exc:
+        distributed_rocglm(fed, sensitivity=0.03, thresholds=rule, bootstrap=5)
+    text = str(exc.value)
+    assert "epsilon 1 (each site's charge for its noisy scores) is more than site 'b' has " in text
+    assert "left of its epsilon limit (0.5)" in text, text
+    assert "nothing was released; give epsilon 0.5 or less" in text, text
+    assert [site.ledger.spent()[0] for site in sites] == [0, 0, 0]
+    delta = 1.0 / (10 * 300)
+    res = distributed_rocglm(
+        fed, epsilon=0.5, delta=delta, sensitivity=0.03, thresholds=rule, bootstrap=5
+    )
+    assert res.epsilon == 0.5
+    assert [site.ledger.spent()[0] for site in sites] == [0.5, 0.5, 0.5]
+
+
 def test_the_paper_setting_with_epsilon_and_delta_is_refused_by_the_api_and_the_flower_job():
     """d3b49ae refused ``--privacy paper`` with ``--epsilon/--delta`` in the CLI only
     (``evaluate_cmd._check_ignored``). The Python API and the Flower job ``evaluate`` (a

@@ -792,6 +792,36 @@ def _check_privacy_arguments(
         raise InputError(f"delta must lie in (0, 1); got {delta!r}")
 
 
+def _check_epsilon_left(epsilon: float, left: dict[str, float]) -> None:
+    """Refuse a release some site's epsilon limit cannot hold, before any site releases.
+
+    Each site charges the noisy scores ``epsilon``; one short refused them only after the
+    others had released theirs and been charged, for a run that gave nothing (as the
+    histogram's local DP, 97b1203). ``left``: each site's limit minus its spend.
+    """
+    short = {k: v for k, v in sorted(left.items()) if epsilon > v + 1e-12}
+    if not short:
+        return
+    sites = "; ".join(f"site {k!r} ({max(v, 0.0):.4g})" for k, v in short.items())
+    if len(short) == 1:
+        ((name, value),) = short.items()
+        sites = f"site {name!r} has left of its epsilon limit ({max(value, 0.0):.4g})"
+    else:
+        sites = f"sites {sites} have left of their epsilon limits"
+    least = max(min(short.values()), 0.0)
+    fits = math.floor(least * 1e4) / 1e4
+    instead = (
+        f"give epsilon {fits:g} or less (with delta), or ask the sites' operators to raise "
+        "epsilon_limit"
+        if fits > 0
+        else "no epsilon fits; the sites' operators would have to raise epsilon_limit"
+    )
+    raise InputError(
+        f"epsilon {epsilon:g} (each site's charge for its noisy scores) is more than {sites}; "
+        f"nothing was released; {instead}"
+    )
+
+
 def _check_range(score_range: Any) -> tuple[float, float]:
     if score_range is None:
         return (0.0, 1.0)
@@ -954,17 +984,24 @@ def distributed_rocglm(
     threshold_grid(n_thresholds)  # validates
     _check_privacy_arguments(epsilon, delta, sensitivity, privacy)
     start = federation.mark()
+    left: dict[str, float] | None = None
     if thresholds == "grid":
         _check_secure_table(federation.site_names)
         # The sites' policies decide whether they sum their tables (secagg_min_sites, their
         # partners, exact counts released in the clear before): asked now, a refusal comes
-        # before the release it would have wasted.
-        check_secure_sum(federation, FN_TABLE, exact_counts=True)
+        # before the release it would have wasted. The check also says what each site's
+        # epsilon limit leaves.
+        left = check_secure_sum(federation, FN_TABLE, exact_counts=True, budget=True)
     if correction == "deconvolution":
         check_scale(federation, support, levels)
     eps, dlt, sens, source, notes = _privacy_parameters(
         federation, epsilon, delta, sensitivity, n_breaks, privacy
     )
+    if left is None:  # the positives rule sums nothing securely
+        from fedroc.federation.basic import epsilon_left
+
+        left = epsilon_left(federation)
+    _check_epsilon_left(eps, left)
     noisy = release_noisy_scores(
         federation, epsilon=eps, delta=dlt, sensitivity=sens, calibration=dp_calibration
     )
