@@ -397,6 +397,41 @@ def test_histogram_local_dp_is_refused_at_every_site_when_one_site_is_short():
     assert sites[1].ledger.spent()[0] == pytest.approx(3.0)
 
 
+def test_histogram_local_dp_under_a_sites_epsilon_floor_is_refused_before_any_release():
+    """The local-DP pre-check of 97b1203 compared the run's charge with what each site's
+    limit leaves, not with the other thing a site refuses the local tree for: an epsilon
+    below its policy's floor (histogram_min_epsilon). Site b's floor 2, dp_epsilon 1 (the
+    tree at 12/13 of it): measured on main 913f1c7, every site released its noisy class
+    counts, then a and c their trees, and b refused its tree; a and c charged 2.0 each
+    (a fifth of a default lifetime), b 0.154, for a run that gave nothing. The sites' answer
+    to fedroc.epsilon_left now carries the floor (a setting of its operator's, which the
+    refusal tells too), and the run is refused before any release, naming b and the
+    dp_epsilon that reaches its floor; nothing is charged. At that epsilon it runs."""
+    from fedroc.data import SiteData
+    from fedroc.federation import Federation
+    from fedroc.federation.site import Site
+    from fedroc.methods import evaluate
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(6)
+    sites = []
+    for name, floor in (("a", 0.01), ("b", 2.0), ("c", 0.01)):
+        y = rng.random(600) < 0.4
+        data = SiteData.from_arrays(y, np.clip(0.5 + 0.2 * (rng.normal(size=600) + y), 0, 1))
+        policy = DisclosurePolicy(histogram_min_epsilon=floor, epsilon_limit=20.0)
+        sites.append(Site(name, data, policy=policy))
+    fed = Federation.from_sites(sites)
+    with pytest.raises(InputError) as exc:
+        evaluate(fed, "histogram", dp_epsilon=1.0, dp_mode="local")
+    msg = str(exc.value)
+    assert "local-DP tree at epsilon 0.9231 (12/13 of dp_epsilon 1)" in msg, msg
+    assert "below the floor of site(s) 'b': 2 (histogram_min_epsilon)" in msg, msg
+    assert "nothing was released; give dp_epsilon 2.17 or more" in msg, msg
+    assert [s.ledger.spent()[0] for s in sites] == [0.0, 0.0, 0.0]
+    res = evaluate(fed, "histogram", dp_epsilon=2.17, dp_mode="local")
+    assert res.released.epsilon == pytest.approx({k: 2 * 2.17 for k in "abc"})
+
+
 def test_privacy_status_describes_every_binding_key_the_privacy_layer_names():
     """`fedroc privacy status` spelt the ledger keys as literals of its own, beside the ones
     the sites bind under: a key renamed where it is bound would have fallen back to the raw

@@ -931,10 +931,18 @@ def site_sizes(federation: Federation) -> dict[str, int]:
 # What the site's epsilon limit leaves: what a budget refusal tells (the limit and the
 # spend), about no row, so that a run of several DP releases in the clear (the histogram's
 # local DP: class counts, then the tree) is refused before the first when the whole would
-# not fit. Secure sums ask it through their own check (fedroc.secagg.check).
+# not fit. Secure sums ask it through their own check (fedroc.secagg.check). With it the
+# floor of a local-DP tree's epsilon (histogram_min_epsilon), a setting its refusal tells
+# too: a tree under it was refused after the class counts, and after the other sites'
+# trees (review diffrev2).
 @site_function(FN_EPSILON_LEFT, schema={}, rows=False)
 def _epsilon_left(ctx: SiteContext, args: Record) -> Reply:
-    return Reply({"epsilon_left": ctx.policy.epsilon_left(ctx.ledger)})
+    return Reply(
+        {
+            "epsilon_left": ctx.policy.epsilon_left(ctx.ledger),
+            "histogram_min_epsilon": float(ctx.policy.histogram_min_epsilon),
+        }
+    )
 
 
 @fill_doc

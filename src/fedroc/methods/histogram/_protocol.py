@@ -19,7 +19,7 @@ import numpy as np
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
-from fedroc.federation.basic import epsilon_left
+from fedroc.federation.basic import FN_EPSILON_LEFT
 from fedroc.privacy import MIN_DISCRETE_EPSILON
 from fedroc.secagg import SecureSum, check_secure_sum, secure_sum
 
@@ -298,6 +298,36 @@ def _round_down(x: float) -> float:
     return math.floor(x / step * (1 + 1e-12)) * step
 
 
+def _round_up(x: float) -> float:
+    """``x`` rounded up to 3 significant digits (an epsilon that still reaches a floor)."""
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return math.ceil(x / step * (1 - 1e-12)) * step
+
+
+def _check_local_tree_floor(opts: HistogramOptions, floors: dict[str, float]) -> None:
+    """Under local DP, refuse a tree some site's ``histogram_min_epsilon`` refuses, first.
+
+    A site refuses a local-DP tree below its floor; the refusal came after every site's
+    class counts, and after the other sites' trees, all charged for a run that gave nothing.
+    """
+    low = {k: v for k, v in sorted(floors.items()) if opts.tree_epsilon < v - 1e-12}
+    if not low:
+        return
+    h = opts.height
+    by_floor: dict[str, list[str]] = {}
+    for k, v in low.items():
+        by_floor.setdefault(f"{v:g}", []).append(repr(k))
+    sites = "; ".join(f"{', '.join(names)}: {v}" for v, names in by_floor.items())
+    fits = _round_up(max(low.values()) * (h + 1) / h)
+    raise InputError(
+        f"dp_epsilon {opts.epsilon:g} releases the local-DP tree at epsilon "
+        f"{opts.tree_epsilon:.4g} ({h}/{h + 1} of dp_epsilon {opts.epsilon:g}), below the "
+        f"floor of site(s) {sites} (histogram_min_epsilon); nothing was released; give "
+        f"dp_epsilon {fits:g} or more, or ask the sites' operators to lower "
+        "histogram_min_epsilon"
+    )
+
+
 def check_budget(federation: Federation, opts: HistogramOptions, *, compare: bool) -> None:
     """Under DP, refuse a run that some site's epsilon limit cannot hold, first.
 
@@ -309,8 +339,10 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
     the check of secure aggregation, which also asks whether they would join the sum; under
     local DP, which runs with fewer sites than a secure sum takes, through
     ``fedroc.epsilon_left``), so the whole charge is compared before anything is released,
-    and the refusal names the sites short and which ``dp_epsilon`` would fit. Nothing to
-    check without DP.
+    and the refusal names the sites short and which ``dp_epsilon`` would fit. Under local
+    DP the answer also holds each site's floor of a local tree's epsilon
+    (``histogram_min_epsilon``): a tree under some site's floor is refused first too. Nothing
+    to check without DP.
     """
     if opts.mode not in (MODE_DDP, MODE_LDP) or opts.epsilon is None:
         return
@@ -318,7 +350,10 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
     charge = MOVED_ROW_CHARGE * releases  # times dp_epsilon, on each site's ledger
     need = charge * opts.epsilon
     if opts.mode == MODE_LDP:
-        left = epsilon_left(federation)
+        replies = federation.call(FN_EPSILON_LEFT)
+        left = {k: float(r["epsilon_left"]) for k, r in replies.items()}
+        floors = {k: float(r.get("histogram_min_epsilon", 0.0)) for k, r in replies.items()}
+        _check_local_tree_floor(opts, floors)
     else:
         t = secagg_threshold(
             len(federation.site_names), opts.threshold, dp=True, allow_dropouts=opts.allow_dropouts
