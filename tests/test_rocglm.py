@@ -670,10 +670,8 @@ def test_a_run_one_sites_epsilon_limit_cannot_hold_is_refused_before_any_noisy_s
     release had no such check. Three sites, b's limit 0.5, the default epsilon 1: b refused
     its noisy scores after a and c had released theirs, measured on main 913f1c7: a and c
     charged epsilon 1.0 each, and the run gave nothing. Now the run asks the sites what
-    their limits leave first (the grid rule through the secure table's check, which it asks
-    anyway; the positives rule, with no secure sum, through fedroc.epsilon_left) and is
-    refused naming b and the epsilon that fits; nothing is charged. At that epsilon it
-    runs."""
+    their limits leave first (fedroc.epsilon_left) and is refused naming b and the epsilon
+    that fits; nothing is charged. At that epsilon it runs."""
     rng = np.random.default_rng(19)
     y, s = flipped(rng, 900, 0.5)
     opt_in = frozenset([OPT_IN_POSITIVES]) if rule == "positives" else frozenset()
@@ -699,6 +697,42 @@ def test_a_run_one_sites_epsilon_limit_cannot_hold_is_refused_before_any_noisy_s
     )
     assert res.epsilon == 0.5
     assert [site.ledger.spent()[0] for site in sites] == [0.5, 0.5, 0.5]
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            {"rocglm_min_sensitivity": 0.1},
+            "sensitivity 0.03 is below the floor of site 'b' (rocglm_min_sensitivity 0.1); "
+            "nothing was released; give sensitivity 0.1 or more",
+        ),
+        (
+            {"delta_limit": 1e-6},
+            "delta 0.00025 (each site's charge for its noisy scores) is more than site 'b' "
+            "has left of its delta limit (1e-06); nothing was released",
+        ),
+    ],
+)
+def test_a_release_one_sites_delta_or_sensitivity_floor_refuses_is_refused_first(setting, message):
+    """The other two refusals of the noisy scores that came after the other sites had
+    released theirs: a sensitivity below the site's floor (rocglm_min_sensitivity) and a
+    delta over what its limit leaves. Measured on main 913f1c7 (three sites of 400 rows, b
+    with the setting, sensitivity 0.03, the default epsilon 1 and delta 1/(10 n) =
+    0.00025): b refused, a and c charged (1.0, 0.00025) each, for nothing. Now refused
+    before any release (the sites' answer to fedroc.epsilon_left holds both), naming b;
+    nothing charged."""
+    rng = np.random.default_rng(20)
+    y, s = flipped(rng, 1200, 0.5)
+    sites = []
+    for i, name in enumerate("abc"):
+        policy = DisclosurePolicy(**(setting if name == "b" else {}))
+        sites.append(Site(name, SiteData.from_arrays(y[i::3], s[i::3]), policy=policy))
+    fed = Federation.from_sites(sites)
+    with pytest.raises(InputError) as exc:
+        distributed_rocglm(fed, sensitivity=0.03, bootstrap=5)
+    assert message in str(exc.value), str(exc.value)
+    assert [site.ledger.spent() for site in sites] == [(0, 0)] * 3
 
 
 def test_the_paper_setting_with_epsilon_and_delta_is_refused_by_the_api_and_the_flower_job():

@@ -932,15 +932,20 @@ def site_sizes(federation: Federation) -> dict[str, int]:
 # spend), about no row, so that a run of several DP releases in the clear (the histogram's
 # local DP: class counts, then the tree) is refused before the first when the whole would
 # not fit. Secure sums ask it through their own check (fedroc.secagg.check). With it the
-# floor of a local-DP tree's epsilon (histogram_min_epsilon), a setting its refusal tells
-# too: a tree under it was refused after the class counts, and after the other sites'
-# trees (review diffrev2).
+# floor of a local-DP tree's epsilon (histogram_min_epsilon), the delta its limit leaves and
+# the floor of the ROC-GLM's sensitivity (rocglm_min_sensitivity), which its refusals tell
+# too: a release under a floor or over the delta left was refused after the other sites had
+# released theirs (review diffrev2).
 @site_function(FN_EPSILON_LEFT, schema={}, rows=False)
 def _epsilon_left(ctx: SiteContext, args: Record) -> Reply:
+    policy = ctx.policy
+    delta_left = policy.delta_limit_for(ctx.data.n) - ctx.ledger.spent()[1]
     return Reply(
         {
-            "epsilon_left": ctx.policy.epsilon_left(ctx.ledger),
-            "histogram_min_epsilon": float(ctx.policy.histogram_min_epsilon),
+            "epsilon_left": policy.epsilon_left(ctx.ledger),
+            "delta_left": float(delta_left),
+            "histogram_min_epsilon": float(policy.histogram_min_epsilon),
+            "rocglm_min_sensitivity": float(policy.rocglm_min_sensitivity),
         }
     )
 

@@ -792,34 +792,63 @@ def _check_privacy_arguments(
         raise InputError(f"delta must lie in (0, 1); got {delta!r}")
 
 
-def _check_epsilon_left(epsilon: float, left: dict[str, float]) -> None:
-    """Refuse a release some site's epsilon limit cannot hold, before any site releases.
+def _check_sites_allow(
+    federation: Federation, epsilon: float, delta: float, sensitivity: float, calibration: str
+) -> None:
+    """Refuse a release some site would refuse for its limits or floor, before any releases.
 
-    Each site charges the noisy scores ``epsilon``; one short refused them only after the
-    others had released theirs and been charged, for a run that gave nothing (as the
-    histogram's local DP, 97b1203). ``left``: each site's limit minus its spend.
+    Each site charges the noisy scores (epsilon, delta) and refuses a sensitivity under its
+    ``rocglm_min_sensitivity``; one that refused did so only after the others had released
+    theirs and been charged, for a run that gave nothing (as the histogram's local DP,
+    97b1203). The sites say what their limits leave and their floor
+    (``fedroc.epsilon_left``), releasing nothing.
     """
-    short = {k: v for k, v in sorted(left.items()) if epsilon > v + 1e-12}
-    if not short:
-        return
-    sites = "; ".join(f"site {k!r} ({max(v, 0.0):.4g})" for k, v in short.items())
-    if len(short) == 1:
-        ((name, value),) = short.items()
-        sites = f"site {name!r} has left of its epsilon limit ({max(value, 0.0):.4g})"
-    else:
-        sites = f"sites {sites} have left of their epsilon limits"
-    least = max(min(short.values()), 0.0)
-    fits = math.floor(least * 1e4) / 1e4
-    instead = (
-        f"give epsilon {fits:g} or less (with delta), or ask the sites' operators to raise "
-        "epsilon_limit"
-        if fits > 0
-        else "no epsilon fits; the sites' operators would have to raise epsilon_limit"
-    )
-    raise InputError(
-        f"epsilon {epsilon:g} (each site's charge for its noisy scores) is more than {sites}; "
-        f"nothing was released; {instead}"
-    )
+    from fedroc.federation.basic import FN_EPSILON_LEFT
+    from fedroc.privacy.mechanisms import analytic_gaussian_delta
+
+    replies = federation.call(FN_EPSILON_LEFT)
+    floors = {k: float(r.get("rocglm_min_sensitivity", 0.0)) for k, r in replies.items()}
+    low = {k: v for k, v in sorted(floors.items()) if sensitivity < v - 1e-12}
+    if low:
+        named = "; ".join(f"site {k!r} (rocglm_min_sensitivity {v:g})" for k, v in low.items())
+        raise InputError(
+            f"sensitivity {sensitivity:g} is below the floor of {named}; nothing was "
+            f"released; give sensitivity {max(low.values()):g} or more (the noise is "
+            "calibrated to it), or ask the sites' operators to lower rocglm_min_sensitivity"
+        )
+    charged = delta
+    if calibration == "classic":
+        # What the sites charge: the classic noise's exact delta where it exceeds delta.
+        sigma = noise_sd(
+            epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration
+        )
+        exact = analytic_gaussian_delta(sigma, epsilon=epsilon, sensitivity=sensitivity)
+        charged = max(delta, exact)
+    for what, asked, key in (
+        ("epsilon", epsilon, "epsilon_left"),
+        ("delta", charged, "delta_left"),
+    ):
+        left = {k: float(r[key]) for k, r in replies.items() if key in r}
+        short = {k: v for k, v in sorted(left.items()) if asked > v * (1 + 1e-9) + 1e-15}
+        if not short:
+            continue
+        if len(short) == 1:
+            ((name, value),) = short.items()
+            sites = f"site {name!r} has left of its {what} limit ({max(value, 0.0):.4g})"
+        else:
+            listed = "; ".join(f"site {k!r} ({max(v, 0.0):.4g})" for k, v in short.items())
+            sites = f"sites {listed} have left of their {what} limits"
+        least = max(min(short.values()), 0.0)
+        fits = math.floor(least * 1e4) / 1e4 if what == "epsilon" else least
+        instead = (
+            f"give {what} {fits:.4g} or less, or ask the sites' operators to raise {what}_limit"
+            if fits > 0
+            else f"no {what} fits; the sites' operators would have to raise {what}_limit"
+        )
+        raise InputError(
+            f"{what} {asked:.4g} (each site's charge for its noisy scores) is more than "
+            f"{sites}; nothing was released; {instead}"
+        )
 
 
 def _check_range(score_range: Any) -> tuple[float, float]:
@@ -984,24 +1013,18 @@ def distributed_rocglm(
     threshold_grid(n_thresholds)  # validates
     _check_privacy_arguments(epsilon, delta, sensitivity, privacy)
     start = federation.mark()
-    left: dict[str, float] | None = None
     if thresholds == "grid":
         _check_secure_table(federation.site_names)
         # The sites' policies decide whether they sum their tables (secagg_min_sites, their
         # partners, exact counts released in the clear before): asked now, a refusal comes
-        # before the release it would have wasted. The check also says what each site's
-        # epsilon limit leaves.
-        left = check_secure_sum(federation, FN_TABLE, exact_counts=True, budget=True)
+        # before the release it would have wasted.
+        check_secure_sum(federation, FN_TABLE, exact_counts=True)
     if correction == "deconvolution":
         check_scale(federation, support, levels)
     eps, dlt, sens, source, notes = _privacy_parameters(
         federation, epsilon, delta, sensitivity, n_breaks, privacy
     )
-    if left is None:  # the positives rule sums nothing securely
-        from fedroc.federation.basic import epsilon_left
-
-        left = epsilon_left(federation)
-    _check_epsilon_left(eps, left)
+    _check_sites_allow(federation, eps, dlt, sens, dp_calibration)
     noisy = release_noisy_scores(
         federation, epsilon=eps, delta=dlt, sensitivity=sens, calibration=dp_calibration
     )
