@@ -645,3 +645,18 @@ def test_one_name_asked_for_at_once_by_eight_workers_makes_one_developer(app, tm
     assert names == ["alice", "bob"]
     for s in stores:
         s.close()
+
+
+def test_a_developer_name_with_an_outer_space_is_refused(app):
+    """Before: ``{"name": "alice "}`` beside an ``alice`` made a second developer with the
+    plan's whole budget, shown alike in the list and the audit (the diff review's find). Now
+    422, naming the field; nothing is made."""
+    st = _setup(app)
+    url = f"/v1/plans/{st['pid']}/developers"
+    for name in ("alice ", " alice", "\talice", "   "):
+        r = st["adm"].post(url, json={"name": name})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"].startswith("name:"), r.text
+        assert "may not begin or end with a space" in r.json()["detail"], r.text
+    assert [d["name"] for d in st["adm"].get("/v1/developers").json()] == ["alice"]
+    assert st["adm"].post(url, json={"name": "alice bob"}).status_code == 201  # inner space

@@ -46,7 +46,7 @@ from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from fedroc.exceptions import FedrocError, InputError
@@ -170,6 +170,15 @@ class PlanIn(_In):
 
 class DeveloperIn(_In):
     name: str = Field(..., min_length=1, max_length=200, pattern=NO_NUL)
+
+    @field_validator("name")
+    @classmethod
+    def _no_outer_space(cls, name: str) -> str:
+        # 'alice' and 'alice ' were two developers, each with the plan's whole budget, whom
+        # the list and the audit showed alike.
+        if name != name.strip():
+            raise ValueError("a developer name may not begin or end with a space")
+        return name
 
 
 class TopUpIn(_In):
