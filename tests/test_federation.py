@@ -406,6 +406,41 @@ def test_allowed_functions_policy():
         site.handle("fedroc.sum", {})
 
 
+def test_an_allow_list_without_a_pre_check_says_why_the_run_asks_it():
+    """Before: a DP run at a site whose ``allowed_functions`` lacked ``fedroc.epsilon_left``
+    (or ``fedroc.secagg.check``) was refused with "not among the functions its policy
+    allows" alone: nothing said why a run wanted it or what to do. The pre-checks are named
+    in the privacy layer, which cannot import them: their spelling is checked here."""
+    from fedroc.federation.basic import FN_EPSILON_LEFT
+    from fedroc.methods import evaluate
+    from fedroc.privacy.policy import _PRE_CHECKS
+    from fedroc.secagg.protocol import FN_CHECK
+
+    assert set(_PRE_CHECKS) == {FN_EPSILON_LEFT, FN_CHECK}
+    rng = np.random.default_rng(3)
+    allowed = frozenset({"fedroc.info", "fedroc.class_counts"})
+    sites = [
+        Site(
+            name,
+            SiteData.from_arrays(rng.random(300) < 0.4, rng.random(300)),
+            policy=DisclosurePolicy(allowed_functions=allowed if name == "b" else None),
+        )
+        for name in ("a", "b", "c")
+    ]
+    fed = Federation.from_sites(sites)
+    start = fed.mark()
+    with pytest.raises(DisclosureError) as refused:
+        evaluate(fed, "histogram", dp_epsilon=1.0, dp_mode="local", calibration_bins=None)
+    message = str(refused.value)
+    assert f"site 'b' refuses '{FN_EPSILON_LEFT}'" in message, message
+    assert "add it to the site's allowed_functions" in message, message
+    assert fed.released(start).kinds.get("noisy", 0) == 0
+    # Another function is refused as before, with no such hint.
+    with pytest.raises(DisclosureError) as other:
+        sites[1].handle("fedroc.sum", {})
+    assert "allowed_functions)" not in str(other.value)
+
+
 def test_an_argument_first_bound_to_none_stays_none(tmp_path):
     # main 6176649 read a binding with ``bindings.get(key)``: one first bound to None (the
     # argument's default) looked unbound, so a later "a" was answered as a second choice.

@@ -119,6 +119,19 @@ def policy_paths_relative_to(values: Mapping[str, Any], base: str | Path) -> dic
     return out
 
 
+# The functions a run asks every site before its first release, so that a run a site cannot
+# hold is refused with nothing spent. An allow-list without them refused the run with no word
+# of why the function was wanted (the diff review of 2026-12-07). Spelled here, not imported:
+# the federation and secure-aggregation layers that define them sit above this one.
+_PRE_CHECKS = {
+    "fedroc.epsilon_left": "a DP run asks it first, releasing nothing but what a budget "
+    "refusal tells, so that a run the site's limits cannot hold is refused before anything "
+    "is spent",
+    "fedroc.secagg.check": "a secure sum asks it first, releasing nothing, so that a sum the "
+    "site would refuse, or its budget could not hold, is refused before anything is spent",
+}
+
+
 @dataclass(frozen=True)
 class DisclosurePolicy:
     """What a site may release.
@@ -500,8 +513,10 @@ class DisclosurePolicy:
             needs (``mpc_only``) and ``function`` is not among that.
         """
         if self.allowed_functions is not None and function not in self.allowed_functions:
+            why = _PRE_CHECKS.get(function, "")
             raise DisclosureError(
-                f"site {site!r} refuses {function!r}: not among the functions its policy allows",
+                f"site {site!r} refuses {function!r}: not among the functions its policy allows"
+                + (f" ({why}; add it to the site's allowed_functions)" if why else ""),
                 site=site,
                 function=function,
             )
