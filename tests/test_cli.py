@@ -585,6 +585,21 @@ def test_calibration_table_says_which_bins_pool_only_some_sites():
     rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
     assert "predicted over 2 rows (scores withheld at a site)" in rows[1] and "│  4 │" in rows[1]
     assert "predicted withheld" in rows[2] and "1.0000" in rows[2]  # observed: 3 of 3
+    # An empty bin of a secure curve holds no row at any site: nothing is said withheld
+    # (the demo's GBSG2 table said "predicted withheld (scores withheld at a site)" of two).
+    empty = CalibrationCurve.from_sums(
+        bin_edges(3), [0, 4, 3], [0.0, 1.0, 0.0], [0.0, 2.0, 3.0], [True, True, True],
+        predicted_count=[0, 2, 0],
+    )  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(calibration_table("Calibration", empty))
+    rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
+    assert "withheld" not in rows[0] and rows[0].split("│")[2].strip() == "0", rows[0]
+    assert "predicted over 2 rows" in rows[1] and "predicted withheld" in rows[2]
+    # What the report shades and counts too; a clear curve's flags stand (its n leaves the
+    # withheld rows out).
+    assert empty.withheld.tolist() == [False, True, True]
+    assert curve.withheld.tolist() == curve.suppressed.tolist() == [False, True, True]
     # Bins are named k/n; where the edges are k/n rounded to the 1/4096 grid, a caption says so.
     console = Console(width=200, record=True)
     console.print(calibration_table("Calibration", secure))

@@ -410,11 +410,12 @@ def calibration_figure(
     shaded = False
     for i, (label, curve) in enumerate(curves):
         ok = np.isfinite(curve.observed_fraction) & np.isfinite(curve.mean_predicted)
-        known = ok & ~curve.suppressed
+        withheld = curve.withheld  # a secure curve's empty bins hold no row to withhold
+        known = ok & ~withheld
         # NaN breaks the line: nothing is drawn through a withheld bin.
         y = np.where(known, curve.observed_fraction, np.nan)
         ax.plot(curve.mean_predicted, y, marker="o", ms=3, label=label)
-        partial = ok & curve.suppressed
+        partial = ok & withheld
         if partial.any():
             ax.scatter(
                 curve.mean_predicted[partial],
@@ -425,7 +426,7 @@ def calibration_figure(
                 zorder=3,
                 label=f"{label}: bin withheld at a site (in part)",
             )
-        for k in np.flatnonzero(curve.suppressed):
+        for k in np.flatnonzero(withheld):
             ax.axvspan(curve.edges[k], curve.edges[k + 1], color="grey", alpha=0.15, lw=0)
             shaded = True
         width = np.diff(curve.edges)
@@ -435,7 +436,7 @@ def calibration_figure(
             width=width / (len(curves) + 1),
             align="edge",
             label=label,
-            color=np.where(curve.suppressed, "lightgrey", f"C{i}"),
+            color=np.where(withheld, "lightgrey", f"C{i}"),
         )
     if shaded:
         ax.axvspan(0, 0, color="grey", alpha=0.15, label="withheld bin")
@@ -727,7 +728,7 @@ def evaluation_report(
     _pr_section(report, result)
     cal = extra.get("calibration")
     if cal is not None:
-        withheld = int(np.count_nonzero(cal.suppressed))
+        withheld = int(np.count_nonzero(cal.withheld))
         # Under DP no site withholds a bin: the analyst does, for its noise (as the CLI's
         # calibration table says); the report said "withheld at a site" there too.
         why = (

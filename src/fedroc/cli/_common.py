@@ -646,7 +646,10 @@ def calibration_table(
             # A bin withheld at some sites still pools the others' rows (as the report's
             # figure says); say so, or its n and fractions read as the whole bin's.
             note = ""
-            if curve.suppressed[k] and curve.predicted_count is not None:
+            # A secure curve's empty bin is flagged (a site flags every bin under q rows, 0
+            # too) but holds no row anywhere: it said "predicted withheld (scores withheld at
+            # a site)" of scores no site has.
+            if curve.withheld[k] and curve.predicted_count is not None:
                 shown = int(curve.predicted_count[k])  # a secure curve: n and observed whole
                 if shown and shown == int(curve.count[k]):
                     # Since H13-2 a site's withheld scores enter at the bin's middle.
@@ -657,7 +660,7 @@ def calibration_table(
                         if shown
                         else "predicted withheld (scores withheld at a site)"
                     )
-            elif curve.suppressed[k]:
+            elif curve.withheld[k]:
                 note = (
                     "other sites only (withheld at a site)"
                     if curve.count[k]

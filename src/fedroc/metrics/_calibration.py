@@ -213,6 +213,19 @@ class CalibrationCurve(ResultMixin):
         """Number of bins."""
         return int(self.count.size)
 
+    @property
+    def withheld(self) -> NDArray[np.bool_]:
+        """Bins of which some site kept rows back: ``suppressed``, less a secure curve's empty ones.
+
+        A site flags every bin under its minimum count, an empty one too; a secure curve
+        counts every row, so its flagged bin of ``count`` 0 holds no row at any site, and
+        nothing was kept back there. A clear curve's count leaves the withheld rows out, so
+        its flags stand.
+        """
+        if self.predicted_count is None:
+            return self.suppressed
+        return self.suppressed & (self.count > 0)
+
     def summary(self) -> str:
         """Format one line per bin: rows, mean predicted probability, observed fraction."""
         rows = []
@@ -220,7 +233,7 @@ class CalibrationCurve(ResultMixin):
             lo, hi = self.edges[k], self.edges[k + 1]
             close = "]" if k == self.n_bins - 1 else ")"
             label = f"[{lo:.2f}, {hi:.2f}{close}"
-            note = " (suppressed at >= 1 site)" if self.suppressed[k] else ""
+            note = " (suppressed at >= 1 site)" if self.withheld[k] else ""
             rows.append(
                 (
                     label,
