@@ -131,7 +131,8 @@ def party(
     """Run one party until shut down (exit 0) or until a peer is lost (exit 1).
 
     A party that cannot listen on its address exits 2 (fix the cluster file); one whose
-    peers do not connect within --startup-timeout exits 1.
+    peers do not connect within --startup-timeout exits 1. Ctrl-C stops it with a line
+    naming the job it interrupted (exit 130); its peers then stop too (exit 1).
     """
     from fedroc.mpc.net import ClusterConfig, PartyServer
 

@@ -650,6 +650,8 @@ class PartyServer:
                 )
             self.ledger = JobLedger(self.entry.jobs)
         self._listener: socket.socket | None = None
+        # The job this party is running, if any (named when it is interrupted).
+        self.current_job: str | None = None
 
     def name(self) -> str:
         """Name this party in log lines (``fedroc mpc party 0 (proxy 0)``)."""
@@ -744,6 +746,14 @@ class PartyServer:
             return 2 if isinstance(exc, CannotListen) else 1
         try:
             return self._serve_proxy0() if self.pid == 0 else self._serve_follower()
+        except KeyboardInterrupt:
+            # Ctrl-C at the party's terminal: say so (typer would exit 130 without a word).
+            # The peers see the link close and stop (exit 1); the job's result was not sent,
+            # and the ledger records a job only once its result is complete.
+            job = self.current_job
+            during = f" during job {job}" if job is not None else ""
+            self.log(f"{self.name()}: interrupted (Ctrl-C){during}: stopping")
+            return 130
         finally:
             self.links.close()
             if self._listener is not None:
@@ -772,6 +782,7 @@ class PartyServer:
                 client.close()
                 continue
             self._job_proxy0(request, client)
+            self.current_job = None
             client.close()
 
     def _serve_follower(self) -> int:
@@ -794,6 +805,7 @@ class PartyServer:
                 self._job_proxy1(item.job, message, item.size)
             elif self.pid == 2 and isinstance(message, HelperJob):
                 self._job_helper(item.job, message, item.size)
+            self.current_job = None
             # Anything else is a frame of an ended job: dropped.
             if self.links.dead is not None:
                 self.log(f"{self.name()}: stopping: {self.links.dead}")
@@ -826,6 +838,7 @@ class PartyServer:
         return refusals[0] if refusals else None
 
     def _run(self, party: Party, lists: list[np.ndarray], spec: AucSpec) -> np.ndarray:
+        self.current_job = party.channel.job.split(".")[0]  # type: ignore[attr-defined]
         self.log(
             f"{self.name()}: job {party.channel.job}: {len(spec.sizes)} owners, "  # type: ignore[attr-defined]
             f"n = {spec.n}, sort = {spec.sort}, ci = {spec.ci}, precision = 2^-{spec.frac_bits}"

@@ -1,0 +1,110 @@
+"""A new user's walkthrough of the MPC cluster (README "Exact AUC by secure 3-party
+computation", docs/mpc.md): the operator's and the analyst's mistakes and interruptions,
+each answered with one line that names the file, the party or the job, and no more than
+the analyst may learn.
+
+Each test says what the user saw before. Processes listen on loopback, on free ports, and
+are stopped by the test within its timeout.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedroc.mpc import JobTerms, make_bundle
+from fedroc.mpc.bundle import write_bundle
+from fedroc.mpc.certs import generate_cluster
+from fedroc.mpc.cluster import free_ports
+from fedroc.mpc.owner import new_owner_key, owner_public_bytes
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _party(cluster: Path, pid: int, *extra: str) -> subprocess.Popen[str]:
+    """``fedroc mpc party`` as an operator starts it (SIGINT at its default, as in a shell)."""
+    cmd = [sys.executable, "-m", "fedroc", "mpc", "party", "--cluster", str(cluster)]
+    return subprocess.Popen(
+        [*cmd, "--id", str(pid), *extra], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _stop_all(procs: list[subprocess.Popen[str]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        p.wait(timeout=10)
+
+
+def _wait_line(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> list[str]:
+    """Read ``proc``'s stderr until a line contains ``text``; the lines read."""
+    assert proc.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"no line with {text!r} from the party; it said: {lines}")
+
+
+def test_ctrl_c_at_a_party_mid_job_says_so_and_releases_nothing(tmp_path):
+    """Before: Ctrl-C at proxy 1 in the middle of a job ended it with status 130 and not a
+    word on its terminal (typer turns KeyboardInterrupt into a silent exit 130)."""
+    keys = {n: new_owner_key() for n in ("a", "b")}
+    path = generate_cluster(
+        tmp_path / "c",
+        ports=dict(enumerate(free_ports(3))),
+        owners={n: owner_public_bytes(k) for n, k in keys.items()},
+    )
+    procs = [_party(path, pid, "--startup-timeout", "60") for pid in range(3)]
+    try:
+        for p in procs:
+            _wait_line(p, "ready on")
+        rng = np.random.default_rng(5)
+        terms = JobTerms.create(["a", "b"], _proxy_keys(path))
+        files = []
+        for name, key in keys.items():
+            y = rng.integers(0, 2, 30000)
+            bundle = make_bundle(name, y, rng.normal(size=y.size) + y, terms, key)
+            write_bundle(bundle, tmp_path / f"{name}.share")
+            files.append(str(tmp_path / f"{name}.share"))
+        analyst = subprocess.Popen(
+            [sys.executable, "-m", "fedroc", "mpc", "run", *files, "--cluster", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_line(procs[1], f"job {terms.job}")
+        procs[1].send_signal(signal.SIGINT)
+        _, said = procs[1].communicate(timeout=30)
+        assert procs[1].returncode == 130
+        assert "Traceback" not in said
+        assert f"interrupted (Ctrl-C) during job {terms.job}" in said, said
+        _, told = analyst.communicate(timeout=60)
+        assert analyst.returncode != 0 and "proxy 1" in told, told
+        assert "Traceback" not in told
+        for p in (procs[0], procs[2]):
+            p.wait(timeout=30)
+            assert p.returncode == 1  # a lost peer, as docs/mpc.md says
+        # Nothing half-written: the proxies' ledgers do not hold the job (it may run again).
+        for ledger in (tmp_path / "c").glob("party*.jobs"):
+            assert terms.job not in ledger.read_text()
+    finally:
+        _stop_all(procs)
+
+
+def _proxy_keys(path: Path) -> tuple[bytes, bytes]:
+    from fedroc.mpc.net import ClusterConfig
+
+    return ClusterConfig.load(path).proxy_key_bytes()
