@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedroc.mpc import JobTerms, make_bundle
+from fedroc.mpc import JobTerms, LocalCluster, make_bundle
 from fedroc.mpc.bundle import write_bundle
 from fedroc.mpc.certs import generate_cluster
 from fedroc.mpc.cluster import free_ports
 from fedroc.mpc.owner import new_owner_key, owner_public_bytes
+from tests._cli import run_main
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -108,3 +109,42 @@ def _proxy_keys(path: Path) -> tuple[bytes, bytes]:
     from fedroc.mpc.net import ClusterConfig
 
     return ClusterConfig.load(path).proxy_key_bytes()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    keys = {n: new_owner_key() for n in ("a", "b", "c")}
+    with LocalCluster(owners={n: owner_public_bytes(k) for n, k in keys.items()}) as running:
+        yield running, keys
+
+
+def _share(tmp_path, running, keys, rows) -> list[str]:
+    """Bundle files of one fresh job over ``rows`` (name -> (labels, scores))."""
+    terms = JobTerms.create(list(rows), running.proxy_key_bytes())
+    files = []
+    for name, (y, s) in rows.items():
+        write_bundle(make_bundle(name, y, s, terms, keys[name]), tmp_path / f"{name}.share")
+        files.append(str(tmp_path / f"{name}.share"))
+    return files
+
+
+def test_mpc_run_says_why_nothing_was_opened(capsys, tmp_path, cluster):
+    """Before: with fewer than 5 positives in the job, `fedroc mpc run` printed a table of
+    dashes and `released False`, exit 0, and no word of why (`fedroc evaluate --method mpc`
+    says 'withheld: fewer than 5 positives or negatives')."""
+    running, keys = cluster
+    rows = {"a": ([0] * 40, np.arange(40.0)), "b": ([1, 1, 0, 0, 0, 0], np.arange(6.0))}
+    for extra in ([], ["--json"]):
+        files = _share(tmp_path, running, keys, rows)
+        code, out, err = run_main(
+            capsys, ["mpc", "run", *files, "--cluster", str(running.config.path), *extra]
+        )
+        assert code == 0
+        assert "withheld: fewer than 5 positives or negatives (checked under MPC)" in err, err
+        assert "withheld" not in out  # --json: the one JSON object stays as it was
+    # A released job says nothing of the kind.
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 60)
+    files = _share(tmp_path, running, keys, {"a": (y, rng.normal(size=60)), "c": (y, y + 0.5)})
+    code, out, err = run_main(capsys, ["mpc", "run", *files, "--cluster", str(running.config.path)])
+    assert code == 0 and "withheld" not in err

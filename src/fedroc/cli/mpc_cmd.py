@@ -270,6 +270,12 @@ def run(
             ],
         },
     }
+    if not o.released:
+        # As `fedroc evaluate --method mpc` notes it: the check's one opened bit, no more.
+        err.print(
+            f"withheld: fewer than {o.min_class_count} positives or negatives (checked under "
+            "MPC); nothing else was opened"
+        )
     if as_json:
         emit_json(record)
         return
