@@ -148,3 +148,50 @@ def test_mpc_run_says_why_nothing_was_opened(capsys, tmp_path, cluster):
     files = _share(tmp_path, running, keys, {"a": (y, rng.normal(size=60)), "c": (y, y + 0.5)})
     code, out, err = run_main(capsys, ["mpc", "run", *files, "--cluster", str(running.config.path)])
     assert code == 0 and "withheld" not in err
+
+
+def _typo_key(d: Path) -> None:
+    _retype(d, 'key = "party0.key"', 'key = "party0.kye"')
+
+
+def _typo_cert(d: Path) -> None:
+    _retype(d, 'cert = "party0.pem"', 'cert = "party0.mep"')
+
+
+def _other_key(d: Path) -> None:
+    (d / "party0.key").write_bytes((d / "party1.key").read_bytes())
+
+
+@pytest.mark.parametrize(
+    ("where", "name", "edit", "said"),
+    [
+        ("[party.0] key", "party0.kye", _typo_key, "does not exist"),
+        ("[party.0] cert", "party0.mep", _typo_cert, "does not exist"),
+        ("ca", "ca.pem", lambda d: (d / "ca.pem").unlink(), "does not exist"),
+        ("[party.0] key", "party0.key", lambda d: _garble(d, "party0.key"), "cannot load"),
+        ("[party.0] cert", "party0.pem", lambda d: _garble(d, "party0.pem"), "cannot load"),
+        ("[party.0] key", "party0.key", _other_key, "do not match"),
+    ],
+)
+def test_a_bad_tls_file_of_a_party_is_named(capsys, tmp_path, where, name, edit, said):
+    """Before: 'cannot load TLS files (/c/party0.pem, /c/party0.kye, /c/ca.pem): [Errno 2] No
+    such file or directory', the three files listed and the operator left to guess which."""
+    path = generate_cluster(tmp_path / "c", ports=dict(enumerate(free_ports(3))))
+    edit(tmp_path / "c")
+    code, _, err = run_main(capsys, ["mpc", "party", "--cluster", str(path), "--id", "0"])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{where} file '{tmp_path / 'c' / name}'" in err and said in err, err
+    others = {"party0.key", "party0.pem", "ca.pem", "party0.kye", "party0.mep"} - {name}
+    if said != "do not match":  # a certificate and a key that do not match: both named
+        assert not any(o in err for o in others), err
+
+
+def _retype(directory: Path, old: str, new: str) -> None:
+    toml = directory / "cluster.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_text(text.replace(old, new, 1))
+
+
+def _garble(directory: Path, name: str) -> None:
+    (directory / name).write_text("not a PEM file\n")

@@ -294,16 +294,46 @@ def _load_key(load: Callable[[Path], _Key], path: Path, what: str, where: str) -
         raise InputError(f"{what} {str(path)!r} {where}: {exc}") from None
 
 
-def _context(cfg: ClusterConfig, cert: Path, key: Path | None, server: bool) -> ssl.SSLContext:
+def _context(
+    cfg: ClusterConfig, cert: Path, key: Path | None, server: bool, table: str
+) -> ssl.SSLContext:
+    """Make the TLS context of ``table`` (``[party.N]`` or ``[client]``) of the cluster file.
+
+    A missing or unloadable file is an InputError naming the one file and its entry.
+    """
+    where = f"of cluster file {str(cfg.path)!r}"
     if key is None:
         raise InputError(f"cluster file {str(cfg.path)!r}: no private key for {cert.name}")
+    for name, file in (("ca", cfg.ca), (f"{table} cert", cert), (f"{table} key", key)):
+        if not file.is_file():
+            raise InputError(f"{name} file {str(file)!r} {where} does not exist")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        ctx.load_cert_chain(str(cert), str(key))
         ctx.load_verify_locations(str(cfg.ca))
-    except (FileNotFoundError, ssl.SSLError) as exc:
-        raise InputError(f"cannot load TLS files ({cert}, {key}, {cfg.ca}): {exc}") from exc
+    except (OSError, ssl.SSLError) as exc:
+        raise InputError(f"ca file {str(cfg.ca)!r} {where} cannot load: {exc}") from exc
+    # Parsed one by one first, so that the error names the file that is bad.
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    for name, file, parse in (
+        (f"{table} cert", cert, lambda b: x509.load_pem_x509_certificate(b)),
+        (f"{table} key", key, lambda b: serialization.load_pem_private_key(b, None)),
+    ):
+        try:
+            parse(file.read_bytes())
+        except (OSError, ValueError, TypeError) as exc:
+            raise InputError(f"{name} file {str(file)!r} {where} cannot load: {exc}") from None
+    try:
+        ctx.load_cert_chain(str(cert), str(key))
+    except (OSError, ssl.SSLError) as exc:
+        if "KEY_VALUES_MISMATCH" in str(exc):
+            raise InputError(
+                f"{table} key file {str(key)!r} and cert file {str(cert)!r} {where} do not "
+                "match (each party's key goes with its own certificate)"
+            ) from exc
+        raise InputError(f"{table} key file {str(key)!r} {where} cannot load: {exc}") from exc
     ctx.verify_mode = ssl.CERT_REQUIRED
     if server:
         ctx.num_tickets = 0
@@ -628,8 +658,9 @@ class PartyServer:
         self.log = log
         self.links = Links(pid, config.max_frame_bytes)
         self.jobs: queue.Queue[tuple[FrameSocket, Message]] = queue.Queue()
-        self.server_ctx = _context(config, self.entry.cert, self.entry.key, server=True)
-        self.client_ctx = _context(config, self.entry.cert, self.entry.key, server=False)
+        table = f"[party.{pid}]"
+        self.server_ctx = _context(config, self.entry.cert, self.entry.key, True, table)
+        self.client_ctx = _context(config, self.entry.cert, self.entry.key, False, table)
         self.share_key: X25519PrivateKey | None = None
         self.ledger: JobLedger | None = None
         self.proxy_keys: tuple[bytes, bytes] = (b"", b"")
@@ -1056,7 +1087,7 @@ class ClusterClient:
         self.connect_timeout = connect_timeout
         if config.client_cert is None:
             raise InputError(f"cluster file {str(config.path)!r} has no [client] cert")
-        self.ctx = _context(config, config.client_cert, config.client_key, server=False)
+        self.ctx = _context(config, config.client_cert, config.client_key, False, "[client]")
 
     def _connect(self) -> FrameSocket:
         deadline = time.monotonic() + self.connect_timeout
