@@ -195,3 +195,44 @@ def _retype(directory: Path, old: str, new: str) -> None:
 
 def _garble(directory: Path, name: str) -> None:
     (directory / name).write_text("not a PEM file\n")
+
+
+def test_parties_with_different_cluster_files_say_so(tmp_path):
+    """Before: proxy 1, started with the files of another `fedroc mpc certs` run, exited 1
+    with 'TLS with party 0 failed: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify
+    failed: self-signed certificate in certificate chain', and proxy 0 waited out its
+    startup timeout to say 'could not reach party 1 ...: Connection refused' (exit 1), the
+    refused certificate forgotten."""
+    ports = dict(enumerate(free_ports(3)))
+    mine = generate_cluster(tmp_path / "mine", ports=ports)
+    other = generate_cluster(tmp_path / "other", ports=ports)
+    first = _party(mine, 0, "--startup-timeout", "6")
+    try:
+        _wait_until_listening(ports[0])
+        second = _party(other, 1, "--startup-timeout", "6")
+        # Who dials whom first decides which party checks the foreign certificate; both
+        # stop, exit 2 (a cluster file to fix) and say so in their last line.
+        for proc, ca in ((second, "other"), (first, "mine")):
+            _, said = proc.communicate(timeout=60)
+            assert proc.returncode == 2, said
+            assert "Traceback" not in said, said
+            last = said.strip().splitlines()[-1]
+            assert "same cluster files" in last, said
+            if "not signed by this cluster's CA" in last:
+                assert str(tmp_path / ca / "ca.pem") in last and "127.0.0.1" in last, said
+            else:
+                assert "unknown ca" in last.lower(), said
+    finally:
+        _stop_all([first])
+
+
+def _wait_until_listening(port: int, timeout: float = 60) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port}")

@@ -130,7 +130,8 @@ def party(
 ) -> None:
     """Run one party until shut down (exit 0) or until a peer is lost (exit 1).
 
-    A party that cannot listen on its address exits 2 (fix the cluster file); one whose
+    A party that cannot listen on its address, or whose peer's certificate this cluster's
+    CA did not sign (another cluster's files), exits 2 (fix the cluster file); one whose
     peers do not connect within --startup-timeout exits 1. Ctrl-C stops it with a line
     naming the job it interrupted (exit 130); its peers then stop too (exit 1).
     """

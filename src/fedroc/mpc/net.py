@@ -364,6 +364,10 @@ class CannotListen(ProtocolError):
     """A party's address in the cluster file cannot be listened on (a port in use, say)."""
 
 
+class NotThisCluster(ProtocolError):
+    """A peer's certificate is not signed by this cluster's CA (another cluster's files)."""
+
+
 class FrameSocket:
     """Length-prefixed frames (:mod:`fedroc.mpc.messages`) on a TLS socket."""
 
@@ -425,12 +429,19 @@ def _configure(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+# TLS alerts a party gets from a peer that does not trust its certificate.
+_FOREIGN_CERT = (
+    "TLSV1_ALERT_UNKNOWN_CA",
+    "SSLV3_ALERT_BAD_CERTIFICATE",
+    "CERTIFICATE_VERIFY_FAILED",
+)
+
 # Errors that mean "the party is not listening yet" while the cluster starts.
 _NOT_YET = (ConnectionRefusedError, ConnectionResetError, TimeoutError, socket.gaierror)
 
 
 def _dial(
-    ctx: ssl.SSLContext, entry: PartyEntry, peer: int, role: str, deadline: float
+    ctx: ssl.SSLContext, entry: PartyEntry, peer: int, role: str, deadline: float, ca: Path
 ) -> FrameSocket:
     """Open a TLS connection to party ``peer``, its certificate checked.
 
@@ -450,6 +461,12 @@ def _dial(
 
     try:
         return retry(attempt, retry_on=_NOT_YET, deadline=deadline, pause=0.02)
+    except ssl.SSLCertVerificationError as exc:
+        raise NotThisCluster(
+            f"party {peer} at {entry.host}:{entry.port} presented a certificate not signed by "
+            f"this cluster's CA ({ca}): do all three parties and the analyst use the same "
+            f"cluster files (one `fedroc mpc certs` run)? ({exc.verify_message})"
+        ) from None
     except ssl.SSLError as exc:
         raise ProtocolError(f"TLS with party {peer} failed: {exc}") from exc
     except RetryExpired as exc:
@@ -681,6 +698,8 @@ class PartyServer:
                 )
             self.ledger = JobLedger(self.entry.jobs)
         self._listener: socket.socket | None = None
+        # Why a peer's TLS connection was refused for its certificate (said at startup).
+        self.refused: str | None = None
         # The job this party is running, if any (named when it is interrupted).
         self.current_job: str | None = None
 
@@ -735,11 +754,13 @@ class PartyServer:
             self.jobs.put((fs, request))
         except (OSError, EOFError, ssl.SSLError, ProtocolError, ValueError) as exc:
             self.log(f"{self.name()}: refused a connection: {exc}")
+            if isinstance(exc, ssl.SSLError) and exc.reason in _FOREIGN_CERT:
+                self.refused = str(exc)
             with contextlib.suppress(OSError):
                 conn.close()
 
     def _connect(self, peer: int, deadline: float) -> None:
-        fs = _dial(self.client_ctx, self.cfg.parties[peer], peer, ROLE[peer], deadline)
+        fs = _dial(self.client_ctx, self.cfg.parties[peer], peer, ROLE[peer], deadline, self.cfg.ca)
         fs.send(Hello("party", self.pid))
         self.links.out[peer] = fs
 
@@ -773,8 +794,15 @@ class PartyServer:
         try:
             self.start()
         except (ProtocolError, OSError) as exc:
-            self.log(f"{self.name()}: cannot start: {exc}")
-            return 2 if isinstance(exc, CannotListen) else 1
+            hint = ""
+            if self.refused is not None and not isinstance(exc, NotThisCluster):
+                hint = (
+                    f"; a peer's TLS connection failed on a certificate ({self.refused}): "
+                    "do all three parties use the same cluster files?"
+                )
+            self.log(f"{self.name()}: cannot start: {exc}{hint}")
+            mismatch = isinstance(exc, (CannotListen, NotThisCluster)) or bool(hint)
+            return 2 if mismatch else 1
         try:
             return self._serve_proxy0() if self.pid == 0 else self._serve_follower()
         except KeyboardInterrupt:
@@ -1091,7 +1119,7 @@ class ClusterClient:
 
     def _connect(self) -> FrameSocket:
         deadline = time.monotonic() + self.connect_timeout
-        fs = _dial(self.ctx, self.cfg.parties[0], 0, "proxy 0", deadline)
+        fs = _dial(self.ctx, self.cfg.parties[0], 0, "proxy 0", deadline, self.cfg.ca)
         fs.send(Hello("client"))
         return fs
 
