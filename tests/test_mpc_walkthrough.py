@@ -236,3 +236,22 @@ def _wait_until_listening(port: int, timeout: float = 60) -> None:
                 return
         time.sleep(0.05)
     raise AssertionError(f"nothing listens on port {port}")
+
+
+def test_a_party_stopped_by_mpc_stop_says_so(capsys, tmp_path):
+    """Before: after `fedroc mpc stop` the three parties exited 0 without a line: their
+    operators could not tell a stop from a crash that lost its last words."""
+    path = generate_cluster(tmp_path / "c", ports=dict(enumerate(free_ports(3))))
+    procs = [_party(path, pid) for pid in range(3)]
+    try:
+        for p in procs:
+            _wait_line(p, "ready on")
+        code, _, err = run_main(capsys, ["mpc", "stop", "--cluster", str(path)])
+        assert code == 0 and "shutdown sent" in err
+        for pid, p in enumerate(procs):
+            _, said = p.communicate(timeout=30)
+            assert p.returncode == 0
+            assert f"party {pid} " in said, said
+            assert "shut down by a stop request (fedroc mpc stop)" in said, said
+    finally:
+        _stop_all(procs)

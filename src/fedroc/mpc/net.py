@@ -834,6 +834,7 @@ class PartyServer:
                 with contextlib.suppress(OSError):
                     client.send(Ok())
                 client.close()
+                self.log(f"{self.name()}: shut down by a stop request (fedroc mpc stop)")
                 return 0
             if not isinstance(request, JobRequest):
                 with contextlib.suppress(OSError):
@@ -859,6 +860,7 @@ class PartyServer:
                 return 1
             message = item.message
             if isinstance(message, Shutdown):
+                self.log(f"{self.name()}: shut down by a stop request (fedroc mpc stop)")
                 return 0
             if self.pid == 1 and isinstance(message, Forward):
                 self._job_proxy1(item.job, message, item.size)
