@@ -255,3 +255,18 @@ def test_a_party_stopped_by_mpc_stop_says_so(capsys, tmp_path):
             assert "shut down by a stop request (fedroc mpc stop)" in said, said
     finally:
         _stop_all(procs)
+
+
+def test_an_owner_added_to_a_running_cluster_file_is_told_to_restart(capsys, tmp_path, cluster):
+    """Before: an operator who added `fedroc mpc owner-key`'s printed line under [owners]
+    while the parties ran got 'owner 'd' is not registered with this cluster ([owners] in the
+    cluster file)', though the file now registered it: the parties read it at startup."""
+    running, keys = cluster
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 40)
+    newcomer = new_owner_key()
+    keys = {**keys, "d": newcomer}
+    files = _share(tmp_path, running, keys, {"a": (y, rng.normal(size=40)), "d": (y, y + 0.1)})
+    code, _, err = run_main(capsys, ["mpc", "run", *files, "--cluster", str(running.config.path)])
+    assert code == 2 and "owner 'd' is not registered" in err, err
+    assert "the parties read the cluster file when they start" in err, err

@@ -108,7 +108,10 @@ def owner_key(
     if out_path.exists():
         raise InputError(f"{str(out_path)!r} exists already; choose another file")
     public = write_owner_key(out_path)
-    err.print(f"owner key of {name!r} written to {out_path}; register it in cluster.toml:")
+    err.print(
+        f"owner key of {name!r} written to {out_path}; add this line under [owners] in "
+        "cluster.toml and restart the parties:"
+    )
     sys.stdout.write(owner_line(name, public) + "\n")
 
 

@@ -89,12 +89,14 @@ def check_job(
         if registered is None:
             raise JobRefused(
                 f"job {terms.job}: owner {part.owner!r} is not registered with this cluster "
-                "([owners] in the cluster file)"
+                "([owners] in the cluster file; the parties read the cluster file when they "
+                "start: restart them after adding an owner)"
             )
         if registered != part.owner_key:
             raise JobRefused(
                 f"job {terms.job}: the bundle of {part.owner!r} is signed with a key that is not "
-                "the one registered for that owner"
+                "the one registered for that owner (the parties read the cluster file when "
+                "they start)"
             )
         if not verify_bundle(
             part.owner_key,
