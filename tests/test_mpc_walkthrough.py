@@ -270,3 +270,25 @@ def test_an_owner_added_to_a_running_cluster_file_is_told_to_restart(capsys, tmp
     code, _, err = run_main(capsys, ["mpc", "run", *files, "--cluster", str(running.config.path)])
     assert code == 2 and "owner 'd' is not registered" in err, err
     assert "the parties read the cluster file when they start" in err, err
+
+
+def test_a_long_mpc_run_shows_that_it_is_running(capsys, tmp_path, cluster, monkeypatch):
+    """Before: `fedroc mpc run` over 80,000 rows said nothing for 10 s (docs/mpc.md: 10^6
+    rows take about 11 minutes), so the analyst could not tell a long job from a hang."""
+    import fedroc.cli.mpc_cmd as mpc_cmd
+
+    monkeypatch.setattr(mpc_cmd, "PROGRESS_EVERY", 0.2)
+    running, keys = cluster
+    rng = np.random.default_rng(3)
+    rows = {}
+    for name in ("a", "b"):
+        y = rng.integers(0, 2, 20000)
+        rows[name] = (y, rng.normal(size=y.size) + y)
+    files = _share(tmp_path, running, keys, rows)
+    code, out, err = run_main(
+        capsys, ["mpc", "run", *files, "--cluster", str(running.config.path), "--json"]
+    )
+    assert code == 0
+    beats = [line for line in err.splitlines() if "waiting for the cluster" in line]
+    assert beats and "40000 rows" in beats[0], err
+    assert "waiting" not in out  # --json: progress on stderr only

@@ -47,6 +47,10 @@ mpc_app = typer.Typer(
 )
 
 
+# Seconds between `fedroc mpc run`'s "waiting for the cluster" lines on stderr.
+PROGRESS_EVERY = 10.0
+
+
 def _pairs(values: list[str] | None, what: str) -> dict[int, str]:
     result: dict[int, str] = {}
     for spec in values or []:
@@ -240,7 +244,14 @@ def run(
     if len(set(names)) != len(names):
         raise InputError(f"owner names must differ; got {names}")
     terms, _ = job_of(items)
-    result = ClusterClient(ClusterConfig.load(cluster)).run(items)
+    n = sum(b.n for b in items)
+
+    def waiting(seconds: float) -> None:
+        err.print(f"MPC job {terms.job} over {n} rows: waiting for the cluster, {seconds:.0f} s")
+
+    result = ClusterClient(ClusterConfig.load(cluster)).run(
+        items, progress=waiting, every=PROGRESS_EVERY
+    )
     o = result.outputs
     ci = logit_ci(o.auc, o.se, confidence) if o.se is not None and o.released else None
     # The keys of `fedroc evaluate --method mpc` for the same values (docs/json.md): the

@@ -1126,17 +1126,35 @@ class ClusterClient:
         return fs
 
     def run(
-        self, bundles: list[Bundle], *, timeout: float | None = 3600.0, strict: bool = True
+        self,
+        bundles: list[Bundle],
+        *,
+        timeout: float | None = 3600.0,
+        strict: bool = True,
+        progress: Callable[[float], None] | None = None,
+        every: float = 10.0,
     ) -> ClusterResult:
         """Run the job the owners' bundles were made for; only this client opens the result.
 
         ``strict=False`` skips the client's own consistency checks (the proxies check
-        everything again); tests use it to play a dishonest client.
+        everything again); tests use it to play a dishonest client. ``progress``, if given,
+        is called with the seconds waited so far every ``every`` seconds while the cluster
+        computes (the client's clock only: the parties send nothing more).
         """
         terms, spec = job_of(list(bundles), strict=strict)
         start = time.perf_counter()
         key = new_key()
         fs = self._connect()
+        done = threading.Event()
+        if progress is not None:
+            beat = progress
+
+            def heartbeat() -> None:
+                begun = time.monotonic()
+                while not done.wait(every):
+                    beat(time.monotonic() - begun)
+
+            threading.Thread(target=heartbeat, daemon=True).start()
         try:
             sent = fs.send(JobRequest(tuple(bundles), public_bytes(key)))
             fs.sock.settimeout(timeout)
@@ -1149,6 +1167,7 @@ class ClusterClient:
             except TimeoutError:
                 raise ProtocolError(f"no answer from the cluster within {timeout:g} s") from None
         finally:
+            done.set()
             fs.close()
         if isinstance(answer, ErrorMessage):
             raise ProtocolError(answer.reason)
