@@ -292,3 +292,26 @@ def test_a_long_mpc_run_shows_that_it_is_running(capsys, tmp_path, cluster, monk
     beats = [line for line in err.splitlines() if "waiting for the cluster" in line]
     assert beats and "40000 rows" in beats[0], err
     assert "waiting" not in out  # --json: progress on stderr only
+
+
+def test_the_python_api_names_mpc_precision_as_the_caller_wrote_it():
+    """Before: `fedroc.evaluate(fed, method="mpc", mpc_precision=80)` said 'mpc: frac_bits
+    (the precision of the opened values) must be an integer in [1, 52]; got 80', a name the
+    caller never wrote (mpc_sort, mpc_delta and mpc_min_class_count were already renamed)."""
+    import pandas as pd
+
+    from fedroc.exceptions import InputError
+    from fedroc.federation import Federation
+    from fedroc.methods import evaluate
+
+    rng = np.random.default_rng(4)
+    frames = {
+        name: pd.DataFrame({"label": rng.integers(0, 2, 30), "score": rng.normal(size=30)})
+        for name in ("a", "b")
+    }
+    fed = Federation.from_frames(frames)
+    with pytest.raises(InputError) as info:
+        evaluate(fed, method="mpc", mpc_precision=80)
+    message = str(info.value)
+    assert message.startswith("mpc: mpc_precision") and "got 80" in message, message
+    assert "frac_bits" not in message

@@ -479,11 +479,14 @@ def run_mpc(
         }
         check_job_parameters(**params)
     except InputError as exc:
-        # The engine names its parameters (sort, delta, min_class_count); the caller passed
-        # mpc_sort, mpc_delta and mpc_min_class_count (--mpc-sort, ...: the CLI names them so).
+        # The engine names its parameters (sort, delta, frac_bits, min_class_count); the caller
+        # passed mpc_sort, mpc_delta, mpc_precision and mpc_min_class_count (--mpc-sort, ...:
+        # the CLI names them so).
         # min_class_count may come mid-sentence ("a confidence interval needs ...").
         word, sep, rest = str(exc).partition(" ")
-        word = {"sort": "mpc_sort", "delta": "mpc_delta"}.get(word, word)
+        word = {"sort": "mpc_sort", "delta": "mpc_delta", "frac_bits": "mpc_precision"}.get(
+            word, word
+        )
         message = re.sub(r"(?<!mpc_)\bmin_class_count\b", "mpc_min_class_count", word + sep + rest)
         raise InputError(f"mpc: {message}") from None
     cluster: Cluster = (
