@@ -315,3 +315,26 @@ def test_the_python_api_names_mpc_precision_as_the_caller_wrote_it():
     message = str(info.value)
     assert message.startswith("mpc: mpc_precision") and "got 80" in message, message
     assert "frac_bits" not in message
+
+
+def test_mpc_run_against_a_cluster_that_is_not_running(capsys, tmp_path):
+    """Before: 'could not reach party 0 at 127.0.0.1:PORT: [Errno 111] Connection refused'
+    after 10 s, without a word of what to start; and two bundles of one owner were refused
+    as "owner names must differ; got ['a', 'a']", the files unnamed."""
+    keys = {"a": new_owner_key(), "b": new_owner_key()}
+    path = generate_cluster(
+        tmp_path / "c",
+        ports=dict(enumerate(free_ports(3))),
+        owners={n: owner_public_bytes(k) for n, k in keys.items()},
+    )
+    terms = JobTerms.create(["a", "b"], _proxy_keys(path))
+    for name, key in keys.items():
+        write_bundle(make_bundle(name, [0, 1] * 5, range(10), terms, key), tmp_path / name)
+    args = ["mpc", "run", str(tmp_path / "a"), str(tmp_path / "b"), "--cluster", str(path)]
+    code, _, err = run_main(capsys, args)
+    assert code == 2 and "could not reach party 0" in err
+    assert f"is the cluster running (fedroc mpc party --cluster {path} --id 0" in err, err
+    args = ["mpc", "run", str(tmp_path / "a"), str(tmp_path / "a"), "--cluster", str(path)]
+    code, _, err = run_main(capsys, args)
+    assert code == 2 and f"'{tmp_path / 'a'}' and '{tmp_path / 'a'}'" in err, err
+    assert "owner 'a'" in err, err

@@ -240,9 +240,14 @@ def run(
     if not 0 < confidence < 1:
         raise InputError(f"--confidence must lie in (0, 1); got {confidence}")
     items = [read_bundle(p) for p in bundles]
-    names = [b.owner for b in items]
-    if len(set(names)) != len(names):
-        raise InputError(f"owner names must differ; got {names}")
+    seen: dict[str, Path] = {}
+    for path, bundle in zip(bundles, items, strict=True):
+        if bundle.owner in seen:
+            raise InputError(
+                f"bundles {str(seen[bundle.owner])!r} and {str(path)!r} are both of owner "
+                f"{bundle.owner!r}; give one bundle per owner"
+            )
+        seen[bundle.owner] = path
     terms, _ = job_of(items)
     n = sum(b.n for b in items)
 

@@ -1121,7 +1121,17 @@ class ClusterClient:
 
     def _connect(self) -> FrameSocket:
         deadline = time.monotonic() + self.connect_timeout
-        fs = _dial(self.ctx, self.cfg.parties[0], 0, "proxy 0", deadline, self.cfg.ca)
+        try:
+            fs = _dial(self.ctx, self.cfg.parties[0], 0, "proxy 0", deadline, self.cfg.ca)
+        except (NotThisCluster, CannotListen):
+            raise
+        except ProtocolError as exc:
+            if "could not reach" not in str(exc):
+                raise
+            raise ProtocolError(
+                f"{exc}; is the cluster running (fedroc mpc party --cluster {self.cfg.path} "
+                "--id 0, 1 and 2)?"
+            ) from None
         fs.send(Hello("client"))
         return fs
 
