@@ -95,6 +95,9 @@ def test_ctrl_c_at_a_party_mid_job_says_so_and_releases_nothing(tmp_path):
         _, told = analyst.communicate(timeout=60)
         assert analyst.returncode != 0 and "proxy 1" in told, told
         assert "Traceback" not in told
+        # Before: 'MPC job failed at proxy 0: proxy 0: connection from proxy 1 closed'.
+        assert "proxy 0: proxy 0" not in told, told
+        assert "nothing was released; the same bundles may be submitted again" in told, told
         for p in (procs[0], procs[2]):
             p.wait(timeout=30)
             assert p.returncode == 1  # a lost peer, as docs/mpc.md says

@@ -987,8 +987,17 @@ class PartyServer:
             self.ledger.record(job, list(terms.owners), [p.fingerprint() for p in parts])
         except Exception as exc:
             reason = self._fail(channel, exc)
+            here = f"{ROLE[self.pid]}: "
+            reason = reason[len(here) :] if reason.startswith(here) else reason
+            # The ledger records a job only once all result shares are in: nothing opened.
             with contextlib.suppress(OSError):
-                client.send(ErrorMessage(f"MPC job failed at {ROLE[self.pid]}: {reason}", run))
+                client.send(
+                    ErrorMessage(
+                        f"MPC job failed at {ROLE[self.pid]}: {reason}; nothing was released; "
+                        "the same bundles may be submitted again",
+                        run,
+                    )
+                )
             return
         with contextlib.suppress(OSError):
             client.send(Result(box0, share1.box, (_stats(party), share1.stats, share2.stats)), run)
