@@ -989,12 +989,15 @@ class PartyServer:
             reason = self._fail(channel, exc)
             here = f"{ROLE[self.pid]}: "
             reason = reason[len(here) :] if reason.startswith(here) else reason
-            # The ledger records a job only once all result shares are in: nothing opened.
+            # Proxy 0 records a job only once all result shares are in: nothing opened. A
+            # helper proxy records it just before it sends its share, so one that failed in
+            # that gap refuses the same bundles later as run before (the walkthrough's find).
             with contextlib.suppress(OSError):
                 client.send(
                     ErrorMessage(
                         f"MPC job failed at {ROLE[self.pid]}: {reason}; nothing was released; "
-                        "the same bundles may be submitted again",
+                        "the same bundles may be submitted again (should a proxy refuse them "
+                        "as run before, the owners share anew under a new job id)",
                         run,
                     )
                 )
