@@ -1886,3 +1886,42 @@ def test_missing_scores_say_what_to_do(capsys, tmp_path):
     assert err.strip().endswith(
         "has 1 missing value(s), first at line 3; fedroc drops no rows: remove or impute them first"
     ), err
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_ctrl_c_in_a_long_command_says_so(tmp_path, json_flag):
+    """Before: any command stopped by Ctrl-C exited 130 without a word (typer turns the
+    KeyboardInterrupt into Exit(130), which click hands back as a status), so a user could not
+    tell it from a crash; only ``fedroc mpc party`` said so (the MPC walkthrough). Now one
+    line, ``error: interrupted`` (a JSON object with --json), exit 130."""
+    import signal
+
+    cmd = [sys.executable, "-m", "fedroc", "figures", "--paper", "5", "--out", str(tmp_path)]
+    proc = subprocess.Popen(
+        [*cmd, *json_flag], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        # Past the imports (Ctrl-C there is Python's own traceback): the first figure runs.
+        deadline = 60.0
+        import time
+
+        start = time.monotonic()
+        while not any(tmp_path.iterdir()) and time.monotonic() - start < deadline:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    if json_flag:
+        obj = json.loads(out[out.index("{\n") :]) if "{\n" in out else json.loads(out)
+        assert obj["error"] == "interrupted" and obj["exit_code"] == 130, out
+    else:
+        assert err.strip().splitlines()[-1] == "error: interrupted", err
+    assert "Traceback" not in err

@@ -21,7 +21,15 @@ from typing import Any
 
 import typer
 
-from fedroc.cli._common import COMMAND_LINE, err, error_exit_code, needs_extra, show_warning
+from fedroc.cli._common import (
+    COMMAND_LINE,
+    INTERRUPT_SAID,
+    INTERRUPTED,
+    err,
+    error_exit_code,
+    needs_extra,
+    show_warning,
+)
 from fedroc.cli.clustered_cmd import clustered
 from fedroc.cli.demo_cmd import demo
 from fedroc.cli.evaluate_cmd import evaluate_command
@@ -320,6 +328,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run one command; every error ends as the CLI contract says."""
     args = list(sys.argv[1:] if argv is None else argv)
     COMMAND_LINE[:] = args  # for the provenance of reports
+    INTERRUPT_SAID.clear()
     try:
         with warnings.catch_warnings():  # restores Python's format when the command ends
             warnings.showwarning = show_warning  # one line each, not typer's file and line
@@ -331,5 +340,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(error_exit_code(exc, args))
     # Without standalone mode, click returns the status of typer.Exit / ctx.exit instead of
     # exiting; commands themselves return None.
+    if code == INTERRUPTED and not INTERRUPT_SAID.is_set():
+        # typer turns Ctrl-C into Exit(130), which click hands back as a status: every
+        # command stopped so ended without a word (the MPC walkthrough's find).
+        sys.exit(error_exit_code(KeyboardInterrupt(), args))
     if isinstance(code, int) and code != 0:
         sys.exit(code)

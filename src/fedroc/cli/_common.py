@@ -17,6 +17,7 @@ import importlib.util
 import json
 import re
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -61,6 +62,11 @@ def command_line() -> str:
 USER_ERROR = 2
 #: Exit status of a bug in fedroc (the traceback goes to stderr).
 INTERNAL_ERROR = 1
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
+#: Set by a command that said in its own words that Ctrl-C stopped it (``fedroc mpc party``
+#: names the job it interrupted), so that :func:`fedroc.cli.main` adds no second line.
+INTERRUPT_SAID = threading.Event()
 
 # Module -> (distribution, extra of pyproject.toml that installs it). An ImportError of one
 # of these modules means "install this extra", not a bug; tests/test_cli_errors.py checks the
@@ -328,7 +334,7 @@ def error_exit_code(exc: BaseException, args: Sequence[str]) -> int:
     elif isinstance(exc, OSError):  # a file, a port, a peer: the user's to fix
         message, kind = _os_message(exc), type(exc).__name__
     elif isinstance(exc, KeyboardInterrupt):
-        message, kind, code = "interrupted", "KeyboardInterrupt", 130
+        message, kind, code = "interrupted", "KeyboardInterrupt", INTERRUPTED
     elif isinstance(exc, typer.Abort):
         message, kind, code = "aborted", "Abort", INTERNAL_ERROR
     else:

@@ -21,6 +21,8 @@ from typing import Annotated, Any
 import typer
 
 from fedroc.cli._common import (
+    INTERRUPT_SAID,
+    INTERRUPTED,
     coerce_pos_label,
     emit_json,
     err,
@@ -149,7 +151,10 @@ def party(
     if not startup_timeout > 0:
         raise InputError(f"--startup-timeout must be positive; got {startup_timeout}")
     server = PartyServer(ClusterConfig.load(cluster), id, startup_timeout=startup_timeout)
-    raise typer.Exit(server.serve())
+    code = server.serve()
+    if code == INTERRUPTED:  # the party named the job it interrupted
+        INTERRUPT_SAID.set()
+    raise typer.Exit(code)
 
 
 def _owners_list(text: str) -> list[str]:
