@@ -32,7 +32,13 @@ def _party(cluster: Path, pid: int, *extra: str) -> subprocess.Popen[str]:
     """``fedroc mpc party`` as an operator starts it (SIGINT at its default, as in a shell)."""
     cmd = [sys.executable, "-m", "fedroc", "mpc", "party", "--cluster", str(cluster)]
     return subprocess.Popen(
-        [*cmd, "--id", str(pid), *extra], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [*cmd, "--id", str(pid), *extra],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        # A runner that ignores SIGINT (a background job) passes SIG_IGN on; a shell's
+        # foreground command has it at its default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
