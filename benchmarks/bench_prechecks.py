@@ -25,6 +25,7 @@ import argparse
 import time
 
 import numpy as np
+from _timing import best_of
 
 from fedroc._validation import check_labels
 from fedroc.data import SiteData
@@ -43,15 +44,6 @@ def make_federation(n_sites: int, rows: int) -> Federation:
         s = 1.0 / (1.0 + np.exp(-(rng.normal(size=rows) + 1.2 * y - 0.5)))
         sites.append(Site(f"site{k}", SiteData.from_arrays(y, s), noise_seed=1000 + k))
     return Federation.from_sites(sites)
-
-
-def least(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def best(run, n_sites: int, rows: int, repeats: int) -> tuple[float, object]:
@@ -103,12 +95,12 @@ def main() -> None:
 
     tiny = [Site(f"s{j}", SiteData.from_arrays([1] * 5 + [0] * 5, [0.5] * 10)) for j in range(10)]
     fed = Federation.from_sites(tiny)
-    t_sum = least(lambda: secure_sum(fed, "bench.histogram.vector"), 40)
+    t_sum = best_of(lambda: secure_sum(fed, "bench.histogram.vector"), 40)
     rng = np.random.default_rng(0)
     labels = np.where(rng.random(10**6) < 0.4, "case", "control").astype(object)
     ids = np.array([f"p{i}" for i in rng.integers(0, 10**4, 10**6)], dtype=object)
-    t_lab = least(lambda: check_labels(labels, pos_label="case"), 5)
-    t_ids = least(lambda: encode_clusters(ids, ids.size), 5)
+    t_lab = best_of(lambda: check_labels(labels, pos_label="case"), 5)
+    t_ids = best_of(lambda: encode_clusters(ids, ids.size), 5)
 
     print(f"{'quantity':<44}{'value':>12}")
     print(f"{'ROC-GLM (paper estimate), total (s)':<44}{t_glm:>12.3f}")
