@@ -699,6 +699,32 @@ def test_a_run_one_sites_epsilon_limit_cannot_hold_is_refused_before_any_noisy_s
     assert [site.ledger.spent()[0] for site in sites] == [0.5, 0.5, 0.5]
 
 
+def test_a_spent_limit_is_said_to_leave_nothing_not_its_rounding():
+    """Charges of 0.7, 0.2 and 0.1 against a limit of 1 sum to 0.9999999999999999: the
+    ROC-GLM's refusal then said the site had 1.11e-16 left of its limit, the rounding that
+    the histogram's check had cleared for itself (cf05693). The site now answers 0 for what
+    only rounding leaves, for every caller (DisclosurePolicy.epsilon_left)."""
+    rng = np.random.default_rng(23)
+    y, s = flipped(rng, 900, 0.5)
+    sites = [
+        Site(
+            name, SiteData.from_arrays(y[i::3], s[i::3]), policy=DisclosurePolicy(epsilon_limit=1.0)
+        )
+        for i, name in enumerate("abc")
+    ]
+    fed = Federation.from_sites(sites)
+    delta = 1.0 / (10 * 300)
+    for eps in (0.7, 0.2, 0.1):
+        distributed_rocglm(fed, epsilon=eps, delta=delta / 3, sensitivity=0.03, bootstrap=5)
+    assert 0 < 1.0 - sites[0].ledger.spent()[0] < 1e-15  # the rounding this is about
+    assert all(r["epsilon_left"] == 0.0 for r in fed.call("fedroc.epsilon_left").values())
+    with pytest.raises(InputError) as exc:
+        distributed_rocglm(fed, epsilon=0.1, delta=delta / 3, sensitivity=0.03, bootstrap=5)
+    text = str(exc.value)
+    assert "have left of their epsilon limits" in text and "e-16" not in text, text
+    assert "no epsilon fits" in text, text
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [

@@ -56,10 +56,10 @@ __all__ = [
     "distributed_calibration",
     "distributed_mean",
     "distributed_variance",
-    "epsilon_left",
     "grid_representatives",
     "in_grid_range",
     "local_tree_leaves",
+    "site_limits",
     "site_probabilities",
     "site_sizes",
 ]
@@ -951,12 +951,13 @@ def _epsilon_left(ctx: SiteContext, args: Record) -> Reply:
 
 
 @fill_doc
-def epsilon_left(federation: Federation) -> dict[str, float]:
-    """Ask every site how much epsilon its limit leaves (``inf`` without one).
+def site_limits(federation: Federation) -> dict[str, dict[str, float]]:
+    """Ask every site what its limits leave and its floors (``fedroc.epsilon_left``).
 
-    Nothing is released but the limit minus the spend, which a site's budget refusal tells
-    anyway; a site whose policy lists its ``allowed_functions`` lists ``fedroc.epsilon_left``
-    for the callers that check a run against it first (the histogram's local DP).
+    Nothing is released but the limits minus the spend, which a site's budget refusal tells
+    anyway, and its operator's floors; a site whose policy lists its ``allowed_functions``
+    lists ``fedroc.epsilon_left`` for the runs that check against it first (the histogram's
+    local DP, the ROC-GLM).
 
     Parameters
     ----------
@@ -964,14 +965,18 @@ def epsilon_left(federation: Federation) -> dict[str, float]:
 
     Returns
     -------
-    dict of str to float
-        Each site's epsilon left, by name.
+    dict of str to dict of str to float
+        By site: ``epsilon_left`` (``inf`` without a limit), ``delta_left``,
+        ``histogram_min_epsilon`` and ``rocglm_min_sensitivity``.
 
     Raises
     ------
     {site_failure}
     """
-    return {k: float(r["epsilon_left"]) for k, r in federation.call(FN_EPSILON_LEFT).items()}
+    return {
+        k: {key: float(v) for key, v in r.items()}
+        for k, r in federation.call(FN_EPSILON_LEFT).items()
+    }
 
 
 @fill_doc

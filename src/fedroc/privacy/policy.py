@@ -119,6 +119,9 @@ def policy_paths_relative_to(values: Mapping[str, Any], base: str | Path) -> dic
     return out
 
 
+#: What a spent epsilon limit leaves by the rounding of its charges' sum: nothing.
+_SPENT_REST = 1e-9
+
 # The functions a run asks every site before its first release, so that a run a site cannot
 # hold is refused with nothing spent. An allow-list without them refused the run with no word
 # of why the function was wanted (the diff review of 2026-12-07). Spelled here, not imported:
@@ -386,9 +389,12 @@ class DisclosurePolicy:
         ``inf`` without a limit. What a budget refusal tells (the limit and the spend), and
         no more: a site answers it before a run of several releases (the secure-sum check,
         ``fedroc.epsilon_left``), so that a run that would not fit is refused before its first.
+        A spent limit leaves only the rounding of the charges' sum (8.9e-15 after charges of
+        8 and 2 against 10), which is 0: it was offered as "give dp_epsilon 4.44e-15 or less".
         """
         spent, _ = ledger.spent()
-        return float(self.epsilon_limit - spent)
+        left = float(self.epsilon_limit - spent)
+        return 0.0 if left < _SPENT_REST else left
 
     def delta_limit_for(self, n_rows: int) -> float:
         """Return the site's lifetime delta: the configured one, or ``1/n``."""

@@ -19,7 +19,7 @@ import numpy as np
 from fedroc._validation import FloatArray
 from fedroc.exceptions import InputError
 from fedroc.federation import Federation
-from fedroc.federation.basic import FN_EPSILON_LEFT
+from fedroc.federation.basic import site_limits
 from fedroc.privacy import MIN_DISCRETE_EPSILON
 from fedroc.secagg import SecureSum, check_secure_sum, secure_sum
 
@@ -286,10 +286,6 @@ def _secure_sum(
     )
 
 
-#: Below this, what a site's epsilon limit leaves is rounding of the charges: nothing.
-_SPENT = 1e-9
-
-
 def _round_down(x: float) -> float:
     """``x`` rounded down to 3 significant digits (an epsilon that still fits)."""
     if x <= 0:
@@ -350,9 +346,9 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
     charge = MOVED_ROW_CHARGE * releases  # times dp_epsilon, on each site's ledger
     need = charge * opts.epsilon
     if opts.mode == MODE_LDP:
-        replies = federation.call(FN_EPSILON_LEFT)
-        left = {k: float(r["epsilon_left"]) for k, r in replies.items()}
-        floors = {k: float(r.get("histogram_min_epsilon", 0.0)) for k, r in replies.items()}
+        limits = site_limits(federation)
+        left = {k: r["epsilon_left"] for k, r in limits.items()}
+        floors = {k: r.get("histogram_min_epsilon", 0.0) for k, r in limits.items()}
         _check_local_tree_floor(opts, floors)
     else:
         t = secagg_threshold(
@@ -361,9 +357,6 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
         left = check_secure_sum(
             federation, COUNT_NAME, threshold=t, budget=True, allow_dropouts=opts.allow_dropouts
         )
-    # A spent ledger leaves floating-point rest (8.9e-15 after charges of 8 and 2 against
-    # 10), which was offered as "give dp_epsilon 4.44e-15 or less".
-    left = {k: 0.0 if v < _SPENT else v for k, v in left.items()}
     short = {k: v for k, v in left.items() if need > v + 1e-12}
     if not short:
         return

@@ -803,11 +803,11 @@ def _check_sites_allow(
     97b1203). The sites say what their limits leave and their floor
     (``fedroc.epsilon_left``), releasing nothing.
     """
-    from fedroc.federation.basic import FN_EPSILON_LEFT
+    from fedroc.federation.basic import site_limits
     from fedroc.privacy.mechanisms import analytic_gaussian_delta
 
-    replies = federation.call(FN_EPSILON_LEFT)
-    floors = {k: float(r.get("rocglm_min_sensitivity", 0.0)) for k, r in replies.items()}
+    replies = site_limits(federation)
+    floors = {k: r.get("rocglm_min_sensitivity", 0.0) for k, r in replies.items()}
     low = {k: v for k, v in sorted(floors.items()) if sensitivity < v - 1e-12}
     if low:
         named = "; ".join(f"site {k!r} (rocglm_min_sensitivity {v:g})" for k, v in low.items())
@@ -828,7 +828,7 @@ def _check_sites_allow(
         ("epsilon", epsilon, "epsilon_left"),
         ("delta", charged, "delta_left"),
     ):
-        left = {k: float(r[key]) for k, r in replies.items() if key in r}
+        left = {k: r[key] for k, r in replies.items() if key in r}
         short = {k: v for k, v in sorted(left.items()) if asked > v * (1 + 1e-9) + 1e-15}
         if not short:
             continue
