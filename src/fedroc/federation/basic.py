@@ -149,7 +149,7 @@ def _column_counts(ctx: SiteContext, args: Record, n: int) -> dict[str, object]:
     """
     counts: dict[str, object] = {"rows": n}
     if args["subset"] != "all" or args["column"] == "label":
-        counts.update(positive=ctx.data.n_pos, negative=ctx.data.n_neg)
+        counts.update(ctx.class_counts())
     return counts
 
 
@@ -204,9 +204,7 @@ def _info(ctx: SiteContext, args: Record) -> Reply:
 @site_function(FN_CLASS_COUNTS, schema={}, release="both")
 def _class_counts(ctx: SiteContext, args: Record) -> Reply:
     d = ctx.data
-    return Reply(
-        {"n_pos": d.n_pos, "n_neg": d.n_neg}, counts={"positive": d.n_pos, "negative": d.n_neg}
-    )
+    return Reply({"n_pos": d.n_pos, "n_neg": d.n_neg}, counts=ctx.class_counts())
 
 
 @site_function(FN_SUM, schema=_COLUMN_ARGS)
@@ -247,8 +245,7 @@ def _brier(ctx: SiteContext, args: Record) -> Reply:
     # (fedroc.centered_ss), the positives' score sum, a class aggregate (R12-3). Through
     # secure aggregation too: the partners' clear Brier sums are public, and the total
     # minus them was the site's own (H13-1, review 13).
-    counts = {"rows": p.size, "positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
-    return Reply({"n": p.size, "sse": sse}, counts=counts)
+    return Reply({"n": p.size, "sse": sse}, counts={"rows": p.size, **ctx.class_counts()})
 
 
 # In the clear the number of bins is bound (one value per site lifetime): bins of two
@@ -307,8 +304,7 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
         # Its observed counts add up to the site's positive count, and the partners' class
         # counts are public (fedroc.class_counts): the total minus them was a count under q
         # (H13-1, review 13). Held to q as the secure exact tree holds it.
-        d = ctx.data
-        return Reply(secure, counts={"rows": p.size, "positive": d.n_pos, "negative": d.n_neg})
+        return Reply(secure, counts={"rows": p.size, **ctx.class_counts()})
     cuts = np.array(confusion_thresholds(ctx) + clustered_clear_edges(ctx))
     if not apart_from_local_trees(ctx, bin_edges(n_bins)[1:-1]):
         raise DisclosureError(
@@ -338,9 +334,7 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
     # Its bins' observed counts add up to the positive count (less only a withheld bin's):
     # a class count, held to q as fedroc.class_counts holds it (R12-3: a site of one
     # positive gave its count and its bin).
-    return Reply(
-        clear, counts={"bin": count[keep], "positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
-    )
+    return Reply(clear, counts={"bin": count[keep], **ctx.class_counts()})
 
 
 @fill_doc

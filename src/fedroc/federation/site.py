@@ -179,6 +179,14 @@ class SiteContext:
     identity: SiteIdentity | None = None
     session: str | None = None
 
+    def class_counts(self) -> dict[str, int]:
+        """Return the site's class counts as an aggregate over both classes declares them.
+
+        ``Reply.counts`` of a release that gives a class count, or lets one be derived
+        (a sum over one class, of the labels, a Brier sum): the policy holds each to q.
+        """
+        return {"positive": self.data.n_pos, "negative": self.data.n_neg}
+
     def noise_rng(self, stream: str) -> np.random.Generator | None:
         """Return the generator for this site's DP noise, or None for the production samplers.
 

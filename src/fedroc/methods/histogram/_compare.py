@@ -203,9 +203,7 @@ def _joint_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     a, b = scores_in_range(ctx, lo, hi, transform, compare=True)
     pos, neg = count_joint(data.label, a, b, bins, lo, hi)
     if args["epsilon"] is None:
-        return Reply(
-            {"pos": pos, "neg": neg}, counts={"positive": data.n_pos, "negative": data.n_neg}
-        )
+        return Reply({"pos": pos, "neg": neg}, counts=ctx.class_counts())
     shares = discrete_laplace_shares if args["noise"] == "discrete" else continuous_laplace_shares
     noise, event = shares(
         2 * bins * bins,

@@ -457,8 +457,7 @@ def _tree_input(ctx: SiteContext, args: dict[str, Any]) -> Reply:
     bind_exact_counts(ctx, INPUT_NAME, "secure")
     _, _, pos, neg = _leaves_for(ctx, args, INPUT_NAME)
     if args["mode"] == MODE_SA:
-        counts = {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
-        return Reply({"pos": pos, "neg": neg}, counts=counts)
+        return Reply({"pos": pos, "neg": neg}, counts=ctx.class_counts())
     values, events = _noisy_levels(
         ctx, args, pos, neg, n_shares=ctx.noise_shares, stream=INPUT_NAME
     )

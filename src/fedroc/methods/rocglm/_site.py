@@ -209,10 +209,6 @@ def _session(ctx: SiteContext, args: Record) -> tuple[str, Record]:
     return key, state
 
 
-def _class_counts(ctx: SiteContext) -> dict[str, int]:
-    return {"positive": ctx.data.n_pos, "negative": ctx.data.n_neg}
-
-
 def _outside(ctx: SiteContext, lo: float, hi: float) -> int:
     s = ctx.data.score
     return int(np.count_nonzero((s < lo) | (s > hi)))
@@ -390,7 +386,7 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
             "noise_sd": float(event.noise_scale),
         },
         kind="noisy",
-        counts=_class_counts(ctx),
+        counts=ctx.class_counts(),
         dp=(event,),
     )
 
@@ -623,7 +619,7 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     if rule == "grid":
         # Every site's table lives on the same grid: its counts leave only summed with the
         # other sites' (FN_TABLE, secure aggregation). Nothing here depends on its rows.
-        return Reply({"n_rows": int(t.size), "setup": digest}, counts=_class_counts(ctx))
+        return Reply({"n_rows": int(t.size), "setup": digest}, counts=ctx.class_counts())
     return Reply(
         {
             "n_pos": int(pos.size),
@@ -633,7 +629,7 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             "n_rows": int(t.size),
             "setup": digest,
         },
-        counts=_class_counts(ctx),
+        counts=ctx.class_counts(),
     )
 
 
@@ -724,7 +720,7 @@ def _placement_ss(ctx: SiteContext, args: Record) -> Reply:
     ctx.state.pop(key, None)
     return Reply(
         {"n_pos": int(v10.shape[1]), "ss_v10": ss10, "n_neg": int(v01.size), "ss_v01": ss01},
-        counts=_class_counts(ctx),
+        counts=ctx.class_counts(),
     )
 
 
@@ -796,7 +792,7 @@ def _table(ctx: SiteContext, args: Record) -> Reply:
     }
     for name, value in moments.items():
         values[name + "_whole"], values[name + "_frac"] = fixed_point(value)
-    return Reply(values, counts=_class_counts(ctx))
+    return Reply(values, counts=ctx.class_counts())
 
 
 # --- confusion matrix at a threshold (dsBinVal's dsConfusion) ------------------------------
