@@ -72,15 +72,23 @@ def format_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> s
     return "\n".join(lines)
 
 
+def format_number(value: float, digits: int = 4) -> str:
+    """Format a finite number to ``digits`` decimals, a small one to 3 significant digits.
+
+    The rule of every table, ``summary()``'s and the CLI's (:func:`fedroc.cli._common.fmt`):
+    to 4 decimals a p of 7.73e-05 read 0.0001, a delta of 0.00025 read 0.0003, and 1e-9 read
+    0.0000.
+    """
+    if 0 < abs(value) < 10.0 ** (1 - digits):
+        return f"{value:.3g}"
+    return f"{value:.{digits}f}"
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            return "nan"
-        # As the CLI's tables (fedroc.cli._common.fmt): a p of 7.73e-05 read 0.0001 here,
-        # and 1e-9 read 0.0000.
-        return f"{value:.3g}" if 0 < abs(float(value)) < 1e-3 else f"{value:.4f}"
+        return "nan" if math.isnan(value) else format_number(float(value))
     if isinstance(value, tuple) and len(value) == 2:
         return f"[{_fmt(value[0])}, {_fmt(value[1])}]"
     return str(value)

@@ -86,8 +86,12 @@ def _names_a_class(text: str, classes: NDArray[Any]) -> bool:
         return False
 
 
-def _missing_mask(values: NDArray[Any]) -> BoolArray:
-    """Which values of an object array are missing: None, NaN or pandas' NA."""
+def missing_mask(values: NDArray[Any]) -> BoolArray:
+    """Which values of an object array are missing: None, NaN or pandas' NA.
+
+    For labels (:func:`check_labels`) and cluster ids (``encode_clusters``), where pandas
+    reads an empty cell among strings as NaN.
+    """
     try:  # elementwise in numpy's loop: NaN is the value unequal to itself
         none = np.array(None, dtype=object)
         return np.asarray(values != values, dtype=bool) | np.asarray(
@@ -118,7 +122,7 @@ def check_labels(y_true: ArrayLike, *, pos_label: Any = None, name: str = "y_tru
     if labels.dtype.kind == "O":
         # pandas reads an empty label among strings as NaN: only None was looked for, and
         # the NaN was refused as "y_true mixes label types".
-        missing = np.flatnonzero(_missing_mask(labels))
+        missing = np.flatnonzero(missing_mask(labels))
         if missing.size:
             raise InputError(
                 f"{name} contains {len(missing)} missing value(s), first at index "

@@ -582,9 +582,9 @@ def fmt(value: Any, digits: int = 4) -> str:
     if isinstance(value, float):
         if value != value:
             return "-"
-        if 0 < abs(value) < 10.0 ** (1 - digits):  # delta 0.00025 read as 0.0003, 1e-7 as 0.0000
-            return f"{value:.3g}"
-        return f"{value:.{digits}f}"
+        from fedroc._results import format_number  # here: `fedroc --help` imports no numpy
+
+        return format_number(value, digits)
     if isinstance(value, (tuple, list)) and len(value) == 2:
         lo, hi = fmt(value[0], digits), fmt(value[1], digits)
         return "-" if lo == hi == "-" else f"[{lo}, {hi}]"

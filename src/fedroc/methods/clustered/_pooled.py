@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedroc._docs import fill_doc
-from fedroc._validation import as_1d, check_binary, check_confidence
+from fedroc._validation import as_1d, check_binary, check_confidence, missing_mask
 from fedroc.exceptions import InputError
 from fedroc.methods.clustered._core import (
     cluster_terms,
@@ -63,9 +63,7 @@ def encode_clusters(cluster: ArrayLike, n: int) -> tuple[NDArray[np.int64], NDAr
     if c.dtype.kind == "O":
         # pandas reads an empty id among strings as NaN (pd.NA in a nullable column): it was
         # refused as "cluster mixes id types that cannot be compared".
-        import pandas as pd
-
-        missing = np.asarray(pd.isna(c), dtype=bool)
+        missing = missing_mask(c)
         if missing.any():
             bad = int(np.flatnonzero(missing)[0])
             n_missing = int(missing.sum())
