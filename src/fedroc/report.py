@@ -343,17 +343,10 @@ def metrics_figure(
     roc_ax, pr_ax = fig.subplots(1, 2)
     comparison = result.get("comparison") or {}
 
-    def ci(bounds: Any) -> str:
-        # An interval that is undefined (an AUC of 0 or 1 has none by default) is left out.
-        low, high = (float("nan"), float("nan")) if bounds is None else bounds
-        if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-            return ""
-        return f", {confidence_level:.0%} CI {low:.3f}-{high:.3f}"
-
-    scores = [(names[0], data.score, result["auc"], ci(result["auc_ci"]))]
+    scores = [(names[0], data.score, result["auc"], _ci_text(result["auc_ci"], confidence_level))]
     if data.score_b is not None:
         b = (names[1] or "score B", data.score_b, comparison.get("auc_b"))
-        scores.append((*b, ci(comparison.get("auc_b_ci"))))
+        scores.append((*b, _ci_text(comparison.get("auc_b_ci"), confidence_level)))
     for name, score, auc, interval in scores:
         fpr, tpr, _ = roc_curve(data.label, score)
         # Straight segments between the thresholds' points: a threshold tied across the
@@ -788,11 +781,18 @@ def _auc_legend(label: str, result: EvaluationResult) -> str:
     """
     if result.auc is None or not math.isfinite(result.auc):
         return label
-    legend = f"{label}: AUC {result.auc:.3f}"
-    ci = result.auc_ci
-    if ci is not None and all(b is not None and math.isfinite(b) for b in ci):
-        legend += f", {result.confidence_level:.0%} CI {ci[0]:.3f}-{ci[1]:.3f}"
-    return legend
+    return f"{label}: AUC {result.auc:.3f}" + _ci_text(result.auc_ci, result.confidence_level)
+
+
+def _ci_text(bounds: Sequence[float | None] | None, level: float) -> str:
+    """Return ``", 95% CI lo-hi"`` for a legend; empty for an undefined interval.
+
+    An AUC of 0 or 1 has none by default (its bounds null or NaN).
+    """
+    low, high = (None, None) if bounds is None else bounds
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return ""
+    return f", {level:.0%} CI {low:.3f}-{high:.3f}"
 
 
 def _drawable(x: Any, y: Any) -> bool:
