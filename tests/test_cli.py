@@ -554,11 +554,23 @@ def test_metrics_plot_of_one_class_is_refused_naming_the_file(capsys, tmp_path):
     )
 
 
-def test_calibration_table_says_which_bins_pool_only_some_sites():
-    """A bin withheld at one site still shows the others' rows; the table must say so."""
+def _calibration_text(curve) -> str:
+    """The calibration table of ``curve`` as a 200-column terminal shows it."""
     from rich.console import Console
 
     from fedroc.cli._common import calibration_table
+
+    console = Console(width=200, record=True)
+    console.print(calibration_table("Calibration", curve))
+    return console.export_text()
+
+
+def _bin_rows(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith("│ [")]
+
+
+def test_calibration_table_says_which_bins_pool_only_some_sites():
+    """A bin withheld at one site still shows the others' rows; the table must say so."""
     from fedroc.metrics import CalibrationCurve, bin_edges
 
     curve = CalibrationCurve(
@@ -568,9 +580,7 @@ def test_calibration_table_says_which_bins_pool_only_some_sites():
         np.array([0.1, 0.5, np.nan]),
         np.array([False, True, True]),
     )
-    console = Console(width=200, record=True)
-    console.print(calibration_table("Calibration", curve))
-    rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
+    rows = _bin_rows(_calibration_text(curve))
     assert len(rows) == 3
     assert "withheld" not in rows[0]
     assert "other sites only (withheld at a site)" in rows[1] and "│  4 │" in rows[1]
@@ -580,37 +590,30 @@ def test_calibration_table_says_which_bins_pool_only_some_sites():
         bin_edges(3), [10, 4, 3], [2.0, 1.0, 0.0], [1.0, 2.0, 3.0], [False, True, True],
         predicted_count=[10, 2, 0],
     )  # fmt: skip
-    console = Console(width=200, record=True)
-    console.print(calibration_table("Calibration", secure))
-    rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
+    text = _calibration_text(secure)
+    rows = _bin_rows(text)
     assert "predicted over 2 rows (scores withheld at a site)" in rows[1] and "│  4 │" in rows[1]
     assert "predicted withheld" in rows[2] and "1.0000" in rows[2]  # observed: 3 of 3
+    # Bins are named k/n; where the edges are k/n rounded to the 1/4096 grid, a caption says so.
+    assert [r.split("│")[1].strip() for r in rows] == ["[0, 0.3333)", "[0.3333, 0.6667)",
+                                                      "[0.6667, 1]"]  # fmt: skip
+    assert "bin edges k/n rounded to the nearest 1/4096" in text
     # An empty bin of a secure curve holds no row at any site: nothing is said withheld
     # (the demo's GBSG2 table said "predicted withheld (scores withheld at a site)" of two).
     empty = CalibrationCurve.from_sums(
         bin_edges(3), [0, 4, 3], [0.0, 1.0, 0.0], [0.0, 2.0, 3.0], [True, True, True],
         predicted_count=[0, 2, 0],
     )  # fmt: skip
-    console = Console(width=200, record=True)
-    console.print(calibration_table("Calibration", empty))
-    rows = [ln for ln in console.export_text().splitlines() if ln.startswith("│ [")]
+    rows = _bin_rows(_calibration_text(empty))
     assert "withheld" not in rows[0] and rows[0].split("│")[2].strip() == "0", rows[0]
     assert "predicted over 2 rows" in rows[1] and "predicted withheld" in rows[2]
     # What the report shades and counts too; a clear curve's flags stand (its n leaves the
     # withheld rows out).
     assert empty.withheld.tolist() == [False, True, True]
     assert curve.withheld.tolist() == curve.suppressed.tolist() == [False, True, True]
-    # Bins are named k/n; where the edges are k/n rounded to the 1/4096 grid, a caption says so.
-    console = Console(width=200, record=True)
-    console.print(calibration_table("Calibration", secure))
-    text = console.export_text()
-    assert [r.split("│")[1].strip() for r in rows] == ["[0, 0.3333)", "[0.3333, 0.6667)",
-                                                      "[0.6667, 1]"]  # fmt: skip
-    assert "bin edges k/n rounded to the nearest 1/4096" in text
-    console = Console(width=200, record=True)
-    console.print(calibration_table("Calibration", CalibrationCurve.from_sums(
-        bin_edges(4), [1, 1, 1, 1], [0.1, 0.3, 0.6, 0.9], [0, 1, 1, 1], [False] * 4)))  # fmt: skip
-    assert "[0.25, 0.5)" in console.export_text() and "1/4096" not in console.export_text()
+    text = _calibration_text(CalibrationCurve.from_sums(
+        bin_edges(4), [1, 1, 1, 1], [0.1, 0.3, 0.6, 0.9], [0, 1, 1, 1], [False] * 4))  # fmt: skip
+    assert "[0.25, 0.5)" in text and "1/4096" not in text
 
 
 def test_readme_federation_toml_is_one_fedroc_reads(site_files, tmp_path):
