@@ -217,6 +217,19 @@ def _four_sites(seed: int, audit_dir=None) -> tuple[Federation, dict[str, np.nda
     return Federation.from_sites(sites), truth
 
 
+def _stop_after_masked_inputs(fed: Federation, members: list[str]) -> dict:
+    """Run a secure sum of the exact tree over ``members`` up to its masked inputs and stop
+    it there (never unmasked); returns the tree's arguments."""
+    from fedroc.methods.histogram._site import INPUT_NAME
+    from fedroc.secagg.protocol import SecAggServer
+
+    args = {"branching": 2, "height": 12, "lo": 0.0, "hi": 1.0, "mode": "secure-aggregation"}
+    stopped = SecAggServer(fed, INPUT_NAME, args, sites=members)
+    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
+        getattr(stopped, stage)()
+    return args
+
+
 def _to_masked_inputs(servers: list) -> list[int]:
     """Run the sessions side by side, stage by stage, up to the masked inputs.
 
@@ -345,13 +358,10 @@ def test_a_site_whose_session_stopped_after_its_masked_input_sums_over_that_set_
     it is refused at a and b's masked input, naming the set in flight and no number."""
     from fedroc.exceptions import ProtocolError
     from fedroc.methods.histogram._site import INPUT_NAME
-    from fedroc.secagg.protocol import SecAggServer, secure_sum
+    from fedroc.secagg.protocol import secure_sum
 
     fed, truth = _four_sites(0)
-    args = {"branching": 2, "height": 12, "lo": 0.0, "hi": 1.0, "mode": "secure-aggregation"}
-    stopped = SecAggServer(fed, INPUT_NAME, args, sites=["a", "b", "c"])
-    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
-        getattr(stopped, stage)()
+    args = _stop_after_masked_inputs(fed, ["a", "b", "c"])
     try:
         secure_sum(fed, INPUT_NAME, sites=["a", "b", "d"], **args)
     except (DisclosureError, ProtocolError) as exc:
@@ -472,14 +482,11 @@ def test_the_check_before_a_sum_refuses_another_set_while_a_session_is_in_flight
     before this change, secure_sum after the check). The check now refuses as the
     masked-input stage would, naming the set in flight and the input function, before
     anything is charged; over the set in flight it still passes."""
-    from fedroc.methods.histogram._site import COUNT_NAME, INPUT_NAME
-    from fedroc.secagg.protocol import SecAggServer, check_secure_sum
+    from fedroc.methods.histogram._site import COUNT_NAME
+    from fedroc.secagg.protocol import check_secure_sum
 
     fed, _ = _four_sites(0)
-    args = {"branching": 2, "height": 12, "lo": 0.0, "hi": 1.0, "mode": "secure-aggregation"}
-    stopped = SecAggServer(fed, INPUT_NAME, args, sites=["a", "b", "c"])
-    for stage in ("advertise_keys", "share_keys", "collect_masked_inputs"):
-        getattr(stopped, stage)()
+    _stop_after_masked_inputs(fed, ["a", "b", "c"])
     try:
         check_secure_sum(fed, COUNT_NAME, sites=["a", "b", "d"], budget=True)
     except DisclosureError as exc:
