@@ -367,24 +367,34 @@ def test_histogram_local_dp_run_over_the_sites_budget_is_refused_before_any_rele
     assert spent(audit) == pytest.approx([10.0, 10.0])
 
 
+def _three_probability_sites(seed: int, policies: dict) -> tuple:
+    """In-process sites of 600 probability-scored rows each, by name with their policies:
+    the federation and the sites (to read their ledgers)."""
+    from fedroc.data import SiteData
+    from fedroc.federation import Federation
+    from fedroc.federation.site import Site
+
+    rng = np.random.default_rng(seed)
+    sites = []
+    for name, policy in policies.items():
+        y = rng.random(600) < 0.4
+        data = SiteData.from_arrays(y, np.clip(0.5 + 0.2 * (rng.normal(size=600) + y), 0, 1))
+        sites.append(Site(name, data, policy=policy))
+    return Federation.from_sites(sites), sites
+
+
 def test_histogram_local_dp_is_refused_at_every_site_when_one_site_is_short():
     """One site short of budget: the sites with enough spent nothing either (the counts went
     to every site at once, and the others' spend was wasted)."""
     import math
 
-    from fedroc.data import SiteData
-    from fedroc.federation import Federation
-    from fedroc.federation.site import Site
     from fedroc.methods import evaluate
     from fedroc.privacy import DisclosurePolicy
 
-    rng = np.random.default_rng(5)
-    sites = []
-    for name, limit in (("a", math.inf), ("b", 3.0), ("c", 10.0)):
-        y = rng.random(600) < 0.4
-        data = SiteData.from_arrays(y, np.clip(0.5 + 0.2 * (rng.normal(size=600) + y), 0, 1))
-        sites.append(Site(name, data, policy=DisclosurePolicy(epsilon_limit=limit)))
-    fed = Federation.from_sites(sites)
+    limits = {"a": math.inf, "b": 3.0, "c": 10.0}
+    fed, sites = _three_probability_sites(
+        5, {k: DisclosurePolicy(epsilon_limit=v) for k, v in limits.items()}
+    )
     with pytest.raises(InputError) as exc:
         evaluate(fed, "histogram", dp_epsilon=2.0, dp_mode="local")
     msg = str(exc.value)
@@ -407,20 +417,17 @@ def test_histogram_local_dp_under_a_sites_epsilon_floor_is_refused_before_any_re
     to fedroc.epsilon_left now carries the floor (a setting of its operator's, which the
     refusal tells too), and the run is refused before any release, naming b and the
     dp_epsilon that reaches its floor; nothing is charged. At that epsilon it runs."""
-    from fedroc.data import SiteData
-    from fedroc.federation import Federation
-    from fedroc.federation.site import Site
     from fedroc.methods import evaluate
     from fedroc.privacy import DisclosurePolicy
 
-    rng = np.random.default_rng(6)
-    sites = []
-    for name, floor in (("a", 0.01), ("b", 2.0), ("c", 0.01)):
-        y = rng.random(600) < 0.4
-        data = SiteData.from_arrays(y, np.clip(0.5 + 0.2 * (rng.normal(size=600) + y), 0, 1))
-        policy = DisclosurePolicy(histogram_min_epsilon=floor, epsilon_limit=20.0)
-        sites.append(Site(name, data, policy=policy))
-    fed = Federation.from_sites(sites)
+    floors = {"a": 0.01, "b": 2.0, "c": 0.01}
+    fed, sites = _three_probability_sites(
+        6,
+        {
+            k: DisclosurePolicy(histogram_min_epsilon=v, epsilon_limit=20.0)
+            for k, v in floors.items()
+        },
+    )
     with pytest.raises(InputError) as exc:
         evaluate(fed, "histogram", dp_epsilon=1.0, dp_mode="local")
     msg = str(exc.value)

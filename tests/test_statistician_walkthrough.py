@@ -163,17 +163,21 @@ def test_a_report_draws_no_empty_curves_when_dp_kept_the_tree_back(
     assert "No precision-recall curve: the histogram method released none" in text, text
 
 
+def _clustered_report(capsys, hospitals: list[str], tmp_path: Path) -> tuple[dict, str, Path]:
+    """Run ``evaluate --method clustered --report``: its JSON, the report's words, its path."""
+    report = tmp_path / "r.html"
+    args = [*hospitals, "--method", "clustered", "--cluster", "patient", "--report", str(report)]
+    code, out, err = run_main(capsys, ["evaluate", *args, "--json"])
+    assert code == 0, err
+    return json.loads(out), _report_text(report), report
+
+
 def test_a_clustered_report_draws_the_confidence_ellipse(capsys, hospitals, tmp_path):
     """Before: the report of ``evaluate --method clustered`` drew only the calibration curve
     ("No ROC curve: the clustered method releases no curve"), though the analyst holds the
     two AUCs and their covariance, from which ``fedroc clustered --plot`` draws the
     confidence ellipse of paper 3's Figure 5 over one file."""
-    report = tmp_path / "r.html"
-    args = [*hospitals, "--method", "clustered", "--cluster", "patient", "--report", str(report)]
-    code, out, err = run_main(capsys, ["evaluate", *args, "--json"])
-    assert code == 0, err
-    result = json.loads(out)
-    text = _report_text(report)
+    result, text, report = _clustered_report(capsys, hospitals, tmp_path)
     caption = re.search(r"Confidence ellipses of the personalized[^<]*?\)\.", text)
     assert caption is not None, text
     assert f"z {result['equality_z']:.2f}" in caption.group(0), caption.group(0)
@@ -239,12 +243,7 @@ def test_the_clustered_reports_labels_say_which_rows_and_clusters(capsys, hospit
     classes (the sites hold more), "Number of excluded 85", "Number of clusters total" and
     "Delong SE", where ``fedroc clustered`` says "controls, cases used", "clusters with one
     class (excluded)" and "SE (DeLong, clusters ignored)"."""
-    report = tmp_path / "r.html"
-    args = [*hospitals, "--method", "clustered", "--cluster", "patient", "--report", str(report)]
-    code, out, err = run_main(capsys, ["evaluate", *args, "--json"])
-    assert code == 0, err
-    r = json.loads(out)
-    text = _report_text(report)
+    r, text, _ = _clustered_report(capsys, hospitals, tmp_path)
     for label, key in (
         ("Rows in the clusters used", "n"),
         ("Positives in the clusters used", "n_pos"),
