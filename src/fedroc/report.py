@@ -806,29 +806,46 @@ def _with_ci(point: Mapping[str, Any], name: str) -> str:
     return _cell(value) + ("" if ci is None else f" {_cell(ci)}")
 
 
-def _roc_section(
-    report: Report, result: EvaluationResult, points: Sequence[Mapping[str, Any]], seed: int | None
-) -> None:
-    details = result.details
-    roc = getattr(details, "roc_points", None)
-    if not callable(roc):
-        report.add_text(
-            f"No ROC curve: the {result.method} method releases no curve (only what the result "
-            "table lists), and this report draws only what the analyst holds.",
-            cls="note",
-        )
-        return
-    fpr, tpr = roc()
-    if not _drawable(fpr, tpr):
+def _released_curve(
+    report: Report, result: EvaluationResult, points: str, curve: str, *, never: str
+) -> tuple[Any, Any] | None:
+    """Return the curve ``result.details.<points>()`` released, or None after a note why not.
+
+    ``never`` ends the note for a method that releases no such curve at all
+    ("No {curve}: the {method} method {never}.").
+    """
+    released = getattr(result.details, points, None)
+    if not callable(released):
+        report.add_text(f"No {curve}: the {result.method} method {never}.", cls="note")
+        return None
+    x, y = released()
+    if not _drawable(x, y):
         # Under DP the sites may keep the tree back (the caveat says why): an empty figure
         # was drawn and captioned as the released curve.
         report.add_text(
-            f"No ROC curve: the {result.method} method released none in this run (see the "
+            f"No {curve}: the {result.method} method released none in this run (see the "
             "caveat above).",
             cls="note",
         )
+        return None
+    return x, y
+
+
+def _roc_section(
+    report: Report, result: EvaluationResult, points: Sequence[Mapping[str, Any]], seed: int | None
+) -> None:
+    curve = _released_curve(
+        report,
+        result,
+        "roc_points",
+        "ROC curve",
+        never="releases no curve (only what the result table lists), and this report draws "
+        "only what the analyst holds",
+    )
+    if curve is None:
         return
-    counts = getattr(details, "counts", None)
+    fpr, tpr = curve
+    counts = getattr(result.details, "counts", None)
     band = None
     band_text = "The method releases no uncertainty of the curve: no band is drawn."
     weighted = bool(result.extra.get("weighted"))  # a row bootstrap says nothing of weights
@@ -865,20 +882,12 @@ def _roc_section(
 
 
 def _pr_section(report: Report, result: EvaluationResult) -> None:
-    pr = getattr(result.details, "pr_points", None)
-    if not callable(pr):
-        report.add_text(
-            f"No precision-recall curve: the {result.method} method releases none.", cls="note"
-        )
+    curve = _released_curve(
+        report, result, "pr_points", "precision-recall curve", never="releases none"
+    )
+    if curve is None:
         return
-    recall, precision = pr()
-    if not _drawable(recall, precision):
-        report.add_text(
-            f"No precision-recall curve: the {result.method} method released none in this run "
-            "(see the caveat above).",
-            cls="note",
-        )
-        return
+    recall, precision = curve
     n_pos, n_neg = result.extra.get("n_pos"), result.extra.get("n_neg")
     prevalence = None
     if isinstance(n_pos, (int, float)) and isinstance(n_neg, (int, float)) and n_pos + n_neg > 0:
