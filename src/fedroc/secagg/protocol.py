@@ -448,6 +448,11 @@ def _chunks(blob: Any, size: int, count: int, what: str) -> list[bytes]:
     return [blob[i * size : (i + 1) * size] for i in range(count)]
 
 
+def _by_owner(owners: list[str], blob: Any, size: int, what: str) -> dict[str, bytes]:
+    """Split ``blob`` into one ``size``-byte chunk per owner, keyed by owner (in order)."""
+    return dict(zip(owners, _chunks(blob, size, len(owners), what), strict=True))
+
+
 def _client_stage(stage: str) -> Callable[[Callable[..., Reply]], Callable[..., Reply]]:
     """Wrap a client stage: load the state, check the transition, store state and reply."""
 
@@ -688,8 +693,7 @@ def _associated(session: str, sender: str, recipient: str) -> bytes:
 
 @_client_stage(STAGE_SHARE_KEYS)
 def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
-    u1 = list(args[KEY_ACTIVE])
-    _check_survivors(state, u1, state.sites, "share keys")
+    u1 = _survivors(state, args, state.sites, "share keys")
     c_pks = _chunks(args.get(KEY_C_PKS), _crypto.KEY_BYTES, len(u1), KEY_C_PKS)
     s_pks = _chunks(args.get(KEY_S_PKS), _crypto.KEY_BYTES, len(u1), KEY_S_PKS)
     me = u1.index(ctx.site)
@@ -810,8 +814,7 @@ def _refuse_another_set_in_flight(
 
 @_client_stage(STAGE_MASKED_INPUT)
 def _masked_input(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
-    u2 = list(args[KEY_ACTIVE])
-    _check_survivors(state, u2, state.u1, "mask its input")
+    u2 = _survivors(state, args, state.u1, "mask its input")
     with ctx.ledger.transaction():
         _one_set_in_flight(ctx, state, u2)
     senders = list(args[KEY_SENDERS])
@@ -821,8 +824,8 @@ def _masked_input(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
             f"of {sorted(set(u2) - {ctx.site})}"
         )
     blobs = _chunks(args.get(KEY_CIPHERTEXTS), _CIPHER_BYTES, len(senders), KEY_CIPHERTEXTS)
-    c_pks = dict(zip(state.u1, _chunks(state.c_pks, 32, len(state.u1), "c_pks"), strict=True))
-    s_pks = dict(zip(state.u1, _chunks(state.s_pks, 32, len(state.u1), "s_pks"), strict=True))
+    c_pks = _by_owner(state.u1, state.c_pks, 32, "c_pks")
+    s_pks = _by_owner(state.u1, state.s_pks, 32, "s_pks")
     session = state.session.encode()
     sk_parts, b_parts = [state.sk_shares], [state.b_shares]
     for u, blob in zip(senders, blobs, strict=True):
@@ -878,8 +881,7 @@ def _check_survivor_set(
 
 @_client_stage(STAGE_UNMASK)
 def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
-    u3 = list(args[KEY_ACTIVE])
-    _check_survivors(state, u3, state.u2, "reveal shares")
+    u3 = _survivors(state, args, state.u2, "reveal shares")
     # The survivors are the set the sum is over: check it against, or bind it as, the
     # set this quantity is aggregated over (persistently, before any share leaves).
     function = FUNCTIONS[STAGE_UNMASK]
@@ -892,9 +894,8 @@ def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
         if MASKED_KEY + state.session in ctx.ledger.bindings:  # resolved: no longer in flight
             ctx.ledger.bind(UNMASKED_KEY + state.session, True)
     size = shamir.SHARE_BYTES
-    n = len(state.share_owners)
-    b_shares = dict(zip(state.share_owners, _chunks(state.b_shares, size, n, "b"), strict=True))
-    sk_shares = dict(zip(state.share_owners, _chunks(state.sk_shares, size, n, "sk"), strict=True))
+    b_shares = _by_owner(state.share_owners, state.b_shares, size, "b")
+    sk_shares = _by_owner(state.share_owners, state.sk_shares, size, "sk")
     dropped = [v for v in state.u2 if v not in u3]
     # For each site either the share of its self-mask seed (it survived) or of its mask
     # key (it dropped), never both: both would unmask its input.
@@ -912,7 +913,9 @@ def _unmask(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     return Reply(reply, kind="shares")
 
 
-def _check_survivors(state: ClientState, active: list[str], allowed: list[str], what: str) -> None:
+def _survivors(state: ClientState, args: Record, allowed: list[str], what: str) -> list[str]:
+    """Return the stage's survivors (named by the server), checked against the stage before."""
+    active = list(args[KEY_ACTIVE])
     if state.site not in active:
         raise ProtocolError(f"site {state.site!r} is not among the survivors {active}")
     outside = [v for v in active if v not in allowed]
@@ -923,6 +926,7 @@ def _check_survivors(state: ClientState, active: list[str], allowed: list[str], 
             f"site {state.site!r} refuses to {what}: {len(active)} survivor(s), below the "
             f"threshold of {state.threshold}"
         )
+    return active
 
 
 @site_function(FN_ABORT, schema={KEY_SESSION: _SESSION}, rows=False)
