@@ -35,7 +35,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import command_line, git_commit, write_result
 
 from fedroc.methods.clustered._core import cluster_terms
 from fedroc.methods.clustered._estimators import (
@@ -105,9 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261207)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     args = parser.parse_args(argv)
-    command = "python scripts/clustered_ellipse.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = command_line("clustered_ellipse.py", argv)
     commit = git_commit()
     start = time.perf_counter()
     rows = [
@@ -138,8 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             + " |"
         )
     text = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "clustered_ellipse.md").write_text(text)
+    write_result(args.out / "clustered_ellipse.md", text)
     print(text)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import git_commit, write_result
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
@@ -156,8 +156,7 @@ def main() -> None:
             f"{r['check_max']:.1e} | "
             f"{r['seconds']:.0f} |"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "clustered_grid_rounding.md").write_text("\n".join(lines) + "\n")
+    write_result(args.out / "clustered_grid_rounding.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

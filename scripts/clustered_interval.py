@@ -25,6 +25,9 @@ from pathlib import Path
 import numpy as np
 from scipy import special
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_result
+
 from fedroc.methods.clustered import clustered_auc
 from fedroc.methods.clustered.models import binormal_parameters, sample_allocation, sample_binormal
 from fedroc.metrics import roc_auc
@@ -109,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = measure(args.reps, args.seed)
     command = f"python scripts/clustered_interval.py --reps {args.reps} --seed {args.seed}"
     text = to_markdown(rows, command)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "clustered_interval.md").write_text(text)
+    write_result(args.out / "clustered_interval.md", text)
     print(text)
 
 

@@ -33,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_result
+
 from fedroc.data import SiteData
 from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation, Site
@@ -186,8 +189,7 @@ def main() -> None:
             f"{np.median(orc):.2f} | {time.time() - t:.0f} |"
         )
         print(lines[-1], flush=True)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "clustered_relay_choice.md").write_text("\n".join(lines) + "\n")
+    write_result(a.out / "clustered_relay_choice.md", "\n".join(lines) + "\n")
     print("\n".join(lines), file=sys.stderr)
 
 

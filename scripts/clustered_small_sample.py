@@ -40,7 +40,7 @@ import pandas as pd
 from scipy import special, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import command_line, git_commit, write_result
 
 from fedroc.exceptions import DisclosureError
 from fedroc.federation import Federation
@@ -307,9 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261207)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     args = parser.parse_args(argv)
-    command = "python scripts/clustered_small_sample.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = command_line("clustered_small_sample.py", argv)
     commit = git_commit()
     start = time.perf_counter()
     pooled = []
@@ -343,8 +341,7 @@ def main(argv: list[str] | None = None) -> None:
         "mean 5.5), binormal model (11); pooled cells vectorized over replicates.",
     ]
     text = to_markdown(pooled, federated, header)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "clustered_small_sample.md").write_text(text)
+    write_result(args.out / "clustered_small_sample.md", text)
     pd.DataFrame(pooled).to_csv(args.out / "clustered_small_sample_pooled.csv", index=False)
     if federated:
         pd.DataFrame(federated).to_csv(

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import subprocess
 import sys
 import time
 import warnings
@@ -57,6 +56,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from _results import command_line, git_commit
 from scipy import special
 
 from fedroc.data import Columns, SiteData
@@ -350,18 +350,6 @@ def _group_key(text: str) -> str:
     return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", text)[:320]
 
 
-def git_commit() -> str:
-    """The commit the script runs from, marked ``+dirty`` when tracked files differ."""
-    here = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True)
-        return out.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
 def _withheld_reason(res: Any) -> str | None:
     extra = res.extra
     reason = extra.get("ci_withheld")
@@ -577,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="run cells whose coverage lies within one MCSE of 0.93 on to this many replicates",
     )
     args = parser.parse_args(argv)
-    command = "python scripts/coverage.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = command_line("coverage.py", argv)
     commit = git_commit()  # before the run: the code it measured
     start = time.perf_counter()
     table = run_study(

@@ -56,6 +56,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import command_line, git_commit, write_result
+
 from fedroc.data import SiteData
 from fedroc.federation import Federation
 from fedroc.methods import evaluate, pool_site_data
@@ -75,7 +78,7 @@ def _harness() -> Any:
 
 _h = _harness()
 Cell, ClusteredDesign, Design, MethodSpec = _h.Cell, _h.ClusteredDesign, _h.Design, _h.MethodSpec
-_group_key, _run_one, git_commit = _h._group_key, _h._run_one, _h.git_commit
+_group_key, _run_one = _h._group_key, _h._run_one
 
 SITES = 3
 PREVALENCES = (0.05, 0.2, 0.5)
@@ -392,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261128)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     args = parser.parse_args(argv)
-    command = "python scripts/coverage_audit.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = command_line("coverage_audit.py", argv)
     commit = git_commit()
     start = time.perf_counter()
 
@@ -432,8 +435,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "shared 2-core machine, nice 10). Three sites; rated designs are 5-level scores.",
     ]
     text = to_markdown(cells, header, extra)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"coverage_audit_{args.part}.md").write_text(text)
+    write_result(args.out / f"coverage_audit_{args.part}.md", text)
     pd.DataFrame([c.row() for c in cells]).to_csv(
         args.out / f"coverage_audit_{args.part}.csv", index=False
     )

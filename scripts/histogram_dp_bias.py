@@ -48,7 +48,8 @@ import pandas as pd
 from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import DESIGNS, Design, git_commit
+from _results import command_line, git_commit, write_result
+from coverage import DESIGNS, Design
 
 from fedroc.methods.histogram import COUNT_Z, MIN_TOTAL_SNR, _counts_withheld, estimate
 from fedroc.methods.histogram._dp import dp_auc, dp_interval
@@ -297,9 +298,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     parser.add_argument("--name", default="histogram_dp_bias")
     args = parser.parse_args(argv)
-    command = "python scripts/histogram_dp_bias.py " + " ".join(
-        f'"{a}"' if " " in a else a for a in (sys.argv[1:] if argv is None else argv)
-    )
+    command = command_line("histogram_dp_bias.py", argv)
     start = time.perf_counter()
     cells = []
     for cell in args.cells:
@@ -313,8 +312,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         cells.append((cell, summarize(runs, design.truth()), rule_table(runs, design.truth())))
         print(cell, file=sys.stderr, flush=True)
     text = to_markdown(cells, command, args.seed, git_commit())
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.md").write_text(text)
+    write_result(args.out / f"{args.name}.md", text)
     print(text)
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import git_commit, write_result
 
 from fedroc.data import SiteData
 from fedroc.federation import Federation, Site
@@ -115,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(lines[-1], flush=True)
     lines += ["", f"{time.time() - started:.0f} s."]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "histogram_dp_neighbours.md").write_text("\n".join(lines) + "\n")
+    write_result(args.out / "histogram_dp_neighbours.md", "\n".join(lines) + "\n")
     return 0
 
 

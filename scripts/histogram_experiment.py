@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from coverage import git_commit
+from _results import git_commit
 
 from fedroc.data import SiteData
 from fedroc.datasets import flchain_scores

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import command_line, git_commit, write_result
 
 from fedroc.metrics import roc_auc
 
@@ -99,7 +99,7 @@ def main() -> None:
                 )
             )
             print(rows[-1], flush=True)
-    command = "python scripts/mpc_precision.py " + " ".join(sys.argv[1:])
+    command = command_line("mpc_precision.py", None)
     lines = [
         "# What the opened AUROC tells about the class counts (scripts/mpc_precision.py)",
         "",
@@ -113,8 +113,7 @@ def main() -> None:
         "|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [f"| {n} | {b} | {p:.2f} | {med} | {low} | {tot} |" for n, b, p, med, low, tot in rows]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "mpc_precision.md").write_text("\n".join(lines) + "\n")
+    write_result(args.out / "mpc_precision.md", "\n".join(lines) + "\n")
     print(f"written to {args.out / 'mpc_precision.md'}")
 
 

@@ -41,7 +41,7 @@ import numpy as np
 from scipy import special, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import command_line, git_commit, write_result
 
 from fedroc.metrics import delong_paired, logit_ci, small_sample_ci
 
@@ -172,9 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261207)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     args = parser.parse_args(argv)
-    command = "python scripts/paired_small_sample.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = command_line("paired_small_sample.py", argv)
     commit = git_commit()
     start = time.perf_counter()
     rows = []
@@ -199,8 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         "single-AUC intervals below.",
     ]
     text = to_markdown(rows, header)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "paired_small_sample.md").write_text(text)
+    write_result(args.out / "paired_small_sample.md", text)
     print(text)
 
 

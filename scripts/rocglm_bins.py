@@ -31,6 +31,9 @@ from pathlib import Path
 import numpy as np
 from scipy import special, stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import command_line, write_result
+
 from fedroc.methods.rocglm._deconvolution import deconvolve, default_bins
 
 
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     args = parser.parse_args(argv)
-    command = "python scripts/rocglm_bins.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = command_line("rocglm_bins.py", argv)
     start = time.perf_counter()
     lines = [
         "# Deconvolution error of the corrected ROC-GLM AUC by number of bins",
@@ -84,8 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                     )
             print(f"{design} n={n} done", file=sys.stderr, flush=True)
     text = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rocglm_bins.md").write_text(text)
+    write_result(args.out / "rocglm_bins.md", text)
     print(text)
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
 

@@ -37,7 +37,8 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import DESIGNS, git_commit, simulation_policy
+from _results import command_line, git_commit, write_result
+from coverage import DESIGNS, simulation_policy
 
 from fedroc.federation import Federation
 from fedroc.methods.rocglm import _deconvolution, _distributed, _site
@@ -157,9 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--out", type=Path, default=Path("scripts/results"))
     args = parser.parse_args(argv)
-    command = "python scripts/rocglm_interval_diagnosis.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = command_line("rocglm_interval_diagnosis.py", argv)
     start = time.perf_counter()
     default_bins = _deconvolution.default_bins
     results = []
@@ -196,8 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         cells = [f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.values()]
         lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"rocglm_interval_diagnosis_{args.design}_{args.n}.md").write_text(text)
+    write_result(args.out / f"rocglm_interval_diagnosis_{args.design}_{args.n}.md", text)
     print(text)
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
 

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import optimize, special, stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_result
 
 from fedroc.methods.rocglm import recommended_privacy
 from fedroc.privacy import classic_gaussian_sigma
@@ -107,9 +111,8 @@ def main() -> None:
         "range instead (`fedroc.methods.rocglm._deconvolution`); its bias and coverage are in "
         "`rocglm_coverage.md`.",
     ]
-    args.out.mkdir(parents=True, exist_ok=True)
     text = "\n".join(lines) + "\n"
-    (args.out / "rocglm_simex_bias.md").write_text(text)
+    write_result(args.out / "rocglm_simex_bias.md", text)
     print(text)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import git_commit, write_result
 
 from fedroc.datasets import make_multisite
 from fedroc.federation import Federation
@@ -105,8 +105,7 @@ def main() -> None:
             f"{r['now_mean']:.4f} | {r['now_max']:.4f} | {r['before_mean']:.4f} | "
             f"{r['before_max']:.4f} | {r['lost']} |"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "secure_calibration_imputation.md").write_text("\n".join(lines) + "\n")
+    write_result(args.out / "secure_calibration_imputation.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

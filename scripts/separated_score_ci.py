@@ -20,11 +20,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_result
 
 from fedroc.metrics import ScoreCounts, score_ci
 
@@ -101,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.time() - t0:.0f} s.",
         "",
     ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text))
+    write_result(args.out, "\n".join(text))
     print(f"wrote {args.out}")
     return 0
 

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from coverage import git_commit
+from _results import git_commit, write_result
 
 from fedroc.exceptions import FedrocError
 from fedroc.metrics import roc_auc
@@ -230,8 +230,7 @@ def main() -> None:
         )
     text = "\n".join(lines) + "\n"
     print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    write_result(Path(args.out), text)
     print(f"wrote {args.out}")
 
 

@@ -44,7 +44,7 @@ import numpy as np
 from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import git_commit
 
 from fedroc.methods.sequester import draw_subsets
 

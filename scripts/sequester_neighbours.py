@@ -69,7 +69,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coverage import git_commit
+from _results import git_commit, write_result
 
 from fedroc.methods.sequester import SubsetTable, auc_sensitivity, subset_auc
 from fedroc.sequester import Mechanism, Session, draw_subsets
@@ -346,8 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.time() - t0:.0f} s.",
         "",
     ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(header))
+    write_result(args.out, "\n".join(header))
     print(f"wrote {args.out} in {time.time() - t0:.0f} s")
     return 0
 

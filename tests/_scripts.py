@@ -12,7 +12,7 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 def load_script(filename: str, name: str) -> ModuleType:
     """Execute ``scripts/<filename>`` afresh as module ``name`` (registered in sys.modules,
-    where dataclasses look their module up). The scripts import each other (``from coverage
+    where dataclasses look their module up). The scripts import each other (``from _results
     import git_commit``), as they do when run from ``scripts/``."""
     if str(SCRIPTS) not in sys.path:
         sys.path.insert(0, str(SCRIPTS))
