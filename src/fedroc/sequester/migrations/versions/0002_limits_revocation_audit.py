@@ -13,6 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from fedroc.sequester.migrations._steps import add_columns, drop_columns
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -23,21 +25,24 @@ def upgrade() -> None:
     """Add rounding, limits, revocation, DP events and the custodian's audit table."""
     # Plain ADD COLUMN (constant defaults): SQLite does it in place, where a batch copy
     # would have to drop tables that others reference.
-    for table, column in [
-        ("plans", sa.Column("answer_noise_rate", sa.Float, nullable=True)),
-        ("plans", sa.Column("answer_step", sa.Float, nullable=False, server_default="0")),
-        ("plans", sa.Column("sensitivity", sa.Float, nullable=True)),
-        ("plans", sa.Column("max_queries", sa.Integer, nullable=True)),
-        ("plans", sa.Column("max_submissions", sa.Integer, nullable=True)),
-        ("plans", sa.Column("min_changed_images", sa.Float, nullable=False, server_default="0")),
-        ("developers", sa.Column("active", sa.Boolean, nullable=False, server_default=sa.true())),
-        ("developers", sa.Column("max_queries", sa.Integer, nullable=True)),
-        ("developers", sa.Column("max_submissions", sa.Integer, nullable=True)),
-        ("developers", sa.Column("n_submissions", sa.Integer, nullable=False, server_default="0")),
-        ("developers", sa.Column("token_rotated_at", sa.Float, nullable=True)),
-        ("queries", sa.Column("events", sa.Text, nullable=False, server_default="[]")),
-    ]:
-        op.add_column(table, column)
+    add_columns(
+        "plans",
+        sa.Column("answer_noise_rate", sa.Float, nullable=True),
+        sa.Column("answer_step", sa.Float, nullable=False, server_default="0"),
+        sa.Column("sensitivity", sa.Float, nullable=True),
+        sa.Column("max_queries", sa.Integer, nullable=True),
+        sa.Column("max_submissions", sa.Integer, nullable=True),
+        sa.Column("min_changed_images", sa.Float, nullable=False, server_default="0"),
+    )
+    add_columns(
+        "developers",
+        sa.Column("active", sa.Boolean, nullable=False, server_default=sa.true()),
+        sa.Column("max_queries", sa.Integer, nullable=True),
+        sa.Column("max_submissions", sa.Integer, nullable=True),
+        sa.Column("n_submissions", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("token_rotated_at", sa.Float, nullable=True),
+    )
+    add_columns("queries", sa.Column("events", sa.Text, nullable=False, server_default="[]"))
     op.create_table(
         "admin_actions",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -55,13 +60,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop what :func:`upgrade` added."""
     op.drop_table("admin_actions")
-    with op.batch_alter_table("queries", recreate="never") as batch:
-        batch.drop_column("events")
-    with op.batch_alter_table("developers", recreate="never") as batch:
-        for col in ("token_rotated_at", "n_submissions", "max_submissions", "max_queries",
-                    "active"):  # fmt: skip
-            batch.drop_column(col)
-    with op.batch_alter_table("plans", recreate="never") as batch:
-        for col in ("min_changed_images", "max_submissions", "max_queries", "sensitivity",
-                    "answer_step", "answer_noise_rate"):  # fmt: skip
-            batch.drop_column(col)
+    drop_columns("queries", "events")
+    drop_columns("developers", "token_rotated_at", "n_submissions", "max_submissions",
+                 "max_queries", "active")  # fmt: skip
+    drop_columns("plans", "min_changed_images", "max_submissions", "max_queries", "sensitivity",
+                 "answer_step", "answer_noise_rate")  # fmt: skip

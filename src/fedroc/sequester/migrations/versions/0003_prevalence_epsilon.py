@@ -13,7 +13,8 @@ shows (re-create such a plan to stop publishing its count of positives).
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from fedroc.sequester.migrations._steps import add_columns, drop_columns
 
 revision = "0003"
 down_revision = "0002"
@@ -23,10 +24,9 @@ depends_on = None
 
 def upgrade() -> None:
     """Add ``plans.prevalence_epsilon``."""
-    op.add_column("plans", sa.Column("prevalence_epsilon", sa.Float, nullable=True))
+    add_columns("plans", sa.Column("prevalence_epsilon", sa.Float, nullable=True))
 
 
 def downgrade() -> None:
     """Drop ``plans.prevalence_epsilon``."""
-    with op.batch_alter_table("plans", recreate="never") as batch:
-        batch.drop_column("prevalence_epsilon")
+    drop_columns("plans", "prevalence_epsilon")

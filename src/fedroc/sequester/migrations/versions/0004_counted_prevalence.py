@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from fedroc.sequester.migrations._steps import add_columns, drop_columns
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -23,8 +25,11 @@ depends_on = None
 
 def upgrade() -> None:
     """Add ``test_sets.counted_prevalence`` and ``test_sets.prevalence_epsilon``, backfilled."""
-    op.add_column("test_sets", sa.Column("counted_prevalence", sa.Float, nullable=True))
-    op.add_column("test_sets", sa.Column("prevalence_epsilon", sa.Float, nullable=True))
+    add_columns(
+        "test_sets",
+        sa.Column("counted_prevalence", sa.Float, nullable=True),
+        sa.Column("prevalence_epsilon", sa.Float, nullable=True),
+    )
     first = (
         "(SELECT MIN(p.id) FROM plans p WHERE p.test_set_id = test_sets.id "
         "AND p.prevalence_epsilon IS NOT NULL)"
@@ -43,6 +48,4 @@ def downgrade() -> None:
     with SQLite's foreign keys on, "FOREIGN KEY constraint failed". SQLite drops a plain
     column in place since 3.35 (PostgreSQL always has).
     """
-    with op.batch_alter_table("test_sets", recreate="never") as batch:
-        batch.drop_column("prevalence_epsilon")
-        batch.drop_column("counted_prevalence")
+    drop_columns("test_sets", "prevalence_epsilon", "counted_prevalence")

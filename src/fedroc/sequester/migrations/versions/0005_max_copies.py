@@ -13,7 +13,8 @@ from. Plans stored before keep NULL, their table and the sensitivity they stored
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from fedroc.sequester.migrations._steps import add_columns, drop_columns
 
 revision = "0005"
 down_revision = "0004"
@@ -23,10 +24,9 @@ depends_on = None
 
 def upgrade() -> None:
     """Add ``plans.max_copies`` (NULL for the plans already stored)."""
-    op.add_column("plans", sa.Column("max_copies", sa.Integer, nullable=True))
+    add_columns("plans", sa.Column("max_copies", sa.Integer, nullable=True))
 
 
 def downgrade() -> None:
     """Drop ``plans.max_copies``."""
-    with op.batch_alter_table("plans", recreate="never") as batch:
-        batch.drop_column("max_copies")
+    drop_columns("plans", "max_copies")
