@@ -158,7 +158,7 @@ class DisclosurePolicy:
         simulations.
     delta_limit : float or None
         Total delta over the site's lifetime; None (the default) means ``1/n`` for a site
-        of n rows.
+        of n rows (0 under ``min_count`` rows, whose count its refusals keep back).
     allowed_functions : frozenset of str or None
         If given, the only site functions the site will run.
     secagg_min_sites : int, default 3
@@ -397,10 +397,19 @@ class DisclosurePolicy:
         return 0.0 if left < _SPENT_REST else left
 
     def delta_limit_for(self, n_rows: int) -> float:
-        """Return the site's lifetime delta: the configured one, or ``1/n``."""
+        """Return the site's lifetime delta: the configured one, or ``1/n``.
+
+        ``1/n`` only from ``min_count`` rows up: under it the site has no delta (0). Its
+        row count under q is what its refusals keep back ("the count is below the
+        minimum", no value), and ``1/n`` told it, in ``fedroc.epsilon_left`` and in
+        ``fedroc privacy status`` (H14-1, review 14: n of a site of 1 to 4 rows in 20 of
+        20). Nothing is lost: the one release with a delta (the ROC-GLM's noisy scores)
+        declares the site's class counts, which such a site refuses first.
+        """
         if self.delta_limit is not None:
             return float(self.delta_limit)
-        return 1.0 / max(int(n_rows), 1)
+        n = int(n_rows)
+        return 1.0 / n if n >= max(self.min_count, 1) else 0.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> DisclosurePolicy:
