@@ -174,3 +174,30 @@ def test_held_the_secure_curve_and_the_sites_clear_score_sums_give_no_withheld_s
         errors.append(abs(guess - lone))
     assert found == 0, f"the lone score read in {found} of {TRIALS}"
     assert np.mean(errors) > 0.01
+
+
+def test_the_privacy_status_does_not_say_a_refused_local_tree_was_released(capsys, tmp_path):
+    """Found in review 14 (no hole: wording). A site binds the leaves of a local-DP tree
+    before it checks them against its clear cuts, so that a refused tree holds later cuts
+    apart too (R43); ``fedroc privacy status`` described every such binding as "released a
+    local-DP histogram tree of 16 leaves in the clear", beside 0 DP releases, for a tree the
+    site had refused (a calibration edge at 0.1 splitting its leaf [0.0625, 0.125))."""
+    from tests._cli import run_main
+
+    rng = np.random.default_rng(1)
+    site = Site(
+        "v",
+        SiteData.from_arrays(rng.random(300) < 0.4, rng.random(300)),
+        audit=tmp_path / "v.jsonl",
+    )
+    fed = Federation.from_sites([site])
+    fed.call("fedroc.calibration", n_bins=10)
+    try:
+        fed.call("fedroc.histogram.tree_local", branching=2, height=4, lo=0.0, hi=1.0, epsilon=1.0)
+        raise AssertionError("the tree was released")
+    except FedrocError as exc:
+        assert "splits a leaf" in str(exc)
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert code == 0, err
+    assert "released a local-DP histogram tree" not in out
+    assert "asked for a local-DP histogram tree of 16 leaves" in out

@@ -139,7 +139,13 @@ def describe_binding(key: str, value: Any) -> str:
     if key == keys.HISTOGRAM_TREE and isinstance(value, list) and len(value) == 2:
         return f"histogram trees only of branching {value[0]} and height {value[1]}"
     if key.startswith(keys.LOCAL_TREE):
-        return f"released a local-DP histogram tree of {value} leaves in the clear"
+        # Bound before the site checks the tree against its clear cuts, so a refused tree
+        # holds later cuts apart too (R43): "released" said so of trees it refused.
+        return (
+            f"was asked for a local-DP histogram tree of {value} leaves in the clear (released "
+            "or refused; its spending says which): its later clear cuts are held apart from "
+            "those leaves"
+        )
     # R12-2 (fedroc.secagg.protocol.MASKED_KEY, UNMASKED_KEY): the set a secure session's
     # masked input went over, recorded before it left, and that the session was unmasked.
     if key.startswith(keys.SECAGG_MASKED):
