@@ -4,6 +4,37 @@ Public calls only (``Federation.call`` of the registered site functions, the met
 command line). Each attack was run on 553c50b first; where it succeeded, the fix follows in
 the same commit as its test, or the hole stays documented as a strict xfail. Where an attack
 did not succeed (what held), the test asserts that it still fails.
+
+Closed: H14-1 (``delta_left`` and the privacy status's delta limit, 1/n, told the row count
+of a site under q rows: 20 of 20 -> 0 of 20).
+
+Tried and held (a line each; the first two have tests below):
+
+- ``fedroc privacy status`` (text and ``--json``), ``fedroc.epsilon_left`` and
+  ``fedroc.secagg.check``: the same answers on two data sets one row apart after the same
+  secure, distributed-DP, local-DP and ROC-GLM runs (3 of 3 pairs).
+- H13-2's middle against the sites' clear score sums: a lone withheld score in 0 of 20
+  (secondary suppression mixes in a bin of at least q rows; 20 of 20 without it).
+- A spend that depends on rows: a site charges a DP release only once it passes its checks
+  and records it before the reply leaves; every refusal before the charge (class counts
+  under q, a score outside the bound range, a leaf split by a clear cut, rows changed) is
+  given to the analyst itself, through a secure sum too (the dropped site's reason), so
+  ``epsilon_left`` adds nothing to what the replies say.
+- The pre-checks as oracles: ``fedroc.epsilon_left`` and ``fedroc.secagg.check`` read no
+  rows (the ledger's spend and bindings, the policy); ``rocglm.scale`` counts against
+  MAX_SCALES with the setup's check and refuses changed rows before it runs; the analyst's
+  own checks (the histogram's and the ROC-GLM's budget and floor) run on those answers.
+- ``calibration_count_noise_sd``: a function of the tree's shape, the bins and the noise
+  variance (epsilon, noise, draws = sites or sites / threshold), no row.
+- Flower: a site ClientApp reads only the message's function, arguments (checked by the
+  function's schema; arrays loaded without pickle) and requester; its state is the run's
+  context state, its policy and ledger its node config's; fedroc's executors run one task
+  at a time, so two runs do not share a site's state.
+- The sequestration service: ``/v1/budget`` and ``/v1/me`` show units, quotas and the plan's
+  public settings (``max_copies`` is the cap, a function of the sizes); Thresholdout's spend
+  is its sparse vector's crossings, which its answers show and its epsilon counts; a spent
+  budget refuses every query before the AUC is compared (no free crossing bits); a subset
+  always holds both classes, so no query fails on the labels.
 """
 
 from __future__ import annotations
