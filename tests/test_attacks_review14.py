@@ -6,7 +6,11 @@ the same commit as its test, or the hole stays documented as a strict xfail. Whe
 did not succeed (what held), the test asserts that it still fails.
 
 Closed: H14-1 (``delta_left`` and the privacy status's delta limit, 1/n, told the row count
-of a site under q rows: 20 of 20 -> 0 of 20).
+of a site under q rows: 20 of 20 -> 0 of 20); H14-2 (the partners' ``rocglm.scale`` answer
+"every score inside [0, 0.9]" and a secure curve over [0, 1]: the victim's rows in [0.9, 1],
+count and positives, 20 of 20 -> 0 of 20). Open: H14-2 the other way (a site's answer
+"outside", before its grid is bound, names the site of a pooled lone row: 20 of 20, strict
+xfail).
 
 Tried and held (a line each; the first two have tests below):
 
@@ -40,6 +44,7 @@ Tried and held (a line each; the first two have tests below):
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fedroc.apps.application  # noqa: F401  (registers every site function)
 from fedroc.data import SiteData
@@ -48,6 +53,14 @@ from fedroc.federation import Federation
 from fedroc.federation.site import Site
 
 TRIALS = 20
+
+
+def _try(f, *args, **kwargs):
+    """``f(*args, **kwargs)``, or None when a site refuses."""
+    try:
+        return f(*args, **kwargs)
+    except FedrocError:
+        return None
 
 
 # -- H14-1. the delta a site's limit leaves is 1/n: its row count under q --------------------
@@ -232,3 +245,109 @@ def test_the_privacy_status_does_not_say_a_refused_local_tree_was_released(capsy
     assert code == 0, err
     assert "released a local-DP histogram tree" not in out
     assert "asked for a local-DP histogram tree of 16 leaves" in out
+
+
+# -- H14-2. the partners' scale answers say where they hold no row -----------------------------
+
+
+def _victim_and_partners_below(seed: int, k: int) -> tuple[Federation, np.ndarray, np.ndarray]:
+    """A victim ``v`` of 120 rows, ``k`` (under q) of them in [0.9, 1], and two partners of 200
+    rows whose scores all lie below 0.89 (a model that never says more than 0.89 there)."""
+    rng = np.random.default_rng([1404, seed])
+    y = rng.random(120) < 0.4
+    y[:2] = [True, False]  # both classes among the rows at the top, when k >= 2
+    s = np.r_[rng.uniform(0.9, 1.0, k), rng.uniform(0.0, 0.89, 120 - k)]
+    sites = [Site("v", SiteData.from_arrays(y, s))]
+    for name in ("p1", "p2"):
+        sites.append(
+            Site(name, SiteData.from_arrays(rng.random(200) < 0.4, rng.uniform(0, 0.89, 200)))
+        )
+    return Federation.from_sites(sites), y, s
+
+
+def test_the_partners_scale_answers_do_not_isolate_a_sites_rows_in_a_secure_curve():
+    """H14-2. ``rocglm.scale`` tells whether every score of a site lies in the analyst's
+    ``score_range`` (the ROC-GLM's check of its public range before a release), a clear
+    statement that the site holds no row outside it. It bound no way of exact counts and no
+    grid: asked of the two partners over [0, 0.9] it said they hold no row above 0.9, and
+    the secure calibration curve over the three sites then had, in its bin [0.9, 1], the
+    victim's rows alone: their count (1 to 4, under q) and their positives, which the site
+    withholds in the clear and which H13-2 kept out of the pooled ``withheld``. On main
+    553c50b: the victim's count and positives in that bin in 20 of 20.
+
+    Now a scale is answered only over a range that holds the site's one grid of exact counts,
+    and a site with no grid yet binds the default grid over the range once its answer says
+    every score lies inside (as the ROC-GLM's setup binds it; an answer "outside" binds
+    nothing, so that a mistyped range does not bind the grid for good): the partners' answer
+    over [0, 0.9] binds their grid to [0, 0.9] and they refuse the secure curve over [0, 1]
+    (0 of 20); asked after the curve, the scale over [0, 0.9] is refused before the site reads
+    its rows. The answer "outside" stays open (the strict xfail below)."""
+    from fedroc.secagg import secure_sum
+
+    found = refused = 0
+    for seed in range(TRIALS):
+        k = 1 + seed % 4
+        fed, y, s = _victim_and_partners_below(seed, k)
+        scale = np.array([0.0, 0.9])
+        said = _try(fed.call, "rocglm.scale", sites=["p1", "p2"], score_range=scale)
+        if said is None or not all(r["in_range"] for r in said.values()):
+            continue
+        pooled = _try(secure_sum, fed, "fedroc.calibration", n_bins=10)
+        if pooled is None:
+            refused += 1
+            continue
+        top = s >= 0.9
+        count, positives = int(np.asarray(pooled["count"])[9]), float(pooled["sum_observed"][9])
+        found += count == k and round(positives) == int(y[top].sum())
+    assert found == 0, f"the victim's rows above 0.9 (count, positives) in {found} of {TRIALS}"
+    assert refused == TRIALS  # the partners' grid is [0, 0.9]: no curve over [0, 1]
+    # The other order: the curve first binds the grid [0, 1]; the scale [0, 0.9] is refused
+    # before the site reads its rows, and [0, 1] (or wider) is still answered.
+    fed, _, _ = _victim_and_partners_below(0, 1)
+    secure_sum(fed, "fedroc.calibration", n_bins=10)
+    assert _try(fed.call, "rocglm.scale", sites=["p1"], score_range=scale) is None
+    wide = fed.call("rocglm.scale", sites=["p1"], score_range=np.array([-1.0, 2.0]))
+    assert wide["p1"]["in_range"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="H14-2 open the other way: a site with no grid yet answers 'outside' over a "
+    "narrower range and binds nothing (a mistyped --score-range must not bind its grid for "
+    "good), so its 'at least one row above 0.999' and a secure tree over [0, 1] whose pooled "
+    "top leaves hold one row give that row's class at the site",
+)
+def test_a_sites_scale_answer_outside_does_not_name_the_site_of_a_pooled_lone_row():
+    """H14-2 the other way (left open). A victim holds one row above 0.999, its partners none
+    (all below 0.99). Asked first, before any grid is bound, ``rocglm.scale`` over [0, 0.999]
+    answers ``in_range`` False at the victim, and binds nothing (a mistyped range must not
+    bind the site's grid). The secure exact tree over [0, 1] then has one pooled row in its
+    leaves above 0.999, of one class: the victim's lone top row and its label, 20 of 20 (on
+    main 553c50b and after the fix of the other direction). Closing it needs a site that
+    says nothing of a range narrower than its grid even before one is bound, which the
+    ROC-GLM's check of a public range (any range, before any release) does not allow yet."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    found = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1405, seed])
+        y = rng.random(120) < 0.4
+        s = np.r_[rng.uniform(0.9995, 1.0), rng.uniform(0.0, 0.99, 119)]
+        sites = [Site("v", SiteData.from_arrays(y, s))]
+        for name in ("p1", "p2"):
+            sites.append(
+                Site(name, SiteData.from_arrays(rng.random(200) < 0.4, rng.uniform(0, 0.99, 200)))
+            )
+        fed = Federation.from_sites(sites)
+        said = fed.call("rocglm.scale", sites=["v"], score_range=np.array([0.0, 0.999]))
+        if said["v"]["in_range"]:
+            continue
+        tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=0.0,
+                    hi=1.0)  # fmt: skip
+        if tree is None:
+            continue
+        top = slice(int(np.ceil(0.999 * 4096)), 4096)
+        pos, neg = int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
+        found += pos + neg == 1 and bool(pos) == bool(y[0])
+    assert found == 0, f"the victim's lone top row's class in {found} of {TRIALS}"

@@ -468,6 +468,65 @@ def bound_grid(ctx: SiteContext, lo: float, hi: float) -> tuple[float, float, An
     return float(glo), float(ghi), transform, b**h
 
 
+@fill_doc
+def range_holds_grid(ctx: SiteContext, function: str, lo: float, hi: float) -> bool:
+    """Refuse a public range that does not hold the site's grid; tell whether one is bound.
+
+    For a clear answer about where the site's scores lie (``rocglm.scale``'s ``in_range``,
+    the ROC-GLM setup's check of its range): "no score outside [lo, hi]" is a count of 0
+    outside, and inside the range of the grid whose cells the site sums securely it said
+    that the site adds nothing to the pooled cells there. Asked of the partners over [0,
+    0.9], the secure calibration curve's bin [0.9, 1] was a victim's rows alone, their count
+    under q and their positives (H14-2, review 14: 20 of 20). A range that holds the grid's
+    says nothing of its cells. A site with no grid yet answers over any range; the caller
+    binds the default grid over it (:func:`bound_grid`) once the answer says every score
+    lies inside, as the ROC-GLM's setup does (a mistyped range, answered "outside", binds
+    nothing). Call it holding the ledger's transaction, until that binding.
+
+    Parameters
+    ----------
+    {ctx, refused_function}
+    lo, hi : float
+        The range asked about, on the scores' own scale.
+
+    Returns
+    -------
+    bool
+        Whether the site's grid is bound (then ``[lo, hi]`` holds it).
+
+    Raises
+    ------
+    ArgumentRefused
+        ``lo >= hi``, or the range leaves out part of the bound grid's range (after its
+        transform).
+    """
+    if not lo < hi:
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {function!r}: argument 'score_range' needs lo < hi; "
+            f"got [{lo:g}, {hi:g}]",
+            site=ctx.site,
+            function=function,
+            argument="score_range",
+        )
+    if BIND_RANGE not in ctx.ledger.bindings:
+        return False
+    glo, ghi, transform = ctx.ledger.bindings[BIND_RANGE]
+    t = _on_scale(np.array([lo, hi], np.float64), transform)
+    if not (t[0] <= glo and t[1] >= ghi):
+        after = f" (after the {transform} transform)" if transform else ""
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {function!r}: argument 'score_range' [{lo:g}, {hi:g}] "
+            f"does not hold the range [{glo:g}, {ghi:g}]{after} of its one grid of exact "
+            "counts, bound by its first histogram, calibration, clustered or ROC-GLM "
+            "request; whether its scores lie in a narrower range would say which of that "
+            "grid's cells it adds no row to. Give a range that holds it",
+            site=ctx.site,
+            function=function,
+            argument="score_range",
+        )
+    return True
+
+
 def in_grid_range(scores: np.ndarray, grid: tuple[float, float, Any, int]) -> bool:
     """Tell whether every score lies in the range of ``grid`` (after its transform).
 

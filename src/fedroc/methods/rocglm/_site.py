@@ -63,6 +63,7 @@ from fedroc.federation.basic import (
     cuts_apart,
     grid_representatives,
     in_grid_range,
+    range_holds_grid,
 )
 from fedroc.federation.records import Record
 from fedroc.federation.roster import SIGNATURE_BYTES, split_signatures
@@ -258,6 +259,11 @@ def _bind_scale(
     score_range = args["score_range"]
     lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
     levels = check_levels(args["score_levels"])
+    # Only over a range that holds the site's grid, if one is bound (H14-2): an answer over
+    # a narrower one said which cells of it the site adds no row to, and the pooled secure
+    # cells there were the other sites' own. (Unbound, the caller binds the grid over the
+    # range once every score lies inside.)
+    range_holds_grid(ctx, function, lo, hi)
     scale: list[float] | dict[str, list[float]] = [lo, hi]
     key = keys.ROCGLM_SCALE_RANGE + repr(scale)
     if levels is not None:
@@ -297,10 +303,20 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     bisect the site's smallest and largest score.
     """
     s = ctx.data.score
-    lo, hi, levels = _bind_scale(ctx, FN_SCALE, args)
+    # Held from the check of the range against the grid to the grid's binding, so that no
+    # other process binds a grid the range does not hold in between (H14-2).
+    with ctx.ledger.transaction():
+        lo, hi, levels = _bind_scale(ctx, FN_SCALE, args)
+        in_range = bool(_outside(ctx, lo, hi) == 0)
+        if in_range:
+            # Every score inside: the site's grid is this range's if none is bound (as the
+            # setup binds it), so that its answer says nothing of a wider grid's cells
+            # (H14-2: the partners' "inside [0, 0.9]" and a secure curve over [0, 1] gave
+            # the victim's rows in [0.9, 1]). An answer "outside" binds nothing.
+            bound_grid(ctx, lo, hi)
     return Reply(
         {
-            "in_range": bool(_outside(ctx, lo, hi) == 0),
+            "in_range": in_range,
             "on_levels": bool(levels is None or np.isin(s, levels).all()),
             "few_values": bool(np.unique(s).size <= min(MAX_UNDECLARED_LEVELS, s.size / 2)),
         },
@@ -565,7 +581,11 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     # as every exact count the site sums securely does (R31); if no other request bound one,
     # the setup binds the default grid over its range, once the scale check above passed
     # (its answer is counted by MAX_SCALES already): a mistyped range, refused, binds nothing.
-    grid = bound_grid(ctx, lo, hi) if rule == "grid" else None
+    # On the "positives" rule too, which rounds nothing to it: its passed check says every
+    # score lies in the range, which must then hold the grid of the site's secure counts
+    # (H14-2, as rocglm.scale's answer).
+    bound = bound_grid(ctx, lo, hi)
+    grid = bound if rule == "grid" else None
     d = ctx.data
     if grid is not None and not in_grid_range(d.score, grid):
         # Rounded to the grid, every score outside would collapse into an end cell: a fit
