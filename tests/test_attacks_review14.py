@@ -10,7 +10,7 @@ of a site under q rows: 20 of 20 -> 0 of 20); H14-2 (the partners' ``rocglm.scal
 "every score inside [0, 0.9]" and a secure curve over [0, 1]: the victim's rows in [0.9, 1],
 count and positives, 20 of 20 -> 0 of 20). Open: H14-2 the other way (a site's answer
 "outside", before its grid is bound, names the site of a pooled lone row: 20 of 20, strict
-xfail).
+xfail). Wording: the privacy status called a refused local-DP tree's binding "released".
 
 Tried and held (a line each; the first two have tests below):
 
@@ -25,9 +25,9 @@ Tried and held (a line each; the first two have tests below):
   given to the analyst itself, through a secure sum too (the dropped site's reason), so
   ``epsilon_left`` adds nothing to what the replies say.
 - The pre-checks as oracles: ``fedroc.epsilon_left`` and ``fedroc.secagg.check`` read no
-  rows (the ledger's spend and bindings, the policy); ``rocglm.scale`` counts against
-  MAX_SCALES with the setup's check and refuses changed rows before it runs; the analyst's
-  own checks (the histogram's and the ROC-GLM's budget and floor) run on those answers.
+  rows (the ledger's spend and bindings, the policy); the analyst's own checks (the
+  histogram's and the ROC-GLM's budget and floor) run on those answers. ``rocglm.scale``
+  (the ROC-GLM's range pre-check) did not hold: H14-2.
 - ``calibration_count_noise_sd``: a function of the tree's shape, the bins and the noise
   variance (epsilon, noise, draws = sites or sites / threshold), no row.
 - Flower: a site ClientApp reads only the message's function, arguments (checked by the
