@@ -448,12 +448,18 @@ def test_privacy_status_describes_every_binding_key_the_privacy_layer_names():
     from fedroc.mpc.owner import JOB_BINDING
     from fedroc.privacy import keys
 
-    values = {"HISTOGRAM_RANGE": [0.0, 1.0, None], "HISTOGRAM_TREE": [2, 12]}
-    # ROCGLM_SCALE is the two scale keys' common prefix, bound by neither alone.
-    names = [n for n in keys.__all__ if n != "ROCGLM_SCALE"] + ["JOB_BINDING"]
+    job = {"job": "j", "terms": "t"}
+    values = {"HISTOGRAM_RANGE": [0.0, 1.0, None], "HISTOGRAM_TREE": [2, 12], "MPC_JOB": job}
+    # ROCGLM_SCALE is the two scale keys' common prefix, bound by neither alone; the module
+    # names the keys' marks too (SHOWN, KEPT, VALUE_NOT_SHOWN, value_shown), not keys.
+    names = [
+        n
+        for n in keys.__all__
+        if isinstance(getattr(keys, n), str) and n not in ("ROCGLM_SCALE", "VALUE_NOT_SHOWN")
+    ] + ["JOB_BINDING"]
     for name in names:
         key = JOB_BINDING if name == "JOB_BINDING" else getattr(keys, name)
         full = key + "fedroc.sum:n" if key.endswith(":") else key
-        value = values.get(name, {"job": "j", "terms": "t"} if name == "JOB_BINDING" else 3)
+        value = values.get(name, job if name == "JOB_BINDING" else 3)
         line = describe_binding(full, value)
         assert not line.startswith(full), (name, line)

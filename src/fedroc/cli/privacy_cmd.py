@@ -78,20 +78,30 @@ CLEAR_EDGES_SHOWN = "(the edges that split its rows, kept in its ledger, not sho
 
 
 def _shown_binding(key: str, value: Any) -> Any:
-    """Return a binding's value as the status shows it: nothing that is a function of rows."""
+    """Return a binding's value as the status shows it: nothing that is a function of rows.
+
+    Fail-closed: the value of a key marked safe to show in :mod:`fedroc.privacy.keys`
+    (:func:`~fedroc.privacy.keys.value_shown`) as it is, any other key's a placeholder (the
+    rows' digests and the clear cuts their own; a key unknown to this version,
+    :data:`~fedroc.privacy.keys.VALUE_NOT_SHOWN`). Before, a deny list of the two: a key
+    added later whose value depended on the rows would have been shown.
+    """
     from fedroc.privacy import keys
 
     if _rows_binding(key):
         return ROWS_DIGEST_SHOWN
     if key == keys.CLEAR_EDGES:
         return CLEAR_EDGES_SHOWN
-    return value
+    if keys.value_shown(key):  # the MPC owners' JOB_BINDING is keys.MPC_JOB
+        return value
+    return keys.VALUE_NOT_SHOWN
 
 
 def public_bindings(bindings: dict[str, Any]) -> dict[str, Any]:
-    """Return the bindings as the status shows them, without values that depend on the rows.
+    """Return the bindings as the status shows them, only values marked safe to show.
 
-    Those are the rows' digests and the clear clustered cuts kept.
+    The others (the rows' digests, the clear clustered cuts kept, any key not marked in
+    :mod:`fedroc.privacy.keys`) are placeholders.
     """
     return {k: _shown_binding(k, v) for k, v in bindings.items()}
 
@@ -99,13 +109,16 @@ def public_bindings(bindings: dict[str, Any]) -> dict[str, Any]:
 def describe_binding(key: str, value: Any) -> str:
     """Say in a sentence what a ledger binding holds the site to.
 
-    The raw pair is in --json, but for the rows' digests, which neither shows (H13-3).
+    The pair is in --json. Neither shows a value not marked safe to show
+    (:func:`public_bindings`; the rows' digests, H13-3): the sentence is of the value
+    the status shows.
     """
     # Imported here: `fedroc --help` and the other commands load no privacy layer.
     from fedroc.mpc.owner import JOB_BINDING
     from fedroc.privacy import keys
     from fedroc.privacy.ledger import ANY_QUANTITY, BudgetLedger
 
+    value = _shown_binding(key, value)
     if key == keys.ROWS or key.startswith(keys.ROWS + "+"):
         columns = key.split("+")[1:]
         with_columns = f" (with column(s) {', '.join(columns)})" if columns else ""
@@ -162,6 +175,11 @@ def describe_binding(key: str, value: Any) -> str:
         return f"authorised MPC job {value.get('job')} ({_shown(value.get('terms'))})"
     if key.startswith(keys.CONFUSION_THRESHOLD):
         return f"released a rocglm confusion table at threshold {_shown(value)} in the clear"
+    if key.startswith(keys.CONFUSION_ASKED):
+        return (
+            f"was asked for a rocglm confusion table at threshold {_shown(value)} in the clear "
+            "(answered or refused, it counts among the thresholds it answers)"
+        )
     return _describe_other(key, value)
 
 

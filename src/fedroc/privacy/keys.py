@@ -8,6 +8,13 @@ MPC owners' one key from :mod:`fedroc.mpc.owner`), so that a key renamed where i
 is not left behind where it is described. Keys ending in ``:`` are prefixes (a session id,
 a function, a value follows). Their values must not change: a site's ledger outlives the
 code that wrote it.
+
+Each key is marked here as :data:`SHOWN` (its values are the analyst's or the operator's
+choices, or the protocol's: partners, grids, thresholds, configuration) or :data:`KEPT`
+(its values are functions of the site's rows: its ledger keeps them, ``fedroc privacy
+status`` does not show them). The status shows the value of a key marked shown only
+(:func:`value_shown`): a key added without a mark, or one a newer version wrote, is shown
+as :data:`VALUE_NOT_SHOWN` (fail-closed; a test fails on a key left unmarked).
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ __all__ = [
     "CLUSTERED_ROWS_SESSION",
     "CLUSTERED_SECURE_EDGES",
     "CLUSTERED_SECURE_MOMENTS",
+    "CONFUSION_ASKED",
     "CONFUSION_THRESHOLD",
     "EXACT_COUNTS",
     "HISTOGRAM_RANGE",
     "HISTOGRAM_TREE",
     "JOINT_GRID",
+    "KEPT",
     "LOCAL_TREE",
+    "MPC_JOB",
     "PARTNERS",
     "RANGE_ROWS",
     "ROCGLM_SCALE",
@@ -34,6 +44,9 @@ __all__ = [
     "ROWS",
     "SECAGG_MASKED",
     "SECAGG_UNMASKED",
+    "SHOWN",
+    "VALUE_NOT_SHOWN",
+    "value_shown",
 ]
 
 # The federation (fedroc.federation.site): the rows' digests ("rows", "rows+cluster", ...),
@@ -53,14 +66,18 @@ SECAGG_UNMASKED = "secagg-unmasked:"
 # grid of secure trees, and the local-DP trees released (+ leaves).
 EXACT_COUNTS = "fedroc.calibration:release"
 CONFUSION_THRESHOLD = "rocglm.confusion-threshold:"
+# The thresholds of confusion tables asked in the clear, bound before the rows are read
+# (+ threshold; fedroc.methods.rocglm._site).
+CONFUSION_ASKED = "rocglm.confusion-asked:"
 CLEAR_EDGES = "clustered:clear-edges"
 HISTOGRAM_RANGE = "histogram-tree:range"
 HISTOGRAM_TREE = "histogram-tree:tree"
 LOCAL_TREE = "histogram-local:leaves:"
 # The methods: the histogram's joint grid, the ROC-GLM's score scales (+ the scale), the
 # clustered method's clear and secure bindings and the secure round-1 sessions it signed
-# rows in (+ session id). (The MPC owners' jobs are fedroc.mpc.owner.JOB_BINDING: the MPC
-# engine stays free of the privacy package's imports.)
+# rows in (+ session id). (The MPC owners' jobs (+ job id) are fedroc.mpc.owner.JOB_BINDING,
+# spelt there again: the MPC engine stays free of the privacy package's imports; a test
+# holds the two equal.)
 JOINT_GRID = "histogram-joint:grid"
 ROCGLM_SCALE = "rocglm.scale:"
 ROCGLM_SCALE_RANGE = ROCGLM_SCALE + "range:"
@@ -70,3 +87,56 @@ CLUSTERED_MOMENTS = "clustered-clear:moments"
 CLUSTERED_SECURE_EDGES = "clustered-secure:edges"
 CLUSTERED_SECURE_MOMENTS = "clustered-secure:moments"
 CLUSTERED_ROWS_SESSION = "clustered-secure:rows-session:"
+MPC_JOB = "mpc-job:"
+
+#: The keys whose values ``fedroc privacy status`` shows: what the analyst asked for or the
+#: operator set (arguments, grids, ranges, thresholds, edges or their digests, the way of
+#: exact counts), the partners and sessions of secure aggregation, MPC jobs' terms digests.
+#: None of them is computed from the rows. A key ending in ``:`` marks every key it starts.
+SHOWN = frozenset(
+    {
+        ARGUMENT,
+        PARTNERS,
+        SECAGG_MASKED,
+        SECAGG_UNMASKED,
+        EXACT_COUNTS,
+        CONFUSION_THRESHOLD,
+        CONFUSION_ASKED,
+        HISTOGRAM_RANGE,
+        HISTOGRAM_TREE,
+        LOCAL_TREE,
+        JOINT_GRID,
+        ROCGLM_SCALE,
+        ROCGLM_SCALE_RANGE,
+        ROCGLM_SCALE_RANGE_LEVELS,
+        CLUSTERED_EDGES,
+        CLUSTERED_MOMENTS,
+        CLUSTERED_SECURE_EDGES,
+        CLUSTERED_SECURE_MOMENTS,
+        CLUSTERED_ROWS_SESSION,
+        MPC_JOB,
+    }
+)
+#: The keys whose values are functions of the rows, kept in the ledger and never shown: the
+#: rows' digests (with their "+column" suffixes) and the clear clustered cuts kept (the
+#: first edge above each group of scores; review 13, H13-3).
+KEPT = frozenset({ROWS, RANGE_ROWS, CLEAR_EDGES})
+#: What the status shows in place of a value not marked :data:`SHOWN`.
+VALUE_NOT_SHOWN = "(a value not marked safe to show, kept in its ledger, not shown)"
+
+
+def value_shown(key: str) -> bool:
+    """Whether ``fedroc privacy status`` may show the value bound under ``key``.
+
+    Parameters
+    ----------
+    key : str
+        A ledger binding's key.
+
+    Returns
+    -------
+    bool
+        True when ``key`` is marked :data:`SHOWN`, itself or (a prefix ending in ``:``) by
+        its start; False for any other key, one unknown to this version included.
+    """
+    return key in SHOWN or any(p.endswith(":") and key.startswith(p) for p in SHOWN)

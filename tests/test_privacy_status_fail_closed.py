@@ -1,0 +1,70 @@
+"""`fedroc privacy status` shows a binding's value only where fedroc.privacy.keys marks it safe.
+
+It hid the values that depend on the rows by a deny list (the rows' digests, the clear
+clustered cuts): a key added later whose value depends on the rows would have been shown
+as ``key = value``. Now the keys are marked one by one, and the value of a key not marked
+safe to show (a key unknown to this version too) is a placeholder in the table and in
+--json.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fedroc.privacy import keys
+from tests._cli import run_main
+
+SECRET = 48151623.42
+
+
+def _key_names() -> list[str]:
+    """The names of the ledger keys (the strings) that fedroc.privacy.keys defines."""
+    return [n for n in keys.__all__ if isinstance(getattr(keys, n), str) and n != "VALUE_NOT_SHOWN"]
+
+
+def test_every_ledger_key_is_marked_shown_or_kept():
+    """A key added to fedroc.privacy.keys without a mark fails here, not in an operator's
+    status (where it would be hidden, fail-closed, but unsaid)."""
+    names = _key_names()
+    assert "ROWS" in names and "CLEAR_EDGES" in names and "PARTNERS" in names
+    marks = {n: (getattr(keys, n) in keys.SHOWN, getattr(keys, n) in keys.KEPT) for n in names}
+    unmarked = [n for n, (shown, kept) in marks.items() if shown == kept]
+    assert not unmarked, f"marked neither or both shown and kept: {unmarked}"
+    # the values that depend on the rows are kept, whatever their key's suffix
+    for key in (keys.ROWS, keys.ROWS + "+cluster", keys.RANGE_ROWS + "+score_b", keys.CLEAR_EDGES):
+        assert not keys.value_shown(key), key
+    for key in (keys.PARTNERS + "*", keys.HISTOGRAM_TREE, keys.ARGUMENT + "f:n_bins"):
+        assert keys.value_shown(key), key
+
+
+def test_the_mpc_owners_job_key_is_the_one_marked():
+    """The MPC engine keeps its key without importing the privacy layer; the mark holds it."""
+    from fedroc.mpc.owner import JOB_BINDING
+
+    assert JOB_BINDING == keys.MPC_JOB and keys.value_shown(JOB_BINDING + "job-1")
+
+
+@pytest.mark.parametrize("key", ["made-up:row-total", "rowsx", "histogram-tree:rangex"])
+def test_a_key_unknown_to_this_version_shows_no_value(capsys, tmp_path, key):
+    """A ledger with a key this version does not know: its value is not shown, in the table
+    or in --json; the key is (an operator sees that something is bound)."""
+    entries = [
+        {"kind": "binding", "key": key, "value": SECRET},
+        {"kind": "binding", "key": keys.PARTNERS + "*", "value": ["a", "b", "c"]},
+    ]
+    text = "".join(json.dumps(e) + "\n" for e in entries)
+    (tmp_path / "a.ledger.jsonl").write_text(text)
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert code == 0, err
+    code, raw, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
+    assert code == 0, err
+    for shown in (out, raw):
+        assert "48151623" not in shown and "4.815" not in shown
+    site = json.loads(raw)["sites"][0]
+    assert site["bindings"][key] == keys.VALUE_NOT_SHOWN
+    assert keys.VALUE_NOT_SHOWN in site["binding_notes"][key]
+    # a key marked safe keeps its value and its sentence
+    assert site["bindings"][keys.PARTNERS + "*"] == ["a", "b", "c"]
+    assert "a: secure sums only with a, b, c" in " ".join(out.split())
