@@ -259,15 +259,15 @@ def test_privacy_status_names_what_the_spending_was_for(capsys, csv, tmp_path):
     raw = json.loads(run_main(capsys, status)[1])
     site = raw["sites"][0]
     # The rows' digest is in neither (H13-3: with the rows but one label, it tells the
-    # label); the ledger file keeps it.
+    # label); the ledger file keeps it, keyed by the ledger's salt (kept beside it).
     ledger = next(audit.glob("a*.ledger.jsonl")).read_text()
     digest = next(
         json.loads(line)["value"] for line in ledger.splitlines()
         if json.loads(line).get("key") == "rows"
     )  # fmt: skip
-    assert len(digest) == 64 and digest[:12] not in text
+    assert digest.startswith("keyed:") and len(digest) == 70 and digest[6:18] not in text
     assert site["bindings"]["rows"] == "(a digest of its rows, kept in its ledger, not shown)"
-    assert digest[:12] not in json.dumps(raw)
+    assert digest[6:18] not in json.dumps(raw)
     assert "a: holds its exact releases to one version of its rows" in text
     assert "a: secure sums only with a, b, c" in text
     # R12-2's record of the set each session's masked input went over (b696d11) was listed

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import hmac
 import json
 import os
 import threading
@@ -58,12 +59,13 @@ from fedroc.federation.records import Record, check_record
 from fedroc.federation.roster import SiteIdentity
 from fedroc.federation.schema import ArgumentRefused, Schema, check_arguments
 from fedroc.privacy import keys
-from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for
+from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for, salt_path_for
 from fedroc.privacy.policy import DisclosurePolicy, ReleaseKind
 
 __all__ = [
     "AGGREGATE_MODS",
     "DIRECT_MODS",
+    "KEYED_ROWS",
     "AuditLog",
     "Call",
     "Handler",
@@ -78,8 +80,10 @@ __all__ = [
     "binding_refused",
     "check_noise_seed",
     "check_rows",
+    "check_rows_salt",
     "exact_refused",
     "get_site_function",
+    "keyed_digest",
     "registered_site_functions",
     "rows_changed",
     "site_function",
@@ -712,12 +716,12 @@ def bind_rows(call: Call, reply: Reply) -> None:
     labels and predicted sums, a lone row's probability; two secure sums whose other inputs
     are the same, the same. A DP reply of a function not registered ``noisy`` (ROC-GLM's
     noisy scores, whose lengths are the exact class sizes) binds too. The first such
-    release binds the rows' digests (:attr:`fedroc.data.SiteData.projection_digests`, the
-    same for the rows in any order: of the labels and scores, and of them with each subset
-    of the other columns loaded); after it, an exact release of other rows is refused. DP
-    releases compose in the ledger instead and are not bound. A site whose rows changed
-    releases exactly again only under a new ledger, which its operator chooses knowing that
-    the old releases stay subtractable from the new.
+    release binds the rows' digests (:attr:`fedroc.data.SiteData.projection_digests`, keyed
+    by the ledger's salt, :func:`keyed_digest`; the same for the rows in any order: of the
+    labels and scores, and of them with each subset of the other columns loaded); after it,
+    an exact release of other rows is refused. DP releases compose in the ledger instead and
+    are not bound. A site whose rows changed releases exactly again only under a new ledger,
+    which its operator chooses knowing that the old releases stay subtractable from the new.
 
     Call it holding the ledger's transaction, after the function ran and before its reply
     leaves.
@@ -738,8 +742,8 @@ def bind_rows(call: Call, reply: Reply) -> None:
     spec = _spec(call.function)
     if not spec.rows or (reply.dp and not spec.exact(call.args)):
         return
-    for key, digest in check_rows(ctx, call.function).items():
-        ctx.ledger.bind(key, digest)
+    for key, value in check_rows(ctx, call.function).items():
+        ctx.ledger.bind(key, value)
 
 
 @fill_doc
@@ -759,9 +763,10 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
     Returns
     -------
     dict of str to str
-        The ledger keys of the rows' digests and their values (of the cluster ids as read,
-        :attr:`~fedroc.data.SiteData.read_ids_digests`, where a ledger bound before their
-        canonical form agrees with those only).
+        The ledger keys of the rows' digests and the values to bind (of the cluster ids as
+        read, :attr:`~fedroc.data.SiteData.read_ids_digests`, where a ledger bound before
+        their canonical form agrees with those only): each digest keyed by the ledger's
+        salt (:func:`keyed_digest`).
 
     Raises
     ------
@@ -770,8 +775,8 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
     """
     if not ctx.policy.allow_exact:
         raise exact_refused(ctx, function)
-    digests = _row_digests(ctx)
-    if _changed(ctx, digests):
+    digests = _row_digests(ctx, function)
+    if _changed(ctx, digests, function):
         raise DisclosureError(
             f"site {ctx.site!r} refuses {function!r}: its rows changed since its first "
             "exact release under its privacy ledger, and exact releases of two versions of "
@@ -783,10 +788,88 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
             site=ctx.site,
             function=function,
         )
-    return digests
+    return _keyed(ctx, digests)
 
 
-def _row_digests(ctx: SiteContext) -> dict[str, str]:
+#: The start of a rows binding's value keyed by the ledger's salt. A value without it is the
+#: digest itself, as fedroc up to main 553c50b bound it: such a ledger is read as before.
+KEYED_ROWS = "keyed:"
+
+
+def keyed_digest(salt: bytes, digest: str) -> str:
+    """Return a digest of the rows as the ledger binds it: keyed by the ledger's salt.
+
+    The digest (:attr:`fedroc.data.SiteData.projection_digests`) is a fixed function of the
+    rows, its salt a constant of the code: bound as it was, a copy of the ledger file and
+    every row but one label gave the label (the digests of its two candidates, one bound:
+    20 of 20, ``tests/test_attacks_ledger_copy.py``). HMAC-SHA256 under the ledger's random
+    salt (:meth:`fedroc.privacy.ledger.BudgetLedger.rows_salt`, kept beside the ledger
+    file, not in it) tests no guess without the salt; the site, holding it, still checks
+    its rows.
+
+    Parameters
+    ----------
+    salt : bytes
+        The ledger's salt.
+    digest : str
+        A digest of the rows.
+
+    Returns
+    -------
+    str
+        :data:`KEYED_ROWS` and 64 hexadecimal digits.
+    """
+    return KEYED_ROWS + hmac.new(salt, digest.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def _keyed(ctx: SiteContext, digests: Mapping[str, str]) -> dict[str, str]:
+    salt = ctx.ledger.rows_salt(create=True)
+    assert salt is not None
+    return {key: keyed_digest(salt, digest) for key, digest in digests.items()}
+
+
+def _salt_missing(ctx: SiteContext, function: str) -> DisclosureError:
+    path = ctx.ledger.path
+    name = "" if path is None else f" ({salt_path_for(path).name}, beside its ledger)"
+    return DisclosureError(
+        f"site {ctx.site!r} refuses {function!r}: its ledger binds a digest of its rows "
+        f"keyed by a salt whose file{name} is missing, so it cannot tell its rows from "
+        "others; its operator restores the salt file from a copy, or starts the site on a "
+        "new ledger",
+        site=ctx.site,
+        function=function,
+    )
+
+
+def check_rows_salt(ledger: BudgetLedger, site: str) -> None:
+    """Refuse to start a site whose ledger binds keyed digests of its rows but has no salt.
+
+    Parameters
+    ----------
+    ledger : BudgetLedger
+        The site's ledger.
+    site : str
+        The site's name, for the error.
+
+    Raises
+    ------
+    InputError
+        Naming the ledger and its missing salt file.
+    """
+    keyed = any(
+        isinstance(v, str) and v.startswith(KEYED_ROWS)
+        for k, v in ledger.bindings.items()
+        if k.startswith((ROWS_KEY, RANGE_ROWS_KEY))
+    )
+    if keyed and ledger.path is not None and ledger.rows_salt(create=False) is None:
+        raise InputError(
+            f"site {site!r}: privacy ledger {str(ledger.path)!r} binds a digest of its rows "
+            f"keyed by the salt in {str(salt_path_for(ledger.path))!r}, which is missing; "
+            "restore it from a copy of the site's files, or start the site on a new ledger"
+        )
+
+
+def _row_digests(ctx: SiteContext, function: str = "the rows check") -> dict[str, str]:
     # Labels and scores ("rows"), and with each subset of the other columns loaded
     # ("rows+cluster", ...): a run that names the table's cluster column or second score
     # after one that did not reads the same rows, and one column changed is refused
@@ -795,9 +878,9 @@ def _row_digests(ctx: SiteContext) -> dict[str, str]:
     # form holds the digests of the ids as read, and the same reading is the same rows
     # (any change of an id is not); new keys bind in that form too.
     digests = _rows_keys(ctx.data.projection_digests)
-    if _changed(ctx, digests) and ctx.data.cluster is not None:
+    if _changed(ctx, digests, function) and ctx.data.cluster is not None:
         read = _rows_keys(ctx.data.read_ids_digests)
-        if not _changed(ctx, read):
+        if not _changed(ctx, read, function):
             return read
     return digests
 
@@ -807,13 +890,29 @@ def _rows_keys(projections: Mapping[tuple[str, ...], str]) -> dict[str, str]:
     return {ROWS_KEY + "".join("+" + k for k in names): d for names, d in projections.items()}
 
 
-def _changed(ctx: SiteContext, digests: Mapping[str, str]) -> bool:
+def _changed(
+    ctx: SiteContext, digests: Mapping[str, str], function: str = "the rows check"
+) -> bool:
+    """Whether a digest of the rows differs from the one bound under its key (if any).
+
+    A bound value is the digest keyed by the ledger's salt (:func:`keyed_digest`), or the
+    digest itself in a ledger written before the salt.
+    """
     bindings = ctx.ledger.bindings
-    return any(
-        bindings.get(key, digest) != digest
-        or bindings.get(RANGE_ROWS_KEY + key[len(ROWS_KEY) :], digest) != digest
-        for key, digest in digests.items()
-    )
+    for key, digest in digests.items():
+        for bound_key in (key, RANGE_ROWS_KEY + key[len(ROWS_KEY) :]):
+            if bound_key not in bindings:
+                continue
+            bound = bindings[bound_key]
+            if isinstance(bound, str) and bound.startswith(KEYED_ROWS):
+                salt = ctx.ledger.rows_salt(create=False)
+                if salt is None:
+                    raise _salt_missing(ctx, function)
+                if not hmac.compare_digest(bound, keyed_digest(salt, digest)):
+                    return True
+            elif bound != digest:
+                return True
+    return False
 
 
 def rows_changed(ctx: SiteContext) -> bool:
@@ -856,8 +955,8 @@ def bind_rows_read(ctx: SiteContext) -> None:
     ctx : SiteContext
         The site.
     """
-    for key, digest in _row_digests(ctx).items():
-        ctx.ledger.bind(key, digest)
+    for key, value in _keyed(ctx, _row_digests(ctx)).items():
+        ctx.ledger.bind(key, value)
 
 
 def _check_rows_first(call: Call) -> None:
@@ -887,11 +986,11 @@ def _run_binding_refusals(call: Call, next_handler: Handler) -> Reply:
         if _spec(call.function).rows and _spec(call.function).exact(call.args):
             with call.ctx.ledger.transaction():
                 try:
-                    digests = check_rows(call.ctx, call.function)
+                    values = check_rows(call.ctx, call.function)
                 except DisclosureError:
-                    digests = {}  # another version bound meanwhile: nothing to add
-                for key, digest in digests.items():
-                    call.ctx.ledger.bind(key, digest)
+                    values = {}  # another version bound meanwhile: nothing to add
+                for key, value in values.items():
+                    call.ctx.ledger.bind(key, value)
         raise
 
 
@@ -1017,6 +1116,7 @@ class Site:
             self.ledger = BudgetLedger(path=ledger_path_for(self.audit.path))
         else:
             self.ledger = BudgetLedger()
+        check_rows_salt(self.ledger, name)
         # Noted at start (written only when they changed), so that `fedroc privacy status`
         # shows the site's limits before its first DP release.
         self.ledger.note_limits(

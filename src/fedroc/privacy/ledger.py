@@ -18,6 +18,7 @@ import datetime as _dt
 import fcntl
 import json
 import os
+import secrets
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,9 +35,13 @@ __all__ = [
     "LedgerStatus",
     "ledger_path_for",
     "read_ledger_status",
+    "salt_path_for",
 ]
 
 LEDGER_SUFFIX = ".ledger.jsonl"
+#: Where a ledger's salt of its rows' digests lies: beside it, ``north.ledger.salt``.
+SALT_SUFFIX = ".salt"
+_SALT_BYTES = 32
 #: The quantity under which a site binds the partners of all its secure aggregations.
 ANY_QUANTITY = "*"
 
@@ -141,6 +146,24 @@ def ledger_path_for(audit_path: str | Path) -> Path:
     return p.with_name(stem + LEDGER_SUFFIX)
 
 
+def salt_path_for(ledger_path: str | Path) -> Path:
+    """Where a ledger keeps its salt of the rows' digests: beside it, not in it.
+
+    ``north.ledger.jsonl`` -> ``north.ledger.salt``
+
+    Parameters
+    ----------
+    ledger_path : str or pathlib.Path
+        The ledger's file.
+
+    Returns
+    -------
+    pathlib.Path
+        The salt's file, in the same folder.
+    """
+    return Path(ledger_path).with_suffix(SALT_SUFFIX)
+
+
 @dataclass
 class BudgetLedger:
     """DP events spent so far and the site's bindings.
@@ -168,6 +191,7 @@ class BudgetLedger:
         self._lock = threading.RLock()
         self._held = False  # this ledger's file lock is held (by the thread holding _lock)
         self._limits: dict[str, Any] | None = None  # the last "limits" entry's values
+        self._salt: bytes | None = None  # rows_salt(), once read or drawn
         if self.path is not None:
             self.path = Path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -309,6 +333,70 @@ class BudgetLedger:
                 return
             self._append([{"kind": "binding", "key": key, "value": value}])
             self.bindings[key] = value
+
+    # The salt of the rows' digests (fedroc.federation.site.bind_rows).
+    def rows_salt(self, *, create: bool) -> bytes | None:
+        """Return the ledger's random salt of the rows' digests it binds.
+
+        The rows binding holds a digest of the rows keyed by this salt, so that the
+        ledger file with every row but one label tests no guess of that label (a digest
+        under a constant salt did, as ``fedroc privacy status`` showing it had: H13-3). A
+        ledger on disk keeps it in a file of its own beside it (:func:`salt_path_for`,
+        mode 0600), which a copy of the ledger file does not hold; one in memory draws it
+        once. Drawn from the operating system's entropy (``secrets``).
+
+        Parameters
+        ----------
+        create : bool
+            Draw and keep a salt where the ledger has none; else return None then.
+
+        Returns
+        -------
+        bytes or None
+            32 bytes, or None (no salt kept and ``create`` false).
+
+        Raises
+        ------
+        InputError
+            The salt's file is not one this version wrote (damaged).
+        """
+        with self._lock:
+            if self._salt is not None:
+                return self._salt
+            if self.path is None:
+                self._salt = secrets.token_bytes(_SALT_BYTES) if create else None
+                return self._salt
+            path = salt_path_for(self.path)
+            if not path.exists():
+                if not create:
+                    return None
+                self._write_salt(path)
+            try:
+                salt = bytes.fromhex(path.read_text(encoding="ascii").strip())
+            except (UnicodeDecodeError, ValueError):
+                salt = b""
+            if len(salt) != _SALT_BYTES:
+                raise InputError(
+                    f"salt file {str(path)!r} of privacy ledger {str(self.path)!r} is damaged "
+                    f"(not {_SALT_BYTES} bytes in hex); restore it from a copy"
+                )
+            self._salt = salt
+            return salt
+
+    @staticmethod
+    def _write_salt(path: Path) -> None:
+        """Write a new salt to ``path`` unless another process wrote one first (kept then)."""
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as fh:
+                fh.write(secrets.token_bytes(_SALT_BYTES).hex() + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            with contextlib.suppress(FileExistsError):  # the other process's salt stays
+                os.link(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     # Secure aggregation: the set of sites each quantity was first aggregated over.
     @staticmethod

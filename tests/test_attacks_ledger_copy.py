@@ -1,0 +1,123 @@
+"""A copy of a site's ledger file and every row but one label: the label (H13-3 again).
+
+Since review 13 ``fedroc privacy status`` shows no digest of the rows, but the ledger file
+keeps one (the rows binding, :func:`fedroc.federation.site.bind_rows`). The digest was a
+fixed function of the rows (``SiteData.projection_digests``, its salt a constant of the
+code): whoever holds a copy of the ledger file (a backup, a file handed over for an audit
+of the spending) and every row but one label computes the digest of both candidates and
+finds the one bound, as the status gave it before. The bound digest is now keyed by a
+random salt of the ledger's own, kept beside it (``<site>.ledger.salt``, not in the ledger
+file), so that the site still checks its rows and the ledger file alone tests no guess.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fedroc.apps.application  # noqa: F401  (registers every site function)
+from fedroc.data import SiteData
+from fedroc.exceptions import DisclosureError, InputError
+from fedroc.federation import Federation
+from fedroc.federation.site import Site
+
+TRIALS = 20
+
+
+def _bound_values(ledger_text: str) -> list[str]:
+    """Every value of a binding in a ledger file, as text."""
+    values = []
+    for line in ledger_text.splitlines():
+        entry = json.loads(line)
+        if entry.get("kind") == "binding":
+            values.append(json.dumps(entry["value"]))
+    return values
+
+
+def test_a_copy_of_the_ledger_file_and_every_row_but_one_label_gives_no_label(tmp_path):
+    """H13-3 through the file. On main 553c50b, a site of 200 rows after ``fedroc.sum``:
+    the label of row 0 from the ledger file's rows binding in 20 of 20. Now 0 of 20 (the
+    value bound matches neither candidate's digest)."""
+    found = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1330, seed])
+        y, s = rng.random(200) < 0.4, rng.random(200)
+        audit = tmp_path / str(seed)
+        site = Site("north", SiteData.from_arrays(y, s), audit=audit / "north.jsonl")
+        Federation.from_sites([site]).call("fedroc.sum")
+        copy = (audit / "north.ledger.jsonl").read_text()
+        bound = " ".join(_bound_values(copy))
+        assert "rows" in copy
+        fits = []
+        for label in (False, True):
+            guess = y.copy()
+            guess[0] = label
+            fits.append(SiteData.from_arrays(guess, s).projection_digests[()] in bound)
+        found += fits == [not y[0], bool(y[0])]
+    assert found == 0, f"row 0's label read from a copy of the ledger file in {found} of {TRIALS}"
+
+
+def _rows(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng([1331, seed])
+    return rng.random(100) < 0.4, rng.random(100)
+
+
+def test_the_salted_rows_binding_still_holds_the_site_to_its_rows(tmp_path):
+    """The site still refuses an exact release of other rows, restarted on the same
+    ledger; the same rows (in another order) are answered."""
+    y, s = _rows(0)
+    audit = tmp_path / "north.jsonl"
+    Federation.from_sites([Site("north", SiteData.from_arrays(y, s), audit=audit)]).call(
+        "fedroc.sum"
+    )
+    order = np.random.default_rng(5).permutation(y.size)
+    same = Site("north", SiteData.from_arrays(y[order], s[order]), audit=audit)
+    Federation.from_sites([same]).call("fedroc.sum")
+    changed = y.copy()
+    changed[0] = not changed[0]
+    other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
+    with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
+        Federation.from_sites([other]).call("fedroc.sum")
+
+
+def test_a_ledger_with_the_constant_salts_digest_still_holds(tmp_path):
+    """A ledger written before the salt (its rows binding the constant-salt digest, as
+    fedroc up to main 553c50b wrote it) is read as before: the same rows are answered, other
+    rows refused."""
+    y, s = _rows(1)
+    data = SiteData.from_arrays(y, s)
+    ledger = tmp_path / "north.ledger.jsonl"
+    entry = {"kind": "binding", "key": "rows", "value": data.projection_digests[()]}
+    ledger.write_text(json.dumps(entry) + "\n")
+    audit = tmp_path / "north.jsonl"
+    Federation.from_sites([Site("north", data, audit=audit)]).call("fedroc.sum")
+    changed = y.copy()
+    changed[3] = not changed[3]
+    other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
+    with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
+        Federation.from_sites([other]).call("fedroc.sum")
+    assert '"value": "' + data.projection_digests[()] in ledger.read_text()
+
+
+def test_a_salted_ledger_without_its_salt_file_is_refused_in_one_line(tmp_path):
+    """The salt lost, the site cannot tell its rows from others: it does not start (an error
+    that names the salt file, for its operator), nor does it answer as 'rows changed'."""
+    y, s = _rows(2)
+    audit = tmp_path / "north.jsonl"
+    data = SiteData.from_arrays(y, s)
+    Federation.from_sites([Site("north", data, audit=audit)]).call("fedroc.sum")
+    salt = tmp_path / "north.ledger.salt"
+    assert salt.exists() and salt.stat().st_mode & 0o777 == 0o600
+    salt.unlink()
+    with pytest.raises(InputError, match="north.ledger.salt") as exc:
+        Site("north", data, audit=audit)
+    assert "\n" not in str(exc.value)
+    # gone while the site runs: a refusal naming it, not 'its rows changed'
+    site = Site("north", data, ledger=tmp_path / "south.ledger.jsonl")
+    Federation.from_sites([site]).call("fedroc.sum")
+    (tmp_path / "south.ledger.salt").unlink()
+    site.ledger._salt = None  # a new process of the site, reading its files
+    with pytest.raises(DisclosureError, match="south.ledger.salt"):
+        Federation.from_sites([site]).call("fedroc.sum")
