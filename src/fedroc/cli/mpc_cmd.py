@@ -51,6 +51,10 @@ mpc_app = typer.Typer(
 
 # Seconds between `fedroc mpc run`'s "waiting for the cluster" lines on stderr.
 PROGRESS_EVERY = 10.0
+#: What `mpc share` asks of each class by default: a site's default minimum count q
+#: (DisclosurePolicy().min_count; spelt here so that the command line loads no privacy
+#: layer, a test holds them equal).
+DEFAULT_OWNER_MIN_COUNT = 5
 
 
 def _pairs(values: list[str] | None, what: str) -> dict[int, str]:
@@ -193,6 +197,14 @@ def share(
         bool, typer.Option("--noties", help="Also open the paper's no-tie AUROC.")
     ] = False,
     compare_score: CompareScoreOption = None,
+    owner_min_count: Annotated[
+        int,
+        typer.Option(
+            help="Share nothing unless this file holds this many rows of each class (the "
+            "owner's own minimum; default a site's default minimum count q). Lower it only "
+            "knowingly: --min-class-count is over all owners' rows.",
+        ),
+    ] = DEFAULT_OWNER_MIN_COUNT,
 ) -> None:
     """Sort, split, seal and sign an owner's rows for one job: one bundle file."""
     from fedroc.data import Columns
@@ -200,6 +212,8 @@ def share(
     from fedroc.mpc.net import ClusterConfig
     from fedroc.mpc.owner import JobTerms, load_owner_key
 
+    if owner_min_count < 0:
+        raise InputError(f"--owner-min-count must be 0 or more; got {owner_min_count}")
     key = load_owner_key(owner_key)
     terms = JobTerms.create(
         _owners_list(owners),
@@ -216,9 +230,26 @@ def share(
     rows = read_data(
         data, Columns(label, score, score_b=compare_score), coerce_pos_label(pos_label)
     )
+    _check_owner_counts(data, rows.n_pos, rows.n - rows.n_pos, owner_min_count)
     bundle = make_bundle(owner, rows.label, rows.score, terms, key, scores_b=rows.score_b)
     write_bundle(bundle, out_path)
     err.print(f"{rows.n} rows of {owner!r} sealed for job {terms.job} in {out_path}")
+
+
+def _check_owner_counts(data: Path, n_pos: int, n_neg: int, minimum: int) -> None:
+    """Refuse to seal a file with fewer than ``minimum`` rows of either class.
+
+    Through `fedroc evaluate --method mpc` such a site is refused under its policy's
+    minimum count; an owner sharing by hand sealed its 3 rows without a word (the job's
+    --min-class-count is over all owners' rows, checked under MPC).
+    """
+    count, what = min((n_pos, "positive"), (n_neg, "negative"))  # the smaller class
+    if count < minimum:
+        raise InputError(
+            f"data file {str(data)!r} has {count} {what} row(s), fewer than the minimum "
+            f"count {minimum} an owner shares by default (a site's minimum count q); "
+            f"nothing was sealed. To share it anyway, give --owner-min-count {count}"
+        )
 
 
 def _result_rows(stats: list[Any]) -> list[tuple[Any, ...]]:
