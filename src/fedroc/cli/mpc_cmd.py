@@ -51,6 +51,8 @@ mpc_app = typer.Typer(
 
 # Seconds between `fedroc mpc run`'s "waiting for the cluster" lines on stderr.
 PROGRESS_EVERY = 10.0
+# Seconds `fedroc mpc run` keeps trying to reach party 0 (it says so on stderr at once).
+CONNECT_TIMEOUT = 10.0
 #: What `mpc share` asks of each class by default: a site's default minimum count q
 #: (DisclosurePolicy().min_count; spelt here so that the command line loads no privacy
 #: layer, a test holds them equal).
@@ -290,9 +292,13 @@ def run(
     def waiting(seconds: float) -> None:
         err.print(f"MPC job {terms.job} over {n} rows: waiting for the cluster, {seconds:.0f} s")
 
-    result = ClusterClient(ClusterConfig.load(cluster)).run(
-        items, progress=waiting, every=PROGRESS_EVERY
+    def connecting(line: str) -> None:
+        err.print(f"MPC job {terms.job}: {line}", markup=False, highlight=False)
+
+    client = ClusterClient(
+        ClusterConfig.load(cluster), connect_timeout=CONNECT_TIMEOUT, connecting=connecting
     )
+    result = client.run(items, progress=waiting, every=PROGRESS_EVERY)
     o = result.outputs
     ci = logit_ci(o.auc, o.se, confidence) if o.se is not None and o.released else None
     # The keys of `fedroc evaluate --method mpc` for the same values (docs/json.md): the
@@ -356,6 +362,11 @@ def stop(
     """Ask a running cluster to shut down."""
     from fedroc.mpc.net import ClusterClient, ClusterConfig
 
-    ClusterClient(ClusterConfig.load(cluster), connect_timeout=5.0).shutdown()
+    config = ClusterConfig.load(cluster)
+    ClusterClient(
+        config,
+        connect_timeout=5.0,
+        connecting=lambda line: err.print(line, markup=False, highlight=False),
+    ).shutdown()
     err.print("shutdown sent")
     sys.stdout.flush()

@@ -1113,6 +1113,10 @@ def job_of(bundles: list[Bundle], *, strict: bool = True) -> tuple[Any, AucSpec]
     return terms, terms.spec(tuple(b.n for b in bundles))
 
 
+#: Seconds the client waits for party 0 before it says it is trying to reach it.
+CONNECT_NOTICE_AFTER = 0.5
+
+
 class ClusterClient:
     """Submit jobs to party 0 of a running cluster.
 
@@ -1122,19 +1126,42 @@ class ClusterClient:
         The cluster file; it must name the client's certificate (``[client] cert``).
     connect_timeout : float, default 10
         Seconds to keep trying to reach party 0.
+    connecting : callable, optional
+        Called with one line (``trying to reach party 0 at HOST:PORT ...``) when party 0
+        has not answered within :data:`CONNECT_NOTICE_AFTER` seconds, so that a user is not
+        left waiting the whole ``connect_timeout`` in silence before "could not reach party
+        0" (``fedroc mpc run`` prints it on stderr). Not called when party 0 answers at
+        once.
     """
 
-    def __init__(self, config: ClusterConfig, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        connect_timeout: float = 10.0,
+        connecting: Callable[[str], None] | None = None,
+    ) -> None:
         self.cfg = config
         self.connect_timeout = connect_timeout
+        self.connecting = connecting
         if config.client_cert is None:
             raise InputError(f"cluster file {str(config.path)!r} has no [client] cert")
         self.ctx = _context(config, config.client_cert, config.client_key, False, "[client]")
 
     def _connect(self) -> FrameSocket:
         deadline = time.monotonic() + self.connect_timeout
+        entry = self.cfg.parties[0]
+        notice = None
+        if self.connecting is not None:
+            line = (
+                f"trying to reach party 0 (proxy 0) at {entry.host}:{entry.port}, for up to "
+                f"{self.connect_timeout:g} s"
+            )
+            notice = threading.Timer(CONNECT_NOTICE_AFTER, self.connecting, args=(line,))
+            notice.daemon = True
+            notice.start()
         try:
-            fs = _dial(self.ctx, self.cfg.parties[0], 0, "proxy 0", deadline, self.cfg.ca)
+            fs = _dial(self.ctx, entry, 0, "proxy 0", deadline, self.cfg.ca)
         except (NotThisCluster, CannotListen):
             raise
         except ProtocolError as exc:
@@ -1144,6 +1171,9 @@ class ClusterClient:
                 f"{exc}; is the cluster running (fedroc mpc party --cluster {self.cfg.path} "
                 "--id 0, 1 and 2)?"
             ) from None
+        finally:
+            if notice is not None:
+                notice.cancel()
         fs.send(Hello("client"))
         return fs
 
