@@ -37,7 +37,10 @@ __all__ = [
     "DEFAULT_SECAGG_MIN_SITES",
     "DisclosurePolicy",
     "ReleaseKind",
+    "delta_fits",
+    "epsilon_fits",
     "is_class_count_refusal",
+    "largest_fitting",
 ]
 
 # The refusal of a reply whose declared class count is below the minimum (check_release).
@@ -121,6 +124,97 @@ def policy_paths_relative_to(values: Mapping[str, Any], base: str | Path) -> dic
 
 #: What a spent epsilon limit leaves by the rounding of its charges' sum: nothing.
 _SPENT_REST = 1e-9
+#: The slack of every comparison of an epsilon against what a limit leaves (the rounding of
+#: a sum of charges): the site's own check (:meth:`DisclosurePolicy.check_release`) and the
+#: runs' pre-checks of what the sites have left take the same (:func:`epsilon_fits`).
+EPSILON_SLACK = 1e-12
+#: The same of a delta, relative: deltas are small (1e-12 would be 1e-7 of a delta of 1e-5).
+DELTA_SLACK = 1e-12
+#: The significant digits of a value a pre-check's refusal offers ("give ... X or less").
+OFFERED_DIGITS = 3
+
+
+def epsilon_fits(charge: float, left: float) -> bool:
+    """Whether an epsilon ``charge`` fits in the ``left`` of a limit (or in the limit).
+
+    The one comparison of a site's check and of the runs' pre-checks, so that a run a
+    pre-check passes is not refused by a site, nor a value it offers by itself.
+
+    Parameters
+    ----------
+    charge : float
+        The epsilon to charge (or the spend with it).
+    left : float
+        What the limit leaves (or the limit).
+
+    Returns
+    -------
+    bool
+        True when ``charge <= left + EPSILON_SLACK``.
+    """
+    return charge <= left + EPSILON_SLACK
+
+
+def delta_fits(charge: float, left: float) -> bool:
+    """Whether a delta ``charge`` fits in the ``left`` of a limit (as :func:`epsilon_fits`).
+
+    Parameters
+    ----------
+    charge : float
+        The delta to charge (or the spend with it).
+    left : float
+        What the limit leaves (or the limit).
+
+    Returns
+    -------
+    bool
+        True when ``charge <= left * (1 + DELTA_SLACK)``.
+    """
+    return charge <= left * (1 + DELTA_SLACK)
+
+
+def largest_fitting(left: float, per_unit: float = 1.0, *, fits: Any = epsilon_fits) -> float:
+    """Return the largest value a pre-check offers: it fits, as the user types it back.
+
+    The largest value of :data:`OFFERED_DIGITS` significant digits whose charge (the value
+    times ``per_unit``) ``fits`` in ``left``, checked on the value as printed: a refusal
+    that says "give X or less" prints it with ``:g`` exactly, and X is accepted. The
+    histogram's local-DP pre-check and the ROC-GLM's each rounded on their own and could
+    offer a value they refused (12.35 with 12.34567 left; 300 at 2 per unit with
+    599.9999999996 left).
+
+    Parameters
+    ----------
+    left : float
+        What the tightest limit leaves.
+    per_unit : float, default 1
+        The charge of one unit of the value (a histogram run charges twice its epsilon).
+    fits : callable, default :func:`epsilon_fits`
+        The comparison (:func:`delta_fits` for a delta).
+
+    Returns
+    -------
+    float
+        The value, or 0 where none fits.
+
+    Examples
+    --------
+    >>> largest_fitting(12.34567)
+    12.3
+    >>> largest_fitting(599.9999999996, 2.0)
+    299.0
+    """
+    if not (left > 0 and per_unit > 0 and math.isfinite(left)):
+        return 0.0
+    exponent = math.floor(math.log10(left / per_unit)) - (OFFERED_DIGITS - 1)
+    k = math.floor(left / per_unit / 10.0**exponent) + 1
+    while k > 0:
+        value = float(f"{k}e{exponent}")
+        if fits(value * per_unit, left):
+            return value
+        k -= 1
+    return 0.0
+
 
 # The functions a run asks every site before its first release, so that a run a site cannot
 # hold is refused with nothing spent. An allow-list without them refused the run with no word
@@ -619,7 +713,7 @@ class DisclosurePolicy:
             spent_eps, spent_delta = ledger.spent()
             eps, delta = ledger.spent_with(events)
             delta_limit = self.delta_limit_for(n_rows)
-            if eps > self.epsilon_limit + 1e-12:
+            if not epsilon_fits(eps, self.epsilon_limit):
                 raise DisclosureError(
                     f"site {site!r} refuses {function!r}: its privacy budget is epsilon "
                     f"{self.epsilon_limit:.4g}, it has spent {spent_eps:.4g} and this release "
@@ -628,7 +722,7 @@ class DisclosurePolicy:
                     site=site,
                     function=function,
                 )
-            if delta > delta_limit * (1 + 1e-12):
+            if not delta_fits(delta, delta_limit):
                 raise DisclosureError(
                     f"site {site!r} refuses {function!r}: its privacy budget is delta "
                     f"{delta_limit:.4g}, it has spent {spent_delta:.4g} and this release needs "

@@ -21,6 +21,7 @@ from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.federation.basic import site_limits
 from fedroc.privacy import MIN_DISCRETE_EPSILON
+from fedroc.privacy.policy import epsilon_fits, largest_fitting
 from fedroc.secagg import SecureSum, check_secure_sum, secure_sum
 
 from ._curves import INTERPOLATIONS
@@ -286,14 +287,6 @@ def _secure_sum(
     )
 
 
-def _round_down(x: float) -> float:
-    """``x`` rounded down to 3 significant digits (an epsilon that still fits)."""
-    if x <= 0:
-        return 0.0
-    step = 10.0 ** (math.floor(math.log10(x)) - 2)
-    return math.floor(x / step * (1 + 1e-12)) * step
-
-
 def _round_up(x: float) -> float:
     """``x`` rounded up to 3 significant digits (an epsilon that still reaches a floor)."""
     step = 10.0 ** (math.floor(math.log10(x)) - 2)
@@ -357,7 +350,7 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
         left = check_secure_sum(
             federation, COUNT_NAME, threshold=t, budget=True, allow_dropouts=opts.allow_dropouts
         )
-    short = {k: v for k, v in left.items() if need > v + 1e-12}
+    short = {k: v for k, v in left.items() if not epsilon_fits(need, v)}
     if not short:
         return
     counts, tree = (MOVED_ROW_CHARGE * e for e in (opts.count_epsilon, opts.tree_epsilon))
@@ -369,7 +362,7 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
         by_left.setdefault(f"{max(v, 0.0):.4g}", []).append(repr(k))
     sites = "; ".join(f"{', '.join(names)}: {v}" for v, names in by_left.items())
     least = min(short.values())
-    fits = _round_down(least / charge)
+    fits = largest_fitting(least, charge)  # the sites' own comparison, as printed
     instead = (
         f"give dp_epsilon {fits:g} or less, or ask the sites' operators to raise epsilon_limit"
         if fits > 0

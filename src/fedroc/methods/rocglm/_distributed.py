@@ -118,6 +118,7 @@ from fedroc.methods.rocglm._site import (
 )
 from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
+from fedroc.privacy.policy import delta_fits, epsilon_fits, largest_fitting
 from fedroc.secagg import check_secure_sum, secure_sum
 
 __all__ = [
@@ -824,12 +825,12 @@ def _check_sites_allow(
         )
         exact = analytic_gaussian_delta(sigma, epsilon=epsilon, sensitivity=sensitivity)
         charged = max(delta, exact)
-    for what, asked, key in (
-        ("epsilon", epsilon, "epsilon_left"),
-        ("delta", charged, "delta_left"),
+    for what, asked, key, fit in (
+        ("epsilon", epsilon, "epsilon_left", epsilon_fits),
+        ("delta", charged, "delta_left", delta_fits),
     ):
         left = {k: r[key] for k, r in replies.items() if key in r}
-        short = {k: v for k, v in sorted(left.items()) if asked > v * (1 + 1e-9) + 1e-15}
+        short = {k: v for k, v in sorted(left.items()) if not fit(asked, v)}
         if not short:
             continue
         if len(short) == 1:
@@ -839,9 +840,9 @@ def _check_sites_allow(
             listed = "; ".join(f"site {k!r} ({max(v, 0.0):.4g})" for k, v in short.items())
             sites = f"sites {listed} have left of their {what} limits"
         least = max(min(short.values()), 0.0)
-        fits = math.floor(least * 1e4) / 1e4 if what == "epsilon" else least
+        fits = largest_fitting(least, fits=fit)  # the sites' own comparison, as printed
         instead = (
-            f"give {what} {fits:.4g} or less, or ask the sites' operators to raise {what}_limit"
+            f"give {what} {fits:g} or less, or ask the sites' operators to raise {what}_limit"
             if fits > 0
             else f"no {what} fits; the sites' operators would have to raise {what}_limit"
         )
