@@ -149,6 +149,8 @@ def up(
     from fedroc.federation.flower.site_config import SiteNodeConfig
     from fedroc.privacy import DisclosurePolicy
 
+    if port is not None:
+        _check_port(port, serves="the SuperLink")
     work = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="fedroc-"))
     work = work.resolve()
     paths: dict[str, Path] = {}
@@ -260,13 +262,14 @@ def _connection(
     sites: list[str] | None,
 ) -> Any:
     """Choose the SuperLink to submit to: a deployment's, or one given by address."""
-    from fedroc.federation.flower.deploy import FlowerConnection
+    from fedroc.federation.flower.deploy import FlowerConnection, check_address
 
     if deployment is not None and superlink is not None:
         raise InputError("give --deployment or --superlink, not both")
     if deployment is not None:
         connection = FlowerConnection.from_file(deployment)
     elif superlink is not None:
+        check_address(superlink, "--superlink")
         if root_certificates is None and not insecure:  # the API's message named its keywords
             raise InputError(
                 "give --root-certificates CA.pem (the CA of the SuperLink's certificate), or "
@@ -665,6 +668,37 @@ def _owner_key(site: str, path: Path | None, home: Path) -> Path:
     return key
 
 
+def _check_port_number(port: int) -> None:
+    """Refuse a ``--port`` outside 1-65535, naming it."""
+    if not 1 <= port <= 65535:
+        raise InputError(f"--port must be a port number from 1 to 65535; got {port}")
+
+
+def _check_port(port: int, host: str = "127.0.0.1", serves: str = "its local Runtime API") -> None:
+    """Refuse a ``--port`` that is out of range or taken on ``host``, naming it, at once.
+
+    The node's (``flower supernode``): out of range, Flower's argument parser printed its
+    whole usage after the site was loaded; taken (a second node on the machine kept the
+    default 9094), the node printed a traceback ("SuperNode Runtime HTTP API failed to
+    start") and was restarted forever. The SuperLink's (``flower up``, ``flower
+    superlink``): "process [...] exited with status 2", or a failed key registration that
+    quoted Flower's "Connection to the SuperLink is unavailable" three times.
+    """
+    import socket
+
+    _check_port_number(port)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise InputError(
+                f"--port {port}: {host}:{port}, where it would serve {serves}, is not free "
+                f"({exc.strerror}; another process listens there? give another --port)"
+            ) from None
+
+
 @flower_app.command("supernode")
 def supernode(
     superlink: Annotated[str, typer.Option(help="SuperLink Fleet address HOST:PORT.")],
@@ -750,12 +784,14 @@ def supernode(
     ] = False,
 ) -> None:
     """Serve one site: a SuperNode tuned for fedroc (use it on each site's machine)."""
-    from fedroc.federation.flower.deploy import node_config_toml
+    from fedroc.federation.flower.deploy import check_address, node_config_toml
     from fedroc.federation.flower.identity import generate_node_key
     from fedroc.federation.flower.node import supervise
     from fedroc.federation.flower.site_config import SiteNodeConfig
     from fedroc.federation.roster import KEY_NAME, ROSTER_NAME, public_key_text, write_signing_key
 
+    check_address(superlink, "--superlink")
+    _check_port_number(port)
     if insecure == (root_certificates is not None):
         raise InputError("give --root-certificates CA.pem, or --insecure for a test on loopback")
     if root_certificates is not None:  # a bad CA made the node retry as if the link were down
@@ -801,6 +837,7 @@ def supernode(
     if (home / ROSTER_NAME).exists():
         write_signing_key(home / KEY_NAME)  # a roster is configured: the site needs its key
     site_obj = parsed.build()  # fail here, with the reason, rather than on the first call
+    _check_port(port)  # after the site's own checks: a taken port is the machine's state
     # Its secure-aggregation key: the other sites' operators list its public key in their
     # rosters, and this site aggregates only with the sites in NODE_DIR/roster.toml.
     secagg = write_signing_key(home / KEY_NAME)
@@ -898,11 +935,13 @@ def register(
     from fedroc.federation.flower.deploy import (
         CONNECTION_NAME,
         FlowerConnection,
+        check_address,
         flwr_executable,
         flwr_home,
     )
     from fedroc.federation.flower.identity import public_key_fingerprint, register_sites
 
+    check_address(superlink, "--superlink")
     keys: dict[str, Path] = {}
     for name, path in _site_key_files(site_key):
         public_key_fingerprint(path)  # a readable key, or an error naming the file
@@ -949,6 +988,9 @@ def health(
     if (superlink is None) == (node_dir is None):
         raise InputError("give --superlink HOST:PORT or --node-dir DIR")
     if superlink is not None:
+        from fedroc.federation.flower.deploy import check_address
+
+        check_address(superlink, "--superlink")
         if not insecure and root_certificates is None:
             raise InputError("give --root-certificates CA.pem (or --insecure)")
         if not insecure and root_certificates is not None:
@@ -1032,8 +1074,14 @@ def superlink_command(ctx: typer.Context) -> None:
     Beside flower-superlink's flags: --link-state memory (the default on Flower 1.41: the
     node registrations written through to --database) or sql (Flower's own SQL state).
     """
+    from fedroc.federation.flower._process import option_value
     from fedroc.federation.flower.superlink import main as superlink_main
 
+    port = option_value(ctx.args, "--port")
+    if port is not None:  # Flower's parser printed its usage; a taken port exited with 1
+        if not port.isdecimal():
+            raise InputError(f"--port must be a port number from 1 to 65535; got {port!r}")
+        _check_port(int(port), option_value(ctx.args, "--host", "127.0.0.1"), "the SuperLink")
     superlink_main(list(ctx.args))
 
 

@@ -1,0 +1,123 @@
+"""What a site's operator and an analyst mistype, walking through docs/flower.md.
+
+Each was found by doing the documented steps on loopback (2026-12-07): a bad address or
+port reached Flower, which failed after its start-up in words of its own, without naming the
+option (`flower run --superlink 127.0.0.1:99999`: 7 s, "Connection to the SuperLink is
+unavailable"; `flower supernode`: 18 s, exit status 1, "Exit Code: 600"; `--port 70000`:
+Flower's whole usage; a taken node port: a traceback, restarted forever). Now each is
+refused before anything starts: one line naming the option and the value, exit status 2.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _cli import run_main
+
+pytest.importorskip("flwr")
+
+from fedroc.exceptions import InputError
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port some other process listens on."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if a command got as far as starting or submitting anything."""
+    import fedroc.federation.flower.deploy as deploy
+    import fedroc.federation.flower.node as node
+    import fedroc.federation.flower.superlink as superlink
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command went on to start Flower")
+
+    monkeypatch.setattr(node, "supervise", started)
+    monkeypatch.setattr(deploy, "submit_job", started)
+    monkeypatch.setattr(deploy.LocalDeployment, "__enter__", started)
+    monkeypatch.setattr(deploy.LocalDeployment, "start", started, raising=False)
+    monkeypatch.setattr(superlink, "main", started)
+
+
+def _refused(capsys: pytest.CaptureFixture[str], args: list[str], *words: str) -> str:
+    code, out, err = run_main(capsys, args)
+    lines = err.strip().splitlines()
+    assert code == 2, (code, out, err)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def _site(tmp_path: Path) -> list[str]:
+    data = tmp_path / "north.csv"
+    data.write_text("label,score\n" + "".join(f"{i % 2},{i / 20}\n" for i in range(20)))
+    return ["--site", "north", "--data", str(data), "--node-dir", str(tmp_path / "node")]
+
+
+BAD_ADDRESSES = [
+    ("127.0.0.1:99999", "99999"),
+    ("127.0.0.1:0", "'0'"),
+    ("127.0.0.1:abc", "'abc'"),
+    ("localhost", "HOST:PORT"),
+    ("https://127.0.0.1:9093", "URL prefix"),
+    ("::1:9093", "[::1]:9093"),
+]
+
+
+@pytest.mark.parametrize(("address", "why"), BAD_ADDRESSES)
+def test_a_bad_superlink_address_is_refused_by_every_command_naming_it(
+    capsys, tmp_path, nothing_starts, address, why
+) -> None:
+    ca = ["--root-certificates", str(tmp_path / "ca.crt")]  # never read: the address is first
+    key = tmp_path / "north.pub"
+    commands = [
+        ["flower", "run", "--superlink", address, "--insecure", "--method", "rocglm"],
+        ["flower", "supernode", "--superlink", address, "--insecure", *_site(tmp_path)],
+        ["flower", "register", "--superlink", address, *ca, "--site-key", f"north={key}"],
+        ["flower", "health", "--superlink", address, "--insecure"],
+    ]
+    for args in commands:
+        line = _refused(capsys, args, "--superlink", repr(address), why)
+        assert line.startswith("error: --superlink"), line
+    assert not (tmp_path / "node").exists()  # the node made no keys for a wrong address
+
+
+def test_good_addresses_pass_the_check() -> None:
+    from fedroc.federation.flower.deploy import FlowerConnection, check_address
+
+    for address in ("127.0.0.1:9093", "link.example.org:1", "[::1]:65535", "localhost:8000"):
+        assert check_address(address, "--superlink") == address
+    with pytest.raises(InputError, match=r"address '127\.0\.0\.1:99999'"):
+        FlowerConnection("127.0.0.1:99999", insecure=True)
+
+
+def test_the_nodes_port_out_of_range_or_taken_is_refused_before_it_starts(
+    capsys, tmp_path, nothing_starts, taken_port
+) -> None:
+    base = ["flower", "supernode", "--superlink", "127.0.0.1:9093", "--insecure"]
+    _refused(capsys, [*base, *_site(tmp_path), "--port", "70000"], "--port", "70000")
+    taken = [*base, *_site(tmp_path), "--port", str(taken_port)]
+    _refused(capsys, taken, f"--port {taken_port}", "not free")
+    assert not (tmp_path / "node" / "node-auth.key").exists()  # refused before its keys
+
+
+def test_the_superlinks_port_out_of_range_or_taken_is_refused_before_it_starts(
+    capsys, tmp_path, nothing_starts, taken_port
+) -> None:
+    up = ["flower", "up", "--sites", "3", "--dir", str(tmp_path / "up")]
+    _refused(capsys, [*up, "--port", "70000"], "--port", "70000")
+    _refused(capsys, [*up, "--port", str(taken_port)], f"--port {taken_port}", "not free")
+    assert not (tmp_path / "up").exists()  # refused before the synthetic data was written
+    link = ["flower", "superlink", "--insecure", "--host", "127.0.0.1"]
+    _refused(capsys, [*link, "--port", "70000"], "--port", "70000")
+    _refused(capsys, [*link, f"--port={taken_port}"], f"--port {taken_port}", "not free")
