@@ -121,3 +121,37 @@ def test_the_superlinks_port_out_of_range_or_taken_is_refused_before_it_starts(
     link = ["flower", "superlink", "--insecure", "--host", "127.0.0.1"]
     _refused(capsys, [*link, "--port", "70000"], "--port", "70000")
     _refused(capsys, [*link, f"--port={taken_port}"], f"--port {taken_port}", "not free")
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('data = "{tmp}/nowhere.csv"', ["nowhere.csv", "does not exist"]),
+        ('data = "{tmp}/north.csv"\nmin_count = 10', ["min_count", "unknown node config key"]),
+        (
+            'data = "{tmp}/north.csv"\npolicy-file = "{tmp}/policy.toml"',
+            ["policy-file", "policy.toml"],
+        ),
+        ("data = {tmp}/north.csv", ["not readable TOML"]),
+    ],
+)
+def test_the_stock_nodes_executor_refuses_a_node_config_it_cannot_serve(
+    capsys, tmp_path, monkeypatch, body, words
+) -> None:
+    """It waited without a word; the analyst's first job then learnt only that the site is
+    "misconfigured on its SuperNode (details in its log)"."""
+    import fedroc.federation.flower.executor as executor
+
+    monkeypatch.chdir(tmp_path)  # a node directory defaults to ./fedroc-node-SITE
+    monkeypatch.setattr(executor, "serve", lambda *a, **k: pytest.fail("it started serving"))
+    _site(tmp_path)  # writes north.csv
+    config = tmp_path / "north.toml"
+    config.write_text('site = "north"\n' + body.format(tmp=tmp_path) + "\n")
+    args = ["flower", "executor", "--insecure", "--node-config", str(config)]
+    _refused(capsys, args, "--node-config", str(config), *words)
+    # The same file with its fault mended is taken.
+    served: list[object] = []
+    monkeypatch.setattr(executor, "serve", lambda *a, **k: served.append(k["node_config"]))
+    config.write_text(f'site = "north"\ndata = "{tmp_path}/north.csv"\n')
+    code, _, err = run_main(capsys, args)
+    assert code == 0 and served == [config], err

@@ -1009,6 +1009,27 @@ def health(
     raise typer.Exit(0 if report["healthy"] else 1)
 
 
+def _check_node_config(path: Path) -> None:
+    """Build the site of a node-config file, as the node's first message would, or refuse it.
+
+    A wrong data path, a misspelt key (``min_count``) or a missing policy file was found only
+    by the first job, which the analyst saw as "site 'north' is misconfigured on its
+    SuperNode (details in its log)", while the executor waited without a word.
+    """
+    import tomllib
+
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+
+    try:
+        config = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"--node-config {str(path)!r} is not readable TOML: {exc}") from None
+    try:
+        SiteNodeConfig.from_node_config(config).build()
+    except InputError as exc:
+        raise InputError(f"--node-config {str(path)!r}: {exc}") from None
+
+
 @flower_app.command("executor")
 def executor_command(
     runtime_api_address: Annotated[
@@ -1054,6 +1075,8 @@ def executor_command(
     ):
         if path is not None and not path.is_file():
             raise InputError(f"{option} {str(path)!r} does not exist")
+    if node_config is not None:
+        _check_node_config(node_config)
     err.print(f"fedroc executor: fedroc's ClientApp for the node at {runtime_api_address}")
     serve(
         runtime_api_address,
