@@ -155,3 +155,53 @@ def test_the_stock_nodes_executor_refuses_a_node_config_it_cannot_serve(
     config.write_text(f'site = "north"\ndata = "{tmp_path}/north.csv"\n')
     code, _, err = run_main(capsys, args)
     assert code == 0 and served == [config], err
+
+
+def _sent_options(monkeypatch, capsys, args: list[str]) -> dict[str, object]:
+    """The job `flower run ARGS` would submit (nothing is run)."""
+    from fedroc.federation.flower import deploy
+
+    sent: dict[str, object] = {}
+
+    def submit(connection: object, job: str, options: dict[str, object], **_: object) -> None:
+        sent.update(options)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(deploy, "submit_job", submit)
+    base = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure"]
+    code, _, err = run_main(capsys, [*base, *args])
+    assert code == 0 and sent, err
+    return sent
+
+
+def test_an_mpc_job_on_flower_can_ask_the_minimum_class_count_the_sites_require(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    """Sites started with --min-count 10 refused every `flower run --method mpc` ("the job's
+    minimum class count 5 is below the site's minimum of 10"), and no option of `flower
+    run` could raise it; `fedroc evaluate --mpc-min-class-count` could."""
+    from _flower_sites import write_sites
+
+    import fedroc.apps.application  # noqa: F401  (registers the evaluate job)
+    from fedroc.exceptions import DisclosureError
+    from fedroc.federation import Federation
+    from fedroc.federation.flower.jobs import run_job
+    from fedroc.privacy import DisclosurePolicy
+
+    options = _sent_options(monkeypatch, capsys, ["--method", "mpc", "--mpc-min-class-count", "10"])
+    assert options["options"] == {"mpc_min_class_count": 10}
+    run = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure"]
+    _refused(capsys, [*run, "--method", "mpc", "--mpc-min-class-count", "0"], "0")
+    _refused(
+        capsys, [*run, "--method", "rocglm", "--mpc-min-class-count", "10"], "--mpc-min-class-count"
+    )
+
+    paths = write_sites(tmp_path)
+
+    def federation() -> Federation:
+        return Federation.from_files(paths, policy=DisclosurePolicy(min_count=10))
+
+    with pytest.raises(DisclosureError, match="minimum class count 5 is below"):
+        run_job("evaluate", federation(), {"method": "mpc"})
+    result = run_job("evaluate", federation(), options)
+    assert result["method"] == "mpc" and 0.5 < result["auc"] < 1

@@ -257,7 +257,7 @@ FLOWER_TAKES: dict[str, frozenset[str]] = {
     "clustered": frozenset(
         {"n_bins", "population_estimator", "sigma11", "interval", "secure", "score_range"}
     ),
-    "mpc": _ASKS,
+    "mpc": _ASKS | {"mpc_min_class_count"},
 }
 
 #: The values the methods take (their constants: tests/test_flower_options.py). The
@@ -283,6 +283,7 @@ INTEGERS: dict[str, tuple[int, int | None]] = {
     "n_thresholds": (2, 64),  # rocglm's MAX_THRESHOLDS
     "bootstrap": (2, 500),  # rocglm's MAX_RESAMPLES
     "n_bins": (1, 1_000_000),  # clustered's MAX_BINS
+    "mpc_min_class_count": (1, (1 << 28) - 1),  # the MPC engine's MAX_N
 }
 _POSITIVE = ("dp_epsilon", "epsilon", "sensitivity")
 _OPEN_UNIT = ("delta", "a0")

@@ -543,6 +543,13 @@ def run(
     ] = None,
     # rocglm (paper 1), histogram (paper 5), clustered (paper 3): SHARED_METHOD_OPTIONS
     method_options: Mapping[str, Any] = NO_OPTIONS,
+    mpc_min_class_count: Annotated[
+        int | None,
+        typer.Option(
+            help="mpc: open nothing unless both classes have this many samples (default 5; "
+            "a site refuses a job below its --min-count)."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a fedroc job (by default: evaluate one method) on a Flower federation."""
@@ -570,7 +577,10 @@ def run(
             "column of its node config (`fedroc flower supernode --score`); compare two "
             "models with `fedroc evaluate --compare-score` where the rows are at hand"
         )
-    given_options = method_keywords(**method_options)
+    # Without it an MPC job over sites whose --min-count exceeds 5 could not run: each refused
+    # "the job's minimum class count 5 is below the site's minimum of 10", and no option of
+    # flower run could raise it (`fedroc evaluate --mpc-min-class-count` can).
+    given_options = method_keywords(**method_options, mpc_min_class_count=mpc_min_class_count)
     given_options.update(ask_keywords(**asks))
     options = _job_options(job, method, seed, confidence, bins, given_options)
     _check_sites(site, connection, deployment)
