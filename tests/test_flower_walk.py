@@ -10,6 +10,7 @@ refused before anything starts: one line naming the option and the value, exit s
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -243,3 +244,38 @@ def test_the_documented_runs_after_flower_up_all_succeed_in_their_order(
         options = _sent_options(monkeypatch, capsys, args)
         result = run_job(job, federation, options)  # a refusal raises
         assert "mean" in result or 0.5 < result["auc"] < 1, (args, result)
+
+
+def test_flower_up_says_each_step_of_its_start(monkeypatch, capsys, tmp_path) -> None:
+    """`flower up` printed "starting a SuperLink and 3 SuperNode(s) ..." and then nothing for
+    the 30-45 s its start took on a loaded machine. Its steps are now said as they are done
+    (here without processes: the SuperLink's port, the registration and the nodes' contact
+    are taken as done)."""
+    import fedroc.federation.flower.deploy as deploy
+
+    spawned: list[str] = []
+
+    def spawn(self: deploy.LocalDeployment, proc: deploy._Proc) -> None:
+        spawned.append(proc.name)
+        proc.popen = object()  # type: ignore[assignment]
+
+    monkeypatch.setattr(deploy, "_wait_port", lambda *args: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "_spawn", spawn)
+    monkeypatch.setattr(deploy.LocalDeployment, "register_sites", lambda self, timeout: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "wait_registered", lambda self, n, t: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "stop", lambda self: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "supervise", lambda self, restart: [])
+    args = ["flower", "up", "--sites", "3", "--dir", str(tmp_path), "--duration", "0"]
+    code, _, err = run_main(capsys, args)
+    assert code == 0, err
+    assert len(spawned) == 4  # the SuperLink and three nodes, none really started
+    steps = [line.strip() for line in err.splitlines() if line.startswith("  ")]
+    address = json.loads((tmp_path / "connection.json").read_text())["address"]
+    assert [s.split(" (")[0] for s in steps] == [
+        f"the SuperLink listens on {address}",
+        "the sites' keys are registered: site1, site2, site3",
+        "site 'site1': its SuperNode is connected",
+        "site 'site2': its SuperNode is connected",
+        "site 'site3': its SuperNode is connected",
+    ], err
+    assert all(s.endswith(" s)") for s in steps), steps

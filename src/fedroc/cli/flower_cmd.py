@@ -206,7 +206,7 @@ def up(
 
     previous = signal.signal(signal.SIGTERM, _stop)
     try:
-        deployment.start()
+        deployment.start(progress=lambda step: err.print(f"  {step}", highlight=False))
         connection = deployment.connection
         if as_json:
             emit_json({**connection.to_dict(), "directory": str(work)})
