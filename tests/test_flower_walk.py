@@ -279,3 +279,38 @@ def test_flower_up_says_each_step_of_its_start(monkeypatch, capsys, tmp_path) ->
         "site 'site3': its SuperNode is connected",
     ], err
     assert all(s.endswith(" s)") for s in steps), steps
+
+
+def test_supernode_tells_its_operator_the_register_command_of_the_docs(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    """The first start printed only Flower's `flwr supernode register PUB --name north`,
+    which needs a flwr configuration of the SuperLink; docs/flower.md (step 4) registers with
+    `fedroc flower register`. And `--epsilon-limit` said "(needs --audit)", though the node
+    always keeps an audit log and ledger (NODE_DIR/audit.jsonl by default)."""
+    import tomllib
+
+    import fedroc.federation.flower.node as node
+
+    monkeypatch.setattr(node, "supervise", lambda args, **_: 0)
+    with socket.socket() as free:  # the node's own port: one that nothing holds
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    args = ["flower", "supernode", "--superlink", "127.0.0.1:9093", "--port", port]
+    site = _site(tmp_path)
+    code, _, err = run_main(capsys, [*args, "--insecure", *site, "--epsilon-limit", "3"])
+    assert code == 0, err
+    public = tmp_path / "node" / "node-auth.pub"
+    # --insecure turns node authentication off: no key. With TLS the key and the line:
+    assert not public.exists()
+    monkeypatch.setattr("fedroc.cli.flower_cmd._check_certificates", lambda path: None)
+    tls = ["--root-certificates", str(tmp_path / "ca.crt")]
+    code, _, err = run_main(capsys, [*args, *tls, *site, "--epsilon-limit", "3"])
+    assert code == 0, err
+    line = " ".join(err.split())
+    assert "fedroc flower register --superlink 127.0.0.1:9093" in line, line
+    assert f"--site-key north={public}" in line, line
+    config = tomllib.loads((tmp_path / "node" / "node-config.toml").read_text())
+    assert config["epsilon-limit"] == 3 and config["audit"].endswith("audit.jsonl")
+    _, out, _ = run_main(capsys, ["flower", "supernode", "--help"])
+    assert "needs --audit" not in " ".join(out.split())

@@ -745,10 +745,12 @@ def supernode(
     allow_noisy: Annotated[bool, typer.Option(help="Allow DP-noisy releases.")] = True,
     allow_shares: Annotated[bool, typer.Option(help="Allow secret shares.")] = True,
     epsilon_limit: Annotated[
-        float | None, typer.Option(help="Lifetime epsilon budget (needs --audit).")
+        float | None,
+        typer.Option(help="Lifetime epsilon budget (the ledger beside the audit log keeps it)."),
     ] = None,
     delta_limit: Annotated[
-        float | None, typer.Option(help="Lifetime delta budget (needs --audit).")
+        float | None,
+        typer.Option(help="Lifetime delta budget (the ledger beside the audit log keeps it)."),
     ] = None,
     allowed_functions: Annotated[
         str | None, typer.Option(help="Comma-separated site functions the site runs.")
@@ -866,8 +868,10 @@ def supernode(
             key = generate_node_key(home, site)
             auth_key = key.private_key
             err.print(
-                f"node key {key.public_key} ({key.fingerprint}); the SuperLink must have it "
-                f"registered: flwr supernode register {key.public_key} --name {site}",
+                f"node key {key.public_key} ({key.fingerprint}); the SuperLink's operator must "
+                f"register it: fedroc flower register --superlink {superlink} "
+                f"--root-certificates CA --site-key {site}={key.public_key} (or flwr supernode "
+                f"register {key.public_key} --name {site})",
                 highlight=False,
             )
         elif not auth_key.is_file():
