@@ -201,7 +201,10 @@ def test_an_unregistered_node_and_an_unknown_site_are_refused(site_files, tmp_pa
     transport = FlowerTransport(
         grid, sites=["site1"], site_keys=pins, require_registered=True, timeout=5
     )
-    assert "has no registered key" in transport.refused[5]
+    assert (
+        "declares site 'elsewhere', whose key the analyst has not pinned" in (transport.refused[5])
+    )
+    assert "pinned for ['site1', 'site2', 'site3']" in transport.refused[5]
     grid, _, _ = _deployment(
         site_files, tmp_path, {1: "site1", 5: "site1"}, {1: ("site1", "site1")}
     )

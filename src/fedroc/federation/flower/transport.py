@@ -401,9 +401,12 @@ class FlowerTransport(Transport):
             except InputError:
                 found = "an unreadable key"
             if pinned is None:
+                # It said "which has no registered key in this deployment", also of a
+                # genuine node with a registered key that the run merely did not pin.
                 return (
-                    f"Flower node {node} declares site {site!r}, which has no registered key "
-                    f"in this deployment (sites: {sorted(self.site_keys)}); refused"
+                    f"Flower node {node} declares site {site!r}, whose key the analyst has not "
+                    f"pinned (keys pinned for {sorted(self.site_keys)}: --site-key, or the "
+                    "deployment's connection.json); refused"
                 )
             if found not in pinned:
                 return (
