@@ -314,3 +314,51 @@ def test_supernode_tells_its_operator_the_register_command_of_the_docs(
     assert config["epsilon-limit"] == 3 and config["audit"].endswith("audit.jsonl")
     _, out, _ = run_main(capsys, ["flower", "supernode", "--help"])
     assert "needs --audit" not in " ".join(out.split())
+
+
+def test_a_superlink_flower_calls_unavailable_is_told_apart_from_a_wrong_ca(tmp_path) -> None:
+    """`flower run` and `flower register` with the CA of another deployment said only
+    Flower's "Connection to the SuperLink is unavailable. Please check your network
+    connection", as for a SuperLink that is down. A direct check of its /health now says
+    which: the certificate failed verification, or nothing listens there."""
+    import http.server
+    import ssl
+    import threading
+
+    from fedroc.federation.flower.deploy import (
+        FlowerConnection,
+        generate_certificates,
+        unavailable_why,
+    )
+
+    ours = generate_certificates(tmp_path / "ours", ["127.0.0.1"])
+    other = generate_certificates(tmp_path / "other", ["127.0.0.1"])
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(ours.server_cert, ours.server_key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    flower_said = "Connection to the SuperLink is unavailable. Please check your network"
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        wrong = unavailable_why(FlowerConnection(address, other.ca_cert), flower_said)
+        assert "CERTIFICATE_VERIFY_FAILED" in wrong and str(other.ca_cert) in wrong, wrong
+        assert unavailable_why(FlowerConnection(address, ours.ca_cert), flower_said) == ""
+        assert unavailable_why(FlowerConnection(address, other.ca_cert), "Invalid port") == ""
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, not listening: refused
+        down = unavailable_why(FlowerConnection(address, ours.ca_cert), flower_said)
+    assert "Connection refused" in down and "certificate" not in down, down

@@ -45,7 +45,7 @@ from fedroc.cli._options import (
     ScoreOption,
     takes_options,
 )
-from fedroc.exceptions import InputError
+from fedroc.exceptions import FedrocError, InputError
 
 flower_app = typer.Typer(
     name="flower",
@@ -952,6 +952,7 @@ def register(
         check_address,
         flwr_executable,
         flwr_home,
+        unavailable_why,
     )
     from fedroc.federation.flower.identity import public_key_fingerprint, register_sites
 
@@ -966,7 +967,10 @@ def register(
         import os
 
         env = {**os.environ, **flwr_home(connection, Path(tmp))}
-        nodes = register_sites([flwr_executable()], env, keys, connection_name=CONNECTION_NAME)
+        try:
+            nodes = register_sites([flwr_executable()], env, keys, connection_name=CONNECTION_NAME)
+        except FedrocError as exc:  # Flower's "unavailable" also stood for a wrong CA
+            raise FedrocError(str(exc) + unavailable_why(connection, str(exc))) from None
     rows = [(n, nodes[n], public_key_fingerprint(keys[n])) for n in keys]
     if as_json:
         emit_json({"sites": [{"name": n, "node_id": i, "fingerprint": f} for n, i, f in rows]})

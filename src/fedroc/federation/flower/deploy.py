@@ -65,6 +65,31 @@ JOB_KEY = "fedroc-job"
 QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
 
 
+def unavailable_why(connection: FlowerConnection, text: str) -> str:
+    """Why Flower found the SuperLink "unavailable", from a direct check of its ``/health``.
+
+    ``flwr run`` says "Connection to the SuperLink is unavailable" for a SuperLink that is
+    down and for one whose certificate the analyst's CA did not sign (a wrong
+    ``--root-certificates``) alike; the check names which (e.g. CERTIFICATE_VERIFY_FAILED).
+    """
+    if "unavailable" not in text:
+        return ""
+    from fedroc.federation.flower.health import check_superlink
+
+    ca = None if connection.insecure else connection.root_certificates
+    report = check_superlink(connection.address, ca, timeout=5.0)
+    if report["healthy"]:
+        return ""
+    detail = str(report["detail"])
+    if "CERTIFICATE_VERIFY_FAILED" in detail or "certificate" in detail.lower():
+        return (
+            f" (a direct check of its /health: {detail}: the SuperLink's certificate is not "
+            f"one the CA of --root-certificates {str(ca)!r} signed, or does not name "
+            f"{connection.address.rpartition(':')[0]})"
+        )
+    return f" (a direct check of its /health: {detail})"
+
+
 def check_address(address: str, name: str = "address") -> str:
     """Return ``address`` if it is ``HOST:PORT`` with a port from 1 to 65535, else refuse it.
 
@@ -413,6 +438,7 @@ def submit_job(
             raise FedrocError(
                 f"`flwr run` started no run at the SuperLink {connection.address}: "
                 + _unboxed(text)[-300:]
+                + unavailable_why(connection, text)
             )
         run_id = found.group(1)
         if log is not None:
