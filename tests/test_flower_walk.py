@@ -362,3 +362,23 @@ def test_a_superlink_flower_calls_unavailable_is_told_apart_from_a_wrong_ca(tmp_
         address = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, not listening: refused
         down = unavailable_why(FlowerConnection(address, ours.ca_cert), flower_said)
     assert "Connection refused" in down and "certificate" not in down, down
+
+
+def test_the_docs_flwr_configuration_is_the_one_fedroc_writes_for_its_own_flwr_calls(
+    tmp_path,
+) -> None:
+    """docs/flower.md tells the operator to remove a rotated key's node with `flwr supernode
+    ls` and `flwr supernode unregister`, which need the SuperLink in Flower's configuration;
+    without it `flwr supernode ls` started a local simulation SuperLink (and failed: no
+    `flower-superlink` on PATH). The docs now give the entry; it must be the one fedroc
+    writes for the same SuperLink (FlowerConnection.flower_config)."""
+    import tomllib
+
+    from fedroc.federation.flower.deploy import FlowerConnection
+
+    text = (Path(__file__).parents[1] / "docs" / "flower.md").read_text()
+    block = text.split("```toml\n  [superlink]\n", 1)[1].split("```", 1)[0]
+    documented = tomllib.loads("[superlink]\n" + block.replace("\n  ", "\n"))
+    link = documented["superlink"][documented["superlink"]["default"]]
+    connection = FlowerConnection(link["address"], Path(link["root-certificates"]))
+    assert tomllib.loads(connection.flower_config()) == documented
