@@ -915,7 +915,7 @@ def test_flower_up_refuses_a_bad_data_file_before_it_starts(
     pytest.importorskip("flwr")
     from fedroc.federation.flower import deploy
 
-    def started(self: Any, timeout: float = 0) -> None:
+    def started(self: Any, timeout: float = 0, progress: Any = None) -> None:
         raise AssertionError("the deployment was started")
 
     monkeypatch.setattr(deploy.LocalDeployment, "start", started)
@@ -939,7 +939,7 @@ def test_flower_up_gives_its_sites_a_cluster_column(capsys, tmp_path, monkeypatc
 
     seen: dict[str, Any] = {}
 
-    def started(self: Any, timeout: float = 0) -> None:
+    def started(self: Any, timeout: float = 0, progress: Any = None) -> None:
         seen.update(self.sites)
         raise KeyboardInterrupt  # stop at once, as Ctrl-C does
 
@@ -1572,7 +1572,7 @@ def test_flower_up_checks_its_synthetic_sites_columns_before_it_starts(
 
     started: list[bool] = []
 
-    def start(self: Any, timeout: float = 0) -> None:
+    def start(self: Any, timeout: float = 0, progress: Any = None) -> None:
         started.append(True)
         raise KeyboardInterrupt  # stop at once, as Ctrl-C does
 
