@@ -21,6 +21,7 @@ from _cli import run_main
 pytest.importorskip("flwr")
 
 from fedroc.exceptions import InputError
+from fedroc.federation.flower.site_config import SiteNodeConfig
 
 
 @pytest.fixture
@@ -382,3 +383,32 @@ def test_the_docs_flwr_configuration_is_the_one_fedroc_writes_for_its_own_flwr_c
     link = documented["superlink"][documented["superlink"]["default"]]
     connection = FlowerConnection(link["address"], Path(link["root-certificates"]))
     assert tomllib.loads(connection.flower_config()) == documented
+
+
+def test_supernode_takes_the_sites_whole_policy_from_a_policy_file(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    """`fedroc flower supernode`, the node docs/flower.md recommends, took only the policy
+    options it has (--min-count, --allow-noisy, ...): a site could not turn exact releases
+    off (allow_exact = false) or raise secagg_min_sites; only the stock node's node config
+    reached a policy-file."""
+    import tomllib
+
+    import fedroc.federation.flower.node as node
+
+    monkeypatch.setattr(node, "supervise", lambda args, **_: 0)
+    monkeypatch.setattr("fedroc.cli.flower_cmd._check_port", lambda port: None)
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[policy]\nmin_count = 7\nallow_exact = false\nsecagg_min_sites = 4\n")
+    base = ["flower", "supernode", "--superlink", "127.0.0.1:9093", "--insecure"]
+    site = _site(tmp_path)
+    code, _, err = run_main(capsys, [*base, *site, "--policy-file", str(policy)])
+    assert code == 0, err
+    config = tomllib.loads((tmp_path / "node" / "node-config.toml").read_text())
+    assert config["policy-file"] == str(policy) and "min-count" not in config
+    parsed = SiteNodeConfig.from_node_config(config).policy
+    assert (parsed.min_count, parsed.allow_exact, parsed.secagg_min_sites) == (7, False, 4)
+    both = [*base, *site, "--policy-file", str(policy), "--min-count", "10"]
+    _refused(capsys, both, "--policy-file", "--min-count", "not both")
+    missing = [*base, *site, "--policy-file", str(tmp_path / "nowhere.toml")]
+    _refused(capsys, missing, "nowhere.toml", "does not exist")

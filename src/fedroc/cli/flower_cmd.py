@@ -86,6 +86,24 @@ def _policy_config(
     return config
 
 
+def _with_policy_file(policy: dict[str, Any], policy_file: Path | None) -> dict[str, Any]:
+    """Return the node config's policy: the options' keys, or ``policy-file`` alone.
+
+    A site's operator could set only the policy options of ``flower supernode``; what else a
+    policy holds (allow_exact = false, secagg_min_sites, opt_in, the minimum DP settings)
+    only a node config's ``policy-file`` reached, which ``flower supernode`` did not take.
+    """
+    if policy_file is None:
+        return policy
+    defaults = _policy_config(5, True, True, None, None, None, "none")
+    given = [f"--{k}" for k, v in policy.items() if defaults.get(k) != v]
+    if given:
+        raise InputError(
+            f"give the policy either as --policy-file or as options ({', '.join(given)}), not both"
+        )
+    return {"policy-file": str(policy_file.resolve())}
+
+
 @flower_app.command("up")
 def up(
     sites: Annotated[
@@ -782,6 +800,13 @@ def supernode(
             "keeps the class counts secret, the other methods give them).",
         ),
     ] = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="The site's disclosure policy as a TOML file (every setting: allow_exact, "
+            "secagg_min_sites, opt_in, ...; docs/privacy.md), instead of the policy options."
+        ),
+    ] = None,
     audit: Annotated[
         Path | None, typer.Option(help="Audit log (JSON lines); default NODE_DIR/audit.jsonl.")
     ] = None,
@@ -826,17 +851,16 @@ def supernode(
         except InputError as exc:
             raise InputError(f"--mpc-proxies: {exc}") from None
         mpc_proxies = str(cluster_file)
-    config.update(
-        _policy_config(
-            min_count,
-            allow_noisy,
-            allow_shares,
-            epsilon_limit,
-            delta_limit,
-            allowed_functions,
-            mpc_proxies,
-        )
+    policy = _policy_config(
+        min_count,
+        allow_noisy,
+        allow_shares,
+        epsilon_limit,
+        delta_limit,
+        allowed_functions,
+        mpc_proxies,
     )
+    config.update(_with_policy_file(policy, policy_file))
     if mpc_only is not None:
         config["mpc-only"] = mpc_only
     if mpc_max_jobs is not None:
