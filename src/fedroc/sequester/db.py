@@ -995,15 +995,7 @@ class Store:
         """
         scores, whole_auc = self.submission(developer.id, submission_id)
         members = plan.table.row(subset_id)
-        if plan.mechanism.needs_reference:
-            if reference is None:
-                raise InputError(
-                    "reference_auc is required by the thresholdout mechanism: send the AUC "
-                    "of this model on your own (training or validation) data"
-                )
-            ref = float(reference)
-        else:
-            ref = whole_auc
+        ref = plan.mechanism.comparison(reference, whole_auc)  # ReferenceRequired
         # The AUC is computed outside the transaction: it depends on nothing that changes.
         holdout = subset_auc(members, plan.labels, scores)
         with self.engine.begin() as conn:

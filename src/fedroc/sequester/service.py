@@ -53,9 +53,12 @@ from fedroc.exceptions import FedrocError, InputError
 from fedroc.methods.sequester import (
     DEFAULT_MECHANISM,
     BudgetExhausted,
+    ClassesTooSmall,
     Limits,
     Mechanism,
+    NeedsReplacement,
     QuotaExceeded,
+    ReferenceRequired,
     answer_step,
     auc_sensitivity,
     draw_subsets,
@@ -381,20 +384,9 @@ def create_app(  # noqa: C901
 
     @app.exception_handler(FedrocError)
     async def _fedroc_error(_req: Request, exc: FedrocError) -> JSONResponse:
-        if isinstance(exc, NotFound):
-            status = 404
-        elif isinstance(exc, InputError):
-            status = 422
-        elif isinstance(exc, Conflict):
-            status = 409
-        elif isinstance(exc, Revoked):
-            return JSONResponse({"detail": str(exc)}, status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
-        elif isinstance(exc, (BudgetExhausted, QuotaExceeded, _Forbidden)):
-            status = 403
-        else:
-            status = 500
-        return JSONResponse({"detail": str(exc)}, status_code=status)
+        status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"detail": _detail(exc)}, status_code=status, headers=headers)
 
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
@@ -462,6 +454,7 @@ def create_app(  # noqa: C901
             phi, body.n_subsets, noise_rate=body.noise_rate,
             answer_noise_rate=body.answer_noise_rate, load_factor=body.load_factor,
             subset_size=body.subset_size, budget_units=body.budget_units,
+            mechanism=body.mechanism,
         )  # fmt: skip
         if p.subset_size * p.n_subsets > MAX_TABLE_ENTRIES:
             raise InputError(
@@ -469,13 +462,9 @@ def create_app(  # noqa: C901
                 f"{p.load_factor:.4g}) make {p.subset_size * p.n_subsets} entries, more than "
                 f"{MAX_TABLE_ENTRIES}; ask for fewer subsets or a smaller load_factor"
             )
-        # Refused before the prevalence is counted (nothing spent on a plan refused), in the
-        # JSON field's spelling: the engine speaks Python's (replace=True).
-        try:
-            resolve_max_copies(body.max_copies, body.replace, p.subset_size, phi)
-        except InputError as exc:
-            api = str(exc).replace("replace=True", '"replace": true (got false)')
-            raise InputError(api) from None
+        # Refused before the prevalence is counted (nothing spent on a plan refused);
+        # NeedsReplacement is told in the JSON field's spelling (_detail).
+        resolve_max_copies(body.max_copies, body.replace, p.subset_size, phi)
         # The subsets' prevalence is public (it sets their class sizes, the answers' step and
         # the AUC's sensitivity): the custodian's, or the set's own counted with DP noise,
         # once per test set (R40: fresh noise for each plan averaged away over plans).
@@ -519,14 +508,15 @@ def create_app(  # noqa: C901
                 prevalence=prevalence, replace=body.replace, max_copies=body.max_copies,
                 seed=np.random.default_rng(seed_int), image_ids=ids,
             )  # fmt: skip
-        except InputError as exc:
-            # The note is for a class too small at the prevalence drawn at, not for other
-            # refusals (max_copies without replacement, a set of one class).
-            if eps_prevalence is None or " at prevalence " not in str(exc):
+        except ClassesTooSmall as exc:
+            # A class too small at the prevalence drawn at: say where that prevalence came
+            # from when it is the set's noisy count (not other refusals of the draw).
+            if eps_prevalence is None:
                 raise
             raise InputError(
-                f"{exc} (the prevalence {prevalence:.4g} is the set's counted with noise at "
-                f"prevalence_epsilon {eps_prevalence:.3g}; give prevalence to draw at a set one)"
+                f"{_detail(exc)} (the prevalence {prevalence:.4g} is the set's counted with "
+                f"noise at prevalence_epsilon {eps_prevalence:.3g}; give prevalence to draw "
+                "at a set one)"
             ) from None
         n_pos = int(labels[table.members[0]].sum())
         step = answer_step(n_pos, table.subset_size - n_pos) if body.round_answers else 0.0
@@ -542,9 +532,6 @@ def create_app(  # noqa: C901
         )  # fmt: skip
         warnings = list(p.warnings)
         if body.mechanism == "h-thresholdout":
-            # The planner's note on budget_units leans on a guarantee this mechanism lacks.
-            warnings = [w.replace(" (the mechanism's own guarantee still does)", "")
-                        for w in warnings]  # fmt: skip
             warnings.append(
                 "mechanism 'h-thresholdout' answers exact AUCs within the threshold: adaptive "
                 "developers can read labels from them, and no differential-privacy guarantee "
@@ -755,6 +742,39 @@ def create_app(  # noqa: C901
         return _allowance(dev.id)
 
     return app
+
+
+# The HTTP status of each error the service raises or lets through from the engine; the
+# first class that matches wins (NotFound is an InputError).
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (NotFound, 404),
+    (InputError, 422),
+    (Conflict, 409),
+    (Revoked, 401),
+    (BudgetExhausted, 403),
+    (QuotaExceeded, 403),
+    (_Forbidden, 403),
+)
+
+
+def _detail(exc: FedrocError) -> str:
+    """Return an error's message for the API, phrased from a typed error's fields.
+
+    The engine speaks Python (``reference``, ``replace=True``); the API's users sent JSON
+    fields. The message is built from the error's attributes, never from its text, so a
+    rewording in the engine cannot change (or break) what the API says.
+    """
+    if isinstance(exc, ReferenceRequired):
+        return (
+            f"reference_auc is required by the {exc.mechanism} mechanism: send the AUC of this "
+            "model on your own (training or validation) data"
+        )
+    if isinstance(exc, NeedsReplacement):
+        return (
+            f'max_copies {exc.value!r} needs "replace": true (got false): without replacement '
+            "a subset holds each image once"
+        )
+    return str(exc)
 
 
 def _json(value: Any) -> str:

@@ -70,8 +70,10 @@ on the subsets being held fixed: a custodian's seed must be random and kept secr
 from fedroc.methods.sequester import planner
 from fedroc.methods.sequester.engine import (
     PREVALENCE_SD,
+    ClassesTooSmall,
     Limits,
     NearDuplicate,
+    NeedsReplacement,
     QuotaExceeded,
     Session,
     SubsetTable,
@@ -90,6 +92,8 @@ from fedroc.methods.sequester.mechanism import (
     Answer,
     BudgetExhausted,
     Mechanism,
+    ParameterError,
+    ReferenceRequired,
     answer_step,
 )
 from fedroc.methods.sequester.planner import *  # noqa: F403  (the planner's public names)
@@ -100,10 +104,14 @@ __all__ = [
     "PREVALENCE_SD",
     "Answer",
     "BudgetExhausted",
+    "ClassesTooSmall",
     "Limits",
     "Mechanism",
     "NearDuplicate",
+    "NeedsReplacement",
+    "ParameterError",
     "QuotaExceeded",
+    "ReferenceRequired",
     "Session",
     "SubsetTable",
     "answer_step",

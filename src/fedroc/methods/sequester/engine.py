@@ -23,15 +23,17 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from fedroc.exceptions import FedrocError, InputError
-from fedroc.methods.sequester.mechanism import Answer, BudgetExhausted, Mechanism
+from fedroc.methods.sequester.mechanism import Answer, BudgetExhausted, Mechanism, ParameterError
 from fedroc.metrics import roc_auc
 from fedroc.privacy.ledger import DPEvent
 from fedroc.privacy.mechanisms import discrete_laplace_mechanism
 
 __all__ = [
     "PREVALENCE_SD",
+    "ClassesTooSmall",
     "Limits",
     "NearDuplicate",
+    "NeedsReplacement",
     "QuotaExceeded",
     "Session",
     "SubsetTable",
@@ -53,6 +55,73 @@ class QuotaExceeded(FedrocError):
 
 class NearDuplicate(InputError):
     """A submission orders the images almost as an earlier one does (a probe)."""
+
+
+class NeedsReplacement(ParameterError):
+    """A cap ``max_copies`` other than 1 was asked for a draw without replacement.
+
+    Parameters
+    ----------
+    max_copies : object
+        The cap asked for (``value``).
+    """
+
+    def __init__(self, max_copies: object) -> None:
+        super().__init__(
+            f"max_copies {max_copies!r} needs replace=True: without replacement a subset "
+            "holds each image once",
+            parameter="max_copies",
+            value=max_copies,
+        )
+
+
+class ClassesTooSmall(ParameterError):
+    """Subsets of ``subset_size`` at ``prevalence`` need more images of a class than a draw has.
+
+    Parameters
+    ----------
+    subset_size : int
+        ``N`` (``value``).
+    prevalence : float
+        The subsets' prevalence.
+    needed : tuple of int
+        Positives and negatives one subset needs.
+    available : tuple of int
+        Positives and negatives of the test set.
+    max_copies : int or None
+        The cap of a draw with replacement (its copies are what is short); None without
+        replacement.
+    """
+
+    def __init__(
+        self,
+        *,
+        subset_size: int,
+        prevalence: float,
+        needed: tuple[int, int],
+        available: tuple[int, int],
+        max_copies: int | None,
+    ) -> None:
+        head = (
+            f"subset_size {subset_size} at prevalence {prevalence:.4g} needs {needed[0]} "
+            f"positive and {needed[1]} negative images per subset"
+        )
+        if max_copies is None:
+            tail = (
+                f", but the test set has {available[0]} and {available[1]}; draw with "
+                "replacement or ask for smaller subsets"
+            )
+        else:
+            tail = (
+                f", more than max_copies {max_copies} copies of the test set's "
+                f"{available[0]} and {available[1]} make; raise max_copies or ask for "
+                "smaller subsets"
+            )
+        super().__init__(head + tail, parameter="subset_size", value=subset_size)
+        self.prevalence = prevalence
+        self.needed = needed
+        self.available = available
+        self.max_copies = max_copies
 
 
 # --------------------------------------------------------------------------- hash table
@@ -108,9 +177,17 @@ class SubsetTable:
     def _index(self, subset_id: int) -> int:
         ok = isinstance(subset_id, (int, np.integer)) and not isinstance(subset_id, bool)
         if not ok:
-            raise InputError(f"subset_id must be an integer; got {subset_id!r}")
+            raise ParameterError(
+                f"subset_id must be an integer; got {subset_id!r}",
+                parameter="subset_id",
+                value=subset_id,
+            )
         if not 1 <= subset_id <= self.n_subsets:
-            raise InputError(f"subset_id must lie in 1..{self.n_subsets}; got {subset_id!r}")
+            raise ParameterError(
+                f"subset_id must lie in 1..{self.n_subsets}; got {subset_id!r}",
+                parameter="subset_id",
+                value=subset_id,
+            )
         return int(subset_id) - 1
 
     def images_of(self, subset_id: int) -> list[str]:
@@ -273,9 +350,10 @@ def draw_subsets(
     Raises
     ------
     InputError
-        When a subset cannot be drawn: fewer than two images, one class absent, or more
-        positives or negatives asked for than the test set holds (without replacement) or
-        than ``max_copies`` copies of them make.
+        When a subset cannot be drawn: fewer than two images or one class absent;
+        :class:`ClassesTooSmall` for more positives or negatives asked for than the test
+        set holds (without replacement) or than ``max_copies`` copies of them make;
+        :class:`NeedsReplacement` for ``max_copies`` other than 1 without replacement.
     """
     y = np.asarray(labels, dtype=bool)
     if y.ndim != 1:
@@ -298,19 +376,16 @@ def draw_subsets(
     n_pos = min(max(round(p * n), 1), n - 1)
     n_neg = n - n_pos
     copies = resolve_max_copies(max_copies, replace, n, y.size)
-    if not replace and (n_pos > pos.size or n_neg > neg.size):
-        raise InputError(
-            f"subset_size {n} at prevalence {p:.4g} needs {n_pos} positive and {n_neg} "
-            f"negative images per subset, but the test set has {pos.size} and {neg.size}; "
-            "draw with replacement or ask for smaller subsets"
-        )
-    if replace and copies and (n_pos > copies * pos.size or n_neg > copies * neg.size):
-        raise InputError(
-            f"subset_size {n} at prevalence {p:.4g} needs {n_pos} positive and {n_neg} "
-            f"negative images per subset, more than max_copies {copies} copies of the test "
-            f"set's {pos.size} and {neg.size} make; raise max_copies or ask for smaller "
-            "subsets"
-        )
+    short = (
+        (n_pos > pos.size or n_neg > neg.size)
+        if not replace
+        else bool(copies) and (n_pos > copies * pos.size or n_neg > copies * neg.size)
+    )
+    if short:
+        raise ClassesTooSmall(
+            subset_size=n, prevalence=p, needed=(n_pos, n_neg),
+            available=(int(pos.size), int(neg.size)), max_copies=copies if replace else None,
+        )  # fmt: skip
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
         secrets.randbits(128) if seed is None else seed
     )  # fmt: skip
@@ -381,7 +456,8 @@ def resolve_max_copies(
     Raises
     ------
     InputError
-        For a cap that is not a whole number >= 0, or not 1 without replacement.
+        For a cap that is not a whole number >= 0; :class:`NeedsReplacement` for one
+        other than 1 without replacement.
     """
     if max_copies is None:
         return default_max_copies(subset_size, n_images) if replace else 1
@@ -391,10 +467,7 @@ def resolve_max_copies(
             f"max_copies must be a whole number >= 1 (or 0: no cap); got {max_copies!r}"
         )
     if not replace and max_copies != 1:
-        raise InputError(
-            f"max_copies {max_copies!r} needs replace=True: without replacement a subset "
-            "holds each image once"
-        )
+        raise NeedsReplacement(max_copies)
     return int(max_copies)
 
 
@@ -748,12 +821,8 @@ class Session:
         if self.budget < 1:
             raise BudgetExhausted("the budget is spent; no more answers")
         holdout = subset_auc(row, self.labels, s)
-        if self.mechanism.needs_reference:
-            if reference is None:
-                raise InputError("the thresholdout mechanism needs the developer's reference AUC")
-            ref = float(reference)
-        else:
-            ref = roc_auc(self.labels, s)
+        whole = float("nan") if self.mechanism.needs_reference else roc_auc(self.labels, s)
+        ref = self.mechanism.comparison(reference, whole)
         ans = self.mechanism.answer(
             holdout,
             ref,

@@ -47,6 +47,8 @@ __all__ = [
     "BudgetExhausted",
     "Mechanism",
     "MechanismName",
+    "ParameterError",
+    "ReferenceRequired",
     "answer_step",
     "laplace",
 ]
@@ -58,6 +60,48 @@ DEFAULT_MECHANISM: MechanismName = "thresholdout"
 
 class BudgetExhausted(FedrocError):
     """The developer has spent every unit of the budget; nothing more is answered."""
+
+
+class ParameterError(InputError):
+    """A value of one parameter the method cannot use.
+
+    The message is for a Python caller; ``parameter`` (the Python name) and ``value``
+    (as given) are for callers that speak to their users in another spelling (the
+    service's JSON fields), so that they phrase their own message from these attributes
+    and never from the text.
+
+    Parameters
+    ----------
+    message : str
+        The error, naming the parameter and repeating the value.
+    parameter : str
+        The parameter's Python name.
+    value : object
+        The value refused.
+    """
+
+    def __init__(self, message: str, *, parameter: str, value: object) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+        self.value = value
+
+
+class ReferenceRequired(ParameterError):
+    """The mechanism compares with the developer's own AUC (``reference``), and none came.
+
+    Parameters
+    ----------
+    mechanism : str
+        The mechanism's name (``mechanism`` attribute).
+    """
+
+    def __init__(self, mechanism: str) -> None:
+        super().__init__(
+            f"the {mechanism} mechanism needs the developer's reference AUC",
+            parameter="reference",
+            value=None,
+        )
+        self.mechanism = mechanism
 
 
 _POOL_SIZE = 1024
@@ -232,6 +276,18 @@ class Mechanism:
     def needs_reference(self) -> bool:
         """Dwork's rule compares with the developer's own AUC, which they must send."""
         return self.name == "thresholdout"
+
+    def comparison(self, reference: float | None, whole_auc: float) -> float:
+        """Return the AUC a subset's AUC is compared with in :meth:`answer`.
+
+        Dwork's rule takes the developer's own ``reference`` (:class:`ReferenceRequired`
+        when it is None); the others the whole test set's ``whole_auc``.
+        """
+        if not self.needs_reference:
+            return float(whole_auc)
+        if reference is None:
+            raise ReferenceRequired(self.name)
+        return float(reference)
 
     def epsilon(self, units: int, sensitivity: float) -> float | None:
         """Epsilon of a whole interaction of ``units`` budget units (None: not DP)."""

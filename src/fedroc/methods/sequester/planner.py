@@ -42,7 +42,7 @@ from fedroc._docs import fill_doc
 from fedroc._results import ResultMixin, format_table
 from fedroc.exceptions import InputError, warn_user
 from fedroc.methods.sequester.engine import resolve_max_copies
-from fedroc.methods.sequester.mechanism import Mechanism
+from fedroc.methods.sequester.mechanism import DEFAULT_MECHANISM, Mechanism, MechanismName
 from fedroc.metrics import (
     auc_sample_size,
     hanley_mcneil_se,
@@ -625,6 +625,7 @@ def plan(
     answer_noise_rate: float | None = None,
     budget_units: int | None = None,
     max_copies: int | None = None,
+    mechanism: MechanismName = DEFAULT_MECHANISM,
 ) -> Plan:
     """Plan subsets from exactly one of a load factor, a subset size or a target budget.
 
@@ -656,6 +657,9 @@ def plan(
         The most copies of one image in a subset, as the service's ``max_copies`` (1 for
         subsets drawn without replacement, 0 for no cap); default
         :func:`~fedroc.methods.sequester.engine.default_max_copies`.
+    mechanism : {"thresholdout", "laplace", "h-thresholdout"}, default "thresholdout"
+        The answering rule, for the warnings: with ``budget_units`` above eq. 3 the
+        differentially private ones keep their own guarantee, h-thresholdout has none.
 
     Returns
     -------
@@ -741,9 +745,11 @@ def plan(
             "them; ask for fewer subsets or smaller ones"
         )
     if budget_units is not None and units > math.floor(b + 1e-12):
+        private = Mechanism(mechanism).epsilon(1, 1.0) is not None
         notes.append(
             f"budget_units {units} is above the eq.-3 budget {b:.3g} of this plan: its epsilon "
-            "no longer describes it (the mechanism's own guarantee still does)"
+            "no longer describes it"
+            + (" (the mechanism's own guarantee still does)" if private else "")
         )
     for note in notes:
         warn_user(note, PlanWarning)
