@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fedroc.cli import main
+from fedroc.exceptions import InputError
 from fedroc.sequester.service import create_app
 from tests._sequester_server import ADMIN
 
@@ -660,3 +661,36 @@ def test_a_developer_name_with_an_outer_space_is_refused(app):
         assert "may not begin or end with a space" in r.json()["detail"], r.text
     assert [d["name"] for d in st["adm"].get("/v1/developers").json()] == ["alice"]
     assert st["adm"].post(url, json={"name": "alice bob"}).status_code == 201  # inner space
+
+
+@pytest.mark.parametrize(
+    ("args", "told"),
+    [
+        (["--rate-burst", "0"], "--rate-burst must be a whole number >= 1; got 0"),
+        (["--rate-burst", "-1"], "--rate-burst must be a whole number >= 1; got -1"),
+        (["--rate-limit", "-1"], "--rate-limit must be a number >= 0 (0: none); got -1.0"),
+        (["--rate-limit", "nan"], "--rate-limit must be a number >= 0 (0: none); got nan"),
+        (
+            ["--sqlite-synchronous", "OFF"],
+            "--sqlite-synchronous must be one of FULL, NORMAL, EXTRA; got 'OFF'",
+        ),
+    ],
+)
+def test_serve_names_the_option_it_refuses(monkeypatch, tmp_path, capsys, args, told):
+    """Before: ``--rate-burst 0`` and ``--rate-burst -1`` served with a burst of 1, without
+    a word; ``--rate-limit -1`` answered ``rate_limit must be a number >= 0`` and
+    ``--sqlite-synchronous OFF`` ``sqlite synchronous must be ...``: create_app's parameter
+    names, not the options the operator typed. And the database file was made first."""
+    db = tmp_path / "s.db"
+    with pytest.raises(SystemExit) as exc:
+        _serve(monkeypatch, "--db", str(db), *args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: {told}" in err, err
+    assert "Traceback" not in err
+    assert not db.exists()
+
+
+def test_create_app_refuses_a_burst_below_one(tmp_path):
+    with pytest.raises(InputError, match=r"rate_burst must be a whole number >= 1; got 0"):
+        create_app(str(tmp_path / "s.db"), ADMIN, rate_burst=0)

@@ -247,6 +247,7 @@ def serve_command(
     try:
         import uvicorn
 
+        from fedroc.sequester.db import SQLITE_SYNCHRONOUS, BadDatabase
         from fedroc.sequester.service import create_app
     except ImportError as exc:
         # markup=False: "[service]" is pip's syntax, not a rich style.
@@ -266,6 +267,17 @@ def serve_command(
             raise InputError(f"{flag} {str(path)!r} is not a readable file")
     if not (max_body_mb > 0 and math.isfinite(max_body_mb)):
         raise InputError(f"--max-body-mb must be a positive number; got {max_body_mb!r}")
+    # Checked here to name the options (create_app names its parameters); a burst below 1
+    # was taken as 1 without a word.
+    if not (rate_limit >= 0 and math.isfinite(rate_limit)):
+        raise InputError(f"--rate-limit must be a number >= 0 (0: none); got {rate_limit!r}")
+    if rate_burst < 1:
+        raise InputError(f"--rate-burst must be a whole number >= 1; got {rate_burst!r}")
+    if sqlite_synchronous.upper() not in SQLITE_SYNCHRONOUS:
+        raise InputError(
+            f"--sqlite-synchronous must be one of {', '.join(SQLITE_SYNCHRONOUS)}; "
+            f"got {sqlite_synchronous!r}"
+        )
     _check_listen(host, port)
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -275,10 +287,8 @@ def serve_command(
             max_body_bytes=max(1024, int(max_body_mb * 2**20)), rate_limit=rate_limit,
             rate_burst=rate_burst,
         )  # fmt: skip
-    except InputError as exc:
-        if str(exc).startswith(("database URL", "database path")):
-            raise InputError(f"--db: {exc}") from None
-        raise
+    except BadDatabase as exc:
+        raise InputError(f"--db: {exc}") from None
     except (ArgumentError, SQLAlchemyError) as exc:
         # A server not there, a file SQLite cannot open: the operator's to fix, not a bug.
         # The URL is shown without its password, and the driver's reason on one line.

@@ -222,6 +222,9 @@ MAX_COUNT = 2**31 - 1  # INTEGER columns are 32-bit in PostgreSQL
 # spending, never: the query's conditional UPDATE matches the token's hash, S3).
 TOKEN_TTL = 5.0
 
+#: SQLite's ``synchronous`` settings the store accepts.
+SQLITE_SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
 
 class NotFound(InputError):
     """A referenced object does not exist (or belongs to someone else)."""
@@ -233,6 +236,18 @@ class Revoked(FedrocError):
 
 class Conflict(FedrocError):
     """What was asked for clashes with a stored object (a developer name taken on a plan)."""
+
+
+class BadDatabase(InputError):
+    """The database URL or file path (``db``, as given) cannot be used.
+
+    Typed so that a caller naming its own option (the CLI's ``--db``) need not read the
+    message to know what it is about.
+    """
+
+    def __init__(self, message: str, *, db: str) -> None:
+        super().__init__(message)
+        self.db = db
 
 
 def _new_id(result: Any) -> int:
@@ -255,9 +270,10 @@ def normalize_url(db: str) -> str:
     if "://" in db:
         url = make_url(db)
         if url.get_backend_name() not in ("sqlite", "postgresql", "postgres"):
-            raise InputError(
+            raise BadDatabase(
                 f"database URL scheme {url.drivername!r} is not supported: give a SQLite file "
-                "path, sqlite:///PATH or postgresql://..."
+                "path, sqlite:///PATH or postgresql://...",
+                db=db,
             )
         if url.drivername in ("postgresql", "postgres"):
             # psycopg 3 is the driver fedroc installs (extra "postgres").
@@ -283,9 +299,10 @@ def _private_sqlite_file(path: str) -> None:
         # started the service on a new, empty database beside the real one.
         if not p.parent.is_dir():
             what = "is not a folder" if p.parent.exists() else "does not exist"
-            raise InputError(
+            raise BadDatabase(
                 f"database path {str(p)!r}: its folder {str(p.parent)!r} {what}; a new "
-                "database is made in a folder that exists (check the path, or make the folder)"
+                "database is made in a folder that exists (check the path, or make the folder)",
+                db=path,
             )
         fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
@@ -293,16 +310,19 @@ def _private_sqlite_file(path: str) -> None:
     # Checked before the chmod below, which made a directory 600 (--db ~ locked the home
     # directory) and tightened files that were never fedroc's.
     if p.is_dir():
-        raise InputError(f"database path {str(p)!r} is a directory, not a SQLite file")
+        raise BadDatabase(f"database path {str(p)!r} is a directory, not a SQLite file", db=path)
     try:
         with p.open("rb") as fh:
             head = fh.read(len(_SQLITE_HEADER))
     except OSError as exc:
-        raise InputError(f"database path {str(p)!r} cannot be read: {exc.strerror}") from None
+        raise BadDatabase(
+            f"database path {str(p)!r} cannot be read: {exc.strerror}", db=path
+        ) from None
     if head and head != _SQLITE_HEADER:  # an empty file is a new database to SQLite
-        raise InputError(
+        raise BadDatabase(
             f"database path {str(p)!r} is not a SQLite database (it does not start with "
-            "'SQLite format 3'); give a new path or a fedroc database"
+            "'SQLite format 3'); give a new path or a fedroc database",
+            db=path,
         )
     mode = stat.S_IMODE(p.stat().st_mode)
     if mode & 0o077:
@@ -455,9 +475,9 @@ class Store:
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         kwargs: dict[str, Any] = {}
         if self.is_sqlite:
-            if sqlite_synchronous.upper() not in ("FULL", "NORMAL", "EXTRA"):
+            if sqlite_synchronous.upper() not in SQLITE_SYNCHRONOUS:
                 raise InputError(
-                    f"sqlite synchronous must be FULL, NORMAL or EXTRA; got {sqlite_synchronous!r}"
+                    f"sqlite_synchronous must be FULL, NORMAL or EXTRA; got {sqlite_synchronous!r}"
                 )
             if parsed.database and parsed.database != ":memory:":
                 _private_sqlite_file(parsed.database)

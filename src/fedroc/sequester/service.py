@@ -336,6 +336,8 @@ def create_app(  # noqa: C901
         raise InputError(f"max_body_bytes must be at least 1024; got {max_body_bytes!r}")
     if not (rate_limit >= 0 and math.isfinite(rate_limit)):
         raise InputError(f"rate_limit must be a number >= 0; got {rate_limit!r}")
+    if isinstance(rate_burst, bool) or int(rate_burst) != rate_burst or rate_burst < 1:
+        raise InputError(f"rate_burst must be a whole number >= 1; got {rate_burst!r}")
     store = Store(db, sqlite_synchronous=sqlite_synchronous)
     admin_hash = hash_token(admin_token)
     noise_rng = _noise_source(noise_seed)
