@@ -104,7 +104,7 @@ Name = Annotated[str, Field(max_length=200, pattern=NO_NUL)]
 
 
 class TestSetIn(_In):
-    name: Name = "test set"
+    name: Annotated[Name, Field(description="A name for the custodian's lists.")] = "test set"
     image_ids: list[Annotated[str, Field(max_length=200)]] = Field(
         ..., description="Image ids, unique."
     )
@@ -172,7 +172,10 @@ class PlanIn(_In):
 
 
 class DeveloperIn(_In):
-    name: str = Field(..., min_length=1, max_length=200, pattern=NO_NUL)
+    name: str = Field(
+        ..., min_length=1, max_length=200, pattern=NO_NUL,
+        description="The developer's name, unique on the plan (no leading or trailing space).",
+    )  # fmt: skip
 
     @field_validator("name")
     @classmethod
@@ -185,16 +188,26 @@ class DeveloperIn(_In):
 
 
 class TopUpIn(_In):
-    budget_units: int = Field(0, ge=0, le=10**9)
-    queries: int = Field(0, ge=0, le=10**9)
-    submissions: int = Field(0, ge=0, le=10**9)
+    budget_units: int = Field(
+        0, ge=0, le=10**9, description="Budget units (noisy answers) to add; at least one "
+        "of the three fields above 0.",
+    )  # fmt: skip
+    queries: int = Field(0, ge=0, le=10**9, description="Queries to add to max_queries.")
+    submissions: int = Field(
+        0, ge=0, le=10**9, description="Submissions to add to max_submissions."
+    )
 
 
 class SubmissionIn(_In):
-    name: Name = "model"
-    image_ids: list[Annotated[str, Field(max_length=200)]]
+    name: Annotated[Name, Field(description="A name for your own list.")] = "model"
+    image_ids: list[Annotated[str, Field(max_length=200)]] = Field(
+        ..., description="Every id of GET /v1/me/image-ids once, in any order."
+    )
     # Checked by the handler (finite, one per image) so that its message names the image.
-    scores: list[float | None]
+    scores: list[float | None] = Field(
+        ..., description="The model's score of each image of image_ids (finite; higher: "
+        "more likely positive).",
+    )  # fmt: skip
 
 
 class QueryIn(_In):
@@ -213,11 +226,17 @@ class QueryIn(_In):
 
 
 class QueryOut(BaseModel):
-    query_id: int
-    submission_id: int
-    subset_id: int
-    auc: float
-    budget_remaining: int
+    query_id: int = Field(description="Number of this answer (GET /v1/queries lists them).")
+    submission_id: int = Field(description="The submission asked about.")
+    subset_id: int = Field(description="The test subset asked about.")
+    auc: float = Field(
+        description="The answer. 'thresholdout': your reference_auc back when the subset "
+        "agrees within the noisy threshold (free), else the subset's AUC with noise (one "
+        "budget unit); 'laplace': always the noisy AUC; 'h-thresholdout': the subset's AUC "
+        "within the threshold. AUCs are clipped to [0, 1] and rounded to the plan's "
+        "answer_step."
+    )
+    budget_remaining: int = Field(description="Budget units left after this answer.")
 
 
 # --------------------------------------------------------------------------- auth
