@@ -709,3 +709,23 @@ def test_docs_describe_every_field(app):
         if not spec.get("description")
     ]
     assert bare == [], bare
+
+
+def test_a_plans_notes_go_to_its_creator_not_to_the_servers_log(app, recwarn):
+    """Before: every plan request printed its notes on the operator's terminal too
+    (``warning: PlanWarning: ... the service (fedroc sequester serve) will refuse to draw
+    them`` from the service itself), refused requests included; they are the custodian's,
+    answered in the plan's ``warnings``."""
+    adm = _client(app, ADMIN)
+    ids = [f"img-{i:04d}" for i in range(N)]
+    tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": [0, 1, 1] * (N // 3)})
+    body = {"n_subsets": 10, "subset_size": 100, "noise_rate": 0.8, "budget_units": 2,
+            "prevalence": 0.3}  # fmt: skip
+    r = adm.post(f"/v1/test-sets/{tid.json()['test_set_id']}/plans", json=body)
+    assert r.status_code == 201, r.text
+    notes = r.json()["warnings"]
+    assert any("budget_units 2 is above" in n for n in notes), notes
+    assert any("Laplace noise of scale 0.8" in n for n in notes), notes
+    from fedroc.methods.sequester.planner import PlanWarning
+
+    assert [w for w in recwarn if issubclass(w.category, PlanWarning)] == []

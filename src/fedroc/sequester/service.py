@@ -475,7 +475,7 @@ def create_app(  # noqa: C901
             phi, body.n_subsets, noise_rate=body.noise_rate,
             answer_noise_rate=body.answer_noise_rate, load_factor=body.load_factor,
             subset_size=body.subset_size, budget_units=body.budget_units,
-            mechanism=body.mechanism,
+            mechanism=body.mechanism, warn=False,  # answered in "warnings", not logged
         )  # fmt: skip
         if p.subset_size * p.n_subsets > MAX_TABLE_ENTRIES:
             raise InputError(

@@ -626,6 +626,7 @@ def plan(
     budget_units: int | None = None,
     max_copies: int | None = None,
     mechanism: MechanismName = DEFAULT_MECHANISM,
+    warn: bool = True,
 ) -> Plan:
     """Plan subsets from exactly one of a load factor, a subset size or a target budget.
 
@@ -660,6 +661,9 @@ def plan(
     mechanism : {"thresholdout", "laplace", "h-thresholdout"}, default "thresholdout"
         The answering rule, for the warnings: with ``budget_units`` above eq. 3 the
         differentially private ones keep their own guarantee, h-thresholdout has none.
+    warn : bool, default True
+        Issue the notes as :class:`PlanWarning` too; False keeps them in ``Plan.warnings``
+        only (the service answers them to the custodian who asked, not to its log).
 
     Returns
     -------
@@ -751,7 +755,7 @@ def plan(
             "no longer describes it"
             + (" (the mechanism's own guarantee still does)" if private else "")
         )
-    for note in notes:
+    for note in notes if warn else ():
         warn_user(note, PlanWarning)
     return Plan(
         n_images=phi,
