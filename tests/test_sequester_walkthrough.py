@@ -729,3 +729,55 @@ def test_a_plans_notes_go_to_its_creator_not_to_the_servers_log(app, recwarn):
     from fedroc.methods.sequester.planner import PlanWarning
 
     assert [w for w in recwarn if issubclass(w.category, PlanWarning)] == []
+
+
+def test_the_schema_describes_the_error_bodies_the_service_sends(app):
+    """Before: the OpenAPI schema gave every 422 FastAPI's ``HTTPValidationError`` (detail: a
+    list of objects), but the service answers ``{"detail": "<one line>"}``: schemathesis
+    (``response_schema_conformance``) flagged POST /v1/queries and /v1/submissions, and a
+    client generated from /openapi.json could not read a refusal. 401, 403, 404, 413 and
+    429 (and 409 for a developer's name) were not described at all."""
+    client = TestClient(app)
+    spec = client.get("/openapi.json").json()
+    assert "HTTPValidationError" not in json.dumps(spec)
+    ref = {"$ref": "#/components/schemas/ErrorOut"}
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            if path.endswith("/health") or path.startswith("/static"):
+                continue
+            for code in ("401", "422", "429"):
+                body = op["responses"][code]["content"]["application/json"]["schema"]
+                assert body == ref, (method, path, code)
+    dev = spec["paths"]["/v1/plans/{plan_id}/developers"]["post"]["responses"]
+    assert dev["409"]["content"]["application/json"]["schema"] == ref
+    assert spec["components"]["schemas"]["ErrorOut"]["required"] == ["detail"]
+    # What is sent has that shape: a validation error and a handler's refusal alike.
+    adm = _client(app, ADMIN)
+    for r in (
+        adm.post("/v1/test-sets", json={"image_ids": "x"}),
+        adm.post("/v1/test-sets", json={"image_ids": ["a"], "labels": [1]}),
+        client.get("/v1/me"),
+    ):
+        assert r.status_code in (401, 422) and list(r.json()) == ["detail"], r.text
+        assert isinstance(r.json()["detail"], str)
+
+
+def test_a_body_that_is_not_json_is_told_so(app):
+    """Before: a body cut short answered 422 ``20: JSON decode error`` (the character's
+    position shown as a field), and one that is not UTF-8 400 ``There was an error parsing
+    the body``, a status the schema does not list (schemathesis, ``status_code_conformance``)
+    and naming nothing."""
+    adm = _client(app, ADMIN)
+    r = _post_raw(adm, "/v1/test-sets", '{"image_ids": ["a", "b"],')
+    assert r.status_code == 422
+    assert r.json()["detail"] == (
+        "body: not valid JSON at offset 25: Expecting property name enclosed in double quotes"
+    )
+    r = adm.post(
+        "/v1/test-sets", content=b'{"name": "\xffx"}', headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 422
+    assert r.json()["detail"] == "body: not valid JSON: byte 10 is not UTF-8 text (b'\\xff')"
+    # Other HTTP errors keep their status and detail.
+    r = adm.get("/v1/no-such-route")
+    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}

@@ -48,6 +48,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fedroc.exceptions import FedrocError, InputError
 from fedroc.methods.sequester import (
@@ -225,6 +226,25 @@ class QueryIn(_In):
     )  # fmt: skip
 
 
+class ErrorOut(BaseModel):
+    detail: str = Field(description="What was wrong, in one line naming the field or object.")
+
+
+# Every refusal answers {"detail": "<one line>"} (the validation errors too: see _invalid),
+# not the list of errors of FastAPI's default, which the schema described before.
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": what}
+    for code, what in (
+        (401, "Missing, unknown or revoked token."),
+        (403, "A token of the other role, a spent budget or a used quota."),
+        (404, "No such object, or someone else's."),
+        (413, "Request body too large."),
+        (422, "Bad input, naming the field and the value."),
+        (429, "Too many requests; retry after the Retry-After header's seconds."),
+    )
+}
+
+
 class QueryOut(BaseModel):
     query_id: int = Field(description="Number of this answer (GET /v1/queries lists them).")
     submission_id: int = Field(description="The submission asked about.")
@@ -287,6 +307,11 @@ def _validation_message(exc: RequestValidationError) -> str:
     # copies of it and "and 590 more".
     groups: dict[tuple[str, str], list[Any]] = {}
     for e in exc.errors():
+        if e.get("type") == "json_invalid":
+            # loc is ("body", position): "20: JSON decode error" named no field.
+            pos = (e.get("loc") or ("body", "?"))[-1]
+            reason = (e.get("ctx") or {}).get("error", "JSON decode error")
+            return f"body: not valid JSON at offset {pos}: {reason}"
         loc = [x for x in e.get("loc", ()) if x not in ("body", "query", "path")]
         msg = str(e.get("msg", "invalid"))
         field = ".".join(map(str, loc)) or "body"
@@ -369,6 +394,7 @@ def create_app(  # noqa: C901
             "(Dwork et al. 2015, the default), Laplace noise on every answer, or the MIDRC "
             "paper's h-Thresholdout_AUC (Tang et al.). Authenticate with a bearer token."
         ),
+        responses=_ERRORS,
     )
     app.state.store = store
     app.state.admin_hash = admin_hash
@@ -402,6 +428,20 @@ def create_app(  # noqa: C901
             )
             return JSONResponse({"detail": detail}, status_code=422)
         return JSONResponse({"detail": _validation_message(exc)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(req: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI answers a body that is not UTF-8 text with 400 "There was an error parsing
+        # the body"; bad JSON is 422 and names the body here (found by schemathesis).
+        cause = exc.__cause__
+        if exc.status_code == 400 and isinstance(cause, UnicodeDecodeError):
+            detail = (
+                f"body: not valid JSON: byte {cause.start} is not UTF-8 text "
+                f"({cause.object[cause.start : cause.start + 1]!r})"
+            )
+            return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))  # fmt: skip
 
     @app.exception_handler(FedrocError)
     async def _fedroc_error(_req: Request, exc: FedrocError) -> JSONResponse:
@@ -597,7 +637,11 @@ def create_app(  # noqa: C901
         subs = store.plan(plan_id).table.subsets_of(image_id)
         return {"image_id": image_id, "subset_ids": subs.tolist()}
 
-    @app.post(f"{API}/plans/{{plan_id}}/developers", status_code=201)
+    @app.post(
+        f"{API}/plans/{{plan_id}}/developers",
+        status_code=201,
+        responses={409: {"model": ErrorOut, "description": "The name is taken on the plan."}},
+    )
     def create_developer(plan_id: Id, body: DeveloperIn, _: Admin) -> dict[str, Any]:
         """Register a developer for a plan; the answer holds their token, shown only this once.
 
