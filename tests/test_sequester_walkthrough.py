@@ -781,3 +781,14 @@ def test_a_body_that_is_not_json_is_told_so(app):
     # Other HTTP errors keep their status and detail.
     r = adm.get("/v1/no-such-route")
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+
+
+def test_the_schema_says_the_audit_exports_are_csv(app):
+    """Before: /openapi.json gave GET /v1/audit/queries.csv and /v1/audit/actions.csv an
+    application/json answer; they send text/csv (schemathesis, ST105)."""
+    client = _client(app, ADMIN)
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/v1/audit/queries.csv", "/v1/audit/actions.csv"):
+        assert list(paths[path]["get"]["responses"]["200"]["content"]) == ["text/csv"], path
+        r = client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
