@@ -245,6 +245,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+# The CSV exports' refusals are JSON too; with "model", FastAPI files them under the
+# route's own media type (text/csv).
+_JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {
+        "description": spec["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+    }
+    for code, spec in _ERRORS.items()
+}
+
+
 class QueryOut(BaseModel):
     query_id: int = Field(description="Number of this answer (GET /v1/queries lists them).")
     submission_id: int = Field(description="The submission asked about.")
@@ -707,7 +718,7 @@ def create_app(  # noqa: C901
         """Every custodian action (uploads, plans, developers, top-ups, revocations, rotations)."""
         return store.actions()
 
-    @app.get(f"{API}/audit/queries.csv", response_class=_CSVResponse)
+    @app.get(f"{API}/audit/queries.csv", response_class=_CSVResponse, responses=_JSON_ERRORS)
     def audit_csv(
         _: Admin,
         plan_id: int | None = Query(None, ge=1, le=MAX_ID),
@@ -721,7 +732,7 @@ def create_app(  # noqa: C901
         rows = store.audit_rows(plan_id=plan_id, developer_id=developer_id)
         return _csv(Store.AUDIT_COLUMNS, rows, "sequester-queries.csv")
 
-    @app.get(f"{API}/audit/actions.csv", response_class=_CSVResponse)
+    @app.get(f"{API}/audit/actions.csv", response_class=_CSVResponse, responses=_JSON_ERRORS)
     def actions_csv(_: Admin) -> StreamingResponse:
         """Export the custodian's actions as CSV."""
         cols = ("id", "created_at", "action", "target", "details")
