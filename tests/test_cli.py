@@ -744,8 +744,8 @@ def test_the_evaluate_table_says_class_counts_the_method_kept_secret_are_not_rel
         for line in out.splitlines()
         if line.count("│") >= 3
     }
-    assert rows["n_pos"] == rows["n_neg"] == "not released", out
-    assert rows["brier"] == "-", out  # not a secret: scores that are no probabilities
+    assert rows["positives"] == rows["negatives"] == "not released", out
+    assert rows["Brier score"] == "-", out  # not a secret: scores that are no probabilities
 
 
 def test_report_says_a_histogram_without_dp_used_no_dp_not_that_it_has_no_epsilon(

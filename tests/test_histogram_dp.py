@@ -552,7 +552,7 @@ def test_cli_table_gives_each_dp_calibration_bin_its_noise_or_why_it_is_withheld
     # withheld "at a site" (the counts are pooled, then noised).
     assert all("noise SD" in r or "within 3 noise SDs of 0" in r for r in rows), table
     assert "withheld at a site" not in table
-    assert "Brier" in out and "brier_noise_sd" in out
+    assert "Brier" in out and "Brier noise SD" in out
 
 
 def test_the_refusal_after_a_local_dp_tree_names_the_local_tree():

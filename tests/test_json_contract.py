@@ -394,7 +394,7 @@ def test_aliases_are_shown_once_in_the_table_and_the_report(files, tmp_path, cap
     main([*args, "--report", str(report)])
     table = capsys.readouterr().out
     assert "population_auc" not in table and "population_se" not in table
-    assert table.count("auc_se") == 1 and "personalized_auc" in table
+    assert table.count("standard error of the AUC") == 1 and "personalized AUC" in table
     html = report.read_text(encoding="utf-8")
     from fedroc.report import human_label
 

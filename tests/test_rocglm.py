@@ -856,7 +856,7 @@ def test_cli_evaluate_rocglm(tmp_path, capsys):
     assert "NOT A BOUND" in (tmp_path / "r.html").read_text()
     main([*args, "--method", "rocglm", "--sensitivity", "0.01"])
     table = capsys.readouterr().out
-    assert "privacy_guarantee" in table and "deconvolution" in table
+    assert "privacy guarantee" in table and "deconvolution" in table
     assert res["auc_test"]["a0"] == 0.6 and (tmp_path / "r.html").stat().st_size > 1000
     with pytest.raises(SystemExit) as exit_info:
         main([*args, "--method", "pooled", "--epsilon", "0.5"])

@@ -228,8 +228,8 @@ def test_the_histograms_error_rows_say_what_they_are_measured_against(capsys, ho
     args = [*hospitals, "--method", "histogram", "--report", str(report)]
     code, out, err = run_main(capsys, ["evaluate", *args])
     assert code == 0, err
-    assert "auc_error" in out
-    note = " ".join(out[out.index("auc_error") :].split())
+    assert "AUC error against the pooled rows" in out
+    note = " ".join(out[out.index("average precision errors") :].split())
     assert "errors against the pooled rows, which this command read from the --site files" in note
     text = _report_text(report)
     for label in ("ROC area error", "PR area error", "AUC error", "PR-AUC error",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedroc._docs import fill_doc
+from fedroc._labels import LABELS, human_label, method_label
 from fedroc._plotting import roc_axes
 from fedroc.data import SiteData
 from fedroc.metrics import CalibrationCurve, ScoreCounts, precision_recall_curve, roc_curve
@@ -46,102 +47,6 @@ __all__ = [
     "roc_band",
     "roc_figure",
 ]
-
-#: Human labels of result keys (anything else goes through :func:`human_label`'s rules).
-LABELS: dict[str, str] = {
-    "auc": "AUC",
-    "auc_ci": "AUC confidence interval",
-    "auc_se": "Standard error of the AUC",
-    "auc_ci_wald": "AUC confidence interval (Wald)",
-    "auc_ci_logit": "AUC confidence interval (logit)",
-    "auc_ci_bootstrap": "AUC confidence interval (stratified bootstrap)",
-    "weighted": "Rows weighted (--sample-weight)",
-    "weight_pos": "Total weight of the positives",
-    "weight_neg": "Total weight of the negatives",
-    "auc_variance": "Variance of the AUC",
-    "average_precision": "Average precision (step-wise)",
-    "pr_auc": "Area under the PR curve (trapezoids)",
-    "brier": "Brier score",
-    "brier_ci": "Brier score confidence interval",
-    "n": "Rows",
-    "n_pos": "Positives",
-    "n_neg": "Negatives",
-    "max_fpr": "Partial AUC: largest false positive rate",
-    "partial_auc": "Partial AUC (McClish-standardised)",
-    "epsilon": "Differential privacy: epsilon",
-    "delta": "Differential privacy: delta",
-    "rocglm_params": "ROC-GLM parameters (intercept, slope)",
-    "quantiles": "Quantiles per class",
-    "curve_auc": "Area under the released curve",
-    "auc_binned": "AUC of the binned scores",
-    "noise_sd": "Noise standard deviation",
-    "auc_noise_sd": "Noise standard deviation of the AUC",
-    "ci_withheld": "Confidence interval withheld because",
-    "simex": "SIMEX correction",
-    "method": "Method",
-    "caveats": "Caveat",
-    "dropped": "Sites dropped",
-    # The histogram's errors need the pooled rows, which only a caller holding them has
-    # (the CLI, which reads the --site files); "AUC error" alone read as an estimate.
-    "roc_area_error": "ROC area error against the pooled rows (paper 5, Definition 1)",
-    "pr_area_error": "PR area error against the pooled rows (paper 5, Definition 1)",
-    "auc_error": "AUC error against the pooled rows",
-    "pr_auc_error": "PR-AUC error against the pooled rows",
-    "ap_error": "Average precision error against the pooled rows",
-    "delong_se": "SE of the AUC by DeLong (clusters ignored)",
-    "n_clusters": "Clusters used (both classes)",
-    "n_clusters_total": "Clusters in all",
-    "n_excluded": "Clusters with one class (left out)",
-    "equality_z": "Equality test (population = personalized AUC): z",
-    "equality_p": "Equality test: p (two-sided)",
-    "sigma11": "Sigma11 divisor",
-}
-
-#: Labels of keys whose meaning depends on the method (the clustered method counts only the
-#: rows of the clusters it uses; "Rows 754" read as every row of the sites).
-_METHOD_LABELS: dict[tuple[str, str], str] = {
-    ("clustered", "n"): "Rows in the clusters used",
-    ("clustered", "n_pos"): "Positives in the clusters used",
-    ("clustered", "n_neg"): "Negatives in the clusters used",
-}
-
-_WORDS = {
-    "auc": "AUC",
-    "ci": "CI",
-    "se": "SE",
-    "sd": "SD",
-    "dp": "DP",
-    "pr": "PR",
-    "roc": "ROC",
-    "mpc": "MPC",
-    "ppv": "PPV",
-    "npv": "NPV",
-    "fpr": "FPR",
-    "tpr": "TPR",
-    "glm": "GLM",
-    "n": "number of",
-}
-
-
-def human_label(key: str) -> str:
-    """Turn a result key into a reader's label: ``auc_se`` -> "Standard error of the AUC".
-
-    Parameters
-    ----------
-    key : str
-        A key of a result's JSON object (``EvaluationResult.to_dict()``).
-
-    Returns
-    -------
-    str
-        The label of :data:`LABELS` for a known key; otherwise the key's words, known
-        abbreviations spelled out, with a capital first letter.
-    """
-    if key in LABELS:
-        return LABELS[key]
-    words = [_WORDS.get(w, w) for w in key.split("_") if w]
-    text = " ".join(words)
-    return text[:1].upper() + text[1:] if text else key
 
 
 def _matplotlib() -> Any:
@@ -660,7 +565,7 @@ def evaluation_report(
             continue
         if key == "epsilon" and value is None:  # the method can add DP; this run did not
             value = "none (no differential privacy)"
-        rows.append((_METHOD_LABELS.get((result.method, key)) or human_label(key), value))
+        rows.append((method_label(key, result.method), value))
     rows = [(k, "not given by this method" if v is None else v) for k, v in rows]
     report.add_table(["Quantity", "Value"], rows, cls="result")
     for caveat in extra.get("caveats") or []:

@@ -591,6 +591,29 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+# First words a row label keeps capitalised: names, not the start of a sentence.
+_NAMES = ("Brier", "Obuchowski", "DeLong", "Youden", "Wald", "Sigma11", "Gaussian", "McClish")
+
+
+def row_label(key: str, method: str | None = None, level: str | None = None) -> str:
+    """Label a result's key as a table row, in words: ``auc_se`` -> "standard error of the AUC".
+
+    The words are the HTML report's (:func:`fedroc._labels.method_label`), lower case as
+    the tables' other rows ("rounds", "released") unless the first word is an abbreviation
+    or a name; with ``level`` ("95%"), an interval's label says its level. The tables showed
+    the JSON keys themselves (``n_pos``, ``auc_ci_logit``, ``sensitivity_is_heuristic``).
+    """
+    from fedroc._labels import method_label
+
+    text = method_label(key, method)
+    if level is not None:
+        text = text.replace("confidence interval", f"{level} CI", 1)
+    first = text.split(" ", 1)[0]
+    if first[1:] == first[1:].lower() and not first.startswith(_NAMES):
+        text = text[:1].lower() + text[1:]
+    return text
+
+
 #: Keys of kv_table rows that hold sentences.
 _PROSE = frozenset({"released", "caveat", "caveats", "note", "notes"})
 

@@ -31,6 +31,7 @@ from fedroc.cli._common import (
     out,
     parse_sites,
     report_output,
+    row_label,
     sites_table,
 )
 from fedroc.cli._method_options import (
@@ -300,31 +301,70 @@ def check_weights(method: str, column: str | None) -> dict[str, Any]:
 _SECRET_WHEN_NONE = frozenset({"n_pos", "n_neg"})
 
 
-def _extra_rows(result: EvaluationResult) -> list[tuple[str, Any]]:
-    """Give the rows of the method's own scalar keys (the tables below show the rest)."""
+def _extra_rows(result: EvaluationResult, level: str) -> list[tuple[str, Any]]:
+    """Give the rows of the method's own scalar keys (the tables below show the rest).
+
+    Each row is labelled in words (:func:`row_label`), never by its JSON key.
+    """
     from fedroc.methods import ALIAS_KEYS
 
+    extra = result.extra
+    # Under DP the histogram's class counts are noisy floats: "n 1009.4689" read as exact.
+    noisy = result.method == "histogram" and extra.get("mode") not in (None, "secure-aggregation")
     rows: list[tuple[str, Any]] = []
-    for key, value in result.extra.items():
+    for key, value in extra.items():
         if key in {"calibration", "calibration_released", "comparison", "operating_points"}:
             continue
         if key in ALIAS_KEYS.get(result.method, ()):  # shown under their other name
             continue
+        if key == "max_fpr":  # in the partial AUC's label
+            continue
+        if key == "ci_withheld" and value is None:  # "withheld because -": nothing withheld
+            continue
+        if key == "epsilon" and value is None:  # the method can add DP; this run did not
+            value = "none (no differential privacy)"
+        label = _label(key, result, level)
         if key == "caveats":  # plain sentences: one row each
             rows += [("caveat", str(c)) for c in value]
+        elif key == "auc_test" and isinstance(value, Mapping):  # rocglm --a0: a dict
+            rows.append((f"H0 AUC <= {value['a0']:g}: z (logit scale)", value.get("z")))
+            rows.append(("  p (one-sided)", value.get("p_value")))
         elif value is None and key in _SECRET_WHEN_NONE:  # "-" read as a missing value
-            rows.append((key, "not released"))
+            rows.append((label, "not released"))
+        elif noisy and key in _COUNTS and isinstance(value, float):
+            rows.append((f"{label} (noisy)", f"{value:.1f}"))
         elif isinstance(value, (int, float, str, tuple)) or value is None:
-            rows.append((key, value))
+            rows.append((label, value))
         elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            rows += [(key, v) for v in value]  # caveats and notes, one per row
+            rows += [(label, v) for v in value]  # caveats and notes, one per row
         elif isinstance(value, list) and value and len(value) <= 4:
-            rows.append((key, tuple(value) if len(value) == 2 else str(value)))
+            rows.append((label, tuple(value) if len(value) == 2 else str(value)))
     return rows
 
 
-# The histogram's errors of its curves and areas against the pooled rows (docs/json.md).
-_POOLED_ERRORS = ("roc_area_error", "pr_area_error", "auc_error", "pr_auc_error", "ap_error")
+def _label(key: str, result: EvaluationResult, level: str) -> str:
+    """Label a row: in words, with what another key of the result adds to it."""
+    extra = result.extra
+    if key == "partial_auc" and "max_fpr" in extra:
+        return f"partial AUC (FPR <= {extra['max_fpr']:g}, McClish)"
+    if key == "auc_ci_bootstrap" and isinstance(extra.get("bootstrap"), Mapping):
+        boot = extra["bootstrap"]
+        seeded = "unseeded" if boot.get("seed") is None else f"seed {boot['seed']}"
+        return f"AUC {level} CI, bootstrap ({boot.get('samples')} samples, {seeded})"
+    return row_label(key, result.method, level)
+
+
+_COUNTS = frozenset({"n", "n_pos", "n_neg"})
+
+# The histogram's errors of its curves and areas against the pooled rows (docs/json.md),
+# in the words of the note under the table.
+_POOLED_ERRORS = {
+    "roc_area_error": "ROC area",
+    "pr_area_error": "PR area",
+    "auc_error": "AUC",
+    "pr_auc_error": "PR-AUC",
+    "ap_error": "average precision",
+}
 
 
 def render_result(result: EvaluationResult) -> None:
@@ -333,7 +373,7 @@ def render_result(result: EvaluationResult) -> None:
     level = f"{result.confidence_level:.0%}"
     rows: list[tuple[str, Any]] = [("method", result.method), ("AUC", result.auc)]
     rows.append((f"{level} CI", result.auc_ci))
-    rows += _extra_rows(result)
+    rows += _extra_rows(result, level)
     rel = result.released
     rows.append(("rounds", rel.rounds))
     rows += calibration_rounds(result.extra)
@@ -344,10 +384,11 @@ def render_result(result: EvaluationResult) -> None:
     for note in rel.notes:
         rows.append(("released", note))
     out.print(kv_table(f"Evaluation: {result.method}", rows))
-    errors = [key for key in _POOLED_ERRORS if key in result.extra]
+    errors = [words for key, words in _POOLED_ERRORS.items() if key in result.extra]
     if errors:
+        what = ", ".join(errors[:-1]) + " and " + errors[-1] if len(errors) > 1 else errors[0]
         out.print(
-            f"{', '.join(errors)}: errors against the pooled rows, which this command read "
+            f"{what} errors against the pooled rows, which this command read "
             "from the --site files (an analyst of remote sites has no such check)",
             highlight=False,
             markup=False,

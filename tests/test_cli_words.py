@@ -1,0 +1,117 @@
+"""The command line's tables in words: a statistician who never reads the JSON sees labels,
+not its keys (``n_pos``, ``auc_ci_logit``, ``sensitivity_is_heuristic``), and values as a
+reader writes them. The JSON keys are a contract (docs/json.md) and stay as they are."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests._cli import run_main
+
+# A key of the JSON: lower-case words joined by underscores.
+_KEY = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Three sites of 120-160 rows in clusters of 4, two scores: as `--site` options."""
+    tmp = tmp_path_factory.mktemp("words")
+    rng = np.random.default_rng(11)
+    args = []
+    for name, clusters in (("north", 35), ("south", 30), ("east", 40)):
+        pid = np.repeat(np.arange(clusters), 4)
+        y = rng.integers(0, 2, pid.size)
+        effect = rng.normal(0, 0.5, clusters)[pid]
+        s = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 1.2 * y + effect - 0.5)))
+        s2 = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 0.6 * y - 0.3)))
+        frame = pd.DataFrame({"label": y, "score": s.round(4), "score2": s2.round(4), "pid": pid})
+        path = tmp / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    return args
+
+
+def table_rows(out: str, title: str) -> dict[str, str]:
+    """The rows of the key-value table titled ``title``: label -> value (first line of each)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows: dict[str, str] = {}
+    for line in lines[start + 2 :]:
+        if line.startswith("└"):
+            break
+        cells = line.split("│")
+        if len(cells) >= 3 and cells[1].strip():
+            rows.setdefault(cells[1].strip(), cells[2].strip())
+    return rows
+
+
+EVALUATE_RUNS = [
+    ("pooled", ["--bootstrap", "20", "--seed", "1", "--max-fpr", "0.2"]),
+    ("rocglm", ["--sensitivity", "0.01", "--a0", "0.6"]),
+    ("histogram", []),
+    ("histogram", ["--dp-epsilon", "2", "--quantiles", "64"]),
+    ("clustered", ["--cluster", "pid"]),
+    ("mpc", []),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "options"), EVALUATE_RUNS, ids=[f"{m}-{i}" for i, (m, _) in enumerate(EVALUATE_RUNS)]
+)
+def test_the_evaluate_table_labels_its_rows_in_words(capsys, sites, method, options):
+    """Before: every key a method added was a row under its JSON name (``n_pos``,
+    ``average_precision``, ``auc_ci_logit``, ``sensitivity_is_heuristic``, ``equality_p``),
+    and the note under the histogram's table began "roc_area_error, pr_area_error, ..."."""
+    args = ["evaluate", *sites, "--method", method, *options]
+    code, out, err = run_main(capsys, [*args, "--json"])
+    assert code == 0, err
+    keys = {k for k in json.loads(out) if "_" in k}
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    rows = table_rows(out, f"Evaluation: {method}")
+    shown = [label for label in rows if _KEY.match(label) or label in keys]
+    assert not shown, out
+    assert "standard error of the AUC" in rows and any(label.startswith("rows") for label in rows)
+    for key in ("roc_area_error", "auc_error", "ap_error"):
+        assert key not in out
+
+
+def test_the_evaluate_table_shows_the_test_of_a0(capsys, sites):
+    """Before: `--a0` gave its one-sided test only in the JSON (``auc_test``, a dict the
+    table skipped). The z is on the logit scale with the AUC's SE (docs/json.md)."""
+    from scipy.special import logit
+    from scipy.stats import norm
+
+    args = ["evaluate", *sites, "--method", "rocglm", "--sensitivity", "0.01", "--a0", "0.6"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    rows = table_rows(out, "Evaluation: rocglm")
+    auc, se = float(rows["AUC"]), float(rows["standard error of the AUC"])
+    z = (logit(auc) - logit(0.6)) * auc * (1 - auc) / se
+    assert float(rows["H0 AUC <= 0.6: z (logit scale)"]) == pytest.approx(z, rel=0.01), out
+    assert float(rows["p (one-sided)"]) == pytest.approx(norm.sf(z), rel=0.1, abs=1e-4), out
+
+
+def test_the_histogram_says_its_class_counts_are_noisy_under_dp(capsys, sites):
+    """Before: "n 1009.4689" under DP read as an exact count given to four decimals."""
+    args = ["evaluate", *sites, "--method", "histogram", "--dp-epsilon", "2"]
+    code, out, err = run_main(capsys, [*args, "--quantiles", "64"])
+    assert code == 0, err
+    rows = table_rows(out, "Evaluation: histogram")
+    for label in ("rows (noisy)", "positives (noisy)", "negatives (noisy)"):
+        assert re.fullmatch(r"-?\d+\.\d", rows[label]), (label, rows)
+    assert "rows" not in rows
+
+
+def test_a_histogram_without_dp_says_so_instead_of_a_dash(capsys, sites):
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "histogram"])
+    assert code == 0, err
+    rows = table_rows(out, "Evaluation: histogram")
+    assert rows["differential privacy: epsilon"] == "none (no differential privacy)", out
+    note = " ".join(out.split())
+    assert "ROC area, PR area, AUC, PR-AUC and average precision errors against the pooled" in note
