@@ -115,3 +115,23 @@ def test_a_histogram_without_dp_says_so_instead_of_a_dash(capsys, sites):
     assert rows["differential privacy: epsilon"] == "none (no differential privacy)", out
     note = " ".join(out.split())
     assert "ROC area, PR area, AUC, PR-AUC and average precision errors against the pooled" in note
+
+
+def test_a_true_or_false_value_reads_yes_or_no(capsys):
+    """Before: rocglm's "sensitivity is a heuristic" and "converged" rows read "True"."""
+    from fedroc.cli.evaluate_cmd import render_result
+    from fedroc.federation import Released
+    from fedroc.methods import EvaluationResult
+
+    result = EvaluationResult(
+        method="rocglm",
+        sites=[{"name": "a", "n": 10}],
+        auc=0.7,
+        auc_ci=(0.6, 0.8),
+        released=Released(2, ["f"], {}, {}, {}, {}, {}, {}),
+        extra={"sensitivity_is_heuristic": True, "converged": False},
+    )
+    render_result(result)
+    rows = table_rows(capsys.readouterr().out, "Evaluation: rocglm")
+    assert rows["sensitivity only a heuristic (no bound)"] == "yes", rows
+    assert rows["probit fit: converged"] == "no", rows

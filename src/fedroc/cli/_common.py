@@ -579,6 +579,8 @@ def fmt(value: Any, digits: int = 4) -> str:
     """Format a table cell: a missing value (None, NaN: null in the JSON) as ``-``."""
     if value is None:
         return "-"
+    if isinstance(value, bool):  # "True" is Python's word, not the reader's
+        return "yes" if value else "no"
     if isinstance(value, float):
         if value != value:
             return "-"
