@@ -135,3 +135,45 @@ def test_a_true_or_false_value_reads_yes_or_no(capsys):
     rows = table_rows(capsys.readouterr().out, "Evaluation: rocglm")
     assert rows["sensitivity only a heuristic (no bound)"] == "yes", rows
     assert rows["probit fit: converged"] == "no", rows
+
+
+def test_mpc_run_labels_its_rows_in_words(capsys):
+    """Before: `fedroc mpc run` listed its JSON (``auc_ci``, ``auc_variance``,
+    ``precision_bits``, ``min_class_count``, ``comparison: p_value``), the class counts as a
+    bare "-" and whether the values were opened as "True"."""
+    from fedroc.cli.mpc_cmd import render_run
+
+    parties = [
+        {"party": k, "role": role, "rounds": 9, "bytes_sent": 10, "bytes_received": 11,
+         "messages_sent": 3, "seconds": 0.5}
+        for k, role in enumerate(["proxy 0", "proxy 1", "helper"])
+    ]  # fmt: skip
+    record = {
+        "method": "mpc",
+        "job": "j1",
+        "sites": [{"name": "a", "n": 40}, {"name": "b", "n": 30}],
+        "auc": 0.75,
+        "auc_ci": [0.6, 0.86],
+        "n": 70,
+        "n_pos": None,
+        "n_neg": None,
+        "pr_auc": 0.6,
+        "auc_se": 0.06,
+        "auc_variance": 0.0036,
+        "comparison": {"auc_difference": 0.1, "se": 0.04, "ci": [0.02, 0.18],
+                       "ci_wald": [0.02, 0.18], "p_value": 0.012, "auc_b": 0.65,
+                       "auc_b_ci": [0.5, 0.78], "method": "paired DeLong under MPC"},
+        "mpc": {"job": "j1", "sort": "oblivious", "delta": None, "precision_bits": 14,
+                "min_class_count": 5, "released": True, "seconds": 1.5, "parties": parties},
+    }  # fmt: skip
+    render_run(record, 0.9)
+    out = capsys.readouterr().out
+    rows = table_rows(out, "MPC result of job j1")
+    assert not [label for label in rows if _KEY.match(label)], out
+    assert rows["90% CI (logit, paper 1 eq. 3)"] == "[0.6000, 0.8600]"
+    assert rows["positives"].startswith("not released") and rows["values opened"] == "yes"
+    assert rows["opened values rounded to"] == "2^-14"
+    comparison = table_rows(out, "Comparison of two models on the same rows")
+    assert comparison["AUC difference"] == "0.1000" and "comparison: p_value" not in out
+    assert comparison["p-value (two-sided, equal AUCs)"] == "0.0120"
+    assert "2 (helper)" in out and re.search(r"│ b +│ +30 │", out), out

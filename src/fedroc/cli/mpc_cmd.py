@@ -30,6 +30,8 @@ from fedroc.cli._common import (
     kv_table,
     out,
     read_data,
+    row_label,
+    sites_table,
 )
 from fedroc.cli._options import (
     ClusterFileOption,
@@ -254,11 +256,66 @@ def _check_owner_counts(data: Path, n_pos: int, n_neg: int, minimum: int) -> Non
         )
 
 
-def _result_rows(stats: list[Any]) -> list[tuple[Any, ...]]:
-    return [
-        (f"party {pid}", s.rounds, s.bytes_sent, s.bytes_received, s.seconds)
-        for pid, s in enumerate(stats)
+_PARTY_COLUMNS = ("rounds", "bytes_sent", "bytes_received", "seconds")
+
+
+def render_run(record: dict[str, Any], confidence: float) -> None:
+    """Print ``fedroc mpc run``'s result: owners, values, comparison and parties, in words.
+
+    Before, the rows were the JSON's keys (``auc_ci``, ``auc_variance``,
+    ``precision_bits``, ``comparison: p_value``) and the class counts a bare "-".
+    """
+    level = f"{confidence:.0%}"
+    job = record["mpc"]
+    out.print(sites_table(record["sites"]))
+    rows: list[tuple[str, Any]] = [
+        ("AUC", record["auc"]),
+        (f"{level} CI (logit, paper 1 eq. 3)", record["auc_ci"]),
+        (row_label("auc_se"), record["auc_se"]),
+        (row_label("auc_variance") + " (DeLong)", record["auc_variance"]),
+        (row_label("pr_auc"), record["pr_auc"]),
     ]
+    if "auc_noties" in record:
+        rows.append((row_label("auc_noties"), record["auc_noties"]))
+    rows += [
+        ("rows", record["n"]),
+        # The job keeps the class counts secret: "-" read as missing data.
+        ("positives", "not released (secret in the job)"),
+        ("negatives", "not released (secret in the job)"),
+        ("job", job["job"]),
+        ("merge", job["sort"] + (f" (the paper's, delta {job['delta']})" if job["delta"] else "")),
+        ("opened values rounded to", f"2^-{job['precision_bits']}"),
+        ("least rows of each class to open them", job["min_class_count"]),
+        ("values opened", job["released"]),
+        ("seconds", job["seconds"]),
+    ]
+    out.print(kv_table(f"MPC result of job {job['job']}", rows))
+    comparison = record.get("comparison")
+    if comparison is not None:
+        out.print(
+            kv_table(
+                "Comparison of two models on the same rows (score minus compared score)",
+                [
+                    ("AUC difference", comparison["auc_difference"]),
+                    ("  SE", comparison["se"]),
+                    (f"  {level} CI", comparison["ci"]),
+                    ("  p-value (two-sided, equal AUCs)", comparison["p_value"]),
+                    ("AUC of the compared score", comparison["auc_b"]),
+                    (f"  {level} CI", comparison["auc_b_ci"]),
+                    ("test", comparison["method"]),
+                ],
+            )
+        )
+    out.print(
+        grid_table(
+            "Parties",
+            ["party", "rounds", "bytes sent", "bytes received", "seconds"],
+            [
+                (f"{p['party']} ({p['role']})", *(p[k] for k in _PARTY_COLUMNS))
+                for p in job["parties"]
+            ],
+        )
+    )
 
 
 @mpc_app.command("run")
@@ -341,18 +398,7 @@ def run(
     if as_json:
         emit_json(record)
         return
-    rows = [(k, v) for k, v in record.items() if k not in ("sites", "comparison", "mpc", "job")]
-    rows += [(k, v) for k, v in record["mpc"].items() if k != "parties"]
-    for key, value in record.get("comparison", {}).items():
-        rows.append((f"comparison: {key}", value))
-    out.print(kv_table("MPC result", rows))
-    out.print(
-        grid_table(
-            "Parties",
-            ["party", "rounds", "bytes sent", "bytes received", "seconds"],
-            _result_rows(result.stats),
-        )
-    )
+    render_run(record, confidence)
 
 
 @mpc_app.command("stop")
