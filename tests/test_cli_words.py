@@ -177,3 +177,19 @@ def test_mpc_run_labels_its_rows_in_words(capsys):
     assert comparison["AUC difference"] == "0.1000" and "comparison: p_value" not in out
     assert comparison["p-value (two-sided, equal AUCs)"] == "0.0120"
     assert "2 (helper)" in out and re.search(r"│ b +│ +30 │", out), out
+
+
+@pytest.mark.parametrize("method", ["histogram", "rocglm"])
+def test_flower_run_labels_the_rows_of_a_result_in_words(capsys, sites, method):
+    """Before: `fedroc flower run` listed a result's scalars under their JSON keys
+    (``n_pos``, ``pr_auc``, ``auc_ci``, ``noise_sd``). The rows of the object an
+    in-process run gives, as the ServerApp sends it back."""
+    from fedroc.cli.flower_cmd import _result_rows
+
+    options = ["--sensitivity", "0.01"] if method == "rocglm" else []
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", method, *options, "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    labels = [label for label, _ in _result_rows(result)]
+    assert "positives" in labels and "AUC confidence interval" in labels, labels
+    assert not [label for label in labels if _KEY.match(label)], labels

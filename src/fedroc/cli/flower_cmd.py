@@ -29,6 +29,7 @@ from fedroc.cli._common import (
     live_progress,
     name_options,
     out,
+    row_label,
     sites_table,
     split_name_value,
 )
@@ -649,18 +650,20 @@ def run(
 
 def _result_rows(result: dict[str, Any]) -> list[tuple[str, Any]]:
     """Return a job's table rows: its values, caveats and notes as fedroc evaluate shows them."""
+    # Each row in words (row_label), as fedroc evaluate labels it: not by its JSON key.
+    method = result.get("method")
     rows: list[tuple[str, Any]] = [
-        (key, value)
+        (row_label(key, method), value)
         for key, value in result.items()
         if isinstance(value, (int, float, str)) or value is None
     ]
     for key in ("auc_ci",):
         if isinstance(result.get(key), list):
-            rows.append((key, tuple(result[key])))
+            rows.append((row_label(key, method), tuple(result[key])))
     # As fedroc evaluate prints them: a caveat, a list of names or notes, one per row.
     for key, value in result.items():
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            rows += [("caveat" if key == "caveats" else key, v) for v in value]
+            rows += [("caveat" if key == "caveats" else row_label(key, method), v) for v in value]
     released = result.get("released")
     if isinstance(released, dict):
         rows.append(("rounds", released.get("rounds")))
