@@ -193,3 +193,19 @@ def test_flower_run_labels_the_rows_of_a_result_in_words(capsys, sites, method):
     labels = [label for label, _ in _result_rows(result)]
     assert "positives" in labels and "AUC confidence interval" in labels, labels
     assert not [label for label in labels if _KEY.match(label)], labels
+
+
+def test_operating_points_say_how_each_threshold_was_chosen(capsys, sites):
+    """Before: Youden's point was chosen by "youden" (the JSON's value) and the bootstrap
+    interval of the choice sat under "CI with choice"."""
+    data = sites[1].partition("=")[2]
+    args = ["metrics", data, "--at-specificity", "0.8", "--youden", "--seed", "1"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    table = out[out.index("Operating points") :]
+    header = next(line for line in table.splitlines() if line.startswith("┃"))
+    assert "chosen by" in header and "CI, re-chosen" in header, table
+    assert "the threshold chosen anew in each resample" in " ".join(table.split())
+    rows = [line for line in table.splitlines() if line.startswith("│ ")]
+    assert rows[0].startswith("│ specificity >= 0.8") and "Youden's J (max)" in table, table
+    assert "youden" not in table

@@ -199,7 +199,8 @@ def test_cli_mpc_partial_auc_and_points_json_table_and_report(capsys, tmp_path, 
     assert "Operating points" in html and "Partial AUC" in html
     code, out, _ = run_main(capsys, [*mpc_args, *asks, "--method", "mpc"])
     assert code == 0
-    assert "partial_auc" in out and "specificity >= 0.9" in out and "youden" in out
+    assert "partial AUC (FPR <= " in out and "specificity >= 0.9" in out
+    assert "Youden's J (max)" in out
 
 
 def test_asks_are_part_of_the_signed_terms():

@@ -724,26 +724,41 @@ def operating_points_table(points: Sequence[dict[str, Any]], level: str) -> Tabl
     """Tabulate a result's ``operating_points``: one row per point, CIs where released."""
 
     def cell(point: dict[str, Any], name: str) -> str:
+        # The interval on a line of its own under the value: side by side, seven columns of
+        # "0.5652 [0.448, 0.676]" overflowed 120 characters and rich broke them mid-interval.
         value, ci = point.get(name), point.get(f"{name}_ci")
-        return fmt(value) + ("" if ci is None else f" {fmt(ci, 3)}")
+        return fmt(value) + ("" if ci is None else f"\n{fmt(ci, 3)}")
 
     rows = [
         (
-            p["criterion"],
+            _CRITERIA.get(p["criterion"], p["criterion"]),
             p["threshold"],
             cell(p, "sensitivity"),
             cell(p, "specificity"),
             cell(p, "ppv"),
             cell(p, "npv"),
-            p.get("selection_ci"),
+            fmt(p.get("selection_ci"), 3),
         )
         for p in points
     ]
-    return grid_table(
+    # "CI with choice" said nothing of what the interval is: the bootstrap interval of the
+    # proportion the target leaves free, re-choosing the threshold in each replicate.
+    table = grid_table(
         f"Operating points (predict positive when score >= threshold; {level} CIs)",
-        ["criterion", "threshold", "sensitivity", "specificity", "PPV", "NPV", "CI with choice"],
+        ["chosen by", "threshold", "sensitivity", "specificity", "PPV", "NPV", "CI, re-chosen"],
         rows,
     )
+    if any(p.get("selection_ci") is not None for p in points):
+        table.caption = (
+            "CI, re-chosen: bootstrap CI of the proportion the target leaves free, the "
+            "threshold chosen anew in each resample; the others take the threshold as fixed"
+        )
+        table.caption_justify = "left"
+    return table
+
+
+# The JSON's criterion "youden" in words (a target reads "specificity >= 0.9" already).
+_CRITERIA = {"youden": "Youden's J (max)"}
 
 
 def coerce_pos_label(value: str | None) -> Any:
