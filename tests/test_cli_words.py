@@ -209,3 +209,20 @@ def test_operating_points_say_how_each_threshold_was_chosen(capsys, sites):
     rows = [line for line in table.splitlines() if line.startswith("│ ")]
     assert rows[0].startswith("│ specificity >= 0.8") and "Youden's J (max)" in table, table
     assert "youden" not in table
+
+
+def test_sentences_in_a_table_read_from_the_left_and_numbers_from_the_right(capsys, sites):
+    """Before: a calibration bin's note and a comparison's method were right-justified like
+    numbers (their wrapped lines began at ragged columns), and the comparison's AUC
+    difference, the first column, was left-justified like a name."""
+    args = ["evaluate", *sites, "--method", "histogram", "--quantiles", "64"]
+    code, out, err = run_main(capsys, [*args, "--dp-epsilon", "2", "--compare-score", "score2"])
+    assert code == 0, err
+    calibration = out[out.index("\nCalibration") :]
+    notes = [line.split("│")[5] for line in calibration.splitlines() if line.startswith("│ [")]
+    assert len(notes) == 10 and all(n.startswith(" ") and n[1] != " " for n in notes), notes
+    comparison = out[out.index("Comparison of two models") : out.index("\nCalibration")]
+    first = next(line for line in comparison.splitlines() if line.startswith("│ "))
+    difference, method = first.split("│")[1], first.split("│")[4]
+    assert difference.startswith("  ") and difference.endswith(" "), comparison
+    assert method.startswith(" paired DeLong"), comparison

@@ -636,6 +636,11 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     return table
 
 
+def _is_prose(cell: Any) -> bool:
+    """Whether a table cell holds words (a note, a method), not a number or an interval."""
+    return isinstance(cell, str) and " " in cell.strip() and any(c.isalpha() for c in cell)
+
+
 def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
     from rich.table import Table
 
@@ -643,7 +648,14 @@ def grid_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]])
     # of fedroc demo took three. Not past the terminal: rich caps min_width at its width.
     table = Table(title=title, title_justify="left", min_width=len(title))
     for i, h in enumerate(header):
-        table.add_column(h, justify="left" if i == 0 else "right")
+        # Numbers line up on the right; a column of sentences (a calibration bin's note, a
+        # comparison's method) reads from the left: right-justified, each wrapped line of
+        # "withheld at a site: its rows predicted ..." began at another column.
+        # The first column names its row, unless it is a number (a comparison's difference).
+        cells = [row[i] for row in rows if i < len(row)]
+        prose = any(_is_prose(c) for c in cells)
+        name = i == 0 and not all(isinstance(c, (int, float)) or c is None for c in cells)
+        table.add_column(h, justify="left" if name or prose else "right")
     for row in rows:
         table.add_row(*[Text(fmt(c)) for c in row])
     return table
