@@ -226,3 +226,26 @@ def test_sentences_in_a_table_read_from_the_left_and_numbers_from_the_right(caps
     difference, method = first.split("│")[1], first.split("│")[4]
     assert difference.startswith("  ") and difference.endswith(" "), comparison
     assert method.startswith(" paired DeLong"), comparison
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["flower", "run"]])
+def test_every_method_option_says_its_default(command):
+    """Before: `evaluate --help` and `flower run --help` left the defaults of --epsilon,
+    --delta, --dp-calibration, --thresholds, --n-thresholds, --dp-noise, --dp-mode,
+    --interpolation, --sigma11, --mpc-delta and --mpc-min-class-count unsaid, and half the
+    methods' options began in lower case ("threshold rule, grid or positives.")."""
+    from fedroc.cli import click_command
+
+    cmd = click_command()
+    for name in command:
+        cmd = cmd.commands[name]
+    checked = 0
+    for param in cmd.params:
+        panel = getattr(param, "rich_help_panel", None) or ""
+        if not panel.startswith("Options of --method") or param.is_flag:
+            continue
+        text = param.help or ""
+        assert text[:1].isupper() or text[:1] in "'-" or text.startswith("l2-"), param.opts
+        assert "default" in text.lower() or "required" in text, (param.opts, text)
+        checked += 1
+    assert checked >= 20

@@ -84,27 +84,38 @@ RootCertificatesOption = Annotated[
 # itself, fedroc.cli._method_options, before it connects).
 # rocglm (paper 1)
 EpsilonOption = Annotated[
-    float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores.")
+    float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores (default 1).")
 ]
-DeltaOption = Annotated[float | None, typer.Option(help="rocglm: DP delta of the noisy scores.")]
+DeltaOption = Annotated[
+    float | None,
+    typer.Option(
+        help="rocglm: DP delta of the noisy scores (default 1/(10 n), n the largest site's rows)."
+    ),
+]
 SensitivityOption = Annotated[
     float | None,
     typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
 ]
 DpCalibrationOption = Annotated[
-    str | None, typer.Option(help="rocglm: Gaussian mechanism, classic or analytic.")
+    str | None,
+    typer.Option(
+        help="rocglm: Gaussian mechanism, classic or analytic (default analytic; classic with "
+        "--privacy paper)."
+    ),
 ]
 PrivacyOption = Annotated[
     str | None,
     typer.Option(
-        help="rocglm: instead of --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
+        help="rocglm: Instead of --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
         "or 'paper' (paper 1's table; sites refuse its delta unless their policy allows)."
     ),
 ]
 ThresholdsOption = Annotated[
-    str | None, typer.Option(help="rocglm: threshold rule, grid or positives.")
+    str | None, typer.Option(help="rocglm: Threshold rule, grid (default) or positives.")
 ]
-NThresholdsOption = Annotated[int | None, typer.Option(help="rocglm: size of the grid.")]
+NThresholdsOption = Annotated[
+    int | None, typer.Option(help="rocglm: Size of the grid (default 28, at most 64).")
+]
 CorrectionOption = Annotated[
     str | None,
     typer.Option(
@@ -122,71 +133,82 @@ BootstrapOption = Annotated[
 ]
 ScoreLevelsOption = Annotated[
     str | None,
-    typer.Option(help="rocglm: the public levels of rated scores, e.g. 1,2,3,4,5."),
+    typer.Option(
+        help="rocglm: The public levels of rated scores, e.g. 1,2,3,4,5 (default: none, "
+        "continuous scores)."
+    ),
 ]
-A0Option = Annotated[float | None, typer.Option(help="rocglm: one-sided test of H0: AUC <= A0.")]
+A0Option = Annotated[
+    float | None, typer.Option(help="rocglm: One-sided test of H0: AUC <= A0 (default: no test).")
+]
 # histogram (paper 5)
 QuantilesOption = Annotated[
-    int | None, typer.Option(help="histogram: quantiles per class (Q, default 1024).")
+    int | None, typer.Option(help="histogram: Quantiles per class (Q, default 1024).")
 ]
 DpEpsilonOption = Annotated[
     float | None,
     typer.Option(
-        help="histogram: distributed DP with this total epsilon per site, of a row added "
+        help="histogram: Distributed DP with this total epsilon per site, of a row added "
         "or removed (the paper's); each site's ledger is charged twice it, as a moved row "
-        "changes two counts."
+        "changes two counts (default: no DP, exact sums by secure aggregation)."
     ),
 ]
 DpNoiseOption = Annotated[
-    str | None, typer.Option(help="histogram: DP noise shares, discrete or continuous.")
+    str | None, typer.Option(help="histogram: DP noise shares, discrete (default) or continuous.")
 ]
 DpModeOption = Annotated[
     str | None,
     typer.Option(
-        help="histogram: with --dp-epsilon, 'distributed' (noise shares summed by secure "
-        "aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
+        help="histogram: With --dp-epsilon, 'distributed' (default: noise shares summed by "
+        "secure aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
     ),
 ]
 InterpolationOption = Annotated[
     str | None,
-    typer.Option(help="histogram: pchip (the paper), linear or midpoint between quantiles."),
+    typer.Option(
+        help="histogram: Between quantiles: pchip (the paper's, default), linear or midpoint."
+    ),
 ]
 BranchingOption = Annotated[
-    int | None, typer.Option(help="histogram: branching factor of the tree (default 2).")
+    int | None, typer.Option(help="histogram: Branching factor of the tree (default 2).")
 ]
 HeightOption = Annotated[
     int | None,
-    typer.Option(help="histogram: levels of the tree (default ceil(log_b Q) + 2)."),
+    typer.Option(help="histogram: Levels of the tree (default ceil(log_b Q) + 2)."),
 ]
 ScoreTransformOption = Annotated[
     str | None,
-    typer.Option(help="histogram: logistic or arctan map of unbounded scores onto (0, 1)."),
+    typer.Option(
+        help="histogram: Logistic or arctan map of unbounded scores onto (0, 1) (default: "
+        "none, scores in --score-range)."
+    ),
 ]
 ScoreRangeOption = Annotated[
     str | None,
-    typer.Option(help="histogram, rocglm, clustered: public score range LO,HI (default 0,1)."),
+    typer.Option(help="histogram, rocglm, clustered: Public score range LO,HI (default 0,1)."),
 ]
 # clustered (paper 3)
 ClusterBinsOption = Annotated[
-    int | None, typer.Option(help="clustered: shared score bins (default 1000).")
+    int | None, typer.Option(help="clustered: Shared score bins (default 1000).")
 ]
 PopulationEstimatorOption = Annotated[
-    str | None, typer.Option(help="clustered: corrected (default), eq5 or between.")
+    str | None,
+    typer.Option(help="clustered: Population AUC estimator, corrected (default), eq5 or between."),
 ]
 Sigma11Option = Annotated[
-    str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 or authors.")
+    str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 (default) or authors.")
 ]
 ClusterIntervalOption = Annotated[
     str | None,
     typer.Option(
-        help="clustered: interval, t on I-1 df on the logit scale (logit, default), t or wald."
+        help="clustered: Interval, logit (default: t on I-1 df on the logit scale), t or wald."
     ),
 ]
 PlainOption = Annotated[
     bool | None,
     typer.Option(
         "--plain",
-        help="clustered: sums in the clear (one or two sites whose policy sets "
+        help="clustered: Sums in the clear (one or two sites whose policy sets "
         "clear_histograms) instead of secure aggregation.",
     ),
 ]

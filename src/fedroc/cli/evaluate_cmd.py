@@ -658,8 +658,9 @@ def evaluate_command(
         str | None,
         typer.Option(
             "--sample-weight",
-            help="pooled: column of sample weights (AUC, partial AUC, average precision, "
-            "Brier score and operating points as scikit-learn's; no CI).",
+            help="pooled: Column of sample weights (AUC, partial AUC, average precision, "
+            "Brier score and operating points as scikit-learn's; no CI; default: every row "
+            "weighs 1).",
         ),
     ] = None,
     # --- rocglm (paper 1), histogram (paper 5), clustered (paper 3): SHARED_METHOD_OPTIONS
@@ -667,34 +668,41 @@ def evaluate_command(
     # --- mpc (paper 4) ---
     mpc_cluster: Annotated[
         Path | None,
-        typer.Option(help="mpc: cluster file of running parties (default: 3 local processes)."),
+        typer.Option(help="mpc: Cluster file of running parties (default: 3 local processes)."),
     ] = None,
     mpc_sort: Annotated[
-        str | None, typer.Option(help="mpc: 'oblivious' (default) or 'delta' (the paper's merge).")
+        str | None, typer.Option(help="mpc: Merge, 'oblivious' (default) or 'delta' (the paper's).")
     ] = None,
-    mpc_delta: Annotated[int | None, typer.Option(help="mpc: the paper's delta (odd).")] = None,
+    mpc_delta: Annotated[
+        int | None, typer.Option(help="mpc: The paper's delta (odd; default 1).")
+    ] = None,
     mpc_owner_keys: Annotated[
         Path | None,
-        typer.Option(help="mpc: directory of the sites' owner keys (owner-NAME.key)."),
+        typer.Option(
+            help="mpc: Directory of the sites' owner keys (owner-NAME.key), registered with "
+            "--mpc-cluster (default: a fresh key per site, which only local parties accept)."
+        ),
     ] = None,
     mpc_precision: Annotated[
-        int | None, typer.Option(help="mpc: bits of the opened values (default 14).")
+        int | None, typer.Option(help="mpc: Bits of the opened values (default 14).")
     ] = None,
     mpc_min_class_count: Annotated[
         int | None,
-        typer.Option(help="mpc: open nothing unless both classes have this many samples."),
+        typer.Option(
+            help="mpc: Open nothing unless both classes have this many samples (default 5)."
+        ),
     ] = None,
     mpc_calibration: Annotated[
         bool,
         typer.Option(
             "--mpc-calibration",
-            help="mpc: add the calibration curve (secure aggregation); its counts give the "
+            help="mpc: Add the calibration curve (secure aggregation); its counts give the "
             "class counts P and N, which the MPC job otherwise keeps secret.",
         ),
     ] = False,
     cluster: Annotated[
         str | None,
-        typer.Option(help="clustered: cluster id column (each cluster inside one site)."),
+        typer.Option(help="clustered: Cluster id column (each cluster inside one site; required)."),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
