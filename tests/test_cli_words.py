@@ -249,3 +249,14 @@ def test_every_method_option_says_its_default(command):
         assert "default" in text.lower() or "required" in text, (param.opts, text)
         checked += 1
     assert checked >= 20
+
+
+def test_metrics_says_what_the_default_interval_is(capsys, sites):
+    """Before: "95% CI (default: logit, with score below 100 of a class)": 100 what, and
+    which score? The score interval joins the logit interval below 100 rows of a class."""
+    code, out, err = run_main(capsys, ["metrics", sites[1].partition("=")[2]])
+    assert code == 0, err
+    rows = table_rows(out, "Metrics of")
+    label = "95% CI (default: logit; joined with the score CI below 100 rows of a class)"
+    assert re.fullmatch(r"\[0\.\d{4}, 0\.\d{4}\]", rows[label]), rows
+    assert "with score below 100 of a class" not in out

@@ -215,7 +215,11 @@ def metrics(
                 ("negatives", result["n_neg"]),
                 ("AUC", result["auc"]),
                 ("SE (DeLong)", result["auc_se"]),
-                (f"{level} CI (default: logit, with score below 100 of a class)", result["auc_ci"]),
+                (
+                    f"{level} CI (default: logit; joined with the score CI below 100 rows "
+                    "of a class)",
+                    result["auc_ci"],
+                ),
                 (f"{level} CI, logit (paper 1 eq. 3)", result["auc_ci_logit"]),
                 (f"{level} CI, Wald", result["auc_ci_wald"]),
                 ("average precision", result["average_precision"]),
