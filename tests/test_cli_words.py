@@ -260,3 +260,14 @@ def test_metrics_says_what_the_default_interval_is(capsys, sites):
     label = "95% CI (default: logit; joined with the score CI below 100 rows of a class)"
     assert re.fullmatch(r"\[0\.\d{4}, 0\.\d{4}\]", rows[label]), rows
     assert "with score below 100 of a class" not in out
+
+
+def test_the_mpc_note_names_the_opened_values_in_words(capsys, sites):
+    """Before: "opened to the analyst only: auc, pr_auc, auc_variance rounded to 2^-14",
+    and "co-owners ['east', 'north', 'south']" (a Python list)."""
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "mpc", "--max-fpr", "0.3"])
+    assert code == 0, err
+    text = " ".join(out.replace("│", " ").split())  # the wrapped cells, joined
+    assert "opened to the analyst only: the AUC, the PR-AUC, the AUC's variance, the " in text
+    assert "co-owners east, north, south;" in text and "['" not in text
+    assert "pr_auc" not in text and "auc_variance" not in text

@@ -510,13 +510,15 @@ def run_mpc(
         {"party": pid, "role": ROLE[pid], **stats.to_dict()}
         for pid, stats in enumerate(outcome.stats)
     ]
-    opened = ["auc", "pr_auc"] + (["auc_noties"] if mpc_noties else [])
-    opened += ["auc_variance"] if mpc_ci else []
-    opened += ["partial_auc"] if asks.max_fpr is not None else []
+    # In words (the note is read in the table and the report): it listed the JSON's keys,
+    # "auc, pr_auc, auc_variance", and the co-owners as a Python list.
+    opened = ["the AUC", "the PR-AUC"] + (["the no-tie AUC"] if mpc_noties else [])
+    opened += ["the AUC's variance"] if mpc_ci else []
+    opened += ["the partial AUC"] if asks.max_fpr is not None else []
     opened += ["the operating points' proportions"] if asks.n_points else []
     notes = [
         "shares sealed by each site for its proxy (X25519 + ChaCha20-Poly1305) and signed "
-        f"for job {terms.job} with co-owners {list(terms.owners)}; the analyst relayed "
+        f"for job {terms.job} with co-owners {', '.join(terms.owners)}; the analyst relayed "
         "ciphertext only",
         f"opened to the analyst only: {', '.join(opened)} rounded to 2^-{precision}"
         + (f" (variance to 2^-{spec.var_frac_bits})" if mpc_ci else "")
