@@ -271,3 +271,18 @@ def test_the_mpc_note_names_the_opened_values_in_words(capsys, sites):
     assert "opened to the analyst only: the AUC, the PR-AUC, the AUC's variance, the " in text
     assert "co-owners east, north, south;" in text and "['" not in text
     assert "pr_auc" not in text and "auc_variance" not in text
+
+
+def test_the_clustered_settings_read_as_fedroc_clustered_says_them(capsys, sites):
+    """Before: evaluate's clustered table said "sigma11 corollary6", "population_estimator
+    corrected" and "interval logit", the options' values, where `fedroc clustered` says
+    "Sigma11 divisor I-1", "estimator eq. 5 x I/(I-1)" and "t, 167 df, logit scale"."""
+    code, out, err = run_main(
+        capsys, ["evaluate", *sites, "--method", "clustered", "--cluster", "pid"]
+    )
+    assert code == 0, err
+    rows = table_rows(out, "Evaluation: clustered")
+    clusters = int(rows["clusters used (both classes)"])
+    assert rows["intervals"] == f"t, {clusters - 1} df, logit scale", rows
+    assert rows["Sigma11 divisor"] == "I-1 (Corollary 6)"
+    assert rows["population estimator"] == "eq. 5 x I/(I-1)"

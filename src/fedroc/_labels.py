@@ -85,7 +85,7 @@ LABELS: dict[str, str] = {
     "obuchowski_auc": "Obuchowski AUC (eq. 7)",
     "obuchowski_se": "SE of Obuchowski's AUC (Obuchowski 1997)",
     "obuchowski_ci": "Obuchowski AUC confidence interval",
-    "interval": "Interval",
+    "interval": "Intervals",
     "n_bins": "Shared score bins",
     "population_binning_bound": "Most the binning can move the population AUC",
     "obuchowski_binning_bound": "Most the binning can move Obuchowski's AUC",

@@ -323,6 +323,7 @@ def _extra_rows(result: EvaluationResult, level: str) -> list[tuple[str, Any]]:
             continue
         if key == "epsilon" and value is None:  # the method can add DP; this run did not
             value = "none (no differential privacy)"
+        value = _value_words(key, value, extra)
         label = _label(key, result, level)
         if key == "caveats":  # plain sentences: one row each
             rows += [("caveat", str(c)) for c in value]
@@ -352,6 +353,26 @@ def _label(key: str, result: EvaluationResult, level: str) -> str:
         seeded = "unseeded" if boot.get("seed") is None else f"seed {boot['seed']}"
         return f"AUC {level} CI, bootstrap ({boot.get('samples')} samples, {seeded})"
     return row_label(key, result.method, level)
+
+
+# The clustered method's settings in the words of `fedroc clustered`'s table: the JSON's
+# names ("corollary6", "corrected") are the options' values, not a reader's words.
+_VALUE_WORDS = {
+    "population_estimator": {
+        "corrected": "eq. 5 x I/(I-1)",
+        "eq5": "eq. 5",
+        "between": "between-cluster pairs",
+    },
+    "sigma11": {"corollary6": "I-1 (Corollary 6)", "authors": "(I-1)^2/I (the authors' code)"},
+}
+
+
+def _value_words(key: str, value: Any, extra: Mapping[str, Any]) -> Any:
+    """Say a method's setting in words (clustered's estimator, divisor and intervals)."""
+    if key == "interval" and isinstance(extra.get("n_clusters"), int):
+        df = f"t, {extra['n_clusters'] - 1} df"
+        return {"logit": f"{df}, logit scale", "t": df, "wald": "Wald (normal)"}.get(value, value)
+    return _VALUE_WORDS.get(key, {}).get(value, value) if isinstance(value, str) else value
 
 
 _COUNTS = frozenset({"n", "n_pos", "n_neg"})
