@@ -286,3 +286,14 @@ def test_the_clustered_settings_read_as_fedroc_clustered_says_them(capsys, sites
     assert rows["intervals"] == f"t, {clusters - 1} df, logit scale", rows
     assert rows["Sigma11 divisor"] == "I-1 (Corollary 6)"
     assert rows["population estimator"] == "eq. 5 x I/(I-1)"
+
+
+def test_a_refusal_for_several_sites_limits_reads_as_a_sentence(capsys, sites):
+    """Before: "--delta 0.4 (...) is more than sites site 'east' (0.002857); site 'north'
+    (0.0025); site 'south' (0.003333) have left of their delta limits"."""
+    args = ["evaluate", *sites, "--method", "rocglm", "--sensitivity", "0.01"]
+    code, _, err = run_main(capsys, [*args, "--privacy", "paper"])
+    assert code == 2, err
+    line = " ".join(err.split())
+    assert "is more than what the sites have left of their delta limits (site 'east' " in line
+    assert "is more than sites site" not in line and "nothing was released" in line

@@ -837,8 +837,10 @@ def _check_sites_allow(
             ((name, value),) = short.items()
             sites = f"site {name!r} has left of its {what} limit ({max(value, 0.0):.4g})"
         else:
-            listed = "; ".join(f"site {k!r} ({max(v, 0.0):.4g})" for k, v in short.items())
-            sites = f"sites {listed} have left of their {what} limits"
+            # "is more than sites site 'a' (0.0025); site 'b' (...) have left of ..." read
+            # as a garbled sentence.
+            listed = "; ".join(f"site {k!r} {max(v, 0.0):.4g}" for k, v in short.items())
+            sites = f"what the sites have left of their {what} limits ({listed})"
         least = max(min(short.values()), 0.0)
         fits = largest_fitting(least, fits=fit)  # the sites' own comparison, as printed
         instead = (
