@@ -297,3 +297,16 @@ def test_a_refusal_for_several_sites_limits_reads_as_a_sentence(capsys, sites):
     line = " ".join(err.split())
     assert "is more than what the sites have left of their delta limits (site 'east' " in line
     assert "is more than sites site" not in line and "nothing was released" in line
+
+
+def test_withheld_dp_calibration_bins_are_named_by_their_ranges(capsys, sites, seeded_site_entropy):
+    """Before: "calibration bins [3, 6, 7, 8, 9] are withheld", 0-based indices that the
+    calibration table, which names each bin by its range, shows nowhere."""
+    args = ["evaluate", *sites, "--method", "histogram", "--quantiles", "64"]
+    code, out, err = run_main(capsys, [*args, "--dp-epsilon", "1"])
+    assert code == 0, err
+    table = out[out.index("\nCalibration") :]
+    withheld = [line.split("│")[1].strip() for line in table.splitlines() if "withheld:" in line]
+    assert withheld, table  # at epsilon 1 on 420 rows some bins are
+    text = " ".join(out.replace("│", " ").split())
+    assert f"calibration bins {', '.join(withheld)} are withheld" in text, text

@@ -497,8 +497,14 @@ def _calibration_fields(
             f"the Brier score {nb.value:.4f} carries noise SD {nb.noise_sd:.2g} from {cause}"
         )
         if cal.withheld:
+            # Named by their ranges, as the calibration table names them: "bins [3, 6, 7]"
+            # were 0-based indices the table shows nowhere.
+            n = opts.calibration_bins
+            ranges = ", ".join(
+                f"[{k / n:g}, {(k + 1) / n:g}{']' if k == n - 1 else ')'}" for k in cal.withheld
+            )
             caveats.append(
-                f"calibration bins {cal.withheld} are withheld: their noisy counts are "
+                f"calibration bins {ranges} are withheld: their noisy counts are "
                 f"within three noise SDs of 0 ({cause})"
             )
     fields = {
