@@ -310,3 +310,16 @@ def test_withheld_dp_calibration_bins_are_named_by_their_ranges(capsys, sites, s
     assert withheld, table  # at epsilon 1 on 420 rows some bins are
     text = " ".join(out.replace("│", " ").split())
     assert f"calibration bins {', '.join(withheld)} are withheld" in text, text
+
+
+def test_privacy_status_says_which_limit_is_which(capsys, sites, tmp_path):
+    """Before: the status table headed both the epsilon and the delta limit "limit"."""
+    audit = ["--audit-dir", str(tmp_path)]
+    args = ["evaluate", *sites, "--method", "rocglm", "--sensitivity", "0.01", *audit]
+    code, _, err = run_main(capsys, args)
+    assert code == 0, err
+    code, out, err = run_main(capsys, ["privacy", "status", *audit])
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    cells = [c.strip() for c in header.strip("┃").split("┃")]
+    assert cells[2:6] == ["epsilon", "epsilon limit", "delta", "delta limit"], header

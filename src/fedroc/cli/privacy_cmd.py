@@ -24,6 +24,11 @@ _SECAGG_STAGE = "fedroc.secagg."
 _HEX = frozenset("0123456789abcdef")
 
 
+# The status table's columns; its two "limit" columns did not say which was epsilon's.
+_STATUS_HEADER = ("site", "DP releases", "epsilon", "epsilon limit", "delta", "delta limit",
+                  "min count", "bindings")  # fmt: skip
+
+
 def release_label(source: str, function: str, note: str) -> str:
     """Say what a spending was for: the method and release, not the function's name.
 
@@ -306,7 +311,7 @@ def status(
     out.print(
         grid_table(
             "Privacy spent (basic composition)",
-            ["site", "DP releases", "epsilon", "limit", "delta", "limit", "min count", "bindings"],
+            _STATUS_HEADER,
             rows,
         )
     )
