@@ -565,7 +565,7 @@ def run(
     mpc_min_class_count: Annotated[
         int | None,
         typer.Option(
-            help="mpc: open nothing unless both classes have this many samples (default 5; "
+            help="mpc: Open nothing unless both classes have this many samples (default 5; "
             "a site refuses a job below its --min-count)."
         ),
     ] = None,
@@ -1142,14 +1142,14 @@ def superlink_command(ctx: typer.Context) -> None:
     Beside flower-superlink's flags: --link-state memory (the default on Flower 1.41: the
     node registrations written through to --database) or sql (Flower's own SQL state).
     """
-    from fedroc.federation.flower._process import option_value
     from fedroc.federation.flower.superlink import main as superlink_main
+    from fedroc.federation.flower.superlink import requested_address
 
-    port = option_value(ctx.args, "--port")
+    port, host = requested_address(ctx.args)
     if port is not None:  # Flower's parser printed its usage; a taken port exited with 1
         if not port.isdecimal():
             raise InputError(f"--port must be a port number from 1 to 65535; got {port!r}")
-        _check_port(int(port), option_value(ctx.args, "--host", "127.0.0.1"), "the SuperLink")
+        _check_port(int(port), host, "the SuperLink")
     superlink_main(list(ctx.args))
 
 

@@ -30,9 +30,18 @@ from pathlib import Path
 
 from fedroc.federation.flower._process import option_value
 
-__all__ = ["main", "superlink_args"]
+__all__ = ["main", "requested_address", "superlink_args"]
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", "8000"  # Flower 1.41's defaults
+
+
+def requested_address(args: Sequence[str]) -> tuple[str | None, str]:
+    """Return the ``--port`` (None where not given) and ``--host`` that ``args`` ask for.
+
+    The command line checks them before it hands ``args`` to Flower, whose parser answers a
+    bad port with its whole usage text and a taken one with exit status 1.
+    """
+    return option_value(args, "--port"), option_value(args, "--host", DEFAULT_HOST)
 
 
 def _pop_option(args: list[str], name: str) -> str | None:
