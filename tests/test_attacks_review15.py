@@ -1,0 +1,151 @@
+"""Review 15: an adversarial reading of the diff 553c50b..0cd8c05 (main, 2026-12-07).
+
+The analyst is curious and uses fedroc's public calls only; what they send a site (a minimum
+class count, a range, a body) is untrusted. Each question of the review has a test here:
+
+- ``fedroc flower run --mpc-min-class-count`` (da30f9a) passes the analyst's value to the
+  sites' MPC share function: held, no value under a site's ``min_count`` is sealed (0 of 9
+  values 1-9 against sites of min_count 10; the site compares the job's terms, which the
+  proxies enforce, with its own policy).
+- The rows binding's salt (1a9b5e5): held, its bytes (hex or raw) appear in no reply, no
+  refusal, no audit log, no ledger line and no ``fedroc privacy status`` (table or --json)
+  after clear, secure, DP and refused calls; the analyst's calls, refused ones included,
+  never remove or rewrite it, and the site restarts on its files.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fedroc.apps.application  # noqa: F401  (registers every site function)
+from fedroc.data import SiteData
+from fedroc.exceptions import FedrocError
+from fedroc.federation import Federation
+from fedroc.federation.site import Site
+
+
+def _try(f, *args, **kwargs):
+    """``f(*args, **kwargs)``, or the refusal (a FedrocError) as a value."""
+    try:
+        return f(*args, **kwargs)
+    except FedrocError as exc:
+        return exc
+
+
+# -- the analyst's --mpc-min-class-count against a site's own minimum -------------------------
+
+
+def test_held_an_analysts_mpc_min_class_count_never_lowers_a_sites_minimum(tmp_path):
+    """``flower run --mpc-min-class-count M`` sends M to every site; a site of min_count 10
+    must refuse to seal its rows for a job of any M < 10 (the proxies open the AUC once both
+    pooled classes hold M rows). Measured: 0 of the 9 values 1..9 sealed; 10 runs."""
+    pytest.importorskip("flwr")
+    from _flower_sites import write_sites
+
+    from fedroc.federation.flower.jobs import run_job
+    from fedroc.privacy import DisclosurePolicy
+
+    paths = write_sites(tmp_path)
+
+    def federation() -> Federation:
+        return Federation.from_files(paths, policy=DisclosurePolicy(min_count=10))
+
+    sealed = []
+    for m in range(1, 10):
+        out = _try(run_job, "evaluate", federation(), {"method": "mpc", "options": {
+            "mpc_min_class_count": m}})  # fmt: skip
+        if not isinstance(out, FedrocError):
+            sealed.append(m)
+        elif m > 1:
+            assert "below the site's minimum of 10" in str(out), out
+        else:  # 1: refused by the method first (its CI divides by P - 1)
+            assert "mpc_min_class_count >= 2" in str(out), out
+    assert sealed == [], f"sites of min_count 10 sealed their rows for M = {sealed}"
+    ok = run_job(
+        "evaluate", federation(), {"method": "mpc", "options": {"mpc_min_class_count": 10}}
+    )
+    assert 0.5 < ok["auc"] < 1
+
+
+# -- the salt of the rows binding ----------------------------------------------------------
+
+
+def _site_files(tmp_path, seed: int = 0) -> tuple[SiteData, object]:
+    rng = np.random.default_rng([1501, seed])
+    y, s = rng.random(150) < 0.4, rng.random(150)
+    return SiteData.from_arrays(y, s), tmp_path / "north.jsonl"
+
+
+def test_held_the_rows_salt_is_in_no_reply_log_ledger_or_status(tmp_path, capsys):
+    """After clear, secure, DP and refused calls, the salt (32 bytes kept in
+    ``north.ledger.salt``) is nowhere the analyst or an auditor of the ledger looks."""
+    from fedroc.secagg import secure_sum
+    from tests._cli import run_main
+
+    data, audit = _site_files(tmp_path)
+    sites = [Site("north", data, audit=audit)]
+    rng = np.random.default_rng(7)
+    for name in ("south", "east"):
+        sites.append(Site(name, SiteData.from_arrays(rng.random(150) < 0.4, rng.random(150))))
+    fed = Federation.from_sites(sites)
+    said = [
+        _try(fed.call, "fedroc.sum", sites=["north"]),
+        _try(secure_sum, fed, "fedroc.calibration", n_bins=10),
+        _try(fed.call, "fedroc.calibration", sites=["north"], n_bins=10),  # refused: secure before
+        _try(fed.call, "rocglm.scale", sites=["north"], score_range=np.array([0.0, 0.5])),
+    ]
+    assert any(isinstance(x, FedrocError) for x in said)
+    # other rows under the same ledger: refused, "its rows changed"
+    changed = data.label.copy()
+    changed[0] = not changed[0]
+    other = Site("north", SiteData.from_arrays(changed, data.score), audit=audit)
+    said.append(_try(Federation.from_sites([other]).call, "fedroc.sum"))
+    assert isinstance(said[-1], FedrocError) and "rows changed" in str(said[-1])
+
+    salt_file = tmp_path / "north.ledger.salt"
+    salt_hex = salt_file.read_text().strip()
+    salt = bytes.fromhex(salt_hex)
+    assert len(salt) == 32
+    code, table, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert code == 0, err
+    code, as_json, err = run_main(
+        capsys, ["privacy", "status", "--audit-dir", str(tmp_path), "--json"]
+    )
+    assert code == 0, err
+    seen = {
+        "replies": repr(said) + " ".join(str(x) for x in said),
+        "audit log": audit.read_text(),
+        "ledger": (tmp_path / "north.ledger.jsonl").read_text(),
+        "status": table + as_json,
+    }
+    for where, text in seen.items():
+        for form in (salt_hex, salt_hex.upper(), salt.hex()[:16], repr(salt)[2:18]):
+            assert form not in text, f"the salt in the {where}"
+    # the keyed digest is not in the status either (KEPT), the ledger holds it keyed
+    assert "keyed:" not in seen["status"] and "keyed:" in seen["ledger"]
+
+
+def test_held_no_call_of_the_analyst_removes_or_rewrites_the_salt(tmp_path):
+    """The 'salt file missing' refusal is for an operator who lost the file; the analyst's
+    calls (answered, refused, with damaged arguments) write the salt once and never again,
+    and the site restarts on its files."""
+    data, audit = _site_files(tmp_path, 1)
+    fed = Federation.from_sites([Site("north", data, audit=audit)])
+    fed.call("fedroc.sum")
+    salt_file = tmp_path / "north.ledger.salt"
+    first, mode = salt_file.read_bytes(), salt_file.stat().st_mode & 0o777
+    for call in (
+        lambda: fed.call("fedroc.sum"),
+        lambda: fed.call("fedroc.calibration", n_bins=10),
+        lambda: fed.call("fedroc.calibration", n_bins=7),  # refused: n_bins bound
+        lambda: fed.call("rocglm.scale", score_range=np.array([2.0, 1.0])),  # refused: lo > hi
+        lambda: fed.call("rocglm.scale", score_range=np.array([0.0, 0.1])),
+        lambda: fed.call("no.such.function"),
+    ):
+        _try(call)
+    assert (salt_file.read_bytes(), salt_file.stat().st_mode & 0o777) == (first, mode)
+    again = Federation.from_sites([Site("north", data, audit=audit)])
+    assert json.dumps(again.call("fedroc.sum")["north"], default=str)
