@@ -149,3 +149,48 @@ def test_held_no_call_of_the_analyst_removes_or_rewrites_the_salt(tmp_path):
     assert (salt_file.read_bytes(), salt_file.stat().st_mode & 0o777) == (first, mode)
     again = Federation.from_sites([Site("north", data, audit=audit)])
     assert json.dumps(again.call("fedroc.sum")["north"], default=str)
+
+
+# -- plain bugs of the diff --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--min-count", "5"],
+        ["--allow-noisy"],
+        ["--allow-shares"],
+        ["--mpc-proxies", "none"],
+        ["--mpc-max-jobs", "1"],
+        ["--mpc-only"],
+    ],
+)
+def test_supernode_refuses_a_policy_option_typed_beside_a_policy_file(
+    monkeypatch, capsys, tmp_path, option
+):
+    """464c75c refused a policy option beside --policy-file only when its value differed
+    from the option's default: `--policy-file p.toml --min-count 5`, with min_count = 3 in
+    the file, started a node of min_count 3 without a word, its operator having typed 5
+    (the same for --allow-noisy, --allow-shares, --mpc-proxies none); --mpc-max-jobs and
+    --mpc-only were refused by the node config's check in its keys' words
+    ('mpc-max-jobs'), not the options'. Now every policy option given is refused, named."""
+    pytest.importorskip("flwr")
+    from _cli import run_main
+
+    import fedroc.federation.flower.node as node
+
+    monkeypatch.setattr(node, "supervise", lambda args, **_: 0)
+    monkeypatch.setattr("fedroc.cli.flower_cmd._check_port", lambda port: None)
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[policy]\nmin_count = 3\n")
+    frame = tmp_path / "north.csv"
+    rng = np.random.default_rng(3)
+    frame.write_text(
+        "label,score\n" + "".join(f"{int(rng.random() < 0.4)},{rng.random()}\n" for _ in range(40))
+    )
+    args = ["flower", "supernode", "--superlink", "127.0.0.1:9093", "--insecure", "--site",
+            "north", "--data", str(frame), "--node-dir", str(tmp_path / "node"),
+            "--policy-file", str(policy), *option]  # fmt: skip
+    code, out, err = run_main(capsys, args)
+    assert code == 2, f"started with {option} beside --policy-file: {out} {err}"
+    assert option[0] in err and "--policy-file" in err, err

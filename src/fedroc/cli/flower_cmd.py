@@ -87,17 +87,50 @@ def _policy_config(
     return config
 
 
+# The options of `flower supernode` that set a piece of the site's policy (the node config's
+# policy keys): beside --policy-file, any of them given is refused.
+_POLICY_OPTIONS = (
+    "min_count",
+    "allow_noisy",
+    "allow_shares",
+    "epsilon_limit",
+    "delta_limit",
+    "allowed_functions",
+    "mpc_proxies",
+    "mpc_owner_key",
+    "mpc_max_jobs",
+    "mpc_only",
+)
+
+
+def _given_options(names: tuple[str, ...]) -> list[str]:
+    """Return the options among ``names`` the user gave (command line or environment)."""
+    import click
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    given = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source is not ParameterSource.DEFAULT:
+            given.append("--" + name.replace("_", "-"))
+    return given
+
+
 def _with_policy_file(policy: dict[str, Any], policy_file: Path | None) -> dict[str, Any]:
     """Return the node config's policy: the options' keys, or ``policy-file`` alone.
 
     A site's operator could set only the policy options of ``flower supernode``; what else a
     policy holds (allow_exact = false, secagg_min_sites, opt_in, the minimum DP settings)
     only a node config's ``policy-file`` reached, which ``flower supernode`` did not take.
+    A policy option typed beside it is refused whatever its value: compared with the
+    option's default, `--min-count 5` beside a file of min_count 3 started a node of 3.
     """
     if policy_file is None:
         return policy
-    defaults = _policy_config(5, True, True, None, None, None, "none")
-    given = [f"--{k}" for k, v in policy.items() if defaults.get(k) != v]
+    given = _given_options(_POLICY_OPTIONS)
     if given:
         raise InputError(
             f"give the policy either as --policy-file or as options ({', '.join(given)}), not both"
