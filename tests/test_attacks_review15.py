@@ -194,3 +194,70 @@ def test_supernode_refuses_a_policy_option_typed_beside_a_policy_file(
     code, out, err = run_main(capsys, args)
     assert code == 2, f"started with {option} beside --policy-file: {out} {err}"
     assert option[0] in err and "--policy-file" in err, err
+
+
+# -- the sequestration service's typed error bodies --------------------------------------------
+
+
+def _developer_refusals(tmp_path, flip: bool) -> list[tuple[int, str]]:
+    """Every refusal a developer can provoke with their own requests (the typed engine
+    errors of 8a93a33 among them), on a test set whose image 0 has label ``flip``."""
+    from fastapi.testclient import TestClient
+
+    from fedroc.sequester.service import create_app
+    from tests._sequester_server import ADMIN
+
+    app = create_app(str(tmp_path / f"seq{int(flip)}.db"), ADMIN, rate_limit=0)
+    rng = np.random.default_rng(15)
+    n = 300
+    y = (rng.random(n) < 0.3).astype(int)
+    y[0] = int(flip)
+    ids = [f"img-{i:04d}" for i in range(n)]
+    adm = TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
+    tid = adm.post("/v1/test-sets", json={"image_ids": ids, "labels": y.tolist()}).json()
+    plan = adm.post(
+        f"/v1/test-sets/{tid['test_set_id']}/plans",
+        json={"n_subsets": 10, "noise_rate": 0.05, "budget_units": 2, "subset_size": 100,
+              "prevalence": 0.3},
+    ).json()  # fmt: skip
+    token = adm.post(f"/v1/plans/{plan['plan_id']}/developers", json={"name": "a"}).json()
+    dev = TestClient(app, headers={"Authorization": f"Bearer {token['token']}"})
+    scores = rng.normal(size=n).tolist()
+    sid = dev.post("/v1/submissions", json={"image_ids": ids, "scores": scores}).json()
+    sid = sid["submission_id"]
+    asks = [
+        ("post", "/v1/queries", {"json": {"submission_id": sid, "subset_id": 1}}),
+        ("post", "/v1/queries", {"json": {"submission_id": sid, "subset_id": 0,
+                                          "reference_auc": 0.5}}),
+        ("post", "/v1/queries", {"json": {"submission_id": sid, "subset_id": 11,
+                                          "reference_auc": 0.5}}),
+        ("post", "/v1/queries", {"json": {"submission_id": sid + 7, "subset_id": 1,
+                                          "reference_auc": 0.5}}),
+        ("post", "/v1/queries", {"content": b'{"submission_id": 1, ', "headers": {
+            "Content-Type": "application/json"}}),
+        ("post", "/v1/queries", {"content": b'{"submission_id": "\xff"}', "headers": {
+            "Content-Type": "application/json"}}),
+        ("post", "/v1/submissions", {"json": {"image_ids": ids, "scores": scores}}),
+        ("post", "/v1/submissions", {"json": {"image_ids": ids[:-1], "scores": scores[:-1]}}),
+        ("post", "/v1/submissions", {"json": {"image_ids": ids, "scores": scores[:-1]}}),
+        ("post", f"/v1/test-sets/{tid['test_set_id']}/plans", {"json": {
+            "n_subsets": 10, "noise_rate": 0.05, "subset_size": 600, "replace": False}}),
+        ("get", f"/v1/plans/{plan['plan_id']}/subsets/1", {}),
+    ]  # fmt: skip
+    said = []
+    for verb, path, kwargs in asks:
+        r = getattr(dev, verb)(path, **kwargs)
+        said.append((r.status_code, r.text))
+    return said
+
+
+def test_held_a_developers_refusals_are_the_same_on_two_test_sets_one_label_apart(tmp_path):
+    """8a93a33 typed the engine's refusals (ClassesTooSmall carries the test set's class
+    sizes, the cap); d81e4aa documented the bodies. A developer's own requests (a missing
+    reference, a subset out of range, bad JSON, a bad or repeated submission, a plan or a
+    subset's images asked with a developer token) are refused with the same status and body
+    on two test sets one label apart: the class sizes reach the custodian only."""
+    a, b = _developer_refusals(tmp_path, False), _developer_refusals(tmp_path, True)
+    assert all(code >= 400 for code, _ in a), a
+    assert a == b
+    assert all("positive" not in body for _, body in a), a
