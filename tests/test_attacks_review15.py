@@ -261,3 +261,17 @@ def test_held_a_developers_refusals_are_the_same_on_two_test_sets_one_label_apar
     assert all(code >= 400 for code, _ in a), a
     assert a == b
     assert all("positive" not in body for _, body in a), a
+
+
+def test_flower_run_refuses_an_mpc_min_class_count_of_1_before_it_connects(capsys):
+    """da30f9a checked --mpc-min-class-count "1 to 2**28-1 before connecting", but the MPC job
+    of `flower run` always computes the AUC's CI (flower run has no --no-mpc-ci), which needs
+    2 (DeLong's variance divides by P - 1): 1 passed the check and the ServerApp refused it
+    after the run's start-up. Now refused at once, as `fedroc evaluate` refuses it."""
+    pytest.importorskip("flwr")
+    from _cli import run_main
+
+    run = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--method", "mpc"]
+    code, _, err = run_main(capsys, [*run, "--mpc-min-class-count", "1"])
+    assert code == 2 and "--mpc-min-class-count" in err and "got 1" in err, err
+    assert "unavailable" not in err and "connect" not in err.lower(), err

@@ -283,7 +283,10 @@ INTEGERS: dict[str, tuple[int, int | None]] = {
     "n_thresholds": (2, 64),  # rocglm's MAX_THRESHOLDS
     "bootstrap": (2, 500),  # rocglm's MAX_RESAMPLES
     "n_bins": (1, 1_000_000),  # clustered's MAX_BINS
-    "mpc_min_class_count": (1, (1 << 28) - 1),  # the MPC engine's MAX_N
+    # From 2: the MPC job of `flower run` always computes the AUC's CI (it has no
+    # --no-mpc-ci), whose DeLong variance divides by P - 1; 1 was refused by the ServerApp
+    # after the run's start-up. To the MPC engine's MAX_N.
+    "mpc_min_class_count": (2, (1 << 28) - 1),
 }
 _POSITIVE = ("dp_epsilon", "epsilon", "sensitivity")
 _OPEN_UNIT = ("delta", "a0")
