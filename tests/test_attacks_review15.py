@@ -275,3 +275,47 @@ def test_flower_run_refuses_an_mpc_min_class_count_of_1_before_it_connects(capsy
     code, _, err = run_main(capsys, [*run, "--mpc-min-class-count", "1"])
     assert code == 2 and "--mpc-min-class-count" in err and "got 1" in err, err
     assert "unavailable" not in err and "connect" not in err.lower(), err
+
+
+# -- H14-2's fix: a scale answer "inside" binds the site's grid --------------------------------
+
+
+def _lock_sites(seed: int) -> tuple[Federation, list[Site]]:
+    rng = np.random.default_rng([1502, seed])
+    sites = [Site(n, SiteData.from_arrays(rng.random(150) < 0.4, rng.random(150))) for n in "abc"]
+    return Federation.from_sites(sites), sites
+
+
+def _locked_grid(sites: list[Site]) -> object:
+    from fedroc.federation.basic import BIND_RANGE, BIND_TREE
+
+    return [(s.ledger.bindings.get(BIND_RANGE), s.ledger.bindings.get(BIND_TREE)) for s in sites]
+
+
+def test_held_a_scale_answer_locks_no_grid_a_first_histogram_request_could_not():
+    """ad77a36 made ``rocglm.scale`` bind the site's grid over the analyst's range once every
+    score lies inside. Can the analyst now lock a site's grid (deny the default calibration
+    for the ledger's lifetime) or force releases on a grid of their choosing in a way they
+    could not before? The lock is the same as the one their first histogram (the secure tree
+    over the same range) always bound: the same range, the default tree, no transform, the
+    same refusal of a later calibration over [0, 1] (3 of 3 ranges each); and a range the
+    scale answered 'outside' binds nothing. What remains: the first request of any analyst
+    chooses the grid for good (docs/privacy.md), a denial of service this diff does not
+    widen."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    for lo, hi in ((-1e6, 1e6), (0.0, 1.5), (-0.5, 1.0)):
+        (by_scale, scale_sites), (by_tree, tree_sites) = _lock_sites(0), _lock_sites(0)
+        said = by_scale.call("rocglm.scale", score_range=np.array([lo, hi]))
+        assert all(r["in_range"] for r in said.values())
+        secure_sum(by_tree, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=lo, hi=hi)
+        assert _locked_grid(scale_sites) == _locked_grid(tree_sites)
+        for fed in (by_scale, by_tree):
+            out = _try(secure_sum, fed, "fedroc.calibration", n_bins=10)
+            assert isinstance(out, FedrocError) and "may not change" in str(out), out
+    outside, outside_sites = _lock_sites(1)
+    said = outside.call("rocglm.scale", score_range=np.array([0.0, 0.5]))
+    assert not any(r["in_range"] for r in said.values())
+    assert _locked_grid(outside_sites) == [(None, None)] * 3
+    assert "count" in secure_sum(outside, "fedroc.calibration", n_bins=10).values
