@@ -319,3 +319,35 @@ def test_held_a_scale_answer_locks_no_grid_a_first_histogram_request_could_not()
     assert not any(r["in_range"] for r in said.values())
     assert _locked_grid(outside_sites) == [(None, None)] * 3
     assert "count" in secure_sum(outside, "fedroc.calibration", n_bins=10).values
+
+
+def test_mpc_share_says_its_minimum_truly(tmp_path, capsys):
+    """cdf1cc1's refusal said "fewer than the minimum count 10 an owner shares by default"
+    for an owner who gave --owner-min-count 10, and docs/mpc.md said a site of `fedroc
+    evaluate` refuses a file of fewer than q rows of either class: it refuses under q rows in
+    all only (a site of 100 rows, 2 of them positive, shares: its class counts stay secret
+    under MPC). The owner's check is stricter, and the words now say so."""
+    pytest.importorskip("flwr")
+    from pathlib import Path
+
+    from fedroc.federation.flower.jobs import run_job
+
+    rng = np.random.default_rng(1)
+    sites = []
+    for name, n_pos in (("a", 2), ("b", 40), ("c", 40)):
+        y = np.zeros(100, bool)
+        y[:n_pos] = True
+        sites.append(Site(name, SiteData.from_arrays(y, rng.random(100) + 0.3 * y)))
+    assert 0.5 < run_job("evaluate", Federation.from_sites(sites), {"method": "mpc"})["auc"] < 1
+    docs = (Path(__file__).parents[1] / "docs" / "mpc.md").read_text()
+    assert "under which `fedroc evaluate` refuses such a site" not in docs
+    assert "a site of 100\nrows with 2 positives shares" in docs
+
+    from fedroc.cli.mpc_cmd import _check_owner_counts
+    from fedroc.exceptions import InputError
+
+    with pytest.raises(InputError) as exc:
+        _check_owner_counts(tmp_path / "a.csv", 7, 90, 10)
+    assert "by default" not in str(exc.value) and "--owner-min-count" in str(exc.value)
+    with pytest.raises(InputError, match="by default a site's default minimum count q"):
+        _check_owner_counts(tmp_path / "a.csv", 3, 90, 5)

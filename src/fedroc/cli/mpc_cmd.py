@@ -243,16 +243,22 @@ def share(
 def _check_owner_counts(data: Path, n_pos: int, n_neg: int, minimum: int) -> None:
     """Refuse to seal a file with fewer than ``minimum`` rows of either class.
 
-    Through `fedroc evaluate --method mpc` such a site is refused under its policy's
-    minimum count; an owner sharing by hand sealed its 3 rows without a word (the job's
-    --min-class-count is over all owners' rows, checked under MPC).
+    An owner sharing by hand sealed its 3 rows without a word (the job's --min-class-count
+    is over all owners' rows, checked under MPC). Through `fedroc evaluate --method mpc` a
+    site refuses only under q rows in all (its class counts stay secret under MPC): this
+    check of the owner's own file is stricter, and says so.
     """
     count, what = min((n_pos, "positive"), (n_neg, "negative"))  # the smaller class
     if count < minimum:
+        default = (
+            ", by default a site's default minimum count q"
+            if minimum == DEFAULT_OWNER_MIN_COUNT
+            else ""
+        )
         raise InputError(
             f"data file {str(data)!r} has {count} {what} row(s), fewer than the minimum "
-            f"count {minimum} an owner shares by default (a site's minimum count q); "
-            f"nothing was sealed. To share it anyway, give --owner-min-count {count}"
+            f"count {minimum} (--owner-min-count{default}); nothing was sealed. To share it "
+            f"anyway, give --owner-min-count {count}"
         )
 
 
