@@ -351,3 +351,26 @@ def test_mpc_share_says_its_minimum_truly(tmp_path, capsys):
     assert "by default" not in str(exc.value) and "--owner-min-count" in str(exc.value)
     with pytest.raises(InputError, match="by default a site's default minimum count q"):
         _check_owner_counts(tmp_path / "a.csv", 3, 90, 5)
+
+
+@pytest.mark.parametrize(
+    ("address", "words"),
+    [
+        ("[::1]", "a port after the bracketed host"),
+        ("host:\u0668\u0660", "the port must be a number"),  # Arabic-Indic 80
+        (" host:9093", "give HOST:PORT"),
+        ("a b:9093", "give HOST:PORT"),
+    ],
+)
+def test_check_address_refuses_what_it_let_through_or_misnamed(address, words):
+    """2ca05bc's check_address told '[::1]' to 'write an IPv6 host in brackets' (it is),
+    and passed a port of Arabic-Indic digits (str.isdecimal; int() reads 80, Flower's gRPC
+    does not) and a host with spaces to Flower, which failed after its start-up."""
+    pytest.importorskip("flwr")
+    from fedroc.exceptions import InputError
+    from fedroc.federation.flower.deploy import check_address
+
+    with pytest.raises(InputError, match=words):
+        check_address(address, "--superlink")
+    for good in ("127.0.0.1:9093", "[::1]:9093", "localhost:1", "host.example:65535"):
+        assert check_address(good) == good

@@ -107,11 +107,14 @@ def check_address(address: str, name: str = "address") -> str:
     host, sep, port = text.rpartition(":")
     if "://" in text:
         problem = "give HOST:PORT without a URL prefix"
-    elif not sep or not host or host in ("[", "[]"):
+    elif text.startswith("[") and text.endswith("]"):  # "[::1]": bracketed, no port
+        problem = "give HOST:PORT with a port after the bracketed host, e.g. [::1]:9093"
+    elif not sep or not host or host in ("[", "[]") or host != host.strip() or " " in host:
         problem = "give HOST:PORT, e.g. 127.0.0.1:9093"
     elif host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
         problem = "write an IPv6 host in brackets, e.g. [::1]:9093"
-    elif not port.isdecimal() or not 1 <= int(port) <= 65535:
+    # ASCII digits: str.isdecimal takes any script's ("٨٠" is 80 to int(), not to gRPC).
+    elif not (port.isascii() and port.isdecimal()) or not 1 <= int(port) <= 65535:
         problem = f"the port must be a number from 1 to 65535; got {port!r}"
     else:
         return text
