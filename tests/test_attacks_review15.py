@@ -423,25 +423,18 @@ def test_the_partners_levels_answers_do_not_isolate_a_sites_rows_in_a_secure_tre
     assert found == 0, f"the victim's rows at the top rating (count, positives) in {found} of 20"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H15-2 open: fedroc.is_probability (every score in [0, 1]) is a clear statement "
-    "that a site adds no row to the cells of a wider grid outside [0, 1]; the partners' "
-    "'yes' and a secure tree over [-0.5, 1.5] give the victim's rows above 1, their count "
-    "under q and their classes, 20 of 20. Closing it as H14-2 was (answer only where [0, 1] "
-    "holds the site's grid, and hold a site that answered yes to grids inside [0, 1]) "
-    "touches every evaluate run, which asks it after the method for the Brier score",
-)
 def test_the_partners_probability_answers_do_not_isolate_a_sites_rows_in_a_secure_tree():
     """H15-2 (H14-2 through the fixed range [0, 1], which docs/privacy.md left 'not
     measured'). The victim holds k (1 to 4, under q) rows with scores in (1.05, 1.45], the
     partners' scores all lie in [0, 1]. ``fedroc.is_probability`` answers 'ok' at the
     partners; the secure exact tree over [-0.5, 1.5] then has in its leaves above 1 the
-    victim's rows alone. Measured on main 0cd8c05: 20 of 20."""
+    victim's rows alone. Measured on main 0cd8c05: 20 of 20. Now, as H14-2: a yes binds the
+    default grid over [0, 1] when none is bound, and the partners refuse the tree (0 of 20,
+    20 refused); a site whose grid is wider refuses the question."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
-    found = 0
+    found = refused = 0
     top = slice(int(np.ceil(1.5 / 2.0 * 4096)) + 1, 4096)  # the leaves above 1.0
     for seed in range(20):
         rng = np.random.default_rng([1504, seed])
@@ -458,7 +451,25 @@ def test_the_partners_probability_answers_do_not_isolate_a_sites_rows_in_a_secur
         tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=-0.5,
                     hi=1.5)  # fmt: skip
         if isinstance(tree, FedrocError):
+            refused += 1
             continue
         pos, neg = int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
         found += pos + neg == k and pos == int(y[:k].sum())
     assert found == 0, f"the victim's rows above 1 (count, positives) in {found} of 20"
+    assert refused == 20
+
+
+def test_a_run_on_a_grid_wider_than_0_1_skips_the_brier_score_instead_of_failing():
+    """After a histogram over [-0.5, 1.5] bound the sites' grid, the sites refuse
+    ``fedroc.is_probability`` (H15-2); ``evaluate`` then treats the scores as not
+    probabilities (no Brier score, no calibration) rather than failing after its release."""
+    import fedroc
+    from fedroc.federation.basic import all_probabilities
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    fed, _ = _lock_sites(3)
+    secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=-0.5, hi=1.5)
+    assert not all_probabilities(fed)
+    result = fedroc.evaluate(fed, method="histogram", score_range=(-0.5, 1.5))
+    assert result.extra.get("brier") is None and 0.5 < result.auc < 1

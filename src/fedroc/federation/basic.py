@@ -45,6 +45,7 @@ from fedroc.privacy import keys
 __all__ = [
     "DistributedMoments",
     "SiteCalibration",
+    "all_probabilities",
     "apart_from_local_trees",
     "bind_exact_counts",
     "bind_tree",
@@ -1201,6 +1202,40 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
 
 @site_function(FN_IS_PROBABILITY, schema={})
 def _is_probability(ctx: SiteContext, args: Record) -> Reply:
-    s = ctx.data.score
-    ok = bool(np.all((s >= 0.0) & (s <= 1.0)))
+    # "Every score in [0, 1]" is a clear statement that the site adds no row to the cells of
+    # a wider grid outside [0, 1]: the partners' yes and a secure tree over [-0.5, 1.5] gave
+    # a victim's rows above 1, their count under q and their classes (H15-2, review 15: 20
+    # of 20), as rocglm.scale's range did (H14-2). So, as there: answered only where [0, 1]
+    # holds the site's grid of exact counts, and a yes binds the default grid over [0, 1]
+    # when none is bound (as the calibration curve that follows it in a run binds it).
+    with ctx.ledger.transaction():
+        try:
+            range_holds_grid(ctx, FN_IS_PROBABILITY, 0.0, 1.0)
+        except ArgumentRefused:
+            glo, ghi, transform = ctx.ledger.bindings[BIND_RANGE]
+            after = f" (after the {transform} transform)" if transform else ""
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {FN_IS_PROBABILITY!r}: its one grid of exact "
+                f"counts spans [{glo:g}, {ghi:g}]{after}, wider than [0, 1]; whether every "
+                "score lies in [0, 1] would say which of that grid's cells it adds no row to",
+                site=ctx.site,
+                function=FN_IS_PROBABILITY,
+            ) from None
+        s = ctx.data.score
+        ok = bool(np.all((s >= 0.0) & (s <= 1.0)))
+        if ok:
+            bound_grid(ctx, 0.0, 1.0)
     return Reply({"ok": ok}, counts={"rows": ctx.data.n})
+
+
+def all_probabilities(federation: Federation) -> bool:
+    """Whether every site's scores are probabilities; False where a site will not say.
+
+    A site whose grid of exact counts is wider than [0, 1] refuses the question (H15-2);
+    the run then treats its scores as not probabilities (no Brier score or calibration).
+    """
+    try:
+        replies = federation.call(FN_IS_PROBABILITY)
+    except DisclosureError:
+        return False
+    return all(r["ok"] for r in replies.values())

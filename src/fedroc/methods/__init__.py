@@ -411,7 +411,7 @@ def evaluate(
         return result
     start = federation.mark()
     with federation.progress_phase("Brier and calibration"):
-        if not all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
+        if not basic.all_probabilities(federation):  # a site with a wider grid: no (H15-2)
             return result.with_extra(brier=None, calibration=None)
         brier, _ = basic.distributed_brier(federation)
         cal, note = sites_calibration(federation, n_bins=calibration_bins)

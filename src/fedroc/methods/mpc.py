@@ -351,7 +351,9 @@ def _secure_probability_metrics(
     # Public functions of fedroc.secagg (loaded lazily there, hence typed Any here).
     secure_brier: Any = secagg.secure_brier
     secure_calibration: Any = secagg.secure_calibration
-    if not all(r["ok"] for r in fed.call("fedroc.is_probability").values()):
+    from fedroc.federation.basic import all_probabilities
+
+    if not all_probabilities(fed):  # a site with a wider grid: no (H15-2)
         return None, None, ["scores are not probabilities: no Brier score or calibration"]
     try:
         brier, _ = secure_brier(fed)

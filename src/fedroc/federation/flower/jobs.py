@@ -92,7 +92,7 @@ def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, An
     out: dict[str, Any] = moments.to_dict()
     out["brier"] = out["calibration"] = None
     notes = []
-    if all(r["ok"] for r in federation.call("fedroc.is_probability").values()):
+    if basic.all_probabilities(federation):  # a site with a wider grid: no (H15-2)
         try:
             out["brier"], _ = basic.distributed_brier(federation)
             if bins is not None:
