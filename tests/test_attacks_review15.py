@@ -11,6 +11,19 @@ class count, a range, a body) is untrusted. Each question of the review has a te
   refusal, no audit log, no ledger line and no ``fedroc privacy status`` (table or --json)
   after clear, secure, DP and refused calls; the analyst's calls, refused ones included,
   never remove or rewrite it, and the site restarts on its files.
+- The typed sequester errors and OpenAPI error bodies (8a93a33, d81e4aa): held, a
+  developer's refusals are the same status and body on two test sets one label apart
+  (ClassesTooSmall's class sizes reach the custodian's plan route only).
+- H14-2's fix (ad77a36: a rocglm.scale 'inside' binds the grid): held as far as locking
+  goes, the lock is the one a first histogram request always made (same range, default
+  tree, no transform); but the other clear statements about where a site's scores lie
+  were left: H15-1 (score_levels' on_levels; partners' 'all among 0..0.8' and a secure
+  tree give the victim's rows at 0.9: 20 of 20, open, strict xfail) and H15-2
+  (fedroc.is_probability; 20 of 20 -> 0 of 20, closed as H14-2 was).
+- Plain bugs: supernode's --policy-file beside a policy option typed at its default
+  (started with the file's min_count 3 after --min-count 5: 4 of 6 options), flower run's
+  --mpc-min-class-count 1 passed the check and failed after connecting, mpc share's words
+  and docs/mpc.md on what a site refuses, check_address's misnamed or passed addresses.
 """
 
 from __future__ import annotations
