@@ -121,3 +121,28 @@ def test_a_salted_ledger_without_its_salt_file_is_refused_in_one_line(tmp_path):
     site.ledger._salt = None  # a new process of the site, reading its files
     with pytest.raises(DisclosureError, match="south.ledger.salt"):
         Federation.from_sites([site]).call("fedroc.sum")
+
+
+def test_the_salt_is_written_on_a_file_system_without_hard_links(tmp_path, monkeypatch):
+    """The salt was written whole, then hard-linked into place; a file system that refuses
+    links (some network and FUSE mounts: EPERM) stopped the site at its first exact
+    release. It is created in place there, mode 0600, and the site holds to its rows."""
+    import os
+
+    def no_links(src, dst, *args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    y, s = _rows(3)
+    audit = tmp_path / "north.jsonl"
+    Federation.from_sites([Site("north", SiteData.from_arrays(y, s), audit=audit)]).call(
+        "fedroc.sum"
+    )
+    salt = tmp_path / "north.ledger.salt"
+    assert salt.stat().st_mode & 0o777 == 0o600 and len(salt.read_text().strip()) == 64
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    changed = y.copy()
+    changed[0] = not changed[0]
+    other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
+    with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
+        Federation.from_sites([other]).call("fedroc.sum")

@@ -164,6 +164,15 @@ def salt_path_for(ledger_path: str | Path) -> Path:
     return Path(ledger_path).with_suffix(SALT_SUFFIX)
 
 
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` (mode 0600; FileExistsError if it exists) and write ``text`` to disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 @dataclass
 class BudgetLedger:
     """DP events spent so far and the site's bindings.
@@ -385,16 +394,24 @@ class BudgetLedger:
 
     @staticmethod
     def _write_salt(path: Path) -> None:
-        """Write a new salt to ``path`` unless another process wrote one first (kept then)."""
+        """Write a new salt to ``path`` unless another process wrote one first (kept then).
+
+        Written whole to a file of its own, then linked to ``path``, so that no process
+        reads half a salt. A file system without hard links (some network and FUSE file
+        systems refuse ``link``) gets the salt created in place, exclusively: only a crash
+        in that write leaves a damaged salt, which the site then names.
+        """
+        text = secrets.token_bytes(_SALT_BYTES).hex() + "\n"
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            with os.fdopen(fd, "w", encoding="ascii") as fh:
-                fh.write(secrets.token_bytes(_SALT_BYTES).hex() + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            with contextlib.suppress(FileExistsError):  # the other process's salt stays
+            _write_new(tmp, text)
+            try:
                 os.link(tmp, path)
+            except FileExistsError:  # the other process's salt stays
+                pass
+            except OSError:  # no hard links here
+                with contextlib.suppress(FileExistsError):
+                    _write_new(path, text)
         finally:
             tmp.unlink(missing_ok=True)
 
