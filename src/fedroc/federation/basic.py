@@ -770,7 +770,8 @@ def clear_calibration_bins(ctx: SiteContext) -> int | None:
 
 def clustered_clear_edges(ctx: SiteContext) -> list[float]:
     """Return the inner edges of the clustered histograms the site released in the clear."""
-    return [float(v) for v in ctx.ledger.bindings.get(CLEAR_EDGES_KEY, [])]
+    bound = ctx.ledger.bindings.get(CLEAR_EDGES_KEY, [])
+    return [float(v) for v in ctx.ledger.unseal(CLEAR_EDGES_KEY, bound)]
 
 
 @fill_doc
@@ -1233,6 +1234,16 @@ def all_probabilities(federation: Federation) -> bool:
 
     A site whose grid of exact counts is wider than [0, 1] refuses the question (H15-2);
     the run then treats its scores as not probabilities (no Brier score or calibration).
+
+    Parameters
+    ----------
+    federation : Federation
+        The sites asked (``fedroc.is_probability``).
+
+    Returns
+    -------
+    bool
+        True when every site answers that its scores lie in [0, 1].
     """
     try:
         replies = federation.call(FN_IS_PROBABILITY)
