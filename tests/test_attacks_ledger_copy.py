@@ -146,3 +146,68 @@ def test_the_salt_is_written_on_a_file_system_without_hard_links(tmp_path, monke
     other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
     with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
         Federation.from_sites([other]).call("fedroc.sum")
+
+
+def test_a_copy_of_the_ledger_file_gives_no_scores_through_the_clear_clustered_cuts(tmp_path):
+    """H13-3's second binding, through the file (review 15's leftover). A site that answers
+    clustered histograms in the clear binds the first of the analyst's edges above each group
+    of its scores (``clustered:clear-edges``); since review 13 the status hides them, but the
+    ledger file kept the list. One request over 4097 edges (refused: bins under q) and a copy
+    of the ledger file gave every score to 1/4096: on main 2e18c5a, 20 of 20 sites of 200
+    rows. The edges are now sealed in the ledger under its salt (AES-GCM), beside which the
+    file is no key: 0 of 20."""
+    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
+    from fedroc.privacy import DisclosurePolicy
+
+    edges = np.linspace(0.0, 1.0, 4097)
+    width = edges[1]
+    read = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1332, seed])
+        y, s, c = rng.random(200) < 0.4, rng.random(200), rng.integers(0, 40, 200)
+        audit = tmp_path / str(seed)
+        site = Site("north", SiteData.from_arrays(y, s, c), audit=audit / "north.jsonl",
+                    policy=DisclosurePolicy(clear_histograms=True))  # fmt: skip
+        with pytest.raises(DisclosureError):
+            Federation.from_sites([site]).call(FUNCTION_SUMMARY, edges=edges)
+        copy = (audit / "north.ledger.jsonl").read_text()
+        shown: list[float] = []
+        for line in copy.splitlines():
+            entry = json.loads(line)
+            if entry.get("key") == "clustered:clear-edges" and isinstance(entry["value"], list):
+                shown = [float(v) for v in entry["value"]]
+        cells = set(np.floor(s / width).astype(int).tolist()) - {0, edges.size - 2}
+        marked = {round(e / width) - 1 for e in shown} - {0}
+        read += bool(shown) and marked == cells
+    assert read == 0, f"the site's scores (to 1/4096) read from a ledger copy in {read}"
+
+
+def test_sealed_bindings_open_under_their_own_salt_only_and_old_values_read_as_they_are(
+    tmp_path,
+):
+    """What the site reads back: the sealed value itself; a value bound in the clear (a
+    ledger written before sealing) as it is; under another ledger's salt file, a one-line
+    error naming the ledger, not a wrong list of cuts."""
+    from fedroc.privacy.ledger import SEALED, BudgetLedger
+
+    path = tmp_path / "north.ledger.jsonl"
+    ledger = BudgetLedger(path=path)
+    edges = [0.25, 0.5, 0.75]
+    sealed = ledger.seal("clustered:clear-edges", edges)
+    assert sealed.startswith(SEALED) and "0.25" not in sealed
+    ledger.bind("clustered:clear-edges", sealed)
+    again = BudgetLedger(path=path)  # a restarted site reads its files
+    assert again.unseal("clustered:clear-edges", again.bindings["clustered:clear-edges"]) == edges
+    assert again.unseal("clustered:clear-edges", edges) == edges  # bound in the clear before
+    with pytest.raises(InputError, match="does not open") as exc:  # sealed under another key
+        again.unseal("histogram-tree:range", sealed)
+    assert "\n" not in str(exc.value)
+    other = BudgetLedger(path=tmp_path / "south.ledger.jsonl")
+    other.seal("x", 1)  # south's salt drawn
+    (tmp_path / "north.ledger.salt").write_text((tmp_path / "south.ledger.salt").read_text())
+    with pytest.raises(InputError, match="north.ledger.jsonl"):
+        BudgetLedger(path=path).unseal("clustered:clear-edges", sealed)
+    (tmp_path / "north.ledger.salt").unlink()  # lost: the site does not start
+    y, s = _rows(4)
+    with pytest.raises(InputError, match="north.ledger.salt"):
+        Site("north", SiteData.from_arrays(y, s), ledger=path)

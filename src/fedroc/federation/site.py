@@ -59,7 +59,13 @@ from fedroc.federation.records import Record, check_record
 from fedroc.federation.roster import SiteIdentity
 from fedroc.federation.schema import ArgumentRefused, Schema, check_arguments
 from fedroc.privacy import keys
-from fedroc.privacy.ledger import BudgetLedger, DPEvent, ledger_path_for, salt_path_for
+from fedroc.privacy.ledger import (
+    SEALED,
+    BudgetLedger,
+    DPEvent,
+    ledger_path_for,
+    salt_path_for,
+)
 from fedroc.privacy.policy import DisclosurePolicy, ReleaseKind
 
 __all__ = [
@@ -842,7 +848,7 @@ def _salt_missing(ctx: SiteContext, function: str) -> DisclosureError:
 
 
 def check_rows_salt(ledger: BudgetLedger, site: str) -> None:
-    """Refuse to start a site whose ledger binds keyed digests of its rows but has no salt.
+    """Refuse to start a site whose ledger binds keyed digests or sealed values but has no salt.
 
     Parameters
     ----------
@@ -860,11 +866,11 @@ def check_rows_salt(ledger: BudgetLedger, site: str) -> None:
         isinstance(v, str) and v.startswith(KEYED_ROWS)
         for k, v in ledger.bindings.items()
         if k.startswith((ROWS_KEY, RANGE_ROWS_KEY))
-    )
+    ) or any(isinstance(v, str) and v.startswith(SEALED) for v in ledger.bindings.values())
     if keyed and ledger.path is not None and ledger.rows_salt(create=False) is None:
         raise InputError(
-            f"site {site!r}: privacy ledger {str(ledger.path)!r} binds a digest of its rows "
-            f"keyed by the salt in {str(salt_path_for(ledger.path))!r}, which is missing; "
+            f"site {site!r}: privacy ledger {str(ledger.path)!r} binds values keyed by or "
+            f"sealed under the salt in {str(salt_path_for(ledger.path))!r}, which is missing; "
             "restore it from a copy of the site's files, or start the site on a new ledger"
         )
 

@@ -13,6 +13,7 @@ safe side.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as _dt
 import fcntl
@@ -30,6 +31,7 @@ from fedroc.privacy import keys
 
 __all__ = [
     "ANY_QUANTITY",
+    "SEALED",
     "BudgetLedger",
     "DPEvent",
     "LedgerStatus",
@@ -41,6 +43,8 @@ __all__ = [
 LEDGER_SUFFIX = ".ledger.jsonl"
 #: Where a ledger's salt of its rows' digests lies: beside it, ``north.ledger.salt``.
 SALT_SUFFIX = ".salt"
+#: The start of a bound value sealed under the ledger's salt (:meth:`BudgetLedger.seal`).
+SEALED = "sealed:"
 _SALT_BYTES = 32
 #: The quantity under which a site binds the partners of all its secure aggregations.
 ANY_QUANTITY = "*"
@@ -391,6 +395,74 @@ class BudgetLedger:
                 )
             self._salt = salt
             return salt
+
+    # Bound values that are functions of the rows but that the site must read back (the
+    # clear clustered cuts): sealed under the salt, so that a copy of the file holds none.
+    def seal(self, key: str, value: Any) -> str:
+        """Return ``value`` (a JSON value) sealed for binding under ``key``.
+
+        AES-GCM under a key derived from the ledger's salt (HKDF-SHA256; the salt lies
+        beside the ledger file, not in it, :meth:`rows_salt`), ``key`` its associated data.
+        For a value bound for the site's own later checks that is a function of its rows:
+        the ledger file holds it only sealed, so that a copy of the file (a backup, one
+        handed over for an audit of the spending) does not (``clustered:clear-edges`` gave
+        every score to the edges' spacing, review 15).
+
+        Parameters
+        ----------
+        key : str
+            The binding's key.
+        value : Any
+            A JSON value.
+
+        Returns
+        -------
+        str
+            :data:`SEALED` and the nonce and ciphertext in URL-safe base64.
+        """
+        nonce = secrets.token_bytes(12)
+        data = json.dumps(value, separators=(",", ":")).encode("utf-8")
+        sealed = self._sealer().encrypt(nonce, data, key.encode("utf-8"))
+        return SEALED + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
+
+    def unseal(self, key: str, value: Any) -> Any:
+        """Return a value bound under ``key`` as it was sealed (:meth:`seal`).
+
+        A value not sealed (bound in the clear by fedroc up to main 2e18c5a) is returned
+        as it is.
+
+        Raises
+        ------
+        InputError
+            The value does not open under this ledger's salt (a salt file of another
+            ledger, or damaged).
+        """
+        if not (isinstance(value, str) and value.startswith(SEALED)):
+            return value
+        from cryptography.exceptions import InvalidTag
+
+        raw = base64.urlsafe_b64decode(value[len(SEALED) :])
+        try:
+            data = self._sealer().decrypt(raw[:12], raw[12:], key.encode("utf-8"))
+        except InvalidTag:
+            raise InputError(
+                f"privacy ledger {str(self.path)!r}: its binding {key!r} does not open under "
+                "the salt beside it (a salt file of another ledger, or damaged); restore "
+                "the ledger's own salt file"
+            ) from None
+        return json.loads(data)
+
+    def _sealer(self) -> Any:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        salt = self.rows_salt(create=True)
+        assert salt is not None  # created where missing
+        derived = HKDF(
+            algorithm=hashes.SHA256(), length=32, salt=None, info=b"fedroc ledger seal"
+        ).derive(salt)
+        return AESGCM(derived)
 
     @staticmethod
     def _write_salt(path: Path) -> None:

@@ -484,7 +484,8 @@ def _apart_from_other_clear_cuts(ctx: SiteContext, function: str, edges: FloatAr
     # One edge per group with no row between them: such edges cut the rows alike.
     _, first = np.unique(np.searchsorted(np.sort(ctx.data.score), inner), return_index=True)
     with ctx.ledger.transaction():
-        ctx.ledger.bind(CLEAR_EDGES_KEY, [float(v) for v in inner[np.sort(first)]])
+        kept = [float(v) for v in inner[np.sort(first)]]  # a function of the scores: sealed
+        ctx.ledger.bind(CLEAR_EDGES_KEY, ctx.ledger.seal(CLEAR_EDGES_KEY, kept))
     q = ctx.policy.min_count
     apart = cuts_apart(ctx, inner, np.array(confusion_thresholds(ctx)))
     if not (apart and apart_from_clear_calibration(ctx, inner)):
