@@ -262,7 +262,7 @@ def test_cli_plan_prints_warnings_and_refuses_zero_budget(capsys):
     captured = capsys.readouterr()
     res = json.loads(captured.out)
     assert res["answer_noise_rate"] == 0.124 and len(res["warnings"]) == 1
-    assert "warning" in captured.err and "answer_noise_rate" in captured.err
+    assert "warning" in captured.err and "--answer-noise-rate 0.124" in captured.err
     with pytest.raises(SystemExit) as exc:
         main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor",
               "400", "--noise-rate", "0.124"])  # fmt: skip
@@ -319,3 +319,26 @@ def test_fedroc_figures_writes_paper_2(tmp_path, capsys):
     for f in made:
         data = open(f["file"], "rb").read()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, f
+
+
+def test_cli_plan_speaks_options_and_titles_by_mechanism(capsys):
+    """Walkthrough: the CLI's warning said "give auc and prevalence" (the API's keywords),
+    --answer-noise-rate's help gave no default, the load factor 400 read "400.0000" and the
+    table was titled "(h-Thresholdout_AUC)", not by the mechanism planned."""
+    main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "400",
+          "--noise-rate", "0.8"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert "give --auc and --prevalence for its rule" in captured.err
+    assert "Sequestration plan (thresholdout)" in captured.out
+    assert "h-Thresholdout_AUC" not in captured.out
+    [row] = [line for line in captured.out.splitlines() if "load factor (xi)" in line]
+    assert "400" in row and "400.0" not in row
+    main(["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor", "400",
+          "--noise-rate", "0.8", "--json"])  # fmt: skip
+    res = json.loads(capsys.readouterr().out)
+    assert "mechanism" not in res  # the keys are docs/json.md's
+    assert "--auc" in res["warnings"][0]
+    main(["sequester", "plan", "--help"])
+    assert "Default: --noise-rate" in " ".join(capsys.readouterr().out.split())
+    p = plan(1047, 100, noise_rate=0.8, load_factor=400, mechanism="laplace", warn=False)
+    assert p.summary().startswith("Sequestration plan (laplace)")

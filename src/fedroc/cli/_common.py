@@ -485,7 +485,15 @@ def name_options(exc: InputError, options: Mapping[str, str]) -> InputError:
     """
     if type(exc) is not InputError:
         return exc
-    message = str(exc)
+    message = option_words(str(exc), options)
+    return exc if message == str(exc) else InputError(message)
+
+
+def option_words(message: str, options: Mapping[str, str]) -> str:
+    """Return ``message`` with the API keywords it names written as options (:func:`name_options`).
+
+    For the messages that are not errors: the warnings a command prints.
+    """
     word, sep, rest = message.partition(" ")
     if word in options and rest:
         message = options[word] + sep + rest
@@ -493,7 +501,7 @@ def name_options(exc: InputError, options: Mapping[str, str]) -> InputError:
     if joined:
         pattern = r"\b(" + "|".join(map(re.escape, joined)) + r")\b"
         message = re.sub(pattern, lambda m: options[m.group(1)], message)
-    return exc if message == str(exc) else InputError(message)
+    return message
 
 
 def emit_json(obj: Any) -> None:

@@ -12,7 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
-from fedroc.cli._common import emit_json, err, figure_output, kv_table, name_options, out
+from fedroc.cli._common import (
+    emit_json,
+    err,
+    figure_output,
+    kv_table,
+    name_options,
+    option_words,
+    out,
+)
 from fedroc.cli._options import JsonOption
 from fedroc.exceptions import InputError
 
@@ -57,7 +65,10 @@ def plan_command(
     ],
     answer_noise_rate: Annotated[
         float | None,
-        typer.Option("--answer-noise-rate", help="Laplace scale of the answers if not sigma."),
+        typer.Option(
+            "--answer-noise-rate",
+            help="Laplace scale of the answers. Default: --noise-rate (sigma).",
+        ),
     ] = None,
     load_factor: Annotated[
         float | None, typer.Option("--load-factor", help="xi = N rho / phi.")
@@ -121,15 +132,23 @@ def plan_command(
             )
         except InputError as exc:
             raise name_options(exc, PLAN_OPTIONS) from None
-    for note in p.warnings:
+    # The planner's notes name its keywords ("give auc and prevalence"); here, the options.
+    notes = [
+        option_words(note, PLAN_OPTIONS).replace(
+            "give auc and prevalence", "give --auc and --prevalence"
+        )
+        for note in p.warnings
+    ]
+    for note in notes:
         err.print(f"[yellow]warning:[/] {note}", highlight=False)
     result: dict[str, Any] = p.to_dict()
+    result["warnings"] = notes
     if budget is not None:
         result["requested_budget"] = budget
     if as_json:
         emit_json(result)
         return
-    out.print(kv_table(p.SUMMARY_TITLE, p.summary_rows()))
+    out.print(kv_table(p.summary_title, p.summary_rows()))
 
 
 @sequester_app.command("figure")

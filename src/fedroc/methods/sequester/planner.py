@@ -552,6 +552,10 @@ class Plan(ResultMixin):
     warnings : tuple of str
         What the paper's example would do differently (also issued as
         :class:`PlanWarning`).
+    mechanism : str
+        The answering rule planned for (``plan``'s ``mechanism``), which titles the
+        summary; not in :meth:`to_dict` (the keys of ``fedroc sequester plan --json`` are
+        a contract, docs/json.md).
     """
 
     n_images: int
@@ -575,8 +579,19 @@ class Plan(ResultMixin):
     epsilon_thresholdout: float | None = None
     epsilon_laplace: float | None = None
     warnings: tuple[str, ...] = ()
+    mechanism: str = DEFAULT_MECHANISM
 
-    SUMMARY_TITLE = "Sequestration plan (h-Thresholdout_AUC)"
+    @property
+    def summary_title(self) -> str:
+        """The title of :meth:`summary`: the mechanism planned for, not always the paper's."""
+        return f"Sequestration plan ({self.mechanism})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the plan as JSON-ready types (without ``mechanism``, see the attributes)."""
+        out = super().to_dict()
+        del out["mechanism"]
+        return out
+
     # (label, attribute) of each row of the summary; a label may name ``{power}``.
     SUMMARY_ROWS = (
         ("images (phi)", "n_images"),
@@ -598,15 +613,22 @@ class Plan(ResultMixin):
     )
 
     def summary_rows(self) -> list[tuple[str, Any]]:
-        """Give the ``(quantity, value)`` rows of :meth:`summary` and ``fedroc sequester plan``."""
+        """Give the ``(quantity, value)`` rows of :meth:`summary` and ``fedroc sequester plan``.
+
+        The load factor is written to 6 significant digits: the realised ``N rho / phi`` of
+        ``--load-factor 400`` read "400.0000", a precision nobody asked for.
+        """
         return [
-            (label.format(power=self.power), getattr(self, name))
+            (
+                label.format(power=self.power),
+                f"{self.load_factor:.6g}" if name == "load_factor" else getattr(self, name),
+            )
             for label, name in self.SUMMARY_ROWS
         ]
 
     def summary(self) -> str:
         """Format the plan (sizes, noise, budget, epsilon and power) as a table."""
-        return format_table(self.summary_rows(), title=self.SUMMARY_TITLE)
+        return format_table(self.summary_rows(), title=self.summary_title)
 
 
 @fill_doc
@@ -779,6 +801,7 @@ def plan(
         epsilon_thresholdout=_dp_epsilon("thresholdout", sigma_a, units, delta),
         epsilon_laplace=_dp_epsilon("laplace", sigma_a, units, delta),
         warnings=tuple(notes),
+        mechanism=Mechanism(mechanism).name,
     )
 
 
