@@ -323,3 +323,17 @@ def test_privacy_status_says_which_limit_is_which(capsys, sites, tmp_path):
     header = next(line for line in out.splitlines() if line.startswith("┃"))
     cells = [c.strip() for c in header.strip("┃").split("┃")]
     assert cells[2:6] == ["epsilon", "epsilon limit", "delta", "delta limit"], header
+
+
+def test_clustered_population_estimator_says_its_default():
+    """Before: `fedroc clustered --help` said what --population-estimator overrides, not
+    what it is without it: corrected, or eq5 with --no-pair-correction."""
+    from fedroc.cli import click_command
+
+    [param] = [
+        p
+        for p in click_command().commands["clustered"].params
+        if "--population-estimator" in p.opts
+    ]
+    text = " ".join((param.help or "").split())
+    assert "Default: corrected, or eq5 with --no-pair-correction" in text

@@ -57,7 +57,8 @@ def clustered(
         str | None,
         typer.Option(
             help="corrected (eq. 5 x I/(I-1)), eq5, or between (concordant share of the "
-            "pairs of different clusters, always in [0, 1]); overrides --pair-correction."
+            "pairs of different clusters, always in [0, 1]); overrides --pair-correction. "
+            "Default: corrected, or eq5 with --no-pair-correction."
         ),
     ] = None,
     sigma11: Annotated[
