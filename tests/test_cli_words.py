@@ -337,3 +337,13 @@ def test_clustered_population_estimator_says_its_default():
     ]
     text = " ".join((param.help or "").split())
     assert "Default: corrected, or eq5 with --no-pair-correction" in text
+
+
+def test_the_mpc_calibration_note_reads_as_a_sentence(capsys, sites):
+    """Before: "ask for it with mpc_calibration=True (--mpc-calibration)": a Python
+    keyword and its value where the reader types an option."""
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "mpc", "--max-fpr", "0.3"])
+    assert code == 0, err
+    text = " ".join(out.replace("│", " ").split())
+    assert "ask for the curve with --mpc-calibration" in text, text
+    assert "=True" not in text

@@ -366,8 +366,8 @@ def _secure_probability_metrics(
     if not calibration:
         notes.append(
             f"calibration not added: {_CALIBRATION_GIVES_P}, which the MPC job keeps secret; "
-            "ask for it with mpc_calibration=True (--mpc-calibration) where the sites may "
-            "reveal them"
+            "where the sites may reveal them, ask for the curve with --mpc-calibration "
+            "(in Python, mpc_calibration)"
         )
         return brier, None, notes
     try:
