@@ -347,3 +347,21 @@ def test_the_mpc_calibration_note_reads_as_a_sentence(capsys, sites):
     text = " ".join(out.replace("│", " ").split())
     assert "ask for the curve with --mpc-calibration" in text, text
     assert "=True" not in text
+
+
+def test_the_histogram_area_errors_fit_120_columns(capsys, sites, monkeypatch):
+    """Before: "ROC area error against the pooled rows (paper 5, Definition 1)" and its PR
+    twin wrapped over two lines of the evaluate table at 120 columns; the reference is in
+    the note under the table."""
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "histogram"])
+    assert code == 0, err
+    cells = {line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")}
+    for label in (
+        "ROC area error against the pooled rows",
+        "PR area error against the pooled rows",
+    ):
+        assert label in cells, cells
+    assert not any("Definition 1" in c for c in cells)
+    note = " ".join(out[out.index("average precision errors") :].split())
+    assert "the area errors are paper 5's Definition 1" in note

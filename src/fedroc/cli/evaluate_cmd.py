@@ -408,9 +408,11 @@ def render_result(result: EvaluationResult) -> None:
     errors = [words for key, words in _POOLED_ERRORS.items() if key in result.extra]
     if errors:
         what = ", ".join(errors[:-1]) + " and " + errors[-1] if len(errors) > 1 else errors[0]
+        areas = "roc_area_error" in result.extra or "pr_area_error" in result.extra
         out.print(
             f"{what} errors against the pooled rows, which this command read "
-            "from the --site files (an analyst of remote sites has no such check)",
+            "from the --site files (an analyst of remote sites has no such check)"
+            + ("; the area errors are paper 5's Definition 1" if areas else ""),
             highlight=False,
             markup=False,
         )
