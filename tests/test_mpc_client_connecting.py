@@ -70,3 +70,43 @@ def test_mpc_run_says_it_is_trying_to_reach_party_0_at_once(tmp_path: Path, caps
     assert f"127.0.0.1:{port}" in line and "job-left39-02" in line, line
     assert when - start < 1.5, when - start
     assert "trying to reach" not in out  # --json: the error's one JSON object, no progress
+
+
+def test_evaluate_mpc_cluster_says_it_is_trying_to_reach_party_0(
+    tmp_path: Path, capsys, monkeypatch
+):
+    """`fedroc evaluate --method mpc --mpc-cluster FILE` kept the same 10 s of silence
+    that `fedroc mpc run` no longer keeps: it prints the same line on stderr (not stdout)."""
+    import fedroc.cli.evaluate_cmd as evaluate_cmd
+    from fedroc.mpc import net
+
+    port = _free_port()  # nothing listens there: no cluster is running
+    cluster = tmp_path / "cluster"
+    code, _, err = run_main(
+        capsys,
+        ["mpc", "certs", str(cluster), "--port", f"0={port}", "--owner", "a", "--owner", "b"],
+    )
+    assert code == 0, err
+    args = ["evaluate", "--method", "mpc", "--json", "--mpc-cluster", str(cluster / "cluster.toml")]
+    args += ["--mpc-owner-keys", str(cluster)]
+    for name in "ab":
+        data = tmp_path / f"{name}.csv"
+        pd.DataFrame({"label": [0, 1] * 10, "score": [i / 20 for i in range(20)]}).to_csv(
+            data, index=False
+        )
+        args += ["--site", f"{name}={data}"]
+    recorder = _Recorder()
+    recorder.is_terminal = False  # type: ignore[attr-defined]  # no progress spinner
+    monkeypatch.setattr(evaluate_cmd, "err", recorder)
+    defaults = {**(net.ClusterClient.__init__.__kwdefaults__ or {}), "connect_timeout": 2.0}
+    monkeypatch.setattr(net.ClusterClient.__init__, "__kwdefaults__", defaults)
+    start = time.monotonic()
+    code, out, err = run_main(capsys, args)
+    assert code != 0
+    assert f"could not reach party 0 at 127.0.0.1:{port}" in out + err, (out, err)
+    trying = [(t, line) for t, line in recorder.lines if "trying to reach party 0" in line]
+    assert trying, (recorder.lines, out, err)
+    when, line = trying[0]
+    assert f"127.0.0.1:{port}" in line and line.startswith("MPC job "), line
+    assert when - start < 1.5 + 2.0, when - start  # the sites' bundles come first
+    assert "trying to reach" not in out

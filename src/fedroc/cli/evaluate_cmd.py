@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -118,6 +119,36 @@ def show_progress(method: str, federation: Federation) -> Iterator[None]:
             yield
         finally:
             federation.progress = None
+
+
+class _StderrLines(logging.Handler):
+    """Print each record's message as one line on the command's stderr console."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(record.getMessage(), markup=False, highlight=False)
+
+
+@contextmanager
+def mpc_notices() -> Iterator[None]:
+    """Print the MPC method's notices on stderr while the block runs.
+
+    With --mpc-cluster: "MPC job ...: trying to reach party 0 (proxy 0) at HOST:PORT ..."
+    when party 0 has not answered within half a second, as ``fedroc mpc run`` prints it;
+    it waited the whole connect time-out in silence before "could not reach party 0".
+    """
+    from fedroc.methods.mpc import NOTICES
+
+    handler = _StderrLines(logging.INFO)
+    level, propagate = NOTICES.level, NOTICES.propagate
+    NOTICES.addHandler(handler)
+    NOTICES.setLevel(logging.INFO)
+    NOTICES.propagate = False  # once, not again by a handler of "fedroc"
+    try:
+        yield
+    finally:
+        NOTICES.removeHandler(handler)
+        NOTICES.setLevel(level)
+        NOTICES.propagate = propagate
 
 
 def check_options(
@@ -828,7 +859,8 @@ def evaluate_command(
         options["mpc_calibration_bins"] = n_bins
     try:
         check_options(method, options)  # again: the options the sites' data added
-        with show_progress(method, federation):
+        notices = mpc_notices() if method == "mpc" else nullcontext()
+        with show_progress(method, federation), notices:
             result = evaluate(
                 federation,
                 method,

@@ -34,9 +34,10 @@ the reason is noted).
 
 from __future__ import annotations
 
+import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -381,6 +382,18 @@ def _secure_probability_metrics(
     return brier, curve, notes
 
 
+#: Where the MPC method says it is still trying to reach party 0 of a cluster (INFO);
+#: ``fedroc evaluate`` prints these records on stderr, as ``fedroc mpc run`` its own line.
+NOTICES = logging.getLogger("fedroc.mpc")
+
+
+def _connecting_notice(job: str) -> Callable[[str], None]:
+    def notice(line: str) -> None:
+        NOTICES.info("MPC job %s: %s", job, line)
+
+    return notice
+
+
 @register_method(
     "mpc",
     "exact AUROC, AUPR and DeLong CI by secure 3-party computation (ppAURORA; only the "
@@ -504,7 +517,7 @@ def run_mpc(
             # The local parties trust the sites' keys as the sites sent them (the analyst
             # runs those parties anyway); a remote cluster has its owners registered.
             cluster.register_owners({b.owner: b.owner_key for b in bundles})
-        outcome = cluster.run(bundles)
+        outcome = cluster.run(bundles, connecting=_connecting_notice(terms.job))
         description = cluster.description
     out = outcome.outputs
     spec = terms.spec(tuple(b.n for b in bundles))

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -64,9 +64,19 @@ class Cluster:
         """Return the proxies' public keys as raw 32-byte strings (as job terms hold them)."""
         return self.config.proxy_key_bytes()
 
-    def run(self, bundles: list[Bundle], **kwargs: Any) -> ClusterResult:
-        """Run the job the owners' bundles were made for (see :meth:`ClusterClient.run`)."""
-        return ClusterClient(self.config).run(bundles, **kwargs)
+    def run(
+        self,
+        bundles: list[Bundle],
+        *,
+        connecting: Callable[[str], None] | None = None,
+        **kwargs: Any,
+    ) -> ClusterResult:
+        """Run the job the owners' bundles were made for (see :meth:`ClusterClient.run`).
+
+        ``connecting`` is the client's (:class:`ClusterClient`): told a line when party 0
+        has not answered within half a second.
+        """
+        return ClusterClient(self.config, connecting=connecting).run(bundles, **kwargs)
 
     def close(self) -> None:
         """Release the cluster (nothing to do for a remote one)."""
@@ -229,14 +239,20 @@ class LocalCluster(Cluster):
                 )
             time.sleep(0.01)
 
-    def run(self, bundles: list[Bundle], **kwargs: Any) -> ClusterResult:
+    def run(
+        self,
+        bundles: list[Bundle],
+        *,
+        connecting: Callable[[str], None] | None = None,
+        **kwargs: Any,
+    ) -> ClusterResult:
         """Run a job once the parties are ready.
 
         A :class:`~fedroc.exceptions.ProtocolError` carries the last lines of the parties' logs.
         """
         self.wait_ready()
         try:
-            return ClusterClient(self.config).run(bundles, **kwargs)
+            return ClusterClient(self.config, connecting=connecting).run(bundles, **kwargs)
         except ProtocolError as exc:
             # Give the parties a moment to write why they stopped.
             time.sleep(0.2)
