@@ -92,3 +92,45 @@ def test_largest_fitting_is_the_largest_value_of_three_digits_that_fits():
                     assert not epsilon_fits(v * per_unit, left), (left, per_unit, x, v)
                     break
     assert largest_fitting(0.0, 2.0) == 0.0
+
+
+def test_the_refusals_show_what_is_left_rounded_down():
+    """Before: the ROC-GLM refusal said a site "has left of its epsilon limit (12.35)" with
+    12.34567 left, and the histogram's list of sites short of budget "'b': 12.35": more
+    than is left. Both now round down (fedroc.privacy.policy.shown_left)."""
+    rng = np.random.default_rng(23)
+    y, s = flipped(rng, 900, 0.5)
+    limits = (("a", 50.0), ("b", 12.34567), ("c", 50.0))
+    sites = [
+        Site(name, SiteData.from_arrays(y[i::3], s[i::3]),
+             policy=DisclosurePolicy(epsilon_limit=limit))
+        for i, (name, limit) in enumerate(limits)
+    ]  # fmt: skip
+    fed = Federation.from_sites(sites)
+    with pytest.raises(InputError) as exc:
+        distributed_rocglm(fed, epsilon=20.0, delta=DELTA, sensitivity=0.03, bootstrap=5)
+    assert "site 'b' has left of its epsilon limit (12.34)" in str(exc.value), str(exc.value)
+    policies = {k: DisclosurePolicy(epsilon_limit=v) for k, v in {"a": 1e4, "b": 12.34567}.items()}
+    fed, _ = _three_probability_sites(7, policies)
+    with pytest.raises(InputError) as exc:
+        evaluate(fed, "histogram", dp_epsilon=1000.0, dp_mode="local")
+    assert "the epsilon left at site(s) 'b': 12.34;" in str(exc.value), str(exc.value)
+
+
+def test_shown_left_is_the_largest_four_digit_value_not_above_what_is_left():
+    """Against brute force on the decimal digits: never more than left, one step up is."""
+    from decimal import Decimal
+
+    from fedroc.privacy.policy import shown_left
+
+    rng = np.random.default_rng(8)
+    cases = [12.34567, 0.99996, 0.3, 5.0, 99999.9, 1e-9, 0.0025]
+    cases += [float(10 ** rng.uniform(-6, 5)) for _ in range(500)]
+    for left in cases:
+        shown = Decimal(shown_left(left))
+        exact = Decimal(repr(left))
+        assert shown <= exact, (left, shown)
+        assert len(shown.normalize().as_tuple().digits) <= 4, (left, shown)
+        step = Decimal(1).scaleb(exact.adjusted() - 3)
+        assert shown + step > exact, (left, shown)
+    assert shown_left(-2.0) == "0" and shown_left(0.0) == "0"

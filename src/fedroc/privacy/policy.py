@@ -41,6 +41,7 @@ __all__ = [
     "epsilon_fits",
     "is_class_count_refusal",
     "largest_fitting",
+    "shown_left",
 ]
 
 # The refusal of a reply whose declared class count is below the minimum (check_release).
@@ -214,6 +215,46 @@ def largest_fitting(left: float, per_unit: float = 1.0, *, fits: Any = epsilon_f
             return value
         k -= 1
     return 0.0
+
+
+def shown_left(left: float, digits: int = 4) -> str:
+    """Write what a limit leaves to ``digits`` significant digits, rounded *down*.
+
+    A refusal that shows what a site has left must never show more than is left: with
+    ``:.4g``, 12.34567 read "12.35" and 0.99996 read "1", so a user could give that back
+    and be refused again. Rounded down, as :func:`largest_fitting` offers; a negative
+    ``left`` (a ledger over its limit) reads 0.
+
+    Parameters
+    ----------
+    left : float
+        What the limit leaves.
+    digits : int, default 4
+        Significant digits shown.
+
+    Returns
+    -------
+    str
+        The value rounded down, in ``:g`` notation.
+
+    Examples
+    --------
+    >>> shown_left(12.34567)
+    '12.34'
+    >>> shown_left(0.99996)
+    '0.9999'
+    >>> shown_left(-1e-12)
+    '0'
+    """
+    from decimal import ROUND_FLOOR, Decimal
+
+    if not left > 0:
+        return "0"
+    if not math.isfinite(left):
+        return f"{left:g}"
+    exact = Decimal(repr(left))  # the value as Python writes it, not its binary expansion
+    step = Decimal(1).scaleb(exact.adjusted() - (digits - 1))
+    return f"{float(exact.quantize(step, rounding=ROUND_FLOOR)):.{digits}g}"
 
 
 # The functions a run asks every site before its first release, so that a run a site cannot

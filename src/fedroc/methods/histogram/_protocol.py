@@ -21,7 +21,7 @@ from fedroc.exceptions import InputError
 from fedroc.federation import Federation
 from fedroc.federation.basic import site_limits
 from fedroc.privacy import MIN_DISCRETE_EPSILON
-from fedroc.privacy.policy import epsilon_fits, largest_fitting
+from fedroc.privacy.policy import epsilon_fits, largest_fitting, shown_left
 from fedroc.secagg import SecureSum, check_secure_sum, secure_sum
 
 from ._curves import INTERPOLATIONS
@@ -359,7 +359,8 @@ def check_budget(federation: Federation, opts: HistogramOptions, *, compare: boo
         what += f", and the two scores' joint counts {MOVED_ROW_CHARGE * opts.epsilon:.3g}"
     by_left: dict[str, list[str]] = {}
     for k, v in sorted(short.items()):
-        by_left.setdefault(f"{max(v, 0.0):.4g}", []).append(repr(k))
+        # Rounded down: what is left must not read as more than it is (12.34567: "12.34").
+        by_left.setdefault(shown_left(v), []).append(repr(k))
     sites = "; ".join(f"{', '.join(names)}: {v}" for v, names in by_left.items())
     least = min(short.values())
     fits = largest_fitting(least, charge)  # the sites' own comparison, as printed

@@ -118,7 +118,7 @@ from fedroc.methods.rocglm._site import (
 )
 from fedroc.metrics import logit_ci, logit_test_greater
 from fedroc.privacy import analytic_gaussian_sigma, classic_gaussian_sigma
-from fedroc.privacy.policy import delta_fits, epsilon_fits, largest_fitting
+from fedroc.privacy.policy import delta_fits, epsilon_fits, largest_fitting, shown_left
 from fedroc.secagg import check_secure_sum, secure_sum
 
 __all__ = [
@@ -835,11 +835,12 @@ def _check_sites_allow(
             continue
         if len(short) == 1:
             ((name, value),) = short.items()
-            sites = f"site {name!r} has left of its {what} limit ({max(value, 0.0):.4g})"
+            # Rounded down: 12.34567 left read "(12.35)", more than is left.
+            sites = f"site {name!r} has left of its {what} limit ({shown_left(value)})"
         else:
             # "is more than sites site 'a' (0.0025); site 'b' (...) have left of ..." read
             # as a garbled sentence.
-            listed = "; ".join(f"site {k!r} {max(v, 0.0):.4g}" for k, v in short.items())
+            listed = "; ".join(f"site {k!r} {shown_left(v)}" for k, v in short.items())
             sites = f"what the sites have left of their {what} limits ({listed})"
         least = max(min(short.values()), 0.0)
         fits = largest_fitting(least, fits=fit)  # the sites' own comparison, as printed
