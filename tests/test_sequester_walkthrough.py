@@ -792,3 +792,33 @@ def test_the_schema_says_the_audit_exports_are_csv(app):
         assert list(paths[path]["get"]["responses"]["200"]["content"]) == ["text/csv"], path
         r = client.get(path)
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+
+
+def test_created_at_is_documented_as_unix_time(app):
+    """Before: `created_at` in the JSON answers and CSV exports was an undocumented float
+    (seconds since the epoch). Every GET that answers it says so in /docs (the value stays
+    a number: existing clients read it)."""
+    st = _setup(app)
+    dev, adm = st["dev"], st["adm"]
+    r = dev.post("/v1/submissions", json={"image_ids": st["ids"], "scores": st["s"].tolist()})
+    sid = r.json()["submission_id"]
+    dev.post("/v1/queries", json={"submission_id": sid, "subset_id": 1, "reference_auc": 0.8})
+    spec = adm.get("/openapi.json").json()
+    assert "Unix time: seconds since 1970-01-01 UTC" in spec["info"]["description"]
+    answered = []
+    for path, ops in spec["paths"].items():
+        if "get" not in ops or "{" in path:
+            continue
+        for client in (adm, dev):
+            r = client.get(path)
+            if r.status_code == 200 and "created_at" in r.text:
+                answered.append(path)
+                text = " ".join(ops["get"].get("description", "").split())
+                assert "created_at" in text and "Unix time" in text, (path, text)
+                break
+    assert {"/v1/test-sets", "/v1/developers", "/v1/queries", "/v1/audit/queries.csv"} <= set(
+        answered
+    ), answered
+    assert isinstance(adm.get("/v1/test-sets").json()[0]["created_at"], float)
+    audit = spec["paths"]["/v1/developers/{developer_id}/audit"]["get"]["description"]
+    assert "Unix time" in audit

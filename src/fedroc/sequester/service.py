@@ -403,7 +403,9 @@ def create_app(  # noqa: C901
         description=(
             "AUC queries on subsets of a sequestered test set, answered through Thresholdout "
             "(Dwork et al. 2015, the default), Laplace noise on every answer, or the MIDRC "
-            "paper's h-Thresholdout_AUC (Tang et al.). Authenticate with a bearer token."
+            "paper's h-Thresholdout_AUC (Tang et al.). Authenticate with a bearer token. "
+            "Times in the answers and the CSV exports (created_at, token_rotated_at) are "
+            "Unix time: seconds since 1970-01-01 UTC, a number with a fraction."
         ),
         responses=_ERRORS,
     )
@@ -496,7 +498,11 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/test-sets")
     def list_test_sets(_: Admin) -> list[dict[str, Any]]:
-        """List the test sets with their sizes and number of positives."""
+        """List the test sets with their sizes and number of positives.
+
+        ``created_at``: when the set was uploaded, as Unix time:
+        seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         return store.test_sets()
 
     @app.post(f"{API}/test-sets/{{test_set_id}}/plans", status_code=201)
@@ -672,7 +678,11 @@ def create_app(  # noqa: C901
     def list_developers(
         _: Admin, plan_id: int | None = Query(None, ge=1, le=MAX_ID)
     ) -> list[dict[str, Any]]:
-        """List the developers with their budgets, quotas and whether they are active."""
+        """List the developers with their budgets, quotas and whether they are active.
+
+        ``created_at`` (registered) and ``token_rotated_at`` (null until a rotation):
+        Unix time, seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         return store.developers(plan_id)
 
     @app.post(f"{API}/developers/{{developer_id}}/revoke")
@@ -704,7 +714,11 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/developers/{{developer_id}}/audit")
     def audit(developer_id: Id, _: Admin) -> list[dict[str, Any]]:
-        """Every answer given to one developer, with its exact value and noise."""
+        """Every answer given to one developer, with its exact value and noise.
+
+        ``created_at``: when the answer was given, as Unix time:
+        seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         _known_developer(developer_id)
         return store.audit(developer_id)
 
@@ -715,7 +729,11 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/audit/actions")
     def actions(_: Admin) -> list[dict[str, Any]]:
-        """Every custodian action (uploads, plans, developers, top-ups, revocations, rotations)."""
+        """Every custodian action (uploads, plans, developers, top-ups, revocations, rotations).
+
+        ``created_at``: when the action was taken, as Unix time:
+        seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         return store.actions()
 
     @app.get(f"{API}/audit/queries.csv", response_class=_CSVResponse, responses=_JSON_ERRORS)
@@ -724,7 +742,11 @@ def create_app(  # noqa: C901
         plan_id: int | None = Query(None, ge=1, le=MAX_ID),
         developer_id: int | None = Query(None, ge=1, le=MAX_ID),
     ) -> StreamingResponse:
-        """Every answer with its exact value, noise and DP events, as CSV."""
+        """Every answer with its exact value, noise and DP events, as CSV.
+
+        Column ``created_at``: when the answer was given, as Unix time:
+        seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         if plan_id is not None:
             store.plan(plan_id)  # NotFound: 404, not an empty CSV
         if developer_id is not None:
@@ -734,7 +756,11 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/audit/actions.csv", response_class=_CSVResponse, responses=_JSON_ERRORS)
     def actions_csv(_: Admin) -> StreamingResponse:
-        """Export the custodian's actions as CSV."""
+        """Export the custodian's actions as CSV.
+
+        Column ``created_at``: when the action was taken, as Unix time:
+        seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         cols = ("id", "created_at", "action", "target", "details")
         rows = ((a["id"], a["created_at"], a["action"], a["target"], _json(a["details"]))
                 for a in store.actions())  # fmt: skip
@@ -783,7 +809,11 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/submissions")
     def my_submissions(dev: Dev) -> list[dict[str, Any]]:
-        """Your submissions (id, name, time)."""
+        """Your submissions (id, name, time).
+
+        ``created_at``: when the model was submitted, as Unix time:
+        seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         return store.list_submissions(dev.id)
 
     @app.post(f"{API}/queries", response_model=QueryOut)
@@ -805,7 +835,11 @@ def create_app(  # noqa: C901
 
     @app.get(f"{API}/queries")
     def my_queries(dev: Dev) -> list[dict[str, Any]]:
-        """Your answers so far, oldest first, with the budget left after each."""
+        """Your answers so far, oldest first, with the budget left after each.
+
+        ``created_at``: when the answer was given, as Unix time:
+        seconds since 1970-01-01 UTC, a number with a fraction.
+        """
         return store.history(dev.id)
 
     @app.get(f"{API}/budget")
