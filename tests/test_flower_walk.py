@@ -412,3 +412,47 @@ def test_supernode_takes_the_sites_whole_policy_from_a_policy_file(
     _refused(capsys, both, "--policy-file", "--min-count", "not both")
     missing = [*base, *site, "--policy-file", str(tmp_path / "nowhere.toml")]
     _refused(capsys, missing, "nowhere.toml", "does not exist")
+
+
+def test_an_unregistered_supernode_says_to_register_its_key(tmp_path) -> None:
+    """An unregistered SuperNode exited with Flower's "Failed to activate SuperNode" alone,
+    restarted every 1-30 s; now a line after Flower's says what the SuperLink's operator
+    runs (Flower itself unchanged: a handler on its logger)."""
+    import logging
+
+    from flwr.common.logger import log as flower_log
+
+    from fedroc.federation.flower.node import add_activation_hint
+
+    node = tmp_path / "node"
+    node.mkdir()
+    (node / "node-config.toml").write_text('site = "north"\n')
+    args = ["--superlink", "127.0.0.1:9093", "--node-config", str(node / "node-config.toml")]
+    args += ["--auth-supernode-private-key", str(node / "node-auth.key")]
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    keep = Keep()
+    ours = logging.getLogger("fedroc.flower")
+    ours.addHandler(keep)
+    hint = add_activation_hint(args)
+    try:
+        flower_log(logging.INFO, "Starting Flower SuperNode")
+        assert said == []
+        flower_log(
+            logging.ERROR,
+            "Exit Code: 305\nFailed to initialize the connection to the SuperLink.\n"
+            "[code: 2004] Failed to activate SuperNode.",
+        )
+    finally:
+        logging.getLogger("flwr").removeHandler(hint)
+        ours.removeHandler(keep)
+    assert len(said) == 1, said
+    register = (
+        "fedroc flower register --superlink 127.0.0.1:9093 --root-certificates CA "
+        f"--site-key north={node / 'node-auth.pub'}"
+    )
+    assert register in said[0], said

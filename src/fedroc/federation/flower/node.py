@@ -68,6 +68,7 @@ from fedroc.federation.flower._tuning import (
     tune_node_activation,
     tune_supernode_polling,
 )
+from fedroc.federation.flower.identity import PUBLIC_NAME
 
 __all__ = [
     "CLIENT_APP_REF",
@@ -407,11 +408,58 @@ def in_process_isolation(
     return secret
 
 
+#: Flower's words when the SuperLink refuses to activate a node (FLEET_NODE_ACTIVATION_FAILED).
+ACTIVATION_FAILED = "Failed to activate SuperNode"
+
+
+def activation_hint(flower_args: Sequence[str]) -> str:
+    """Return the line said after Flower's "Failed to activate SuperNode": what to run.
+
+    The SuperLink activates only a key registered with it (``fedroc flower register``,
+    docs/flower.md step 4) and not active in another SuperNode. An unregistered node exited
+    with Flower's words alone and was restarted every 1-30 s, printing them again.
+    """
+    site, _ = _node_config(flower_args)
+    superlink = option_value(flower_args, "--superlink", "") or "HOST:PORT"
+    private = option_value(flower_args, "--auth-supernode-private-key", "")
+    public = str(Path(private).with_name(PUBLIC_NAME)) if private else "NODE_DIR/node-auth.pub"
+    return (
+        f"the SuperLink did not activate this SuperNode's key: is it registered? The "
+        f"SuperLink's operator runs `fedroc flower register --superlink {superlink} "
+        f"--root-certificates CA --site-key {site or 'SITE'}={public}` (or the key is in use "
+        "by another SuperNode); this node tries again at its next restart"
+    )
+
+
+class _ActivationHint(logging.Handler):
+    """Log :func:`activation_hint` after Flower's record that says the activation failed."""
+
+    def __init__(self, hint: str) -> None:
+        super().__init__(logging.ERROR)
+        self.hint = hint
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if ACTIVATION_FAILED in record.getMessage():
+            log.error(self.hint)
+
+
+def add_activation_hint(flower_args: Sequence[str]) -> logging.Handler:
+    """Say what to run after Flower logs "Failed to activate SuperNode" (Flower unchanged).
+
+    Added to Flower's logger after its other handlers, so that the hint follows Flower's
+    lines; returns the handler.
+    """
+    handler = _ActivationHint(activation_hint(flower_args))
+    logging.getLogger("flwr").addHandler(handler)
+    return handler
+
+
 def run_supernode(flower_args: Sequence[str], *, fast: float = FAST_POLL) -> None:
     """Run ``flower-supernode`` with ``flower_args``, tuned as described above (blocks)."""
     check_flower_version()
     args = list(flower_args)
     site, node_dir = _node_config(args)
+    add_activation_hint(args)
     previous = None
     if node_dir is not None:
         STATUS.configure(node_dir / STATUS_NAME, site)
