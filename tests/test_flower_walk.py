@@ -414,6 +414,36 @@ def test_supernode_takes_the_sites_whole_policy_from_a_policy_file(
     _refused(capsys, missing, "nowhere.toml", "does not exist")
 
 
+def test_a_stopped_deployment_says_to_start_it_again(monkeypatch, capsys, tmp_path) -> None:
+    """`flower run --deployment DIR` after `flower up` had stopped said only Flower's
+    "Connection to the SuperLink is unavailable" and the direct check's "Connection
+    refused"; now also what to run. (Here submit_job fails as it does then: the words of
+    `flwr run` and of a direct check of a port nothing listens on.)"""
+    import fedroc.federation.flower.deploy as deploy
+    from fedroc.exceptions import FedrocError
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, not listening: refused
+        connection = deploy.FlowerConnection(address, insecure=True)
+        (tmp_path / "connection.json").write_text(json.dumps(connection.to_dict()))
+        flower_said = "Connection to the SuperLink is unavailable. Please check your network"
+        why = deploy.unavailable_why(connection, flower_said)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise FedrocError(
+            f"`flwr run` started no run at the SuperLink {address}: {flower_said}{why}"
+        )
+
+    monkeypatch.setattr(deploy, "submit_job", refused)
+    args = ["flower", "run", "--deployment", str(tmp_path), "--method", "histogram"]
+    code, _, err = run_main(capsys, args)
+    line = " ".join(err.split())
+    assert code != 0 and "Connection refused" in line, err
+    assert f"start it again with `fedroc flower up --dir {tmp_path}`" in line, line
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
 def test_an_unregistered_supernode_says_to_register_its_key(tmp_path) -> None:
     """An unregistered SuperNode exited with Flower's "Failed to activate SuperNode" alone,
     restarted every 1-30 s; now a line after Flower's says what the SuperLink's operator

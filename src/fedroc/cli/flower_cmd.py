@@ -661,6 +661,8 @@ def run(
             )
         except InputError as exc:  # the method's refusal in the ServerApp names its keywords
             raise name_options(exc, option_names(method or "")) from None
+        except FedrocError as exc:
+            raise _stopped_deployment(exc, deployment) from None
     result = dict(payload["result"])
     refused = payload.get("refused") or {}
     result["flower"] = {
@@ -679,6 +681,21 @@ def run(
     sites_rows = result.get("sites")
     if isinstance(sites_rows, list) and sites_rows and isinstance(sites_rows[0], dict):
         out.print(sites_table(sites_rows))
+
+
+def _stopped_deployment(exc: FedrocError, deployment: Path | None) -> FedrocError:
+    """Add what to run when nothing listens at a deployment's SuperLink.
+
+    `flower run --deployment DIR` on a stopped `fedroc flower up` said only Flower's
+    "Connection to the SuperLink is unavailable" and "Connection refused".
+    """
+    if deployment is None or type(exc) is not FedrocError or "Connection refused" not in str(exc):
+        return exc
+    return FedrocError(
+        f"{exc}; is the deployment in {str(deployment)!r} still up? Its SuperLink stops with "
+        f"`fedroc flower up` (Ctrl-C or --duration); start it again with `fedroc flower up "
+        f"--dir {deployment}` (and the same --data)"
+    )
 
 
 def _result_rows(result: dict[str, Any]) -> list[tuple[str, Any]]:
