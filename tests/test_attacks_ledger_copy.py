@@ -156,29 +156,16 @@ def test_a_copy_of_the_ledger_file_gives_no_scores_through_the_clear_clustered_c
     of the ledger file gave every score to 1/4096: on main 2e18c5a, 20 of 20 sites of 200
     rows. The edges are now sealed in the ledger under its salt (AES-GCM), beside which the
     file is no key: 0 of 20."""
-    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
-    from fedroc.privacy import DisclosurePolicy
+    from tests._clear_cuts import asked_sites, scores_read
 
-    edges = np.linspace(0.0, 1.0, 4097)
-    width = edges[1]
     read = 0
-    for seed in range(TRIALS):
-        rng = np.random.default_rng([1332, seed])
-        y, s, c = rng.random(200) < 0.4, rng.random(200), rng.integers(0, 40, 200)
-        audit = tmp_path / str(seed)
-        site = Site("north", SiteData.from_arrays(y, s, c), audit=audit / "north.jsonl",
-                    policy=DisclosurePolicy(clear_histograms=True))  # fmt: skip
-        with pytest.raises(DisclosureError):
-            Federation.from_sites([site]).call(FUNCTION_SUMMARY, edges=edges)
-        copy = (audit / "north.ledger.jsonl").read_text()
+    for s, audit in asked_sites(tmp_path, 1332, TRIALS):
         shown: list[float] = []
-        for line in copy.splitlines():
+        for line in (audit / "north.ledger.jsonl").read_text().splitlines():
             entry = json.loads(line)
             if entry.get("key") == "clustered:clear-edges" and isinstance(entry["value"], list):
                 shown = [float(v) for v in entry["value"]]
-        cells = set(np.floor(s / width).astype(int).tolist()) - {0, edges.size - 2}
-        marked = {round(e / width) - 1 for e in shown} - {0}
-        read += bool(shown) and marked == cells
+        read += scores_read(s, shown)
     assert read == 0, f"the site's scores (to 1/4096) read from a ledger copy in {read}"
 
 

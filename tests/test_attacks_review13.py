@@ -279,24 +279,11 @@ def test_the_privacy_status_shows_no_sites_scores_through_its_clear_clustered_cu
     import json
     import re
 
-    from fedroc.methods.clustered._site import FUNCTION_SUMMARY
-    from fedroc.privacy import DisclosurePolicy
+    from tests._clear_cuts import asked_sites, scores_read
     from tests._cli import run_main
 
-    edges = np.linspace(0.0, 1.0, 4097)
-    width = edges[1]
     read = 0
-    for seed in range(TRIALS):
-        rng = np.random.default_rng([1319, seed])
-        y, s, c = rng.random(200) < 0.4, rng.random(200), rng.integers(0, 40, 200)
-        audit = tmp_path / str(seed)
-        site = Site("north", SiteData.from_arrays(y, s, c), audit=audit / "north.jsonl",
-                    policy=DisclosurePolicy(clear_histograms=True))  # fmt: skip
-        _try(Federation.from_sites([site]).call, FUNCTION_SUMMARY, edges=edges)
-        # A shown edge e (but the first inner edge, always kept) is the first edge above a
-        # group of scores: the cell [e - 1/4096, e) holds a score. The cells so marked are
-        # those of the scores (but the first and the last cell, which no edge marks).
-        cells = set(np.floor(s / width).astype(int).tolist()) - {0, edges.size - 2}
+    for s, audit in asked_sites(tmp_path, 1319, TRIALS):
         found = False
         for extra in ([], ["--json"]):
             code, out, err = run_main(
@@ -310,7 +297,6 @@ def test_the_privacy_status_shows_no_sites_scores_through_its_clear_clustered_cu
                 line = next(x for x in out.splitlines() if "cut its scores in the clear" in x)
                 found_at = re.findall(r"\d+\.\d+(?:e-\d+)?", line.split(" at ", 1)[-1])
                 shown = [float(v) for v in found_at]
-            marked = {round(e / width) - 1 for e in shown} - {0}
-            found |= bool(shown) and marked == cells
+            found |= scores_read(s, shown)
         read += found
     assert read == 0, f"the sites' scores (to 1/4096) read from the privacy status in {read}"
