@@ -36,7 +36,9 @@ def _offered(message: str, name: str) -> float:
     return float(found.group(1))
 
 
-def test_the_rocglm_precheck_accepts_the_epsilon_it_offers():
+def _rocglm_refusal_with_12_34567_left() -> tuple[str, list[Site], Federation]:
+    """The ROC-GLM pre-check's refusal of epsilon 20 where site 'b' has 12.34567 left (and
+    the sites and federation refused)."""
     rng = np.random.default_rng(23)
     y, s = flipped(rng, 900, 0.5)
     limits = (("a", 50.0), ("b", 12.34567), ("c", 50.0))
@@ -48,8 +50,13 @@ def test_the_rocglm_precheck_accepts_the_epsilon_it_offers():
     fed = Federation.from_sites(sites)
     with pytest.raises(InputError) as exc:
         distributed_rocglm(fed, epsilon=20.0, delta=DELTA, sensitivity=0.03, bootstrap=5)
-    offered = _offered(str(exc.value), "epsilon")
-    assert offered <= 12.34567, str(exc.value)
+    return str(exc.value), sites, fed
+
+
+def test_the_rocglm_precheck_accepts_the_epsilon_it_offers():
+    message, sites, fed = _rocglm_refusal_with_12_34567_left()
+    offered = _offered(message, "epsilon")
+    assert offered <= 12.34567, message
     assert [site.ledger.spent()[0] for site in sites] == [0, 0, 0]
     res = distributed_rocglm(fed, epsilon=offered, delta=DELTA, sensitivity=0.03, bootstrap=5)
     assert res.epsilon == offered
@@ -98,18 +105,8 @@ def test_the_refusals_show_what_is_left_rounded_down():
     """Before: the ROC-GLM refusal said a site "has left of its epsilon limit (12.35)" with
     12.34567 left, and the histogram's list of sites short of budget "'b': 12.35": more
     than is left. Both now round down (fedroc.privacy.policy.shown_left)."""
-    rng = np.random.default_rng(23)
-    y, s = flipped(rng, 900, 0.5)
-    limits = (("a", 50.0), ("b", 12.34567), ("c", 50.0))
-    sites = [
-        Site(name, SiteData.from_arrays(y[i::3], s[i::3]),
-             policy=DisclosurePolicy(epsilon_limit=limit))
-        for i, (name, limit) in enumerate(limits)
-    ]  # fmt: skip
-    fed = Federation.from_sites(sites)
-    with pytest.raises(InputError) as exc:
-        distributed_rocglm(fed, epsilon=20.0, delta=DELTA, sensitivity=0.03, bootstrap=5)
-    assert "site 'b' has left of its epsilon limit (12.34)" in str(exc.value), str(exc.value)
+    message, _, _ = _rocglm_refusal_with_12_34567_left()
+    assert "site 'b' has left of its epsilon limit (12.34)" in message, message
     policies = {k: DisclosurePolicy(epsilon_limit=v) for k, v in {"a": 1e4, "b": 12.34567}.items()}
     fed, _ = _three_probability_sites(7, policies)
     with pytest.raises(InputError) as exc:

@@ -34,7 +34,8 @@ class _Recorder:
         self.lines.append((time.monotonic(), " ".join(str(a) for a in args)))
 
 
-def test_mpc_run_says_it_is_trying_to_reach_party_0_at_once(tmp_path: Path, capsys, monkeypatch):
+def _cluster_with_no_party_0(tmp_path: Path, capsys) -> tuple[int, Path]:
+    """A cluster file for owners a and b whose party 0's port nothing listens on."""
     port = _free_port()  # nothing listens there: no cluster is running
     cluster = tmp_path / "cluster"
     code, _, err = run_main(
@@ -42,6 +43,11 @@ def test_mpc_run_says_it_is_trying_to_reach_party_0_at_once(tmp_path: Path, caps
         ["mpc", "certs", str(cluster), "--port", f"0={port}", "--owner", "a", "--owner", "b"],
     )
     assert code == 0, err
+    return port, cluster
+
+
+def test_mpc_run_says_it_is_trying_to_reach_party_0_at_once(tmp_path: Path, capsys, monkeypatch):
+    port, cluster = _cluster_with_no_party_0(tmp_path, capsys)
     shares = []
     for name in "ab":
         data = tmp_path / f"{name}.csv"
@@ -80,13 +86,7 @@ def test_evaluate_mpc_cluster_says_it_is_trying_to_reach_party_0(
     import fedroc.cli.evaluate_cmd as evaluate_cmd
     from fedroc.mpc import net
 
-    port = _free_port()  # nothing listens there: no cluster is running
-    cluster = tmp_path / "cluster"
-    code, _, err = run_main(
-        capsys,
-        ["mpc", "certs", str(cluster), "--port", f"0={port}", "--owner", "a", "--owner", "b"],
-    )
-    assert code == 0, err
+    port, cluster = _cluster_with_no_party_0(tmp_path, capsys)
     args = ["evaluate", "--method", "mpc", "--json", "--mpc-cluster", str(cluster / "cluster.toml")]
     args += ["--mpc-owner-keys", str(cluster)]
     for name in "ab":
