@@ -6,7 +6,9 @@ the next round, so that a change of machine load mid-round falls on both alike),
 same script times both codes). Each benchmark's printed figures are read with the
 patterns below; the table gives the least value over the rounds (best of N) per tree and
 the ratio new/old, with "yes" when the new is at most 10 % slower (the open issue's
-"within 10 %, same-run ratios").
+"within 10 %, same-run ratios"), and the ratio of the two trees' medians over the rounds
+beside it (on a machine shared with other jobs, the least value of one tree can be a lucky
+quiet moment; the median ratio says whether a gap is typical of the rounds).
 
 Run, from a checkout with a second worktree of the old code:
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -180,7 +183,7 @@ def main() -> None:
             raise SystemExit(f"--{label} {tree}: fedroc is imported from {where}")
         print(f"{label}: {commit_of(tree)} ({where})", flush=True)
 
-    best: dict[str, dict[str, float]] = {"old": {}, "new": {}}
+    values: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     for r in range(args.rounds):
         order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
         for name in args.only:
@@ -191,18 +194,20 @@ def main() -> None:
                     with args.log.open("a") as log:
                         log.write(f"\n### round {r + 1} {name} {label}\n{stdout}")
                 for figure, value in figures.items():
-                    prev = best[label].get(figure)
-                    best[label][figure] = value if prev is None else min(prev, value)
+                    values[label].setdefault(figure, []).append(value)
 
     old_c, new_c = commit_of(trees["old"]), commit_of(trees["new"])
-    print(f"\nbest of {args.rounds} alternated runs per tree")
-    print(f"| benchmark | old ({old_c}) | new ({new_c}) | new/old | within 10%? |")
-    print("|---|---:|---:|---:|---|")
-    for figure in best["old"]:
-        old, new = best["old"][figure], best["new"][figure]
+    print(f"\nbest of {args.rounds} alternated runs per tree (and the ratio of the medians)")
+    print(f"| benchmark | old ({old_c}) | new ({new_c}) | new/old | within 10%? | median new/old |")
+    print("|---|---:|---:|---:|---|---:|")
+    for figure in values["old"]:
+        old, new = min(values["old"][figure]), min(values["new"][figure])
         ratio = new / old if old > 0 else float("nan")
+        med_old = statistics.median(values["old"][figure])
+        med_new = statistics.median(values["new"][figure])
+        med = med_new / med_old if med_old > 0 else float("nan")
         ok = "yes" if ratio <= 1.10 else "NO"
-        print(f"| {figure} | {old:.3f} | {new:.3f} | {ratio:.2f} | {ok} |")
+        print(f"| {figure} | {old:.3f} | {new:.3f} | {ratio:.2f} | {ok} | {med:.2f} |")
 
 
 if __name__ == "__main__":
