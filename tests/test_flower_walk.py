@@ -486,3 +486,32 @@ def test_an_unregistered_supernode_says_to_register_its_key(tmp_path) -> None:
         f"--site-key north={node / 'node-auth.pub'}"
     )
     assert register in said[0], said
+
+
+@pytest.mark.parametrize("bins", [None, 10])
+def test_a_moments_job_with_bins_says_what_its_clear_curve_costs_the_sites(
+    monkeypatch, capsys, tmp_path, bins
+) -> None:
+    """`flower run --job moments --bins N` asks every site for its calibration curve in the
+    clear, after which each refuses rocglm's and histogram's secure binned counts for its
+    ledger's lifetime. Only docs/flower.md said so; the walkthrough ran it first and lost
+    both methods at every site. Now a note on stderr says it before the job is sent; without
+    --bins, no note."""
+    import fedroc.federation.flower.deploy as deploy
+    from fedroc.exceptions import FedrocError
+
+    sent: list[object] = []
+
+    def stop(*args: object, **kwargs: object) -> None:
+        sent.append(args)
+        raise FedrocError("stopped here by the test")
+
+    monkeypatch.setattr(deploy, "submit_job", stop)
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--job", "moments"]
+    code, out, err = run_main(capsys, args + ([] if bins is None else ["--bins", str(bins)]))
+    assert code != 0 and sent, (out, err)
+    said = " ".join(err.split())
+    assert ("refuses, for its ledger's lifetime, the secure binned counts" in said) == (
+        bins is not None
+    ), err
+    assert "Traceback" not in err

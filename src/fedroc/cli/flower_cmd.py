@@ -404,6 +404,14 @@ def _check_job(job: str, method: str | None) -> None:
         raise InputError(f"--method: unknown method {method!r}; one of {methods}")
 
 
+#: Said before a moments job with --bins: what its clear calibration curve costs the sites.
+CLEAR_CURVE_NOTICE = (
+    "note: --bins asks each site for its calibration curve in the clear; a site that answers "
+    "it refuses, for its ledger's lifetime, the secure binned counts that rocglm and "
+    "histogram need (docs/flower.md)"
+)
+
+
 def _job_options(
     job: str,
     method: str | None,
@@ -638,6 +646,11 @@ def run(
     _check_sites(site, connection, deployment)
     if root_certificates is not None:  # last: the options' own errors come first
         _check_certificates(root_certificates)
+    if "calibration_bins" in options and job == "moments":
+        # A clear curve binds every site that answers it for its ledger's lifetime, which
+        # only docs/flower.md said: the walkthrough ran it first and lost rocglm and
+        # histogram at every site for good.
+        err.print(CLEAR_CURVE_NOTICE, highlight=False, markup=False, soft_wrap=True)
     # The job runs in the ServerApp's process; its log reports each call to the sites, and
     # the line shows them as `fedroc evaluate` shows its in-process calls.
     line = ProgressLine(method or job, f"submitted to Flower ({connection.address})")
