@@ -700,6 +700,10 @@ class PartyServer:
         self._listener: socket.socket | None = None
         # Why a peer's TLS connection was refused for its certificate (said at startup).
         self.refused: str | None = None
+        # Set, under _said, once the party says it cannot start: its last line then stays the
+        # cause, not a refused connection its accept thread logs after it.
+        self._stopping = threading.Event()
+        self._said = threading.Lock()
         # The job this party is running, if any (named when it is interrupted).
         self.current_job: str | None = None
 
@@ -753,7 +757,9 @@ class PartyServer:
             tls.settimeout(None)
             self.jobs.put((fs, request))
         except (OSError, EOFError, ssl.SSLError, ProtocolError, ValueError) as exc:
-            self.log(f"{self.name()}: refused a connection: {exc}")
+            with self._said:
+                if not self._stopping.is_set():
+                    self.log(f"{self.name()}: refused a connection: {exc}")
             if isinstance(exc, ssl.SSLError) and exc.reason in _FOREIGN_CERT:
                 self.refused = str(exc)
             with contextlib.suppress(OSError):
@@ -800,7 +806,9 @@ class PartyServer:
                     f"; a peer's TLS connection failed on a certificate ({self.refused}): "
                     "do all three parties use the same cluster files?"
                 )
-            self.log(f"{self.name()}: cannot start: {exc}{hint}")
+            with self._said:
+                self._stopping.set()
+                self.log(f"{self.name()}: cannot start: {exc}{hint}")
             mismatch = isinstance(exc, (CannotListen, NotThisCluster)) or bool(hint)
             return 2 if mismatch else 1
         try:
