@@ -190,7 +190,7 @@ def test_sealed_bindings_open_under_their_own_salt_only_and_old_values_read_as_t
         again.unseal("histogram-tree:range", sealed)
     assert "\n" not in str(exc.value)
     other = BudgetLedger(path=tmp_path / "south.ledger.jsonl")
-    other.seal("x", 1)  # south's salt drawn
+    other.rows_salt(create=True)  # south's salt drawn
     (tmp_path / "north.ledger.salt").write_text((tmp_path / "south.ledger.salt").read_text())
     with pytest.raises(InputError, match="north.ledger.jsonl"):
         BudgetLedger(path=path).unseal("clustered:clear-edges", sealed)
@@ -198,3 +198,38 @@ def test_sealed_bindings_open_under_their_own_salt_only_and_old_values_read_as_t
     y, s = _rows(4)
     with pytest.raises(InputError, match="north.ledger.salt"):
         Site("north", SiteData.from_arrays(y, s), ledger=path)
+
+
+def test_opening_a_sealed_value_without_its_salt_draws_none_and_names_the_file(tmp_path):
+    """Opening a sealed value drew a new salt where the file was missing (the sealer
+    created one), which then did not open it, and left a salt under which the ledger's
+    keyed rows digests no longer matched: the site answered 'its rows changed' from then
+    on. Opening now draws none and names the missing file; damaged text is refused the same
+    way, not with a base64 traceback."""
+    from fedroc.privacy.ledger import BudgetLedger
+
+    path = tmp_path / "north.ledger.jsonl"
+    sealed = BudgetLedger(path=path).seal("clustered:clear-edges", [0.5])
+    salt = tmp_path / "north.ledger.salt"
+    salt.unlink()
+    with pytest.raises(InputError, match="north.ledger.salt") as exc:
+        BudgetLedger(path=path).unseal("clustered:clear-edges", sealed)
+    assert not salt.exists() and "\n" not in str(exc.value)
+    BudgetLedger(path=path).rows_salt(create=True)
+    with pytest.raises(InputError, match="does not open"):
+        BudgetLedger(path=path).unseal("clustered:clear-edges", "sealed:not base64!")
+    with pytest.raises(ValueError, match="SEALED_KEYS"):  # only keys checked at start
+        BudgetLedger(path=path).seal("argument:fedroc.sum:x", 1)
+
+
+def test_a_value_the_analyst_bound_that_reads_sealed_does_not_stop_the_site(tmp_path):
+    """A site refuses to start where its ledger holds sealed values but no salt file. The
+    check read every binding, those of the analyst's arguments included (bound as given), so
+    an argument that read 'sealed:...' would have kept a site with no salt from starting.
+    Now only the keys the site seals count (fedroc.privacy.keys.SEALED_KEYS)."""
+    path = tmp_path / "north.ledger.jsonl"
+    entry = {"kind": "binding", "key": "argument:fedroc.calibration:n_bins", "value": "sealed:x"}
+    path.write_text(json.dumps(entry) + "\n")
+    y, s = _rows(5)
+    site = Site("north", SiteData.from_arrays(y, s), ledger=path)  # starts
+    assert site.ledger.bindings["argument:fedroc.calibration:n_bins"] == "sealed:x"

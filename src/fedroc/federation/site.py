@@ -866,7 +866,11 @@ def check_rows_salt(ledger: BudgetLedger, site: str) -> None:
         isinstance(v, str) and v.startswith(KEYED_ROWS)
         for k, v in ledger.bindings.items()
         if k.startswith((ROWS_KEY, RANGE_ROWS_KEY))
-    ) or any(isinstance(v, str) and v.startswith(SEALED) for v in ledger.bindings.values())
+    ) or any(
+        isinstance(v, str) and v.startswith(SEALED)
+        for k, v in ledger.bindings.items()
+        if k in keys.SEALED_KEYS
+    )
     if keyed and ledger.path is not None and ledger.rows_salt(create=False) is None:
         raise InputError(
             f"site {site!r}: privacy ledger {str(ledger.path)!r} binds values keyed by or "

@@ -42,6 +42,7 @@ __all__ = [
     "ROCGLM_SCALE_RANGE",
     "ROCGLM_SCALE_RANGE_LEVELS",
     "ROWS",
+    "SEALED_KEYS",
     "SECAGG_MASKED",
     "SECAGG_UNMASKED",
     "SHOWN",
@@ -121,6 +122,11 @@ SHOWN = frozenset(
 #: rows' digests (with their "+column" suffixes) and the clear clustered cuts kept (the
 #: first edge above each group of scores; review 13, H13-3).
 KEPT = frozenset({ROWS, RANGE_ROWS, CLEAR_EDGES})
+#: The keys whose values the site seals in its ledger file under the ledger's salt
+#: (:meth:`fedroc.privacy.ledger.BudgetLedger.seal`): values it reads back for its own checks
+#: that are functions of its rows. Only these are opened, and only these make a missing salt
+#: file stop the site: a value the analyst chose (an argument bound as given) may be any text.
+SEALED_KEYS = frozenset({CLEAR_EDGES})
 #: What the status shows in place of a value not marked :data:`SHOWN`.
 VALUE_NOT_SHOWN = "(a value not marked safe to show, kept in its ledger, not shown)"
 

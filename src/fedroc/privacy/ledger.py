@@ -411,7 +411,7 @@ class BudgetLedger:
         Parameters
         ----------
         key : str
-            The binding's key.
+            The binding's key, one of :data:`fedroc.privacy.keys.SEALED_KEYS`.
         value : Any
             A JSON value.
 
@@ -420,9 +420,13 @@ class BudgetLedger:
         str
             :data:`SEALED` and the nonce and ciphertext in URL-safe base64.
         """
+        if key not in keys.SEALED_KEYS:  # a site checks at start only those for their salt
+            raise ValueError(f"{key!r} is not among fedroc.privacy.keys.SEALED_KEYS")
         nonce = secrets.token_bytes(12)
         data = json.dumps(value, separators=(",", ":")).encode("utf-8")
-        sealed = self._sealer().encrypt(nonce, data, key.encode("utf-8"))
+        salt = self.rows_salt(create=True)
+        assert salt is not None  # created where missing
+        sealed = self._sealer(salt).encrypt(nonce, data, key.encode("utf-8"))
         return SEALED + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
 
     def unseal(self, key: str, value: Any) -> Any:
@@ -441,10 +445,17 @@ class BudgetLedger:
             return value
         from cryptography.exceptions import InvalidTag
 
-        raw = base64.urlsafe_b64decode(value[len(SEALED) :])
+        salt = self.rows_salt(create=False)  # opening never draws a salt: it would not open
+        if salt is None:
+            where = "" if self.path is None else f" ({str(salt_path_for(self.path))!r})"
+            raise InputError(
+                f"privacy ledger {str(self.path)!r}: its binding {key!r} is sealed under a "
+                f"salt whose file{where} is missing; restore it from a copy of the site's files"
+            )
         try:
-            data = self._sealer().decrypt(raw[:12], raw[12:], key.encode("utf-8"))
-        except InvalidTag:
+            raw = base64.urlsafe_b64decode(value[len(SEALED) :])
+            data = self._sealer(salt).decrypt(raw[:12], raw[12:], key.encode("utf-8"))
+        except (InvalidTag, ValueError):  # ValueError: base64 that is not (binascii.Error)
             raise InputError(
                 f"privacy ledger {str(self.path)!r}: its binding {key!r} does not open under "
                 "the salt beside it (a salt file of another ledger, or damaged); restore "
@@ -452,13 +463,12 @@ class BudgetLedger:
             ) from None
         return json.loads(data)
 
-    def _sealer(self) -> Any:
+    @staticmethod
+    def _sealer(salt: bytes) -> Any:
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-        salt = self.rows_salt(create=True)
-        assert salt is not None  # created where missing
         derived = HKDF(
             algorithm=hashes.SHA256(), length=32, salt=None, info=b"fedroc ledger seal"
         ).derive(salt)
