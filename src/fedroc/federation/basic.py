@@ -12,6 +12,7 @@ code kept suppressed bins in the denominator, which biased the curve).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,7 @@ __all__ = [
     "distributed_calibration",
     "distributed_mean",
     "distributed_variance",
+    "grid_range_text",
     "grid_representatives",
     "in_grid_range",
     "local_tree_leaves",
@@ -434,6 +436,24 @@ def _on_scale(scores: np.ndarray, transform: str | None) -> np.ndarray:
     return t if transform is None else SCORE_TRANSFORMS[transform](t)
 
 
+def grid_range_text(grid: Sequence[Any]) -> str:
+    """Write a grid's range as its refusals name it: ``[lo, hi]`` and its transform, if any.
+
+    Parameters
+    ----------
+    grid : sequence
+        The range's ``lo``, ``hi`` and transform (None or a name), first: the
+        ``histogram-tree:range`` binding, or :func:`bound_grid`'s answer.
+
+    Returns
+    -------
+    str
+        For example ``[0, 1]``, or ``[-3, 3] (after the logit transform)``.
+    """
+    lo, hi, transform = grid[:3]
+    return f"[{lo:g}, {hi:g}]" + (f" (after the {transform} transform)" if transform else "")
+
+
 @fill_doc
 def bound_grid(ctx: SiteContext, lo: float, hi: float) -> tuple[float, float, Any, int]:
     """Return the site's one grid of exact counts, binding the default over [lo, hi] if none.
@@ -514,10 +534,10 @@ def range_holds_grid(ctx: SiteContext, function: str, lo: float, hi: float) -> b
     glo, ghi, transform = ctx.ledger.bindings[BIND_RANGE]
     t = _on_scale(np.array([lo, hi], np.float64), transform)
     if not (t[0] <= glo and t[1] >= ghi):
-        after = f" (after the {transform} transform)" if transform else ""
         raise ArgumentRefused(
             f"site {ctx.site!r} refuses {function!r}: argument 'score_range' [{lo:g}, {hi:g}] "
-            f"does not hold the range [{glo:g}, {ghi:g}]{after} of its one grid of exact "
+            f"does not hold the range {grid_range_text([glo, ghi, transform])} of its one grid "
+            "of exact "
             "counts, bound by its first histogram, calibration, clustered or ROC-GLM "
             "request; whether its scores lie in a narrower range would say which of that "
             "grid's cells it adds no row to. Give a range that holds it",
@@ -1213,11 +1233,10 @@ def _is_probability(ctx: SiteContext, args: Record) -> Reply:
         try:
             range_holds_grid(ctx, FN_IS_PROBABILITY, 0.0, 1.0)
         except ArgumentRefused:
-            glo, ghi, transform = ctx.ledger.bindings[BIND_RANGE]
-            after = f" (after the {transform} transform)" if transform else ""
             raise DisclosureError(
                 f"site {ctx.site!r} refuses {FN_IS_PROBABILITY!r}: its one grid of exact "
-                f"counts spans [{glo:g}, {ghi:g}]{after}, wider than [0, 1]; whether every "
+                f"counts spans {grid_range_text(ctx.ledger.bindings[BIND_RANGE])}, wider than "
+                "[0, 1]; whether every "
                 "score lies in [0, 1] would say which of that grid's cells it adds no row to",
                 site=ctx.site,
                 function=FN_IS_PROBABILITY,

@@ -61,6 +61,7 @@ from fedroc.federation.basic import (
     clustered_clear_edges,
     confusion_thresholds,
     cuts_apart,
+    grid_range_text,
     grid_representatives,
     in_grid_range,
     range_holds_grid,
@@ -590,11 +591,9 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
     if grid is not None and not in_grid_range(d.score, grid):
         # Rounded to the grid, every score outside would collapse into an end cell: a fit
         # of nothing, silently. (The same answer as a histogram over the bound range.)
-        glo, ghi, transform = grid[:3]
         raise InputError(
-            f"scores of site {ctx.site!r} lie outside the range [{glo:g}, {ghi:g}]"
-            + (f" (after the {transform} transform)" if transform else "")
-            + " of its one grid of exact counts, bound by its first histogram, calibration, "
+            f"scores of site {ctx.site!r} lie outside the range {grid_range_text(grid)}"
+            " of its one grid of exact counts, bound by its first histogram, calibration, "
             "clustered or ROC-GLM request; its grid-rule tables are computed on that grid "
             "(the release is spent)"
         )
