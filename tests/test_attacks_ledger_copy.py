@@ -40,28 +40,30 @@ def test_a_copy_of_the_ledger_file_and_every_row_but_one_label_gives_no_label(tm
     """H13-3 through the file. On main 553c50b, a site of 200 rows after ``fedroc.sum``:
     the label of row 0 from the ledger file's rows binding in 20 of 20. Now 0 of 20 (the
     value bound matches neither candidate's digest)."""
+    from tests._ledger_attacks import label_read, summed_sites
+
     found = 0
-    for seed in range(TRIALS):
-        rng = np.random.default_rng([1330, seed])
-        y, s = rng.random(200) < 0.4, rng.random(200)
-        audit = tmp_path / str(seed)
-        site = Site("north", SiteData.from_arrays(y, s), audit=audit / "north.jsonl")
-        Federation.from_sites([site]).call("fedroc.sum")
+    for y, s, audit in summed_sites(tmp_path, 1330, TRIALS):
         copy = (audit / "north.ledger.jsonl").read_text()
         bound = " ".join(_bound_values(copy))
         assert "rows" in copy
-        fits = []
-        for label in (False, True):
-            guess = y.copy()
-            guess[0] = label
-            fits.append(SiteData.from_arrays(guess, s).projection_digests[()] in bound)
-        found += fits == [not y[0], bool(y[0])]
+        found += label_read(y, s, bound)
     assert found == 0, f"row 0's label read from a copy of the ledger file in {found} of {TRIALS}"
 
 
 def _rows(seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng([1331, seed])
     return rng.random(100) < 0.4, rng.random(100)
+
+
+def _refuses_rows_changed_at(y: np.ndarray, s: np.ndarray, audit, row: int) -> None:
+    """The site on ``audit``'s ledger, restarted with row ``row``'s label flipped, refuses
+    an exact release as of other rows."""
+    changed = y.copy()
+    changed[row] = not changed[row]
+    other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
+    with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
+        Federation.from_sites([other]).call("fedroc.sum")
 
 
 def test_the_salted_rows_binding_still_holds_the_site_to_its_rows(tmp_path):
@@ -75,11 +77,7 @@ def test_the_salted_rows_binding_still_holds_the_site_to_its_rows(tmp_path):
     order = np.random.default_rng(5).permutation(y.size)
     same = Site("north", SiteData.from_arrays(y[order], s[order]), audit=audit)
     Federation.from_sites([same]).call("fedroc.sum")
-    changed = y.copy()
-    changed[0] = not changed[0]
-    other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
-    with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
-        Federation.from_sites([other]).call("fedroc.sum")
+    _refuses_rows_changed_at(y, s, audit, 0)
 
 
 def test_a_ledger_with_the_constant_salts_digest_still_holds(tmp_path):
@@ -93,11 +91,7 @@ def test_a_ledger_with_the_constant_salts_digest_still_holds(tmp_path):
     ledger.write_text(json.dumps(entry) + "\n")
     audit = tmp_path / "north.jsonl"
     Federation.from_sites([Site("north", data, audit=audit)]).call("fedroc.sum")
-    changed = y.copy()
-    changed[3] = not changed[3]
-    other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
-    with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
-        Federation.from_sites([other]).call("fedroc.sum")
+    _refuses_rows_changed_at(y, s, audit, 3)
     assert '"value": "' + data.projection_digests[()] in ledger.read_text()
 
 
@@ -141,11 +135,7 @@ def test_the_salt_is_written_on_a_file_system_without_hard_links(tmp_path, monke
     salt = tmp_path / "north.ledger.salt"
     assert salt.stat().st_mode & 0o777 == 0o600 and len(salt.read_text().strip()) == 64
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
-    changed = y.copy()
-    changed[0] = not changed[0]
-    other = Site("north", SiteData.from_arrays(changed, s), audit=audit)
-    with pytest.raises(DisclosureError, match="its rows changed since its first exact release"):
-        Federation.from_sites([other]).call("fedroc.sum")
+    _refuses_rows_changed_at(y, s, audit, 0)
 
 
 def test_a_copy_of_the_ledger_file_gives_no_scores_through_the_clear_clustered_cuts(tmp_path):
@@ -156,7 +146,7 @@ def test_a_copy_of_the_ledger_file_gives_no_scores_through_the_clear_clustered_c
     of the ledger file gave every score to 1/4096: on main 2e18c5a, 20 of 20 sites of 200
     rows. The edges are now sealed in the ledger under its salt (AES-GCM), beside which the
     file is no key: 0 of 20."""
-    from tests._clear_cuts import asked_sites, scores_read
+    from tests._ledger_attacks import asked_sites, scores_read
 
     read = 0
     for s, audit in asked_sites(tmp_path, 1332, TRIALS):

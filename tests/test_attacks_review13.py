@@ -234,14 +234,10 @@ def test_the_privacy_status_shows_no_digest_of_the_rows(capsys, tmp_path):
 
     Now neither output shows the rows' digests (the ledger file keeps them): 0 of 20."""
     from tests._cli import run_main
+    from tests._ledger_attacks import label_read, summed_sites
 
     found = 0
-    for seed in range(TRIALS):
-        rng = np.random.default_rng([1318, seed])
-        y, s = rng.random(200) < 0.4, rng.random(200)
-        audit = tmp_path / str(seed)
-        site = Site("north", SiteData.from_arrays(y, s), audit=audit / "north.jsonl")
-        Federation.from_sites([site]).call("fedroc.sum")
+    for y, s, audit in summed_sites(tmp_path, 1318, TRIALS):
         shown = ""
         for extra in ([], ["--json"]):
             code, out, err = run_main(
@@ -250,12 +246,7 @@ def test_the_privacy_status_shows_no_digest_of_the_rows(capsys, tmp_path):
             assert code == 0, err
             shown += out
         assert "holds its exact releases to one version of its rows" in shown
-        fits = []
-        for label in (False, True):
-            guess = y.copy()
-            guess[0] = label
-            fits.append(SiteData.from_arrays(guess, s).projection_digests[()][:12] in shown)
-        found += fits == [not y[0], bool(y[0])]
+        found += label_read(y, s, shown, digits=12)
     assert found == 0, f"row 0's label read from the privacy status in {found} of {TRIALS}"
 
 
@@ -279,8 +270,8 @@ def test_the_privacy_status_shows_no_sites_scores_through_its_clear_clustered_cu
     import json
     import re
 
-    from tests._clear_cuts import asked_sites, scores_read
     from tests._cli import run_main
+    from tests._ledger_attacks import asked_sites, scores_read
 
     read = 0
     for s, audit in asked_sites(tmp_path, 1319, TRIALS):
