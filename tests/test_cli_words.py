@@ -8,10 +8,10 @@ import json
 import re
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from tests._cli import run_main
+from tests._site_files import clustered_two_scores
 
 # A key of the JSON: lower-case words joined by underscores.
 _KEY = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
@@ -24,12 +24,7 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     rng = np.random.default_rng(11)
     args = []
     for name, clusters in (("north", 35), ("south", 30), ("east", 40)):
-        pid = np.repeat(np.arange(clusters), 4)
-        y = rng.integers(0, 2, pid.size)
-        effect = rng.normal(0, 0.5, clusters)[pid]
-        s = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 1.2 * y + effect - 0.5)))
-        s2 = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 0.6 * y - 0.3)))
-        frame = pd.DataFrame({"label": y, "score": s.round(4), "score2": s2.round(4), "pid": pid})
+        frame = clustered_two_scores(rng, clusters)
         path = tmp / f"{name}.csv"
         frame.to_csv(path, index=False)
         args += ["--site", f"{name}={path}"]

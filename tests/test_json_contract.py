@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from fedroc.cli import main
+from tests._site_files import clustered_two_scores
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 _ROW = re.compile(r"^\|\s*`([A-Za-z0-9_]+)`\s*\|\s*([^|]+?)\s*\|")
@@ -130,20 +131,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     rng = np.random.default_rng(3)
     paths = {}
     for name, clusters in (("north", 30), ("south", 25), ("east", 35)):
-        pid = np.repeat(np.arange(clusters), 4)
-        y = rng.integers(0, 2, pid.size)
-        effect = rng.normal(0, 0.5, clusters)[pid]
-        s = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 1.2 * y + effect - 0.5)))
-        s2 = 1 / (1 + np.exp(-(rng.normal(size=pid.size) + 0.6 * y - 0.3)))
-        frame = pd.DataFrame(
-            {
-                "label": y,
-                "score": s.round(4),
-                "score2": s2.round(4),
-                "w": rng.uniform(0.5, 2, pid.size).round(3),
-                "pid": pid,
-            }
-        )
+        frame = clustered_two_scores(rng, clusters)
+        frame.insert(3, "w", rng.uniform(0.5, 2, len(frame)).round(3))  # before pid, as was
         paths[name] = tmp / f"{name}.csv"
         frame.to_csv(paths[name], index=False)
     # The MPC sites' operating points need each site's opt-in, which only a sites file sets.
