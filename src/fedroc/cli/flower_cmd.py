@@ -762,10 +762,15 @@ def _owner_key(site: str, path: Path | None, home: Path) -> Path:
     return key
 
 
-def _check_port_number(port: int) -> None:
-    """Refuse a ``--port`` outside 1-65535, naming it."""
+def _check_port_number(port: int | str) -> int:
+    """Return ``--port`` as a number; refuse one outside 1-65535 or not in ASCII digits."""
+    if isinstance(port, str):
+        if not (port.isascii() and port.isdigit()):
+            raise InputError(f"--port must be a port number from 1 to 65535; got {port!r}")
+        port = int(port)
     if not 1 <= port <= 65535:
         raise InputError(f"--port must be a port number from 1 to 65535; got {port}")
+    return port
 
 
 def _check_port(port: int, host: str = "127.0.0.1", serves: str = "its local Runtime API") -> None:
@@ -1210,9 +1215,7 @@ def superlink_command(ctx: typer.Context) -> None:
 
     port, host = requested_address(ctx.args)
     if port is not None:  # Flower's parser printed its usage; a taken port exited with 1
-        if not port.isdecimal():
-            raise InputError(f"--port must be a port number from 1 to 65535; got {port!r}")
-        _check_port(int(port), host, "the SuperLink")
+        _check_port(_check_port_number(port), host, "the SuperLink")
     superlink_main(list(ctx.args))
 
 
