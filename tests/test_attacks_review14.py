@@ -117,7 +117,11 @@ def test_the_delta_a_site_has_left_does_not_give_its_row_count_under_q(capsys, t
 
 def _three_sites(seed: int, audit, flip: bool) -> list[Site]:
     """Sites a, b, c of 300 rows each (probabilities); with ``flip`` a's row 0 has the other
-    label and another score (the neighbouring data set)."""
+    label and another score (the neighbouring data set). Each site draws its DP noise from
+    its own ``noise_seed``, the same in both worlds: with the production samplers the local
+    DP run's noisy class counts decided at random whether the trees were asked for, so the
+    two worlds' spending differed by the noise alone (a fresh clone's make test, once), not
+    by the row."""
     rng = np.random.default_rng([1402, seed])
     sites = []
     for name in "abc":
@@ -125,7 +129,10 @@ def _three_sites(seed: int, audit, flip: bool) -> list[Site]:
         s = np.clip(rng.normal(0.45 + 0.2 * y, 0.15), 0.0, 1.0)
         if name == "a" and flip:
             y[0], s[0] = not y[0], float(rng.random())
-        sites.append(Site(name, SiteData.from_arrays(y, s), audit=audit / f"{name}.jsonl"))
+        sites.append(
+            Site(name, SiteData.from_arrays(y, s), audit=audit / f"{name}.jsonl",
+                 noise_seed=seed)
+        )  # fmt: skip
     return sites
 
 
