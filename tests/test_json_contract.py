@@ -297,22 +297,65 @@ def test_privacy_status_keys_are_documented(files, tmp_path):
         check(entry, ["sites of privacy status (each entry)"], args, "privacy status entry")
 
 
-def test_flower_run_keys_are_documented(files, monkeypatch):
-    """flower run --json had no table: the ServerApp's result (here the in-process one of the
-    same method, as the Flower tests show they are equal) and the `flower` object the CLI
-    adds to it."""
-    pytest.importorskip("flwr")
-    from fedroc.federation.flower import deploy
+# (job, flower run's options) of each run: the ServerApp's evaluate job for every method it
+# runs, in the forms that add or remove keys, then its other jobs.
+FLOWER_RUNS = [
+    ("evaluate", ["--method", "histogram"]),
+    ("evaluate", ["--method", "histogram", "--dp-epsilon", "2", "--quantiles", "64"]),
+    ("evaluate", ["--method", "rocglm", "--sensitivity", "0.01"]),
+    ("evaluate", ["--method", "clustered"]),
+    ("evaluate", ["--method", "mpc"]),
+    ("moments", ["--job", "moments", "--bins", "5"]),
+    ("sites", ["--job", "sites"]),
+]
 
-    result = ok(["evaluate", *_sites(files), "--method", "histogram", "--json"])
-    payload = {"result": result, "run_id": 7, "node_ids": {"north": 1}, "refused": {}}
-    monkeypatch.setattr(deploy, "submit_job", lambda *args, **kwargs: payload)
-    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", "--method", "histogram"]
+
+@pytest.mark.parametrize(("job", "options"), FLOWER_RUNS, ids=[" ".join(o) for _, o in FLOWER_RUNS])
+def test_flower_run_keys_are_documented(files, monkeypatch, job, options):
+    """flower run --json: the ServerApp's result and the `flower` object the CLI adds to it.
+
+    The job runs here on an in-process federation of the same files (the Flower tests show
+    the transports give equal results), with the options flower run sends. This test used to
+    hand the CLI the result of `fedroc evaluate --site`, which held the histogram's errors
+    against the pooled rows that a ServerApp never has, and so checked no job's keys: the
+    moments and sites jobs had no table at all. A job's keys are checked as for
+    `fedroc evaluate --sites FILE` (docs/json.md): the ServerApp holds no rows either.
+    """
+    pytest.importorskip("flwr")
+    import fedroc.apps.application  # noqa: F401  (registers the evaluate job)
+    from fedroc.federation import Federation
+    from fedroc.federation.flower import deploy
+    from fedroc.federation.flower.jobs import run_job
+
+    paths = {k: files[k] for k in ("north", "south", "east")}
+    federation = Federation.from_files(paths, cluster="pid" if "clustered" in options else None)
+    results = []
+
+    def submit(connection: Any, job: str, options: Any, **kwargs: Any) -> Any:
+        results.append(run_job(job, federation, json.loads(json.dumps(options))))
+        return {"result": results[-1], "run_id": 7, "node_ids": {"north": 1}, "refused": {}}
+
+    monkeypatch.setattr(deploy, "submit_job", submit)
+    args = ["flower", "run", "--superlink", "127.0.0.1:1", "--insecure", *options]
     obj = ok([*args, "--json"])
     flower = obj.pop("flower")
-    assert obj == result
+    assert [obj] == results
     check(flower, ["flower of flower run"], args, "flower run")
     check({"flower": flower}, ["fedroc flower run --json"], args, "flower run")
+    if job == "evaluate":
+        check_evaluate(obj, [*args, "--sites"])
+        check_common(obj, files)
+    else:
+        check(obj, [f"--job {job} of flower run"], args, f"flower run --job {job}")
+    if job == "moments":
+        check(obj["released"], ["released"], args, "released")
+        calibration = obj["calibration"]
+        check(calibration, ["calibration of flower run --job moments"], args, "calibration")
+        check(calibration["curve"], ["calibration"], args, "calibration curve")
+        assert len(calibration["curve"]["edges"]) == 6  # --bins 5
+    if job == "sites":
+        for entry in obj["sites"]:
+            check(entry, ["sites (each entry)"], args, "sites entry")
 
 
 def test_error_keys_are_documented(files):
@@ -370,6 +413,9 @@ def test_every_table_of_the_doc_is_checked():
         "sites of privacy status (each entry)",
         "fedroc flower run --json",
         "flower of flower run",
+        "--job moments of flower run",
+        "calibration of flower run --job moments",
+        "--job sites of flower run",
         "Errors",
     }
     assert set(TABLES) == read
