@@ -783,6 +783,33 @@ def test_a_body_that_is_not_json_is_told_so(app):
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
 
 
+def test_a_body_in_utf16_or_utf32_is_refused_naming_its_encoding(app):
+    """Before: a body in UTF-16 or UTF-32 was answered 201 as if it were UTF-8 (Python's
+    json.loads guesses the encoding from the zero bytes or a byte order mark), though JSON
+    on the wire is UTF-8 (RFC 8259) and bytes that are not UTF-8 are refused. Now 422 names
+    the body and the encoding, and nothing is created; a UTF-8 byte order mark stays
+    allowed (RFC 8259 lets a reader ignore it)."""
+    adm = _client(app, ADMIN)
+    text = json.dumps({"image_ids": ["a", "b", "c"], "labels": [0, 1, 0]})
+    kind = {"Content-Type": "application/json"}
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"):
+        r = adm.post("/v1/test-sets", content=text.encode(encoding), headers=kind)
+        assert r.status_code == 422, (encoding, r.text)
+        assert r.json()["detail"] == (
+            f"body: JSON must be UTF-8 text; these bytes read as {encoding.upper()} "
+            "(send the body encoded as UTF-8)"
+        )
+    assert adm.get("/v1/test-sets").json() == []
+    for encoding in ("utf-8", "utf-8-sig"):
+        r = adm.post("/v1/test-sets", content=text.encode(encoding), headers=kind)
+        assert r.status_code == 201, (encoding, r.text)
+    # A developer's body alike (every route reads its body the same way).
+    env = _setup(app)
+    r = env["dev"].post("/v1/submissions", content=json.dumps({"x": 1}).encode("utf-16"),
+                        headers=kind)  # fmt: skip
+    assert r.status_code == 422 and "UTF-16" in r.json()["detail"], r.text
+
+
 def test_the_schema_says_the_audit_exports_are_csv(app):
     """Before: /openapi.json gave GET /v1/audit/queries.csv and /v1/audit/actions.csv an
     application/json answer; they send text/csv (schemathesis, ST105)."""

@@ -22,6 +22,9 @@ checked before the body is read. Noise comes from the server's own entropy throu
 Tokens travel in the ``Authorization: Bearer`` header: serve over TLS (``--tls-cert``,
 ``--tls-key``) outside loopback.
 
+Request bodies are JSON in UTF-8 (RFC 8259; a leading byte order mark is ignored): a body
+in UTF-16 or UTF-32, which Python's JSON reader would decode, is refused with 422.
+
 Errors: bad input 422 naming the field, unknown or revoked token 401, a token of the wrong
 role 403, someone else's or a missing object 404, a developer name taken on the plan 409,
 spent budget 403 with ``"budget spent"`` in the message, a used quota 403 with ``"quota"``,
@@ -45,10 +48,12 @@ import numpy as np
 from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 
 from fedroc.exceptions import FedrocError, InputError
 from fedroc.methods.sequester import (
@@ -336,6 +341,42 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+class _Utf8Request(Request):
+    """A request whose JSON body must be UTF-8 text.
+
+    Starlette's ``Request.json`` hands the bytes to ``json.loads``, which reads UTF-16 and
+    UTF-32 as well (it guesses from the zero bytes or a byte order mark): a body the API
+    does not accept was answered as if it were UTF-8. Refused here with 422 naming the body
+    and the encoding; a UTF-8 byte order mark stays allowed (RFC 8259 lets a reader ignore
+    it), and bytes that are not UTF-8 go on to the reader's error (``_http_error``).
+    """
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            encoding = json.detect_encoding(body)
+            if not encoding.startswith("utf-8"):
+                raise StarletteHTTPException(
+                    422,
+                    f"body: JSON must be UTF-8 text; these bytes read as {encoding.upper()} "
+                    "(send the body encoded as UTF-8)",
+                )
+            self._json = json.loads(body)
+        return self._json
+
+
+class _Utf8Route(APIRoute):
+    """Every route reads its body through :class:`_Utf8Request`."""
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(_Utf8Request(request.scope, request.receive))
+
+        return route
+
+
 NoiseSource = Callable[..., np.random.Generator | None]
 
 
@@ -409,6 +450,7 @@ def create_app(  # noqa: C901
         ),
         responses=_ERRORS,
     )
+    app.router.route_class = _Utf8Route  # before any route: each one reads UTF-8 JSON only
     app.state.store = store
     app.state.admin_hash = admin_hash
 
