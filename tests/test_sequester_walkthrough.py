@@ -810,6 +810,39 @@ def test_a_body_in_utf16_or_utf32_is_refused_naming_its_encoding(app):
     assert r.status_code == 422 and "UTF-16" in r.json()["detail"], r.text
 
 
+def test_the_schema_states_the_rules_the_handlers_check(app):
+    """Before: /openapi.json gave image_ids and labels as any arrays, and scores as numbers or
+    null, though the handlers refuse fewer than two images, a repeated id, a label other than
+    0/1 and a null score (422 naming the image): a client generated from the schema could not
+    know. Now the schema states them, and each stated rule is one the service refuses."""
+    spec = _client(app, ADMIN).get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    test_set = schemas["TestSetIn"]["properties"]
+    assert test_set["image_ids"]["minItems"] == 2 and test_set["image_ids"]["uniqueItems"]
+    assert test_set["labels"]["items"] == {"type": "integer", "enum": [0, 1]}
+    assert test_set["labels"]["minItems"] == 2
+    submission = schemas["SubmissionIn"]["properties"]
+    assert submission["image_ids"]["uniqueItems"]
+    assert submission["scores"]["items"] == {"type": "number"}
+    assert "UTF-8" in spec["info"]["description"]
+    adm = _client(app, ADMIN)
+    for body in (
+        {"image_ids": ["a"], "labels": [1]},  # minItems
+        {"image_ids": ["a", "a"], "labels": [0, 1]},  # uniqueItems
+        {"image_ids": ["a", "b"], "labels": [0, 2]},  # enum
+    ):
+        r = adm.post("/v1/test-sets", json=body)
+        assert r.status_code == 422, (body, r.text)
+    env = _setup(app)
+    ids, scores = env["ids"], env["s"].tolist()
+    for wrong in (
+        {"image_ids": [ids[0], *ids[:-1]], "scores": scores},  # uniqueItems
+        {"image_ids": ids, "scores": [None, *scores[1:]]},  # items: numbers
+    ):
+        r = env["dev"].post("/v1/submissions", json=wrong)
+        assert r.status_code == 422, r.text
+
+
 def test_the_schema_says_the_audit_exports_are_csv(app):
     """Before: /openapi.json gave GET /v1/audit/queries.csv and /v1/audit/actions.csv an
     application/json answer; they send text/csv (schemathesis, ST105)."""

@@ -109,12 +109,19 @@ NO_NUL = r"^[^\x00]*$"
 Name = Annotated[str, Field(max_length=200, pattern=NO_NUL)]
 
 
+# Rules the handlers check (so that their messages name the image) are stated in the
+# schema by json_schema_extra, which changes no validation: at least two images, unique
+# ids, labels 0/1 (create_test_set), finite scores (_scores_in_order).
 class TestSetIn(_In):
     name: Annotated[Name, Field(description="A name for the custodian's lists.")] = "test set"
     image_ids: list[Annotated[str, Field(max_length=200)]] = Field(
-        ..., description="Image ids, unique."
-    )
-    labels: list[int] = Field(..., description="Labels 0/1, one per image id.")
+        ..., description="Image ids, unique.",
+        json_schema_extra={"minItems": 2, "uniqueItems": True},
+    )  # fmt: skip
+    labels: list[int] = Field(
+        ..., description="Labels 0/1, one per image id; both classes.",
+        json_schema_extra={"minItems": 2, "items": {"type": "integer", "enum": [0, 1]}},
+    )  # fmt: skip
 
 
 class PlanIn(_In):
@@ -207,12 +214,15 @@ class TopUpIn(_In):
 class SubmissionIn(_In):
     name: Annotated[Name, Field(description="A name for your own list.")] = "model"
     image_ids: list[Annotated[str, Field(max_length=200)]] = Field(
-        ..., description="Every id of GET /v1/me/image-ids once, in any order."
-    )
-    # Checked by the handler (finite, one per image) so that its message names the image.
+        ..., description="Every id of GET /v1/me/image-ids once, in any order.",
+        json_schema_extra={"uniqueItems": True},
+    )  # fmt: skip
+    # Checked by the handler (finite, one per image) so that its message names the image:
+    # a null is read here and refused there, so the schema says numbers only.
     scores: list[float | None] = Field(
         ..., description="The model's score of each image of image_ids (finite; higher: "
         "more likely positive).",
+        json_schema_extra={"items": {"type": "number"}},
     )  # fmt: skip
 
 
@@ -446,7 +456,8 @@ def create_app(  # noqa: C901
             "(Dwork et al. 2015, the default), Laplace noise on every answer, or the MIDRC "
             "paper's h-Thresholdout_AUC (Tang et al.). Authenticate with a bearer token. "
             "Times in the answers and the CSV exports (created_at, token_rotated_at) are "
-            "Unix time: seconds since 1970-01-01 UTC, a number with a fraction."
+            "Unix time: seconds since 1970-01-01 UTC, a number with a fraction. Request "
+            "bodies are JSON in UTF-8 (422 otherwise)."
         ),
         responses=_ERRORS,
     )
