@@ -282,6 +282,57 @@ def test_the_stock_node_executor_refuses_what_would_run_the_bundles_code(
         run_beside_stock_node(["--insecure", "--isolation", "subprocess"])
 
 
+def test_the_executors_start_check_builds_the_site_the_node_then_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fedroc flower executor --node-config F`` checks F by building its site before it
+    starts; the executor then built it again (its preload) before the node's first message:
+    two loads of the data, two openings of the ledger. The check now builds it as the node
+    does (``cached_site``), so the preload and the first message take that one site. What it
+    writes (NODE_DIR, by default ./fedroc-node-SITE, and the ledger's limits) is where the
+    node's site writes: the check runs in the executor's process, whose ClientApp the node
+    config's relative paths are read by."""
+    from _cli import run_main
+    from flwr.common.config import parse_config_args
+
+    from fedroc.federation.flower import executor as executor_module
+    from fedroc.federation.flower import site_config
+    from fedroc.federation.flower.executor import HttpExecutor
+
+    data = tmp_path / "rows.csv"
+    next(iter(make_multisite((150,), seed=4).values())).to_csv(data, index=False)
+    config = tmp_path / "node.toml"
+    config.write_text(f'site = "north"\ndata = "{data}"\nmin-count = 5\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    builds: list[Any] = []
+    build = site_config.SiteNodeConfig.build
+
+    def counted(self: Any) -> Any:
+        builds.append(self.site)
+        return build(self)
+
+    monkeypatch.setattr(site_config.SiteNodeConfig, "build", counted)
+    monkeypatch.setattr(site_config, "_CACHE", {})
+    sites: list[Any] = []
+
+    def serve(address: str, *, node_config: Path, **kwargs: Any) -> None:
+        HttpExecutor(address, node_config=node_config).preload()
+        # The node's first message: its Context carries Flower's parse of --node-config.
+        sites.append(site_config.cached_site(parse_config_args([str(config)])))
+
+    monkeypatch.setattr(executor_module, "serve", serve)
+    code, _, err = run_main(
+        capsys, ["flower", "executor", "--insecure", "--node-config", str(config)]
+    )
+    assert code == 0, err
+    assert builds == ["north"]  # ["north", "north"] before: the check's, then the preload's
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["node.toml", "rows.csv", "work/fedroc-node-north/audit.ledger.jsonl"]
+    assert sites[0].ledger.path.resolve() == work / "fedroc-node-north" / "audit.ledger.jsonl"
+
+
 def test_the_stock_node_executor_backs_off_while_the_node_has_no_task() -> None:
     """Beside a stock node the executor asks its Runtime API over HTTP: every 50 ms after a
     task, doubling to 0.5 s while none comes (at 50 ms throughout, an idle site would send

@@ -1128,17 +1128,23 @@ def _check_node_config(path: Path) -> None:
     A wrong data path, a misspelt key (``min_count``) or a missing policy file was found only
     by the first job, which the analyst saw as "site 'north' is misconfigured on its
     SuperNode (details in its log)", while the executor waited without a word.
+
+    Built through :func:`~fedroc.federation.flower.site_config.cached_site`, as the
+    executor's preload and the node's messages build it in this process: the site is built
+    (its data read, its ledger opened) once, not again by the preload. Its files are where
+    the node's site has them: a relative path of the node config is read from this
+    process's working directory, where the ClientApp runs.
     """
     import tomllib
 
-    from fedroc.federation.flower.site_config import SiteNodeConfig
+    from fedroc.federation.flower.site_config import cached_site
 
     try:
         config = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"--node-config {str(path)!r} is not readable TOML: {exc}") from None
     try:
-        SiteNodeConfig.from_node_config(config).build()
+        cached_site(config)
     except InputError as exc:
         raise InputError(f"--node-config {str(path)!r}: {exc}") from None
 
