@@ -49,7 +49,8 @@ def test_the_mpc_owners_job_key_is_the_one_marked():
 @pytest.mark.parametrize("key", ["made-up:row-total", "rowsx", "histogram-tree:rangex"])
 def test_a_key_unknown_to_this_version_shows_no_value(capsys, tmp_path, key):
     """A ledger with a key this version does not know: its value is not shown, in the table
-    or in --json; the key is (an operator sees that something is bound)."""
+    or in --json; a placeholder of the key is (an operator sees that something is bound),
+    not its name, which may be built from a value (the test below)."""
     entries = [
         {"kind": "binding", "key": key, "value": SECRET},
         {"kind": "binding", "key": keys.PARTNERS + "*", "value": ["a", "b", "c"]},
@@ -63,8 +64,43 @@ def test_a_key_unknown_to_this_version_shows_no_value(capsys, tmp_path, key):
     for shown in (out, raw):
         assert "48151623" not in shown and "4.815" not in shown
     site = json.loads(raw)["sites"][0]
-    assert site["bindings"][key] == keys.VALUE_NOT_SHOWN
-    assert keys.VALUE_NOT_SHOWN in site["binding_notes"][key]
+    shown_key = keys.key_not_shown(1)
+    assert site["bindings"][shown_key] == keys.VALUE_NOT_SHOWN
+    assert keys.VALUE_NOT_SHOWN in site["binding_notes"][shown_key]
+    assert f"a: {shown_key} = {keys.VALUE_NOT_SHOWN}" in " ".join(out.split())
     # a key marked safe keeps its value and its sentence
     assert site["bindings"][keys.PARTNERS + "*"] == ["a", "b", "c"]
     assert "a: secure sums only with a, b, c" in " ".join(out.split())
+
+
+def test_a_key_unknown_to_this_version_shows_no_name(capsys, tmp_path):
+    """Attack: a key is a string the binding code builds, from a value as often as not
+    (``rocglm.confusion-threshold:`` + the threshold); a key this version does not know (a
+    newer version's, a site module's own function) may be built from a function of the
+    rows. The status hid its value and showed its name: a site's total in the name came out
+    in the table and in --json (on the old code, checked). Now each unknown key is a
+    numbered placeholder, in both; the keys this version marks keep their names."""
+    entries = [
+        {"kind": "binding", "key": f"site-module:row-total:{SECRET}", "value": 1},
+        {"kind": "binding", "key": f"rows-max={SECRET / 7}", "value": True},
+        {"kind": "binding", "key": keys.PARTNERS + "*", "value": ["a", "b", "c"]},
+        {"kind": "binding", "key": keys.CONFUSION_THRESHOLD + "0.25", "value": 0.25},
+    ]
+    text = "".join(json.dumps(e) + "\n" for e in entries)
+    (tmp_path / "a.ledger.jsonl").write_text(text)
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert code == 0, err
+    code, raw, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
+    assert code == 0, err
+    for shown in (out, raw):
+        assert "48151623" not in shown and "6878803" not in shown, shown
+    site = json.loads(raw)["sites"][0]
+    names = [keys.key_not_shown(1), keys.key_not_shown(2)]
+    assert list(site["bindings"]) == [
+        *names,
+        keys.PARTNERS + "*",
+        keys.CONFUSION_THRESHOLD + "0.25",
+    ]
+    assert list(site["binding_notes"]) == list(site["bindings"])
+    assert all(site["bindings"][n] == keys.VALUE_NOT_SHOWN for n in names)
+    assert site["bindings"][keys.CONFUSION_THRESHOLD + "0.25"] == 0.25

@@ -102,21 +102,57 @@ def _shown_binding(key: str, value: Any) -> Any:
     return keys.VALUE_NOT_SHOWN
 
 
-def public_bindings(bindings: dict[str, Any]) -> dict[str, Any]:
-    """Return the bindings as the status shows them, only values marked safe to show.
+def _key_known(key: str) -> bool:
+    """Whether ``key`` is one :mod:`fedroc.privacy.keys` marks (shown or kept)."""
+    from fedroc.privacy import keys
 
-    The others (the rows' digests, the clear clustered cuts kept, any key not marked in
-    :mod:`fedroc.privacy.keys`) are placeholders.
+    return _rows_binding(key) or key == keys.CLEAR_EDGES or keys.value_shown(key)
+
+
+def public_key_names(bindings: dict[str, Any]) -> dict[str, str]:
+    """Return each binding's key as the status shows it: a key not marked, by a placeholder.
+
+    A key may be built from a value (a threshold, a scale); one this version does not mark
+    (a newer version's, a site module's own) may be built from a function of the rows, and
+    its name was shown as it is while its value was hidden. Each gets its own placeholder
+    (:func:`fedroc.privacy.keys.key_not_shown`), numbered in the ledger's order.
     """
-    return {k: _shown_binding(k, v) for k, v in bindings.items()}
+    from fedroc.privacy import keys
+
+    names: dict[str, str] = {}
+    for key in bindings:
+        names[key] = (
+            key
+            if _key_known(key)
+            else keys.key_not_shown(sum(1 for k in names if not _key_known(k)) + 1)
+        )
+    return names
 
 
-def describe_binding(key: str, value: Any) -> str:
+def public_bindings(bindings: dict[str, Any]) -> dict[str, Any]:
+    """Return the bindings as the status shows them, only keys and values marked safe to show.
+
+    The other values (the rows' digests, the clear clustered cuts kept, any key not marked
+    in :mod:`fedroc.privacy.keys`) are placeholders, and so are the keys not marked
+    (:func:`public_key_names`).
+    """
+    names = public_key_names(bindings)
+    return {names[k]: _shown_binding(k, v) for k, v in bindings.items()}
+
+
+def binding_notes(bindings: dict[str, Any]) -> dict[str, str]:
+    """Return each binding's sentence (:func:`describe_binding`) under its shown key."""
+    names = public_key_names(bindings)
+    return {names[k]: describe_binding(k, v, shown_key=names[k]) for k, v in bindings.items()}
+
+
+def describe_binding(key: str, value: Any, *, shown_key: str | None = None) -> str:
     """Say in a sentence what a ledger binding holds the site to.
 
     The pair is in --json. Neither shows a value not marked safe to show
     (:func:`public_bindings`; the rows' digests, H13-3): the sentence is of the value
-    the status shows.
+    the status shows; nor the name of a key not marked (``shown_key``, its placeholder from
+    :func:`public_key_names`; by default the first one).
     """
     # Imported here: `fedroc --help` and the other commands load no privacy layer.
     from fedroc.mpc.owner import JOB_BINDING
@@ -124,6 +160,8 @@ def describe_binding(key: str, value: Any) -> str:
     from fedroc.privacy.ledger import ANY_QUANTITY, BudgetLedger
 
     value = _shown_binding(key, value)
+    if not _key_known(key):  # before the prefixes: "rowsx" is no digest of the rows
+        return f"{shown_key or keys.key_not_shown(1)} = {_shown(value)}"
     if key == keys.ROWS or key.startswith(keys.ROWS + "+"):
         columns = key.split("+")[1:]
         with_columns = f" (with column(s) {', '.join(columns)})" if columns else ""
@@ -211,7 +249,7 @@ def _other_bindings() -> tuple[tuple[str, str], ...]:
 
 
 def _describe_other(key: str, value: Any) -> str:
-    """Say the bindings of the methods in a sentence; an unknown key as ``key = value``."""
+    """Say the bindings of the methods in a sentence; another key as ``key = value``."""
     from fedroc.privacy import keys
 
     for prefix, sentence in _other_bindings():
@@ -286,7 +324,7 @@ def status(
                             for source, row in s.by_source.items()
                         ],
                         "bindings": public_bindings(s.bindings),
-                        "binding_notes": {k: describe_binding(k, v) for k, v in s.bindings.items()},
+                        "binding_notes": binding_notes(s.bindings),
                         "last_entry": s.last,
                         "unreadable_lines": s.unreadable,
                     }
@@ -326,9 +364,8 @@ def status(
                 highlight=False,
                 soft_wrap=True,
             )
-        for key, value in s.bindings.items():
-            line = f"{s.site}: {describe_binding(key, value)}"
-            out.print(line, markup=False, highlight=False, soft_wrap=True)
+        for note in binding_notes(s.bindings).values():
+            out.print(f"{s.site}: {note}", markup=False, highlight=False, soft_wrap=True)
     for s in statuses:
         if s.unreadable:
             err.print(

@@ -14,7 +14,10 @@ choices, or the protocol's: partners, grids, thresholds, configuration) or :data
 (its values are functions of the site's rows: its ledger keeps them, ``fedroc privacy
 status`` does not show them). The status shows the value of a key marked shown only
 (:func:`value_shown`): a key added without a mark, or one a newer version wrote, is shown
-as :data:`VALUE_NOT_SHOWN` (fail-closed; a test fails on a key left unmarked).
+as :data:`VALUE_NOT_SHOWN` (fail-closed; a test fails on a key left unmarked). Such a key's
+name is not shown either (:func:`key_not_shown`): a key may be built from a value (as the
+thresholds and scales here are), and one this version does not know (a newer version's, a
+site module's) may be built from a function of the rows.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ __all__ = [
     "SECAGG_UNMASKED",
     "SHOWN",
     "VALUE_NOT_SHOWN",
+    "key_not_shown",
     "value_shown",
 ]
 
@@ -129,6 +133,18 @@ KEPT = frozenset({ROWS, RANGE_ROWS, CLEAR_EDGES})
 SEALED_KEYS = frozenset({CLEAR_EDGES})
 #: What the status shows in place of a value not marked :data:`SHOWN`.
 VALUE_NOT_SHOWN = "(a value not marked safe to show, kept in its ledger, not shown)"
+
+
+def key_not_shown(number: int) -> str:
+    """Return what the status shows in place of the name of its ``number``-th unknown key.
+
+    Parameters
+    ----------
+    number : int
+        The key's place among the site's bindings not marked here (1, 2, ...), so that
+        each has its own name in the status's ``bindings``.
+    """
+    return f"(key {number}: a key not marked safe to show, kept in its ledger, not shown)"
 
 
 def value_shown(key: str) -> bool:
