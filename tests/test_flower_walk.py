@@ -128,6 +128,33 @@ def test_the_superlinks_port_out_of_range_or_taken_is_refused_before_it_starts(
     _refused(capsys, [*link, "--port", "\u0669\u0660\u0669\u0663"], "--port", "got '")
 
 
+def test_the_superlinks_misspelt_flag_is_refused_in_one_line(
+    capsys, nothing_starts, monkeypatch
+) -> None:
+    """`fedroc flower superlink` passes flower-superlink's flags through (docs/flower.md); a
+    misspelt one (`--prot 9093`) went on to Flower's parser, which printed its usage, 19
+    lines, and "flower-superlink: error: unrecognized arguments" (exit 2) after the warm
+    executor had started; an abbreviation (`--po 9093`) Flower took as --port while the
+    launcher's port check and its executor's address did not see it."""
+    import fedroc.federation.flower.superlink as superlink
+
+    link = ["flower", "superlink", "--insecure"]
+    _refused(capsys, [*link, "--prot", "9093"], "unknown option --prot", "did you mean --port?")
+    _refused(capsys, [*link, "--po", "9093"], "unknown option --po ", "did you mean --port?")
+    _refused(capsys, [*link, "--data=x.db"], "unknown option --data ", "--database?")
+    _refused(capsys, [*link, "--isolation", "thread"], "--isolation: invalid choice: 'thread'")
+    _refused(capsys, [*link, "9093"], "takes no argument '9093'")
+    _refused(capsys, [*link, "--link-state"], "--link-state needs a value")
+    # Flower's flags and the launcher's own go on to it, as the systemd unit gives them.
+    seen: list[list[str]] = []
+    monkeypatch.setattr(superlink, "main", seen.append)
+    good = ["--host", "0.0.0.0", "--ssl-ca-certfile", "ca.crt", "--ssl-certfile", "s.pem"]
+    good += ["--ssl-keyfile", "s.key", "--enable-supernode-auth", "--database", "state.db"]
+    good += ["--link-state", "sql", "--serverapp-executor=stock", "--isolation=process"]
+    code, _, err = run_main(capsys, ["flower", "superlink", *good])
+    assert code == 0 and seen == [good], err
+
+
 @pytest.mark.parametrize(
     ("body", "words"),
     [

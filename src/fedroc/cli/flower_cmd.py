@@ -1216,12 +1216,14 @@ def superlink_command(ctx: typer.Context) -> None:
     Beside flower-superlink's flags: --link-state memory (the default on Flower 1.41: the
     node registrations written through to --database) or sql (Flower's own SQL state).
     """
+    from fedroc.federation.flower.superlink import check_flower_flags, requested_address
     from fedroc.federation.flower.superlink import main as superlink_main
-    from fedroc.federation.flower.superlink import requested_address
 
     port, host = requested_address(ctx.args)
-    if port is not None:  # Flower's parser printed its usage; a taken port exited with 1
-        _check_port(_check_port_number(port), host, "the SuperLink")
+    number = None if port is None else _check_port_number(port)
+    check_flower_flags(ctx.args)  # a misspelt flag: Flower printed its usage
+    if number is not None:  # Flower's parser printed its usage; a taken port exited with 1
+        _check_port(number, host, "the SuperLink")
     superlink_main(list(ctx.args))
 
 

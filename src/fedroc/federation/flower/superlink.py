@@ -17,7 +17,9 @@ Flower's stack and its SQL state.
 
 from __future__ import annotations
 
+import argparse
 import atexit
+import difflib
 import logging
 import os
 import secrets
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from fedroc.federation.flower._process import option_value
 
-__all__ = ["main", "requested_address", "superlink_args"]
+__all__ = ["check_flower_flags", "main", "requested_address", "superlink_args"]
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", "8000"  # Flower 1.41's defaults
 
@@ -42,6 +44,61 @@ def requested_address(args: Sequence[str]) -> tuple[str | None, str]:
     bad port with its whole usage text and a taken one with exit status 1.
     """
     return option_value(args, "--port"), option_value(args, "--host", DEFAULT_HOST)
+
+
+#: The launcher's own flags (:func:`main`), taken out before Flower's parser reads the rest.
+FEDROC_FLAGS = ("--serverapp-executor", "--link-state")
+
+
+def check_flower_flags(args: Sequence[str]) -> None:
+    """Refuse an option ``flower-superlink`` does not take, in one line naming it.
+
+    The flags pass through to Flower (docs/flower.md), whose parser answered a misspelt one
+    (``--prot 9093``) with its usage, 19 lines, and "flower-superlink: error: unrecognized
+    arguments" after the launcher had started the warm executor, and took an abbreviation
+    (``--po 9093`` for ``--port``) that the launcher's own reading of the flags (the port
+    check, the warm executor's address, ``--database``) did not see. Flower's parser reads
+    them here with abbreviations off, before anything starts; without it (another Flower
+    version) Flower's own answer stands.
+
+    Raises
+    ------
+    InputError
+        Naming the unknown option (and the likeliest one meant), or an option whose value
+        Flower refuses.
+    """
+    from fedroc.exceptions import InputError
+
+    rest = list(args)
+    for flag in FEDROC_FLAGS:
+        while any(a == flag or a.startswith(flag + "=") for a in rest):
+            if _pop_option(rest, flag) is None:
+                raise InputError(f"{flag} needs a value")
+    try:
+        from flwr.superlink.cli.flower_superlink import _parse_args_run_superlink
+
+        parser = _parse_args_run_superlink()
+    except Exception:  # another Flower version: its parser answers
+        return
+    parser.allow_abbrev = False
+    parser.exit_on_error = False
+    try:
+        _, unknown = parser.parse_known_args(rest)
+    except argparse.ArgumentError as exc:
+        raise InputError(f"{exc.argument_name or 'flower-superlink'}: {exc.message}") from None
+    if not unknown:
+        return
+    first = unknown[0]
+    if not first.startswith("-"):
+        raise InputError(f"fedroc flower superlink takes no argument {first!r} (only flags)")
+    name = first.split("=", 1)[0]
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    near = difflib.get_close_matches(name, [*known, *FEDROC_FLAGS], n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    raise InputError(
+        f"unknown option {name} for fedroc flower superlink (it takes flower-superlink's "
+        f"flags and {', '.join(FEDROC_FLAGS)}){hint}"
+    )
 
 
 def _pop_option(args: list[str], name: str) -> str | None:
