@@ -129,7 +129,7 @@ def _rare_design_errors(m, reps=300, n=500, sd=0.19, seed=6):
 def test_deconvolved_auc_at_the_end_of_the_range_is_not_biased_low():
     """Where the positives pile up at the end of the range (AUC 0.96), bins finer than the
     noise made the AUC biased low with a long lower tail, and the interval undercovered
-    (0.885 at n = 5000 with paper 1's settings; scripts/results/rocglm_coverage_rare.md).
+    (0.885 at n = 5000 with paper 1's settings; scripts/results/rocglm_coverage_rare_ties.md).
     Bins half a noise sd wide (the default) remove both; 41 bins show the old failure."""
     default = _rare_design_errors(None)
     fine = _rare_design_errors(41)  # the old default, on the same data
