@@ -127,6 +127,21 @@ EVALUATE_3 = ["evaluate", "--site", "a={csv}", "--site", "b={csv}", "--site", "c
             ],
             "error: option(s) --sigma11, --no-pair-correction apply to --estimator joint",
         ),
+        # exit 0 before, the JSON's "interval": "jackknife" over the logit interval with
+        # Obuchowski's SE (the jackknife SE is the population AUC's)
+        (
+            [
+                "clustered",
+                "{csv}",
+                "--cluster",
+                "label",
+                "--estimator",
+                "obuchowski",
+                "--interval",
+                "jackknife",
+            ],
+            "error: option(s) --interval jackknife apply to --estimator joint",
+        ),
         # "secure aggregation needs at least 2 sites; got 1" named nothing the user gave
         (
             ["evaluate", "--site", "a={csv}", "--method", "histogram"],

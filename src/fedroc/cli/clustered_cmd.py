@@ -122,6 +122,9 @@ def clustered(
                 ("--population-estimator", population_estimator is not None),
                 ("--sigma11", sigma11 != "corollary6"),
                 ("--no-pair-correction", not pair_correction),
+                # The population AUC's jackknife SE: Obuchowski's interval keeps his
+                # variance, so this gave the logit interval under the name "jackknife".
+                ("--interval jackknife", interval == "jackknife"),
             )
             if given
         ]
