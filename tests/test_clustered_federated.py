@@ -465,6 +465,26 @@ def test_cli_evaluate_method_clustered(tmp_path, capsys):
         assert out["auc_ci"] == pytest.approx(expected)
 
 
+def test_cli_scores_outside_the_range_are_refused_naming_the_option(tmp_path, capsys):
+    """Scores off [0, 1] (logits) were refused with "pass a score_range that covers every
+    site's scores": the API's keyword, which `fedroc evaluate` does not take. The line names
+    --score-range, as the histogram's does, and that option gives the run."""
+    frames = _frames(np.random.default_rng(16))
+    args = ["evaluate", "--label", "y", "--score", "p", "--method", "clustered"]
+    for name, frame in frames.items():
+        path = tmp_path / f"{name}.csv"
+        frame.assign(p=special.logit(frame["p"].clip(0.01, 0.99))).to_csv(path, index=False)
+        args += ["--site", f"{name}={path}"]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--cluster", "pid"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ")
+    assert "outside the shared score range [0, 1]" in err and "--score-range LO,HI" in err
+    main([*args, "--cluster", "pid", "--score-range=-5,5", "--json"])
+    assert json.loads(capsys.readouterr().out)["method"] == "clustered"
+
+
 def test_fine_secure_bins_are_answered_and_too_many_are_refused_naming_cluster_bins(
     tmp_path, capsys
 ):

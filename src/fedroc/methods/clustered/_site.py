@@ -395,7 +395,7 @@ def bin_scores(score: FloatArray, edges: FloatArray, where: str = "the scores") 
         # No count: at a site it would be a number computed from its rows.
         raise InputError(
             f"{where}: scores lie outside the shared score range [{lo:g}, {hi:g}]; pass a "
-            "score_range that covers every site's scores"
+            "range that covers every site's scores (--score-range LO,HI, score_range=)"
         )
     return bin_index_edges(score, edges)
 
