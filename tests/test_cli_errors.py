@@ -706,6 +706,23 @@ def test_a_sites_file_that_is_a_directory_is_named_as_the_federation_file(capsys
     assert err.strip() == f"error: cannot read federation file {str(tmp_path)!r}: Is a directory"
 
 
+def test_a_sites_file_cluster_column_unused_by_the_method_is_noted(capsys, two_scores):
+    """--cluster is refused for a method that treats the rows as independent; the same
+    column set in a --sites file was ignored without a word (a DeLong interval of clustered
+    rows, too narrow). The run goes on, with a note on stderr naming the column."""
+    args = ["evaluate", "--sites", str(two_scores), "--method", "histogram", "--json"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0 and "cluster" not in err
+    auc = json.loads(out)["auc"]
+    text = two_scores.read_text().replace('score = "a"\n', 'score = "a"\ncluster = "y2"\n', 1)
+    two_scores.write_text(text)
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    assert json.loads(out)["auc"] == auc  # the same run
+    assert err.startswith(f"note: {str(two_scores)!r} names a cluster column ('y2'); ")
+    assert "--method histogram treats the rows as independent and ignores it" in err
+
+
 def test_pooled_method_with_a_sites_file_is_a_clear_error(capsys, two_scores):
     code, _, err = run_main(capsys, ["evaluate", "--sites", str(two_scores), "--method", "pooled"])
     assert code == 2 and "--site NAME=PATH" in err

@@ -593,6 +593,33 @@ def _federation_from_file(
     return Federation.from_toml(path, columns=columns, policy=policy, audit_dir=audit_dir)
 
 
+def _note_unused_clusters(path: Path, method: str, needs_clusters: bool) -> None:
+    """Say on stderr that the --sites file's cluster column goes unused by ``method``.
+
+    ``--cluster`` on the command line is refused for such a method; a file's column is a
+    setting shared by every method run on the file, so it gets a note, not a refusal: the
+    interval treats a cluster's correlated rows as independent (too narrow).
+    """
+    import tomllib
+
+    if needs_clusters:
+        return
+    with path.open("rb") as fh:  # read by Federation.from_toml just before
+        config = tomllib.load(fh)
+    tables = [config.get("columns", {})]
+    tables += [cfg.get("columns", {}) for cfg in config.get("sites", {}).values()]
+    names = sorted({str(t["cluster"]) for t in tables if isinstance(t, dict) and "cluster" in t})
+    if names:
+        err.print(
+            f"note: {str(path)!r} names a cluster column ({', '.join(map(repr, names))}); "
+            f"--method {method} treats the rows as independent and ignores it, so its interval "
+            "is too narrow where rows of a cluster are correlated: --method clustered uses it",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
 # The names fedroc.methods registers, in its order (tests/test_cli_errors.py checks that they
 # are the same): a missing or mistyped --method is refused without loading every method
 # module (numpy, pandas, scipy: three seconds on a busy machine).
@@ -818,6 +845,7 @@ def evaluate_command(
         federation = _federation_from_file(
             sites_file, label, score, pos_label, min_count, audit_dir, cluster, compare_score
         )
+        _note_unused_clusters(sites_file, method, spec.needs_clusters)
         pooled = None
     else:
         from fedroc.data import Columns
