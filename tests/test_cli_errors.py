@@ -1419,6 +1419,22 @@ def test_a_file_with_another_separator_says_so(capsys, tmp_path, text, hint):
     assert "label column 'label' not found" in line and hint in line
 
 
+@pytest.mark.parametrize(
+    ("header", "near"),
+    [("label, score", "' score'"), ("label,Score", "'Score'"), ("label,score ", "'score '")],
+)
+def test_a_column_named_but_for_spaces_or_case_is_shown_as_it_is(capsys, tmp_path, header, near):
+    # "label, score" (a space after the comma, as typed by hand) was refused with
+    # "available columns: label,  score": nothing said that the name was ' score'.
+    path = tmp_path / "x.csv"
+    path.write_text(header + "\n1,0.9\n0,0.2\n")
+    code, _, err = run_main(capsys, ["metrics", str(path)])
+    assert code == 2
+    [line] = err.splitlines()
+    assert "score column 'score' not found" in line
+    assert line.endswith(f"(the file has {near}: names must match exactly, spaces and case too)")
+
+
 @pytest.mark.parametrize("path", [["metrics"], ["evaluate"], ["clustered"]])
 def test_flags_declare_no_value_in_help(path):
     # typer >= 0.21 (the one `pip install fedroc` gets; the test environment has flwr's pin,

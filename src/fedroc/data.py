@@ -93,6 +93,11 @@ def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Seri
                 hint = " (its fields look separated by tabs: name the file .tsv)"
             elif sep := next((s for s in (";", "|") if s in name), None):
                 hint = f" (its fields look separated by {sep!r}; fedroc reads CSV separated by ',')"
+        near = [str(c) for c in frame.columns if str(c).strip().lower() == column.strip().lower()]
+        if near and not hint:
+            # ' risk' (a space after the header's comma) or 'Risk' read as just 'risk' in the
+            # list of columns, which named no difference.
+            hint = f" (the file has {near[0]!r}: names must match exactly, spaces and case too)"
         raise InputError(
             f"{role} column {column!r} not found in {source}; available columns: {available}{hint}"
         )
