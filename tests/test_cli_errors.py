@@ -62,7 +62,10 @@ def csv(tmp_path: Path) -> Path:
     rng = np.random.default_rng(3)
     y = np.repeat([0, 1], 30)
     path = tmp_path / "x.csv"
-    pd.DataFrame({"label": y, "score": rng.normal(size=60) + y}).to_csv(path, index=False)
+    # c: a cluster id column of 30 pairs of rows (the label column is not one: a column in
+    # two roles is refused)
+    frame = pd.DataFrame({"label": y, "score": rng.normal(size=60) + y, "c": np.arange(60) // 2})
+    frame.to_csv(path, index=False)
     return path
 
 
@@ -329,7 +332,8 @@ def test_an_option_given_twice_is_noted_with_both_values(capsys, tmp_path):
         err.splitlines()[0]
         == "note: --label given 2 times ('label', 'score'); the last, 'score', applies"
     )
-    assert "label column 'score'" in err.splitlines()[1]
+    assert "the label and score columns of file" in err.splitlines()[1]
+    assert "are both 'score'" in err.splitlines()[1]
     code, out, err = run_main(
         capsys, ["metrics", str(path), "--score", "x", "--score", "score", "--json"]
     )
@@ -1344,7 +1348,7 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
             "--privacy must be one of ('default', 'paper'); got 'foo'",
         ),
         (
-            ["clustered", "--cluster", "label", "--cluster-bins", "0"],
+            ["clustered", "--cluster", "c", "--cluster-bins", "0"],
             "--cluster-bins must be a positive integer; got 0",
         ),
         # Its width hi - lo overflowed: the histogram ended in "internal error" (pchip on
@@ -1355,12 +1359,12 @@ def test_help_says_what_to_type_for_site_and_operating_points(capsys):
             "--score-range must be two finite numbers lo < hi, hi - lo finite too; got",
         ),
         (
-            ["clustered", "--cluster", "label", "--score-range=-1e308,1e308"],
+            ["clustered", "--cluster", "c", "--score-range=-1e308,1e308"],
             "--score-range must be finite with low < high, high - low finite too; got",
         ),
         # Allocated its edges first: MemoryError, exit 1 and a traceback (review s15).
         (
-            ["clustered", "--cluster", "label", "--cluster-bins", "100000000000"],
+            ["clustered", "--cluster", "c", "--cluster-bins", "100000000000"],
             "--cluster-bins must be at most 1000000 (the bins the sites take); got 100000000000",
         ),
     ],
@@ -1417,6 +1421,27 @@ def test_a_file_with_another_separator_says_so(capsys, tmp_path, text, hint):
     assert code == 2
     [line] = err.splitlines()
     assert "label column 'label' not found" in line and hint in line
+
+
+@pytest.mark.parametrize(
+    ("args", "roles"),
+    [
+        (["metrics", "{csv}", "--label", "label", "--score", "label"], "label and score"),
+        (["metrics", "{csv}", "--compare-score", "score"], "score and second score"),
+        (["clustered", "{csv}", "--cluster", "score"], "score and cluster"),
+        ([*EVALUATE_3, "--method", "histogram", "--score", "label"], "label and score"),
+    ],
+)
+def test_one_column_in_two_roles_is_refused(capsys, csv, args, roles):
+    # Exit 0 before: --score label gave an AUC of 1; a score column as the cluster ids made
+    # each row its own cluster (population AUC 0.5 over a handful of tied "clusters"); a
+    # score compared with itself a difference of 0 in [0, 0].
+    args = [a.replace("{csv}", str(csv)) for a in args]
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"error: the {roles} columns of ") and str(csv) in line
+    assert line.endswith(": each needs a column of its own")
 
 
 @pytest.mark.parametrize(

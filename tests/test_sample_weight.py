@@ -25,6 +25,7 @@ def weighted_sites(tmp_path_factory) -> dict[str, Path]:
         w = rng.uniform(0.2, 3.0, n)
         w[rng.random(n) < 0.05] = 0.0  # scikit-learn accepts zero weights
         df = pd.DataFrame({"y": y.astype(int), "s": s.round(2), "t": s.round(1), "w": w})
+        df["wy"] = df["y"]  # weights equal to the labels, in a column of their own
         paths[name] = tmp / f"{name}.csv"
         df.to_csv(paths[name], index=False)
     return paths
@@ -81,7 +82,9 @@ def test_methods_without_weights_refuse_in_one_line(capsys, weighted_sites, meth
         (["--compare-score", "t"], "--compare-score does not take --sample-weight"),
         (["--sample-weight", "nope"], "weight column 'nope' not found"),
         # Weights equal to the label: the negatives weigh nothing.
-        (["--sample-weight", "y"], "both classes need a positive total weight"),
+        (["--sample-weight", "wy"], "both classes need a positive total weight"),
+        # the label column itself as the weights: one column in two roles
+        (["--sample-weight", "y"], "the label and weight columns of site 'north'"),
     ],
 )
 def test_weight_errors_name_the_option_or_column(capsys, weighted_sites, extra, needle):

@@ -83,6 +83,31 @@ def load_table(path: str | Path) -> pd.DataFrame:
     raise InputError(f"data file {str(p)!r} has an unknown format; use .csv, .tsv or .parquet")
 
 
+def _check_distinct_columns(columns: Columns, source: str) -> None:
+    """Refuse one column in two roles, naming both roles and the column.
+
+    ``--label y --score y`` gave an AUC of 1, a cluster column of scores made every row its
+    own cluster, a score compared with itself a difference of 0 in [0, 0], each with exit 0.
+    """
+    roles = [
+        ("label", columns.label),
+        ("score", columns.score),
+        ("cluster", columns.cluster),
+        ("second score", columns.score_b),
+        ("weight", columns.weight),
+    ]
+    seen: dict[str, str] = {}
+    for role, name in roles:
+        if name is None:
+            continue
+        if name in seen:
+            raise InputError(
+                f"the {seen[name]} and {role} columns of {source} are both {name!r}: each "
+                "needs a column of its own"
+            )
+        seen[name] = role
+
+
 def _column(frame: pd.DataFrame, column: str, role: str, source: str) -> pd.Series:
     if column not in frame.columns:
         available = ", ".join(map(str, list(frame.columns)[:20]))
@@ -452,6 +477,7 @@ class SiteData:
             On a missing column (the message lists the available ones), a missing value, or
             what :meth:`from_arrays` refuses.
         """
+        _check_distinct_columns(columns, source)
         label = _column(frame, columns.label, "label", source).to_numpy()
         score = _column(frame, columns.score, "score", source).to_numpy()
         cluster = (
