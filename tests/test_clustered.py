@@ -237,6 +237,11 @@ def test_cluster_input_errors():
         clustered_auc([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4], [1.0, 1.0, np.nan, 2.0])
     with pytest.raises(InputError, match="y_score contains 1 NaN"):
         clustered_auc([0, 1, 0, 1], [0.1, np.nan, 0.3, 0.4], [1, 1, 2, 2])
+    # frame.get("patient") of a frame without the column: "cluster must be one-dimensional;
+    # got an array of shape ()" named no missing column
+    for f in (clustered_auc, obuchowski_auc):
+        with pytest.raises(InputError, match=r"^cluster is None; give one cluster id per row"):
+            f([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4], None)
 
 
 # -- inference: ellipse and test ------------------------------------------------------------

@@ -52,6 +52,8 @@ def encode_clusters(cluster: ArrayLike, n: int) -> tuple[NDArray[np.int64], NDAr
 
     Refuses a length other than ``n``, missing values and ids that cannot be ordered.
     """
+    if cluster is None:  # was "cluster must be one-dimensional; got an array of shape ()"
+        raise InputError("cluster is None; give one cluster id per row (the patient of each row)")
     c = as_1d(cluster, "cluster")
     if c.shape[0] != n:
         raise InputError(
