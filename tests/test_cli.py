@@ -79,6 +79,7 @@ def test_metrics_json_matches_sklearn(capsys, site_files):
         "auc_ci",
         "auc_ci_logit",
         "auc_ci_wald",
+        "confidence_level",
         "average_precision",
         "pr_auc",
         "brier",
@@ -108,6 +109,10 @@ def test_metrics_table_and_null_brier(capsys, tmp_path):
     assert "AUC" in table and "0.8333" in table  # 5 of 6 pairs ordered
     res = json.loads(run(capsys, "metrics", str(path), "--json").out)
     assert res["brier"] is None  # scores outside [0, 1]
+    assert res["confidence_level"] == 0.95  # as clustered --json and evaluate --json say it
+    wider = json.loads(run(capsys, "metrics", str(path), "--confidence", "0.99", "--json").out)
+    assert wider["confidence_level"] == 0.99
+    assert wider["auc_ci_wald"][0] < res["auc_ci_wald"][0]
 
 
 def test_metrics_says_why_asked_operating_points_are_missing_on_one_class(capsys, tmp_path):

@@ -128,6 +128,7 @@ def metrics_dict(
         "auc_ci": list(res.ci),
         "auc_ci_logit": list(res.confidence_interval(method="logit")),
         "auc_ci_wald": list(res.confidence_interval(method="wald")),
+        "confidence_level": confidence,
         "average_precision": average_precision(y, s) if data.n_pos else None,
         "pr_auc": pr_auc(y, s) if two_classes else None,
         "brier": brier_score(y, s) if is_prob else None,
