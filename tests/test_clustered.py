@@ -1174,3 +1174,23 @@ def test_an_estimate_at_1_names_the_interval_it_got_not_the_logit_one():
     assert 0.0 < ok.population_auc < 1.0
     df = ok.n_clusters - 1
     assert any(k.endswith(f"(t, {df} df, logit scale)") for k, _ in ok.summary_rows())
+
+
+def test_the_default_population_auc_is_not_symmetric_in_the_classes_and_between_is():
+    """README: with the labels swapped the default (eq. 5 times I/(I-1)) is not 1 minus itself,
+    the "between" estimator is; the README's figures (40 clusters) are this draw's."""
+    rng = np.random.default_rng(3)
+    patient = np.repeat(np.arange(40), rng.integers(1, 5, 40))
+    y = rng.random(patient.size) < 0.4
+    s = rng.normal(0, 1, patient.size) + y
+
+    def both(estimator):
+        return [
+            fedroc.clustered_auc(lab, s, patient, population_estimator=estimator).population_auc
+            for lab in (y, ~y)
+        ]
+
+    corrected, between = both("corrected"), both("between")
+    assert round(corrected[0], 4) == 0.8090 and round(corrected[1], 4) == 0.1963
+    assert sum(corrected) == pytest.approx(1.0053, abs=1e-4)
+    assert sum(between) == pytest.approx(1.0, abs=1e-12)
