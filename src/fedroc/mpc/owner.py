@@ -14,8 +14,9 @@ At a fedroc site (:func:`fedroc.methods.mpc.share_site`), the site checks the te
 against its own settings before it signs: it must be among the owners, the job needs at
 least ``min_owners`` owners, the minimum class count at least the site's ``min_count``,
 the precision at most ``max_frac_bits``, and the site authorises at most ``max_jobs``
-jobs over its lifetime (by default exactly one). The settings and the owner key live in the
-site's state (:func:`configure_owner`); a key is generated on first use if none is set.
+jobs over its lifetime (by default exactly one), all over the co-owners of its first. The
+settings and the owner key live in the site's state (:func:`configure_owner`); a key is
+generated on first use if none is set.
 """
 
 from __future__ import annotations
@@ -447,6 +448,19 @@ def _authorised(ledger: Any) -> dict[str, str]:
     return jobs
 
 
+def _owner_sets(ledger: Any) -> set[tuple[str, ...]]:
+    """Return the sets of co-owners of the MPC jobs the site authorised (from its ledger).
+
+    A job bound before the owners were recorded with it (fedroc up to main 0b40f80) names
+    none: its set is unknown here.
+    """
+    return {
+        tuple(sorted(str(o) for o in value["owners"]))
+        for key, value in ledger.bindings.items()
+        if key.startswith(JOB_BINDING) and isinstance(value, dict) and "owners" in value
+    }
+
+
 JOB_BINDING = "mpc-job:"
 
 
@@ -459,6 +473,9 @@ def authorise(
     has an audit directory; its state otherwise), so that a restarted site still counts
     them. A repeated request for a job the site already authorised (same id, same terms)
     is allowed: the proxies run a job id once, so a second bundle for it opens nothing more.
+    Every job a site authorises is over one set of co-owners, that of its first: where
+    ``max_jobs`` allows more than one, a second job over another set would subtract from
+    the first to the rows of the owners in only one of them (H16-1).
     """
     entry = _state(state)
     settings = OwnerSettings(entry["max_frac_bits"], entry["max_jobs"], entry["min_owners"])
@@ -477,10 +494,13 @@ def authorise(
         )
     digest = terms.digest().hex()
     key = Ed25519PrivateKey.from_private_bytes(entry["key"])
+    owners = tuple(sorted(terms.owners))
     if ledger is None:
         jobs = dict(zip(entry["jobs"], entry["job_terms"], strict=True))
+        sets = {tuple(o) for o in entry.setdefault("job_owners", [])}
     else:
         jobs = _authorised(ledger)
+        sets = _owner_sets(ledger)
     if terms.job in jobs:
         if jobs[terms.job] != digest:
             raise InputError(f"{refuse}: it authorised that job id with other terms")
@@ -490,9 +510,23 @@ def authorise(
             f"{refuse}: it has authorised {len(jobs)} MPC job(s) already and its owner "
             f"settings allow {settings.max_jobs}"
         )
+    other = sorted(s for s in sets if s != owners)
+    if other:
+        # Two jobs over two sets of co-owners subtract to the rows of the owners in one and
+        # not the other, owners that may have authorised one job only (H16-1, review 16:
+        # the AUPR of jobs over {A, B, C} and {A, B} told whether C's rows held a positive).
+        raise InputError(
+            f"{refuse}: its earlier MPC job(s) were over the co-owners {list(other[0])}, and it "
+            f"takes part in no job over another set ({list(owners)}): the two jobs' results "
+            "would subtract to the rows of the owners in one set and not the other"
+        )
     if ledger is None:
         entry["jobs"] = [*entry["jobs"], terms.job]
         entry["job_terms"] = [*entry["job_terms"], digest]
+        entry["job_owners"] = [*entry["job_owners"], list(owners)]
     else:
-        ledger.bind(f"{JOB_BINDING}{terms.job}", {"job": terms.job, "terms": digest})
+        ledger.bind(
+            f"{JOB_BINDING}{terms.job}",
+            {"job": terms.job, "terms": digest, "owners": list(owners)},
+        )
     return key

@@ -341,7 +341,8 @@ class DisclosurePolicy:
         Flower node, for the run only: not a key a cluster can register).
     mpc_max_jobs : int or None, default None
         MPC jobs the site authorises over its lifetime (counted in its ledger); None: the
-        owner settings' (default 1).
+        owner settings' (default 1). Every job is over the co-owners of its first: jobs
+        over two sets would subtract to the rows of the owners in one of them only.
     """
 
     min_count: int = 5

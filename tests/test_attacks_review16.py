@@ -1,0 +1,217 @@
+"""Review 16: an adversarial reading of main 0b40f80 (2026-12-07), where reviews 1-15 did not look.
+
+The analyst is curious and uses fedroc's public calls only (``Federation.call`` of the
+registered site functions, the methods, the MPC engine as a cluster runs it); what it sends
+a site (job terms, co-owners, arguments) is untrusted. Each attack was run on 0b40f80 first.
+
+Closed: H16-1 (a site's MPC owners' ``mpc_max_jobs`` above 1 let two jobs run over two sets
+of co-owners, {A, B, C} then {A, B}: the first AUPR above the second told that C, at its
+default of one job, held a positive among its rows, with certainty: told for 7 of 20
+sites of one positive among 5 rows, never wrongly for 20 sites of none -> 0 of 20: every
+job a site authorises is over the co-owners of its first).
+
+Tried and held (the first three have tests below):
+
+- The DP mechanisms' noise against closed forms: the analytic Gaussian's sigma gives
+  delta within 1e-9 relative of the target by an independent formula (scipy.stats.norm),
+  and the classic calibration's event records the exact delta above epsilon 1; t shares of
+  continuous Laplace noise sum to Laplace(b) (KS, 3 and 5 shares) and t shares of discrete
+  noise to the discrete Laplace law (chi-square, 3 and 5 shares).
+- Thresholdout's sparse vector: threshold noise Lap(2 sigma), query noise Lap(4 sigma), a
+  crossing charged Delta / sigma plus the answer's Delta / sigma: Lyu, Su & Li (2017),
+  Alg. 1 with c = 1 (epsilon_1 = Delta / 2 sigma, epsilon_2 = 2 Delta / 4 sigma).
+- An MPC owner of ``max_jobs = 2`` runs a second job over the same co-owners (a re-run)
+  after the fix; a co-owner set is bound by the job the site authorised, not by a refused
+  one.
+- Secure aggregation under dropouts the analyst chooses: with the majority threshold the
+  split view needs 2t <= n answers (tests/test_secagg_attacks.py plays it at n = 5); the
+  noise of a DP input is split into t shares, t the session's threshold, never the number
+  of survivors; a session id reused in a second Flower run (fresh state) gets fresh keys
+  and masks, and a clustered round-1 session id is bound in the ledger (signed once).
+- Continuous Laplace shares under secure aggregation: each site's noisy input is rounded
+  to the ring's 2^-frac_bits before it is masked, and a whole count plus a rounded share is
+  the count plus the rounded share: the sum's low bits depend on the noise alone (no
+  Mironov-type leak), and discrete shares are integers.
+- Exact inputs over two sets: a site binds its partners for every quantity (``*``) at its
+  first unmasking; a "both" function whose partners release it in the clear either
+  declares class counts the site holds to q in both ways (``fedroc.brier``,
+  ``fedroc.class_counts``) or holds the site to one way of exact binned counts
+  (calibration, trees, the clustered summary and moments).
+- The sequestration service: the noisy prevalence is counted once per test set; a
+  developer's noise is the server's (a pool of OpenDP draws, each used once); a crossing
+  charges the sparse vector and the answer; the rounding step depends on the public
+  prevalence and subset size; ``max_copies`` 0 charges sensitivity 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import fedroc.apps.application  # noqa: F401  (registers every site function)
+from fedroc.data import SiteData
+from fedroc.exceptions import FedrocError
+from fedroc.federation import Federation
+from fedroc.federation.site import Site
+
+TRIALS = 20
+
+
+# -- H16-1. MPC jobs over two sets of co-owners ------------------------------------------------
+
+
+def _owners(seed: int, positives: int) -> tuple[list[Site], dict[str, tuple]]:
+    """A and B (60 rows, ``mpc_max_jobs = 2``), and C: 5 rows holding ``positives`` positives."""
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng([1601, seed])
+    rows = {}
+    for name in "AB":
+        y = rng.random(60) < 0.3
+        rows[name] = (y, np.round(rng.normal(y * 1.0, 1.0), 6))
+    y = np.zeros(5, dtype=bool)
+    y[:positives] = True
+    rows["C"] = (y, np.round(rng.normal(y * 1.0, 1.0), 6))
+    two_jobs = DisclosurePolicy(mpc_max_jobs=2)
+    sites = [
+        Site(name, SiteData.from_arrays(*rows[name]), policy=two_jobs if name != "C" else None)
+        for name in "ABC"
+    ]
+    return sites, rows
+
+
+def _job(sites: list[Site], rows: dict[str, tuple], owners: str, seed: bytes):
+    """The job over ``owners`` as the sites authorise it, and what its cluster opens.
+
+    The sites' bundles are asked through their site function (their policies decide); the
+    outputs are the MPC engine's on the owners' rows, as the cluster computes them from the
+    bundles. None when a site refuses.
+    """
+    from fedroc.methods.mpc import request_bundles
+    from fedroc.mpc import JobTerms
+    from fedroc.mpc.local import secure_auc_local
+
+    terms = JobTerms.create(list(owners), (bytes(range(32)), bytes(range(1, 33))))
+    fed = Federation.from_sites([s for s in sites if s.name in owners])
+    try:
+        request_bundles(fed, terms)
+    except FedrocError:
+        return None
+    return secure_auc_local([rows[o] for o in owners], ci=False, master_seed=seed).outputs
+
+
+def _told_a_positive(seed: int, positives: int) -> bool | None:
+    """The analyst's claim "C holds a positive": the AUPR of the jobs over {A, B, C} and
+    {A, B}. Rows of negatives never raise an average precision, so a first AUPR above the
+    second is a positive of C's for certain. None when a job is refused."""
+    sites, rows = _owners(seed, positives)
+    with_c = _job(sites, rows, "ABC", b"with-%d" % seed)
+    without = _job(sites, rows, "AB", b"without-%d" % seed)
+    if with_c is None or without is None:
+        return None
+    assert with_c.released and without.released
+    return with_c.pr_auc > without.pr_auc
+
+
+def test_two_mpc_jobs_over_two_sets_of_co_owners_do_not_tell_a_sites_positives():
+    """H16-1. C (5 rows, one job, the default) authorises the job over {A, B, C}; A and B,
+    whose operators allow two jobs, also the one over {A, B}. The jobs' AUPRs subtract to
+    C's rows: on 0b40f80 the first above the second told that C held a positive (a class
+    count under q, which C releases in no other way) for 7 of 20 sites of one positive,
+    and never for sites of none (0 of 20). Now each site binds the co-owners of its first
+    job and refuses a job over another set: 0 of 20."""
+    told = [_told_a_positive(seed, positives=1) for seed in range(TRIALS)]
+    wrong = [_told_a_positive(seed, positives=0) for seed in range(TRIALS)]
+    assert not any(wrong)  # the claim is never wrong (checked on 0b40f80: 0 of 20)
+    assert sum(bool(t) for t in told) == 0, f"told C's positive in {sum(map(bool, told))} of 20"
+    assert told == [None] * TRIALS  # refused: the second set of co-owners
+
+
+def test_held_an_owner_of_two_jobs_reruns_a_job_over_the_same_co_owners(tmp_path):
+    """What ``mpc_max_jobs`` above 1 is for, a second job over the same co-owners, still
+    runs; a job over another set is refused, also after the site restarts on its ledger."""
+    from fedroc.methods.mpc import request_bundles
+    from fedroc.mpc import JobTerms
+    from fedroc.privacy import DisclosurePolicy
+
+    _, rows = _owners(0, positives=1)
+    policy = DisclosurePolicy(mpc_max_jobs=3)
+
+    def site(name: str) -> Site:
+        return Site(name, SiteData.from_arrays(*rows[name]), policy=policy,
+                    audit=tmp_path / f"{name}.jsonl")  # fmt: skip
+
+    def ask(owners: str) -> FedrocError | None:
+        terms = JobTerms.create(list(owners), (bytes(range(32)), bytes(range(1, 33))))
+        try:
+            request_bundles(Federation.from_sites([site(o) for o in owners]), terms)
+        except FedrocError as exc:
+            return exc
+        return None
+
+    assert ask("ABC") is None
+    assert ask("ABC") is None  # a re-run over the same co-owners (restarted sites)
+    refused = ask("AB")
+    assert refused is not None and "co-owners ['A', 'B', 'C']" in str(refused), refused
+
+
+# -- the DP mechanisms against closed forms ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(0.5, 1e-6), (1.0, 1e-5), (4.0, 1e-3)])
+def test_held_the_analytic_gaussian_sigma_meets_its_delta_by_an_independent_formula(epsilon, delta):
+    """Balle & Wang (2018), Theorem 8, written with scipy.stats.norm: delta(sigma) =
+    Phi(D/2s - e s/D) - e^e Phi(-D/2s - e s/D). The sigma fedroc calibrates meets the
+    target (within 1e-9 relative) and a sigma 1e-6 smaller does not."""
+    from fedroc.privacy.mechanisms import analytic_gaussian_sigma
+
+    def exact(sigma: float, sens: float) -> float:
+        a, b = sens / (2 * sigma), epsilon * sigma / sens
+        return stats.norm.cdf(a - b) - np.exp(epsilon) * stats.norm.cdf(-a - b)
+
+    for sens in (0.01, 1.0, 3.0):
+        sigma = analytic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sens)
+        assert exact(sigma, sens) <= delta * (1 + 1e-9)
+        assert exact(sigma * (1 - 1e-6), sens) > delta
+
+
+def test_held_the_classic_gaussian_event_records_its_true_delta_above_epsilon_1():
+    """The classic calibration is proven for epsilon < 1; at epsilon 10 its noise is not
+    (10, 1e-5)-DP (its exact delta is 2.3e-5), and the event records that delta."""
+    from fedroc.privacy.mechanisms import analytic_gaussian_delta, gaussian_mechanism
+
+    _, event = gaussian_mechanism(
+        np.zeros(3), epsilon=10.0, delta=1e-5, sensitivity=1.0, rng=np.random.default_rng(0)
+    )
+    assert event.delta > 2e-5
+    assert event.delta == pytest.approx(
+        analytic_gaussian_delta(event.noise_scale, epsilon=10.0, sensitivity=1.0)
+    )
+
+
+@pytest.mark.parametrize("n_shares", [3, 5])
+def test_held_laplace_shares_sum_to_the_declared_law(n_shares):
+    """t shares of continuous noise sum to Laplace(sensitivity / epsilon) (KS test), and t
+    shares of discrete noise to the discrete Laplace law P(k) ~ alpha^|k|, alpha =
+    exp(-epsilon / sensitivity) (chi-square on -6..6 and the tails)."""
+    from fedroc.privacy.mechanisms import laplace_shares
+
+    rng = np.random.default_rng([1602, n_shares])
+    draws = 20_000
+    eps = 0.7
+    cont = sum(
+        laplace_shares(draws, noise="continuous", n_shares=n_shares, epsilon=eps, rng=rng)[0]
+        for _ in range(n_shares)
+    )
+    assert stats.kstest(cont, stats.laplace(scale=1 / eps).cdf).pvalue > 1e-3
+    disc = sum(
+        laplace_shares(draws, noise="discrete", n_shares=n_shares, epsilon=eps, rng=rng)[0]
+        for _ in range(n_shares)
+    )
+    alpha = np.exp(-eps)
+    ks = np.arange(-6, 7)
+    pmf = (1 - alpha) / (1 + alpha) * alpha ** np.abs(ks)
+    observed = np.array([np.sum(disc == k) for k in ks] + [np.sum(np.abs(disc) > 6)])
+    expected = np.append(pmf, 1 - pmf.sum()) * draws
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
