@@ -519,6 +519,7 @@ def test_a_ledger_transaction_inside_another_of_the_same_thread_does_not_wait_fo
         ("rocglm_min_sensitivity", 0.001, "rocglm_min_sensitivity = 0.001"),
         ("histogram_min_epsilon", 0.001, "histogram_min_epsilon = 0.001"),
         ("mpc_proxies", "any", "mpc_proxies = 'any'"),
+        ("mpc_max_jobs", 2, "mpc_max_jobs = 2"),
         ("opt_in", frozenset({"rocglm.positives_rule"}), "'rocglm.positives_rule'"),
     ],
 )
@@ -535,3 +536,17 @@ def test_a_policy_names_each_setting_that_protects_the_rows_less_than_the_defaul
     assert tighter.warnings(n_rows=100) == []
     said = DisclosurePolicy(**{**node, setting: value}).warnings(n_rows=100)
     assert len(said) == 1 and named in said[0], said
+
+
+def test_a_policy_names_mpc_only_off_where_it_pins_a_cluster():
+    """``mpc_only = false`` protects less only where the site is an MPC owner (its policy
+    pins a cluster's proxies): there its other functions give P and N; elsewhere it says
+    nothing (the site takes part in no job, or trusts the analyst's proxies anyway). One
+    job (``mpc_max_jobs`` 1 or 0) says nothing either."""
+    pinned = {"mpc_proxies": "cluster.toml"}
+    assert DisclosurePolicy(**pinned).warnings(n_rows=100) == []
+    said = DisclosurePolicy(**pinned, mpc_only=False).warnings(n_rows=100)
+    assert len(said) == 1 and "mpc_only = false" in said[0], said
+    assert DisclosurePolicy(mpc_proxies="none", mpc_only=False).warnings(n_rows=100) == []
+    for jobs in (0, 1):
+        assert DisclosurePolicy(mpc_proxies="none", mpc_max_jobs=jobs).warnings() == []

@@ -512,6 +512,18 @@ class DisclosurePolicy:
                 "job names, so whoever holds both proxies' keys (the analyst, if it runs "
                 "them) opens every row"
             )
+        if self.mpc_max_jobs is not None and self.mpc_max_jobs > 1:
+            out.append(
+                f"mpc_max_jobs = {self.mpc_max_jobs}: the site's rows go into up to "
+                f"{self.mpc_max_jobs} MPC jobs (over the co-owners of its first), whose "
+                "results together tell more of them than one job's"
+            )
+        if self.mpc_only is False and self.mpc_proxies not in ("any", "none"):
+            out.append(
+                "mpc_only = false: a data owner of MPC jobs also serves the other site "
+                "functions, whose answers give or narrow the class counts P and N its jobs "
+                "keep secret"
+            )
         out += [
             f"opt_in includes {name!r}: a mode that discloses more than the default "
             "(docs/privacy.md)"
