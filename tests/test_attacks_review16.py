@@ -10,6 +10,14 @@ default of one job, held a positive among its rows, with certainty: told for 7 o
 sites of one positive among 5 rows, never wrongly for 20 sites of none -> 0 of 20: every
 job a site authorises is over the co-owners of its first).
 
+Open: H16-2 (the same shape through secure aggregation, where the partners' own settings
+allow it: A and B of ``secagg_rebind`` and ``secagg_min_sites = 2`` sum over {A, B, C} and
+{A, B}, and the difference is C's input, C at every default: its exact calibration counts
+and positives per bin, 5-8 bins under q per site, 20 of 20; strict xfail. A and B's
+operators are warned that rebinding exposes "the inputs of the sites in one set and not
+the other", but C is not asked: a fix needs each member's binding settings signed into the
+session, so that C refuses members that may rebind).
+
 Tried and held (the first three have tests below):
 
 - The DP mechanisms' noise against closed forms: the analytic Gaussian's sigma gives
@@ -215,3 +223,56 @@ def test_held_laplace_shares_sum_to_the_declared_law(n_shares):
     observed = np.array([np.sum(disc == k) for k in ks] + [np.sum(np.abs(disc) > 6)])
     expected = np.append(pmf, 1 - pmf.sum()) * draws
     assert stats.chisquare(observed, expected).pvalue > 1e-3
+
+
+# -- H16-2. secure sums over two sets, allowed by the partners' policies -----------------------
+
+
+def _calibration_of_c_by_difference(seed: int) -> tuple[bool, int]:
+    """Secure calibration sums over {A, B, C} and {A, B}, where A and B allow a second set
+    (``secagg_rebind``) of two sites (``secagg_min_sites = 2``) and C keeps the defaults.
+    Returns whether the difference is C's exact counts and positives per bin, and how many
+    of C's bins hold 1 to q - 1 rows."""
+    from fedroc.privacy import DisclosurePolicy
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng([1603, seed])
+    weak = DisclosurePolicy(secagg_rebind=True, secagg_min_sites=2)
+    rows = {n: (rng.random(k) < 0.3, rng.random(k)) for n, k in (("A", 80), ("B", 80), ("C", 40))}
+    sites = [
+        Site(n, SiteData.from_arrays(*rows[n]), policy=weak if n != "C" else None) for n in "ABC"
+    ]
+    fed = Federation.from_sites(sites)
+    try:
+        both = secure_sum(fed, "fedroc.calibration", n_bins=10).values
+        two = secure_sum(fed, "fedroc.calibration", sites=["A", "B"], n_bins=10).values
+    except FedrocError:
+        return False, 0
+    y, s = rows["C"]
+    idx = np.minimum((s * 10).astype(int), 9)
+    count = np.bincount(idx, minlength=10)
+    positives = np.bincount(idx, weights=y, minlength=10)
+    exact = np.array_equal(both["count"] - two["count"], count) and np.allclose(
+        both["sum_observed"] - two["sum_observed"], positives
+    )
+    return exact, int(np.sum((count > 0) & (count < 5)))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="H16-2 open: partners of secagg_rebind and secagg_min_sites 2 sum a quantity over "
+    "{A, B, C} and {A, B}; the difference is C's exact input (C's defaults refuse neither "
+    "sum it is in): C's calibration counts and positives per bin, those under q included, "
+    "20 of 20. A fix needs each member's binding settings signed into the session.",
+)
+def test_a_sites_input_is_not_the_difference_of_sums_its_partners_allow():
+    """H16-2. C keeps every default and joins one secure sum, over three sites; A and B
+    loosen their own settings (``secagg_rebind``, ``secagg_min_sites = 2``, each warned of
+    in their operator's log as exposing "the inputs of the sites in one set and not the
+    other") and also sum over {A, B}. The two sums subtract to C's input: its exact counts
+    and positives in every calibration bin, bins of 1 to q - 1 rows included, which C
+    releases in no other way. Measured on 0b40f80: 20 of 20 (C's bins under q: 5-8 per
+    site)."""
+    results = [_calibration_of_c_by_difference(seed) for seed in range(TRIALS)]
+    exact = sum(e for e, _ in results)
+    assert exact == 0, f"C's exact bins in {exact} of {TRIALS} ({[k for _, k in results]})"
