@@ -164,6 +164,23 @@ def test_held_an_owner_of_two_jobs_reruns_a_job_over_the_same_co_owners(tmp_path
     assert refused is not None and "co-owners ['A', 'B', 'C']" in str(refused), refused
 
 
+def test_the_privacy_status_names_the_co_owners_an_mpc_job_binds(tmp_path, capsys):
+    """The operator reads in ``fedroc privacy status`` which set of co-owners its site's
+    MPC jobs are bound to (the analyst's choice in the job's terms, no row)."""
+    from _cli import run_main
+
+    from fedroc.methods.mpc import request_bundles
+    from fedroc.mpc import JobTerms
+
+    _, rows = _owners(1, positives=1)
+    sites = [Site(n, SiteData.from_arrays(*rows[n]), audit=tmp_path / f"{n}.jsonl") for n in "ABC"]
+    terms = JobTerms.create(["C", "A", "B"], (bytes(range(32)), bytes(range(1, 33))))
+    request_bundles(Federation.from_sites(sites), terms)
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert code == 0, err
+    assert out.count(f"authorised MPC job {terms.job} over co-owners A, B, C") == 3, out
+
+
 # -- the DP mechanisms against closed forms ----------------------------------------------------
 
 

@@ -215,7 +215,9 @@ def describe_binding(key: str, value: Any, *, shown_key: str | None = None) -> s
         session = _short_id(key[len(keys.SECAGG_UNMASKED) :])
         return f"unmasked secure session {session}"
     if key.startswith(JOB_BINDING) and isinstance(value, dict):
-        return f"authorised MPC job {value.get('job')} ({_shown(value.get('terms'))})"
+        owners = value.get("owners")  # recorded since review 16 (H16-1): the set it binds
+        over = f" over co-owners {_shown(owners)}" if isinstance(owners, list) else ""
+        return f"authorised MPC job {value.get('job')}{over} ({_shown(value.get('terms'))})"
     if key.startswith(keys.CONFUSION_THRESHOLD):
         return f"released a rocglm confusion table at threshold {_shown(value)} in the clear"
     if key.startswith(keys.CONFUSION_ASKED):
