@@ -8,7 +8,10 @@ Closed: H16-1 (a site's MPC owners' ``mpc_max_jobs`` above 1 let two jobs run ov
 of co-owners, {A, B, C} then {A, B}: the first AUPR above the second told that C, at its
 default of one job, held a positive among its rows, with certainty: told for 7 of 20
 sites of one positive among 5 rows, never wrongly for 20 sites of none -> 0 of 20: every
-job a site authorises is over the co-owners of its first).
+job a site authorises is over the co-owners of its first); H16-3 (``rocglm.sensitivity``
+read the rows before the policy's count: at a site under q rows its refusal said "needs at
+least two scores" at one row and another thing at 2 to 4, a count under q told for 20 of
+20 sites -> 0 of 20: the site refuses under q rows first, in the policy's words).
 
 Open: H16-2 (the same shape through secure aggregation, where the partners' own settings
 allow it: A and B of ``secagg_rebind`` and ``secagg_min_sites = 2`` sum over {A, B, C} and
@@ -293,3 +296,37 @@ def test_a_sites_input_is_not_the_difference_of_sums_its_partners_allow():
     results = [_calibration_of_c_by_difference(seed) for seed in range(TRIALS)]
     exact = sum(e for e, _ in results)
     assert exact == 0, f"C's exact bins in {exact} of {TRIALS} ({[k for _, k in results]})"
+
+
+# -- H16-3. the sensitivity heuristic's refusals at a site under q rows ------------------------
+
+
+def _sensitivity_refusals(n_breaks: int | None) -> dict[int, set[str]]:
+    """``rocglm.sensitivity``'s refusal at 20 sites of 1 to 4 rows (q = 5), by row count."""
+    said: dict[int, set[str]] = {}
+    for seed in range(TRIALS):
+        n = 1 + seed % 4
+        rng = np.random.default_rng([1604, seed])
+        y, s = rng.random(n) < 0.5, rng.random(n)
+        if seed % 8 == 7:
+            s[:] = 0.25  # equal scores too
+        fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, s))])
+        args = {} if n_breaks is None else {"n_breaks": n_breaks}
+        with pytest.raises(FedrocError) as refused:
+            fed.call("rocglm.sensitivity", **args)
+        said.setdefault(n, set()).add(str(refused.value))
+    return said
+
+
+@pytest.mark.parametrize("n_breaks", [None, 4])
+def test_the_sensitivity_heuristic_does_not_tell_a_row_count_under_q(n_breaks):
+    """H16-3. A site of fewer than q rows refuses with the policy's words, which name no
+    count (H14-1). ``rocglm.sensitivity`` read the rows first: "needs at least two scores"
+    at one row, "found one occupied cell" at 2 to 4 (default breaks), "not all equal" for
+    equal scores, and the policy's refusal at 2 to 4 rows with n_breaks 4: a site of one
+    row told from the others in 20 of 20 sites on 0b40f80. Now every site under q reads
+    the same refusal (0 of 20)."""
+    said = _sensitivity_refusals(n_breaks)
+    words = set().union(*said.values())
+    assert len(words) == 1, {n: sorted(w) for n, w in said.items()}
+    assert "below the minimum of 5" in next(iter(words))

@@ -229,6 +229,13 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     reading the rows depends on ``n_breaks`` (at least two cells are occupied for any
     ``n_breaks >= 2``), so a refused request cannot be used to search for one.
     """
+    # Its rows' count first, before the refusals below read the rows: a site under q rows
+    # refused with "needs at least two scores" at one row and "found one occupied cell" at
+    # 2 to 4 (review 16, H16-3: a count under q told, 20 of 20 sites), where the policy's
+    # refusal names no count.
+    ctx.policy.check_release(site=ctx.site, function=FN_SENSITIVITY, kind="aggregate",
+                             counts={"rows": ctx.data.n}, dp=(), ledger=ctx.ledger,
+                             n_rows=ctx.data.n)  # fmt: skip
     n_breaks = args["n_breaks"]
     breaks = max(1, ctx.data.n // 3) if n_breaks is None else int(n_breaks)
     if _outside(ctx, 0.0, 1.0):
