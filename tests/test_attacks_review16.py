@@ -330,3 +330,38 @@ def test_the_sensitivity_heuristic_does_not_tell_a_row_count_under_q(n_breaks):
     words = set().union(*said.values())
     assert len(words) == 1, {n: sorted(w) for n, w in said.items()}
     assert "below the minimum of 5" in next(iter(words))
+
+
+def _probability_refusals(function: str, args: dict) -> tuple[int, set[str], set[str]]:
+    """``function``'s refusal at 20 sites of 1 to 4 rows, half with a score above 1."""
+    inside: set[str] = set()
+    outside: set[str] = set()
+    told = 0
+    for seed in range(TRIALS):
+        n = 1 + seed % 4
+        rng = np.random.default_rng([1605, seed])
+        y, s = rng.random(n) < 0.5, rng.random(n)
+        wider = seed % 2 == 1
+        if wider:
+            s[0] = 1.0 + s[0]  # the site's one row (or one of its rows) above 1
+        fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, s))])
+        with pytest.raises(FedrocError) as refused:
+            fed.call(function, **args)
+        said = str(refused.value)
+        (outside if wider else inside).add(said)
+        told += wider and "outside [0, 1]" in said
+    return told, inside, outside
+
+
+@pytest.mark.parametrize(
+    ("function", "args"), [("fedroc.brier", {}), ("fedroc.calibration", {"n_bins": 10})]
+)
+def test_a_site_under_q_rows_does_not_say_whether_its_scores_are_probabilities(function, args):
+    """As H16-3: the Brier score and the calibration curve read the scores before the
+    policy's count, and a site of 1 to 4 rows (q = 5) said "scores lie outside [0, 1]"
+    when one of its rows was, the policy's refusal otherwise: told for 10 of the 10 sites
+    with a row above 1 on 0b40f80 (a site of one row: whether its score lies in [0, 1]).
+    Now a site under q refuses in the policy's words first, whatever its scores: 0 of 10."""
+    told, inside, outside = _probability_refusals(function, args)
+    assert told == 0, f"told {told} of {TRIALS // 2}"
+    assert inside == outside and len(inside) == 1, (inside, outside)

@@ -167,15 +167,20 @@ def _values(ctx: SiteContext, args: Record) -> np.ndarray:
 
 
 @fill_doc
-def site_probabilities(ctx: SiteContext) -> np.ndarray:
+def site_probabilities(ctx: SiteContext, function: str) -> np.ndarray:
     """Return the site's scores, refusing if any lies outside [0, 1].
 
     The message travels to the analyst, so it states the cause and no number computed
-    from the rows (no count, no value, no index).
+    from the rows (no count, no value, no index). A site under ``min_count`` rows refuses
+    first, in the policy's words, before it reads a score: "outside [0, 1]" was a fact
+    about the rows of a site that says nothing else of them (one row's score, at a site of
+    one row; review 16, as H16-3).
 
     Parameters
     ----------
     {ctx}
+    function : str
+        The site function asking (named in the refusal).
 
     Returns
     -------
@@ -184,9 +189,14 @@ def site_probabilities(ctx: SiteContext) -> np.ndarray:
 
     Raises
     ------
+    DisclosureError
+        The site holds fewer than ``min_count`` rows.
     InputError
         A score lies outside [0, 1].
     """
+    ctx.policy.check_release(site=ctx.site, function=function, kind="aggregate",
+                             counts={"rows": ctx.data.n}, dp=(), ledger=ctx.ledger,
+                             n_rows=ctx.data.n)  # fmt: skip
     s = ctx.data.score
     if ((s < 0.0) | (s > 1.0)).any():
         raise InputError(
@@ -242,7 +252,7 @@ def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
 
 @site_function(FN_BRIER, schema={}, release="both")
 def _brier(ctx: SiteContext, args: Record) -> Reply:
-    p = site_probabilities(ctx)
+    p = site_probabilities(ctx, FN_BRIER)
     sse = float(np.sum((ctx.data.label - p) ** 2))
     # Its sum is n_pos - 2 sum_pos(p) + sum(p^2): with the sum of squares
     # (fedroc.centered_ss), the positives' score sum, a class aggregate (R12-3). Through
@@ -277,7 +287,7 @@ def _calibration(ctx: SiteContext, args: Record) -> Reply:
             n_bins,
             lambda first: binding_refused(ctx, FN_CALIBRATION, "n_bins", first, n_bins),
         )
-    p = site_probabilities(ctx)
+    p = site_probabilities(ctx, FN_CALIBRATION)
     idx = bin_index(p, n_bins)
     count = np.bincount(idx, minlength=n_bins)
     sum_pred = np.bincount(idx, weights=p, minlength=n_bins)
