@@ -11,7 +11,10 @@ sites of one positive among 5 rows, never wrongly for 20 sites of none -> 0 of 2
 job a site authorises is over the co-owners of its first); H16-3 (``rocglm.sensitivity``
 read the rows before the policy's count: at a site under q rows its refusal said "needs at
 least two scores" at one row and another thing at 2 to 4, a count under q told for 20 of
-20 sites -> 0 of 20: the site refuses under q rows first, in the policy's words).
+20 sites -> 0 of 20: the site refuses under q rows first, in the policy's words; so do the
+Brier score and the calibration curve, whose "scores lie outside [0, 1]" told it of a site
+of 1 to 4 rows, 10 of 10 -> 0 of 10, and the clustered summary, whose "outside the shared
+score range" did through a secure sum, 10 of 10 -> 0 of 10).
 
 Open: H16-2 (the same shape through secure aggregation, where the partners' own settings
 allow it: A and B of ``secagg_rebind`` and ``secagg_min_sites = 2`` sum over {A, B, C} and
@@ -365,3 +368,31 @@ def test_a_site_under_q_rows_does_not_say_whether_its_scores_are_probabilities(f
     told, inside, outside = _probability_refusals(function, args)
     assert told == 0, f"told {told} of {TRIALS // 2}"
     assert inside == outside and len(inside) == 1, (inside, outside)
+
+
+def test_a_site_under_q_rows_does_not_say_whether_its_scores_lie_in_the_clustered_edges():
+    """As H16-3, through secure aggregation (a refusal's reason reaches the analyst): the
+    clustered summary binned the scores before the policy's count, and a site of 1 to 4
+    rows beside two of 60 said "scores lie outside the shared score range" when one of
+    its rows did: 10 of 10 sites with a row above 1 on 0b40f80. Now 0 of 10."""
+    from fedroc.secagg import secure_sum
+
+    def rows(rng: np.random.Generator, n: int, above: bool = False) -> SiteData:
+        s = rng.random(n)
+        if above:
+            s[0] += 1.0
+        return SiteData.from_arrays(rng.random(n) < 0.4, s, cluster=np.arange(n) // 2)
+
+    said: dict[bool, set[str]] = {False: set(), True: set()}
+    told = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1606, seed])
+        wider = seed % 2 == 1
+        victim = rows(rng, 1 + seed % 4, wider)
+        sites = [Site("A", rows(rng, 60)), Site("B", rows(rng, 60)), Site("v", victim)]
+        with pytest.raises(FedrocError) as refused:
+            secure_sum(Federation.from_sites(sites), "fedroc.clustered.summary",
+                       edges=np.linspace(0, 1, 5))  # fmt: skip
+        said[wider].add(str(refused.value))
+        told += wider and "outside" in str(refused.value)
+    assert told == 0 and said[True] == said[False] and len(said[False]) == 1, said

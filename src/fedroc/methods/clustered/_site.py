@@ -672,6 +672,12 @@ def _site_summary(ctx: SiteContext, args: Record) -> Reply:
             lambda _: _session_reused(ctx, session),
             accepts=lambda _: False,
         )
+    # A site under q rows refuses in the policy's words before it bins a score: "outside
+    # the shared score range" was a fact about the rows of a site that tells nothing else
+    # (review 16, as H16-3).
+    ctx.policy.check_release(site=ctx.site, function=FUNCTION_SUMMARY, kind="aggregate",
+                             counts={"rows": ctx.data.n}, dp=(), ledger=ctx.ledger,
+                             n_rows=ctx.data.n)  # fmt: skip
     local = _local(ctx, args)
     values = _summary(ctx, args, local, clear)
     edges = np.asarray(args["edges"], dtype=np.float64)
