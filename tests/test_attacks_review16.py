@@ -24,7 +24,7 @@ operators are warned that rebinding exposes "the inputs of the sites in one set 
 the other", but C is not asked: a fix needs each member's binding settings signed into the
 session, so that C refuses members that may rebind).
 
-Tried and held (the first three have tests below):
+Tried and held (the first and the third have tests below):
 
 - The DP mechanisms' noise against closed forms: the analytic Gaussian's sigma gives
   delta within 1e-9 relative of the target by an independent formula (scipy.stats.norm),
