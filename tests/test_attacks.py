@@ -921,7 +921,11 @@ def test_a_setup_refusal_spends_the_release_and_carries_no_count():
     # The refusal read the rows, so it spent the release: a second range is refused unread.
     with pytest.raises(DisclosureError, match="argument 'release': its release was set up"):
         fed.call(FN_SETUP, **_setup_args(rel, score_range=np.array([0.0, 1.0])))
-    # The same for declared score levels (on main: "k score(s) ... are not among the levels").
+    # The same for declared score levels (on main: "k score(s) ... are not among the levels"),
+    # at a fresh site: the refusals above bound this one's grid to the first range asked
+    # ([0.5, 1e9]), which the levels' default range [0, 1] does not hold.
+    [site] = _sites(1)
+    fed = Federation.from_sites([site])
     rel, _ = _released(fed)
     with pytest.raises(FedrocError, match="not among the declared score_levels") as bad:
         fed.call(FN_SETUP, **_setup_args(rel, score_levels=np.array([0.0, 0.5, 1.0])))

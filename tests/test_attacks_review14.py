@@ -8,9 +8,10 @@ did not succeed (what held), the test asserts that it still fails.
 Closed: H14-1 (``delta_left`` and the privacy status's delta limit, 1/n, told the row count
 of a site under q rows: 20 of 20 -> 0 of 20); H14-2 (the partners' ``rocglm.scale`` answer
 "every score inside [0, 0.9]" and a secure curve over [0, 1]: the victim's rows in [0.9, 1],
-count and positives, 20 of 20 -> 0 of 20). Open: H14-2 the other way (a site's answer
-"outside", before its grid is bound, names the site of a pooled lone row: 20 of 20, strict
-xfail). Wording: the privacy status called a refused local-DP tree's binding "released".
+count and positives, 20 of 20 -> 0 of 20); H14-2 the other way (a site's answer "outside",
+before its grid is bound, named the site of a pooled lone row: 20 of 20, a strict xfail until
+branch lockgrid; 0 of 20 now that every answer binds the grid). Wording: the privacy status
+called a refused local-DP tree's binding "released".
 
 Tried and held (a line each; the first two have tests below):
 
@@ -44,7 +45,6 @@ Tried and held (a line each; the first two have tests below):
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import fedroc.apps.application  # noqa: F401  (registers every site function)
 from fedroc.data import SiteData
@@ -283,12 +283,11 @@ def test_the_partners_scale_answers_do_not_isolate_a_sites_rows_in_a_secure_curv
     553c50b: the victim's count and positives in that bin in 20 of 20.
 
     Now a scale is answered only over a range that holds the site's one grid of exact counts,
-    and a site with no grid yet binds the default grid over the range once its answer says
-    every score lies inside (as the ROC-GLM's setup binds it; an answer "outside" binds
-    nothing, so that a mistyped range does not bind the grid for good): the partners' answer
-    over [0, 0.9] binds their grid to [0, 0.9] and they refuse the secure curve over [0, 1]
-    (0 of 20); asked after the curve, the scale over [0, 0.9] is refused before the site reads
-    its rows. The answer "outside" stays open (the strict xfail below)."""
+    and a site with no grid yet binds the default grid over the range it answers about (as
+    the ROC-GLM's setup binds it; whatever the answer, since the next test): the partners'
+    answer over [0, 0.9] binds their grid to [0, 0.9] and they refuse the secure curve over
+    [0, 1] (0 of 20); asked after the curve, the scale over [0, 0.9] is refused before the
+    site reads its rows."""
     from fedroc.secagg import secure_sum
 
     found = refused = 0
@@ -317,26 +316,22 @@ def test_the_partners_scale_answers_do_not_isolate_a_sites_rows_in_a_secure_curv
     assert wide["p1"]["in_range"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H14-2 open the other way: a site with no grid yet answers 'outside' over a "
-    "narrower range and binds nothing (a mistyped --score-range must not bind its grid for "
-    "good), so its 'at least one row above 0.999' and a secure tree over [0, 1] whose pooled "
-    "top leaves hold one row give that row's class at the site",
-)
 def test_a_sites_scale_answer_outside_does_not_name_the_site_of_a_pooled_lone_row():
-    """H14-2 the other way (left open). A victim holds one row above 0.999, its partners none
-    (all below 0.99). Asked first, before any grid is bound, ``rocglm.scale`` over [0, 0.999]
-    answers ``in_range`` False at the victim, and binds nothing (a mistyped range must not
-    bind the site's grid). The secure exact tree over [0, 1] then has one pooled row in its
-    leaves above 0.999, of one class: the victim's lone top row and its label, 20 of 20 (on
-    main 553c50b and after the fix of the other direction). Closing it needs a site that
-    says nothing of a range narrower than its grid even before one is bound, which the
-    ROC-GLM's check of a public range (any range, before any release) does not allow yet."""
+    """H14-2 the other way. A victim holds one row above 0.999, its partners none (all below
+    0.99). Asked first, before any grid is bound, ``rocglm.scale`` over [0, 0.999] answered
+    ``in_range`` False at the victim and bound nothing (so that a mistyped range would not
+    bind the site's grid). The secure exact tree over [0, 1] then had one pooled row in its
+    leaves above 0.999, of one class: the victim's lone top row and its label, 20 of 20 on
+    main 553c50b and on 0b40f80 (a strict xfail until then).
+
+    Now every clear answer about where a site's scores lie binds its grid of exact counts
+    over the range asked, whatever the answer: the victim's grid is [0, 0.999] and it
+    refuses the tree over [0, 1] (0 of 20, 20 refused). A grid release over [0, 0.999] is
+    refused too (its scores lie outside), which says no more than its answer did."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
-    found = 0
+    found = refused = 0
     for seed in range(TRIALS):
         rng = np.random.default_rng([1405, seed])
         y = rng.random(120) < 0.4
@@ -353,8 +348,10 @@ def test_a_sites_scale_answer_outside_does_not_name_the_site_of_a_pooled_lone_ro
         tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=0.0,
                     hi=1.0)  # fmt: skip
         if tree is None:
+            refused += 1
             continue
         top = slice(int(np.ceil(0.999 * 4096)), 4096)
         pos, neg = int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
         found += pos + neg == 1 and bool(pos) == bool(y[0])
     assert found == 0, f"the victim's lone top row's class in {found} of {TRIALS}"
+    assert refused == TRIALS  # the victim's grid is [0, 0.999]: no tree over [0, 1]

@@ -18,7 +18,8 @@ class count, a range, a body) is untrusted. Each question of the review has a te
   goes, the lock is the one a first histogram request always made (same range, default
   tree, no transform); but the other clear statements about where a site's scores lie
   were left: H15-1 (score_levels' on_levels; partners' 'all among 0..0.8' and a secure
-  tree give the victim's rows at 0.9: 20 of 20, open, strict xfail) and H15-2
+  tree give the victim's rows at 0.9: 20 of 20; a strict xfail until branch lockgrid, 0 of
+  20 now that a levels answer holds the site's exact counts to the levels) and H15-2
   (fedroc.is_probability; 20 of 20 -> 0 of 20, closed as H14-2 was).
 - Plain bugs: supernode's --policy-file beside a policy option typed at its default
   (started with the file's min_count 3 after --min-count 5: 4 of 6 options), flower run's
@@ -311,9 +312,13 @@ def test_held_a_scale_answer_locks_no_grid_a_first_histogram_request_could_not()
     for the ledger's lifetime) or force releases on a grid of their choosing in a way they
     could not before? The lock is the same as the one their first histogram (the secure tree
     over the same range) always bound: the same range, the default tree, no transform, the
-    same refusal of a later calibration over [0, 1] (3 of 3 ranges each); and a range the
-    scale answered 'outside' binds nothing. What remains: the first request of any analyst
-    chooses the grid for good (docs/privacy.md), a denial of service this diff does not
+    same refusal of a later calibration over [0, 1] (3 of 3 ranges each). A range the scale
+    answered 'outside' bound nothing until branch lockgrid; now every clear answer about
+    where a site's scores lie binds its grid, whatever the answer (H14-2 the other way: an
+    unbound 'outside' named the site of a pooled lone row, 20 of 20), and the lock is again
+    the one a first histogram over that range binds (which the site refuses, its scores
+    lying outside, and which binds all the same). What remains: the first request of any
+    analyst chooses the grid for good (docs/privacy.md), a denial of service this does not
     widen."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
@@ -327,11 +332,18 @@ def test_held_a_scale_answer_locks_no_grid_a_first_histogram_request_could_not()
         for fed in (by_scale, by_tree):
             out = _try(secure_sum, fed, "fedroc.calibration", n_bins=10)
             assert isinstance(out, FedrocError) and "may not change" in str(out), out
-    outside, outside_sites = _lock_sites(1)
-    said = outside.call("rocglm.scale", score_range=np.array([0.0, 0.5]))
+    (by_scale, scale_sites), (by_tree, tree_sites) = _lock_sites(1), _lock_sites(1)
+    said = by_scale.call("rocglm.scale", score_range=np.array([0.0, 0.5]))
     assert not any(r["in_range"] for r in said.values())
-    assert _locked_grid(outside_sites) == [(None, None)] * 3
-    assert "count" in secure_sum(outside, "fedroc.calibration", n_bins=10).values
+    out = _try(secure_sum, by_tree, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=0.0,
+               hi=0.5)  # fmt: skip
+    assert isinstance(out, FedrocError) and "outside the public score range" in str(out), out
+    assert (
+        _locked_grid(scale_sites) == _locked_grid(tree_sites) == [([0.0, 0.5, None], [2, 12])] * 3
+    )
+    for fed in (by_scale, by_tree):
+        out = _try(secure_sum, fed, "fedroc.calibration", n_bins=10)
+        assert isinstance(out, FedrocError) and "may not change" in str(out), out
 
 
 def test_mpc_share_says_its_minimum_truly(tmp_path, capsys):
@@ -389,17 +401,6 @@ def test_check_address_refuses_what_it_let_through_or_misnamed(address, words):
         assert check_address(good) == good
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H15-1 open: rocglm.scale's on_levels (every score among the analyst's "
-    "score_levels) is a clear statement of which grid cells a site adds no row to, as "
-    "in_range was before H14-2's fix; the fix bound the grid over the range only (docs/"
-    "privacy.md names score_levels among the region statements left, not measured). The "
-    "partners' 'every rating among 0..0.8' and a secure tree over [0, 1] give the victim's "
-    "rows at 0.9, their count under q and their positives: 20 of 20. Closing it needs the "
-    "site to hold its exact counts to the level set it answered on (a grid of its levels), "
-    "so that a tree over a finer grid is refused",
-)
 def test_the_partners_levels_answers_do_not_isolate_a_sites_rows_in_a_secure_tree():
     """H15-1 (H14-2 through score_levels). A rating scale 0, 0.1, ..., 0.9: the victim holds
     k (1 to 4, under q) rows at 0.9, the two partners none. Asked of the partners with
@@ -407,11 +408,17 @@ def test_the_partners_levels_answers_do_not_isolate_a_sites_rows_in_a_secure_tre
     answers ``on_levels`` True: they hold no row at 0.9. The secure exact tree over [0, 1]
     (the default grid, which the scale's 'inside' bound at the partners) then has in its
     leaves above 0.85 the victim's k rows alone, and their classes. Measured on main
-    0cd8c05: 20 of 20."""
+    0cd8c05 and 0b40f80: 20 of 20 (a strict xfail until branch lockgrid).
+
+    Now a site that answered a levels question (either answer) is held to those levels for
+    its exact counts: it answers a grid only if every cell of its one grid holds one of them
+    (or a ROC-GLM setup on those levels, which checks every row is on them). The partners'
+    answer bound their grid (4096 cells over [0, 1]) and the levels 0..0.8: most cells hold
+    none, so they refuse the tree (0 of 20, 20 refused)."""
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
 
-    found = 0
+    found = refused = 0
     for seed in range(20):
         rng = np.random.default_rng([1503, seed])
         k = 1 + seed % 4
@@ -429,11 +436,56 @@ def test_the_partners_levels_answers_do_not_isolate_a_sites_rows_in_a_secure_tre
         tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=0.0,
                     hi=1.0)  # fmt: skip
         if isinstance(tree, FedrocError):
+            refused += 1
             continue
         top = slice(int(0.85 * 4096), 4096)
         pos, neg = int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
         found += pos + neg == k and pos == int(y[:k].sum())
     assert found == 0, f"the victim's rows at the top rating (count, positives) in {found} of 20"
+    assert refused == 20
+
+
+def _rated_sites(seed: int) -> tuple[Federation, list[Site]]:
+    """Three sites on the ratings 0, 0.1, ..., 0.9; site 'b' holds one row at 0.95, off them."""
+    rng = np.random.default_rng([1505, seed])
+    scores = [rng.integers(0, 10, 150) / 10 for _ in range(3)]
+    scores[1][0] = 0.95
+    sites = [
+        Site(n, SiteData.from_arrays(rng.random(150) < 0.4, v))
+        for n, v in zip("abc", scores, strict=True)
+    ]
+    return Federation.from_sites(sites), sites
+
+
+def test_a_site_whose_grid_is_finer_than_the_levels_refuses_the_levels_question_unread():
+    """H15-1 the other order: after a secure tree bound the sites' grid (4096 cells over
+    [0, 1]), whether their scores all lie on ten levels would say which cells they add no
+    row to. The question is refused before the rows are read: the same words at a site
+    whose scores are on the levels and at one with a row off them. On a grid each cell of
+    which holds a level (a tree of 9 cells, branching 3) it is answered, either way, and
+    that tree is still answered after; one set of levels per lifetime."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    levels = np.arange(10) / 10
+    fed, _ = _rated_sites(0)
+    secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=0.0, hi=1.0)
+    texts = []
+    for name in ("a", "b"):
+        out = _try(fed.call, "rocglm.scale", sites=[name], score_levels=levels)
+        assert isinstance(out, FedrocError), out
+        texts.append(str(out).replace(f"'{name}'", "'X'"))
+    assert texts[0] == texts[1] and "4096 cells over [0, 1]" in texts[0], texts
+    fed, sites = _rated_sites(1)
+    secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=3, height=2, lo=0.0, hi=1.0)
+    said = fed.call("rocglm.scale", score_levels=levels)
+    assert [said[n]["on_levels"] for n in "abc"] == [True, False, True]
+    assert secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=3, height=2, lo=0.0, hi=1.0)
+    from fedroc.federation.basic import SCORE_LEVELS_KEY
+
+    assert [s.ledger.bindings[SCORE_LEVELS_KEY] for s in sites] == [levels.tolist()] * 3
+    out = _try(fed.call, "rocglm.scale", sites=["a"], score_levels=levels[:-1])
+    assert isinstance(out, FedrocError) and "one set of levels" in str(out), out
 
 
 def test_the_partners_probability_answers_do_not_isolate_a_sites_rows_in_a_secure_tree():

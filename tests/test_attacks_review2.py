@@ -272,10 +272,17 @@ def test_a_seeded_sites_releases_at_two_scales_do_not_give_its_scores():
     assert recovered <= total // 100, f"{recovered} of {total} scores recovered exactly"
 
 
-def test_a_refused_rocglm_setup_binds_no_grid():
+def test_a_refused_rocglm_setup_binds_the_grid_over_its_range():
     """A setup whose score range misses the site's scores (a mistyped ``--score-range``) is
-    refused and spends its release; it does not bind the site's grid to that range for good
-    (a histogram over the scores' range is answered after it)."""
+    refused and spends its release. It used to bind nothing, so that a mistyped range would
+    not bind the site's grid for good; but its refusal is a clear answer about where the
+    scores lie ("some score outside [0, 0.5]"), and an unbound answer "outside" named the site
+    of a pooled lone row in a secure tree over a wider range (H14-2 the other way,
+    tests/test_attacks_review14.py: 20 of 20). Every such answer now binds the grid over the
+    range asked, whatever the answer: the refusal says so and names the bound range, and a
+    histogram over the scores' range [0, 1] is refused after it (naming the bound range and
+    how to proceed), where it was answered before. The other sites, which answered nothing,
+    are unbound."""
     import fedroc.methods.rocglm  # noqa: F401  (its site functions)
     from fedroc.methods.histogram import INPUT_NAME, MODE_SA
     from fedroc.secagg import secure_sum
@@ -283,8 +290,11 @@ def test_a_refused_rocglm_setup_binds_no_grid():
     rng = np.random.default_rng(6)
     fed = _federation({name: _bulk(rng, 200, -1) for name in ("a", "b", "c")})
     rel = _release(fed, "a", 1.0)
-    with pytest.raises(FedrocError, match=r"outside the score range \[0, 0.5\]"):
+    with pytest.raises(FedrocError, match=r"outside the score range \[0, 0.5\].*grid of exact "
+                       r"counts is bound to \[0, 0.5\]"):  # fmt: skip
         fed.call("rocglm.setup", sites=["a"], session="x", release=rel["release"],
                  bootstrap=2, score_range=[0.0, 0.5], **_pool([("a", rel)]))  # fmt: skip
-    tree = secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=1.0)
-    assert int(np.sum(tree["pos"]) + np.sum(tree["neg"])) == 600
+    # Refused by site "a" alone: the others answered nothing and are unbound.
+    words = r"by 1 site\(s\): site 'a'.*\[0.0, 0.5, None\].*--score-range=0,0.5.*new ledger"
+    with pytest.raises(FedrocError, match=words):
+        secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=1.0)

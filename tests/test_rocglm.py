@@ -547,14 +547,21 @@ def test_ties_are_counted_one_half_throughout():
     )
     assert res.ci[0] <= ref.auc <= res.ci[1] < wins
     assert res.deconvolved.levels.tolist() == levels
-    with pytest.raises(InputError, match="not among the declared score_levels"):
+    # The sites answered about these levels: they answer about no other set (H15-1), and
+    # hold their exact counts to them. On a fresh federation the other set is answered.
+    with pytest.raises(DisclosureError, match="one set of levels in its lifetime"):
         distributed_rocglm(fed, sensitivity=0.01, privacy="paper", score_levels=[0, 0.5, 1])
-    # Undeclared, the scale is refused before any budget is spent; the paper's estimate runs.
+    fresh, _ = federation_of(y, s, noise_seed=4)
+    with pytest.raises(InputError, match="not among the declared score_levels"):
+        distributed_rocglm(fresh, sensitivity=0.01, privacy="paper", score_levels=[0, 0.5, 1])
+    # Undeclared, the scale is refused before any budget is spent; the paper's estimate runs
+    # (at sites not held to levels: held to them, their grid tables are on those levels only).
     start = fed.mark()
     with pytest.raises(InputError, match="at most 20 distinct scores .*pass score_levels="):
         distributed_rocglm(fed, sensitivity=0.01, privacy="paper")
     assert fed.released(start).kinds.get("noisy", 0) == 0
-    assert distributed_rocglm(fed, sensitivity=0.01, privacy="paper", correction="none").auc
+    fresh, _ = federation_of(y, s, noise_seed=4)
+    assert distributed_rocglm(fresh, sensitivity=0.01, privacy="paper", correction="none").auc
 
 
 # --- bad input ----------------------------------------------------------------------------
@@ -615,6 +622,14 @@ def test_unbounded_scores_are_refused_with_what_to_pass():
     # The paper's estimate needs no range, but the heuristic needs probabilities.
     with pytest.raises(SiteError, match="outside \\[0, 1\\].*Pass sensitivity=.*score_range="):
         distributed_rocglm(fed, seed=0, correction="none")
+    # The range question over [0, 1] bound the sites' grid to [0, 1] (every answer about
+    # where their scores lie binds it, H14-2 the other way): on this ledger their logits lie
+    # outside it, and a run over a range that holds it is refused before any release,
+    # saying so and how to proceed.
+    with pytest.raises(InputError, match="outside the range of their one grid.*new ledger"):
+        distributed_rocglm(fed, sensitivity=0.5, score_range=(-4, 4), seed=0, bootstrap=10)
+    assert fed.released(start).kinds.get("noisy", 0) == 0
+    fed, _ = federation_of(y, logit, k=3)  # new ledgers
     res = distributed_rocglm(
         fed, sensitivity=0.5, score_range=(-4, 4), seed=0, bootstrap=10
     )  # what the messages ask for
@@ -893,3 +908,92 @@ def test_run_rocglm_takes_the_evaluate_options_of_distributed_rocglm_only():
         assert name not in options
         with pytest.raises(TypeError, match=name):
             run_rocglm(None, **{name: 1})
+
+
+# --- what every answer about where the scores lie costs (H14-2 the other way, H15-1) ------
+
+
+def _ledger_grid(fed: Federation) -> list[object]:
+    from fedroc.federation.basic import BIND_RANGE
+
+    return [s.ledger.bindings.get(BIND_RANGE) for s in fed.transport._sites.values()]
+
+
+def test_a_mistyped_rocglm_range_binds_the_grid_and_the_refusals_say_how_to_proceed():
+    """Every clear answer about where a site's scores lie binds its grid of exact counts,
+    whatever the answer (an answer "outside" that bound nothing named the site of a pooled
+    lone row, H14-2 the other way). So a ROC-GLM over a mistyped range [0, 0.5] on
+    probabilities, refused before any release, binds the sites' grid to [0, 0.5]: their
+    scores lie outside it, and on these ledgers they take part in no exact counts on a
+    grid. The refusals say so, name the bound range and how to proceed (the run over [0, 1],
+    refused before any release; the secure calibration curve over [0, 1]); the same run on
+    new ledgers answers."""
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(23)
+    y, s = flipped(rng, 600, 0.5)
+    fed, _ = federation_of(y, s, k=3)
+    start = fed.mark()
+    with pytest.raises(InputError, match="outside the score range \\[0, 0.5\\]"):
+        distributed_rocglm(fed, sensitivity=0.01, score_range=(0.0, 0.5), seed=0)
+    assert _ledger_grid(fed) == [[0.0, 0.5, None]] * 3
+    with pytest.raises(
+        InputError, match="outside the range of their one grid.*privacy status.*new ledger"
+    ):
+        distributed_rocglm(fed, sensitivity=0.01, score_range=(0.0, 1.0), seed=0)
+    assert fed.released(start).kinds.get("noisy", 0) == 0
+    with pytest.raises(DisclosureError, match="\\[0.0, 0.5, None\\].*may not change.*new ledger"):
+        secure_sum(fed, "fedroc.calibration", n_bins=10)
+    fresh, _ = federation_of(y, s, k=3)
+    res = distributed_rocglm(fresh, sensitivity=0.01, score_range=(0.0, 1.0), seed=0, bootstrap=10)
+    assert res.ci[0] < delong(y, s).auc < res.ci[1]
+
+
+def test_the_rocglm_still_runs_over_a_range_that_holds_the_grid_a_range_answer_bound():
+    """A range answered "inside" binds the grid over it as before: a second run over the
+    same range, or a wider one that holds it, runs on that grid, and a narrower one is
+    refused before any release, naming the bound range."""
+    rng = np.random.default_rng(24)
+    y, s = flipped(rng, 600, 0.5)
+    fed, _ = federation_of(y, s, k=3)
+    first = distributed_rocglm(fed, sensitivity=0.01, score_range=(-1.0, 2.0), seed=0, bootstrap=10)
+    assert _ledger_grid(fed) == [[-1.0, 2.0, None]] * 3
+    again = distributed_rocglm(fed, sensitivity=0.01, score_range=(-2.0, 3.0), seed=1, bootstrap=10)
+    for res in (first, again):
+        assert res.ci[0] < delong(y, s).auc < res.ci[1]
+    start = fed.mark()
+    with pytest.raises(
+        DisclosureError, match="does not hold the range \\[-1, 2\\] of its one grid"
+    ):
+        distributed_rocglm(fed, sensitivity=0.01, score_range=(0.0, 1.0), seed=0)
+    assert fed.released(start).kinds.get("noisy", 0) == 0
+
+
+def test_the_rocglm_on_a_rating_scale_runs_again_and_holds_the_sites_to_its_levels():
+    """The ROC-GLM with declared score levels binds the levels with the grid (H15-1): a second
+    run on the same levels still runs; a histogram or a secure calibration curve at those
+    sites is then refused (a cell of their grid holds no level), saying so, before any row
+    is read or budget spent."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(25)
+    y = rng.random(1500) < 0.4
+    s = np.floor(stats.norm.cdf(rng.normal(1.2 * y, 1.0)) * 5).clip(0, 4) / 4
+    levels = [0.0, 0.25, 0.5, 0.75, 1.0]
+    fed, _ = federation_of(y, s, k=3)
+    ref = delong(y, s).auc
+    for seed in (0, 1):
+        res = distributed_rocglm(
+            fed, sensitivity=0.01, score_levels=levels, seed=seed, bootstrap=10
+        )
+        assert res.ci[0] <= ref <= res.ci[1]
+    start = fed.mark()
+    words = "score levels \\[0, 0.25, 0.5, 0.75, 1\\] \\(5 levels\\).*4096 cells over \\[0, 1\\]"
+    with pytest.raises(DisclosureError, match=words):
+        secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=3, lo=0.0, hi=1.0)
+    with pytest.raises(DisclosureError, match=words):
+        secure_sum(fed, "fedroc.calibration", n_bins=4)
+    with pytest.raises(DisclosureError, match=words):
+        evaluate(fed, method="histogram", dp_epsilon=1.0)
+    assert fed.released(start).kinds.get("noisy", 0) == 0

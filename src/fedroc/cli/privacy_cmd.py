@@ -194,6 +194,12 @@ def describe_binding(key: str, value: Any, *, shown_key: str | None = None) -> s
         return f"histogram trees only over scores in [{lo:g}, {hi:g}]{after}"
     if key == keys.HISTOGRAM_TREE and isinstance(value, list) and len(value) == 2:
         return f"histogram trees only of branching {value[0]} and height {value[1]}"
+    if key == keys.SCORE_LEVELS:
+        return (
+            f"answered whether its scores lie on the levels {_shown(value)}: its exact binned "
+            "counts only on a grid each of whose cells holds one of them, or in a rocglm setup "
+            "on those levels"
+        )
     if key.startswith(keys.LOCAL_TREE):
         # Bound before the site checks the tree against its clear cuts, so a refused tree
         # holds later cuts apart too (R43): "released" said so of trees it refused.

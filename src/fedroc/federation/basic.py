@@ -51,6 +51,7 @@ __all__ = [
     "bind_exact_counts",
     "bind_tree",
     "bound_grid",
+    "bound_grid_or_none",
     "check_calibration_bins",
     "check_exact_counts",
     "clear_cuts",
@@ -61,6 +62,9 @@ __all__ = [
     "grid_range_text",
     "grid_representatives",
     "in_grid_range",
+    "levels_fill_grid",
+    "levels_hold_grid",
+    "levels_text",
     "local_tree_leaves",
     "site_limits",
     "site_probabilities",
@@ -129,6 +133,9 @@ CLEAR_EDGES_KEY = keys.CLEAR_EDGES
 # them first, so that a site's earlier bindings hold).
 BIND_RANGE = keys.HISTOGRAM_RANGE
 BIND_TREE = keys.HISTOGRAM_TREE
+# The score levels the site answered a question about, which its exact counts are held to
+# (see levels_hold_grid).
+SCORE_LEVELS_KEY = keys.SCORE_LEVELS
 # The leaf counts of the local-DP trees a site released in the clear (one key per count;
 # the histogram method writes them): clear cuts of a sort, exact in effect at a large
 # epsilon (R24, R43; see apart_from_local_trees).
@@ -375,6 +382,9 @@ def bind_tree(
     from each other subtracted to the rows between two nearby edges, finer than a cell (R30
     for the joint grid; R31 the calibration bins, R32 the clustered edges).
 
+    A site held to score levels (:func:`levels_hold_grid`) refuses first when a cell of its
+    bound grid holds none of them.
+
     ``tree`` None binds the range only (the class counts: one bin). A request that passes
     the range check repeats the range of any bound tree. A first tree whose leaves divide
     the default grid's (``2 ** EDGE_GRID_HEIGHT``) binds the default grid, which it is
@@ -399,7 +409,12 @@ def bind_tree(
     ------
     ArgumentRefused
         Another range, a finer tree, or edges off the bound grid.
+    DisclosureError
+        The site is held to score levels that a cell of its bound grid holds none of.
     """
+    # A site held to score levels answers no grid whose cells could tell them from other
+    # values (H15-1): checked on its bound grid, before anything else is bound.
+    levels_hold_grid(ctx, function)
     scale = [lo, hi, transform]
     e = None if edges is None else np.asarray(edges, dtype=np.float64)
 
@@ -510,9 +525,10 @@ def range_holds_grid(ctx: SiteContext, function: str, lo: float, hi: float) -> b
     0.9], the secure calibration curve's bin [0.9, 1] was a victim's rows alone, their count
     under q and their positives (H14-2, review 14: 20 of 20). A range that holds the grid's
     says nothing of its cells. A site with no grid yet answers over any range; the caller
-    binds the default grid over it (:func:`bound_grid`) once the answer says every score
-    lies inside, as the ROC-GLM's setup does (a mistyped range, answered "outside", binds
-    nothing). Call it holding the ledger's transaction, until that binding.
+    binds the default grid over it (:func:`bound_grid`) before it reads its rows, whatever
+    the answer: an answer "outside", unbound, said that a pooled lone row above the range
+    was the site's (H14-2 the other way, 20 of 20), so a mistyped range binds the grid too.
+    Call it holding the ledger's transaction, until that binding.
 
     Parameters
     ----------
@@ -549,7 +565,8 @@ def range_holds_grid(ctx: SiteContext, function: str, lo: float, hi: float) -> b
             f"does not hold the range {grid_range_text([glo, ghi, transform])} of its one grid "
             "of exact "
             "counts, bound by its first histogram, calibration, clustered or ROC-GLM "
-            "request; whether its scores lie in a narrower range would say which of that "
+            "request or score range question; whether its scores lie in a narrower range "
+            "would say which of that "
             "grid's cells it adds no row to. Give a range that holds it",
             site=ctx.site,
             function=function,
@@ -576,6 +593,124 @@ def in_grid_range(scores: np.ndarray, grid: tuple[float, float, Any, int]) -> bo
     lo, hi, transform = grid[0], grid[1], grid[2]
     t = _on_scale(scores, transform)
     return bool(((t >= lo) & (t <= hi)).all())
+
+
+def levels_fill_grid(levels: np.ndarray, grid: tuple[float, float, Any, int]) -> bool:
+    """Tell whether every cell of ``grid`` holds at least one of ``levels``.
+
+    Parameters
+    ----------
+    levels : ndarray of float
+        Score levels, on the scores' own scale.
+    grid : (float, float, str or None, int)
+        ``(lo, hi, transform, cells)``, as :func:`bound_grid` returns it.
+
+    Returns
+    -------
+    bool
+        False when some cell (as :func:`~fedroc.metrics.leaf_index` assigns scores to
+        cells, after the grid's transform) holds no level.
+    """
+    lo, hi, transform, cells = grid
+    lv = np.asarray(levels, np.float64).reshape(-1)
+    if cells > lv.size:
+        return False
+    t = _on_scale(lv, transform)
+    t = t[(t >= lo) & (t <= hi)]
+    return bool(np.unique(leaf_index(t, int(cells), float(lo), float(hi))).size == cells)
+
+
+@fill_doc
+def bound_grid_or_none(ctx: SiteContext) -> tuple[float, float, Any, int] | None:
+    """Return the site's bound grid, or None if none is bound; binds nothing.
+
+    Parameters
+    ----------
+    {ctx}
+
+    Returns
+    -------
+    (float, float, str or None, int) or None
+        ``(lo, hi, transform, cells)`` as :func:`bound_grid` returns it (one cell when only
+        the range is bound).
+    """
+    if BIND_RANGE not in ctx.ledger.bindings:
+        return None
+    lo, hi, transform = ctx.ledger.bindings[BIND_RANGE]
+    tree = ctx.ledger.bindings.get(BIND_TREE)
+    cells = 1 if tree is None else int(tree[0]) ** int(tree[1])
+    return float(lo), float(hi), transform, cells
+
+
+@fill_doc
+def levels_hold_grid(ctx: SiteContext, function: str, *, on_levels: Any = None) -> None:
+    """Refuse exact counts on a grid whose cells could tell the site's levels from others.
+
+    A site that answered whether its scores all lie on a set of levels (``rocglm.scale``'s
+    ``on_levels``, the ROC-GLM setup's check) said, if yes, that it adds no row to a cell
+    that holds none of them, and if no, that it holds a row off them. Asked of two partners
+    with levels 0..0.8, the secure exact tree over [0, 1] then had in its cells above 0.85
+    the victim's rows at 0.9 alone, their count under q and their classes (H15-1, review
+    15: 20 of 20). So a site bound to levels (:data:`SCORE_LEVELS_KEY`, one set for its
+    lifetime, bound with its grid) sums exact counts only on a grid every cell of which
+    holds one of them: every count it releases is then a union of cells each of which may
+    hold rows of any site, on its level. Checked on the bound grid, the finest the site
+    releases: a check of each request's own cells would let two coarser partitions differ
+    by a cell without a level. Nothing here reads the rows.
+
+    The one exception, ``on_levels``: a computation that itself refuses unless every one
+    of the site's scores lies on those levels, and whose partners in a sum do the same (the
+    ROC-GLM's grid tables on declared levels, whose setup digest holds the levels): a cell
+    without a level is then empty at every site that takes part.
+
+    Parameters
+    ----------
+    {ctx, refused_function}
+    on_levels : array-like of float, optional
+        The levels the caller checks every score against.
+
+    Raises
+    ------
+    DisclosureError
+        The site is bound to levels and a cell of its bound grid holds none of them.
+    """
+    bound = ctx.ledger.bindings.get(SCORE_LEVELS_KEY)
+    if bound is None:
+        return
+    levels = np.asarray(bound, np.float64)
+    if on_levels is not None and np.array_equal(np.asarray(on_levels, np.float64), levels):
+        return
+    grid = bound_grid_or_none(ctx)
+    if grid is None or levels_fill_grid(levels, grid):
+        return
+    raise DisclosureError(
+        f"site {ctx.site!r} refuses {function!r}: it answered whether its scores lie on the "
+        f"score levels {levels_text(levels)}, and some cells of its one grid of exact counts "
+        f"({grid[3]} cells over {grid_range_text(grid)}) hold none of them: their pooled "
+        "counts would be the rows off those levels of the sites that took part (H15-1). On "
+        "that grid it sums exact counts only in a ROC-GLM on those levels (--score-levels); "
+        "for other requests its operator may start it on a new ledger",
+        site=ctx.site,
+        function=function,
+    )
+
+
+def levels_text(levels: Any) -> str:
+    """Write score levels as refusals name them: the first six, and how many.
+
+    Parameters
+    ----------
+    levels : array-like of float
+        The levels.
+
+    Returns
+    -------
+    str
+        For example ``[0, 0.1, 0.2] (3 levels)``.
+    """
+    lv = np.asarray(levels, np.float64).reshape(-1)
+    shown = ", ".join(f"{v:g}" for v in lv[:6])
+    return f"[{shown}{', ...' if lv.size > 6 else ''}] ({lv.size} levels)"
 
 
 def grid_representatives(
@@ -632,7 +767,10 @@ def _range_refused(
         f"and may not change (got {scale}); histograms over two ranges could be "
         "subtracted, and a range check answered on any range bisects the extreme scores. "
         f"Ask over that range (--score-range={_cli_number(lo)},{_cli_number(hi)}"
-        + (f" --score-transform {transform})" if transform else ", no --score-transform)"),
+        + (f" --score-transform {transform})" if transform else ", no --score-transform)")
+        + ". A request or an answer about its scores over a mistyped range binds it too: if "
+        "its scores do not all lie in that range, it takes part in no exact counts on a grid "
+        "under this ledger, and its operator may start it on a new ledger",
         site=ctx.site,
         function=function,
         argument="lo",

@@ -45,6 +45,7 @@ __all__ = [
     "ROCGLM_SCALE_RANGE",
     "ROCGLM_SCALE_RANGE_LEVELS",
     "ROWS",
+    "SCORE_LEVELS",
     "SEALED_KEYS",
     "SECAGG_MASKED",
     "SECAGG_UNMASKED",
@@ -77,6 +78,9 @@ CONFUSION_ASKED = "rocglm.confusion-asked:"
 CLEAR_EDGES = "clustered:clear-edges"
 HISTOGRAM_RANGE = "histogram-tree:range"
 HISTOGRAM_TREE = "histogram-tree:tree"
+# The score levels a site answered a question about (rocglm.scale's on_levels, the ROC-GLM
+# setup's check): its exact counts are held to them (H15-1; fedroc.federation.basic).
+SCORE_LEVELS = "histogram-tree:levels"
 LOCAL_TREE = "histogram-local:leaves:"
 # The methods: the histogram's joint grid, the ROC-GLM's score scales (+ the scale), the
 # clustered method's clear and secure bindings and the secure round-1 sessions it signed
@@ -109,6 +113,7 @@ SHOWN = frozenset(
         CONFUSION_ASKED,
         HISTOGRAM_RANGE,
         HISTOGRAM_TREE,
+        SCORE_LEVELS,
         LOCAL_TREE,
         JOINT_GRID,
         ROCGLM_SCALE,

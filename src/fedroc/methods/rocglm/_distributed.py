@@ -879,9 +879,14 @@ def check_scale(
     if outside and levels is None:
         raise InputError(
             f"site(s) {outside} have scores outside the score range [{support[0]:g}, "
-            f"{support[1]:g}]: the bias correction needs a public range that holds every "
-            "site's scores; pass score_range=(lo, hi) (--score-range LO,HI), and for scores "
-            "that are not probabilities their l2-sensitivity (sensitivity=, --sensitivity)"
+            f"{support[1]:g}] or outside the range of their one grid of exact counts: the bias "
+            "correction needs a public range that holds every site's scores; pass "
+            "score_range=(lo, hi) (--score-range LO,HI), and for scores that are not "
+            "probabilities their l2-sensitivity (sensitivity=, --sensitivity). A site's grid "
+            "is bound by its first answer about a range (this question too, whatever its "
+            "answer) or its first histogram, calibration or clustered request; a site whose "
+            "scores lie outside it takes no part on its ledger (`fedroc privacy status` at the "
+            "site shows the grid; its operator may start it on a new ledger)"
         )
     off = sorted(name for name, r in replies.items() if not r["on_levels"])
     if off:

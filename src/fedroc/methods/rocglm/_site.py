@@ -53,10 +53,12 @@ from scipy import special
 from fedroc.exceptions import DisclosureError, InputError
 from fedroc.federation.basic import (
     CONFUSION_THRESHOLD_KEY,
+    SCORE_LEVELS_KEY,
     apart_from_clear_calibration,
     apart_from_local_trees,
     bind_exact_counts,
     bound_grid,
+    bound_grid_or_none,
     clear_calibration_bins,
     clustered_clear_edges,
     confusion_thresholds,
@@ -64,6 +66,9 @@ from fedroc.federation.basic import (
     grid_range_text,
     grid_representatives,
     in_grid_range,
+    levels_fill_grid,
+    levels_hold_grid,
+    levels_text,
     range_holds_grid,
 )
 from fedroc.federation.records import Record
@@ -263,21 +268,32 @@ def _bind_scale(
     in its lifetime, both functions together (bound in its ledger, which survives
     restarts). The key holds everything the answer depends on: the range as well as the
     levels (with the levels alone, one key answered in_range for any number of ranges).
+
+    Every answer about where the scores lie binds the site's grid of exact counts, before
+    the site reads its rows and whatever the answer: the default grid over the range when
+    none is bound (:func:`~fedroc.federation.basic.bound_grid`), and the levels, one set
+    for the site's lifetime, to which its exact counts are then held
+    (:func:`~fedroc.federation.basic.levels_hold_grid`). Unbound, an answer "outside" and
+    a secure tree over a wider range gave a pooled lone row's site and class (H14-2 the
+    other way), and the partners' "on the levels" the victim's rows off them (H15-1).
     """
     score_range = args["score_range"]
     lo, hi = (0.0, 1.0) if score_range is None else (float(score_range[0]), float(score_range[1]))
     levels = check_levels(args["score_levels"])
-    # Only over a range that holds the site's grid, if one is bound (H14-2): an answer over
-    # a narrower one said which cells of it the site adds no row to, and the pooled secure
-    # cells there were the other sites' own. (Unbound, the caller binds the grid over the
-    # range once every score lies inside.)
-    range_holds_grid(ctx, function, lo, hi)
     scale: list[float] | dict[str, list[float]] = [lo, hi]
     key = keys.ROCGLM_SCALE_RANGE + repr(scale)
     if levels is not None:
         scale = {"range": [lo, hi], "levels": [float(v) for v in levels]}
         key = keys.ROCGLM_SCALE_RANGE_LEVELS + repr(scale["range"]) + repr(scale["levels"])
+    # Held from the checks against the grid to its binding, so that no other process of the
+    # site binds a grid or levels they do not hold in between.
     with ctx.ledger.transaction():
+        # Only over a range that holds the site's grid, if one is bound (H14-2): an answer
+        # over a narrower one said which cells of it the site adds no row to, and the pooled
+        # secure cells there were the other sites' own.
+        range_holds_grid(ctx, function, lo, hi)
+        if levels is not None:
+            _levels_hold(ctx, function, levels)
         if key not in ctx.ledger.bindings:
             asked = sum(1 for k in ctx.ledger.bindings if k.startswith(_SCALE_KEY))
             if asked >= MAX_SCALES:
@@ -290,7 +306,46 @@ def _bind_scale(
                     function=function,
                 )
             ctx.ledger.bind(key, scale)
+        bound_grid(ctx, lo, hi)
+        if levels is not None and SCORE_LEVELS_KEY not in ctx.ledger.bindings:
+            ctx.ledger.bind(SCORE_LEVELS_KEY, [float(v) for v in levels])
     return lo, hi, levels
+
+
+def _levels_hold(ctx: SiteContext, function: str, levels: np.ndarray) -> None:
+    """Refuse, before the rows are read, a levels question the site's bindings do not hold.
+
+    One set of levels per lifetime: two answered sets said where the rows lie between them
+    (all on both: on their common levels). And, when none is bound yet, only on a bound grid
+    each cell of which holds a level (as a range must hold the grid, H14-2): on a finer grid
+    the answer said which cells the site adds no row to (H15-1).
+    """
+    bound = ctx.ledger.bindings.get(SCORE_LEVELS_KEY)
+    if bound is not None:
+        if not np.array_equal(np.asarray(bound, np.float64), levels):
+            raise ArgumentRefused(
+                f"site {ctx.site!r} refuses {function!r}: argument 'score_levels' "
+                f"{levels_text(levels)} is not the set of levels it answered about before, "
+                f"{levels_text(bound)}; it answers about one set of levels in its lifetime "
+                "(two would say where its rows lie between them). Ask on those levels",
+                site=ctx.site,
+                function=function,
+                argument="score_levels",
+            )
+        return
+    grid = bound_grid_or_none(ctx)
+    if grid is not None and not levels_fill_grid(levels, grid):
+        raise ArgumentRefused(
+            f"site {ctx.site!r} refuses {function!r}: argument 'score_levels' "
+            f"{levels_text(levels)}: some cells of its one grid of exact counts ({grid[3]} "
+            f"cells over {grid_range_text(grid)}, bound by its first histogram, calibration, "
+            "clustered or ROC-GLM request) hold none of these levels, and whether its scores "
+            "all lie on them would say which cells it adds no row to. A ROC-GLM on score "
+            "levels runs at a site before its grid is bound (or on a new ledger)",
+            site=ctx.site,
+            function=function,
+            argument="score_levels",
+        )
 
 
 @site_function(
@@ -303,7 +358,9 @@ def _bind_scale(
 def _scale(ctx: SiteContext, args: Record) -> Reply:
     """Whether the site's scores fit the public scale the correction assumes (no rows).
 
-    ``in_range``: every score in ``score_range`` (default [0, 1]); ``on_levels``: every
+    ``in_range``: every score in ``score_range`` (default [0, 1]) and in the range of the
+    site's one grid of exact counts, which the answer binds over ``score_range`` when none is
+    bound (whatever the answer; the levels too, see :func:`_bind_scale`); ``on_levels``: every
     score one of ``score_levels`` (true when none are declared); ``few_values``: at most
     :data:`MAX_UNDECLARED_LEVELS` distinct scores (a rating scale). Asked before the noisy
     release, so that a run the correction cannot serve stops before it spends budget. At
@@ -311,17 +368,15 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     bisect the site's smallest and largest score.
     """
     s = ctx.data.score
-    # Held from the check of the range against the grid to the grid's binding, so that no
-    # other process binds a grid the range does not hold in between (H14-2).
-    with ctx.ledger.transaction():
-        lo, hi, levels = _bind_scale(ctx, FN_SCALE, args)
-        in_range = bool(_outside(ctx, lo, hi) == 0)
-        if in_range:
-            # Every score inside: the site's grid is this range's if none is bound (as the
-            # setup binds it), so that its answer says nothing of a wider grid's cells
-            # (H14-2: the partners' "inside [0, 0.9]" and a secure curve over [0, 1] gave
-            # the victim's rows in [0.9, 1]). An answer "outside" binds nothing.
-            bound_grid(ctx, lo, hi)
+    # The grid (and the levels) are bound before the rows are read, whatever the answer.
+    lo, hi, levels = _bind_scale(ctx, FN_SCALE, args)
+    # Inside the range and inside the bound grid's range, which the range holds: a site
+    # whose scores lie outside its grid (bound narrower by an earlier answer "outside" or a
+    # request over a mistyped range) says no here, before the ROC-GLM's release, rather than
+    # refusing the setup after it. The bit is the one the grid's binding already told (and
+    # any grid release at the site tells again): nothing of the grid's cells.
+    grid = bound_grid(ctx, lo, hi)
+    in_range = bool(_outside(ctx, lo, hi) == 0 and in_grid_range(s, grid))
     return Reply(
         {
             "in_range": in_range,
@@ -580,29 +635,36 @@ def _setup(ctx: SiteContext, args: Record) -> Reply:
             f"scores of site {ctx.site!r} lie outside the score range [{lo:g}, {hi:g}]; the "
             "bias correction needs a public range that holds every site's scores: pass "
             "score_range=(lo, hi) (and an explicit sensitivity for scores that are not "
-            "probabilities; the release is spent)"
+            "probabilities; the release is spent, and the site's one grid of exact counts "
+            f"is bound to {grid_range_text(bound_grid(ctx, lo, hi))}, as every answer about "
+            "where its scores lie binds it)"
         )
     # On the grid rule the tables are exact secure counts at cutoffs the analyst steers (the
     # pooled noisy values), one table per setup and as many setups as releases: on the exact
     # scores, a cutoff inside a cell of the site's one grid split it (A1 in
     # tests/test_attacks_review2.py). So the site's scores enter by their cell of that grid,
-    # as every exact count the site sums securely does (R31); if no other request bound one,
-    # the setup binds the default grid over its range, once the scale check above passed
-    # (its answer is counted by MAX_SCALES already): a mistyped range, refused, binds nothing.
-    # On the "positives" rule too, which rounds nothing to it: its passed check says every
-    # score lies in the range, which must then hold the grid of the site's secure counts
-    # (H14-2, as rocglm.scale's answer).
+    # as every exact count the site sums securely does (R31): the grid _bind_scale bound
+    # before the checks above, whatever their answer (a mistyped range binds it too: an
+    # answer "outside" that bound nothing named the site of a pooled lone row, H14-2 the
+    # other way). On the "positives" rule too, which rounds nothing to it: its check says
+    # where the scores lie, as rocglm.scale's answer.
     bound = bound_grid(ctx, lo, hi)
     grid = bound if rule == "grid" else None
     d = ctx.data
+    if grid is not None:
+        # Held to its levels (H15-1): on the levels it checked every score against above,
+        # a cell without a level is empty at every site of the sum.
+        levels_hold_grid(ctx, FN_SETUP, on_levels=levels)
     if grid is not None and not in_grid_range(d.score, grid):
         # Rounded to the grid, every score outside would collapse into an end cell: a fit
-        # of nothing, silently. (The same answer as a histogram over the bound range.)
+        # of nothing, silently. (The same answer as a histogram over the bound range, and
+        # as rocglm.scale's in_range, which the analyst's run asks before the release.)
         raise InputError(
             f"scores of site {ctx.site!r} lie outside the range {grid_range_text(grid)}"
             " of its one grid of exact counts, bound by its first histogram, calibration, "
-            "clustered or ROC-GLM request; its grid-rule tables are computed on that grid "
-            "(the release is spent)"
+            "clustered or ROC-GLM request or score range question; its grid-rule tables are "
+            "computed on that grid, so on this ledger it takes no part in them (the release "
+            "is spent; its operator may start it on a new ledger)"
         )
     pos = np.sort(d.score[d.label])
     negs = d.score[~d.label]
