@@ -524,6 +524,53 @@ def test_the_partners_probability_answers_do_not_isolate_a_sites_rows_in_a_secur
     assert refused == 20
 
 
+@pytest.mark.parametrize("asked", ["is_probability_no", "brier", "sensitivity"])
+def test_no_answer_on_0_1_names_the_site_of_rows_outside_it_in_a_secure_tree(asked):
+    """H15-2's statement made the other ways (found with branch lockgrid's fix of H14-2 the
+    other way and H15-1; measured on its first commit, 29db4c7, 20 of 20 each):
+
+    - ``fedroc.is_probability`` answered "no" at a victim with one row above 1 and bound
+      nothing (only a yes bound [0, 1]): the secure tree over [-0.5, 1.5] then had one
+      pooled row above 1, the victim's, and its class;
+    - ``fedroc.brier`` and ``rocglm.sensitivity`` (the ROC-GLM's sensitivity heuristic),
+      each refused for a score outside [0, 1] and answered otherwise, said at the partners
+      that they hold no row outside [0, 1], and bound nothing: the same tree had the
+      victim's 1 to 4 rows above 1 alone, their count and classes.
+
+    Now each binds the default grid over [0, 1], before it reads the rows, whatever the
+    answer (and is refused at a site whose grid is wider): the site asked refuses the tree
+    over [-0.5, 1.5], 0 of 20, 20 refused."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    found = refused = 0
+    top = slice(int(np.ceil(1.5 / 2.0 * 4096)) + 1, 4096)  # the leaves above 1.0
+    for seed in range(20):
+        rng = np.random.default_rng([1506, seed])
+        k = 1 if asked == "is_probability_no" else 1 + seed % 4
+        y = rng.random(120) < 0.4
+        s = np.r_[rng.uniform(1.05, 1.45, k), rng.random(120 - k)]
+        sites = [Site("v", SiteData.from_arrays(y, s))]
+        for name in ("p1", "p2"):
+            sites.append(Site(name, SiteData.from_arrays(rng.random(200) < 0.4, rng.random(200))))
+        fed = Federation.from_sites(sites)
+        if asked == "is_probability_no":
+            said = fed.call("fedroc.is_probability", sites=["v"])
+            assert not said["v"]["ok"]
+        else:
+            function = "fedroc.brier" if asked == "brier" else "rocglm.sensitivity"
+            assert not isinstance(_try(fed.call, function, sites=["p1", "p2"]), FedrocError)
+        tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=-0.5,
+                    hi=1.5)  # fmt: skip
+        if isinstance(tree, FedrocError):
+            refused += 1
+            continue
+        pos, neg = int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
+        found += pos + neg == k and pos == int(y[:k].sum())
+    assert found == 0, f"the victim's rows above 1 (count, positives) in {found} of 20"
+    assert refused == 20
+
+
 def test_a_run_on_a_grid_wider_than_0_1_skips_the_brier_score_instead_of_failing():
     """After a histogram over [-0.5, 1.5] bound the sites' grid, the sites refuse
     ``fedroc.is_probability`` (H15-2); ``evaluate`` then treats the scores as not

@@ -49,6 +49,7 @@ __all__ = [
     "all_probabilities",
     "apart_from_local_trees",
     "bind_exact_counts",
+    "bind_probability_grid",
     "bind_tree",
     "bound_grid",
     "bound_grid_or_none",
@@ -259,6 +260,8 @@ def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
 
 @site_function(FN_BRIER, schema={}, release="both")
 def _brier(ctx: SiteContext, args: Record) -> Reply:
+    # Answered or refused, it says whether every score lies in [0, 1] (H15-2's statement).
+    bind_probability_grid(ctx, FN_BRIER)
     p = site_probabilities(ctx, FN_BRIER)
     sse = float(np.sum((ctx.data.label - p) ** 2))
     # Its sum is n_pos - 2 sum_pos(p) + sum(p^2): with the sum of squares
@@ -1371,29 +1374,52 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
 
 @site_function(FN_IS_PROBABILITY, schema={})
 def _is_probability(ctx: SiteContext, args: Record) -> Reply:
-    # "Every score in [0, 1]" is a clear statement that the site adds no row to the cells of
-    # a wider grid outside [0, 1]: the partners' yes and a secure tree over [-0.5, 1.5] gave
-    # a victim's rows above 1, their count under q and their classes (H15-2, review 15: 20
-    # of 20), as rocglm.scale's range did (H14-2). So, as there: answered only where [0, 1]
-    # holds the site's grid of exact counts, and a yes binds the default grid over [0, 1]
-    # when none is bound (as the calibration curve that follows it in a run binds it).
+    bind_probability_grid(ctx, FN_IS_PROBABILITY)
+    s = ctx.data.score
+    ok = bool(np.all((s >= 0.0) & (s <= 1.0)))
+    return Reply({"ok": ok}, counts={"rows": ctx.data.n})
+
+
+@fill_doc
+def bind_probability_grid(ctx: SiteContext, function: str, advice: str = "") -> None:
+    """Hold the site's grid to [0, 1] before it says whether its scores all lie in [0, 1].
+
+    "Every score in [0, 1]" is a clear statement that the site adds no row to the cells of
+    a wider grid outside [0, 1]: the partners' yes (``fedroc.is_probability``) and a secure
+    tree over [-0.5, 1.5] gave a victim's rows above 1, their count under q and their
+    classes (H15-2, review 15: 20 of 20), as ``rocglm.scale``'s range did (H14-2). And
+    "some score outside", unbound, named the site of a pooled lone row outside [0, 1] (as
+    H14-2 the other way); the partners' Brier sums and sensitivity heuristic, each refused
+    for a score outside [0, 1], made the same two statements (20 of 20 each, branch
+    lockgrid). So, as there: answered only where [0, 1] holds the site's grid of exact
+    counts, and the default grid over [0, 1] is bound when none is, before the rows are
+    read, whatever the answer.
+
+    Parameters
+    ----------
+    {ctx, refused_function}
+    advice : str, optional
+        What to do instead, appended to the refusal.
+
+    Raises
+    ------
+    DisclosureError
+        The site's grid is wider than [0, 1].
+    """
     with ctx.ledger.transaction():
         try:
-            range_holds_grid(ctx, FN_IS_PROBABILITY, 0.0, 1.0)
+            range_holds_grid(ctx, function, 0.0, 1.0)
         except ArgumentRefused:
             raise DisclosureError(
-                f"site {ctx.site!r} refuses {FN_IS_PROBABILITY!r}: its one grid of exact "
+                f"site {ctx.site!r} refuses {function!r}: its one grid of exact "
                 f"counts spans {grid_range_text(ctx.ledger.bindings[BIND_RANGE])}, wider than "
                 "[0, 1]; whether every "
-                "score lies in [0, 1] would say which of that grid's cells it adds no row to",
+                "score lies in [0, 1] would say which of that grid's cells it adds no row to"
+                + advice,
                 site=ctx.site,
-                function=FN_IS_PROBABILITY,
+                function=function,
             ) from None
-        s = ctx.data.score
-        ok = bool(np.all((s >= 0.0) & (s <= 1.0)))
-        if ok:
-            bound_grid(ctx, 0.0, 1.0)
-    return Reply({"ok": ok}, counts={"rows": ctx.data.n})
+        bound_grid(ctx, 0.0, 1.0)
 
 
 def all_probabilities(federation: Federation) -> bool:

@@ -57,6 +57,7 @@ from fedroc.federation.basic import (
     apart_from_clear_calibration,
     apart_from_local_trees,
     bind_exact_counts,
+    bind_probability_grid,
     bound_grid,
     bound_grid_or_none,
     clear_calibration_bins,
@@ -232,7 +233,10 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
     answers one ``n_breaks`` in its lifetime (declared ``bind``; its default, None for a third
     of its rows, counts as a value). It binds with the first answer: no refusal after
     reading the rows depends on ``n_breaks`` (at least two cells are occupied for any
-    ``n_breaks >= 2``), so a refused request cannot be used to search for one.
+    ``n_breaks >= 2``), so a refused request cannot be used to search for one. Its refusal of
+    scores outside [0, 1] says where they lie: the site's grid is bound to [0, 1] first
+    (:func:`~fedroc.federation.basic.bind_probability_grid`), and the function is refused
+    where the grid is wider.
     """
     # Its rows' count first, before the refusals below read the rows: a site under q rows
     # refused with "needs at least two scores" at one row and "found one occupied cell" at
@@ -243,6 +247,14 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
                              n_rows=ctx.data.n)  # fmt: skip
     n_breaks = args["n_breaks"]
     breaks = max(1, ctx.data.n // 3) if n_breaks is None else int(n_breaks)
+    # Answered or refused, it says whether every score lies in [0, 1]: the grid is held to
+    # [0, 1] first, as for fedroc.is_probability (H15-2).
+    bind_probability_grid(
+        ctx,
+        FN_SENSITIVITY,
+        "; the sensitivity heuristic is only defined for probabilities: pass sensitivity= "
+        "(--sensitivity: a bound on how much one row can change the score, on its own scale)",
+    )
     if _outside(ctx, 0.0, 1.0):
         raise InputError(
             f"scores of site {ctx.site!r} lie outside [0, 1]: the sensitivity "
