@@ -146,6 +146,33 @@ def binding_notes(bindings: dict[str, Any]) -> dict[str, str]:
     return {names[k]: describe_binding(k, v, shown_key=names[k]) for k, v in bindings.items()}
 
 
+def _describe_grid_binding(key: str, value: Any) -> str | None:
+    """Say what a binding of the site's grid of exact counts holds it to (None: not one)."""
+    from fedroc.privacy import keys
+
+    if key == keys.HISTOGRAM_RANGE and isinstance(value, list) and len(value) == 3:
+        lo, hi, transform = value
+        after = f" after the {transform} transform" if transform else ""
+        return f"histogram trees only over scores in [{lo:g}, {hi:g}]{after}"
+    if key == keys.HISTOGRAM_TREE and isinstance(value, list) and len(value) == 2:
+        return f"histogram trees only of branching {value[0]} and height {value[1]}"
+    if key == keys.SCORE_LEVELS:
+        return (
+            f"answered whether its scores lie on the levels {_shown(value)}: its exact binned "
+            "counts only on a grid each of whose cells holds one of them, or in a rocglm setup "
+            "on those levels"
+        )
+    if key.startswith(keys.LOCAL_TREE):
+        # Bound before the site checks the tree against its clear cuts, so a refused tree
+        # holds later cuts apart too (R43): "released" said so of trees it refused.
+        return (
+            f"was asked for a local-DP histogram tree of {value} leaves in the clear (released "
+            "or refused; its spending says which): its later clear cuts are held apart from "
+            "those leaves"
+        )
+    return None
+
+
 def describe_binding(key: str, value: Any, *, shown_key: str | None = None) -> str:
     """Say in a sentence what a ledger binding holds the site to.
 
@@ -188,26 +215,9 @@ def describe_binding(key: str, value: Any, *, shown_key: str | None = None) -> s
             f"releases exact binned counts (calibration bins, confusion tables, exact trees) "
             f"only {way}"
         )
-    if key == keys.HISTOGRAM_RANGE and isinstance(value, list) and len(value) == 3:
-        lo, hi, transform = value
-        after = f" after the {transform} transform" if transform else ""
-        return f"histogram trees only over scores in [{lo:g}, {hi:g}]{after}"
-    if key == keys.HISTOGRAM_TREE and isinstance(value, list) and len(value) == 2:
-        return f"histogram trees only of branching {value[0]} and height {value[1]}"
-    if key == keys.SCORE_LEVELS:
-        return (
-            f"answered whether its scores lie on the levels {_shown(value)}: its exact binned "
-            "counts only on a grid each of whose cells holds one of them, or in a rocglm setup "
-            "on those levels"
-        )
-    if key.startswith(keys.LOCAL_TREE):
-        # Bound before the site checks the tree against its clear cuts, so a refused tree
-        # holds later cuts apart too (R43): "released" said so of trees it refused.
-        return (
-            f"was asked for a local-DP histogram tree of {value} leaves in the clear (released "
-            "or refused; its spending says which): its later clear cuts are held apart from "
-            "those leaves"
-        )
+    grid = _describe_grid_binding(key, value)
+    if grid is not None:
+        return grid
     # R12-2 (fedroc.secagg.protocol.MASKED_KEY, UNMASKED_KEY): the set a secure session's
     # masked input went over, recorded before it left, and that the session was unmasked.
     if key.startswith(keys.SECAGG_MASKED):
