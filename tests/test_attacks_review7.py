@@ -162,6 +162,7 @@ def test_every_policy_setting_survives_the_node_config():
         mpc_only=False,
         mpc_max_jobs=2,
         mpc_owner_key="/var/lib/fedroc/north/owner.key",
+        score_range=(-3.0, 7.5),
     )
     config = SiteNodeConfig(site="north", data="north.csv", policy=policy)
     back = SiteNodeConfig.from_node_config(config.to_node_config()).policy

@@ -65,6 +65,7 @@ def _policy_config(
     delta_limit: float | None,
     allowed_functions: str | None,
     mpc_proxies: str,
+    score_range: str | None = None,
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
         "min-count": min_count,
@@ -84,6 +85,8 @@ def _policy_config(
                 "to allow every function"
             )
         config["allowed-functions"] = allowed_functions
+    if score_range is not None:
+        config["score-range"] = score_range
     return config
 
 
@@ -100,6 +103,7 @@ _POLICY_OPTIONS = (
     "mpc_owner_key",
     "mpc_max_jobs",
     "mpc_only",
+    "score_range",
 )
 
 
@@ -871,6 +875,15 @@ def supernode(
             "keeps the class counts secret, the other methods give them).",
         ),
     ] = None,
+    score_range: Annotated[
+        str | None,
+        typer.Option(
+            help="A public range LO,HI that holds every score of the site (policy "
+            "score_range; checked at start): the site then answers whether its scores are "
+            "probabilities or lie in a range from it, not from its rows, and its one grid of "
+            "exact counts is over it (docs/privacy.md).",
+        ),
+    ] = None,
     policy_file: Annotated[
         Path | None,
         typer.Option(
@@ -930,6 +943,7 @@ def supernode(
         delta_limit,
         allowed_functions,
         mpc_proxies,
+        score_range,
     )
     config.update(_with_policy_file(policy, policy_file))
     if mpc_only is not None:

@@ -48,6 +48,7 @@ __all__ = [
     "SiteCalibration",
     "all_probabilities",
     "apart_from_local_trees",
+    "bind_declared_range",
     "bind_exact_counts",
     "bind_probability_grid",
     "bind_tree",
@@ -56,6 +57,7 @@ __all__ = [
     "check_calibration_bins",
     "check_exact_counts",
     "clear_cuts",
+    "declared_range",
     "distributed_brier",
     "distributed_calibration",
     "distributed_mean",
@@ -206,12 +208,81 @@ def site_probabilities(ctx: SiteContext, function: str) -> np.ndarray:
                              counts={"rows": ctx.data.n}, dp=(), ledger=ctx.ledger,
                              n_rows=ctx.data.n)  # fmt: skip
     s = ctx.data.score
+    declared = declared_range(ctx)
+    if declared is not None:
+        # Answered from the public declaration, which the site checked its rows against
+        # when it was built: no row is read to say whether they are probabilities.
+        if not _inside_unit(declared):
+            raise InputError(
+                f"site {ctx.site!r} declares its scores in [{declared[0]:g}, "
+                f"{declared[1]:g}] (score_range in its policy), not inside [0, 1]; the Brier "
+                "score and calibration need probabilities"
+            )
+        return s
     if ((s < 0.0) | (s > 1.0)).any():
         raise InputError(
             f"scores of site {ctx.site!r} lie outside [0, 1]; the Brier score and "
             "calibration need probabilities"
         )
     return s
+
+
+@fill_doc
+def declared_range(ctx: SiteContext) -> tuple[float, float] | None:
+    """Return the score range the site's operator declared (policy ``score_range``), or None.
+
+    Public: the site checked its rows against it when it was built
+    (:func:`fedroc.federation.site.check_score_range`), and answers from it, not from its
+    rows, whether its scores are probabilities and lie in an asked range; its one grid of
+    exact counts is over it (:func:`bind_declared_range`), whatever range an analyst asks,
+    so no answer about where its scores lie binds another grid (the cost of H14-2).
+
+    Parameters
+    ----------
+    {ctx}
+
+    Returns
+    -------
+    (float, float) or None
+        The declared ``(lo, hi)``, or None when the operator declared none.
+    """
+    return ctx.policy.score_range
+
+
+def _inside_unit(declared: tuple[float, float]) -> bool:
+    """Whether a declared range lies in [0, 1] (the scores are then probabilities)."""
+    return 0.0 <= declared[0] and declared[1] <= 1.0
+
+
+@fill_doc
+def bind_declared_range(ctx: SiteContext) -> None:
+    """Bind the site's grid range to its declared ``score_range`` if it has one and none is bound.
+
+    Before any grid request is checked, so that the request is held to the declared range
+    (refused over another, naming it) and no analyst's range can bind the grid. A site whose
+    ledger bound another range before refuses to start
+    (:func:`fedroc.federation.site.check_score_range`'s companion check).
+
+    Parameters
+    ----------
+    {ctx}
+    """
+    declared = declared_range(ctx)
+    if declared is None:
+        return
+    with ctx.ledger.transaction():
+        if BIND_RANGE not in ctx.ledger.bindings:
+            ctx.ledger.bind(BIND_RANGE, [declared[0], declared[1], None])
+
+
+def _grid_origin(ctx: SiteContext) -> str:
+    """Say where the site's grid range comes from, for refusals."""
+    if declared_range(ctx) is not None:
+        return "declared by its operator (score_range in its policy)"
+    return (
+        "bound by its first histogram, calibration, clustered or ROC-GLM request or score "
+        "range question"
+    )
 
 
 # Its number of rows is public (every method reports the sites' sizes, and the DP releases
@@ -418,6 +489,8 @@ def bind_tree(
     # A site held to score levels answers no grid whose cells could tell them from other
     # values (H15-1): checked on its bound grid, before anything else is bound.
     levels_hold_grid(ctx, function)
+    # A declared range is the grid's, whatever the request's (its own refusal names it).
+    bind_declared_range(ctx)
     scale = [lo, hi, transform]
     e = None if edges is None else np.asarray(edges, dtype=np.float64)
 
@@ -508,6 +581,7 @@ def bound_grid(ctx: SiteContext, lo: float, hi: float) -> tuple[float, float, An
         The bound tree's leaves.
     """
     with ctx.ledger.transaction():
+        bind_declared_range(ctx)  # a declared range, not [lo, hi]
         if BIND_RANGE not in ctx.ledger.bindings:
             ctx.ledger.bind(BIND_RANGE, [float(lo), float(hi), None])
         if BIND_TREE not in ctx.ledger.bindings:
@@ -558,6 +632,7 @@ def range_holds_grid(ctx: SiteContext, function: str, lo: float, hi: float) -> b
             function=function,
             argument="score_range",
         )
+    bind_declared_range(ctx)  # a declared range is the grid's: asked ranges are held to it
     if BIND_RANGE not in ctx.ledger.bindings:
         return False
     glo, ghi, transform = ctx.ledger.bindings[BIND_RANGE]
@@ -566,11 +641,8 @@ def range_holds_grid(ctx: SiteContext, function: str, lo: float, hi: float) -> b
         raise ArgumentRefused(
             f"site {ctx.site!r} refuses {function!r}: argument 'score_range' [{lo:g}, {hi:g}] "
             f"does not hold the range {grid_range_text([glo, ghi, transform])} of its one grid "
-            "of exact "
-            "counts, bound by its first histogram, calibration, clustered or ROC-GLM "
-            "request or score range question; whether its scores lie in a narrower range "
-            "would say which of that "
-            "grid's cells it adds no row to. Give a range that holds it",
+            f"of exact counts, {_grid_origin(ctx)}; whether its scores lie in a narrower range "
+            "would say which of that grid's cells it adds no row to. Give a range that holds it",
             site=ctx.site,
             function=function,
             argument="score_range",
@@ -764,14 +836,25 @@ def _range_refused(
     ctx: SiteContext, function: str, scale: list[Any], first: Any
 ) -> ArgumentRefused:
     lo, hi, transform = first
+    ask = f"Ask over that range (--score-range={_cli_number(lo)},{_cli_number(hi)}" + (
+        f" --score-transform {transform})" if transform else ", no --score-transform)"
+    )
+    if declared_range(ctx) is not None:
+        return ArgumentRefused(
+            f"site {ctx.site!r} refuses {function!r}: its operator declared its score range "
+            f"{grid_range_text(first)} (score_range in its policy), the range of its one grid "
+            f"of exact counts, which does not change (got {scale}). {ask}",
+            site=ctx.site,
+            function=function,
+            argument="lo",
+        )
     return ArgumentRefused(
         f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
         f"histograms were bound to {list(first)} by its first request "
         f"and may not change (got {scale}); histograms over two ranges could be "
         "subtracted, and a range check answered on any range bisects the extreme scores. "
-        f"Ask over that range (--score-range={_cli_number(lo)},{_cli_number(hi)}"
-        + (f" --score-transform {transform})" if transform else ", no --score-transform)")
-        + ". A request or an answer about its scores over a mistyped range binds it too: if "
+        f"{ask}"
+        ". A request or an answer about its scores over a mistyped range binds it too: if "
         "its scores do not all lie in that range, it takes part in no exact counts on a grid "
         "under this ledger, and its operator may start it on a new ledger",
         site=ctx.site,
@@ -1374,6 +1457,9 @@ def distributed_calibration(federation: Federation, *, n_bins: int = 10) -> Site
 
 @site_function(FN_IS_PROBABILITY, schema={})
 def _is_probability(ctx: SiteContext, args: Record) -> Reply:
+    declared = declared_range(ctx)
+    if declared is not None:  # from the public declaration: no row read, nothing bound
+        return Reply({"ok": _inside_unit(declared)}, counts={"rows": ctx.data.n})
     bind_probability_grid(ctx, FN_IS_PROBABILITY)
     s = ctx.data.score
     ok = bool(np.all((s >= 0.0) & (s <= 1.0)))
@@ -1395,6 +1481,10 @@ def bind_probability_grid(ctx: SiteContext, function: str, advice: str = "") -> 
     counts, and the default grid over [0, 1] is bound when none is, before the rows are
     read, whatever the answer.
 
+    A site that declares its ``score_range`` answers from it (:func:`declared_range`):
+    refused when it is not inside [0, 1], else nothing is bound (its rows, checked against
+    the declaration when the site was built, are probabilities).
+
     Parameters
     ----------
     {ctx, refused_function}
@@ -1404,8 +1494,20 @@ def bind_probability_grid(ctx: SiteContext, function: str, advice: str = "") -> 
     Raises
     ------
     DisclosureError
-        The site's grid is wider than [0, 1].
+        The site's grid is wider than [0, 1], or its declared ``score_range`` is not inside
+        [0, 1].
     """
+    declared = declared_range(ctx)
+    if declared is not None:
+        if not _inside_unit(declared):
+            raise DisclosureError(
+                f"site {ctx.site!r} refuses {function!r}: its operator declared its scores "
+                f"in [{declared[0]:g}, {declared[1]:g}] (score_range in its policy), not "
+                "inside [0, 1], and this function needs probabilities" + advice,
+                site=ctx.site,
+                function=function,
+            )
+        return
     with ctx.ledger.transaction():
         try:
             range_holds_grid(ctx, function, 0.0, 1.0)

@@ -1072,6 +1072,58 @@ def check_noise_seed(seed: Any, name: str = "noise_seed") -> int | None:
     return int(seed)
 
 
+def check_score_range(
+    name: str, data: SiteData, policy: DisclosurePolicy, source: str | Path | None = None
+) -> None:
+    """Refuse to start a site whose scores do not all lie in its policy's ``score_range``.
+
+    The operator's check when the site is built (never a reply to an analyst): the site
+    answers from the declared range, not from its rows
+    (:func:`fedroc.federation.basic.declared_range`), so every score must lie in it.
+
+    Raises
+    ------
+    InputError
+        Naming the site, the file (when given) and the declared range; no value or row.
+    """
+    declared = policy.score_range
+    if declared is None:
+        return
+    lo, hi = declared
+    s = data.score
+    if ((s < lo) | (s > hi)).any():
+        where = "" if source is None else f" ({str(source)!r})"
+        raise InputError(
+            f"site {name!r}{where}: some scores lie outside the score_range [{lo:g}, {hi:g}] "
+            "its policy declares; declare a range that holds every score, or leave "
+            "score_range out"
+        )
+
+
+def _check_declared_grid(name: str, policy: DisclosurePolicy, ledger: BudgetLedger) -> None:
+    """Refuse a declared ``score_range`` other than the grid range the site's ledger bound.
+
+    The grid of exact counts is bound for the ledger's lifetime; a declaration made after
+    an analyst's request bound another range cannot replace it (sums over the two grids
+    would subtract), so the operator declares the bound range or starts a new ledger.
+    """
+    declared = policy.score_range
+    bound = ledger.bindings.get(keys.HISTOGRAM_RANGE)
+    if declared is None or bound is None:
+        return
+    if [float(bound[0]), float(bound[1]), bound[2]] != [declared[0], declared[1], None]:
+        lo, hi, transform = bound
+        shown = f"[{float(lo):g}, {float(hi):g}]" + (
+            f" after the {transform} transform" if transform else ""
+        )
+        raise InputError(
+            f"site {name!r}: its policy declares score_range [{declared[0]:g}, "
+            f"{declared[1]:g}], but its ledger bound its one grid of exact counts to {shown} "
+            "before; declare that range (without a transform), or start the site on a new "
+            "ledger"
+        )
+
+
 class Site:
     """One site: its rows, its policy, its audit log and its state between calls.
 
@@ -1117,6 +1169,7 @@ class Site:
         self.name = name
         self._data = data
         self.policy = policy or DisclosurePolicy()
+        check_score_range(name, data, self.policy)
         self.audit = audit if isinstance(audit, AuditLog) else AuditLog(audit)
         if isinstance(ledger, BudgetLedger):
             self.ledger = ledger
@@ -1127,6 +1180,7 @@ class Site:
         else:
             self.ledger = BudgetLedger()
         check_rows_salt(self.ledger, name)
+        _check_declared_grid(name, self.policy, self.ledger)
         # Noted at start (written only when they changed), so that `fedroc privacy status`
         # shows the site's limits before its first DP release.
         self.ledger.note_limits(
@@ -1183,6 +1237,7 @@ class Site:
         The remaining keywords go to :class:`Site`, as in :meth:`from_frame`.
         """
         data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
+        check_score_range(name, data, kwargs.get("policy") or DisclosurePolicy(), path)
         return cls(name, data, **kwargs)
 
     def context(self, requester: str = "analyst") -> SiteContext:

@@ -343,6 +343,15 @@ class DisclosurePolicy:
         MPC jobs the site authorises over its lifetime (counted in its ledger); None: the
         owner settings' (default 1). Every job is over the co-owners of its first: jobs
         over two sets would subtract to the rows of the owners in one of them only.
+    score_range : (float, float) or None, default None
+        A public range ``[lo, hi]`` that holds every score of the site, declared by its
+        operator (TOML ``score_range = [lo, hi]``). The site checks its rows against it when
+        it is built, and then answers from the declaration, not from its rows, whether its
+        scores are probabilities (``fedroc.is_probability``: the range lies in [0, 1]; the
+        Brier score and the sensitivity heuristic are refused otherwise) and whether they
+        lie in an asked range (``rocglm.scale``); its one grid of exact counts is over this
+        range (no transform), bound at its first grid request whatever range the analyst
+        asks. None: those answers come from the rows and bind the grid (H14-2).
     """
 
     min_count: int = 5
@@ -362,6 +371,7 @@ class DisclosurePolicy:
     mpc_only: bool | None = None
     mpc_owner_key: str | None = None
     mpc_max_jobs: int | None = None
+    score_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         """Validate the settings.
@@ -415,6 +425,27 @@ class DisclosurePolicy:
                 f"secagg_min_sites must be an integer >= 2; got {self.secagg_min_sites!r}"
             )
         self._check_mpc()
+        self._check_score_range()
+
+    def _check_score_range(self) -> None:
+        """Check ``score_range``: two finite numbers, lo < hi (stored as a tuple of floats)."""
+        value = self.score_range
+        if value is None:
+            return
+        pair = (
+            list(value)
+            if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
+            else []
+        )
+        if not (
+            len(pair) == 2
+            and all(_is_number(v) and math.isfinite(float(v)) for v in pair)
+            and float(pair[0]) < float(pair[1])
+        ):
+            raise InputError(
+                f"score_range must be two finite numbers [lo, hi] with lo < hi; got {value!r}"
+            )
+        object.__setattr__(self, "score_range", (float(pair[0]), float(pair[1])))
 
     def _check_mpc(self) -> None:
         """Check the MPC settings (``mpc_*``)."""
@@ -591,6 +622,7 @@ class DisclosurePolicy:
             "mpc_only",
             "mpc_owner_key",
             "mpc_max_jobs",
+            "score_range",
         }
         unknown = set(values) - known
         if unknown:

@@ -85,6 +85,7 @@ _POLICY_KEYS = {
     "allow-exact": "allow_exact",
     "rocglm-min-sensitivity": "rocglm_min_sensitivity",
     "histogram-min-epsilon": "histogram_min_epsilon",
+    "score-range": "score_range",
 }
 # A node seals MPC shares for no proxies unless its operator names them: the analyst who
 # chooses the proxies' keys would open every share (a site in the analyst's own process,
@@ -154,6 +155,18 @@ def _opt_in(value: Any) -> list[str]:
     return [f.strip() for f in value.split(",") if f.strip()]
 
 
+def _score_range(value: Any) -> list[float]:
+    """Read ``score-range`` ("LO,HI", as node config values are scalars) as two numbers."""
+    parts = value.split(",") if isinstance(value, str) else []
+    try:
+        pair = [float(v) for v in parts]
+    except ValueError:
+        pair = []
+    if len(pair) != 2:
+        raise InputError(f"node config score-range must be 'LO,HI', e.g. '-10,10'; got {value!r}")
+    return pair
+
+
 def _policy_node_config(p: DisclosurePolicy) -> dict[str, Any]:
     """Return the node config keys of a policy: every setting a node would not default to."""
     out: dict[str, Any] = {}
@@ -190,6 +203,8 @@ def _policy_node_config(p: DisclosurePolicy) -> dict[str, Any]:
         out["allow-exact"] = False
     if p.opt_in:
         out["opt-in"] = ",".join(sorted(p.opt_in))
+    if p.score_range is not None:
+        out["score-range"] = f"{p.score_range[0]!r},{p.score_range[1]!r}"
     return out
 
 
@@ -280,6 +295,8 @@ class SiteNodeConfig:
                 )
             if "opt_in" in policy_items:
                 policy_items["opt_in"] = _opt_in(policy_items["opt_in"])
+            if "score_range" in policy_items:
+                policy_items["score_range"] = _score_range(policy_items["score_range"])
             policy_items.setdefault("mpc_proxies", NODE_MPC_PROXIES)
             try:
                 policy = DisclosurePolicy.from_mapping(policy_items)

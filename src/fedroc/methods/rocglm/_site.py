@@ -64,6 +64,7 @@ from fedroc.federation.basic import (
     clustered_clear_edges,
     confusion_thresholds,
     cuts_apart,
+    declared_range,
     grid_range_text,
     grid_representatives,
     in_grid_range,
@@ -255,7 +256,8 @@ def _sensitivity(ctx: SiteContext, args: Record) -> Reply:
         "; the sensitivity heuristic is only defined for probabilities: pass sensitivity= "
         "(--sensitivity: a bound on how much one row can change the score, on its own scale)",
     )
-    if _outside(ctx, 0.0, 1.0):
+    # A declared range inside [0, 1] (else refused above) holds every score: no row read.
+    if declared_range(ctx) is None and _outside(ctx, 0.0, 1.0):
         raise InputError(
             f"scores of site {ctx.site!r} lie outside [0, 1]: the sensitivity "
             "heuristic is only defined for probabilities. Pass sensitivity= (--sensitivity: "
@@ -388,7 +390,11 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
     # refusing the setup after it. The bit is the one the grid's binding already told (and
     # any grid release at the site tells again): nothing of the grid's cells.
     grid = bound_grid(ctx, lo, hi)
-    in_range = bool(_outside(ctx, lo, hi) == 0 and in_grid_range(s, grid))
+    # A site that declares its range answers from it, no row read: the asked range holds
+    # it (else refused above), and every score lies in it (checked when the site was built).
+    in_range = declared_range(ctx) is not None or bool(
+        _outside(ctx, lo, hi) == 0 and in_grid_range(s, grid)
+    )
     return Reply(
         {
             "in_range": in_range,
