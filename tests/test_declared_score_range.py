@@ -109,13 +109,16 @@ def _answers(fed: Federation) -> list[object]:
         out = _try(f, *args, **kwargs)
         return str(out) if isinstance(out, FedrocError) else out
 
+    # A narrower range first: refused before any grid request bound the declared range.
     out: list[object] = [
+        one(fed.call, "rocglm.scale", score_range=np.array([lo, hi]))
+        for lo, hi in ((-5.0, 5.0), (0.0, 1.0), (-20.0, 20.0), (-10.0, 10.0), (-10.0, 5.0))
+    ]
+    out += [
         one(fed.call, "fedroc.is_probability"),
         one(fed.call, "fedroc.brier"),
         one(fed.call, "rocglm.sensitivity"),
     ]
-    for lo, hi in ((-20.0, 20.0), (-10.0, 10.0), (-5.0, 5.0), (0.0, 1.0), (-10.0, 5.0)):
-        out.append(one(fed.call, "rocglm.scale", score_range=np.array([lo, hi])))
     for lo, hi in ((0.0, 1.0), (-3.0, 3.0), (-20.0, 20.0)):
         out.append(one(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12,
                        lo=lo, hi=hi))  # fmt: skip
@@ -138,10 +141,11 @@ def test_two_declared_sites_with_different_rows_answer_alike():
     assert all(((s._data.score >= 0) & (s._data.score <= 1)).all() for s in unit.test_sites)
     a, b, c = _answers(wide), _answers(narrow), _answers(unit)
     assert a == b == c
-    assert a[0] == {f"s{i}": {"ok": False} for i in range(3)}
-    assert all("not inside [0, 1]" in str(x) for x in a[1:3]), a[1:3]
-    assert [isinstance(x, str) for x in a[3:8]] == [False, False, True, True, True]
-    assert all(r["in_range"] for x in a[3:5] for r in x.values())
+    assert [isinstance(x, str) for x in a[:5]] == [True, True, False, False, True]
+    assert all("score_range in its policy" in str(x) for x in (a[0], a[1], a[4])), a
+    assert all(r["in_range"] for x in a[2:4] for r in x.values())
+    assert a[5] == {f"s{i}": {"ok": False} for i in range(3)}
+    assert all("not inside [0, 1]" in str(x) for x in a[6:8]), a[6:8]
     assert all(isinstance(x, str) for x in a[8:])
     undeclared = [
         _federation(None, seed=s, spread=w).call("rocglm.scale", score_range=np.array([-5, 5]))
@@ -282,3 +286,46 @@ def test_supernode_takes_the_declaration_as_an_option_and_checks_the_rows_at_sta
         monkeypatch, capsys, tmp_path, "--policy-file", str(policy), "--score-range=-100,100"
     )
     assert code == 2 and "--score-range" in err and "--policy-file" in err, err
+
+
+def test_every_grid_binding_of_a_declared_site_is_the_declared_range():
+    """``bound_grid`` (what a computation that rounds to the grid binds) and ``bind_tree``
+    (a first histogram, calibration or clustered request) bind the declared range, not the
+    one they are given; ``range_holds_grid`` holds a narrower asked range against it, as a
+    bound grid's, before any other request."""
+    from fedroc.federation.basic import bind_tree, bound_grid, range_holds_grid
+    from fedroc.federation.schema import ArgumentRefused
+
+    policy = DisclosurePolicy(score_range=DECLARED)
+    ctx = Site("a", _logits(0), policy=policy).context()
+    assert bound_grid(ctx, 0.0, 1.0) == (-10.0, 10.0, None, 4096)
+    ctx = Site("b", _logits(1), policy=policy).context()
+    with pytest.raises(ArgumentRefused, match=r"declared its score range \[-10, 10\]"):
+        bind_tree(ctx, "fedroc.histogram.tree", 0.0, 1.0, None, (2, 12))
+    ctx = Site("c", _logits(2), policy=policy).context()
+    with pytest.raises(ArgumentRefused, match=r"declared by its operator \(score_range"):
+        range_holds_grid(ctx, "rocglm.scale", -5.0, 5.0)
+    assert range_holds_grid(ctx, "rocglm.scale", -10.0, 10.0)
+
+
+def test_a_sites_file_declares_it_in_its_policy_table(capsys, tmp_path):
+    """``fedroc evaluate --sites FILE``: a ``[policy]`` score_range reaches every site; one
+    that misses a score stops the run before any call, exit 2, naming site, file, range."""
+    from _cli import run_main
+
+    for k in range(3):
+        data = _logits(k)
+        rows = zip(data.label, data.score, strict=True)
+        (tmp_path / f"s{k}.csv").write_text(
+            "label,score\n" + "".join(f"{int(y)},{float(s)!r}\n" for y, s in rows)
+        )
+    sites = "".join(f'[sites.s{k}]\npath = "s{k}.csv"\n' for k in range(3))
+    for declared, code_wanted in (("[-5, 5]", 2), ("[-10, 10]", 0)):
+        fed = tmp_path / "fed.toml"
+        fed.write_text(f"[policy]\nscore_range = {declared}\n{sites}")
+        args = ["evaluate", "--sites", str(fed), "--method", "histogram", "--score-range=-10,10"]
+        code, out, err = run_main(capsys, args)
+        assert code == code_wanted, out + err
+        if code == 2:
+            line = " ".join(err.split())
+            assert "site 's0'" in line and "s0.csv" in line and "[-5, 5]" in line, err
