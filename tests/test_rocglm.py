@@ -19,7 +19,13 @@ from scipy import special, stats
 
 from fedroc.cli import main
 from fedroc.data import SiteData
-from fedroc.exceptions import DisclosureError, FedrocWarning, InputError, SiteError
+from fedroc.exceptions import (
+    DisclosureError,
+    FedrocError,
+    FedrocWarning,
+    InputError,
+    SiteError,
+)
 from fedroc.federation import AuditLog, Federation, Site
 from fedroc.methods import evaluate, pool_site_data
 from fedroc.methods.rocglm import (
@@ -996,4 +1002,10 @@ def test_the_rocglm_on_a_rating_scale_runs_again_and_holds_the_sites_to_its_leve
         secure_sum(fed, "fedroc.calibration", n_bins=4)
     with pytest.raises(DisclosureError, match=words):
         evaluate(fed, method="histogram", dp_epsilon=1.0)
+    assert fed.released(start).kinds.get("noisy", 0) == 0
+    # A ROC-GLM without those levels (its setup's grid tables would hold cells without a
+    # level) is refused before its noisy release, not at the setup after it spent it.
+    for other in ({"correction": "none"}, {"score_levels": [0.0, 0.5, 1.0]}):
+        with pytest.raises(FedrocError, match="level"):
+            distributed_rocglm(fed, sensitivity=0.01, seed=0, bootstrap=10, **other)
     assert fed.released(start).kinds.get("noisy", 0) == 0

@@ -420,6 +420,8 @@ def release_noisy_scores(
     delta: float,
     sensitivity: float,
     calibration: str = "classic",
+    thresholds: str | None = None,
+    score_levels: np.ndarray | None = None,
 ) -> NoisyScores:
     """Round 2: every site's noisy scores, pooled and sorted by class.
 
@@ -433,6 +435,11 @@ def release_noisy_scores(
     {delta}
     {l2_sensitivity}
     {calibration}
+    thresholds : {{"grid", "positives"}}, optional
+        The run's threshold rule, and
+    score_levels : ndarray of float, optional
+        its score levels: a site held to other levels refuses a grid-rule run before its
+        release instead of at the setup after it.
 
     Returns
     -------
@@ -460,6 +467,8 @@ def release_noisy_scores(
             delta=float(delta),
             sensitivity=float(sensitivity),
             calibration=calibration,
+            **({} if thresholds is None else {"thresholds": thresholds}),
+            **({} if score_levels is None else {"score_levels": np.asarray(score_levels)}),
         )
     call = federation.transcript[start]
     per_site = {
@@ -1035,7 +1044,13 @@ def distributed_rocglm(
     )
     _check_sites_allow(federation, eps, dlt, sens, dp_calibration)
     noisy = release_noisy_scores(
-        federation, epsilon=eps, delta=dlt, sensitivity=sens, calibration=dp_calibration
+        federation,
+        epsilon=eps,
+        delta=dlt,
+        sensitivity=sens,
+        calibration=dp_calibration,
+        thresholds=thresholds,
+        score_levels=levels,
     )
     notes.append(
         f"each row's score released once with Gaussian noise (sd {noisy.noise_sd:.4g}, "

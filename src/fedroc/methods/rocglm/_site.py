@@ -414,6 +414,9 @@ def _scale(ctx: SiteContext, args: Record) -> Reply:
         "delta": Float(0.0, 1.0, open_lo=True),
         "sensitivity": Float(0.0, 1e6, open_lo=True),
         "calibration": Choice("classic", "analytic", default="classic"),
+        # The run's threshold rule and score levels, for a pre-check only (see below).
+        "thresholds": Choice("grid", "positives", default=None),
+        "score_levels": FloatArray((Bound(2, 256),), lo=-1e9, hi=1e9, default=None),
     },
 )
 def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
@@ -431,7 +434,15 @@ def _noisy_scores(ctx: SiteContext, args: Record) -> Reply:
     later :data:`FN_SETUP` can be checked against it and used once, and signs the values
     (``signature``, over :func:`release_message`; empty for a site without a signing key),
     so that the other sites' setups can check that they pool its release.
+
+    ``thresholds`` and ``score_levels``, when given, are the run's: a site held to score
+    levels (:func:`~fedroc.federation.basic.levels_hold_grid`) refuses here, before it spends
+    the release, a grid-rule run whose setup it would refuse after it (one without those
+    levels). Read from the ledger only; an analyst who states other levels here than at
+    the setup only wastes the release.
     """
+    if args["thresholds"] == "grid":
+        levels_hold_grid(ctx, FN_NOISY, on_levels=check_levels(args["score_levels"]))
     floor = ctx.policy.rocglm_min_sensitivity
     if float(args["sensitivity"]) < floor:
         # The noise follows the sensitivity: at 1e-12 it was 6e-9 and every score came back.
