@@ -856,7 +856,8 @@ def _range_refused(
         f"{ask}"
         ". A request or an answer about its scores over a mistyped range binds it too: if "
         "its scores do not all lie in that range, it takes part in no exact counts on a grid "
-        "under this ledger, and its operator may start it on a new ledger",
+        "under this ledger, and its operator may start it on a new ledger (declaring "
+        "score_range in its policy, so that no question binds another range again)",
         site=ctx.site,
         function=function,
         argument="lo",
