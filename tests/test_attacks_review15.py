@@ -488,6 +488,32 @@ def test_a_site_whose_grid_is_finer_than_the_levels_refuses_the_levels_question_
     assert isinstance(out, FedrocError) and "one set of levels" in str(out), out
 
 
+def _victim_above_one(seed: list[int], k: int) -> tuple[Federation, np.ndarray]:
+    """A victim ``v`` of 120 rows, ``k`` of them scored in (1.05, 1.45], and two partners of
+    200 rows whose scores all lie in [0, 1]."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(120) < 0.4
+    s = np.r_[rng.uniform(1.05, 1.45, k), rng.random(120 - k)]
+    sites = [Site("v", SiteData.from_arrays(y, s))]
+    for name in ("p1", "p2"):
+        sites.append(Site(name, SiteData.from_arrays(rng.random(200) < 0.4, rng.random(200))))
+    return Federation.from_sites(sites), y
+
+
+def _pooled_rows_above_one(fed: Federation) -> tuple[int, int] | None:
+    """The secure exact tree over [-0.5, 1.5]: its pooled positives and negatives above 1,
+    or None where a site refused it."""
+    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
+    from fedroc.secagg import secure_sum
+
+    tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=-0.5,
+                hi=1.5)  # fmt: skip
+    if isinstance(tree, FedrocError):
+        return None
+    top = slice(int(np.ceil(1.5 / 2.0 * 4096)) + 1, 4096)  # the leaves above 1.0
+    return int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
+
+
 def test_the_partners_probability_answers_do_not_isolate_a_sites_rows_in_a_secure_tree():
     """H15-2 (H14-2 through the fixed range [0, 1], which docs/privacy.md left 'not
     measured'). The victim holds k (1 to 4, under q) rows with scores in (1.05, 1.45], the
@@ -496,29 +522,18 @@ def test_the_partners_probability_answers_do_not_isolate_a_sites_rows_in_a_secur
     victim's rows alone. Measured on main 0cd8c05: 20 of 20. Now, as H14-2: a yes binds the
     default grid over [0, 1] when none is bound, and the partners refuse the tree (0 of 20,
     20 refused); a site whose grid is wider refuses the question."""
-    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
-    from fedroc.secagg import secure_sum
-
     found = refused = 0
-    top = slice(int(np.ceil(1.5 / 2.0 * 4096)) + 1, 4096)  # the leaves above 1.0
     for seed in range(20):
-        rng = np.random.default_rng([1504, seed])
         k = 1 + seed % 4
-        y = rng.random(120) < 0.4
-        s = np.r_[rng.uniform(1.05, 1.45, k), rng.random(120 - k)]
-        sites = [Site("v", SiteData.from_arrays(y, s))]
-        for name in ("p1", "p2"):
-            sites.append(Site(name, SiteData.from_arrays(rng.random(200) < 0.4, rng.random(200))))
-        fed = Federation.from_sites(sites)
+        fed, y = _victim_above_one([1504, seed], k)
         said = _try(fed.call, "fedroc.is_probability", sites=["p1", "p2"])
         if isinstance(said, FedrocError) or not all(r["ok"] for r in said.values()):
             continue
-        tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=-0.5,
-                    hi=1.5)  # fmt: skip
-        if isinstance(tree, FedrocError):
+        above = _pooled_rows_above_one(fed)
+        if above is None:
             refused += 1
             continue
-        pos, neg = int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
+        pos, neg = above
         found += pos + neg == k and pos == int(y[:k].sum())
     assert found == 0, f"the victim's rows above 1 (count, positives) in {found} of 20"
     assert refused == 20
@@ -540,32 +555,21 @@ def test_no_answer_on_0_1_names_the_site_of_rows_outside_it_in_a_secure_tree(ask
     Now each binds the default grid over [0, 1], before it reads the rows, whatever the
     answer (and is refused at a site whose grid is wider): the site asked refuses the tree
     over [-0.5, 1.5], 0 of 20, 20 refused."""
-    from fedroc.methods.histogram import INPUT_NAME, MODE_SA
-    from fedroc.secagg import secure_sum
-
     found = refused = 0
-    top = slice(int(np.ceil(1.5 / 2.0 * 4096)) + 1, 4096)  # the leaves above 1.0
     for seed in range(20):
-        rng = np.random.default_rng([1506, seed])
         k = 1 if asked == "is_probability_no" else 1 + seed % 4
-        y = rng.random(120) < 0.4
-        s = np.r_[rng.uniform(1.05, 1.45, k), rng.random(120 - k)]
-        sites = [Site("v", SiteData.from_arrays(y, s))]
-        for name in ("p1", "p2"):
-            sites.append(Site(name, SiteData.from_arrays(rng.random(200) < 0.4, rng.random(200))))
-        fed = Federation.from_sites(sites)
+        fed, y = _victim_above_one([1506, seed], k)
         if asked == "is_probability_no":
             said = fed.call("fedroc.is_probability", sites=["v"])
             assert not said["v"]["ok"]
         else:
             function = "fedroc.brier" if asked == "brier" else "rocglm.sensitivity"
             assert not isinstance(_try(fed.call, function, sites=["p1", "p2"]), FedrocError)
-        tree = _try(secure_sum, fed, INPUT_NAME, mode=MODE_SA, branching=2, height=12, lo=-0.5,
-                    hi=1.5)  # fmt: skip
-        if isinstance(tree, FedrocError):
+        above = _pooled_rows_above_one(fed)
+        if above is None:
             refused += 1
             continue
-        pos, neg = int(np.sum(tree["pos"][top])), int(np.sum(tree["neg"][top]))
+        pos, neg = above
         found += pos + neg == k and pos == int(y[:k].sum())
     assert found == 0, f"the victim's rows above 1 (count, positives) in {found} of 20"
     assert refused == 20
