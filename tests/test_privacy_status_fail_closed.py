@@ -46,6 +46,20 @@ def test_the_mpc_owners_job_key_is_the_one_marked():
     assert JOB_BINDING == keys.MPC_JOB and keys.value_shown(JOB_BINDING + "job-1")
 
 
+def _status_of_ledger(capsys, tmp_path, entries: list[dict]) -> tuple[str, str]:
+    """Write ``entries`` as site a's ledger; return ``privacy status``'s table and --json."""
+    text = "".join(json.dumps(e) + "\n" for e in entries)
+    (tmp_path / "a.ledger.jsonl").write_text(text)
+    shown = []
+    for extra in ([], ["--json"]):
+        code, out, err = run_main(
+            capsys, ["privacy", "status", "--audit-dir", str(tmp_path), *extra]
+        )
+        assert code == 0, err
+        shown.append(out)
+    return shown[0], shown[1]
+
+
 @pytest.mark.parametrize("key", ["made-up:row-total", "rowsx", "histogram-tree:rangex"])
 def test_a_key_unknown_to_this_version_shows_no_value(capsys, tmp_path, key):
     """A ledger with a key this version does not know: its value is not shown, in the table
@@ -55,12 +69,7 @@ def test_a_key_unknown_to_this_version_shows_no_value(capsys, tmp_path, key):
         {"kind": "binding", "key": key, "value": SECRET},
         {"kind": "binding", "key": keys.PARTNERS + "*", "value": ["a", "b", "c"]},
     ]
-    text = "".join(json.dumps(e) + "\n" for e in entries)
-    (tmp_path / "a.ledger.jsonl").write_text(text)
-    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
-    assert code == 0, err
-    code, raw, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
-    assert code == 0, err
+    out, raw = _status_of_ledger(capsys, tmp_path, entries)
     for shown in (out, raw):
         assert "48151623" not in shown and "4.815" not in shown
     site = json.loads(raw)["sites"][0]
@@ -86,12 +95,7 @@ def test_a_key_unknown_to_this_version_shows_no_name(capsys, tmp_path):
         {"kind": "binding", "key": keys.PARTNERS + "*", "value": ["a", "b", "c"]},
         {"kind": "binding", "key": keys.CONFUSION_THRESHOLD + "0.25", "value": 0.25},
     ]
-    text = "".join(json.dumps(e) + "\n" for e in entries)
-    (tmp_path / "a.ledger.jsonl").write_text(text)
-    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
-    assert code == 0, err
-    code, raw, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path), "--json"])
-    assert code == 0, err
+    out, raw = _status_of_ledger(capsys, tmp_path, entries)
     for shown in (out, raw):
         assert "48151623" not in shown and "6878803" not in shown, shown
     site = json.loads(raw)["sites"][0]
