@@ -1150,6 +1150,9 @@ class Site:
         (:mod:`fedroc.federation.roster`). A site without one refuses secure aggregation;
         an in-process federation gives its sites one when it is built
         (:meth:`Federation.from_sites`).
+    source : str or Path, optional
+        The file the rows came from, named when the site refuses to start on scores outside
+        its policy's ``score_range`` (:meth:`from_file` gives it).
     """
 
     def __init__(
@@ -1162,6 +1165,7 @@ class Site:
         ledger: BudgetLedger | str | Path | None = None,
         noise_seed: int | None = None,
         identity: SiteIdentity | None = None,
+        source: str | Path | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise InputError(f"a site needs a non-empty name; got {name!r}")
@@ -1169,7 +1173,7 @@ class Site:
         self.name = name
         self._data = data
         self.policy = policy or DisclosurePolicy()
-        check_score_range(name, data, self.policy)
+        check_score_range(name, data, self.policy, source)
         self.audit = audit if isinstance(audit, AuditLog) else AuditLog(audit)
         if isinstance(ledger, BudgetLedger):
             self.ledger = ledger
@@ -1237,8 +1241,7 @@ class Site:
         The remaining keywords go to :class:`Site`, as in :meth:`from_frame`.
         """
         data = SiteData.from_file(path, columns, pos_label=pos_label, site=name)
-        check_score_range(name, data, kwargs.get("policy") or DisclosurePolicy(), path)
-        return cls(name, data, **kwargs)
+        return cls(name, data, source=path, **kwargs)
 
     def context(self, requester: str = "analyst") -> SiteContext:
         """Return what a site function running here may use (rows, policy, state, ledger)."""
