@@ -12,7 +12,6 @@ code kept suppressed bins in the denominator, which biased the curve).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from fedroc.federation.site import (
     SiteContext,
     bind_before_reading,
     binding_refused,
+    grid_range_text,
     site_function,
 )
 from fedroc.metrics import (
@@ -535,24 +535,6 @@ def _on_scale(scores: np.ndarray, transform: str | None) -> np.ndarray:
     """Put the scores on the scale a grid's range is given in (after its public transform)."""
     t = np.asarray(scores, np.float64)
     return t if transform is None else SCORE_TRANSFORMS[transform](t)
-
-
-def grid_range_text(grid: Sequence[Any]) -> str:
-    """Write a grid's range as its refusals name it: ``[lo, hi]`` and its transform, if any.
-
-    Parameters
-    ----------
-    grid : sequence
-        The range's ``lo``, ``hi`` and transform (None or a name), first: the
-        ``histogram-tree:range`` binding, or :func:`bound_grid`'s answer.
-
-    Returns
-    -------
-    str
-        For example ``[0, 1]``, or ``[-3, 3] (after the logit transform)``.
-    """
-    lo, hi, transform = grid[:3]
-    return f"[{lo:g}, {hi:g}]" + (f" (after the {transform} transform)" if transform else "")
 
 
 @fill_doc

@@ -44,7 +44,7 @@ import hmac
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -89,6 +89,7 @@ __all__ = [
     "check_rows_salt",
     "exact_refused",
     "get_site_function",
+    "grid_range_text",
     "keyed_digest",
     "registered_site_functions",
     "rows_changed",
@@ -1100,6 +1101,24 @@ def check_score_range(
         )
 
 
+def grid_range_text(grid: Sequence[Any]) -> str:
+    """Write a grid's range as its refusals name it: ``[lo, hi]`` and its transform, if any.
+
+    Parameters
+    ----------
+    grid : sequence
+        The range's ``lo``, ``hi`` and transform (None or a name), first: the
+        ``histogram-tree:range`` binding, or :func:`bound_grid`'s answer.
+
+    Returns
+    -------
+    str
+        For example ``[0, 1]``, or ``[-3, 3] (after the logit transform)``.
+    """
+    lo, hi, transform = grid[:3]
+    return f"[{lo:g}, {hi:g}]" + (f" (after the {transform} transform)" if transform else "")
+
+
 def _check_declared_grid(name: str, policy: DisclosurePolicy, ledger: BudgetLedger) -> None:
     """Refuse a declared ``score_range`` other than the grid range the site's ledger bound.
 
@@ -1112,13 +1131,10 @@ def _check_declared_grid(name: str, policy: DisclosurePolicy, ledger: BudgetLedg
     if declared is None or bound is None:
         return
     if [float(bound[0]), float(bound[1]), bound[2]] != [declared[0], declared[1], None]:
-        lo, hi, transform = bound
-        shown = f"[{float(lo):g}, {float(hi):g}]" + (
-            f" after the {transform} transform" if transform else ""
-        )
         raise InputError(
             f"site {name!r}: its policy declares score_range [{declared[0]:g}, "
-            f"{declared[1]:g}], but its ledger bound its one grid of exact counts to {shown} "
+            f"{declared[1]:g}], but its ledger bound its one grid of exact counts to "
+            f"{grid_range_text(bound)} "
             "before; declare that range (without a transform), or start the site on a new "
             "ledger"
         )
