@@ -2004,3 +2004,87 @@ def test_ctrl_c_in_a_long_command_says_so(tmp_path, json_flag):
     else:
         assert err.strip().splitlines()[-1] == "error: interrupted", err
     assert "Traceback" not in err
+
+
+# A KeyboardInterrupt that lands in a finaliser (here raised by one, as Ctrl-C's does when it
+# arrives while a weakref callback of the garbage collector runs) is printed by CPython as
+# "Exception ignored in" and dropped: the command ran on. Both scripts end the busy loop
+# after 5 s at the latest.
+_DROPPED_INTERRUPT = """
+import sys, time
+class Victim:
+    def __del__(self):
+        raise KeyboardInterrupt
+def busy():
+    Victim()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        pass
+    print("ran on")
+"""
+
+
+def _sigint_as_in_a_terminal() -> None:
+    # A runner that ignores SIGINT (a background job) passes SIG_IGN on; Python then keeps
+    # it, and no interrupt can be delivered.
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_cpython_drops_an_interrupt_raised_in_a_finaliser():
+    """The control for the next two tests: without fedroc's hook the interrupt is lost."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _DROPPED_INTERRUPT + "busy()"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_sigint_as_in_a_terminal,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ran on", proc
+    assert "Exception ignored in" in proc.stderr
+
+
+def test_an_interrupt_dropped_in_a_finaliser_is_delivered_again():
+    script = _DROPPED_INTERRUPT + (
+        "from fedroc.cli._common import redeliver_dropped_interrupts\n"
+        "try:\n"
+        "    with redeliver_dropped_interrupts():\n"
+        "        busy()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "    print(sys.unraisablehook is sys.__unraisablehook__)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_sigint_as_in_a_terminal,
+    )
+    # Delivered again, the interrupt ends the loop; the hook is put back; CPython's
+    # "Exception ignored" line is not printed for an interrupt that was not ignored.
+    assert proc.stdout.split() == ["interrupted", "True"], proc
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_a_command_whose_interrupt_was_dropped_still_says_so():
+    """Through fedroc.cli.main: one line, ``error: interrupted``, exit 130 (before: the
+    command ran to its end and exited 0, ``test_ctrl_c_in_a_long_command_says_so``'s flake)."""
+    script = _DROPPED_INTERRUPT + (
+        "import typer, fedroc.cli as cli\n"
+        "app = typer.Typer()\n"
+        "app.command()(busy)\n"
+        "cli.click_command = lambda: typer.main.get_command(app)\n"
+        "cli.main([])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_sigint_as_in_a_terminal,
+    )
+    assert proc.returncode == 130, proc
+    assert "ran on" not in proc.stdout
+    assert proc.stderr.strip().splitlines() == ["error: interrupted"], proc.stderr

@@ -28,6 +28,7 @@ from fedroc.cli._common import (
     err,
     error_exit_code,
     needs_extra,
+    redeliver_dropped_interrupts,
     show_warning,
 )
 from fedroc.cli.clustered_cmd import clustered
@@ -330,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     COMMAND_LINE[:] = args  # for the provenance of reports
     INTERRUPT_SAID.clear()
     try:
-        with warnings.catch_warnings():  # restores Python's format when the command ends
+        with warnings.catch_warnings(), redeliver_dropped_interrupts():
+            # catch_warnings restores Python's format when the command ends.
             warnings.showwarning = show_warning  # one line each, not typer's file and line
             # standalone_mode=False: errors reach us instead of click's multi-line usage box.
             code = click_command().main(args=args, prog_name="fedroc", standalone_mode=False)
