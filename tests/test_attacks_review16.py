@@ -16,13 +16,12 @@ Brier score and the calibration curve, whose "scores lie outside [0, 1]" told it
 of 1 to 4 rows, 10 of 10 -> 0 of 10, and the clustered summary, whose "outside the shared
 score range" did through a secure sum, 10 of 10 -> 0 of 10).
 
-Open: H16-2 (the same shape through secure aggregation, where the partners' own settings
-allow it: A and B of ``secagg_rebind`` and ``secagg_min_sites = 2`` sum over {A, B, C} and
-{A, B}, and the difference is C's input, C at every default: its exact calibration counts
-and positives per bin, 5-8 bins under q per site, 20 of 20; strict xfail. A and B's
-operators are warned that rebinding exposes "the inputs of the sites in one set and not
-the other", but C is not asked: a fix needs each member's binding settings signed into the
-session, so that C refuses members that may rebind).
+Closed since (the next session): H16-2 (the same shape through secure aggregation, where
+the partners' own settings allow it: A and B of ``secagg_rebind`` and
+``secagg_min_sites = 2`` summed over {A, B, C} and {A, B}, and the difference was C's
+input, C at every default: its exact calibration counts and positives per bin, 5-8 bins
+under q per site, 20 of 20 -> 0 of 20: each member signs whether its policy rebinds, and a
+site bound to one set refuses a session with a member that may rebind).
 
 Tried and held (the first and the third have tests below):
 
@@ -281,13 +280,6 @@ def _calibration_of_c_by_difference(seed: int) -> tuple[bool, int]:
     return exact, int(np.sum((count > 0) & (count < 5)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H16-2 open: partners of secagg_rebind and secagg_min_sites 2 sum a quantity over "
-    "{A, B, C} and {A, B}; the difference is C's exact input (C's defaults refuse neither "
-    "sum it is in): C's calibration counts and positives per bin, those under q included, "
-    "20 of 20. A fix needs each member's binding settings signed into the session.",
-)
 def test_a_sites_input_is_not_the_difference_of_sums_its_partners_allow():
     """H16-2. C keeps every default and joins one secure sum, over three sites; A and B
     loosen their own settings (``secagg_rebind``, ``secagg_min_sites = 2``, each warned of
@@ -295,10 +287,69 @@ def test_a_sites_input_is_not_the_difference_of_sums_its_partners_allow():
     other") and also sum over {A, B}. The two sums subtract to C's input: its exact counts
     and positives in every calibration bin, bins of 1 to q - 1 rows included, which C
     releases in no other way. Measured on 0b40f80: 20 of 20 (C's bins under q: 5-8 per
-    site)."""
+    site). Now each member signs whether its policy rebinds, and C refuses a session with a
+    member that does, before any share or masked input leaves it: 0 of 20."""
     results = [_calibration_of_c_by_difference(seed) for seed in range(TRIALS)]
     exact = sum(e for e, _ in results)
     assert exact == 0, f"C's exact bins in {exact} of {TRIALS} ({[k for _, k in results]})"
+
+
+def _rebinding_partners(policy_of_c=None) -> tuple[Federation, Site]:
+    """A and B of ``secagg_rebind`` (and ``secagg_min_sites = 2``), C of ``policy_of_c``;
+    the federation and C."""
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(1605)
+    weak = DisclosurePolicy(secagg_rebind=True, secagg_min_sites=2)
+    sites = [
+        Site(n, SiteData.from_arrays(rng.random(60) < 0.3, rng.random(60)), policy=p)
+        for n, p in (("A", weak), ("B", weak), ("C", policy_of_c))
+    ]
+    return Federation.from_sites(sites), sites[2]
+
+
+def test_a_site_bound_to_one_set_names_the_members_that_rebind():
+    """H16-2's refusal: C names A and B and their setting; it sent no masked input, and its
+    ledger bound no partners (the sum it refused does not hold it to {A, B, C})."""
+    from fedroc.secagg import secure_sum
+
+    fed, c = _rebinding_partners()
+    with pytest.raises(FedrocError) as refused:
+        secure_sum(fed, "fedroc.calibration", n_bins=10)
+    said = str(refused.value)
+    assert "site 'C' refuses" in said and "['A', 'B']" in said and "secagg_rebind" in said
+    assert not [k for k in c.ledger.bindings if "secagg" in k], c.ledger.bindings
+
+
+def test_sites_that_all_rebind_still_sum_together():
+    """The check is C's: sites that all set ``secagg_rebind`` accepted the risk for their
+    own inputs and sum over {A, B, C} and then {A, B}, as before."""
+    from fedroc.privacy import DisclosurePolicy
+    from fedroc.secagg import secure_sum
+
+    fed, _ = _rebinding_partners(DisclosurePolicy(secagg_rebind=True, secagg_min_sites=2))
+    both = secure_sum(fed, "fedroc.calibration", n_bins=10)
+    two = secure_sum(fed, "fedroc.calibration", sites=["A", "B"], n_bins=10)
+    assert both.values["count"].sum() == 180 and two.values["count"].sum() == 120
+
+
+def test_the_server_cannot_hide_that_a_member_rebinds():
+    """The flag is in each member's signed advertisement: a server that relays A and B as
+    bound to one set breaks their signatures, and C shares nothing (its keys' check fails
+    before the rebind check could pass it)."""
+    from fedroc.secagg.protocol import SecAggServer
+
+    class Server(SecAggServer):
+        def share_keys(self) -> list[str]:
+            self.state.rebinds = dict.fromkeys(self.state.u1, False)
+            return super().share_keys()
+
+    fed, _ = _rebinding_partners()
+    server = Server(fed, "fedroc.calibration", {"n_bins": 10})
+    with pytest.raises(FedrocError) as refused:
+        server.run()
+    said = str(refused.value)
+    assert "do not carry their signature" in said and "'A'" in said and "'B'" in said, said
 
 
 # -- H16-3. the sensitivity heuristic's refusals at a site under q rows ------------------------

@@ -301,7 +301,9 @@ class DisclosurePolicy:
     secagg_rebind : bool, default False
         Whether the site aggregates a quantity (a site function) over a different set of
         sites than the first time. False refuses it: sums over two different sets of sites
-        subtract to the inputs of the sites in only one of them.
+        subtract to the inputs of the sites in only one of them. Each site states it, signed,
+        in every secure session, and a site that keeps False refuses a session with a member
+        that sets it (H16-2): such a member could sum the quantity again without it.
     opt_in : frozenset of str, default empty
         Modes of site functions that disclose more than their default and run only when
         listed here (see :meth:`allows`), e.g. ``"rocglm.positives_rule"``.
@@ -519,7 +521,8 @@ class DisclosurePolicy:
         if self.secagg_rebind:
             out.append(
                 "secagg_rebind = true: a quantity summed over two sets of sites subtracts to "
-                "the inputs of the sites in one set and not the other"
+                "the inputs of the sites in one set and not the other (sites that keep the "
+                "default refuse secure sums with this site)"
             )
         if self.clear_histograms:
             out.append(

@@ -18,12 +18,15 @@ Learning", CCS 2017, figure 4 with its signatures; see below for its consistency
    :func:`~fedroc.federation.site.aggregate_input` with its argument schema checked; its
    rows never leave), draws two X25519 key pairs (c for share encryption, s for masks) and
    sends both public keys, **signed with its long-term Ed25519 key** together with every
-   parameter of the session (:func:`advertisement`). Survivors: U1.
+   parameter of the session and whether its policy may sum a quantity over a second set of
+   sites (``secagg_rebind``; :func:`advertisement`). Survivors: U1.
 1. ``share_keys``: the server broadcasts U1's public keys and signatures. Each site
    verifies every member's signature under its roster's key over the parameters it was
    itself given, so a key the server substituted, a member the roster does not know, or a
    member that was asked for another sum (other arguments, threshold, members, ring) is
-   refused before any share leaves. Then it draws a self-mask seed b_u and splits b_u and
+   refused before any share leaves; so is a member that rebinds, by a site that does not
+   (H16-2: such partners sum over the set without it, and the two sums subtract to its
+   input). Then it draws a self-mask seed b_u and splits b_u and
    its mask key s_u^SK into Shamir shares of threshold t, one per site of U1, each
    encrypted (AES-GCM) under the key it agrees with the recipient. Survivors: U2.
 2. ``masked_input``: the server forwards each site its shares. Each site sends
@@ -160,6 +163,10 @@ KEY_C_PK = "c_pk"
 KEY_S_PK = "s_pk"
 KEY_SIGNATURE = "signature"  # a site's Ed25519 signature of its advertisement
 KEY_SIGNATURES = "signatures"  # U1's signatures, in U1's order
+#: Whether a site's policy lets it sum a quantity over a second set of sites
+#: (``secagg_rebind``), in its signed advertisement; ``KEY_REBINDS``: U1's, one byte each.
+KEY_REBIND = "rebind"
+KEY_REBINDS = "rebinds"
 KEY_LAYOUT = "layout"
 KEY_ACTIVE = "active"  # the survivors of the previous stage, in site order
 KEY_C_PKS = "c_pks"
@@ -207,6 +214,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         KEY_C_PKS: _KEYS,
         KEY_S_PKS: _KEYS,
         KEY_SIGNATURES: Bytes(SIGNATURE_BYTES * _MAX_SITES, default=b""),
+        KEY_REBINDS: Bytes(_MAX_SITES, default=b""),
     },
     STAGE_MASKED_INPUT: {
         KEY_SESSION: _SESSION,
@@ -393,6 +401,8 @@ class ServerState:
         Each site's public keys for share encryption and for masks.
     signatures : dict of str to bytes
         Each site's Ed25519 signature of its advertisement.
+    rebinds : dict of str to bool
+        Whether each site's policy sums a quantity over a second set (signed with its keys).
     u1, u2, u3, u5 : list of str
         Survivors of the key advertisement, the key sharing, the masked input and the
         unmasking.
@@ -416,6 +426,7 @@ class ServerState:
     c_pks: dict[str, bytes] = field(default_factory=dict)
     s_pks: dict[str, bytes] = field(default_factory=dict)
     signatures: dict[str, bytes] = field(default_factory=dict)
+    rebinds: dict[str, bool] = field(default_factory=dict)
     u1: list[str] = field(default_factory=list)
     u2: list[str] = field(default_factory=list)
     u3: list[str] = field(default_factory=list)
@@ -539,12 +550,16 @@ def _input_digest(input_args: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def advertisement(state: ClientState, site: str, c_pk: bytes, s_pk: bytes) -> bytes:
+def advertisement(
+    state: ClientState, site: str, c_pk: bytes, s_pk: bytes, rebind: bool = False
+) -> bytes:
     """Return what ``site`` signs in a session: its two public keys and every parameter.
 
     ``state`` holds the parameters as the verifying site received them, so a signature
     verifies only if the signer was given the same session, members (in the same order),
-    threshold, ring, input function and input arguments.
+    threshold, ring, input function and input arguments. The signer also states whether its
+    policy lets it sum a quantity over a second set of sites (``secagg_rebind``): a site
+    bound to one set refuses a session with such a member (H16-2).
 
     Parameters
     ----------
@@ -554,6 +569,8 @@ def advertisement(state: ClientState, site: str, c_pk: bytes, s_pk: bytes) -> by
         The site whose advertisement this is.
     c_pk, s_pk : bytes
         Its X25519 public keys for share encryption and for masks.
+    rebind : bool, default False
+        Its policy's ``secagg_rebind``.
 
     Returns
     -------
@@ -571,6 +588,7 @@ def advertisement(state: ClientState, site: str, c_pk: bytes, s_pk: bytes) -> by
         "site": site,
         "c_pk": c_pk.hex(),
         "s_pk": s_pk.hex(),
+        "rebind": bool(rebind),
     }
     return _ADVERTISEMENT + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
@@ -675,16 +693,61 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
     _save(ctx, state)
     c_pk, s_pk = _crypto.public_key(state.c_sk), _crypto.public_key(state.s_sk)
     assert ctx.identity is not None  # checked by _check_session
-    signature = ctx.identity.sign(advertisement(state, ctx.site, c_pk, s_pk))
+    rebind = ctx.policy.secagg_rebind
+    signature = ctx.identity.sign(advertisement(state, ctx.site, c_pk, s_pk, rebind))
     # The input's counts and DP events are declared here, so the site's policy checks
     # them (and charges the budget) before any key material is exchanged.
     return Reply(
-        {KEY_C_PK: c_pk, KEY_S_PK: s_pk, KEY_SIGNATURE: signature, KEY_LAYOUT: layout},
+        {
+            KEY_C_PK: c_pk,
+            KEY_S_PK: s_pk,
+            KEY_SIGNATURE: signature,
+            KEY_REBIND: int(rebind),
+            KEY_LAYOUT: layout,
+        },
         kind="shares",
         counts=result.counts,
         dp=result.dp,
         source=quantity,
     )
+
+
+def _rebinds(blob: Any, n: int) -> list[bool]:
+    """Read U1's ``secagg_rebind`` statements, one byte (0 or 1) a member, in U1's order.
+
+    None relayed reads as every member bound to one set: each statement is checked by its
+    member's signature, which a member that rebinds did not give over 0.
+    """
+    data = bytes(blob or b"")
+    if not data:
+        return [False] * n
+    if len(data) != n or any(b > 1 for b in data):
+        raise ProtocolError(f"{KEY_REBINDS!r} must hold one byte, 0 or 1, for each of {n} sites")
+    return [b == 1 for b in data]
+
+
+def _check_members_bound(ctx: SiteContext, state: ClientState, rebinding: list[str]) -> None:
+    """Refuse a session with a member that may sum this quantity over a second set of sites.
+
+    A site binds each quantity to one set of sites for its lifetime, which stops sums over
+    two sets only if its partners are bound too: partners of ``secagg_rebind`` summed it over
+    {A, B, C} and again over {A, B}, and the difference was C's exact input although C kept
+    every default (H16-2, review 16: its calibration counts and positives per bin, bins
+    under q rows included, 20 of 20). Each member signs whether its policy rebinds
+    (:func:`advertisement`), so a site bound to one set refuses, before any share or
+    masked input leaves it, a session with such a member. A site that rebinds itself has
+    accepted that risk for its own input and does not check.
+    """
+    others = [v for v in rebinding if v != ctx.site]
+    if others and not ctx.policy.secagg_rebind:
+        function = FUNCTIONS[STAGE_SHARE_KEYS]
+        raise DisclosureError(
+            f"site {ctx.site!r} refuses {function!r}: member(s) {others} of the secure sum of "
+            f"{state.quantity!r} may sum it over another set of sites (secagg_rebind in their "
+            "policies), and two sums over sets that differ by this site subtract to its input",
+            site=ctx.site,
+            function=function,
+        )
 
 
 def _associated(session: str, sender: str, recipient: str) -> bytes:
@@ -703,11 +766,12 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     # for it, over the parameters this site was given: no substituted key, no stranger, no
     # member that was asked for another sum.
     signatures = _chunks(args.get(KEY_SIGNATURES), SIGNATURE_BYTES, len(u1), KEY_SIGNATURES)
+    rebinds = _rebinds(args.get(KEY_REBINDS), len(u1))
     roster = None if ctx.identity is None else ctx.identity.roster
     forged = [
         v
-        for v, c_pk, s_pk, sig in zip(u1, c_pks, s_pks, signatures, strict=True)
-        if roster is None or not roster.verify(v, advertisement(state, v, c_pk, s_pk), sig)
+        for v, c_pk, s_pk, sig, rebind in zip(u1, c_pks, s_pks, signatures, rebinds, strict=True)
+        if roster is None or not roster.verify(v, advertisement(state, v, c_pk, s_pk, rebind), sig)
     ]
     if forged:
         raise ProtocolError(
@@ -715,6 +779,7 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
             "session's parameters (keys substituted, a site off the roster, or the sites were "
             "given different parameters); it shares nothing"
         )
+    _check_members_bound(ctx, state, [v for v, r in zip(u1, rebinds, strict=True) if r])
     state.b_seed = _crypto.random_bytes(_crypto.KEY_BYTES)
     n = len(state.sites)
     sk_shares = shamir.split(int.from_bytes(state.s_sk, "big"), n=n, threshold=state.threshold)
@@ -1309,6 +1374,7 @@ class SecAggServer:
         s.c_pks = {name: bytes(replies[name][KEY_C_PK]) for name in s.u1}
         s.s_pks = {name: bytes(replies[name][KEY_S_PK]) for name in s.u1}
         s.signatures = {name: bytes(replies[name][KEY_SIGNATURE]) for name in s.u1}
+        s.rebinds = {name: bool(replies[name].get(KEY_REBIND, 0)) for name in s.u1}
         s.layout = next(iter(layouts.values()), "")
         return self._complete(STAGE_ADVERTISE_KEYS, s.u1)
 
@@ -1321,6 +1387,7 @@ class SecAggServer:
             KEY_C_PKS: b"".join(s.c_pks[v] for v in s.u1),
             KEY_S_PKS: b"".join(s.s_pks[v] for v in s.u1),
             KEY_SIGNATURES: b"".join(s.signatures[v] for v in s.u1),
+            KEY_REBINDS: bytes(int(s.rebinds.get(v, False)) for v in s.u1),
         }
         replies = self._call(STAGE_SHARE_KEYS, {name: args for name in s.u1})
         s.u2 = [name for name in s.u1 if name in replies]
