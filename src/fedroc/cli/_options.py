@@ -82,136 +82,11 @@ RootCertificatesOption = Annotated[
 # A help beginning "METHOD: " puts the option in the panel "Options of --method METHOD"
 # (fedroc.cli._method_panels). The methods check the values (flower run first checks them
 # itself, fedroc.cli._method_options, before it connects).
-# rocglm (paper 1)
-EpsilonOption = Annotated[
-    float | None, typer.Option(help="rocglm: DP epsilon of the noisy scores (default 1).")
-]
-DeltaOption = Annotated[
-    float | None,
-    typer.Option(
-        help="rocglm: DP delta of the noisy scores (default 1/(10 n), n the largest site's rows)."
-    ),
-]
-SensitivityOption = Annotated[
-    float | None,
-    typer.Option(help="rocglm: l2-sensitivity of the score (default: site heuristic)."),
-]
-DpCalibrationOption = Annotated[
-    str | None,
-    typer.Option(
-        help="rocglm: Gaussian mechanism, classic or analytic (default analytic; classic with "
-        "--privacy paper)."
-    ),
-]
-PrivacyOption = Annotated[
-    str | None,
-    typer.Option(
-        help="rocglm: Instead of --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
-        "or 'paper' (paper 1's table; sites refuse its delta unless their policy allows)."
-    ),
-]
-ThresholdsOption = Annotated[
-    str | None, typer.Option(help="rocglm: Threshold rule, grid (default) or positives.")
-]
-NThresholdsOption = Annotated[
-    int | None, typer.Option(help="rocglm: Size of the grid (default 28, at most 64).")
-]
-CorrectionOption = Annotated[
-    str | None,
-    typer.Option(
-        help="rocglm: 'deconvolution' (default: corrects the noise bias and includes the "
-        "noise in the CI) or 'none' (paper 1's estimate)."
-    ),
-]
-BootstrapOption = Annotated[
-    int | None,
-    typer.Option(
-        help="rocglm: resamples of the noisy negatives the deconvolution is bagged over "
-        "and the CI's noise part comes from (default 50, at most 500); pooled: "
-        "stratified bootstrap CI of the AUC with this many samples (seeded by --seed)."
-    ),
-]
-ScoreLevelsOption = Annotated[
-    str | None,
-    typer.Option(
-        help="rocglm: The public levels of rated scores, e.g. 1,2,3,4,5 (default: none, "
-        "continuous scores)."
-    ),
-]
-A0Option = Annotated[
-    float | None, typer.Option(help="rocglm: One-sided test of H0: AUC <= A0 (default: no test).")
-]
-# histogram (paper 5)
-QuantilesOption = Annotated[
-    int | None, typer.Option(help="histogram: Quantiles per class (Q, default 1024).")
-]
-DpEpsilonOption = Annotated[
-    float | None,
-    typer.Option(
-        help="histogram: Distributed DP with this total epsilon per site, of a row added "
-        "or removed (the paper's); each site's ledger is charged twice it, as a moved row "
-        "changes two counts (default: no DP, exact sums by secure aggregation)."
-    ),
-]
-DpNoiseOption = Annotated[
-    str | None, typer.Option(help="histogram: DP noise shares, discrete (default) or continuous.")
-]
-DpModeOption = Annotated[
-    str | None,
-    typer.Option(
-        help="histogram: With --dp-epsilon, 'distributed' (default: noise shares summed by "
-        "secure aggregation) or 'local' (each site's tree fully noised, sent in the clear)."
-    ),
-]
-InterpolationOption = Annotated[
-    str | None,
-    typer.Option(
-        help="histogram: Between quantiles: pchip (the paper's, default), linear or midpoint."
-    ),
-]
-BranchingOption = Annotated[
-    int | None, typer.Option(help="histogram: Branching factor of the tree (default 2).")
-]
-HeightOption = Annotated[
-    int | None,
-    typer.Option(help="histogram: Levels of the tree (default ceil(log_b Q) + 2)."),
-]
-ScoreTransformOption = Annotated[
-    str | None,
-    typer.Option(
-        help="histogram: Logistic or arctan map of unbounded scores onto (0, 1) (default: "
-        "none, scores in --score-range)."
-    ),
-]
-ScoreRangeOption = Annotated[
-    str | None,
-    typer.Option(help="histogram, rocglm, clustered: Public score range LO,HI (default 0,1)."),
-]
-# clustered (paper 3)
-ClusterBinsOption = Annotated[
-    int | None, typer.Option(help="clustered: Shared score bins (default 1000).")
-]
-PopulationEstimatorOption = Annotated[
-    str | None,
-    typer.Option(help="clustered: Population AUC estimator, corrected (default), eq5 or between."),
-]
-Sigma11Option = Annotated[
-    str | None, typer.Option(help="clustered: Sigma11 divisor, corollary6 (default) or authors.")
-]
-ClusterIntervalOption = Annotated[
-    str | None,
-    typer.Option(
-        help="clustered: Interval, logit (default: t on I-1 df on the logit scale), t or wald."
-    ),
-]
-PlainOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--plain",
-        help="clustered: Sums in the clear (one or two sites whose policy sets "
-        "clear_histograms) instead of secure aggregation.",
-    ),
-]
+
+
+def _method_option(kind: type, help: str) -> Any:
+    """Declare a method option: a ``kind``, or None where not given, with this help."""
+    return Annotated[kind | None, typer.Option(help=help)]
 
 
 #: The method options ``fedroc evaluate`` and ``fedroc flower run`` both take (papers 1, 5
@@ -219,33 +94,91 @@ PlainOption = Annotated[
 SHARED_METHOD_OPTIONS: Mapping[str, Any] = MappingProxyType(
     {
         # rocglm (paper 1)
-        "epsilon": EpsilonOption,
-        "delta": DeltaOption,
-        "sensitivity": SensitivityOption,
-        "dp_calibration": DpCalibrationOption,
-        "privacy": PrivacyOption,
-        "thresholds": ThresholdsOption,
-        "n_thresholds": NThresholdsOption,
-        "correction": CorrectionOption,
-        "bootstrap": BootstrapOption,
-        "score_levels": ScoreLevelsOption,
-        "a0": A0Option,
+        "epsilon": _method_option(float, "rocglm: DP epsilon of the noisy scores (default 1)."),
+        "delta": _method_option(
+            float,
+            "rocglm: DP delta of the noisy scores (default 1/(10 n), n the largest site's rows).",
+        ),
+        "sensitivity": _method_option(
+            float, "rocglm: l2-sensitivity of the score (default: site heuristic)."
+        ),
+        "dp_calibration": _method_option(
+            str,
+            "rocglm: Gaussian mechanism, classic or analytic (default analytic; classic with "
+            "--privacy paper).",
+        ),
+        "privacy": _method_option(
+            str,
+            "rocglm: Instead of --epsilon/--delta, 'default' (epsilon 1, delta 1/(10 n)) "
+            "or 'paper' (paper 1's table; sites refuse its delta unless their policy allows).",
+        ),
+        "thresholds": _method_option(str, "rocglm: Threshold rule, grid (default) or positives."),
+        "n_thresholds": _method_option(int, "rocglm: Size of the grid (default 28, at most 64)."),
+        "correction": _method_option(
+            str,
+            "rocglm: 'deconvolution' (default: corrects the noise bias and includes the "
+            "noise in the CI) or 'none' (paper 1's estimate).",
+        ),
+        "bootstrap": _method_option(
+            int,
+            "rocglm: resamples of the noisy negatives the deconvolution is bagged over "
+            "and the CI's noise part comes from (default 50, at most 500); pooled: "
+            "stratified bootstrap CI of the AUC with this many samples (seeded by --seed).",
+        ),
+        "score_levels": _method_option(
+            str,
+            "rocglm: The public levels of rated scores, e.g. 1,2,3,4,5 (default: none, "
+            "continuous scores).",
+        ),
+        "a0": _method_option(float, "rocglm: One-sided test of H0: AUC <= A0 (default: no test)."),
         # histogram (paper 5)
-        "quantiles": QuantilesOption,
-        "dp_epsilon": DpEpsilonOption,
-        "dp_noise": DpNoiseOption,
-        "dp_mode": DpModeOption,
-        "interpolation": InterpolationOption,
-        "branching": BranchingOption,
-        "height": HeightOption,
-        "score_range": ScoreRangeOption,
-        "score_transform": ScoreTransformOption,
+        "quantiles": _method_option(int, "histogram: Quantiles per class (Q, default 1024)."),
+        "dp_epsilon": _method_option(
+            float,
+            "histogram: Distributed DP with this total epsilon per site, of a row added "
+            "or removed (the paper's); each site's ledger is charged twice it, as a moved row "
+            "changes two counts (default: no DP, exact sums by secure aggregation).",
+        ),
+        "dp_noise": _method_option(
+            str, "histogram: DP noise shares, discrete (default) or continuous."
+        ),
+        "dp_mode": _method_option(
+            str,
+            "histogram: With --dp-epsilon, 'distributed' (default: noise shares summed by "
+            "secure aggregation) or 'local' (each site's tree fully noised, sent in the clear).",
+        ),
+        "interpolation": _method_option(
+            str, "histogram: Between quantiles: pchip (the paper's, default), linear or midpoint."
+        ),
+        "branching": _method_option(int, "histogram: Branching factor of the tree (default 2)."),
+        "height": _method_option(int, "histogram: Levels of the tree (default ceil(log_b Q) + 2)."),
+        "score_range": _method_option(
+            str, "histogram, rocglm, clustered: Public score range LO,HI (default 0,1)."
+        ),
+        "score_transform": _method_option(
+            str,
+            "histogram: Logistic or arctan map of unbounded scores onto (0, 1) (default: "
+            "none, scores in --score-range).",
+        ),
         # clustered (paper 3)
-        "cluster_bins": ClusterBinsOption,
-        "population_estimator": PopulationEstimatorOption,
-        "sigma11": Sigma11Option,
-        "cluster_interval": ClusterIntervalOption,
-        "plain": PlainOption,
+        "cluster_bins": _method_option(int, "clustered: Shared score bins (default 1000)."),
+        "population_estimator": _method_option(
+            str, "clustered: Population AUC estimator, corrected (default), eq5 or between."
+        ),
+        "sigma11": _method_option(
+            str, "clustered: Sigma11 divisor, corollary6 (default) or authors."
+        ),
+        "cluster_interval": _method_option(
+            str, "clustered: Interval, logit (default: t on I-1 df on the logit scale), t or wald."
+        ),
+        "plain": Annotated[
+            bool | None,
+            typer.Option(
+                "--plain",
+                help="clustered: Sums in the clear (one or two sites whose policy sets "
+                "clear_histograms) instead of secure aggregation.",
+            ),
+        ],
     }
 )
 #: The options beyond the AUC that ``fedroc metrics``, ``fedroc evaluate`` and ``fedroc
