@@ -990,6 +990,43 @@ def test_flower_up_gives_its_sites_a_cluster_column(capsys, tmp_path, monkeypatc
     assert err.strip().startswith("error: cluster column 'patient_id' not found in site 'a'")
 
 
+def test_flower_up_takes_every_sites_policy_from_a_file(capsys, tmp_path, monkeypatch):
+    """`flower up` had only --min-count: a site's declared score_range (or any other setting)
+    reached its nodes only by hand-written node configs. --policy-file gives every site the
+    policy; a declared range that misses a row is refused before any process starts, naming
+    the site and its file; --min-count beside the file is refused as flower supernode
+    refuses it."""
+    pytest.importorskip("flwr")
+    from fedroc.federation.flower import deploy
+
+    seen: dict[str, Any] = {}
+
+    def started(self: Any, timeout: float = 0, progress: Any = None) -> None:
+        seen.update(self.sites)
+        raise KeyboardInterrupt  # stop at once, as Ctrl-C does
+
+    monkeypatch.setattr(deploy.LocalDeployment, "start", started)
+    data = tmp_path / "a.csv"
+    data.write_text("label,score\n1,2.5\n0,-1.5\n")
+    policy = tmp_path / "policy.toml"
+    policy.write_text("min_count = 7\nscore_range = [-3, 3]\n")
+    args = ["flower", "up", "--data", f"a={data}", "--insecure", "--dir", str(tmp_path / "d")]
+    code, _, err = run_main(capsys, [*args, "--policy-file", str(policy)])
+    assert code == 0, err
+    assert seen["a"].policy.score_range == (-3.0, 3.0) and seen["a"].policy.min_count == 7
+    policy.write_text("score_range = [0, 1]\n")
+    seen.clear()
+    code, out, err = run_main(capsys, [*args, "--policy-file", str(policy)])
+    assert code == 2 and out == "" and not seen
+    [line] = err.strip().splitlines()
+    assert line.startswith(f"error: site 'a' ('{data}'): some scores lie outside"), line
+    code, out, err = run_main(capsys, [*args, "--policy-file", str(policy), "--min-count", "5"])
+    assert code == 2 and out == "" and not seen
+    assert err.strip() == (
+        "error: give the policy either as --policy-file or as --min-count, not both"
+    )
+
+
 def test_flower_run_table_says_what_a_dash_and_the_rounds_are(capsys, monkeypatch):
     """flower run's tables showed 'n -' without the caption of evaluate's (the method does
     not release the row count) and ROC-GLM's 'rounds 10' without the 7 rounds of the Brier

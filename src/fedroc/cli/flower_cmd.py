@@ -142,6 +142,28 @@ def _with_policy_file(policy: dict[str, Any], policy_file: Path | None) -> dict[
     return {"policy-file": str(policy_file.resolve())}
 
 
+def _up_policy(
+    min_count: int, policy_file: Path | None, data: Mapping[str, Any], paths: Mapping[str, Path]
+) -> Any:
+    """Return the policy of every site of ``flower up``: ``--policy-file``, or ``--min-count``'s.
+
+    A declared ``score_range`` that misses a row is refused here, before any process starts,
+    naming the site and its file, rather than by each node as it starts.
+    """
+    from fedroc.federation.site import check_score_range
+    from fedroc.privacy import DisclosurePolicy
+
+    if policy_file is None:
+        return DisclosurePolicy(min_count=min_count)
+    if _given_options(("min_count",)):
+        # As for flower supernode: --min-count 5 beside a file of min_count 3 is one or the other.
+        raise InputError("give the policy either as --policy-file or as --min-count, not both")
+    policy = DisclosurePolicy.from_toml(policy_file)
+    for name, site_data in data.items():
+        check_score_range(name, site_data, policy, paths[name])
+    return policy
+
+
 @flower_app.command("up")
 def up(
     sites: Annotated[
@@ -163,6 +185,13 @@ def up(
     ] = None,
     pos_label: PosLabelOption = None,
     min_count: MinCountOption = 5,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Every site's disclosure policy as a TOML file (score_range, allow_exact, "
+            "secagg_min_sites, ...; docs/privacy.md), instead of --min-count.",
+        ),
+    ] = None,
     directory: Annotated[
         Path | None,
         typer.Option("--dir", help="Working directory (certificates, logs, audit logs)."),
@@ -203,7 +232,6 @@ def up(
     from fedroc.datasets import make_multisite
     from fedroc.federation.flower.deploy import LocalDeployment
     from fedroc.federation.flower.site_config import SiteNodeConfig
-    from fedroc.privacy import DisclosurePolicy
 
     if port is not None:
         _check_port(port, serves="the SuperLink")
@@ -238,8 +266,8 @@ def up(
     # A missing file, a mistyped column or a bad label was found only by the first job, as
     # "site 'north' is misconfigured on its SuperNode (details in its log)"; the synthetic
     # sites' columns (label, score, patient) too.
-    load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
-    policy = DisclosurePolicy(min_count=min_count)
+    loaded = load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
+    policy = _up_policy(min_count, policy_file, loaded, paths)
     # No audit path: each site's audit log (and privacy ledger) lives in its node directory.
     configs = [
         SiteNodeConfig(
