@@ -134,7 +134,9 @@ def test_moments_of_huge_scores_are_a_clear_error_not_inf():
             basic.distributed_variance(fed_of(1e200))
         with pytest.raises(InputError, match=r"'score' column's sum over the sites overflows"):
             basic.distributed_variance(fed_of(1.5e308))
-        big = {"y": [0, 1], "p": [1e308, 1e308]}  # one site's own sum overflows
+        # One site's own sum overflows (over q rows: a site under q refuses in the policy's
+        # words first, review 17's H17-1).
+        big = {"y": [0, 1] * 5, "p": [1e308] * 10}
         fed = Federation.from_frames({k: pd.DataFrame(big) for k in "ab"}, label="y", score="p")
         with pytest.raises(SiteError, match=r"sum of its 'score' column overflows"):
             basic.distributed_variance(fed)

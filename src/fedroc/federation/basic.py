@@ -166,6 +166,22 @@ def _column_counts(ctx: SiteContext, args: Record, n: int) -> dict[str, object]:
     return counts
 
 
+def _counts_first(ctx: SiteContext, function: str, args: Record, n: int) -> dict[str, object]:
+    """Check the counts a sum declares before it is computed; return them for its reply.
+
+    Its own refusal (an overflowing sum) must not be a fact about rows the policy would not
+    release: ``fedroc.centered_ss`` centres on the analyst's ``mean``, and with mean^2 just
+    under float64's largest / (k + 1/2) the sum of squares over the positives overflowed
+    exactly when they were more than k, said before the policy refused the class counts
+    (review 17, H17-1: a count of 1 to 4 positives, 20 of 20 sites).
+    """
+    counts = _column_counts(ctx, args, n)
+    ctx.policy.check_release(site=ctx.site, function=function, kind="aggregate",
+                             counts=counts, dp=(), ledger=ctx.ledger,
+                             n_rows=ctx.data.n)  # fmt: skip
+    return counts
+
+
 def _values(ctx: SiteContext, args: Record) -> np.ndarray:
     column, subset = args["column"], args["subset"]
     values = ctx.data.score if column == "score" else ctx.data.label.astype(np.float64)
@@ -302,6 +318,7 @@ def _class_counts(ctx: SiteContext, args: Record) -> Reply:
 @site_function(FN_SUM, schema=_COLUMN_ARGS)
 def _sum(ctx: SiteContext, args: Record) -> Reply:
     v = _values(ctx, args)
+    counts = _counts_first(ctx, FN_SUM, args, v.size)
     with np.errstate(over="ignore"):
         total = float(v.sum())
     if not np.isfinite(total):  # as in fedroc.centered_ss
@@ -309,12 +326,13 @@ def _sum(ctx: SiteContext, args: Record) -> Reply:
             f"site {ctx.site!r}: the sum of its {args['column']!r} column overflows float64; "
             "rescale the column"
         )
-    return Reply({"n": v.size, "sum": total}, counts=_column_counts(ctx, args, v.size))
+    return Reply({"n": v.size, "sum": total}, counts=counts)
 
 
 @site_function(FN_CENTERED_SS, schema={**_COLUMN_ARGS, "mean": Float()})
 def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
     v = _values(ctx, args)
+    counts = _counts_first(ctx, FN_CENTERED_SS, args, v.size)
     mean = float(args["mean"])
     with np.errstate(over="ignore", invalid="ignore"):
         ss = float(np.sum((v - mean) ** 2))
@@ -326,7 +344,7 @@ def _centered_ss(ctx: SiteContext, args: Record) -> Reply:
             f"site {ctx.site!r}: the centred sum of squares of its {args['column']!r} column "
             "overflows float64 (values too far from the mean); rescale the column"
         )
-    return Reply({"n": v.size, "ss": ss}, counts=_column_counts(ctx, args, v.size))
+    return Reply({"n": v.size, "ss": ss}, counts=counts)
 
 
 @site_function(FN_BRIER, schema={}, release="both")

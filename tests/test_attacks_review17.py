@@ -1,0 +1,73 @@
+"""Review 17: an adversarial reading of main ea248ae (2026-12-07), where reviews 1-16 did not look.
+
+The analyst is curious and uses fedroc's public calls only (``Federation.call`` of the
+registered site functions, the secure sum, the MPC job's bundle request); what it sends a
+site (a mean, edges, a range) is untrusted. Each attack was run on ea248ae first.
+
+Closed: H17-1 (``fedroc.centered_ss`` centred the scores on the analyst's ``mean`` and
+refused an overflowing sum in its own words before the policy checked its counts: with
+mean^2 just under float64's largest / (k + 1/2), the sum over the positives overflowed
+exactly when they were more than k, a class count under q told at 20 of 20 sites of 1 to 4
+positives -> 0 of 20: the site checks its counts first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import fedroc.apps.application  # noqa: F401  (registers every site function)
+from fedroc.data import SiteData
+from fedroc.exceptions import FedrocError
+from fedroc.federation import Federation
+from fedroc.federation.site import Site
+
+TRIALS = 20
+LARGEST = float(np.finfo(np.float64).max)
+
+
+def _refusal(fed: Federation, function: str, **args) -> str:
+    """The refusal of ``function`` (a FedrocError's words), or "answered"."""
+    try:
+        fed.call(function, **args)
+    except FedrocError as exc:
+        return str(exc)
+    return "answered"
+
+
+# -- H17-1. an overflow at the analyst's mean counts the rows of a class ----------------------
+
+
+def _positives_told(seed: int) -> tuple[int, int, set[str]]:
+    """A site of 200 rows and 1 to 4 positives (q = 5, so its class counts are refused).
+
+    The analyst asks ``fedroc.centered_ss`` of the positives' scores at means m_k with
+    m_k^2 = LARGEST / (k + 1/2), k = 1..4: the sum of the squares overflows exactly when
+    the site holds more than k positives. Returns the site's positives, the analyst's
+    guess (1 + the overflows) and the refusals' words.
+    """
+    rng = np.random.default_rng([1701, seed])
+    positives = 1 + seed % 4
+    y = np.zeros(200, dtype=bool)
+    y[rng.choice(200, positives, replace=False)] = True
+    fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, rng.random(200)))])
+    means = [float(np.sqrt(LARGEST / (k + 0.5))) for k in range(1, 5)]
+    said = [
+        _refusal(fed, "fedroc.centered_ss", column="score", subset="positive", mean=m)
+        for m in means
+    ]
+    return positives, 1 + sum("overflows" in s for s in said), set(said)
+
+
+def test_an_overflow_at_the_analysts_mean_does_not_count_a_class_under_q():
+    """H17-1. ``fedroc.centered_ss`` takes the mean from the analyst and refused an
+    overflowing sum of squares ("overflows float64") before the policy checked the class
+    counts the sum declares: four means gave the count of positives at a site of 1 to 4,
+    which ``fedroc.class_counts`` refuses. On ea248ae: 20 of 20 sites. Now the site checks
+    its counts first, and every such site reads the policy's one refusal (0 of 20; the
+    constant guess 1 is right at the 5 sites of one positive)."""
+    results = [_positives_told(seed) for seed in range(TRIALS)]
+    right = sum(guess == n for n, guess, _ in results)
+    told = sum(guess == n and n > 1 for n, guess, _ in results)  # beyond the guess 1
+    words = set().union(*(said for _, _, said in results))
+    assert told == 0, f"the positives right at {right} of {TRIALS} sites ({told} beyond 1)"
+    assert len(words) == 1 and "below the minimum of 5" in next(iter(words)), words
