@@ -8,12 +8,16 @@ Closed: H17-1 (``fedroc.centered_ss`` centred the scores on the analyst's ``mean
 refused an overflowing sum in its own words before the policy checked its counts: with
 mean^2 just under float64's largest / (k + 1/2), the sum over the positives overflowed
 exactly when they were more than k, a class count under q told at 20 of 20 sites of 1 to 4
-positives -> 0 of 20: the site checks its counts first).
+positives -> 0 of 20: the site checks its counts first); H17-2 (as H16-3, through the
+clustered round 2, ``fedroc.clustered.moments``, which binned the scores before any count
+check: "scores lie outside the shared score range" at a site of 1 to 4 rows with a row
+above 1, 10 of 10 -> 0 of 10).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fedroc.apps.application  # noqa: F401  (registers every site function)
 from fedroc.data import SiteData
@@ -71,3 +75,49 @@ def test_an_overflow_at_the_analysts_mean_does_not_count_a_class_under_q():
     words = set().union(*(said for _, _, said in results))
     assert told == 0, f"the positives right at {right} of {TRIALS} sites ({told} beyond 1)"
     assert len(words) == 1 and "below the minimum of 5" in next(iter(words)), words
+
+
+# -- H17-2. the clustered round 2 bins the scores of a site under q rows ----------------------
+
+
+def _clustered_rows(rng: np.random.Generator, n: int, above: bool = False) -> SiteData:
+    s = rng.random(n)
+    if above:
+        s[0] += 1.0
+    return SiteData.from_arrays(rng.random(n) < 0.4, s, cluster=np.arange(n) // 2)
+
+
+def _moments_args(bins: int = 4) -> dict:
+    """A round-2 request over [0, 1] (its totals and histograms the analyst's own)."""
+    ones = np.ones(bins)
+    return {
+        "edges": np.linspace(0, 1, bins + 1), "n_clusters": 10.0, "big_m": 10.0,
+        "big_n": 10.0, "total_used": 10.0, "population": 0.5, "personalized": 0.5,
+        "obuchowski": 0.5, "big_m_all": 10.0, "big_n_all": 10.0, "hist_pos_used": ones,
+        "hist_neg_used": ones, "hist_pos_all": ones, "hist_neg_all": ones,
+    }  # fmt: skip
+
+
+def test_the_clustered_round_2_does_not_say_whether_a_small_sites_scores_lie_in_its_edges():
+    """H17-2 (as H16-3, review 16, which closed it for round 1). A site of 1 to 4 rows beside
+    two of 60 is asked the secure round 2 over [0, 1]: it binned its scores before any
+    count check, and the secure sum's refusal carried "scores lie outside the shared score
+    range" when one of its rows lay above 1, another site's refusal otherwise: 10 of 10
+    sites with a row above 1 on ea248ae, never for the others. Now the site refuses under
+    q rows first, in the policy's words: 0 of 10."""
+    from fedroc.secagg import secure_sum
+
+    said: dict[bool, set[str]] = {False: set(), True: set()}
+    told = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1702, seed])
+        wider = seed % 2 == 1
+        victim = _clustered_rows(rng, 1 + seed % 4, wider)
+        sites = [Site("A", _clustered_rows(rng, 60)), Site("B", _clustered_rows(rng, 60)),
+                 Site("v", victim)]  # fmt: skip
+        with pytest.raises(FedrocError) as refused:
+            secure_sum(Federation.from_sites(sites), "fedroc.clustered.moments", **_moments_args())
+        said[wider].add(str(refused.value))
+        told += wider and "outside" in str(refused.value)
+    assert told == 0, f"told {told} of {TRIALS // 2}: {said}"
+    assert said[True] == said[False] and len(said[False]) == 1, said

@@ -1066,6 +1066,12 @@ def _check_sizes(ctx: SiteContext, args: Record, n_used: int) -> None:
 )
 def _site_moments(ctx: SiteContext, args: Record) -> Reply:
     clear = _clear_guard(ctx, FUNCTION_MOMENTS, args)
+    # As round 1: a site under q rows refuses in the policy's words before it bins a score
+    # (review 17, H17-2: "outside the shared score range" reached the analyst through the
+    # secure sum's refusal when one of a site's 1 to 4 rows lay outside, 10 of 10).
+    ctx.policy.check_release(site=ctx.site, function=FUNCTION_MOMENTS, kind="aggregate",
+                             counts={"rows": ctx.data.n}, dp=(), ledger=ctx.ledger,
+                             n_rows=ctx.data.n)  # fmt: skip
     local = _local(ctx, args)
     keep, codes, n_used = _restricted(local)
     n_bins = int(np.asarray(args["edges"]).size - 1)
