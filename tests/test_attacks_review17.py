@@ -11,7 +11,10 @@ exactly when they were more than k, a class count under q told at 20 of 20 sites
 positives -> 0 of 20: the site checks its counts first); H17-2 (as H16-3, through the
 clustered round 2, ``fedroc.clustered.moments``, which binned the scores before any count
 check: "scores lie outside the shared score range" at a site of 1 to 4 rows with a row
-above 1, 10 of 10 -> 0 of 10).
+above 1, 10 of 10 -> 0 of 10); H17-3 (as H16-3, the histograms' range check: at a site of
+1 to 4 rows the DP class counts over [0, 1], answered at no charge when refused, said
+"scores lie outside" exactly when a row lay above 1, 10 of 10 -> 0 of 10: a site under q
+rows clips its scores to the range, as a site whose rows changed does).
 """
 
 from __future__ import annotations
@@ -121,3 +124,48 @@ def test_the_clustered_round_2_does_not_say_whether_a_small_sites_scores_lie_in_
         told += wider and "outside" in str(refused.value)
     assert told == 0, f"told {told} of {TRIALS // 2}: {said}"
     assert said[True] == said[False] and len(said[False]) == 1, said
+
+
+# -- H17-3. the histograms' range check at a site under q rows --------------------------------
+
+
+def _range_told(function: str, args: dict) -> tuple[int, int, dict[bool, set[str]]]:
+    """``function`` over [0, 1] at 20 sites of 1 to 4 rows (q = 5), half with a row above 1."""
+    said: dict[bool, set[str]] = {False: set(), True: set()}
+    told = wrong = 0
+    for seed in range(TRIALS):
+        n = 1 + seed % 4
+        rng = np.random.default_rng([1703, seed])
+        y, s = rng.random(n) < 0.5, rng.random(n)
+        wider = seed % 2 == 1
+        if wider:
+            s[0] += 1.0
+        fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, s))])
+        words = _refusal(fed, function, lo=0.0, hi=1.0, **args)
+        said[wider].add("answered" if words == "answered" else words)
+        told += wider and "outside" in words
+        wrong += (not wider) and "outside" in words
+    return told, wrong, said
+
+
+@pytest.mark.parametrize(
+    ("function", "args"),
+    [
+        ("fedroc.histogram.class_counts_local", {"epsilon": 1.0}),
+        ("fedroc.histogram.tree_local", {"epsilon": 1.0, "branching": 2, "height": 2}),
+    ],
+)
+def test_a_dp_histogram_at_a_site_under_q_rows_does_not_say_whether_its_scores_lie_in_range(
+    function, args
+):
+    """H17-3 (as H16-3). The DP histograms answer a site of fewer than q rows (a DP release
+    declares no count, A8-1) and refuse a score outside the range before their noise and
+    charge: at 20 sites of 1 to 4 rows over [0, 1], "scores lie outside" exactly at the 10
+    with a row above 1 (a site of one row: whether its score lies in [0, 1]), free of
+    budget, on ea248ae; the Brier score and the calibration curve no longer say it there
+    (H16-3). Now such a site clips its scores to the range, as a site whose rows changed
+    does (R9-2), and answers: 0 of 10, every site answered."""
+    told, wrong, said = _range_told(function, args)
+    assert wrong == 0
+    assert told == 0, f"told {told} of {TRIALS // 2}: {said}"
+    assert said == {False: {"answered"}, True: {"answered"}}, said

@@ -213,7 +213,9 @@ def scores_in_range(
     changed since, the scores are clipped to the range instead. Asked again on the new rows,
     the check said, free of budget and before any noise, whether an added row lay outside
     or a withdrawn one had (review 9, R9-2: 20 of 20). A DP release of clipped scores is
-    DP; an exact one is refused before it runs once exact releases bound other rows.
+    DP; an exact one is refused before it runs once exact releases bound other rows. A site
+    of fewer than ``min_count`` rows clips as well (H17-3): its exact releases are refused
+    by the policy, and its refusal told whether a row lay outside.
 
     "Changed" is against every rows binding of the ledger: the rows any earlier range check
     read (the 1-D one or the joint grid's), and those the site's first exact release read.
@@ -245,7 +247,8 @@ def scores_in_range(
     Raises
     ------
     InputError
-        A score outside the range, on the rows the check first read.
+        A score outside the range, on the rows the check first read, at a site of at
+        least ``min_count`` rows.
     """
     data = ctx.data
     raw = [data.score]
@@ -264,7 +267,11 @@ def scores_in_range(
         changed = rows_changed(ctx)
         if not changed:
             bind_rows_read(ctx)
-    if changed:
+    # A site under q rows clips too: its refusal, before the noise and the charge, said
+    # whether a row of a site that names no count lay outside (review 17, H17-3, as H16-3:
+    # a site of one row, whether its score lies in [0, 1], 10 of 10). Its exact releases
+    # are refused by the policy after this; its DP releases are of the clipped scores.
+    if changed or data.n < ctx.policy.min_count:
         return [np.clip(v, lo, hi) for v in scores]
     for name, v in zip(("first ", "second ") if compare else ("",), scores, strict=False):
         if ((v < lo) | (v > hi)).any():
