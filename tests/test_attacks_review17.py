@@ -15,6 +15,18 @@ above 1, 10 of 10 -> 0 of 10); H17-3 (as H16-3, the histograms' range check: at 
 1 to 4 rows the DP class counts over [0, 1], answered at no charge when refused, said
 "scores lie outside" exactly when a row lay above 1, 10 of 10 -> 0 of 10: a site under q
 rows clips its scores to the range, as a site whose rows changed does).
+
+Tried and held (tests below):
+
+- A declared ``score_range`` at a small site (5 to 8 rows): the same answers and refusals
+  to every question about where its scores lie (``fedroc.is_probability``, Brier,
+  calibration, the sensitivity heuristic, ``rocglm.scale``, DP class counts over [0, 1]
+  and over the declared range) whether its rows lie in [0, 1] or one lies at 5.
+- ROC-GLM's levels pre-check at ``rocglm.noisy_scores`` (74acd31) reads the ledger only:
+  the same refusal at a site held to levels whether its scores lie on them or not, and
+  no budget spent.
+- MPC co-owners (H16-1): the set is bound as a set (another order of the same owners
+  runs), and a job over a superset is refused as a subset is.
 """
 
 from __future__ import annotations
@@ -169,3 +181,106 @@ def test_a_dp_histogram_at_a_site_under_q_rows_does_not_say_whether_its_scores_l
     assert wrong == 0
     assert told == 0, f"told {told} of {TRIALS // 2}: {said}"
     assert said == {False: {"answered"}, True: {"answered"}}, said
+
+
+# -- tried and held ----------------------------------------------------------------------------
+
+
+def _declared_site_answers(seed: int, inside: bool) -> list[object]:
+    """What a site of 5 to 8 rows declaring [-10, 10] says to the questions about where its
+    scores lie, its rows in [0, 1] or one of them at 5: the refusals' words, and the
+    answers' bits (``ok``, ``in_range``) or "answered" for the noisy ones."""
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng([1704, seed])
+    n = 5 + seed % 4
+    y, s = rng.random(n) < 0.5, rng.random(n)
+    if not inside:
+        s[0] = 5.0
+    policy = DisclosurePolicy(score_range=(-10.0, 10.0))
+    fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, s), policy=policy)])
+
+    def bit(function: str, key: str, **args) -> object:
+        try:
+            return fed.call(function, **args)["v"][key]
+        except FedrocError as exc:
+            return str(exc)
+
+    said: list[object] = [
+        bit("fedroc.is_probability", "ok"),
+        _refusal(fed, "fedroc.brier"),
+        _refusal(fed, "fedroc.calibration", n_bins=10),
+        _refusal(fed, "rocglm.sensitivity"),
+    ]
+    for lo, hi in ((0.0, 1.0), (-10.0, 10.0), (-20.0, 20.0)):
+        said.append(bit("rocglm.scale", "in_range", score_range=np.array([lo, hi])))
+    for lo, hi in ((0.0, 1.0), (-10.0, 10.0)):
+        said.append(_refusal(fed, "fedroc.histogram.class_counts_local", lo=lo, hi=hi,
+                             epsilon=1.0))  # fmt: skip
+    return said
+
+
+def test_held_a_small_declared_site_says_the_same_wherever_its_rows_lie():
+    """A site of 5 to 8 rows (a class under q = 5 at most of them) that declares [-10, 10]:
+    ``fedroc.is_probability``, the Brier score, the calibration curve, the sensitivity
+    heuristic, ``rocglm.scale`` over three ranges (the first one narrower, refused) and DP
+    class counts over [0, 1] (refused: the declared grid) and over the declared range say
+    the same whether its rows lie in [0, 1] or one lies at 5 (20 sites each): what they
+    tell is the declaration. (A declaration that did not bind the grid first, checked:
+    DP class counts over [0, 1] were answered on rows in [0, 1] and refused otherwise.)"""
+    for seed in range(TRIALS):
+        inside = _declared_site_answers(seed, inside=True)
+        outside = _declared_site_answers(seed, inside=False)
+        assert inside == outside, (seed, inside, outside)
+
+
+def test_held_the_rocglm_levels_pre_check_reads_no_row():
+    """``rocglm.noisy_scores`` refuses, before its release, a grid-rule run without the levels
+    a site is held to (74acd31). Its refusal reads the ledger only: a site whose scores lie
+    on the levels and one with a score off them, each held to the levels by one
+    ``rocglm.scale`` question, refuse in the same words, and neither spends budget."""
+    levels = np.round(np.arange(0.0, 1.0, 0.1), 1)
+    said = []
+    for off in (False, True):
+        rng = np.random.default_rng([1705, int(off)])
+        y, s = rng.random(200) < 0.4, rng.choice(levels, 200)
+        if off:
+            s[0] = 0.95
+        site = Site("v", SiteData.from_arrays(y, s))
+        fed = Federation.from_sites([site])
+        answer = fed.call("rocglm.scale", score_range=np.array([0.0, 1.0]), score_levels=levels)
+        assert answer["v"]["on_levels"] is (not off)
+        said.append(_refusal(fed, "rocglm.noisy_scores", epsilon=1.0, delta=1e-6,
+                             sensitivity=0.1, thresholds="grid"))  # fmt: skip
+        left = fed.call("fedroc.epsilon_left")["v"]["epsilon_left"]
+        assert left == site.policy.epsilon_limit, left  # nothing spent
+    assert said[0] == said[1] and "levels" in said[0], said
+
+
+def test_held_mpc_co_owners_are_bound_as_a_set():
+    """H16-1's binding: owners allowing three jobs run a second job over the same co-owners
+    in another order (the same set), and refuse a job over a superset as over a subset."""
+    from fedroc.methods.mpc import request_bundles
+    from fedroc.mpc import JobTerms
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(1706)
+    policy = DisclosurePolicy(mpc_max_jobs=3)
+    sites = [
+        Site(n, SiteData.from_arrays(rng.random(40) < 0.4, rng.random(40)), policy=policy)
+        for n in "ABCD"
+    ]
+
+    def ask(owners: str) -> str:
+        terms = JobTerms.create(list(owners), (bytes(range(32)), bytes(range(1, 33))))
+        fed = Federation.from_sites([s for s in sites if s.name in owners])
+        try:
+            request_bundles(fed, terms)
+        except FedrocError as exc:
+            return str(exc)
+        return "answered"
+
+    assert ask("ABC") == "answered"
+    assert ask("CBA") == "answered"
+    assert "co-owners ['A', 'B', 'C']" in ask("ABCD")
+    assert "co-owners ['A', 'B', 'C']" in ask("AB")
