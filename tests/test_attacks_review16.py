@@ -350,6 +350,9 @@ def test_the_server_cannot_hide_that_a_member_rebinds():
         server.run()
     said = str(refused.value)
     assert "do not carry their signature" in said and "'A'" in said and "'B'" in said, said
+    # A site of the last version (v2, no flag) fails the same check: the refusal names the
+    # protocol, so a mixed deployment's operators can tell.
+    assert "'fedroc-secagg/v3 advertisement'" in said
 
 
 # -- H16-3. the sensitivity heuristic's refusals at a site under q rows ------------------------

@@ -187,7 +187,8 @@ _PLAIN_BYTES = 2 + 2 + 2 * shamir.SHARE_BYTES
 _CIPHER_BYTES = _crypto.NONCE_BYTES + _PLAIN_BYTES + _crypto.TAG_BYTES
 _STATE_PREFIX = "fedroc.secagg/"
 _REPLY_DP = "__dp_events"  # where a stored reply keeps its DP events (never sent as a value)
-_ADVERTISEMENT = b"fedroc-secagg/v2 advertisement\x00"  # domain of the sites' signatures
+# The domain of the sites' signatures; v3 signs each member's secagg_rebind (H16-2).
+_ADVERTISEMENT = b"fedroc-secagg/v3 advertisement\x00"
 # Integer headroom a site keeps in the ring: an input overflows only beyond 2^31 (counts,
 # sums of bounded scores never reach it), a bound the analyst cannot move with bits or
 # frac_bits, so an overflow refusal is not an oracle it can steer.
@@ -776,8 +777,9 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
     if forged:
         raise ProtocolError(
             f"site {ctx.site!r}: the keys of {forged} do not carry their signature over this "
-            "session's parameters (keys substituted, a site off the roster, or the sites were "
-            "given different parameters); it shares nothing"
+            "session's parameters (keys substituted, a site off the roster, the sites were "
+            "given different parameters, or a site runs a fedroc version of another "
+            f"protocol than {_ADVERTISEMENT[:-1].decode()!r}); it shares nothing"
         )
     _check_members_bound(ctx, state, [v for v, r in zip(u1, rebinds, strict=True) if r])
     state.b_seed = _crypto.random_bytes(_crypto.KEY_BYTES)
