@@ -46,7 +46,8 @@ app = typer.Typer(
     help="Validate binary classifiers on test data that cannot be pooled.\n\n"
     "Exit status: 0 on success; 2 for an error you can fix (bad option or value, missing "
     "file or column, a site's refusal, a missing optional extra: one line on stderr, or one "
-    'JSON object {"error": ...} on stdout with --json); 1 for a bug in fedroc.',
+    'JSON object {"error": ...} on stdout with --json); 1 for a bug in fedroc; 130 when '
+    "stopped by Ctrl-C.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
