@@ -782,6 +782,23 @@ def test_a_release_one_sites_delta_or_sensitivity_floor_refuses_is_refused_first
     assert [site.ledger.spent() for site in sites] == [(0, 0)] * 3
 
 
+def test_the_paper_settings_delta_over_the_sites_limits_is_not_told_to_give_a_delta():
+    """privacy="paper" takes no epsilon or delta (they are refused with it), yet the refusal
+    of its delta (0.1 to 0.5, over every default delta limit) said "give delta 0.00333 or
+    less", on the command line "give --delta ...", which --privacy paper then refuses (the
+    docs audit, main 1874925). It now names the paper's setting and the way out."""
+    rng = np.random.default_rng(21)
+    y, s = flipped(rng, 1200, 0.5)
+    sites = [Site(n, SiteData.from_arrays(y[i::3], s[i::3])) for i, n in enumerate("abc")]
+    fed = Federation.from_sites(sites)  # default policies: delta limit 1/n
+    with pytest.raises(InputError) as exc:
+        distributed_rocglm(fed, privacy="paper", sensitivity=0.03, bootstrap=5)
+    text = str(exc.value)
+    assert text.startswith("privacy 'paper' releases at delta "), text
+    assert "give delta" not in text and "leave the paper's setting out" in text, text
+    assert [site.ledger.spent() for site in sites] == [(0, 0)] * 3
+
+
 def test_the_paper_setting_with_epsilon_and_delta_is_refused_by_the_api_and_the_flower_job():
     """d3b49ae refused ``--privacy paper`` with ``--epsilon/--delta`` in the CLI only
     (``evaluate_cmd._check_ignored``). The Python API and the Flower job ``evaluate`` (a

@@ -803,7 +803,12 @@ def _check_privacy_arguments(
 
 
 def _check_sites_allow(
-    federation: Federation, epsilon: float, delta: float, sensitivity: float, calibration: str
+    federation: Federation,
+    epsilon: float,
+    delta: float,
+    sensitivity: float,
+    calibration: str,
+    privacy: str | None = None,
 ) -> None:
     """Refuse a release some site would refuse for its limits or floor, before any releases.
 
@@ -853,6 +858,16 @@ def _check_sites_allow(
             sites = f"what the sites have left of their {what} limits ({listed})"
         least = max(min(short.values()), 0.0)
         fits = largest_fitting(least, fits=fit)  # the sites' own comparison, as printed
+        if privacy == "paper":
+            # The analyst gave no epsilon or delta (they are refused with this setting):
+            # "give delta 0.00333 or less" told them to give what they cannot.
+            raise InputError(
+                f"privacy 'paper' releases at {what} {asked:.4g} (paper 1's table; each "
+                f"site's charge for its noisy scores), more than {sites}; nothing was "
+                f"released; leave the paper's setting out (the default is epsilon 1, delta "
+                f"1/(10 n) of the largest site), or ask the sites' operators to raise "
+                f"{what}_limit"
+            )
         instead = (
             f"give {what} {fits:g} or less, or ask the sites' operators to raise {what}_limit"
             if fits > 0
@@ -1042,7 +1057,7 @@ def distributed_rocglm(
     eps, dlt, sens, source, notes = _privacy_parameters(
         federation, epsilon, delta, sensitivity, n_breaks, privacy
     )
-    _check_sites_allow(federation, eps, dlt, sens, dp_calibration)
+    _check_sites_allow(federation, eps, dlt, sens, dp_calibration, privacy)
     noisy = release_noisy_scores(
         federation,
         epsilon=eps,
