@@ -642,7 +642,8 @@ def range_holds_grid(ctx: SiteContext, function: str, lo: float, hi: float) -> b
             f"site {ctx.site!r} refuses {function!r}: argument 'score_range' [{lo:g}, {hi:g}] "
             f"does not hold the range {grid_range_text([glo, ghi, transform])} of its one grid "
             f"of exact counts, {_grid_origin(ctx)}; whether its scores lie in a narrower range "
-            "would say which of that grid's cells it adds no row to. Give a range that holds it",
+            "would say which of that grid's cells it adds no row to. Give a range that holds it "
+            "(score_range=, --score-range on the command line)",
             site=ctx.site,
             function=function,
             argument="score_range",
