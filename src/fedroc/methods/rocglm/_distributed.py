@@ -863,7 +863,7 @@ def _check_sites_allow(
             # "give delta 0.00333 or less" told them to give what they cannot.
             raise InputError(
                 f"privacy 'paper' releases at {what} {asked:.4g} (paper 1's table; each "
-                f"site's charge for its noisy scores), more than {sites}; nothing was "
+                f"site's charge for its noisy scores), which is more than {sites}; nothing was "
                 f"released; leave the paper's setting out (the default is epsilon 1, delta "
                 f"1/(10 n) of the largest site), or ask the sites' operators to raise "
                 f"{what}_limit"
