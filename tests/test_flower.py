@@ -980,6 +980,30 @@ def test_moments_job_gives_the_moments_when_a_small_class_site_refuses_the_brier
         run_job("moments", Federation.from_sites([Site("a", data[0], policy=strict)]), {})
 
 
+def test_moments_job_gives_the_moments_when_the_sites_answered_bins_the_other_way() -> None:
+    """After an evaluate job's secure histogram the sites answer binned counts only that way
+    for their lifetime, and refuse a clear calibration curve: the moments job with --bins
+    failed whole, the mean, variance and Brier score the sites had released included (the
+    docs audit). Now the curve is null, the job says why, and the rest stands."""
+    from fedroc.data import SiteData
+    from fedroc.federation import Site
+    from fedroc.methods import evaluate
+
+    rng = np.random.default_rng(2)
+    data = [SiteData.from_arrays(rng.random(120) < 0.4, rng.random(120)) for _ in range(3)]
+    fed = Federation.from_sites([Site(f"s{k}", d) for k, d in enumerate(data)])
+    evaluate(fed, "histogram")
+    got = run_job("moments", fed, {"calibration_bins": 4})
+    every = np.concatenate([d.score for d in data])
+    assert got["mean"] == pytest.approx(every.mean())
+    assert got["variance"] == pytest.approx(every.var(ddof=1))
+    labels = np.concatenate([d.label for d in data])
+    assert got["brier"] == pytest.approx(np.mean((labels - every) ** 2))
+    assert got["calibration"] is None
+    note = " ".join(got["released"]["notes"])
+    assert note.startswith("calibration curve withheld:") and "through secure aggregation" in note
+
+
 def test_moments_job_refuses_calibration_bins_the_sites_refuse_before_any_call(site_files):
     """calibration_bins 1 (or 101) was sent to the sites after the mean, variance and
     Brier score were released, and the job failed on their refusal of n_bins."""

@@ -76,6 +76,23 @@ def take_options(options: dict[str, Any], allowed: set[str], job: str) -> None:
         )
 
 
+def _clear_calibration(federation: Federation, bins: int, notes: list[str]) -> Any:
+    """Return the moments job's clear calibration curve, or None with a note where refused.
+
+    A site that answered binned counts the other way before (an evaluate job's secure
+    histogram) refuses the clear curve for its lifetime; that failed the whole job, the
+    mean, variance and Brier score the sites had released already included (the docs
+    audit). A refusal of a class under q goes on to the caller's note, as before.
+    """
+    try:
+        return basic.distributed_calibration(federation, n_bins=bins)
+    except DisclosureError as exc:
+        if is_class_count_refusal(exc):
+            raise
+        notes.append(f"calibration curve withheld: {exc}")
+        return None
+
+
 @flower_job("moments")
 def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, Any]:
     take_options(options, {"column", "subset", "calibration_bins"}, "moments")
@@ -91,12 +108,12 @@ def moments_job(federation: Federation, options: dict[str, Any]) -> dict[str, An
     )
     out: dict[str, Any] = moments.to_dict()
     out["brier"] = out["calibration"] = None
-    notes = []
+    notes: list[str] = []
     if basic.all_probabilities(federation):  # a site with a wider grid: no (H15-2)
         try:
             out["brier"], _ = basic.distributed_brier(federation)
             if bins is not None:
-                out["calibration"] = basic.distributed_calibration(federation, n_bins=int(bins))
+                out["calibration"] = _clear_calibration(federation, int(bins), notes)
         except DisclosureError as exc:
             # In the clear each is a class aggregate (R12-3), held to q in each class; the
             # mean and variance over all rows, released already, are not: they stand.
