@@ -48,6 +48,7 @@ __all__ = [
     "SCORE_LEVELS",
     "SEALED_KEYS",
     "SECAGG_MASKED",
+    "SECAGG_ONE_SET",
     "SECAGG_UNMASKED",
     "SHOWN",
     "VALUE_NOT_SHOWN",
@@ -67,6 +68,9 @@ ARGUMENT = "argument:"
 PARTNERS = "secagg-partners:"
 SECAGG_MASKED = "secagg-masked:"
 SECAGG_UNMASKED = "secagg-unmasked:"
+# That the site signed, in a secure session, that it sums each quantity over one set of
+# sites: its policy's secagg_rebind no longer undoes it on this ledger (H18-1).
+SECAGG_ONE_SET = "secagg-one-set"
 # The foundation's statistics (fedroc.federation.basic): the one way of exact binned counts,
 # the thresholds of clear confusion tables (+ threshold), the clear clustered cuts, the one
 # grid of secure trees, and the local-DP trees released (+ leaves).
@@ -108,6 +112,7 @@ SHOWN = frozenset(
         PARTNERS,
         SECAGG_MASKED,
         SECAGG_UNMASKED,
+        SECAGG_ONE_SET,
         EXACT_COUNTS,
         CONFUSION_THRESHOLD,
         CONFUSION_ASKED,

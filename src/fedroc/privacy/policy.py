@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fedroc.exceptions import DisclosureError, InputError
+from fedroc.privacy import keys
 from fedroc.privacy.ledger import ANY_QUANTITY, BudgetLedger, DPEvent
 
 __all__ = [
@@ -821,6 +822,17 @@ class DisclosurePolicy:
                     function=function,
                 )
 
+    def rebinds(self, ledger: BudgetLedger) -> bool:
+        """Whether the site may aggregate a quantity over a second set of sites.
+
+        Its ``secagg_rebind``, unless it has signed to the members of a secure session that
+        it does not (:data:`fedroc.privacy.keys.SECAGG_ONE_SET` in its ledger): they joined
+        on that statement, and a site whose operator set ``secagg_rebind`` afterwards summed
+        the quantity again over the set without one of them, whose input the two sums
+        subtracted to (review 18, H18-1: 20 of 20).
+        """
+        return self.secagg_rebind and keys.SECAGG_ONE_SET not in ledger.bindings
+
     def check_aggregation(
         self,
         *,
@@ -854,7 +866,7 @@ class DisclosurePolicy:
                 site=site,
                 function=function,
             )
-        if self.secagg_rebind:
+        if self.rebinds(ledger):
             return
         # The set of this quantity, then the set of any quantity: two input functions can
         # sum the same counts (calibration bins and a histogram tree's leaves), and their
@@ -867,8 +879,13 @@ class DisclosurePolicy:
                     f"site {site!r} refuses {function!r}: it aggregated {what} over the sites "
                     f"{bound} before and will not over a different set {members} (sums over "
                     "two sets subtract to the inputs of the sites in one of them, also sums of "
-                    "two functions that count the same rows; set secagg_rebind in its policy "
-                    "to allow it)",
+                    "two functions that count the same rows; "
+                    + (
+                        "it signed to its partners that it sums over one set, and its ledger "
+                        "holds it: secagg_rebind does not undo that, a new ledger does)"
+                        if self.secagg_rebind
+                        else "set secagg_rebind in its policy to allow it)"
+                    ),
                     site=site,
                     function=function,
                 )

@@ -571,7 +571,7 @@ def advertisement(
     c_pk, s_pk : bytes
         Its X25519 public keys for share encryption and for masks.
     rebind : bool, default False
-        Its policy's ``secagg_rebind``.
+        Its policy's ``secagg_rebind``, unless its ledger holds that it signed False before.
 
     Returns
     -------
@@ -694,7 +694,7 @@ def _advertise_keys(ctx: SiteContext, state: ClientState | None, args: Record) -
     _save(ctx, state)
     c_pk, s_pk = _crypto.public_key(state.c_sk), _crypto.public_key(state.s_sk)
     assert ctx.identity is not None  # checked by _check_session
-    rebind = ctx.policy.secagg_rebind
+    rebind = ctx.policy.rebinds(ctx.ledger)
     signature = ctx.identity.sign(advertisement(state, ctx.site, c_pk, s_pk, rebind))
     # The input's counts and DP events are declared here, so the site's policy checks
     # them (and charges the budget) before any key material is exchanged.
@@ -737,10 +737,12 @@ def _check_members_bound(ctx: SiteContext, state: ClientState, rebinding: list[s
     under q rows included, 20 of 20). Each member signs whether its policy rebinds
     (:func:`advertisement`), so a site bound to one set refuses, before any share or
     masked input leaves it, a session with such a member. A site that rebinds itself has
-    accepted that risk for its own input and does not check.
+    accepted that risk for its own input and does not check. What a member signed holds on
+    its ledger: one that signed it does not rebind stays bound whatever its policy says
+    later (:meth:`~fedroc.privacy.DisclosurePolicy.rebinds`, H18-1).
     """
     others = [v for v in rebinding if v != ctx.site]
-    if others and not ctx.policy.secagg_rebind:
+    if others and not ctx.policy.rebinds(ctx.ledger):
         function = FUNCTIONS[STAGE_SHARE_KEYS]
         raise DisclosureError(
             f"site {ctx.site!r} refuses {function!r}: member(s) {others} of the secure sum of "
@@ -782,6 +784,11 @@ def _share_keys(ctx: SiteContext, state: ClientState, args: Record) -> Reply:
             f"protocol than {_ADVERTISEMENT[:-1].decode()!r}); it shares nothing"
         )
     _check_members_bound(ctx, state, [v for v, r in zip(u1, rebinds, strict=True) if r])
+    if not ctx.policy.rebinds(ctx.ledger):
+        # What it signed holds for the ledger's lifetime, bound before any share leaves: the
+        # other members join on it, and a secagg_rebind its operator set afterwards summed the
+        # quantity again without one of them (H18-1: their input by difference, 20 of 20).
+        ctx.ledger.bind(keys.SECAGG_ONE_SET, True)
     state.b_seed = _crypto.random_bytes(_crypto.KEY_BYTES)
     n = len(state.sites)
     sk_shares = shamir.split(int.from_bytes(state.s_sk, "big"), n=n, threshold=state.threshold)
@@ -849,7 +856,7 @@ def _partners_bound(ctx: SiteContext) -> bool:
     Bound, every later sum of the site is over its bound set (checked before this), and at
     least a threshold of that set is bound to it too: the sets in flight no longer matter.
     """
-    return ctx.policy.secagg_rebind or ctx.ledger.partners(ANY_QUANTITY) is not None
+    return ctx.policy.rebinds(ctx.ledger) or ctx.ledger.partners(ANY_QUANTITY) is not None
 
 
 def _refuse_another_set_in_flight(
