@@ -12,6 +12,11 @@ passed; then their operators set ``secagg_rebind`` (and ``secagg_min_sites = 2``
 they summed it over {A, B}: the difference was C's exact calibration counts and
 positives per bin, 20 of 20 on 336947a -> 0 of 20: a site that signed that it does not
 rebind stays bound on its ledger, whatever its policy says later).
+
+Open: H18-2 (an MPC job's operating point, where the owners opt in to
+``mpc.operating_points``, opens four proportions at 2^-14 that pin the pooled class counts
+P and N, which docs/mpc.md said they narrow as the AUC does: 20 of 20 federations of
+3 x 70 rows; strict xfail).
 """
 
 from __future__ import annotations
@@ -111,3 +116,66 @@ def test_a_site_that_signed_one_set_signs_it_again_after_its_operator_sets_rebin
     fresh = [site("A", rebind, "new-"), site("B", None, "new-"), site("C", None, "new-")]
     with pytest.raises(FedrocError, match="secagg_rebind in their policies"):
         secure_sum(Federation.from_sites(fresh), "fedroc.calibration", n_bins=10)
+
+
+# -- H18-2. one MPC operating point opens the class counts the job keeps secret ---------------
+
+
+def _counts_fitting_a_point(n: int, point: dict, bits: int, m: int) -> list[int]:
+    """Every P in [m, n - m] for which some TP, FP give the point's four opened proportions
+    (sensitivity TP / P, specificity (N - FP) / N, PPV, NPV), each within one unit of 2^-bits.
+    ``n`` is public (the owners' list lengths)."""
+    unit = 2.0**-bits
+    sens, spec, ppv, npv = (point[k] for k in ("sensitivity", "specificity", "ppv", "npv"))
+    fits = []
+    for p in range(m, n - m + 1):
+        neg = n - p
+        tps = [t for t in range(round(sens * p) - 1, round(sens * p) + 2) if 0 <= t <= p]
+        fps = [f for f in range(round((1 - spec) * neg) - 1, round((1 - spec) * neg) + 2)
+               if 0 <= f <= neg]  # fmt: skip
+        for tp in (t for t in tps if abs(t / p - sens) <= unit):
+            for fp in (f for f in fps if abs((neg - f) / neg - spec) <= unit):
+                called, rest = tp + fp, n - tp - fp
+                if called and abs(tp / called - ppv) > unit:
+                    continue
+                if rest and abs((neg - fp) / rest - npv) > unit:
+                    continue
+                fits.append(p)
+        fits = sorted(set(fits))
+    return fits
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="H18-2 open: an MPC job's operating point (opt_in mpc.operating_points) opens its "
+    "sensitivity, specificity, PPV and NPV at 2^-14, four fractions of TP, FP, P and N with "
+    "P + N public, which pin P and N at every federation measured (3 x 70 rows, 20 of 20). "
+    "A fix needs the points' proportions withheld or coarsened to the order of 1/n (what the "
+    "opt-in is for changes), not a small change",
+)
+def test_an_mpc_operating_point_does_not_pin_the_class_counts():
+    """H18-2. docs/mpc.md says the analyst never learns P and N, and of the operating points
+    that "the four proportions at 2^-14 narrow the class counts much as the AUC does" (the
+    AUC leaves at least 131 candidates for P at 200 rows or more). But the four are four
+    constraints on three unknowns (TP, FP, P; n public): one Youden point of a job over 3
+    owners of 70 rows each, at the defaults (14 bits, minimum class count 5), leaves one
+    candidate, the true P, at 20 of 20 federations on 336947a (the engine run in process on
+    the owners' rows, as the cluster runs it)."""
+    from fedroc.mpc.local import secure_auc_local
+
+    pinned = 0
+    for seed in range(TRIALS):
+        rng = np.random.default_rng([1803, seed])
+        owners = []
+        for _ in range(3):
+            y = rng.random(70) < rng.uniform(0.15, 0.5)
+            owners.append((y.astype(int), np.round(rng.normal(y * 1.0, 1.0), 2)))
+        seeded = b"review18-%d" % seed
+        out = secure_auc_local(owners, frac_bits=14, min_class_count=5, ci=False,
+                               asks="youden", master_seed=seeded).outputs  # fmt: skip
+        (point,) = out.operating_points
+        p = int(sum(o[0].sum() for o in owners))
+        fits = _counts_fitting_a_point(210, point, 14, 5)
+        assert p in fits, (p, fits)  # the helper is right: the truth always fits
+        pinned += fits == [p]
+    assert pinned == 0, f"P pinned at {pinned} of {TRIALS} federations"
