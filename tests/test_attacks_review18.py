@@ -17,6 +17,29 @@ Open: H18-2 (an MPC job's operating point, where the owners opt in to
 ``mpc.operating_points``, opens four proportions at 2^-14 that pin the pooled class counts
 P and N, which docs/mpc.md said they narrow as the AUC does: 20 of 20 federations of
 3 x 70 rows; strict xfail).
+
+Tried and held (tests below unless said):
+
+- H16-3 / H17 at a site of enough rows with a class under q (200 rows, 1 to 4 positives):
+  every own check that runs before the policy's count (Brier, calibration, noisy scores,
+  the secure calibration, Brier, exact tree and clustered summary) tells only whether a
+  score lies outside the range, which ``fedroc.is_probability`` answers there anyway; the
+  words do not depend on the count or on the class of the row outside. At such a site no
+  clear cut (a confusion table, clear clustered edges) can be released, so the
+  calibration's checks against released cuts never read its small class.
+- Secure sums over two sets by other settings: ``secagg_min_sites`` lowered, a second
+  input function (bound as the set of all inputs), the reverse order (partners of
+  ``secagg_rebind`` that sum over {A, B} first and then clear it are held to {A, B}: a bound
+  set stays).
+- MPC: ``mpc_max_jobs`` raised after a job keeps the co-owner set bound in the ledger (H16-1
+  is a binding, not a reading of the policy); one partial AUC per job (its withheld flag one
+  bit of N per job); the DeLong variance at 2^-28 is two unknown sums of squares over P and
+  N and does not pin P as the points do.
+- Sequestration service (read, not broken): Thresholdout is Lyu et al.'s sparse vector with
+  the threshold redrawn at each crossing, a query spends under a conditional UPDATE of the
+  developer's row (budget, quota, token hash), answers past the budget are refused below
+  the threshold too, the AUC's sensitivity follows from the public cap and prevalence, the
+  noise pool is OpenDP's and used once, and a seeded server is a test setting, warned.
 """
 
 from __future__ import annotations
@@ -179,3 +202,83 @@ def test_an_mpc_operating_point_does_not_pin_the_class_counts():
         assert p in fits, (p, fits)  # the helper is right: the truth always fits
         pinned += fits == [p]
     assert pinned == 0, f"P pinned at {pinned} of {TRIALS} federations"
+
+
+# -- tried and held ----------------------------------------------------------------------------
+
+
+def _refusal(fed: Federation, function: str, **args) -> str:
+    """The refusal of ``function`` (a FedrocError's words), or "answered"."""
+    try:
+        fed.call(function, **args)
+    except FedrocError as exc:
+        return str(exc)
+    return "answered"
+
+
+def _class_under_q_refusals(positives: int, outside: str) -> list[str]:
+    """The refusals at a site of 200 rows and 1 to 4 positives (q = 5), beside two partners
+    of 100 rows, of the functions that declare its class counts, in the clear and summed:
+    ``outside`` is "none", "positive" or "negative", the class of its one row at 1.5."""
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng([1804, positives, len(outside)])
+    y = np.zeros(200, dtype=bool)
+    y[:positives] = True
+    s = rng.random(200)
+    if outside != "none":
+        s[0 if outside == "positive" else 199] = 1.5
+
+    def federation() -> Federation:
+        partners = [
+            Site(
+                n,
+                SiteData.from_arrays(
+                    rng.random(100) < 0.4, rng.random(100), cluster=np.arange(100) // 2
+                ),
+            )
+            for n in "AB"
+        ]
+        victim = Site("v", SiteData.from_arrays(y, s, cluster=np.arange(200) // 2))
+        return Federation.from_sites([*partners, victim])
+
+    said = [
+        _refusal(federation(), "fedroc.brier", sites=["v"]),
+        _refusal(federation(), "fedroc.calibration", sites=["v"], n_bins=10),
+        _refusal(
+            federation(),
+            "rocglm.noisy_scores",
+            sites=["v"],
+            epsilon=1.0,
+            delta=1e-5,
+            sensitivity=0.1,
+        ),
+    ]
+    for function, args in (
+        ("fedroc.calibration", {"n_bins": 10}),
+        ("fedroc.brier", {}),
+        ("fedroc.histogram.tree", {"branching": 2, "height": 3, "lo": 0.0, "hi": 1.0,
+                                   "mode": "secure-aggregation"}),
+        ("fedroc.clustered.summary", {"edges": np.linspace(0, 1, 5)}),
+    ):  # fmt: skip
+        try:
+            secure_sum(federation(), function, **args)
+            said.append("answered")
+        except FedrocError as exc:
+            said.append(str(exc))
+    return said
+
+
+def test_held_a_class_under_q_is_told_only_whether_a_score_lies_outside_the_range():
+    """The H16-3 / H17 family at a site of enough rows with a class under q: its own checks
+    (a score outside [0, 1] or outside the tree's range) run before the policy's count, but
+    what they tell is whether any row lies outside, which ``fedroc.is_probability`` answers
+    at such a site anyway. The refusals of 7 functions (Brier, calibration, noisy scores in
+    the clear; calibration, Brier, the exact tree and the clustered summary summed) are the
+    same for 1 to 4 positives, and the same whether the row outside is a positive or a
+    negative."""
+    for outside in ("none", "positive", "negative"):
+        said = {tuple(_class_under_q_refusals(k, outside)) for k in range(1, 5)}
+        if outside == "negative":
+            said |= {tuple(_class_under_q_refusals(k, "positive")) for k in range(1, 5)}
+        assert len(said) == 1, (outside, said)
