@@ -282,3 +282,54 @@ def test_held_a_class_under_q_is_told_only_whether_a_score_lies_outside_the_rang
         if outside == "negative":
             said |= {tuple(_class_under_q_refusals(k, "positive")) for k in range(1, 5)}
         assert len(said) == 1, (outside, said)
+
+
+def test_held_partners_that_rebound_first_and_then_clear_it_are_held_to_their_first_set(
+    tmp_path,
+):
+    """The other order of H18-1: A and B of ``secagg_rebind`` sum over {A, B} first, then
+    their operators clear the setting and they join C over {A, B, C}: their ledgers hold
+    {A, B} (a bound set stays), so they refuse, and C's input is in no sum."""
+    from fedroc.privacy import DisclosurePolicy
+    from fedroc.secagg import secure_sum
+
+    rng = np.random.default_rng(1805)
+    rows = {n: (rng.random(60) < 0.3, rng.random(60)) for n in "ABC"}
+
+    def site(name: str, policy: DisclosurePolicy | None = None) -> Site:
+        return Site(name, SiteData.from_arrays(*rows[name]), policy=policy,
+                    audit=tmp_path / f"{name}.jsonl")  # fmt: skip
+
+    loose = DisclosurePolicy(secagg_rebind=True, secagg_min_sites=2)
+    secure_sum(Federation.from_sites([site("A", loose), site("B", loose)]), "fedroc.calibration",
+               n_bins=10)  # fmt: skip
+    with pytest.raises(FedrocError, match=r"over the sites \['A', 'B'\] before"):
+        secure_sum(Federation.from_sites([site(n) for n in "ABC"]), "fedroc.calibration",
+                   n_bins=10)  # fmt: skip
+
+
+def test_held_mpc_owners_that_raise_max_jobs_after_a_job_keep_its_co_owners(tmp_path):
+    """H16-1's binding is the ledger's, as H18-1's now is: owners at the default of one job
+    take a job over {A, B, C}; restarted with ``mpc_max_jobs = 3`` they refuse a job over
+    {A, B} (C's rows by difference), and run one over {A, B, C} again."""
+    from fedroc.methods.mpc import request_bundles
+    from fedroc.mpc import JobTerms
+    from fedroc.privacy import DisclosurePolicy
+
+    rng = np.random.default_rng(1806)
+    rows = {n: (rng.random(40) < 0.4, rng.random(40)) for n in "ABC"}
+
+    def ask(owners: str, policy: DisclosurePolicy | None = None) -> str:
+        sites = [Site(n, SiteData.from_arrays(*rows[n]), policy=policy,
+                      audit=tmp_path / f"{n}.jsonl") for n in owners]  # fmt: skip
+        terms = JobTerms.create(list(owners), (bytes(range(32)), bytes(range(1, 33))))
+        try:
+            request_bundles(Federation.from_sites(sites), terms)
+        except FedrocError as exc:
+            return str(exc)
+        return "answered"
+
+    assert ask("ABC") == "answered"
+    more = DisclosurePolicy(mpc_max_jobs=3)
+    assert "co-owners ['A', 'B', 'C']" in ask("AB", more)
+    assert ask("ABC", more) == "answered"
