@@ -40,7 +40,10 @@ What each one learns
   ``scripts/results/mpc_precision.md``); at 14 bits no case with ``n >= 200`` was narrowed
   below 131 candidates for ``P`` (small federations, ``n = 60``, still were in 12% of cases:
   lower the precision there). The variance, like any CI, tells roughly how balanced and how
-  large the classes are (it scales like ``1 / min(P, N)``), not the counts. Job after job, an
+  large the classes are (it scales like ``1 / min(P, N)``), not the counts. An operating
+  point's four proportions, four fractions of ``TP``, ``FP``, ``P`` and ``N`` with ``P + N``
+  public, do pin ``P`` and ``N`` at 14 bits (open, H18-2 of review 18: one Youden point, 20
+  of 20 federations of 3 x 70 rows): the owners' opt-in to points gives them. Job after job, an
   owner's bundle cannot be reused: each owner signs one job (its id, the exact co-owners,
   the proxies and every parameter above), each proxy runs a job id once and accepts only
   owners registered in the cluster file, and a fedroc site authorises one job over its
