@@ -114,11 +114,14 @@ def test_partners_that_set_secagg_rebind_after_a_sum_with_a_site_do_not_differen
     assert len(said) == 1 and "signed to its partners that it sums over one set" in said.pop()
 
 
-def test_a_site_that_signed_one_set_signs_it_again_after_its_operator_sets_rebind(tmp_path):
+def test_a_site_that_signed_one_set_signs_it_again_after_its_operator_sets_rebind(tmp_path, capsys):
     """H18-1's statement is the ledger's: restarted with ``secagg_rebind``, a site that
     signed 'one set' in a session signs it again (a default partner accepts it, over the
-    same set), and its status shows the binding; a fresh ledger with ``secagg_rebind``
-    signs that it rebinds (the default partner refuses it, as H16-2)."""
+    same set), and ``fedroc privacy status`` names the binding at the three sites; a fresh
+    ledger with ``secagg_rebind`` signs that it rebinds (the default partner refuses it, as
+    H16-2)."""
+    from _cli import run_main
+
     from fedroc.privacy import DisclosurePolicy, keys
     from fedroc.secagg import secure_sum
 
@@ -133,6 +136,8 @@ def test_a_site_that_signed_one_set_signs_it_again_after_its_operator_sets_rebin
     secure_sum(Federation.from_sites([site(n) for n in "ABC"]), "fedroc.calibration", n_bins=10)
     a = site("A", rebind)
     assert keys.SECAGG_ONE_SET in a.ledger.bindings and not a.policy.rebinds(a.ledger)
+    code, out, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path)])
+    assert code == 0 and out.count("signed in a secure session that it sums each") == 3, err
     again = secure_sum(Federation.from_sites([a, site("B"), site("C")]), "fedroc.calibration",
                        n_bins=10)  # fmt: skip
     assert again.values["count"].sum() == 180

@@ -230,6 +230,11 @@ def describe_binding(key: str, value: Any, *, shown_key: str | None = None) -> s
     if key.startswith(keys.SECAGG_UNMASKED):
         session = _short_id(key[len(keys.SECAGG_UNMASKED) :])
         return f"unmasked secure session {session}"
+    if key == keys.SECAGG_ONE_SET:  # H18-1
+        return (
+            "signed in a secure session that it sums each quantity over one set of sites: "
+            "secagg_rebind in its policy does not undo that on this ledger"
+        )
     if key.startswith(JOB_BINDING) and isinstance(value, dict):
         owners = value.get("owners")  # recorded since review 16 (H16-1): the set it binds
         over = f" over co-owners {_shown(owners)}" if isinstance(owners, list) else ""
