@@ -338,3 +338,39 @@ def test_held_mpc_owners_that_raise_max_jobs_after_a_job_keep_its_co_owners(tmp_
     more = DisclosurePolicy(mpc_max_jobs=3)
     assert "co-owners ['A', 'B', 'C']" in ask("AB", more)
     assert ask("ABC", more) == "answered"
+
+
+def test_a_node_that_signed_one_set_tells_its_operator_that_secagg_rebind_does_not_apply(
+    tmp_path, caplog
+):
+    """H18-1 at a Flower node: its operator who sets ``secagg-rebind`` on a ledger that
+    signed 'one set' is told, when the node builds its site, that the ledger holds it to one
+    set (the setting's own warning says it may rebind); a node on a fresh ledger is not."""
+    import logging
+
+    import pandas as pd
+
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+    from fedroc.privacy import keys
+
+    path = tmp_path / "a.csv"
+    rng = np.random.default_rng(1807)
+    pd.DataFrame({"label": (rng.random(40) < 0.3).astype(int), "score": rng.random(40)}).to_csv(
+        path, index=False
+    )
+
+    def build(node_dir: str) -> Site:
+        config = {"site": "a", "data": str(path), "node-dir": str(tmp_path / node_dir),
+                  "secagg-rebind": True}  # fmt: skip
+        return SiteNodeConfig.from_node_config(config).build()
+
+    said = "secagg_rebind is set, but the site signed in a secure session"
+    with caplog.at_level(logging.WARNING, logger="fedroc.flower"):
+        build("fresh")
+    assert said not in caplog.text
+    site = build("signed")
+    site.ledger.bind(keys.SECAGG_ONE_SET, True)  # as its share_keys binds it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fedroc.flower"):
+        build("signed")
+    assert said in caplog.text, caplog.text

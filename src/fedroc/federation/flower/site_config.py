@@ -376,6 +376,14 @@ class SiteNodeConfig:
         )
         for warning in self.policy.warnings(n_rows=site.n_rows):  # for the node's operator
             logging.getLogger("fedroc.flower").warning("site %r: %s", self.site, warning)
+        if self.policy.secagg_rebind and not self.policy.rebinds(site.ledger):
+            # H18-1: what it signed to its partners holds on its ledger, not the setting.
+            logging.getLogger("fedroc.flower").warning(
+                "site %r: secagg_rebind is set, but the site signed in a secure session that "
+                "it sums each quantity over one set of sites, and its ledger holds it to that "
+                "(a new ledger would not be)",
+                self.site,
+            )
         return site
 
 
