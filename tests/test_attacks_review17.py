@@ -39,18 +39,10 @@ from fedroc.data import SiteData
 from fedroc.exceptions import FedrocError
 from fedroc.federation import Federation
 from fedroc.federation.site import Site
+from tests._refusals import refusal
 
 TRIALS = 20
 LARGEST = float(np.finfo(np.float64).max)
-
-
-def _refusal(fed: Federation, function: str, **args) -> str:
-    """The refusal of ``function`` (a FedrocError's words), or "answered"."""
-    try:
-        fed.call(function, **args)
-    except FedrocError as exc:
-        return str(exc)
-    return "answered"
 
 
 # -- H17-1. an overflow at the analyst's mean counts the rows of a class ----------------------
@@ -71,8 +63,7 @@ def _positives_told(seed: int) -> tuple[int, int, set[str]]:
     fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, rng.random(200)))])
     means = [float(np.sqrt(LARGEST / (k + 0.5))) for k in range(1, 5)]
     said = [
-        _refusal(fed, "fedroc.centered_ss", column="score", subset="positive", mean=m)
-        for m in means
+        refusal(fed, "fedroc.centered_ss", column="score", subset="positive", mean=m) for m in means
     ]
     return positives, 1 + sum("overflows" in s for s in said), set(said)
 
@@ -153,7 +144,7 @@ def _range_told(function: str, args: dict) -> tuple[int, int, dict[bool, set[str
         if wider:
             s[0] += 1.0
         fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, s))])
-        words = _refusal(fed, function, lo=0.0, hi=1.0, **args)
+        words = refusal(fed, function, lo=0.0, hi=1.0, **args)
         said[wider].add("answered" if words == "answered" else words)
         told += wider and "outside" in words
         wrong += (not wider) and "outside" in words
@@ -208,14 +199,14 @@ def _declared_site_answers(seed: int, inside: bool) -> list[object]:
 
     said: list[object] = [
         bit("fedroc.is_probability", "ok"),
-        _refusal(fed, "fedroc.brier"),
-        _refusal(fed, "fedroc.calibration", n_bins=10),
-        _refusal(fed, "rocglm.sensitivity"),
+        refusal(fed, "fedroc.brier"),
+        refusal(fed, "fedroc.calibration", n_bins=10),
+        refusal(fed, "rocglm.sensitivity"),
     ]
     for lo, hi in ((0.0, 1.0), (-10.0, 10.0), (-20.0, 20.0)):
         said.append(bit("rocglm.scale", "in_range", score_range=np.array([lo, hi])))
     for lo, hi in ((0.0, 1.0), (-10.0, 10.0)):
-        said.append(_refusal(fed, "fedroc.histogram.class_counts_local", lo=lo, hi=hi,
+        said.append(refusal(fed, "fedroc.histogram.class_counts_local", lo=lo, hi=hi,
                              epsilon=1.0))  # fmt: skip
     return said
 
@@ -250,7 +241,7 @@ def test_held_the_rocglm_levels_pre_check_reads_no_row():
         fed = Federation.from_sites([site])
         answer = fed.call("rocglm.scale", score_range=np.array([0.0, 1.0]), score_levels=levels)
         assert answer["v"]["on_levels"] is (not off)
-        said.append(_refusal(fed, "rocglm.noisy_scores", epsilon=1.0, delta=1e-6,
+        said.append(refusal(fed, "rocglm.noisy_scores", epsilon=1.0, delta=1e-6,
                              sensitivity=0.1, thresholds="grid"))  # fmt: skip
         left = fed.call("fedroc.epsilon_left")["v"]["epsilon_left"]
         assert left == site.policy.epsilon_limit, left  # nothing spent

@@ -54,6 +54,7 @@ from fedroc.data import SiteData
 from fedroc.exceptions import FedrocError
 from fedroc.federation import Federation
 from fedroc.federation.site import Site
+from tests._refusals import refusal
 
 TRIALS = 20
 
@@ -212,15 +213,6 @@ def test_an_mpc_operating_point_does_not_pin_the_class_counts():
 # -- tried and held ----------------------------------------------------------------------------
 
 
-def _refusal(fed: Federation, function: str, **args) -> str:
-    """The refusal of ``function`` (a FedrocError's words), or "answered"."""
-    try:
-        fed.call(function, **args)
-    except FedrocError as exc:
-        return str(exc)
-    return "answered"
-
-
 def _class_under_q_refusals(positives: int, outside: str) -> list[str]:
     """The refusals at a site of 200 rows and 1 to 4 positives (q = 5), beside two partners
     of 100 rows, of the functions that declare its class counts, in the clear and summed:
@@ -248,9 +240,9 @@ def _class_under_q_refusals(positives: int, outside: str) -> list[str]:
         return Federation.from_sites([*partners, victim])
 
     said = [
-        _refusal(federation(), "fedroc.brier", sites=["v"]),
-        _refusal(federation(), "fedroc.calibration", sites=["v"], n_bins=10),
-        _refusal(
+        refusal(federation(), "fedroc.brier", sites=["v"]),
+        refusal(federation(), "fedroc.calibration", sites=["v"], n_bins=10),
+        refusal(
             federation(),
             "rocglm.noisy_scores",
             sites=["v"],

@@ -967,9 +967,9 @@ def test_flower_up_refuses_a_bad_data_file_before_it_starts(
     assert line.startswith(message), line
 
 
-def test_flower_up_gives_its_sites_a_cluster_column(capsys, tmp_path, monkeypatch):
-    """`flower run --method clustered` asked for a cluster column that `flower up` had no
-    option to give (only a hand-written node config had one)."""
+def _sites_flower_up_starts(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Stub the deployment's start: the site configs it would start are recorded in the
+    returned dict, and it stops at once, as Ctrl-C does."""
     pytest.importorskip("flwr")
     from fedroc.federation.flower import deploy
 
@@ -977,9 +977,16 @@ def test_flower_up_gives_its_sites_a_cluster_column(capsys, tmp_path, monkeypatc
 
     def started(self: Any, timeout: float = 0, progress: Any = None) -> None:
         seen.update(self.sites)
-        raise KeyboardInterrupt  # stop at once, as Ctrl-C does
+        raise KeyboardInterrupt
 
     monkeypatch.setattr(deploy.LocalDeployment, "start", started)
+    return seen
+
+
+def test_flower_up_gives_its_sites_a_cluster_column(capsys, tmp_path, monkeypatch):
+    """`flower run --method clustered` asked for a cluster column that `flower up` had no
+    option to give (only a hand-written node config had one)."""
+    seen = _sites_flower_up_starts(monkeypatch)
     data = tmp_path / "a.csv"
     data.write_text("label,score,patient\n1,0.5,p1\n0,0.2,p1\n")
     args = ["flower", "up", "--data", f"a={data}", "--insecure", "--dir", str(tmp_path / "d")]
@@ -996,16 +1003,7 @@ def test_flower_up_takes_every_sites_policy_from_a_file(capsys, tmp_path, monkey
     policy; a declared range that misses a row is refused before any process starts, naming
     the site and its file; --min-count beside the file is refused as flower supernode
     refuses it."""
-    pytest.importorskip("flwr")
-    from fedroc.federation.flower import deploy
-
-    seen: dict[str, Any] = {}
-
-    def started(self: Any, timeout: float = 0, progress: Any = None) -> None:
-        seen.update(self.sites)
-        raise KeyboardInterrupt  # stop at once, as Ctrl-C does
-
-    monkeypatch.setattr(deploy.LocalDeployment, "start", started)
+    seen = _sites_flower_up_starts(monkeypatch)
     data = tmp_path / "a.csv"
     data.write_text("label,score\n1,2.5\n0,-1.5\n")
     policy = tmp_path / "policy.toml"
@@ -2069,15 +2067,20 @@ def _sigint_as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_cpython_drops_an_interrupt_raised_in_a_finaliser():
-    """The control for the next two tests: without fedroc's hook the interrupt is lost."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _DROPPED_INTERRUPT + "busy()"],
+def _python_in_a_terminal(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a new Python with SIGINT as in a terminal; its output and status."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=60,
         preexec_fn=_sigint_as_in_a_terminal,
     )
+
+
+def test_cpython_drops_an_interrupt_raised_in_a_finaliser():
+    """The control for the next two tests: without fedroc's hook the interrupt is lost."""
+    proc = _python_in_a_terminal(_DROPPED_INTERRUPT + "busy()")
     assert proc.returncode == 0 and proc.stdout.strip() == "ran on", proc
     assert "Exception ignored in" in proc.stderr
 
@@ -2092,13 +2095,7 @@ def test_an_interrupt_dropped_in_a_finaliser_is_delivered_again():
         "    print('interrupted')\n"
         "    print(sys.unraisablehook is sys.__unraisablehook__)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=_sigint_as_in_a_terminal,
-    )
+    proc = _python_in_a_terminal(script)
     # Delivered again, the interrupt ends the loop; the hook is put back; CPython's
     # "Exception ignored" line is not printed for an interrupt that was not ignored.
     assert proc.stdout.split() == ["interrupted", "True"], proc
@@ -2115,13 +2112,7 @@ def test_a_command_whose_interrupt_was_dropped_still_says_so():
         "cli.click_command = lambda: typer.main.get_command(app)\n"
         "cli.main([])\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=_sigint_as_in_a_terminal,
-    )
+    proc = _python_in_a_terminal(script)
     assert proc.returncode == 130, proc
     assert "ran on" not in proc.stdout
     assert proc.stderr.strip().splitlines() == ["error: interrupted"], proc.stderr
