@@ -59,6 +59,7 @@ def metrics_dict(
     from fedroc.methods.asks import (
         check_targets,
         comparison_dict,
+        not_probabilities_caveat,
         operating_points_from_counts,
     )
     from fedroc.metrics import (
@@ -112,8 +113,11 @@ def metrics_dict(
             f"there, is [{lo:.4f}, {hi:.4f}] (the Wald interval is the point {res.auc:g} "
             "for the same reason)"
         )
-    if caveat is not None:
-        extra["caveats"] = [caveat]
+    caveats = [] if caveat is None else [caveat]
+    if not is_prob and data.n:
+        caveats.append(not_probabilities_caveat(s, calibration=False))
+    if caveats:
+        extra["caveats"] = caveats
     if data.score_b is not None:
         extra["comparison"] = comparison_dict(
             delong_paired(y, s, data.score_b, confidence_level=confidence),

@@ -69,6 +69,7 @@ __all__ = [
     "levels_hold_grid",
     "levels_text",
     "local_tree_leaves",
+    "probability_sites",
     "site_limits",
     "site_probabilities",
     "site_sizes",
@@ -1542,8 +1543,34 @@ def all_probabilities(federation: Federation) -> bool:
     bool
         True when every site answers that its scores lie in [0, 1].
     """
+    answer = probability_sites(federation)
+    return answer is not None and not answer[1]
+
+
+def probability_sites(federation: Federation) -> tuple[list[str], list[str]] | None:
+    """Name the sites whose scores are probabilities and those whose are not.
+
+    None where a site will not say: a site whose grid of exact counts is wider than [0, 1]
+    refuses the question (H15-2). The analyst gets one reply per site either way
+    (:func:`all_probabilities` asks the same): naming the sites that say no tells the
+    analyst which site to look at when the others' scores are probabilities (logits at one
+    site by mistake).
+
+    Parameters
+    ----------
+    federation : Federation
+        The sites asked (``fedroc.is_probability``).
+
+    Returns
+    -------
+    (list of str, list of str) or None
+        The sites whose scores lie in [0, 1] and those whose scores do not, in the
+        federation's order.
+    """
     try:
         replies = federation.call(FN_IS_PROBABILITY)
     except DisclosureError:
-        return False
-    return all(r["ok"] for r in replies.values())
+        return None
+    yes = [name for name, r in replies.items() if r["ok"]]
+    no = [name for name, r in replies.items() if not r["ok"]]
+    return yes, no

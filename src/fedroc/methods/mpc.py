@@ -343,6 +343,21 @@ def _without_mpc_advice(exc: Exception) -> str:
     return str(exc).replace(f". {MPC_INSTEAD}", "")
 
 
+def _not_probabilities_note(yes: list[str], no: list[str]) -> str:
+    """Name the sites whose scores are not probabilities, and warn where others' are."""
+    note = (
+        f"scores are not probabilities at site(s) {', '.join(map(repr, no))}: no Brier "
+        "score or calibration"
+    )
+    if yes:
+        note += (
+            f"; those at {', '.join(map(repr, yes))} lie in [0, 1]: if the sites' scores "
+            "are on two scales (logits and probabilities), the AUC ranks them together and "
+            "means nothing"
+        )
+    return note
+
+
 def _secure_probability_metrics(
     fed: Any, n_bins: int, calibration: bool
 ) -> tuple[Any, Any, list[str]]:
@@ -352,10 +367,14 @@ def _secure_probability_metrics(
     # Public functions of fedroc.secagg (loaded lazily there, hence typed Any here).
     secure_brier: Any = secagg.secure_brier
     secure_calibration: Any = secagg.secure_calibration
-    from fedroc.federation.basic import all_probabilities
+    from fedroc.federation.basic import probability_sites
 
-    if not all_probabilities(fed):  # a site with a wider grid: no (H15-2)
+    answer = probability_sites(fed)
+    if answer is None:  # a site with a wider grid: no (H15-2)
         return None, None, ["scores are not probabilities: no Brier score or calibration"]
+    yes, no = answer
+    if no:
+        return None, None, [_not_probabilities_note(yes, no)]
     try:
         brier, _ = secure_brier(fed)
     except FedrocError as exc:

@@ -18,6 +18,7 @@ from fedroc.methods import EvaluationInputs, EvaluationResult, register_method
 from fedroc.methods.asks import (
     check_targets,
     comparison_dict,
+    not_probabilities_caveat,
     operating_points_from_counts,
 )
 from fedroc.metrics import (
@@ -152,6 +153,8 @@ def _unweighted(
         "brier": brier_score(y, s) if is_prob else None,
         "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
     }
+    if not is_prob and data.n:
+        extra["caveats"] = [not_probabilities_caveat(s)]
     if bootstrap is not None:
         boot = counts.bootstrap_auc(bootstrap, seed=inputs.seed, confidence_level=level)
         extra["auc_ci_bootstrap"] = list(boot.confidence_interval())
@@ -188,6 +191,7 @@ def _weighted(
             "weighted by --sample-weight: no confidence interval (DeLong's variance, Wilson "
             "and bootstrap intervals count rows, which weights are not)",
             "weighted: no calibration curve (its bins count rows)",
+            *([] if _is_probability(s) else [not_probabilities_caveat(s)]),
         ],
     }
 
