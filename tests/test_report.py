@@ -310,3 +310,24 @@ def test_roc_figure_pooled_reference_encloses_the_auc_with_tied_scores():
     fig = roc_figure(SiteData.from_arrays(y, score))
     [line] = [ln for ln in fig.axes[0].lines if ln.get_label() == "pooled rows (reference)"]
     assert drawn_area(line) == pytest.approx(skm.roc_auc_score(y, score), abs=1e-12)
+
+
+def test_calibration_figure_under_dp_draws_the_noise_of_each_observed_fraction():
+    """Under DP the observed fractions carry noise of SD 0.1-0.2 at a few hundred rows per
+    bin (three hospitals, epsilon 1); the figure drew them as an exact line (walk)."""
+    edges = np.linspace(0.0, 1.0, 5)
+    count = np.array([90, 250, 160, 40])
+    predicted = np.array([0.08, 0.14, 0.22, np.nan])
+    observed = np.array([0.05, 0.0, 0.08, np.nan])
+    suppressed = np.array([False, False, False, True])
+    curve = CalibrationCurve(edges, count, predicted, observed, suppressed)
+    sd = [0.2, 0.13, 0.17, None]
+    ax = calibration_figure([("histogram", curve)], noise_sd=[sd]).axes[0]
+    (bars,) = [c for c in ax.containers if "noise" in str(c.get_label())]
+    segments = bars.lines[2][0].get_segments()  # one vertical bar per released bin
+    assert len(segments) == 3
+    for seg, x, y, s in zip(segments, predicted[:3], observed[:3], sd[:3], strict=True):
+        assert seg[0][0] == pytest.approx(x)
+        assert sorted(p[1] for p in seg) == pytest.approx([y - 1.96 * s, y + 1.96 * s])
+    # Without DP noise, no bars.
+    assert not calibration_figure([("pooled", curve)]).axes[0].containers

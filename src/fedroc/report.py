@@ -279,7 +279,9 @@ def metrics_figure(
 
 
 def calibration_figure(
-    curves: Sequence[tuple[str, CalibrationCurve]], title: str = "Calibration"
+    curves: Sequence[tuple[str, CalibrationCurve]],
+    title: str = "Calibration",
+    noise_sd: Sequence[Any] | None = None,
 ) -> Any:
     """Observed fraction against mean predicted probability, with the rows of each bin.
 
@@ -294,6 +296,10 @@ def calibration_figure(
         below.
     title : str, default "Calibration"
         Title of the upper axes.
+    noise_sd : sequence, optional
+        Per curve, the DP noise SD of each bin's observed fraction (None where a bin has
+        none) or None: drawn as bars of +-1.96 SD. Under DP the observed fractions carry
+        noise of SD 0.1 to 0.2 at a few hundred rows; a line without bars read as exact.
 
     Returns
     -------
@@ -313,6 +319,21 @@ def calibration_figure(
         # NaN breaks the line: nothing is drawn through a withheld bin.
         y = np.where(known, curve.observed_fraction, np.nan)
         ax.plot(curve.mean_predicted, y, marker="o", ms=3, label=label)
+        sd = None if noise_sd is None else noise_sd[i]
+        if sd is not None:
+            err = np.array([np.nan if v is None else float(v) for v in sd], dtype=float)
+            bar = known & np.isfinite(err)
+            if bar.any():
+                ax.errorbar(
+                    curve.mean_predicted[bar],
+                    curve.observed_fraction[bar],
+                    yerr=1.96 * err[bar],
+                    fmt="none",
+                    ecolor=f"C{i}",
+                    elinewidth=0.8,
+                    capsize=2,
+                    label=f"{label}: +-1.96 DP noise SD",
+                )
         partial = ok & withheld
         if partial.any():
             ax.scatter(
@@ -629,15 +650,28 @@ def evaluation_report(
         withheld = int(np.count_nonzero(cal.withheld))
         # Under DP no site withholds a bin: the analyst does, for its noise (as the CLI's
         # calibration table says); the report said "withheld at a site" there too.
+        noise = extra.get("calibration_noise_sd")
         why = (
             "withheld for their noise (noisy count within 3 noise SDs of 0)"
-            if extra.get("calibration_noise_sd") is not None
+            if noise is not None
             else "withheld at a site"
         )
         report.add_figure(
-            calibration_figure([(result.method, cal)], title="Calibration"),
+            calibration_figure(
+                [(result.method, cal)],
+                title="Calibration",
+                noise_sd=None if noise is None else [noise],
+            ),
             "Calibration: observed fraction of positives per bin of predicted probability, "
-            "rows per bin below. "
+            "rows per bin below"
+            + (" (noisy counts)" if noise is not None else "")
+            + ". "
+            + (
+                "Bars: +-1.96 SD of the DP noise on each observed fraction (not the "
+                "sampling error). "
+                if noise is not None
+                else ""
+            )
             + (
                 f"{withheld} bin(s) {why} are shaded; the line does not pass them."
                 if withheld
