@@ -546,6 +546,9 @@ def option_words(message: str, options: Mapping[str, str]) -> str:
     if joined:
         pattern = r"\b(" + "|".join(map(re.escape, joined)) + r")\b"
         message = re.sub(pattern, lambda m: options[m.group(1)], message)
+        # "score_range=(lo, hi) (--score-range LO,HI)" gives both forms: the option's alone
+        # ("pass --score-range=(lo, hi) (--score-range LO,HI)" read as a third syntax).
+        message = re.sub(r"(--[\w-]+)=\([^)]*\) \((\1\b[^):]*)\)", r"\2", message)
     return message
 
 
