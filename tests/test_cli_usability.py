@@ -463,3 +463,24 @@ def test_privacy_status_describes_every_binding_key_the_privacy_layer_names():
         value = values.get(name, job if name == "JOB_BINDING" else 3)
         line = describe_binding(full, value)
         assert not line.startswith(full), (name, line)
+
+
+def test_privacy_status_reads_a_flower_deployment_directory(capsys, csv, tmp_path):
+    """`fedroc flower up --dir DEP` keeps each site's ledger in DEP/nodes/<site>/; `privacy
+    status --audit-dir DEP` said "no privacy ledger" (walk)."""
+    audit = tmp_path / "audit"
+    code, _, err = run_main(capsys, evaluate3(csv, audit, "--method", "histogram"))
+    assert code == 0, err
+    deployment = tmp_path / "dep"
+    for name in "abc":  # the layout flower up writes
+        node = deployment / "nodes" / name
+        node.mkdir(parents=True)
+        (audit / f"{name}.ledger.jsonl").rename(node / "audit.ledger.jsonl")
+        (audit / f"{name}.jsonl").rename(node / "audit.jsonl")  # names the site
+    code, out, err = run_main(
+        capsys, ["privacy", "status", "--audit-dir", str(deployment), "--json"]
+    )
+    assert code == 0, err
+    assert [s["site"] for s in json.loads(out)["sites"]] == ["a", "b", "c"]
+    code, _, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path / "x")])
+    assert code == 2

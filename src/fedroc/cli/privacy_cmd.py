@@ -299,7 +299,8 @@ def status(
         typer.Option(
             "--audit-dir",
             help="Directory of the sites' audit logs; each site's ledger lies beside its log "
-            "(<site>.ledger.jsonl).",
+            "(<site>.ledger.jsonl). A `fedroc flower up --dir` directory too (its "
+            "nodes/<site>/audit.ledger.jsonl).",
         ),
     ],
     as_json: JsonOption = False,
@@ -314,10 +315,14 @@ def status(
         )
     if not audit_dir.is_dir():
         raise InputError(f"--audit-dir {str(audit_dir)!r} is a file, not a directory")
-    paths = sorted(audit_dir.glob(f"*{LEDGER_SUFFIX}"))
+    # A `fedroc flower up --dir` deployment keeps each site's ledger in nodes/<site>/.
+    paths = sorted(audit_dir.glob(f"*{LEDGER_SUFFIX}")) or sorted(
+        audit_dir.glob(f"nodes/*/*{LEDGER_SUFFIX}")
+    )
     if not paths:
         raise InputError(
-            f"no privacy ledger (*{LEDGER_SUFFIX}) in {str(audit_dir)!r}; sites keep theirs "
+            f"no privacy ledger (*{LEDGER_SUFFIX}) in {str(audit_dir)!r} nor in its "
+            "nodes/<site>/ (a `fedroc flower up --dir` deployment); sites keep theirs "
             "beside their audit logs"
         )
     statuses = [read_ledger_status(p) for p in paths]
