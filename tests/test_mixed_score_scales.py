@@ -95,3 +95,22 @@ def test_the_sites_that_are_not_probabilities_are_named(sites):
     assert note.startswith("scores are not probabilities at site(s) 'b':")
     assert "those at 'a', 'c' lie in [0, 1]" in note
     assert "those at" not in _not_probabilities_note([], ["a", "b", "c"])
+
+
+def test_flower_up_warns_before_it_starts(capsys, sites, tmp_path):
+    """The deployment's ledgers bind a site's rows at its first answer: the warning comes
+    before any process starts (here a declared range [0, 1] then refuses the logits)."""
+    pytest.importorskip("flwr")
+    policy = tmp_path / "policy.toml"
+    policy.write_text("score_range = [0, 1]\n")
+    data = [x for name, p in sites.items() for x in ("--data", f"{name}={p}")]
+    code, _, err = run_main(
+        capsys,
+        ["flower", "up", *data, "--label", "outcome", "--score", "risk",
+         "--policy-file", str(policy), "--dir", str(tmp_path / "dep")],
+    )  # fmt: skip
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("warning: scores at site(s) 'b' in [")
+    assert lines[-1].startswith("error: ") and "'b'" in lines[-1]
+    assert not (tmp_path / "dep" / "nodes").exists()

@@ -267,6 +267,9 @@ def up(
     # "site 'north' is misconfigured on its SuperNode (details in its log)"; the synthetic
     # sites' columns (label, score, patient) too.
     loaded = load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
+    from fedroc.cli.evaluate_cmd import note_mixed_score_scales
+
+    note_mixed_score_scales(loaded)  # before a site's ledger binds the rows of a mistake
     policy = _up_policy(min_count, policy_file, loaded, paths)
     # No audit path: each site's audit log (and privacy ledger) lives in its node directory.
     configs = [
