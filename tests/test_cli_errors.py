@@ -1073,7 +1073,7 @@ def test_flower_run_table_shows_the_caveats_and_notes_evaluate_shows(capsys, mon
     text = " ".join(out.split())
     assert re.search(r"caveat\s+│\s+the interval is the point 0.5: every score ties", out), out
     assert re.search(r"released\s+│\s+a note", out), out
-    assert "AUC confidence interval │ [0.5000, 0.5000]" in text
+    assert "AUC 95% CI │ [0.5000, 0.5000]" in text  # the run's level, as evaluate says
 
 
 def test_flower_run_says_what_discovery_waits_for_off_a_terminal(capsys, monkeypatch):

@@ -188,6 +188,10 @@ def test_flower_run_labels_the_rows_of_a_result_in_words(capsys, sites, method):
     labels = [label for label, _ in _result_rows(result)]
     assert "positives" in labels and "AUC confidence interval" in labels, labels
     assert not [label for label in labels if _KEY.match(label)], labels
+    # With the run's level, as fedroc evaluate labels it (walk: --confidence 0.9 printed
+    # "AUC confidence interval" on Flower and "90% CI" in process).
+    labels = [label for label, _ in _result_rows(result, "90%")]
+    assert "AUC 90% CI" in labels and "AUC confidence interval" not in labels, labels
 
 
 def test_operating_points_say_how_each_threshold_was_chosen(capsys, sites):

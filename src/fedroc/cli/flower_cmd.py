@@ -723,7 +723,7 @@ def run(
     if as_json:
         emit_json(result)
         return
-    rows = _result_rows(result)
+    rows = _result_rows(result, f"{confidence:.0%}")
     rows.append(("Flower run", payload["run_id"]))
     out.print(kv_table(f"fedroc on Flower: {job}", rows))
     sites_rows = result.get("sites")
@@ -746,18 +746,22 @@ def _stopped_deployment(exc: FedrocError, deployment: Path | None) -> FedrocErro
     )
 
 
-def _result_rows(result: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Return a job's table rows: its values, caveats and notes as fedroc evaluate shows them."""
+def _result_rows(result: dict[str, Any], level: str | None = None) -> list[tuple[str, Any]]:
+    """Return a job's table rows: its values, caveats and notes as fedroc evaluate shows them.
+
+    ``level`` ("90%") puts the intervals' level in their labels, as fedroc evaluate does:
+    `flower run --confidence 0.9` labelled its 90% interval "AUC confidence interval".
+    """
     # Each row in words (row_label), as fedroc evaluate labels it: not by its JSON key.
     method = result.get("method")
     rows: list[tuple[str, Any]] = [
-        (row_label(key, method), value)
+        (row_label(key, method, level), value)
         for key, value in result.items()
         if isinstance(value, (int, float, str)) or value is None
     ]
     for key in ("auc_ci",):
         if isinstance(result.get(key), list):
-            rows.append((row_label(key, method), tuple(result[key])))
+            rows.append((row_label(key, method, level), tuple(result[key])))
     # As fedroc evaluate prints them: a caveat, a list of names or notes, one per row.
     for key, value in result.items():
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
