@@ -192,6 +192,7 @@ def test_flower_run_labels_the_rows_of_a_result_in_words(capsys, sites, method):
     # "AUC confidence interval" on Flower and "90% CI" in process).
     labels = [label for label, _ in _result_rows(result, "90%")]
     assert "AUC 90% CI" in labels and "AUC confidence interval" not in labels, labels
+    assert labels[labels.index("AUC") + 1] == "AUC 90% CI", labels  # under the AUC
 
 
 def test_operating_points_say_how_each_threshold_was_chosen(capsys, sites):

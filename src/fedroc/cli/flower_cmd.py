@@ -754,14 +754,13 @@ def _result_rows(result: dict[str, Any], level: str | None = None) -> list[tuple
     """
     # Each row in words (row_label), as fedroc evaluate labels it: not by its JSON key.
     method = result.get("method")
-    rows: list[tuple[str, Any]] = [
-        (row_label(key, method, level), value)
-        for key, value in result.items()
-        if isinstance(value, (int, float, str)) or value is None
-    ]
-    for key in ("auc_ci",):
-        if isinstance(result.get(key), list):
-            rows.append((row_label(key, method, level), tuple(result[key])))
+    rows: list[tuple[str, Any]] = []
+    for key, value in result.items():
+        if isinstance(value, (int, float, str)) or value is None:
+            rows.append((row_label(key, method, level), value))
+        if key == "auc" and isinstance(result.get("auc_ci"), list):
+            # Under the AUC, as fedroc evaluate shows it: it came last, below the counts.
+            rows.append((row_label("auc_ci", method, level), tuple(result["auc_ci"])))
     # As fedroc evaluate prints them: a caveat, a list of names or notes, one per row.
     for key, value in result.items():
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
