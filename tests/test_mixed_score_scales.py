@@ -114,3 +114,20 @@ def test_flower_up_warns_before_it_starts(capsys, sites, tmp_path):
     assert lines[0].startswith("warning: scores at site(s) 'b' in [")
     assert lines[-1].startswith("error: ") and "'b'" in lines[-1]
     assert not (tmp_path / "dep" / "nodes").exists()
+
+
+def test_fixed_rows_after_a_refusal_are_refused_in_words_that_say_why(capsys, sites, tmp_path):
+    """Logits at 'b' refused by the histogram bind b's rows (the refusal is a bit of them);
+    after the fix b refused "its rows changed since its first exact release", when it had
+    released nothing: the message now says a refusal that read the rows counts."""
+    audit = tmp_path / "audit"
+    args = ["evaluate", *_site_args(sites), "--label", "outcome", "--score", "risk"]
+    code, _, err = run_main(capsys, [*args, "--method", "histogram", "--audit-dir", str(audit)])
+    assert code == 2 and "site 'b': scores lie outside the public score range" in err
+    frame = pd.read_csv(sites["b"])
+    frame["risk"] = 1.0 / (1.0 + np.exp(-frame["risk"]))
+    frame.to_csv(sites["b"], index=False)  # fixed in place
+    code, _, err = run_main(capsys, [*args, "--method", "histogram", "--audit-dir", str(audit)])
+    assert code == 2
+    assert "site 'b' refuses" in err and "its rows changed since its first exact release" in err
+    assert "a refusal that read its rows, such as scores outside the range asked" in err

@@ -786,9 +786,10 @@ def check_rows(ctx: SiteContext, function: str) -> dict[str, str]:
     if _changed(ctx, digests, function):
         raise DisclosureError(
             f"site {ctx.site!r} refuses {function!r}: its rows changed since its first "
-            "exact release under its privacy ledger, and exact releases of two versions of "
-            "its rows subtract to the rows that changed. Its operator may start it on a "
-            "new ledger for the new rows (a new audit log: a new --audit-dir for fedroc "
+            "exact release under its privacy ledger (a refusal that read its rows, such as "
+            "scores outside the range asked, counts as one), and exact releases of two "
+            "versions of its rows subtract to the rows that changed. Its operator may start "
+            "it on a new ledger for the new rows (a new audit log: a new --audit-dir for fedroc "
             "evaluate, a new --dir for fedroc flower up, a new `audit` path in a node "
             "config), knowing that what the old rows released stays subtractable from what "
             "the new ones release",
