@@ -295,6 +295,6 @@ def test_a_refused_rocglm_setup_binds_the_grid_over_its_range():
         fed.call("rocglm.setup", sites=["a"], session="x", release=rel["release"],
                  bootstrap=2, score_range=[0.0, 0.5], **_pool([("a", rel)]))  # fmt: skip
     # Refused by site "a" alone: the others answered nothing and are unbound.
-    words = r"by 1 site\(s\): site 'a'.*\[0.0, 0.5, None\].*--score-range=0,0.5.*new ledger"
+    words = r"by 1 site\(s\): site 'a'.*bound to \[0, 0.5\] by.*--score-range=0,0.5.*new ledger"
     with pytest.raises(FedrocError, match=words):
         secure_sum(fed, INPUT_NAME, mode=MODE_SA, branching=2, height=4, lo=0.0, hi=1.0)

@@ -852,7 +852,7 @@ def _range_refused(
         )
     return ArgumentRefused(
         f"site {ctx.site!r} refuses {function!r}: the score range and transform of its "
-        f"histograms were bound to {list(first)} by its first request "
+        f"histograms were bound to {grid_range_text(first)} by its first request "
         f"and may not change (got {scale}); histograms over two ranges could be "
         "subtracted, and a range check answered on any range bisects the extreme scores. "
         f"{ask}"
