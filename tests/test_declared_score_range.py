@@ -330,3 +330,20 @@ def test_a_sites_file_declares_it_in_its_policy_table(capsys, tmp_path):
         if code == 2:
             line = " ".join(err.split())
             assert "site 's0'" in line and "s0.csv" in line and "[-5, 5]" in line, err
+
+
+def test_the_brier_score_and_the_clear_curve_are_refused_in_one_way():
+    """A site declared outside [0, 1] refused the Brier score with a DisclosureError ("its
+    operator declared ... this function needs probabilities") and the clear calibration
+    curve with an InputError of other words, for the same public declaration. Now one
+    refusal, naming the function each time."""
+    from fedroc.exceptions import DisclosureError
+
+    fed = _federation((-10.0, 10.0))
+    said = {}
+    for function, args in (("fedroc.brier", {}), ("fedroc.calibration", {"n_bins": 10})):
+        got = _try(fed.call, function, **args)
+        assert isinstance(got, DisclosureError), (function, got)
+        said[function] = str(got)
+    words = [w.replace(f"'{f}'", "'F'") for f, w in said.items()]
+    assert words[0] == words[1] and "declared its scores in [-10, 10]" in words[0], said

@@ -217,7 +217,8 @@ def site_probabilities(ctx: SiteContext, function: str) -> np.ndarray:
     Raises
     ------
     DisclosureError
-        The site holds fewer than ``min_count`` rows.
+        The site holds fewer than ``min_count`` rows, or its operator declared a
+        ``score_range`` not inside [0, 1].
     InputError
         A score lies outside [0, 1].
     """
@@ -230,11 +231,7 @@ def site_probabilities(ctx: SiteContext, function: str) -> np.ndarray:
         # Answered from the public declaration, which the site checked its rows against
         # when it was built: no row is read to say whether they are probabilities.
         if not _inside_unit(declared):
-            raise InputError(
-                f"site {ctx.site!r} declares its scores in [{declared[0]:g}, "
-                f"{declared[1]:g}] (score_range in its policy), not inside [0, 1]; the Brier "
-                "score and calibration need probabilities"
-            )
+            raise _declared_not_probabilities(ctx, function, declared)
         return s
     if ((s < 0.0) | (s > 1.0)).any():
         raise InputError(
@@ -269,6 +266,24 @@ def declared_range(ctx: SiteContext) -> tuple[float, float] | None:
 def _inside_unit(declared: tuple[float, float]) -> bool:
     """Whether a declared range lies in [0, 1] (the scores are then probabilities)."""
     return 0.0 <= declared[0] and declared[1] <= 1.0
+
+
+def _declared_not_probabilities(
+    ctx: SiteContext, function: str, declared: tuple[float, float], advice: str = ""
+) -> DisclosureError:
+    """Build the refusal of a function needing probabilities at a site declared outside [0, 1].
+
+    One refusal for the Brier score, the calibration curve (clear or secure) and every
+    function that binds the [0, 1] grid first: the clear curve raised an InputError of
+    other words for the same public declaration.
+    """
+    return DisclosureError(
+        f"site {ctx.site!r} refuses {function!r}: its operator declared its scores "
+        f"in [{declared[0]:g}, {declared[1]:g}] (score_range in its policy), not "
+        "inside [0, 1], and this function needs probabilities" + advice,
+        site=ctx.site,
+        function=function,
+    )
 
 
 @fill_doc
@@ -1503,13 +1518,7 @@ def bind_probability_grid(ctx: SiteContext, function: str, advice: str = "") -> 
     declared = declared_range(ctx)
     if declared is not None:
         if not _inside_unit(declared):
-            raise DisclosureError(
-                f"site {ctx.site!r} refuses {function!r}: its operator declared its scores "
-                f"in [{declared[0]:g}, {declared[1]:g}] (score_range in its policy), not "
-                "inside [0, 1], and this function needs probabilities" + advice,
-                site=ctx.site,
-                function=function,
-            )
+            raise _declared_not_probabilities(ctx, function, declared, advice)
         return
     with ctx.ledger.transaction():
         try:
