@@ -1539,13 +1539,14 @@ def bind_probability_grid(ctx: SiteContext, function: str, advice: str = "") -> 
 def all_probabilities(federation: Federation) -> bool:
     """Whether every site's scores are probabilities; False where a site will not say.
 
-    A site whose grid of exact counts is wider than [0, 1] refuses the question (H15-2);
-    the run then treats its scores as not probabilities (no Brier score or calibration).
+    :func:`probability_sites` in one answer: a site whose grid of exact counts is wider
+    than [0, 1] refuses the question (H15-2), and the run then treats its scores as not
+    probabilities (no Brier score or calibration).
 
     Parameters
     ----------
     federation : Federation
-        The sites asked (``fedroc.is_probability``).
+        As for :func:`probability_sites`.
 
     Returns
     -------
