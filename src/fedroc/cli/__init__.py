@@ -47,7 +47,7 @@ app = typer.Typer(
     "Exit status: 0 on success; 2 for an error you can fix (bad option or value, missing "
     "file or column, a site's refusal, a missing optional extra: one line on stderr, or one "
     'JSON object {"error": ...} on stdout with --json); 1 for a bug in fedroc; 130 when '
-    "stopped by Ctrl-C.",
+    "stopped by Ctrl-C (flower up, which runs until Ctrl-C: 0).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
