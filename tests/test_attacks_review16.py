@@ -355,6 +355,26 @@ def test_the_server_cannot_hide_that_a_member_rebinds():
     assert "'fedroc-secagg/v3 advertisement'" in said
 
 
+def test_sites_that_do_not_know_the_rebind_flag_still_sum_where_no_member_rebinds(monkeypatch):
+    """An analyst of this version relayed ``rebinds`` (all zeros) to sites that all keep the
+    default, and a site of the last version, whose share_keys takes no such argument,
+    refused every secure sum ("argument 'rebinds' is not an argument of this function"):
+    upgrading the analyst before the nodes stopped the deployment. Relayed only where a
+    member rebinds (absent reads as all bound, each member's signature checks it), such
+    sites sum as before; sites that rebind are still refused by the signatures
+    (``test_the_server_cannot_hide_that_a_member_rebinds``)."""
+    from fedroc.federation.site import site_function_schema
+    from fedroc.secagg import protocol, secure_sum
+
+    # A share_keys of the last version: the same arguments without the flag.
+    share_keys = site_function_schema(protocol.FUNCTIONS[protocol.STAGE_SHARE_KEYS])
+    monkeypatch.delitem(share_keys, protocol.KEY_REBINDS)
+    rng = np.random.default_rng(1606)
+    sites = [Site(n, SiteData.from_arrays(rng.random(60) < 0.3, rng.random(60))) for n in "ABC"]
+    summed = secure_sum(Federation.from_sites(sites), "fedroc.calibration", n_bins=10)
+    assert summed.values["count"].sum() == 180
+
+
 # -- H16-3. the sensitivity heuristic's refusals at a site under q rows ------------------------
 
 

@@ -1396,8 +1396,12 @@ class SecAggServer:
             KEY_C_PKS: b"".join(s.c_pks[v] for v in s.u1),
             KEY_S_PKS: b"".join(s.s_pks[v] for v in s.u1),
             KEY_SIGNATURES: b"".join(s.signatures[v] for v in s.u1),
-            KEY_REBINDS: bytes(int(s.rebinds.get(v, False)) for v in s.u1),
         }
+        if any(s.rebinds.get(v, False) for v in s.u1):
+            # Only then: absent reads as every member bound (each signature checks it), and
+            # a site of the last protocol, which signs no flag and takes no such argument,
+            # refused every sum of an analyst that always sent it.
+            args[KEY_REBINDS] = bytes(int(s.rebinds.get(v, False)) for v in s.u1)
         replies = self._call(STAGE_SHARE_KEYS, {name: args for name in s.u1})
         s.u2 = [name for name in s.u1 if name in replies]
         s.inbox = {v: {} for v in s.u2}
