@@ -302,9 +302,11 @@ class DisclosurePolicy:
     secagg_rebind : bool, default False
         Whether the site aggregates a quantity (a site function) over a different set of
         sites than the first time. False refuses it: sums over two different sets of sites
-        subtract to the inputs of the sites in only one of them. Each site states it, signed,
-        in every secure session, and a site that keeps False refuses a session with a member
-        that sets it (H16-2): such a member could sum the quantity again without it.
+        subtract to the inputs of the sites in only one of them. Each site states, signed, in
+        every secure session whether it rebinds, and a site that does not refuses a session
+        with a member that does (H16-2): such a member could sum the quantity again without
+        it. Once a site stated that it does not, its ledger holds it to that and True no
+        longer applies there (:meth:`rebinds`, H18-1).
     opt_in : frozenset of str, default empty
         Modes of site functions that disclose more than their default and run only when
         listed here (see :meth:`allows`), e.g. ``"rocglm.positives_rule"``.
