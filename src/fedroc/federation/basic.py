@@ -161,9 +161,14 @@ def _column_counts(ctx: SiteContext, args: Record, n: int) -> dict[str, object]:
     positive's exact score (all rows' scores minus the negatives'): review 12, R12-3, 20 of
     20 (tests/test_attacks_review12.py).
     """
-    counts: dict[str, object] = {"rows": n}
+    counts: dict[str, object] = {}
     if args["subset"] != "all" or args["column"] == "label":
+        # The class counts first: the policy names the first count under q, and a sum over
+        # the negatives declared as "rows" (their count) first was refused as "too few
+        # rows" exactly when the negatives were under q too, where fedroc.class_counts says
+        # only "positive count": at a site of 8 public rows, 4 positives against 1 to 3.
         counts.update(ctx.class_counts())
+    counts["rows"] = n
     return counts
 
 
