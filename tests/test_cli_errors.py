@@ -1025,6 +1025,43 @@ def test_flower_up_takes_every_sites_policy_from_a_file(capsys, tmp_path, monkey
     )
 
 
+def test_flower_up_refuses_a_declared_range_its_sites_ledgers_bound_otherwise(
+    capsys, tmp_path, monkeypatch
+):
+    """`flower up --dir D --policy-file` declaring [-10, 10] over nodes whose ledgers bound
+    the grid [0, 1] (a histogram of an earlier run in D) said every node was connected and
+    running and exited 0 when stopped, while each node refused to build its site: the first
+    job waited 60 s for sites "misconfigured on its SuperNode" (checked on flower up --sites
+    3). It is refused before any process starts, naming the site and the bound range."""
+    from fedroc.privacy import keys
+    from fedroc.privacy.ledger import BudgetLedger
+
+    seen = _sites_flower_up_starts(monkeypatch)
+    data = tmp_path / "a.csv"
+    data.write_text("label,score\n1,2.5\n0,-1.5\n")
+    policy = tmp_path / "policy.toml"
+    policy.write_text("score_range = [-10, 10]\n")
+    work = tmp_path / "d"
+    args = ["flower", "up", "--data", f"a={data}", "--insecure", "--dir", str(work)]
+    args += ["--policy-file", str(policy)]
+    code, _, err = run_main(capsys, args)  # a fresh directory: no ledger yet
+    assert code == 0 and seen, err
+    ledger = BudgetLedger(path=work / "nodes" / "a" / "audit.ledger.jsonl")
+    ledger.bind(keys.HISTOGRAM_RANGE, [0.0, 1.0, None])
+    seen.clear()
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and out == "" and not seen
+    [line] = err.strip().splitlines()
+    assert line.startswith(
+        "error: site 'a': its policy declares score_range [-10, 10], but its ledger bound its "
+        "one grid of exact counts to [0, 1] before"
+    ), line
+    policy.write_text("score_range = [0, 1]\n")  # the bound range: runs
+    data.write_text("label,score\n1,0.5\n0,0.25\n")
+    code, _, err = run_main(capsys, args)
+    assert code == 0 and seen, err
+
+
 def test_flower_run_table_says_what_a_dash_and_the_rounds_are(capsys, monkeypatch):
     """flower run's tables showed 'n -' without the caption of evaluate's (the method does
     not release the row count) and ROC-GLM's 'rounds 10' without the 7 rounds of the Brier

@@ -164,6 +164,24 @@ def _up_policy(
     return policy
 
 
+def _check_declared_grids(policy: Any, deployment: Any) -> None:
+    """Refuse a declared ``score_range`` that a site's ledger in ``--dir`` bound otherwise.
+
+    Each node refuses it when it builds its site, after ``flower up`` said every node was
+    connected and running: the first job then waited 60 s for sites "misconfigured on
+    their SuperNode", the reason only in the nodes' logs.
+    """
+    from fedroc.federation.site import check_declared_grid
+    from fedroc.privacy.ledger import BudgetLedger, ledger_path_for
+
+    if policy.score_range is None:
+        return
+    for name, config in deployment.sites.items():
+        ledger = ledger_path_for(config.audit_path)
+        if ledger.exists():
+            check_declared_grid(name, policy, BudgetLedger(path=ledger))
+
+
 @flower_app.command("up")
 def up(
     sites: Annotated[
@@ -285,6 +303,7 @@ def up(
         for name, path in paths.items()
     ]
     deployment = LocalDeployment(configs, work, insecure=insecure, tuned=not stock, port=port)
+    _check_declared_grids(policy, deployment)
     err.print(f"starting a SuperLink and {len(configs)} SuperNode(s) in {work} ...")
     stop = {"now": False}
 

@@ -1120,7 +1120,7 @@ def grid_range_text(grid: Sequence[Any]) -> str:
     return f"[{lo:g}, {hi:g}]" + (f" (after the {transform} transform)" if transform else "")
 
 
-def _check_declared_grid(name: str, policy: DisclosurePolicy, ledger: BudgetLedger) -> None:
+def check_declared_grid(name: str, policy: DisclosurePolicy, ledger: BudgetLedger) -> None:
     """Refuse a declared ``score_range`` other than the grid range the site's ledger bound.
 
     The grid of exact counts is bound for the ledger's lifetime; a declaration made after
@@ -1201,7 +1201,7 @@ class Site:
         else:
             self.ledger = BudgetLedger()
         check_rows_salt(self.ledger, name)
-        _check_declared_grid(name, self.policy, self.ledger)
+        check_declared_grid(name, self.policy, self.ledger)
         # Noted at start (written only when they changed), so that `fedroc privacy status`
         # shows the site's limits before its first DP release.
         self.ledger.note_limits(
