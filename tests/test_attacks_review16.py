@@ -318,6 +318,7 @@ def test_a_site_bound_to_one_set_names_the_members_that_rebind():
         secure_sum(fed, "fedroc.calibration", n_bins=10)
     said = str(refused.value)
     assert "site 'C' refuses" in said and "['A', 'B']" in said and "secagg_rebind" in said
+    assert said.rstrip(")").endswith("sum without those members, or without this site"), said
     assert not [k for k in c.ledger.bindings if "secagg" in k], c.ledger.bindings
 
 

@@ -747,7 +747,8 @@ def _check_members_bound(ctx: SiteContext, state: ClientState, rebinding: list[s
         raise DisclosureError(
             f"site {ctx.site!r} refuses {function!r}: member(s) {others} of the secure sum of "
             f"{state.quantity!r} may sum it over another set of sites (secagg_rebind in their "
-            "policies), and two sums over sets that differ by this site subtract to its input",
+            "policies), and two sums over sets that differ by this site subtract to its input; "
+            "sum without those members, or without this site",
             site=ctx.site,
             function=function,
         )
