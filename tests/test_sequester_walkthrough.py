@@ -168,14 +168,42 @@ def test_list_of_wrong_types_is_one_short_line(app):
     r = adm.post("/v1/test-sets", json={"image_ids": list(range(600)), "labels": [0, 1] * 300})
     assert r.status_code == 422
     assert r.json()["detail"] == (
-        "image_ids.0: Input should be a valid string (and 599 more entries of image_ids alike)"
+        "image_ids.0: Input should be a valid string; got 0 "
+        "(and 599 more entries of image_ids alike)"
     )
     # Different errors are still all named.
     r = adm.post("/v1/test-sets", json={"image_ids": [1, "b"], "labels": [0, 0.5]})
     assert r.json()["detail"] == (
-        "image_ids.0: Input should be a valid string; "
-        "labels.1: Input should be a valid integer, got a number with a fractional part"
+        "image_ids.0: Input should be a valid string; got 1; "
+        "labels.1: Input should be a valid integer, got a number with a fractional part; got 0.5"
     )
+
+
+def test_schema_refusals_name_the_value(app):
+    """Before: a value the schema refuses was named by its field only, ``subset_id: Input
+    should be greater than or equal to 1`` for subset 0, ``scores.0: Input should be a valid
+    number, unable to parse string as a number`` for "abc", ``developer_id: ...`` for
+    /v1/developers/abc/revoke: the developer had to find the value in the request."""
+    st = _setup(app)
+    r = st["dev"].post("/v1/queries", json={"submission_id": 1, "subset_id": 0})
+    assert r.status_code == 422
+    assert r.json()["detail"] == "subset_id: Input should be greater than or equal to 1; got 0"
+    scores = ["abc", *st["s"][1:].tolist()]
+    r = st["dev"].post("/v1/submissions", json={"image_ids": st["ids"], "scores": scores})
+    assert r.status_code == 422
+    assert r.json()["detail"].endswith('unable to parse string as a number; got "abc"'), r.text
+    r = _post_raw(st["dev"], "/v1/queries", '{"submission_id": 1, "subset_id": 1, '
+                  '"reference_auc": NaN}')  # fmt: skip
+    assert r.json()["detail"] == "reference_auc: Input should be a finite number; got NaN"
+    r = st["adm"].post("/v1/developers/abc/revoke")
+    assert r.status_code == 422 and r.json()["detail"].endswith('; got "abc"'), r.text
+    # A long string is cut; an object, a list or a missing field shows no value.
+    r = st["adm"].post("/v1/developers/1/top-up", json={"budget_units": "x" * 100})
+    assert r.json()["detail"].endswith('; got "' + "x" * 36 + "..."), r.text
+    r = st["adm"].post("/v1/developers/1/top-up", json={"budget_units": [1]})
+    assert "got" not in r.json()["detail"].split(":", 1)[1].replace("valid integer", ""), r.text
+    r = st["dev"].post("/v1/submissions", json={"scores": st["s"].tolist()})
+    assert r.json()["detail"] == "image_ids: Field required", r.text
 
 
 def test_query_fields_are_described_in_the_docs(app):

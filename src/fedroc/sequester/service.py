@@ -327,8 +327,23 @@ def _public(path: str) -> bool:
     return path.startswith(_PUBLIC_PREFIXES)
 
 
+def _shown(error: dict[str, Any]) -> str:
+    """``; got VALUE`` for an error on a number, string, boolean or null, else nothing.
+
+    The value is written as JSON text (NaN as ``NaN``, which the answer's JSON could not
+    carry as a number); a string is cut to 40 characters; an object or list is not shown.
+    """
+    value = error.get("input")
+    if error.get("type") == "missing" or not (
+        value is None or isinstance(value, (bool, int, float, str))
+    ):
+        return ""
+    text = json.dumps(value)
+    return "; got " + (text if len(text) <= 40 else text[:37] + "...")
+
+
 def _validation_message(exc: RequestValidationError) -> str:
-    """One line per error naming the field; the offending value is never echoed (NaN)."""
+    """One line per error naming the field and its value (``_shown``)."""
     # Entries of one list failing alike (600 integer image ids) are one error, not ten
     # copies of it and "and 590 more".
     groups: dict[tuple[str, str], list[Any]] = {}
@@ -342,11 +357,11 @@ def _validation_message(exc: RequestValidationError) -> str:
         msg = str(e.get("msg", "invalid"))
         field = ".".join(map(str, loc)) or "body"
         parent = ".".join(map(str, loc[:-1])) if loc and isinstance(loc[-1], int) else field
-        groups.setdefault((parent, msg), [field, 0])[1] += 1
+        groups.setdefault((parent, msg), [field, 0, _shown(e)])[1] += 1
     parts = []
-    for (parent, msg), (field, count) in list(groups.items())[:10]:
+    for (parent, msg), (field, count, got) in list(groups.items())[:10]:
         alike = f" (and {count - 1} more entries of {parent} alike)" if count > 1 else ""
-        parts.append(f"{field}: {msg}{alike}")
+        parts.append(f"{field}: {msg}{got}{alike}")
     more = len(groups) - 10
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
