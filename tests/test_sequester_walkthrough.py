@@ -806,9 +806,10 @@ def test_a_body_that_is_not_json_is_told_so(app):
     )
     assert r.status_code == 422
     assert r.json()["detail"] == "body: not valid JSON: byte 10 is not UTF-8 text (b'\\xff')"
-    # Other HTTP errors keep their status and detail.
+    # Other HTTP errors keep their status (and their own detail:
+    # test_unknown_endpoint_and_method_are_named).
     r = adm.get("/v1/no-such-route")
-    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+    assert r.status_code == 404 and "GET /v1/no-such-route" in r.json()["detail"]
 
 
 def test_a_body_in_utf16_or_utf32_is_refused_naming_its_encoding(app):
@@ -910,3 +911,19 @@ def test_created_at_is_documented_as_unix_time(app):
     assert isinstance(adm.get("/v1/test-sets").json()[0]["created_at"], float)
     audit = spec["paths"]["/v1/developers/{developer_id}/audit"]["get"]["description"]
     assert "Unix time" in audit
+
+
+def test_unknown_endpoint_and_method_are_named(app):
+    """Before: ``GET /v1/query`` (for /v1/queries) answered 404 ``Not Found`` and ``DELETE
+    /v1/queries`` 405 ``Method Not Allowed``, naming neither the path nor what it takes."""
+    st = _setup(app)
+    r = st["dev"].get("/v1/query")
+    assert r.status_code == 404
+    assert r.json()["detail"] == "no endpoint GET /v1/query; the endpoints are listed at /docs"
+    r = st["dev"].delete("/v1/queries")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, POST"
+    assert r.json()["detail"] == "no endpoint DELETE /v1/queries; /v1/queries takes GET, POST"
+    # A missing object is still named by the handler, not by this.
+    assert st["adm"].post("/v1/developers/99/revoke").json()["detail"] == (
+        "developer 99 does not exist"
+    )

@@ -521,6 +521,21 @@ def create_app(  # noqa: C901
                 f"({cause.object[cause.start : cause.start + 1]!r})"
             )
             return JSONResponse({"detail": detail}, status_code=422)
+        where = f"{req.method} {req.url.path[:200]}"
+        if exc.status_code == 404 and exc.detail == "Not Found":
+            # Starlette's answer to a path no route has named neither the path nor the list.
+            detail = f"no endpoint {where}; the endpoints are listed at /docs"
+            return JSONResponse({"detail": detail}, status_code=404)
+        if exc.status_code == 405:
+            # Starlette's Allow names the methods of the first route on the path only (POST
+            # for /v1/queries, which GET also reads): every route on it is listed.
+            path = req.scope["path"]
+            allow = ", ".join(sorted({
+                m for r in req.app.routes if getattr(r, "methods", None)
+                and r.path_regex.match(path) for m in r.methods
+            }))  # fmt: skip
+            detail = f"no endpoint {where}; {req.url.path[:200]} takes {allow}"
+            return JSONResponse({"detail": detail}, status_code=405, headers={"Allow": allow})
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))  # fmt: skip
 
