@@ -180,6 +180,22 @@ def test_cli_plan_error_exits_2(capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(("option", "value"), [("--power", "2"), ("--alpha", "0")])
+def test_cli_plan_refuses_power_and_alpha_without_auc(capsys, option, value):
+    """Before: without --auc, --power 2 and --alpha 0 printed a plan (exit 0) whose JSON
+    said "power": 2.0 or "alpha": 0.0; with --auc the same values were refused."""
+    args = ["sequester", "plan", "--images", "1047", "--subsets", "100", "--load-factor",
+            "400", "--noise-rate", "0.8", "--json"]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main([*args, option, value])
+    assert exc.value.code == 2
+    out = capsys.readouterr()
+    assert json.loads(out.out)["error"] == f"{option} must lie in (0, 1); got {float(value)}"
+    assert "Traceback" not in out.err
+    main([*args, option, "0.9" if option == "--power" else "0.01"])
+    assert json.loads(capsys.readouterr().out)[option[2:]] in (0.9, 0.01)
+
+
 def test_figure_out_path_is_checked_before_drawing(tmp_path, capsys):
     """Before: --out f.xyz exited 1 with matplotlib's ValueError and a traceback, and
     --out f wrote f.png but said "wrote f"."""

@@ -130,6 +130,12 @@ def _subset_count(n: float, what: str) -> int:
     return math.ceil(n)
 
 
+def _levels(**levels: float) -> None:
+    for name, value in levels.items():
+        if not (isinstance(value, (int, float)) and 0.0 < value < 1.0):
+            raise InputError(f"{name} must lie in (0, 1); got {value!r}")
+
+
 def _prevalence(value: float) -> float:
     p = float(value)
     if not 0.0 < p < 1.0:
@@ -735,6 +741,8 @@ def plan(
     xi = n * rho / phi
     if (auc is None) != (prevalence is None):
         raise InputError("give auc and prevalence together (both or neither)")
+    # Checked without auc too: the plan keeps both (its JSON prints them).
+    _levels(power=power, alpha=alpha)
     if budget_units is not None:
         _count(budget_units, "budget_units")
     copies = resolve_max_copies(max_copies, True, n, phi)
