@@ -927,3 +927,37 @@ def test_unknown_endpoint_and_method_are_named(app):
     assert st["adm"].post("/v1/developers/99/revoke").json()["detail"] == (
         "developer 99 does not exist"
     )
+
+
+def test_tls_files_that_are_not_a_certificate_and_key_are_refused(monkeypatch, tmp_path, capsys):
+    """Before: ``serve --tls-cert server.log --tls-key server.log`` (or a key of another
+    certificate) printed ``serving ... on https://...``, then ``error: [SSL] PEM lib
+    (_ssl.c:3905)``, naming neither option nor file. Now one line naming both, exit 2,
+    before the database is opened; a matching pair reaches uvicorn."""
+    import uvicorn
+
+    from fedroc import _tls
+
+    ca, ca_key = _tls.new_ca("fedroc test CA", days=1)
+    cert, key = _tls.issue_certificate(ca, ca_key, "sequester", hosts=["127.0.0.1"], days=1)
+    _tls.write_certificate(tmp_path / "cert.pem", cert)
+    _tls.write_private_key(tmp_path / "key.pem", key)
+    _tls.write_private_key(tmp_path / "ca-key.pem", ca_key)
+    (tmp_path / "log.txt").write_text("serving\n")
+    ran = []
+    monkeypatch.setattr("fedroc.cli.sequester_cmd._check_listen", lambda *_: None)
+    monkeypatch.setattr(uvicorn, "run", lambda *_a, **k: ran.append(k["ssl_certfile"]))
+    monkeypatch.setenv("FEDROC_SEQUESTER_ADMIN_TOKEN", ADMIN)
+    db = tmp_path / "t.db"
+    for c, k in (("log.txt", "log.txt"), ("cert.pem", "ca-key.pem"), ("cert.pem", "log.txt")):
+        with pytest.raises(SystemExit) as exc:
+            main(["sequester", "serve", "--db", str(db), "--tls-cert", str(tmp_path / c),
+                  "--tls-key", str(tmp_path / k)])  # fmt: skip
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "serving" not in err, err
+        assert f"--tls-cert '{tmp_path / c}' and --tls-key '{tmp_path / k}' are not" in err, err
+    assert not db.exists() and ran == []
+    main(["sequester", "serve", "--db", str(db), "--tls-cert", str(tmp_path / "cert.pem"),
+          "--tls-key", str(tmp_path / "key.pem")])  # fmt: skip
+    assert ran == [str(tmp_path / "cert.pem")]

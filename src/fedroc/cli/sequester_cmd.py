@@ -279,11 +279,7 @@ def serve_command(
         sys.exit(2)
 
     token = _admin_token(admin_token_file)
-    if (tls_cert is None) != (tls_key is None):
-        raise InputError("give --tls-cert and --tls-key together (or neither)")
-    for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
-        if path is not None and not path.is_file():
-            raise InputError(f"{flag} {str(path)!r} is not a readable file")
+    _check_tls(tls_cert, tls_key)
     if not (max_body_mb > 0 and math.isfinite(max_body_mb)):
         raise InputError(f"--max-body-mb must be a positive number; got {max_body_mb!r}")
     # Checked here to name the options (create_app names its parameters); a burst below 1
@@ -368,6 +364,31 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a name: resolved by uvicorn, maybe to anywhere
         return False
+
+
+def _check_tls(cert: Path | None, key: Path | None) -> None:
+    """Refuse a certificate and key that TLS cannot load before anything is served.
+
+    uvicorn loaded them after "serving ... on https://" was printed and stopped with
+    ``error: [SSL] PEM lib (_ssl.c:3905)``, naming neither option nor file.
+    """
+    import ssl
+
+    if (cert is None) != (key is None):
+        raise InputError("give --tls-cert and --tls-key together (or neither)")
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not path.is_file():
+            raise InputError(f"{flag} {str(path)!r} is not a readable file")
+    if cert is None or key is None:
+        return
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+        raise InputError(
+            f"--tls-cert {str(cert)!r} and --tls-key {str(key)!r} are not a PEM certificate "
+            f"and its private key ({reason})"
+        ) from None
 
 
 def _check_listen(host: str, port: int) -> None:
