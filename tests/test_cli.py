@@ -83,6 +83,7 @@ def test_metrics_json_matches_sklearn(capsys, site_files):
         "average_precision",
         "pr_auc",
         "brier",
+        "calibration",
     }
     assert res["n"] == y.size and res["n_pos"] == y.sum()
     assert res["auc"] == pytest.approx(skm.roc_auc_score(y, s), abs=1e-12)
@@ -113,6 +114,33 @@ def test_metrics_table_and_null_brier(capsys, tmp_path):
     wider = json.loads(run(capsys, "metrics", str(path), "--confidence", "0.99", "--json").out)
     assert wider["confidence_level"] == 0.99
     assert wider["auc_ci_wald"][0] < res["auc_ci_wald"][0]
+
+
+def test_metrics_gives_evaluate_pooleds_calibration_curve(capsys, site_files, tmp_path):
+    """metrics FILE gave no calibration curve (no key, no table) although evaluate --method
+    pooled --site x=FILE does: now the same bins under the same key, and the same table; on
+    scores outside [0, 1] the key is null and the caveat says why."""
+    path = str(site_files["north"])
+    cols = ["--label", "outcome", "--score", "risk", "--pos-label", "dead"]
+    res = json.loads(run(capsys, "metrics", path, *cols, "--json").out)
+    pooled = json.loads(
+        run(capsys, "evaluate", "--method", "pooled", "--site", f"x={path}", *cols, "--json").out
+    )
+    assert res["calibration"] is not None and res["calibration"] == pooled["calibration"]
+    assert len(res["calibration"]["count"]) == 10 and sum(res["calibration"]["count"]) == 150
+    table = run(capsys, "metrics", path, *cols).out
+    evaluate_table = run(capsys, "evaluate", "--method", "pooled", "--site", f"x={path}", *cols).out
+    assert "Calibration" in table
+    bins = [line for line in table.splitlines() if line.lstrip("│ ").startswith("[0")]
+    assert len(bins) == 10 and all(b in evaluate_table for b in bins)
+    logits = tmp_path / "logits.csv"
+    pd.DataFrame({"label": [0, 1, 0, 1, 1], "score": [-2.0, 3.0, 0.5, 1.0, -1.0]}).to_csv(
+        logits, index=False
+    )
+    res = json.loads(run(capsys, "metrics", str(logits), "--json").out)
+    assert res["calibration"] is None
+    assert any("no Brier score or calibration" in c for c in res["caveats"])
+    assert "Calibration" not in run(capsys, "metrics", str(logits)).out
 
 
 def test_metrics_says_why_asked_operating_points_are_missing_on_one_class(capsys, tmp_path):

@@ -79,7 +79,9 @@ def test_metrics_says_why_there_is_no_brier_score(capsys, sites):
     assert result["brier"] is None
     (caveat,) = result["caveats"]
     lo, hi = (pd.read_csv(sites["b"])["risk"].agg(f) for f in ("min", "max"))
-    assert caveat.startswith(f"no Brier score: the scores lie in [{lo:.4g}, {hi:.4g}]")
+    assert caveat.startswith(
+        f"no Brier score or calibration: the scores lie in [{lo:.4g}, {hi:.4g}]"
+    )
 
 
 def test_the_sites_that_are_not_probabilities_are_named(sites):

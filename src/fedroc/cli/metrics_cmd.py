@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedroc.cli._common import (
+    calibration_table,
     coerce_pos_label,
     emit_json,
     err,
@@ -20,6 +21,7 @@ from fedroc.cli._common import (
     read_data,
 )
 from fedroc.cli._options import (
+    DEFAULT_CALIBRATION_BINS,
     NO_OPTIONS,
     CompareScoreOption,
     ConfidenceOption,
@@ -45,11 +47,13 @@ def metrics_dict(
     youden: bool = False,
     bootstrap: int | None = None,
     seed: int | None = None,
+    n_bins: int = DEFAULT_CALIBRATION_BINS,
 ) -> dict[str, Any]:
     """Compute the JSON object of ``fedroc metrics`` (keys in DESIGN.md) from pooled rows.
 
-    ``average_precision``, ``pr_auc`` and ``brier`` are None where the rows do not define them
-    (no positive, one class, scores outside [0, 1]); the AUC and its intervals are NaN with one
+    ``average_precision``, ``pr_auc``, ``brier`` and ``calibration`` (``n_bins`` equal-width
+    bins, as evaluate's pooled method) are None where the rows do not define them (no
+    positive, one class, scores outside [0, 1]); the AUC and its intervals are NaN with one
     class. The optional keyword arguments add ``partial_auc``, ``auc_ci_bootstrap`` and
     ``operating_points``; a second score (``data.score_b``) adds the paired ``comparison``.
     """
@@ -66,6 +70,7 @@ def metrics_dict(
         ScoreCounts,
         average_precision,
         brier_score,
+        calibration_curve,
         delong,
         delong_paired,
         pr_auc,
@@ -115,7 +120,7 @@ def metrics_dict(
         )
     caveats = [] if caveat is None else [caveat]
     if not is_prob and data.n:
-        caveats.append(not_probabilities_caveat(s, calibration=False))
+        caveats.append(not_probabilities_caveat(s))
     if caveats:
         extra["caveats"] = caveats
     if data.score_b is not None:
@@ -136,6 +141,7 @@ def metrics_dict(
         "average_precision": average_precision(y, s) if data.n_pos else None,
         "pr_auc": pr_auc(y, s) if two_classes else None,
         "brier": brier_score(y, s) if is_prob else None,
+        "calibration": calibration_curve(y, s, n_bins=n_bins) if is_prob else None,
         **extra,
     }
 
@@ -252,6 +258,8 @@ def metrics(
         )
     if result.get("operating_points"):
         out.print(operating_points_table(result["operating_points"], level))
+    if result["calibration"] is not None:  # else a caveat row says why (not probabilities)
+        out.print(calibration_table("Calibration", result["calibration"]))
 
 
 def _optional_rows(result: dict[str, Any], level: str) -> list[tuple[str, Any]]:
