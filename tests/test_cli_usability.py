@@ -484,3 +484,53 @@ def test_privacy_status_reads_a_flower_deployment_directory(capsys, csv, tmp_pat
     assert [s["site"] for s in json.loads(out)["sites"]] == ["a", "b", "c"]
     code, _, err = run_main(capsys, ["privacy", "status", "--audit-dir", str(tmp_path / "x")])
     assert code == 2
+
+
+def test_one_file_given_for_several_sites_is_warned_naming_them(capsys, csv, tmp_path, monkeypatch):
+    """`evaluate --site a=x.csv --site b=x.csv` and `flower up --data a=x.csv --data b=x.csv`
+    counted the file's rows once per site without a word. Now one stderr line names the
+    sites and the file by its resolved path (spelt differently here: ./x.csv), and the run
+    goes on; distinct files draw no such line."""
+    import os
+
+    other = tmp_path / "y.csv"
+    other.write_bytes(csv.read_bytes())
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        sites = ["--site", f"a={csv}", "--site", "b=./x.csv", "--site", f"c={other}"]
+        code, out, err = run_main(capsys, ["evaluate", *sites, "--method", "pooled", "--json"])
+        assert code == 0, err
+        assert json.loads(out)["auc"] is not None
+        lines = [line for line in err.splitlines() if "same file" in line]
+        assert lines == [
+            f"warning: sites 'a', 'b' read the same file {str(csv.resolve())!r}: its rows "
+            "count once per site"
+        ], err
+        code, _, err = run_main(
+            capsys, ["evaluate", "--site", f"a={csv}", "--site", f"c={other}", "--method", "pooled"]
+        )
+        assert code == 0 and "same file" not in err
+        # flower up says it before it starts anything (its processes are stubbed here).
+        _stub_flower_deployment(monkeypatch)
+        data = ["--data", f"a={csv}", "--data", "b=./x.csv", "--dir", str(tmp_path / "up")]
+        code, _, err = run_main(capsys, ["flower", "up", *data, "--duration", "0"])
+        assert code == 0, err
+        assert f"sites 'a', 'b' read the same file {str(csv.resolve())!r}" in err
+    finally:
+        os.chdir(here)
+
+
+def _stub_flower_deployment(monkeypatch) -> None:
+    """Let `flower up` go through its start without a process (as test_flower_walk's)."""
+    import fedroc.federation.flower.deploy as deploy
+
+    def spawn(self: deploy.LocalDeployment, proc: deploy._Proc) -> None:
+        proc.popen = object()  # type: ignore[assignment]
+
+    monkeypatch.setattr(deploy, "_wait_port", lambda *args: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "_spawn", spawn)
+    monkeypatch.setattr(deploy.LocalDeployment, "register_sites", lambda self, timeout: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "wait_registered", lambda self, n, t: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "stop", lambda self: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "supervise", lambda self, restart: [])

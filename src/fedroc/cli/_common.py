@@ -29,7 +29,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError
+from fedroc.exceptions import DisclosureError, FedrocError, InputError, SiteError, warn_user
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -889,6 +889,24 @@ def check_site_files(paths: Mapping[str, Path]) -> None:
             check_data_file(path)
         except InputError as exc:
             raise InputError(f"site {name!r}: {exc}{_joined_sites_hint(name, path)}") from None
+
+
+def warn_shared_files(paths: Mapping[str, Path]) -> None:
+    """Warn on stderr, once per file, where several sites were given the same data file.
+
+    Said once the run is past its checks, so that a refusal stays its one line.
+    """
+    # One file given for several sites counts its rows once per site: likely a slip, though
+    # a test of the machinery may mean it, so a warning and not an error.
+    by_file: dict[Path, list[str]] = {}
+    for name, path in paths.items():
+        by_file.setdefault(path.resolve(), []).append(name)
+    for file, names in by_file.items():
+        if len(names) > 1:
+            listed = ", ".join(repr(n) for n in names)
+            warn_user(
+                f"sites {listed} read the same file {str(file)!r}: its rows count once per site"
+            )
 
 
 def _joined_sites_hint(name: str, path: Path) -> str:

@@ -34,6 +34,7 @@ from fedroc.cli._common import (
     report_output,
     row_label,
     sites_table,
+    warn_shared_files,
 )
 from fedroc.cli._method_options import (
     ASK_OPTIONS,
@@ -932,6 +933,8 @@ def evaluate_command(
             )
     except InputError as exc:
         raise name_options(exc, option_names(method)) from None
+    # Said of a run that went ahead (a refusal stays its one line); none with --sites FILE.
+    warn_shared_files(parse_sites(site or []))
     if report is not None:
         inputs = (
             {"sites file": str(sites_file)}

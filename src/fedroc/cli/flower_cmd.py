@@ -269,7 +269,7 @@ def up(
         raise InputError(f"--sites must be at least 1; got {sites}")
     if paths and sites is not None and sites != len(paths):
         raise InputError(f"--sites {sites} but {len(paths)} --data file(s) given")
-    from fedroc.cli._common import check_site_files, load_site_data
+    from fedroc.cli._common import check_site_files, load_site_data, warn_shared_files
     from fedroc.data import Columns
 
     if paths:
@@ -304,6 +304,7 @@ def up(
     ]
     deployment = LocalDeployment(configs, work, insecure=insecure, tuned=not stock, port=port)
     _check_declared_grids(policy, deployment)
+    warn_shared_files(paths)  # after the checks: a refusal stays its one line
     err.print(f"starting a SuperLink and {len(configs)} SuperNode(s) in {work} ...")
     stop = {"now": False}
 
