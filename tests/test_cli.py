@@ -575,6 +575,19 @@ def test_metrics_plot_roc_curve_encloses_the_auc_with_tied_scores(capsys, tmp_pa
     assert area == pytest.approx(roc_auc_score(y, score), abs=1e-12)
 
 
+def test_metrics_plot_says_it_created_a_missing_directory(capsys, site_files, tmp_path):
+    """`metrics --plot /new/dir/x.png` created the missing folders without a word (as every
+    command's file options do, through make_dir); now one stderr line says so, and none when
+    the folder exists."""
+    plot = tmp_path / "new" / "dir" / "x.png"
+    cols = ["--label", "outcome", "--score", "risk", "--pos-label", "dead"]
+    err = run(capsys, "metrics", str(site_files["north"]), *cols, "--plot", str(plot)).err
+    assert plot.is_file()
+    assert f"note: --plot: created the directory {str(plot.parent)!r}" in err.splitlines()
+    err = run(capsys, "metrics", str(site_files["north"]), *cols, "--plot", str(plot)).err
+    assert "created the directory" not in err
+
+
 def test_metrics_plot_of_one_class_is_refused_naming_the_file(capsys, tmp_path):
     path = tmp_path / "negatives.csv"
     pd.DataFrame({"label": [0] * 8, "score": np.linspace(0, 1, 8)}).to_csv(path, index=False)

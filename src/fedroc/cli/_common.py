@@ -587,7 +587,7 @@ def figure_output(option: str, path: Path) -> Path:
 
 
 def make_dir(option: str, path: Path, given: Path | None = None) -> Path:
-    """Create the directory ``path`` an option needs, before any work.
+    """Create the directory ``path`` an option needs, before any work; say so if it was new.
 
     ``fedroc figures --out FILE`` or ``--out FILE/sub`` failed with "[Errno 20] Not a
     directory: 'FILE/sub'" (and a missing parent with "[Errno 2] ..."), naming no option,
@@ -599,6 +599,7 @@ def make_dir(option: str, path: Path, given: Path | None = None) -> Path:
             if not folder.is_dir():
                 raise InputError(f"{option} {shown!r}: {str(folder)!r} is a file, not a directory")
             break
+    missing = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -607,6 +608,13 @@ def make_dir(option: str, path: Path, given: Path | None = None) -> Path:
         raise InputError(
             f"{option} {shown!r}: cannot create the directory: {reason.lower()}{where}"
         ) from None
+    if missing:  # made silently before: a mistyped folder went unnoticed
+        err.print(
+            f"note: {option}: created the directory {str(path)!r}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     return path
 
 
