@@ -366,3 +366,38 @@ def test_a_node_that_signed_one_set_tells_its_operator_that_secagg_rebind_does_n
     with caplog.at_level(logging.WARNING, logger="fedroc.flower"):
         build("signed")
     assert said in caplog.text, caplog.text
+
+
+def test_a_node_bound_to_one_set_says_one_accurate_message_of_secagg_rebind(tmp_path, caplog):
+    """The node of the test above logged the setting's generic warning ('sites that keep
+    the default refuse secure sums with this site', false on a ledger bound to one set: it
+    signs 'one set' again and they accept) and then the correction. Now one message, and
+    the generic one stays for a node on a fresh ledger."""
+    import logging
+
+    import pandas as pd
+
+    from fedroc.federation.flower.site_config import SiteNodeConfig
+    from fedroc.privacy import keys
+
+    path = tmp_path / "a.csv"
+    rng = np.random.default_rng(1808)
+    pd.DataFrame({"label": (rng.random(40) < 0.3).astype(int), "score": rng.random(40)}).to_csv(
+        path, index=False
+    )
+
+    def said(node_dir: str) -> list[str]:
+        config = {"site": "a", "data": str(path), "node-dir": str(tmp_path / node_dir),
+                  "secagg-rebind": True}  # fmt: skip
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="fedroc.flower"):
+            site = SiteNodeConfig.from_node_config(config).build()
+        return [r.getMessage() for r in caplog.records if "secagg_rebind" in r.getMessage()], site
+
+    fresh, _ = said("fresh")
+    assert len(fresh) == 1 and "refuse secure sums with this site" in fresh[0], fresh
+    _, site = said("signed")
+    site.ledger.bind(keys.SECAGG_ONE_SET, True)  # as its share_keys binds it
+    (bound,) = said("signed")[0]
+    assert "refuse secure sums" not in bound and "its ledger holds it to that" in bound
+    assert "the setting has no effect" in bound and "still sum with this site" in bound

@@ -480,7 +480,9 @@ class DisclosurePolicy:
         """Whether the site opted in to a disclosive mode ``option`` (see ``opt_in``)."""
         return option in self.opt_in
 
-    def warnings(self, *, n_rows: int | None = None) -> list[str]:
+    def warnings(
+        self, *, n_rows: int | None = None, ledger: BudgetLedger | None = None
+    ) -> list[str]:
         """Say which settings protect the rows less than the defaults, and how.
 
         For an operator starting a site (a SuperNode logs them, ``fedroc flower supernode``
@@ -492,6 +494,9 @@ class DisclosurePolicy:
         ----------
         n_rows : int, optional
             The site's number of rows, to compare ``delta_limit`` with ``1/n``.
+        ledger : BudgetLedger, optional
+            The site's ledger: where it holds the site to one set of sites (:meth:`rebinds`),
+            ``secagg_rebind``'s warning says that instead of what the setting allows.
 
         Returns
         -------
@@ -521,7 +526,16 @@ class DisclosurePolicy:
                 f"secagg_min_sites = {self.secagg_min_sites}: in a secure sum of two sites, "
                 "each site's input is the sum minus the other's"
             )
-        if self.secagg_rebind:
+        if self.secagg_rebind and ledger is not None and not self.rebinds(ledger):
+            # H18-1: what the site signed to its partners holds on its ledger, not the
+            # setting; the setting's own warning below said the opposite (one message).
+            out.append(
+                "secagg_rebind is set, but the site signed in a secure session that it sums "
+                "each quantity over one set of sites, and its ledger holds it to that: the "
+                "setting has no effect (sites that keep the default still sum with this site; "
+                "a new ledger would rebind)"
+            )
+        elif self.secagg_rebind:
             out.append(
                 "secagg_rebind = true: a quantity summed over two sets of sites subtracts to "
                 "the inputs of the sites in one set and not the other (sites that keep the "

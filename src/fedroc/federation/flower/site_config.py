@@ -374,16 +374,9 @@ class SiteNodeConfig:
             noise_seed=self.noise_seed,
             identity=self.identity(),
         )
-        for warning in self.policy.warnings(n_rows=site.n_rows):  # for the node's operator
+        # For the node's operator; with its ledger, which may hold it to one set (H18-1).
+        for warning in self.policy.warnings(n_rows=site.n_rows, ledger=site.ledger):
             logging.getLogger("fedroc.flower").warning("site %r: %s", self.site, warning)
-        if self.policy.secagg_rebind and not self.policy.rebinds(site.ledger):
-            # H18-1: what it signed to its partners holds on its ledger, not the setting.
-            logging.getLogger("fedroc.flower").warning(
-                "site %r: secagg_rebind is set, but the site signed in a secure session that "
-                "it sums each quantity over one set of sites, and its ledger holds it to that "
-                "(a new ledger would not be)",
-                self.site,
-            )
         return site
 
 
