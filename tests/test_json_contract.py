@@ -235,6 +235,31 @@ def test_metrics_keys_are_documented(files):
         check_asks(obj, args)
 
 
+def test_flower_up_keys_are_documented(tmp_path, monkeypatch, capsys):
+    """`flower up --json` gave a `directory` key that docs/json.md did not list (it had no
+    table: "the connection, as its connection.json", which has no `directory`). Its
+    processes are stubbed, as test_flower_walk's; both --insecure and TLS runs."""
+    import fedroc.federation.flower.deploy as deploy
+
+    def spawn(self: deploy.LocalDeployment, proc: deploy._Proc) -> None:
+        proc.popen = object()  # type: ignore[assignment]
+
+    monkeypatch.setattr(deploy, "_wait_port", lambda *args: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "_spawn", spawn)
+    monkeypatch.setattr(deploy.LocalDeployment, "register_sites", lambda self, timeout: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "wait_registered", lambda self, n, t: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "stop", lambda self: None)
+    monkeypatch.setattr(deploy.LocalDeployment, "supervise", lambda self, restart: [])
+    for extra in ([], ["--insecure"]):
+        work = tmp_path / f"up{len(extra)}"
+        args = ["flower", "up", "--sites", "2", "--dir", str(work), "--duration", "0", *extra]
+        main([*args, "--json"])
+        obj = json.loads(capsys.readouterr().out)
+        check(obj, ["fedroc flower up --json"], args, "flower up")
+        assert obj["directory"] == str(work.resolve())
+        assert (obj["site_keys"] is None) == bool(extra)
+
+
 def test_clustered_keys_are_documented(files):
     args = ["clustered", str(files["north"]), "--cluster", "pid", "--json"]
     joint = ok(args)
@@ -416,6 +441,7 @@ def test_every_table_of_the_doc_is_checked():
         "--job moments of flower run",
         "calibration of flower run --job moments",
         "--job sites of flower run",
+        "fedroc flower up --json",
         "Errors",
     }
     assert set(TABLES) == read
