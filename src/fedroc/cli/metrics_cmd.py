@@ -173,7 +173,7 @@ def metrics(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """AUC with DeLong CIs, average precision, PR-AUC and Brier score of one file.
+    """AUC with DeLong CIs, average precision, PR-AUC, Brier score and calibration of one file.
 
     Partial AUC, operating points, a paired comparison and a figure on request.
     """
