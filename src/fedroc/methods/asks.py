@@ -61,12 +61,11 @@ def check_targets(
                 raise InputError(f"{flag} must lie in [0, 1]; got {v!r}")
 
 
-def not_probabilities_caveat(score: np.ndarray, *, calibration: bool = True) -> str:
-    """Say why there is no Brier score (or calibration): the scores' range, outside [0, 1]."""
+def not_probabilities_caveat(score: np.ndarray) -> str:
+    """Say why there is no Brier score or calibration: the scores' range, outside [0, 1]."""
     lo, hi = float(np.min(score)), float(np.max(score))
-    what = "no Brier score or calibration" if calibration else "no Brier score"
     return (
-        f"{what}: the scores lie in [{lo:.4g}, {hi:.4g}], outside "
+        f"no Brier score or calibration: the scores lie in [{lo:.4g}, {hi:.4g}], outside "
         "[0, 1], so they are not probabilities (logits: apply the logistic function first)"
     )
 
