@@ -14,6 +14,7 @@ import pytest
 from fedroc.exceptions import InputError
 from fedroc.privacy.ledger import read_ledger_status
 from tests._cli import run_main
+from tests._flower_stub import stub_flower_deployment
 
 
 @pytest.fixture
@@ -512,25 +513,10 @@ def test_one_file_given_for_several_sites_is_warned_naming_them(capsys, csv, tmp
         )
         assert code == 0 and "same file" not in err
         # flower up says it before it starts anything (its processes are stubbed here).
-        _stub_flower_deployment(monkeypatch)
+        stub_flower_deployment(monkeypatch)
         data = ["--data", f"a={csv}", "--data", "b=./x.csv", "--dir", str(tmp_path / "up")]
         code, _, err = run_main(capsys, ["flower", "up", *data, "--duration", "0"])
         assert code == 0, err
         assert f"sites 'a', 'b' read the same file {str(csv.resolve())!r}" in err
     finally:
         os.chdir(here)
-
-
-def _stub_flower_deployment(monkeypatch) -> None:
-    """Let `flower up` go through its start without a process (as test_flower_walk's)."""
-    import fedroc.federation.flower.deploy as deploy
-
-    def spawn(self: deploy.LocalDeployment, proc: deploy._Proc) -> None:
-        proc.popen = object()  # type: ignore[assignment]
-
-    monkeypatch.setattr(deploy, "_wait_port", lambda *args: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "_spawn", spawn)
-    monkeypatch.setattr(deploy.LocalDeployment, "register_sites", lambda self, timeout: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "wait_registered", lambda self, n, t: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "stop", lambda self: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "supervise", lambda self, restart: [])

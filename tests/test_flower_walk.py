@@ -282,20 +282,9 @@ def test_flower_up_says_each_step_of_its_start(monkeypatch, capsys, tmp_path) ->
     the 30-45 s its start took on a loaded machine. Its steps are now said as they are done
     (here without processes: the SuperLink's port, the registration and the nodes' contact
     are taken as done)."""
-    import fedroc.federation.flower.deploy as deploy
+    from tests._flower_stub import stub_flower_deployment
 
-    spawned: list[str] = []
-
-    def spawn(self: deploy.LocalDeployment, proc: deploy._Proc) -> None:
-        spawned.append(proc.name)
-        proc.popen = object()  # type: ignore[assignment]
-
-    monkeypatch.setattr(deploy, "_wait_port", lambda *args: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "_spawn", spawn)
-    monkeypatch.setattr(deploy.LocalDeployment, "register_sites", lambda self, timeout: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "wait_registered", lambda self, n, t: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "stop", lambda self: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "supervise", lambda self, restart: [])
+    spawned = stub_flower_deployment(monkeypatch)
     args = ["flower", "up", "--sites", "3", "--dir", str(tmp_path), "--duration", "0"]
     code, _, err = run_main(capsys, args)
     assert code == 0, err

@@ -239,17 +239,9 @@ def test_flower_up_keys_are_documented(tmp_path, monkeypatch, capsys):
     """`flower up --json` gave a `directory` key that docs/json.md did not list (it had no
     table: "the connection, as its connection.json", which has no `directory`). Its
     processes are stubbed, as test_flower_walk's; both --insecure and TLS runs."""
-    import fedroc.federation.flower.deploy as deploy
+    from tests._flower_stub import stub_flower_deployment
 
-    def spawn(self: deploy.LocalDeployment, proc: deploy._Proc) -> None:
-        proc.popen = object()  # type: ignore[assignment]
-
-    monkeypatch.setattr(deploy, "_wait_port", lambda *args: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "_spawn", spawn)
-    monkeypatch.setattr(deploy.LocalDeployment, "register_sites", lambda self, timeout: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "wait_registered", lambda self, n, t: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "stop", lambda self: None)
-    monkeypatch.setattr(deploy.LocalDeployment, "supervise", lambda self, restart: [])
+    stub_flower_deployment(monkeypatch)
     for extra in ([], ["--insecure"]):
         work = tmp_path / f"up{len(extra)}"
         args = ["flower", "up", "--sites", "2", "--dir", str(work), "--duration", "0", *extra]
