@@ -450,24 +450,9 @@ def test_a_site_under_q_rows_does_not_say_whether_its_scores_lie_in_the_clustere
     clustered summary binned the scores before the policy's count, and a site of 1 to 4
     rows beside two of 60 said "scores lie outside the shared score range" when one of
     its rows did: 10 of 10 sites with a row above 1 on 0b40f80. Now 0 of 10."""
-    from fedroc.secagg import secure_sum
+    from tests._refusals import small_site_secure_refusals
 
-    def rows(rng: np.random.Generator, n: int, above: bool = False) -> SiteData:
-        s = rng.random(n)
-        if above:
-            s[0] += 1.0
-        return SiteData.from_arrays(rng.random(n) < 0.4, s, cluster=np.arange(n) // 2)
-
-    said: dict[bool, set[str]] = {False: set(), True: set()}
-    told = 0
-    for seed in range(TRIALS):
-        rng = np.random.default_rng([1606, seed])
-        wider = seed % 2 == 1
-        victim = rows(rng, 1 + seed % 4, wider)
-        sites = [Site("A", rows(rng, 60)), Site("B", rows(rng, 60)), Site("v", victim)]
-        with pytest.raises(FedrocError) as refused:
-            secure_sum(Federation.from_sites(sites), "fedroc.clustered.summary",
-                       edges=np.linspace(0, 1, 5))  # fmt: skip
-        said[wider].add(str(refused.value))
-        told += wider and "outside" in str(refused.value)
+    told, said = small_site_secure_refusals(
+        "fedroc.clustered.summary", {"edges": np.linspace(0, 1, 5)}, 1606, TRIALS
+    )
     assert told == 0 and said[True] == said[False] and len(said[False]) == 1, said

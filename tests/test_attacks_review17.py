@@ -39,7 +39,7 @@ from fedroc.data import SiteData
 from fedroc.exceptions import FedrocError
 from fedroc.federation import Federation
 from fedroc.federation.site import Site
-from tests._refusals import refusal
+from tests._refusals import refusal, small_site_secure_refusals
 
 TRIALS = 20
 LARGEST = float(np.finfo(np.float64).max)
@@ -108,13 +108,6 @@ def test_a_sum_over_one_class_is_refused_in_the_words_of_the_class_counts():
 # -- H17-2. the clustered round 2 bins the scores of a site under q rows ----------------------
 
 
-def _clustered_rows(rng: np.random.Generator, n: int, above: bool = False) -> SiteData:
-    s = rng.random(n)
-    if above:
-        s[0] += 1.0
-    return SiteData.from_arrays(rng.random(n) < 0.4, s, cluster=np.arange(n) // 2)
-
-
 def _moments_args(bins: int = 4) -> dict:
     """A round-2 request over [0, 1] (its totals and histograms the analyst's own)."""
     ones = np.ones(bins)
@@ -133,20 +126,9 @@ def test_the_clustered_round_2_does_not_say_whether_a_small_sites_scores_lie_in_
     range" when one of its rows lay above 1, another site's refusal otherwise: 10 of 10
     sites with a row above 1 on ea248ae, never for the others. Now the site refuses under
     q rows first, in the policy's words: 0 of 10."""
-    from fedroc.secagg import secure_sum
-
-    said: dict[bool, set[str]] = {False: set(), True: set()}
-    told = 0
-    for seed in range(TRIALS):
-        rng = np.random.default_rng([1702, seed])
-        wider = seed % 2 == 1
-        victim = _clustered_rows(rng, 1 + seed % 4, wider)
-        sites = [Site("A", _clustered_rows(rng, 60)), Site("B", _clustered_rows(rng, 60)),
-                 Site("v", victim)]  # fmt: skip
-        with pytest.raises(FedrocError) as refused:
-            secure_sum(Federation.from_sites(sites), "fedroc.clustered.moments", **_moments_args())
-        said[wider].add(str(refused.value))
-        told += wider and "outside" in str(refused.value)
+    told, said = small_site_secure_refusals(
+        "fedroc.clustered.moments", _moments_args(), 1702, TRIALS
+    )
     assert told == 0, f"told {told} of {TRIALS // 2}: {said}"
     assert said[True] == said[False] and len(said[False]) == 1, said
 
