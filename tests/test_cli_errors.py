@@ -74,6 +74,8 @@ def csv(tmp_path: Path) -> Path:
 
 # `fedroc evaluate` over three sites, all reading the test's CSV.
 EVALUATE_3 = ["evaluate", "--site", "a={csv}", "--site", "b={csv}", "--site", "c={csv}"]
+# `fedroc clustered` with Obuchowski's estimator, for the options it does not take.
+OBUCHOWSKI = ["clustered", "{csv}", "--cluster", "label", "--estimator", "obuchowski"]
 
 
 @pytest.mark.parametrize(
@@ -103,46 +105,18 @@ EVALUATE_3 = ["evaluate", "--site", "a={csv}", "--site", "b={csv}", "--site", "c
         (["figures", "--paper", "9", "--out", "/no/such/dir"], "--paper"),  # and no banner
         # ignored before: exit 0 and no figure written
         (
-            [
-                "clustered",
-                "{csv}",
-                "--cluster",
-                "label",
-                "--estimator",
-                "obuchowski",
-                "--plot",
-                "{csv}.png",
-            ],
+            [*OBUCHOWSKI, "--plot", "{csv}.png"],
             "error: option(s) --plot apply to --estimator joint (population and personalized "
             "AUCs), not --estimator obuchowski (one AUC, no ellipse)",
         ),
         (
-            [
-                "clustered",
-                "{csv}",
-                "--cluster",
-                "label",
-                "--estimator",
-                "obuchowski",
-                "--sigma11",
-                "authors",
-                "--no-pair-correction",
-            ],
+            [*OBUCHOWSKI, "--sigma11", "authors", "--no-pair-correction"],
             "error: option(s) --sigma11, --no-pair-correction apply to --estimator joint",
         ),
         # exit 0 before, the JSON's "interval": "jackknife" over the logit interval with
         # Obuchowski's SE (the jackknife SE is the population AUC's)
         (
-            [
-                "clustered",
-                "{csv}",
-                "--cluster",
-                "label",
-                "--estimator",
-                "obuchowski",
-                "--interval",
-                "jackknife",
-            ],
+            [*OBUCHOWSKI, "--interval", "jackknife"],
             "error: option(s) --interval jackknife apply to --estimator joint",
         ),
         # "secure aggregation needs at least 2 sites; got 1" named nothing the user gave
