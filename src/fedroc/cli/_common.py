@@ -917,6 +917,37 @@ def warn_shared_files(paths: Mapping[str, Path]) -> None:
             )
 
 
+def note_mixed_score_scales(data: Mapping[str, Any]) -> None:
+    """Say on stderr when some sites' scores are probabilities and others' are not.
+
+    A site whose file holds logits where the others hold probabilities (or percentages
+    where they hold fractions) gives an AUC of the pooled ranks that mixes two scales:
+    ``pooled`` and ``mpc`` run on it without a word (the Brier score only goes missing).
+    The command holds the files (``--site``), so the ranges are its own to read; said
+    before the run, since an MPC job spends each site's authorisation.
+    """
+    inside: list[tuple[str, float, float]] = []
+    outside: list[tuple[str, float, float]] = []
+    for name, site in data.items():
+        s = site.score
+        if s.size == 0:
+            continue
+        lo, hi = float(s.min()), float(s.max())
+        (inside if lo >= 0.0 and hi <= 1.0 else outside).append((name, lo, hi))
+    if not (inside and outside):
+        return
+    off = ", ".join(f"{n!r} in [{lo:.4g}, {hi:.4g}]" for n, lo, hi in outside)
+    ins = ", ".join(repr(n) for n, _, _ in inside)
+    err.print(
+        f"warning: scores at site(s) {off} lie outside [0, 1], while those at {ins} lie "
+        "in [0, 1]: if they are on another scale (logits, percentages), the AUC ranks "
+        "scores of two scales together and means nothing; put every site on one scale",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 def _joined_sites_hint(name: str, path: Path) -> str:
     """Say to repeat --site when one value holds several sites (``a=x.csv,b=y.csv``)."""
     parts = re.split(r"[,\s]+", str(path))

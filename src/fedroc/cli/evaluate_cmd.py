@@ -28,6 +28,7 @@ from fedroc.cli._common import (
     live_progress,
     load_site_data,
     name_options,
+    note_mixed_score_scales,
     operating_points_table,
     out,
     parse_sites,
@@ -627,37 +628,6 @@ def _note_unused_clusters(path: Path, method: str, needs_clusters: bool) -> None
 METHOD_NAMES = ("clustered", "histogram", "mpc", "pooled", "rocglm")
 
 
-def note_mixed_score_scales(data: Mapping[str, Any]) -> None:
-    """Say on stderr when some sites' scores are probabilities and others' are not.
-
-    A site whose file holds logits where the others hold probabilities (or percentages
-    where they hold fractions) gives an AUC of the pooled ranks that mixes two scales:
-    ``pooled`` and ``mpc`` run on it without a word (the Brier score only goes missing).
-    The command holds the files (``--site``), so the ranges are its own to read; said
-    before the run, since an MPC job spends each site's authorisation.
-    """
-    inside: list[tuple[str, float, float]] = []
-    outside: list[tuple[str, float, float]] = []
-    for name, site in data.items():
-        s = site.score
-        if s.size == 0:
-            continue
-        lo, hi = float(s.min()), float(s.max())
-        (inside if lo >= 0.0 and hi <= 1.0 else outside).append((name, lo, hi))
-    if not (inside and outside):
-        return
-    out = ", ".join(f"{n!r} in [{lo:.4g}, {hi:.4g}]" for n, lo, hi in outside)
-    ins = ", ".join(repr(n) for n, _, _ in inside)
-    err.print(
-        f"warning: scores at site(s) {out} lie outside [0, 1], while those at {ins} lie "
-        "in [0, 1]: if they are on another scale (logits, percentages), the AUC ranks "
-        "scores of two scales together and means nothing; put every site on one scale",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
-
-
 def _check_method_name(method: str | None) -> str:
     """Refuse a missing or unknown ``--method``, naming the option, before any heavy import.
 
@@ -871,6 +841,7 @@ def evaluate_command(
     _check_given_options(method, options, seed)  # before any file is read or site built
     pooled: SiteData | None
     site_data: dict[str, SiteData] | None = None
+    paths: dict[str, Path] = {}  # the --site files (none with --sites FILE)
     if sites_file is not None:
         if mpc_owner_keys is not None:
             raise InputError("--mpc-owner-keys configures sites given with --site only")
@@ -934,12 +905,12 @@ def evaluate_command(
     except InputError as exc:
         raise name_options(exc, option_names(method)) from None
     # Said of a run that went ahead (a refusal stays its one line); none with --sites FILE.
-    warn_shared_files(parse_sites(site or []))
+    warn_shared_files(paths)
     if report is not None:
         inputs = (
             {"sites file": str(sites_file)}
             if sites_file is not None
-            else {name: str(p) for name, p in parse_sites(site or []).items()}
+            else {name: str(p) for name, p in paths.items()}
         )
         prov = provenance(
             inputs=inputs,

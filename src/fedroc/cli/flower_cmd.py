@@ -269,7 +269,12 @@ def up(
         raise InputError(f"--sites must be at least 1; got {sites}")
     if paths and sites is not None and sites != len(paths):
         raise InputError(f"--sites {sites} but {len(paths)} --data file(s) given")
-    from fedroc.cli._common import check_site_files, load_site_data, warn_shared_files
+    from fedroc.cli._common import (
+        check_site_files,
+        load_site_data,
+        note_mixed_score_scales,
+        warn_shared_files,
+    )
     from fedroc.data import Columns
 
     if paths:
@@ -285,8 +290,6 @@ def up(
     # "site 'north' is misconfigured on its SuperNode (details in its log)"; the synthetic
     # sites' columns (label, score, patient) too.
     loaded = load_site_data(paths, Columns(label, score, cluster), coerce_pos_label(pos_label))
-    from fedroc.cli.evaluate_cmd import note_mixed_score_scales
-
     note_mixed_score_scales(loaded)  # before a site's ledger binds the rows of a mistake
     policy = _up_policy(min_count, policy_file, loaded, paths)
     # No audit path: each site's audit log (and privacy ledger) lives in its node directory.
