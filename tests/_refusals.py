@@ -54,3 +54,17 @@ def small_site_secure_refusals(
         said[wider].add(str(refused.value))
         told += wider and "outside" in str(refused.value)
     return told, said
+
+
+def lone_small_site(seed: int, trial: int) -> tuple[Federation, bool]:
+    """One site of 1 to 4 rows (q = 5) by ``trial``, with a row above 1 at odd trials.
+
+    Returns the federation of that one site and whether it holds the row above 1.
+    """
+    n = 1 + trial % 4
+    rng = np.random.default_rng([seed, trial])
+    y, s = rng.random(n) < 0.5, rng.random(n)
+    wider = trial % 2 == 1
+    if wider:
+        s[0] += 1.0  # the site's one row (or one of its rows) above 1
+    return Federation.from_sites([Site("v", SiteData.from_arrays(y, s))]), wider

@@ -412,17 +412,13 @@ def test_the_sensitivity_heuristic_does_not_tell_a_row_count_under_q(n_breaks):
 
 def _probability_refusals(function: str, args: dict) -> tuple[int, set[str], set[str]]:
     """``function``'s refusal at 20 sites of 1 to 4 rows, half with a score above 1."""
+    from tests._refusals import lone_small_site
+
     inside: set[str] = set()
     outside: set[str] = set()
     told = 0
     for seed in range(TRIALS):
-        n = 1 + seed % 4
-        rng = np.random.default_rng([1605, seed])
-        y, s = rng.random(n) < 0.5, rng.random(n)
-        wider = seed % 2 == 1
-        if wider:
-            s[0] = 1.0 + s[0]  # the site's one row (or one of its rows) above 1
-        fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, s))])
+        fed, wider = lone_small_site(1605, seed)
         with pytest.raises(FedrocError) as refused:
             fed.call(function, **args)
         said = str(refused.value)

@@ -39,7 +39,7 @@ from fedroc.data import SiteData
 from fedroc.exceptions import FedrocError
 from fedroc.federation import Federation
 from fedroc.federation.site import Site
-from tests._refusals import refusal, small_site_secure_refusals
+from tests._refusals import lone_small_site, refusal, small_site_secure_refusals
 
 TRIALS = 20
 LARGEST = float(np.finfo(np.float64).max)
@@ -141,13 +141,7 @@ def _range_told(function: str, args: dict) -> tuple[int, int, dict[bool, set[str
     said: dict[bool, set[str]] = {False: set(), True: set()}
     told = wrong = 0
     for seed in range(TRIALS):
-        n = 1 + seed % 4
-        rng = np.random.default_rng([1703, seed])
-        y, s = rng.random(n) < 0.5, rng.random(n)
-        wider = seed % 2 == 1
-        if wider:
-            s[0] += 1.0
-        fed = Federation.from_sites([Site("v", SiteData.from_arrays(y, s))])
+        fed, wider = lone_small_site(1703, seed)
         words = refusal(fed, function, lo=0.0, hi=1.0, **args)
         said[wider].add("answered" if words == "answered" else words)
         told += wider and "outside" in words
